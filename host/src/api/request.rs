@@ -1,0 +1,422 @@
+//! The request bodies of `/completions` and `/embeddings` as callers send
+//! them (Commonbase's shape, plus OpenAI's `tools`/`toolChoice`), and their
+//! validation into the plugin's typed request.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::error::ApiError;
+use crate::plugins::types;
+
+/// What callers put in `providerConfig.params.type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Text,
+    Chat,
+    Embeddings,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Text => "text",
+            Kind::Chat => "chat",
+            Kind::Embeddings => "embeddings",
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompletionBody {
+    pub project_id: Option<String>,
+    pub user_id: Option<String>,
+    pub prompt: Option<String>,
+    pub messages: Option<Vec<MessageBody>>,
+    pub provider_config: Option<ProviderConfig>,
+    pub functions: Option<Vec<FunctionBody>>,
+    pub function_call: Option<FunctionCallChoice>,
+    pub tools: Option<Vec<ToolBody>>,
+    pub tool_choice: Option<ToolChoice>,
+    pub variables: Option<HashMap<String, String>>,
+    pub stream: Option<bool>,
+    pub show_usage: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EmbeddingBody {
+    pub project_id: Option<String>,
+    pub user_id: Option<String>,
+    pub input: Option<EmbeddingInput>,
+    pub provider_config: Option<ProviderConfig>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged, expecting = "a string or an array of strings")]
+pub enum EmbeddingInput {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ProviderConfig {
+    pub provider: String,
+    #[serde(default)]
+    pub params: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RoleBody {
+    System,
+    User,
+    Assistant,
+    Function,
+    Tool,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct MessageBody {
+    pub role: RoleBody,
+    pub content: Option<String>,
+    pub name: Option<String>,
+    pub function_call: Option<FunctionCallBody>,
+    pub tool_calls: Option<Vec<ToolCallBody>>,
+    pub tool_call_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct FunctionCallBody {
+    pub name: String,
+    #[serde(default)]
+    pub arguments: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ToolCallBody {
+    pub id: String,
+    pub function: FunctionCallBody,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct FunctionBody {
+    pub name: String,
+    pub description: Option<String>,
+    pub parameters: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ToolBody {
+    #[serde(rename = "type", default = "function_type")]
+    pub kind: String,
+    pub function: FunctionBody,
+}
+
+fn function_type() -> String {
+    "function".to_owned()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged, expecting = "\"none\", \"auto\" or {\"name\": ...}")]
+pub enum FunctionCallChoice {
+    Mode(String),
+    Named { name: String },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "\"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}"
+)]
+pub enum ToolChoice {
+    Mode(String),
+    Named { function: NamedFunction },
+}
+
+#[derive(Debug, Deserialize)]
+pub struct NamedFunction {
+    pub name: String,
+}
+
+/// Parses a JSON body, naming the offending field in the error.
+pub fn parse_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            ApiError::BadRequest(format!("the request body is not valid JSON: {inner}"))
+        } else if path == "." {
+            ApiError::BadRequest(format!("the request body must be a JSON object: {inner}"))
+        } else {
+            ApiError::BadRequest(format!("invalid field {path}: {inner}"))
+        }
+    })
+}
+
+/// `projectId` must be present and non-empty.
+pub fn require_project_id(project_id: &Option<String>) -> Result<&str, ApiError> {
+    match project_id.as_deref() {
+        None => Err(ApiError::BadRequest("projectId is required".into())),
+        Some(id) if id.trim().is_empty() => {
+            Err(ApiError::BadRequest("projectId must not be empty".into()))
+        }
+        Some(id) => Ok(id),
+    }
+}
+
+/// The parts of `providerConfig` every endpoint needs.
+pub struct Target {
+    pub route: String,
+    pub kind: Kind,
+    pub model: Option<String>,
+    /// `params` without `type` and `model`, as a JSON object text for the plugin.
+    pub params: String,
+}
+
+pub fn target(config: &Option<ProviderConfig>) -> Result<Target, ApiError> {
+    let config = config
+        .as_ref()
+        .ok_or_else(|| ApiError::BadRequest("providerConfig is required".into()))?;
+    if config.provider.trim().is_empty() {
+        return Err(ApiError::BadRequest(
+            "providerConfig.provider must not be empty".into(),
+        ));
+    }
+    let mut params = config.params.clone();
+    let kind = match params.remove("type") {
+        None => {
+            return Err(ApiError::BadRequest(
+                "providerConfig.params.type is required (\"text\", \"chat\" or \"embeddings\")"
+                    .into(),
+            ));
+        }
+        Some(Value::String(kind)) => match kind.as_str() {
+            "text" => Kind::Text,
+            "chat" => Kind::Chat,
+            "embeddings" => Kind::Embeddings,
+            other => {
+                return Err(ApiError::BadRequest(format!(
+                    "providerConfig.params.type {other:?} is not one of \"text\", \"chat\", \"embeddings\""
+                )));
+            }
+        },
+        Some(_) => {
+            return Err(ApiError::BadRequest(
+                "providerConfig.params.type must be a string".into(),
+            ));
+        }
+    };
+    let model = match params.remove("model") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(model)) if !model.trim().is_empty() => Some(model),
+        Some(_) => {
+            return Err(ApiError::BadRequest(
+                "providerConfig.params.model must be a non-empty string".into(),
+            ));
+        }
+    };
+    Ok(Target {
+        route: config.provider.clone(),
+        kind,
+        model,
+        params: Value::Object(params).to_string(),
+    })
+}
+
+/// The completion request's input, variables filled in.
+pub fn prompt(body: &CompletionBody, kind: Kind) -> Result<types::Prompt, ApiError> {
+    let fill = |text: &str, place: &str| match &body.variables {
+        Some(variables) => super::variables::fill(text, variables, place),
+        None => Ok(text.to_owned()),
+    };
+    match kind {
+        Kind::Text => {
+            let prompt = body.prompt.as_deref().ok_or_else(|| {
+                ApiError::BadRequest("prompt is required when params.type is \"text\"".into())
+            })?;
+            Ok(types::Prompt::Text(fill(prompt, "prompt")?))
+        }
+        Kind::Chat => {
+            let messages = body.messages.as_ref().ok_or_else(|| {
+                ApiError::BadRequest("messages is required when params.type is \"chat\"".into())
+            })?;
+            if messages.is_empty() {
+                return Err(ApiError::BadRequest("messages must not be empty".into()));
+            }
+            let mut out = Vec::with_capacity(messages.len());
+            for (i, message) in messages.iter().enumerate() {
+                let content = match &message.content {
+                    Some(content) => Some(fill(content, &format!("messages[{i}].content"))?),
+                    None => None,
+                };
+                if matches!(message.role, RoleBody::Function) && message.name.is_none() {
+                    return Err(ApiError::BadRequest(format!(
+                        "messages[{i}].name is required on function messages"
+                    )));
+                }
+                out.push(types::Message {
+                    role: match message.role {
+                        RoleBody::System => types::Role::System,
+                        RoleBody::User => types::Role::User,
+                        RoleBody::Assistant => types::Role::Assistant,
+                        RoleBody::Function => types::Role::Function,
+                        RoleBody::Tool => types::Role::Tool,
+                    },
+                    content,
+                    name: message.name.clone(),
+                    function_call: message
+                        .function_call
+                        .as_ref()
+                        .map(|call| types::FunctionCall {
+                            name: call.name.clone(),
+                            arguments: call.arguments.clone(),
+                        }),
+                    tool_calls: message
+                        .tool_calls
+                        .iter()
+                        .flatten()
+                        .map(|call| types::ToolCall {
+                            id: call.id.clone(),
+                            name: call.function.name.clone(),
+                            arguments: call.function.arguments.clone(),
+                        })
+                        .collect(),
+                    tool_call_id: message.tool_call_id.clone(),
+                });
+            }
+            Ok(types::Prompt::Chat(out))
+        }
+        Kind::Embeddings => Err(ApiError::BadRequest(
+            "params.type \"embeddings\" is served by POST /embeddings".into(),
+        )),
+    }
+}
+
+/// `functions` (Commonbase) and `tools` (OpenAI) together.
+pub fn functions(body: &CompletionBody) -> Result<Vec<types::FunctionDef>, ApiError> {
+    let mut out = Vec::new();
+    let from_body = |f: &FunctionBody, place: String| {
+        if f.name.trim().is_empty() {
+            return Err(ApiError::BadRequest(format!(
+                "{place}.name must not be empty"
+            )));
+        }
+        Ok(types::FunctionDef {
+            name: f.name.clone(),
+            description: f.description.clone(),
+            parameters: f.parameters.as_ref().map(Value::to_string),
+        })
+    };
+    for (i, f) in body.functions.iter().flatten().enumerate() {
+        out.push(from_body(f, format!("functions[{i}]"))?);
+    }
+    for (i, tool) in body.tools.iter().flatten().enumerate() {
+        if tool.kind != "function" {
+            return Err(ApiError::BadRequest(format!(
+                "tools[{i}].type {:?} is not supported (only \"function\")",
+                tool.kind
+            )));
+        }
+        out.push(from_body(&tool.function, format!("tools[{i}].function"))?);
+    }
+    Ok(out)
+}
+
+pub fn function_choice(body: &CompletionBody) -> Result<Option<types::FunctionChoice>, ApiError> {
+    let mode = |mode: &str, field: &str| match mode {
+        "none" => Ok(types::FunctionChoice::None),
+        "auto" => Ok(types::FunctionChoice::Auto),
+        "required" => Ok(types::FunctionChoice::Required),
+        other => Err(ApiError::BadRequest(format!(
+            "{field} {other:?} is not one of \"none\", \"auto\", \"required\""
+        ))),
+    };
+    if let Some(choice) = &body.function_call {
+        return match choice {
+            FunctionCallChoice::Mode(m) => mode(m, "functionCall").map(Some),
+            FunctionCallChoice::Named { name } => {
+                Ok(Some(types::FunctionChoice::Named(name.clone())))
+            }
+        };
+    }
+    match &body.tool_choice {
+        None => Ok(None),
+        Some(ToolChoice::Mode(m)) => mode(m, "toolChoice").map(Some),
+        Some(ToolChoice::Named { function }) => {
+            Ok(Some(types::FunctionChoice::Named(function.name.clone())))
+        }
+    }
+}
+
+impl EmbeddingInput {
+    pub fn into_list(self) -> Result<Vec<String>, ApiError> {
+        let list = match self {
+            EmbeddingInput::One(text) => vec![text],
+            EmbeddingInput::Many(list) => list,
+        };
+        if list.is_empty() {
+            return Err(ApiError::BadRequest("input must not be empty".into()));
+        }
+        Ok(list)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(json: &str) -> Result<CompletionBody, String> {
+        parse_body::<CompletionBody>(json.as_bytes()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn type_errors_name_the_field() {
+        let err = parse(r#"{"projectId": 5}"#).unwrap_err();
+        assert!(err.contains("projectId"), "{err}");
+        let err = parse(r#"{"messages": [{"role": "robot", "content": "x"}]}"#).unwrap_err();
+        assert!(err.contains("messages[0].role"), "{err}");
+        let err = parse(r#"{"stream": "yes"}"#).unwrap_err();
+        assert!(err.contains("stream"), "{err}");
+        assert!(parse("[1]").unwrap_err().contains("JSON object"));
+        assert!(parse("{nope").unwrap_err().contains("not valid JSON"));
+    }
+
+    #[test]
+    fn unknown_fields_are_ignored() {
+        assert!(parse(r#"{"projectId": "p", "somethingNew": {"a": 1}}"#).is_ok());
+    }
+
+    #[test]
+    fn target_splits_type_and_model_from_passthrough_params() {
+        let body = parse(
+            r#"{"providerConfig": {"provider": "x", "params": {"type": "chat", "model": "m", "temperature": 0.5}}}"#,
+        )
+        .unwrap();
+        let target = target(&body.provider_config).unwrap();
+        assert_eq!(target.kind, Kind::Chat);
+        assert_eq!(target.model.as_deref(), Some("m"));
+        assert_eq!(target.params, r#"{"temperature":0.5}"#);
+    }
+
+    #[test]
+    fn tools_and_tool_choice_are_accepted() {
+        let body = parse(
+            r#"{"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+                "toolChoice": {"type": "function", "function": {"name": "f"}}}"#,
+        )
+        .unwrap();
+        let functions = functions(&body).unwrap();
+        assert_eq!(
+            functions[0].parameters.as_deref(),
+            Some(r#"{"type":"object"}"#)
+        );
+        assert!(matches!(
+            function_choice(&body).unwrap(),
+            Some(types::FunctionChoice::Named(name)) if name == "f"
+        ));
+    }
+}

@@ -1,0 +1,128 @@
+//! Every way a request can fail, and the one place each maps to an HTTP status.
+
+use hyper::StatusCode;
+use serde_json::json;
+
+use crate::plugins::{PluginError, types};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("the request body is larger than the limit of {0} bytes")]
+    BodyTooLarge(usize),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("missing API key: send the project's key in the Authorization header")]
+    MissingKey,
+    #[error("invalid or revoked API key")]
+    InvalidKey,
+    #[error("this API key does not belong to project {0}")]
+    WrongProject(String),
+    #[error("unknown provider {0:?}")]
+    UnknownRoute(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("method not allowed: use {0}")]
+    MethodNotAllowed(&'static str),
+    #[error("provider {route:?} is unavailable: its plugin {plugin:?} is not loaded")]
+    PluginNotLoaded { route: String, plugin: String },
+    #[error("the provider answered with an error (HTTP {status})")]
+    Upstream {
+        status: u16,
+        message: String,
+        retry_after: Option<u32>,
+    },
+    #[error("the provider did not answer in time: {0}")]
+    Timeout(String),
+    #[error("the provider call failed: {0}")]
+    ProviderFailed(String),
+    #[error("the provider plugin failed: {0}")]
+    PluginFailed(String),
+    #[error("the provider plugin is busy or unusable: {0}")]
+    PluginUnavailable(String),
+    #[error("internal error")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::MissingKey | ApiError::InvalidKey => StatusCode::UNAUTHORIZED,
+            ApiError::WrongProject(_) => StatusCode::FORBIDDEN,
+            ApiError::UnknownRoute(_) | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::PluginNotLoaded { .. } | ApiError::PluginUnavailable(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            // Rate limits pass through so clients' retry logic works as it does upstream.
+            ApiError::Upstream { status: 429, .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Upstream { .. } | ApiError::ProviderFailed(_) | ApiError::PluginFailed(_) => {
+                StatusCode::BAD_GATEWAY
+            }
+            ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The upstream's own message, for `providerError`.
+    pub fn provider_error(&self) -> Option<&str> {
+        match self {
+            ApiError::Upstream { message, .. } => Some(message),
+            ApiError::ProviderFailed(message) | ApiError::Timeout(message) => Some(message),
+            _ => None,
+        }
+    }
+
+    pub fn retry_after(&self) -> Option<u32> {
+        match self {
+            ApiError::Upstream { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// The message callers see. Internal details stay in the log.
+    pub fn message(&self) -> String {
+        self.to_string()
+    }
+
+    pub fn body(&self, invocation_id: &uuid::Uuid) -> serde_json::Value {
+        let mut body = json!({
+            "error": self.message(),
+            "invocationId": invocation_id.to_string(),
+        });
+        if let Some(provider_error) = self.provider_error() {
+            body["providerError"] = json!(provider_error);
+        }
+        body
+    }
+}
+
+impl From<PluginError> for ApiError {
+    fn from(e: PluginError) -> ApiError {
+        match e {
+            PluginError::Provider(types::ProviderError::InvalidRequest(message)) => {
+                ApiError::BadRequest(message)
+            }
+            PluginError::Provider(types::ProviderError::Upstream(e)) => ApiError::Upstream {
+                status: e.status,
+                message: e.message,
+                retry_after: e.retry_after,
+            },
+            PluginError::Provider(types::ProviderError::Timeout(message)) => {
+                ApiError::Timeout(message)
+            }
+            PluginError::Provider(types::ProviderError::Failed(message)) => {
+                ApiError::ProviderFailed(message)
+            }
+            PluginError::Crashed(message) => ApiError::PluginFailed(message),
+            PluginError::Unavailable(message) => ApiError::PluginUnavailable(message),
+        }
+    }
+}
+
+impl From<crate::store::StoreError> for ApiError {
+    fn from(e: crate::store::StoreError) -> ApiError {
+        ApiError::Internal(e.to_string())
+    }
+}

@@ -1,0 +1,105 @@
+//! Provider routes: which plugin serves a `providerConfig.provider` id, with
+//! which upstream, key, sandbox and prices.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::{Config, RouteConfig};
+use crate::error::ApiError;
+use crate::plugins::{AllowedHosts, types};
+
+pub struct Route {
+    pub id: String,
+    pub config: RouteConfig,
+    pub allowed_hosts: Arc<AllowedHosts>,
+    pub timeout: Duration,
+    /// The gateway's own provider key, read from `api_key_env` at start.
+    configured_key: Option<String>,
+    settings: String,
+}
+
+pub struct Routes {
+    routes: HashMap<String, Arc<Route>>,
+}
+
+impl Routes {
+    pub fn from_config(config: &Config) -> Routes {
+        let routes = config
+            .providers
+            .iter()
+            .map(|(id, route)| {
+                let configured_key = route.api_key_env.as_ref().and_then(|var| {
+                    let key = std::env::var(var).ok().filter(|k| !k.trim().is_empty());
+                    if key.is_none() {
+                        tracing::warn!(route = %id, env = %var,
+                            "route key variable is not set: callers must send Provider-API-Key");
+                    }
+                    key
+                });
+                let allowed_hosts = route
+                    .base_url
+                    .as_deref()
+                    .and_then(|url| AllowedHosts::from_base_url(url).ok())
+                    .unwrap_or_else(AllowedHosts::none);
+                let route = Route {
+                    id: id.clone(),
+                    allowed_hosts: Arc::new(allowed_hosts),
+                    timeout: route.timeout(config),
+                    configured_key,
+                    settings: route.settings_json(),
+                    config: route.clone(),
+                };
+                (id.clone(), Arc::new(route))
+            })
+            .collect();
+        Routes { routes }
+    }
+
+    pub fn get(&self, id: &str) -> Result<Arc<Route>, ApiError> {
+        self.routes
+            .get(id)
+            .cloned()
+            .ok_or_else(|| ApiError::UnknownRoute(id.to_owned()))
+    }
+}
+
+impl Route {
+    /// The caller's `Provider-API-Key` wins; else the route's own key.
+    pub fn provider_key(&self, from_caller: Option<String>) -> Result<Option<String>, ApiError> {
+        match from_caller.or_else(|| self.configured_key.clone()) {
+            Some(key) => Ok(Some(key)),
+            None if !self.config.needs_api_key() => Ok(None),
+            None => Err(ApiError::BadRequest(format!(
+                "provider {:?} needs a provider API key: send yours in the Provider-API-Key header",
+                self.id
+            ))),
+        }
+    }
+
+    pub fn model(&self, requested: Option<String>) -> Result<String, ApiError> {
+        requested
+            .or_else(|| self.config.default_model.clone())
+            .ok_or_else(|| {
+                ApiError::BadRequest(format!(
+                    "providerConfig.params.model is required: provider {:?} has no default model",
+                    self.id
+                ))
+            })
+    }
+
+    pub fn wit_route(&self, api_key: Option<String>) -> types::Route {
+        types::Route {
+            id: self.id.clone(),
+            base_url: self
+                .config
+                .base_url
+                .as_deref()
+                .unwrap_or("")
+                .trim_end_matches('/')
+                .to_owned(),
+            api_key,
+            settings: self.settings.clone(),
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! Response bodies and their helpers.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
+use hyper::body::{Frame, Incoming};
+use hyper::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use hyper::{HeaderMap, Response, StatusCode};
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+use crate::error::ApiError;
+
+pub type Body = BoxBody<Bytes, Infallible>;
+
+pub const INVOCATION_HEADER: &str = "x-invocation-id";
+
+pub fn json_response(status: StatusCode, body: &serde_json::Value, id: &Uuid) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    set_invocation_header(headers, id);
+    response
+}
+
+pub fn error_response(error: &ApiError, id: &Uuid) -> Response<Body> {
+    let mut response = json_response(error.status(), &error.body(id), id);
+    if let Some(seconds) = error.retry_after() {
+        response
+            .headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    response
+}
+
+fn set_invocation_header(headers: &mut HeaderMap, id: &Uuid) {
+    if let Ok(value) = HeaderValue::from_str(&id.to_string()) {
+        headers.insert(INVOCATION_HEADER, value);
+    }
+}
+
+/// A Server-Sent Events response whose frames arrive through `frames`.
+pub fn sse_response(frames: mpsc::Receiver<Bytes>, id: &Uuid) -> Response<Body> {
+    let mut response = Response::new(ChannelBody { frames }.boxed());
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // Reverse proxies (nginx) would otherwise buffer the stream.
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    set_invocation_header(headers, id);
+    response
+}
+
+/// One SSE frame: `data: <json>` and a blank line.
+pub fn sse_frame(value: &serde_json::Value) -> Bytes {
+    let json = value.to_string();
+    let mut frame = Vec::with_capacity(json.len() + 8);
+    frame.extend_from_slice(b"data: ");
+    frame.extend_from_slice(json.as_bytes());
+    frame.extend_from_slice(b"\n\n");
+    Bytes::from(frame)
+}
+
+struct ChannelBody {
+    frames: mpsc::Receiver<Bytes>,
+}
+
+impl hyper::body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.frames
+            .poll_recv(cx)
+            .map(|frame| frame.map(|bytes| Ok(Frame::data(bytes))))
+    }
+}
+
+/// Reads a request body of at most `limit` bytes.
+pub async fn read_body(
+    headers: &HeaderMap,
+    body: Incoming,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
+    let declared = headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limit as u64) {
+        return Err(ApiError::BodyTooLarge(limit));
+    }
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::BodyTooLarge(limit)),
+        Err(e) => Err(ApiError::BadRequest(format!(
+            "could not read the request body: {e}"
+        ))),
+    }
+}

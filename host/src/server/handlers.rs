@@ -1,0 +1,333 @@
+//! The endpoints. Each request flows one way: body -> auth -> validate ->
+//! route -> plugin -> response, and ends as exactly one invocation record.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use hyper::body::Incoming;
+use hyper::header::AUTHORIZATION;
+use hyper::{HeaderMap, Request, Response, StatusCode};
+use serde_json::json;
+use uuid::Uuid;
+
+use super::AppState;
+use super::body::{Body, error_response, json_response, read_body};
+use super::record::Draft;
+use super::stream;
+use crate::api::request::{self, CompletionBody, EmbeddingBody, Kind};
+use crate::api::response::{self, Envelope};
+use crate::error::ApiError;
+use crate::plugins::{CallContext, Plugin, types};
+use crate::pricing;
+use crate::routing::Route;
+use crate::store::TokenUsage;
+
+const PROVIDER_KEY_HEADER: &str = "provider-api-key";
+
+/// What a handler produced.
+pub(super) enum Reply {
+    /// A complete JSON answer, still to be recorded.
+    Json(serde_json::Value),
+    /// A stream whose task records the invocation itself.
+    Stream(Response<Body>),
+    /// A failure the stream task has already recorded.
+    Recorded(ApiError),
+}
+
+/// Records a handler's outcome and turns it into the response.
+async fn finish(state: &AppState, draft: Draft, result: Result<Reply, ApiError>) -> Response<Body> {
+    let id = draft.id();
+    match result {
+        Ok(Reply::Json(body)) => {
+            let response = json_response(StatusCode::OK, &body, &id);
+            state.log.record(draft.success(200, body.to_string())).await;
+            response
+        }
+        Ok(Reply::Stream(response)) => response,
+        Ok(Reply::Recorded(error)) => error_response(&error, &id),
+        Err(error) => {
+            let response = error_response(&error, &id);
+            state.log.record(draft.failure(&error)).await;
+            response
+        }
+    }
+}
+
+/// The project the request's API key belongs to.
+async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<String, ApiError> {
+    let value = headers.get(AUTHORIZATION).ok_or(ApiError::MissingKey)?;
+    let value = value.to_str().map_err(|_| ApiError::InvalidKey)?;
+    let key = crate::auth::key_from_header(value).ok_or(ApiError::MissingKey)?;
+    let record = state
+        .store
+        .find_key(&crate::auth::hash_key(key))
+        .await?
+        .ok_or(ApiError::InvalidKey)?;
+    Ok(record.project_id)
+}
+
+fn check_project(key_project: &str, project_id: &Option<String>) -> Result<(), ApiError> {
+    let requested = request::require_project_id(project_id)?;
+    if requested != key_project {
+        return Err(ApiError::WrongProject(requested.to_owned()));
+    }
+    Ok(())
+}
+
+fn caller_provider_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    match headers.get(PROVIDER_KEY_HEADER) {
+        None => Ok(None),
+        Some(value) => {
+            let key = value
+                .to_str()
+                .map_err(|_| ApiError::BadRequest("Provider-API-Key is not valid text".into()))?
+                .trim();
+            let key = key.strip_prefix("Bearer ").unwrap_or(key).trim();
+            Ok((!key.is_empty()).then(|| key.to_owned()))
+        }
+    }
+}
+
+fn plugin_for(state: &AppState, route: &Route) -> Result<Arc<Plugin>, ApiError> {
+    state
+        .runtime
+        .get(&route.config.plugin)
+        .ok_or_else(|| ApiError::PluginNotLoaded {
+            route: route.id.clone(),
+            plugin: route.config.plugin.clone(),
+        })
+}
+
+/// Usage and its cost (`None` when the model's price is unknown).
+pub(super) fn usage_and_cost(
+    route: &Route,
+    plugin: &Plugin,
+    model: &str,
+    usage: Option<&types::Usage>,
+) -> (Option<TokenUsage>, Option<f64>) {
+    let Some(usage) = usage.map(TokenUsage::from) else {
+        return (None, None);
+    };
+    let cost = match pricing::price_for(&route.config.pricing, &plugin.info.models, model) {
+        Some(price) => Some(pricing::cost(&usage, price)),
+        None => {
+            pricing::warn_unpriced(&route.id, model);
+            None
+        }
+    };
+    (Some(usage), cost)
+}
+
+/// Body, key, JSON: the steps every POST endpoint starts with, in contract order.
+async fn admit<T: serde::de::DeserializeOwned>(
+    state: &AppState,
+    draft: &mut Draft,
+    headers: &HeaderMap,
+    body: Incoming,
+) -> Result<(String, T), ApiError> {
+    let bytes: Bytes = read_body(headers, body, state.config.max_body_bytes).await?;
+    draft.request(&bytes);
+    let key_project = authenticate(state, headers).await?;
+    let parsed = request::parse_body::<T>(&bytes)?;
+    Ok((key_project, parsed))
+}
+
+pub(super) async fn completions(
+    state: Arc<AppState>,
+    request: Request<Incoming>,
+    draft: Draft,
+) -> Response<Body> {
+    let (parts, body) = request.into_parts();
+    let mut draft = draft;
+    let result = completion_flow(&state, &mut draft, &parts.headers, body).await;
+    finish(&state, draft, result).await
+}
+
+async fn completion_flow(
+    state: &Arc<AppState>,
+    draft: &mut Draft,
+    headers: &HeaderMap,
+    body: Incoming,
+) -> Result<Reply, ApiError> {
+    let (key_project, body) = admit::<CompletionBody>(state, draft, headers, body).await?;
+    draft.user(body.user_id.as_deref());
+    check_project(&key_project, &body.project_id)?;
+    draft.project(&key_project);
+
+    let target = request::target(&body.provider_config)?;
+    let route = state.routes.get(&target.route)?;
+    draft.route(&route.id, &route.config.plugin);
+    if target.kind == Kind::Embeddings {
+        return Err(ApiError::BadRequest(
+            "params.type \"embeddings\" is served by POST /embeddings".into(),
+        ));
+    }
+    let stream = body.stream.unwrap_or(false);
+    let show_usage = body.show_usage.unwrap_or(false);
+    let model = route.model(target.model.clone())?;
+    draft.model(&model, target.kind.as_str(), stream);
+
+    let completion_request = types::CompletionRequest {
+        prompt: request::prompt(&body, target.kind)?,
+        functions: request::functions(&body)?,
+        function_choice: request::function_choice(&body)?,
+        route: route.wit_route(route.provider_key(caller_provider_key(headers)?)?),
+        model: model.clone(),
+        params: target.params,
+    };
+    let plugin = plugin_for(state, &route)?;
+    let ctx = CallContext {
+        invocation_id: draft.id(),
+        allowed_hosts: route.allowed_hosts.clone(),
+    };
+
+    if stream {
+        return stream::start(stream::StreamCall {
+            state: state.clone(),
+            route,
+            plugin,
+            ctx,
+            request: completion_request,
+            project_id: key_project,
+            kind: target.kind,
+            show_usage,
+            draft: draft.clone(),
+        })
+        .await;
+    }
+
+    let call = state.runtime.complete(&plugin, &ctx, &completion_request);
+    let completion = tokio::time::timeout(route.timeout, call)
+        .await
+        .map_err(|_| timeout_error(&route))??;
+    let (usage, cost) = usage_and_cost(&route, &plugin, &model, completion.usage.as_ref());
+    draft.usage(usage, cost);
+
+    let id = draft.id().to_string();
+    let envelope = Envelope {
+        invocation_id: &id,
+        project_id: &key_project,
+        kind: target.kind,
+        model: &model,
+    };
+    let choices = completion
+        .choices
+        .iter()
+        .map(|choice| response::choice(&envelope, choice, &choice.text))
+        .collect();
+    let usage = usage.as_ref().filter(|_| show_usage).map(|u| (u, cost));
+    Ok(Reply::Json(response::completion(
+        &envelope, true, choices, usage,
+    )))
+}
+
+pub(super) fn timeout_error(route: &Route) -> ApiError {
+    ApiError::Timeout(format!(
+        "no complete answer within {} s",
+        route.timeout.as_secs()
+    ))
+}
+
+pub(super) async fn embeddings(
+    state: Arc<AppState>,
+    request: Request<Incoming>,
+    draft: Draft,
+) -> Response<Body> {
+    let (parts, body) = request.into_parts();
+    let mut draft = draft;
+    let result = embedding_flow(&state, &mut draft, &parts.headers, body).await;
+    finish(&state, draft, result).await
+}
+
+async fn embedding_flow(
+    state: &Arc<AppState>,
+    draft: &mut Draft,
+    headers: &HeaderMap,
+    body: Incoming,
+) -> Result<Reply, ApiError> {
+    let (key_project, body) = admit::<EmbeddingBody>(state, draft, headers, body).await?;
+    draft.user(body.user_id.as_deref());
+    check_project(&key_project, &body.project_id)?;
+    draft.project(&key_project);
+
+    let target = request::target(&body.provider_config)?;
+    let route = state.routes.get(&target.route)?;
+    draft.route(&route.id, &route.config.plugin);
+    if target.kind != Kind::Embeddings {
+        return Err(ApiError::BadRequest(format!(
+            "POST /embeddings needs params.type \"embeddings\", not {:?}",
+            target.kind.as_str()
+        )));
+    }
+    let model = route.model(target.model.clone())?;
+    draft.model(&model, Kind::Embeddings.as_str(), false);
+    let input = body
+        .input
+        .ok_or_else(|| ApiError::BadRequest("input is required".into()))?
+        .into_list()?;
+    let embedding_request = types::EmbeddingRequest {
+        route: route.wit_route(route.provider_key(caller_provider_key(headers)?)?),
+        model: model.clone(),
+        input,
+        params: target.params,
+    };
+    let plugin = plugin_for(state, &route)?;
+    let ctx = CallContext {
+        invocation_id: draft.id(),
+        allowed_hosts: route.allowed_hosts.clone(),
+    };
+    let call = state.runtime.embed(&plugin, &ctx, &embedding_request);
+    let result = tokio::time::timeout(route.timeout, call)
+        .await
+        .map_err(|_| timeout_error(&route))??;
+    if result.vectors.len() != embedding_request.input.len() {
+        return Err(ApiError::ProviderFailed(format!(
+            "the provider returned {} embeddings for {} inputs",
+            result.vectors.len(),
+            embedding_request.input.len()
+        )));
+    }
+    let (usage, cost) = usage_and_cost(&route, &plugin, &model, result.usage.as_ref());
+    draft.usage(usage, cost);
+    let id = draft.id().to_string();
+    let envelope = Envelope {
+        invocation_id: &id,
+        project_id: &key_project,
+        kind: Kind::Embeddings,
+        model: &model,
+    };
+    Ok(Reply::Json(response::embeddings(
+        &envelope,
+        &result.vectors,
+    )))
+}
+
+/// `GET /invocations/{id}`: the caller's own project's records only.
+pub(super) async fn invocation(
+    state: Arc<AppState>,
+    request: Request<Incoming>,
+    id_text: &str,
+    request_id: Uuid,
+) -> Response<Body> {
+    let result = async {
+        let project = authenticate(&state, request.headers()).await?;
+        let not_found = || ApiError::NotFound(format!("no invocation {id_text} in this project"));
+        let id = Uuid::parse_str(id_text).map_err(|_| not_found())?;
+        // Records are written in batches: make sure this one has landed.
+        state.log.flush().await;
+        let record = state.store.invocation(&id).await?.ok_or_else(not_found)?;
+        if record.project_id.as_deref() != Some(project.as_str()) {
+            return Err(not_found());
+        }
+        Ok(record.to_json())
+    }
+    .await;
+    match result {
+        Ok(body) => json_response(StatusCode::OK, &body, &request_id),
+        Err(error) => error_response(&error, &request_id),
+    }
+}
+
+pub(super) fn healthz(id: &Uuid) -> Response<Body> {
+    json_response(StatusCode::OK, &json!({"status": "ok"}), id)
+}

@@ -1,0 +1,506 @@
+//! Outbound HTTP, a plugin's only way out of its sandbox.
+//!
+//! The gateway performs the requests: only the host (and port) of the route's
+//! `base_url` is reachable, and the call's deadline applies to every step.
+//!
+//! ```no_run
+//! use gateway_plugin_sdk::{http, ProviderError};
+//! use serde::Deserialize;
+//!
+//! #[derive(Deserialize)]
+//! struct Models {
+//!     data: Vec<serde_json::Value>,
+//! }
+//!
+//! fn count_models(base_url: &str, key: &str) -> Result<usize, ProviderError> {
+//!     let models: Models = http::Request::get(format!("{base_url}/models"))
+//!         .bearer(key)
+//!         .send()?
+//!         .error_for_status()?
+//!         .json()?;
+//!     Ok(models.data.len())
+//! }
+//! ```
+
+use std::collections::VecDeque;
+use std::fmt;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::__private::gateway::provider::http as host;
+use crate::{ProviderError, sse, upstream_error};
+
+/// An outbound HTTP request, built with chained calls and performed by
+/// [`Request::send`].
+///
+/// Its `Debug` output shows header names but never their values, so a request
+/// can be logged without leaking the provider key.
+#[derive(Clone, PartialEq)]
+pub struct Request {
+    method: String,
+    url: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Request {
+    /// A request with `method` (e.g. `"PUT"`) to `url`, without headers or
+    /// body.
+    pub fn new(method: &str, url: impl Into<String>) -> Self {
+        Request {
+            method: method.to_owned(),
+            url: url.into(),
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+
+    /// A `GET` request to `url`.
+    pub fn get(url: impl Into<String>) -> Self {
+        Self::new("GET", url)
+    }
+
+    /// A `POST` request to `url`.
+    pub fn post(url: impl Into<String>) -> Self {
+        Self::new("POST", url)
+    }
+
+    /// Adds a header. Headers with the same name are all sent.
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Sets `Authorization: Bearer <key>`, replacing any `Authorization`
+    /// header set before.
+    pub fn bearer(self, key: &str) -> Self {
+        self.replace_header("authorization", &format!("Bearer {key}"))
+    }
+
+    /// Sets the body to `value` serialized as JSON, and
+    /// `Content-Type: application/json` (replacing any `Content-Type` set
+    /// before).
+    ///
+    /// Fails with [`ProviderError::Failed`] when `value` cannot be serialized
+    /// (e.g. a map with non-string keys).
+    pub fn json<T: Serialize + ?Sized>(self, value: &T) -> Result<Self, ProviderError> {
+        let body = serde_json::to_vec(value).map_err(|e| {
+            ProviderError::Failed(format!("could not serialize the request body: {e}"))
+        })?;
+        Ok(self
+            .replace_header("content-type", "application/json")
+            .body(body))
+    }
+
+    /// Sets the body (bytes sent as they are; set `Content-Type` with
+    /// [`Request::header`]).
+    pub fn body(mut self, bytes: Vec<u8>) -> Self {
+        self.body = bytes;
+        self
+    }
+
+    /// The request method.
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+
+    /// The request URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The headers, in the order they were set.
+    pub fn headers(&self) -> &[(String, String)] {
+        &self.headers
+    }
+
+    /// The value of the first header named `name` (case-insensitively).
+    pub fn header_value(&self, name: &str) -> Option<&str> {
+        find_header(&self.headers, name)
+    }
+
+    /// The body.
+    pub fn body_bytes(&self) -> &[u8] {
+        &self.body
+    }
+
+    /// Sends the request through the gateway and returns the response once
+    /// its status and headers have arrived; read the body from the
+    /// [`Response`].
+    ///
+    /// Every status is a successful send, use [`Response::error_for_status`]
+    /// to treat non-2xx answers as errors. Failures map to
+    /// [`ProviderError::Timeout`] when the upstream did not answer in time and
+    /// to [`ProviderError::Failed`] otherwise (a forbidden host, a connection
+    /// failure, an invalid URL). Error messages never include headers.
+    ///
+    /// Only works inside the plugin: natively (in unit tests) it panics.
+    pub fn send(self) -> Result<Response, ProviderError> {
+        #[cfg(not(target_arch = "wasm32"))]
+        panic!(
+            "http::Request::send calls the gateway, which only exists when the plugin runs as a \
+             wasm component; test with http::Response::from_chunks instead"
+        );
+        #[cfg(target_arch = "wasm32")]
+        {
+            let request = host::Request {
+                method: self.method,
+                url: self.url,
+                headers: self.headers,
+                body: self.body,
+            };
+            let response =
+                host::send(&request).map_err(|e| http_error(e, "sending the request"))?;
+            Ok(Response {
+                status: response.status,
+                headers: response.headers,
+                body: Body::Host(response.body),
+            })
+        }
+    }
+
+    fn replace_header(mut self, name: &str, value: &str) -> Self {
+        self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        self.header(name, value)
+    }
+}
+
+impl fmt::Debug for Request {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let header_names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("Request")
+            .field("method", &self.method)
+            .field("url", &self.url)
+            .field("headers", &header_names)
+            .field("body_len", &self.body.len())
+            .finish()
+    }
+}
+
+/// A response: status and headers, and a body read in chunks as it arrives.
+#[derive(Debug)]
+pub struct Response {
+    /// The HTTP status code.
+    pub status: u16,
+    /// The headers, in the order received (names as the host delivers them;
+    /// look them up with [`Response::header`]).
+    pub headers: Vec<(String, String)>,
+    body: Body,
+}
+
+#[derive(Debug)]
+enum Body {
+    /// Still being read from the host.
+    // Only `send` creates it, and `send` needs the host (wasm).
+    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+    Host(host::IncomingBody),
+    /// Given by [`Response::from_chunks`].
+    Chunks(VecDeque<Vec<u8>>),
+    /// Fully read, or abandoned after an error.
+    Done,
+}
+
+impl Response {
+    /// A response whose body is `chunks`, delivered one by one by
+    /// [`Response::chunk`]: for testing a plugin's response handling
+    /// natively.
+    pub fn from_chunks(status: u16, headers: Vec<(String, String)>, chunks: Vec<Vec<u8>>) -> Self {
+        Response {
+            status,
+            headers,
+            body: Body::Chunks(chunks.into()),
+        }
+    }
+
+    /// The value of the first header named `name` (case-insensitively).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        find_header(&self.headers, name)
+    }
+
+    /// Whether the status is 2xx.
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    /// The next body chunk as it arrives, `None` at the end of the body.
+    ///
+    /// Errors: [`ProviderError::Timeout`] when the next chunk did not arrive
+    /// in time, [`ProviderError::Failed`] for a broken connection or a body
+    /// larger than the gateway allows. After an error the body is abandoned.
+    pub fn chunk(&mut self) -> Result<Option<Vec<u8>>, ProviderError> {
+        loop {
+            let next = match &mut self.body {
+                Body::Done => return Ok(None),
+                Body::Chunks(chunks) => Ok(chunks.pop_front()),
+                Body::Host(body) => body.read(),
+            };
+            match next {
+                // Empty chunks carry nothing; callers treat a chunk as progress.
+                Ok(Some(chunk)) if chunk.is_empty() => continue,
+                Ok(Some(chunk)) => return Ok(Some(chunk)),
+                Ok(None) => {
+                    // Dropping the host's body releases it right away.
+                    self.body = Body::Done;
+                    return Ok(None);
+                }
+                Err(e) => {
+                    self.body = Body::Done;
+                    return Err(http_error(e, "reading the answer"));
+                }
+            }
+        }
+    }
+
+    /// Reads the whole body.
+    pub fn bytes(mut self) -> Result<Vec<u8>, ProviderError> {
+        let mut body = Vec::new();
+        while let Some(chunk) = self.chunk()? {
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+
+    /// Reads the body and parses it as JSON into `T`.
+    ///
+    /// A body that does not parse is [`ProviderError::Failed`] naming the
+    /// expected type and what was wrong.
+    pub fn json<T: DeserializeOwned>(self) -> Result<T, ProviderError> {
+        let body = self.bytes()?;
+        serde_json::from_slice(&body).map_err(|e| {
+            ProviderError::Failed(format!(
+                "the provider's answer is not a valid {}: {e}",
+                short_type_name(std::any::type_name::<T>())
+            ))
+        })
+    }
+
+    /// Returns the response unchanged when its status is 2xx. Otherwise reads
+    /// the body and returns [`ProviderError::Upstream`] with the status, the
+    /// provider's message (see [`crate::upstream_error`]) and the
+    /// `Retry-After` seconds.
+    pub fn error_for_status(self) -> Result<Self, ProviderError> {
+        if self.is_success() {
+            return Ok(self);
+        }
+        let status = self.status;
+        let retry_after = self.header("retry-after").map(str::to_owned);
+        // The status says what matters; a body that fails to arrive only
+        // costs the provider's message.
+        let body = self.bytes().unwrap_or_default();
+        Err(upstream_error(status, &body, retry_after.as_deref()))
+    }
+
+    /// Iterates the body as Server-Sent Events, reading chunks lazily.
+    ///
+    /// The iterator yields each event once complete (including a last event
+    /// not followed by a blank line), an `Err` if reading fails (then ends),
+    /// and ends with the body.
+    pub fn sse(self) -> SseStream {
+        SseStream {
+            response: self,
+            parser: sse::Parser::new(),
+            ready: VecDeque::new(),
+            ended: false,
+        }
+    }
+}
+
+/// The body of a [`Response`] as Server-Sent Events; see [`Response::sse`].
+#[derive(Debug)]
+pub struct SseStream {
+    response: Response,
+    parser: sse::Parser,
+    ready: VecDeque<sse::Event>,
+    ended: bool,
+}
+
+impl Iterator for SseStream {
+    type Item = Result<sse::Event, ProviderError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(event) = self.ready.pop_front() {
+                return Some(Ok(event));
+            }
+            if self.ended {
+                return None;
+            }
+            match self.response.chunk() {
+                Ok(Some(chunk)) => self.ready.extend(self.parser.push(&chunk)),
+                Ok(None) => {
+                    self.ended = true;
+                    self.ready.extend(self.parser.finish());
+                }
+                Err(e) => {
+                    self.ended = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}
+
+fn find_header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
+
+/// Maps the host's HTTP errors; `doing` says which step failed.
+fn http_error(error: host::HttpError, doing: &str) -> ProviderError {
+    match error {
+        host::HttpError::Timeout(detail) => ProviderError::Timeout(format!(
+            "the provider did not answer in time ({doing}): {detail}"
+        )),
+        host::HttpError::ForbiddenHost(host) => ProviderError::Failed(format!(
+            "the gateway does not allow requests to {host}; only the route's base_url is reachable"
+        )),
+        host::HttpError::TooLarge(limit) => ProviderError::Failed(format!(
+            "the provider's answer is larger than the gateway allows ({limit} bytes)"
+        )),
+        host::HttpError::Transport(detail) => {
+            ProviderError::Failed(format!("HTTP failure {doing}: {detail}"))
+        }
+        host::HttpError::InvalidRequest(detail) => {
+            ProviderError::Failed(format!("invalid HTTP request: {detail}"))
+        }
+    }
+}
+
+/// `alloc::vec::Vec<my_plugin::Answer>` -> `Vec<Answer>`: module paths only
+/// add noise to an error message.
+fn short_type_name(full: &str) -> String {
+    full.split_inclusive(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+        .map(|part| part.rsplit("::").next().unwrap_or(part))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    fn response(status: u16, headers: &[(&str, &str)], chunks: &[&str]) -> Response {
+        Response::from_chunks(
+            status,
+            headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+            chunks.iter().map(|c| c.as_bytes().to_vec()).collect(),
+        )
+    }
+
+    #[test]
+    fn request_builder() {
+        let request = Request::post("https://api.example.com/v1/chat")
+            .header("Authorization", "Bearer old")
+            .header("X-Trace", "1")
+            .bearer("sk-secret")
+            .json(&serde_json::json!({"model": "m"}))
+            .unwrap();
+        assert_eq!(request.method(), "POST");
+        assert_eq!(request.url(), "https://api.example.com/v1/chat");
+        assert_eq!(
+            request.header_value("AUTHORIZATION"),
+            Some("Bearer sk-secret")
+        );
+        assert_eq!(
+            request.header_value("content-type"),
+            Some("application/json")
+        );
+        assert_eq!(request.header_value("x-trace"), Some("1"));
+        assert_eq!(request.headers().len(), 3);
+        assert_eq!(request.body_bytes(), br#"{"model":"m"}"#);
+        let debug = format!("{request:?}");
+        assert!(!debug.contains("sk-secret"), "{debug}");
+        assert_eq!(Request::get("u").method(), "GET");
+        assert_eq!(Request::new("PUT", "u").body(vec![1]).body_bytes(), [1]);
+    }
+
+    #[test]
+    fn unserializable_json_body() {
+        let map: std::collections::BTreeMap<(u8, u8), u8> = [((1, 2), 3)].into();
+        assert!(matches!(
+            Request::post("u").json(&map),
+            Err(ProviderError::Failed(_))
+        ));
+    }
+
+    #[test]
+    fn body_reading() {
+        let mut r = response(200, &[("Content-Type", "text/plain")], &["ab", "", "c"]);
+        assert!(r.is_success());
+        assert_eq!(r.header("content-type"), Some("text/plain"));
+        assert_eq!(r.header("missing"), None);
+        assert_eq!(r.chunk().unwrap(), Some(b"ab".to_vec()));
+        assert_eq!(r.chunk().unwrap(), Some(b"c".to_vec()));
+        assert_eq!(r.chunk().unwrap(), None);
+        assert_eq!(r.chunk().unwrap(), None);
+        assert_eq!(response(200, &[], &["a", "b"]).bytes().unwrap(), b"ab");
+    }
+
+    #[test]
+    fn json_bodies() {
+        #[derive(Deserialize, Debug)]
+        struct Answer {
+            #[allow(dead_code)]
+            choices: Vec<u32>,
+        }
+        assert!(
+            response(200, &[], &["{\"choices\":", "[1]}"])
+                .json::<Answer>()
+                .is_ok()
+        );
+        match response(200, &[], &["{}"]).json::<Vec<Answer>>() {
+            Err(ProviderError::Failed(message)) => {
+                assert!(message.contains("not a valid Vec<Answer>"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn error_for_status() {
+        assert!(response(204, &[], &[]).error_for_status().is_ok());
+        let error = response(
+            429,
+            &[("Retry-After", "3")],
+            &[r#"{"error":{"message":"slow down"}}"#],
+        )
+        .error_for_status()
+        .unwrap_err();
+        assert_eq!(
+            error,
+            ProviderError::Upstream(crate::UpstreamError {
+                status: 429,
+                message: "slow down".into(),
+                retry_after: Some(3),
+            })
+        );
+    }
+
+    #[test]
+    fn sse_stream() {
+        let events: Vec<_> = response(200, &[], &["data: a\n", "\ndata: b\n\nda", "ta: c"])
+            .sse()
+            .map(|e| e.unwrap().data)
+            .collect();
+        assert_eq!(events, ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn short_type_names() {
+        assert_eq!(
+            short_type_name("alloc::vec::Vec<my_plugin::Answer>"),
+            "Vec<Answer>"
+        );
+        assert_eq!(short_type_name("serde_json::value::Value"), "Value");
+        assert_eq!(
+            short_type_name("(u32, alloc::string::String)"),
+            "(u32, String)"
+        );
+    }
+}

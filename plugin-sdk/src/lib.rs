@@ -1,0 +1,604 @@
+//! Write provider plugins for the gateway.
+//!
+//! A provider plugin is a WebAssembly component that turns the gateway's
+//! provider-neutral requests into calls to one upstream API (OpenAI, a local
+//! model server, ...) and turns the answers back. The gateway handles
+//! everything else: authentication, validation, routing, streaming to the
+//! caller, and recording every call with its usage and cost.
+//!
+//! This crate is all a plugin needs. It hides the WIT bindings behind a small
+//! Rust API:
+//!
+//! 1. implement [`Provider`] for a unit struct,
+//! 2. call [`export_provider!`] with that struct,
+//! 3. build the crate as a `cdylib` for `wasm32-wasip2`.
+//!
+//! # Setting up the crate
+//!
+//! ```toml
+//! [package]
+//! name = "my-provider"
+//! edition = "2024"
+//!
+//! [lib]
+//! name = "my_provider"        # the gateway loads `my_provider.wasm` as plugin "my_provider"
+//! crate-type = ["cdylib"]
+//!
+//! [dependencies]
+//! gateway-plugin-sdk = "0.1"
+//! serde = { version = "1", features = ["derive"] }
+//! serde_json = "1"
+//!
+//! [profile.release]
+//! opt-level = "s"
+//! lto = true
+//! strip = true
+//! panic = "abort"             # a panic becomes a trap; the gateway answers 502
+//! ```
+//!
+//! Build it with `cargo build --release --target wasm32-wasip2` and copy
+//! `target/wasm32-wasip2/release/my_provider.wasm` into the gateway's
+//! `plugins_dir` (copy to a temporary name first, then rename, so the gateway
+//! never sees a half-written file).
+//!
+//! # A complete plugin
+//!
+//! This plugin forwards chat prompts to an OpenAI-style endpoint. It shows the
+//! pieces most plugins need: reading the request, calling the upstream with
+//! [`http::Request`], turning error answers into [`ProviderError::Upstream`]
+//! with [`http::Response::error_for_status`], and streaming with
+//! [`http::Response::sse`] and [`StreamAssembler`].
+//!
+//! ```no_run,standalone_crate
+//! use gateway_plugin_sdk::{
+//!     export_provider, http, params_object, Completion, CompletionRequest, FinishReason,
+//!     ModelPrice, PluginInfo, Prompt, Provider, ProviderError, Sink, StreamAssembler,
+//! };
+//! use serde::Deserialize;
+//! use serde_json::json;
+//!
+//! struct Mini;
+//!
+//! #[derive(Deserialize)]
+//! struct Answer {
+//!     choices: Vec<AnswerChoice>,
+//! }
+//!
+//! #[derive(Deserialize)]
+//! struct AnswerChoice {
+//!     message: AnswerMessage,
+//! }
+//!
+//! #[derive(Deserialize)]
+//! struct AnswerMessage {
+//!     content: Option<String>,
+//! }
+//!
+//! /// The upstream request: the gateway's prompt plus the caller's params.
+//! fn upstream_request(request: &CompletionRequest, stream: bool) -> Result<http::Request, ProviderError> {
+//!     let Prompt::Chat(messages) = &request.prompt else {
+//!         return Err(ProviderError::InvalidRequest("mini only serves chat prompts".into()));
+//!     };
+//!     let key = request.route.api_key.as_deref().ok_or_else(|| {
+//!         ProviderError::InvalidRequest("mini needs a Provider-API-Key".into())
+//!     })?;
+//!     let mut body = params_object(&request.params)?;
+//!     body.insert("model".into(), json!(request.model));
+//!     body.insert("stream".into(), json!(stream));
+//!     body.insert(
+//!         "messages".into(),
+//!         messages
+//!             .iter()
+//!             .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
+//!             .collect(),
+//!     );
+//!     http::Request::post(format!("{}/chat/completions", request.route.base_url))
+//!         .bearer(key)
+//!         .json(&body)
+//! }
+//!
+//! impl Provider for Mini {
+//!     fn info() -> PluginInfo {
+//!         PluginInfo {
+//!             name: "mini".into(),
+//!             version: env!("CARGO_PKG_VERSION").into(),
+//!             models: vec![ModelPrice {
+//!                 model: "mini-1".into(),
+//!                 input_per_mtok: 0.1,
+//!                 output_per_mtok: 0.4,
+//!             }],
+//!         }
+//!     }
+//!
+//!     fn complete(request: CompletionRequest) -> Result<Completion, ProviderError> {
+//!         let answer: Answer = upstream_request(&request, false)?
+//!             .send()?
+//!             .error_for_status()?
+//!             .json()?;
+//!         let mut assembler = StreamAssembler::new();
+//!         for (index, choice) in (0u32..).zip(answer.choices) {
+//!             assembler.push_text(index, choice.message.content.as_deref().unwrap_or(""));
+//!             assembler.finish_reason(index, FinishReason::Stop);
+//!         }
+//!         Ok(assembler.finish(request.model))
+//!     }
+//!
+//!     fn complete_stream(
+//!         request: CompletionRequest,
+//!         sink: &mut Sink,
+//!     ) -> Result<Completion, ProviderError> {
+//!         let response = upstream_request(&request, true)?.send()?.error_for_status()?;
+//!         let mut assembler = StreamAssembler::new();
+//!         for event in response.sse() {
+//!             let event = event?;
+//!             if event.data == "[DONE]" {
+//!                 break;
+//!             }
+//!             let delta: serde_json::Value = serde_json::from_str(&event.data)
+//!                 .map_err(|e| ProviderError::Failed(format!("unreadable stream event: {e}")))?;
+//!             if let Some(text) = delta["choices"][0]["delta"]["content"].as_str() {
+//!                 assembler.push_text(0, text);
+//!                 // An error here means the caller left: stop work and return it.
+//!                 sink.text(0, text)?;
+//!             }
+//!         }
+//!         assembler.finish_reason(0, FinishReason::Stop);
+//!         Ok(assembler.finish(request.model))
+//!     }
+//! }
+//!
+//! export_provider!(Mini);
+//! ```
+//!
+//! # What the gateway guarantees
+//!
+//! - Every call runs in a **fresh instance**: statics start from scratch each
+//!   time, so there is nothing to clean up and nothing to share between calls.
+//! - [`CompletionRequest::route`] carries the route's `base_url` (without a
+//!   trailing slash), the provider key to use (the caller's or the operator's),
+//!   and the operator's plugin settings ([`settings_object`]).
+//!   [`CompletionRequest::params`] holds every other caller parameter
+//!   (`temperature`, `max_tokens`, ...) as a JSON object ([`params_object`]).
+//! - Outbound HTTP may only reach the host of the route's `base_url`; the
+//!   gateway enforces the call's deadline and answers the caller with 504 when
+//!   it passes ([`ProviderError::Timeout`]).
+//! - Errors map to HTTP statuses for the caller:
+//!   [`ProviderError::InvalidRequest`] → 400, [`ProviderError::Upstream`] with
+//!   status 429 → 429 (with `Retry-After`), other upstream errors and
+//!   [`ProviderError::Failed`] → 502, [`ProviderError::Timeout`] → 504. A panic
+//!   traps the instance and becomes a 502.
+//!
+//! # Streaming
+//!
+//! [`Provider::complete_stream`] sends new text through the [`Sink`] as it
+//! arrives and then returns the whole completion, which the gateway sends as
+//! the final frame (finish reason, function calls, usage). Its default
+//! implementation calls [`Provider::complete`] and sends each choice's text as
+//! a single chunk, so a plugin whose upstream cannot stream still works.
+//!
+//! # Testing a plugin
+//!
+//! The crate also builds natively, so plugin logic can be unit-tested with
+//! `cargo test`. Host calls do not exist off wasm: [`http::Request::send`]
+//! panics there, and [`log`] writes to stderr. [`Sink::buffered`] and
+//! [`http::Response::from_chunks`] stand in for the host in tests.
+
+#![warn(missing_docs)]
+
+mod assembler;
+pub mod http;
+pub mod log;
+mod params;
+pub mod sse;
+mod upstream;
+
+pub use assembler::StreamAssembler;
+pub use params::{params_object, settings_object};
+pub use upstream::upstream_error;
+
+use __private::gateway::provider::types as wit;
+
+/// Who wrote a chat [`Message`].
+pub use wit::Role;
+
+pub use wit::FunctionCall;
+
+pub use wit::ToolCall;
+
+/// One message of a chat prompt.
+pub use wit::Message;
+
+/// A function the caller offers the model; `parameters` is a JSON Schema as JSON text.
+pub use wit::FunctionDef;
+
+/// Whether and which function the model must call (`functionCall` of the caller's request).
+pub use wit::FunctionChoice;
+
+/// The caller's prompt: a text prompt or a chat conversation.
+pub use wit::Prompt;
+
+pub use wit::Route;
+
+/// A completion to perform, already validated by the gateway.
+pub use wit::CompletionRequest;
+
+/// Why the model stopped.
+pub use wit::FinishReason;
+
+/// Token counts of a call; the gateway prices calls from them.
+pub use wit::Usage;
+
+/// One choice (alternative answer) of a completion.
+pub use wit::Choice;
+
+/// The result of a completion: the answering model, its choices and usage.
+pub use wit::Completion;
+
+pub use wit::TextDelta;
+
+pub use wit::Chunk;
+
+/// Embeddings to compute, one vector per `input` string.
+pub use wit::EmbeddingRequest;
+
+/// The result of an embedding request.
+pub use wit::Embeddings;
+
+pub use wit::UpstreamError;
+
+/// Why a call failed; the gateway turns it into the caller's HTTP status.
+pub use wit::ProviderError;
+
+/// A model's default price; operators may override it per route.
+pub use wit::ModelPrice;
+
+/// What a plugin is: its name, version and the models it knows with their prices.
+pub use wit::PluginInfo;
+
+impl Role {
+    /// The role's name as OpenAI-style APIs spell it: `"system"`, `"user"`,
+    /// `"assistant"`, `"function"` or `"tool"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Function => "function",
+            Role::Tool => "tool",
+        }
+    }
+}
+
+impl FinishReason {
+    /// The reason as the Commonbase API (and OpenAI) spell it: `"stop"`,
+    /// `"length"`, `"function_call"`, `"tool_calls"`, `"content_filter"` or
+    /// `"other"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::FunctionCall => "function_call",
+            FinishReason::ToolCalls => "tool_calls",
+            FinishReason::ContentFilter => "content_filter",
+            FinishReason::Other => "other",
+        }
+    }
+}
+
+/// A provider plugin: the functions the gateway calls.
+///
+/// Implement it for a unit struct and export that struct with
+/// [`export_provider!`]. Each request runs in a fresh plugin instance, so
+/// implementations need no state between calls.
+pub trait Provider {
+    /// Describes the plugin. Called once when the gateway loads it.
+    fn info() -> PluginInfo;
+
+    /// Performs a completion and returns the whole answer.
+    fn complete(request: CompletionRequest) -> Result<Completion, ProviderError>;
+
+    /// Performs a completion, sending new text through `sink` as it arrives,
+    /// then returns the whole completion (every choice's entire text, finish
+    /// reasons, function calls and usage).
+    ///
+    /// When [`Sink::send`] fails the caller is gone: return its error
+    /// promptly.
+    ///
+    /// Default: calls [`Provider::complete`] and sends each choice's whole
+    /// text as one chunk.
+    fn complete_stream(
+        request: CompletionRequest,
+        sink: &mut Sink,
+    ) -> Result<Completion, ProviderError> {
+        let completion = Self::complete(request)?;
+        for choice in &completion.choices {
+            sink.text(choice.index, &choice.text)?;
+        }
+        Ok(completion)
+    }
+
+    /// Computes embeddings, one vector per input in input order.
+    ///
+    /// Default: `Err(ProviderError::InvalidRequest("<name> does not support embeddings"))`.
+    fn embed(request: EmbeddingRequest) -> Result<Embeddings, ProviderError> {
+        let _ = request;
+        Err(ProviderError::InvalidRequest(format!(
+            "{} does not support embeddings",
+            Self::info().name
+        )))
+    }
+}
+
+/// Exports `$t` (a type implementing [`Provider`]) as the component's
+/// `provider` world implementation.
+///
+/// Invoke it once, at the top level of the plugin's `cdylib` crate:
+///
+/// ```no_run,standalone_crate
+/// use gateway_plugin_sdk::{Completion, CompletionRequest, PluginInfo, Provider, ProviderError};
+///
+/// struct MyProvider;
+///
+/// impl Provider for MyProvider {
+///     fn info() -> PluginInfo {
+///         PluginInfo {
+///             name: "my_provider".into(),
+///             version: env!("CARGO_PKG_VERSION").into(),
+///             models: Vec::new(),
+///         }
+///     }
+///
+///     fn complete(request: CompletionRequest) -> Result<Completion, ProviderError> {
+///         Err(ProviderError::InvalidRequest(format!("{} is not served", request.model)))
+///     }
+/// }
+///
+/// gateway_plugin_sdk::export_provider!(MyProvider);
+/// ```
+///
+/// Use it exactly once per component: it defines the component's `info`,
+/// `complete`, `complete-stream` and `embed` exports.
+#[macro_export]
+macro_rules! export_provider {
+    ($t:ty) => {
+        const _: () = {
+            type __GatewayPluginExport = $crate::__private::Adapter<$t>;
+    $crate::__private::export!(__GatewayPluginExport with_types_in $crate::__private);
+        };
+    };
+}
+
+/// Partial results of a streamed completion, delivered to the caller as they
+/// arrive.
+///
+/// The gateway hands one to [`Provider::complete_stream`].
+#[derive(Debug)]
+pub struct Sink {
+    target: SinkTarget,
+}
+
+#[derive(Debug)]
+enum SinkTarget {
+    /// The host's `sink` import; `closed` once the caller has gone.
+    Host {
+        closed: bool,
+    },
+    Buffer(Vec<Chunk>),
+}
+
+const CALLER_GONE: &str = "the caller disconnected";
+
+impl Sink {
+    /// The sink of the running call.
+    fn host() -> Self {
+        Sink {
+            target: SinkTarget::Host { closed: false },
+        }
+    }
+
+    /// A sink that keeps every chunk in memory instead of sending it: for
+    /// testing a plugin's [`Provider::complete_stream`] natively. Read the
+    /// chunks back with [`Sink::sent`].
+    pub fn buffered() -> Self {
+        Sink {
+            target: SinkTarget::Buffer(Vec::new()),
+        }
+    }
+
+    /// The chunks a [`Sink::buffered`] sink received, in order (always empty
+    /// for the host's sink).
+    pub fn sent(&self) -> &[Chunk] {
+        match &self.target {
+            SinkTarget::Buffer(chunks) => chunks,
+            SinkTarget::Host { .. } => &[],
+        }
+    }
+
+    /// Sends a chunk to the caller.
+    ///
+    /// Returns `Err(ProviderError::Failed("the caller disconnected"))` when
+    /// the caller is gone: stop working and return that error.
+    pub fn send(&mut self, chunk: Chunk) -> Result<(), ProviderError> {
+        match &mut self.target {
+            SinkTarget::Host { closed: true } => Err(ProviderError::Failed(CALLER_GONE.into())),
+            SinkTarget::Host { closed } => {
+                if __private::gateway::provider::sink::send(&chunk).is_err() {
+                    *closed = true;
+                    return Err(ProviderError::Failed(CALLER_GONE.into()));
+                }
+                Ok(())
+            }
+            SinkTarget::Buffer(chunks) => {
+                chunks.push(chunk);
+                Ok(())
+            }
+        }
+    }
+
+    /// Sends new text for choice `index` (does nothing for empty text).
+    pub fn text(&mut self, index: u32, text: &str) -> Result<(), ProviderError> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        self.send(Chunk {
+            deltas: vec![TextDelta {
+                index,
+                text: text.to_owned(),
+            }],
+            usage: None,
+        })
+    }
+}
+
+/// Implementation details used by [`export_provider!`]; not part of the API.
+#[doc(hidden)]
+// The generated ABI glue for `embed` takes one argument per flattened field.
+#[allow(clippy::too_many_arguments)]
+pub mod __private {
+    use core::marker::PhantomData;
+
+    wit_bindgen::generate!({
+        world: "provider",
+        path: "../wit",
+        pub_export_macro: true,
+        export_macro_name: "export",
+        default_bindings_module: "gateway_plugin_sdk::__private",
+        additional_derives: [PartialEq],
+        // `response` owns a resource handle, which cannot be compared.
+        additional_derives_ignore: ["response", "incoming-body"],
+    });
+
+    /// Bridges a [`crate::Provider`] to the generated `Guest` trait.
+    pub struct Adapter<T: ?Sized>(PhantomData<fn() -> T>);
+
+    impl<T: crate::Provider + ?Sized> Guest for Adapter<T> {
+        fn info() -> PluginInfo {
+            report_panics();
+            T::info()
+        }
+
+        fn complete(request: CompletionRequest) -> Result<Completion, ProviderError> {
+            report_panics();
+            T::complete(request)
+        }
+
+        fn complete_stream(request: CompletionRequest) -> Result<Completion, ProviderError> {
+            report_panics();
+            T::complete_stream(request, &mut crate::Sink::host())
+        }
+
+        fn embed(request: EmbeddingRequest) -> Result<Embeddings, ProviderError> {
+            report_panics();
+            T::embed(request)
+        }
+    }
+
+    /// Sends panic messages to the host's log before the instance traps, so
+    /// the operator can see why a call failed with 502.
+    fn report_panics() {
+        static INSTALL: std::sync::Once = std::sync::Once::new();
+        INSTALL.call_once(|| {
+            std::panic::set_hook(Box::new(|panic| {
+                crate::log::error(&format!("plugin panicked: {panic}"));
+            }));
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A provider that only implements the required functions.
+    struct Minimal;
+
+    impl Provider for Minimal {
+        fn info() -> PluginInfo {
+            PluginInfo {
+                name: "minimal".into(),
+                version: "1".into(),
+                models: Vec::new(),
+            }
+        }
+
+        fn complete(request: CompletionRequest) -> Result<Completion, ProviderError> {
+            let mut assembler = StreamAssembler::new();
+            assembler.push_text(0, "zero");
+            assembler.push_text(1, "");
+            assembler.push_text(2, "two");
+            Ok(assembler.finish(request.model))
+        }
+    }
+
+    fn route() -> Route {
+        Route {
+            id: "r".into(),
+            base_url: String::new(),
+            api_key: None,
+            settings: String::new(),
+        }
+    }
+
+    #[test]
+    fn default_complete_stream_sends_each_choice_once() {
+        let request = CompletionRequest {
+            route: route(),
+            model: "m".into(),
+            prompt: Prompt::Text("hi".into()),
+            functions: Vec::new(),
+            function_choice: None,
+            params: String::new(),
+        };
+        let mut sink = Sink::buffered();
+        let completion = Minimal::complete_stream(request, &mut sink).unwrap();
+        assert_eq!(completion.choices.len(), 3);
+        let sent: Vec<(u32, &str)> = sink
+            .sent()
+            .iter()
+            .flat_map(|chunk| &chunk.deltas)
+            .map(|delta| (delta.index, delta.text.as_str()))
+            .collect();
+        assert_eq!(sent, [(0, "zero"), (2, "two")]);
+    }
+
+    #[test]
+    fn default_embed_is_unsupported() {
+        let request = EmbeddingRequest {
+            route: route(),
+            model: "m".into(),
+            input: vec!["x".into()],
+            params: String::new(),
+        };
+        assert_eq!(
+            Minimal::embed(request),
+            Err(ProviderError::InvalidRequest(
+                "minimal does not support embeddings".into()
+            ))
+        );
+    }
+
+    #[test]
+    fn sink_text_skips_empty_text() {
+        let mut sink = Sink::buffered();
+        sink.text(0, "").unwrap();
+        sink.text(1, "a").unwrap();
+        assert_eq!(
+            sink.sent(),
+            [Chunk {
+                deltas: vec![TextDelta {
+                    index: 1,
+                    text: "a".into()
+                }],
+                usage: None,
+            }]
+        );
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(Role::Assistant.as_str(), "assistant");
+        assert_eq!(Role::Tool.as_str(), "tool");
+        assert_eq!(FinishReason::FunctionCall.as_str(), "function_call");
+        assert_eq!(FinishReason::ContentFilter.as_str(), "content_filter");
+    }
+}

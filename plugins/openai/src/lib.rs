@@ -1,0 +1,178 @@
+//! The OpenAI provider plugin: chat completions (JSON and SSE), legacy text completions and
+//! embeddings against OpenAI or any OpenAI-compatible server (Azure OpenAI's v1 API, Groq,
+//! llama.cpp server, vLLM, Ollama's `/v1`).
+//!
+//! Route settings (the route's extra config keys):
+//! - `legacy_completions = true`: `type: text` prompts go to `POST /completions` with `prompt`
+//!   instead of being sent to `POST /chat/completions` as one user message.
+//! - `api_key_header = "api-key"`: send the key in this header instead of
+//!   `Authorization: Bearer` (Azure OpenAI's key header).
+
+mod convert;
+mod stream;
+mod wire;
+
+use gateway_plugin_sdk::http::{Request, Response};
+use gateway_plugin_sdk::{
+    Chunk, Completion, CompletionRequest, EmbeddingRequest, Embeddings, ModelPrice, PluginInfo,
+    Provider, ProviderError, Route, Sink, TextDelta, export_provider, log,
+};
+
+use convert::{RouteSettings, UpstreamCall};
+use stream::{Step, StreamState};
+
+/// Default list prices in USD per million tokens: (model, input, output).
+const MODEL_PRICES: &[(&str, f64, f64)] = &[
+    ("gpt-5", 1.25, 10.00),
+    ("gpt-5-mini", 0.25, 2.00),
+    ("gpt-5-nano", 0.05, 0.40),
+    ("gpt-4.1", 2.00, 8.00),
+    ("gpt-4.1-mini", 0.40, 1.60),
+    ("gpt-4.1-nano", 0.10, 0.40),
+    ("gpt-4o", 2.50, 10.00),
+    ("gpt-4o-mini", 0.15, 0.60),
+    ("o3", 2.00, 8.00),
+    ("o3-mini", 1.10, 4.40),
+    ("o4-mini", 1.10, 4.40),
+    ("gpt-3.5-turbo", 0.50, 1.50),
+    ("gpt-3.5-turbo-instruct", 1.50, 2.00),
+    ("text-embedding-3-small", 0.02, 0.0),
+    ("text-embedding-3-large", 0.13, 0.0),
+    ("text-embedding-ada-002", 0.10, 0.0),
+];
+
+/// The OpenAI wire protocol as a gateway provider.
+pub struct OpenAi;
+
+impl Provider for OpenAi {
+    fn info() -> PluginInfo {
+        PluginInfo {
+            name: "openai".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            models: MODEL_PRICES
+                .iter()
+                .map(|&(model, input, output)| ModelPrice {
+                    model: model.into(),
+                    input_per_mtok: input,
+                    output_per_mtok: output,
+                })
+                .collect(),
+        }
+    }
+
+    fn complete(request: CompletionRequest) -> Result<Completion, ProviderError> {
+        let settings = RouteSettings::from_route(&request.route)?;
+        let call = convert::completion_call(&request, &settings, false)?;
+        let response = send(upstream_request(&request.route, &settings, call, JSON)?)?;
+        read_completion(response, &request.model)
+    }
+
+    fn complete_stream(
+        request: CompletionRequest,
+        sink: &mut Sink,
+    ) -> Result<Completion, ProviderError> {
+        let settings = RouteSettings::from_route(&request.route)?;
+        let call = convert::completion_call(&request, &settings, true)?;
+        let response = send(upstream_request(
+            &request.route,
+            &settings,
+            call,
+            EVENT_STREAM,
+        )?)?;
+        read_stream(response, sink, &request.model)
+    }
+
+    fn embed(request: EmbeddingRequest) -> Result<Embeddings, ProviderError> {
+        let settings = RouteSettings::from_route(&request.route)?;
+        let call = convert::embedding_call(&request)?;
+        let response = send(upstream_request(&request.route, &settings, call, JSON)?)?;
+        let response = response.error_for_status()?;
+        convert::parse_embeddings(&response.bytes()?, &request.model, request.input.len())
+    }
+}
+
+export_provider!(OpenAi);
+
+const JSON: &str = "application/json";
+const EVENT_STREAM: &str = "text/event-stream";
+
+/// The HTTP request of `call`, carrying the route's key when it has one.
+fn upstream_request(
+    route: &Route,
+    settings: &RouteSettings,
+    call: UpstreamCall,
+    accept: &str,
+) -> Result<Request, ProviderError> {
+    let mut request = Request::post(call.url).header("Accept", accept);
+    // Local OpenAI-compatible servers often need no key at all.
+    if let Some(key) = route.api_key.as_deref().filter(|k| !k.is_empty()) {
+        request = match &settings.api_key_header {
+            Some(header) => request.header(header, key),
+            None => request.bearer(key),
+        };
+    }
+    request.json(&call.body)
+}
+
+fn send(request: Request) -> Result<Response, ProviderError> {
+    log::debug(&format!("POST {}", request.url()));
+    request.send()
+}
+
+/// Reads a non-streamed answer; a non-2xx status becomes `ProviderError::Upstream`.
+fn read_completion(response: Response, model: &str) -> Result<Completion, ProviderError> {
+    let response = response.error_for_status()?;
+    convert::parse_completion(&response.bytes()?, model)
+}
+
+/// Reads a streamed answer, forwarding text through `sink` as it arrives.
+fn read_stream(
+    response: Response,
+    sink: &mut Sink,
+    model: &str,
+) -> Result<Completion, ProviderError> {
+    let response = response.error_for_status()?;
+    if is_json(&response) {
+        // Some compatible servers ignore `stream` and answer in one piece.
+        let completion = convert::parse_completion(&response.bytes()?, model)?;
+        let deltas: Vec<TextDelta> = completion
+            .choices
+            .iter()
+            .filter(|c| !c.text.is_empty())
+            .map(|c| TextDelta {
+                index: c.index,
+                text: c.text.clone(),
+            })
+            .collect();
+        if !deltas.is_empty() {
+            sink.send(Chunk {
+                deltas,
+                usage: None,
+            })?;
+        }
+        return Ok(completion);
+    }
+    let mut state = StreamState::new();
+    for event in response.sse() {
+        match state.event(&event?)? {
+            Step::Continue(deltas) if deltas.is_empty() => {}
+            Step::Continue(deltas) => sink.send(Chunk {
+                deltas,
+                usage: None,
+            })?,
+            Step::Done => break,
+        }
+    }
+    state.finish(model)
+}
+
+fn is_json(response: &Response) -> bool {
+    response.header("content-type").is_some_and(|t| {
+        t.trim_start()
+            .to_ascii_lowercase()
+            .starts_with("application/json")
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,258 @@
+//! Serde types of the OpenAI wire format (chat completions, legacy completions, embeddings).
+//!
+//! Response types are deliberately lenient: every field the plugin does not need is ignored, and
+//! fields that OpenAI-compatible servers sometimes omit or send as `null` have defaults, so that
+//! Groq, llama.cpp, vLLM, Azure and friends parse as well as OpenAI itself.
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+/// One message of a chat completions request.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatMessage {
+    pub role: &'static str,
+    /// Only absent on assistant messages that call tools.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallOut>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+/// A tool call on an assistant message of a request.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolCallOut {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: FunctionCallOut,
+}
+
+/// The function part of a request's tool call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FunctionCallOut {
+    pub name: String,
+    pub arguments: String,
+}
+
+/// An entry of the request's `tools`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Tool {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: ToolFunction,
+}
+
+/// The function a tool exposes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolFunction {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<Value>,
+}
+
+/// A non-streamed answer of `/chat/completions` or `/completions`.
+#[derive(Debug, Default, Deserialize)]
+pub struct CompletionResponse {
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub choices: Vec<ResponseChoice>,
+    #[serde(default)]
+    pub usage: Option<WireUsage>,
+    /// Some compatible servers answer errors with status 200 and this field.
+    #[serde(default)]
+    pub error: Option<Value>,
+}
+
+/// One choice of a non-streamed answer.
+#[derive(Debug, Default, Deserialize)]
+pub struct ResponseChoice {
+    #[serde(default)]
+    pub index: u32,
+    /// Chat completions.
+    #[serde(default)]
+    pub message: Option<ResponseMessage>,
+    /// Legacy completions.
+    #[serde(default)]
+    pub text: Option<String>,
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+    #[serde(default)]
+    pub logprobs: Option<Value>,
+}
+
+/// The assistant message of a chat choice.
+#[derive(Debug, Default, Deserialize)]
+pub struct ResponseMessage {
+    #[serde(default)]
+    pub content: Option<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub tool_calls: Vec<ToolCallIn>,
+    #[serde(default)]
+    pub function_call: Option<FunctionCallIn>,
+}
+
+/// A complete tool call of a non-streamed answer.
+#[derive(Debug, Default, Deserialize)]
+pub struct ToolCallIn {
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Absent on non-function tool calls (e.g. custom tools), which the gateway cannot express.
+    #[serde(default)]
+    pub function: Option<FunctionCallIn>,
+}
+
+/// A function call of a non-streamed answer (also the legacy `function_call` field).
+#[derive(Debug, Default, Deserialize)]
+pub struct FunctionCallIn {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub arguments: Option<String>,
+}
+
+/// One `data:` payload of a streamed answer.
+#[derive(Debug, Default, Deserialize)]
+pub struct StreamChunk {
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub choices: Vec<StreamChoice>,
+    #[serde(default)]
+    pub usage: Option<WireUsage>,
+    #[serde(default)]
+    pub error: Option<Value>,
+}
+
+/// One choice of a stream chunk.
+#[derive(Debug, Default, Deserialize)]
+pub struct StreamChoice {
+    #[serde(default)]
+    pub index: u32,
+    /// Chat completions.
+    #[serde(default)]
+    pub delta: Option<Delta>,
+    /// Legacy completions.
+    #[serde(default)]
+    pub text: Option<String>,
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+    #[serde(default)]
+    pub logprobs: Option<Value>,
+}
+
+/// The new part of a streamed chat choice. `reasoning_content` (llama.cpp, vLLM) and `refusal`
+/// are ignored on purpose: they are not answer text.
+#[derive(Debug, Default, Deserialize)]
+pub struct Delta {
+    #[serde(default)]
+    pub content: Option<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub tool_calls: Vec<ToolCallDelta>,
+    #[serde(default)]
+    pub function_call: Option<FunctionCallIn>,
+}
+
+/// A piece of a streamed tool call: id and name come once, arguments in pieces.
+#[derive(Debug, Default, Deserialize)]
+pub struct ToolCallDelta {
+    #[serde(default)]
+    pub index: Option<u32>,
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub function: Option<FunctionCallIn>,
+}
+
+/// Token counts as OpenAI reports them. Counts are read leniently (see [`count`]).
+#[derive(Debug, Default, Clone, Deserialize)]
+pub struct WireUsage {
+    #[serde(default, deserialize_with = "count")]
+    pub prompt_tokens: Option<u32>,
+    #[serde(default, deserialize_with = "count")]
+    pub completion_tokens: Option<u32>,
+    #[serde(default, deserialize_with = "count")]
+    pub total_tokens: Option<u32>,
+    #[serde(default)]
+    pub prompt_tokens_details: Option<PromptTokensDetails>,
+    #[serde(default)]
+    pub completion_tokens_details: Option<CompletionTokensDetails>,
+}
+
+/// `usage.prompt_tokens_details`.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub struct PromptTokensDetails {
+    #[serde(default, deserialize_with = "count")]
+    pub cached_tokens: Option<u32>,
+}
+
+/// `usage.completion_tokens_details`.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub struct CompletionTokensDetails {
+    #[serde(default, deserialize_with = "count")]
+    pub reasoning_tokens: Option<u32>,
+}
+
+/// An answer of `/embeddings`.
+#[derive(Debug, Default, Deserialize)]
+pub struct EmbeddingResponse {
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub data: Vec<EmbeddingData>,
+    #[serde(default)]
+    pub usage: Option<WireUsage>,
+}
+
+/// One vector of an embeddings answer.
+#[derive(Debug, Deserialize)]
+pub struct EmbeddingData {
+    #[serde(default)]
+    pub index: u32,
+    pub embedding: EmbeddingVector,
+}
+
+/// A vector as floats, or as base64 of little-endian f32 when the caller asked for
+/// `encoding_format: "base64"`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum EmbeddingVector {
+    Floats(Vec<f32>),
+    Base64(String),
+}
+
+/// `null` becomes the type's default, for servers that send `"choices": null` and the like.
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// A token count: any JSON number (some servers send `20.0`), clamped to `u32`; `null` or any
+/// other type counts as absent rather than failing the whole answer over a statistic.
+fn count<'de, D>(deserializer: D) -> Result<Option<u32>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    let value = Value::deserialize(deserializer)?;
+    Ok(match value {
+        Value::Number(n) => n
+            .as_u64()
+            .map(|v| u32::try_from(v).unwrap_or(u32::MAX))
+            .or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.is_finite() && *f >= 0.0)
+                    // `as` saturates, which is the clamping wanted here.
+                    .map(|f| f as u32)
+            }),
+        _ => None,
+    })
+}

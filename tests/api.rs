@@ -1,0 +1,1332 @@
+//! The gateway's HTTP API and CLI, end to end, with the offline plugins: the
+//! echo example (route `demo`) and the misbehaving `faulty` test plugin.
+//!
+//! Every test starts its own gateway (temporary directory, SQLite file,
+//! port), so tests are independent and run in parallel.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use serde_json::{Value, json};
+use support::{
+    Gateway, Route, assert_error, assert_ok, assert_uuid_v7, chat_request, embeddings_request,
+    split_stream, streamed_text, text_request, with, with_param,
+};
+
+fn hello(gw: &Gateway) -> Value {
+    text_request(&gw.project_id, "demo", "echo", "Hello")
+}
+
+/// Posts `body`, expects a 400 naming `needle`, and checks the invocation
+/// was recorded as that error.
+fn expect_400(gw: &Gateway, body: &Value, needle: &str) {
+    let response = gw.post("/completions", body);
+    let id = assert_error(&response, 400, needle);
+    assert_error_record(gw, &id, 400);
+}
+
+/// The record of `id` (read with the project's key) is an error with `status`.
+fn assert_error_record(gw: &Gateway, id: &str, status: u16) -> Value {
+    let response = gw.get_invocation(id);
+    assert_eq!(
+        response.status,
+        200,
+        "GET /invocations/{id}: {}",
+        response.text()
+    );
+    let record = response.json();
+    check_error_record(&record, id, status);
+    record
+}
+
+fn check_error_record(record: &Value, id: &str, status: u16) {
+    assert_eq!(record["id"], json!(id), "{record}");
+    assert_eq!(record["status"], json!("error"), "{record}");
+    assert_eq!(record["httpStatus"], json!(status), "{record}");
+    assert!(
+        record["error"].as_str().is_some_and(|e| !e.is_empty()),
+        "error record without an error message: {record}"
+    );
+}
+
+// ---------------------------------------------------------------- health
+
+#[test]
+fn healthz_answers_ok_without_a_key() {
+    let gw = Gateway::demo();
+    let response = gw.get("/healthz", None);
+    assert_eq!(response.status, 200, "{}", response.text());
+    assert_eq!(response.json(), json!({"status": "ok"}));
+}
+
+// ---------------------------------------------------------------- echo: plain
+
+#[test]
+fn text_completion_echoes_the_prompt() {
+    let gw = Gateway::demo();
+    let body = assert_ok(&gw.post("/completions", &hello(&gw)));
+    assert_eq!(body["projectId"], json!(gw.project_id));
+    assert_eq!(body["type"], json!("text"));
+    assert_eq!(body["model"], json!("echo"));
+    let choices = body["choices"].as_array().expect("choices");
+    assert_eq!(choices.len(), 1, "{body}");
+    assert_eq!(choices[0]["text"], json!("Hello"));
+    assert_eq!(choices[0]["index"], json!(0));
+    assert_eq!(choices[0]["finish_reason"], json!("stop"));
+}
+
+#[test]
+fn chat_completion_answers_the_last_user_message_as_assistant() {
+    let gw = Gateway::demo();
+    let request = chat_request(
+        &gw.project_id,
+        "demo",
+        "echo",
+        json!([
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "first question"},
+            {"role": "assistant", "content": "first answer"},
+            {"role": "user", "content": "second question"}
+        ]),
+    );
+    let body = assert_ok(&gw.post("/completions", &request));
+    assert_eq!(body["type"], json!("chat"));
+    assert_eq!(body["choices"][0]["text"], json!("second question"));
+    assert_eq!(body["choices"][0]["role"], json!("assistant"));
+}
+
+#[test]
+fn chat_ignores_prompt_and_text_ignores_messages() {
+    let gw = Gateway::demo();
+    let chat = with(
+        chat_request(
+            &gw.project_id,
+            "demo",
+            "echo",
+            json!([{"role": "user", "content": "from messages"}]),
+        ),
+        "prompt",
+        json!("from prompt"),
+    );
+    let body = assert_ok(&gw.post("/completions", &chat));
+    assert_eq!(body["choices"][0]["text"], json!("from messages"));
+
+    let text = with(
+        text_request(&gw.project_id, "demo", "echo", "from prompt"),
+        "messages",
+        json!([{"role": "user", "content": "from messages"}]),
+    );
+    let body = assert_ok(&gw.post("/completions", &text));
+    assert_eq!(body["choices"][0]["text"], json!("from prompt"));
+}
+
+#[test]
+fn default_model_is_used_when_params_have_no_model() {
+    let gw = Gateway::demo();
+    let request = json!({
+        "projectId": gw.project_id,
+        "prompt": "no model given",
+        "providerConfig": {"provider": "demo", "params": {"type": "text"}}
+    });
+    let body = assert_ok(&gw.post("/completions", &request));
+    assert_eq!(body["model"], json!("echo"));
+    let record = gw.get_invocation(body["invocationId"].as_str().unwrap_or_default());
+    assert_eq!(record.json()["model"], json!("echo"));
+}
+
+#[test]
+fn unknown_top_level_fields_are_ignored() {
+    let gw = Gateway::demo();
+    let request = with(hello(&gw), "somethingNew", json!({"nested": [1, 2, 3]}));
+    let body = assert_ok(&gw.post("/completions", &request));
+    assert_eq!(body["choices"][0]["text"], json!("Hello"));
+}
+
+#[test]
+fn usage_is_absent_without_show_usage() {
+    let gw = Gateway::demo();
+    let body = assert_ok(&gw.post("/completions", &hello(&gw)));
+    assert!(
+        body.get("usage").is_none(),
+        "usage without showUsage: {body}"
+    );
+    assert!(
+        body.get("usage_cost").is_none(),
+        "usage_cost without showUsage: {body}"
+    );
+}
+
+#[test]
+fn show_usage_reports_tokens_and_cost_from_the_route_price() {
+    let (input_price, output_price) = (1.25, 3.5);
+    let gw = Gateway::builder()
+        .route(Route::echo("demo").price("echo", input_price, output_price))
+        .start();
+    let request = with(
+        text_request(&gw.project_id, "demo", "echo", "one two three"),
+        "showUsage",
+        json!(true),
+    );
+    let body = assert_ok(&gw.post("/completions", &request));
+    assert_eq!(
+        body["usage"],
+        json!({"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}),
+        "{body}"
+    );
+    let cost = body["usage_cost"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("usage_cost is not a number: {body}"));
+    let expected = 3.0 * input_price / 1e6 + 3.0 * output_price / 1e6;
+    assert!(
+        (cost - expected).abs() < 1e-12,
+        "usage_cost {cost} != {expected}"
+    );
+}
+
+#[test]
+fn show_usage_in_chat_counts_every_message() {
+    let gw = Gateway::builder()
+        .route(Route::echo("demo").price("echo", 2.0, 4.0))
+        .start();
+    let request = with(
+        chat_request(
+            &gw.project_id,
+            "demo",
+            "echo",
+            json!([
+                {"role": "system", "content": "be nice"},
+                {"role": "user", "content": "hello there friend"}
+            ]),
+        ),
+        "showUsage",
+        json!(true),
+    );
+    let body = assert_ok(&gw.post("/completions", &request));
+    assert_eq!(
+        body["usage"],
+        json!({"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}),
+        "{body}"
+    );
+    let cost = body["usage_cost"].as_f64().expect("usage_cost");
+    assert!((cost - (5.0 * 2.0 / 1e6 + 3.0 * 4.0 / 1e6)).abs() < 1e-12);
+}
+
+// ---------------------------------------------------------------- echo: streaming
+
+#[test]
+fn streaming_sends_one_frame_per_word_then_a_final_frame() {
+    let gw = Gateway::demo();
+    let request = with(
+        text_request(&gw.project_id, "demo", "echo", "Hello brave new world"),
+        "stream",
+        json!(true),
+    );
+    let response = gw.post_stream("/completions", &request);
+    let (partial, last) = split_stream(&response);
+    let deltas: Vec<String> = partial
+        .iter()
+        .map(|f| {
+            f["choices"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(deltas, ["Hello ", "brave ", "new ", "world"]);
+    for frame in &partial {
+        assert_eq!(frame["projectId"], json!(gw.project_id));
+        assert_eq!(frame["type"], json!("text"));
+    }
+    assert_eq!(last["choices"][0]["text"], json!(""), "{last}");
+    assert_eq!(last["choices"][0]["finish_reason"], json!("stop"), "{last}");
+    assert!(
+        last.get("usage").is_none(),
+        "usage without showUsage: {last}"
+    );
+}
+
+#[test]
+fn streamed_chat_text_concatenates_to_the_answer() {
+    let gw = Gateway::demo();
+    let request = with(
+        chat_request(
+            &gw.project_id,
+            "demo",
+            "echo",
+            json!([{"role": "user", "content": "stream  me\tplease"}]),
+        ),
+        "stream",
+        json!(true),
+    );
+    let response = gw.post_stream("/completions", &request);
+    let (partial, last) = split_stream(&response);
+    assert_eq!(streamed_text(&partial, 0), "stream  me\tplease");
+    assert_eq!(last["type"], json!("chat"));
+    assert_eq!(last["choices"][0]["finish_reason"], json!("stop"));
+}
+
+#[test]
+fn streaming_with_show_usage_puts_usage_and_cost_in_the_last_frame() {
+    let gw = Gateway::builder()
+        .route(Route::echo("demo").price("echo", 0.5, 1.5))
+        .start();
+    let request = with(
+        with(
+            text_request(&gw.project_id, "demo", "echo", "a b c d"),
+            "stream",
+            json!(true),
+        ),
+        "showUsage",
+        json!(true),
+    );
+    let response = gw.post_stream("/completions", &request);
+    let (_, last) = split_stream(&response);
+    assert_eq!(
+        last["usage"],
+        json!({"prompt_tokens": 4, "completion_tokens": 4, "total_tokens": 8}),
+        "{last}"
+    );
+    let cost = last["usage_cost"].as_f64().expect("usage_cost");
+    assert!((cost - (4.0 * 0.5 / 1e6 + 4.0 * 1.5 / 1e6)).abs() < 1e-12);
+}
+
+#[test]
+fn streamed_invocation_is_recorded() {
+    let gw = Gateway::demo();
+    let request = with(
+        text_request(&gw.project_id, "demo", "echo", "record this stream"),
+        "stream",
+        json!(true),
+    );
+    let response = gw.post_stream("/completions", &request);
+    let (_, last) = split_stream(&response);
+    let id = last["invocationId"].as_str().expect("invocationId");
+    let record = gw.wait_for_record(id, |r| r["status"] == json!("success"));
+    assert_eq!(record["stream"], json!(true), "{record}");
+    assert_eq!(record["httpStatus"], json!(200), "{record}");
+    let usage = &record["usage"];
+    assert_eq!(usage["prompt_tokens"], json!(3), "{record}");
+    assert_eq!(usage["completion_tokens"], json!(3), "{record}");
+}
+
+// ---------------------------------------------------------------- functions
+
+fn lookup_function() -> Value {
+    json!({
+        "name": "lookup",
+        "description": "Looks something up",
+        "parameters": {"type": "object", "properties": {"input": {"type": "string"}}}
+    })
+}
+
+#[test]
+fn named_function_call_is_returned_as_function_call() {
+    let gw = Gateway::demo();
+    let mut request = chat_request(
+        &gw.project_id,
+        "demo",
+        "echo",
+        json!([{"role": "user", "content": "find cats"}]),
+    );
+    request["functions"] = json!([lookup_function()]);
+    request["functionCall"] = json!({"name": "lookup"});
+    let body = assert_ok(&gw.post("/completions", &request));
+    let choice = &body["choices"][0];
+    assert_eq!(choice["function_call"]["name"], json!("lookup"), "{body}");
+    assert_eq!(
+        choice["function_call"]["arguments"],
+        json!("{\"input\":\"find cats\"}")
+    );
+    assert_eq!(choice["finish_reason"], json!("function_call"));
+}
+
+#[test]
+fn auto_function_call_picks_the_first_function() {
+    let gw = Gateway::demo();
+    let mut request = chat_request(
+        &gw.project_id,
+        "demo",
+        "echo",
+        json!([{"role": "user", "content": "call the helpers"}]),
+    );
+    request["functions"] = json!([lookup_function(), {"name": "second"}]);
+    request["functionCall"] = json!("auto");
+    let body = assert_ok(&gw.post("/completions", &request));
+    assert_eq!(
+        body["choices"][0]["function_call"]["name"],
+        json!("lookup"),
+        "{body}"
+    );
+}
+
+#[test]
+fn function_call_none_answers_text() {
+    let gw = Gateway::demo();
+    let mut request = chat_request(
+        &gw.project_id,
+        "demo",
+        "echo",
+        json!([{"role": "user", "content": "call nothing"}]),
+    );
+    request["functions"] = json!([lookup_function()]);
+    request["functionCall"] = json!("none");
+    let body = assert_ok(&gw.post("/completions", &request));
+    assert_eq!(body["choices"][0]["text"], json!("call nothing"), "{body}");
+    assert!(
+        body["choices"][0]["function_call"].is_null(),
+        "no function call expected: {body}"
+    );
+}
+
+#[test]
+fn openai_tools_and_tool_choice_shape_is_accepted() {
+    let gw = Gateway::demo();
+    let mut request = chat_request(
+        &gw.project_id,
+        "demo",
+        "echo",
+        json!([{"role": "user", "content": "find dogs"}]),
+    );
+    request["tools"] = json!([{"type": "function", "function": lookup_function()}]);
+    request["toolChoice"] = json!({"type": "function", "function": {"name": "lookup"}});
+    let body = assert_ok(&gw.post("/completions", &request));
+    let choice = &body["choices"][0];
+    assert_eq!(choice["function_call"]["name"], json!("lookup"), "{body}");
+    assert_eq!(
+        choice["function_call"]["arguments"],
+        json!("{\"input\":\"find dogs\"}")
+    );
+}
+
+#[test]
+fn function_role_messages_are_accepted() {
+    let gw = Gateway::demo();
+    let request = chat_request(
+        &gw.project_id,
+        "demo",
+        "echo",
+        json!([
+            {"role": "user", "content": "find cats"},
+            {"role": "assistant", "content": null,
+             "function_call": {"name": "lookup", "arguments": "{\"input\":\"cats\"}"}},
+            {"role": "function", "name": "lookup", "content": "3 cats"},
+            {"role": "user", "content": "thanks"}
+        ]),
+    );
+    let body = assert_ok(&gw.post("/completions", &request));
+    assert_eq!(body["choices"][0]["text"], json!("thanks"));
+}
+
+#[test]
+fn streamed_function_call_is_in_the_last_frame() {
+    let gw = Gateway::demo();
+    let mut request = chat_request(
+        &gw.project_id,
+        "demo",
+        "echo",
+        json!([{"role": "user", "content": "find owls"}]),
+    );
+    request["functions"] = json!([lookup_function()]);
+    request["functionCall"] = json!({"name": "lookup"});
+    request["stream"] = json!(true);
+    let response = gw.post_stream("/completions", &request);
+    let (_, last) = split_stream(&response);
+    let choice = &last["choices"][0];
+    assert_eq!(choice["function_call"]["name"], json!("lookup"), "{last}");
+    assert_eq!(
+        choice["function_call"]["arguments"],
+        json!("{\"input\":\"find owls\"}")
+    );
+    assert_eq!(choice["finish_reason"], json!("function_call"));
+}
+
+// ---------------------------------------------------------------- variables
+
+#[test]
+fn variables_are_substituted_in_the_prompt() {
+    let gw = Gateway::demo();
+    let request = with(
+        text_request(
+            &gw.project_id,
+            "demo",
+            "echo",
+            "Hello {{name}}, welcome to {{city}}. Bye {{name}}!",
+        ),
+        "variables",
+        json!({"name": "Ada", "city": "Florence", "unused": "x"}),
+    );
+    let body = assert_ok(&gw.post("/completions", &request));
+    assert_eq!(
+        body["choices"][0]["text"],
+        json!("Hello Ada, welcome to Florence. Bye Ada!")
+    );
+}
+
+#[test]
+fn variables_are_substituted_in_message_contents() {
+    let gw = Gateway::demo();
+    let request = with(
+        chat_request(
+            &gw.project_id,
+            "demo",
+            "echo",
+            json!([
+                {"role": "system", "content": "You speak {{lang}}."},
+                {"role": "user", "content": "Weather in {{city}}?"}
+            ]),
+        ),
+        "variables",
+        json!({"lang": "Italian", "city": "Rome"}),
+    );
+    let body = assert_ok(&gw.post("/completions", &request));
+    assert_eq!(body["choices"][0]["text"], json!("Weather in Rome?"));
+}
+
+#[test]
+fn placeholder_without_a_variable_is_400() {
+    let gw = Gateway::demo();
+    let request = with(
+        text_request(
+            &gw.project_id,
+            "demo",
+            "echo",
+            "Hello {{name}} from {{city}}",
+        ),
+        "variables",
+        json!({"name": "Ada"}),
+    );
+    expect_400(&gw, &request, "city");
+}
+
+#[test]
+fn placeholder_without_any_variables_is_400() {
+    let gw = Gateway::demo();
+    let request = chat_request(
+        &gw.project_id,
+        "demo",
+        "echo",
+        json!([{"role": "user", "content": "Hi {{who}}"}]),
+    );
+    let request = with(request, "variables", json!({}));
+    expect_400(&gw, &request, "who");
+}
+
+#[test]
+fn variables_of_the_wrong_type_are_400() {
+    let gw = Gateway::demo();
+    let request = with(hello(&gw), "variables", json!({"name": 5}));
+    expect_400(&gw, &request, "variables");
+}
+
+// ---------------------------------------------------------------- validation
+
+#[test]
+fn missing_project_id_is_400() {
+    let gw = Gateway::demo();
+    let mut request = hello(&gw);
+    request.as_object_mut().expect("object").remove("projectId");
+    expect_400(&gw, &request, "projectId");
+}
+
+#[test]
+fn empty_project_id_is_400() {
+    let gw = Gateway::demo();
+    let request = with(hello(&gw), "projectId", json!(""));
+    expect_400(&gw, &request, "projectId");
+}
+
+#[test]
+fn project_id_of_the_wrong_type_is_400() {
+    let gw = Gateway::demo();
+    let request = with(hello(&gw), "projectId", json!(42));
+    expect_400(&gw, &request, "projectId");
+}
+
+#[test]
+fn user_id_of_the_wrong_type_is_400() {
+    let gw = Gateway::demo();
+    let request = with(hello(&gw), "userId", json!(["u"]));
+    expect_400(&gw, &request, "userId");
+}
+
+#[test]
+fn prompt_of_the_wrong_type_is_400() {
+    let gw = Gateway::demo();
+    let request = with(hello(&gw), "prompt", json!(7));
+    expect_400(&gw, &request, "prompt");
+}
+
+#[test]
+fn messages_of_the_wrong_type_are_400() {
+    let gw = Gateway::demo();
+    let request = chat_request(&gw.project_id, "demo", "echo", json!("hello"));
+    expect_400(&gw, &request, "messages");
+}
+
+#[test]
+fn message_content_of_the_wrong_type_names_the_message() {
+    let gw = Gateway::demo();
+    let request = chat_request(
+        &gw.project_id,
+        "demo",
+        "echo",
+        json!([{"role": "user", "content": "ok"}, {"role": "user", "content": 12}]),
+    );
+    expect_400(&gw, &request, "messages[1]");
+}
+
+#[test]
+fn stream_of_the_wrong_type_is_400() {
+    let gw = Gateway::demo();
+    let request = with(hello(&gw), "stream", json!("yes"));
+    expect_400(&gw, &request, "stream");
+}
+
+#[test]
+fn show_usage_of_the_wrong_type_is_400() {
+    let gw = Gateway::demo();
+    let request = with(hello(&gw), "showUsage", json!(1));
+    expect_400(&gw, &request, "showUsage");
+}
+
+#[test]
+fn functions_of_the_wrong_type_are_400() {
+    let gw = Gateway::demo();
+    let request = with(hello(&gw), "functions", json!({"name": "f"}));
+    expect_400(&gw, &request, "functions");
+}
+
+#[test]
+fn provider_of_the_wrong_type_is_400() {
+    let gw = Gateway::demo();
+    let mut request = hello(&gw);
+    request["providerConfig"]["provider"] = json!(3);
+    expect_400(&gw, &request, "provider");
+}
+
+#[test]
+fn missing_prompt_for_text_is_400() {
+    let gw = Gateway::demo();
+    let mut request = hello(&gw);
+    request.as_object_mut().expect("object").remove("prompt");
+    expect_400(&gw, &request, "prompt");
+}
+
+#[test]
+fn missing_messages_for_chat_is_400() {
+    let gw = Gateway::demo();
+    let request = with_param(hello(&gw), "type", json!("chat"));
+    expect_400(&gw, &request, "messages");
+}
+
+#[test]
+fn unknown_role_names_the_message() {
+    let gw = Gateway::demo();
+    let request = chat_request(
+        &gw.project_id,
+        "demo",
+        "echo",
+        json!([
+            {"role": "user", "content": "hi"},
+            {"role": "wizard", "content": "abracadabra"}
+        ]),
+    );
+    expect_400(&gw, &request, "messages[1].role");
+}
+
+#[test]
+fn unknown_type_is_400() {
+    let gw = Gateway::demo();
+    let request = with_param(hello(&gw), "type", json!("image"));
+    expect_400(&gw, &request, "type");
+}
+
+#[test]
+fn embeddings_type_on_completions_is_400() {
+    let gw = Gateway::demo();
+    let request = with_param(hello(&gw), "type", json!("embeddings"));
+    expect_400(&gw, &request, "type");
+}
+
+#[test]
+fn invalid_json_is_400_and_recorded_as_text() {
+    let gw = Gateway::demo();
+    let raw = "{\"projectId\": \"x\", \"prompt\": ";
+    let response = gw.request(
+        "POST",
+        "/completions",
+        Some(&gw.key),
+        &[("Content-Type", "application/json")],
+        raw.as_bytes(),
+    );
+    let id = assert_error(&response, 400, "");
+    let record = assert_error_record(&gw, &id, 400);
+    assert_eq!(record["request"], json!(raw), "{record}");
+}
+
+#[test]
+fn non_object_body_is_400() {
+    let gw = Gateway::demo();
+    let response = gw.request(
+        "POST",
+        "/completions",
+        Some(&gw.key),
+        &[("Content-Type", "application/json")],
+        b"[1, 2, 3]",
+    );
+    let id = assert_error(&response, 400, "");
+    assert_error_record(&gw, &id, 400);
+}
+
+#[test]
+fn empty_body_is_400() {
+    let gw = Gateway::demo();
+    let response = gw.request("POST", "/completions", Some(&gw.key), &[], b"");
+    let id = assert_error(&response, 400, "");
+    assert_error_record(&gw, &id, 400);
+}
+
+#[test]
+fn body_over_the_limit_is_413_and_recorded() {
+    let gw = Gateway::builder()
+        .route(Route::echo("demo"))
+        .max_body_bytes(1024)
+        .start();
+    let request = text_request(&gw.project_id, "demo", "echo", &"x".repeat(2000));
+    let response = gw.post("/completions", &request);
+    let id = assert_error(&response, 413, "");
+    check_error_record(&gw.record(&id), &id, 413);
+
+    // Just under the limit still works.
+    let small = text_request(&gw.project_id, "demo", "echo", &"y".repeat(500));
+    assert_ok(&gw.post("/completions", &small));
+}
+
+#[test]
+fn body_size_is_checked_before_auth() {
+    let gw = Gateway::builder()
+        .route(Route::echo("demo"))
+        .max_body_bytes(1024)
+        .start();
+    let request = text_request(&gw.project_id, "demo", "echo", &"x".repeat(2000));
+    let response = gw.post_as("/completions", None, &request);
+    assert_error(&response, 413, "");
+}
+
+#[test]
+fn unknown_route_is_404_and_recorded() {
+    let gw = Gateway::demo();
+    let request = text_request(&gw.project_id, "no-such-route", "echo", "Hello");
+    let response = gw.post("/completions", &request);
+    let id = assert_error(&response, 404, "no-such-route");
+    assert_error_record(&gw, &id, 404);
+}
+
+#[test]
+fn embeddings_without_input_is_400() {
+    let gw = Gateway::demo();
+    let mut request = embeddings_request(&gw.project_id, "demo", "echo", json!("x"));
+    request.as_object_mut().expect("object").remove("input");
+    let response = gw.post("/embeddings", &request);
+    let id = assert_error(&response, 400, "input");
+    assert_error_record(&gw, &id, 400);
+}
+
+#[test]
+fn embeddings_input_of_the_wrong_type_is_400() {
+    let gw = Gateway::demo();
+    for input in [json!(5), json!([1, 2]), json!({"text": "x"})] {
+        let request = embeddings_request(&gw.project_id, "demo", "echo", input);
+        let response = gw.post("/embeddings", &request);
+        let id = assert_error(&response, 400, "input");
+        assert_error_record(&gw, &id, 400);
+    }
+}
+
+#[test]
+fn embeddings_with_missing_project_id_is_400() {
+    let gw = Gateway::demo();
+    let mut request = embeddings_request(&gw.project_id, "demo", "echo", json!("x"));
+    request.as_object_mut().expect("object").remove("projectId");
+    let response = gw.post("/embeddings", &request);
+    assert_error(&response, 400, "projectId");
+}
+
+// ---------------------------------------------------------------- auth
+
+#[test]
+fn missing_key_is_401_and_recorded() {
+    let gw = Gateway::demo();
+    let response = gw.post_as("/completions", None, &hello(&gw));
+    let id = assert_error(&response, 401, "");
+    check_error_record(&gw.record(&id), &id, 401);
+    let list = gw.cli_ok(&["invocations", "list"]);
+    let line = list
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap_or_else(|| panic!("invocation {id} not listed:\n{list}"));
+    assert!(line.contains("401"), "{line}");
+}
+
+#[test]
+fn unknown_key_is_401() {
+    let gw = Gateway::demo();
+    let response = gw.post_as("/completions", Some("not-a-real-key-123456"), &hello(&gw));
+    let id = assert_error(&response, 401, "");
+    check_error_record(&gw.record(&id), &id, 401);
+}
+
+#[test]
+fn unknown_bearer_key_is_401() {
+    let gw = Gateway::demo();
+    let response = gw.post_as(
+        "/completions",
+        Some("Bearer not-a-real-key-123456"),
+        &hello(&gw),
+    );
+    assert_error(&response, 401, "");
+}
+
+#[test]
+fn bare_and_bearer_keys_both_work() {
+    let gw = Gateway::demo();
+    assert_ok(&gw.post_as("/completions", Some(&gw.key), &hello(&gw)));
+    let bearer = format!("Bearer {}", gw.key);
+    assert_ok(&gw.post_as("/completions", Some(&bearer), &hello(&gw)));
+}
+
+#[test]
+fn key_is_checked_before_the_body_is_parsed() {
+    let gw = Gateway::demo();
+    let response = gw.request("POST", "/completions", None, &[], b"{not json");
+    assert_error(&response, 401, "");
+}
+
+#[test]
+fn revoked_key_is_401() {
+    let gw = Gateway::demo();
+    assert_ok(&gw.post("/completions", &hello(&gw)));
+    let prefix: String = gw.key.chars().take(20).collect();
+    let out = gw.cli(&["key", "revoke", &prefix]).checked("key revoke");
+    assert_eq!(out.last_line(), "revoked 1 key(s)");
+    let response = gw.post("/completions", &hello(&gw));
+    let id = assert_error(&response, 401, "");
+    check_error_record(&gw.record(&id), &id, 401);
+}
+
+#[test]
+fn revoking_one_key_keeps_the_projects_other_keys() {
+    let gw = Gateway::demo();
+    let second = gw
+        .cli(&["key", "create", &gw.project_id])
+        .checked("key create")
+        .last_line();
+    assert_ne!(second, gw.key);
+    let prefix: String = gw.key.chars().take(20).collect();
+    gw.cli(&["key", "revoke", &prefix]).checked("key revoke");
+    assert_error(&gw.post("/completions", &hello(&gw)), 401, "");
+    assert_ok(&gw.post_as("/completions", Some(&second), &hello(&gw)));
+}
+
+#[test]
+fn revoke_without_a_match_exits_1() {
+    let gw = Gateway::demo();
+    let out = gw.cli(&["key", "revoke", "zzzzzzzzzzzzzzzzzzzz"]);
+    assert_eq!(out.status.code(), Some(1), "{} {}", out.stdout, out.stderr);
+    assert_ok(&gw.post("/completions", &hello(&gw)));
+}
+
+#[test]
+fn revoke_with_a_short_prefix_is_refused() {
+    let gw = Gateway::demo();
+    let prefix: String = gw.key.chars().take(4).collect();
+    let out = gw.cli(&["key", "revoke", &prefix]);
+    assert!(
+        !out.status.success(),
+        "a 4-character prefix must be refused: {}",
+        out.stdout
+    );
+    assert_ok(&gw.post("/completions", &hello(&gw)));
+}
+
+#[test]
+fn key_of_another_project_is_403_and_recorded() {
+    let gw = Gateway::demo();
+    let other = gw.create_project("other");
+    let response = gw.post_as("/completions", Some(&other.key), &hello(&gw));
+    let id = assert_error(&response, 403, "");
+    check_error_record(&gw.record(&id), &id, 403);
+    // The other project's key works for the other project.
+    let request = text_request(&other.id, "demo", "echo", "mine");
+    assert_ok(&gw.post_as("/completions", Some(&other.key), &request));
+}
+
+#[test]
+fn key_of_another_project_is_403_for_embeddings() {
+    let gw = Gateway::demo();
+    let other = gw.create_project("other");
+    let request = embeddings_request(&gw.project_id, "demo", "echo", json!("x"));
+    let response = gw.post_with_headers("/embeddings", Some(&other.key), &[], &request);
+    assert_error(&response, 403, "");
+}
+
+#[test]
+fn project_id_is_checked_before_the_route() {
+    let gw = Gateway::demo();
+    let other = gw.create_project("other");
+    let request = text_request(&gw.project_id, "no-such-route", "echo", "x");
+    let response = gw.post_as("/completions", Some(&other.key), &request);
+    assert_error(&response, 403, "");
+}
+
+// ---------------------------------------------------------------- invocations
+
+#[test]
+fn success_record_has_every_field() {
+    let gw = Gateway::builder()
+        .route(Route::echo("demo").price("echo", 1.0, 2.0))
+        .start();
+    let request = with(
+        with(
+            text_request(&gw.project_id, "demo", "echo", "record me please"),
+            "userId",
+            json!("user-42"),
+        ),
+        "showUsage",
+        json!(true),
+    );
+    let body = assert_ok(&gw.post("/completions", &request));
+    let id = body["invocationId"].as_str().expect("invocationId");
+    let response = gw.get_invocation(id);
+    assert_eq!(response.status, 200, "{}", response.text());
+    let record = response.json();
+    assert_eq!(record["id"], json!(id));
+    assert_eq!(record["projectId"], json!(gw.project_id));
+    assert_eq!(record["userId"], json!("user-42"));
+    assert_eq!(record["route"], json!("demo"));
+    assert_eq!(record["plugin"], json!("echo"));
+    assert_eq!(record["model"], json!("echo"));
+    assert_eq!(record["type"], json!("text"));
+    assert_eq!(record["stream"], json!(false));
+    assert_eq!(record["status"], json!("success"));
+    assert_eq!(record["httpStatus"], json!(200));
+    assert!(record["error"].is_null(), "{record}");
+    assert!(record["providerError"].is_null(), "{record}");
+    assert_eq!(
+        record["usage"],
+        json!({"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6})
+    );
+    let cost = record["usageCost"].as_f64().expect("usageCost");
+    assert!((cost - (3.0 / 1e6 + 6.0 / 1e6)).abs() < 1e-12, "{record}");
+    assert!(
+        record["createdAt"].as_str().is_some_and(|s| !s.is_empty()),
+        "{record}"
+    );
+    assert!(record["durationMs"].is_number(), "{record}");
+    assert_eq!(record["request"], request);
+    assert_eq!(
+        record["response"]["choices"][0]["text"],
+        json!("record me please")
+    );
+}
+
+#[test]
+fn cli_show_prints_the_same_record_as_the_api() {
+    let gw = Gateway::demo();
+    let body = assert_ok(&gw.post("/completions", &hello(&gw)));
+    let id = body["invocationId"].as_str().expect("invocationId");
+    assert_eq!(gw.record(id), gw.get_invocation(id).json());
+}
+
+#[test]
+fn cli_show_of_an_unknown_id_fails() {
+    let gw = Gateway::demo();
+    let out = gw.cli(&[
+        "invocations",
+        "show",
+        "01890000-0000-7000-8000-000000000000",
+    ]);
+    assert!(!out.status.success(), "{}", out.stdout);
+}
+
+#[test]
+fn another_projects_invocation_is_404() {
+    let gw = Gateway::demo();
+    let other = gw.create_project("other");
+    let body = assert_ok(&gw.post("/completions", &hello(&gw)));
+    let id = body["invocationId"].as_str().expect("invocationId");
+    let response = gw.get(&format!("/invocations/{id}"), Some(&other.key));
+    assert_eq!(response.status, 404, "{}", response.text());
+    // The owner still sees it.
+    assert_eq!(gw.get_invocation(id).status, 200);
+}
+
+#[test]
+fn unknown_invocation_is_404() {
+    let gw = Gateway::demo();
+    let response = gw.get_invocation("01890000-0000-7000-8000-000000000000");
+    assert_eq!(response.status, 404, "{}", response.text());
+    let response = gw.get_invocation("not-a-uuid");
+    assert_eq!(response.status, 404, "{}", response.text());
+}
+
+#[test]
+fn reading_an_invocation_needs_a_key() {
+    let gw = Gateway::demo();
+    let body = assert_ok(&gw.post("/completions", &hello(&gw)));
+    let id = body["invocationId"].as_str().expect("invocationId");
+    let response = gw.get(&format!("/invocations/{id}"), None);
+    assert_eq!(response.status, 401, "{}", response.text());
+    let response = gw.get(&format!("/invocations/{id}"), Some("wrong-key-000000"));
+    assert_eq!(response.status, 401, "{}", response.text());
+}
+
+#[test]
+fn invocations_list_is_newest_first_with_limit_and_filters() {
+    let gw = Gateway::demo();
+    let other = gw.create_project("other");
+    let mut ids = Vec::new();
+    for (user, prompt) in [("alice", "one"), ("bob", "two"), ("alice", "three")] {
+        let request = with(
+            text_request(&gw.project_id, "demo", "echo", prompt),
+            "userId",
+            json!(user),
+        );
+        let body = assert_ok(&gw.post("/completions", &request));
+        ids.push(body["invocationId"].as_str().expect("id").to_owned());
+    }
+    let error = gw.post("/completions", &with(hello(&gw), "stream", json!(3)));
+    let error_id = assert_error(&error, 400, "stream");
+    let theirs = assert_ok(&gw.post_as(
+        "/completions",
+        Some(&other.key),
+        &text_request(&other.id, "demo", "echo", "theirs"),
+    ));
+    let their_id = theirs["invocationId"].as_str().expect("id").to_owned();
+
+    let listed = |args: &[&str]| -> Vec<String> {
+        let mut full = vec!["invocations", "list"];
+        full.extend_from_slice(args);
+        gw.cli_ok(&full)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| l.split_whitespace().next().unwrap_or_default().to_owned())
+            .collect()
+    };
+
+    let all = listed(&[]);
+    assert_eq!(
+        all,
+        [
+            their_id.as_str(),
+            error_id.as_str(),
+            ids[2].as_str(),
+            ids[1].as_str(),
+            ids[0].as_str()
+        ],
+        "newest first"
+    );
+    assert_eq!(
+        listed(&["--limit", "2"]),
+        [their_id.as_str(), error_id.as_str()]
+    );
+    assert_eq!(
+        listed(&["--project", &gw.project_id]),
+        [
+            error_id.as_str(),
+            ids[2].as_str(),
+            ids[1].as_str(),
+            ids[0].as_str()
+        ]
+    );
+    assert_eq!(
+        listed(&["--user", "alice"]),
+        [ids[2].as_str(), ids[0].as_str()]
+    );
+    assert_eq!(listed(&["--project", &other.id]), [their_id.as_str()]);
+}
+
+#[test]
+fn invocations_list_shows_status_route_model_and_tokens() {
+    let gw = Gateway::demo();
+    let body = assert_ok(&gw.post(
+        "/completions",
+        &text_request(&gw.project_id, "demo", "echo", "four little words here"),
+    ));
+    let id = body["invocationId"].as_str().expect("id");
+    let error = gw.post(
+        "/completions",
+        &text_request(&gw.project_id, "nowhere", "echo", "x"),
+    );
+    let error_id = assert_error(&error, 404, "");
+    let out = gw.cli_ok(&["invocations", "list"]);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(id))
+        .unwrap_or_else(|| panic!("{id} not listed:\n{out}"));
+    let columns: Vec<&str> = line.split_whitespace().collect();
+    for expected in ["success", "200", "demo", "echo", "8"] {
+        assert!(
+            columns.contains(&expected),
+            "{expected} missing from {line:?}"
+        );
+    }
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(&error_id))
+        .unwrap_or_else(|| panic!("{error_id} not listed:\n{out}"));
+    let columns: Vec<&str> = line.split_whitespace().collect();
+    for expected in ["error", "404"] {
+        assert!(
+            columns.contains(&expected),
+            "{expected} missing from {line:?}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------- failures
+
+#[test]
+fn provider_failure_is_502_with_provider_error_and_recorded() {
+    let gw = Gateway::demo();
+    let request = text_request(&gw.project_id, "demo", "fail", "please fail");
+    let response = gw.post("/completions", &request);
+    let id = assert_error(&response, 502, "");
+    assert_eq!(
+        response.json()["providerError"],
+        json!("echo: asked to fail"),
+        "{}",
+        response.text()
+    );
+    let record = assert_error_record(&gw, &id, 502);
+    assert_eq!(record["providerError"], json!("echo: asked to fail"));
+    assert_eq!(record["model"], json!("fail"));
+}
+
+#[test]
+fn provider_failure_while_streaming_is_reported() {
+    let gw = Gateway::demo();
+    let request = with(
+        text_request(&gw.project_id, "demo", "fail", "please fail"),
+        "stream",
+        json!(true),
+    );
+    let response = gw.post_stream("/completions", &request);
+    let id = stream_failure_id(&response, 502);
+    let record = gw.wait_for_record(&id, |r| r["status"] == json!("error"));
+    assert_eq!(
+        record["providerError"],
+        json!("echo: asked to fail"),
+        "{record}"
+    );
+}
+
+/// A failed streaming request either fails before the stream starts (plain
+/// JSON error, `status`) or sends an error frame and ends. Returns the
+/// invocation id.
+fn stream_failure_id(response: &support::SseResponse, status: u16) -> String {
+    if response.is_event_stream() {
+        assert_eq!(response.status, 200);
+        let last = response.frames.last().expect("an error frame");
+        assert!(
+            last["error"].is_string(),
+            "last frame is not an error: {last}"
+        );
+        last["invocationId"]
+            .as_str()
+            .expect("invocationId")
+            .to_owned()
+    } else {
+        assert_eq!(response.status, status, "{}", response.raw);
+        let body = response.json();
+        assert!(body["error"].is_string(), "{body}");
+        body["invocationId"]
+            .as_str()
+            .expect("invocationId")
+            .to_owned()
+    }
+}
+
+fn faulty_gateway() -> Gateway {
+    Gateway::builder()
+        .route(Route::new("faulty", "faulty").default_model("ok"))
+        .start()
+}
+
+#[test]
+fn trapping_plugin_is_502_and_the_next_request_succeeds() {
+    let gw = faulty_gateway();
+    let trap = text_request(&gw.project_id, "faulty", "trap", "boom");
+    let response = gw.post("/completions", &trap);
+    let id = assert_error(&response, 502, "");
+    assert_error_record(&gw, &id, 502);
+
+    let fine = text_request(&gw.project_id, "faulty", "ok", "hello");
+    let body = assert_ok(&gw.post("/completions", &fine));
+    assert_eq!(body["choices"][0]["text"], json!("fine"));
+
+    // And again: one trap does not poison the plugin.
+    assert_error(&gw.post("/completions", &trap), 502, "");
+    assert_ok(&gw.post("/completions", &fine));
+}
+
+#[test]
+fn trapping_plugin_while_streaming_fails_cleanly() {
+    let gw = faulty_gateway();
+    let trap = with(
+        text_request(&gw.project_id, "faulty", "trap", "boom"),
+        "stream",
+        json!(true),
+    );
+    let response = gw.post_stream("/completions", &trap);
+    let id = stream_failure_id(&response, 502);
+    gw.wait_for_record(&id, |r| r["status"] == json!("error"));
+
+    let fine = with(
+        text_request(&gw.project_id, "faulty", "ok", "hello"),
+        "stream",
+        json!(true),
+    );
+    let response = gw.post_stream("/completions", &fine);
+    let (partial, _) = split_stream(&response);
+    assert_eq!(streamed_text(&partial, 0), "fine");
+}
+
+#[test]
+fn route_whose_plugin_is_not_loaded_is_503() {
+    let gw = Gateway::builder()
+        .route(Route::echo("demo"))
+        .route(Route::new("ghost", "missing"))
+        .start();
+    let request = text_request(&gw.project_id, "ghost", "any", "hello");
+    let response = gw.post("/completions", &request);
+    let id = assert_error(&response, 503, "");
+    assert_error_record(&gw, &id, 503);
+    // Other routes are unaffected.
+    assert_ok(&gw.post("/completions", &hello(&gw)));
+}
+
+// ---------------------------------------------------------------- embeddings
+
+fn embedding_of(item: &Value) -> Vec<f64> {
+    item["embedding"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no embedding: {item}"))
+        .iter()
+        .map(|v| v.as_f64().expect("number"))
+        .collect()
+}
+
+#[test]
+fn echo_embeddings_of_a_string() {
+    let gw = Gateway::demo();
+    let request = embeddings_request(&gw.project_id, "demo", "echo", json!("hello world"));
+    let body = assert_ok(&gw.post("/embeddings", &request));
+    assert_eq!(body["type"], json!("embeddings"));
+    assert_eq!(body["projectId"], json!(gw.project_id));
+    let data = body["data"].as_array().expect("data");
+    assert_eq!(data.len(), 1, "{body}");
+    assert_eq!(data[0]["object"], json!("embedding"));
+    assert_eq!(data[0]["index"], json!(0));
+    let vector = embedding_of(&data[0]);
+    assert_eq!(vector.len(), 8);
+    let norm: f64 = vector.iter().map(|x| x * x).sum::<f64>().sqrt();
+    assert!((norm - 1.0).abs() < 1e-5, "not a unit vector: {vector:?}");
+}
+
+#[test]
+fn echo_embeddings_of_an_array_are_in_input_order() {
+    let gw = Gateway::demo();
+    let inputs = ["alpha", "beta", "gamma"];
+    let request = embeddings_request(&gw.project_id, "demo", "echo", json!(inputs));
+    let body = assert_ok(&gw.post("/embeddings", &request));
+    let data = body["data"].as_array().expect("data");
+    assert_eq!(data.len(), 3, "{body}");
+    for (i, item) in data.iter().enumerate() {
+        assert_eq!(item["index"], json!(i));
+    }
+    // Deterministic per input: each one alone gives the same vector.
+    for (i, input) in inputs.iter().enumerate() {
+        let single = embeddings_request(&gw.project_id, "demo", "echo", json!(input));
+        let alone = assert_ok(&gw.post("/embeddings", &single));
+        assert_eq!(embedding_of(&alone["data"][0]), embedding_of(&data[i]));
+    }
+    assert_ne!(embedding_of(&data[0]), embedding_of(&data[1]));
+    let id = body["invocationId"].as_str().expect("id");
+    let record = gw.get_invocation(id).json();
+    assert_eq!(record["type"], json!("embeddings"), "{record}");
+    assert_eq!(record["status"], json!("success"), "{record}");
+}
+
+// ---------------------------------------------------------------- CLI and startup
+
+#[test]
+fn project_and_key_created_by_the_cli_work_while_serving() {
+    let gw = Gateway::demo();
+    let project = gw
+        .cli(&["project", "create", "late"])
+        .checked("project create")
+        .last_line();
+    assert!(!project.contains(char::is_whitespace), "{project:?}");
+    let key = gw
+        .cli(&["key", "create", &project])
+        .checked("key create")
+        .last_line();
+    assert!(!key.contains(char::is_whitespace), "{key:?}");
+    let request = text_request(&project, "demo", "echo", "late project");
+    assert_ok(&gw.post_as("/completions", Some(&key), &request));
+}
+
+#[test]
+fn the_plain_key_is_not_stored() {
+    let mut gw = Gateway::demo();
+    assert_ok(&gw.post("/completions", &hello(&gw)));
+    gw.shutdown();
+    let db = gw.db_bytes();
+    assert!(
+        !support::contains_bytes(&db, gw.key.as_bytes()),
+        "the API key is stored in clear in the database"
+    );
+}
+
+#[test]
+fn sigterm_exits_cleanly() {
+    let mut gw = Gateway::demo();
+    assert_ok(&gw.post("/completions", &hello(&gw)));
+    let status = gw.shutdown();
+    assert!(status.success(), "exit status {status}");
+}
+
+#[test]
+fn demo_project_is_created_on_first_start() {
+    // The harness reads the printed demo project id and key into `gw`.
+    let gw = Gateway::builder()
+        .route(Route::echo("demo"))
+        .demo_project(true)
+        .start();
+    assert!(!gw.project_id.is_empty() && !gw.key.is_empty());
+    let request = text_request(&gw.project_id, "demo", "echo", "Hello demo");
+    let body = assert_ok(&gw.post("/completions", &request));
+    assert_eq!(body["choices"][0]["text"], json!("Hello demo"));
+    assert_uuid_v7(body["invocationId"].as_str().expect("id"));
+}
+
+#[test]
+fn demo_project_is_created_only_once() {
+    let mut gw = Gateway::builder()
+        .route(Route::echo("demo"))
+        .demo_project(true)
+        .start();
+    let first_project = gw.project_id.clone();
+    gw.shutdown();
+    // Same config and database: the store has a project now.
+    let out = gw.cli_ok(&["invocations", "list"]);
+    assert!(out.trim().is_empty(), "{out}");
+    let restarted = gw.restart();
+    assert!(
+        !restarted.iter().any(|l| l.starts_with("demo api key: ")),
+        "a second demo key was created: {restarted:?}"
+    );
+    let request = text_request(&first_project, "demo", "echo", "again");
+    assert_ok(&gw.post("/completions", &request));
+}

@@ -1,0 +1,774 @@
+//! Runs the real `gateway` binary for one test: its own temporary directory,
+//! config, SQLite file, plugins, project, key and port.
+
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+use super::client::{self, Connection, Response, SseResponse};
+
+/// The plugins every test binary may need; a missing one means the plugins
+/// were not built.
+const BUNDLED_PLUGINS: [&str; 3] = ["echo", "openai", "faulty"];
+
+/// Startup includes compiling the plugins: be patient on a slow machine.
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a graceful shutdown may take before the test gives up.
+const EXIT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Where the built plugins are: `GATEWAY_TEST_PLUGINS_DIR`, else the
+/// workspace's `target/wasm32-wasip2/plugin`.
+pub fn built_plugins_dir() -> PathBuf {
+    match std::env::var_os("GATEWAY_TEST_PLUGINS_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../target/wasm32-wasip2/plugin"
+        )),
+    }
+}
+
+/// One `[providers.ID]` table of the config.
+#[derive(Debug, Clone)]
+pub struct Route {
+    pub id: String,
+    pub plugin: String,
+    base_url: Option<String>,
+    api_key_env: Option<String>,
+    default_model: Option<String>,
+    timeout_secs: Option<u64>,
+    /// Plugin settings as `(key, TOML value literal)`.
+    settings: Vec<(String, String)>,
+    /// `(model, input_per_mtok, output_per_mtok)`.
+    pricing: Vec<(String, f64, f64)>,
+}
+
+impl Route {
+    pub fn new(id: &str, plugin: &str) -> Route {
+        Route {
+            id: id.to_owned(),
+            plugin: plugin.to_owned(),
+            base_url: None,
+            api_key_env: None,
+            default_model: None,
+            timeout_secs: None,
+            settings: Vec::new(),
+            pricing: Vec::new(),
+        }
+    }
+
+    /// An echo-plugin route (offline, deterministic).
+    pub fn echo(id: &str) -> Route {
+        Route::new(id, "echo").default_model("echo")
+    }
+
+    /// An openai-plugin route against `base_url`, keyed by the caller.
+    pub fn openai(id: &str, base_url: &str) -> Route {
+        Route::new(id, "openai").base_url(base_url)
+    }
+
+    pub fn base_url(mut self, url: &str) -> Route {
+        self.base_url = Some(url.to_owned());
+        self
+    }
+
+    pub fn api_key_env(mut self, var: &str) -> Route {
+        self.api_key_env = Some(var.to_owned());
+        self
+    }
+
+    pub fn default_model(mut self, model: &str) -> Route {
+        self.default_model = Some(model.to_owned());
+        self
+    }
+
+    pub fn timeout_secs(mut self, secs: u64) -> Route {
+        self.timeout_secs = Some(secs);
+        self
+    }
+
+    /// A plugin setting; `toml_value` is a TOML literal such as `true` or `"x"`.
+    pub fn setting(mut self, key: &str, toml_value: &str) -> Route {
+        self.settings.push((key.to_owned(), toml_value.to_owned()));
+        self
+    }
+
+    pub fn price(mut self, model: &str, input_per_mtok: f64, output_per_mtok: f64) -> Route {
+        self.pricing
+            .push((model.to_owned(), input_per_mtok, output_per_mtok));
+        self
+    }
+
+    fn write_toml(&self, out: &mut String) {
+        let _ = writeln!(out, "\n[providers.{}]", toml_key(&self.id));
+        let _ = writeln!(out, "plugin = {}", toml_string(&self.plugin));
+        if let Some(url) = &self.base_url {
+            let _ = writeln!(out, "base_url = {}", toml_string(url));
+        }
+        if let Some(var) = &self.api_key_env {
+            let _ = writeln!(out, "api_key_env = {}", toml_string(var));
+        }
+        if let Some(model) = &self.default_model {
+            let _ = writeln!(out, "default_model = {}", toml_string(model));
+        }
+        if let Some(secs) = self.timeout_secs {
+            let _ = writeln!(out, "timeout_secs = {secs}");
+        }
+        for (key, value) in &self.settings {
+            let _ = writeln!(out, "{} = {value}", toml_key(key));
+        }
+        for (model, input, output) in &self.pricing {
+            let _ = writeln!(
+                out,
+                "[providers.{}.pricing.{}]\ninput_per_mtok = {input:?}\noutput_per_mtok = {output:?}",
+                toml_key(&self.id),
+                toml_string(model)
+            );
+        }
+    }
+}
+
+/// A TOML basic string (JSON's string escapes are a subset of TOML's).
+fn toml_string(s: &str) -> String {
+    serde_json::to_string(s).expect("strings serialize")
+}
+
+fn toml_key(s: &str) -> String {
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        s.to_owned()
+    } else {
+        toml_string(s)
+    }
+}
+
+/// Configures and starts a [`Gateway`].
+#[derive(Debug, Clone, Default)]
+pub struct GatewayBuilder {
+    routes: Vec<Route>,
+    max_body_bytes: Option<u64>,
+    request_timeout_secs: Option<u64>,
+    env: Vec<(String, String)>,
+    demo_project: bool,
+}
+
+impl GatewayBuilder {
+    /// Lets the gateway create its demo project on start (instead of the
+    /// test creating one through the CLI); the gateway's project and key are
+    /// then the demo ones it prints.
+    pub fn demo_project(mut self, enabled: bool) -> Self {
+        self.demo_project = enabled;
+        self
+    }
+
+    pub fn route(mut self, route: Route) -> Self {
+        self.routes.push(route);
+        self
+    }
+
+    pub fn max_body_bytes(mut self, bytes: u64) -> Self {
+        self.max_body_bytes = Some(bytes);
+        self
+    }
+
+    pub fn request_timeout_secs(mut self, secs: u64) -> Self {
+        self.request_timeout_secs = Some(secs);
+        self
+    }
+
+    /// An environment variable of the `serve` process (route keys, RUST_LOG).
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    pub fn start(self) -> Gateway {
+        Gateway::start(self)
+    }
+}
+
+/// A project and one of its keys.
+#[derive(Debug, Clone)]
+pub struct Project {
+    pub id: String,
+    pub key: String,
+}
+
+/// The output of one CLI command.
+#[derive(Debug)]
+pub struct CliOutput {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl CliOutput {
+    /// The last non-empty stdout line.
+    pub fn last_line(&self) -> String {
+        self.stdout
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .map(|l| l.trim().to_owned())
+            .unwrap_or_else(|| panic!("command printed nothing; stderr: {}", self.stderr))
+    }
+}
+
+/// A running `gateway serve`; terminated (SIGTERM, then SIGKILL) on drop.
+pub struct Gateway {
+    pub addr: SocketAddr,
+    /// The project created for the test.
+    pub project_id: String,
+    /// A key of that project.
+    pub key: String,
+    dir: TempDir,
+    config: PathBuf,
+    /// Extra environment of the `serve` process.
+    env: Vec<(String, String)>,
+    child: Option<Child>,
+    exit: Option<ExitStatus>,
+    stdout: Arc<Mutex<Vec<String>>>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    readers: Vec<JoinHandle<()>>,
+}
+
+impl Gateway {
+    pub fn builder() -> GatewayBuilder {
+        GatewayBuilder::default()
+    }
+
+    /// A gateway with one echo route named `demo`.
+    pub fn demo() -> Gateway {
+        Gateway::builder().route(Route::echo("demo")).start()
+    }
+
+    fn start(builder: GatewayBuilder) -> Gateway {
+        let dir = tempfile::Builder::new()
+            .prefix("gateway-test-")
+            .tempdir()
+            .expect("create a temporary directory");
+        let plugins = dir.path().join("plugins");
+        std::fs::create_dir(&plugins).expect("create the plugins directory");
+        install_plugins(&builder.routes, &plugins);
+
+        let database = dir.path().join("gateway.db");
+        let mut config = String::new();
+        let _ = writeln!(config, "listen = \"127.0.0.1:0\"");
+        let _ = writeln!(config, "database = {}", toml_path(&database));
+        let _ = writeln!(config, "plugins_dir = {}", toml_path(&plugins));
+        let _ = writeln!(config, "demo_project = {}", builder.demo_project);
+        if let Some(bytes) = builder.max_body_bytes {
+            let _ = writeln!(config, "max_body_bytes = {bytes}");
+        }
+        if let Some(secs) = builder.request_timeout_secs {
+            let _ = writeln!(config, "request_timeout_secs = {secs}");
+        }
+        for route in &builder.routes {
+            route.write_toml(&mut config);
+        }
+        let config_path = dir.path().join("gateway.toml");
+        std::fs::write(&config_path, &config).expect("write the config");
+
+        let (project_id, key) = if builder.demo_project {
+            // Filled in from what `serve` prints.
+            (String::new(), String::new())
+        } else {
+            let project_id = cli_in(&config_path, &["project", "create", "test-project"])
+                .checked("project create")
+                .last_line();
+            let key = cli_in(&config_path, &["key", "create", &project_id])
+                .checked("key create")
+                .last_line();
+            (project_id, key)
+        };
+
+        let mut gateway = Gateway {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            project_id,
+            key,
+            dir,
+            config: config_path,
+            env: builder.env,
+            child: None,
+            exit: None,
+            stdout: Arc::new(Mutex::new(Vec::new())),
+            stderr: Arc::new(Mutex::new(Vec::new())),
+            readers: Vec::new(),
+        };
+        gateway.spawn_serve();
+        if builder.demo_project {
+            gateway.project_id = gateway.printed("demo project id: ");
+            gateway.key = gateway.printed("demo api key: ");
+        }
+        gateway
+    }
+
+    /// Starts `gateway serve` and waits until it listens.
+    fn spawn_serve(&mut self) {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_gateway"));
+        command
+            .args(["serve", "--config"])
+            .arg(&self.config)
+            .current_dir(self.dir.path())
+            .env_remove("GATEWAY_CONFIG")
+            .env_remove("RUST_LOG")
+            .env_remove("OPENAI_API_KEY")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (name, value) in &self.env {
+            command.env(name, value);
+        }
+        let mut child = command.spawn().expect("spawn `gateway serve`");
+
+        let (lines_tx, lines_rx) = mpsc::channel::<String>();
+        let out_pipe = child.stdout.take().expect("piped stdout");
+        let err_pipe = child.stderr.take().expect("piped stderr");
+        let out_buf = self.stdout.clone();
+        let stdout_reader = std::thread::spawn(move || {
+            for line in BufReader::new(out_pipe).lines() {
+                let Ok(line) = line else { break };
+                lock(&out_buf).push(line.clone());
+                // The test may no longer listen; the line is kept anyway.
+                let _ = lines_tx.send(line);
+            }
+        });
+        let err_buf = self.stderr.clone();
+        let stderr_reader = std::thread::spawn(move || {
+            let mut pipe = err_pipe;
+            let mut buf = [0u8; 8192];
+            loop {
+                match pipe.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => lock(&err_buf).extend_from_slice(&buf[..n]),
+                }
+            }
+        });
+        self.child = Some(child);
+        self.exit = None;
+        self.readers = vec![stdout_reader, stderr_reader];
+        self.addr = self.wait_listening(&lines_rx);
+    }
+
+    /// Starts `gateway serve` again (same config and database) after
+    /// [`Gateway::shutdown`]; returns the new process's stdout lines.
+    pub fn restart(&mut self) -> Vec<String> {
+        assert!(self.child.is_none(), "the gateway is still running");
+        let before = self.stdout().len();
+        self.spawn_serve();
+        self.stdout()[before..].to_vec()
+    }
+
+    fn wait_listening(&mut self, lines: &mpsc::Receiver<String>) -> SocketAddr {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match lines.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(rest) = line.trim().strip_prefix("gateway listening on http://") {
+                        return rest
+                            .trim_end_matches('/')
+                            .parse()
+                            .unwrap_or_else(|e| panic!("bad address in {line:?}: {e}"));
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => panic!(
+                    "gateway did not print `gateway listening on http://...` within {START_TIMEOUT:?}; stderr:\n{}",
+                    self.logs()
+                ),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let status = self.wait_exit();
+                    panic!(
+                        "gateway exited ({status}) before listening; stdout:\n{}\nstderr:\n{}",
+                        self.stdout().join("\n"),
+                        self.logs()
+                    )
+                }
+            }
+        }
+    }
+
+    /// The value of the stdout line starting with `prefix`.
+    pub fn printed(&self, prefix: &str) -> String {
+        let lines = self.stdout();
+        lines
+            .iter()
+            .find_map(|l| l.strip_prefix(prefix).map(|v| v.trim().to_owned()))
+            .unwrap_or_else(|| panic!("no `{prefix}` line in stdout: {lines:?}"))
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn config_path(&self) -> &Path {
+        &self.config
+    }
+
+    /// The gateway's stderr (its logs) so far.
+    pub fn logs(&self) -> String {
+        String::from_utf8_lossy(&lock(&self.stderr)).into_owned()
+    }
+
+    /// The gateway's stdout lines so far.
+    pub fn stdout(&self) -> Vec<String> {
+        lock(&self.stdout).clone()
+    }
+
+    /// The bytes of every database file (the SQLite file, its WAL and
+    /// shared-memory files).
+    pub fn db_bytes(&self) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        let entries = std::fs::read_dir(self.dir.path()).expect("list the test directory");
+        for entry in entries.flatten() {
+            if entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with("gateway.db")
+            {
+                bytes.extend(std::fs::read(entry.path()).unwrap_or_default());
+            }
+        }
+        assert!(!bytes.is_empty(), "no database file in the test directory");
+        bytes
+    }
+
+    /// Runs `gateway ARGS --config FILE`.
+    pub fn cli(&self, args: &[&str]) -> CliOutput {
+        cli_in(&self.config, args)
+    }
+
+    /// Runs a CLI command that must succeed; returns its stdout.
+    pub fn cli_ok(&self, args: &[&str]) -> String {
+        self.cli(args).checked(&args.join(" ")).stdout
+    }
+
+    /// Creates another project with a key.
+    pub fn create_project(&self, name: &str) -> Project {
+        let id = self
+            .cli(&["project", "create", name])
+            .checked("project create")
+            .last_line();
+        let key = self
+            .cli(&["key", "create", &id])
+            .checked("key create")
+            .last_line();
+        Project { id, key }
+    }
+
+    /// The invocation record through `gateway invocations show` (works for
+    /// every record, whatever project it belongs to).
+    pub fn record(&self, id: &str) -> Value {
+        let out = self.cli_ok(&["invocations", "show", id]);
+        serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("`invocations show` did not print JSON ({e}): {out}"))
+    }
+
+    /// Polls `invocations show` until the record of `id` satisfies
+    /// `condition` (for records written after the response ended, like a
+    /// cancelled stream's). Panics after a minute.
+    pub fn wait_for_record(&self, id: &str, condition: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let out = self.cli(&["invocations", "show", id]);
+            if out.status.success()
+                && let Ok(record) = serde_json::from_str::<Value>(&out.stdout)
+                && condition(&record)
+            {
+                return record;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "invocation {id} never reached the expected state; last output: {} {}",
+                out.stdout,
+                out.stderr
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Sends a request with `Authorization: KEY` when a key is given.
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        key: Option<&str>,
+        extra_headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Response {
+        let headers = headers(key, extra_headers, !body.is_empty());
+        client::request(self.addr, method, path, &headers, body)
+    }
+
+    /// POSTs `body` as JSON with the test project's key.
+    pub fn post(&self, path: &str, body: &Value) -> Response {
+        self.post_as(path, Some(&self.key), body)
+    }
+
+    /// POSTs `body` as JSON with `key` (none: no Authorization header).
+    pub fn post_as(&self, path: &str, key: Option<&str>, body: &Value) -> Response {
+        self.request("POST", path, key, &[], body.to_string().as_bytes())
+    }
+
+    /// POSTs with extra headers.
+    pub fn post_with_headers(
+        &self,
+        path: &str,
+        key: Option<&str>,
+        extra_headers: &[(&str, &str)],
+        body: &Value,
+    ) -> Response {
+        self.request(
+            "POST",
+            path,
+            key,
+            extra_headers,
+            body.to_string().as_bytes(),
+        )
+    }
+
+    /// POSTs a streaming request and reads the answer to its end.
+    pub fn post_stream(&self, path: &str, body: &Value) -> SseResponse {
+        self.post_stream_with_headers(path, Some(&self.key), &[], body)
+    }
+
+    pub fn post_stream_with_headers(
+        &self,
+        path: &str,
+        key: Option<&str>,
+        extra_headers: &[(&str, &str)],
+        body: &Value,
+    ) -> SseResponse {
+        let mut conn = self.open_stream_with_headers(path, key, extra_headers, body);
+        let raw = String::from_utf8_lossy(&conn.read_to_end()).into_owned();
+        let event_stream = conn
+            .header("content-type")
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let frames = if event_stream {
+            client::parse_sse(&raw)
+        } else {
+            Vec::new()
+        };
+        SseResponse {
+            status: conn.status,
+            headers: conn.headers.clone(),
+            raw,
+            frames,
+        }
+    }
+
+    /// Opens a streaming request; read it frame by frame, drop it to
+    /// disconnect.
+    pub fn open_stream(&self, path: &str, body: &Value) -> Connection {
+        self.open_stream_with_headers(path, Some(&self.key), &[], body)
+    }
+
+    pub fn open_stream_with_headers(
+        &self,
+        path: &str,
+        key: Option<&str>,
+        extra_headers: &[(&str, &str)],
+        body: &Value,
+    ) -> Connection {
+        let mut extra = vec![("Accept", "text/event-stream")];
+        extra.extend_from_slice(extra_headers);
+        let headers = headers(key, &extra, true);
+        Connection::open(
+            self.addr,
+            "POST",
+            path,
+            &headers,
+            body.to_string().as_bytes(),
+        )
+    }
+
+    /// `GET path` with `key`.
+    pub fn get(&self, path: &str, key: Option<&str>) -> Response {
+        self.request("GET", path, key, &[], b"")
+    }
+
+    /// `GET /invocations/{id}` with the test project's key.
+    pub fn get_invocation(&self, id: &str) -> Response {
+        self.get(&format!("/invocations/{id}"), Some(&self.key))
+    }
+
+    /// Sends SIGTERM.
+    pub fn terminate(&self) {
+        if let Some(child) = &self.child {
+            signal(child.id(), libc::SIGTERM);
+        }
+    }
+
+    /// Waits for the process to exit (after [`Gateway::terminate`]); panics
+    /// (after killing it) if it takes longer than a minute.
+    pub fn wait_exit(&mut self) -> ExitStatus {
+        if let Some(status) = self.exit {
+            return status;
+        }
+        let mut child = self.child.take().expect("the gateway process");
+        let deadline = Instant::now() + EXIT_TIMEOUT;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                Ok(None) | Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!(
+                        "gateway did not exit within {EXIT_TIMEOUT:?}; stderr:\n{}",
+                        self.logs()
+                    );
+                }
+            }
+        };
+        // The pipes close with the process: collect everything it wrote.
+        for reader in self.readers.drain(..) {
+            let _ = reader.join();
+        }
+        self.exit = Some(status);
+        status
+    }
+
+    /// SIGTERM, then waits for the exit.
+    pub fn shutdown(&mut self) -> ExitStatus {
+        self.terminate();
+        self.wait_exit()
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        signal(child.id(), libc::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match child.try_wait() {
+                Ok(Some(_)) => break,
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break;
+                }
+            }
+        }
+        for reader in self.readers.drain(..) {
+            let _ = reader.join();
+        }
+    }
+}
+
+fn signal(pid: u32, sig: libc::c_int) {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    // SAFETY: kill(2) takes plain integers; the pid is our own child, not yet reaped.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+fn headers<'a>(
+    key: Option<&'a str>,
+    extra: &[(&'a str, &'a str)],
+    json_body: bool,
+) -> Vec<(&'a str, &'a str)> {
+    let mut headers = Vec::new();
+    if json_body {
+        headers.push(("Content-Type", "application/json"));
+    }
+    if let Some(key) = key {
+        headers.push(("Authorization", key));
+    }
+    headers.extend_from_slice(extra);
+    headers
+}
+
+impl CliOutput {
+    /// Panics with the output unless the command succeeded.
+    pub fn checked(self, what: &str) -> CliOutput {
+        assert!(
+            self.status.success(),
+            "`gateway {what}` failed ({}):\nstdout: {}\nstderr: {}",
+            self.status,
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+}
+
+fn cli_in(config: &Path, args: &[&str]) -> CliOutput {
+    let output = Command::new(env!("CARGO_BIN_EXE_gateway"))
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .env_remove("GATEWAY_CONFIG")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run `gateway {}`: {e}", args.join(" ")));
+    CliOutput {
+        status: output.status,
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+fn toml_path(path: &Path) -> String {
+    toml_string(&path.to_string_lossy())
+}
+
+/// Copies the plugins the routes use into the test's own plugins directory,
+/// so each gateway compiles only what it serves. Copies, not links: a
+/// rebuild of the plugins during a test run must not change a running test.
+fn install_plugins(routes: &[Route], into: &Path) {
+    let source = built_plugins_dir();
+    let mut installed: Vec<&str> = Vec::new();
+    for route in routes {
+        let name = route.plugin.as_str();
+        if installed.contains(&name) {
+            continue;
+        }
+        let file = source.join(format!("{name}.wasm"));
+        if !file.is_file() {
+            if BUNDLED_PLUGINS.contains(&name) {
+                panic!(
+                    "plugin {} is missing: build the plugins first with `cargo xtask test` \
+                     (or `cargo xtask plugins`), or point GATEWAY_TEST_PLUGINS_DIR at them",
+                    file.display()
+                );
+            }
+            // Deliberately absent (tests of a route whose plugin is not loaded).
+            continue;
+        }
+        std::fs::copy(&file, into.join(format!("{name}.wasm")))
+            .unwrap_or_else(|e| panic!("cannot copy {}: {e}", file.display()));
+        installed.push(name);
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
