@@ -22,7 +22,7 @@ fn hello(gw: &Gateway) -> Value {
 fn expect_400(gw: &Gateway, body: &Value, needle: &str) {
     let response = gw.post("/completions", body);
     let id = assert_error(&response, 400, needle);
-    assert_error_record(gw, &id, 400);
+    check_error_record(&gw.record(&id), &id, 400);
 }
 
 /// The record of `id` (read with the project's key) is an error with `status`.
@@ -660,7 +660,8 @@ fn invalid_json_is_400_and_recorded_as_text() {
         raw.as_bytes(),
     );
     let id = assert_error(&response, 400, "");
-    let record = assert_error_record(&gw, &id, 400);
+    let record = gw.record(&id);
+    check_error_record(&record, &id, 400);
     assert_eq!(record["request"], json!(raw), "{record}");
 }
 
@@ -674,16 +675,52 @@ fn non_object_body_is_400() {
         &[("Content-Type", "application/json")],
         b"[1, 2, 3]",
     );
-    let id = assert_error(&response, 400, "");
-    assert_error_record(&gw, &id, 400);
+    let id = assert_error(&response, 400, "JSON object");
+    check_error_record(&gw.record(&id), &id, 400);
 }
 
 #[test]
 fn empty_body_is_400() {
     let gw = Gateway::demo();
     let response = gw.request("POST", "/completions", Some(&gw.key), &[], b"");
+    let id = assert_error(&response, 400, "empty");
+    check_error_record(&gw.record(&id), &id, 400);
+}
+
+/// A request whose body cannot be read still came with a valid key: its
+/// record belongs to the key's project, so the caller can look it up.
+#[test]
+fn invalid_body_record_is_readable_with_the_key() {
+    let gw = Gateway::demo();
+    let response = gw.request(
+        "POST",
+        "/completions",
+        Some(&gw.key),
+        &[("Content-Type", "application/json")],
+        b"{broken",
+    );
     let id = assert_error(&response, 400, "");
-    assert_error_record(&gw, &id, 400);
+    let record = assert_error_record(&gw, &id, 400);
+    assert_eq!(record["projectId"], json!(gw.project_id), "{record}");
+}
+
+#[test]
+fn wrong_field_type_record_is_readable_with_the_key() {
+    let gw = Gateway::demo();
+    let response = gw.post("/completions", &with(hello(&gw), "prompt", json!(7)));
+    let id = assert_error(&response, 400, "prompt");
+    let record = assert_error_record(&gw, &id, 400);
+    assert_eq!(record["projectId"], json!(gw.project_id), "{record}");
+}
+
+#[test]
+fn missing_project_id_record_is_readable_with_the_key() {
+    let gw = Gateway::demo();
+    let mut request = hello(&gw);
+    request.as_object_mut().expect("object").remove("projectId");
+    let id = assert_error(&gw.post("/completions", &request), 400, "projectId");
+    let record = assert_error_record(&gw, &id, 400);
+    assert_eq!(record["projectId"], json!(gw.project_id), "{record}");
 }
 
 #[test]
@@ -729,7 +766,7 @@ fn embeddings_without_input_is_400() {
     request.as_object_mut().expect("object").remove("input");
     let response = gw.post("/embeddings", &request);
     let id = assert_error(&response, 400, "input");
-    assert_error_record(&gw, &id, 400);
+    check_error_record(&gw.record(&id), &id, 400);
 }
 
 #[test]
@@ -739,7 +776,7 @@ fn embeddings_input_of_the_wrong_type_is_400() {
         let request = embeddings_request(&gw.project_id, "demo", "echo", input);
         let response = gw.post("/embeddings", &request);
         let id = assert_error(&response, 400, "input");
-        assert_error_record(&gw, &id, 400);
+        check_error_record(&gw.record(&id), &id, 400);
     }
 }
 
@@ -760,12 +797,8 @@ fn missing_key_is_401_and_recorded() {
     let response = gw.post_as("/completions", None, &hello(&gw));
     let id = assert_error(&response, 401, "");
     check_error_record(&gw.record(&id), &id, 401);
-    let list = gw.cli_ok(&["invocations", "list"]);
-    let line = list
-        .lines()
-        .find(|l| l.starts_with(&id))
-        .unwrap_or_else(|| panic!("invocation {id} not listed:\n{list}"));
-    assert!(line.contains("401"), "{line}");
+    let line = gw.listed_line(&id);
+    assert!(line.split_whitespace().any(|c| c == "401"), "{line}");
 }
 
 #[test]
@@ -995,8 +1028,11 @@ fn invocations_list_is_newest_first_with_limit_and_filters() {
         let body = assert_ok(&gw.post("/completions", &request));
         ids.push(body["invocationId"].as_str().expect("id").to_owned());
     }
-    let error = gw.post("/completions", &with(hello(&gw), "stream", json!(3)));
-    let error_id = assert_error(&error, 400, "stream");
+    let error = gw.post(
+        "/completions",
+        &text_request(&gw.project_id, "nowhere", "echo", "x"),
+    );
+    let error_id = assert_error(&error, 404, "");
     let theirs = assert_ok(&gw.post_as(
         "/completions",
         Some(&other.key),
@@ -1004,12 +1040,13 @@ fn invocations_list_is_newest_first_with_limit_and_filters() {
     ));
     let their_id = theirs["invocationId"].as_str().expect("id").to_owned();
 
+    // Records land in batches: wait for all of them.
+    for id in ids.iter().chain([&error_id, &their_id]) {
+        gw.record(id);
+    }
     let listed = |args: &[&str]| -> Vec<String> {
-        let mut full = vec!["invocations", "list"];
-        full.extend_from_slice(args);
-        gw.cli_ok(&full)
-            .lines()
-            .filter(|l| !l.trim().is_empty())
+        gw.list_invocations(args)
+            .iter()
             .map(|l| l.split_whitespace().next().unwrap_or_default().to_owned())
             .collect()
     };
@@ -1059,11 +1096,7 @@ fn invocations_list_shows_status_route_model_and_tokens() {
         &text_request(&gw.project_id, "nowhere", "echo", "x"),
     );
     let error_id = assert_error(&error, 404, "");
-    let out = gw.cli_ok(&["invocations", "list"]);
-    let line = out
-        .lines()
-        .find(|l| l.starts_with(id))
-        .unwrap_or_else(|| panic!("{id} not listed:\n{out}"));
+    let line = gw.listed_line(id);
     let columns: Vec<&str> = line.split_whitespace().collect();
     for expected in ["success", "200", "demo", "echo", "8"] {
         assert!(
@@ -1071,10 +1104,7 @@ fn invocations_list_shows_status_route_model_and_tokens() {
             "{expected} missing from {line:?}"
         );
     }
-    let line = out
-        .lines()
-        .find(|l| l.starts_with(&error_id))
-        .unwrap_or_else(|| panic!("{error_id} not listed:\n{out}"));
+    let line = gw.listed_line(&error_id);
     let columns: Vec<&str> = line.split_whitespace().collect();
     for expected in ["error", "404"] {
         assert!(
@@ -1278,6 +1308,19 @@ fn project_and_key_created_by_the_cli_work_while_serving() {
 }
 
 #[test]
+fn cli_reads_the_config_from_gateway_config() {
+    let gw = Gateway::demo();
+    let body = assert_ok(&gw.post("/completions", &hello(&gw)));
+    let id = body["invocationId"].as_str().expect("id");
+    gw.record(id);
+    let out = gw
+        .cli_env_config(&["invocations", "show", id])
+        .checked("invocations show (GATEWAY_CONFIG)");
+    let record: Value = serde_json::from_str(&out.stdout).expect("JSON record");
+    assert_eq!(record["id"], json!(id));
+}
+
+#[test]
 fn the_plain_key_is_not_stored() {
     let mut gw = Gateway::demo();
     assert_ok(&gw.post("/completions", &hello(&gw)));
@@ -1320,8 +1363,8 @@ fn demo_project_is_created_only_once() {
     let first_project = gw.project_id.clone();
     gw.shutdown();
     // Same config and database: the store has a project now.
-    let out = gw.cli_ok(&["invocations", "list"]);
-    assert!(out.trim().is_empty(), "{out}");
+    let listed = gw.list_invocations(&[]);
+    assert!(listed.is_empty(), "{listed:?}");
     let restarted = gw.restart();
     assert!(
         !restarted.iter().any(|l| l.starts_with("demo api key: ")),

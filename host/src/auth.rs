@@ -43,6 +43,8 @@ pub fn key_from_header(value: &str) -> Option<&str> {
     let key = match value.split_once(' ') {
         Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
         Some(_) => return None,
+        // A scheme with no key after it.
+        None if value.eq_ignore_ascii_case("bearer") => return None,
         None => value,
     };
     (!key.is_empty()).then_some(key)

@@ -114,7 +114,7 @@ pub fn run() -> ExitCode {
 }
 
 async fn execute(command: Command, config: Config) -> Result<ExitCode, String> {
-    let store = Store::open_sqlite(&config.database).map_err(|e| e.to_string())?;
+    let store = Store::open(&config.database).map_err(|e| e.to_string())?;
     match command {
         Command::Serve => serve(config, store).await,
         Command::Project {

@@ -29,8 +29,9 @@ pub enum ConfigError {
 pub struct Config {
     #[serde(default = "default_listen")]
     pub listen: SocketAddr,
+    /// SQLite file path, or a `sqlite://PATH` URL.
     #[serde(default = "default_database")]
-    pub database: PathBuf,
+    pub database: String,
     #[serde(default = "default_plugins_dir")]
     pub plugins_dir: PathBuf,
     #[serde(default = "default_max_body_bytes")]
@@ -80,8 +81,8 @@ pub struct Price {
 fn default_listen() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 8080))
 }
-fn default_database() -> PathBuf {
-    PathBuf::from("./data/gateway.db")
+fn default_database() -> String {
+    "./data/gateway.db".to_owned()
 }
 fn default_plugins_dir() -> PathBuf {
     PathBuf::from("./data/plugins")

@@ -453,6 +453,24 @@ impl Gateway {
         cli_in(&self.config, args)
     }
 
+    /// Runs `gateway ARGS` with the config named by `GATEWAY_CONFIG` instead
+    /// of `--config`.
+    pub fn cli_env_config(&self, args: &[&str]) -> CliOutput {
+        let output = Command::new(env!("CARGO_BIN_EXE_gateway"))
+            .args(args)
+            .env("GATEWAY_CONFIG", &self.config)
+            .env_remove("RUST_LOG")
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run `gateway {}`: {e}", args.join(" ")));
+        CliOutput {
+            status: output.status,
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
     /// Runs a CLI command that must succeed; returns its stdout.
     pub fn cli_ok(&self, args: &[&str]) -> String {
         self.cli(args).checked(&args.join(" ")).stdout
@@ -472,11 +490,42 @@ impl Gateway {
     }
 
     /// The invocation record through `gateway invocations show` (works for
-    /// every record, whatever project it belongs to).
+    /// every record, whatever project it belongs to). Records are written
+    /// off the request path in batches, so this waits for it to land.
     pub fn record(&self, id: &str) -> Value {
-        let out = self.cli_ok(&["invocations", "show", id]);
-        serde_json::from_str(&out)
-            .unwrap_or_else(|e| panic!("`invocations show` did not print JSON ({e}): {out}"))
+        self.wait_for_record(id, |_| true)
+    }
+
+    /// The lines of `gateway invocations list ARGS`, without the column
+    /// header line if it prints one.
+    pub fn list_invocations(&self, args: &[&str]) -> Vec<String> {
+        let mut full = vec!["invocations", "list"];
+        full.extend_from_slice(args);
+        self.cli_ok(&full)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .filter(|l| !(l.starts_with("ID ") && l.contains("CREATED_AT")))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The `invocations list` line of `id`, waiting for the record to land.
+    pub fn listed_line(&self, id: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(line) = self
+                .list_invocations(&[])
+                .into_iter()
+                .find(|l| l.starts_with(id))
+            {
+                return line;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "invocation {id} never appeared in `invocations list`"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Polls `invocations show` until the record of `id` satisfies

@@ -157,9 +157,11 @@ pub fn split_stream(response: &SseResponse) -> (Vec<Value>, Value) {
         .unwrap_or_else(|| panic!("frame without invocationId: {}", frames[0]))
         .to_owned();
     assert_uuid_v7(&id);
-    if let Some(header) = response.header("x-invocation-id") {
-        assert_eq!(header, id);
-    }
+    assert_eq!(
+        response.header("x-invocation-id"),
+        Some(id.as_str()),
+        "x-invocation-id header should name the stream's invocation"
+    );
     for frame in frames {
         assert!(frame.get("error").is_none(), "error frame: {frame}");
         assert_eq!(

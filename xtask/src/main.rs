@@ -158,7 +158,8 @@ fn test(args: &[String]) -> Result<(), String> {
     let built = build_plugins()?;
     let mut command = cargo("test");
     command
-        .args(["--release", "--workspace"])
+        // Every failure at once, not just the first test binary's.
+        .args(["--release", "--workspace", "--no-fail-fast"])
         .args(args)
         .env("GATEWAY_TEST_PLUGINS_DIR", built);
     run(command)

@@ -141,16 +141,25 @@ pub struct NamedFunction {
     pub name: String,
 }
 
-/// Parses a JSON body, naming the offending field in the error.
+/// Parses a JSON object body, naming the offending field in the error.
 pub fn parse_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // serde would also accept a struct as an array of its fields; callers must send an object.
+    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => {}
+        None => return Err(ApiError::BadRequest("the request body is empty".into())),
+        Some(_) if serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok() => {
+            return Err(ApiError::BadRequest(
+                "the request body must be a JSON object".into(),
+            ));
+        }
+        Some(_) => {}
+    }
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
         if inner.is_syntax() || inner.is_eof() {
             ApiError::BadRequest(format!("the request body is not valid JSON: {inner}"))
-        } else if path == "." {
-            ApiError::BadRequest(format!("the request body must be a JSON object: {inner}"))
         } else {
             ApiError::BadRequest(format!("invalid field {path}: {inner}"))
         }

@@ -128,6 +128,8 @@ async fn admit<T: serde::de::DeserializeOwned>(
     let bytes: Bytes = read_body(headers, body, state.config.max_body_bytes).await?;
     draft.request(&bytes);
     let key_project = authenticate(state, headers).await?;
+    // From here on the record belongs to the key's project, so its owner can read it.
+    draft.project(&key_project);
     let parsed = request::parse_body::<T>(&bytes)?;
     Ok((key_project, parsed))
 }
@@ -152,7 +154,6 @@ async fn completion_flow(
     let (key_project, body) = admit::<CompletionBody>(state, draft, headers, body).await?;
     draft.user(body.user_id.as_deref());
     check_project(&key_project, &body.project_id)?;
-    draft.project(&key_project);
 
     let target = request::target(&body.provider_config)?;
     let route = state.routes.get(&target.route)?;
@@ -248,7 +249,6 @@ async fn embedding_flow(
     let (key_project, body) = admit::<EmbeddingBody>(state, draft, headers, body).await?;
     draft.user(body.user_id.as_deref());
     check_project(&key_project, &body.project_id)?;
-    draft.project(&key_project);
 
     let target = request::target(&body.provider_config)?;
     let route = state.routes.get(&target.route)?;

@@ -25,6 +25,8 @@ pub enum StoreError {
     UnknownProject(String),
     #[error("the database task failed: {0}")]
     Task(String),
+    #[error("unsupported database {0:?}: give a SQLite file path or a sqlite:// URL")]
+    Unsupported(String),
 }
 
 /// A project's API key as stored: only its hash is kept.
@@ -168,6 +170,17 @@ enum Backend {
 }
 
 impl Store {
+    /// Opens the database named by the config's `database`: a SQLite file
+    /// path or `sqlite://PATH`.
+    pub fn open(database: &str) -> Result<Store, StoreError> {
+        let path = match database.split_once("://") {
+            None => database,
+            Some(("sqlite", path)) => path,
+            Some(_) => return Err(StoreError::Unsupported(database.to_owned())),
+        };
+        Store::open_sqlite(Path::new(path))
+    }
+
     /// Opens (creating and migrating as needed) the SQLite database at `path`.
     pub fn open_sqlite(path: &Path) -> Result<Store, StoreError> {
         Ok(Store {
