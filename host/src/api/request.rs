@@ -54,6 +54,30 @@ pub struct EmbeddingBody {
     pub provider_config: Option<ProviderConfig>,
 }
 
+/// The fields every endpoint's body shares.
+pub trait Addressed {
+    fn project_id(&self) -> &Option<String>;
+    fn user_id(&self) -> Option<&str>;
+    fn provider_config(&self) -> &Option<ProviderConfig>;
+}
+
+macro_rules! addressed {
+    ($($body:ty),*) => {$(
+        impl Addressed for $body {
+            fn project_id(&self) -> &Option<String> {
+                &self.project_id
+            }
+            fn user_id(&self) -> Option<&str> {
+                self.user_id.as_deref()
+            }
+            fn provider_config(&self) -> &Option<ProviderConfig> {
+                &self.provider_config
+            }
+        }
+    )*};
+}
+addressed!(CompletionBody, EmbeddingBody);
+
 #[derive(Debug, Deserialize)]
 #[serde(untagged, expecting = "a string or an array of strings")]
 pub enum EmbeddingInput {

@@ -14,7 +14,7 @@ use super::AppState;
 use super::body::{Body, error_response, json_response, read_body};
 use super::record::Draft;
 use super::stream;
-use crate::api::request::{self, CompletionBody, EmbeddingBody, Kind};
+use crate::api::request::{self, Addressed, CompletionBody, EmbeddingBody, Kind, Target};
 use crate::api::response::{self, Envelope};
 use crate::error::ApiError;
 use crate::plugins::{CallContext, Plugin, types};
@@ -118,20 +118,46 @@ pub(super) fn usage_and_cost(
     (Some(usage), cost)
 }
 
-/// Body, key, JSON: the steps every POST endpoint starts with, in contract order.
-async fn admit<T: serde::de::DeserializeOwned>(
+/// A request that passed the checks every POST endpoint starts with.
+struct Admitted<T> {
+    /// The project of the caller's key, which is the body's `projectId`.
+    project: String,
+    body: T,
+    target: Target,
+    route: Arc<Route>,
+}
+
+/// Body size, key, JSON, project, route: in the contract's order.
+async fn admit<T: serde::de::DeserializeOwned + Addressed>(
     state: &AppState,
     draft: &mut Draft,
     headers: &HeaderMap,
     body: Incoming,
-) -> Result<(String, T), ApiError> {
+) -> Result<Admitted<T>, ApiError> {
     let bytes: Bytes = read_body(headers, body, state.config.max_body_bytes).await?;
     draft.request(&bytes);
-    let key_project = authenticate(state, headers).await?;
+    let project = authenticate(state, headers).await?;
     // From here on the record belongs to the key's project, so its owner can read it.
-    draft.project(&key_project);
-    let parsed = request::parse_body::<T>(&bytes)?;
-    Ok((key_project, parsed))
+    draft.project(&project);
+    let body = request::parse_body::<T>(&bytes)?;
+    draft.user(body.user_id());
+    check_project(&project, body.project_id())?;
+    let target = request::target(body.provider_config())?;
+    let route = state.routes.get(&target.route)?;
+    draft.route(&route.id, &route.config.plugin);
+    Ok(Admitted {
+        project,
+        body,
+        target,
+        route,
+    })
+}
+
+fn call_context(draft: &Draft, route: &Route) -> CallContext {
+    CallContext {
+        invocation_id: draft.id(),
+        allowed_hosts: route.allowed_hosts.clone(),
+    }
 }
 
 pub(super) async fn completions(
@@ -151,13 +177,12 @@ async fn completion_flow(
     headers: &HeaderMap,
     body: Incoming,
 ) -> Result<Reply, ApiError> {
-    let (key_project, body) = admit::<CompletionBody>(state, draft, headers, body).await?;
-    draft.user(body.user_id.as_deref());
-    check_project(&key_project, &body.project_id)?;
-
-    let target = request::target(&body.provider_config)?;
-    let route = state.routes.get(&target.route)?;
-    draft.route(&route.id, &route.config.plugin);
+    let Admitted {
+        project: key_project,
+        body,
+        target,
+        route,
+    } = admit::<CompletionBody>(state, draft, headers, body).await?;
     if target.kind == Kind::Embeddings {
         return Err(ApiError::BadRequest(
             "params.type \"embeddings\" is served by POST /embeddings".into(),
@@ -177,10 +202,7 @@ async fn completion_flow(
         params: target.params,
     };
     let plugin = plugin_for(state, &route)?;
-    let ctx = CallContext {
-        invocation_id: draft.id(),
-        allowed_hosts: route.allowed_hosts.clone(),
-    };
+    let ctx = call_context(draft, &route);
 
     if stream {
         return stream::start(stream::StreamCall {
@@ -246,13 +268,12 @@ async fn embedding_flow(
     headers: &HeaderMap,
     body: Incoming,
 ) -> Result<Reply, ApiError> {
-    let (key_project, body) = admit::<EmbeddingBody>(state, draft, headers, body).await?;
-    draft.user(body.user_id.as_deref());
-    check_project(&key_project, &body.project_id)?;
-
-    let target = request::target(&body.provider_config)?;
-    let route = state.routes.get(&target.route)?;
-    draft.route(&route.id, &route.config.plugin);
+    let Admitted {
+        project: key_project,
+        body,
+        target,
+        route,
+    } = admit::<EmbeddingBody>(state, draft, headers, body).await?;
     if target.kind != Kind::Embeddings {
         return Err(ApiError::BadRequest(format!(
             "POST /embeddings needs params.type \"embeddings\", not {:?}",
@@ -272,10 +293,7 @@ async fn embedding_flow(
         params: target.params,
     };
     let plugin = plugin_for(state, &route)?;
-    let ctx = CallContext {
-        invocation_id: draft.id(),
-        allowed_hosts: route.allowed_hosts.clone(),
-    };
+    let ctx = call_context(draft, &route);
     let call = state.runtime.embed(&plugin, &ctx, &embedding_request);
     let result = tokio::time::timeout(route.timeout, call)
         .await
