@@ -246,7 +246,7 @@ async fn serve(config: Config, store: Store) -> Result<ExitCode, String> {
     let address = listener.local_addr().map_err(|e| e.to_string())?;
     let (log, writer) = InvocationLog::start(store.clone());
     let state = Arc::new(AppState {
-        routes: Routes::from_config(&config),
+        routes: Routes::from_config(&config)?,
         config,
         runtime,
         store,

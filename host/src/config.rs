@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::plugins::{AllowedHosts, Limits, MAX_MEMORY_LIMIT_BYTES, Sandbox};
+
 /// The shipped example config; also the configuration used when no file is given.
 pub const DEFAULT_CONFIG: &str = include_str!("../../gateway.example.toml");
 
@@ -61,10 +63,29 @@ pub struct RouteConfig {
     pub api_key_required: Option<bool>,
     #[serde(default)]
     pub default_model: Option<String>,
+    /// Total time of one provider call (default: the top-level `request_timeout_secs`).
     #[serde(default)]
     pub timeout_secs: Option<u64>,
     #[serde(default)]
     pub pricing: BTreeMap<String, Price>,
+    /// Hosts (`host:port`, or URLs) the plugin may reach besides `base_url`'s.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Sandbox limits of the route's plugin instances; absent ones keep the defaults.
+    #[serde(default)]
+    pub memory_limit_mb: Option<u64>,
+    #[serde(default)]
+    pub cpu_time_ms: Option<u64>,
+    #[serde(default)]
+    pub connect_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub first_byte_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub idle_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub max_response_bytes: Option<u64>,
+    #[serde(default)]
+    pub max_http_requests: Option<u32>,
     /// Every other key: plugin-specific settings, handed to the plugin as JSON.
     #[serde(flatten)]
     pub settings: toml::Table,
@@ -119,10 +140,10 @@ impl Config {
         };
         let config: Config = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
         for (id, route) in &config.providers {
-            if let Some(base_url) = &route.base_url {
-                crate::plugins::AllowedHosts::from_base_url(base_url)
-                    .map_err(|e| invalid(format!("providers.{id}.base_url: {e}")))?;
-            }
+            route
+                .limits()
+                .and(route.allowed_hosts())
+                .map_err(|e| invalid(format!("providers.{id}.{e}")))?;
             if route.timeout_secs == Some(0) {
                 return Err(invalid(format!(
                     "providers.{id}.timeout_secs must be positive"
@@ -143,6 +164,73 @@ impl RouteConfig {
 
     pub fn timeout(&self, config: &Config) -> Duration {
         Duration::from_secs(self.timeout_secs.unwrap_or(config.request_timeout_secs))
+    }
+
+    /// The limits of this route's plugin instances.
+    pub fn limits(&self) -> Result<Limits, String> {
+        let defaults = Limits::default();
+        let positive = |value: Option<u64>, key: &str| match value {
+            Some(0) => Err(format!("{key} must be positive")),
+            other => Ok(other),
+        };
+        let ms = |value: Option<u64>, key: &str, default: Duration| {
+            positive(value, key).map(|v| v.map(Duration::from_millis).unwrap_or(default))
+        };
+        let memory_bytes = match positive(self.memory_limit_mb, "memory_limit_mb")? {
+            None => defaults.memory_bytes,
+            Some(mb) if mb * 1024 * 1024 > MAX_MEMORY_LIMIT_BYTES as u64 => {
+                return Err(format!(
+                    "memory_limit_mb must be at most {}",
+                    MAX_MEMORY_LIMIT_BYTES / 1024 / 1024
+                ));
+            }
+            Some(mb) => (mb * 1024 * 1024) as usize,
+        };
+        Ok(Limits {
+            memory_bytes,
+            cpu_time: ms(self.cpu_time_ms, "cpu_time_ms", defaults.cpu_time)?,
+            connect_timeout: ms(
+                self.connect_timeout_ms,
+                "connect_timeout_ms",
+                defaults.connect_timeout,
+            )?,
+            first_byte_timeout: ms(
+                self.first_byte_timeout_ms,
+                "first_byte_timeout_ms",
+                defaults.first_byte_timeout,
+            )?,
+            idle_timeout: ms(
+                self.idle_timeout_ms,
+                "idle_timeout_ms",
+                defaults.idle_timeout,
+            )?,
+            max_response_bytes: positive(self.max_response_bytes, "max_response_bytes")?
+                .unwrap_or(defaults.max_response_bytes),
+            max_http_requests: match self.max_http_requests {
+                Some(0) => return Err("max_http_requests must be positive".into()),
+                Some(n) => n,
+                None => defaults.max_http_requests,
+            },
+        })
+    }
+
+    /// The hosts this route's plugin may reach.
+    pub fn allowed_hosts(&self) -> Result<AllowedHosts, String> {
+        let mut allowed = match &self.base_url {
+            Some(url) => AllowedHosts::from_base_url(url).map_err(|e| format!("base_url: {e}"))?,
+            None => AllowedHosts::none(),
+        };
+        for (i, host) in self.allowed_hosts.iter().enumerate() {
+            allowed
+                .add(host)
+                .map_err(|e| format!("allowed_hosts[{i}]: {e}"))?;
+        }
+        Ok(allowed)
+    }
+
+    /// The sandbox of this route's plugin instances.
+    pub fn sandbox(&self) -> Result<Sandbox, String> {
+        Sandbox::new(self.allowed_hosts()?, self.limits()?)
     }
 
     /// The route's plugin settings as a JSON object text.
@@ -194,5 +282,12 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("providers.x.base_url"), "{err}");
+        let err = Config::parse(
+            "[providers.x]\nplugin = \"openai\"\nmemory_limit_mb = 0\n",
+            "test",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("providers.x.memory_limit_mb"), "{err}");
     }
 }

@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use crate::config::{Config, RouteConfig};
 use crate::error::ApiError;
-use crate::plugins::{AllowedHosts, types};
+use crate::plugins::{Sandbox, types};
 
 pub struct Route {
     pub id: String,
     pub config: RouteConfig,
-    pub allowed_hosts: Arc<AllowedHosts>,
+    pub sandbox: Arc<Sandbox>,
     pub timeout: Duration,
     /// The gateway's own provider key, read from `api_key_env` at start.
     configured_key: Option<String>,
@@ -24,7 +24,8 @@ pub struct Routes {
 }
 
 impl Routes {
-    pub fn from_config(config: &Config) -> Routes {
+    /// The routes of a validated config (see [`Config::parse`]).
+    pub fn from_config(config: &Config) -> Result<Routes, String> {
         let routes = config
             .providers
             .iter()
@@ -37,23 +38,19 @@ impl Routes {
                     }
                     key
                 });
-                let allowed_hosts = route
-                    .base_url
-                    .as_deref()
-                    .and_then(|url| AllowedHosts::from_base_url(url).ok())
-                    .unwrap_or_else(AllowedHosts::none);
+                let sandbox = route.sandbox().map_err(|e| format!("providers.{id}.{e}"))?;
                 let route = Route {
                     id: id.clone(),
-                    allowed_hosts: Arc::new(allowed_hosts),
+                    sandbox: Arc::new(sandbox),
                     timeout: route.timeout(config),
                     configured_key,
                     settings: route.settings_json(),
                     config: route.clone(),
                 };
-                (id.clone(), Arc::new(route))
+                Ok((id.clone(), Arc::new(route)))
             })
-            .collect();
-        Routes { routes }
+            .collect::<Result<_, String>>()?;
+        Ok(Routes { routes })
     }
 
     pub fn get(&self, id: &str) -> Result<Arc<Route>, ApiError> {

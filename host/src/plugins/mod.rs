@@ -14,8 +14,8 @@ use uuid::Uuid;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 
-pub use sandbox::{AllowedHosts, IncomingBody};
-use sandbox::{MAX_MEMORY_BYTES, PluginState};
+use sandbox::PluginState;
+pub use sandbox::{AllowedHosts, IncomingBody, Limits, MAX_MEMORY_LIMIT_BYTES, Sandbox};
 
 pub mod bindings {
     wasmtime::component::bindgen!({
@@ -36,8 +36,6 @@ use bindings::{Provider, ProviderPre};
 const MAX_INSTANCES: u32 = 1000;
 /// How often the epoch advances; the unit of the CPU budget.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
-/// CPU time (not waiting time) one request may spend inside a plugin: 5 s.
-const CPU_BUDGET_TICKS: u64 = 500;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PluginError {
@@ -64,13 +62,14 @@ pub struct Plugin {
 /// Where and how a call runs: the request's identity and the route's sandbox.
 pub struct CallContext {
     pub invocation_id: Uuid,
-    pub allowed_hosts: Arc<AllowedHosts>,
+    pub sandbox: Arc<Sandbox>,
 }
 
 pub struct PluginRuntime {
     engine: Engine,
     linker: Linker<PluginState>,
-    http: reqwest::Client,
+    /// For validating plugins at load: no network.
+    offline: Arc<Sandbox>,
     plugins: RwLock<HashMap<String, Arc<Plugin>>>,
 }
 
@@ -82,7 +81,8 @@ impl PluginRuntime {
             .total_tables(MAX_INSTANCES * 2)
             .total_stacks(MAX_INSTANCES)
             .total_core_instances(MAX_INSTANCES * 4)
-            .max_memory_size(MAX_MEMORY_BYTES)
+            // Routes set their own, smaller limits per store.
+            .max_memory_size(MAX_MEMORY_LIMIT_BYTES)
             // Keeping a little memory resident between instances avoids page
             // faults on every request (see shared/notes/wasmtime-48.md).
             .linear_memory_keep_resident(2 * 1024 * 1024)
@@ -114,20 +114,10 @@ impl PluginRuntime {
         Provider::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
             .map_err(|e| format!("linking host imports: {e}"))?;
 
-        // The plugins' only way out. No redirects: a redirect could lead
-        // outside the route's allowed hosts.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(Duration::from_secs(10))
-            .pool_idle_timeout(Duration::from_secs(90))
-            .build()
-            .map_err(|e| format!("HTTP client: {e}"))?;
-
         Ok(PluginRuntime {
             engine,
             linker,
-            http,
+            offline: Arc::new(Sandbox::offline()?),
             plugins: RwLock::new(HashMap::new()),
         })
     }
@@ -185,7 +175,7 @@ impl PluginRuntime {
             &name,
             &CallContext {
                 invocation_id: Uuid::nil(),
-                allowed_hosts: Arc::new(AllowedHosts::none()),
+                sandbox: self.offline.clone(),
             },
             None,
         );
@@ -227,23 +217,19 @@ impl PluginRuntime {
         ctx: &CallContext,
         sink: Option<mpsc::Sender<types::Chunk>>,
     ) -> Store<PluginState> {
-        let state = PluginState::new(
-            self.http.clone(),
-            ctx.allowed_hosts.clone(),
-            sink,
-            ctx.invocation_id,
-            plugin.clone(),
-        );
+        let cpu_budget_ticks =
+            (ctx.sandbox.limits.cpu_time.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64;
+        let state = PluginState::new(ctx.sandbox.clone(), sink, ctx.invocation_id, plugin.clone());
         let mut store = Store::new(&self.engine, state);
-        store.limiter(|state| &mut state.limits);
+        store.limiter(|state| &mut state.store_limits);
         // Count only ticks that land while plugin code runs (waiting in a host
         // call does not fire the callback), and yield so one busy plugin
         // cannot hold an async worker.
         store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(|mut ctx| {
+        store.epoch_deadline_callback(move |mut ctx| {
             let state = ctx.data_mut();
             state.cpu_ticks += 1;
-            if state.cpu_ticks > CPU_BUDGET_TICKS {
+            if state.cpu_ticks > cpu_budget_ticks {
                 Ok(wasmtime::UpdateDeadline::Interrupt)
             } else {
                 Ok(wasmtime::UpdateDeadline::Yield(1))
@@ -324,6 +310,7 @@ fn settle<T>(
 fn describe_failure(e: &wasmtime::Error) -> String {
     match e.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => "it used up its CPU time budget".to_owned(),
+        Some(Trap::UnreachableCodeReached) => "it panicked (wasm trap: unreachable)".to_owned(),
         Some(Trap::StackOverflow) => "stack overflow".to_owned(),
         Some(trap) => trap.to_string(),
         None => {

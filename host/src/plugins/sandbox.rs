@@ -1,25 +1,90 @@
 //! What a plugin instance may do: the host imports it gets (outbound HTTP,
 //! the stream sink, logging) and the limits they enforce.
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 use uuid::Uuid;
 use wasmtime::component::{Resource, ResourceTable};
 use wasmtime::{StoreLimits, StoreLimitsBuilder};
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::gateway::provider::{http, log, sink, types};
 
-/// Most bytes one plugin may read from one upstream response.
-const MAX_RESPONSE_BYTES: u64 = 64 * 1024 * 1024;
-/// Longest wait for the upstream's headers, or for the next chunk of its body.
-const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// The largest memory limit a route may set; also the pooling allocator's slot size.
+pub const MAX_MEMORY_LIMIT_BYTES: usize = 1024 * 1024 * 1024;
 /// Longest log line a plugin may write; the rest is cut so a plugin cannot flood the logs.
 const MAX_LOG_LINE: usize = 4096;
-/// Memory one instance may use.
-pub const MAX_MEMORY_BYTES: usize = 64 * 1024 * 1024;
+/// Most bytes of stdout/stderr one instance may send to the log.
+const MAX_STDIO_BYTES: usize = 64 * 1024;
+
+/// What one plugin call may consume. Each route has its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub memory_bytes: usize,
+    /// CPU time inside the plugin; time spent waiting in host calls does not count.
+    pub cpu_time: Duration,
+    pub connect_timeout: Duration,
+    /// Until the upstream's response headers.
+    pub first_byte_timeout: Duration,
+    /// Between two chunks of an upstream body.
+    pub idle_timeout: Duration,
+    pub max_response_bytes: u64,
+    /// Outbound requests one call may make.
+    pub max_http_requests: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            memory_bytes: 64 * 1024 * 1024,
+            cpu_time: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(10),
+            first_byte_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(60),
+            max_response_bytes: 64 * 1024 * 1024,
+            max_http_requests: 32,
+        }
+    }
+}
+
+/// Everything a route's plugin instances may reach and use.
+#[derive(Debug)]
+pub struct Sandbox {
+    pub allowed: AllowedHosts,
+    pub limits: Limits,
+    /// One client per route: connection pooling to its upstream, its own connect timeout.
+    client: reqwest::Client,
+}
+
+impl Sandbox {
+    pub fn new(allowed: AllowedHosts, limits: Limits) -> Result<Sandbox, String> {
+        // reqwest is built without a default TLS provider; this process uses ring.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        // No redirects: a redirect could lead outside the allowed hosts.
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(limits.connect_timeout)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build()
+            .map_err(|e| format!("HTTP client: {e}"))?;
+        Ok(Sandbox {
+            allowed,
+            limits,
+            client,
+        })
+    }
+
+    /// No network at all: for validating a plugin at load time.
+    pub fn offline() -> Result<Sandbox, String> {
+        Sandbox::new(AllowedHosts::none(), Limits::default())
+    }
+}
 
 /// The hosts a route's plugin may reach: those of its `base_url`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -44,6 +109,23 @@ impl AllowedHosts {
         })
     }
 
+    /// Adds `host:port`, or the origin of a URL.
+    pub fn add(&mut self, entry: &str) -> Result<(), String> {
+        let url = if entry.contains("://") {
+            entry.to_owned()
+        } else {
+            format!("https://{entry}")
+        };
+        let mut extra = AllowedHosts::from_base_url(&url)?;
+        if !entry.contains("://") {
+            // A bare host:port allows both schemes.
+            let (_, host, port) = extra.origins[0].clone();
+            extra.origins.push(("http".to_owned(), host, port));
+        }
+        self.origins.append(&mut extra.origins);
+        Ok(())
+    }
+
     pub fn permits(&self, url: &reqwest::Url) -> bool {
         let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
             return false;
@@ -58,9 +140,9 @@ impl AllowedHosts {
 pub struct PluginState {
     wasi: WasiCtx,
     table: ResourceTable,
-    pub(super) limits: StoreLimits,
-    client: reqwest::Client,
-    allowed: Arc<AllowedHosts>,
+    pub(super) store_limits: StoreLimits,
+    sandbox: Arc<Sandbox>,
+    http_requests: u32,
     sink: Option<mpsc::Sender<types::Chunk>>,
     pub(super) invocation_id: Uuid,
     pub(super) plugin: Arc<str>,
@@ -76,23 +158,33 @@ pub struct IncomingBody {
 
 impl PluginState {
     pub(super) fn new(
-        client: reqwest::Client,
-        allowed: Arc<AllowedHosts>,
+        sandbox: Arc<Sandbox>,
         sink: Option<mpsc::Sender<types::Chunk>>,
         invocation_id: Uuid,
         plugin: Arc<str>,
     ) -> PluginState {
+        let budget = Arc::new(AtomicUsize::new(MAX_STDIO_BYTES));
+        let stdio = |stream| LogStream {
+            invocation_id,
+            plugin: plugin.clone(),
+            stream,
+            budget: budget.clone(),
+        };
+        // No arguments, environment, preopened directories or sockets: the
+        // HTTP import is the only way out. Output goes to the log.
+        let wasi = WasiCtx::builder()
+            .stdout(stdio("stdout"))
+            .stderr(stdio("stderr"))
+            .build();
         PluginState {
-            // No arguments, environment, preopened directories or sockets: the
-            // HTTP import is the only way out.
-            wasi: WasiCtx::builder().build(),
+            wasi,
             table: ResourceTable::new(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size(MAX_MEMORY_BYTES)
+            store_limits: StoreLimitsBuilder::new()
+                .memory_size(sandbox.limits.memory_bytes)
                 .trap_on_grow_failure(true)
                 .build(),
-            client,
-            allowed,
+            sandbox,
+            http_requests: 0,
             sink,
             invocation_id,
             plugin,
@@ -126,7 +218,16 @@ impl http::Host for PluginState {
     async fn send(&mut self, request: http::Request) -> Result<http::Response, http::HttpError> {
         let url = reqwest::Url::parse(&request.url)
             .map_err(|e| http::HttpError::InvalidRequest(format!("bad URL: {e}")))?;
-        if !self.allowed.permits(&url) {
+        self.http_requests += 1;
+        if self.http_requests > self.sandbox.limits.max_http_requests {
+            tracing::warn!(invocation_id = %self.invocation_id, plugin = %self.plugin,
+                "plugin exceeded its outbound request limit");
+            return Err(http::HttpError::ForbiddenHost(format!(
+                "more than {} upstream requests in one call",
+                self.sandbox.limits.max_http_requests
+            )));
+        }
+        if !self.sandbox.allowed.permits(&url) {
             let host = url.host_str().unwrap_or("").to_owned();
             tracing::warn!(invocation_id = %self.invocation_id, plugin = %self.plugin, %host,
                 "plugin tried to reach a host its route does not allow");
@@ -145,12 +246,13 @@ impl http::Host for PluginState {
             headers.append(name, value);
         }
         let pending = self
+            .sandbox
             .client
             .request(method, url)
             .headers(headers)
             .body(request.body)
             .send();
-        let response = tokio::time::timeout(IDLE_TIMEOUT, pending)
+        let response = tokio::time::timeout(self.sandbox.limits.first_byte_timeout, pending)
             .await
             .map_err(|_| http::HttpError::Timeout("no answer from the upstream".into()))?
             .map_err(transport_error)?;
@@ -182,11 +284,12 @@ impl http::HostIncomingBody for PluginState {
         &mut self,
         body: Resource<IncomingBody>,
     ) -> Result<Option<Vec<u8>>, http::HttpError> {
+        let limits = self.sandbox.limits;
         let body = self
             .table
             .get_mut(&body)
             .map_err(|e| http::HttpError::InvalidRequest(e.to_string()))?;
-        let chunk = tokio::time::timeout(IDLE_TIMEOUT, body.response.chunk())
+        let chunk = tokio::time::timeout(limits.idle_timeout, body.response.chunk())
             .await
             .map_err(|_| http::HttpError::Timeout("the upstream stopped sending".into()))?
             .map_err(transport_error)?;
@@ -194,8 +297,8 @@ impl http::HostIncomingBody for PluginState {
             return Ok(None);
         };
         body.read += chunk.len() as u64;
-        if body.read > MAX_RESPONSE_BYTES {
-            return Err(http::HttpError::TooLarge(MAX_RESPONSE_BYTES));
+        if body.read > limits.max_response_bytes {
+            return Err(http::HttpError::TooLarge(limits.max_response_bytes));
         }
         Ok(Some(chunk.to_vec()))
     }
@@ -244,6 +347,95 @@ impl log::Host for PluginState {
                 tracing::error!(target: "plugin", invocation_id = %id, plugin, "{message}")
             }
         }
+    }
+}
+
+/// A plugin's stdout or stderr, sent to the log line by line with the
+/// invocation id, up to a byte budget per instance.
+#[derive(Clone)]
+struct LogStream {
+    invocation_id: Uuid,
+    plugin: Arc<str>,
+    stream: &'static str,
+    budget: Arc<AtomicUsize>,
+}
+
+struct LogWriter {
+    target: LogStream,
+    line: Vec<u8>,
+}
+
+impl IsTerminal for LogStream {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for LogStream {
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(LogWriter {
+            target: self.clone(),
+            line: Vec::new(),
+        })
+    }
+}
+
+impl LogWriter {
+    fn emit(&mut self) {
+        if self.line.is_empty() {
+            return;
+        }
+        let text = String::from_utf8_lossy(&self.line);
+        let text = text.trim_end();
+        if !text.is_empty() {
+            let t = &self.target;
+            tracing::info!(target: "plugin", invocation_id = %t.invocation_id,
+                plugin = %t.plugin, stream = t.stream, "{text}");
+        }
+        self.line.clear();
+    }
+}
+
+impl tokio::io::AsyncWrite for LogWriter {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        bytes: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        // Past the budget, output is accepted and dropped: a chatty plugin
+        // must neither fail nor flood the log.
+        let allowed = self
+            .target
+            .budget
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                Some(left.saturating_sub(bytes.len()))
+            })
+            .unwrap_or(0)
+            .min(bytes.len());
+        for &byte in &bytes[..allowed] {
+            if byte == b'\n' || self.line.len() >= MAX_LOG_LINE {
+                self.emit();
+            }
+            if byte != b'\n' {
+                self.line.push(byte);
+            }
+        }
+        Poll::Ready(Ok(bytes.len()))
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.emit();
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.poll_flush(cx)
+    }
+}
+
+impl Drop for LogWriter {
+    fn drop(&mut self) {
+        self.emit();
     }
 }
 

@@ -156,7 +156,7 @@ async fn admit<T: serde::de::DeserializeOwned + Addressed>(
 fn call_context(draft: &Draft, route: &Route) -> CallContext {
     CallContext {
         invocation_id: draft.id(),
-        allowed_hosts: route.allowed_hosts.clone(),
+        sandbox: route.sandbox.clone(),
     }
 }
 
