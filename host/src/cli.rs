@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 use crate::config::Config;
 use crate::plugins::PluginRuntime;
 use crate::routing::Routes;
-use crate::server::{self, AppState};
+use crate::server::{self, AppState, admin};
 use crate::store::{InvocationFilter, InvocationLog, Store, format_time_ms};
 
 #[derive(Parser)]
@@ -46,6 +46,18 @@ enum Command {
         #[command(subcommand)]
         command: InvocationsCommand,
     },
+    /// Inspect provider plugins.
+    Plugins {
+        #[command(subcommand)]
+        command: PluginsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PluginsCommand {
+    /// List the plugins of the running gateway (or, when it is not running,
+    /// what it would load from plugins_dir).
+    List,
 }
 
 #[derive(Subcommand)]
@@ -79,6 +91,8 @@ enum InvocationsCommand {
 
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
+    // reqwest is built without a default TLS provider; this process uses ring.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -114,6 +128,12 @@ pub fn run() -> ExitCode {
 }
 
 async fn execute(command: Command, config: Config) -> Result<ExitCode, String> {
+    if let Command::Plugins {
+        command: PluginsCommand::List,
+    } = command
+    {
+        return list_plugins(&config).await;
+    }
     let store = Store::open(&config.database).map_err(|e| e.to_string())?;
     match command {
         Command::Serve => serve(config, store).await,
@@ -192,6 +212,7 @@ async fn execute(command: Command, config: Config) -> Result<ExitCode, String> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Plugins { .. } => unreachable!("handled before the store opens"),
         Command::Invocations {
             command: InvocationsCommand::Show { id },
         } => {
@@ -228,11 +249,9 @@ async fn serve(config: Config, store: Store) -> Result<ExitCode, String> {
         );
     }
 
-    let runtime = Arc::new(PluginRuntime::new()?);
-    let (loaded, rejected) = runtime.load_dir(&config.plugins_dir).await;
-    for (file, reason) in &rejected {
-        tracing::error!(file = %file.display(), "plugin rejected: {reason}");
-    }
+    let runtime = Arc::new(PluginRuntime::new(config.plugin_cache_dir().as_deref())?);
+    let (loaded, _rejected) = runtime.load_dir(&config.plugins_dir).await;
+    let _watcher = crate::plugins::watch::watch(runtime.clone(), &config.plugins_dir)?;
     for (id, route) in &config.providers {
         if !loaded.contains(&route.plugin) {
             tracing::warn!(route = %id, plugin = %route.plugin,
@@ -263,6 +282,77 @@ async fn serve(config: Config, store: Store) -> Result<ExitCode, String> {
         tracing::error!("some invocation records could not be flushed before exit");
     }
     tracing::info!("stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Asks the running gateway; when none answers, loads the plugins directory itself.
+async fn list_plugins(config: &Config) -> Result<ExitCode, String> {
+    let from_server = async {
+        let token = config.admin_token.as_deref()?;
+        let url = format!("http://{}/admin/plugins", config.listen);
+        let response = reqwest::Client::new()
+            .get(url)
+            .bearer_auth(token)
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await
+            .ok()?;
+        let bytes = response.error_for_status().ok()?.bytes().await.ok()?;
+        let body: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+        serde_json::from_value::<Vec<admin::PluginRow>>(body["plugins"].clone()).ok()
+    };
+    let rows = match from_server.await {
+        Some(rows) => rows,
+        None => {
+            println!(
+                "(no running gateway answered on {} with the admin token: showing what {} holds)",
+                config.listen,
+                config.plugins_dir.display()
+            );
+            let runtime = PluginRuntime::new(config.plugin_cache_dir().as_deref())?;
+            runtime.load_dir(&config.plugins_dir).await;
+            runtime
+                .report()
+                .into_iter()
+                .map(|r| admin::PluginRow {
+                    report: r,
+                    routes: Vec::new(),
+                })
+                .map(|mut row| {
+                    row.routes = admin::routes_using(config, &row.report.plugin);
+                    row
+                })
+                .collect()
+        }
+    };
+    println!("PLUGIN  NAME  VERSION  WIT  STATUS  LOADED_AT  HASH  FILE  ROUTES");
+    for row in rows {
+        let r = &row.report;
+        let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+        let status = match &r.reason {
+            Some(reason) => format!("{} ({reason})", r.status),
+            None => r.status.clone(),
+        };
+        println!(
+            "{}  {}  {}  {}  {}  {}  {}  {}  {}",
+            r.plugin,
+            dash(&r.name),
+            dash(&r.version),
+            dash(&r.wit_version),
+            status,
+            dash(&r.loaded_at),
+            r.hash
+                .as_deref()
+                .map(|h| &h[..h.len().min(12)])
+                .unwrap_or("-"),
+            r.file,
+            if row.routes.is_empty() {
+                "-".to_owned()
+            } else {
+                row.routes.join(",")
+            },
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -36,6 +36,13 @@ pub struct Config {
     pub database: String,
     #[serde(default = "default_plugins_dir")]
     pub plugins_dir: PathBuf,
+    /// Compiled plugins are kept here across restarts (default: `.cache` in
+    /// `plugins_dir`). Empty string: no cache.
+    #[serde(default)]
+    pub plugin_cache_dir: Option<PathBuf>,
+    /// Bearer token for the `/admin/...` endpoints; without one they answer 401.
+    #[serde(default)]
+    pub admin_token: Option<String>,
     #[serde(default = "default_max_body_bytes")]
     pub max_body_bytes: usize,
     #[serde(default = "default_true")]
@@ -154,6 +161,17 @@ impl Config {
             return Err(invalid("request_timeout_secs must be positive".into()));
         }
         Ok(config)
+    }
+}
+
+impl Config {
+    /// Where compiled plugins are cached, if anywhere.
+    pub fn plugin_cache_dir(&self) -> Option<PathBuf> {
+        match &self.plugin_cache_dir {
+            None => Some(self.plugins_dir.join(".cache")),
+            Some(dir) if dir.as_os_str().is_empty() => None,
+            Some(dir) => Some(dir.clone()),
+        }
     }
 }
 

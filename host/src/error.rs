@@ -15,6 +15,8 @@ pub enum ApiError {
     MissingKey,
     #[error("invalid or revoked API key")]
     InvalidKey,
+    #[error("admin endpoints need the config's admin_token as a Bearer token")]
+    AdminUnauthorized,
     #[error("this API key does not belong to project {0}")]
     WrongProject(String),
     #[error("unknown provider {0:?}")]
@@ -48,7 +50,9 @@ impl ApiError {
         match self {
             ApiError::BodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::MissingKey | ApiError::InvalidKey => StatusCode::UNAUTHORIZED,
+            ApiError::MissingKey | ApiError::InvalidKey | ApiError::AdminUnauthorized => {
+                StatusCode::UNAUTHORIZED
+            }
             ApiError::WrongProject(_) => StatusCode::FORBIDDEN,
             ApiError::UnknownRoute(_) | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,

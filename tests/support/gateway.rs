@@ -160,6 +160,7 @@ pub struct GatewayBuilder {
     request_timeout_secs: Option<u64>,
     env: Vec<(String, String)>,
     demo_project: bool,
+    extra_config: Vec<String>,
 }
 
 impl GatewayBuilder {
@@ -189,6 +190,12 @@ impl GatewayBuilder {
     /// An environment variable of the `serve` process (route keys, RUST_LOG).
     pub fn env(mut self, name: &str, value: &str) -> Self {
         self.env.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// A top-level config line, written as given (e.g. `admin_token = "x"`).
+    pub fn config_line(mut self, line: &str) -> Self {
+        self.extra_config.push(line.to_owned());
         self
     }
 
@@ -272,6 +279,9 @@ impl Gateway {
         }
         if let Some(secs) = builder.request_timeout_secs {
             let _ = writeln!(config, "request_timeout_secs = {secs}");
+        }
+        for line in &builder.extra_config {
+            let _ = writeln!(config, "{line}");
         }
         for route in &builder.routes {
             route.write_toml(&mut config);
@@ -820,4 +830,12 @@ fn install_plugins(routes: &[Route], into: &Path) {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Gateway {
+    /// The process id of the running `gateway serve` (to read its memory use
+    /// from `/proc`), `None` when it is not running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
 }

@@ -2,7 +2,9 @@
 //! once at load, instantiated fresh for every request (nothing leaks between
 //! requests or projects) from a pooling allocator that makes that cheap.
 
+mod cache;
 mod sandbox;
+pub mod watch;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -55,8 +57,45 @@ pub struct Plugin {
     /// The file stem routes refer to.
     pub name: Arc<str>,
     pub file: PathBuf,
+    /// SHA-256 of the file, hex.
+    pub hash: String,
+    /// The `gateway:provider` version the plugin was built against.
+    pub wit_version: String,
+    pub loaded_at_ms: i64,
     pub info: types::PluginInfo,
     pre: ProviderPre<PluginState>,
+}
+
+/// What the runtime knows of one plugin file.
+#[derive(Clone)]
+pub enum PluginStatus {
+    Serving,
+    /// The file could not be loaded; the previous version, if any, keeps serving.
+    Rejected(String),
+    /// The file is gone; its routes answer 503.
+    Removed,
+}
+
+struct Slot {
+    file: PathBuf,
+    status: PluginStatus,
+    /// When the last load attempt happened.
+    checked_at_ms: i64,
+    serving: Option<Arc<Plugin>>,
+}
+
+/// A row of `gateway plugins list` and `GET /admin/plugins`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct PluginReport {
+    pub plugin: String,
+    pub name: Option<String>,
+    pub version: Option<String>,
+    pub wit_version: Option<String>,
+    pub file: String,
+    pub hash: Option<String>,
+    pub loaded_at: Option<String>,
+    pub status: String,
+    pub reason: Option<String>,
 }
 
 /// Where and how a call runs: the request's identity and the route's sandbox.
@@ -70,11 +109,13 @@ pub struct PluginRuntime {
     linker: Linker<PluginState>,
     /// For validating plugins at load: no network.
     offline: Arc<Sandbox>,
-    plugins: RwLock<HashMap<String, Arc<Plugin>>>,
+    cache: Option<cache::CompiledCache>,
+    plugins: RwLock<HashMap<String, Slot>>,
 }
 
 impl PluginRuntime {
-    pub fn new() -> Result<PluginRuntime, String> {
+    /// `cache_dir` keeps compiled plugins across restarts (None: compile every time).
+    pub fn new(cache_dir: Option<&Path>) -> Result<PluginRuntime, String> {
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(MAX_INSTANCES)
             .total_memories(MAX_INSTANCES)
@@ -115,6 +156,7 @@ impl PluginRuntime {
             .map_err(|e| format!("linking host imports: {e}"))?;
 
         Ok(PluginRuntime {
+            cache: cache_dir.map(|dir| cache::CompiledCache::new(dir, &engine)),
             engine,
             linker,
             offline: Arc::new(Sandbox::offline()?),
@@ -150,20 +192,82 @@ impl PluginRuntime {
         (loaded, rejected)
     }
 
-    /// Compiles, links and validates (its `info` must answer) one plugin file.
+    /// Loads (or reloads) one plugin file: compiles, links and validates it
+    /// (its `info` must answer), then swaps it in. Requests already running
+    /// finish on the version they started with. On failure the previous
+    /// version keeps serving and the reason is kept in the plugin's status.
     pub async fn load(&self, file: &Path) -> Result<Arc<Plugin>, String> {
-        let name: Arc<str> = file
-            .file_stem()
-            .and_then(|stem| stem.to_str())
-            .ok_or("the file name is not UTF-8")?
-            .into();
+        let name = plugin_name(file)?;
+        let result = self.prepare(&name, file).await;
+        let mut plugins = self.plugins.write().unwrap_or_else(|p| p.into_inner());
+        let slot = plugins.entry(name.to_string()).or_insert_with(|| Slot {
+            file: file.to_owned(),
+            status: PluginStatus::Removed,
+            checked_at_ms: 0,
+            serving: None,
+        });
+        slot.file = file.to_owned();
+        slot.checked_at_ms = crate::store::now_ms();
+        match result {
+            Ok(plugin) => {
+                tracing::info!(plugin = %name, name = %plugin.info.name,
+                    version = %plugin.info.version, wit = %plugin.wit_version,
+                    file = %file.display(), "plugin loaded");
+                slot.status = PluginStatus::Serving;
+                slot.serving = Some(plugin.clone());
+                Ok(plugin)
+            }
+            Err(reason) => {
+                tracing::error!(plugin = %name, file = %file.display(),
+                    serving_previous = slot.serving.is_some(), "plugin rejected: {reason}");
+                slot.status = PluginStatus::Rejected(reason.clone());
+                Err(reason)
+            }
+        }
+    }
+
+    /// The plugin's file is gone: stop serving it.
+    pub fn unload(&self, file: &Path) {
+        let Ok(name) = plugin_name(file) else { return };
+        let mut plugins = self.plugins.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = plugins.get_mut(&*name)
+            && slot.file == file
+        {
+            tracing::warn!(plugin = %name, file = %file.display(), "plugin removed: its routes answer 503");
+            slot.status = PluginStatus::Removed;
+            slot.serving = None;
+            slot.checked_at_ms = crate::store::now_ms();
+        }
+    }
+
+    /// The serving version of a file, if its bytes are unchanged (a no-op reload).
+    fn unchanged(&self, name: &str, hash: &str) -> Option<Arc<Plugin>> {
+        let plugins = self.plugins.read().unwrap_or_else(|p| p.into_inner());
+        let slot = plugins.get(name)?;
+        let plugin = slot.serving.as_ref()?;
+        (matches!(slot.status, PluginStatus::Serving) && plugin.hash == hash)
+            .then(|| plugin.clone())
+    }
+
+    async fn prepare(&self, name: &Arc<str>, file: &Path) -> Result<Arc<Plugin>, String> {
         let bytes = std::fs::read(file).map_err(|e| format!("cannot read: {e}"))?;
+        let hash = cache::sha256_hex(&bytes);
+        if let Some(plugin) = self.unchanged(name, &hash) {
+            return Ok(plugin);
+        }
         let engine = self.engine.clone();
+        let cache = self.cache.clone();
+        let key = hash.clone();
         // Compiling takes milliseconds to seconds of CPU: keep it off the async workers.
-        let component = tokio::task::spawn_blocking(move || Component::new(&engine, &bytes))
-            .await
-            .map_err(|e| format!("compilation task failed: {e}"))?
-            .map_err(|e| format!("not a valid component: {e}"))?;
+        let component = tokio::task::spawn_blocking(move || match &cache {
+            Some(cache) => cache.load_or_compile(&engine, &key, &bytes),
+            None => {
+                Component::new(&engine, &bytes).map_err(|e| format!("not a valid component: {e}"))
+            }
+        })
+        .await
+        .map_err(|e| format!("compilation task failed: {e}"))??;
+        let wit_version = wit_version(&component, &self.engine)?;
         let pre = self
             .linker
             .instantiate_pre(&component)
@@ -172,7 +276,7 @@ impl PluginRuntime {
             .map_err(|e| format!("does not export the provider world: {e}"))?;
 
         let mut store = self.store(
-            &name,
+            name,
             &CallContext {
                 invocation_id: Uuid::nil(),
                 sandbox: self.offline.clone(),
@@ -187,20 +291,15 @@ impl PluginRuntime {
             .call_info(&mut store)
             .await
             .map_err(|e| format!("its info call failed: {}", describe_failure(&e)))?;
-
-        let plugin = Arc::new(Plugin {
+        Ok(Arc::new(Plugin {
             name: name.clone(),
             file: file.to_owned(),
+            hash,
+            wit_version,
+            loaded_at_ms: crate::store::now_ms(),
             info,
             pre,
-        });
-        tracing::info!(plugin = %name, name = %plugin.info.name, version = %plugin.info.version,
-            file = %file.display(), "plugin loaded");
-        self.plugins
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(name.to_string(), plugin.clone());
-        Ok(plugin)
+        }))
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<Plugin>> {
@@ -208,7 +307,36 @@ impl PluginRuntime {
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .get(name)
-            .cloned()
+            .and_then(|slot| slot.serving.clone())
+    }
+
+    /// Every plugin file the runtime has seen, by name.
+    pub fn report(&self) -> Vec<PluginReport> {
+        let plugins = self.plugins.read().unwrap_or_else(|p| p.into_inner());
+        let mut rows: Vec<PluginReport> = plugins
+            .iter()
+            .map(|(name, slot)| {
+                let serving = slot.serving.as_ref();
+                let (status, reason) = match &slot.status {
+                    PluginStatus::Serving => ("serving", None),
+                    PluginStatus::Rejected(reason) => ("rejected", Some(reason.clone())),
+                    PluginStatus::Removed => ("removed", None),
+                };
+                PluginReport {
+                    plugin: name.clone(),
+                    name: serving.map(|p| p.info.name.clone()),
+                    version: serving.map(|p| p.info.version.clone()),
+                    wit_version: serving.map(|p| p.wit_version.clone()),
+                    file: slot.file.display().to_string(),
+                    hash: serving.map(|p| p.hash.clone()),
+                    loaded_at: serving.map(|p| crate::store::format_time_ms(p.loaded_at_ms)),
+                    status: status.to_owned(),
+                    reason,
+                }
+            })
+            .collect();
+        rows.sort_by(|a, b| a.plugin.cmp(&b.plugin));
+        rows
     }
 
     fn store(
@@ -288,6 +416,40 @@ impl PluginRuntime {
         let result = instance.call_embed(&mut store, request).await;
         settle(plugin, ctx, result)
     }
+}
+
+/// A plugin's name: its file stem.
+fn plugin_name(file: &Path) -> Result<Arc<str>, String> {
+    file.file_stem()
+        .and_then(|stem| stem.to_str())
+        .map(Arc::from)
+        .ok_or_else(|| "the file name is not UTF-8".to_owned())
+}
+
+/// The major version of `gateway:provider` this host serves.
+pub const WIT_MAJOR: &str = "0.1";
+
+/// The `gateway:provider` version a component imports, checked against the host's.
+fn wit_version(component: &Component, engine: &Engine) -> Result<String, String> {
+    let ty = component.component_type();
+    let version = ty
+        .imports(engine)
+        .filter_map(|(name, _)| name.strip_prefix("gateway:provider/"))
+        .filter_map(|rest| rest.split_once('@').map(|(_, v)| v.to_owned()))
+        .next()
+        .ok_or("it imports no gateway:provider interface: not a provider plugin")?;
+    // Semver compatibility: same major (for 0.x, same minor).
+    let compatible_line = match version.split('.').collect::<Vec<_>>().as_slice() {
+        ["0", minor, ..] => format!("0.{minor}"),
+        [major, ..] => (*major).to_owned(),
+        [] => String::new(),
+    };
+    if compatible_line != WIT_MAJOR {
+        return Err(format!(
+            "it was built for gateway:provider@{version}; this gateway serves {WIT_MAJOR}.x plugins"
+        ));
+    }
+    Ok(version)
 }
 
 fn settle<T>(

@@ -1,5 +1,6 @@
 //! The HTTP server: accepts connections, dispatches paths, shuts down gracefully.
 
+pub mod admin;
 mod body;
 mod handlers;
 mod record;
@@ -102,6 +103,7 @@ async fn dispatch(state: Arc<AppState>, request: Request<Incoming>) -> Response<
                 handlers::embeddings(state, request, Draft::new(id)).await
             }
             (&Method::GET, "/healthz") => handlers::healthz(&id),
+            (&Method::GET, "/admin/plugins") => admin::plugins(state, request, &id),
             (&Method::GET, p) if p.starts_with("/invocations/") => {
                 let invocation_id = p["/invocations/".len()..].to_owned();
                 handlers::invocation(state, request, &invocation_id, id).await

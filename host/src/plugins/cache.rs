@@ -1,0 +1,83 @@
+//! Compiled plugins kept on disk, so a restart with unchanged plugins skips
+//! compilation (milliseconds to seconds per plugin) and serves at once.
+//!
+//! An entry's name is the plugin's SHA-256 plus the engine's compatibility
+//! hash: a new plugin file, a new wasmtime or different engine settings miss
+//! the cache and compile again. Entries are written to a temporary name and
+//! renamed, and read into memory (never mapped), so replacing one while
+//! another process reads it is safe.
+
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+#[derive(Clone)]
+pub(super) struct CompiledCache {
+    dir: Arc<PathBuf>,
+    engine_hash: String,
+}
+
+pub(super) fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+impl CompiledCache {
+    pub(super) fn new(dir: &Path, engine: &Engine) -> CompiledCache {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        CompiledCache {
+            dir: Arc::new(dir.to_owned()),
+            engine_hash: format!("{:016x}", hasher.finish()),
+        }
+    }
+
+    fn entry(&self, wasm_hash: &str) -> PathBuf {
+        self.dir
+            .join(format!("{wasm_hash}-{}.cwasm", self.engine_hash))
+    }
+
+    /// The compiled component for these bytes, from the cache or compiled now
+    /// (and then cached). A cache that cannot be read or written only costs time.
+    pub(super) fn load_or_compile(
+        &self,
+        engine: &Engine,
+        wasm_hash: &str,
+        wasm: &[u8],
+    ) -> Result<Component, String> {
+        let entry = self.entry(wasm_hash);
+        if let Ok(compiled) = std::fs::read(&entry) {
+            // SAFETY: the entry was produced by `precompile_component` of an
+            // engine with the same compatibility hash (it is in the file name),
+            // in the operator's own cache directory; wasmtime still checks its
+            // header and version and refuses anything else.
+            match unsafe { Component::deserialize(engine, &compiled) } {
+                Ok(component) => return Ok(component),
+                Err(e) => tracing::warn!(entry = %entry.display(),
+                    "stale or damaged compiled-plugin cache entry, recompiling: {e}"),
+            }
+        }
+        let compiled = engine
+            .precompile_component(wasm)
+            .map_err(|e| format!("not a valid component: {e}"))?;
+        if let Err(e) = self.store(&entry, &compiled) {
+            tracing::warn!(dir = %self.dir.display(), "cannot write the compiled-plugin cache: {e}");
+        }
+        // SAFETY: `compiled` was just produced by this engine.
+        unsafe { Component::deserialize(engine, &compiled) }
+            .map_err(|e| format!("compiled plugin unusable: {e}"))
+    }
+
+    fn store(&self, entry: &Path, compiled: &[u8]) -> std::io::Result<()> {
+        std::fs::create_dir_all(&*self.dir)?;
+        let temporary = entry.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&temporary, compiled)?;
+        std::fs::rename(&temporary, entry)
+    }
+}

@@ -1,0 +1,71 @@
+//! Operator endpoints under `/admin`, behind the config's `admin_token`.
+
+use std::sync::Arc;
+
+use hyper::body::Incoming;
+use hyper::header::AUTHORIZATION;
+use hyper::{Request, Response, StatusCode};
+use serde_json::json;
+use uuid::Uuid;
+
+use super::AppState;
+use super::body::{Body, error_response, json_response};
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::plugins::PluginReport;
+
+/// One plugin with the routes it serves, as the admin API reports it.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct PluginRow {
+    #[serde(flatten)]
+    pub report: PluginReport,
+    pub routes: Vec<String>,
+}
+
+pub fn routes_using(config: &Config, plugin: &str) -> Vec<String> {
+    config
+        .providers
+        .iter()
+        .filter(|(_, route)| route.plugin == plugin)
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+fn authorized(state: &AppState, request: &Request<Incoming>) -> bool {
+    let Some(token) = state
+        .config
+        .admin_token
+        .as_deref()
+        .filter(|t| !t.is_empty())
+    else {
+        return false;
+    };
+    let given = request
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(crate::auth::key_from_header);
+    // Compare hashes so the comparison takes the same time whatever matches.
+    given.is_some_and(|given| crate::auth::hash_key(given) == crate::auth::hash_key(token))
+}
+
+/// `GET /admin/plugins`: every plugin, its status and the routes using it.
+pub(super) fn plugins(
+    state: Arc<AppState>,
+    request: Request<Incoming>,
+    id: &Uuid,
+) -> Response<Body> {
+    if !authorized(&state, &request) {
+        return error_response(&ApiError::AdminUnauthorized, id);
+    }
+    let rows: Vec<PluginRow> = state
+        .runtime
+        .report()
+        .into_iter()
+        .map(|report| PluginRow {
+            routes: routes_using(&state.config, &report.plugin),
+            report,
+        })
+        .collect();
+    json_response(StatusCode::OK, &json!({ "plugins": rows }), id)
+}

@@ -1,0 +1,260 @@
+//! Plugin lifecycle: hot reload of the plugins directory, the compiled-plugin
+//! cache, and the operator's view of plugins (`GET /admin/plugins`,
+//! `gateway plugins list`).
+
+#![allow(dead_code)]
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::gateway::{Gateway, Route, built_plugins_dir};
+use support::text_request;
+
+const ADMIN_TOKEN: &str = "admin-secret-for-tests";
+
+/// Installs a plugin the safe way: a temporary name, then a rename.
+fn install(gw: &Gateway, built: &str, as_name: &str) {
+    let plugins = gw.dir().join("plugins");
+    let temporary = plugins.join(format!(".{as_name}.wasm.partial"));
+    std::fs::copy(
+        built_plugins_dir().join(format!("{built}.wasm")),
+        &temporary,
+    )
+    .expect("copy the plugin");
+    std::fs::rename(&temporary, plugins.join(format!("{as_name}.wasm"))).expect("rename");
+}
+
+/// Asks until `done` holds for the response; the watcher needs a moment.
+fn eventually(gw: &Gateway, route: &str, what: &str, done: impl Fn(u16, &Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let response = gw.post(
+            "/completions",
+            &text_request(&gw.project_id, route, "any", "hello there"),
+        );
+        let body = response.json();
+        if done(response.status, &body) {
+            return body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never saw {what}; last answer {}: {body}",
+            response.status
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn admin_plugins(gw: &Gateway) -> Vec<Value> {
+    let response = gw.get("/admin/plugins", Some(ADMIN_TOKEN));
+    assert_eq!(response.status, 200, "{}", response.text());
+    response.json()["plugins"]
+        .as_array()
+        .expect("plugins is an array")
+        .clone()
+}
+
+fn plugin_row(gw: &Gateway, plugin: &str) -> Value {
+    admin_plugins(gw)
+        .into_iter()
+        .find(|row| row["plugin"] == plugin)
+        .unwrap_or_else(|| panic!("no row for plugin {plugin}"))
+}
+
+fn lifecycle_gateway() -> Gateway {
+    Gateway::builder()
+        .route(Route::echo("demo"))
+        // No such plugin at start: the test installs it while the gateway runs.
+        .route(Route::new("late", "latecomer"))
+        .config_line(&format!("admin_token = \"{ADMIN_TOKEN}\""))
+        .start()
+}
+
+#[test]
+fn a_plugin_dropped_in_serves_without_restart_and_is_replaced_then_removed() {
+    let gw = lifecycle_gateway();
+    let missing = gw.post(
+        "/completions",
+        &text_request(&gw.project_id, "late", "any", "hello"),
+    );
+    assert_eq!(missing.status, 503, "{}", missing.text());
+    assert!(missing.json()["invocationId"].is_string());
+
+    // New file: served by the echo plugin under the name the route uses.
+    install(&gw, "echo", "latecomer");
+    let body = eventually(&gw, "late", "the new plugin serving", |status, _| {
+        status == 200
+    });
+    assert_eq!(body["choices"][0]["text"], "hello there");
+    let row = plugin_row(&gw, "latecomer");
+    assert_eq!(row["status"], "serving");
+    assert_eq!(row["name"], "echo");
+    assert_eq!(row["routes"], serde_json::json!(["late"]));
+
+    // Changed file: another plugin's code replaces it.
+    install(&gw, "faulty", "latecomer");
+    eventually(&gw, "late", "the replacement serving", |status, body| {
+        status == 200 && body["choices"][0]["text"] == "fine"
+    });
+    assert_eq!(plugin_row(&gw, "latecomer")["name"], "faulty");
+
+    // A broken file is rejected with its reason; the loaded version keeps serving.
+    let plugins = gw.dir().join("plugins");
+    std::fs::write(plugins.join(".broken.partial"), b"not wasm at all").expect("write");
+    std::fs::rename(
+        plugins.join(".broken.partial"),
+        plugins.join("latecomer.wasm"),
+    )
+    .expect("rename");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while plugin_row(&gw, "latecomer")["status"] != "rejected" {
+        assert!(
+            Instant::now() < deadline,
+            "the broken file was never rejected"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let row = plugin_row(&gw, "latecomer");
+    assert!(
+        row["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not a valid component"),
+        "{row}"
+    );
+    assert_eq!(
+        row["name"], "faulty",
+        "the previous version still serves: {row}"
+    );
+    let still = gw.post(
+        "/completions",
+        &text_request(&gw.project_id, "late", "any", "hello"),
+    );
+    assert_eq!(still.status, 200, "{}", still.text());
+    assert!(gw.logs().contains("plugin rejected"), "{}", gw.logs());
+
+    // Removed file: the route answers 503 again, with an invocation id and a record.
+    std::fs::remove_file(plugins.join("latecomer.wasm")).expect("remove");
+    let body = eventually(&gw, "late", "the route answering 503", |status, _| {
+        status == 503
+    });
+    assert!(
+        body["error"].as_str().unwrap_or("").contains("not loaded"),
+        "{body}"
+    );
+    let record = gw.record(body["invocationId"].as_str().expect("invocation id"));
+    assert_eq!(record["httpStatus"], 503, "{record}");
+    assert_eq!(plugin_row(&gw, "latecomer")["status"], "removed");
+    // The other route never noticed.
+    let demo = gw.post(
+        "/completions",
+        &text_request(&gw.project_id, "demo", "echo", "still here"),
+    );
+    assert_eq!(demo.status, 200);
+}
+
+#[test]
+fn admin_plugins_needs_the_admin_token() {
+    let gw = lifecycle_gateway();
+    let none = gw.get("/admin/plugins", None);
+    assert_eq!(none.status, 401, "{}", none.text());
+    let wrong = gw.get("/admin/plugins", Some("not-the-token"));
+    assert_eq!(wrong.status, 401);
+    // A project key is not an admin token.
+    let project_key = gw.get("/admin/plugins", Some(&gw.key));
+    assert_eq!(project_key.status, 401);
+
+    let echo = plugin_row(&gw, "echo");
+    assert_eq!(echo["status"], "serving");
+    assert_eq!(echo["version"], "0.1.0");
+    assert_eq!(echo["wit_version"], "0.1.0");
+    assert_eq!(echo["hash"].as_str().map(str::len), Some(64), "{echo}");
+    assert!(
+        echo["loaded_at"].as_str().is_some_and(|t| t.ends_with('Z')),
+        "{echo}"
+    );
+    assert!(echo["file"].as_str().unwrap_or("").ends_with("echo.wasm"));
+    assert_eq!(echo["routes"], serde_json::json!(["demo"]));
+}
+
+#[test]
+fn admin_plugins_answers_401_when_no_token_is_configured() {
+    let gw = Gateway::builder().route(Route::echo("demo")).start();
+    assert_eq!(gw.get("/admin/plugins", Some("anything")).status, 401);
+}
+
+#[test]
+fn plugins_list_shows_the_running_gateways_plugins() {
+    let gw = lifecycle_gateway();
+    // The CLI reads `listen` from the config; the test config listens on port 0,
+    // so it cannot find the server and lists what the directory holds instead.
+    let out = gw.cli_ok(&["plugins", "list"]);
+    let header = out
+        .lines()
+        .find(|l| l.starts_with("PLUGIN"))
+        .unwrap_or_else(|| panic!("no header: {out}"));
+    assert!(
+        header.contains("STATUS") && header.contains("ROUTES"),
+        "{header}"
+    );
+    let echo = out
+        .lines()
+        .find(|l| l.starts_with("echo "))
+        .unwrap_or_else(|| panic!("no echo row: {out}"));
+    assert!(echo.contains("serving") && echo.contains("demo"), "{echo}");
+}
+
+#[test]
+fn compiled_plugins_are_cached_and_a_damaged_entry_is_rebuilt() {
+    let mut gw = Gateway::builder().route(Route::echo("demo")).start();
+    let cache = gw.dir().join("plugins").join(".cache");
+    let entries = cwasm_files(&cache);
+    assert_eq!(entries.len(), 1, "one compiled entry for echo: {entries:?}");
+
+    // Restart: served from the cache (the entry is reused, not rewritten).
+    let before = std::fs::metadata(&entries[0])
+        .and_then(|m| m.modified())
+        .ok();
+    gw.shutdown();
+    gw.restart();
+    let ok = gw.post(
+        "/completions",
+        &text_request(&gw.project_id, "demo", "echo", "again"),
+    );
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    assert_eq!(
+        std::fs::metadata(&entries[0])
+            .and_then(|m| m.modified())
+            .ok(),
+        before
+    );
+
+    // A damaged entry is recompiled, not trusted.
+    std::fs::write(&entries[0], b"garbage").expect("damage the entry");
+    gw.shutdown();
+    gw.restart();
+    let ok = gw.post(
+        "/completions",
+        &text_request(&gw.project_id, "demo", "echo", "once more"),
+    );
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    assert!(gw.logs().contains("recompiling"), "{}", gw.logs());
+    assert!(std::fs::read(&entries[0]).expect("entry").len() > 1000);
+}
+
+fn cwasm_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "cwasm"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
