@@ -258,3 +258,65 @@ fn cwasm_files(dir: &Path) -> Vec<std::path::PathBuf> {
     files.sort();
     files
 }
+
+/// Replaces the config file the way editors do: a temporary file renamed over it.
+fn rewrite_config(gw: &Gateway, text: &str) {
+    let path = gw.config_path();
+    let temporary = path.with_extension("toml.swp");
+    std::fs::write(&temporary, text).expect("write the config");
+    std::fs::rename(&temporary, path).expect("rename over the config");
+}
+
+fn admin_config(gw: &Gateway) -> Value {
+    let response = gw.get("/admin/config", Some(ADMIN_TOKEN));
+    assert_eq!(response.status, 200, "{}", response.text());
+    response.json()
+}
+
+#[test]
+fn config_edits_apply_without_restart_and_bad_ones_are_refused() {
+    let gw = lifecycle_gateway();
+    let original = std::fs::read_to_string(gw.config_path()).expect("read the config");
+    let unknown = gw.post(
+        "/completions",
+        &text_request(&gw.project_id, "added", "echo", "hi"),
+    );
+    assert_eq!(unknown.status, 404);
+
+    // A new route, priced.
+    let with_route = format!(
+        "{original}\n[providers.added]\nplugin = \"echo\"\n[providers.added.pricing.echo]\ninput_per_mtok = 1000000.0\noutput_per_mtok = 2000000.0\n"
+    );
+    rewrite_config(&gw, &with_route);
+    eventually(&gw, "added", "the new route serving", |status, _| {
+        status == 200
+    });
+    let mut request = text_request(&gw.project_id, "added", "echo", "two words");
+    request["showUsage"] = Value::Bool(true);
+    let body = gw.post("/completions", &request).json();
+    // 2 prompt words at $1/token, 2 completion words at $2/token.
+    assert_eq!(body["usage_cost"], serde_json::json!(6.0), "{body}");
+    assert!(admin_config(&gw)["rejected"].is_null());
+
+    // A broken edit: refused with its reason, the previous config keeps serving.
+    rewrite_config(&gw, &format!("{with_route}\nthis is not toml ["));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while admin_config(&gw)["rejected"].is_null() {
+        assert!(
+            Instant::now() < deadline,
+            "the broken config was never refused"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(gw.logs().contains("config change refused"), "{}", gw.logs());
+    let still = gw.post(
+        "/completions",
+        &text_request(&gw.project_id, "added", "echo", "hi"),
+    );
+    assert_eq!(still.status, 200, "{}", still.text());
+
+    // Back to the original: the added route is gone again.
+    rewrite_config(&gw, &original);
+    eventually(&gw, "added", "the route removed", |status, _| status == 404);
+    assert!(admin_config(&gw)["rejected"].is_null());
+}

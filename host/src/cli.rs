@@ -118,7 +118,7 @@ pub fn run() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(execute(cli.command, config)) {
+    match runtime.block_on(execute(cli.command, config, cli.config)) {
         Ok(code) => code,
         Err(message) => {
             eprintln!("error: {message}");
@@ -127,7 +127,11 @@ pub fn run() -> ExitCode {
     }
 }
 
-async fn execute(command: Command, config: Config) -> Result<ExitCode, String> {
+async fn execute(
+    command: Command,
+    config: Config,
+    config_path: Option<PathBuf>,
+) -> Result<ExitCode, String> {
     if let Command::Plugins {
         command: PluginsCommand::List,
     } = command
@@ -136,7 +140,7 @@ async fn execute(command: Command, config: Config) -> Result<ExitCode, String> {
     }
     let store = Store::open(&config.database).map_err(|e| e.to_string())?;
     match command {
-        Command::Serve => serve(config, store).await,
+        Command::Serve => serve(config, config_path, store).await,
         Command::Project {
             command: ProjectCommand::Create { name },
         } => {
@@ -231,7 +235,11 @@ async fn execute(command: Command, config: Config) -> Result<ExitCode, String> {
     }
 }
 
-async fn serve(config: Config, store: Store) -> Result<ExitCode, String> {
+async fn serve(
+    config: Config,
+    config_path: Option<PathBuf>,
+    store: Store,
+) -> Result<ExitCode, String> {
     if config.demo_project && store.project_count().await.map_err(|e| e.to_string())? == 0 {
         let project = store
             .create_project("demo")
@@ -264,15 +272,15 @@ async fn serve(config: Config, store: Store) -> Result<ExitCode, String> {
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     let address = listener.local_addr().map_err(|e| e.to_string())?;
     let (log, writer) = InvocationLog::start(store.clone());
-    let state = Arc::new(AppState {
-        routes: Routes::from_config(&config)?,
-        config,
-        runtime,
-        store,
-        log,
-    });
+    let routes = Routes::from_config(&config)?;
+    let state = Arc::new(AppState::new(config, routes, runtime, store, log));
+    let _config_watcher = match &config_path {
+        Some(path) => Some(crate::reload::watch_config(&state, path)?),
+        None => None,
+    };
     println!("gateway listening on http://{address}");
     server::serve(listener, state, shutdown_signal()).await;
+    drop(_config_watcher);
     // The writer ends once every request task has dropped its handle; a task
     // stuck past the grace period must not hold the process forever.
     if tokio::time::timeout(Duration::from_secs(10), writer.shutdown())

@@ -11,6 +11,8 @@ pub mod config;
 pub mod error;
 pub mod plugins;
 pub mod pricing;
+pub mod reload;
 pub mod routing;
 pub mod server;
 pub mod store;
+pub mod watch;

@@ -468,19 +468,22 @@ fn settle<T>(
     }
 }
 
-/// A short, caller-safe description of a wasm failure (the full chain goes to the log).
+/// A short, caller-safe description of a wasm failure (the full chain, with
+/// the wasm backtrace, goes to the log).
 fn describe_failure(e: &wasmtime::Error) -> String {
     match e.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => "it used up its CPU time budget".to_owned(),
-        Some(Trap::UnreachableCodeReached) => "it panicked (wasm trap: unreachable)".to_owned(),
         Some(Trap::StackOverflow) => "stack overflow".to_owned(),
+        Some(Trap::UnreachableCodeReached) => "it panicked (wasm trap: unreachable)".to_owned(),
         Some(trap) => trap.to_string(),
         None => {
-            let text = e.to_string();
-            if text.contains("memory") {
-                format!("resource limit: {text}")
+            // The outer messages are context ("error while executing at wasm
+            // backtrace ..."); the cause says what happened.
+            let cause = e.root_cause().to_string();
+            if cause.contains("memory") {
+                format!("it went over its memory limit ({cause})")
             } else {
-                text
+                cause
             }
         }
     }

@@ -165,9 +165,12 @@ impl PluginState {
     ) -> PluginState {
         let budget = Arc::new(AtomicUsize::new(MAX_STDIO_BYTES));
         let stdio = |stream| LogStream {
-            invocation_id,
-            plugin: plugin.clone(),
-            stream,
+            line: Arc::new(LineBuffer {
+                invocation_id,
+                plugin: plugin.clone(),
+                stream,
+                pending: std::sync::Mutex::new(Vec::new()),
+            }),
             budget: budget.clone(),
         };
         // No arguments, environment, preopened directories or sockets: the
@@ -354,16 +357,53 @@ impl log::Host for PluginState {
 /// invocation id, up to a byte budget per instance.
 #[derive(Clone)]
 struct LogStream {
-    invocation_id: Uuid,
-    plugin: Arc<str>,
-    stream: &'static str,
+    line: Arc<LineBuffer>,
     budget: Arc<AtomicUsize>,
 }
 
-struct LogWriter {
-    target: LogStream,
-    line: Vec<u8>,
+/// One stream's unfinished line. Shared by every writer the guest opens on
+/// the stream (Rust's unbuffered stderr opens one per write), so a line
+/// written in pieces is still logged as one.
+struct LineBuffer {
+    invocation_id: Uuid,
+    plugin: Arc<str>,
+    stream: &'static str,
+    pending: std::sync::Mutex<Vec<u8>>,
 }
+
+impl LineBuffer {
+    fn push(&self, bytes: &[u8]) {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        for &byte in bytes {
+            if byte == b'\n' || pending.len() >= MAX_LOG_LINE {
+                self.emit(&mut pending);
+            }
+            if byte != b'\n' {
+                pending.push(byte);
+            }
+        }
+    }
+
+    fn emit(&self, pending: &mut Vec<u8>) {
+        let text = String::from_utf8_lossy(pending);
+        let text = text.trim_end();
+        if !text.is_empty() {
+            tracing::info!(target: "plugin", invocation_id = %self.invocation_id,
+                plugin = %self.plugin, stream = self.stream, "{text}");
+        }
+        pending.clear();
+    }
+}
+
+impl Drop for LineBuffer {
+    /// The instance is gone: log what it left without a newline.
+    fn drop(&mut self) {
+        let mut pending = std::mem::take(self.pending.get_mut().unwrap_or_else(|p| p.into_inner()));
+        self.emit(&mut pending);
+    }
+}
+
+struct LogWriter(LogStream);
 
 impl IsTerminal for LogStream {
     fn is_terminal(&self) -> bool {
@@ -373,69 +413,36 @@ impl IsTerminal for LogStream {
 
 impl StdoutStream for LogStream {
     fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
-        Box::new(LogWriter {
-            target: self.clone(),
-            line: Vec::new(),
-        })
-    }
-}
-
-impl LogWriter {
-    fn emit(&mut self) {
-        if self.line.is_empty() {
-            return;
-        }
-        let text = String::from_utf8_lossy(&self.line);
-        let text = text.trim_end();
-        if !text.is_empty() {
-            let t = &self.target;
-            tracing::info!(target: "plugin", invocation_id = %t.invocation_id,
-                plugin = %t.plugin, stream = t.stream, "{text}");
-        }
-        self.line.clear();
+        Box::new(LogWriter(self.clone()))
     }
 }
 
 impl tokio::io::AsyncWrite for LogWriter {
     fn poll_write(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         _cx: &mut Context<'_>,
         bytes: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         // Past the budget, output is accepted and dropped: a chatty plugin
         // must neither fail nor flood the log.
         let allowed = self
-            .target
+            .0
             .budget
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
                 Some(left.saturating_sub(bytes.len()))
             })
             .unwrap_or(0)
             .min(bytes.len());
-        for &byte in &bytes[..allowed] {
-            if byte == b'\n' || self.line.len() >= MAX_LOG_LINE {
-                self.emit();
-            }
-            if byte != b'\n' {
-                self.line.push(byte);
-            }
-        }
+        self.0.line.push(&bytes[..allowed]);
         Poll::Ready(Ok(bytes.len()))
     }
 
-    fn poll_flush(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        self.emit();
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Poll::Ready(Ok(()))
     }
 
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        self.poll_flush(cx)
-    }
-}
-
-impl Drop for LogWriter {
-    fn drop(&mut self) {
-        self.emit();
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
     }
 }
 

@@ -32,12 +32,8 @@ pub fn routes_using(config: &Config, plugin: &str) -> Vec<String> {
 }
 
 fn authorized(state: &AppState, request: &Request<Incoming>) -> bool {
-    let Some(token) = state
-        .config
-        .admin_token
-        .as_deref()
-        .filter(|t| !t.is_empty())
-    else {
+    let live = state.live();
+    let Some(token) = live.config.admin_token.as_deref().filter(|t| !t.is_empty()) else {
         return false;
     };
     let given = request
@@ -58,14 +54,38 @@ pub(super) fn plugins(
     if !authorized(&state, &request) {
         return error_response(&ApiError::AdminUnauthorized, id);
     }
+    let live = state.live();
     let rows: Vec<PluginRow> = state
         .runtime
         .report()
         .into_iter()
         .map(|report| PluginRow {
-            routes: routes_using(&state.config, &report.plugin),
+            routes: routes_using(&live.config, &report.plugin),
             report,
         })
         .collect();
     json_response(StatusCode::OK, &json!({ "plugins": rows }), id)
+}
+
+/// `GET /admin/config`: when the serving config was loaded, and why the last
+/// edit was refused, if it was.
+pub(super) fn config(
+    state: Arc<AppState>,
+    request: Request<Incoming>,
+    id: &Uuid,
+) -> Response<Body> {
+    if !authorized(&state, &request) {
+        return error_response(&ApiError::AdminUnauthorized, id);
+    }
+    let live = state.live();
+    let routes: Vec<&String> = live.config.providers.keys().collect();
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "loadedAt": crate::store::format_time_ms(live.loaded_at_ms),
+            "routes": routes,
+            "rejected": state.config_error(),
+        }),
+        id,
+    )
 }

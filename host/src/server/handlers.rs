@@ -134,7 +134,8 @@ async fn admit<T: serde::de::DeserializeOwned + Addressed>(
     headers: &HeaderMap,
     body: Incoming,
 ) -> Result<Admitted<T>, ApiError> {
-    let bytes: Bytes = read_body(headers, body, state.config.max_body_bytes).await?;
+    let live = state.live();
+    let bytes: Bytes = read_body(headers, body, live.config.max_body_bytes).await?;
     draft.request(&bytes);
     let project = authenticate(state, headers).await?;
     // From here on the record belongs to the key's project, so its owner can read it.
@@ -143,7 +144,7 @@ async fn admit<T: serde::de::DeserializeOwned + Addressed>(
     draft.user(body.user_id());
     check_project(&project, body.project_id())?;
     let target = request::target(body.provider_config())?;
-    let route = state.routes.get(&target.route)?;
+    let route = live.routes.get(&target.route)?;
     draft.route(&route.id, &route.config.plugin);
     Ok(Admitted {
         project,

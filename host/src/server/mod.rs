@@ -7,7 +7,7 @@ mod record;
 mod stream;
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use hyper::body::Incoming;
@@ -32,11 +32,66 @@ use record::Draft;
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
 pub struct AppState {
-    pub config: Config,
-    pub routes: Routes,
+    live: RwLock<Arc<Live>>,
+    /// Why the last config edit was refused, until a good one arrives.
+    config_error: RwLock<Option<String>>,
     pub runtime: Arc<PluginRuntime>,
     pub store: Store,
     pub log: InvocationLog,
+}
+
+/// The hot-reloadable part of the state: a request uses one snapshot throughout.
+pub struct Live {
+    pub config: Config,
+    pub routes: Routes,
+    pub loaded_at_ms: i64,
+}
+
+impl AppState {
+    pub fn new(
+        config: Config,
+        routes: Routes,
+        runtime: Arc<PluginRuntime>,
+        store: Store,
+        log: InvocationLog,
+    ) -> AppState {
+        AppState {
+            live: RwLock::new(Arc::new(Live {
+                config,
+                routes,
+                loaded_at_ms: crate::store::now_ms(),
+            })),
+            config_error: RwLock::new(None),
+            runtime,
+            store,
+            log,
+        }
+    }
+
+    pub fn live(&self) -> Arc<Live> {
+        self.live.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Swaps in a new config; requests already running keep the one they started with.
+    pub fn replace_config(&self, config: Config, routes: Routes) {
+        *self.live.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Live {
+            config,
+            routes,
+            loaded_at_ms: crate::store::now_ms(),
+        });
+        *self.config_error.write().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    pub fn reject_config(&self, reason: String) {
+        *self.config_error.write().unwrap_or_else(|p| p.into_inner()) = Some(reason);
+    }
+
+    pub fn config_error(&self) -> Option<String> {
+        self.config_error
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
 }
 
 /// Serves until `shutdown` resolves, then stops accepting and lets in-flight
@@ -104,6 +159,7 @@ async fn dispatch(state: Arc<AppState>, request: Request<Incoming>) -> Response<
             }
             (&Method::GET, "/healthz") => handlers::healthz(&id),
             (&Method::GET, "/admin/plugins") => admin::plugins(state, request, &id),
+            (&Method::GET, "/admin/config") => admin::config(state, request, &id),
             (&Method::GET, p) if p.starts_with("/invocations/") => {
                 let invocation_id = p["/invocations/".len()..].to_owned();
                 handlers::invocation(state, request, &invocation_id, id).await
