@@ -15,10 +15,13 @@ const WASM_TARGET: &str = "wasm32-wasip2";
 const PLUGINS: &[(&str, &str)] = &[
     ("echo-provider", "echo"),
     ("openai", "openai"),
+    ("anthropic", "anthropic"),
+    ("gemini", "gemini"),
     ("faulty-plugin", "faulty"),
+    ("hostile-plugin", "hostile"),
 ];
 /// Plugins installed for `serve`; the rest exist for the tests.
-const BUNDLED: &[&str] = &["echo", "openai"];
+const BUNDLED: &[&str] = &["echo", "openai", "anthropic", "gemini"];
 const DEFAULT_PLUGINS_DIR: &str = "data/plugins";
 
 fn main() -> ExitCode {

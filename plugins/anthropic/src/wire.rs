@@ -1,0 +1,227 @@
+//! Serde types of Anthropic's Messages API (`POST /v1/messages`, JSON and the SSE event stream).
+//!
+//! Request types serialize exactly what the plugin sends. Response types are lenient: fields the
+//! plugin does not need are ignored, and content blocks, deltas and events of kinds it does not
+//! know (thinking, server tools, citations, event types added later) parse as `Other` instead of
+//! failing the whole answer, as Anthropic's versioning policy asks clients to do.
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+/// One message of a Messages API request. Content is always a list of blocks, so that
+/// consecutive messages of one role can be merged into one.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WireMessage {
+    pub role: &'static str,
+    pub content: Vec<Block>,
+}
+
+/// A content block of a request message.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Block {
+    Text {
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: String,
+        /// Absent for an empty result: Anthropic rejects empty text blocks.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        content: Option<Vec<TextBlock>>,
+    },
+}
+
+/// A text block inside a `tool_result`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TextBlock {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub text: String,
+}
+
+/// An entry of the request's `tools`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Tool {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub input_schema: Value,
+}
+
+/// A non-streamed answer of `/messages` (also the `message` of a stream's `message_start`).
+#[derive(Debug, Default, Deserialize)]
+pub struct MessageResponse {
+    /// `"message"`, or `"error"` when an error arrives with a success status.
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub content: Vec<ContentBlock>,
+    #[serde(default)]
+    pub stop_reason: Option<String>,
+    #[serde(default)]
+    pub usage: Option<WireUsage>,
+    #[serde(default)]
+    pub error: Option<ErrorBody>,
+}
+
+/// A content block of an answer.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentBlock {
+    Text {
+        #[serde(default)]
+        text: String,
+    },
+    ToolUse {
+        #[serde(default)]
+        id: String,
+        #[serde(default)]
+        name: String,
+        #[serde(default)]
+        input: Value,
+    },
+    /// Thinking, server tool results and other kinds that are not answer text.
+    #[serde(other)]
+    Other,
+}
+
+/// Token counts as Anthropic reports them. `input_tokens` excludes the cached part: cache reads
+/// and cache writes are counted separately.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Deserialize)]
+pub struct WireUsage {
+    #[serde(default, deserialize_with = "count")]
+    pub input_tokens: Option<u32>,
+    #[serde(default, deserialize_with = "count")]
+    pub output_tokens: Option<u32>,
+    #[serde(default, deserialize_with = "count")]
+    pub cache_creation_input_tokens: Option<u32>,
+    #[serde(default, deserialize_with = "count")]
+    pub cache_read_input_tokens: Option<u32>,
+}
+
+impl WireUsage {
+    /// Takes every count `newer` reports; the others keep their value. Stream events report
+    /// cumulative counts, so the latest value of each field is the right one.
+    pub fn update(&mut self, newer: &WireUsage) {
+        let take = |ours: &mut Option<u32>, theirs: Option<u32>| {
+            if theirs.is_some() {
+                *ours = theirs;
+            }
+        };
+        take(&mut self.input_tokens, newer.input_tokens);
+        take(&mut self.output_tokens, newer.output_tokens);
+        take(
+            &mut self.cache_creation_input_tokens,
+            newer.cache_creation_input_tokens,
+        );
+        take(
+            &mut self.cache_read_input_tokens,
+            newer.cache_read_input_tokens,
+        );
+    }
+}
+
+/// Anthropic's error object: `{"type": "overloaded_error", "message": "Overloaded"}`.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub struct ErrorBody {
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// One event of a streamed answer, told apart by its `type` (which repeats the SSE event name).
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum StreamEvent {
+    MessageStart {
+        message: MessageResponse,
+    },
+    ContentBlockStart {
+        index: u32,
+        content_block: ContentBlock,
+    },
+    ContentBlockDelta {
+        index: u32,
+        delta: BlockDelta,
+    },
+    ContentBlockStop {
+        index: u32,
+    },
+    MessageDelta {
+        #[serde(default)]
+        delta: MessageDeltaBody,
+        #[serde(default)]
+        usage: Option<WireUsage>,
+    },
+    MessageStop,
+    Ping,
+    Error {
+        #[serde(default)]
+        error: ErrorBody,
+    },
+    /// Event types added after this plugin was written.
+    #[serde(other)]
+    Other,
+}
+
+/// The `delta` of a `content_block_delta` event.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum BlockDelta {
+    TextDelta {
+        #[serde(default)]
+        text: String,
+    },
+    InputJsonDelta {
+        #[serde(default)]
+        partial_json: String,
+    },
+    /// Thinking, signatures, citations: not answer text.
+    #[serde(other)]
+    Other,
+}
+
+/// The `delta` of a `message_delta` event.
+#[derive(Debug, Default, Deserialize)]
+pub struct MessageDeltaBody {
+    #[serde(default)]
+    pub stop_reason: Option<String>,
+}
+
+/// `null` becomes the type's default.
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// A token count: any non-negative JSON number, clamped to `u32`; `null` or another type counts
+/// as absent rather than failing the whole answer over a statistic.
+fn count<'de, D>(deserializer: D) -> Result<Option<u32>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    let value = Value::deserialize(deserializer)?;
+    Ok(match value {
+        Value::Number(n) => n
+            .as_u64()
+            .map(|v| u32::try_from(v).unwrap_or(u32::MAX))
+            .or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.is_finite() && *f >= 0.0)
+                    // `as` saturates, which is the clamping wanted here.
+                    .map(|f| f as u32)
+            }),
+        _ => None,
+    })
+}
