@@ -1,0 +1,1343 @@
+//! Unit tests of the pure mapping functions, largely against real recorded Gemini traffic.
+
+use std::path::PathBuf;
+
+use gateway_plugin_sdk::http::Response;
+use gateway_plugin_sdk::sse::Parser;
+use gateway_plugin_sdk::{
+    Completion, CompletionRequest, EmbeddingRequest, FinishReason, FunctionCall, FunctionChoice,
+    FunctionDef, Message, Prompt, Provider, ProviderError, Role, Route, Sink, ToolCall,
+    UpstreamError, Usage,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::convert::{
+    THOUGHT_SIGNATURE_SENTINEL, completion_call, embedding_call, finish_reason, generation_config,
+    model_resource, parse_embeddings, requires_thought_signatures, tool_config, usage,
+};
+use crate::schema;
+use crate::stream::Accumulator;
+use crate::wire::UsageMetadata;
+use crate::{Gemini, read_completion, read_stream, upstream_request};
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+const KEY: &str = "AIza-test-key-0123456789";
+
+fn route() -> Route {
+    Route {
+        id: "test".into(),
+        base_url: "http://127.0.0.1:9/v1beta".into(),
+        api_key: Some(KEY.into()),
+        settings: "{}".into(),
+    }
+}
+
+fn request(prompt: Prompt) -> CompletionRequest {
+    CompletionRequest {
+        route: route(),
+        model: "gemini-2.5-flash".into(),
+        prompt,
+        functions: Vec::new(),
+        function_choice: None,
+        params: "{}".into(),
+    }
+}
+
+fn chat(messages: Vec<Message>) -> CompletionRequest {
+    request(Prompt::Chat(messages))
+}
+
+fn message(role: Role, content: &str) -> Message {
+    Message {
+        role,
+        content: Some(content.into()),
+        name: None,
+        function_call: None,
+        tool_calls: Vec::new(),
+        tool_call_id: None,
+    }
+}
+
+fn named(role: Role, name: &str, content: &str) -> Message {
+    Message {
+        name: Some(name.into()),
+        ..message(role, content)
+    }
+}
+
+fn calling(name: &str, arguments: &str) -> Message {
+    Message {
+        content: None,
+        function_call: Some(FunctionCall {
+            name: name.into(),
+            arguments: arguments.into(),
+        }),
+        ..message(Role::Assistant, "")
+    }
+}
+
+fn tool_calls(calls: &[(&str, &str, &str)]) -> Message {
+    Message {
+        content: None,
+        tool_calls: calls
+            .iter()
+            .map(|(id, name, arguments)| ToolCall {
+                id: (*id).into(),
+                name: (*name).into(),
+                arguments: (*arguments).into(),
+            })
+            .collect(),
+        ..message(Role::Assistant, "")
+    }
+}
+
+fn tool_result(id: &str, content: &str) -> Message {
+    Message {
+        tool_call_id: Some(id.into()),
+        ..message(Role::Tool, content)
+    }
+}
+
+fn function(name: &str, description: &str, parameters: Value) -> FunctionDef {
+    FunctionDef {
+        name: name.into(),
+        description: Some(description.into()),
+        parameters: Some(parameters.to_string()),
+    }
+}
+
+/// The calculator functions of the multi-tool recordings, as a caller writes them (JSON Schema).
+fn calculator_functions() -> Vec<FunctionDef> {
+    let numbers = json!({
+        "type": "object",
+        "properties": {
+            "a": {"type": "integer", "description": "first number"},
+            "b": {"type": "integer", "description": "second number"}
+        },
+        "required": ["a", "b"],
+        "additionalProperties": false,
+        "$schema": "http://json-schema.org/draft-07/schema#"
+    });
+    vec![
+        function("add", "Add two numbers", numbers.clone()),
+        function("multiply", "Multiply two numbers", numbers),
+    ]
+}
+
+fn weather_function() -> FunctionDef {
+    function(
+        "weather",
+        "Get weather information for a location",
+        json!({
+            "type": "object",
+            "properties": {"location": {"type": "string", "description": "the city"}},
+            "required": ["location"]
+        }),
+    )
+}
+
+fn body(request: &CompletionRequest) -> Value {
+    Value::Object(
+        completion_call(request, false)
+            .expect("request builds")
+            .body,
+    )
+}
+
+fn invalid_request(result: Result<impl std::fmt::Debug, ProviderError>) -> String {
+    match result {
+        Err(ProviderError::InvalidRequest(message)) => message,
+        other => panic!("expected InvalidRequest, got {other:?}"),
+    }
+}
+
+fn failed(result: Result<impl std::fmt::Debug, ProviderError>) -> String {
+    match result {
+        Err(ProviderError::Failed(message)) => message,
+        other => panic!("expected Failed, got {other:?}"),
+    }
+}
+
+fn upstream(result: Result<impl std::fmt::Debug, ProviderError>) -> UpstreamError {
+    match result {
+        Err(ProviderError::Upstream(error)) => error,
+        other => panic!("expected Upstream, got {other:?}"),
+    }
+}
+
+fn response(status: u16, content_type: &str, chunks: &[&str]) -> Response {
+    Response::from_chunks(
+        status,
+        vec![("Content-Type".into(), content_type.into())],
+        chunks.iter().map(|c| c.as_bytes().to_vec()).collect(),
+    )
+}
+
+fn parse(body: &str) -> Result<Completion, ProviderError> {
+    read_completion(response(200, "application/json", &[body]), "asked-model")
+}
+
+/// Streams `body` through `read_stream` in 7-byte pieces (crossing event boundaries the way a
+/// network does); returns the chunks sent and the completion.
+fn stream(
+    body: &str,
+) -> (
+    Vec<gateway_plugin_sdk::Chunk>,
+    Result<Completion, ProviderError>,
+) {
+    let pieces: Vec<&[u8]> = body.as_bytes().chunks(7).collect();
+    let response = Response::from_chunks(
+        200,
+        vec![("Content-Type".into(), "text/event-stream".into())],
+        pieces.into_iter().map(<[u8]>::to_vec).collect(),
+    );
+    let mut sink = Sink::buffered();
+    let result = read_stream(response, &mut sink, "asked-model");
+    (sink.sent().to_vec(), result)
+}
+
+/// The text sent through the sink, per chunk, for choice 0.
+fn sent_texts(chunks: &[gateway_plugin_sdk::Chunk]) -> Vec<String> {
+    chunks
+        .iter()
+        .flat_map(|c| &c.deltas)
+        .filter(|d| d.index == 0)
+        .map(|d| d.text.clone())
+        .collect()
+}
+
+fn stream_of(events: &[Value]) -> String {
+    events
+        .iter()
+        .map(|e| format!("data: {e}\r\n\r\n"))
+        .collect()
+}
+
+fn usage_of(prompt: u32, completion: u32, total: u32, reasoning: Option<u32>) -> Usage {
+    Usage {
+        prompt_tokens: prompt,
+        completion_tokens: completion,
+        total_tokens: total,
+        cached_prompt_tokens: None,
+        cache_creation_tokens: None,
+        reasoning_tokens: reasoning,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Recorded traffic (go-vcr YAML)
+
+#[derive(Deserialize)]
+struct Cassette {
+    interactions: Vec<Interaction>,
+}
+
+#[derive(Deserialize)]
+struct Interaction {
+    request: Exchange,
+    response: Exchange,
+}
+
+#[derive(Deserialize)]
+struct Exchange {
+    body: String,
+    #[serde(default)]
+    url: Option<String>,
+}
+
+impl Interaction {
+    fn request_json(&self) -> Value {
+        serde_json::from_str(&self.request.body).expect("recorded request is JSON")
+    }
+
+    fn is_stream(&self) -> bool {
+        self.request
+            .url
+            .as_deref()
+            .is_some_and(|u| u.contains(":streamGenerateContent"))
+    }
+
+    /// The `data:` payloads of a recorded stream.
+    fn events(&self) -> Vec<Value> {
+        let mut parser = Parser::new();
+        let mut events = parser.push(self.response.body.as_bytes());
+        events.extend(parser.finish());
+        events
+            .iter()
+            .map(|e| serde_json::from_str(&e.data).expect("recorded event is JSON"))
+            .collect()
+    }
+}
+
+fn recordings_dir() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    [
+        std::env::var_os("GATEWAY_RECORDINGS").map(PathBuf::from),
+        Some(manifest.join("../../tests/recordings")),
+        Some(manifest.join("../../../shared/recordings")),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|dir| dir.join("Google__gemini-2.5-flash__simple.yaml").is_file())
+    .expect(
+        "recordings not found: set GATEWAY_RECORDINGS to the directory of the go-vcr YAML files",
+    )
+}
+
+fn recording(case: &str) -> Vec<Interaction> {
+    let path = recordings_dir().join(format!("Google__gemini-2.5-flash__{case}.yaml"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    let cassette: Cassette =
+        serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    assert!(!cassette.interactions.is_empty(), "{case}: no interactions");
+    cassette.interactions
+}
+
+const CASES: &[&str] = &[
+    "simple",
+    "simple_streaming",
+    "tool",
+    "tool_streaming",
+    "multi_tool",
+    "multi_tool_streaming",
+];
+
+/// The recorded answer read through the plugin: (chunks sent, completion).
+fn replay(interaction: &Interaction) -> (Vec<gateway_plugin_sdk::Chunk>, Completion) {
+    if interaction.is_stream() {
+        let (chunks, completion) = stream(&interaction.response.body);
+        (chunks, completion.expect("recorded stream reads"))
+    } else {
+        (
+            Vec::new(),
+            parse(&interaction.response.body).expect("recorded answer reads"),
+        )
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// info
+
+#[test]
+fn info_lists_models_with_list_prices() {
+    let info = Gemini::info();
+    assert_eq!(info.name, "gemini");
+    assert_eq!(info.version, env!("CARGO_PKG_VERSION"));
+    let expected = [
+        ("gemini-2.5-pro", 1.25, 10.0),
+        ("gemini-2.5-flash", 0.30, 2.50),
+        ("gemini-2.5-flash-lite", 0.10, 0.40),
+        ("gemini-2.0-flash", 0.10, 0.40),
+        ("gemini-2.0-flash-lite", 0.075, 0.30),
+        ("text-embedding-004", 0.0, 0.0),
+        ("gemini-embedding-001", 0.15, 0.0),
+    ];
+    let listed: Vec<(&str, f64, f64)> = info
+        .models
+        .iter()
+        .map(|p| (p.model.as_str(), p.input_per_mtok, p.output_per_mtok))
+        .collect();
+    assert_eq!(listed, expected);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests
+
+#[test]
+fn simple_chat_matches_the_recorded_request() {
+    let recorded = recording("simple").remove(0);
+    let mut req = chat(vec![
+        message(Role::System, "You are a helpful assistant"),
+        message(Role::User, "Say hi in Portuguese"),
+    ]);
+    req.params = r#"{"max_tokens":4000}"#.into();
+    let call = completion_call(&req, false).expect("builds");
+    assert_eq!(
+        call.url,
+        "http://127.0.0.1:9/v1beta/models/gemini-2.5-flash:generateContent"
+    );
+    let sent = Value::Object(call.body);
+    let mut expected = recorded.request_json();
+    // Google does not need a role on the system instruction; the Go SDK adds one.
+    expected["systemInstruction"]
+        .as_object_mut()
+        .expect("object")
+        .remove("role");
+    assert_eq!(sent, expected);
+}
+
+#[test]
+fn streaming_uses_stream_generate_content_with_sse() {
+    let req = request(Prompt::Text("hi".into()));
+    let call = completion_call(&req, true).expect("builds");
+    assert_eq!(
+        call.url,
+        "http://127.0.0.1:9/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    );
+    assert_eq!(
+        call.body,
+        completion_call(&req, false).expect("builds").body
+    );
+}
+
+#[test]
+fn text_prompt_is_one_user_turn() {
+    let sent = body(&request(Prompt::Text("Once upon a time".into())));
+    assert_eq!(
+        sent,
+        json!({"contents": [{"role": "user", "parts": [{"text": "Once upon a time"}]}]})
+    );
+}
+
+#[test]
+fn model_names_become_resource_paths() {
+    assert_eq!(
+        model_resource("gemini-2.5-pro").unwrap(),
+        "models/gemini-2.5-pro"
+    );
+    assert_eq!(
+        model_resource("models/gemini-2.5-pro").unwrap(),
+        "models/gemini-2.5-pro"
+    );
+    assert_eq!(
+        model_resource("tunedModels/my-model").unwrap(),
+        "tunedModels/my-model"
+    );
+    invalid_request(model_resource("a/b"));
+    invalid_request(model_resource("models/"));
+    invalid_request(model_resource(" "));
+
+    let mut req = request(Prompt::Text("x".into()));
+    req.model = "models/gemini 2?x=1#y".into();
+    assert_eq!(
+        completion_call(&req, false).unwrap().url,
+        "http://127.0.0.1:9/v1beta/models/gemini%202%3Fx%3D1%23y:generateContent"
+    );
+    req.model = "tunedModels/t1".into();
+    assert_eq!(
+        completion_call(&req, true).unwrap().url,
+        "http://127.0.0.1:9/v1beta/tunedModels/t1:streamGenerateContent?alt=sse"
+    );
+}
+
+#[test]
+fn base_url_is_required_and_its_trailing_slash_dropped() {
+    let mut req = request(Prompt::Text("x".into()));
+    req.route.base_url = "http://h/v1beta/".into();
+    assert_eq!(
+        completion_call(&req, false).unwrap().url,
+        "http://h/v1beta/models/gemini-2.5-flash:generateContent"
+    );
+    req.route.base_url = "  ".into();
+    let message = failed(completion_call(&req, false));
+    assert!(
+        message.contains("generativelanguage.googleapis.com"),
+        "{message}"
+    );
+}
+
+#[test]
+fn the_key_travels_in_x_goog_api_key_and_never_in_the_url() {
+    let req = request(Prompt::Text("x".into()));
+    let call = completion_call(&req, true).unwrap();
+    let http = upstream_request(&req.route, call, "text/event-stream").unwrap();
+    assert_eq!(http.method(), "POST");
+    assert_eq!(http.header_value("x-goog-api-key"), Some(KEY));
+    assert_eq!(http.header_value("authorization"), None);
+    assert_eq!(http.header_value("accept"), Some("text/event-stream"));
+    assert_eq!(http.header_value("content-type"), Some("application/json"));
+    assert!(!http.url().contains(KEY), "{}", http.url());
+    assert!(!http.url().contains("key="), "{}", http.url());
+    assert!(!format!("{http:?}").contains(KEY));
+
+    let mut keyless = req.route.clone();
+    keyless.api_key = None;
+    let call = completion_call(&req, false).unwrap();
+    let http = upstream_request(&keyless, call, "application/json").unwrap();
+    assert_eq!(http.header_value("x-goog-api-key"), None);
+}
+
+#[test]
+fn params_map_to_generation_config() {
+    let split = generation_config(
+        r#"{"temperature":0.2,"top_p":0.9,"top_k":40,"max_tokens":100,"stop":"\n\n","n":2,
+            "presence_penalty":0.5,"frequency_penalty":0.25,"seed":7}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        Value::Object(split.generation_config.clone()),
+        json!({"temperature":0.2,"topP":0.9,"topK":40,"maxOutputTokens":100,
+               "stopSequences":["\n\n"],"candidateCount":2,"presencePenalty":0.5,
+               "frequencyPenalty":0.25,"seed":7})
+    );
+    assert!(split.request_fields.is_empty());
+}
+
+#[test]
+fn gemini_names_win_and_unknown_params_pass_through() {
+    let split = generation_config(
+        r#"{"maxOutputTokens":10,"max_tokens":99,"stopSequences":["a"],"stop":["b"],
+            "thinkingConfig":{"thinkingBudget":0},"responseModalities":["TEXT"],
+            "user":null,"stream":true,"stream_options":{"include_usage":true},
+            "safety_settings":[{"category":"HARM_CATEGORY_HARASSMENT","threshold":"BLOCK_NONE"}],
+            "cachedContent":"cachedContents/abc",
+            "generationConfig":{"temperature":1,"topK":3}, "temperature":0.5}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        Value::Object(split.generation_config.clone()),
+        json!({"maxOutputTokens":10,"stopSequences":["a"],"thinkingConfig":{"thinkingBudget":0},
+               "responseModalities":["TEXT"],"temperature":0.5,"topK":3})
+    );
+    assert_eq!(
+        Value::Object(split.request_fields.clone()),
+        json!({"safetySettings":[{"category":"HARM_CATEGORY_HARASSMENT","threshold":"BLOCK_NONE"}],
+               "cachedContent":"cachedContents/abc"})
+    );
+    invalid_request(generation_config(r#"{"generationConfig":3}"#));
+    invalid_request(generation_config("[1]"));
+    assert_eq!(generation_config("").unwrap(), Default::default());
+}
+
+#[test]
+fn response_format_asks_for_json() {
+    let split = generation_config(r#"{"response_format":{"type":"json_object"}}"#).unwrap();
+    assert_eq!(
+        Value::Object(split.generation_config.clone()),
+        json!({"responseMimeType": "application/json"})
+    );
+    let split = generation_config(
+        r#"{"response_format":{"type":"json_schema","json_schema":{"name":"x","strict":true,
+            "schema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],
+            "additionalProperties":false}}}}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        Value::Object(split.generation_config.clone()),
+        json!({"responseMimeType": "application/json", "responseSchema": {
+            "type": "OBJECT", "properties": {"n": {"type": "INTEGER"}}, "required": ["n"]}})
+    );
+    let split = generation_config(r#"{"response_format":{"type":"text"}}"#).unwrap();
+    assert!(split.generation_config.is_empty());
+    invalid_request(generation_config(r#"{"response_format":{"type":"xml"}}"#));
+    invalid_request(generation_config(
+        r#"{"response_format":{"type":"json_schema"}}"#,
+    ));
+}
+
+#[test]
+fn functions_become_declarations_matching_the_recording() {
+    let recorded = recording("multi_tool").remove(0).request_json();
+    let mut req = chat(vec![
+        message(
+            Role::System,
+            "You are a helpful assistant. CRITICAL: Always use both add and multiply at the same time ALWAYS.",
+        ),
+        message(Role::User, "Add and multiply the number 2 and 3"),
+    ]);
+    req.functions = calculator_functions();
+    req.function_choice = Some(FunctionChoice::Auto);
+    req.params = r#"{"maxOutputTokens":4000}"#.into();
+    let sent = body(&req);
+    assert_eq!(sent["tools"], recorded["tools"]);
+    assert_eq!(sent["toolConfig"], recorded["toolConfig"]);
+    assert_eq!(sent["contents"], recorded["contents"]);
+    assert_eq!(
+        sent["systemInstruction"]["parts"],
+        recorded["systemInstruction"]["parts"]
+    );
+    assert_eq!(sent["generationConfig"], recorded["generationConfig"]);
+}
+
+#[test]
+fn function_choice_maps_to_tool_config_and_travels_only_with_functions() {
+    assert_eq!(
+        tool_config(&FunctionChoice::None),
+        json!({"functionCallingConfig": {"mode": "NONE"}})
+    );
+    assert_eq!(
+        tool_config(&FunctionChoice::Auto),
+        json!({"functionCallingConfig": {"mode": "AUTO"}})
+    );
+    assert_eq!(
+        tool_config(&FunctionChoice::Required),
+        json!({"functionCallingConfig": {"mode": "ANY"}})
+    );
+    assert_eq!(
+        tool_config(&FunctionChoice::Named("weather".into())),
+        json!({"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["weather"]}})
+    );
+
+    let mut req = request(Prompt::Text("x".into()));
+    req.function_choice = Some(FunctionChoice::Required);
+    let sent = body(&req);
+    assert!(sent.get("toolConfig").is_none(), "{sent}");
+    assert!(sent.get("tools").is_none(), "{sent}");
+    req.functions = vec![weather_function()];
+    assert_eq!(
+        body(&req)["toolConfig"]["functionCallingConfig"]["mode"],
+        json!("ANY")
+    );
+}
+
+#[test]
+fn functions_without_parameters_declare_none() {
+    let mut req = request(Prompt::Text("x".into()));
+    req.functions = vec![
+        FunctionDef {
+            name: "now".into(),
+            description: None,
+            parameters: None,
+        },
+        function("ping", "Ping", json!({"type": "object", "properties": {}})),
+        function("noop", "No-op", json!({})),
+    ];
+    assert_eq!(
+        body(&req)["tools"],
+        json!([{"functionDeclarations": [
+            {"name": "now"},
+            {"name": "ping", "description": "Ping"},
+            {"name": "noop", "description": "No-op"}
+        ]}])
+    );
+    req.functions[0].parameters = Some("{not json".into());
+    let message = invalid_request(completion_call(&req, false));
+    assert!(message.starts_with("functions[0].parameters"), "{message}");
+}
+
+#[test]
+fn multi_tool_conversation_matches_the_recorded_request() {
+    let recorded = recording("multi_tool").remove(1).request_json();
+    let mut req = chat(vec![
+        message(
+            Role::System,
+            "You are a helpful assistant. CRITICAL: Always use both add and multiply at the same time ALWAYS.",
+        ),
+        message(Role::User, "Add and multiply the number 2 and 3"),
+        tool_calls(&[
+            ("1", "add", r#"{"a":2,"b":3}"#),
+            ("2", "multiply", r#"{"a":2,"b":3}"#),
+        ]),
+        tool_result("1", r#"{"result":"5"}"#),
+        tool_result("2", r#"{"result":"6"}"#),
+    ]);
+    req.functions = calculator_functions();
+    req.function_choice = Some(FunctionChoice::Auto);
+    req.params = r#"{"maxOutputTokens":4000}"#.into();
+    let sent = body(&req);
+    let mut expected = recorded["contents"].clone();
+    // Thought signatures cannot travel through the gateway's API (see the crate docs).
+    for part in expected[1]["parts"].as_array_mut().expect("parts") {
+        part.as_object_mut()
+            .expect("part")
+            .remove("thoughtSignature");
+    }
+    assert_eq!(sent["contents"], expected);
+    assert_eq!(sent["tools"], recorded["tools"]);
+}
+
+#[test]
+fn legacy_function_call_and_function_result() {
+    let sent = body(&chat(vec![
+        message(Role::User, "What's the weather in Florence,Italy?"),
+        calling("weather", r#"{"location":"Florence,Italy"}"#),
+        named(Role::Function, "weather", "40 C"),
+    ]));
+    assert_eq!(
+        sent["contents"],
+        json!([
+            {"role": "user", "parts": [{"text": "What's the weather in Florence,Italy?"}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "weather", "args": {"location": "Florence,Italy"}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "weather", "response": {"output": "40 C"}}}]}
+        ])
+    );
+}
+
+#[test]
+fn results_find_their_call_by_id_or_name() {
+    let sent = body(&chat(vec![
+        message(Role::User, "go"),
+        Message {
+            content: Some("Let me check.".into()),
+            ..tool_calls(&[("call_a", "lookup", "{}"), ("call_b", "fetch", "")])
+        },
+        // By id, without a name.
+        tool_result("call_b", "[1,2]"),
+        // By name, without an id.
+        named(Role::Tool, "lookup", "null"),
+        message(Role::User, "thanks"),
+    ]));
+    assert_eq!(
+        sent["contents"],
+        json!([
+            {"role": "user", "parts": [{"text": "go"}]},
+            {"role": "model", "parts": [
+                {"text": "Let me check."},
+                {"functionCall": {"id": "call_a", "name": "lookup", "args": {}}},
+                {"functionCall": {"id": "call_b", "name": "fetch", "args": {}}}
+            ]},
+            {"role": "user", "parts": [
+                {"functionResponse": {"id": "call_b", "name": "fetch", "response": {"output": "[1,2]"}}},
+                {"functionResponse": {"id": "call_a", "name": "lookup", "response": {"output": "null"}}},
+                {"text": "thanks"}
+            ]}
+        ])
+    );
+}
+
+#[test]
+fn results_that_answer_nothing_known_need_a_name() {
+    let error = invalid_request(completion_call(
+        &chat(vec![message(Role::User, "go"), tool_result("call_x", "1")]),
+        false,
+    ));
+    assert!(error.starts_with("messages[1]"), "{error}");
+    let error = invalid_request(completion_call(
+        &chat(vec![
+            message(Role::User, "go"),
+            message(Role::Function, "1"),
+        ]),
+        false,
+    ));
+    assert!(error.starts_with("messages[1]"), "{error}");
+    // A function message answers the open call when it gives no name.
+    let sent = body(&chat(vec![
+        message(Role::User, "go"),
+        calling("f", "{}"),
+        message(Role::Function, "done"),
+    ]));
+    assert_eq!(
+        sent["contents"][2]["parts"][0]["functionResponse"]["name"],
+        json!("f")
+    );
+}
+
+#[test]
+fn call_arguments_must_be_json_objects() {
+    for arguments in ["[1]", "{oops", "3"] {
+        let error = invalid_request(completion_call(
+            &chat(vec![message(Role::User, "go"), calling("f", arguments)]),
+            false,
+        ));
+        assert!(error.contains("function_call.arguments"), "{error}");
+        let error = invalid_request(completion_call(
+            &chat(vec![
+                message(Role::User, "go"),
+                tool_calls(&[("c", "f", arguments)]),
+            ]),
+            false,
+        ));
+        assert!(error.contains("tool_calls[0].arguments"), "{error}");
+    }
+}
+
+#[test]
+fn system_messages_anywhere_form_the_instruction_and_turns_merge() {
+    let sent = body(&chat(vec![
+        message(Role::System, "Be brief."),
+        message(Role::User, "one"),
+        named(Role::User, "bob", "two"),
+        message(Role::System, "Answer in French."),
+        message(Role::Assistant, "un"),
+        message(Role::Assistant, ""),
+        message(Role::User, ""),
+        message(Role::Assistant, "deux"),
+    ]));
+    assert_eq!(
+        sent["systemInstruction"],
+        json!({"parts": [{"text": "Be brief."}, {"text": "Answer in French."}]})
+    );
+    assert_eq!(
+        sent["contents"],
+        json!([
+            {"role": "user", "parts": [{"text": "one"}, {"text": "two"}]},
+            {"role": "model", "parts": [{"text": "un"}, {"text": "deux"}]}
+        ])
+    );
+}
+
+#[test]
+fn a_conversation_needs_a_turn() {
+    invalid_request(completion_call(&chat(Vec::new()), false));
+    invalid_request(completion_call(
+        &chat(vec![message(Role::System, "Be brief.")]),
+        false,
+    ));
+    invalid_request(completion_call(
+        &request(Prompt::Text(String::new())),
+        false,
+    ));
+}
+
+#[test]
+fn gemini_3_replayed_calls_carry_the_signature_placeholder() {
+    assert!(requires_thought_signatures("gemini-3-pro-preview"));
+    assert!(requires_thought_signatures("models/gemini-3.1-flash"));
+    assert!(requires_thought_signatures("gemini-10-ultra"));
+    assert!(!requires_thought_signatures("gemini-2.5-flash"));
+    assert!(!requires_thought_signatures("gemini-1.5-pro"));
+    assert!(!requires_thought_signatures("gemini-exp-1206"));
+    assert!(!requires_thought_signatures("gemma-3-27b-it"));
+
+    let messages = vec![
+        message(Role::User, "go"),
+        tool_calls(&[("c1", "f", "{}"), ("c2", "g", "{}")]),
+        tool_result("c1", "1"),
+        tool_result("c2", "2"),
+    ];
+    let mut req = chat(messages);
+    req.model = "gemini-3-pro-preview".into();
+    let sent = body(&req);
+    for part in sent["contents"][1]["parts"].as_array().expect("parts") {
+        assert_eq!(part["thoughtSignature"], json!(THOUGHT_SIGNATURE_SENTINEL));
+    }
+    req.model = "gemini-2.5-pro".into();
+    let sent = body(&req);
+    for part in sent["contents"][1]["parts"].as_array().expect("parts") {
+        assert!(part.get("thoughtSignature").is_none(), "{part}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Schemas
+
+#[test]
+fn schemas_keep_what_gemini_knows() {
+    let converted = schema::convert(&json!({
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "title": "Args",
+        "properties": {
+            "name": {"type": "string", "minLength": 1, "format": "email", "examples": ["x"]},
+            "when": {"type": "string", "format": "date-time"},
+            "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}, "maxItems": 3},
+            "mode": {"const": "fast"},
+            "note": {"type": ["string", "null"]},
+            "size": {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}]},
+            "either": {"oneOf": [{"type": "string"}, {"type": "number"}]},
+            "multi": {"type": ["string", "integer"]},
+            "pair": {"type": "array", "items": [{"type": "number"}, {"type": "number"}]}
+        },
+        "required": ["name", "ghost"],
+        "additionalProperties": false
+    }));
+    assert_eq!(
+        converted,
+        json!({
+            "type": "OBJECT",
+            "title": "Args",
+            "properties": {
+                "name": {"type": "STRING", "minLength": 1},
+                "when": {"type": "STRING", "format": "date-time"},
+                "tags": {"type": "ARRAY", "items": {"type": "STRING", "enum": ["a", "b"]}, "maxItems": 3},
+                "mode": {"type": "STRING", "enum": ["fast"]},
+                "note": {"type": "STRING", "nullable": true},
+                "size": {"type": "INTEGER", "minimum": 0, "nullable": true},
+                "either": {"anyOf": [{"type": "STRING"}, {"type": "NUMBER"}]},
+                "multi": {"anyOf": [{"type": "STRING"}, {"type": "INTEGER"}]},
+                "pair": {"type": "ARRAY", "items": {"type": "NUMBER"}}
+            },
+            "required": ["name"]
+        })
+    );
+}
+
+#[test]
+fn schema_references_are_inlined() {
+    let converted = schema::convert(&json!({
+        "type": "object",
+        "properties": {
+            "home": {"$ref": "#/$defs/Address", "description": "where they live"},
+            "work": {"allOf": [{"$ref": "#/definitions/Address"}]},
+            "missing": {"$ref": "#/$defs/Nope"},
+            "remote": {"$ref": "https://example.com/schema.json"}
+        },
+        "$defs": {"Address": {"type": "object", "properties": {"city": {"type": "string"}}, "description": "an address"}},
+        "definitions": {"Address": {"type": "object", "properties": {"city": {"type": "string"}}}}
+    }));
+    assert_eq!(
+        converted["properties"],
+        json!({
+            "home": {"type": "OBJECT", "properties": {"city": {"type": "STRING"}}, "description": "where they live"},
+            "work": {"type": "OBJECT", "properties": {"city": {"type": "STRING"}}},
+            "missing": {},
+            "remote": {}
+        })
+    );
+}
+
+#[test]
+fn recursive_schemas_are_cut_off() {
+    let converted = schema::convert(&json!({
+        "$ref": "#/$defs/Node",
+        "$defs": {"Node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Node"}}}}
+    }));
+    // Bounded depth: the conversion ends, and the outer levels are intact.
+    assert_eq!(converted["type"], json!("OBJECT"));
+    assert_eq!(converted["properties"]["next"]["type"], json!("OBJECT"));
+    assert_eq!(schema::convert(&json!(true)), json!({}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Embeddings
+
+fn embedding_request(input: &[&str], params: &str) -> EmbeddingRequest {
+    EmbeddingRequest {
+        route: route(),
+        model: "text-embedding-004".into(),
+        input: input.iter().map(|s| (*s).into()).collect(),
+        params: params.into(),
+    }
+}
+
+#[test]
+fn embeddings_are_one_batch_request_per_input() {
+    let call = embedding_call(&embedding_request(
+        &["first", "second"],
+        r#"{"dimensions":256,"task_type":"RETRIEVAL_DOCUMENT","encoding_format":null}"#,
+    ))
+    .unwrap();
+    assert_eq!(
+        call.url,
+        "http://127.0.0.1:9/v1beta/models/text-embedding-004:batchEmbedContents"
+    );
+    let request = |text: &str| {
+        json!({"model": "models/text-embedding-004", "content": {"parts": [{"text": text}]},
+               "taskType": "RETRIEVAL_DOCUMENT", "outputDimensionality": 256})
+    };
+    assert_eq!(
+        Value::Object(call.body),
+        json!({"requests": [request("first"), request("second")]})
+    );
+}
+
+#[test]
+fn embedding_answers_keep_input_order() {
+    let body = br#"{"embeddings":[{"values":[0.5,1.0]},{"values":[-0.25,2.0]}]}"#;
+    let embeddings = parse_embeddings(body, "text-embedding-004", 2).unwrap();
+    assert_eq!(embeddings.vectors, vec![vec![0.5, 1.0], vec![-0.25, 2.0]]);
+    assert_eq!(embeddings.model, "text-embedding-004");
+    assert_eq!(embeddings.usage, None);
+    let message = failed(parse_embeddings(body, "m", 3));
+    assert!(message.contains("2 embeddings for 3 inputs"), "{message}");
+    failed(parse_embeddings(b"{\"embeddings\":[{}]}", "m", 1));
+    failed(parse_embeddings(b"<html>", "m", 1));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Answers
+
+#[test]
+fn every_recorded_answer_reads_with_usage() {
+    for case in CASES {
+        for (i, interaction) in recording(case).iter().enumerate() {
+            let (_, completion) = replay(interaction);
+            assert_eq!(completion.model, "gemini-2.5-flash", "{case}[{i}]");
+            assert_eq!(completion.choices.len(), 1, "{case}[{i}]");
+            assert!(completion.usage.is_some(), "{case}[{i}]");
+            assert!(completion.choices[0].finish_reason.is_some(), "{case}[{i}]");
+        }
+    }
+}
+
+#[test]
+fn simple_answer_counts_thoughts_as_completion_and_reasoning() {
+    for case in ["simple", "simple_streaming"] {
+        let (_, completion) = replay(&recording(case)[0]);
+        let choice = &completion.choices[0];
+        assert_eq!(choice.text, "Olá!");
+        assert_eq!(choice.finish_reason, Some(FinishReason::Stop));
+        assert_eq!(choice.function_call, None);
+        assert!(choice.tool_calls.is_empty());
+        let expected = if case == "simple" {
+            usage_of(11, 2 + 24, 37, Some(24))
+        } else {
+            usage_of(11, 2 + 21, 34, Some(21))
+        };
+        assert_eq!(completion.usage, Some(expected), "{case}");
+    }
+}
+
+#[test]
+fn tool_answer_has_a_tool_call_and_function_call() {
+    for case in ["tool", "tool_streaming"] {
+        let (_, completion) = replay(&recording(case)[0]);
+        let choice = &completion.choices[0];
+        assert_eq!(choice.text, "");
+        assert_eq!(
+            choice.finish_reason,
+            Some(FinishReason::ToolCalls),
+            "{case}"
+        );
+        assert_eq!(
+            choice.tool_calls,
+            vec![ToolCall {
+                id: "call_0".into(),
+                name: "weather".into(),
+                arguments: r#"{"location":"Florence,Italy"}"#.into(),
+            }]
+        );
+        assert_eq!(
+            choice.function_call,
+            Some(FunctionCall {
+                name: "weather".into(),
+                arguments: r#"{"location":"Florence,Italy"}"#.into(),
+            })
+        );
+    }
+}
+
+#[test]
+fn multi_tool_answer_keeps_every_call_in_order() {
+    for case in ["multi_tool", "multi_tool_streaming"] {
+        let (_, completion) = replay(&recording(case)[0]);
+        let choice = &completion.choices[0];
+        let calls: Vec<(&str, &str)> = choice
+            .tool_calls
+            .iter()
+            .map(|c| (c.id.as_str(), c.name.as_str()))
+            .collect();
+        assert_eq!(calls, [("call_0", "add"), ("call_1", "multiply")], "{case}");
+        for call in &choice.tool_calls {
+            let args: Value = serde_json::from_str(&call.arguments).expect("JSON");
+            assert_eq!(args, json!({"a": 2, "b": 3}));
+        }
+        assert_eq!(choice.finish_reason, Some(FinishReason::ToolCalls));
+        assert_eq!(
+            choice.function_call.as_ref().map(|f| f.name.as_str()),
+            Some("add")
+        );
+    }
+}
+
+#[test]
+fn streamed_text_is_forwarded_event_by_event() {
+    for case in ["tool_streaming", "multi_tool_streaming"] {
+        let interaction = &recording(case)[1];
+        let recorded: Vec<String> = interaction
+            .events()
+            .iter()
+            .map(|e| {
+                e["candidates"][0]["content"]["parts"][0]["text"]
+                    .as_str()
+                    .expect("text event")
+                    .to_owned()
+            })
+            .collect();
+        assert!(recorded.len() > 1, "{case}");
+        let (chunks, completion) = replay(interaction);
+        assert_eq!(sent_texts(&chunks), recorded, "{case}");
+        assert_eq!(completion.choices[0].text, recorded.concat());
+        assert_eq!(
+            completion.choices[0].finish_reason,
+            Some(FinishReason::Stop)
+        );
+        // Every event reports usage, and every chunk forwards it; the last is the total.
+        assert!(chunks.iter().all(|c| c.usage.is_some()), "{case}");
+        let last = interaction.events().last().cloned().expect("events");
+        let total = last["usageMetadata"]["totalTokenCount"]
+            .as_u64()
+            .expect("total");
+        assert_eq!(
+            completion.usage.map(|u| u64::from(u.total_tokens)),
+            Some(total)
+        );
+        assert_eq!(chunks.last().and_then(|c| c.usage), completion.usage);
+    }
+}
+
+#[test]
+fn finish_reasons_map() {
+    assert_eq!(finish_reason("STOP"), FinishReason::Stop);
+    assert_eq!(finish_reason("MAX_TOKENS"), FinishReason::Length);
+    for reason in [
+        "SAFETY",
+        "RECITATION",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "IMAGE_SAFETY",
+    ] {
+        assert_eq!(
+            finish_reason(reason),
+            FinishReason::ContentFilter,
+            "{reason}"
+        );
+    }
+    for reason in [
+        "OTHER",
+        "LANGUAGE",
+        "MALFORMED_FUNCTION_CALL",
+        "FINISH_REASON_UNSPECIFIED",
+        "NEW",
+    ] {
+        assert_eq!(finish_reason(reason), FinishReason::Other, "{reason}");
+    }
+}
+
+#[test]
+fn filtered_and_truncated_candidates() {
+    let completion = parse(
+        r#"{"candidates":[
+            {"finishReason":"SAFETY","index":0,"safetyRatings":[{"category":"HARM_CATEGORY_HARASSMENT","probability":"HIGH","blocked":true}]},
+            {"content":{"parts":[{"text":"Once upon"}],"role":"model"},"finishReason":"MAX_TOKENS","index":1}
+        ],"modelVersion":"gemini-2.0-flash"}"#,
+    )
+    .unwrap();
+    assert_eq!(completion.model, "gemini-2.0-flash");
+    assert_eq!(completion.usage, None);
+    let summary: Vec<(u32, &str, Option<FinishReason>)> = completion
+        .choices
+        .iter()
+        .map(|c| (c.index, c.text.as_str(), c.finish_reason))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (0, "", Some(FinishReason::ContentFilter)),
+            (1, "Once upon", Some(FinishReason::Length))
+        ]
+    );
+}
+
+#[test]
+fn a_blocked_prompt_is_one_filtered_empty_choice() {
+    let body = r#"{"promptFeedback":{"blockReason":"PROHIBITED_CONTENT"},
+                   "usageMetadata":{"promptTokenCount":8,"totalTokenCount":8}}"#;
+    let completion = parse(body).unwrap();
+    assert_eq!(completion.model, "asked-model");
+    assert_eq!(completion.choices.len(), 1);
+    assert_eq!(completion.choices[0].text, "");
+    assert_eq!(
+        completion.choices[0].finish_reason,
+        Some(FinishReason::ContentFilter)
+    );
+    assert_eq!(completion.usage, Some(usage_of(8, 0, 8, None)));
+    // Streamed, it ends the stream properly.
+    let (_, streamed) = stream(&format!("data: {}\n\n", body.replace('\n', "")));
+    assert_eq!(
+        streamed.unwrap().choices[0].finish_reason,
+        Some(FinishReason::ContentFilter)
+    );
+}
+
+#[test]
+fn thoughts_are_not_answer_text_and_call_details_are_kept() {
+    let completion = parse(
+        r#"{"candidates":[{"content":{"parts":[
+            {"text":"Let me think about units.","thought":true},
+            {"text":"It is "},
+            {"text":"warm.","thought":false},
+            {"functionCall":{"id":"fc-9","name":"log","args":{"z":1,"a":[true,null]}}},
+            {"functionCall":{"name":"now"}},
+            {"inlineData":{"mimeType":"image/png","data":"AAAA"}}
+        ],"role":"model"},"finishReason":"STOP"}]}"#,
+    )
+    .unwrap();
+    let choice = &completion.choices[0];
+    assert_eq!(choice.index, 0);
+    assert_eq!(choice.text, "It is warm.");
+    assert_eq!(
+        choice.tool_calls,
+        vec![
+            ToolCall {
+                id: "fc-9".into(),
+                name: "log".into(),
+                arguments: r#"{"a":[true,null],"z":1}"#.into(),
+            },
+            ToolCall {
+                id: "call_1".into(),
+                name: "now".into(),
+                arguments: "{}".into(),
+            },
+        ]
+    );
+    assert_eq!(choice.finish_reason, Some(FinishReason::ToolCalls));
+}
+
+#[test]
+fn candidates_without_an_index_use_their_position() {
+    let completion = parse(
+        r#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"finishReason":"STOP"},
+                          {"content":{"parts":[{"text":"b"}]},"finishReason":"STOP"}]}"#,
+    )
+    .unwrap();
+    let texts: Vec<(u32, &str)> = completion
+        .choices
+        .iter()
+        .map(|c| (c.index, c.text.as_str()))
+        .collect();
+    assert_eq!(texts, [(0, "a"), (1, "b")]);
+}
+
+#[test]
+fn usage_maps_every_token_class() {
+    let wire: UsageMetadata = serde_json::from_value(json!({
+        "promptTokenCount": 1000, "cachedContentTokenCount": 600, "candidatesTokenCount": 50,
+        "thoughtsTokenCount": 200, "toolUsePromptTokenCount": 30, "totalTokenCount": 1280
+    }))
+    .unwrap();
+    assert_eq!(
+        usage(&wire),
+        Usage {
+            prompt_tokens: 1030,
+            completion_tokens: 250,
+            total_tokens: 1280,
+            cached_prompt_tokens: Some(600),
+            cache_creation_tokens: None,
+            reasoning_tokens: Some(200),
+        }
+    );
+    let wire: UsageMetadata = serde_json::from_value(
+        json!({"promptTokenCount": "7", "candidatesTokenCount": 3.0, "thoughtsTokenCount": "x"}),
+    )
+    .unwrap();
+    assert_eq!(usage(&wire), usage_of(7, 3, 10, None));
+    assert_eq!(usage(&UsageMetadata::default()), usage_of(0, 0, 0, None));
+}
+
+#[test]
+fn google_errors_become_upstream_errors() {
+    let body = r#"{"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED"}}"#;
+    let error = upstream(read_completion(
+        Response::from_chunks(
+            429,
+            vec![
+                (
+                    "Content-Type".into(),
+                    "application/json; charset=UTF-8".into(),
+                ),
+                ("Retry-After".into(), "17".into()),
+            ],
+            vec![body.as_bytes().to_vec()],
+        ),
+        "m",
+    ));
+    assert_eq!(
+        error,
+        UpstreamError {
+            status: 429,
+            message: "Resource has been exhausted (e.g. check quota).".into(),
+            retry_after: Some(17),
+        }
+    );
+    let error = upstream(read_stream(
+        response(
+            400,
+            "application/json",
+            &[
+                r#"{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT"}}"#,
+            ],
+        ),
+        &mut Sink::buffered(),
+        "m",
+    ));
+    assert_eq!(
+        (error.status, error.message.as_str()),
+        (400, "API key not valid. Please pass a valid API key.")
+    );
+}
+
+#[test]
+fn an_error_inside_an_answer_is_an_upstream_error() {
+    let error = upstream(parse(
+        r#"{"error":{"code":500,"message":"Internal error encountered.","status":"INTERNAL"}}"#,
+    ));
+    assert_eq!(
+        (error.status, error.message.as_str()),
+        (500, "Internal error encountered.")
+    );
+    let (chunks, result) = stream(&stream_of(&[
+        json!({"candidates":[{"content":{"parts":[{"text":"Hel"}]},"index":0}]}),
+        json!({"error":{"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}}),
+    ]));
+    let error = upstream(result);
+    assert_eq!(
+        (error.status, error.message.as_str()),
+        (503, "The model is overloaded. Please try again later.")
+    );
+    assert_eq!(sent_texts(&chunks), ["Hel"]);
+    let error = upstream(parse(r#"{"error":{"code":0}}"#));
+    assert_eq!(
+        (error.status, error.message.as_str()),
+        (500, r#"{"code":0}"#)
+    );
+}
+
+#[test]
+fn malformed_answers_fail_clearly() {
+    for body in ["not json", "", r#"{"candidates":{}}"#, "[1]"] {
+        let message = failed(parse(body));
+        assert!(
+            message.starts_with("malformed response from upstream: "),
+            "{body}: {message}"
+        );
+    }
+}
+
+#[test]
+fn a_stream_without_a_finish_reason_ended_early() {
+    let (chunks, result) = stream(&stream_of(&[json!(
+        {"candidates":[{"content":{"parts":[{"text":"Hel"}]},"index":0}],
+         "usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":1,"totalTokenCount":4}}
+    )]));
+    assert_eq!(failed(result), "stream ended early");
+    assert_eq!(sent_texts(&chunks), ["Hel"]);
+    assert_eq!(chunks[0].usage, Some(usage_of(3, 1, 4, None)));
+    assert_eq!(failed(stream("").1), "stream ended early");
+}
+
+#[test]
+fn a_stream_cut_mid_event_fails() {
+    let whole = stream_of(&[
+        json!({"candidates":[{"content":{"parts":[{"text":"Olá"}]},"index":0}]}),
+        json!({"candidates":[{"content":{"parts":[{"text":"!"}]},"finishReason":"STOP","index":0}]}),
+    ]);
+    let cut = &whole[..whole.len() - 30];
+    let (chunks, result) = stream(cut);
+    let message = failed(result);
+    assert!(
+        message.starts_with("malformed response from upstream"),
+        "{message}"
+    );
+    assert_eq!(sent_texts(&chunks), ["Olá"]);
+}
+
+#[test]
+fn stream_events_without_text_or_usage_send_nothing() {
+    let (chunks, result) = stream(&stream_of(&[
+        json!({"candidates":[{"content":{"parts":[{"text":"thinking","thought":true}]},"index":0}]}),
+        json!({"candidates":[{"content":{"parts":[{"text":"Hi"}]},"index":0}]}),
+        json!({"candidates":[{"content":{"parts":[]},"finishReason":"STOP","index":0}]}),
+    ]));
+    assert_eq!(chunks.len(), 1);
+    assert_eq!(sent_texts(&chunks), ["Hi"]);
+    assert_eq!(result.unwrap().choices[0].text, "Hi");
+}
+
+#[test]
+fn a_json_stream_answer_is_read_too() {
+    let body = json!([
+        {"candidates":[{"content":{"parts":[{"text":"A"}]},"index":0}]},
+        {"candidates":[{"content":{"parts":[{"text":"B"}]},"finishReason":"STOP","index":0}],
+         "usageMetadata":{"promptTokenCount":1,"candidatesTokenCount":2,"totalTokenCount":3}}
+    ])
+    .to_string();
+    let mut sink = Sink::buffered();
+    let completion =
+        read_stream(response(200, "application/json", &[&body]), &mut sink, "m").unwrap();
+    assert_eq!(sent_texts(sink.sent()), ["A", "B"]);
+    assert_eq!(completion.choices[0].text, "AB");
+    assert_eq!(completion.usage, Some(usage_of(1, 2, 3, None)));
+}
+
+#[test]
+fn accumulator_reads_events_directly() {
+    let mut accumulator = Accumulator::new();
+    assert_eq!(accumulator.event("  ").unwrap(), Default::default());
+    assert!(!accumulator.finished());
+    failed(accumulator.event("{"));
+}

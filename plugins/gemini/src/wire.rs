@@ -1,0 +1,230 @@
+//! Serde types of the Gemini API's wire format (`generateContent`, `streamGenerateContent`,
+//! `batchEmbedContents`).
+//!
+//! Request types carry only what the plugin sends. Response types are lenient: every field the
+//! plugin does not need is ignored, and lists or counts that are missing or `null` take defaults,
+//! so a new field or an omitted one never fails an otherwise good answer.
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+// ---------------------------------------------------------------------------------------------
+// Requests
+
+/// One turn of the conversation (`contents[]`), or the `systemInstruction`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Content {
+    /// `"user"` or `"model"`; absent on the system instruction.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<&'static str>,
+    pub parts: Vec<Part>,
+}
+
+/// One part of a content: text, a function call the model made, or a function's result.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Part {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub function_call: Option<FunctionCallOut>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub function_response: Option<FunctionResponseOut>,
+    /// Sent back on replayed function calls (see `convert::THOUGHT_SIGNATURE_SENTINEL`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thought_signature: Option<String>,
+}
+
+impl Part {
+    /// A text part.
+    pub fn text(text: impl Into<String>) -> Self {
+        Part {
+            text: Some(text.into()),
+            ..Part::default()
+        }
+    }
+}
+
+/// A function call of an earlier model turn, replayed in the conversation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FunctionCallOut {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub name: String,
+    /// The arguments as a JSON object.
+    pub args: Value,
+}
+
+/// A function's result, sent in a user turn.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FunctionResponseOut {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub name: String,
+    /// The result as a JSON object.
+    pub response: Value,
+}
+
+/// An entry of `tools`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tool {
+    pub function_declarations: Vec<FunctionDeclaration>,
+}
+
+/// A function the model may call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FunctionDeclaration {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The arguments' schema in Gemini's OpenAPI subset (see `schema`); absent for a function
+    /// without arguments.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<Value>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Responses
+
+/// An answer of `generateContent`, and each event of `streamGenerateContent`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GenerateContentResponse {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub candidates: Vec<Candidate>,
+    #[serde(default)]
+    pub prompt_feedback: Option<PromptFeedback>,
+    #[serde(default)]
+    pub usage_metadata: Option<UsageMetadata>,
+    #[serde(default)]
+    pub model_version: Option<String>,
+    /// An error reported inside a successful answer (e.g. mid-stream).
+    #[serde(default)]
+    pub error: Option<Value>,
+}
+
+/// One alternative answer.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Candidate {
+    /// Absent when the candidate was stopped before saying anything (e.g. `SAFETY`).
+    #[serde(default)]
+    pub content: Option<CandidateContent>,
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+    /// Absent on single-candidate answers of some models: the position then serves.
+    #[serde(default)]
+    pub index: Option<u32>,
+}
+
+/// The content of a candidate.
+#[derive(Debug, Default, Deserialize)]
+pub struct CandidateContent {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub parts: Vec<PartIn>,
+}
+
+/// A part of an answer. Parts the gateway cannot express (inline data, executable code, ...)
+/// deserialize with every field empty and are skipped.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PartIn {
+    #[serde(default)]
+    pub text: Option<String>,
+    /// `true` on thought summaries, which are not answer text.
+    #[serde(default)]
+    pub thought: Option<bool>,
+    #[serde(default)]
+    pub function_call: Option<FunctionCallIn>,
+}
+
+/// A function call the model made; `args` arrives whole, never in pieces.
+#[derive(Debug, Default, Deserialize)]
+pub struct FunctionCallIn {
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub args: Option<Value>,
+}
+
+/// Why the prompt itself was refused.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptFeedback {
+    #[serde(default)]
+    pub block_reason: Option<String>,
+}
+
+/// Token counts. Counts are read leniently (see [`count`]).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageMetadata {
+    /// The prompt, including cached content.
+    #[serde(default, deserialize_with = "count")]
+    pub prompt_token_count: Option<u32>,
+    /// The answer, without thoughts.
+    #[serde(default, deserialize_with = "count")]
+    pub candidates_token_count: Option<u32>,
+    #[serde(default, deserialize_with = "count")]
+    pub total_token_count: Option<u32>,
+    #[serde(default, deserialize_with = "count")]
+    pub cached_content_token_count: Option<u32>,
+    /// Thinking tokens, billed as output.
+    #[serde(default, deserialize_with = "count")]
+    pub thoughts_token_count: Option<u32>,
+    /// Results of built-in tools (search, code execution) fed back to the model, billed as input.
+    #[serde(default, deserialize_with = "count")]
+    pub tool_use_prompt_token_count: Option<u32>,
+}
+
+/// An answer of `batchEmbedContents`.
+#[derive(Debug, Default, Deserialize)]
+pub struct BatchEmbedResponse {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub embeddings: Vec<ContentEmbedding>,
+}
+
+/// One vector of a batch.
+#[derive(Debug, Deserialize)]
+pub struct ContentEmbedding {
+    pub values: Vec<f32>,
+}
+
+/// `null` becomes the type's default.
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// A token count: a JSON number, or a numeric string (the form Google's JSON mapping gives 64-bit
+/// integers, should a count ever widen), clamped to `u32`; anything else counts as absent rather
+/// than failing the whole answer over a statistic.
+fn count<'de, D>(deserializer: D) -> Result<Option<u32>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    let value = Value::deserialize(deserializer)?;
+    Ok(match value {
+        Value::Number(n) => n
+            .as_u64()
+            .map(|v| u32::try_from(v).unwrap_or(u32::MAX))
+            .or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.is_finite() && *f >= 0.0)
+                    // `as` saturates, which is the clamping wanted here.
+                    .map(|f| f as u32)
+            }),
+        Value::String(s) => s
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .map(|v| u32::try_from(v).unwrap_or(u32::MAX)),
+        _ => None,
+    })
+}
