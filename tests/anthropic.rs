@@ -750,12 +750,11 @@ fn cached_usage() -> Value {
 /// The gateway's usage for [`cached_usage`]: cache reads and writes are prompt tokens.
 const CACHED_USAGE: (u64, u64, u64) = (1300, 50, 1350);
 
-/// The cost the gateway reports for [`cached_usage`] at `price`. Today the host prices every
-/// prompt token, cached or not, at the input price (the model price record has no cache
-/// prices yet); when cache reads and writes get their own prices, this is the one place to
-/// change.
-fn cached_cost(price: (f64, f64)) -> f64 {
-    expected_cost(CACHED_USAGE, price)
+/// The cost the gateway reports for [`cached_usage`] at the list price `(input, output)` of a
+/// model priced by the shipped table: 100 plain input tokens, 1000 cache reads at 0.1x input,
+/// 200 five-minute cache writes at 1.25x input, 50 output tokens.
+fn cached_cost((input, output): (f64, f64)) -> f64 {
+    (100.0 * input + 1000.0 * input * 0.1 + 200.0 * input * 1.25 + 50.0 * output) / 1e6
 }
 
 #[test]

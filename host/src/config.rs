@@ -98,12 +98,114 @@ pub struct RouteConfig {
     pub settings: toml::Table,
 }
 
-/// Dollars per million tokens.
+/// What one model costs, in dollars per million tokens of each token class (see
+/// [`crate::pricing::cost`] for how a call's usage is priced).
+///
+/// In the config, a route's `[providers.ID.pricing."MODEL"]` table; in the shipped price table
+/// (`host/prices.toml`), one entry per plugin and model. An entry replaces the whole price of
+/// its model: fields it leaves out are not taken from another source.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(try_from = "PriceFields")]
+pub struct Price {
+    /// Prompt tokens neither read from nor written to the provider's cache.
+    pub input_per_mtok: f64,
+    /// Completion tokens, reasoning tokens included (providers bill them as output).
+    pub output_per_mtok: f64,
+    /// Prompt tokens read from the provider's cache (OpenAI cached input, Anthropic cache hits,
+    /// Gemini context-cache reads). Absent: `input_per_mtok`.
+    pub cached_input_per_mtok: Option<f64>,
+    /// Prompt tokens written to the provider's cache (Anthropic cache writes). Absent:
+    /// `input_per_mtok`.
+    pub cache_write_per_mtok: Option<f64>,
+    /// Higher prices for calls whose prompt is long (Gemini 2.5 Pro above 200k tokens, Claude
+    /// Sonnet 4 and 4.5 above 200k): they apply to every token of such a call.
+    pub long_context: Option<LongContextPrice>,
+}
+
+/// The prices of a call whose prompt (cached and cache-written tokens included) has more than
+/// `above_prompt_tokens` tokens. Fields as in [`Price`]; absent cache prices fall back to this
+/// tier's `input_per_mtok`.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Price {
+pub struct LongContextPrice {
+    pub above_prompt_tokens: u32,
     pub input_per_mtok: f64,
     pub output_per_mtok: f64,
+    #[serde(default)]
+    pub cached_input_per_mtok: Option<f64>,
+    #[serde(default)]
+    pub cache_write_per_mtok: Option<f64>,
+}
+
+/// [`Price`] as written, before its values are checked.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PriceFields {
+    input_per_mtok: f64,
+    output_per_mtok: f64,
+    #[serde(default)]
+    cached_input_per_mtok: Option<f64>,
+    #[serde(default)]
+    cache_write_per_mtok: Option<f64>,
+    #[serde(default)]
+    long_context: Option<LongContextPrice>,
+}
+
+impl TryFrom<PriceFields> for Price {
+    type Error = String;
+
+    fn try_from(fields: PriceFields) -> Result<Price, String> {
+        let mut values = vec![
+            ("input_per_mtok", Some(fields.input_per_mtok)),
+            ("output_per_mtok", Some(fields.output_per_mtok)),
+            ("cached_input_per_mtok", fields.cached_input_per_mtok),
+            ("cache_write_per_mtok", fields.cache_write_per_mtok),
+        ];
+        if let Some(long) = &fields.long_context {
+            values.extend([
+                ("long_context.input_per_mtok", Some(long.input_per_mtok)),
+                ("long_context.output_per_mtok", Some(long.output_per_mtok)),
+                (
+                    "long_context.cached_input_per_mtok",
+                    long.cached_input_per_mtok,
+                ),
+                (
+                    "long_context.cache_write_per_mtok",
+                    long.cache_write_per_mtok,
+                ),
+            ]);
+        }
+        // A negative or NaN price would make every cost it touches meaningless.
+        for (key, value) in values {
+            if let Some(value) = value
+                && !(value.is_finite() && value >= 0.0)
+            {
+                return Err(format!(
+                    "{key} must be a finite number of dollars, not negative (got {value})"
+                ));
+            }
+        }
+        Ok(Price {
+            input_per_mtok: fields.input_per_mtok,
+            output_per_mtok: fields.output_per_mtok,
+            cached_input_per_mtok: fields.cached_input_per_mtok,
+            cache_write_per_mtok: fields.cache_write_per_mtok,
+            long_context: fields.long_context,
+        })
+    }
+}
+
+impl Price {
+    /// A price with only input and output prices (cache reads and writes at the input price).
+    pub fn flat(input_per_mtok: f64, output_per_mtok: f64) -> Price {
+        Price {
+            input_per_mtok,
+            output_per_mtok,
+            cached_input_per_mtok: None,
+            cache_write_per_mtok: None,
+            long_context: None,
+        }
+    }
 }
 
 fn default_listen() -> SocketAddr {
@@ -307,5 +409,131 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("providers.x.memory_limit_mb"), "{err}");
+    }
+
+    /// The example config with its commented-out routes switched on.
+    fn example_with_commented_routes() -> String {
+        let mut text = DEFAULT_CONFIG.to_owned();
+        let mut in_route = false;
+        for line in DEFAULT_CONFIG.lines() {
+            let Some(rest) = line.strip_prefix("# ") else {
+                in_route = false;
+                continue;
+            };
+            if rest.starts_with("[providers.") {
+                in_route = true;
+            } else if !(in_route
+                && rest.split_once(" = ").is_some_and(|(key, _)| {
+                    key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                }))
+            {
+                in_route = false;
+                continue;
+            }
+            text.push_str(rest);
+            text.push('\n');
+        }
+        text
+    }
+
+    #[test]
+    fn every_commented_route_of_the_example_parses() {
+        let text = example_with_commented_routes();
+        let config = Config::parse(&text, "example with commented routes").expect("parses");
+        for route in [
+            "anthropic",
+            "gemini",
+            "azure",
+            "azure-deployments",
+            "groq",
+            "mistral",
+            "together",
+            "deepseek",
+            "fireworks",
+            "openrouter",
+            "vllm",
+            "llama-cpp",
+            "ollama",
+        ] {
+            let route = config
+                .providers
+                .get(route)
+                .unwrap_or_else(|| panic!("no commented route {route} in the example"));
+            assert!(route.base_url.is_some() && route.default_model.is_some());
+        }
+        let deployments = &config.providers["azure-deployments"];
+        assert_eq!(
+            deployments.settings_json(),
+            r#"{"azure_api_version":"2024-10-21"}"#
+        );
+        assert_eq!(
+            deployments.pricing["my-gpt-4o-mini"].cached_input_per_mtok,
+            Some(0.075)
+        );
+        assert!(!config.providers["ollama"].needs_api_key());
+    }
+
+    fn route_price(pricing: &str) -> Result<Price, String> {
+        let text =
+            format!("[providers.x]\nplugin = \"openai\"\n[providers.x.pricing.\"m\"]\n{pricing}\n");
+        Config::parse(&text, "test")
+            .map(|config| config.providers["x"].pricing["m"])
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn prices_take_optional_cache_and_long_context_prices() {
+        assert_eq!(
+            route_price("input_per_mtok = 3\noutput_per_mtok = 15"),
+            Ok(Price::flat(3.0, 15.0))
+        );
+        let price = route_price(
+            "input_per_mtok = 3\noutput_per_mtok = 15\ncached_input_per_mtok = 0.3\n\
+             cache_write_per_mtok = 3.75\n\
+             long_context = { above_prompt_tokens = 200000, input_per_mtok = 6, output_per_mtok = 22.5 }",
+        )
+        .expect("parses");
+        assert_eq!(price.cached_input_per_mtok, Some(0.3));
+        assert_eq!(price.cache_write_per_mtok, Some(3.75));
+        assert_eq!(
+            price.long_context,
+            Some(LongContextPrice {
+                above_prompt_tokens: 200_000,
+                input_per_mtok: 6.0,
+                output_per_mtok: 22.5,
+                cached_input_per_mtok: None,
+                cache_write_per_mtok: None,
+            })
+        );
+    }
+
+    #[test]
+    fn bad_prices_are_rejected_with_their_place() {
+        for (pricing, needle) in [
+            ("input_per_mtok = -1\noutput_per_mtok = 1", "input_per_mtok"),
+            (
+                "input_per_mtok = 1\noutput_per_mtok = 1\ncached_input_per_mtok = nan",
+                "cached_input_per_mtok",
+            ),
+            (
+                "input_per_mtok = 1\noutput_per_mtok = 1\ncache_write_per_mtok = inf",
+                "cache_write_per_mtok",
+            ),
+            (
+                "input_per_mtok = 1\noutput_per_mtok = 1\n\
+                 long_context = { above_prompt_tokens = 10, input_per_mtok = -2, output_per_mtok = 1 }",
+                "long_context.input_per_mtok",
+            ),
+            // A misspelt key would otherwise silently bill at the input price.
+            (
+                "input_per_mtok = 1\noutput_per_mtok = 1\ncached_input_price = 0.1",
+                "cached_input_price",
+            ),
+            ("input_per_mtok = 1", "output_per_mtok"),
+        ] {
+            let err = route_price(pricing).expect_err(pricing);
+            // toml points at the offending line; the message names the key.
+            assert!(err.contains(needle), "{pricing}: {err}");
+        }
     }
 }

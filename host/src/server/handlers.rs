@@ -108,7 +108,12 @@ pub(super) fn usage_and_cost(
     let Some(usage) = usage.map(TokenUsage::from) else {
         return (None, None);
     };
-    let cost = match pricing::price_for(&route.config.pricing, &plugin.info.models, model) {
+    let cost = match pricing::price_for(
+        &route.config.pricing,
+        &route.config.plugin,
+        &plugin.info.models,
+        model,
+    ) {
         Some(price) => Some(pricing::cost(&usage, price)),
         None => {
             pricing::warn_unpriced(&route.id, model);

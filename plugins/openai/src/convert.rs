@@ -34,6 +34,9 @@ pub struct RouteSettings {
     pub legacy_completions: bool,
     /// Header that carries the key instead of `Authorization: Bearer` (Azure's `api-key`).
     pub api_key_header: Option<String>,
+    /// Azure OpenAI deployment mode: the `api-version` of deployment URLs
+    /// (`{base_url}/openai/deployments/{model}/chat/completions?api-version=...`).
+    pub azure_api_version: Option<String>,
 }
 
 impl RouteSettings {
@@ -61,10 +64,77 @@ impl RouteSettings {
                 )));
             }
         };
+        let azure_api_version = match settings.get("azure_api_version") {
+            None | Some(Value::Null) => None,
+            // It goes into the query string as is, so only the characters versions are made of.
+            Some(Value::String(version))
+                if !version.is_empty()
+                    && version
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.') =>
+            {
+                Some(version.clone())
+            }
+            Some(_) => {
+                return Err(ProviderError::Failed(format!(
+                    "route `{}`: setting `azure_api_version` must be an Azure OpenAI API version such as \"2024-10-21\"",
+                    route.id
+                )));
+            }
+        };
         Ok(Self {
             legacy_completions,
             api_key_header,
+            azure_api_version,
         })
+    }
+
+    /// The header carrying the key, `None` for `Authorization: Bearer`: the configured
+    /// `api_key_header`, else Azure's `api-key` in deployment mode.
+    pub fn key_header(&self) -> Option<&str> {
+        self.api_key_header
+            .as_deref()
+            .or(self.azure_api_version.as_ref().map(|_| "api-key"))
+    }
+
+    /// The URL of `operation` (`chat/completions`, `completions`, `embeddings`) for `model`:
+    /// `{base}/{operation}`, or in Azure deployment mode
+    /// `{base}/openai/deployments/{model}/{operation}?api-version={version}`, where `model` is
+    /// the deployment's name.
+    pub fn endpoint(
+        &self,
+        route: &Route,
+        model: &str,
+        operation: &str,
+    ) -> Result<String, ProviderError> {
+        let base = base_url(route)?;
+        let Some(version) = &self.azure_api_version else {
+            return Ok(format!("{base}/{operation}"));
+        };
+        // The base is the resource endpoint (https://NAME.openai.azure.com); accept it with the
+        // `/openai` path too rather than doubling it.
+        let base = base.strip_suffix("/openai").unwrap_or(base);
+        Ok(format!(
+            "{base}/openai/deployments/{}/{operation}?api-version={version}",
+            deployment_name(model)?
+        ))
+    }
+}
+
+/// Checks that `model` can be an Azure deployment name (letters, digits, `-`, `_`, `.`), so that
+/// the caller's model cannot change the URL's path or query.
+fn deployment_name(model: &str) -> Result<&str, ProviderError> {
+    let valid = model
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        // `.` and `..` would be path segments of their own.
+        && model.bytes().any(|b| b != b'.');
+    if valid {
+        Ok(model)
+    } else {
+        Err(ProviderError::InvalidRequest(format!(
+            "model {model:?} is not an Azure OpenAI deployment name (letters, digits, '-', '_' and '.')"
+        )))
     }
 }
 
@@ -94,7 +164,6 @@ pub fn completion_call(
     settings: &RouteSettings,
     stream: bool,
 ) -> Result<UpstreamCall, ProviderError> {
-    let base = base_url(&request.route)?;
     match &request.prompt {
         Prompt::Text(text) if settings.legacy_completions => {
             if !request.functions.is_empty() {
@@ -107,7 +176,7 @@ pub fn completion_call(
             body.insert("prompt".into(), Value::String(text.clone()));
             set_stream(&mut body, stream);
             Ok(UpstreamCall {
-                url: format!("{base}/completions"),
+                url: settings.endpoint(&request.route, &request.model, "completions")?,
                 body,
             })
         }
@@ -134,7 +203,7 @@ pub fn completion_call(
             }
             set_stream(&mut body, stream);
             Ok(UpstreamCall {
-                url: format!("{base}/chat/completions"),
+                url: settings.endpoint(&request.route, &request.model, "chat/completions")?,
                 body,
             })
         }
@@ -142,15 +211,15 @@ pub fn completion_call(
 }
 
 /// Builds the upstream request of an embeddings call.
-pub fn embedding_call(request: &EmbeddingRequest) -> Result<UpstreamCall, ProviderError> {
-    let base = base_url(&request.route)?;
+pub fn embedding_call(
+    request: &EmbeddingRequest,
+    settings: &RouteSettings,
+) -> Result<UpstreamCall, ProviderError> {
+    let url = settings.endpoint(&request.route, &request.model, "embeddings")?;
     let mut body = caller_params(&request.params, EMBEDDING_OWNED_KEYS)?;
     body.insert("model".into(), Value::String(request.model.clone()));
     body.insert("input".into(), to_value(&request.input)?);
-    Ok(UpstreamCall {
-        url: format!("{base}/embeddings"),
-        body,
-    })
+    Ok(UpstreamCall { url, body })
 }
 
 /// The caller's params as the start of the body, without the keys the plugin owns.
@@ -362,10 +431,13 @@ pub fn usage(wire: &WireUsage) -> Usage {
         total_tokens: wire
             .total_tokens
             .unwrap_or(prompt_tokens.saturating_add(completion_tokens)),
+        // Included in `prompt_tokens`, as the gateway's usage wants it.
         cached_prompt_tokens: wire
             .prompt_tokens_details
             .as_ref()
-            .and_then(|d| d.cached_tokens),
+            .and_then(|d| d.cached_tokens)
+            .or(wire.prompt_cache_hit_tokens),
+        // OpenAI-compatible APIs report no cache writes (OpenAI's are free).
         cache_creation_tokens: None,
         reasoning_tokens: wire
             .completion_tokens_details

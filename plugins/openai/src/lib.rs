@@ -1,12 +1,28 @@
 //! The OpenAI provider plugin: chat completions (JSON and SSE), legacy text completions and
-//! embeddings against OpenAI or any OpenAI-compatible server (Azure OpenAI's v1 API, Groq,
-//! llama.cpp server, vLLM, Ollama's `/v1`).
+//! embeddings against OpenAI or any OpenAI-compatible server (Groq, Mistral, Together,
+//! DeepSeek, Fireworks, OpenRouter, vLLM, llama.cpp server, Ollama's `/v1`) and Azure OpenAI.
 //!
 //! Route settings (the route's extra config keys):
 //! - `legacy_completions = true`: `type: text` prompts go to `POST /completions` with `prompt`
 //!   instead of being sent to `POST /chat/completions` as one user message.
 //! - `api_key_header = "api-key"`: send the key in this header instead of
 //!   `Authorization: Bearer` (Azure OpenAI's key header).
+//! - `azure_api_version = "2024-10-21"`: Azure OpenAI deployment mode (below).
+//!
+//! # Azure OpenAI
+//!
+//! Azure OpenAI is a mode of this plugin rather than a plugin of its own because it speaks the
+//! same wire format — the same request bodies, answers, stream chunks, usage details and error
+//! objects — and only the URL and the key's header differ; a second plugin would duplicate all
+//! of the mapping for two lines of difference. Two ways to reach it:
+//! - Azure's v1 API: `base_url = "https://NAME.openai.azure.com/openai/v1"` and
+//!   `api_key_header = "api-key"`. It is a plain OpenAI-compatible route; the model is the
+//!   deployment name.
+//! - Deployment URLs: `base_url = "https://NAME.openai.azure.com"` and `azure_api_version`. Calls
+//!   go to `{base_url}/openai/deployments/{model}/chat/completions?api-version=...` (likewise
+//!   `/completions` and `/embeddings`) with the key in the `api-key` header (unless
+//!   `api_key_header` names another); the model is the deployment name, which must consist of
+//!   letters, digits, `-`, `_` and `.`.
 
 mod convert;
 mod stream;
@@ -84,7 +100,7 @@ impl Provider for OpenAi {
 
     fn embed(request: EmbeddingRequest) -> Result<Embeddings, ProviderError> {
         let settings = RouteSettings::from_route(&request.route)?;
-        let call = convert::embedding_call(&request)?;
+        let call = convert::embedding_call(&request, &settings)?;
         let response = send(upstream_request(&request.route, &settings, call, JSON)?)?;
         let response = response.error_for_status()?;
         convert::parse_embeddings(&response.bytes()?, &request.model, request.input.len())
@@ -106,7 +122,7 @@ fn upstream_request(
     let mut request = Request::post(call.url).header("Accept", accept);
     // Local OpenAI-compatible servers often need no key at all.
     if let Some(key) = route.api_key.as_deref().filter(|k| !k.is_empty()) {
-        request = match &settings.api_key_header {
+        request = match settings.key_header() {
             Some(header) => request.header(header, key),
             None => request.bearer(key),
         };
@@ -115,7 +131,9 @@ fn upstream_request(
 }
 
 fn send(request: Request) -> Result<Response, ProviderError> {
-    log::debug(&format!("POST {}", request.url()));
+    if log::enabled(log::Severity::Debug) {
+        log::debug(&format!("POST {}", request.url()));
+    }
     request.send()
 }
 

@@ -356,7 +356,7 @@ fn legacy_completions_setting_sends_text_to_completions() {
 fn legacy_completions_setting_leaves_chat_on_chat_completions_and_refuses_functions() {
     let settings = RouteSettings {
         legacy_completions: true,
-        api_key_header: None,
+        ..RouteSettings::default()
     };
     let chat = request(Prompt::Chat(vec![message(Role::User, "hi")]));
     let call = completion_call(&chat, &settings, false).expect("builds");
@@ -382,6 +382,168 @@ fn route_settings_are_checked() {
     )));
     assert!(message.contains("legacy_completions"), "{message}");
     failed(RouteSettings::from_route(&route(r#"{"api_key_header":5}"#)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Azure OpenAI
+
+fn azure_route(base_url: &str, settings: &str) -> Route {
+    Route {
+        id: "azure".into(),
+        base_url: base_url.into(),
+        api_key: Some("azure-key-0123".into()),
+        settings: settings.into(),
+    }
+}
+
+#[test]
+fn azure_api_version_switches_to_deployment_urls() {
+    let route = azure_route(
+        "https://res.openai.azure.com/",
+        r#"{"azure_api_version":"2024-10-21"}"#,
+    );
+    let settings = RouteSettings::from_route(&route).expect("settings");
+    assert_eq!(settings.azure_api_version.as_deref(), Some("2024-10-21"));
+
+    let mut req = request(Prompt::Chat(vec![message(Role::User, "hi")]));
+    req.route = route.clone();
+    req.model = "my-gpt-5-mini".into();
+    let call = completion_call(&req, &settings, true).expect("builds");
+    assert_eq!(
+        call.url,
+        "https://res.openai.azure.com/openai/deployments/my-gpt-5-mini/chat/completions?api-version=2024-10-21"
+    );
+    // Same body as OpenAI's, usage asked for in streams.
+    assert_eq!(call.body["model"], json!("my-gpt-5-mini"));
+    assert_eq!(call.body["stream_options"], json!({"include_usage": true}));
+
+    let mut text = request(Prompt::Text("Once".into()));
+    text.route = azure_route(
+        "https://res.openai.azure.com",
+        r#"{"azure_api_version":"2024-10-21","legacy_completions":true}"#,
+    );
+    text.model = "instruct".into();
+    let legacy = RouteSettings::from_route(&text.route).expect("settings");
+    assert_eq!(
+        completion_call(&text, &legacy, false).expect("builds").url,
+        "https://res.openai.azure.com/openai/deployments/instruct/completions?api-version=2024-10-21"
+    );
+
+    let embed = EmbeddingRequest {
+        route: route.clone(),
+        model: "embed.small_v3".into(),
+        input: vec!["a".into()],
+        params: "{}".into(),
+    };
+    assert_eq!(
+        embedding_call(&embed, &settings).expect("builds").url,
+        "https://res.openai.azure.com/openai/deployments/embed.small_v3/embeddings?api-version=2024-10-21"
+    );
+}
+
+#[test]
+fn azure_base_url_may_already_end_in_openai() {
+    let mut req = request(Prompt::Text("hi".into()));
+    req.route = azure_route(
+        "https://res.openai.azure.com/openai",
+        r#"{"azure_api_version":"2025-04-01-preview"}"#,
+    );
+    req.model = "gpt4o".into();
+    let settings = RouteSettings::from_route(&req.route).expect("settings");
+    assert_eq!(
+        completion_call(&req, &settings, false).expect("builds").url,
+        "https://res.openai.azure.com/openai/deployments/gpt4o/chat/completions?api-version=2025-04-01-preview"
+    );
+}
+
+#[test]
+fn azure_deployment_mode_sends_the_key_in_api_key_unless_told_otherwise() {
+    let mut req = request(Prompt::Text("hi".into()));
+    req.route = azure_route(
+        "https://res.openai.azure.com",
+        r#"{"azure_api_version":"2024-10-21"}"#,
+    );
+    let settings = RouteSettings::from_route(&req.route).expect("settings");
+    let call = completion_call(&req, &settings, false).expect("builds");
+    let http =
+        upstream_request(&req.route, &settings, call.clone(), "application/json").expect("request");
+    assert_eq!(http.header_value("api-key"), Some("azure-key-0123"));
+    assert_eq!(http.header_value("authorization"), None);
+
+    // An explicit header wins (e.g. a proxy in front of Azure with its own header).
+    let custom = RouteSettings {
+        api_key_header: Some("x-proxy-key".into()),
+        ..settings.clone()
+    };
+    let http = upstream_request(&req.route, &custom, call, "application/json").expect("request");
+    assert_eq!(http.header_value("x-proxy-key"), Some("azure-key-0123"));
+    assert_eq!(http.header_value("api-key"), None);
+}
+
+#[test]
+fn azure_v1_api_is_a_plain_openai_route_with_the_api_key_header() {
+    let mut req = request(Prompt::Text("hi".into()));
+    req.route = azure_route(
+        "https://res.openai.azure.com/openai/v1",
+        r#"{"api_key_header":"api-key"}"#,
+    );
+    req.model = "gpt-5-mini".into();
+    let settings = RouteSettings::from_route(&req.route).expect("settings");
+    let call = completion_call(&req, &settings, false).expect("builds");
+    assert_eq!(
+        call.url,
+        "https://res.openai.azure.com/openai/v1/chat/completions"
+    );
+    let http = upstream_request(&req.route, &settings, call, "application/json").expect("request");
+    assert_eq!(http.header_value("api-key"), Some("azure-key-0123"));
+    assert_eq!(http.header_value("authorization"), None);
+}
+
+#[test]
+fn azure_deployment_names_cannot_change_the_url() {
+    let route = azure_route(
+        "https://res.openai.azure.com",
+        r#"{"azure_api_version":"2024-10-21"}"#,
+    );
+    let settings = RouteSettings::from_route(&route).expect("settings");
+    for model in [
+        "", ".", "..", "a/b", "../x", "a?b", "a#b", "a b", "a%2fb", "dépl",
+    ] {
+        let mut req = request(Prompt::Text("hi".into()));
+        req.route = route.clone();
+        req.model = model.into();
+        let message = invalid_request(completion_call(&req, &settings, false));
+        assert!(message.contains("deployment name"), "{model:?}: {message}");
+        let embed = EmbeddingRequest {
+            route: route.clone(),
+            model: model.into(),
+            input: vec!["a".into()],
+            params: "{}".into(),
+        };
+        invalid_request(embedding_call(&embed, &settings));
+    }
+    // Without deployment mode the model only travels in the body, so any name goes.
+    let mut req = request(Prompt::Text("hi".into()));
+    req.model = "org/model:tag".into();
+    completion_call(&req, &RouteSettings::default(), false).expect("builds");
+}
+
+#[test]
+fn azure_api_version_setting_is_checked() {
+    for bad in [
+        r#"{"azure_api_version":""}"#,
+        r#"{"azure_api_version":"2024-10-21&x=1"}"#,
+        r#"{"azure_api_version":20241021}"#,
+    ] {
+        let message = failed(RouteSettings::from_route(&route(bad)));
+        assert!(message.contains("azure_api_version"), "{bad}: {message}");
+    }
+    assert_eq!(
+        RouteSettings::from_route(&route(r#"{"azure_api_version":null}"#))
+            .expect("null is absent")
+            .azure_api_version,
+        None
+    );
 }
 
 #[test]
@@ -657,7 +819,7 @@ fn embedding_body_has_model_input_and_params() {
         input: vec!["a".into(), "b".into()],
         params: r#"{"dimensions":8,"input":"evil","model":"evil"}"#.into(),
     };
-    let call = embedding_call(&req).expect("builds");
+    let call = embedding_call(&req, &RouteSettings::default()).expect("builds");
     assert_eq!(call.url, "http://127.0.0.1:9/v1/embeddings");
     assert_eq!(
         Value::Object(call.body),
@@ -713,6 +875,14 @@ fn usage_maps_details_and_tolerates_odd_counts() {
         (20, 4, 24)
     );
     assert_eq!(mapped.cached_prompt_tokens, None);
+
+    // DeepSeek: the cache hits in their own field, inside prompt_tokens.
+    let wire: WireUsage = serde_json::from_value(json!({
+        "prompt_tokens": 1500, "completion_tokens": 10, "total_tokens": 1510,
+        "prompt_cache_hit_tokens": 1280, "prompt_cache_miss_tokens": 220
+    }))
+    .expect("usage");
+    assert_eq!(usage(&wire).cached_prompt_tokens, Some(1280));
 }
 
 #[test]
@@ -1244,8 +1414,8 @@ fn the_key_travels_as_bearer_or_in_the_configured_header() {
     assert_eq!(sent, Value::Object(call.body.clone()));
 
     let azure = RouteSettings {
-        legacy_completions: false,
         api_key_header: Some("api-key".into()),
+        ..RouteSettings::default()
     };
     let http =
         upstream_request(&req.route, &azure, call.clone(), "text/event-stream").expect("request");

@@ -183,6 +183,10 @@ pub struct WireUsage {
     pub prompt_tokens_details: Option<PromptTokensDetails>,
     #[serde(default)]
     pub completion_tokens_details: Option<CompletionTokensDetails>,
+    /// DeepSeek's name for the cached part of `prompt_tokens` (its answers may lack
+    /// `prompt_tokens_details`).
+    #[serde(default, deserialize_with = "count")]
+    pub prompt_cache_hit_tokens: Option<u32>,
 }
 
 /// `usage.prompt_tokens_details`.
