@@ -171,7 +171,7 @@ fn admin_plugins_needs_the_admin_token() {
     let echo = plugin_row(&gw, "echo");
     assert_eq!(echo["status"], "serving");
     assert_eq!(echo["version"], "0.1.0");
-    assert_eq!(echo["wit_version"], "0.1.0");
+    assert_eq!(echo["wit_version"], "0.1.1");
     assert_eq!(echo["hash"].as_str().map(str::len), Some(64), "{echo}");
     assert!(
         echo["loaded_at"].as_str().is_some_and(|t| t.ends_with('Z')),
@@ -319,4 +319,34 @@ fn config_edits_apply_without_restart_and_bad_ones_are_refused() {
     rewrite_config(&gw, &original);
     eventually(&gw, "added", "the route removed", |status, _| status == 404);
     assert!(admin_config(&gw)["rejected"].is_null());
+}
+
+/// `legacy.wasm` is built against the frozen `wit/frozen/0.1.0` world; the
+/// host serves 0.1.1. Plugins of an earlier compatible version keep working.
+#[test]
+fn a_plugin_built_against_the_previous_wit_version_still_serves() {
+    let gw = Gateway::builder()
+        .route(Route::new("old", "legacy"))
+        .route(Route::echo("demo"))
+        .config_line(&format!("admin_token = \"{ADMIN_TOKEN}\""))
+        .start();
+    let answer = gw.post(
+        "/completions",
+        &text_request(&gw.project_id, "old", "legacy", "hello"),
+    );
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.json()["choices"][0]["text"], "legacy: hello");
+
+    let mut streamed = text_request(&gw.project_id, "old", "legacy", "streamed");
+    streamed["stream"] = Value::Bool(true);
+    let stream = gw.post_stream("/completions", &streamed);
+    let frames = &stream.frames;
+    assert_eq!(
+        frames[0]["choices"][0]["text"], "legacy: streamed",
+        "{frames:?}"
+    );
+    assert_eq!(frames.last().expect("a final frame")["completed"], true);
+
+    assert_eq!(plugin_row(&gw, "legacy")["wit_version"], "0.1.0");
+    assert_eq!(plugin_row(&gw, "echo")["wit_version"], "0.1.1");
 }

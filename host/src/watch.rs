@@ -10,12 +10,22 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use notify::event::{EventKind, ModifyKind, RenameMode};
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 /// How long a file must be quiet before it is handled.
 const DEBOUNCE: Duration = Duration::from_millis(250);
+
+/// A file renamed into place is complete (the safe way to install one), so it
+/// needs no waiting; anything else might still be being written.
+fn settle_time(kind: &EventKind) -> Duration {
+    match kind {
+        EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both)) => Duration::ZERO,
+        _ => DEBOUNCE,
+    }
+}
 
 /// Keeps a watch alive; dropping it stops it.
 pub struct DirWatcher {
@@ -40,12 +50,13 @@ where
     F: Fn(PathBuf) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send,
 {
-    let (tx, mut rx) = mpsc::unbounded_channel::<PathBuf>();
+    let (tx, mut rx) = mpsc::unbounded_channel::<(PathBuf, Duration)>();
     let mut watcher =
         notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
             Ok(event) => {
+                let settle = settle_time(&event.kind);
                 for path in event.paths.into_iter().filter(|p| wanted(p)) {
-                    let _ = tx.send(path);
+                    let _ = tx.send((path, settle));
                 }
             }
             Err(e) => tracing::warn!("file watch error: {e}"),
@@ -60,9 +71,9 @@ where
         loop {
             let next_due = pending.values().min().copied();
             tokio::select! {
-                path = rx.recv() => match path {
-                    Some(path) => {
-                        pending.insert(path, Instant::now() + DEBOUNCE);
+                event = rx.recv() => match event {
+                    Some((path, settle)) => {
+                        pending.insert(path, Instant::now() + settle);
                     }
                     None => return,
                 },

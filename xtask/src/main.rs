@@ -6,6 +6,8 @@
 //! - `cargo xtask test [ARGS]`: builds the plugins, then runs the whole test
 //!   suite (`cargo test --release --workspace`).
 //! - `cargo xtask plugins`: only builds the plugins.
+//! - `cargo xtask bench [ARGS]`: builds the plugins, the gateway and the
+//!   benchmark harness (release), then runs `bench ARGS` (default: `all`; see BENCHMARKS.md).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -19,6 +21,7 @@ const PLUGINS: &[(&str, &str)] = &[
     ("gemini", "gemini"),
     ("faulty-plugin", "faulty"),
     ("hostile-plugin", "hostile"),
+    ("legacy-plugin", "legacy"),
 ];
 /// Plugins installed for `serve`; the rest exist for the tests.
 const BUNDLED: &[&str] = &["echo", "openai", "anthropic", "gemini"];
@@ -30,8 +33,9 @@ fn main() -> ExitCode {
         Some("serve") => serve(&args[1..]),
         Some("test") => test(&args[1..]),
         Some("plugins") => build_plugins().map(|_| ()),
+        Some("bench") => bench(&args[1..]),
         _ => {
-            Err("usage: cargo xtask serve [gateway args] | test [cargo test args] | plugins".into())
+            Err("usage: cargo xtask serve [gateway args] | test [cargo test args] | plugins | bench [bench args]".into())
         }
     };
     match result {
@@ -165,5 +169,20 @@ fn test(args: &[String]) -> Result<(), String> {
         .args(["--release", "--workspace", "--no-fail-fast"])
         .args(args)
         .env("GATEWAY_TEST_PLUGINS_DIR", built);
+    run(command)
+}
+
+fn bench(args: &[String]) -> Result<(), String> {
+    let built = build_plugins()?;
+    let mut command = cargo("build");
+    command.args(["--release", "--quiet", "-p", "gateway", "-p", "bench"]);
+    run(command)?;
+    let mut command = cargo("run");
+    command.args(["--release", "--quiet", "-p", "bench", "--"]);
+    // Options alone (`--smoke`) mean the whole benchmark.
+    if args.first().is_none_or(|a| a.starts_with('-')) {
+        command.arg("all");
+    }
+    command.args(args).arg("--plugins-dir").arg(built);
     run(command)
 }

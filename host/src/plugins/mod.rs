@@ -426,8 +426,9 @@ fn plugin_name(file: &Path) -> Result<Arc<str>, String> {
         .ok_or_else(|| "the file name is not UTF-8".to_owned())
 }
 
-/// The major version of `gateway:provider` this host serves.
-pub const WIT_MAJOR: &str = "0.1";
+/// The `gateway:provider` release line this host serves: plugins built
+/// against any 0.1.x version (see wit/README.md for the policy).
+pub const WIT_LINE: &str = "0.1";
 
 /// The `gateway:provider` version a component imports, checked against the host's.
 fn wit_version(component: &Component, engine: &Engine) -> Result<String, String> {
@@ -438,18 +439,25 @@ fn wit_version(component: &Component, engine: &Engine) -> Result<String, String>
         .filter_map(|rest| rest.split_once('@').map(|(_, v)| v.to_owned()))
         .next()
         .ok_or("it imports no gateway:provider interface: not a provider plugin")?;
-    // Semver compatibility: same major (for 0.x, same minor).
-    let compatible_line = match version.split('.').collect::<Vec<_>>().as_slice() {
+    check_wit_version(&version)?;
+    Ok(version)
+}
+
+/// Semver compatibility with [`WIT_LINE`]: same major, and for 0.x the same minor.
+fn check_wit_version(version: &str) -> Result<(), String> {
+    let parts: Vec<&str> = version.split('.').collect();
+    let line = match parts.as_slice() {
         ["0", minor, ..] => format!("0.{minor}"),
         [major, ..] => (*major).to_owned(),
         [] => String::new(),
     };
-    if compatible_line != WIT_MAJOR {
-        return Err(format!(
-            "it was built for gateway:provider@{version}; this gateway serves {WIT_MAJOR}.x plugins"
-        ));
+    if line == WIT_LINE {
+        Ok(())
+    } else {
+        Err(format!(
+            "it was built for gateway:provider@{version}; this gateway serves {WIT_LINE}.x plugins"
+        ))
     }
-    Ok(version)
 }
 
 fn settle<T>(
@@ -485,6 +493,22 @@ fn describe_failure(e: &wasmtime::Error) -> String {
             } else {
                 cause
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_wit_version;
+
+    #[test]
+    fn only_the_served_release_line_is_accepted() {
+        for ok in ["0.1.0", "0.1.1", "0.1.9"] {
+            assert!(check_wit_version(ok).is_ok(), "{ok}");
+        }
+        for refused in ["0.2.0", "1.0.0", "2.1.0", "0.0.9"] {
+            let err = check_wit_version(refused).unwrap_err();
+            assert!(err.contains(refused) && err.contains("0.1.x"), "{err}");
         }
     }
 }

@@ -323,6 +323,16 @@ impl sink::Host for PluginState {
 }
 
 impl log::Host for PluginState {
+    async fn enabled(&mut self, level: log::Level) -> bool {
+        match level {
+            log::Level::Trace => tracing::enabled!(target: "plugin", tracing::Level::TRACE),
+            log::Level::Debug => tracing::enabled!(target: "plugin", tracing::Level::DEBUG),
+            log::Level::Info => tracing::enabled!(target: "plugin", tracing::Level::INFO),
+            log::Level::Warn => tracing::enabled!(target: "plugin", tracing::Level::WARN),
+            log::Level::Error => tracing::enabled!(target: "plugin", tracing::Level::ERROR),
+        }
+    }
+
     async fn log(&mut self, level: log::Level, message: String) {
         let mut message = message;
         if message.len() > MAX_LOG_LINE {

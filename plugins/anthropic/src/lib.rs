@@ -98,7 +98,9 @@ fn upstream_request(
 }
 
 fn send(request: Request) -> Result<Response, ProviderError> {
-    log::debug(&format!("POST {}", request.url()));
+    if log::enabled(log::Severity::Debug) {
+        log::debug(&format!("POST {}", request.url()));
+    }
     request.send()
 }
 

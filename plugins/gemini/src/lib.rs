@@ -116,7 +116,9 @@ fn upstream_request(
 
 fn send(request: Request) -> Result<Response, ProviderError> {
     // The URL carries no key, so it is safe to log.
-    log::debug(&format!("POST {}", request.url()));
+    if log::enabled(log::Severity::Debug) {
+        log::debug(&format!("POST {}", request.url()));
+    }
     request.send()
 }
 
