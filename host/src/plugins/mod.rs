@@ -360,7 +360,12 @@ impl PluginRuntime {
             if state.cpu_ticks > cpu_budget_ticks {
                 Ok(wasmtime::UpdateDeadline::Interrupt)
             } else {
-                Ok(wasmtime::UpdateDeadline::Yield(1))
+                // tokio's own yield puts the task behind the others waiting;
+                // a plain self-wake could run it again at once and starve them.
+                Ok(wasmtime::UpdateDeadline::YieldCustom(
+                    1,
+                    Box::pin(tokio::task::yield_now()),
+                ))
             }
         });
         store
