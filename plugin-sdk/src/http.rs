@@ -160,6 +160,20 @@ impl Request {
         }
     }
 
+    /// Like [`Request::send`], first logging the request line
+    /// (`POST https://...`) at debug level when the gateway keeps debug
+    /// lines, so that the line costs nothing otherwise.
+    ///
+    /// Headers and body are never logged; the URL is, so only use it for
+    /// URLs that carry no secret (send keys in headers, not in query
+    /// strings).
+    pub fn send_logged(self) -> Result<Response, ProviderError> {
+        if crate::log::enabled(crate::log::Severity::Debug) {
+            crate::log::debug(&format!("{} {}", self.method, self.url));
+        }
+        self.send()
+    }
+
     fn replace_header(mut self, name: &str, value: &str) -> Self {
         self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
         self.header(name, value)
@@ -216,6 +230,17 @@ impl Response {
     /// The value of the first header named `name` (case-insensitively).
     pub fn header(&self, name: &str) -> Option<&str> {
         find_header(&self.headers, name)
+    }
+
+    /// Whether the `Content-Type` header says JSON (`application/json`, any
+    /// parameters and letter case). Useful where a stream was asked for: some
+    /// servers ignore the request to stream and answer in one JSON piece.
+    pub fn is_json(&self) -> bool {
+        self.header("content-type").is_some_and(|t| {
+            t.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        })
     }
 
     /// Whether the status is 2xx.
@@ -440,6 +465,20 @@ mod tests {
         assert_eq!(r.chunk().unwrap(), None);
         assert_eq!(r.chunk().unwrap(), None);
         assert_eq!(response(200, &[], &["a", "b"]).bytes().unwrap(), b"ab");
+    }
+
+    #[test]
+    fn json_content_type() {
+        assert!(
+            response(
+                200,
+                &[("Content-Type", " Application/JSON; charset=utf-8")],
+                &[]
+            )
+            .is_json()
+        );
+        assert!(!response(200, &[("Content-Type", "text/event-stream")], &[]).is_json());
+        assert!(!response(200, &[], &[]).is_json());
     }
 
     #[test]

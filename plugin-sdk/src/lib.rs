@@ -187,6 +187,7 @@
 
 mod assembler;
 pub mod http;
+pub mod json;
 pub mod log;
 mod params;
 pub mod sse;
@@ -269,6 +270,25 @@ impl Role {
     }
 }
 
+impl Route {
+    /// The route's `base_url` without surrounding whitespace or trailing
+    /// slashes, ready for `format!("{base}/path")`.
+    ///
+    /// An empty one is an operator's mistake: [`ProviderError::Failed`]
+    /// naming the route and saying to set it to `example` (e.g.
+    /// `"https://api.example.com/v1"`).
+    pub fn checked_base_url(&self, example: &str) -> Result<&str, ProviderError> {
+        let base = self.base_url.trim().trim_end_matches('/');
+        if base.is_empty() {
+            return Err(ProviderError::Failed(format!(
+                "route `{}` has no base_url; set it to {example}",
+                self.id
+            )));
+        }
+        Ok(base)
+    }
+}
+
 impl FinishReason {
     /// The reason as the Commonbase API (and OpenAI) spell it: `"stop"`,
     /// `"length"`, `"function_call"`, `"tool_calls"`, `"content_filter"` or
@@ -282,6 +302,28 @@ impl FinishReason {
             FinishReason::ContentFilter => "content_filter",
             FinishReason::Other => "other",
         }
+    }
+}
+
+impl ModelPrice {
+    /// A price list from `(model, input_per_mtok, output_per_mtok)` rows, in
+    /// row order: the compact way to write [`PluginInfo::models`].
+    ///
+    /// ```
+    /// use gateway_plugin_sdk::ModelPrice;
+    ///
+    /// let models = ModelPrice::table(&[("mini-1", 0.1, 0.4), ("mini-embed", 0.02, 0.0)]);
+    /// assert_eq!(models[1].model, "mini-embed");
+    /// assert_eq!(models[0].output_per_mtok, 0.4);
+    /// ```
+    pub fn table(rows: &[(&str, f64, f64)]) -> Vec<ModelPrice> {
+        rows.iter()
+            .map(|&(model, input, output)| ModelPrice {
+                model: model.into(),
+                input_per_mtok: input,
+                output_per_mtok: output,
+            })
+            .collect()
     }
 }
 
@@ -435,6 +477,31 @@ impl Sink {
         }
     }
 
+    /// Sends the text of every choice of `completion` that has text, as one
+    /// chunk without usage; sends nothing when no choice has text.
+    ///
+    /// For a streaming call whose upstream answered in one piece (a server
+    /// that ignores the request to stream): the caller still gets the text
+    /// before the final frame.
+    pub fn completion_text(&mut self, completion: &Completion) -> Result<(), ProviderError> {
+        let deltas: Vec<TextDelta> = completion
+            .choices
+            .iter()
+            .filter(|c| !c.text.is_empty())
+            .map(|c| TextDelta {
+                index: c.index,
+                text: c.text.clone(),
+            })
+            .collect();
+        if deltas.is_empty() {
+            return Ok(());
+        }
+        self.send(Chunk {
+            deltas,
+            usage: None,
+        })
+    }
+
     /// Sends new text for choice `index` (does nothing for empty text).
     pub fn text(&mut self, index: u32, text: &str) -> Result<(), ProviderError> {
         if text.is_empty() {
@@ -573,6 +640,54 @@ mod tests {
             Minimal::embed(request),
             Err(ProviderError::InvalidRequest(
                 "minimal does not support embeddings".into()
+            ))
+        );
+    }
+
+    #[test]
+    fn sink_completion_text_is_one_chunk_of_nonempty_choices() {
+        let mut assembler = StreamAssembler::new();
+        assembler.push_text(0, "zero");
+        assembler.push_text(1, "");
+        assembler.push_text(2, "two");
+        let mut sink = Sink::buffered();
+        sink.completion_text(&assembler.finish("m".into())).unwrap();
+        assert_eq!(
+            sink.sent(),
+            [Chunk {
+                deltas: vec![
+                    TextDelta {
+                        index: 0,
+                        text: "zero".into()
+                    },
+                    TextDelta {
+                        index: 2,
+                        text: "two".into()
+                    }
+                ],
+                usage: None,
+            }]
+        );
+        let mut empty = StreamAssembler::new();
+        empty.push_text(0, "");
+        sink = Sink::buffered();
+        sink.completion_text(&empty.finish("m".into())).unwrap();
+        assert!(sink.sent().is_empty());
+    }
+
+    #[test]
+    fn checked_base_url() {
+        let mut route = route();
+        route.base_url = " https://api.example.com/v1// ".into();
+        assert_eq!(
+            route.checked_base_url("X"),
+            Ok("https://api.example.com/v1")
+        );
+        route.base_url = " / ".into();
+        assert_eq!(
+            route.checked_base_url("https://api.example.com/v1"),
+            Err(ProviderError::Failed(
+                "route `r` has no base_url; set it to https://api.example.com/v1".into()
             ))
         );
     }

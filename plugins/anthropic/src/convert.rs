@@ -61,14 +61,7 @@ impl RouteSettings {
 
 /// The route's base URL without a trailing slash.
 pub fn base_url(route: &Route) -> Result<&str, ProviderError> {
-    let base = route.base_url.trim().trim_end_matches('/');
-    if base.is_empty() {
-        return Err(ProviderError::Failed(format!(
-            "route `{}` has no base_url; set it to https://api.anthropic.com/v1",
-            route.id
-        )));
-    }
-    Ok(base)
+    route.checked_base_url("https://api.anthropic.com/v1")
 }
 
 /// The URL of the Messages API on the route.

@@ -13,8 +13,8 @@ mod wire;
 
 use gateway_plugin_sdk::http::{Request, Response};
 use gateway_plugin_sdk::{
-    Chunk, Completion, CompletionRequest, ModelPrice, PluginInfo, Provider, ProviderError, Route,
-    Sink, TextDelta, export_provider, log,
+    Completion, CompletionRequest, ModelPrice, PluginInfo, Provider, ProviderError, Route, Sink,
+    export_provider,
 };
 use serde_json::{Map, Value};
 
@@ -46,21 +46,14 @@ impl Provider for Anthropic {
         PluginInfo {
             name: "anthropic".into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            models: MODEL_PRICES
-                .iter()
-                .map(|&(model, input, output)| ModelPrice {
-                    model: model.into(),
-                    input_per_mtok: input,
-                    output_per_mtok: output,
-                })
-                .collect(),
+            models: ModelPrice::table(MODEL_PRICES),
         }
     }
 
     fn complete(request: CompletionRequest) -> Result<Completion, ProviderError> {
         let settings = RouteSettings::from_route(&request.route)?;
         let body = convert::message_body(&request, &settings, false)?;
-        let response = send(upstream_request(&request.route, &body, JSON)?)?;
+        let response = upstream_request(&request.route, &body, JSON)?.send_logged()?;
         read_completion(response, &request.model)
     }
 
@@ -70,7 +63,7 @@ impl Provider for Anthropic {
     ) -> Result<Completion, ProviderError> {
         let settings = RouteSettings::from_route(&request.route)?;
         let body = convert::message_body(&request, &settings, true)?;
-        let response = send(upstream_request(&request.route, &body, EVENT_STREAM)?)?;
+        let response = upstream_request(&request.route, &body, EVENT_STREAM)?.send_logged()?;
         read_stream(response, sink, &request.model)
     }
 }
@@ -97,13 +90,6 @@ fn upstream_request(
     request.json(body)
 }
 
-fn send(request: Request) -> Result<Response, ProviderError> {
-    if log::enabled(log::Severity::Debug) {
-        log::debug(&format!("POST {}", request.url()));
-    }
-    request.send()
-}
-
 /// Reads a non-streamed answer; a non-2xx status becomes `ProviderError::Upstream` with
 /// Anthropic's `error.message`.
 fn read_completion(response: Response, model: &str) -> Result<Completion, ProviderError> {
@@ -118,24 +104,10 @@ fn read_stream(
     model: &str,
 ) -> Result<Completion, ProviderError> {
     let response = response.error_for_status()?;
-    if is_json(&response) {
+    if response.is_json() {
         // A proxy in front of Anthropic may ignore `stream` and answer in one piece.
         let completion = convert::parse_completion(&response.bytes()?, model)?;
-        let deltas: Vec<TextDelta> = completion
-            .choices
-            .iter()
-            .filter(|c| !c.text.is_empty())
-            .map(|c| TextDelta {
-                index: c.index,
-                text: c.text.clone(),
-            })
-            .collect();
-        if !deltas.is_empty() {
-            sink.send(Chunk {
-                deltas,
-                usage: None,
-            })?;
-        }
+        sink.completion_text(&completion)?;
         return Ok(completion);
     }
     let mut state = StreamState::new();
@@ -147,14 +119,6 @@ fn read_stream(
         }
     }
     state.finish(model)
-}
-
-fn is_json(response: &Response) -> bool {
-    response.header("content-type").is_some_and(|t| {
-        t.trim_start()
-            .to_ascii_lowercase()
-            .starts_with("application/json")
-    })
 }
 
 #[cfg(test)]

@@ -1,13 +1,14 @@
 //! Unit tests of the pure mapping functions, partly against real recorded Anthropic traffic.
 
-use std::path::PathBuf;
-
 use gateway_plugin_sdk::http::Response;
 use gateway_plugin_sdk::sse::Parser;
 use gateway_plugin_sdk::{
     Chunk, Completion, CompletionRequest, EmbeddingRequest, FinishReason, FunctionCall,
     FunctionChoice, FunctionDef, Message, Prompt, Provider, ProviderError, Role, Route, Sink,
-    ToolCall, UpstreamError, Usage,
+    ToolCall, Usage,
+};
+use plugin_testkit::{
+    calling, failed, invalid_request, message as msg, named, recording, upstream,
 };
 use serde_json::{Value, json};
 
@@ -42,35 +43,6 @@ fn request(prompt: Prompt) -> CompletionRequest {
     }
 }
 
-fn msg(role: Role, content: &str) -> Message {
-    Message {
-        role,
-        content: Some(content.into()),
-        name: None,
-        function_call: None,
-        tool_calls: Vec::new(),
-        tool_call_id: None,
-    }
-}
-
-fn named(role: Role, name: &str, content: &str) -> Message {
-    Message {
-        name: Some(name.into()),
-        ..msg(role, content)
-    }
-}
-
-fn calling(name: &str, arguments: &str) -> Message {
-    Message {
-        content: None,
-        function_call: Some(FunctionCall {
-            name: name.into(),
-            arguments: arguments.into(),
-        }),
-        ..msg(Role::Assistant, "")
-    }
-}
-
 fn tool_call(id: &str, name: &str, arguments: &str) -> ToolCall {
     ToolCall {
         id: id.into(),
@@ -101,27 +73,6 @@ fn chat_json(messages: &[Message]) -> (Value, Option<String>) {
         serde_json::to_value(&conversation.messages).expect("serializes"),
         conversation.system,
     )
-}
-
-fn invalid_request(result: Result<impl std::fmt::Debug, ProviderError>) -> String {
-    match result {
-        Err(ProviderError::InvalidRequest(message)) => message,
-        other => panic!("expected InvalidRequest, got {other:?}"),
-    }
-}
-
-fn failed(result: Result<impl std::fmt::Debug, ProviderError>) -> String {
-    match result {
-        Err(ProviderError::Failed(message)) => message,
-        other => panic!("expected Failed, got {other:?}"),
-    }
-}
-
-fn upstream(result: Result<impl std::fmt::Debug, ProviderError>) -> UpstreamError {
-    match result {
-        Err(ProviderError::Upstream(error)) => error,
-        other => panic!("expected Upstream, got {other:?}"),
-    }
 }
 
 /// What a stream replay produced: the chunks to send, in order, and the final completion.
@@ -225,89 +176,7 @@ fn http_response(status: u16, content_type: &str, body: &str, chunk_size: usize)
 }
 
 // ---------------------------------------------------------------------------------------------
-// Recorded traffic (go-vcr YAML), read with just enough YAML for its `body:` scalars.
-
-/// One recorded exchange: the request body sent and the response body received.
-struct Interaction {
-    request: String,
-    response: String,
-}
-
-fn recordings_dir() -> PathBuf {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let candidates = [
-        std::env::var_os("GATEWAY_RECORDINGS").map(PathBuf::from),
-        Some(manifest.join("../../tests/recordings")),
-        Some(manifest.join("../../../shared/recordings")),
-    ];
-    candidates
-        .into_iter()
-        .flatten()
-        .find(|dir| dir.join("Anthropic__claude-sonnet-4__simple.yaml").is_file())
-        .expect("recordings not found: set GATEWAY_RECORDINGS to the directory of the go-vcr YAML files")
-}
-
-fn recording(name: &str) -> Vec<Interaction> {
-    let path = recordings_dir().join(format!("{name}.yaml"));
-    let yaml = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-    let lines: Vec<&str> = yaml.lines().collect();
-    let mut interactions = Vec::new();
-    let mut in_response = false;
-    let mut request = None;
-    let mut i = 0;
-    while i < lines.len() {
-        let line = lines[i];
-        i += 1;
-        match line {
-            "  request:" => in_response = false,
-            "  response:" => in_response = true,
-            _ => {
-                if let Some(rest) = line.strip_prefix("    body: ") {
-                    let body = yaml_scalar(rest, &lines, &mut i);
-                    if in_response {
-                        interactions.push(Interaction {
-                            request: request.take().unwrap_or_default(),
-                            response: body,
-                        });
-                    } else {
-                        request = Some(body);
-                    }
-                }
-            }
-        }
-    }
-    assert!(!interactions.is_empty(), "{name}: no interactions");
-    interactions
-}
-
-/// A `body:` value: a block literal (`|`, `|+`) indented by six spaces, or a one-line
-/// single-quoted scalar.
-fn yaml_scalar(rest: &str, lines: &[&str], next: &mut usize) -> String {
-    if rest.starts_with('|') {
-        let mut text = String::new();
-        while *next < lines.len() {
-            let line = lines[*next];
-            if !line.is_empty() && !line.starts_with("      ") {
-                break;
-            }
-            text.push_str(line.get(6..).unwrap_or(""));
-            text.push('\n');
-            *next += 1;
-        }
-        text
-    } else if let Some(quoted) = rest.strip_prefix('\'').and_then(|r| r.strip_suffix('\'')) {
-        quoted.replace("''", "'")
-    } else {
-        rest.to_owned()
-    }
-}
-
-fn is_stream_request(body: &str) -> bool {
-    serde_json::from_str::<Value>(body)
-        .ok()
-        .and_then(|v| v.get("stream").and_then(Value::as_bool))
-        .unwrap_or(false)
-}
+// Recorded traffic (go-vcr YAML, read by `plugin_testkit`)
 
 const RECORDINGS: &[&str] = &[
     "Anthropic__claude-sonnet-4__simple",
@@ -728,7 +597,7 @@ fn tool_choice_travels_only_with_tools() {
 #[test]
 fn multi_tool_conversation_matches_the_recorded_request() {
     let interactions = recording("Anthropic__claude-sonnet-4__multi_tool");
-    let recorded: Value = serde_json::from_str(&interactions[1].request).expect("request JSON");
+    let recorded: Value = interactions[1].request_json();
     let parameters = r#"{"properties":{"a":{"description":"first number","type":"integer"},"b":{"description":"second number","type":"integer"}},"required":["a","b"],"type":"object"}"#;
     let system = "You are a helpful assistant. CRITICAL: Always use both add and multiply at the same time ALWAYS.";
     let mut req = request(Prompt::Chat(vec![
@@ -840,7 +709,7 @@ fn usage_counts_cached_tokens_as_prompt_tokens() {
 fn simple_recorded_answer_parses() {
     let interactions = recording("Anthropic__claude-sonnet-4__simple");
     let completion =
-        parse_completion(interactions[0].response.as_bytes(), "asked").expect("parses");
+        parse_completion(interactions[0].response.body.as_bytes(), "asked").expect("parses");
     assert_eq!(completion.model, "claude-sonnet-4-20250514");
     assert_eq!(completion.choices.len(), 1);
     let choice = &completion.choices[0];
@@ -867,7 +736,7 @@ fn simple_recorded_answer_parses() {
 fn tool_answer_has_tool_calls_and_function_call() {
     let interactions = recording("Anthropic__claude-sonnet-4__tool");
     let completion =
-        parse_completion(interactions[0].response.as_bytes(), "asked").expect("parses");
+        parse_completion(interactions[0].response.body.as_bytes(), "asked").expect("parses");
     let choice = &completion.choices[0];
     assert_eq!(
         choice.text,
@@ -890,7 +759,7 @@ fn tool_answer_has_tool_calls_and_function_call() {
         })
     );
     let final_answer =
-        parse_completion(interactions[1].response.as_bytes(), "asked").expect("parses");
+        parse_completion(interactions[1].response.body.as_bytes(), "asked").expect("parses");
     assert_eq!(
         final_answer.choices[0].finish_reason,
         Some(FinishReason::Stop)
@@ -902,7 +771,7 @@ fn tool_answer_has_tool_calls_and_function_call() {
 fn parallel_tool_uses_stay_separate() {
     let interactions = recording("Anthropic__claude-sonnet-4__multi_tool");
     let completion =
-        parse_completion(interactions[0].response.as_bytes(), "asked").expect("parses");
+        parse_completion(interactions[0].response.body.as_bytes(), "asked").expect("parses");
     let calls = &completion.choices[0].tool_calls;
     assert_eq!(
         calls,
@@ -969,7 +838,7 @@ fn malformed_answers_fail_clearly() {
 #[test]
 fn recorded_text_stream_is_forwarded_piece_by_piece_with_usage() {
     let interactions = recording("Anthropic__claude-sonnet-4__simple_streaming");
-    let replayed = replay_stream(&interactions[0].response).expect("stream");
+    let replayed = replay_stream(&interactions[0].response.body).expect("stream");
     let completion = &replayed.completion;
     assert_eq!(completion.model, "claude-sonnet-4-20250514");
     let choice = &completion.choices[0];
@@ -1006,7 +875,7 @@ fn recorded_text_stream_is_forwarded_piece_by_piece_with_usage() {
 #[test]
 fn recorded_tool_stream_reassembles_the_input() {
     let interactions = recording("Anthropic__claude-sonnet-4__tool_streaming");
-    let replayed = replay_stream(&interactions[0].response).expect("stream");
+    let replayed = replay_stream(&interactions[0].response.body).expect("stream");
     let choice = &replayed.completion.choices[0];
     assert_eq!(
         choice.text,
@@ -1038,7 +907,7 @@ fn recorded_tool_stream_reassembles_the_input() {
 #[test]
 fn recorded_parallel_tool_stream_keeps_calls_apart() {
     let interactions = recording("Anthropic__claude-sonnet-4__multi_tool_streaming");
-    let replayed = replay_stream(&interactions[0].response).expect("stream");
+    let replayed = replay_stream(&interactions[0].response.body).expect("stream");
     let calls = &replayed.completion.choices[0].tool_calls;
     assert_eq!(
         calls,
@@ -1061,10 +930,10 @@ fn recorded_parallel_tool_stream_keeps_calls_apart() {
 fn every_recorded_answer_parses() {
     for name in RECORDINGS {
         for (i, interaction) in recording(name).iter().enumerate() {
-            let completion = if is_stream_request(&interaction.request) {
-                replay_stream(&interaction.response).map(|r| r.completion)
+            let completion = if interaction.requests_stream() {
+                replay_stream(&interaction.response.body).map(|r| r.completion)
             } else {
-                parse_completion(interaction.response.as_bytes(), "asked")
+                parse_completion(interaction.response.body.as_bytes(), "asked")
             }
             .unwrap_or_else(|e| panic!("{name}[{i}]: {e:?}"));
             assert_eq!(completion.choices.len(), 1, "{name}[{i}]");
@@ -1331,7 +1200,7 @@ fn a_recorded_stream_reaches_the_sink_in_order() {
         http_response(
             200,
             "text/event-stream; charset=utf-8",
-            &interactions[1].response,
+            &interactions[1].response.body,
             100,
         ),
         &mut sink,
@@ -1376,7 +1245,7 @@ fn a_json_answer_to_a_stream_request_is_sent_in_one_piece() {
     let interactions = recording("Anthropic__claude-sonnet-4__simple");
     let mut sink = Sink::buffered();
     let completion = read_stream(
-        http_response(200, "application/json", &interactions[0].response, 50),
+        http_response(200, "application/json", &interactions[0].response.body, 50),
         &mut sink,
         "claude-sonnet-4",
     )
@@ -1389,7 +1258,7 @@ fn a_json_answer_to_a_stream_request_is_sent_in_one_piece() {
 fn a_plain_answer_is_read_whole_and_garbage_fails() {
     let interactions = recording("Anthropic__claude-sonnet-4__multi_tool");
     let completion = read_completion(
-        http_response(200, "application/json", &interactions[0].response, 13),
+        http_response(200, "application/json", &interactions[0].response.body, 13),
         "claude-sonnet-4",
     )
     .expect("answer");

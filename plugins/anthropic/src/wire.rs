@@ -5,7 +5,8 @@
 //! know (thinking, server tools, citations, event types added later) parse as `Other` instead of
 //! failing the whole answer, as Anthropic's versioning policy asks clients to do.
 
-use serde::{Deserialize, Deserializer, Serialize};
+use gateway_plugin_sdk::json;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// One message of a Messages API request. Content is always a list of blocks, so that
@@ -61,7 +62,7 @@ pub struct MessageResponse {
     pub kind: Option<String>,
     #[serde(default)]
     pub model: Option<String>,
-    #[serde(default, deserialize_with = "null_as_default")]
+    #[serde(default, deserialize_with = "json::null_as_default")]
     pub content: Vec<ContentBlock>,
     #[serde(default)]
     pub stop_reason: Option<String>,
@@ -96,13 +97,13 @@ pub enum ContentBlock {
 /// and cache writes are counted separately.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Deserialize)]
 pub struct WireUsage {
-    #[serde(default, deserialize_with = "count")]
+    #[serde(default, deserialize_with = "json::count")]
     pub input_tokens: Option<u32>,
-    #[serde(default, deserialize_with = "count")]
+    #[serde(default, deserialize_with = "json::count")]
     pub output_tokens: Option<u32>,
-    #[serde(default, deserialize_with = "count")]
+    #[serde(default, deserialize_with = "json::count")]
     pub cache_creation_input_tokens: Option<u32>,
-    #[serde(default, deserialize_with = "count")]
+    #[serde(default, deserialize_with = "json::count")]
     pub cache_read_input_tokens: Option<u32>,
 }
 
@@ -194,34 +195,4 @@ pub enum BlockDelta {
 pub struct MessageDeltaBody {
     #[serde(default)]
     pub stop_reason: Option<String>,
-}
-
-/// `null` becomes the type's default.
-fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de> + Default,
-{
-    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
-}
-
-/// A token count: any non-negative JSON number, clamped to `u32`; `null` or another type counts
-/// as absent rather than failing the whole answer over a statistic.
-fn count<'de, D>(deserializer: D) -> Result<Option<u32>, D::Error>
-where
-    D: Deserializer<'de>,
-{
-    let value = Value::deserialize(deserializer)?;
-    Ok(match value {
-        Value::Number(n) => n
-            .as_u64()
-            .map(|v| u32::try_from(v).unwrap_or(u32::MAX))
-            .or_else(|| {
-                n.as_f64()
-                    .filter(|f| f.is_finite() && *f >= 0.0)
-                    // `as` saturates, which is the clamping wanted here.
-                    .map(|f| f as u32)
-            }),
-        _ => None,
-    })
 }

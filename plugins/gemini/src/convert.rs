@@ -86,14 +86,7 @@ pub struct UpstreamCall {
 
 /// The route's base URL without a trailing slash.
 pub fn base_url(route: &Route) -> Result<&str, ProviderError> {
-    let base = route.base_url.trim().trim_end_matches('/');
-    if base.is_empty() {
-        return Err(ProviderError::Failed(format!(
-            "route `{}` has no base_url; set it to https://generativelanguage.googleapis.com/v1beta",
-            route.id
-        )));
-    }
-    Ok(base)
+    route.checked_base_url("https://generativelanguage.googleapis.com/v1beta")
 }
 
 /// The model's resource name: `models/{id}` (a `models/` prefix the caller wrote is kept once),

@@ -35,7 +35,7 @@ mod wire;
 use gateway_plugin_sdk::http::{Request, Response};
 use gateway_plugin_sdk::{
     Chunk, Completion, CompletionRequest, EmbeddingRequest, Embeddings, ModelPrice, PluginInfo,
-    Provider, ProviderError, Route, Sink, export_provider, log,
+    Provider, ProviderError, Route, Sink, export_provider,
 };
 use serde_json::Value;
 
@@ -62,20 +62,13 @@ impl Provider for Gemini {
         PluginInfo {
             name: "gemini".into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            models: MODEL_PRICES
-                .iter()
-                .map(|&(model, input, output)| ModelPrice {
-                    model: model.into(),
-                    input_per_mtok: input,
-                    output_per_mtok: output,
-                })
-                .collect(),
+            models: ModelPrice::table(MODEL_PRICES),
         }
     }
 
     fn complete(request: CompletionRequest) -> Result<Completion, ProviderError> {
         let call = convert::completion_call(&request, false)?;
-        let response = send(upstream_request(&request.route, call, JSON)?)?;
+        let response = upstream_request(&request.route, call, JSON)?.send_logged()?;
         read_completion(response, &request.model)
     }
 
@@ -84,13 +77,15 @@ impl Provider for Gemini {
         sink: &mut Sink,
     ) -> Result<Completion, ProviderError> {
         let call = convert::completion_call(&request, true)?;
-        let response = send(upstream_request(&request.route, call, EVENT_STREAM)?)?;
+        let response = upstream_request(&request.route, call, EVENT_STREAM)?.send_logged()?;
         read_stream(response, sink, &request.model)
     }
 
     fn embed(request: EmbeddingRequest) -> Result<Embeddings, ProviderError> {
         let call = convert::embedding_call(&request)?;
-        let response = send(upstream_request(&request.route, call, JSON)?)?.error_for_status()?;
+        let response = upstream_request(&request.route, call, JSON)?
+            .send_logged()?
+            .error_for_status()?;
         convert::parse_embeddings(&response.bytes()?, &request.model, request.input.len())
     }
 }
@@ -114,14 +109,6 @@ fn upstream_request(
     request.json(&call.body)
 }
 
-fn send(request: Request) -> Result<Response, ProviderError> {
-    // The URL carries no key, so it is safe to log.
-    if log::enabled(log::Severity::Debug) {
-        log::debug(&format!("POST {}", request.url()));
-    }
-    request.send()
-}
-
 /// Reads a `generateContent` answer; a non-2xx status becomes `ProviderError::Upstream`.
 fn read_completion(response: Response, model: &str) -> Result<Completion, ProviderError> {
     let response = response.error_for_status()?;
@@ -140,7 +127,7 @@ fn read_stream(
 ) -> Result<Completion, ProviderError> {
     let response = response.error_for_status()?;
     let mut accumulator = Accumulator::new();
-    if is_json(&response) {
+    if response.is_json() {
         // Without `alt=sse` (a proxy may drop it) the stream is one JSON array of responses.
         let body: Value = serde_json::from_slice(&response.bytes()?).map_err(malformed)?;
         let responses = match body {
@@ -171,14 +158,6 @@ fn forward(sink: &mut Sink, step: Step) -> Result<(), ProviderError> {
     sink.send(Chunk {
         deltas: step.deltas,
         usage: step.usage,
-    })
-}
-
-fn is_json(response: &Response) -> bool {
-    response.header("content-type").is_some_and(|t| {
-        t.trim_start()
-            .to_ascii_lowercase()
-            .starts_with("application/json")
     })
 }
 

@@ -1,7 +1,5 @@
 //! Unit tests of the pure mapping functions, largely against real recorded Gemini traffic.
 
-use std::path::PathBuf;
-
 use gateway_plugin_sdk::http::Response;
 use gateway_plugin_sdk::sse::Parser;
 use gateway_plugin_sdk::{
@@ -9,7 +7,7 @@ use gateway_plugin_sdk::{
     FunctionDef, Message, Prompt, Provider, ProviderError, Role, Route, Sink, ToolCall,
     UpstreamError, Usage,
 };
-use serde::Deserialize;
+use plugin_testkit::{Interaction, calling, failed, invalid_request, message, named, upstream};
 use serde_json::{Value, json};
 
 use crate::convert::{
@@ -48,35 +46,6 @@ fn request(prompt: Prompt) -> CompletionRequest {
 
 fn chat(messages: Vec<Message>) -> CompletionRequest {
     request(Prompt::Chat(messages))
-}
-
-fn message(role: Role, content: &str) -> Message {
-    Message {
-        role,
-        content: Some(content.into()),
-        name: None,
-        function_call: None,
-        tool_calls: Vec::new(),
-        tool_call_id: None,
-    }
-}
-
-fn named(role: Role, name: &str, content: &str) -> Message {
-    Message {
-        name: Some(name.into()),
-        ..message(role, content)
-    }
-}
-
-fn calling(name: &str, arguments: &str) -> Message {
-    Message {
-        content: None,
-        function_call: Some(FunctionCall {
-            name: name.into(),
-            arguments: arguments.into(),
-        }),
-        ..message(Role::Assistant, "")
-    }
 }
 
 fn tool_calls(calls: &[(&str, &str, &str)]) -> Message {
@@ -147,27 +116,6 @@ fn body(request: &CompletionRequest) -> Value {
     )
 }
 
-fn invalid_request(result: Result<impl std::fmt::Debug, ProviderError>) -> String {
-    match result {
-        Err(ProviderError::InvalidRequest(message)) => message,
-        other => panic!("expected InvalidRequest, got {other:?}"),
-    }
-}
-
-fn failed(result: Result<impl std::fmt::Debug, ProviderError>) -> String {
-    match result {
-        Err(ProviderError::Failed(message)) => message,
-        other => panic!("expected Failed, got {other:?}"),
-    }
-}
-
-fn upstream(result: Result<impl std::fmt::Debug, ProviderError>) -> UpstreamError {
-    match result {
-        Err(ProviderError::Upstream(error)) => error,
-        other => panic!("expected Upstream, got {other:?}"),
-    }
-}
-
 fn response(status: u16, content_type: &str, chunks: &[&str]) -> Response {
     Response::from_chunks(
         status,
@@ -230,70 +178,24 @@ fn usage_of(prompt: u32, completion: u32, total: u32, reasoning: Option<u32>) ->
 // ---------------------------------------------------------------------------------------------
 // Recorded traffic (go-vcr YAML)
 
-#[derive(Deserialize)]
-struct Cassette {
-    interactions: Vec<Interaction>,
+/// Whether the recorded call was `streamGenerateContent` (Gemini says so in the URL).
+fn is_stream(interaction: &Interaction) -> bool {
+    interaction.request.url.contains(":streamGenerateContent")
 }
 
-#[derive(Deserialize)]
-struct Interaction {
-    request: Exchange,
-    response: Exchange,
-}
-
-#[derive(Deserialize)]
-struct Exchange {
-    body: String,
-    #[serde(default)]
-    url: Option<String>,
-}
-
-impl Interaction {
-    fn request_json(&self) -> Value {
-        serde_json::from_str(&self.request.body).expect("recorded request is JSON")
-    }
-
-    fn is_stream(&self) -> bool {
-        self.request
-            .url
-            .as_deref()
-            .is_some_and(|u| u.contains(":streamGenerateContent"))
-    }
-
-    /// The `data:` payloads of a recorded stream.
-    fn events(&self) -> Vec<Value> {
-        let mut parser = Parser::new();
-        let mut events = parser.push(self.response.body.as_bytes());
-        events.extend(parser.finish());
-        events
-            .iter()
-            .map(|e| serde_json::from_str(&e.data).expect("recorded event is JSON"))
-            .collect()
-    }
-}
-
-fn recordings_dir() -> PathBuf {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    [
-        std::env::var_os("GATEWAY_RECORDINGS").map(PathBuf::from),
-        Some(manifest.join("../../tests/recordings")),
-        Some(manifest.join("../../../shared/recordings")),
-    ]
-    .into_iter()
-    .flatten()
-    .find(|dir| dir.join("Google__gemini-2.5-flash__simple.yaml").is_file())
-    .expect(
-        "recordings not found: set GATEWAY_RECORDINGS to the directory of the go-vcr YAML files",
-    )
+/// The `data:` payloads of a recorded stream.
+fn events(interaction: &Interaction) -> Vec<Value> {
+    let mut parser = Parser::new();
+    let mut events = parser.push(interaction.response.body.as_bytes());
+    events.extend(parser.finish());
+    events
+        .iter()
+        .map(|e| serde_json::from_str(&e.data).expect("recorded event is JSON"))
+        .collect()
 }
 
 fn recording(case: &str) -> Vec<Interaction> {
-    let path = recordings_dir().join(format!("Google__gemini-2.5-flash__{case}.yaml"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-    let cassette: Cassette =
-        serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-    assert!(!cassette.interactions.is_empty(), "{case}: no interactions");
-    cassette.interactions
+    plugin_testkit::recording(&format!("Google__gemini-2.5-flash__{case}"))
 }
 
 const CASES: &[&str] = &[
@@ -307,7 +209,7 @@ const CASES: &[&str] = &[
 
 /// The recorded answer read through the plugin: (chunks sent, completion).
 fn replay(interaction: &Interaction) -> (Vec<gateway_plugin_sdk::Chunk>, Completion) {
-    if interaction.is_stream() {
+    if is_stream(interaction) {
         let (chunks, completion) = stream(&interaction.response.body);
         (chunks, completion.expect("recorded stream reads"))
     } else {
@@ -1017,8 +919,7 @@ fn multi_tool_answer_keeps_every_call_in_order() {
 fn streamed_text_is_forwarded_event_by_event() {
     for case in ["tool_streaming", "multi_tool_streaming"] {
         let interaction = &recording(case)[1];
-        let recorded: Vec<String> = interaction
-            .events()
+        let recorded: Vec<String> = events(interaction)
             .iter()
             .map(|e| {
                 e["candidates"][0]["content"]["parts"][0]["text"]
@@ -1037,7 +938,7 @@ fn streamed_text_is_forwarded_event_by_event() {
         );
         // Every event reports usage, and every chunk forwards it; the last is the total.
         assert!(chunks.iter().all(|c| c.usage.is_some()), "{case}");
-        let last = interaction.events().last().cloned().expect("events");
+        let last = events(interaction).last().cloned().expect("events");
         let total = last["usageMetadata"]["totalTokenCount"]
             .as_u64()
             .expect("total");

@@ -5,7 +5,8 @@
 //! plugin does not need is ignored, and lists or counts that are missing or `null` take defaults,
 //! so a new field or an omitted one never fails an otherwise good answer.
 
-use serde::{Deserialize, Deserializer, Serialize};
+use gateway_plugin_sdk::json;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 // ---------------------------------------------------------------------------------------------
@@ -91,7 +92,7 @@ pub struct FunctionDeclaration {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GenerateContentResponse {
-    #[serde(default, deserialize_with = "null_as_default")]
+    #[serde(default, deserialize_with = "json::null_as_default")]
     pub candidates: Vec<Candidate>,
     #[serde(default)]
     pub prompt_feedback: Option<PromptFeedback>,
@@ -121,7 +122,7 @@ pub struct Candidate {
 /// The content of a candidate.
 #[derive(Debug, Default, Deserialize)]
 pub struct CandidateContent {
-    #[serde(default, deserialize_with = "null_as_default")]
+    #[serde(default, deserialize_with = "json::null_as_default")]
     pub parts: Vec<PartIn>,
 }
 
@@ -158,32 +159,32 @@ pub struct PromptFeedback {
     pub block_reason: Option<String>,
 }
 
-/// Token counts. Counts are read leniently (see [`count`]).
+/// Token counts. Counts are read leniently (see [`json::count_or_numeric_string`]).
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct UsageMetadata {
     /// The prompt, including cached content.
-    #[serde(default, deserialize_with = "count")]
+    #[serde(default, deserialize_with = "json::count_or_numeric_string")]
     pub prompt_token_count: Option<u32>,
     /// The answer, without thoughts.
-    #[serde(default, deserialize_with = "count")]
+    #[serde(default, deserialize_with = "json::count_or_numeric_string")]
     pub candidates_token_count: Option<u32>,
-    #[serde(default, deserialize_with = "count")]
+    #[serde(default, deserialize_with = "json::count_or_numeric_string")]
     pub total_token_count: Option<u32>,
-    #[serde(default, deserialize_with = "count")]
+    #[serde(default, deserialize_with = "json::count_or_numeric_string")]
     pub cached_content_token_count: Option<u32>,
     /// Thinking tokens, billed as output.
-    #[serde(default, deserialize_with = "count")]
+    #[serde(default, deserialize_with = "json::count_or_numeric_string")]
     pub thoughts_token_count: Option<u32>,
     /// Results of built-in tools (search, code execution) fed back to the model, billed as input.
-    #[serde(default, deserialize_with = "count")]
+    #[serde(default, deserialize_with = "json::count_or_numeric_string")]
     pub tool_use_prompt_token_count: Option<u32>,
 }
 
 /// An answer of `batchEmbedContents`.
 #[derive(Debug, Default, Deserialize)]
 pub struct BatchEmbedResponse {
-    #[serde(default, deserialize_with = "null_as_default")]
+    #[serde(default, deserialize_with = "json::null_as_default")]
     pub embeddings: Vec<ContentEmbedding>,
 }
 
@@ -191,40 +192,4 @@ pub struct BatchEmbedResponse {
 #[derive(Debug, Deserialize)]
 pub struct ContentEmbedding {
     pub values: Vec<f32>,
-}
-
-/// `null` becomes the type's default.
-fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de> + Default,
-{
-    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
-}
-
-/// A token count: a JSON number, or a numeric string (the form Google's JSON mapping gives 64-bit
-/// integers, should a count ever widen), clamped to `u32`; anything else counts as absent rather
-/// than failing the whole answer over a statistic.
-fn count<'de, D>(deserializer: D) -> Result<Option<u32>, D::Error>
-where
-    D: Deserializer<'de>,
-{
-    let value = Value::deserialize(deserializer)?;
-    Ok(match value {
-        Value::Number(n) => n
-            .as_u64()
-            .map(|v| u32::try_from(v).unwrap_or(u32::MAX))
-            .or_else(|| {
-                n.as_f64()
-                    .filter(|f| f.is_finite() && *f >= 0.0)
-                    // `as` saturates, which is the clamping wanted here.
-                    .map(|f| f as u32)
-            }),
-        Value::String(s) => s
-            .trim()
-            .parse::<u64>()
-            .ok()
-            .map(|v| u32::try_from(v).unwrap_or(u32::MAX)),
-        _ => None,
-    })
 }

@@ -147,14 +147,7 @@ pub struct UpstreamCall {
 
 /// The route's base URL without a trailing slash.
 pub fn base_url(route: &Route) -> Result<&str, ProviderError> {
-    let base = route.base_url.trim().trim_end_matches('/');
-    if base.is_empty() {
-        return Err(ProviderError::Failed(format!(
-            "route `{}` has no base_url; set it to https://api.openai.com/v1 or an OpenAI-compatible server",
-            route.id
-        )));
-    }
-    Ok(base)
+    route.checked_base_url("https://api.openai.com/v1 or an OpenAI-compatible server")
 }
 
 /// Builds the upstream request of a completion: chat completions, or legacy completions for a

@@ -31,7 +31,7 @@ mod wire;
 use gateway_plugin_sdk::http::{Request, Response};
 use gateway_plugin_sdk::{
     Chunk, Completion, CompletionRequest, EmbeddingRequest, Embeddings, ModelPrice, PluginInfo,
-    Provider, ProviderError, Route, Sink, TextDelta, export_provider, log,
+    Provider, ProviderError, Route, Sink, export_provider,
 };
 
 use convert::{RouteSettings, UpstreamCall};
@@ -65,21 +65,14 @@ impl Provider for OpenAi {
         PluginInfo {
             name: "openai".into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            models: MODEL_PRICES
-                .iter()
-                .map(|&(model, input, output)| ModelPrice {
-                    model: model.into(),
-                    input_per_mtok: input,
-                    output_per_mtok: output,
-                })
-                .collect(),
+            models: ModelPrice::table(MODEL_PRICES),
         }
     }
 
     fn complete(request: CompletionRequest) -> Result<Completion, ProviderError> {
         let settings = RouteSettings::from_route(&request.route)?;
         let call = convert::completion_call(&request, &settings, false)?;
-        let response = send(upstream_request(&request.route, &settings, call, JSON)?)?;
+        let response = upstream_request(&request.route, &settings, call, JSON)?.send_logged()?;
         read_completion(response, &request.model)
     }
 
@@ -89,19 +82,15 @@ impl Provider for OpenAi {
     ) -> Result<Completion, ProviderError> {
         let settings = RouteSettings::from_route(&request.route)?;
         let call = convert::completion_call(&request, &settings, true)?;
-        let response = send(upstream_request(
-            &request.route,
-            &settings,
-            call,
-            EVENT_STREAM,
-        )?)?;
+        let response =
+            upstream_request(&request.route, &settings, call, EVENT_STREAM)?.send_logged()?;
         read_stream(response, sink, &request.model)
     }
 
     fn embed(request: EmbeddingRequest) -> Result<Embeddings, ProviderError> {
         let settings = RouteSettings::from_route(&request.route)?;
         let call = convert::embedding_call(&request, &settings)?;
-        let response = send(upstream_request(&request.route, &settings, call, JSON)?)?;
+        let response = upstream_request(&request.route, &settings, call, JSON)?.send_logged()?;
         let response = response.error_for_status()?;
         convert::parse_embeddings(&response.bytes()?, &request.model, request.input.len())
     }
@@ -130,13 +119,6 @@ fn upstream_request(
     request.json(&call.body)
 }
 
-fn send(request: Request) -> Result<Response, ProviderError> {
-    if log::enabled(log::Severity::Debug) {
-        log::debug(&format!("POST {}", request.url()));
-    }
-    request.send()
-}
-
 /// Reads a non-streamed answer; a non-2xx status becomes `ProviderError::Upstream`.
 fn read_completion(response: Response, model: &str) -> Result<Completion, ProviderError> {
     let response = response.error_for_status()?;
@@ -150,24 +132,10 @@ fn read_stream(
     model: &str,
 ) -> Result<Completion, ProviderError> {
     let response = response.error_for_status()?;
-    if is_json(&response) {
+    if response.is_json() {
         // Some compatible servers ignore `stream` and answer in one piece.
         let completion = convert::parse_completion(&response.bytes()?, model)?;
-        let deltas: Vec<TextDelta> = completion
-            .choices
-            .iter()
-            .filter(|c| !c.text.is_empty())
-            .map(|c| TextDelta {
-                index: c.index,
-                text: c.text.clone(),
-            })
-            .collect();
-        if !deltas.is_empty() {
-            sink.send(Chunk {
-                deltas,
-                usage: None,
-            })?;
-        }
+        sink.completion_text(&completion)?;
         return Ok(completion);
     }
     let mut state = StreamState::new();
@@ -182,14 +150,6 @@ fn read_stream(
         }
     }
     state.finish(model)
-}
-
-fn is_json(response: &Response) -> bool {
-    response.header("content-type").is_some_and(|t| {
-        t.trim_start()
-            .to_ascii_lowercase()
-            .starts_with("application/json")
-    })
 }
 
 #[cfg(test)]

@@ -1,12 +1,11 @@
 //! Unit tests of the pure mapping functions, partly against real recorded provider traffic.
 
-use std::path::PathBuf;
-
 use gateway_plugin_sdk::sse::Parser;
 use gateway_plugin_sdk::{
     Completion, CompletionRequest, EmbeddingRequest, FinishReason, FunctionCall, FunctionChoice,
     FunctionDef, Message, Prompt, Provider, ProviderError, Role, Route, ToolCall,
 };
+use plugin_testkit::{calling, failed, invalid_request, message, named, recording};
 use serde_json::{Value, json};
 
 use crate::convert::{
@@ -42,35 +41,6 @@ fn request(prompt: Prompt) -> CompletionRequest {
     }
 }
 
-fn message(role: Role, content: &str) -> Message {
-    Message {
-        role,
-        content: Some(content.into()),
-        name: None,
-        function_call: None,
-        tool_calls: Vec::new(),
-        tool_call_id: None,
-    }
-}
-
-fn named(role: Role, name: &str, content: &str) -> Message {
-    Message {
-        name: Some(name.into()),
-        ..message(role, content)
-    }
-}
-
-fn calling(name: &str, arguments: &str) -> Message {
-    Message {
-        content: None,
-        function_call: Some(FunctionCall {
-            name: name.into(),
-            arguments: arguments.into(),
-        }),
-        ..message(Role::Assistant, "")
-    }
-}
-
 fn weather_function() -> FunctionDef {
     FunctionDef {
         name: "weather".into(),
@@ -92,20 +62,6 @@ fn body(request: &CompletionRequest, settings: &RouteSettings, stream: bool) -> 
             .expect("request builds")
             .body,
     )
-}
-
-fn invalid_request(result: Result<impl std::fmt::Debug, ProviderError>) -> String {
-    match result {
-        Err(ProviderError::InvalidRequest(message)) => message,
-        other => panic!("expected InvalidRequest, got {other:?}"),
-    }
-}
-
-fn failed(result: Result<impl std::fmt::Debug, ProviderError>) -> String {
-    match result {
-        Err(ProviderError::Failed(message)) => message,
-        other => panic!("expected Failed, got {other:?}"),
-    }
 }
 
 /// Feeds an SSE body through the SDK's parser in small pieces (to cross chunk boundaries the way
@@ -136,89 +92,7 @@ fn replay_stream(body: &str) -> Result<(Vec<(u32, String)>, Completion), Provide
 }
 
 // ---------------------------------------------------------------------------------------------
-// Recorded traffic (go-vcr YAML), read with just enough YAML for its `body:` scalars.
-
-/// One recorded exchange: the request body sent and the response body received.
-struct Interaction {
-    request: String,
-    response: String,
-}
-
-fn recordings_dir() -> PathBuf {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let candidates = [
-        std::env::var_os("GATEWAY_RECORDINGS").map(PathBuf::from),
-        Some(manifest.join("../../tests/recordings")),
-        Some(manifest.join("../../../shared/recordings")),
-    ];
-    candidates
-        .into_iter()
-        .flatten()
-        .find(|dir| dir.join("OpenAI__openai-gpt-4o-mini__simple.yaml").is_file())
-        .expect("recordings not found: set GATEWAY_RECORDINGS to the directory of the go-vcr YAML files")
-}
-
-fn recording(name: &str) -> Vec<Interaction> {
-    let path = recordings_dir().join(format!("{name}.yaml"));
-    let yaml = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-    let lines: Vec<&str> = yaml.lines().collect();
-    let mut interactions = Vec::new();
-    let mut in_response = false;
-    let mut request = None;
-    let mut i = 0;
-    while i < lines.len() {
-        let line = lines[i];
-        i += 1;
-        match line {
-            "  request:" => in_response = false,
-            "  response:" => in_response = true,
-            _ => {
-                if let Some(rest) = line.strip_prefix("    body: ") {
-                    let body = yaml_scalar(rest, &lines, &mut i);
-                    if in_response {
-                        interactions.push(Interaction {
-                            request: request.take().unwrap_or_default(),
-                            response: body,
-                        });
-                    } else {
-                        request = Some(body);
-                    }
-                }
-            }
-        }
-    }
-    assert!(!interactions.is_empty(), "{name}: no interactions");
-    interactions
-}
-
-/// A `body:` value: a block literal (`|`, `|+`) indented by six spaces, or a one-line
-/// single-quoted scalar.
-fn yaml_scalar(rest: &str, lines: &[&str], next: &mut usize) -> String {
-    if rest.starts_with('|') {
-        let mut text = String::new();
-        while *next < lines.len() {
-            let line = lines[*next];
-            if !line.is_empty() && !line.starts_with("      ") {
-                break;
-            }
-            text.push_str(line.get(6..).unwrap_or(""));
-            text.push('\n');
-            *next += 1;
-        }
-        text
-    } else if let Some(quoted) = rest.strip_prefix('\'').and_then(|r| r.strip_suffix('\'')) {
-        quoted.replace("''", "'")
-    } else {
-        rest.to_owned()
-    }
-}
-
-fn is_stream_request(body: &str) -> bool {
-    serde_json::from_str::<Value>(body)
-        .ok()
-        .and_then(|v| v.get("stream").and_then(Value::as_bool))
-        .unwrap_or(false)
-}
+// Recorded traffic (go-vcr YAML, read by `plugin_testkit`)
 
 const OPENAI_FAMILY: &[&str] = &[
     "OpenAI__openai-gpt-4o-mini__simple",
@@ -744,7 +618,7 @@ fn tool_choice_travels_only_with_tools() {
 #[test]
 fn multi_tool_conversation_matches_the_recorded_request() {
     let interactions = recording("OpenAI__openai-gpt-4o-mini__multi_tool");
-    let recorded: Value = serde_json::from_str(&interactions[1].request).expect("request JSON");
+    let recorded: Value = interactions[1].request_json();
     let parameters = r#"{"properties":{"a":{"description":"first number","type":"integer"},"b":{"description":"second number","type":"integer"}},"required":["a","b"],"type":"object"}"#;
     let mut req = request(Prompt::Chat(vec![
         message(
@@ -911,7 +785,7 @@ fn simple_answers_of_every_family_parse() {
     ] {
         let interactions = recording(name);
         let completion =
-            parse_completion(interactions[0].response.as_bytes(), "asked").expect(name);
+            parse_completion(interactions[0].response.body.as_bytes(), "asked").expect(name);
         assert_eq!(completion.model, model, "{name}");
         assert_eq!(completion.choices.len(), 1, "{name}");
         let choice = &completion.choices[0];
@@ -938,7 +812,7 @@ fn simple_answers_of_every_family_parse() {
 fn openai_simple_answer_maps_usage_details() {
     let interactions = recording("OpenAI__openai-gpt-4o-mini__simple");
     let completion =
-        parse_completion(interactions[0].response.as_bytes(), "gpt-4o-mini").expect("parses");
+        parse_completion(interactions[0].response.body.as_bytes(), "gpt-4o-mini").expect("parses");
     let usage = completion.usage.expect("usage");
     assert_eq!((usage.prompt_tokens, usage.completion_tokens), (20, 2));
     assert_eq!(usage.cached_prompt_tokens, Some(0));
@@ -950,7 +824,7 @@ fn openai_simple_answer_maps_usage_details() {
 fn azure_reasoning_tokens_are_reported() {
     let interactions = recording("Azure__azure-gpt-5-mini__simple");
     let completion =
-        parse_completion(interactions[0].response.as_bytes(), "gpt-5-mini").expect("parses");
+        parse_completion(interactions[0].response.body.as_bytes(), "gpt-5-mini").expect("parses");
     let usage = completion.usage.expect("usage");
     assert!(usage.reasoning_tokens.is_some_and(|r| r > 0));
 }
@@ -959,7 +833,7 @@ fn azure_reasoning_tokens_are_reported() {
 fn llama_cpp_reasoning_content_is_not_answer_text() {
     let interactions = recording("OpenAICompatible__llama-cpp-gpt-oss__simple");
     let completion =
-        parse_completion(interactions[0].response.as_bytes(), "gpt-oss").expect("parses");
+        parse_completion(interactions[0].response.body.as_bytes(), "gpt-oss").expect("parses");
     assert_eq!(completion.choices[0].text, "Olá!");
 }
 
@@ -973,7 +847,7 @@ fn tool_answer_has_tool_calls_and_function_call() {
     ] {
         let interactions = recording(name);
         let completion =
-            parse_completion(interactions[0].response.as_bytes(), "asked").expect(name);
+            parse_completion(interactions[0].response.body.as_bytes(), "asked").expect(name);
         let choice = &completion.choices[0];
         assert_eq!(
             choice.finish_reason,
@@ -998,7 +872,7 @@ fn tool_answer_has_tool_calls_and_function_call() {
         );
         // The tool's result then gets a plain answer.
         let last = interactions.last().expect("interactions");
-        let completion = parse_completion(last.response.as_bytes(), "asked").expect(name);
+        let completion = parse_completion(last.response.body.as_bytes(), "asked").expect(name);
         assert!(completion.choices[0].text.contains("40"), "{name}");
         assert!(completion.choices[0].tool_calls.is_empty());
     }
@@ -1012,7 +886,7 @@ fn multi_tool_answer_keeps_every_call_in_order() {
     ] {
         let interactions = recording(name);
         let completion =
-            parse_completion(interactions[0].response.as_bytes(), "asked").expect(name);
+            parse_completion(interactions[0].response.body.as_bytes(), "asked").expect(name);
         let choice = &completion.choices[0];
         let names: Vec<&str> = choice.tool_calls.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["add", "multiply"], "{name}");
@@ -1102,7 +976,7 @@ fn streamed_text_of_every_family_is_forwarded_and_assembled() {
         "OpenAICompatible__llama-cpp-gpt-oss__simple_streaming",
     ] {
         let interactions = recording(name);
-        let (forwarded, completion) = replay_stream(&interactions[0].response).expect(name);
+        let (forwarded, completion) = replay_stream(&interactions[0].response.body).expect(name);
         assert_eq!(completion.choices.len(), 1, "{name}");
         let choice = &completion.choices[0];
         assert!(!choice.text.is_empty(), "{name}");
@@ -1121,7 +995,7 @@ fn streamed_text_of_every_family_is_forwarded_and_assembled() {
 #[test]
 fn streamed_openai_answer_matches_the_recording_exactly() {
     let interactions = recording("OpenAI__openai-gpt-4o-mini__tool_streaming");
-    let (forwarded, completion) = replay_stream(&interactions[1].response).expect("stream");
+    let (forwarded, completion) = replay_stream(&interactions[1].response.body).expect("stream");
     let text = "The current temperature in Florence, Italy is 40°C.";
     assert_eq!(forwarded, [(0, text.to_owned())]);
     assert_eq!(completion.choices[0].text, text);
@@ -1141,7 +1015,7 @@ fn streamed_openai_answer_matches_the_recording_exactly() {
 #[test]
 fn llama_cpp_reasoning_deltas_are_not_forwarded() {
     let interactions = recording("OpenAICompatible__llama-cpp-gpt-oss__simple_streaming");
-    let (forwarded, completion) = replay_stream(&interactions[0].response).expect("stream");
+    let (forwarded, completion) = replay_stream(&interactions[0].response.body).expect("stream");
     let text = &completion.choices[0].text;
     assert!(!text.contains("The user"), "reasoning leaked: {text}");
     assert_eq!(forwarded, [(0, text.clone())]);
@@ -1156,7 +1030,7 @@ fn streamed_tool_call_deltas_are_reassembled() {
         "OpenAICompatible__llama-cpp-gpt-oss__tool_streaming",
     ] {
         let interactions = recording(name);
-        let (_, completion) = replay_stream(&interactions[0].response).expect(name);
+        let (_, completion) = replay_stream(&interactions[0].response.body).expect(name);
         let choice = &completion.choices[0];
         assert_eq!(
             choice.finish_reason,
@@ -1182,7 +1056,7 @@ fn streamed_tool_call_deltas_are_reassembled() {
         );
     }
     let interactions = recording("OpenAI__openai-gpt-4o-mini__tool_streaming");
-    let (_, completion) = replay_stream(&interactions[0].response).expect("stream");
+    let (_, completion) = replay_stream(&interactions[0].response.body).expect("stream");
     let call = &completion.choices[0].tool_calls[0];
     assert_eq!(call.id, "call_qLFv8oQOs68qRuEVmG8TuEJp");
     assert_eq!(call.arguments, r#"{"location":"Florence,Italy"}"#);
@@ -1195,7 +1069,7 @@ fn streamed_parallel_tool_calls_stay_separate() {
         "OpenAICompatible__groq-kimi-k2__multi_tool_streaming",
     ] {
         let interactions = recording(name);
-        let (_, completion) = replay_stream(&interactions[0].response).expect(name);
+        let (_, completion) = replay_stream(&interactions[0].response.body).expect(name);
         let calls = &completion.choices[0].tool_calls;
         let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["add", "multiply"], "{name}");
@@ -1214,10 +1088,10 @@ fn streamed_parallel_tool_calls_stay_separate() {
 fn every_recorded_answer_of_the_openai_family_parses() {
     for name in OPENAI_FAMILY {
         for (i, interaction) in recording(name).iter().enumerate() {
-            let completion = if is_stream_request(&interaction.request) {
-                replay_stream(&interaction.response).map(|(_, c)| c)
+            let completion = if interaction.requests_stream() {
+                replay_stream(&interaction.response.body).map(|(_, c)| c)
             } else {
-                parse_completion(interaction.response.as_bytes(), "asked")
+                parse_completion(interaction.response.body.as_bytes(), "asked")
             }
             .unwrap_or_else(|e| panic!("{name}[{i}]: {e:?}"));
             assert!(!completion.choices.is_empty(), "{name}[{i}]");
@@ -1473,7 +1347,7 @@ fn a_recorded_stream_reaches_the_sink_delta_by_delta() {
         response(
             200,
             "text/event-stream; charset=utf-8",
-            &interactions[1].response,
+            &interactions[1].response.body,
             100,
         ),
         &mut sink,
@@ -1517,7 +1391,7 @@ fn a_json_answer_to_a_stream_request_is_sent_in_one_piece() {
     let interactions = recording("OpenAI__openai-gpt-4o-mini__simple");
     let mut sink = Sink::buffered();
     let completion = read_stream(
-        response(200, "application/json", &interactions[0].response, 50),
+        response(200, "application/json", &interactions[0].response.body, 50),
         &mut sink,
         "gpt-4o-mini",
     )
@@ -1531,7 +1405,7 @@ fn a_json_answer_to_a_stream_request_is_sent_in_one_piece() {
 fn a_plain_answer_is_read_whole() {
     let interactions = recording("OpenAI__openai-gpt-4o-mini__multi_tool");
     let completion = read_completion(
-        response(200, "application/json", &interactions[0].response, 13),
+        response(200, "application/json", &interactions[0].response.body, 13),
         "gpt-4o-mini",
     )
     .expect("answer");

@@ -4,7 +4,8 @@
 //! fields that OpenAI-compatible servers sometimes omit or send as `null` have defaults, so that
 //! Groq, llama.cpp, vLLM, Azure and friends parse as well as OpenAI itself.
 
-use serde::{Deserialize, Deserializer, Serialize};
+use gateway_plugin_sdk::json;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// One message of a chat completions request.
@@ -61,7 +62,7 @@ pub struct ToolFunction {
 pub struct CompletionResponse {
     #[serde(default)]
     pub model: Option<String>,
-    #[serde(default, deserialize_with = "null_as_default")]
+    #[serde(default, deserialize_with = "json::null_as_default")]
     pub choices: Vec<ResponseChoice>,
     #[serde(default)]
     pub usage: Option<WireUsage>,
@@ -92,7 +93,7 @@ pub struct ResponseChoice {
 pub struct ResponseMessage {
     #[serde(default)]
     pub content: Option<String>,
-    #[serde(default, deserialize_with = "null_as_default")]
+    #[serde(default, deserialize_with = "json::null_as_default")]
     pub tool_calls: Vec<ToolCallIn>,
     #[serde(default)]
     pub function_call: Option<FunctionCallIn>,
@@ -122,7 +123,7 @@ pub struct FunctionCallIn {
 pub struct StreamChunk {
     #[serde(default)]
     pub model: Option<String>,
-    #[serde(default, deserialize_with = "null_as_default")]
+    #[serde(default, deserialize_with = "json::null_as_default")]
     pub choices: Vec<StreamChoice>,
     #[serde(default)]
     pub usage: Option<WireUsage>,
@@ -153,7 +154,7 @@ pub struct StreamChoice {
 pub struct Delta {
     #[serde(default)]
     pub content: Option<String>,
-    #[serde(default, deserialize_with = "null_as_default")]
+    #[serde(default, deserialize_with = "json::null_as_default")]
     pub tool_calls: Vec<ToolCallDelta>,
     #[serde(default)]
     pub function_call: Option<FunctionCallIn>,
@@ -170,14 +171,14 @@ pub struct ToolCallDelta {
     pub function: Option<FunctionCallIn>,
 }
 
-/// Token counts as OpenAI reports them. Counts are read leniently (see [`count`]).
+/// Token counts as OpenAI reports them. Counts are read leniently (see [`json::count`]).
 #[derive(Debug, Default, Clone, Deserialize)]
 pub struct WireUsage {
-    #[serde(default, deserialize_with = "count")]
+    #[serde(default, deserialize_with = "json::count")]
     pub prompt_tokens: Option<u32>,
-    #[serde(default, deserialize_with = "count")]
+    #[serde(default, deserialize_with = "json::count")]
     pub completion_tokens: Option<u32>,
-    #[serde(default, deserialize_with = "count")]
+    #[serde(default, deserialize_with = "json::count")]
     pub total_tokens: Option<u32>,
     #[serde(default)]
     pub prompt_tokens_details: Option<PromptTokensDetails>,
@@ -185,21 +186,21 @@ pub struct WireUsage {
     pub completion_tokens_details: Option<CompletionTokensDetails>,
     /// DeepSeek's name for the cached part of `prompt_tokens` (its answers may lack
     /// `prompt_tokens_details`).
-    #[serde(default, deserialize_with = "count")]
+    #[serde(default, deserialize_with = "json::count")]
     pub prompt_cache_hit_tokens: Option<u32>,
 }
 
 /// `usage.prompt_tokens_details`.
 #[derive(Debug, Default, Clone, Deserialize)]
 pub struct PromptTokensDetails {
-    #[serde(default, deserialize_with = "count")]
+    #[serde(default, deserialize_with = "json::count")]
     pub cached_tokens: Option<u32>,
 }
 
 /// `usage.completion_tokens_details`.
 #[derive(Debug, Default, Clone, Deserialize)]
 pub struct CompletionTokensDetails {
-    #[serde(default, deserialize_with = "count")]
+    #[serde(default, deserialize_with = "json::count")]
     pub reasoning_tokens: Option<u32>,
 }
 
@@ -208,7 +209,7 @@ pub struct CompletionTokensDetails {
 pub struct EmbeddingResponse {
     #[serde(default)]
     pub model: Option<String>,
-    #[serde(default, deserialize_with = "null_as_default")]
+    #[serde(default, deserialize_with = "json::null_as_default")]
     pub data: Vec<EmbeddingData>,
     #[serde(default)]
     pub usage: Option<WireUsage>,
@@ -229,34 +230,4 @@ pub struct EmbeddingData {
 pub enum EmbeddingVector {
     Floats(Vec<f32>),
     Base64(String),
-}
-
-/// `null` becomes the type's default, for servers that send `"choices": null` and the like.
-fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de> + Default,
-{
-    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
-}
-
-/// A token count: any JSON number (some servers send `20.0`), clamped to `u32`; `null` or any
-/// other type counts as absent rather than failing the whole answer over a statistic.
-fn count<'de, D>(deserializer: D) -> Result<Option<u32>, D::Error>
-where
-    D: Deserializer<'de>,
-{
-    let value = Value::deserialize(deserializer)?;
-    Ok(match value {
-        Value::Number(n) => n
-            .as_u64()
-            .map(|v| u32::try_from(v).unwrap_or(u32::MAX))
-            .or_else(|| {
-                n.as_f64()
-                    .filter(|f| f.is_finite() && *f >= 0.0)
-                    // `as` saturates, which is the clamping wanted here.
-                    .map(|f| f as u32)
-            }),
-        _ => None,
-    })
 }

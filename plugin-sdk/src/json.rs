@@ -1,0 +1,130 @@
+//! Lenient deserializers for reading provider answers with serde.
+//!
+//! Providers and the many servers that imitate them disagree on details: a
+//! list sent as `null`, a token count sent as `20.0` or as the string `"20"`.
+//! A plugin should not fail a whole answer over such a detail, least of all
+//! over a statistic. Use these functions with `#[serde(deserialize_with)]`:
+//!
+//! ```
+//! use gateway_plugin_sdk::json;
+//! use serde::Deserialize;
+//!
+//! #[derive(Deserialize)]
+//! struct Answer {
+//!     #[serde(default, deserialize_with = "json::null_as_default")]
+//!     choices: Vec<String>,
+//!     #[serde(default, deserialize_with = "json::count")]
+//!     prompt_tokens: Option<u32>,
+//! }
+//!
+//! let answer: Answer =
+//!     serde_json::from_str(r#"{"choices": null, "prompt_tokens": 20.0}"#).unwrap();
+//! assert!(answer.choices.is_empty());
+//! assert_eq!(answer.prompt_tokens, Some(20));
+//! ```
+//!
+//! Pair each with `#[serde(default)]` so that a missing field is accepted as
+//! well as a `null` one.
+
+use serde::{Deserialize, Deserializer};
+use serde_json::{Number, Value};
+
+/// Deserializes `null` as the type's default (e.g. `"choices": null` as an
+/// empty list); any other value must deserialize as `T`.
+pub fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// Deserializes a token count: any non-negative JSON number (some servers
+/// send `20.0`), clamped to `u32`. `null`, a negative number, or a value of
+/// another type (a string included) is `None` rather than an error.
+pub fn count<'de, D>(deserializer: D) -> Result<Option<u32>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    Ok(match Value::deserialize(deserializer)? {
+        Value::Number(n) => number_count(&n),
+        _ => None,
+    })
+}
+
+/// Like [`count`], and also accepts a string holding a non-negative integer
+/// (`"20"`, surrounding whitespace allowed): the form Google's JSON mapping
+/// gives 64-bit integers.
+pub fn count_or_numeric_string<'de, D>(deserializer: D) -> Result<Option<u32>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    Ok(match Value::deserialize(deserializer)? {
+        Value::Number(n) => number_count(&n),
+        Value::String(s) => s.trim().parse::<u64>().ok().map(saturating_u32),
+        _ => None,
+    })
+}
+
+fn number_count(n: &Number) -> Option<u32> {
+    n.as_u64().map(saturating_u32).or_else(|| {
+        n.as_f64()
+            .filter(|f| f.is_finite() && *f >= 0.0)
+            // `as` saturates, which is the clamping wanted here.
+            .map(|f| f as u32)
+    })
+}
+
+fn saturating_u32(v: u64) -> u32 {
+    u32::try_from(v).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Deserialize, Debug, Default)]
+    struct Counts {
+        #[serde(default, deserialize_with = "count")]
+        number: Option<u32>,
+        #[serde(default, deserialize_with = "count_or_numeric_string")]
+        either: Option<u32>,
+        #[serde(default, deserialize_with = "null_as_default")]
+        list: Vec<u32>,
+    }
+
+    fn counts(json: &str) -> Counts {
+        serde_json::from_str(json).expect("parses")
+    }
+
+    #[test]
+    fn numbers() {
+        let c = counts(r#"{"number": 20, "either": 20.7}"#);
+        assert_eq!((c.number, c.either), (Some(20), Some(20)));
+        let c = counts(r#"{"number": 1e12, "either": 99999999999}"#);
+        assert_eq!((c.number, c.either), (Some(u32::MAX), Some(u32::MAX)));
+        let c = counts(r#"{"number": -1, "either": -0.5}"#);
+        assert_eq!((c.number, c.either), (None, None));
+        let c = counts(r#"{}"#);
+        assert_eq!((c.number, c.either), (None, None));
+    }
+
+    #[test]
+    fn strings_and_other_types() {
+        let c = counts(r#"{"number": "20", "either": " 20 "}"#);
+        assert_eq!((c.number, c.either), (None, Some(20)));
+        let c = counts(r#"{"number": null, "either": "-3"}"#);
+        assert_eq!((c.number, c.either), (None, None));
+        let c = counts(r#"{"number": [1], "either": {"a": 1}}"#);
+        assert_eq!((c.number, c.either), (None, None));
+        let c = counts(r#"{"either": "99999999999"}"#);
+        assert_eq!(c.either, Some(u32::MAX));
+    }
+
+    #[test]
+    fn null_lists() {
+        assert!(counts(r#"{"list": null}"#).list.is_empty());
+        assert_eq!(counts(r#"{"list": [1, 2]}"#).list, [1, 2]);
+        assert!(serde_json::from_str::<Counts>(r#"{"list": "x"}"#).is_err());
+    }
+}

@@ -1,0 +1,73 @@
+//! Test-only helpers shared by the provider plugins' unit tests (`plugins/*`).
+//!
+//! - [`recording`]: the recorded provider traffic the tests replay (see [`recordings`]);
+//! - [`message`], [`named`], [`calling`]: chat messages as callers send them;
+//! - [`invalid_request`], [`failed`], [`upstream`]: the error a call must have returned.
+//!
+//! This crate is a dev-dependency only: it reads files from disk and panics on anything
+//! unexpected, neither of which a plugin may do.
+
+pub mod recordings;
+
+pub use recordings::{Interaction, RecordedRequest, RecordedResponse, recording};
+
+use std::fmt::Debug;
+
+use gateway_plugin_sdk::{FunctionCall, Message, ProviderError, Role, UpstreamError};
+
+/// A message of `role` with text `content` and nothing else.
+pub fn message(role: Role, content: &str) -> Message {
+    Message {
+        role,
+        content: Some(content.into()),
+        name: None,
+        function_call: None,
+        tool_calls: Vec::new(),
+        tool_call_id: None,
+    }
+}
+
+/// A message of `role` with text `content` from the participant `name`.
+pub fn named(role: Role, name: &str, content: &str) -> Message {
+    Message {
+        name: Some(name.into()),
+        ..message(role, content)
+    }
+}
+
+/// An assistant message without text that calls function `name` with `arguments` (JSON text),
+/// the legacy `function_call` way.
+pub fn calling(name: &str, arguments: &str) -> Message {
+    Message {
+        content: None,
+        function_call: Some(FunctionCall {
+            name: name.into(),
+            arguments: arguments.into(),
+        }),
+        ..message(Role::Assistant, "")
+    }
+}
+
+/// The message of a [`ProviderError::InvalidRequest`]; panics on any other result.
+pub fn invalid_request(result: Result<impl Debug, ProviderError>) -> String {
+    match result {
+        Err(ProviderError::InvalidRequest(message)) => message,
+        other => panic!("expected InvalidRequest, got {other:?}"),
+    }
+}
+
+/// The message of a [`ProviderError::Failed`]; panics on any other result.
+pub fn failed(result: Result<impl Debug, ProviderError>) -> String {
+    match result {
+        Err(ProviderError::Failed(message)) => message,
+        other => panic!("expected Failed, got {other:?}"),
+    }
+}
+
+/// The error of a [`ProviderError::Upstream`]; panics on any other result.
+pub fn upstream(result: Result<impl Debug, ProviderError>) -> UpstreamError {
+    match result {
+        Err(ProviderError::Upstream(error)) => error,
+        other => panic!("expected Upstream, got {other:?}"),
+    }
+}
