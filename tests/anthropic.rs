@@ -16,8 +16,11 @@ use serde_json::{Value, json};
 use support::recording::Interaction;
 use support::upstream::ReceivedRequest;
 use support::{
-    Gateway, Recording, Response, Route, SseResponse, assert_error, assert_ok, chat_request,
-    embeddings_request, split_stream, streamed_text, text_request, unique, with, with_param,
+    Gateway, Recording, Response, Route, SseResponse, assert_chat_choice, assert_error, assert_ok,
+    assert_provider_error, assert_stream_finished, assert_usage, chat_params, chat_request,
+    chat_request_with_params, embeddings_request, list_cost, open_stream_with_provider_key,
+    post_stream_with_provider_key, post_with_provider_key, recorded_tests, split_stream,
+    streamed_record, streamed_text, success_record, text_request, unique, with, with_param,
 };
 
 /// The caller's provider key in most tests.
@@ -29,21 +32,11 @@ const MODEL: &str = "claude-sonnet-4-20250514";
 const SONNET_PRICE: (f64, f64) = (3.0, 15.0);
 
 fn post(gw: &Gateway, path: &str, body: &Value) -> Response {
-    gw.post_with_headers(
-        path,
-        Some(&gw.key),
-        &[("Provider-API-Key", PROVIDER_KEY)],
-        body,
-    )
+    post_with_provider_key(gw, path, PROVIDER_KEY, body)
 }
 
 fn post_stream(gw: &Gateway, body: &Value) -> SseResponse {
-    gw.post_stream_with_headers(
-        "/completions",
-        Some(&gw.key),
-        &[("Provider-API-Key", PROVIDER_KEY)],
-        body,
-    )
+    post_stream_with_provider_key(gw, PROVIDER_KEY, body)
 }
 
 /// A gateway with route `claude` (anthropic plugin, caller's key) at `upstream`.
@@ -90,21 +83,10 @@ fn block_text(content: &Value) -> String {
 /// The gateway request that makes the plugin send what `interaction` recorded.
 fn request_from(gw: &Gateway, interaction: &Interaction, style: Style) -> Value {
     let recorded = interaction.request_json();
-    let mut params = json!({"type": "chat", "model": recorded["model"]});
-    for (key, value) in recorded.as_object().expect("recorded request is an object") {
-        if ![
-            "messages",
-            "model",
-            "system",
-            "tools",
-            "tool_choice",
-            "stream",
-        ]
-        .contains(&key.as_str())
-        {
-            params[key] = value.clone();
-        }
-    }
+    let params = chat_params(
+        &recorded,
+        &["messages", "system", "tools", "tool_choice", "stream"],
+    );
     let mut messages = Vec::new();
     if recorded.get("system").is_some() {
         messages.push(json!({"role": "system", "content": block_text(&recorded["system"])}));
@@ -167,11 +149,7 @@ fn request_from(gw: &Gateway, interaction: &Interaction, style: Style) -> Value 
             messages.push(json!({"role": "user", "content": text}));
         }
     }
-    let mut body = json!({
-        "projectId": gw.project_id,
-        "messages": messages,
-        "providerConfig": {"provider": ROUTE, "params": params}
-    });
+    let mut body = chat_request_with_params(&gw.project_id, ROUTE, params, json!(messages));
     if let Some(tools) = recorded["tools"].as_array() {
         match style {
             Style::Commonbase => {
@@ -327,20 +305,13 @@ fn normalize_ids(messages: &Value) -> Value {
 
 /// The plugin sent what the recorded client sent, in every part that matters.
 fn check_upstream_request(sent: &ReceivedRequest, interaction: &Interaction, style: Style) {
-    assert_eq!(sent.method, "POST");
-    assert_eq!(sent.path, "/v1/messages");
+    sent.assert_json_post("/v1/messages");
     assert_eq!(sent.header("x-api-key"), Some(PROVIDER_KEY));
     assert_eq!(sent.header("anthropic-version"), Some("2023-06-01"));
     assert_eq!(
         sent.header("authorization"),
         None,
         "Anthropic takes x-api-key"
-    );
-    assert!(
-        sent.header("content-type")
-            .is_some_and(|v| v.starts_with("application/json")),
-        "{:?}",
-        sent.header("content-type")
     );
     let body = sent.json();
     let recorded = interaction.request_json();
@@ -363,30 +334,10 @@ fn check_upstream_request(sent: &ReceivedRequest, interaction: &Interaction, sty
     assert_eq!(body["stream"], recorded["stream"], "{body}");
 }
 
-/// The cost of an answer without cached tokens: prompt and completion tokens at their prices.
-fn expected_cost((prompt, completion, _): (u64, u64, u64), price: (f64, f64)) -> f64 {
-    prompt as f64 * price.0 / 1e6 + completion as f64 * price.1 / 1e6
-}
-
-/// Checks `usage` and `usage_cost` of an answer without cached tokens.
+/// Checks `usage` and `usage_cost` of an answer without cached tokens: prompt and completion
+/// tokens at their prices.
 fn check_usage(body: &Value, usage: (u64, u64, u64), price: (f64, f64)) {
-    check_usage_and_cost(body, usage, expected_cost(usage, price));
-}
-
-fn check_usage_and_cost(body: &Value, usage: (u64, u64, u64), expected: f64) {
-    let (prompt, completion, total) = usage;
-    assert_eq!(
-        body["usage"],
-        json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}),
-        "{body}"
-    );
-    let cost = body["usage_cost"]
-        .as_f64()
-        .unwrap_or_else(|| panic!("usage_cost is not a number: {body}"));
-    assert!(
-        (cost - expected).abs() < 1e-12,
-        "usage_cost {cost} != {expected}"
-    );
+    assert_usage(body, usage, list_cost(usage.0, usage.1, price));
 }
 
 fn check_simple(name: &str) {
@@ -402,21 +353,13 @@ fn check_simple(name: &str) {
         json!(true),
     );
     let body = assert_ok(&post(&gw, "/completions", &request));
-    assert_eq!(body["type"], json!("chat"));
     assert_eq!(body["projectId"], json!(gw.project_id));
-    let choice = &body["choices"][0];
-    assert_eq!(choice["text"], json!(expected.text), "{body}");
-    assert_eq!(choice["role"], json!("assistant"), "{body}");
-    assert_eq!(choice["finish_reason"], json!(expected.finish_reason));
+    let choice = assert_chat_choice(&body, &expected.text, Some(&expected.finish_reason));
     assert!(choice.get("function_call").is_none(), "{body}");
     check_usage(&body, expected.usage, SONNET_PRICE);
     check_upstream_request(&upstream.single_request(), interaction, Style::Commonbase);
 
-    let id = body["invocationId"].as_str().expect("id");
-    let record = gw.get_invocation(id).json();
-    assert_eq!(record["status"], json!("success"), "{record}");
-    assert_eq!(record["route"], json!(ROUTE));
-    assert_eq!(record["plugin"], json!("anthropic"));
+    let record = success_record(&gw, &body, ROUTE, "anthropic");
     assert_eq!(
         record["usage"],
         json!({"prompt_tokens": expected.usage.0, "completion_tokens": expected.usage.1,
@@ -451,18 +394,11 @@ fn check_streaming(name: &str) {
         assert!(frame.get("usage").is_none(), "{frame}");
     }
     assert_eq!(streamed_text(&partial, 0), expected.text);
-    assert_eq!(
-        last["choices"][0]["finish_reason"],
-        json!(expected.finish_reason),
-        "{last}"
-    );
-    assert_eq!(last["choices"][0]["text"], json!(""), "{last}");
+    assert_stream_finished(&last, Some(&expected.finish_reason));
     check_usage(&last, expected.usage, SONNET_PRICE);
     check_upstream_request(&upstream.single_request(), interaction, Style::Commonbase);
 
-    let id = last["invocationId"].as_str().expect("id");
-    let record = gw.wait_for_record(id, |r| r["status"] == json!("success"));
-    assert_eq!(record["stream"], json!(true));
+    let record = streamed_record(&gw, &last);
     assert_eq!(
         record["usage"]["prompt_tokens"],
         json!(expected.usage.0),
@@ -582,18 +518,7 @@ fn check_tool(name: &str, style: Style) {
     );
 }
 
-macro_rules! recorded {
-    ($($test:ident => $check:ident($name:literal $(, $style:expr)?);)*) => {
-        $(
-            #[test]
-            fn $test() {
-                $check($name $(, $style)?);
-            }
-        )*
-    };
-}
-
-recorded! {
+recorded_tests! {
     simple => check_simple("Anthropic__claude-sonnet-4__simple");
     streaming => check_streaming("Anthropic__claude-sonnet-4__simple_streaming");
     tool => check_tool("Anthropic__claude-sonnet-4__tool", Style::Commonbase);
@@ -780,7 +705,7 @@ fn cache_tokens_are_prompt_tokens_recorded_apart_and_priced() {
     let body = assert_ok(&post(&gw, "/completions", &request));
     assert_eq!(body["choices"][0]["text"], json!("From the cache."));
     // claude-sonnet-4-5 list prices.
-    check_usage_and_cost(&body, CACHED_USAGE, cached_cost((3.0, 15.0)));
+    assert_usage(&body, CACHED_USAGE, cached_cost((3.0, 15.0)));
     let id = body["invocationId"].as_str().expect("id");
     let record = gw.get_invocation(id).json();
     assert_eq!(
@@ -856,7 +781,7 @@ fn streamed_cache_usage_reaches_the_final_frame() {
     assert_eq!(streamed_text(&partial, 0), "Cached answer.");
     assert_eq!(last["choices"][0]["finish_reason"], json!("length"));
     // claude-haiku-4-5 list prices.
-    check_usage_and_cost(&last, CACHED_USAGE, cached_cost((1.0, 5.0)));
+    assert_usage(&last, CACHED_USAGE, cached_cost((1.0, 5.0)));
     let id = last["invocationId"].as_str().expect("id");
     let record = gw.wait_for_record(id, |r| r["status"] == json!("success"));
     assert_eq!(record["usage"]["cached_prompt_tokens"], json!(1000));
@@ -869,18 +794,13 @@ fn check_failure(reply: Reply, expected_status: u16, provider_error: &str) -> Re
     let upstream = AnthropicUpstream::start(vec![reply]);
     let gw = gateway_for(&upstream);
     let response = post(&gw, "/completions", &hi_request(&gw));
-    let id = assert_error(&response, expected_status, "");
-    assert_eq!(
-        response.json()["providerError"],
-        json!(provider_error),
-        "{}",
-        response.text()
+    assert_provider_error(
+        &gw,
+        &response,
+        expected_status,
+        provider_error,
+        upstream.requests().len(),
     );
-    let record = gw.get_invocation(&id).json();
-    assert_eq!(record["status"], json!("error"), "{record}");
-    assert_eq!(record["httpStatus"], json!(expected_status), "{record}");
-    assert_eq!(record["providerError"], json!(provider_error), "{record}");
-    assert_eq!(upstream.requests().len(), 1, "the gateway must not retry");
     response
 }
 
@@ -1078,12 +998,7 @@ fn client_leaving_mid_stream_is_recorded_cancelled_with_its_usage() {
         Duration::from_millis(200),
     )]);
     let gw = gateway_for(&upstream);
-    let mut stream = gw.open_stream_with_headers(
-        "/completions",
-        Some(&gw.key),
-        &[("Provider-API-Key", PROVIDER_KEY)],
-        &stream_request(&gw),
-    );
+    let mut stream = open_stream_with_provider_key(&gw, PROVIDER_KEY, &stream_request(&gw));
     assert_eq!(stream.status, 200);
     let first = stream.next_frame().expect("a first frame");
     assert_eq!(first["choices"][0]["text"], json!("Olá! ("));

@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 use support::upstream::fake_embedding;
 use support::{
     FakeUpstream, Gateway, Recording, Response, Route, SseResponse, assert_error, assert_ok,
-    chat_request, embeddings_request, split_stream, streamed_text, with,
+    chat_request, embeddings_request, post_stream_with_provider_key, post_with_provider_key,
+    split_stream, streamed_text, with,
 };
 
 const AZURE_KEY: &str = "azure-test-key-0123456789";
@@ -18,21 +19,11 @@ const API_VERSION: &str = "2024-10-21";
 const DEPLOYMENT: &str = "gpt-5-mini";
 
 fn post(gw: &Gateway, path: &str, body: &Value) -> Response {
-    gw.post_with_headers(
-        path,
-        Some(&gw.key),
-        &[("Provider-API-Key", AZURE_KEY)],
-        body,
-    )
+    post_with_provider_key(gw, path, AZURE_KEY, body)
 }
 
 fn post_stream(gw: &Gateway, body: &Value) -> SseResponse {
-    gw.post_stream_with_headers(
-        "/completions",
-        Some(&gw.key),
-        &[("Provider-API-Key", AZURE_KEY)],
-        body,
-    )
+    post_stream_with_provider_key(gw, AZURE_KEY, body)
 }
 
 /// A route in deployment mode at `upstream`, whose base URL is the resource endpoint.

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use support::recording::{Interaction, RecordedRequest, RecordedResponse};
 use support::{
     FakeUpstream, Gateway, Recording, Response, Route, SseResponse, assert_ok, chat_request,
-    split_stream, streamed_text, with,
+    post_stream_with_provider_key, post_with_provider_key, split_stream, streamed_text, with,
 };
 
 /// The caller's provider key.
@@ -106,21 +106,11 @@ fn upstream_answering(interactions: Vec<Interaction>) -> FakeUpstream {
 }
 
 fn post(gw: &Gateway, body: &Value) -> Response {
-    gw.post_with_headers(
-        "/completions",
-        Some(&gw.key),
-        &[("Provider-API-Key", PROVIDER_KEY)],
-        body,
-    )
+    post_with_provider_key(gw, "/completions", PROVIDER_KEY, body)
 }
 
 fn post_stream(gw: &Gateway, body: &Value) -> SseResponse {
-    gw.post_stream_with_headers(
-        "/completions",
-        Some(&gw.key),
-        &[("Provider-API-Key", PROVIDER_KEY)],
-        body,
-    )
+    post_stream_with_provider_key(gw, PROVIDER_KEY, body)
 }
 
 fn hello(gw: &Gateway, route: &str, model: &str) -> Value {

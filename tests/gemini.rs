@@ -14,8 +14,10 @@ use serde_json::{Value, json};
 use support::recording::Interaction;
 use support::upstream::{ReceivedRequest, fake_embedding};
 use support::{
-    Gateway, Response, Route, SseResponse, assert_error, assert_ok, chat_request,
-    embeddings_request, split_stream, streamed_text, text_request, tool_calls_of, unique, with,
+    Gateway, Response, Route, SseResponse, assert_chat_choice, assert_error, assert_ok,
+    assert_provider_error, assert_stream_finished, assert_usage, chat_request, embeddings_request,
+    list_cost, post_stream_with_provider_key, post_with_provider_key, recorded_tests, split_stream,
+    streamed_record, streamed_text, success_record, text_request, tool_calls_of, unique, with,
 };
 
 const ROUTE: &str = "gem";
@@ -32,21 +34,11 @@ fn gateway(upstream: &GeminiUpstream) -> Gateway {
 }
 
 fn post(gw: &Gateway, path: &str, body: &Value) -> Response {
-    gw.post_with_headers(
-        path,
-        Some(&gw.key),
-        &[("Provider-API-Key", PROVIDER_KEY)],
-        body,
-    )
+    post_with_provider_key(gw, path, PROVIDER_KEY, body)
 }
 
 fn post_stream(gw: &Gateway, body: &Value) -> SseResponse {
-    gw.post_stream_with_headers(
-        "/completions",
-        Some(&gw.key),
-        &[("Provider-API-Key", PROVIDER_KEY)],
-        body,
-    )
+    post_stream_with_provider_key(gw, PROVIDER_KEY, body)
 }
 
 // ---------------------------------------------------------------- requests from recordings
@@ -168,17 +160,10 @@ fn request_from(gw: &Gateway, interaction: &Interaction, style: Style) -> Value 
 /// the same body apart from what the gateway's API cannot carry (thought signatures; call ids
 /// in the Commonbase style) and the role the Go SDK puts on the system instruction.
 fn check_upstream_request(sent: &ReceivedRequest, interaction: &Interaction, style: Style) {
-    assert_eq!(sent.method, "POST");
-    assert_eq!(sent.path, interaction.path());
+    sent.assert_json_post(&interaction.path());
     assert_eq!(sent.header("x-goog-api-key"), Some(PROVIDER_KEY));
     assert_eq!(sent.header("authorization"), None);
     assert!(!sent.path.contains("key="), "{}", sent.path);
-    assert!(
-        sent.header("content-type")
-            .is_some_and(|v| v.starts_with("application/json")),
-        "{:?}",
-        sent.header("content-type")
-    );
     let mut expected = interaction.request_json();
     if let Some(instruction) = expected["systemInstruction"].as_object_mut() {
         instruction.remove("role");
@@ -287,18 +272,10 @@ impl Recorded {
 fn check_usage(body: &Value, recorded: &Recorded) {
     let (prompt, candidates, thoughts, total) = recorded.usage.expect("recorded usage");
     let completion = candidates + thoughts;
-    assert_eq!(
-        body["usage"],
-        json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}),
-        "{body}"
-    );
-    let cost = body["usage_cost"]
-        .as_f64()
-        .unwrap_or_else(|| panic!("usage_cost is not a number: {body}"));
-    let expected = prompt as f64 * PRICE.0 / 1e6 + completion as f64 * PRICE.1 / 1e6;
-    assert!(
-        (cost - expected).abs() < 1e-12,
-        "usage_cost {cost} != {expected}"
+    assert_usage(
+        body,
+        (prompt, completion, total),
+        list_cost(prompt, completion, PRICE),
     );
 }
 
@@ -335,20 +312,12 @@ fn check_simple(case: &str) {
         json!(true),
     );
     let body = assert_ok(&post(&gw, "/completions", &request));
-    assert_eq!(body["type"], json!("chat"));
     assert_eq!(body["model"], json!(MODEL));
-    let choice = &body["choices"][0];
-    assert_eq!(choice["text"], json!(recorded.text()), "{body}");
-    assert_eq!(choice["role"], json!("assistant"), "{body}");
-    assert_eq!(choice["finish_reason"], json!("stop"), "{body}");
+    assert_chat_choice(&body, &recorded.text(), Some("stop"));
     check_usage(&body, &recorded);
     check_upstream_request(&upstream.single_request(), interaction, Style::Commonbase);
 
-    let id = body["invocationId"].as_str().expect("id");
-    let record = gw.get_invocation(id).json();
-    assert_eq!(record["status"], json!("success"), "{record}");
-    assert_eq!(record["plugin"], json!("gemini"));
-    assert_eq!(record["route"], json!(ROUTE));
+    let record = success_record(&gw, &body, ROUTE, "gemini");
     check_record_usage(&record, &recorded);
 }
 
@@ -375,14 +344,11 @@ fn check_streaming(case: &str) {
         .map(|f| streamed_text(std::slice::from_ref(f), 0))
         .collect();
     assert_eq!(texts, recorded.texts, "{}", response.raw);
-    assert_eq!(last["choices"][0]["finish_reason"], json!("stop"), "{last}");
-    assert_eq!(last["choices"][0]["text"], json!(""), "{last}");
+    assert_stream_finished(&last, Some("stop"));
     check_usage(&last, &recorded);
     check_upstream_request(&upstream.single_request(), interaction, Style::Commonbase);
 
-    let id = last["invocationId"].as_str().expect("id");
-    let record = gw.wait_for_record(id, |r| r["status"] == json!("success"));
-    assert_eq!(record["stream"], json!(true));
+    let record = streamed_record(&gw, &last);
     check_record_usage(&record, &recorded);
 }
 
@@ -477,39 +443,14 @@ fn check_tool(case: &str, style: Style) {
     );
 }
 
-#[test]
-fn gemini_simple() {
-    check_simple("simple");
-}
-
-#[test]
-fn gemini_streaming() {
-    check_streaming("simple_streaming");
-}
-
-#[test]
-fn gemini_tool() {
-    check_tool("tool", Style::Commonbase);
-}
-
-#[test]
-fn gemini_tool_openai_shape() {
-    check_tool("tool", Style::OpenAi);
-}
-
-#[test]
-fn gemini_tool_streaming() {
-    check_tool("tool_streaming", Style::Commonbase);
-}
-
-#[test]
-fn gemini_multi_tool() {
-    check_tool("multi_tool", Style::OpenAi);
-}
-
-#[test]
-fn gemini_multi_tool_streaming() {
-    check_tool("multi_tool_streaming", Style::OpenAi);
+recorded_tests! {
+    gemini_simple => check_simple("simple");
+    gemini_streaming => check_streaming("simple_streaming");
+    gemini_tool => check_tool("tool", Style::Commonbase);
+    gemini_tool_openai_shape => check_tool("tool", Style::OpenAi);
+    gemini_tool_streaming => check_tool("tool_streaming", Style::Commonbase);
+    gemini_multi_tool => check_tool("multi_tool", Style::OpenAi);
+    gemini_multi_tool_streaming => check_tool("multi_tool_streaming", Style::OpenAi);
 }
 
 // ---------------------------------------------------------------- requests
@@ -748,18 +689,13 @@ fn check_google_error(status: u16, message: &str, status_name: &str, expected_st
     let upstream = GeminiUpstream::always(Answer::google_error(status, message, status_name));
     let gw = gateway(&upstream);
     let response = post(&gw, "/completions", &chat(&gw));
-    let id = assert_error(&response, expected_status, "");
-    assert_eq!(
-        response.json()["providerError"],
-        json!(message),
-        "{}",
-        response.text()
+    assert_provider_error(
+        &gw,
+        &response,
+        expected_status,
+        message,
+        upstream.requests().len(),
     );
-    let record = gw.get_invocation(&id).json();
-    assert_eq!(record["status"], json!("error"), "{record}");
-    assert_eq!(record["httpStatus"], json!(expected_status), "{record}");
-    assert_eq!(record["providerError"], json!(message), "{record}");
-    assert_eq!(upstream.requests().len(), 1, "the gateway must not retry");
 }
 
 #[test]

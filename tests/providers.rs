@@ -13,9 +13,12 @@ use serde_json::{Value, json};
 use support::recording::Interaction;
 use support::upstream::{ReceivedRequest, fake_embedding, legacy_text, slow_word};
 use support::{
-    FakeUpstream, Gateway, Recording, Response, Route, SseResponse, assert_error, assert_ok,
-    chat_request, contains_bytes, embeddings_request, split_stream, streamed_text, text_request,
-    tool_calls_of, unique, with,
+    FakeUpstream, Gateway, Recording, Response, Route, SseResponse, assert_chat_choice,
+    assert_error, assert_ok, assert_provider_error, assert_stream_finished, assert_usage,
+    chat_params, chat_request, chat_request_with_params, contains_bytes, embeddings_request,
+    list_cost, open_stream_with_provider_key, post_stream_with_provider_key,
+    post_with_provider_key, recorded_tests, split_stream, streamed_record, streamed_text,
+    success_record, text_request, tool_calls_of, unique, with,
 };
 
 /// The caller's provider key in most tests.
@@ -23,21 +26,11 @@ const PROVIDER_KEY: &str = "sk-test-caller-0123456789";
 const ROUTE: &str = "oai";
 
 fn post(gw: &Gateway, path: &str, body: &Value) -> Response {
-    gw.post_with_headers(
-        path,
-        Some(&gw.key),
-        &[("Provider-API-Key", PROVIDER_KEY)],
-        body,
-    )
+    post_with_provider_key(gw, path, PROVIDER_KEY, body)
 }
 
 fn post_stream(gw: &Gateway, body: &Value) -> SseResponse {
-    gw.post_stream_with_headers(
-        "/completions",
-        Some(&gw.key),
-        &[("Provider-API-Key", PROVIDER_KEY)],
-        body,
-    )
+    post_stream_with_provider_key(gw, PROVIDER_KEY, body)
 }
 
 /// A gateway with route `oai` (openai plugin, caller's key) at `upstream`.
@@ -60,27 +53,18 @@ enum Style {
 /// recorded.
 fn request_from(gw: &Gateway, interaction: &Interaction, style: Style) -> Value {
     let recorded = interaction.request_json();
-    let mut params = json!({"type": "chat", "model": recorded["model"]});
-    for (key, value) in recorded.as_object().expect("recorded request is an object") {
-        if ![
+    let params = chat_params(
+        &recorded,
+        &[
             "messages",
-            "model",
             "tools",
             "tool_choice",
             "stream",
             "stream_options",
-        ]
-        .contains(&key.as_str())
-        {
-            params[key] = value.clone();
-        }
-    }
+        ],
+    );
     let messages = convert_messages(&recorded["messages"], style);
-    let mut body = json!({
-        "projectId": gw.project_id,
-        "messages": messages,
-        "providerConfig": {"provider": ROUTE, "params": params}
-    });
+    let mut body = chat_request_with_params(&gw.project_id, ROUTE, params, messages);
     if let Some(tools) = recorded["tools"].as_array() {
         match style {
             Style::Commonbase => {
@@ -169,17 +153,10 @@ fn message_summary(message: &Value) -> Value {
 
 /// The plugin sent what the recorded client sent, in the parts that matter.
 fn check_upstream_request(sent: &ReceivedRequest, interaction: &Interaction, style: Style) {
-    assert_eq!(sent.method, "POST");
-    assert_eq!(sent.path, interaction.path());
+    sent.assert_json_post(&interaction.path());
     assert_eq!(
         sent.header("authorization"),
         Some(format!("Bearer {PROVIDER_KEY}").as_str())
-    );
-    assert!(
-        sent.header("content-type")
-            .is_some_and(|v| v.starts_with("application/json")),
-        "{:?}",
-        sent.header("content-type")
     );
     let body = sent.json();
     let recorded = interaction.request_json();
@@ -266,22 +243,9 @@ fn check_function_result_sent(sent: &ReceivedRequest, step: &Interaction) {
 }
 
 fn check_usage(body: &Value, expected: Option<(u64, u64, u64)>, price: (f64, f64)) {
-    let Some((prompt, completion, total)) = expected else {
-        return;
-    };
-    assert_eq!(
-        body["usage"],
-        json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}),
-        "{body}"
-    );
-    let cost = body["usage_cost"]
-        .as_f64()
-        .unwrap_or_else(|| panic!("usage_cost is not a number: {body}"));
-    let expected_cost = prompt as f64 * price.0 / 1e6 + completion as f64 * price.1 / 1e6;
-    assert!(
-        (cost - expected_cost).abs() < 1e-12,
-        "usage_cost {cost} != {expected_cost}"
-    );
+    if let Some(usage) = expected {
+        assert_usage(body, usage, list_cost(usage.0, usage.1, price));
+    }
 }
 
 /// Prices set on the route for the recorded model (not the plugin's).
@@ -314,24 +278,12 @@ fn check_simple(name: &str) {
         json!(true),
     );
     let body = assert_ok(&post(&gw, "/completions", &request));
-    assert_eq!(body["type"], json!("chat"));
     assert_eq!(body["projectId"], json!(gw.project_id));
-    let choice = &body["choices"][0];
-    assert_eq!(choice["text"], json!(expected.text), "{body}");
-    assert_eq!(choice["role"], json!("assistant"), "{body}");
-    assert_eq!(
-        choice["finish_reason"],
-        json!(expected.finish_reason),
-        "{body}"
-    );
+    assert_chat_choice(&body, &expected.text, expected.finish_reason.as_deref());
     check_usage(&body, expected.usage, PRICE);
     check_upstream_request(&upstream.single_request(), interaction, Style::Commonbase);
 
-    let id = body["invocationId"].as_str().expect("id");
-    let record = gw.get_invocation(id).json();
-    assert_eq!(record["status"], json!("success"), "{record}");
-    assert_eq!(record["route"], json!(ROUTE));
-    assert_eq!(record["plugin"], json!("openai"));
+    success_record(&gw, &body, ROUTE, "openai");
 }
 
 fn check_streaming(name: &str) {
@@ -355,18 +307,11 @@ fn check_streaming(name: &str) {
         assert_eq!(frame["projectId"], json!(gw.project_id), "{frame}");
     }
     assert_eq!(streamed_text(&partial, 0), expected.text);
-    assert_eq!(
-        last["choices"][0]["finish_reason"],
-        json!(expected.finish_reason),
-        "{last}"
-    );
-    assert_eq!(last["choices"][0]["text"], json!(""), "{last}");
+    assert_stream_finished(&last, expected.finish_reason.as_deref());
     check_usage(&last, expected.usage, PRICE);
     check_upstream_request(&upstream.single_request(), interaction, Style::Commonbase);
 
-    let id = last["invocationId"].as_str().expect("id");
-    let record = gw.wait_for_record(id, |r| r["status"] == json!("success"));
-    assert_eq!(record["stream"], json!(true));
+    let record = streamed_record(&gw, &last);
     if let Some((prompt, completion, _)) = expected.usage {
         assert_eq!(record["usage"]["prompt_tokens"], json!(prompt), "{record}");
         assert_eq!(
@@ -464,18 +409,7 @@ fn check_tool(name: &str, style: Style) {
     check_function_result_sent(&requests[1], second);
 }
 
-macro_rules! recorded {
-    ($($test:ident => $check:ident($name:literal $(, $style:expr)?);)*) => {
-        $(
-            #[test]
-            fn $test() {
-                $check($name $(, $style)?);
-            }
-        )*
-    };
-}
-
-recorded! {
+recorded_tests! {
     openai_simple => check_simple("OpenAI__openai-gpt-4o-mini__simple");
     openai_streaming => check_streaming("OpenAI__openai-gpt-4o-mini__simple_streaming");
     openai_tool => check_tool("OpenAI__openai-gpt-4o-mini__tool", Style::Commonbase);
@@ -981,18 +915,13 @@ fn failing_call(upstream: &FakeUpstream) -> (Gateway, Response) {
 fn check_upstream_failure(status: u16, message: &str, code: &str, expected_status: u16) {
     let upstream = FakeUpstream::openai_error(status, message, code, None);
     let (gw, response) = failing_call(&upstream);
-    let id = assert_error(&response, expected_status, "");
-    assert_eq!(
-        response.json()["providerError"],
-        json!(message),
-        "{}",
-        response.text()
+    assert_provider_error(
+        &gw,
+        &response,
+        expected_status,
+        message,
+        upstream.requests().len(),
     );
-    let record = gw.get_invocation(&id).json();
-    assert_eq!(record["status"], json!("error"), "{record}");
-    assert_eq!(record["httpStatus"], json!(expected_status), "{record}");
-    assert_eq!(record["providerError"], json!(message), "{record}");
-    assert_eq!(upstream.requests().len(), 1, "the gateway must not retry");
 }
 
 #[test]
@@ -1099,10 +1028,9 @@ fn upstream_that_never_answers_is_504() {
 fn client_disconnect_mid_stream_cancels_and_records_cancelled() {
     let upstream = FakeUpstream::slow_stream(50, Duration::from_millis(200));
     let gw = gateway_for(&upstream, "/v1");
-    let mut stream = gw.open_stream_with_headers(
-        "/completions",
-        Some(&gw.key),
-        &[("Provider-API-Key", PROVIDER_KEY)],
+    let mut stream = open_stream_with_provider_key(
+        &gw,
+        PROVIDER_KEY,
         &with(hi_request(&gw), "stream", json!(true)),
     );
     assert_eq!(stream.status, 200);
@@ -1126,10 +1054,9 @@ fn sigterm_finishes_an_in_flight_stream_and_records_it() {
     let frames = 10;
     let upstream = FakeUpstream::slow_stream(frames, Duration::from_millis(200));
     let mut gw = gateway_for(&upstream, "/v1");
-    let mut stream = gw.open_stream_with_headers(
-        "/completions",
-        Some(&gw.key),
-        &[("Provider-API-Key", PROVIDER_KEY)],
+    let mut stream = open_stream_with_provider_key(
+        &gw,
+        PROVIDER_KEY,
         &with(hi_request(&gw), "stream", json!(true)),
     );
     assert_eq!(stream.status, 200);

@@ -13,26 +13,25 @@
 //!   connection held open, forever.
 //! - anything else: `200 ok`.
 //!
-//! Every request is counted by path. Like `FakeUpstream`, it runs on its own
-//! thread and runtime, so it keeps serving while a test blocks.
+//! Every request is counted by path. Like `FakeUpstream`, it runs on the
+//! shared [`FakeServer`], so it keeps serving while a test blocks.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
-use hyper::service::service_fn;
 use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
-use tokio::sync::oneshot;
+
+use crate::support::fake_server::{FakeServer, Handler, lock};
 
 /// Size of each piece of a huge body.
 const HUGE_PIECE: usize = 64 * 1024;
@@ -57,13 +56,17 @@ struct Stats {
     bodies_dropped: AtomicU64,
 }
 
-/// The running fake; stops when dropped.
-pub struct HostileUpstream {
-    addr: SocketAddr,
+/// The server side: what it serves and what happened.
+struct Upstream {
     stats: Arc<Stats>,
     huge_bytes: u64,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+}
+
+/// The running fake; stops when dropped.
+pub struct HostileUpstream {
+    stats: Arc<Stats>,
+    huge_bytes: u64,
+    server: FakeServer,
 }
 
 impl HostileUpstream {
@@ -74,42 +77,26 @@ impl HostileUpstream {
 
     /// Huge bodies are `huge_bytes` long.
     pub fn with_huge_bytes(huge_bytes: u64) -> HostileUpstream {
-        let listener =
-            std::net::TcpListener::bind("127.0.0.1:0").expect("bind the hostile upstream");
-        listener
-            .set_nonblocking(true)
-            .expect("nonblocking listener");
-        let addr = listener.local_addr().expect("hostile upstream address");
         let stats = Arc::new(Stats::default());
-        let (stop, stopped) = oneshot::channel();
-        let thread_stats = stats.clone();
-        let thread = std::thread::Builder::new()
-            .name(format!("hostile-upstream-{}", addr.port()))
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("hostile upstream runtime");
-                runtime.block_on(serve(listener, thread_stats, huge_bytes, stopped));
-            })
-            .expect("spawn the hostile upstream");
+        let upstream = Upstream {
+            stats: stats.clone(),
+            huge_bytes,
+        };
         HostileUpstream {
-            addr,
             stats,
             huge_bytes,
-            stop: Some(stop),
-            thread: Some(thread),
+            server: FakeServer::start("hostile-upstream", Arc::new(upstream)),
         }
     }
 
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.server.addr()
     }
 
     /// `http://127.0.0.1:PORT<prefix>`; prefix `/trickle` makes endless
     /// streams trickle instead of stalling.
     pub fn base_url(&self, prefix: &str) -> String {
-        format!("http://{}{prefix}", self.addr)
+        self.server.base_url(prefix)
     }
 
     /// The length of the huge bodies it serves.
@@ -119,10 +106,7 @@ impl HostileUpstream {
 
     /// Requests received whose path ends with `suffix`.
     pub fn requests_ending_with(&self, suffix: &str) -> u64 {
-        self.stats
-            .requests
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        lock(&self.stats.requests)
             .iter()
             .filter(|(path, _)| path.ends_with(suffix))
             .map(|(_, count)| count)
@@ -155,84 +139,49 @@ impl HostileUpstream {
     }
 }
 
-impl Drop for HostileUpstream {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
+impl Handler for Upstream {
+    type Body = HostileBody;
 
-async fn serve(
-    listener: std::net::TcpListener,
-    stats: Arc<Stats>,
-    huge_bytes: u64,
-    mut stopped: oneshot::Receiver<()>,
-) {
-    let listener = tokio::net::TcpListener::from_std(listener).expect("tokio listener");
-    let mut connections = tokio::task::JoinSet::new();
-    loop {
-        tokio::select! {
-            _ = &mut stopped => break,
-            accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
-                stats.connections.fetch_add(1, Ordering::Relaxed);
-                let stats = stats.clone();
-                connections.spawn(async move {
-                    let service = service_fn(move |request| {
-                        handle(request, stats.clone(), huge_bytes)
-                    });
-                    // Errors are the gateway dropping the connection, which the
-                    // tests provoke on purpose.
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        }
+    fn connected(&self) {
+        self.stats.connections.fetch_add(1, Ordering::Relaxed);
     }
-    connections.shutdown().await;
-}
 
-async fn handle(
-    request: Request<Incoming>,
-    stats: Arc<Stats>,
-    huge_bytes: u64,
-) -> Result<Response<HostileBody>, Infallible> {
-    let path = request.uri().path().to_owned();
-    *stats
-        .requests
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .entry(path.clone())
-        .or_default() += 1;
-    let (content_type, kind) = if path.ends_with("/huge") {
-        ("application/octet-stream", Kind::Huge { left: huge_bytes })
-    } else if path.ends_with("/endless") && path.starts_with("/trickle/") {
-        (
-            "text/plain",
-            Kind::Trickle {
-                next: Box::pin(tokio::time::sleep(TRICKLE_GAP)),
-                sent: 0,
-            },
-        )
-    } else if path.ends_with("/endless") {
-        ("text/plain", Kind::Stall { sent: 0 })
-    } else {
-        ("text/plain", Kind::Small(Some(Bytes::from_static(b"ok"))))
-    };
-    let mut response = Response::builder()
-        .status(200)
-        .header("content-type", content_type);
-    if let Kind::Huge { left } = kind {
-        response = response.header("content-length", left);
+    async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Response<HostileBody> {
+        let path = request.uri().path().to_owned();
+        *lock(&self.stats.requests).entry(path.clone()).or_default() += 1;
+        let (content_type, kind) = if path.ends_with("/huge") {
+            (
+                "application/octet-stream",
+                Kind::Huge {
+                    left: self.huge_bytes,
+                },
+            )
+        } else if path.ends_with("/endless") && path.starts_with("/trickle/") {
+            (
+                "text/plain",
+                Kind::Trickle {
+                    next: Box::pin(tokio::time::sleep(TRICKLE_GAP)),
+                    sent: 0,
+                },
+            )
+        } else if path.ends_with("/endless") {
+            ("text/plain", Kind::Stall { sent: 0 })
+        } else {
+            ("text/plain", Kind::Small(Some(Bytes::from_static(b"ok"))))
+        };
+        let mut response = Response::builder()
+            .status(200)
+            .header("content-type", content_type);
+        if let Kind::Huge { left } = kind {
+            response = response.header("content-length", left);
+        }
+        response
+            .body(HostileBody {
+                kind,
+                stats: self.stats.clone(),
+            })
+            .expect("valid response")
     }
-    Ok(response
-        .body(HostileBody { kind, stats })
-        .expect("valid response"))
 }
 
 enum Kind {

@@ -5,6 +5,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod client;
+pub mod fake_server;
 pub mod gateway;
 pub mod recording;
 pub mod upstream;
@@ -83,6 +84,19 @@ pub fn assert_uuid_v7(id: &str) {
 /// `needle`, an `invocationId` (UUIDv7) that matches the `x-invocation-id`
 /// header. Returns the invocation id.
 pub fn assert_error(response: &Response, status: u16, needle: &str) -> String {
+    assert_error_where(response, status, &format!("{needle:?}"), |message| {
+        message.contains(needle)
+    })
+}
+
+/// Like [`assert_error`], with the `error` message checked by `mentions` (`what` describes what
+/// it looks for, in the failure message).
+pub fn assert_error_where(
+    response: &Response,
+    status: u16,
+    what: &str,
+    mentions: impl Fn(&str) -> bool,
+) -> String {
     assert_eq!(
         response.status,
         status,
@@ -95,8 +109,8 @@ pub fn assert_error(response: &Response, status: u16, needle: &str) -> String {
         .as_str()
         .unwrap_or_else(|| panic!("error answer without an `error` string: {body}"));
     assert!(
-        message.contains(needle),
-        "error message {message:?} should mention {needle:?}"
+        mentions(message),
+        "error message {message:?} should mention {what}"
     );
     let id = body["invocationId"]
         .as_str()
@@ -220,4 +234,191 @@ pub fn tool_calls_of(choice: &Value) -> Vec<(String, String)> {
         _ if choice["function_call"].is_object() => vec![call(&choice["function_call"])],
         _ => Vec::new(),
     }
+}
+
+/// POSTs `body` to `path` with the gateway key and `provider_key` as the caller's
+/// `Provider-API-Key`.
+pub fn post_with_provider_key(
+    gw: &Gateway,
+    path: &str,
+    provider_key: &str,
+    body: &Value,
+) -> Response {
+    gw.post_with_headers(
+        path,
+        Some(&gw.key),
+        &[("Provider-API-Key", provider_key)],
+        body,
+    )
+}
+
+/// Streams a `/completions` call with the gateway key and `provider_key` as the caller's
+/// `Provider-API-Key`.
+pub fn post_stream_with_provider_key(
+    gw: &Gateway,
+    provider_key: &str,
+    body: &Value,
+) -> SseResponse {
+    gw.post_stream_with_headers(
+        "/completions",
+        Some(&gw.key),
+        &[("Provider-API-Key", provider_key)],
+        body,
+    )
+}
+
+/// Asserts that a provider's error answer reached the caller as `expected_status` with the
+/// provider's `message` as `providerError`, that the invocation was recorded that way, and that
+/// the upstream got exactly one request (`upstream_requests`: the gateway does not retry).
+/// Returns the invocation id.
+pub fn assert_provider_error(
+    gw: &Gateway,
+    response: &Response,
+    expected_status: u16,
+    message: &str,
+    upstream_requests: usize,
+) -> String {
+    let id = assert_error(response, expected_status, "");
+    assert_eq!(
+        response.json()["providerError"],
+        json!(message),
+        "{}",
+        response.text()
+    );
+    let record = gw.get_invocation(&id).json();
+    assert_eq!(record["status"], json!("error"), "{record}");
+    assert_eq!(record["httpStatus"], json!(expected_status), "{record}");
+    assert_eq!(record["providerError"], json!(message), "{record}");
+    assert_eq!(upstream_requests, 1, "the gateway must not retry");
+    id
+}
+
+/// The cost of `prompt` and `completion` tokens at `price` (USD per million input and output
+/// tokens), computed the way the gateway does.
+pub fn list_cost(prompt: u64, completion: u64, price: (f64, f64)) -> f64 {
+    prompt as f64 * price.0 / 1e6 + completion as f64 * price.1 / 1e6
+}
+
+/// Asserts an answer's `usage` is `(prompt, completion, total)` tokens and its `usage_cost` is
+/// `expected_cost`.
+pub fn assert_usage(
+    body: &Value,
+    (prompt, completion, total): (u64, u64, u64),
+    expected_cost: f64,
+) {
+    assert_eq!(
+        body["usage"],
+        json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total}),
+        "{body}"
+    );
+    let cost = body["usage_cost"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("usage_cost is not a number: {body}"));
+    assert!(
+        (cost - expected_cost).abs() < 1e-12,
+        "usage_cost {cost} != {expected_cost}"
+    );
+}
+
+/// The gateway's `providerConfig.params` for a recorded chat request: `type: "chat"`, the
+/// recorded `model`, and every other recorded field except `handled` (the fields the test turns
+/// into messages, tools and the like, or the plugin sets itself).
+pub fn chat_params(recorded: &Value, handled: &[&str]) -> Value {
+    let mut params = json!({"type": "chat", "model": recorded["model"]});
+    for (key, value) in recorded.as_object().expect("recorded request is an object") {
+        if key != "model" && !handled.contains(&key.as_str()) {
+            params[key] = value.clone();
+        }
+    }
+    params
+}
+
+/// One `#[test]` per recorded case: `name => check(args…);` defines test `name` calling
+/// `check(args…)`.
+// Only the test binaries that replay recordings use it.
+#[allow(unused_macros)]
+macro_rules! recorded_tests {
+    ($($test:ident => $check:ident($($arg:expr),+);)*) => {
+        $(
+            #[test]
+            fn $test() {
+                $check($($arg),+);
+            }
+        )*
+    };
+}
+pub(crate) use recorded_tests;
+
+/// Asserts the end of a streamed chat answer: its final frame `last` carries `finish_reason`
+/// (`null` for `None`) and no text of its own.
+pub fn assert_stream_finished(last: &Value, finish_reason: Option<&str>) {
+    assert_eq!(
+        last["choices"][0]["finish_reason"],
+        json!(finish_reason),
+        "{last}"
+    );
+    assert_eq!(last["choices"][0]["text"], json!(""), "{last}");
+}
+
+/// Waits for the record of the stream whose final frame is `last` to succeed, asserts it is
+/// marked as a stream, and returns it.
+pub fn streamed_record(gw: &Gateway, last: &Value) -> Value {
+    let id = last["invocationId"].as_str().expect("id");
+    let record = gw.wait_for_record(id, |r| r["status"] == json!("success"));
+    assert_eq!(record["stream"], json!(true));
+    record
+}
+
+/// Asserts a non-streamed chat answer: `type: "chat"`, and a first choice from the assistant
+/// with `text` and `finish_reason` (`null` for `None`). Returns that choice.
+pub fn assert_chat_choice<'a>(
+    body: &'a Value,
+    text: &str,
+    finish_reason: Option<&str>,
+) -> &'a Value {
+    assert_eq!(body["type"], json!("chat"));
+    let choice = &body["choices"][0];
+    assert_eq!(choice["text"], json!(text), "{body}");
+    assert_eq!(choice["role"], json!("assistant"), "{body}");
+    assert_eq!(choice["finish_reason"], json!(finish_reason), "{body}");
+    choice
+}
+
+/// The record of answer `body`, asserted a success on `route` through `plugin`.
+pub fn success_record(gw: &Gateway, body: &Value, route: &str, plugin: &str) -> Value {
+    let id = body["invocationId"].as_str().expect("id");
+    let record = gw.get_invocation(id).json();
+    assert_eq!(record["status"], json!("success"), "{record}");
+    assert_eq!(record["route"], json!(route));
+    assert_eq!(record["plugin"], json!(plugin));
+    record
+}
+
+/// A completion request with `messages` and the given `providerConfig.params`.
+pub fn chat_request_with_params(
+    project: &str,
+    route: &str,
+    params: Value,
+    messages: Value,
+) -> Value {
+    json!({
+        "projectId": project,
+        "messages": messages,
+        "providerConfig": {"provider": route, "params": params}
+    })
+}
+
+/// Opens a `/completions` stream with the gateway key and `provider_key` as the caller's
+/// `Provider-API-Key`, to read frame by frame.
+pub fn open_stream_with_provider_key(
+    gw: &Gateway,
+    provider_key: &str,
+    body: &Value,
+) -> client::Connection {
+    gw.open_stream_with_headers(
+        "/completions",
+        Some(&gw.key),
+        &[("Provider-API-Key", provider_key)],
+        body,
+    )
 }

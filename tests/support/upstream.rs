@@ -10,59 +10,24 @@
 //! request. Every request is kept for assertions.
 
 use std::collections::VecDeque;
-use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::ops::Deref;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::BodyExt;
-use hyper::body::{Body, Frame, Incoming, SizeHint};
-use hyper::service::service_fn;
+use hyper::body::Incoming;
 use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot};
 
+pub use super::fake_server::ReceivedRequest;
+use super::fake_server::{
+    self, Ending, FakeServer, Handler, ScriptedBody, Traffic, lock, wait_until, whole,
+};
 use super::recording::{Interaction, Recording};
 
 /// Pause between SSE events of a replayed stream, so each event travels in
 /// its own write and the plugin sees the stream arrive piece by piece.
 const REPLAY_EVENT_GAP: Duration = Duration::from_millis(2);
-
-/// A request the upstream received.
-#[derive(Debug, Clone)]
-pub struct ReceivedRequest {
-    pub method: String,
-    /// Path and query.
-    pub path: String,
-    /// Lowercased names.
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-}
-
-impl ReceivedRequest {
-    /// The first value of header `name` (case-insensitive).
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// The body parsed as JSON.
-    pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
-            panic!(
-                "upstream request body is not JSON ({e}): {}",
-                String::from_utf8_lossy(&self.body)
-            )
-        })
-    }
-}
 
 /// How chat completions (and, for errors, every request) are answered.
 #[derive(Debug, Clone)]
@@ -83,21 +48,25 @@ enum Script {
     Hang,
 }
 
-#[derive(Debug, Default)]
-struct State {
-    requests: Vec<ReceivedRequest>,
-    /// Streams the client dropped before their end.
-    aborted_streams: usize,
-    /// Streams sent to their end.
-    finished_streams: usize,
+/// The server side: the script and what happened.
+struct Upstream {
+    traffic: Traffic,
+    script: Mutex<Script>,
 }
 
-/// The running fake upstream; stops when dropped.
+/// The running fake upstream; stops when dropped. Derefs to its [`Traffic`] (requests and
+/// streams) for assertions.
 pub struct FakeUpstream {
-    addr: SocketAddr,
-    state: Arc<Mutex<State>>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    traffic: Traffic,
+    server: FakeServer,
+}
+
+impl Deref for FakeUpstream {
+    type Target = Traffic;
+
+    fn deref(&self) -> &Traffic {
+        &self.traffic
+    }
 }
 
 impl FakeUpstream {
@@ -158,221 +127,96 @@ impl FakeUpstream {
     }
 
     fn with_script(script: Script) -> FakeUpstream {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the fake upstream");
-        listener
-            .set_nonblocking(true)
-            .expect("nonblocking listener");
-        let addr = listener.local_addr().expect("fake upstream address");
-        let state = Arc::new(Mutex::new(State::default()));
-        let script = Arc::new(Mutex::new(script));
-        let (stop, stopped) = oneshot::channel();
-        let thread_state = state.clone();
-        let thread = std::thread::Builder::new()
-            .name(format!("fake-upstream-{}", addr.port()))
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("fake upstream runtime");
-                runtime.block_on(serve(listener, thread_state, script, stopped));
-            })
-            .expect("spawn the fake upstream");
+        let traffic = Traffic::default();
+        let upstream = Upstream {
+            traffic: traffic.clone(),
+            script: Mutex::new(script),
+        };
         FakeUpstream {
-            addr,
-            state,
-            stop: Some(stop),
-            thread: Some(thread),
+            traffic,
+            server: FakeServer::start("fake-upstream", Arc::new(upstream)),
         }
     }
 
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.server.addr()
     }
 
     /// A base URL for a route: `http://127.0.0.1:PORT<prefix>`, e.g. prefix `/v1`.
     pub fn base_url(&self, prefix: &str) -> String {
-        format!("http://{}{prefix}", self.addr)
-    }
-
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Every request received so far, in order.
-    pub fn requests(&self) -> Vec<ReceivedRequest> {
-        self.lock().requests.clone()
-    }
-
-    /// The only request received; panics unless there was exactly one.
-    pub fn single_request(&self) -> ReceivedRequest {
-        let requests = self.requests();
-        assert_eq!(
-            requests.len(),
-            1,
-            "expected one upstream request, got {}: {:?}",
-            requests.len(),
-            requests.iter().map(|r| &r.path).collect::<Vec<_>>()
-        );
-        requests.into_iter().next().expect("one request")
-    }
-
-    /// Streams the client dropped before their end.
-    pub fn aborted_streams(&self) -> usize {
-        self.lock().aborted_streams
-    }
-
-    /// Streams sent to their end.
-    pub fn finished_streams(&self) -> usize {
-        self.lock().finished_streams
+        self.server.base_url(prefix)
     }
 
     /// Waits until `condition` holds; panics after a minute (a liveness
     /// bound, not a timing assertion).
     pub fn wait_until(&self, what: &str, condition: impl Fn(&FakeUpstream) -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !condition(self) {
-            assert!(
-                Instant::now() < deadline,
-                "fake upstream: gave up waiting for {what}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_until(what, || condition(self));
     }
 }
 
-impl Drop for FakeUpstream {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+impl Handler for Upstream {
+    type Body = ScriptedBody;
+
+    async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Response<ScriptedBody> {
+        let received = ReceivedRequest::read(request).await;
+        self.traffic.record(received.clone());
+
+        let path = received.path_only().to_owned();
+        // The script decides first: errors and hangs apply to every endpoint.
+        let action = {
+            let mut script = lock(&self.script);
+            if let Script::Error {
+                status,
+                body,
+                retry_after,
+            } = &*script
+            {
+                Action::Error(*status, body.clone(), retry_after.clone())
+            } else if matches!(*script, Script::Hang) {
+                Action::Hang
+            } else if path.ends_with("/embeddings") {
+                Action::Embeddings
+            } else if path.ends_with("/chat/completions") {
+                match &mut *script {
+                    Script::Replay(queue) => match queue.pop_front() {
+                        Some(interaction) => Action::Replay(Box::new(interaction)),
+                        None => {
+                            Action::Unexpected("every recorded interaction was already replayed")
+                        }
+                    },
+                    Script::Slow { frames, gap } => Action::Slow(*frames, *gap),
+                    _ => Action::Unexpected("no chat completion answer was scripted"),
+                }
+            } else if path.ends_with("/completions") {
+                Action::Legacy
+            } else {
+                Action::Unexpected("unknown path")
+            }
+        };
+        match action {
+            Action::Error(status, body, retry_after) => {
+                let headers: Vec<(String, String)> = retry_after
+                    .map(|value| vec![("retry-after".to_owned(), value)])
+                    .unwrap_or_default();
+                whole(status, "application/json", &headers, body)
+            }
+            Action::Hang => {
+                // Held until the gateway gives up and closes the connection.
+                std::future::pending::<()>().await;
+                unreachable!("a pending future never completes")
+            }
+            Action::Embeddings => embeddings(&received),
+            Action::Legacy => legacy_completion(&received, &self.traffic),
+            Action::Replay(interaction) => replay(&interaction, &self.traffic),
+            Action::Slow(frames, gap) => slow_stream(frames, gap, &self.traffic),
+            Action::Unexpected(why) => full(
+                500,
+                "application/json",
+                json!({"error": {"message": format!("fake upstream: {why}: {path}"), "type": "server_error"}})
+                    .to_string(),
+            ),
         }
     }
-}
-
-async fn serve(
-    listener: std::net::TcpListener,
-    state: Arc<Mutex<State>>,
-    script: Arc<Mutex<Script>>,
-    mut stopped: oneshot::Receiver<()>,
-) {
-    let listener = tokio::net::TcpListener::from_std(listener).expect("tokio listener");
-    let mut connections = tokio::task::JoinSet::new();
-    loop {
-        tokio::select! {
-            _ = &mut stopped => break,
-            accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
-                let state = state.clone();
-                let script = script.clone();
-                connections.spawn(async move {
-                    let service = service_fn(move |request| {
-                        handle(request, state.clone(), script.clone())
-                    });
-                    // Errors here are the client going away, which tests provoke on purpose.
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        }
-    }
-    connections.shutdown().await;
-}
-
-async fn handle(
-    request: Request<Incoming>,
-    state: Arc<Mutex<State>>,
-    script: Arc<Mutex<Script>>,
-) -> Result<Response<UpstreamBody>, Infallible> {
-    let (parts, body) = request.into_parts();
-    let body = match body.collect().await {
-        Ok(collected) => collected.to_bytes().to_vec(),
-        Err(_) => Vec::new(),
-    };
-    let received = ReceivedRequest {
-        method: parts.method.to_string(),
-        path: parts
-            .uri
-            .path_and_query()
-            .map_or_else(|| parts.uri.path().to_owned(), |pq| pq.as_str().to_owned()),
-        headers: parts
-            .headers
-            .iter()
-            .map(|(name, value)| {
-                (
-                    name.as_str().to_ascii_lowercase(),
-                    String::from_utf8_lossy(value.as_bytes()).into_owned(),
-                )
-            })
-            .collect(),
-        body,
-    };
-    state
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .requests
-        .push(received.clone());
-
-    let path = parts.uri.path().to_owned();
-    // The script decides first: errors and hangs apply to every endpoint.
-    let action = {
-        let mut script = script.lock().unwrap_or_else(|e| e.into_inner());
-        if let Script::Error {
-            status,
-            body,
-            retry_after,
-        } = &*script
-        {
-            Action::Error(*status, body.clone(), retry_after.clone())
-        } else if matches!(*script, Script::Hang) {
-            Action::Hang
-        } else if path.ends_with("/embeddings") {
-            Action::Embeddings
-        } else if path.ends_with("/chat/completions") {
-            match &mut *script {
-                Script::Replay(queue) => match queue.pop_front() {
-                    Some(interaction) => Action::Replay(Box::new(interaction)),
-                    None => Action::Unexpected("every recorded interaction was already replayed"),
-                },
-                Script::Slow { frames, gap } => Action::Slow(*frames, *gap),
-                _ => Action::Unexpected("no chat completion answer was scripted"),
-            }
-        } else if path.ends_with("/completions") {
-            Action::Legacy
-        } else {
-            Action::Unexpected("unknown path")
-        }
-    };
-    let response = match action {
-        Action::Error(status, body, retry_after) => {
-            let mut response = full(status, "application/json", body);
-            if let Some(value) = retry_after {
-                response.headers_mut().insert(
-                    "retry-after",
-                    value.parse().expect("valid retry-after header"),
-                );
-            }
-            response
-        }
-        Action::Hang => {
-            // Held until the gateway gives up and closes the connection.
-            std::future::pending::<()>().await;
-            unreachable!("a pending future never completes")
-        }
-        Action::Embeddings => embeddings(&received),
-        Action::Legacy => legacy_completion(&received, &state),
-        Action::Replay(interaction) => replay(&interaction, &state),
-        Action::Slow(frames, gap) => slow_stream(frames, gap, &state),
-        Action::Unexpected(why) => full(
-            500,
-            "application/json",
-            json!({"error": {"message": format!("fake upstream: {why}: {path}"), "type": "server_error"}})
-                .to_string(),
-        ),
-    };
-    Ok(response)
 }
 
 enum Action {
@@ -385,12 +229,8 @@ enum Action {
     Unexpected(&'static str),
 }
 
-fn full(status: u16, content_type: &str, body: String) -> Response<UpstreamBody> {
-    Response::builder()
-        .status(status)
-        .header("content-type", content_type)
-        .body(UpstreamBody::Full(Some(Bytes::from(body))))
-        .expect("valid response")
+fn full(status: u16, content_type: &str, body: String) -> Response<ScriptedBody> {
+    whole(status, content_type, &[], body)
 }
 
 /// Sends `events` as separate body writes, pausing `gap` between them;
@@ -400,39 +240,21 @@ fn stream(
     content_type: &str,
     events: Vec<String>,
     gap: Duration,
-    state: &Arc<Mutex<State>>,
-) -> Response<UpstreamBody> {
-    let (tx, rx) = mpsc::channel::<Bytes>(1);
-    let state = state.clone();
-    tokio::spawn(async move {
-        for (i, event) in events.into_iter().enumerate() {
-            if i > 0 {
-                tokio::time::sleep(gap).await;
-            }
-            if tx.send(Bytes::from(event)).await.is_err() {
-                state
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .aborted_streams += 1;
-                return;
-            }
-        }
-        // Dropping the sender ends the body.
-        drop(tx);
-        state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .finished_streams += 1;
-    });
-    Response::builder()
-        .status(status)
-        .header("content-type", content_type)
-        .header("cache-control", "no-cache")
-        .body(UpstreamBody::Stream(rx))
-        .expect("valid response")
+    traffic: &Traffic,
+) -> Response<ScriptedBody> {
+    let traffic = traffic.clone();
+    fake_server::pieces(
+        status,
+        content_type,
+        &[("cache-control".to_owned(), "no-cache".to_owned())],
+        events,
+        gap,
+        Ending::Finish,
+        move |outcome| traffic.count_stream(outcome),
+    )
 }
 
-fn replay(interaction: &Interaction, state: &Arc<Mutex<State>>) -> Response<UpstreamBody> {
+fn replay(interaction: &Interaction, traffic: &Traffic) -> Response<ScriptedBody> {
     let content_type = interaction.content_type();
     if interaction.is_sse() {
         stream(
@@ -440,7 +262,7 @@ fn replay(interaction: &Interaction, state: &Arc<Mutex<State>>) -> Response<Upst
             &content_type,
             interaction.sse_events(),
             REPLAY_EVENT_GAP,
-            state,
+            traffic,
         )
     } else {
         full(
@@ -460,7 +282,7 @@ pub fn slow_word(i: usize) -> String {
     format!("w{i} ")
 }
 
-fn slow_stream(frames: usize, gap: Duration, state: &Arc<Mutex<State>>) -> Response<UpstreamBody> {
+fn slow_stream(frames: usize, gap: Duration, traffic: &Traffic) -> Response<ScriptedBody> {
     let chunk = |delta: Value, finish: Value| {
         json!({
             "id": "chatcmpl-slow", "object": "chat.completion.chunk", "created": 0, "model": "slow-model",
@@ -485,7 +307,13 @@ fn slow_stream(frames: usize, gap: Duration, state: &Arc<Mutex<State>>) -> Respo
         "usage": {"prompt_tokens": 5, "completion_tokens": frames, "total_tokens": 5 + frames}
     })));
     events.push("data: [DONE]\n\n".to_owned());
-    stream(200, "text/event-stream; charset=utf-8", events, gap, state)
+    stream(
+        200,
+        "text/event-stream; charset=utf-8",
+        events,
+        gap,
+        traffic,
+    )
 }
 
 /// The inputs of an embeddings or legacy request (`input` or `prompt`), as a list.
@@ -506,7 +334,7 @@ pub fn fake_embedding(index: usize, input: &str) -> Vec<f64> {
     vec![index as f64 + 0.5, input.len() as f64, -0.25]
 }
 
-fn embeddings(request: &ReceivedRequest) -> Response<UpstreamBody> {
+fn embeddings(request: &ReceivedRequest) -> Response<ScriptedBody> {
     let body = request.json();
     let inputs = inputs(&body["input"]);
     let words: usize = inputs.iter().map(|s| s.split_whitespace().count()).sum();
@@ -531,10 +359,7 @@ pub fn legacy_text(prompt: &str) -> String {
     format!("legacy: {prompt}")
 }
 
-fn legacy_completion(
-    request: &ReceivedRequest,
-    state: &Arc<Mutex<State>>,
-) -> Response<UpstreamBody> {
+fn legacy_completion(request: &ReceivedRequest, traffic: &Traffic) -> Response<ScriptedBody> {
     let body = request.json();
     let prompt = inputs(&body["prompt"]).join("\n");
     let text = legacy_text(&prompt);
@@ -563,7 +388,7 @@ fn legacy_completion(
             "choices": [], "usage": usage
         })));
         events.push("data: [DONE]\n\n".to_owned());
-        return stream(200, "text/event-stream", events, REPLAY_EVENT_GAP, state);
+        return stream(200, "text/event-stream", events, REPLAY_EVENT_GAP, traffic);
     }
     let answer = json!({
         "id": "cmpl-fake",
@@ -574,37 +399,4 @@ fn legacy_completion(
         "usage": usage
     });
     full(200, "application/json", answer.to_string())
-}
-
-/// A whole body with a known length, or a stream of writes.
-enum UpstreamBody {
-    Full(Option<Bytes>),
-    Stream(mpsc::Receiver<Bytes>),
-}
-
-impl Body for UpstreamBody {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        match self.get_mut() {
-            UpstreamBody::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            UpstreamBody::Stream(rx) => rx.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b)))),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        matches!(self, UpstreamBody::Full(None))
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self {
-            UpstreamBody::Full(Some(bytes)) => SizeHint::with_exact(bytes.len() as u64),
-            UpstreamBody::Full(None) => SizeHint::with_exact(0),
-            UpstreamBody::Stream(_) => SizeHint::default(),
-        }
-    }
 }
