@@ -1,0 +1,229 @@
+//! The gateway under test: the real release binary with a generated config
+//! (its own temporary directory, SQLite database and plugins directory), one
+//! route served by the real `openai.wasm` pointed at the fake upstream, and a
+//! project and key made with the gateway's own CLI.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use bytes::Bytes;
+use hyper::header::HeaderValue;
+use serde_json::json;
+use tempfile::TempDir;
+
+use crate::child::Server;
+use crate::load::Target;
+
+/// The route callers name in `providerConfig.provider`.
+pub const ROUTE: &str = "bench";
+/// The environment variable that carries the route's (fake) provider key.
+const KEY_ENV: &str = "BENCH_UPSTREAM_KEY";
+/// The provider key the upstream receives; it checks nothing.
+const UPSTREAM_KEY: &str = "sk-bench-not-a-real-key";
+/// The same key as a direct caller sends it.
+const UPSTREAM_BEARER: &str = "Bearer sk-bench-not-a-real-key";
+
+/// Where the binary and the plugin come from, and how the gateway logs.
+#[derive(Debug, Clone)]
+pub struct GatewayBuild {
+    pub binary: PathBuf,
+    pub openai_wasm: PathBuf,
+    /// `RUST_LOG` for `serve`; `None` runs with the gateway's default (`info`).
+    pub log_filter: Option<String>,
+}
+
+impl GatewayBuild {
+    /// Fails with the command that builds what is missing.
+    pub fn check(&self) -> Result<(), String> {
+        if !self.binary.is_file() {
+            return Err(format!(
+                "{} not found: build it with `cargo build --release -p gateway` (or use `cargo xtask bench`)",
+                self.binary.display()
+            ));
+        }
+        if !self.openai_wasm.is_file() {
+            return Err(format!(
+                "{} not found: build the plugins with `cargo xtask plugins` (or use `cargo xtask bench`)",
+                self.openai_wasm.display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Copies the binary and the plugin into `dir` and returns the copies.
+    pub fn snapshot(&self, dir: &Path) -> Result<GatewayBuild, String> {
+        let binary = dir.join("gateway");
+        let openai_wasm = dir.join("openai.wasm");
+        for (from, to) in [(&self.binary, &binary), (&self.openai_wasm, &openai_wasm)] {
+            std::fs::copy(from, to)
+                .map_err(|e| format!("cannot copy {} to {}: {e}", from.display(), to.display()))?;
+        }
+        Ok(GatewayBuild {
+            binary,
+            openai_wasm,
+            log_filter: self.log_filter.clone(),
+        })
+    }
+}
+
+/// A configured gateway: directory, config, project and key. Serve it with [`Setup::serve`].
+pub struct Setup {
+    build: GatewayBuild,
+    dir: TempDir,
+    config: PathBuf,
+    pub project_id: String,
+    pub key: String,
+}
+
+impl Setup {
+    /// Writes the config (`extra` is appended to its top-level keys), installs
+    /// the plugin and creates a project and key.
+    pub fn new(build: &GatewayBuild, upstream: SocketAddr, extra: &str) -> Result<Setup, String> {
+        build.check()?;
+        let dir = tempfile::Builder::new()
+            .prefix("gateway-bench-")
+            .tempdir()
+            .map_err(|e| format!("cannot create a temporary directory: {e}"))?;
+        // Config, database, plugins and logs in separate directories, as a
+        // deployment has them: the gateway watches the config's and the
+        // plugins' directories, and writes to the database or the log must not
+        // wake those watchers.
+        let plugins = dir.path().join("plugins");
+        for sub in ["etc", "data", "plugins", "logs"] {
+            let path = dir.path().join(sub);
+            std::fs::create_dir(&path).map_err(|e| format!("cannot create {path:?}: {e}"))?;
+        }
+        std::fs::copy(&build.openai_wasm, plugins.join("openai.wasm"))
+            .map_err(|e| format!("cannot copy {}: {e}", build.openai_wasm.display()))?;
+
+        let mut config = String::new();
+        let _ = writeln!(config, "listen = \"127.0.0.1:0\"");
+        let _ = writeln!(
+            config,
+            "database = {}",
+            toml_path(&dir.path().join("data/gateway.db"))
+        );
+        let _ = writeln!(config, "plugins_dir = {}", toml_path(&plugins));
+        let _ = writeln!(config, "demo_project = false");
+        config.push_str(extra);
+        let _ = writeln!(config, "\n[providers.{ROUTE}]");
+        let _ = writeln!(config, "plugin = \"openai\"");
+        let _ = writeln!(config, "base_url = \"http://{upstream}/v1\"");
+        let _ = writeln!(config, "api_key_env = \"{KEY_ENV}\"");
+        let _ = writeln!(config, "default_model = \"bench\"");
+        let config_path = dir.path().join("etc/gateway.toml");
+        std::fs::write(&config_path, &config)
+            .map_err(|e| format!("cannot write {}: {e}", config_path.display()))?;
+
+        let mut setup = Setup {
+            build: build.clone(),
+            dir,
+            config: config_path,
+            project_id: String::new(),
+            key: String::new(),
+        };
+        setup.project_id = setup.cli(&["project", "create", "bench"])?;
+        let project_id = setup.project_id.clone();
+        setup.key = setup.cli(&["key", "create", &project_id])?;
+        Ok(setup)
+    }
+
+    /// Runs a CLI command; returns its last stdout line.
+    fn cli(&self, args: &[&str]) -> Result<String, String> {
+        let output = self
+            .command()
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run `gateway {}`: {e}", args.join(" ")))?;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        if !output.status.success() {
+            return Err(format!(
+                "`gateway {}` failed ({}): {}",
+                args.join(" "),
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        stdout
+            .lines()
+            .rev()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .map(str::to_owned)
+            .ok_or_else(|| format!("`gateway {}` printed nothing", args.join(" ")))
+    }
+
+    fn command(&self) -> Command {
+        let mut command = Command::new(&self.build.binary);
+        command
+            .arg("--config")
+            .arg(&self.config)
+            .current_dir(self.dir.path())
+            .env_remove("GATEWAY_CONFIG")
+            .env(KEY_ENV, UPSTREAM_KEY);
+        match &self.build.log_filter {
+            Some(filter) => command.env("RUST_LOG", filter),
+            None => command.env_remove("RUST_LOG"),
+        };
+        command
+    }
+
+    /// Starts `gateway serve` and waits until it listens; its log goes to `logs/NAME.log`.
+    pub fn serve(&self, name: &str) -> Result<Server, String> {
+        let mut command = self.command();
+        command.arg("serve");
+        let log = self.dir.path().join(format!("logs/{name}.log"));
+        Server::spawn(name, command, log)
+    }
+
+    /// The gateway's `POST /completions` for a chat with `model` (see
+    /// [`crate::upstream::stream_model`]), streamed or not.
+    pub fn target(&self, addr: SocketAddr, model: &str, stream: bool) -> Result<Target, String> {
+        let mut body = json!({
+            "projectId": self.project_id,
+            "messages": [{"role": "user", "content": "Hello"}],
+            "providerConfig": {"provider": ROUTE, "params": {"type": "chat", "model": model}},
+        });
+        if stream {
+            body["stream"] = json!(true);
+        }
+        Ok(Target {
+            label: "gateway",
+            addr,
+            path: "/completions".into(),
+            authorization: HeaderValue::from_str(&self.key)
+                .map_err(|e| format!("the key is not a header value: {e}"))?,
+            body: Bytes::from(body.to_string()),
+            stream,
+        })
+    }
+}
+
+/// The same chat sent straight to an OpenAI-compatible server (the upstream
+/// itself, or the baseline proxy in front of it).
+pub fn openai_target(label: &'static str, addr: SocketAddr, model: &str, stream: bool) -> Target {
+    let mut body = json!({
+        "model": model,
+        "messages": [{"role": "user", "content": "Hello"}],
+    });
+    if stream {
+        body["stream"] = json!(true);
+        body["stream_options"] = json!({"include_usage": true});
+    }
+    Target {
+        label,
+        addr,
+        path: "/v1/chat/completions".into(),
+        authorization: HeaderValue::from_static(UPSTREAM_BEARER),
+        body: Bytes::from(body.to_string()),
+        stream,
+    }
+}
+
+/// A TOML basic string (JSON's escapes are a subset of TOML's).
+fn toml_path(path: &Path) -> String {
+    serde_json::to_string(&path.to_string_lossy()).unwrap_or_else(|_| "\"\"".into())
+}

@@ -1,0 +1,143 @@
+//! `bench`: what the gateway costs, measured against going straight to the
+//! upstream and against a bare hyper reverse proxy, in one run on one machine.
+//!
+//! ```sh
+//! cargo xtask bench            # builds the gateway, the plugins and this; runs `all`
+//! cargo xtask bench --smoke    # a few seconds; what CI runs
+//! target/release/bench all --runs 3 --out bench/results/latest.md
+//! ```
+//!
+//! See `BENCHMARKS.md` for the scenarios, the figures and how to read them.
+
+mod child;
+mod gateway;
+mod load;
+mod proxy;
+mod report;
+mod scenarios;
+mod sys;
+mod upstream;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use scenarios::Scenario;
+
+#[derive(Parser)]
+#[command(
+    name = "bench",
+    about = "Benchmark the gateway against direct-to-upstream and a bare hyper proxy"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Every scenario, in order.
+    All(Options),
+    /// (1) Added latency at concurrency 1.
+    Latency(Options),
+    /// (2) Saturation throughput and latency at fixed rates.
+    Throughput(Options),
+    /// (3) Streaming: time to first frame, gaps between frames.
+    Streaming(Options),
+    /// (4) Gateway memory idle, under many streams, after the load.
+    Memory(Options),
+    /// (5) Process start to first served request.
+    Coldstart(Options),
+    /// Steady load on one path for profiling (`perf record -g -p PID`); prints the PIDs.
+    Soak(SoakOptions),
+    /// Runs the fake upstream (used by the harness itself).
+    #[command(hide = true)]
+    Upstream {
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: SocketAddr,
+    },
+    /// Runs the baseline proxy (used by the harness itself).
+    #[command(hide = true)]
+    Proxy {
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: SocketAddr,
+        #[arg(long)]
+        upstream: SocketAddr,
+    },
+}
+
+/// Options every scenario takes.
+#[derive(Args, Clone, Debug)]
+pub struct Options {
+    /// A few seconds in all, for CI: checks that everything works, times nothing seriously.
+    #[arg(long)]
+    pub smoke: bool,
+    /// Repetitions of each measurement; the report shows the median (default 3, smoke 1).
+    #[arg(long)]
+    pub runs: Option<usize>,
+    /// Where the markdown report is written (default bench/results/latest.md; smoke: a temp file).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// The gateway binary (default target/release/gateway).
+    #[arg(long)]
+    pub gateway: Option<PathBuf>,
+    /// The directory with openai.wasm (default target/wasm32-wasip2/plugin).
+    #[arg(long)]
+    pub plugins_dir: Option<PathBuf>,
+    /// RUST_LOG for the gateway (default: unset, i.e. the gateway's own default, `info`).
+    #[arg(long)]
+    pub gateway_log: Option<String>,
+    /// Streams held open at once in the memory scenario (default 1000, smoke 20).
+    #[arg(long)]
+    pub streams: Option<usize>,
+    /// Content frames per stream in the memory scenario (250 ms apart; default 40, smoke 5).
+    #[arg(long)]
+    pub stream_frames: Option<u32>,
+    /// The config key of the compiled-plugin cache directory, tried in the cold-start
+    /// scenario; a gateway that does not know it is measured without a cache.
+    #[arg(long, default_value = "plugin_cache_dir")]
+    pub cache_key: String,
+}
+
+/// Options of `soak`.
+#[derive(Args, Clone, Debug)]
+pub struct SoakOptions {
+    #[command(flatten)]
+    pub common: Options,
+    /// `direct`, `proxy` or `gateway`.
+    #[arg(long, default_value = "gateway")]
+    pub target: String,
+    /// Connections in the closed loop.
+    #[arg(long, default_value_t = 1)]
+    pub concurrency: usize,
+    /// How long the load runs.
+    #[arg(long, default_value_t = 30)]
+    pub seconds: u64,
+    /// Stream the answers.
+    #[arg(long)]
+    pub stream: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::All(options) => scenarios::run(&options, Scenario::ALL),
+        Command::Latency(options) => scenarios::run(&options, &[Scenario::Latency]),
+        Command::Throughput(options) => scenarios::run(&options, &[Scenario::Throughput]),
+        Command::Streaming(options) => scenarios::run(&options, &[Scenario::Streaming]),
+        Command::Memory(options) => scenarios::run(&options, &[Scenario::Memory]),
+        Command::Coldstart(options) => scenarios::run(&options, &[Scenario::ColdStart]),
+        Command::Soak(options) => scenarios::soak(&options),
+        Command::Upstream { listen } => upstream::run(listen),
+        Command::Proxy { listen, upstream } => proxy::run(listen, upstream),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("bench: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
