@@ -128,10 +128,10 @@ impl PluginRuntime {
             // faults on every request (see shared/notes/wasmtime-48.md), but
             // every resident byte is zeroed when an instance ends: keep it
             // small, and few idle slots warm, so memory returns after a burst.
-            .linear_memory_keep_resident(128 * 1024)
+            .linear_memory_keep_resident(1024 * 1024)
             .max_unused_warm_slots(32)
             .table_keep_resident(64 * 1024)
-            .async_stack_keep_resident(256 * 1024);
+            .async_stack_keep_resident(64 * 1024);
         let mut config = wasmtime::Config::new();
         config
             .wasm_component_model(true)
