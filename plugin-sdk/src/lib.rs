@@ -36,6 +36,16 @@
 //! panic = "abort"             # a panic becomes a trap; the gateway answers 502
 //! ```
 //!
+//! Each request runs in its own instance, so the plugin's memory is the
+//! gateway's memory per concurrent request. Rust's default wasm stack is
+//! 1 MiB; 128 KiB is plenty for a provider and shrinks every instance, in
+//! `.cargo/config.toml`:
+//!
+//! ```toml
+//! [target.wasm32-wasip2]
+//! rustflags = ["-C", "link-arg=-zstack-size=131072"]
+//! ```
+//!
 //! Build it with `cargo build --release --target wasm32-wasip2` and copy
 //! `target/wasm32-wasip2/release/my_provider.wasm` into the gateway's
 //! `plugins_dir` (copy to a temporary name first, then rename, so the gateway
