@@ -14,6 +14,7 @@
 //! takes one core's worth of scheduling at most, and what it leaves running
 //! (connections, late answers) ends with the runtime.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -209,6 +210,40 @@ pub fn closed_loop(
     warmup: Duration,
     duration: Duration,
 ) -> Result<LoadResult, String> {
+    run_workers(
+        target,
+        concurrency,
+        warmup,
+        duration,
+        LoadResult::new(duration),
+        LoadResult::merge,
+        "load",
+        |target, sender, measure_from, until| {
+            closed_worker(target, sender, measure_from, until, duration)
+        },
+    )
+}
+
+/// Opens `concurrency` connections to `target`, then runs one `worker` per
+/// connection on it, measuring from `warmup` after the start for `duration`,
+/// and merges what the workers return into `total`. `kind` names the workers
+/// in the error when one panics.
+#[allow(clippy::too_many_arguments)]
+fn run_workers<R, W, F>(
+    target: &Target,
+    concurrency: usize,
+    warmup: Duration,
+    duration: Duration,
+    mut total: R,
+    merge: fn(&mut R, &R),
+    kind: &str,
+    worker: W,
+) -> Result<R, String>
+where
+    R: Send + 'static,
+    W: Fn(Target, SendRequest<Full<Bytes>>, Instant, Instant) -> F,
+    F: Future<Output = R> + Send + 'static,
+{
     let rt = runtime()?;
     rt.block_on(async {
         let mut senders = Vec::with_capacity(concurrency);
@@ -219,24 +254,29 @@ pub fn closed_loop(
         let until = measure_from + duration;
         let mut workers = Vec::with_capacity(concurrency);
         for sender in senders {
-            let target = target.clone();
-            workers.push(tokio::spawn(closed_worker(
-                target,
+            workers.push(tokio::spawn(worker(
+                target.clone(),
                 sender,
                 measure_from,
                 until,
-                duration,
             )));
         }
-        let mut total = LoadResult::new(duration);
-        for worker in workers {
-            let result = worker
+        for handle in workers {
+            let result = handle
                 .await
-                .map_err(|e| format!("a load worker failed: {e}"))?;
-            total.merge(&result);
+                .map_err(|e| format!("a {kind} worker failed: {e}"))?;
+            merge(&mut total, &result);
         }
         Ok(total)
     })
+}
+
+/// After a failed exchange: pauses (a persistent failure must not spin) and
+/// replaces `sender` with a fresh connection, as a broken one cannot be reused.
+async fn reconnect(sender: &mut SendRequest<Full<Bytes>>, addr: SocketAddr) -> Result<(), String> {
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    *sender = connect(addr).await?;
+    Ok(())
 }
 
 async fn closed_worker(
@@ -272,14 +312,9 @@ async fn closed_worker(
                 if failures_in_a_row > GIVE_UP_AFTER_ERRORS {
                     break;
                 }
-                // A broken connection cannot be reused; a persistent failure must not spin.
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                match connect(target.addr).await {
-                    Ok(fresh) => sender = fresh,
-                    Err(e) => {
-                        result.error(e);
-                        break;
-                    }
+                if let Err(e) = reconnect(&mut sender, target.addr).await {
+                    result.error(e);
+                    break;
                 }
             }
         }
@@ -562,74 +597,58 @@ pub fn stream_loop(
     warmup: Duration,
     duration: Duration,
 ) -> Result<StreamResult, String> {
-    let rt = runtime()?;
-    rt.block_on(async {
-        let mut senders = Vec::with_capacity(concurrency);
-        for _ in 0..concurrency {
-            senders.push(connect(target.addr).await?);
-        }
-        let measure_from = Instant::now() + warmup;
-        let until = measure_from + duration;
-        let mut workers = Vec::with_capacity(concurrency);
-        for mut sender in senders {
-            let target = target.clone();
-            workers.push(tokio::spawn(async move {
-                let mut result = StreamResult::new();
-                let mut failures_in_a_row = 0u64;
-                loop {
-                    let started = Instant::now();
-                    if started >= until {
-                        break;
-                    }
-                    match read_stream(&mut sender, &target, expected_frames, || {}).await {
-                        Ok(timing) => {
-                            failures_in_a_row = 0;
-                            if started >= measure_from {
-                                result.streams += 1;
-                                result.frames += timing.deliveries.len() as u64;
-                                if let Some(first) = timing.first_frame {
-                                    let _ = result.first_frame.record(first.max(1));
-                                }
-                                for gap in timing.gaps {
-                                    let _ = result.gap.record(gap.max(1));
-                                }
-                                for stretch in timing.stretches {
-                                    let _ = result.stretch.record(stretch.max(1));
-                                }
-                                for delivery in timing.deliveries {
-                                    let _ = result.delivery.record(delivery.max(1));
-                                }
+    run_workers(
+        target,
+        concurrency,
+        warmup,
+        duration,
+        StreamResult::new(),
+        StreamResult::merge,
+        "stream",
+        |target, mut sender, measure_from, until| async move {
+            let mut result = StreamResult::new();
+            let mut failures_in_a_row = 0u64;
+            loop {
+                let started = Instant::now();
+                if started >= until {
+                    break;
+                }
+                match read_stream(&mut sender, &target, expected_frames, || {}).await {
+                    Ok(timing) => {
+                        failures_in_a_row = 0;
+                        if started >= measure_from {
+                            result.streams += 1;
+                            result.frames += timing.deliveries.len() as u64;
+                            if let Some(first) = timing.first_frame {
+                                let _ = result.first_frame.record(first.max(1));
+                            }
+                            for gap in timing.gaps {
+                                let _ = result.gap.record(gap.max(1));
+                            }
+                            for stretch in timing.stretches {
+                                let _ = result.stretch.record(stretch.max(1));
+                            }
+                            for delivery in timing.deliveries {
+                                let _ = result.delivery.record(delivery.max(1));
                             }
                         }
-                        Err(e) => {
-                            failures_in_a_row += 1;
+                    }
+                    Err(e) => {
+                        failures_in_a_row += 1;
+                        result.error(e);
+                        if failures_in_a_row > GIVE_UP_AFTER_ERRORS {
+                            break;
+                        }
+                        if let Err(e) = reconnect(&mut sender, target.addr).await {
                             result.error(e);
-                            if failures_in_a_row > GIVE_UP_AFTER_ERRORS {
-                                break;
-                            }
-                            tokio::time::sleep(Duration::from_millis(5)).await;
-                            match connect(target.addr).await {
-                                Ok(fresh) => sender = fresh,
-                                Err(e) => {
-                                    result.error(e);
-                                    break;
-                                }
-                            }
+                            break;
                         }
                     }
                 }
-                result
-            }));
-        }
-        let mut total = StreamResult::new();
-        for worker in workers {
-            let result = worker
-                .await
-                .map_err(|e| format!("a stream worker failed: {e}"))?;
-            total.merge(&result);
-        }
-        Ok(total)
-    })
+            }
+            result
+        },
+    )
 }
 
 /// What [`hold_streams`] saw.

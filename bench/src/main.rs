@@ -15,6 +15,7 @@ mod load;
 mod proxy;
 mod report;
 mod scenarios;
+mod serve;
 mod sys;
 mod upstream;
 

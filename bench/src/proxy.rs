@@ -18,8 +18,7 @@ use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::net::TcpListener;
+use hyper_util::rt::TokioExecutor;
 
 type UpstreamClient = Client<HttpConnector, Incoming>;
 
@@ -38,34 +37,12 @@ pub fn run(listen: SocketAddr, upstream: SocketAddr) -> Result<(), String> {
         let authority = HeaderValue::from_str(&upstream.to_string())
             .map_err(|e| format!("bad upstream address: {e}"))?;
 
-        let listener = TcpListener::bind(listen)
-            .await
-            .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| format!("no local address: {e}"))?;
-        println!("bench proxy listening on http://{addr}");
-        loop {
-            let (stream, _) = match listener.accept().await {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    eprintln!("accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            };
-            let _ = stream.set_nodelay(true);
+        crate::serve::serve(listen, "proxy", move || {
             let client = client.clone();
             let authority = authority.clone();
-            let service = service_fn(move |request| {
-                forward(client.clone(), authority.clone(), upstream, request)
-            });
-            tokio::spawn(async move {
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
+            service_fn(move |request| forward(client.clone(), authority.clone(), upstream, request))
+        })
+        .await
     })
 }
 

@@ -141,6 +141,10 @@ struct Bench {
 
 const LABELS: [&str; 3] = ["direct", "proxy", "gateway"];
 
+/// Closed-loop results per run and path, and the CPU time per request (ns) of
+/// each path's server process, per run and path.
+type ClosedRuns = (Vec<Vec<LoadResult>>, Vec<Vec<f64>>);
+
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -339,25 +343,62 @@ impl Bench {
         }
     }
 
+    /// Measures every target once per run (`plan.runs` rows, targets in
+    /// order within a row), checking the servers' health after each run.
+    fn repeat<R>(
+        &mut self,
+        targets: &[Target],
+        measure: impl Fn(&Self, usize, &Target) -> Result<R, String>,
+    ) -> Result<Vec<Vec<R>>, String> {
+        let mut runs = Vec::new();
+        for _ in 0..self.plan.runs {
+            let mut row = Vec::new();
+            for (i, target) in targets.iter().enumerate() {
+                row.push(measure(self, i, target)?);
+            }
+            runs.push(row);
+            self.health()?;
+        }
+        Ok(runs)
+    }
+
+    /// Closed-loop runs of every target on `concurrency` connections for
+    /// `duration`: the results and, per run and path, the CPU time per request
+    /// (ns) of the process that path ends in (upstream, proxy, gateway).
+    fn closed_runs(
+        &mut self,
+        targets: &[Target],
+        concurrency: usize,
+        duration: Duration,
+    ) -> Result<ClosedRuns, String> {
+        let pids = self.pids();
+        let runs = self.repeat(targets, |bench, i, target| {
+            bench.closed_with_cpu(target, pids[i], concurrency, duration)
+        })?;
+        Ok(runs.into_iter().map(|row| row.into_iter().unzip()).unzip())
+    }
+
+    /// Notes the failed requests of every result of `runs` (see
+    /// [`Bench::note_errors`]); `counts` gives a result's successes, failures
+    /// and first failure.
+    fn note_run_errors<R>(
+        &mut self,
+        what: &str,
+        runs: &[Vec<R>],
+        counts: impl Fn(&R) -> (u64, u64, Option<String>),
+    ) {
+        for run in runs {
+            for (result, label) in run.iter().zip(LABELS) {
+                let (ok, errors, first) = counts(result);
+                self.note_errors(what, label, ok, errors, &first);
+            }
+        }
+    }
+
     fn latency(&mut self) -> Result<(), String> {
         eprintln!("bench: (1) added latency at concurrency 1");
         let targets = self.targets("bench", false)?;
-        let pids = self.pids();
-        let mut runs: Vec<Vec<LoadResult>> = Vec::new();
-        let mut cpu: Vec<Vec<f64>> = Vec::new();
-        for _ in 0..self.plan.runs {
-            let mut row = Vec::new();
-            let mut cpu_row = Vec::new();
-            for (target, &pid) in targets.iter().zip(&pids) {
-                let (result, cpu_ns) =
-                    self.closed_with_cpu(target, pid, 1, self.plan.latency_time)?;
-                cpu_row.push(cpu_ns);
-                row.push(result);
-            }
-            runs.push(row);
-            cpu.push(cpu_row);
-            self.health()?;
-        }
+        let (runs, cpu) = self.closed_runs(&targets, 1, self.plan.latency_time)?;
         let mut table = Table::new(&[
             "path",
             "req/s",
@@ -419,12 +460,7 @@ impl Bench {
                 ));
             }
         }
-        for run in &runs {
-            for result in run {
-                let (ok, errors, first) = (result.ok, result.errors, result.first_error.clone());
-                self.note_errors("latency", result_label(run, result), ok, errors, &first);
-            }
-        }
+        self.note_run_errors("latency", &runs, load_counts);
         let intro = format!(
             "Closed loop, one connection, one request at a time, non-streamed chat completion \
              (fixed ~300-byte answer). {} s measured after {} s warm-up, per path and run.",
@@ -440,23 +476,7 @@ impl Bench {
         eprintln!("bench: (2) saturation throughput and latency at fixed rates");
         let targets = self.targets("bench", false)?;
         let concurrency = self.plan.saturation_concurrency;
-        let pids = self.pids();
-        let mut runs: Vec<Vec<LoadResult>> = Vec::new();
-        // CPU time per request of the process each path ends in (upstream, proxy, gateway), in ns.
-        let mut cpu: Vec<Vec<f64>> = Vec::new();
-        for _ in 0..self.plan.runs {
-            let mut row = Vec::new();
-            let mut cpu_row = Vec::new();
-            for (target, &pid) in targets.iter().zip(&pids) {
-                let (result, cpu_ns) =
-                    self.closed_with_cpu(target, pid, concurrency, self.plan.saturation_time)?;
-                cpu_row.push(cpu_ns);
-                row.push(result);
-            }
-            runs.push(row);
-            cpu.push(cpu_row);
-            self.health()?;
-        }
+        let (runs, cpu) = self.closed_runs(&targets, concurrency, self.plan.saturation_time)?;
         let mut saturation = Table::new(&[
             "path",
             "req/s",
@@ -497,12 +517,7 @@ impl Bench {
                 ));
             }
         }
-        for run in &runs {
-            for result in run {
-                let (ok, errors, first) = (result.ok, result.errors, result.first_error.clone());
-                self.note_errors("saturation", result_label(run, result), ok, errors, &first);
-            }
-        }
+        self.note_run_errors("saturation", &runs, load_counts);
 
         let mut fixed = Table::new(&[
             "rate",
@@ -516,21 +531,16 @@ impl Bench {
             "unanswered",
         ]);
         for &rate in &self.plan.rates.clone() {
-            let mut runs: Vec<Vec<LoadResult>> = Vec::new();
-            for _ in 0..self.plan.runs {
-                let mut row = Vec::new();
-                for target in &targets {
-                    row.push(load::open_loop(
-                        target,
-                        rate,
-                        self.plan.warmup,
-                        self.plan.rate_time,
-                        self.plan.max_connections,
-                    )?);
-                }
-                runs.push(row);
-                self.health()?;
-            }
+            let runs = self.repeat(&targets, |bench, _, target| {
+                let plan = &bench.plan;
+                load::open_loop(
+                    target,
+                    rate,
+                    plan.warmup,
+                    plan.rate_time,
+                    plan.max_connections,
+                )
+            })?;
             for (i, label) in LABELS.iter().enumerate() {
                 let of = |f: &dyn Fn(&LoadResult) -> f64| {
                     median(runs.iter().map(|r| f(&r[i])).collect())
@@ -547,14 +557,7 @@ impl Bench {
                     format!("{:.0}", of(&|r| r.unfinished as f64)),
                 ]);
             }
-            for run in &runs {
-                for result in run {
-                    let (ok, errors, first) =
-                        (result.ok, result.errors, result.first_error.clone());
-                    let what = format!("open loop at {rate:.0}/s");
-                    self.note_errors(&what, result_label(run, result), ok, errors, &first);
-                }
-            }
+            self.note_run_errors(&format!("open loop at {rate:.0}/s"), &runs, load_counts);
         }
         let intro = format!(
             "Saturation: closed loop on {concurrency} connections, {} s per path and run. \
@@ -591,21 +594,15 @@ impl Bench {
             "added delivery p50",
         ]);
         for &concurrency in &self.plan.stream_concurrency.clone() {
-            let mut runs: Vec<Vec<StreamResult>> = Vec::new();
-            for _ in 0..self.plan.runs {
-                let mut row = Vec::new();
-                for target in &targets {
-                    row.push(load::stream_loop(
-                        target,
-                        concurrency,
-                        frames,
-                        self.plan.warmup,
-                        self.plan.stream_time,
-                    )?);
-                }
-                runs.push(row);
-                self.health()?;
-            }
+            let runs = self.repeat(&targets, |bench, _, target| {
+                load::stream_loop(
+                    target,
+                    concurrency,
+                    frames,
+                    bench.plan.warmup,
+                    bench.plan.stream_time,
+                )
+            })?;
             for (i, label) in LABELS.iter().enumerate() {
                 let of = |f: &dyn Fn(&StreamResult) -> f64| {
                     median(runs.iter().map(|r| f(&r[i])).collect())
@@ -667,14 +664,9 @@ impl Bench {
                     ));
                 }
             }
-            for run in &runs {
-                for (result, label) in run.iter().zip(LABELS) {
-                    let (ok, errors, first) =
-                        (result.streams, result.errors, result.first_error.clone());
-                    let what = format!("streaming at c={concurrency}");
-                    self.note_errors(&what, label, ok, errors, &first);
-                }
-            }
+            self.note_run_errors(&format!("streaming at c={concurrency}"), &runs, |r| {
+                (r.streams, r.errors, r.first_error.clone())
+            });
         }
         let intro = format!(
             "Closed loop of streamed chat completions: the upstream writes {frames} content frames \
@@ -1019,12 +1011,9 @@ fn quantile(histogram: &Histogram<u64>, q: f64) -> f64 {
     histogram.value_at_quantile(q) as f64
 }
 
-fn result_label<'a>(run: &[LoadResult], result: &LoadResult) -> &'a str {
-    let index = run
-        .iter()
-        .position(|r| std::ptr::eq(r, result))
-        .unwrap_or(0);
-    LABELS.get(index).copied().unwrap_or("?")
+/// A load result's successes, failures and first failure, for [`Bench::note_run_errors`].
+fn load_counts(result: &LoadResult) -> (u64, u64, Option<String>) {
+    (result.ok, result.errors, result.first_error.clone())
 }
 
 /// The median CPU time per request of path `i`'s server process.

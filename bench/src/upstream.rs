@@ -20,8 +20,6 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{CONTENT_TYPE, HeaderValue};
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
-use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use crate::sys;
@@ -50,32 +48,9 @@ pub fn run(listen: SocketAddr) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    runtime.block_on(async move {
-        let listener = TcpListener::bind(listen)
-            .await
-            .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| format!("no local address: {e}"))?;
-        println!("bench upstream listening on http://{addr}");
-        loop {
-            let (stream, _) = match listener.accept().await {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    // Out of descriptors under a connection storm: back off, don't spin.
-                    eprintln!("accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            };
-            let _ = stream.set_nodelay(true);
-            tokio::spawn(async move {
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service_fn(answer))
-                    .await;
-            });
-        }
-    })
+    runtime.block_on(
+        async move { crate::serve::serve(listen, "upstream", || service_fn(answer)).await },
+    )
 }
 
 type AnswerBody = Either<Full<Bytes>, FrameBody>;
