@@ -319,18 +319,7 @@ async fn list_plugins(config: &Config) -> Result<ExitCode, String> {
             );
             let runtime = PluginRuntime::new(config.plugin_cache_dir().as_deref())?;
             runtime.load_dir(&config.plugins_dir).await;
-            runtime
-                .report()
-                .into_iter()
-                .map(|r| admin::PluginRow {
-                    report: r,
-                    routes: Vec::new(),
-                })
-                .map(|mut row| {
-                    row.routes = admin::routes_using(config, &row.report.plugin);
-                    row
-                })
-                .collect()
+            admin::plugin_rows(&runtime, config)
         }
     };
     println!("PLUGIN  NAME  VERSION  WIT  STATUS  LOADED_AT  HASH  FILE  ROUTES");

@@ -12,7 +12,7 @@ use super::AppState;
 use super::body::{Body, error_response, json_response};
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::plugins::PluginReport;
+use crate::plugins::{PluginReport, PluginRuntime};
 
 /// One plugin with the routes it serves, as the admin API reports it.
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -22,12 +22,20 @@ pub struct PluginRow {
     pub routes: Vec<String>,
 }
 
-pub fn routes_using(config: &Config, plugin: &str) -> Vec<String> {
-    config
-        .providers
-        .iter()
-        .filter(|(_, route)| route.plugin == plugin)
-        .map(|(id, _)| id.clone())
+/// Every plugin `runtime` knows, with the routes of `config` that use it.
+pub fn plugin_rows(runtime: &PluginRuntime, config: &Config) -> Vec<PluginRow> {
+    runtime
+        .report()
+        .into_iter()
+        .map(|report| PluginRow {
+            routes: config
+                .providers
+                .iter()
+                .filter(|(_, route)| route.plugin == report.plugin)
+                .map(|(id, _)| id.clone())
+                .collect(),
+            report,
+        })
         .collect()
 }
 
@@ -55,15 +63,7 @@ pub(super) fn plugins(
         return error_response(&ApiError::AdminUnauthorized, id);
     }
     let live = state.live();
-    let rows: Vec<PluginRow> = state
-        .runtime
-        .report()
-        .into_iter()
-        .map(|report| PluginRow {
-            routes: routes_using(&live.config, &report.plugin),
-            report,
-        })
-        .collect();
+    let rows = plugin_rows(&state.runtime, &live.config);
     json_response(StatusCode::OK, &json!({ "plugins": rows }), id)
 }
 
