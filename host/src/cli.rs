@@ -257,6 +257,12 @@ async fn serve(
         );
     }
 
+    // Before any route is built: routes keep an upstream client per worker.
+    let workers = match config.workers {
+        0 => crate::worker::default_count(),
+        n => n,
+    };
+    crate::worker::set_count(workers);
     let runtime = Arc::new(PluginRuntime::new(config.plugin_cache_dir().as_deref())?);
     let (loaded, _rejected) = runtime.load_dir(&config.plugins_dir).await;
     let _watcher = crate::plugins::watch::watch(runtime.clone(), &config.plugins_dir)?;
@@ -271,7 +277,8 @@ async fn serve(
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     let address = listener.local_addr().map_err(|e| e.to_string())?;
-    let (log, writer) = InvocationLog::start(store.clone());
+    let (log, writer) = InvocationLog::start(store.clone())
+        .map_err(|e| format!("cannot start the invocation writer: {e}"))?;
     let routes = Routes::from_config(&config)?;
     let state = Arc::new(AppState::new(config, routes, runtime, store, log));
     let _config_watcher = match &config_path {
@@ -279,7 +286,7 @@ async fn serve(
         None => None,
     };
     println!("gateway listening on http://{address}");
-    server::serve(listener, state, shutdown_signal()).await;
+    let served = server::serve(listener, state, workers, shutdown_signal()).await;
     drop(_config_watcher);
     // The writer ends once every request task has dropped its handle; a task
     // stuck past the grace period must not hold the process forever.
@@ -289,6 +296,7 @@ async fn serve(
     {
         tracing::error!("some invocation records could not be flushed before exit");
     }
+    served?;
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)
 }

@@ -43,6 +43,10 @@ pub struct Config {
     /// Bearer token for the `/admin/...` endpoints; without one they answer 401.
     #[serde(default)]
     pub admin_token: Option<String>,
+    /// Serving threads, each with its own single-threaded runtime (0: one per
+    /// CPU this process may use). Read at start; a hot reload does not change it.
+    #[serde(default)]
+    pub workers: usize,
     #[serde(default = "default_max_body_bytes")]
     pub max_body_bytes: usize,
     #[serde(default = "default_true")]

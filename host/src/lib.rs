@@ -16,3 +16,4 @@ pub mod routing;
 pub mod server;
 pub mod store;
 pub mod watch;
+pub mod worker;

@@ -2,8 +2,8 @@
 //! the stream sink, logging) and the limits they enforce.
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -58,32 +58,58 @@ impl Default for Limits {
 pub struct Sandbox {
     pub allowed: AllowedHosts,
     pub limits: Limits,
-    /// One client per route: connection pooling to its upstream, its own connect timeout.
-    client: reqwest::Client,
+    /// The route's upstream connection pool for threads that are not serving workers.
+    shared_client: reqwest::Client,
+    /// One pool per serving thread ([`crate::worker`]), built on first use, so a
+    /// request's upstream connection lives on the thread that serves it.
+    worker_clients: Box<[OnceLock<reqwest::Client>]>,
 }
 
 impl Sandbox {
     pub fn new(allowed: AllowedHosts, limits: Limits) -> Result<Sandbox, String> {
         // reqwest is built without a default TLS provider; this process uses ring.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        // No redirects: a redirect could lead outside the allowed hosts.
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(limits.connect_timeout)
-            .pool_idle_timeout(Duration::from_secs(90))
-            .build()
-            .map_err(|e| format!("HTTP client: {e}"))?;
         Ok(Sandbox {
+            shared_client: build_client(&limits).map_err(|e| format!("HTTP client: {e}"))?,
+            worker_clients: (0..crate::worker::count())
+                .map(|_| OnceLock::new())
+                .collect(),
             allowed,
             limits,
-            client,
         })
+    }
+
+    /// The calling thread's client.
+    fn client(&self) -> &reqwest::Client {
+        let slot = crate::worker::current()
+            .checked_sub(1)
+            .and_then(|index| self.worker_clients.get(index));
+        let Some(slot) = slot else {
+            return &self.shared_client;
+        };
+        if let Some(client) = slot.get() {
+            return client;
+        }
+        match build_client(&self.limits) {
+            Ok(client) => slot.get_or_init(|| client),
+            // The same settings built the shared client; should this fail now, share it.
+            Err(_) => &self.shared_client,
+        }
     }
 
     /// No network at all: for validating a plugin at load time.
     pub fn offline() -> Result<Sandbox, String> {
         Sandbox::new(AllowedHosts::none(), Limits::default())
     }
+}
+
+fn build_client(limits: &Limits) -> reqwest::Result<reqwest::Client> {
+    // No redirects: a redirect could lead outside the allowed hosts.
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(limits.connect_timeout)
+        .pool_idle_timeout(Duration::from_secs(90))
+        .build()
 }
 
 /// The hosts a route's plugin may reach: those of its `base_url`.
@@ -250,7 +276,7 @@ impl http::Host for PluginState {
         }
         let pending = self
             .sandbox
-            .client
+            .client()
             .request(method, url)
             .headers(headers)
             .body(request.body)

@@ -94,15 +94,76 @@ impl AppState {
     }
 }
 
-/// Serves until `shutdown` resolves, then stops accepting and lets in-flight
-/// requests finish (up to a grace period).
+/// Serves on `workers` threads until `shutdown` resolves, then stops
+/// accepting and lets in-flight requests finish (up to a grace period).
+///
+/// Every worker is a thread with its own single-threaded runtime accepting
+/// from the same listening socket: a connection, and every request on it, is
+/// served start to end on one thread (plugin instance and upstream connection
+/// included), without the cross-thread wakeups a work-stealing runtime makes
+/// at every step.
 pub async fn serve(
     listener: TcpListener,
     state: Arc<AppState>,
+    workers: usize,
     shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), String> {
+    let listener = listener
+        .into_std()
+        .map_err(|e| format!("listening socket: {e}"))?;
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let mut finished = Vec::with_capacity(workers);
+    for index in 1..=workers.max(1) {
+        let listener = listener
+            .try_clone()
+            .map_err(|e| format!("listening socket: {e}"))?;
+        let state = state.clone();
+        let mut stopping = stopping.clone();
+        let (done, finish) = tokio::sync::oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name(format!("worker-{index}"))
+            .spawn(move || {
+                crate::worker::enter(index);
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build();
+                let runtime = match runtime {
+                    Ok(runtime) => runtime,
+                    Err(e) => return tracing::error!("worker {index}: no runtime: {e}"),
+                };
+                runtime.block_on(async move {
+                    let listener = match TcpListener::from_std(listener) {
+                        Ok(listener) => listener,
+                        Err(e) => return tracing::error!("worker {index}: {e}"),
+                    };
+                    let stop = async move {
+                        let _ = stopping.wait_for(|stop| *stop).await;
+                    };
+                    accept_loop(listener, state, stop).await;
+                });
+                drop(done);
+            })
+            .map_err(|e| format!("cannot start worker thread {index}: {e}"))?;
+        finished.push(finish);
+    }
+    drop(listener);
+    shutdown.await;
+    tracing::info!("shutting down: waiting for in-flight requests");
+    let _ = stop.send(true);
+    for finish in finished {
+        let _ = finish.await;
+    }
+    Ok(())
+}
+
+/// One worker's loop: accepts connections until `stop`, then drains them.
+async fn accept_loop(
+    listener: TcpListener,
+    state: Arc<AppState>,
+    stop: impl std::future::Future<Output = ()>,
 ) {
     let graceful = GracefulShutdown::new();
-    tokio::pin!(shutdown);
+    tokio::pin!(stop);
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -114,7 +175,7 @@ pub async fn serve(
                     continue;
                 }
             },
-            _ = &mut shutdown => break,
+            _ = &mut stop => break,
         };
         let _ = stream.set_nodelay(true);
         let state = state.clone();
@@ -134,7 +195,6 @@ pub async fn serve(
         });
     }
     drop(listener);
-    tracing::info!("shutting down: waiting for in-flight requests");
     if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
         .await
         .is_err()

@@ -23,8 +23,6 @@ pub enum StoreError {
     Directory(String, std::io::Error),
     #[error("no project with id {0}")]
     UnknownProject(String),
-    #[error("the database task failed: {0}")]
-    Task(String),
     #[error("unsupported database {0:?}: give a SQLite file path or a sqlite:// URL")]
     Unsupported(String),
 }
@@ -235,15 +233,10 @@ impl Store {
         }
     }
 
-    pub async fn insert_invocations(&self, batch: Arc<Vec<Invocation>>) -> Result<(), StoreError> {
+    /// Commits `batch` in one transaction; blocking, for the writer thread.
+    pub fn insert_invocations(&self, batch: &[Invocation]) -> Result<(), StoreError> {
         match &self.backend {
-            Backend::Sqlite(db) => {
-                let db = db.clone();
-                // A batch is a transaction with possibly many rows: keep it off the async workers.
-                tokio::task::spawn_blocking(move || db.insert_invocations(&batch))
-                    .await
-                    .map_err(|e| StoreError::Task(e.to_string()))?
-            }
+            Backend::Sqlite(db) => db.insert_invocations(batch),
         }
     }
 
