@@ -4,6 +4,7 @@
 //! embedded backend (a PostgreSQL backend joins it as another variant).
 //! Invocation records are written off the request path by [`writer`].
 
+mod key_cache;
 mod sqlite;
 pub mod writer;
 

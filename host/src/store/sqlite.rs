@@ -9,6 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use uuid::Uuid;
 
+use super::key_cache::KeyCache;
 use super::{
     Invocation, InvocationFilter, InvocationStatus, KeyRecord, Project, StoreError, TokenUsage,
     now_ms,
@@ -63,6 +64,7 @@ pub(super) struct Sqlite {
     reader: Mutex<Connection>,
     /// Invocation batches only, so a large batch never delays a key lookup's lock.
     writer: Mutex<Connection>,
+    keys: KeyCache,
 }
 
 fn open_connection(path: &Path) -> Result<Connection, StoreError> {
@@ -91,6 +93,7 @@ impl Sqlite {
         Ok(Sqlite {
             reader: Mutex::new(conn),
             writer: Mutex::new(open_connection(path)?),
+            keys: KeyCache::open(path),
         })
     }
 
@@ -131,7 +134,20 @@ impl Sqlite {
             "INSERT INTO api_keys (key_hash, prefix, project_id, created_at) VALUES (?1, ?2, ?3, ?4)",
             params![&hash[..], prefix, project_id, now_ms()],
         )?;
+        drop(conn);
+        self.keys_changed();
         Ok(())
+    }
+
+    /// After a key change commits: running gateways must not keep serving from their caches.
+    fn keys_changed(&self) {
+        if let Err(e) = self.keys.keys_changed() {
+            tracing::error!(
+                "the key change is stored, but running gateways were not told \
+                 ({e}); they see it within {}s",
+                super::key_cache::MAX_AGE.as_secs()
+            );
+        }
     }
 
     pub(super) fn revoke_by_prefix(&self, prefix: &str) -> Result<usize, StoreError> {
@@ -140,31 +156,37 @@ impl Sqlite {
             .replace('%', "\\%")
             .replace('_', "\\_");
         let pattern = format!("{escaped}%");
-        Ok(lock(&self.reader).execute(
+        let revoked = lock(&self.reader).execute(
             "UPDATE api_keys SET revoked_at = ?1 WHERE prefix LIKE ?2 ESCAPE '\\' AND revoked_at IS NULL",
             params![now_ms(), pattern],
-        )?)
+        )?;
+        self.keys_changed();
+        Ok(revoked)
     }
 
     pub(super) fn revoke_by_hash(&self, hash: &[u8; 32]) -> Result<usize, StoreError> {
-        Ok(lock(&self.reader).execute(
+        let revoked = lock(&self.reader).execute(
             "UPDATE api_keys SET revoked_at = ?1 WHERE key_hash = ?2 AND revoked_at IS NULL",
             params![now_ms(), &hash[..]],
-        )?)
+        )?;
+        self.keys_changed();
+        Ok(revoked)
     }
 
     pub(super) fn find_key(&self, hash: &[u8; 32]) -> Result<Option<KeyRecord>, StoreError> {
-        let conn = lock(&self.reader);
-        let mut stmt = conn.prepare_cached(
-            "SELECT project_id FROM api_keys WHERE key_hash = ?1 AND revoked_at IS NULL",
-        )?;
-        Ok(stmt
-            .query_row([&hash[..]], |row| {
-                Ok(KeyRecord {
-                    project_id: row.get(0)?,
+        self.keys.find(hash, || {
+            let conn = lock(&self.reader);
+            let mut stmt = conn.prepare_cached(
+                "SELECT project_id FROM api_keys WHERE key_hash = ?1 AND revoked_at IS NULL",
+            )?;
+            Ok(stmt
+                .query_row([&hash[..]], |row| {
+                    Ok(KeyRecord {
+                        project_id: row.get(0)?,
+                    })
                 })
-            })
-            .optional()?)
+                .optional()?)
+        })
     }
 
     pub(super) fn insert_invocations(&self, batch: &[Invocation]) -> Result<(), StoreError> {
