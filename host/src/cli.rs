@@ -266,6 +266,7 @@ async fn serve(
     let runtime = Arc::new(PluginRuntime::new(config.plugin_cache_dir().as_deref())?);
     let (loaded, _rejected) = runtime.load_dir(&config.plugins_dir).await;
     let _watcher = crate::plugins::watch::watch(runtime.clone(), &config.plugins_dir)?;
+    crate::plugins::trim::spawn(Arc::downgrade(&runtime));
     for (id, route) in &config.providers {
         if !loaded.contains(&route.plugin) {
             tracing::warn!(route = %id, plugin = %route.plugin,

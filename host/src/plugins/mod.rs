@@ -4,17 +4,20 @@
 
 mod cache;
 mod sandbox;
+pub mod trim;
 pub mod watch;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 use uuid::Uuid;
 use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
+use wasmtime::{
+    Engine, EngineWeak, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap,
+};
 
 use sandbox::PluginState;
 pub use sandbox::{AllowedHosts, IncomingBody, Limits, MAX_MEMORY_LIMIT_BYTES, Sandbox};
@@ -64,6 +67,8 @@ pub struct Plugin {
     pub loaded_at_ms: i64,
     pub info: types::PluginInfo,
     pre: ProviderPre<PluginState>,
+    /// The engine (and instance pool) `pre` belongs to.
+    engine: Engine,
 }
 
 /// What the runtime knows of one plugin file.
@@ -105,68 +110,119 @@ pub struct CallContext {
 }
 
 pub struct PluginRuntime {
-    engine: Engine,
-    linker: Linker<PluginState>,
+    /// The engine new plugins are compiled for; replaced by [`PluginRuntime::recycle`].
+    pool: RwLock<Arc<Pool>>,
+    /// Every engine still in use, for the epoch ticker.
+    engines: Arc<Mutex<Vec<EngineWeak>>>,
     /// For validating plugins at load: no network.
     offline: Arc<Sandbox>,
     cache: Option<cache::CompiledCache>,
     plugins: RwLock<HashMap<String, Slot>>,
+    /// Instances made for requests so far: tells [`trim`] whether anything ran.
+    instances_started: std::sync::atomic::AtomicU64,
 }
 
 impl PluginRuntime {
     /// `cache_dir` keeps compiled plugins across restarts (None: compile every time).
     pub fn new(cache_dir: Option<&Path>) -> Result<PluginRuntime, String> {
-        let mut pool = PoolingAllocationConfig::default();
-        pool.total_component_instances(MAX_INSTANCES)
-            .total_memories(MAX_INSTANCES)
-            .total_tables(MAX_INSTANCES * 2)
-            .total_stacks(MAX_INSTANCES)
-            .total_core_instances(MAX_INSTANCES * 4)
-            // Routes set their own, smaller limits per store.
-            .max_memory_size(MAX_MEMORY_LIMIT_BYTES)
-            // Keeping memory resident between instances avoids page faults on
-            // every request (see shared/notes/wasmtime-48.md). Without
-            // PAGEMAP_SCAN (Linux >= 6.7) every kept byte is zeroed when an
-            // instance ends, written or not (~1 MiB memset per request); with
-            // it, only the pages the instance wrote are reset.
-            .pagemap_scan(wasmtime::Enabled::Auto)
-            .linear_memory_keep_resident(1024 * 1024)
-            .max_unused_warm_slots(32)
-            .table_keep_resident(64 * 1024)
-            .async_stack_keep_resident(64 * 1024);
-        let mut config = wasmtime::Config::new();
-        config
-            .wasm_component_model(true)
-            .epoch_interruption(true)
-            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&config).map_err(|e| format!("wasmtime engine: {e}"))?;
-
-        let ticker = engine.weak();
+        let pool = Pool::new()?;
+        let engines = Arc::new(Mutex::new(vec![pool.engine.weak()]));
+        let ticking = Arc::downgrade(&engines);
         std::thread::Builder::new()
             .name("wasm-epoch".into())
             .spawn(move || {
-                while let Some(engine) = ticker.upgrade() {
-                    engine.increment_epoch();
-                    drop(engine);
+                // Ends with the runtime.
+                while let Some(engines) = ticking.upgrade() {
+                    let mut engines = engines.lock().unwrap_or_else(|p| p.into_inner());
+                    engines.retain(|engine| match engine.upgrade() {
+                        Some(engine) => {
+                            engine.increment_epoch();
+                            true
+                        }
+                        None => false,
+                    });
+                    drop(engines);
                     std::thread::sleep(EPOCH_TICK);
                 }
             })
             .map_err(|e| format!("epoch thread: {e}"))?;
 
-        let mut linker = Linker::new(&engine);
-        // Rust's std makes every wasip2 component import WASI; the context gives it nothing.
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-            .map_err(|e| format!("linking WASI: {e}"))?;
-        Provider::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
-            .map_err(|e| format!("linking host imports: {e}"))?;
-
         Ok(PluginRuntime {
-            cache: cache_dir.map(|dir| cache::CompiledCache::new(dir, &engine)),
-            engine,
-            linker,
+            cache: cache_dir.map(|dir| cache::CompiledCache::new(dir, &pool.engine)),
+            pool: RwLock::new(Arc::new(pool)),
+            engines,
             offline: Arc::new(Sandbox::offline()?),
             plugins: RwLock::new(HashMap::new()),
+            instances_started: std::sync::atomic::AtomicU64::new(0),
         })
+    }
+
+    fn pool(&self) -> Arc<Pool> {
+        self.pool.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Gives the memory the instance pool kept after a burst back to the
+    /// system: every serving plugin moves to a fresh engine (from its compiled
+    /// code, no recompilation), and the old pool is unmapped once the requests
+    /// still running on it end.
+    ///
+    /// A pool keeps every slot's written pages (linear memory and async stack)
+    /// resident after use, so that the next instance in it does not page-fault;
+    /// after 1000 concurrent streams that is ~100 MiB, which wasmtime offers no
+    /// other way to release.
+    pub async fn recycle(&self) -> Result<(), String> {
+        let fresh = Arc::new(Pool::new()?);
+        self.engines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(fresh.engine.weak());
+        let serving: Vec<Arc<Plugin>> = {
+            let plugins = self.plugins.read().unwrap_or_else(|p| p.into_inner());
+            plugins.values().filter_map(|slot| slot.serving.clone()).collect()
+        };
+        let mut moved = Vec::with_capacity(serving.len());
+        for plugin in serving {
+            let component = plugin.pre.instance_pre().component();
+            let compiled = component
+                .serialize()
+                .map_err(|e| format!("plugin {}: {e}", plugin.name))?;
+            // SAFETY: serialized just now by an engine with the same settings.
+            let component = unsafe { Component::deserialize(&fresh.engine, &compiled) }
+                .map_err(|e| format!("plugin {}: {e}", plugin.name))?;
+            let pre = fresh.link(&component)?;
+            moved.push(Arc::new(Plugin {
+                name: plugin.name.clone(),
+                file: plugin.file.clone(),
+                hash: plugin.hash.clone(),
+                wit_version: plugin.wit_version.clone(),
+                loaded_at_ms: plugin.loaded_at_ms,
+                info: plugin.info.clone(),
+                pre,
+                engine: fresh.engine.clone(),
+            }));
+        }
+        *self.pool.write().unwrap_or_else(|p| p.into_inner()) = fresh;
+        let mut plugins = self.plugins.write().unwrap_or_else(|p| p.into_inner());
+        for plugin in moved {
+            // A plugin (re)loaded meanwhile stays: it is newer.
+            if let Some(slot) = plugins.get_mut(&*plugin.name)
+                && slot.serving.as_ref().is_some_and(|s| s.hash == plugin.hash)
+            {
+                slot.serving = Some(plugin);
+            }
+        }
+        Ok(())
+    }
+
+    /// Instances running now, and pool slots that ran one and keep its pages.
+    pub fn pool_usage(&self) -> (u64, u32) {
+        match self.pool().engine.pooling_allocator_metrics() {
+            Some(metrics) => (
+                metrics.component_instances(),
+                metrics.unused_warm_memories(),
+            ),
+            None => (0, 0),
+        }
     }
 
     /// Loads every `*.wasm` in `dir`; returns the names loaded and the files rejected with why.
@@ -194,6 +250,8 @@ impl PluginRuntime {
                 Err(reason) => rejected.push((file, reason)),
             }
         }
+        // Compiling leaves tens of MiB of freed heap behind.
+        trim::release_heap();
         (loaded, rejected)
     }
 
@@ -260,7 +318,8 @@ impl PluginRuntime {
         if let Some(plugin) = self.unchanged(name, &hash) {
             return Ok(plugin);
         }
-        let engine = self.engine.clone();
+        let pool = self.pool();
+        let engine = pool.engine.clone();
         let cache = self.cache.clone();
         let key = hash.clone();
         // Compiling takes milliseconds to seconds of CPU: keep it off the async workers.
@@ -272,15 +331,11 @@ impl PluginRuntime {
         })
         .await
         .map_err(|e| format!("compilation task failed: {e}"))??;
-        let wit_version = wit_version(&component, &self.engine)?;
-        let pre = self
-            .linker
-            .instantiate_pre(&component)
-            .map_err(|e| format!("does not fit the provider world: {e}"))?;
-        let pre = ProviderPre::new(pre)
-            .map_err(|e| format!("does not export the provider world: {e}"))?;
+        let wit_version = wit_version(&component, &pool.engine)?;
+        let pre = pool.link(&component)?;
 
         let mut store = self.store(
+            &pool.engine,
             name,
             &CallContext {
                 invocation_id: Uuid::nil(),
@@ -304,6 +359,7 @@ impl PluginRuntime {
             loaded_at_ms: crate::store::now_ms(),
             info,
             pre,
+            engine: pool.engine.clone(),
         }))
     }
 
@@ -346,6 +402,7 @@ impl PluginRuntime {
 
     fn store(
         &self,
+        engine: &Engine,
         plugin: &Arc<str>,
         ctx: &CallContext,
         sink: Option<mpsc::Sender<types::Chunk>>,
@@ -353,7 +410,7 @@ impl PluginRuntime {
         let cpu_budget_ticks =
             (ctx.sandbox.limits.cpu_time.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64;
         let state = PluginState::new(ctx.sandbox.clone(), sink, ctx.invocation_id, plugin.clone());
-        let mut store = Store::new(&self.engine, state);
+        let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.store_limits);
         // Count only ticks that land while plugin code runs (waiting in a host
         // call does not fire the callback), and yield so one busy plugin
@@ -382,7 +439,9 @@ impl PluginRuntime {
         ctx: &CallContext,
         sink: Option<mpsc::Sender<types::Chunk>>,
     ) -> Result<(Store<PluginState>, Provider), PluginError> {
-        let mut store = self.store(&plugin.name, ctx, sink);
+        self.instances_started
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut store = self.store(&plugin.engine, &plugin.name, ctx, sink);
         let instance = plugin
             .pre
             .instantiate_async(&mut store)
@@ -425,6 +484,55 @@ impl PluginRuntime {
         let (mut store, instance) = self.instantiate(plugin, ctx, None).await?;
         let result = instance.call_embed(&mut store, request).await;
         settle(plugin, ctx, result)
+    }
+}
+
+/// An engine with its instance pool, and the host imports linked for it.
+struct Pool {
+    engine: Engine,
+    linker: Linker<PluginState>,
+}
+
+impl Pool {
+    fn new() -> Result<Pool, String> {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(MAX_INSTANCES)
+            .total_memories(MAX_INSTANCES)
+            .total_tables(MAX_INSTANCES * 2)
+            .total_stacks(MAX_INSTANCES)
+            .total_core_instances(MAX_INSTANCES * 4)
+            // Routes set their own, smaller limits per store.
+            .max_memory_size(MAX_MEMORY_LIMIT_BYTES)
+            // Keeping memory resident between instances avoids page faults on
+            // every request (see shared/notes/wasmtime-48.md). Without
+            // PAGEMAP_SCAN (Linux >= 6.7) every kept byte is zeroed when an
+            // instance ends, written or not (~1 MiB memset per request); with
+            // it, only the pages the instance wrote are reset.
+            .pagemap_scan(wasmtime::Enabled::Auto)
+            .linear_memory_keep_resident(1024 * 1024)
+            .max_unused_warm_slots(32)
+            .table_keep_resident(64 * 1024);
+        let mut config = wasmtime::Config::new();
+        config
+            .wasm_component_model(true)
+            .epoch_interruption(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&config).map_err(|e| format!("wasmtime engine: {e}"))?;
+        let mut linker = Linker::new(&engine);
+        // Rust's std makes every wasip2 component import WASI; the context gives it nothing.
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .map_err(|e| format!("linking WASI: {e}"))?;
+        Provider::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
+            .map_err(|e| format!("linking host imports: {e}"))?;
+        Ok(Pool { engine, linker })
+    }
+
+    fn link(&self, component: &Component) -> Result<ProviderPre<PluginState>, String> {
+        let pre = self
+            .linker
+            .instantiate_pre(component)
+            .map_err(|e| format!("does not fit the provider world: {e}"))?;
+        ProviderPre::new(pre).map_err(|e| format!("does not export the provider world: {e}"))
     }
 }
 

@@ -1,0 +1,56 @@
+//! Memory given back once a burst is over.
+//!
+//! Two things keep a burst's memory after it ends: the instance pool (every
+//! slot an instance ran in keeps the pages it wrote, see
+//! [`PluginRuntime::recycle`]) and glibc's malloc, which keeps freed heap in
+//! its arenas. Once no plugin instance has run for a moment, both are handed
+//! back: a gateway's idle memory should not be the peak of its busiest minute.
+
+use std::sync::Weak;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::PluginRuntime;
+
+const CHECK_EVERY: Duration = Duration::from_millis(500);
+/// Checks in a row without a running instance before memory is released.
+const QUIET_CHECKS: u32 = 2;
+/// Fewer warm slots than this are not worth a new pool (each keeps ~100 KiB).
+const RECYCLE_ABOVE_WARM_SLOTS: u32 = 64;
+
+/// Releases memory after every burst, for as long as `runtime` lives.
+pub fn spawn(runtime: Weak<PluginRuntime>) {
+    tokio::spawn(async move {
+        let mut quiet = 0;
+        let mut trimmed_at = 0;
+        loop {
+            tokio::time::sleep(CHECK_EVERY).await;
+            let Some(runtime) = runtime.upgrade() else {
+                return;
+            };
+            let (running, warm_slots) = runtime.pool_usage();
+            quiet = if running == 0 { quiet + 1 } else { 0 };
+            let started = runtime.instances_started.load(Ordering::Relaxed);
+            if quiet < QUIET_CHECKS || started == trimmed_at {
+                continue;
+            }
+            trimmed_at = started;
+            if warm_slots > RECYCLE_ABOVE_WARM_SLOTS {
+                match runtime.recycle().await {
+                    Ok(()) => tracing::info!(warm_slots, "released the plugin pool's memory"),
+                    Err(e) => tracing::warn!("could not renew the plugin pool: {e}"),
+                }
+            }
+            release_heap();
+        }
+    });
+}
+
+/// Returns the free pages of malloc's arenas to the system.
+pub fn release_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks glibc's own arenas under their locks.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
