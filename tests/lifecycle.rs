@@ -350,3 +350,91 @@ fn a_plugin_built_against_the_previous_wit_version_still_serves() {
     assert_eq!(plugin_row(&gw, "legacy")["wit_version"], "0.1.0");
     assert_eq!(plugin_row(&gw, "echo")["wit_version"], "0.1.1");
 }
+
+/// After a burst, [`PluginRuntime::recycle`] moves the plugins to a fresh pool:
+/// the burst's warm slots (and the pages they keep) go with the old one, and
+/// the plugins keep serving from the new one without recompiling.
+#[tokio::test]
+async fn a_recycled_pool_gives_its_slots_back_and_keeps_serving() {
+    use gateway::plugins::types::{CompletionRequest, Prompt, Route as WitRoute};
+    use gateway::plugins::{CallContext, PluginRuntime, Sandbox};
+    use std::sync::Arc;
+
+    const STREAMS: u64 = 80;
+    let runtime = Arc::new(PluginRuntime::new(None).expect("runtime"));
+    let plugin = runtime
+        .load(&built_plugins_dir().join("echo.wasm"))
+        .await
+        .expect("load echo");
+    let sandbox = Arc::new(Sandbox::offline().expect("sandbox"));
+    let request = CompletionRequest {
+        route: WitRoute {
+            id: "burst".into(),
+            base_url: String::new(),
+            api_key: None,
+            settings: "{}".into(),
+        },
+        model: "echo".into(),
+        prompt: Prompt::Text("one two three four five".into()),
+        functions: Vec::new(),
+        function_choice: None,
+        params: "{}".into(),
+    };
+    let call = |plugin: Arc<gateway::plugins::Plugin>, sink| {
+        let (runtime, request) = (runtime.clone(), request.clone());
+        let ctx = CallContext {
+            invocation_id: uuid::Uuid::nil(),
+            sandbox: sandbox.clone(),
+        };
+        tokio::spawn(async move { runtime.complete_stream(&plugin, &ctx, &request, sink).await })
+    };
+
+    // Streams nobody reads: each instance waits on its second word, holding its slot.
+    let mut readers = Vec::new();
+    let mut calls = Vec::new();
+    for _ in 0..STREAMS {
+        let (sink, reader) = tokio::sync::mpsc::channel(1);
+        readers.push(reader);
+        calls.push(call(plugin.clone(), sink));
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while runtime.pool_usage().0 < STREAMS {
+        assert!(
+            Instant::now() < deadline,
+            "only {:?} instances ran at once",
+            runtime.pool_usage()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(readers);
+    for call in calls {
+        // The callers are gone: the plugin is told so and ends.
+        let _ = call.await.expect("call task");
+    }
+    let (running, warm) = runtime.pool_usage();
+    assert_eq!(running, 0);
+    assert!(
+        warm >= STREAMS as u32,
+        "{warm} warm slots after {STREAMS} streams"
+    );
+
+    runtime.recycle().await.expect("recycle");
+    assert_eq!(runtime.pool_usage(), (0, 0), "the new pool starts empty");
+
+    // What requests get from now on: the same plugin, moved to the new pool.
+    let moved = runtime.get("echo").expect("echo still serving");
+    assert_eq!(moved.hash, plugin.hash);
+    let (sink, mut reader) = tokio::sync::mpsc::channel(16);
+    let served = call(moved, sink);
+    let mut words = 0;
+    while reader.recv().await.is_some() {
+        words += 1;
+    }
+    let completion = served
+        .await
+        .expect("call task")
+        .expect("served after recycling");
+    assert_eq!(completion.choices[0].text, "one two three four five");
+    assert!(words >= 5, "{words} chunks");
+    assert_eq!(runtime.pool_usage(), (0, 1), "served from the new pool");
+}

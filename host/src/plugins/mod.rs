@@ -178,7 +178,10 @@ impl PluginRuntime {
             .push(fresh.engine.weak());
         let serving: Vec<Arc<Plugin>> = {
             let plugins = self.plugins.read().unwrap_or_else(|p| p.into_inner());
-            plugins.values().filter_map(|slot| slot.serving.clone()).collect()
+            plugins
+                .values()
+                .filter_map(|slot| slot.serving.clone())
+                .collect()
         };
         let mut moved = Vec::with_capacity(serving.len());
         for plugin in serving {

@@ -19,7 +19,12 @@ pub type Body = BoxBody<Bytes, Infallible>;
 pub const INVOCATION_HEADER: &str = "x-invocation-id";
 
 pub fn json_response(status: StatusCode, body: &serde_json::Value, id: &Uuid) -> Response<Body> {
-    let mut response = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+    json_text_response(status, body.to_string(), id)
+}
+
+/// A response whose JSON is already serialized (and kept for the record too).
+pub fn json_text_response(status: StatusCode, body: impl Into<Bytes>, id: &Uuid) -> Response<Body> {
+    let mut response = Response::new(Full::new(body.into()).boxed());
     *response.status_mut() = status;
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));

@@ -11,7 +11,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::AppState;
-use super::body::{Body, error_response, json_response, read_body};
+use super::body::{Body, error_response, json_response, json_text_response, read_body};
 use super::record::Draft;
 use super::stream;
 use crate::api::request::{self, Addressed, CompletionBody, EmbeddingBody, Kind, Target};
@@ -39,8 +39,9 @@ async fn finish(state: &AppState, draft: Draft, result: Result<Reply, ApiError>)
     let id = draft.id();
     match result {
         Ok(Reply::Json(body)) => {
-            let response = json_response(StatusCode::OK, &body, &id);
-            state.log.record(draft.success(200, body.to_string())).await;
+            let text = body.to_string();
+            let response = json_text_response(StatusCode::OK, Bytes::from(text.clone()), &id);
+            state.log.record(draft.success(200, text)).await;
             response
         }
         Ok(Reply::Stream(response)) => response,

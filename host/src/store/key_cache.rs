@@ -171,8 +171,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("g.db");
         let (gateway, cli) = (KeyCache::open(&db), KeyCache::open(&db));
-        assert_eq!(gateway.find(&[1; 32], || found("p")).unwrap().unwrap().project_id, "p");
-        assert_eq!(gateway.find(&[1; 32], unexpected).unwrap().unwrap().project_id, "p");
+        assert_eq!(
+            gateway
+                .find(&[1; 32], || found("p"))
+                .unwrap()
+                .unwrap()
+                .project_id,
+            "p"
+        );
+        assert_eq!(
+            gateway
+                .find(&[1; 32], unexpected)
+                .unwrap()
+                .unwrap()
+                .project_id,
+            "p"
+        );
 
         cli.keys_changed().unwrap();
         assert!(gateway.find(&[1; 32], missing).unwrap().is_none());

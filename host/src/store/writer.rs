@@ -27,7 +27,7 @@ const QUEUE_CAPACITY: usize = 8192;
 const COALESCE: Duration = Duration::from_millis(2);
 
 enum Message {
-    Record(Invocation),
+    Record(Box<Invocation>),
     /// Answered once everything queued before it is committed.
     Flush(oneshot::Sender<()>),
 }
@@ -113,7 +113,7 @@ impl InvocationLog {
 
     pub async fn record(&self, invocation: Invocation) {
         let shared = &self.sender.0;
-        let mut message = Message::Record(invocation);
+        let mut message = Message::Record(Box::new(invocation));
         loop {
             // Registered before trying, so room made in between is not missed.
             let room = shared.room.notified();
@@ -171,7 +171,7 @@ fn write_loop(store: &Store, shared: &Shared) {
         for message in messages {
             match message {
                 Message::Record(invocation) => {
-                    batch.push(invocation);
+                    batch.push(*invocation);
                     if batch.len() == MAX_BATCH {
                         write_batch(store, &batch);
                         batch.clear();
