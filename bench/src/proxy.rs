@@ -2,9 +2,9 @@
 //! upstream over pooled keep-alive connections and streams the answer back.
 //!
 //! It does what any gateway must do at the least (accept, parse, forward,
-//! relay), on the same runtime shape as the gateway (tokio's multi-threaded
-//! runtime with its default worker count), so the difference between the two
-//! is what the gateway's own work costs.
+//! relay), on tokio's stock multi-threaded runtime with its default worker
+//! count (the gateway now runs one single-threaded runtime per worker), so the
+//! difference between the two is what the gateway's own work costs.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
