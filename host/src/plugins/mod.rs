@@ -170,7 +170,7 @@ impl PluginRuntime {
     /// resident after use, so that the next instance in it does not page-fault;
     /// after 1000 concurrent streams that is ~100 MiB, which wasmtime offers no
     /// other way to release.
-    pub async fn recycle(&self) -> Result<(), String> {
+    pub fn recycle(&self) -> Result<(), String> {
         let fresh = Arc::new(Pool::new()?);
         self.engines
             .lock()

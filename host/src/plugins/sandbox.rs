@@ -342,7 +342,7 @@ impl http::Host for PluginState {
             .send();
         // Sending runs as a task of its own rather than on the plugin's fiber:
         // the HTTP client's deep call stack would otherwise stay resident in
-        // every pooled fiber stack (~35 KiB each, 1000 streams: 35 MiB).
+        // every pooled fiber stack (1000 streams: 188 MiB instead of 173).
         let sending = AbortOnDrop(tokio::spawn(tokio::time::timeout(
             self.sandbox.limits.first_byte_timeout,
             pending,

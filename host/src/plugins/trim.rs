@@ -36,7 +36,7 @@ pub fn spawn(runtime: Weak<PluginRuntime>) {
             }
             trimmed_at = started;
             if warm_slots > RECYCLE_ABOVE_WARM_SLOTS {
-                match runtime.recycle().await {
+                match runtime.recycle() {
                     Ok(()) => tracing::info!(warm_slots, "released the plugin pool's memory"),
                     Err(e) => tracing::warn!("could not renew the plugin pool: {e}"),
                 }

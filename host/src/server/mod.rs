@@ -141,6 +141,9 @@ pub async fn serve(
                     };
                     accept_loop(listener, state, stop).await;
                 });
+                // Tasks still running past the grace period end here, before
+                // shutdown goes on to drain the invocation log.
+                drop(runtime);
                 drop(done);
             })
             .map_err(|e| format!("cannot start worker thread {index}: {e}"))?;

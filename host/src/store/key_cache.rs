@@ -39,6 +39,13 @@ struct Cached {
 impl KeyCache {
     /// The cache of the database at `db_path`; creates its stamp file if needed.
     pub(super) fn open(db_path: &Path) -> KeyCache {
+        if db_path.as_os_str() == ":memory:" {
+            // No other process can change its keys, and no file to stamp beside it.
+            return KeyCache {
+                stamp_file: None,
+                cached: Mutex::new(Cached::default()),
+            };
+        }
         let mut path = db_path.as_os_str().to_owned();
         path.push("-keys");
         let stamp_file = std::fs::OpenOptions::new()
