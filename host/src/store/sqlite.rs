@@ -160,7 +160,9 @@ impl Sqlite {
             "UPDATE api_keys SET revoked_at = ?1 WHERE prefix LIKE ?2 ESCAPE '\\' AND revoked_at IS NULL",
             params![now_ms(), pattern],
         )?;
-        self.keys_changed();
+        if revoked > 0 {
+            self.keys_changed();
+        }
         Ok(revoked)
     }
 
@@ -169,7 +171,9 @@ impl Sqlite {
             "UPDATE api_keys SET revoked_at = ?1 WHERE key_hash = ?2 AND revoked_at IS NULL",
             params![now_ms(), &hash[..]],
         )?;
-        self.keys_changed();
+        if revoked > 0 {
+            self.keys_changed();
+        }
         Ok(revoked)
     }
 
