@@ -1,4 +1,4 @@
-//! Recorded provider traffic (go-vcr cassettes in `shared/recordings/`) and
+//! Recorded provider traffic (go-vcr cassettes in `tests/recordings/`) and
 //! what the gateway should make of it.
 
 use std::collections::BTreeMap;
@@ -7,12 +7,9 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use serde_json::Value;
 
-/// Where the recordings live: beside the repository, as in CI's checkout.
+/// Where the recordings live: in the repository (`tests/recordings`, with their license).
 pub fn recordings_dir() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/recordings"
-    ))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/recordings"))
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -50,12 +47,12 @@ pub struct Recording {
 }
 
 impl Recording {
-    /// Loads `shared/recordings/<name>.yaml`.
+    /// Loads `tests/recordings/<name>.yaml`.
     pub fn load(name: &str) -> Recording {
         let path = recordings_dir().join(format!("{name}.yaml"));
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
             panic!(
-                "cannot read recording {} ({e}); the shared/ directory must sit beside the repository",
+                "cannot read recording {} ({e}); it belongs in tests/recordings",
                 path.display()
             )
         });

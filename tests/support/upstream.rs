@@ -75,7 +75,7 @@ impl FakeUpstream {
         Self::with_script(Script::Unscripted)
     }
 
-    /// Replays `shared/recordings/<name>.yaml`.
+    /// Replays `tests/recordings/<name>.yaml`.
     pub fn replay(name: &str) -> FakeUpstream {
         Self::replay_recording(&Recording::load(name))
     }

@@ -1,7 +1,7 @@
 //! Recorded provider traffic: go-vcr YAML cassettes of real calls to the providers (OpenAI,
-//! Azure, Anthropic, Gemini, OpenAI-compatible servers), one file per test case, kept outside the
-//! repository in `shared/recordings/`. The plugins replay their request and response bodies
-//! through their mapping code.
+//! Azure, Anthropic, Gemini, OpenAI-compatible servers), one file per test case, kept in the
+//! repository's `tests/recordings/` (Apache-2.0, origin in its README). The plugins replay their
+//! request and response bodies through their mapping code.
 
 use std::path::{Path, PathBuf};
 
@@ -55,14 +55,14 @@ impl Interaction {
     }
 }
 
-/// The directories searched for recordings, in order: `$GATEWAY_RECORDINGS`, the repository's
-/// `tests/recordings`, and `shared/recordings` beside the repository (CI's checkout).
+/// The directories searched for recordings, in order: `$GATEWAY_RECORDINGS` (to try new
+/// recordings before adding them) and the repository's `tests/recordings`. Nothing outside the
+/// repository: a fresh clone runs its tests on what it holds.
 fn candidate_dirs() -> impl Iterator<Item = PathBuf> {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     [
         std::env::var_os("GATEWAY_RECORDINGS").map(PathBuf::from),
         Some(workspace.join("tests/recordings")),
-        Some(workspace.join("../shared/recordings")),
     ]
     .into_iter()
     .flatten()
