@@ -13,8 +13,9 @@ pub fn params_object(params: &str) -> Result<Map<String, Value>, ProviderError> 
     parse_object(params, "params")
 }
 
-/// Parses the route's plugin settings ([`Route::settings`]) as a JSON object,
-/// like [`params_object`].
+/// Parses the route's plugin settings ([`Route::settings`]: the operator's
+/// `[providers.ID.settings]` table of the gateway's config, which the gateway
+/// does not read) as a JSON object, like [`params_object`].
 pub fn settings_object(route: &Route) -> Result<Map<String, Value>, ProviderError> {
     parse_object(&route.settings, "the route's settings")
 }

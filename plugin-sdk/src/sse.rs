@@ -274,3 +274,230 @@ mod tests {
         assert_eq!(parse_in_pieces(b"data:x", 1), vec![data("x")]);
     }
 }
+
+/// Property tests: the parser's promise that a stream may arrive split
+/// anywhere, checked on generated streams.
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+
+    use super::*;
+
+    /// One non-blank line of a stream.
+    #[derive(Debug, Clone)]
+    enum Line {
+        /// `:` and text.
+        Comment(String),
+        /// `name:` then the rest of the line (which may start with spaces).
+        Field { name: &'static str, rest: String },
+        /// A field name alone, no colon.
+        Bare(&'static str),
+    }
+
+    impl Line {
+        fn text(&self) -> String {
+            match self {
+                Line::Comment(text) => format!(":{text}"),
+                Line::Field { name, rest } => format!("{name}:{rest}"),
+                Line::Bare(name) => (*name).to_owned(),
+            }
+        }
+    }
+
+    /// A generated stream: blocks of lines, each ended by a blank line except
+    /// possibly the last.
+    #[derive(Debug, Clone)]
+    struct Stream {
+        bom: bool,
+        blocks: Vec<Vec<Line>>,
+        /// Line ends, drawn in turn for every line including blank ones.
+        ends: Vec<&'static str>,
+        /// Whether the last block has its blank line.
+        last_blank: bool,
+        /// Whether the very last line has its line end.
+        last_end: bool,
+    }
+
+    impl Stream {
+        fn bytes(&self) -> Vec<u8> {
+            let mut out = String::new();
+            if self.bom {
+                out.push('\u{feff}');
+            }
+            let mut ends = self.ends.iter().cycle();
+            let mut previous = "";
+            let mut end = |out: &mut String, blank: bool| {
+                let mut next = *ends.next().unwrap_or(&"\n");
+                // After a CR, a lone LF would merge into a CRLF instead of
+                // ending a blank line.
+                if blank && previous == "\r" && next == "\n" {
+                    next = "\r\n";
+                }
+                out.push_str(next);
+                previous = next;
+            };
+            for (i, block) in self.blocks.iter().enumerate() {
+                let last_block = i + 1 == self.blocks.len();
+                for (j, line) in block.iter().enumerate() {
+                    out.push_str(&line.text());
+                    let last_line = last_block && j + 1 == block.len();
+                    if !(last_line && !self.last_blank && !self.last_end) {
+                        end(&mut out, false);
+                    }
+                }
+                if !last_block || self.last_blank {
+                    end(&mut out, true);
+                }
+            }
+            out.into_bytes()
+        }
+
+        /// The events the stream holds, per the parser's documented rules
+        /// (an event needs `data` or `event`; `data` lines join with `\n`; an
+        /// id with NUL is ignored; one space after the colon is dropped).
+        fn events(&self) -> Vec<Event> {
+            let mut events = Vec::new();
+            for block in &self.blocks {
+                let (mut event, mut data, mut id) = (None, None::<String>, None);
+                for line in block {
+                    let (name, value) = match line {
+                        Line::Comment(_) => continue,
+                        Line::Field { name, rest } => {
+                            (*name, rest.strip_prefix(' ').unwrap_or(rest).to_owned())
+                        }
+                        Line::Bare(name) => (*name, String::new()),
+                    };
+                    match name {
+                        "data" => match &mut data {
+                            Some(data) => {
+                                data.push('\n');
+                                data.push_str(&value);
+                            }
+                            None => data = Some(value),
+                        },
+                        "event" => event = Some(value),
+                        "id" if !value.contains('\0') => id = Some(value),
+                        _ => {}
+                    }
+                }
+                if data.is_some() || event.is_some() {
+                    events.push(Event {
+                        event,
+                        data: data.unwrap_or_default(),
+                        id,
+                    });
+                }
+            }
+            events
+        }
+    }
+
+    /// Text without line ends: ASCII with colons and spaces (the characters
+    /// that matter to the parser), or any characters, multi-byte included.
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[ :a-z0-9{}\"]{0,12}",
+            "[^\r\n]{0,8}",
+            // A value starting with spaces: only the first one is dropped.
+            "  ?[é€😀a]{0,4}",
+        ]
+    }
+
+    fn line() -> impl Strategy<Value = Line> {
+        let name = prop::sample::select(vec!["data", "event", "id", "retry", "dat", "datas"]);
+        prop_oneof![
+            1 => text().prop_map(Line::Comment),
+            6 => (name.clone(), text()).prop_map(|(name, rest)| Line::Field { name, rest }),
+            1 => name.prop_map(Line::Bare),
+        ]
+    }
+
+    fn stream() -> impl Strategy<Value = Stream> {
+        (
+            any::<bool>(),
+            prop::collection::vec(prop::collection::vec(line(), 0..5), 0..8),
+            prop::collection::vec(prop::sample::select(vec!["\n", "\r\n", "\r"]), 1..6),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(|(bom, blocks, ends, last_blank, last_end)| Stream {
+                bom,
+                blocks,
+                ends,
+                last_blank,
+                last_end,
+            })
+    }
+
+    /// Feeds `bytes` cut at `cuts` (positions, in any order, repeats making
+    /// empty pushes), then finishes.
+    fn parse_split(bytes: &[u8], cuts: &[Index]) -> Vec<Event> {
+        let mut cuts: Vec<usize> = cuts.iter().map(|c| c.index(bytes.len() + 1)).collect();
+        cuts.sort_unstable();
+        let mut parser = Parser::new();
+        let mut events = Vec::new();
+        let mut from = 0;
+        for cut in cuts.into_iter().chain([bytes.len()]) {
+            events.extend(parser.push(&bytes[from..cut]));
+            from = cut;
+        }
+        events.extend(parser.finish());
+        events
+    }
+
+    fn parse_whole(bytes: &[u8]) -> Vec<Event> {
+        let mut parser = Parser::new();
+        let mut events = parser.push(bytes);
+        events.extend(parser.finish());
+        events
+    }
+
+    fn parse_bytewise(bytes: &[u8]) -> Vec<Event> {
+        let mut parser = Parser::new();
+        let mut events: Vec<Event> = bytes.iter().flat_map(|b| parser.push(&[*b])).collect();
+        events.extend(parser.finish());
+        events
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+
+        #[test]
+        fn any_split_of_a_valid_stream_gives_its_events(
+            stream in stream(),
+            cuts in prop::collection::vec(any::<Index>(), 0..12),
+        ) {
+            let bytes = stream.bytes();
+            let whole = parse_whole(&bytes);
+            prop_assert_eq!(&whole, &stream.events());
+            prop_assert_eq!(&parse_split(&bytes, &cuts), &whole);
+            prop_assert_eq!(&parse_bytewise(&bytes), &whole);
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic_and_split_the_same(
+            // A BOM, part of one or none first: the start is handled apart.
+            bom in 0..=BOM.len(),
+            body in prop::collection::vec(
+                // Mostly pieces the parser looks for, so that fields and
+                // events form; any byte besides.
+                prop_oneof![
+                    3 => prop::sample::select(vec![
+                        &b"data"[..], b"event", b"id", b":", b" ", b"\r", b"\n", b"\r\n", BOM,
+                        b"\xEF\xBB", b"\xC3", b"\xA9", b"x",
+                    ])
+                    .prop_map(<[u8]>::to_vec),
+                    1 => any::<u8>().prop_map(|b| vec![b]),
+                ],
+                0..100,
+            ),
+            cuts in prop::collection::vec(any::<Index>(), 0..12),
+        ) {
+            let bytes = [&BOM[..bom], &body.concat()].concat();
+            let whole = parse_whole(&bytes);
+            prop_assert_eq!(&parse_split(&bytes, &cuts), &whole);
+            prop_assert_eq!(&parse_bytewise(&bytes), &whole);
+        }
+    }
+}

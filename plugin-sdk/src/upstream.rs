@@ -1,5 +1,7 @@
 //! Error answers of upstream APIs.
 
+use std::time::{Duration, SystemTime};
+
 use serde_json::Value;
 
 use crate::{ProviderError, UpstreamError};
@@ -15,8 +17,11 @@ const MAX_MESSAGE_CHARS: usize = 1000;
 /// (trimmed); either way it is cut to at most 1000 characters. An empty body
 /// gives a message naming the status.
 ///
-/// `retry_after` is the `Retry-After` header's value: whole seconds (a
-/// fraction is rounded up); an HTTP date or garbage gives `None`.
+/// `retry_after` is the `Retry-After` header's value, either delay-seconds (a
+/// fraction is rounded up) or an HTTP date (IMF-fixdate, or the obsolete RFC 850
+/// and asctime forms), which becomes the seconds from now until then, rounded
+/// up (0 for a date in the past). Values beyond `u32::MAX` seconds saturate;
+/// garbage gives `None`.
 pub fn upstream_error(status: u16, body: &[u8], retry_after: Option<&str>) -> ProviderError {
     let message =
         json_message(body).unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_owned());
@@ -52,13 +57,25 @@ fn truncate(mut message: String) -> String {
 }
 
 fn parse_retry_after(value: &str) -> Option<u32> {
+    parse_retry_after_at(value, SystemTime::now())
+}
+
+/// [`parse_retry_after`] with the current time given, so tests can fix it.
+fn parse_retry_after_at(value: &str, now: SystemTime) -> Option<u32> {
     let value = value.trim();
     if let Ok(seconds) = value.parse::<u32>() {
         return Some(seconds);
     }
-    let seconds = value.parse::<f64>().ok()?;
-    // `as` saturates; the range check keeps NaN and negatives out.
-    (seconds.is_finite() && seconds >= 0.0).then(|| seconds.ceil() as u32)
+    if let Ok(seconds) = value.parse::<f64>() {
+        // `as` saturates; the range check keeps NaN and negatives out.
+        return (seconds.is_finite() && seconds >= 0.0).then(|| seconds.ceil() as u32);
+    }
+    let date = httpdate::parse_http_date(value).ok()?;
+    // A date already past (clocks disagree) means: retry now.
+    let wait = date.duration_since(now).unwrap_or(Duration::ZERO);
+    // Rounded up, as fractions above: retrying early only earns another 429.
+    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    Some(u32::try_from(seconds).unwrap_or(u32::MAX))
 }
 
 #[cfg(test)]
@@ -123,6 +140,117 @@ mod tests {
         assert_eq!(e(" 7 "), Some(7));
         assert_eq!(e("1.2"), Some(2));
         assert_eq!(e("-1"), None);
-        assert_eq!(e("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(e("4294967296"), Some(u32::MAX));
+        assert_eq!(e("1e30"), Some(u32::MAX));
+        assert_eq!(e("NaN"), None);
+        assert_eq!(e("inf"), None);
+    }
+
+    /// 2015-10-21 07:28:00 UTC, the RFC's example date.
+    fn example_date() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480)
+    }
+
+    #[test]
+    fn retry_after_future_date_counts_the_seconds_until_it() {
+        let now = example_date() - Duration::from_secs(90);
+        assert_eq!(
+            parse_retry_after_at("Wed, 21 Oct 2015 07:28:00 GMT", now),
+            Some(90)
+        );
+        // Surrounding whitespace is not part of the value.
+        assert_eq!(
+            parse_retry_after_at("  Wed, 21 Oct 2015 07:28:00 GMT ", now),
+            Some(90)
+        );
+        // A part of a second still to wait counts as a whole one.
+        let now = example_date() - Duration::from_millis(1500);
+        assert_eq!(
+            parse_retry_after_at("Wed, 21 Oct 2015 07:28:00 GMT", now),
+            Some(2)
+        );
+    }
+
+    #[test]
+    fn retry_after_past_or_present_date_is_zero() {
+        let date = "Wed, 21 Oct 2015 07:28:00 GMT";
+        assert_eq!(parse_retry_after_at(date, example_date()), Some(0));
+        let later = example_date() + Duration::from_secs(3600);
+        assert_eq!(parse_retry_after_at(date, later), Some(0));
+        assert_eq!(
+            parse_retry_after_at("Thu, 01 Jan 1970 00:00:00 GMT", later),
+            Some(0)
+        );
+    }
+
+    #[test]
+    fn retry_after_obsolete_date_forms() {
+        let now = example_date() - Duration::from_secs(60);
+        // RFC 850, two-digit year.
+        assert_eq!(
+            parse_retry_after_at("Wednesday, 21-Oct-15 07:28:00 GMT", now),
+            Some(60)
+        );
+        // asctime, day padded with a space.
+        assert_eq!(
+            parse_retry_after_at("Wed Oct 21 07:28:00 2015", now),
+            Some(60)
+        );
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_446_336_000 - 5);
+        assert_eq!(
+            parse_retry_after_at("Sun Nov  1 00:00:00 2015", now),
+            Some(5)
+        );
+    }
+
+    #[test]
+    fn retry_after_far_future_date_saturates() {
+        assert_eq!(
+            parse_retry_after_at("Fri, 31 Dec 9999 23:59:59 GMT", example_date()),
+            Some(u32::MAX)
+        );
+    }
+
+    #[test]
+    fn retry_after_garbage_is_none() {
+        let now = example_date();
+        for value in [
+            "",
+            "soon",
+            "Wed, 21 Oct 2015",
+            // Wrong weekday for the date.
+            "Thu, 21 Oct 2015 07:28:00 GMT",
+            // Not GMT.
+            "Wed, 21 Oct 2015 07:28:00 PST",
+            "Wed, 21 Oct 2015 25:28:00 GMT",
+            "Wed, 32 Oct 2015 07:28:00 GMT",
+            "2015-10-21T07:28:00Z",
+            "Wed, 21 Oct 2015 07:28:00 GMT extra",
+            "Mié, 21 Oct 2015 07:28:00 GMT",
+        ] {
+            assert_eq!(parse_retry_after_at(value, now), None, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn retry_after_date_uses_the_clock() {
+        // Through the public entry point, which reads the clock itself: the
+        // wait lies between the date's distance from the instants just before
+        // and just after the call.
+        let before = SystemTime::now();
+        let header = httpdate::fmt_http_date(before + Duration::from_secs(86_400));
+        let date = httpdate::parse_http_date(&header).expect("a formatted date parses");
+        let wait = parts(upstream_error(429, b"", Some(&header)))
+            .retry_after
+            .expect("a date gives a wait");
+        let after = SystemTime::now();
+        let seconds = |from: SystemTime| date.duration_since(from).map_or(0.0, |d| d.as_secs_f64());
+        let wait = f64::from(wait);
+        assert!(
+            seconds(after).floor() <= wait && wait <= seconds(before).ceil(),
+            "{wait} not within [{}, {}]",
+            seconds(after),
+            seconds(before)
+        );
     }
 }

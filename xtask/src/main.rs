@@ -2,7 +2,8 @@
 //! nothing but a Rust toolchain.
 //!
 //! - `cargo xtask serve [ARGS]`: builds the bundled plugins, installs them into
-//!   the plugins directory and runs `gateway serve` (release build).
+//!   the plugins directory, builds the gateway (release) and runs
+//!   `gateway serve ARGS`.
 //! - `cargo xtask test [ARGS]`: builds the plugins, then runs the whole test
 //!   suite (`cargo test --release --workspace`).
 //! - `cargo xtask plugins`: only builds the plugins.
@@ -13,18 +14,45 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 const WASM_TARGET: &str = "wasm32-wasip2";
-/// Cargo packages built to plugins, and the `.wasm` files they produce.
-const PLUGINS: &[(&str, &str)] = &[
-    ("echo-provider", "echo"),
-    ("openai", "openai"),
-    ("anthropic", "anthropic"),
-    ("gemini", "gemini"),
-    ("faulty-plugin", "faulty"),
-    ("hostile-plugin", "hostile"),
-    ("legacy-plugin", "legacy"),
+
+/// A cargo package built to a plugin.
+struct Plugin {
+    package: &'static str,
+    /// The `.wasm` file it produces, without the extension.
+    file: &'static str,
+    /// Installed by `serve`; the others exist for the tests.
+    bundled: bool,
+}
+
+const PLUGINS: &[Plugin] = &[
+    Plugin::bundled("echo-provider", "echo"),
+    Plugin::bundled("openai", "openai"),
+    Plugin::bundled("anthropic", "anthropic"),
+    Plugin::bundled("gemini", "gemini"),
+    Plugin::test_only("faulty-plugin", "faulty"),
+    Plugin::test_only("hostile-plugin", "hostile"),
+    Plugin::test_only("legacy-plugin", "legacy"),
 ];
-/// Plugins installed for `serve`; the rest exist for the tests.
-const BUNDLED: &[&str] = &["echo", "openai", "anthropic", "gemini"];
+
+impl Plugin {
+    const fn bundled(package: &'static str, file: &'static str) -> Plugin {
+        Plugin {
+            package,
+            file,
+            bundled: true,
+        }
+    }
+
+    const fn test_only(package: &'static str, file: &'static str) -> Plugin {
+        Plugin {
+            package,
+            file,
+            bundled: false,
+        }
+    }
+}
+
+/// The gateway's default `plugins_dir`, relative to its working directory.
 const DEFAULT_PLUGINS_DIR: &str = "data/plugins";
 
 fn main() -> ExitCode {
@@ -32,7 +60,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("serve") => serve(&args[1..]),
         Some("test") => test(&args[1..]),
-        Some("plugins") => build_plugins().map(|_| ()),
+        Some("plugins") => build_plugins(PLUGINS.iter()).map(|_| ()),
         Some("bench") => bench(&args[1..]),
         _ => {
             Err("usage: cargo xtask serve [gateway args] | test [cargo test args] | plugins | bench [bench args]".into())
@@ -54,8 +82,18 @@ fn workspace_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
+/// Where cargo puts what it builds. A relative `CARGO_TARGET_DIR` is relative
+/// to the working directory, which the inner cargo shares with xtask.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
+}
+
 /// `cargo SUBCOMMAND --manifest-path <workspace>`, run from the caller's
 /// directory so relative paths (config, data) mean what the caller meant.
+/// The alias's `--quiet` only quiets the outer cargo: these builds show their
+/// progress unless given `--quiet` themselves.
 fn cargo(subcommand: &str) -> Command {
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     command
@@ -95,21 +133,18 @@ fn ensure_wasm_target() -> Result<(), String> {
     run(command)
 }
 
-/// Builds every plugin; returns the directory holding the `.wasm` files.
-fn build_plugins() -> Result<PathBuf, String> {
+/// Builds `plugins`; returns the directory holding the `.wasm` files.
+fn build_plugins<'a>(plugins: impl Iterator<Item = &'a Plugin> + Clone) -> Result<PathBuf, String> {
     ensure_wasm_target()?;
     let mut command = cargo("build");
     command.args(["--profile", "plugin", "--target", WASM_TARGET]);
-    for (package, _) in PLUGINS {
-        command.args(["-p", package]);
+    for plugin in plugins.clone() {
+        command.args(["-p", plugin.package]);
     }
     run(command)?;
-    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target"));
-    let dir = target_dir.join(WASM_TARGET).join("plugin");
-    for (_, file) in PLUGINS {
-        let path = dir.join(format!("{file}.wasm"));
+    let dir = target_dir().join(WASM_TARGET).join("plugin");
+    for plugin in plugins {
+        let path = dir.join(format!("{}.wasm", plugin.file));
         if !path.exists() {
             return Err(format!("the build did not produce {}", path.display()));
         }
@@ -129,40 +164,132 @@ fn install(from: &Path, dir: &Path, name: &str) -> Result<(), String> {
 }
 
 fn serve(args: &[String]) -> Result<(), String> {
-    let built = build_plugins()?;
+    // `cargo xtask serve -- ARGS` hands xtask the `--` too; after `serve` it
+    // would make the gateway take every option for a stray argument.
+    let args = match args.split_first() {
+        Some((first, rest)) if first == "--" => rest,
+        _ => args,
+    };
+    let bundled = || PLUGINS.iter().filter(|plugin| plugin.bundled);
+    let built = build_plugins(bundled())?;
     // The plugins go where the gateway will look: the config's plugins_dir
-    // when it is given and sets one, else the default.
-    let plugins_dir =
-        configured_plugins_dir(args).unwrap_or_else(|| PathBuf::from(DEFAULT_PLUGINS_DIR));
-    for name in BUNDLED {
-        install(&built.join(format!("{name}.wasm")), &plugins_dir, name)?;
+    // when it is given and sets one, else the default. Relative paths stay
+    // relative: the gateway runs in this same working directory.
+    let config = config_file(args, std::env::var_os("GATEWAY_CONFIG").map(PathBuf::from));
+    let plugins_dir = match config {
+        Some(file) => configured_plugins_dir(&file).map_err(|e| e.to_string())?,
+        None => None,
     }
-    let mut command = cargo("run");
-    command.args(["--release", "--quiet", "-p", "gateway", "--", "serve"]);
-    command.args(args);
+    .unwrap_or_else(|| PathBuf::from(DEFAULT_PLUGINS_DIR));
+    for plugin in bundled() {
+        install(
+            &built.join(format!("{}.wasm", plugin.file)),
+            &plugins_dir,
+            plugin.file,
+        )?;
+    }
+    // Built apart from running, with its progress shown: the first release
+    // build takes minutes.
+    let mut command = cargo("build");
+    command.args(["--release", "-p", "gateway"]);
+    run(command)?;
+    let gateway = target_dir()
+        .join("release")
+        .join(format!("gateway{}", std::env::consts::EXE_SUFFIX));
+    let mut command = Command::new(gateway);
+    command.arg("serve").args(args);
+    exec(command)
+}
+
+/// Runs `command` in place of xtask where the platform allows it, so that a
+/// signal for `cargo xtask serve` (Ctrl-C, a service manager's SIGTERM)
+/// reaches the gateway itself and its graceful shutdown.
+#[cfg(unix)]
+fn exec(mut command: Command) -> Result<(), String> {
+    use std::os::unix::process::CommandExt;
+    let error = command.exec();
+    Err(format!("cannot run {command:?}: {error}"))
+}
+
+#[cfg(not(unix))]
+fn exec(command: Command) -> Result<(), String> {
     run(command)
 }
 
-/// `plugins_dir` from `--config FILE` / `GATEWAY_CONFIG`, when set there.
-fn configured_plugins_dir(args: &[String]) -> Option<PathBuf> {
-    let from_args = args
-        .iter()
-        .position(|a| a == "--config")
-        .and_then(|i| args.get(i + 1).cloned())
-        .or_else(|| {
-            args.iter()
-                .find_map(|a| a.strip_prefix("--config=").map(str::to_owned))
-        });
-    let file = from_args.or_else(|| std::env::var("GATEWAY_CONFIG").ok())?;
-    let text = std::fs::read_to_string(file).ok()?;
-    text.lines().find_map(|line| {
-        let (key, value) = line.split_once('=')?;
-        (key.trim() == "plugins_dir").then(|| PathBuf::from(value.trim().trim_matches('"')))
-    })
+/// The config file the gateway will read: `--config FILE` / `--config=FILE`
+/// among `args`, else `GATEWAY_CONFIG` (`env`), as the gateway's CLI decides.
+fn config_file(args: &[String], env: Option<PathBuf>) -> Option<PathBuf> {
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        if arg == "--config" {
+            return rest.next().map(PathBuf::from);
+        }
+        if let Some(file) = arg.strip_prefix("--config=") {
+            return Some(PathBuf::from(file));
+        }
+    }
+    env
+}
+
+/// Why `plugins_dir` could not be taken from the config file.
+#[derive(Debug)]
+enum ConfigError {
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    Invalid {
+        path: PathBuf,
+        source: toml::de::Error,
+    },
+    NotAString {
+        path: PathBuf,
+    },
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigError::Read { path, source } => {
+                write!(f, "cannot read config file {}: {source}", path.display())
+            }
+            ConfigError::Invalid { path, source } => {
+                write!(f, "invalid config {}: {source}", path.display())
+            }
+            ConfigError::NotAString { path } => {
+                write!(
+                    f,
+                    "invalid config {}: plugins_dir is not a string",
+                    path.display()
+                )
+            }
+        }
+    }
+}
+
+/// The top-level `plugins_dir` of the config file at `path`, if it sets one.
+/// A relative path is kept as written: the gateway resolves it against its
+/// working directory, not the config file's.
+fn configured_plugins_dir(path: &Path) -> Result<Option<PathBuf>, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let table: toml::Table = text.parse().map_err(|source| ConfigError::Invalid {
+        path: path.to_owned(),
+        source,
+    })?;
+    match table.get("plugins_dir") {
+        None => Ok(None),
+        Some(toml::Value::String(dir)) => Ok(Some(PathBuf::from(dir))),
+        Some(_) => Err(ConfigError::NotAString {
+            path: path.to_owned(),
+        }),
+    }
 }
 
 fn test(args: &[String]) -> Result<(), String> {
-    let built = build_plugins()?;
+    let built = build_plugins(PLUGINS.iter())?;
     let mut command = cargo("test");
     command
         // Every failure at once, not just the first test binary's.
@@ -173,7 +300,7 @@ fn test(args: &[String]) -> Result<(), String> {
 }
 
 fn bench(args: &[String]) -> Result<(), String> {
-    let built = build_plugins()?;
+    let built = build_plugins(PLUGINS.iter())?;
     let mut command = cargo("build");
     command.args(["--release", "--quiet", "-p", "gateway", "-p", "bench"]);
     run(command)?;
@@ -185,4 +312,101 @@ fn bench(args: &[String]) -> Result<(), String> {
     }
     command.args(args).arg("--plugins-dir").arg(built);
     run(command)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|&a| a.to_owned()).collect()
+    }
+
+    fn config(text: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("gateway.toml");
+        std::fs::write(&path, text).expect("write the config");
+        (dir, path)
+    }
+
+    #[test]
+    fn plugins_dir_with_a_trailing_comment() {
+        let (_dir, path) = config("listen = \"127.0.0.1:9000\"\nplugins_dir = \"x\" # note\n");
+        assert_eq!(
+            configured_plugins_dir(&path).expect("valid"),
+            Some(PathBuf::from("x"))
+        );
+    }
+
+    #[test]
+    fn plugins_dir_in_any_toml_string_form() {
+        let (_dir, path) = config("plugins_dir='C:\\plugins\\ #1'\n");
+        assert_eq!(
+            configured_plugins_dir(&path).expect("valid"),
+            Some(PathBuf::from("C:\\plugins\\ #1"))
+        );
+        let (_dir, path) = config("plugins_dir = \"a\\\"b/\\u00e9\"\n");
+        assert_eq!(
+            configured_plugins_dir(&path).expect("valid"),
+            Some(PathBuf::from("a\"b/é"))
+        );
+    }
+
+    #[test]
+    fn relative_plugins_dir_is_kept_as_written() {
+        // The gateway resolves it against its working directory, which is
+        // xtask's, not against the config file's directory.
+        let (_dir, path) = config("plugins_dir = \"./my/plugins\"\n");
+        assert_eq!(
+            configured_plugins_dir(&path).expect("valid"),
+            Some(PathBuf::from("./my/plugins"))
+        );
+    }
+
+    #[test]
+    fn config_without_plugins_dir() {
+        let (_dir, path) = config(
+            "# plugins_dir = \"commented out\"\nlisten = \"127.0.0.1:9000\"\n\n\
+             [providers.demo]\nplugin = \"echo\"\nplugins_dir = \"not top-level\"\n",
+        );
+        assert_eq!(configured_plugins_dir(&path).expect("valid"), None);
+    }
+
+    #[test]
+    fn invalid_config_is_an_error() {
+        let (_dir, path) = config("plugins_dir = \"unterminated\n");
+        let error = configured_plugins_dir(&path).expect_err("invalid TOML");
+        assert!(matches!(error, ConfigError::Invalid { .. }), "{error:?}");
+        assert!(error.to_string().contains("gateway.toml"), "{error}");
+
+        let (_dir, path) = config("plugins_dir = 5\n");
+        let error = configured_plugins_dir(&path).expect_err("not a string");
+        assert!(matches!(error, ConfigError::NotAString { .. }), "{error:?}");
+    }
+
+    #[test]
+    fn missing_config_is_an_error() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let error =
+            configured_plugins_dir(&dir.path().join("absent.toml")).expect_err("no such file");
+        assert!(matches!(error, ConfigError::Read { .. }), "{error:?}");
+    }
+
+    #[test]
+    fn config_file_from_args_then_environment() {
+        let env = || Some(PathBuf::from("env.toml"));
+        let file = |list: &[&str], env| config_file(&args(list), env);
+        assert_eq!(
+            file(&["--config", "a.toml"], env()),
+            Some(PathBuf::from("a.toml"))
+        );
+        assert_eq!(
+            file(&["--listen", "x", "--config=b.toml"], env()),
+            Some(PathBuf::from("b.toml"))
+        );
+        assert_eq!(file(&[], env()), Some(PathBuf::from("env.toml")));
+        assert_eq!(file(&[], None), None);
+        // The gateway refuses a `--config` without its value; nothing to install by.
+        assert_eq!(file(&["--config"], env()), None);
+    }
 }
