@@ -385,6 +385,7 @@ async fn a_recycled_pool_gives_its_slots_back_and_keeps_serving() {
         let ctx = CallContext {
             invocation_id: uuid::Uuid::nil(),
             sandbox: sandbox.clone(),
+            secrets: Default::default(),
         };
         tokio::spawn(async move { runtime.complete_stream(&plugin, &ctx, &request, sink).await })
     };
@@ -437,4 +438,129 @@ async fn a_recycled_pool_gives_its_slots_back_and_keeps_serving() {
     assert_eq!(completion.choices[0].text, "one two three four five");
     assert!(words >= 5, "{words} chunks");
     assert_eq!(runtime.pool_usage(), (0, 1), "served from the new pool");
+}
+
+/// How many of the gateway's log lines say `message`.
+fn log_count(gw: &Gateway, message: &str) -> usize {
+    gw.logs().lines().filter(|l| l.contains(message)).count()
+}
+
+/// Waits until at least `at_least` log lines say `message`.
+fn wait_for_log(gw: &Gateway, message: &str, at_least: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while log_count(gw, message) < at_least {
+        assert!(
+            Instant::now() < deadline,
+            "never saw {at_least} log line(s) saying {message:?}; logs:\n{}",
+            gw.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Config reloads and plugin loads so far.
+fn reloads(gw: &Gateway) -> (usize, usize) {
+    (
+        log_count(gw, "config reloaded"),
+        log_count(gw, "plugin loaded"),
+    )
+}
+
+#[test]
+fn reading_watched_files_reloads_nothing_but_editing_them_does() {
+    let gw = lifecycle_gateway();
+    // The startup load of echo: the baseline must not miss it.
+    wait_for_log(&gw, "plugin loaded", 1);
+    let before = reloads(&gw);
+
+    // What `cat`, `sha256sum` and every CLI call with `--config` do to the watched files.
+    let plugins = gw.dir().join("plugins");
+    for _ in 0..5 {
+        std::fs::read(gw.config_path()).expect("read the config");
+        for entry in std::fs::read_dir(&plugins).expect("list the plugins") {
+            let path = entry.expect("a plugins directory entry").path();
+            if path.extension().is_some_and(|ext| ext == "wasm") {
+                std::fs::read(&path).expect("read a plugin");
+            }
+        }
+    }
+    gw.cli_ok(&["plugins", "list"]);
+    gw.cli_ok(&["invocations", "list"]);
+    // Well past the watcher's quiet period: a reload set off by reading would be logged by now.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        reloads(&gw),
+        before,
+        "reading the watched files reloaded something; logs:\n{}",
+        gw.logs()
+    );
+
+    // A real edit, written in place (no rename): applied once the writer is done.
+    let original = std::fs::read_to_string(gw.config_path()).expect("read the config");
+    std::fs::write(
+        gw.config_path(),
+        format!("{original}\n[providers.added]\nplugin = \"echo\"\n"),
+    )
+    .expect("edit the config");
+    eventually(&gw, "added", "the edited config serving", |status, _| {
+        status == 200
+    });
+    // A plugin replaced: reloaded.
+    install(&gw, "faulty", "echo");
+    eventually(
+        &gw,
+        "demo",
+        "the replaced plugin serving",
+        |status, body| status == 200 && body["choices"][0]["text"] == "fine",
+    );
+    wait_for_log(&gw, "config reloaded", before.0 + 1);
+    wait_for_log(&gw, "plugin loaded", before.1 + 1);
+
+    // Each reload read the file it reloaded: that must not set off another.
+    let after = reloads(&gw);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        reloads(&gw),
+        after,
+        "a reload set off another; logs:\n{}",
+        gw.logs()
+    );
+}
+
+#[test]
+fn a_deleted_and_recreated_plugins_dir_is_watched_again() {
+    let gw = lifecycle_gateway();
+    let ok = gw.post(
+        "/completions",
+        &text_request(&gw.project_id, "demo", "echo", "hello"),
+    );
+    assert_eq!(ok.status, 200, "{}", ok.text());
+
+    let plugins = gw.dir().join("plugins");
+    std::fs::remove_dir_all(&plugins).expect("remove the plugins directory");
+    // Its files are gone, as if each had been removed: their routes answer 503.
+    eventually(&gw, "demo", "the route answering 503", |status, _| {
+        status == 503
+    });
+    let missing = "plugins directory is missing";
+    wait_for_log(&gw, missing, 1);
+    // Several checks for the directory's return go by: warned once, not at each.
+    std::thread::sleep(Duration::from_secs(3));
+
+    std::fs::create_dir(&plugins).expect("recreate the plugins directory");
+    install(&gw, "echo", "echo");
+    let body = eventually(&gw, "demo", "the route serving again", |status, _| {
+        status == 200
+    });
+    assert_eq!(body["choices"][0]["text"], "hello there");
+    assert_eq!(log_count(&gw, missing), 1, "{}", gw.logs());
+
+    // The new directory is watched, not just looked at once.
+    install(&gw, "faulty", "echo");
+    eventually(
+        &gw,
+        "demo",
+        "the replaced plugin serving",
+        |status, body| status == 200 && body["choices"][0]["text"] == "fine",
+    );
 }

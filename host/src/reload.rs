@@ -23,6 +23,7 @@ pub fn watch_config(state: &Arc<AppState>, path: &Path) -> Result<DirWatcher, St
     // Editors often save by writing another file and renaming it over this
     // one, so watch the directory and pick out the file.
     watch_dir(
+        "config file's directory",
         &dir,
         move |changed| changed.file_name().map(|n| n.to_owned()) == name,
         move |_| {
@@ -64,6 +65,19 @@ fn reload(state: &AppState, file: &Path) {
                 (
                     "plugin_cache_dir",
                     previous.config.plugin_cache_dir != config.plugin_cache_dir,
+                ),
+                ("workers", previous.config.workers != config.workers),
+                (
+                    "max_connections",
+                    previous.config.max_connections != config.max_connections,
+                ),
+                (
+                    "max_plugin_instances",
+                    previous.config.max_plugin_instances != config.max_plugin_instances,
+                ),
+                (
+                    "record_retention_days",
+                    previous.config.record_retention_days != config.record_retention_days,
                 ),
             ] {
                 if changed {

@@ -4,32 +4,80 @@
 //! A path is handed to the handler only once it has been quiet for a moment,
 //! so a file being copied is not read half-written (and if it were, it would
 //! fail validation and the previous version would keep serving).
+//!
+//! Only events that can change what a file holds count. Opening and reading
+//! one does not: the handler itself reads the file it is handed, and so do
+//! `cat`, `sha256sum` and every CLI call, so counting reads would reload
+//! forever.
+//!
+//! The directory itself may be deleted and made again, or replaced: the
+//! watch is on the directory, not on its path, so it is placed again on the
+//! new one, and every file that came or went meanwhile is handed over.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use notify::event::{EventKind, ModifyKind, RenameMode};
+use notify::event::{AccessKind, AccessMode, EventKind, MetadataKind, ModifyKind, RenameMode};
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
-use tokio::time::Instant;
+use tokio::time::{Instant, MissedTickBehavior};
 
 /// How long a file must be quiet before it is handled.
 const DEBOUNCE: Duration = Duration::from_millis(250);
+/// How often the watched path is checked to still be the watched directory
+/// (or, while it is missing, for its return).
+const CHECK_EVERY: Duration = Duration::from_secs(1);
 
-/// A file renamed into place is complete (the safe way to install one), so it
-/// needs no waiting; anything else might still be being written.
-fn settle_time(kind: &EventKind) -> Duration {
+/// How long a path must be quiet after `kind` before it is handled; `None`
+/// for what cannot change a file's content.
+fn settle_time(kind: &EventKind) -> Option<Duration> {
     match kind {
-        EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both)) => Duration::ZERO,
-        _ => DEBOUNCE,
+        // A file renamed into place is complete (the safe way to install one);
+        // one its writer has closed is too, unless it is opened again to write
+        // more, and then it is handled again.
+        EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both))
+        | EventKind::Access(AccessKind::Close(AccessMode::Write)) => Some(Duration::ZERO),
+        // Opened, read, closed after reading; a read moves the access time.
+        EventKind::Access(_)
+        | EventKind::Modify(ModifyKind::Metadata(MetadataKind::AccessTime)) => None,
+        // Other metadata counts: a `chmod` can make a file that could not be
+        // read readable, and `touch` is how operators ask for a reload.
+        EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_) | EventKind::Any => {
+            Some(DEBOUNCE)
+        }
+        // Notices about the watch itself (a rescan is flagged separately).
+        EventKind::Other => None,
     }
 }
 
+/// A directory's identity: a directory made again at the same path is another one.
+type DirId = (u64, u64);
+
+fn dir_id(dir: &Path) -> Option<DirId> {
+    std::fs::metadata(dir)
+        .ok()
+        .filter(|m| m.is_dir())
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// What the watcher thread tells the debouncing task.
+enum Signal {
+    Changed(PathBuf, Duration),
+    /// The directory watched by watch number `.0` was removed or moved away:
+    /// that watch sees nothing more.
+    DirGone(u64),
+    /// Events were lost (the kernel's queue overflowed).
+    Rescan,
+}
+
+type Wanted = Arc<dyn Fn(&Path) -> bool + Send + Sync>;
+
 /// Keeps a watch alive; dropping it stops it.
 pub struct DirWatcher {
-    _watcher: notify::RecommendedWatcher,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -41,42 +89,155 @@ impl Drop for DirWatcher {
 
 /// Watches `dir` (not recursively) and calls `handle` with each path that
 /// `wanted` accepts, once it has settled (created, changed or removed).
+///
+/// If `dir` disappears, a warning naming it as `what` is logged (once), each
+/// file known in it is handed to `handle` (it is gone now), and the path is
+/// checked every [`CHECK_EVERY`] for the directory's return; then it is
+/// watched again and each wanted file in it is handed to `handle`.
 pub fn watch_dir<F, Fut>(
+    what: &'static str,
     dir: &Path,
-    wanted: impl Fn(&Path) -> bool + Send + 'static,
+    wanted: impl Fn(&Path) -> bool + Send + Sync + 'static,
     handle: F,
 ) -> Result<DirWatcher, String>
 where
     F: Fn(PathBuf) -> Fut + Send + 'static,
-    Fut: Future<Output = ()> + Send,
+    Fut: Future<Output = ()> + Send + 'static,
 {
-    let (tx, mut rx) = mpsc::unbounded_channel::<(PathBuf, Duration)>();
+    let wanted: Wanted = Arc::new(wanted);
+    let (tx, rx) = mpsc::unbounded_channel::<Signal>();
+    let id =
+        dir_id(dir).ok_or_else(|| format!("cannot watch {}: not a directory", dir.display()))?;
+    let watcher = place_watch(dir, 0, &wanted, &tx)?;
+    let known = listing(dir, &wanted);
+    let task = tokio::spawn(
+        Debouncer {
+            what,
+            dir: dir.to_owned(),
+            wanted,
+            tx,
+            watch: Some((watcher, id)),
+            generation: 0,
+            lost: false,
+            known,
+            pending: HashMap::new(),
+        }
+        .run(rx, handle),
+    );
+    Ok(DirWatcher { task })
+}
+
+/// A notify watch on `dir`, numbered `generation` so that news from a watch
+/// already replaced can be told apart.
+fn place_watch(
+    dir: &Path,
+    generation: u64,
+    wanted: &Wanted,
+    tx: &mpsc::UnboundedSender<Signal>,
+) -> Result<notify::RecommendedWatcher, String> {
+    // notify reports absolute paths; the handler gets them in the form `dir`
+    // was given, as listing `dir` gives them (a relative `plugins_dir` loaded
+    // at startup must be unloaded by the same name).
+    let root =
+        std::path::absolute(dir).map_err(|e| format!("cannot watch {}: {e}", dir.display()))?;
+    let (wanted, tx, given) = (wanted.clone(), tx.clone(), dir.to_owned());
+    let watched = root.clone();
     let mut watcher =
         notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
             Ok(event) => {
-                let settle = settle_time(&event.kind);
-                for path in event.paths.into_iter().filter(|p| wanted(p)) {
-                    let _ = tx.send((path, settle));
+                // A send fails only once the task has ended: nobody listens then.
+                if event.need_rescan() {
+                    let _ = tx.send(Signal::Rescan);
+                }
+                let leaves = matches!(
+                    event.kind,
+                    EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(RenameMode::From))
+                );
+                if leaves && event.paths.contains(&root) {
+                    let _ = tx.send(Signal::DirGone(generation));
+                    return;
+                }
+                let Some(settle) = settle_time(&event.kind) else {
+                    return;
+                };
+                let paths = event
+                    .paths
+                    .into_iter()
+                    .map(|path| match path.strip_prefix(&root) {
+                        Ok(name) => given.join(name),
+                        Err(_) => path,
+                    });
+                for path in paths.filter(|p| wanted(p)) {
+                    let _ = tx.send(Signal::Changed(path, settle));
                 }
             }
             Err(e) => tracing::warn!("file watch error: {e}"),
         })
         .map_err(|e| format!("cannot watch {}: {e}", dir.display()))?;
     watcher
-        .watch(dir, RecursiveMode::NonRecursive)
+        .watch(&watched, RecursiveMode::NonRecursive)
         .map_err(|e| format!("cannot watch {}: {e}", dir.display()))?;
+    Ok(watcher)
+}
 
-    let task = tokio::spawn(async move {
-        let mut pending: HashMap<PathBuf, Instant> = HashMap::new();
+/// The wanted files in `dir` now (none if it cannot be read).
+fn listing(dir: &Path, wanted: &Wanted) -> HashSet<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|entry| entry.ok().map(|e| e.path()))
+                .filter(|path| wanted(path))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+struct Debouncer {
+    what: &'static str,
+    dir: PathBuf,
+    wanted: Wanted,
+    tx: mpsc::UnboundedSender<Signal>,
+    /// The live watch and the directory it is on; `None` while the directory is missing.
+    watch: Option<(notify::RecommendedWatcher, DirId)>,
+    /// Counts the watches placed.
+    generation: u64,
+    /// The directory could not be watched at the last attempt (and that was logged).
+    lost: bool,
+    /// Wanted files seen in the directory: what to hand over when it goes.
+    known: HashSet<PathBuf>,
+    /// Paths waiting to be quiet, and when they will have been.
+    pending: HashMap<PathBuf, Instant>,
+}
+
+impl Debouncer {
+    async fn run<F, Fut>(mut self, mut rx: mpsc::UnboundedReceiver<Signal>, handle: F)
+    where
+        F: Fn(PathBuf) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        let mut check = tokio::time::interval(CHECK_EVERY);
+        check.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
-            let next_due = pending.values().min().copied();
+            let next_due = self.pending.values().min().copied();
             tokio::select! {
-                event = rx.recv() => match event {
-                    Some((path, settle)) => {
-                        pending.insert(path, Instant::now() + settle);
+                signal = rx.recv() => match signal {
+                    Some(Signal::Changed(path, settle)) => {
+                        self.known.insert(path.clone());
+                        self.pending.insert(path, Instant::now() + settle);
                     }
+                    // From a watch replaced since: already dealt with.
+                    Some(Signal::DirGone(generation)) if generation != self.generation => {}
+                    Some(Signal::DirGone(_)) => self.rewatch(),
+                    Some(Signal::Rescan) => self.rescan(),
+                    // `self.tx` keeps the channel open.
                     None => return,
                 },
+                _ = check.tick() => {
+                    let now = dir_id(&self.dir);
+                    if self.watch.as_ref().map(|(_, id)| *id) != now {
+                        self.rewatch();
+                    }
+                }
                 _ = async {
                     match next_due {
                         Some(due) => tokio::time::sleep_until(due).await,
@@ -84,21 +245,68 @@ where
                     }
                 } => {
                     let now = Instant::now();
-                    let due: Vec<PathBuf> = pending
+                    let due: Vec<PathBuf> = self
+                        .pending
                         .iter()
                         .filter(|(_, at)| **at <= now)
                         .map(|(path, _)| path.clone())
                         .collect();
                     for path in due {
-                        pending.remove(&path);
-                        handle(path).await;
+                        self.pending.remove(&path);
+                        handle(path.clone()).await;
+                        if !path.exists() {
+                            self.known.remove(&path);
+                        }
                     }
                 }
             }
         }
-    });
-    Ok(DirWatcher {
-        _watcher: watcher,
-        task,
-    })
+    }
+
+    /// The watch is gone, or on a directory no longer at the path: watches
+    /// what is there now, if anything, and hands over what may have changed.
+    fn rewatch(&mut self) {
+        let was_watching = self.watch.is_some();
+        // Before placing another: the old one may still report the old directory's files.
+        self.watch = None;
+        self.generation += 1;
+        self.watch = match dir_id(&self.dir) {
+            None => {
+                if !self.lost {
+                    tracing::warn!(dir = %self.dir.display(),
+                        "the {} is missing: checking every {CHECK_EVERY:?} for its return",
+                        self.what);
+                }
+                None
+            }
+            Some(id) => match place_watch(&self.dir, self.generation, &self.wanted, &self.tx) {
+                Ok(watcher) => {
+                    if self.lost {
+                        tracing::info!(dir = %self.dir.display(), "the {} is watched again", self.what);
+                    }
+                    Some((watcher, id))
+                }
+                Err(e) => {
+                    if !self.lost {
+                        tracing::warn!("{e}; trying again every {CHECK_EVERY:?}");
+                    }
+                    None
+                }
+            },
+        };
+        self.lost = self.watch.is_none();
+        // Not while the directory stays unwatchable: nothing came or went that can be seen.
+        if was_watching || self.watch.is_some() {
+            self.rescan();
+        }
+    }
+
+    /// Hands over every wanted file known or present: events about them may be lost.
+    fn rescan(&mut self) {
+        let due = Instant::now() + DEBOUNCE;
+        self.known.extend(listing(&self.dir, &self.wanted));
+        for path in &self.known {
+            self.pending.insert(path.clone(), due);
+        }
+    }
 }

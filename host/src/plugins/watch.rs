@@ -2,6 +2,11 @@
 //! in the plugins directory is loaded, reloaded or unloaded without a restart.
 //! The safe way to install a plugin is to write a temporary name in the
 //! directory (a dotfile, or another extension) and rename it to `NAME.wasm`.
+//!
+//! If the directory itself is removed or moved away, its plugins go as their
+//! files would one by one: unloaded, their routes answer 503. Once a
+//! directory is back at that path it is watched again and every plugin in it
+//! is loaded.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -20,7 +25,7 @@ fn is_plugin_file(path: &Path) -> bool {
 /// Starts watching `dir`; changes are applied to `runtime`.
 pub fn watch(runtime: Arc<PluginRuntime>, dir: &Path) -> Result<DirWatcher, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    watch_dir(dir, is_plugin_file, move |path| {
+    watch_dir("plugins directory", dir, is_plugin_file, move |path| {
         let runtime = runtime.clone();
         async move {
             if path.exists() {
