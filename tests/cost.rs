@@ -245,7 +245,7 @@ fn a_route_price_overrides_the_shipped_table() {
     let base = upstream.base_url("/v1");
     let gw = Gateway::builder()
         // Every class priced by the route.
-        .route(Route::openai("priced", &base).setting(
+        .route(Route::openai("priced", &base).key(
             "pricing",
             r#"{ "gpt-4o-mini" = { input_per_mtok = 1.0, cached_input_per_mtok = 0.5, output_per_mtok = 4.0 } }"#,
         ))

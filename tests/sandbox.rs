@@ -81,11 +81,11 @@ fn hostile_route(id: &str, base_url: &str, limits: Limits) -> Route {
         .base_url(base_url)
         .api_key_env(KEY_VAR)
         .timeout_secs(limits.timeout_secs)
-        .setting("cpu_time_ms", &limits.cpu_time_ms.to_string())
-        .setting("memory_limit_mb", &limits.memory_limit_mb.to_string())
-        .setting("idle_timeout_ms", &limits.idle_timeout_ms.to_string())
-        .setting("max_response_bytes", &limits.max_response_bytes.to_string())
-        .setting("max_http_requests", &limits.max_http_requests.to_string())
+        .key("cpu_time_ms", &limits.cpu_time_ms.to_string())
+        .key("memory_limit_mb", &limits.memory_limit_mb.to_string())
+        .key("idle_timeout_ms", &limits.idle_timeout_ms.to_string())
+        .key("max_response_bytes", &limits.max_response_bytes.to_string())
+        .key("max_http_requests", &limits.max_http_requests.to_string())
 }
 
 /// A gateway with the echo route `demo`, the hostile route `hostile` (default
@@ -433,7 +433,7 @@ fn allowed_hosts_extends_the_reachable_hosts() {
         &upstream,
         vec![
             hostile_route("widened", &upstream.base_url("/v1"), Limits::default())
-                .setting("allowed_hosts", &allowed),
+                .key("allowed_hosts", &allowed),
         ],
     );
     let url = format!("{}/extra", extra.base_url(""));
@@ -707,4 +707,202 @@ fn plugin_stdout_and_stderr_go_to_the_log_with_the_invocation_id() {
         gw.stdout()
     );
     assert_healthy(&gw);
+}
+
+// ---------------------------------------------------------------- instance cap
+
+/// A gateway whose `max_plugin_instances` is `cap`, with the echo route `demo`
+/// and a hostile route `held` whose endless streams trickle (so a client that
+/// leaves is noticed at the next chunk) under limits they never reach.
+fn start_capped(upstream: &HostileUpstream, cap: u32) -> Gateway {
+    let patient = Limits {
+        cpu_time_ms: 60_000,
+        idle_timeout_ms: 60_000,
+        timeout_secs: 600,
+        ..Limits::default()
+    };
+    Gateway::builder()
+        .config_line(&format!("max_plugin_instances = {cap}"))
+        .env(KEY_VAR, "hostile-test-key")
+        .route(Route::echo(DEMO))
+        .route(hostile_route(
+            "held",
+            &upstream.base_url("/trickle"),
+            patient,
+        ))
+        .start()
+}
+
+/// Opens an endless stream on `held`.
+fn open_held(gw: &Gateway) -> support::client::Connection {
+    let body = with(ask(gw, "held", "endless"), "stream", json!(true));
+    gw.open_stream("/completions", &body)
+}
+
+/// Waits for the first chunk of a stream opened by [`open_held`]: from then on
+/// its plugin instance exists until the connection is dropped.
+fn started(mut stream: support::client::Connection) -> support::client::Connection {
+    assert_eq!(stream.status, 200, "the held stream did not start");
+    let first = stream
+        .next_frame()
+        .expect("a first frame of the held stream");
+    assert!(first["invocationId"].is_string(), "{first}");
+    stream
+}
+
+/// Asserts a 503 that tells the caller to retry, recorded with an invocation id.
+fn expect_busy(gw: &Gateway, response: &Response) {
+    assert_eq!(
+        response.header("retry-after"),
+        Some("1"),
+        "a request over the instance cap should carry Retry-After: {:?} {}",
+        response.headers,
+        response.text()
+    );
+    expect_failure(gw, response, 503, &["at once", "limit", "busy"]);
+}
+
+#[test]
+fn requests_beyond_max_plugin_instances_get_503_with_retry_after_until_a_slot_frees() {
+    let upstream = HostileUpstream::start();
+    let gw = start_capped(&upstream, 2);
+    let held = [started(open_held(&gw)), started(open_held(&gw))];
+
+    // The cap counts instances of every plugin: the echo route is refused too.
+    let echo = text_request(&gw.project_id, DEMO, "echo", "third");
+    expect_busy(&gw, &gw.post("/completions", &echo));
+    // A streamed request is refused before its stream starts.
+    let streamed = gw.post_stream(
+        "/completions",
+        &with(ask(&gw, "held", "endless"), "stream", json!(true)),
+    );
+    assert_eq!(streamed.status, 503, "{}", streamed.raw);
+    assert_eq!(streamed.header("retry-after"), Some("1"));
+    let id = streamed.json()["invocationId"]
+        .as_str()
+        .expect("invocationId")
+        .to_owned();
+    assert_error_recorded(&gw, &id, 503);
+
+    // The held streams end: their slots come back once the gateway sees the
+    // clients gone (at the next trickled chunk). Both of them, and no more.
+    drop(held);
+    let held = [hold_stream_once_free(&gw), hold_stream_once_free(&gw)];
+    expect_busy(&gw, &gw.post("/completions", &echo));
+    drop(held);
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let response = gw.post("/completions", &echo);
+        if response.status == 200 {
+            assert_eq!(assert_ok(&response)["choices"][0]["text"], json!("third"));
+            break;
+        }
+        assert_eq!(response.status, 503, "{}", response.text());
+        assert!(
+            Instant::now() < deadline,
+            "no slot came back within {PATIENCE:?} of the held streams ending"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_healthy(&gw);
+}
+
+/// A started held stream, retrying while the gateway answers 503 (a slot is
+/// given back only once the gateway notices its client left).
+fn hold_stream_once_free(gw: &Gateway) -> support::client::Connection {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let stream = open_held(gw);
+        if stream.status != 503 {
+            return started(stream);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no slot came back within {PATIENCE:?} of the held streams ending"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The cap counts instances, not pools: after [`PluginRuntime::recycle`] the
+/// instances still running on the old pool keep their slots until they end.
+#[tokio::test]
+async fn the_instance_cap_holds_across_a_pool_recycle() {
+    use gateway::plugins::types::{CompletionRequest, Prompt, Route as WitRoute};
+    use gateway::plugins::{CallContext, PluginError, PluginRuntime, Sandbox};
+    use std::sync::Arc;
+
+    let runtime = Arc::new(PluginRuntime::with_max_instances(None, 2).expect("runtime"));
+    let plugin = runtime
+        .load(&built_plugins_dir().join("echo.wasm"))
+        .await
+        .expect("load echo");
+    let sandbox = Arc::new(Sandbox::offline().expect("sandbox"));
+    let request = CompletionRequest {
+        route: WitRoute {
+            id: "capped".into(),
+            base_url: String::new(),
+            api_key: None,
+            settings: "{}".into(),
+        },
+        model: "echo".into(),
+        prompt: Prompt::Text("one two three".into()),
+        functions: Vec::new(),
+        function_choice: None,
+        params: "{}".into(),
+    };
+    let call = |plugin: Arc<gateway::plugins::Plugin>, sink| {
+        let (runtime, request) = (runtime.clone(), request.clone());
+        let ctx = CallContext {
+            invocation_id: uuid::Uuid::nil(),
+            sandbox: sandbox.clone(),
+            secrets: Default::default(),
+        };
+        tokio::spawn(async move { runtime.complete_stream(&plugin, &ctx, &request, sink).await })
+    };
+    let busy = |result: &Result<_, PluginError>| matches!(result, Err(PluginError::Busy(2)));
+
+    // Two streams nobody reads past their first word: each holds its instance.
+    let mut readers = Vec::new();
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let (sink, mut reader) = tokio::sync::mpsc::channel(1);
+        held.push(call(plugin.clone(), sink));
+        reader.recv().await.expect("a first word");
+        readers.push(reader);
+    }
+    let (sink, _reader) = tokio::sync::mpsc::channel(16);
+    let third = call(plugin.clone(), sink).await.expect("call task");
+    assert!(busy(&third), "a third instance was allowed: {third:?}");
+
+    runtime.recycle().expect("recycle");
+    let moved = runtime.get("echo").expect("echo still serving");
+    let (sink, _reader) = tokio::sync::mpsc::channel(16);
+    let on_new_pool = call(moved.clone(), sink).await.expect("call task");
+    assert!(
+        busy(&on_new_pool),
+        "the fresh pool let a third instance run while two were running on the old one: \
+         {on_new_pool:?}"
+    );
+
+    drop(readers);
+    for call in held {
+        // The callers are gone: the plugin is told so and ends.
+        let _ = call.await.expect("call task");
+    }
+    let mut both = Vec::new();
+    let mut readers = Vec::new();
+    for _ in 0..2 {
+        let (sink, reader) = tokio::sync::mpsc::channel(16);
+        both.push(call(moved.clone(), sink));
+        readers.push(reader);
+    }
+    for (served, mut reader) in both.into_iter().zip(readers) {
+        while reader.recv().await.is_some() {}
+        let completion = served
+            .await
+            .expect("call task")
+            .expect("served once the slots came back");
+        assert_eq!(completion.choices[0].text, "one two three");
+    }
 }

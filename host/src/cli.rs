@@ -263,7 +263,10 @@ async fn serve(
         n => n,
     };
     crate::worker::set_count(workers);
-    let runtime = Arc::new(PluginRuntime::new(config.plugin_cache_dir().as_deref())?);
+    let runtime = Arc::new(PluginRuntime::with_max_instances(
+        config.plugin_cache_dir().as_deref(),
+        config.max_plugin_instances,
+    )?);
     let (loaded, _rejected) = runtime.load_dir(&config.plugins_dir).await;
     let _watcher = crate::plugins::watch::watch(runtime.clone(), &config.plugins_dir)?;
     crate::plugins::trim::spawn(Arc::downgrade(&runtime));
@@ -280,6 +283,9 @@ async fn serve(
     let address = listener.local_addr().map_err(|e| e.to_string())?;
     let (log, writer) = InvocationLog::start(store.clone())
         .map_err(|e| format!("cannot start the invocation writer: {e}"))?;
+    if let Some(days) = config.record_retention_days {
+        crate::store::retention::spawn(store.clone(), days);
+    }
     let routes = Routes::from_config(&config)?;
     let state = Arc::new(AppState::new(config, routes, runtime, store, log));
     let _config_watcher = match &config_path {

@@ -53,12 +53,57 @@ pub struct Config {
     pub demo_project: bool,
     #[serde(default = "default_request_timeout_secs")]
     pub request_timeout_secs: u64,
+    /// Cap on the text of a request after its `{{variables}}` are filled in (prompt and
+    /// message contents together). Default: `max_body_bytes`.
+    #[serde(default)]
+    pub max_expanded_bytes: Option<usize>,
+    /// How long a client may take to send a request's headers and body (408 after that).
+    #[serde(default = "default_request_read_timeout_secs")]
+    pub request_read_timeout_secs: u64,
+    /// Open client connections at most; further ones wait in the listen backlog.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Plugin instances at most at once (one per request being served); over it, 503 with
+    /// `Retry-After`. Read at start.
+    #[serde(default = "default_max_plugin_instances")]
+    pub max_plugin_instances: u32,
+    /// How long shutdown waits for in-flight requests before ending them (recorded as
+    /// cancelled).
+    #[serde(default = "default_shutdown_grace_secs")]
+    pub shutdown_grace_secs: u64,
+    /// What invocation records keep of request and response bodies.
+    #[serde(default)]
+    pub record_bodies: RecordBodies,
+    /// With `record_bodies = "truncated"`: the most kept of each body.
+    #[serde(default = "default_record_body_max_bytes")]
+    pub record_body_max_bytes: usize,
+    /// Records older than this many days are deleted in the background (absent: kept forever).
+    #[serde(default)]
+    pub record_retention_days: Option<u32>,
     #[serde(default)]
     pub providers: BTreeMap<String, RouteConfig>,
 }
 
+/// What an invocation record keeps of the request and response bodies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecordBodies {
+    /// The whole bodies.
+    Full,
+    /// At most `record_body_max_bytes` of each.
+    #[default]
+    Truncated,
+    /// No bodies (usage, cost, status and errors are still recorded).
+    None,
+}
+
 /// One provider route: the id callers put in `providerConfig.provider`.
+///
+/// Every key of a route is one of these: an unknown one (a misspelt limit, a key of a feature
+/// this build lacks) is refused rather than silently ignored. What only the plugin reads goes in
+/// the route's own `settings` table.
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RouteConfig {
     /// File stem of the plugin serving this route.
     pub plugin: String,
@@ -97,8 +142,9 @@ pub struct RouteConfig {
     pub max_response_bytes: Option<u64>,
     #[serde(default)]
     pub max_http_requests: Option<u32>,
-    /// Every other key: plugin-specific settings, handed to the plugin as JSON.
-    #[serde(flatten)]
+    /// `[providers.ID.settings]`: plugin-specific settings, handed to the plugin as JSON. The
+    /// gateway does not read them; the plugin checks them on each call.
+    #[serde(default)]
     pub settings: toml::Table,
 }
 
@@ -230,6 +276,21 @@ fn default_true() -> bool {
 fn default_request_timeout_secs() -> u64 {
     120
 }
+fn default_request_read_timeout_secs() -> u64 {
+    30
+}
+fn default_max_connections() -> usize {
+    4096
+}
+fn default_max_plugin_instances() -> u32 {
+    1000
+}
+fn default_shutdown_grace_secs() -> u64 {
+    30
+}
+fn default_record_body_max_bytes() -> usize {
+    64 * 1024
+}
 
 impl Config {
     /// Loads `path`, or the built-in defaults when there is none.
@@ -251,7 +312,9 @@ impl Config {
             origin: origin.to_owned(),
             message,
         };
-        let config: Config = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        let document = toml::Deserializer::parse(text).map_err(|e| invalid(e.to_string()))?;
+        let config: Config =
+            serde_path_to_error::deserialize(document).map_err(|e| invalid(placed(&e)))?;
         for (id, route) in &config.providers {
             route
                 .limits()
@@ -263,14 +326,68 @@ impl Config {
                 )));
             }
         }
-        if config.request_timeout_secs == 0 {
-            return Err(invalid("request_timeout_secs must be positive".into()));
+        for (key, value) in [
+            ("request_timeout_secs", config.request_timeout_secs),
+            (
+                "request_read_timeout_secs",
+                config.request_read_timeout_secs,
+            ),
+            ("max_connections", config.max_connections as u64),
+            (
+                "max_plugin_instances",
+                u64::from(config.max_plugin_instances),
+            ),
+            ("max_body_bytes", config.max_body_bytes as u64),
+            (
+                "max_expanded_bytes",
+                config.max_expanded_bytes.map_or(1, |v| v as u64),
+            ),
+            (
+                "record_retention_days",
+                config.record_retention_days.map_or(1, u64::from),
+            ),
+        ] {
+            if value == 0 {
+                return Err(invalid(format!("{key} must be positive")));
+            }
         }
         Ok(config)
     }
 }
 
+/// A deserialization error with its place in front (`providers.x.memory_limt_mb: ...`): toml
+/// quotes the offending line but not the table it is in, and routes share key names.
+fn placed(error: &serde_path_to_error::Error<toml::de::Error>) -> String {
+    use serde_path_to_error::Segment;
+    let (path, inner) = (error.path(), error.inner());
+    if path.iter().next().is_none() {
+        return inner.to_string();
+    }
+    let mut message = format!("{path}: {}", inner.to_string().trim_end());
+    let segments: Vec<&Segment> = path.iter().collect();
+    // Plugin settings used to be keys of the route itself: say where they live now.
+    if let [
+        Segment::Map { key: table },
+        Segment::Map { .. },
+        Segment::Map { .. },
+    ] = &segments[..]
+        && table == "providers"
+        && inner.message().starts_with("unknown field")
+    {
+        message.push_str(
+            "\n(a setting only the route's plugin reads goes in the route's \
+             [providers.ID.settings] table)",
+        );
+    }
+    message
+}
+
 impl Config {
+    /// The cap on a request's text once its variables are filled in.
+    pub fn max_expanded_bytes(&self) -> usize {
+        self.max_expanded_bytes.unwrap_or(self.max_body_bytes)
+    }
+
     /// Where compiled plugins are cached, if anywhere.
     pub fn plugin_cache_dir(&self) -> Option<PathBuf> {
         match &self.plugin_cache_dir {
@@ -383,16 +500,109 @@ mod tests {
     }
 
     #[test]
-    fn unknown_route_keys_become_plugin_settings() {
+    fn the_settings_table_reaches_the_plugin_as_json() {
         let config = Config::parse(
-            "[providers.x]\nplugin = \"openai\"\nlegacy_completions = true\n",
+            "[providers.x]\nplugin = \"openai\"\n[providers.x.settings]\n\
+             legacy_completions = true\napi_key_header = \"api-key\"\n",
             "test",
         )
-        .unwrap();
+        .expect("parses");
         assert_eq!(
             config.providers["x"].settings_json(),
-            r#"{"legacy_completions":true}"#
+            r#"{"api_key_header":"api-key","legacy_completions":true}"#
         );
+        let config = Config::parse("[providers.x]\nplugin = \"openai\"\n", "test").expect("parses");
+        assert_eq!(config.providers["x"].settings_json(), "{}");
+    }
+
+    #[test]
+    fn a_misspelt_route_key_is_refused_with_its_route_and_the_known_keys() {
+        let err = Config::parse(
+            "[providers.y]\nplugin = \"echo\"\n\
+             [providers.x]\nplugin = \"openai\"\nmemory_limt_mb = 128\n",
+            "test",
+        )
+        .expect_err("an unknown route key is refused")
+        .to_string();
+        assert!(err.contains("providers.x.memory_limt_mb"), "{err}");
+        assert!(err.contains("unknown field `memory_limt_mb`"), "{err}");
+        for known in [
+            "`memory_limit_mb`",
+            "`cpu_time_ms`",
+            "`settings`",
+            "`pricing`",
+        ] {
+            assert!(err.contains(known), "{known} not listed: {err}");
+        }
+        assert!(err.contains("[providers.ID.settings]"), "{err}");
+    }
+
+    /// The example config lists the keys a route may have; serde's "expected one of" list is
+    /// the struct's own, so a key added to [`RouteConfig`] and not to the example fails here.
+    #[test]
+    fn the_example_names_every_route_key() {
+        let err = Config::parse("[providers.x]\nplugin = \"echo\"\nnot_a_key = 1\n", "test")
+            .expect_err("an unknown route key is refused")
+            .to_string();
+        let (_, expected) = err
+            .split_once("expected one of")
+            .expect("serde lists the keys");
+        let keys: Vec<&str> = expected
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .collect();
+        assert!(keys.contains(&"memory_limit_mb"), "{err}");
+        let documented = DEFAULT_CONFIG
+            .split_once("# Route keys:")
+            .map(|(_, rest)| {
+                rest.split_once("\n#\n")
+                    .map_or(rest, |(paragraph, _)| paragraph)
+            })
+            .expect("the example has a `Route keys:` paragraph");
+        let words: Vec<&str> = documented
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .collect();
+        for key in keys {
+            assert!(
+                words.contains(&key),
+                "route key {key} is missing from the example's `Route keys:` paragraph"
+            );
+        }
+    }
+
+    #[test]
+    fn a_plugin_setting_left_on_the_route_or_an_unknown_table_is_refused() {
+        for (text, key) in [
+            (
+                "[providers.x]\nplugin = \"openai\"\nlegacy_completions = true\n",
+                "providers.x.legacy_completions",
+            ),
+            (
+                "[providers.x]\nplugin = \"openai\"\n[providers.x.setting]\nlegacy_completions = true\n",
+                "providers.x.setting",
+            ),
+        ] {
+            let err = Config::parse(text, "test").expect_err(text).to_string();
+            assert!(err.contains(key), "{text}: {err}");
+            assert!(err.contains("`settings`"), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_top_level_key_is_refused_with_the_known_keys() {
+        let err = Config::parse("request_timeout = 5\n", "test")
+            .expect_err("an unknown top-level key is refused")
+            .to_string();
+        assert!(err.contains("unknown field `request_timeout`"), "{err}");
+        for known in ["`request_timeout_secs`", "`listen`", "`providers`"] {
+            assert!(err.contains(known), "{known} not listed: {err}");
+        }
+        // The hint about plugin settings is for route keys only.
+        assert!(!err.contains("settings]"), "{err}");
     }
 
     #[test]
@@ -470,6 +680,17 @@ mod tests {
             deployments.settings_json(),
             r#"{"azure_api_version":"2024-10-21"}"#
         );
+        assert_eq!(
+            config.providers["azure"].settings_json(),
+            r#"{"api_key_header":"api-key"}"#
+        );
+        assert_eq!(
+            config.providers["anthropic"].settings_json(),
+            r#"{"default_max_tokens":4096}"#
+        );
+        for route in ["gemini", "groq", "ollama"] {
+            assert_eq!(config.providers[route].settings_json(), "{}", "{route}");
+        }
         assert_eq!(
             deployments.pricing["my-gpt-4o-mini"].cached_input_per_mtok,
             Some(0.075)

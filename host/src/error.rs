@@ -4,11 +4,18 @@ use hyper::StatusCode;
 use serde_json::json;
 
 use crate::plugins::{PluginError, types};
+use crate::redact::Secrets;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     #[error("the request body is larger than the limit of {0} bytes")]
     BodyTooLarge(usize),
+    #[error(
+        "the request's text with its variables filled in is larger than the limit of {0} bytes (max_expanded_bytes)"
+    )]
+    ExpansionTooLarge(usize),
+    #[error("the request was not received within {0} s (request_read_timeout_secs)")]
+    RequestTimeout(u64),
     #[error("{0}")]
     BadRequest(String),
     #[error("missing API key: send the project's key in the Authorization header")]
@@ -39,8 +46,12 @@ pub enum ApiError {
     ProviderFailed(String),
     #[error("the provider plugin failed: {0}")]
     PluginFailed(String),
-    #[error("the provider plugin is busy or unusable: {0}")]
+    #[error("the provider plugin is unusable: {0}")]
     PluginUnavailable(String),
+    #[error("the gateway is serving as many requests as it may at once ({0}); retry shortly")]
+    Busy(u32),
+    #[error("the gateway is shutting down: the request was ended before it was complete")]
+    ShuttingDown,
     #[error("internal error")]
     Internal(String),
 }
@@ -48,7 +59,10 @@ pub enum ApiError {
 impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::BodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::BodyTooLarge(_) | ApiError::ExpansionTooLarge(_) => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
+            ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::MissingKey | ApiError::InvalidKey | ApiError::AdminUnauthorized => {
                 StatusCode::UNAUTHORIZED
@@ -56,9 +70,10 @@ impl ApiError {
             ApiError::WrongProject(_) => StatusCode::FORBIDDEN,
             ApiError::UnknownRoute(_) | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::PluginNotLoaded { .. } | ApiError::PluginUnavailable(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ApiError::PluginNotLoaded { .. }
+            | ApiError::PluginUnavailable(_)
+            | ApiError::Busy(_)
+            | ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             // Rate limits pass through so clients' retry logic works as it does upstream.
             ApiError::Upstream { status: 429, .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Upstream { .. } | ApiError::ProviderFailed(_) | ApiError::PluginFailed(_) => {
@@ -81,6 +96,8 @@ impl ApiError {
     pub fn retry_after(&self) -> Option<u32> {
         match self {
             ApiError::Upstream { retry_after, .. } => *retry_after,
+            // Instance slots free up as requests end, usually within a second.
+            ApiError::Busy(_) => Some(1),
             _ => None,
         }
     }
@@ -99,6 +116,47 @@ impl ApiError {
             body["providerError"] = json!(provider_error);
         }
         body
+    }
+}
+
+impl ApiError {
+    /// The same error with `secrets` taken out of every text it carries (an
+    /// upstream's error message may quote the key it was sent).
+    pub fn redacted(self, secrets: &Secrets) -> ApiError {
+        let clean = |text: String| secrets.redact_owned(text);
+        match self {
+            ApiError::BadRequest(m) => ApiError::BadRequest(clean(m)),
+            ApiError::WrongProject(m) => ApiError::WrongProject(clean(m)),
+            ApiError::UnknownRoute(m) => ApiError::UnknownRoute(clean(m)),
+            ApiError::NotFound(m) => ApiError::NotFound(clean(m)),
+            ApiError::PluginNotLoaded { route, plugin } => ApiError::PluginNotLoaded {
+                route: clean(route),
+                plugin: clean(plugin),
+            },
+            ApiError::Upstream {
+                status,
+                message,
+                retry_after,
+            } => ApiError::Upstream {
+                status,
+                message: clean(message),
+                retry_after,
+            },
+            ApiError::Timeout(m) => ApiError::Timeout(clean(m)),
+            ApiError::ProviderFailed(m) => ApiError::ProviderFailed(clean(m)),
+            ApiError::PluginFailed(m) => ApiError::PluginFailed(clean(m)),
+            ApiError::PluginUnavailable(m) => ApiError::PluginUnavailable(clean(m)),
+            ApiError::Internal(m) => ApiError::Internal(clean(m)),
+            other @ (ApiError::BodyTooLarge(_)
+            | ApiError::ExpansionTooLarge(_)
+            | ApiError::RequestTimeout(_)
+            | ApiError::MissingKey
+            | ApiError::InvalidKey
+            | ApiError::AdminUnauthorized
+            | ApiError::MethodNotAllowed(_)
+            | ApiError::Busy(_)
+            | ApiError::ShuttingDown) => other,
+        }
     }
 }
 
@@ -121,6 +179,7 @@ impl From<PluginError> for ApiError {
             }
             PluginError::Crashed(message) => ApiError::PluginFailed(message),
             PluginError::Unavailable(message) => ApiError::PluginUnavailable(message),
+            PluginError::Busy(limit) => ApiError::Busy(limit),
         }
     }
 }

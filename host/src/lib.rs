@@ -11,6 +11,7 @@ pub mod config;
 pub mod error;
 pub mod plugins;
 pub mod pricing;
+pub mod redact;
 pub mod reload;
 pub mod routing;
 pub mod server;

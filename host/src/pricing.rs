@@ -5,7 +5,7 @@
 //! (`host/prices.toml`, embedded at build time, dated by its `as_of`), and the models the plugin
 //! lists in its `info()`.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{LazyLock, Mutex};
 
 use serde::Deserialize;
@@ -187,19 +187,99 @@ impl Rates {
     }
 }
 
-/// Logs an unknown price once per route and model, not once per request.
+/// Most (route, model) pairs [`warn_unpriced`] remembers: the model name comes from the
+/// caller, so without a bound every invented name would be kept for the life of the process.
+const MAX_WARNED: usize = 1024;
+
+/// Logs an unknown price once per route and model, not once per request. After
+/// [`MAX_WARNED`] distinct pairs, says so once and logs further ones only at debug level.
 pub fn warn_unpriced(route: &str, model: &str) {
-    static WARNED: Mutex<Option<HashSet<(String, String)>>> = Mutex::new(None);
+    static WARNED: Mutex<Option<WarnedOnce>> = Mutex::new(None);
     let mut warned = WARNED.lock().unwrap_or_else(|p| p.into_inner());
-    if warned
-        .get_or_insert_with(HashSet::new)
-        .insert((route.to_owned(), model.to_owned()))
+    match warned
+        .get_or_insert_with(|| WarnedOnce::new(MAX_WARNED))
+        .note(route, model)
     {
-        tracing::warn!(
+        Novelty::New => tracing::warn!(
             route,
             model,
             "no price known for this model: its cost is recorded as unknown"
-        );
+        ),
+        Novelty::Seen => {}
+        Novelty::FirstBeyondBound => tracing::warn!(
+            route,
+            model,
+            "no price known for this model: its cost is recorded as unknown; {MAX_WARNED} \
+             unpriced models have been reported, further ones are logged at debug level only"
+        ),
+        Novelty::BeyondBound => tracing::debug!(
+            route,
+            model,
+            "no price known for this model: its cost is recorded as unknown"
+        ),
+    }
+}
+
+/// What [`WarnedOnce::note`] makes of a pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Novelty {
+    /// Not seen before: now remembered.
+    New,
+    /// Remembered already.
+    Seen,
+    /// Not remembered, and the set is full: the first such pair.
+    FirstBeyondBound,
+    /// Not remembered, and the set is full, as it was for an earlier pair.
+    BeyondBound,
+}
+
+/// A set of (route, model) pairs that stops growing at its bound. Full, it keeps what it has
+/// rather than evict: evicting would warn again about pairs a caller cycles through.
+struct WarnedOnce {
+    /// Route -> models: looked up by borrowed names, so a pair seen before costs no allocation.
+    pairs: HashMap<String, HashSet<String>>,
+    len: usize,
+    bound: usize,
+    overflowed: bool,
+}
+
+impl WarnedOnce {
+    fn new(bound: usize) -> WarnedOnce {
+        WarnedOnce {
+            pairs: HashMap::new(),
+            len: 0,
+            bound,
+            overflowed: false,
+        }
+    }
+
+    fn note(&mut self, route: &str, model: &str) -> Novelty {
+        if self
+            .pairs
+            .get(route)
+            .is_some_and(|models| models.contains(model))
+        {
+            return Novelty::Seen;
+        }
+        if self.len < self.bound {
+            self.pairs
+                .entry(route.to_owned())
+                .or_default()
+                .insert(model.to_owned());
+            self.len += 1;
+            Novelty::New
+        } else if self.overflowed {
+            Novelty::BeyondBound
+        } else {
+            self.overflowed = true;
+            Novelty::FirstBeyondBound
+        }
+    }
+
+    /// Pairs remembered.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.pairs.values().map(HashSet::len).sum()
     }
 }
 
@@ -482,5 +562,32 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn unpriced_pairs_are_warned_once_and_remembered_up_to_the_bound() {
+        let mut warned = WarnedOnce::new(MAX_WARNED);
+        assert_eq!(warned.note("r", "known"), Novelty::New);
+        assert_eq!(warned.note("r", "known"), Novelty::Seen);
+        // The same model on another route is another pair.
+        assert_eq!(warned.note("other", "known"), Novelty::New);
+        let mut novelties = Vec::new();
+        for i in 0..10_000 {
+            novelties.push(warned.note("r", &format!("invented-{i}")));
+            assert!(
+                warned.len() <= MAX_WARNED,
+                "{} pairs remembered",
+                warned.len()
+            );
+        }
+        assert_eq!(warned.len(), MAX_WARNED);
+        let count = |kind| novelties.iter().filter(|n| **n == kind).count();
+        assert_eq!(count(Novelty::New), MAX_WARNED - 2);
+        assert_eq!(count(Novelty::FirstBeyondBound), 1);
+        assert_eq!(count(Novelty::BeyondBound), 10_000 - (MAX_WARNED - 2) - 1);
+        // Pairs remembered before the set filled up are still warned only once.
+        assert_eq!(warned.note("r", "known"), Novelty::Seen);
+        assert_eq!(warned.note("r", "invented-0"), Novelty::Seen);
+        assert_eq!(warned.note("r", "invented-9999"), Novelty::BeyondBound);
     }
 }

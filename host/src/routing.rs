@@ -74,6 +74,11 @@ impl Route {
         }
     }
 
+    /// The gateway's own key for this route, if it has one.
+    pub fn configured_key(&self) -> Option<&str> {
+        self.configured_key.as_deref()
+    }
+
     pub fn model(&self, requested: Option<String>) -> Result<String, ApiError> {
         requested
             .or_else(|| self.config.default_model.clone())

@@ -46,7 +46,9 @@ pub struct Route {
     api_key_env: Option<String>,
     default_model: Option<String>,
     timeout_secs: Option<u64>,
-    /// Plugin settings as `(key, TOML value literal)`.
+    /// Other keys of the route's own table as `(key, TOML value literal)`.
+    keys: Vec<(String, String)>,
+    /// Plugin settings (`[providers.ID.settings]`) as `(key, TOML value literal)`.
     settings: Vec<(String, String)>,
     /// `(model, input_per_mtok, output_per_mtok)`.
     pricing: Vec<(String, f64, f64)>,
@@ -61,6 +63,7 @@ impl Route {
             api_key_env: None,
             default_model: None,
             timeout_secs: None,
+            keys: Vec::new(),
             settings: Vec::new(),
             pricing: Vec::new(),
         }
@@ -96,7 +99,15 @@ impl Route {
         self
     }
 
-    /// A plugin setting; `toml_value` is a TOML literal such as `true` or `"x"`.
+    /// A key of the route's own table (a sandbox limit, `allowed_hosts`, an inline `pricing`
+    /// table); `toml_value` is a TOML literal such as `128` or `["host:1"]`.
+    pub fn key(mut self, key: &str, toml_value: &str) -> Route {
+        self.keys.push((key.to_owned(), toml_value.to_owned()));
+        self
+    }
+
+    /// A plugin setting, written in the route's `[providers.ID.settings]` table; `toml_value`
+    /// is a TOML literal such as `true` or `"x"`.
     pub fn setting(mut self, key: &str, toml_value: &str) -> Route {
         self.settings.push((key.to_owned(), toml_value.to_owned()));
         self
@@ -123,8 +134,14 @@ impl Route {
         if let Some(secs) = self.timeout_secs {
             let _ = writeln!(out, "timeout_secs = {secs}");
         }
-        for (key, value) in &self.settings {
+        for (key, value) in &self.keys {
             let _ = writeln!(out, "{} = {value}", toml_key(key));
+        }
+        if !self.settings.is_empty() {
+            let _ = writeln!(out, "[providers.{}.settings]", toml_key(&self.id));
+            for (key, value) in &self.settings {
+                let _ = writeln!(out, "{} = {value}", toml_key(key));
+            }
         }
         for (model, input, output) in &self.pricing {
             let _ = writeln!(

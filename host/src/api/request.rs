@@ -178,16 +178,25 @@ pub fn parse_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, Api
         }
         Some(_) => {}
     }
-    let de = &mut serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(de).map_err(|e| {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let parsed = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
         if inner.is_syntax() || inner.is_eof() {
             ApiError::BadRequest(format!("the request body is not valid JSON: {inner}"))
+        } else if path == "." {
+            // A problem of the top-level object itself (e.g. a field given twice).
+            ApiError::BadRequest(format!("invalid request body: {inner}"))
         } else {
             ApiError::BadRequest(format!("invalid field {path}: {inner}"))
         }
-    })
+    })?;
+    // One JSON value and nothing after it: bytes a parser would ignore are a
+    // request another reader could understand differently.
+    de.end().map_err(|inner| {
+        ApiError::BadRequest(format!("the request body is not valid JSON: {inner}"))
+    })?;
+    Ok(parsed)
 }
 
 /// `projectId` must be present and non-empty.
@@ -260,10 +269,16 @@ pub fn target(config: &Option<ProviderConfig>) -> Result<Target, ApiError> {
     })
 }
 
-/// The completion request's input, variables filled in.
-pub fn prompt(body: &CompletionBody, kind: Kind) -> Result<types::Prompt, ApiError> {
-    let fill = |text: &str, place: &str| match &body.variables {
-        Some(variables) => super::variables::fill(text, variables, place),
+/// The completion request's input, variables filled in: the text of the
+/// prompt and every message together at most `max_expanded_bytes`.
+pub fn prompt(
+    body: &CompletionBody,
+    kind: Kind,
+    max_expanded_bytes: usize,
+) -> Result<types::Prompt, ApiError> {
+    let mut budget = super::variables::Budget::new(max_expanded_bytes);
+    let mut fill = |text: &str, place: &str| match &body.variables {
+        Some(variables) => super::variables::fill(text, variables, place, &mut budget),
         None => Ok(text.to_owned()),
     };
     match kind {
@@ -419,6 +434,21 @@ mod tests {
     }
 
     #[test]
+    fn trailing_bytes_and_duplicate_fields_are_refused_by_name() {
+        let err = parse(r#"{"projectId": "p"} xyz"#).unwrap_err();
+        assert!(err.contains("trailing characters"), "{err}");
+        assert!(parse("{\"projectId\": \"p\"} \n\t ").is_ok());
+        let err = parse(r#"{"prompt": "a", "prompt": "b"}"#).unwrap_err();
+        assert!(err.contains("duplicate field `prompt`"), "{err}");
+        assert!(!err.contains("invalid field ."), "{err}");
+        let err = parse(r#"{"providerConfig": {"provider": "a", "provider": "b"}}"#).unwrap_err();
+        assert!(
+            err.contains("providerConfig") && err.contains("duplicate field `provider`"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn unknown_fields_are_ignored() {
         assert!(parse(r#"{"projectId": "p", "somethingNew": {"a": 1}}"#).is_ok());
     }
@@ -433,6 +463,89 @@ mod tests {
         assert_eq!(target.kind, Kind::Chat);
         assert_eq!(target.model.as_deref(), Some("m"));
         assert_eq!(target.params, r#"{"temperature":0.5}"#);
+    }
+
+    /// Everything a caller's body goes through before the plugin is called.
+    fn validate(bytes: &[u8]) -> Result<(), ApiError> {
+        let body = parse_body::<CompletionBody>(bytes)?;
+        require_project_id(&body.project_id)?;
+        let target = target(&body.provider_config)?;
+        prompt(&body, target.kind, 4096)?;
+        functions(&body)?;
+        function_choice(&body)?;
+        let embeddings = parse_body::<EmbeddingBody>(bytes)?;
+        if let Some(input) = embeddings.input {
+            input.into_list()?;
+        }
+        Ok(())
+    }
+
+    fn client_error(
+        result: Result<(), ApiError>,
+    ) -> Result<(), proptest::test_runner::TestCaseError> {
+        match result {
+            Ok(()) => Ok(()),
+            Err(e) if e.status().is_client_error() => Ok(()),
+            Err(e) => Err(proptest::test_runner::TestCaseError::fail(format!(
+                "{e} is not a 4xx"
+            ))),
+        }
+    }
+
+    /// JSON texts shaped like requests, with random values in the places callers fill.
+    fn request_like() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let text = prop_oneof![
+            Just("\"{{v}}\"".to_owned()),
+            Just("\"{{w}} x {{v}}\"".to_owned()),
+            Just("null".to_owned()),
+            Just("5".to_owned()),
+            Just("[]".to_owned()),
+            Just("{}".to_owned()),
+            "\"[a-z{} ]{0,12}\"",
+        ];
+        let kind = prop_oneof![
+            Just("\"text\""),
+            Just("\"chat\""),
+            Just("\"embeddings\""),
+            Just("\"other\""),
+            Just("7"),
+        ];
+        (
+            text.clone(),
+            text.clone(),
+            text,
+            kind,
+            any::<bool>(),
+            "[ ,x}\\]\\[]{0,3}",
+        )
+            .prop_map(|(prompt, content, var, kind, stream, tail)| {
+                format!(
+                    r#"{{"projectId": "p", "prompt": {prompt}, "stream": {stream},
+                        "messages": [{{"role": "user", "content": {content}}}],
+                        "variables": {{"v": {var}, "w": "ww"}}, "input": {prompt},
+                        "providerConfig": {{"provider": "r", "params": {{"type": {kind}}}}}}}{tail}"#
+                )
+            })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+
+        /// Any bytes in: a 4xx or a valid request, never a panic.
+        #[test]
+        fn any_bytes_are_a_client_error_or_a_request(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256)) {
+            client_error(validate(&bytes))?;
+        }
+
+        /// Almost-valid requests (wrong types, broken JSON, trailing bytes, variables
+        /// missing or not text) take the same paths deeper in.
+        #[test]
+        fn request_shaped_bodies_are_a_client_error_or_a_request(text in request_like(), cut in 0usize..400) {
+            client_error(validate(text.as_bytes()))?;
+            let cut = cut.min(text.len());
+            client_error(validate(&text.as_bytes()[..cut]))?;
+        }
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use uuid::Uuid;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{
@@ -37,8 +37,12 @@ pub mod bindings {
 pub use bindings::gateway::provider::types;
 use bindings::{Provider, ProviderPre};
 
-/// Plugin instances that may exist at once (one per in-flight request).
-const MAX_INSTANCES: u32 = 1000;
+/// Plugin instances that may serve requests at once unless the config says
+/// otherwise (`max_plugin_instances`).
+pub const DEFAULT_MAX_INSTANCES: u32 = 1000;
+/// Pool slots beyond the cap, for validating plugins as they load: a reload
+/// while every request slot is busy must not reject a good plugin.
+const LOAD_SLOTS: u32 = 4;
 /// How often the epoch advances; the unit of the CPU budget.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
 
@@ -50,9 +54,12 @@ pub enum PluginError {
     /// The plugin crashed (trap, panic), ran out of memory or CPU budget.
     #[error("the plugin failed: {0}")]
     Crashed(String),
-    /// No instance could be made (all slots busy, or the component is unusable).
+    /// No instance could be made (the component is unusable).
     #[error("the plugin could not be started: {0}")]
     Unavailable(String),
+    /// Every instance slot (`max_plugin_instances`) is in use: try again shortly.
+    #[error("the gateway is at its limit of concurrent plugin instances ({0})")]
+    Busy(u32),
 }
 
 /// A plugin ready to serve: compiled and linked.
@@ -107,6 +114,8 @@ pub struct PluginReport {
 pub struct CallContext {
     pub invocation_id: Uuid,
     pub sandbox: Arc<Sandbox>,
+    /// The request's provider keys: kept out of the plugin's log lines.
+    pub secrets: crate::redact::Secrets,
 }
 
 pub struct PluginRuntime {
@@ -120,12 +129,38 @@ pub struct PluginRuntime {
     plugins: RwLock<HashMap<String, Slot>>,
     /// Instances made for requests so far: tells [`trim`] whether anything ran.
     instances_started: std::sync::atomic::AtomicU64,
+    /// One permit per request instance allowed at once. Counted here rather
+    /// than left to the pooling allocator: its "no free slot" error is not a
+    /// stable contract, and it belongs to one engine while the cap must hold
+    /// across [`PluginRuntime::recycle`] (old and new pools serve together).
+    request_slots: Arc<Semaphore>,
+    max_instances: u32,
+}
+
+/// A plugin instance serving one call.
+struct Instance {
+    store: Store<PluginState>,
+    provider: Provider,
+    /// Declared after `store`: fields drop in order, so the permit returns only
+    /// once the store has given its pool slot back.
+    _slot: OwnedSemaphorePermit,
 }
 
 impl PluginRuntime {
-    /// `cache_dir` keeps compiled plugins across restarts (None: compile every time).
+    /// `cache_dir` keeps compiled plugins across restarts (None: compile every
+    /// time). At most [`DEFAULT_MAX_INSTANCES`] requests run at once.
     pub fn new(cache_dir: Option<&Path>) -> Result<PluginRuntime, String> {
-        let pool = Pool::new()?;
+        PluginRuntime::with_max_instances(cache_dir, DEFAULT_MAX_INSTANCES)
+    }
+
+    /// Like [`PluginRuntime::new`], with at most `max_instances` plugin
+    /// instances serving requests at once; a call beyond that fails with
+    /// [`PluginError::Busy`] at once rather than wait.
+    pub fn with_max_instances(
+        cache_dir: Option<&Path>,
+        max_instances: u32,
+    ) -> Result<PluginRuntime, String> {
+        let pool = Pool::new(max_instances)?;
         let engines = Arc::new(Mutex::new(vec![pool.engine.weak()]));
         let ticking = Arc::downgrade(&engines);
         std::thread::Builder::new()
@@ -154,7 +189,14 @@ impl PluginRuntime {
             offline: Arc::new(Sandbox::offline()?),
             plugins: RwLock::new(HashMap::new()),
             instances_started: std::sync::atomic::AtomicU64::new(0),
+            request_slots: Arc::new(Semaphore::new(max_instances as usize)),
+            max_instances,
         })
+    }
+
+    /// The most plugin instances that serve requests at once.
+    pub fn max_instances(&self) -> u32 {
+        self.max_instances
     }
 
     fn pool(&self) -> Arc<Pool> {
@@ -171,7 +213,7 @@ impl PluginRuntime {
     /// after 1000 concurrent streams that is ~100 MiB, which wasmtime offers no
     /// other way to release.
     pub fn recycle(&self) -> Result<(), String> {
-        let fresh = Arc::new(Pool::new()?);
+        let fresh = Arc::new(Pool::new(self.max_instances)?);
         self.engines
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -343,6 +385,7 @@ impl PluginRuntime {
             &CallContext {
                 invocation_id: Uuid::nil(),
                 sandbox: self.offline.clone(),
+                secrets: Default::default(),
             },
             None,
         );
@@ -412,7 +455,13 @@ impl PluginRuntime {
     ) -> Store<PluginState> {
         let cpu_budget_ticks =
             (ctx.sandbox.limits.cpu_time.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64;
-        let state = PluginState::new(ctx.sandbox.clone(), sink, ctx.invocation_id, plugin.clone());
+        let state = PluginState::new(
+            ctx.sandbox.clone(),
+            sink,
+            ctx.invocation_id,
+            plugin.clone(),
+            ctx.secrets.clone(),
+        );
         let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.store_limits);
         // Count only ticks that land while plugin code runs (waiting in a host
@@ -441,16 +490,26 @@ impl PluginRuntime {
         plugin: &Plugin,
         ctx: &CallContext,
         sink: Option<mpsc::Sender<types::Chunk>>,
-    ) -> Result<(Store<PluginState>, Provider), PluginError> {
+    ) -> Result<Instance, PluginError> {
+        // The semaphore is never closed: no permit left is the only failure.
+        let slot = self
+            .request_slots
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| PluginError::Busy(self.max_instances))?;
         self.instances_started
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut store = self.store(&plugin.engine, &plugin.name, ctx, sink);
-        let instance = plugin
+        let provider = plugin
             .pre
             .instantiate_async(&mut store)
             .await
             .map_err(|e| PluginError::Unavailable(describe_failure(&e)))?;
-        Ok((store, instance))
+        Ok(Instance {
+            store,
+            provider,
+            _slot: slot,
+        })
     }
 
     pub async fn complete(
@@ -459,8 +518,11 @@ impl PluginRuntime {
         ctx: &CallContext,
         request: &types::CompletionRequest,
     ) -> Result<types::Completion, PluginError> {
-        let (mut store, instance) = self.instantiate(plugin, ctx, None).await?;
-        let result = instance.call_complete(&mut store, request).await;
+        let mut instance = self.instantiate(plugin, ctx, None).await?;
+        let result = instance
+            .provider
+            .call_complete(&mut instance.store, request)
+            .await;
         settle(plugin, ctx, result)
     }
 
@@ -473,8 +535,11 @@ impl PluginRuntime {
         request: &types::CompletionRequest,
         sink: mpsc::Sender<types::Chunk>,
     ) -> Result<types::Completion, PluginError> {
-        let (mut store, instance) = self.instantiate(plugin, ctx, Some(sink)).await?;
-        let result = instance.call_complete_stream(&mut store, request).await;
+        let mut instance = self.instantiate(plugin, ctx, Some(sink)).await?;
+        let result = instance
+            .provider
+            .call_complete_stream(&mut instance.store, request)
+            .await;
         settle(plugin, ctx, result)
     }
 
@@ -484,8 +549,11 @@ impl PluginRuntime {
         ctx: &CallContext,
         request: &types::EmbeddingRequest,
     ) -> Result<types::Embeddings, PluginError> {
-        let (mut store, instance) = self.instantiate(plugin, ctx, None).await?;
-        let result = instance.call_embed(&mut store, request).await;
+        let mut instance = self.instantiate(plugin, ctx, None).await?;
+        let result = instance
+            .provider
+            .call_embed(&mut instance.store, request)
+            .await;
         settle(plugin, ctx, result)
     }
 }
@@ -497,13 +565,15 @@ struct Pool {
 }
 
 impl Pool {
-    fn new() -> Result<Pool, String> {
+    /// A pool with room for `max_instances` request instances (and the load slots).
+    fn new(max_instances: u32) -> Result<Pool, String> {
+        let slots = max_instances.saturating_add(LOAD_SLOTS);
         let mut pool = PoolingAllocationConfig::default();
-        pool.total_component_instances(MAX_INSTANCES)
-            .total_memories(MAX_INSTANCES)
-            .total_tables(MAX_INSTANCES * 2)
-            .total_stacks(MAX_INSTANCES)
-            .total_core_instances(MAX_INSTANCES * 4)
+        pool.total_component_instances(slots)
+            .total_memories(slots)
+            .total_tables(slots.saturating_mul(2))
+            .total_stacks(slots)
+            .total_core_instances(slots.saturating_mul(4))
             // Routes set their own, smaller limits per store.
             .max_memory_size(MAX_MEMORY_LIMIT_BYTES)
             // Keeping memory resident between instances avoids page faults on
@@ -520,7 +590,13 @@ impl Pool {
             .wasm_component_model(true)
             .epoch_interruption(true)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&config).map_err(|e| format!("wasmtime engine: {e}"))?;
+        // Each slot reserves address space for the largest memory a route may
+        // set: a very large max_plugin_instances fails here.
+        let engine = Engine::new(&config).map_err(|e| {
+            format!(
+                "wasmtime engine with {max_instances} instance slots (max_plugin_instances): {e}"
+            )
+        })?;
         let mut linker = Linker::new(&engine);
         // Rust's std makes every wasip2 component import WASI; the context gives it nothing.
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
@@ -590,8 +666,10 @@ fn settle<T>(
         Ok(Ok(value)) => Ok(value),
         Ok(Err(e)) => Err(PluginError::Provider(e)),
         Err(e) => {
+            // A panic message may quote what the plugin was sent.
+            let detail = format!("{e:?}");
             tracing::error!(invocation_id = %ctx.invocation_id, plugin = %plugin.name,
-                "plugin crashed: {e:?}");
+                "plugin crashed: {}", ctx.secrets.redact(&detail));
             Err(PluginError::Crashed(describe_failure(&e)))
         }
     }

@@ -15,6 +15,7 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::gateway::provider::{http, log, sink, types};
+use crate::redact::Secrets;
 
 /// The largest memory limit a route may set; also the pooling allocator's slot size.
 pub const MAX_MEMORY_LIMIT_BYTES: usize = 1024 * 1024 * 1024;
@@ -212,6 +213,7 @@ pub struct PluginState {
     pub(super) plugin: Arc<str>,
     /// Epoch ticks spent running plugin code (not waiting on host calls).
     pub(super) cpu_ticks: u64,
+    secrets: Secrets,
 }
 
 /// A spawned task that ends with whoever awaits it (a cancelled plugin call
@@ -244,12 +246,14 @@ impl PluginState {
         sink: Option<mpsc::Sender<types::Chunk>>,
         invocation_id: Uuid,
         plugin: Arc<str>,
+        secrets: Secrets,
     ) -> PluginState {
         let budget = Arc::new(AtomicUsize::new(MAX_STDIO_BYTES));
         let stdio = |stream| LogStream {
             line: Arc::new(LineBuffer {
                 invocation_id,
                 plugin: plugin.clone(),
+                secrets: secrets.clone(),
                 stream,
                 pending: std::sync::Mutex::new(Vec::new()),
             }),
@@ -274,6 +278,7 @@ impl PluginState {
             invocation_id,
             plugin,
             cpu_ticks: 0,
+            secrets,
         }
     }
 }
@@ -435,6 +440,7 @@ impl log::Host for PluginState {
             }
             message.truncate(cut);
         }
+        let message = self.secrets.redact_owned(message);
         let (id, plugin) = (&self.invocation_id, &*self.plugin);
         match level {
             log::Level::Trace => {
@@ -470,6 +476,7 @@ struct LogStream {
 struct LineBuffer {
     invocation_id: Uuid,
     plugin: Arc<str>,
+    secrets: Secrets,
     stream: &'static str,
     pending: std::sync::Mutex<Vec<u8>>,
 }
@@ -489,7 +496,7 @@ impl LineBuffer {
 
     fn emit(&self, pending: &mut Vec<u8>) {
         let text = String::from_utf8_lossy(pending);
-        let text = text.trim_end();
+        let text = self.secrets.redact(text.trim_end());
         if !text.is_empty() {
             tracing::info!(target: "plugin", invocation_id = %self.invocation_id,
                 plugin = %self.plugin, stream = self.stream, "{text}");

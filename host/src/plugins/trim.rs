@@ -5,9 +5,11 @@
 //! [`PluginRuntime::recycle`]) and glibc's malloc, which keeps freed heap in
 //! its arenas. Once no plugin instance has run for a moment, both are handed
 //! back: a gateway's idle memory should not be the peak of its busiest minute.
+//! A burst of connections that never reach a plugin (slow or refused clients,
+//! whose bodies were buffered) counts as a burst too.
 
 use std::sync::Weak;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::PluginRuntime;
@@ -17,6 +19,14 @@ const CHECK_EVERY: Duration = Duration::from_millis(500);
 const QUIET_CHECKS: u32 = 2;
 /// Fewer warm slots than this are not worth a new pool (each keeps ~100 KiB).
 const RECYCLE_ABOVE_WARM_SLOTS: u32 = 64;
+
+/// Client connections closed so far (see [`connection_closed`]).
+static CONNECTIONS_CLOSED: AtomicU64 = AtomicU64::new(0);
+
+/// Tells the trimmer a client connection ended: its buffers are free heap now.
+pub fn connection_closed() {
+    CONNECTIONS_CLOSED.fetch_add(1, Ordering::Relaxed);
+}
 
 /// Releases memory after every burst, for as long as `runtime` lives.
 pub fn spawn(runtime: Weak<PluginRuntime>) {
@@ -30,11 +40,12 @@ pub fn spawn(runtime: Weak<PluginRuntime>) {
             };
             let (running, warm_slots) = runtime.pool_usage();
             quiet = if running == 0 { quiet + 1 } else { 0 };
-            let started = runtime.instances_started.load(Ordering::Relaxed);
-            if quiet < QUIET_CHECKS || started == trimmed_at {
+            let activity = runtime.instances_started.load(Ordering::Relaxed)
+                + CONNECTIONS_CLOSED.load(Ordering::Relaxed);
+            if quiet < QUIET_CHECKS || activity == trimmed_at {
                 continue;
             }
-            trimmed_at = started;
+            trimmed_at = activity;
             if warm_slots > RECYCLE_ABOVE_WARM_SLOTS {
                 match runtime.recycle() {
                     Ok(()) => tracing::info!(warm_slots, "released the plugin pool's memory"),

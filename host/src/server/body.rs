@@ -3,11 +3,12 @@
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
 use hyper::body::{Frame, Incoming};
-use hyper::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use hyper::header::{ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use hyper::{HeaderMap, Response, StatusCode};
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -38,6 +39,11 @@ pub fn error_response(error: &ApiError, id: &Uuid) -> Response<Body> {
         response
             .headers_mut()
             .insert(RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    if let ApiError::MethodNotAllowed(allowed) = error {
+        response
+            .headers_mut()
+            .insert(ALLOW, HeaderValue::from_static(allowed));
     }
     response
 }
@@ -88,12 +94,8 @@ impl hyper::body::Body for ChannelBody {
     }
 }
 
-/// Reads a request body of at most `limit` bytes.
-pub async fn read_body(
-    headers: &HeaderMap,
-    body: Incoming,
-    limit: usize,
-) -> Result<Bytes, ApiError> {
+/// A body declared (`Content-Length`) larger than `limit` is refused before anything is read.
+pub fn check_declared_length(headers: &HeaderMap, limit: usize) -> Result<(), ApiError> {
     let declared = headers
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -101,11 +103,39 @@ pub async fn read_body(
     if declared.is_some_and(|len| len > limit as u64) {
         return Err(ApiError::BodyTooLarge(limit));
     }
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::BodyTooLarge(limit)),
-        Err(e) => Err(ApiError::BadRequest(format!(
+    Ok(())
+}
+
+/// Reads a request body of at most `limit` bytes, all of it within `timeout`
+/// (a client that stops sending mid-body must not hold a connection and its
+/// buffers for long).
+pub async fn read_body(body: Incoming, limit: usize, timeout: Duration) -> Result<Bytes, ApiError> {
+    match tokio::time::timeout(timeout, Limited::new(body, limit).collect()).await {
+        Err(_) => Err(ApiError::RequestTimeout(timeout.as_secs())),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            Err(ApiError::BodyTooLarge(limit))
+        }
+        Ok(Err(e)) => Err(ApiError::BadRequest(format!(
             "could not read the request body: {e}"
         ))),
     }
+}
+
+/// Reads and drops a body that will not be used, up to `limit` bytes and
+/// `timeout`: a client still sending then reads its answer instead of a
+/// connection reset. Nothing is kept, whatever the client sends.
+pub async fn discard_body(mut body: Incoming, limit: usize, timeout: Duration) {
+    let drain = async {
+        let mut seen = 0usize;
+        while let Some(Ok(frame)) = body.frame().await {
+            if let Some(data) = frame.data_ref() {
+                seen += data.len();
+                if seen > limit {
+                    break;
+                }
+            }
+        }
+    };
+    let _ = tokio::time::timeout(timeout, drain).await;
 }

@@ -2,6 +2,7 @@
 //! route -> plugin -> response, and ends as exactly one invocation record.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::body::Incoming;
@@ -11,14 +12,18 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::AppState;
-use super::body::{Body, error_response, json_response, json_text_response, read_body};
-use super::record::Draft;
+use super::body::{
+    Body, check_declared_length, discard_body, error_response, json_response, json_text_response,
+    read_body,
+};
+use super::record::{BodyPolicy, Draft};
 use super::stream;
 use crate::api::request::{self, Addressed, CompletionBody, EmbeddingBody, Kind, Target};
 use crate::api::response::{self, Envelope};
 use crate::error::ApiError;
 use crate::plugins::{CallContext, Plugin, types};
 use crate::pricing;
+use crate::redact::Secrets;
 use crate::routing::Route;
 use crate::store::TokenUsage;
 
@@ -34,6 +39,18 @@ pub(super) enum Reply {
     Recorded(ApiError),
 }
 
+/// Runs a handler's flow to its end, or until shutdown's grace period is
+/// over (then the request ends as [`ApiError::ShuttingDown`], still recorded).
+async fn run_flow(
+    state: &AppState,
+    flow: impl std::future::Future<Output = Result<Reply, ApiError>>,
+) -> Result<Reply, ApiError> {
+    tokio::select! {
+        result = flow => result,
+        () = state.aborted() => Err(ApiError::ShuttingDown),
+    }
+}
+
 /// Records a handler's outcome and turns it into the response.
 async fn finish(state: &AppState, draft: Draft, result: Result<Reply, ApiError>) -> Response<Body> {
     let id = draft.id();
@@ -46,7 +63,13 @@ async fn finish(state: &AppState, draft: Draft, result: Result<Reply, ApiError>)
         }
         Ok(Reply::Stream(response)) => response,
         Ok(Reply::Recorded(error)) => error_response(&error, &id),
+        // Cut short by shutdown after the stream task took over the record:
+        // the task records it (a task that vanished is recorded below).
+        Err(error @ ApiError::ShuttingDown) if draft.is_handed_over() => {
+            error_response(&error, &id)
+        }
         Err(error) => {
+            let error = draft.redact(error);
             let response = error_response(&error, &id);
             state.log.record(draft.failure(&error)).await;
             response
@@ -75,6 +98,8 @@ fn check_project(key_project: &str, project_id: &Option<String>) -> Result<(), A
     Ok(())
 }
 
+/// The caller's own provider key: `KEY` or `Bearer KEY` (any case of the
+/// scheme; the plugin adds the scheme its upstream wants).
 fn caller_provider_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     match headers.get(PROVIDER_KEY_HEADER) {
         None => Ok(None),
@@ -83,10 +108,28 @@ fn caller_provider_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> 
                 .to_str()
                 .map_err(|_| ApiError::BadRequest("Provider-API-Key is not valid text".into()))?
                 .trim();
-            let key = key.strip_prefix("Bearer ").unwrap_or(key).trim();
+            let key = match key.split_once(char::is_whitespace) {
+                Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
+                _ => key,
+            };
             Ok((!key.is_empty()).then(|| key.to_owned()))
         }
     }
+}
+
+/// The provider key a call uses (the caller's wins), after noting every key
+/// the request carries in the draft so that none shows in errors or records.
+fn provider_key(
+    draft: &mut Draft,
+    route: &Route,
+    headers: &HeaderMap,
+) -> Result<Option<String>, ApiError> {
+    let from_caller = caller_provider_key(headers)?;
+    draft.secrets(Secrets::new([
+        route.configured_key(),
+        from_caller.as_deref(),
+    ]));
+    route.provider_key(from_caller)
 }
 
 fn plugin_for(state: &AppState, route: &Route) -> Result<Arc<Plugin>, ApiError> {
@@ -131,9 +174,13 @@ struct Admitted<T> {
     body: T,
     target: Target,
     route: Arc<Route>,
+    /// The config's cap on the request's text once variables are filled in.
+    max_expanded_bytes: usize,
 }
 
-/// Body size, key, JSON, project, route: in the contract's order.
+/// Declared body size, key, body, JSON, project, route: in the contract's
+/// order. The key comes before the body is read, so that nobody without one
+/// can make the gateway buffer (or record) a body.
 async fn admit<T: serde::de::DeserializeOwned + Addressed>(
     state: &AppState,
     draft: &mut Draft,
@@ -141,11 +188,23 @@ async fn admit<T: serde::de::DeserializeOwned + Addressed>(
     body: Incoming,
 ) -> Result<Admitted<T>, ApiError> {
     let live = state.live();
-    let bytes: Bytes = read_body(headers, body, live.config.max_body_bytes).await?;
-    draft.request(&bytes);
-    let project = authenticate(state, headers).await?;
+    let config = &live.config;
+    let read_timeout = Duration::from_secs(config.request_read_timeout_secs);
+    check_declared_length(headers, config.max_body_bytes)?;
+    let project = match authenticate(state, headers).await {
+        Ok(project) => project,
+        Err(error) => {
+            // Read what the client is still sending (without keeping it), so
+            // that it gets its 401 rather than a connection reset.
+            discard_body(body, config.max_body_bytes, read_timeout).await;
+            return Err(error);
+        }
+    };
     // From here on the record belongs to the key's project, so its owner can read it.
     draft.project(&project);
+    draft.keep_bodies(BodyPolicy::of(config));
+    let bytes: Bytes = read_body(body, config.max_body_bytes, read_timeout).await?;
+    draft.request(&bytes);
     let body = request::parse_body::<T>(&bytes)?;
     draft.user(body.user_id());
     check_project(&project, body.project_id())?;
@@ -157,6 +216,7 @@ async fn admit<T: serde::de::DeserializeOwned + Addressed>(
         body,
         target,
         route,
+        max_expanded_bytes: config.max_expanded_bytes(),
     })
 }
 
@@ -164,6 +224,7 @@ fn call_context(draft: &Draft, route: &Route) -> CallContext {
     CallContext {
         invocation_id: draft.id(),
         sandbox: route.sandbox.clone(),
+        secrets: draft.current_secrets().clone(),
     }
 }
 
@@ -174,7 +235,11 @@ pub(super) async fn completions(
 ) -> Response<Body> {
     let (parts, body) = request.into_parts();
     let mut draft = draft;
-    let result = completion_flow(&state, &mut draft, &parts.headers, body).await;
+    let result = run_flow(
+        &state,
+        completion_flow(&state, &mut draft, &parts.headers, body),
+    )
+    .await;
     finish(&state, draft, result).await
 }
 
@@ -189,6 +254,7 @@ async fn completion_flow(
         body,
         target,
         route,
+        max_expanded_bytes,
     } = admit::<CompletionBody>(state, draft, headers, body).await?;
     if target.kind == Kind::Embeddings {
         return Err(ApiError::BadRequest(
@@ -200,11 +266,12 @@ async fn completion_flow(
     let model = route.model(target.model.clone())?;
     draft.model(&model, target.kind.as_str(), stream);
 
+    let api_key = provider_key(draft, &route, headers)?;
     let completion_request = types::CompletionRequest {
-        prompt: request::prompt(&body, target.kind)?,
+        prompt: request::prompt(&body, target.kind, max_expanded_bytes)?,
         functions: request::functions(&body)?,
         function_choice: request::function_choice(&body)?,
-        route: route.wit_route(route.provider_key(caller_provider_key(headers)?)?),
+        route: route.wit_route(api_key),
         model: model.clone(),
         params: target.params,
     };
@@ -221,7 +288,7 @@ async fn completion_flow(
             project_id: key_project,
             kind: target.kind,
             show_usage,
-            draft: draft.clone(),
+            draft: draft.hand_over(),
         })
         .await;
     }
@@ -265,7 +332,11 @@ pub(super) async fn embeddings(
 ) -> Response<Body> {
     let (parts, body) = request.into_parts();
     let mut draft = draft;
-    let result = embedding_flow(&state, &mut draft, &parts.headers, body).await;
+    let result = run_flow(
+        &state,
+        embedding_flow(&state, &mut draft, &parts.headers, body),
+    )
+    .await;
     finish(&state, draft, result).await
 }
 
@@ -280,6 +351,7 @@ async fn embedding_flow(
         body,
         target,
         route,
+        ..
     } = admit::<EmbeddingBody>(state, draft, headers, body).await?;
     if target.kind != Kind::Embeddings {
         return Err(ApiError::BadRequest(format!(
@@ -294,7 +366,7 @@ async fn embedding_flow(
         .ok_or_else(|| ApiError::BadRequest("input is required".into()))?
         .into_list()?;
     let embedding_request = types::EmbeddingRequest {
-        route: route.wit_route(route.provider_key(caller_provider_key(headers)?)?),
+        route: route.wit_route(provider_key(draft, &route, headers)?),
         model: model.clone(),
         input,
         params: target.params,

@@ -11,12 +11,14 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
+use hyper::header::{CONNECTION, HeaderValue};
 use hyper::service::service_fn;
-use hyper::{Method, Request, Response};
-use hyper_util::rt::TokioIo;
+use hyper::{Method, Request, Response, StatusCode, Version};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
 use tracing::Instrument;
 use uuid::Uuid;
 
@@ -28,8 +30,12 @@ use crate::store::{InvocationLog, Store};
 use body::{Body, error_response};
 use record::Draft;
 
-/// How long shutdown waits for in-flight requests (streams included) to finish.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+/// After the grace period, how long requests have to send their last error
+/// frame and queue their record before their tasks are dropped.
+const ABORT_WAIT: Duration = Duration::from_secs(5);
+/// Request headers at most; far above what browsers and SDKs send (hyper's
+/// default of 100 is not).
+const MAX_HEADERS: usize = 256;
 
 pub struct AppState {
     live: RwLock<Arc<Live>>,
@@ -38,6 +44,8 @@ pub struct AppState {
     pub runtime: Arc<PluginRuntime>,
     pub store: Store,
     pub log: InvocationLog,
+    /// Set when shutdown's grace period is over: requests still running end now.
+    abort: watch::Sender<bool>,
 }
 
 /// The hot-reloadable part of the state: a request uses one snapshot throughout.
@@ -65,7 +73,20 @@ impl AppState {
             runtime,
             store,
             log,
+            abort: watch::Sender::new(false),
         }
+    }
+
+    /// Resolves once the requests still in flight must end (shutdown's grace is over).
+    pub async fn aborted(&self) {
+        let mut abort = self.abort.subscribe();
+        if abort.wait_for(|aborted| *aborted).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    fn abort_in_flight(&self) {
+        self.abort.send_replace(true);
     }
 
     pub fn live(&self) -> Arc<Live> {
@@ -112,12 +133,15 @@ pub async fn serve(
         .into_std()
         .map_err(|e| format!("listening socket: {e}"))?;
     let (stop, stopping) = tokio::sync::watch::channel(false);
+    // Shared by every worker: the cap is on the process's connections.
+    let connections = Arc::new(Semaphore::new(state.live().config.max_connections));
     let mut finished = Vec::with_capacity(workers);
     for index in 1..=workers.max(1) {
         let listener = listener
             .try_clone()
             .map_err(|e| format!("listening socket: {e}"))?;
         let state = state.clone();
+        let connections = connections.clone();
         let mut stopping = stopping.clone();
         let (done, finish) = tokio::sync::oneshot::channel::<()>();
         std::thread::Builder::new()
@@ -139,7 +163,7 @@ pub async fn serve(
                     let stop = async move {
                         let _ = stopping.wait_for(|stop| *stop).await;
                     };
-                    accept_loop(listener, state, stop).await;
+                    accept_loop(listener, state, connections, stop).await;
                 });
                 // Tasks still running past the grace period end here, before
                 // shutdown goes on to drain the invocation log.
@@ -159,15 +183,35 @@ pub async fn serve(
     Ok(())
 }
 
-/// One worker's loop: accepts connections until `stop`, then drains them.
+/// One worker's loop: accepts connections until `stop`, then drains them:
+/// requests in flight get the config's grace period to finish; those still
+/// running then end with an error and their record.
 async fn accept_loop(
     listener: TcpListener,
     state: Arc<AppState>,
+    connections: Arc<Semaphore>,
     stop: impl std::future::Future<Output = ()>,
 ) {
     let graceful = GracefulShutdown::new();
+    let read_timeout = Duration::from_secs(state.live().config.request_read_timeout_secs);
+    // HTTP/1.1 and HTTP/2 (prior knowledge, h2c) on the same socket.
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(read_timeout)
+        .max_headers(MAX_HEADERS);
+    builder.http2().timer(TokioTimer::new());
     tokio::pin!(stop);
     loop {
+        // Over max_connections, new connections wait in the listen backlog.
+        let permit = tokio::select! {
+            permit = connections.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
+            _ = &mut stop => break,
+        };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -186,23 +230,30 @@ async fn accept_loop(
             let state = state.clone();
             async move { Ok::<_, Infallible>(dispatch(state, request).await) }
         });
-        let connection = http1::Builder::new()
-            .timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(Duration::from_secs(30))
-            .serve_connection(TokioIo::new(stream), service);
+        let connection = builder
+            .serve_connection(TokioIo::new(stream), service)
+            .into_owned();
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(%peer, "connection ended with an error: {e}");
             }
+            drop(permit);
+            crate::plugins::trim::connection_closed();
         });
     }
     drop(listener);
-    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("in-flight requests still running after {SHUTDOWN_GRACE:?}; closing them");
+    let grace = Duration::from_secs(state.live().config.shutdown_grace_secs);
+    let drained = graceful.shutdown();
+    tokio::pin!(drained);
+    if tokio::time::timeout(grace, &mut drained).await.is_err() {
+        tracing::warn!(
+            "requests still running after the {grace:?} grace period: ending them (recorded as cancelled)"
+        );
+        state.abort_in_flight();
+        if tokio::time::timeout(ABORT_WAIT, drained).await.is_err() {
+            tracing::error!("some connections did not close after their requests were ended");
+        }
     }
 }
 
@@ -213,7 +264,8 @@ async fn dispatch(state: Arc<AppState>, request: Request<Incoming>) -> Response<
     async move {
         let started = std::time::Instant::now();
         let path = request.uri().path().to_owned();
-        let response = match (request.method(), path.as_str()) {
+        let version = request.version();
+        let mut response = match (request.method(), path.as_str()) {
             (&Method::POST, "/completions") => {
                 handlers::completions(state, request, Draft::new(id)).await
             }
@@ -230,11 +282,23 @@ async fn dispatch(state: Arc<AppState>, request: Request<Incoming>) -> Response<
             (_, "/completions" | "/embeddings") => {
                 error_response(&ApiError::MethodNotAllowed("POST"), &id)
             }
+            (_, "/healthz" | "/admin/plugins" | "/admin/config") => {
+                error_response(&ApiError::MethodNotAllowed("GET"), &id)
+            }
+            (_, p) if p.starts_with("/invocations/") => {
+                error_response(&ApiError::MethodNotAllowed("GET"), &id)
+            }
             _ => error_response(
                 &ApiError::NotFound(format!("no such endpoint: {path}")),
                 &id,
             ),
         };
+        // A client too slow to send its request does not keep the connection.
+        if response.status() == StatusCode::REQUEST_TIMEOUT && version < Version::HTTP_2 {
+            response
+                .headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+        }
         tracing::info!(
             status = response.status().as_u16(),
             elapsed_us = started.elapsed().as_micros() as u64,

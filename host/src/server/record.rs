@@ -4,8 +4,57 @@ use std::time::Instant;
 
 use uuid::Uuid;
 
+use crate::config::{Config, RecordBodies};
 use crate::error::ApiError;
+use crate::redact::Secrets;
 use crate::store::{Invocation, InvocationStatus, TokenUsage, now_ms};
+
+/// What a record keeps of the bodies (config `record_bodies`, `record_body_max_bytes`).
+#[derive(Debug, Clone, Copy)]
+pub struct BodyPolicy {
+    keep: RecordBodies,
+    max_bytes: usize,
+}
+
+impl BodyPolicy {
+    /// Keep no body: a request's policy until its key is verified.
+    pub const NONE: BodyPolicy = BodyPolicy {
+        keep: RecordBodies::None,
+        max_bytes: 0,
+    };
+
+    pub fn of(config: &Config) -> BodyPolicy {
+        BodyPolicy {
+            keep: config.record_bodies,
+            max_bytes: config.record_body_max_bytes,
+        }
+    }
+
+    /// The part of `body` a record keeps; a cut body ends with a note of its whole size.
+    pub fn keep(&self, body: &[u8]) -> Option<String> {
+        let limit = match self.keep {
+            RecordBodies::None => return None,
+            RecordBodies::Full => body.len(),
+            RecordBodies::Truncated => self.max_bytes,
+        };
+        if body.len() <= limit {
+            return Some(String::from_utf8_lossy(body).into_owned());
+        }
+        let kept = String::from_utf8_lossy(&body[..limit]);
+        // A character cut in two shows as U+FFFD at the end: drop it.
+        let kept = kept.trim_end_matches('\u{FFFD}');
+        Some(format!("{kept}…[truncated: {} bytes in all]", body.len()))
+    }
+
+    /// Like [`BodyPolicy::keep`], taking an owned text (no copy when it is kept whole).
+    pub fn keep_text(&self, body: String) -> Option<String> {
+        match self.keep {
+            RecordBodies::None => None,
+            RecordBodies::Truncated if body.len() > self.max_bytes => self.keep(body.as_bytes()),
+            _ => Some(body),
+        }
+    }
+}
 
 /// An invocation record under construction. Every request that reaches a
 /// handler ends by turning its draft into exactly one record.
@@ -13,6 +62,11 @@ use crate::store::{Invocation, InvocationStatus, TokenUsage, now_ms};
 pub struct Draft {
     record: Invocation,
     started: Instant,
+    bodies: BodyPolicy,
+    /// The request's provider keys, once known: kept out of errors and records.
+    secrets: Secrets,
+    /// A stream task took over the recording (see [`Draft::hand_over`]).
+    handed_over: bool,
 }
 
 impl Draft {
@@ -39,6 +93,9 @@ impl Draft {
                 response: None,
             },
             started: Instant::now(),
+            bodies: BodyPolicy::NONE,
+            secrets: Secrets::default(),
+            handed_over: false,
         }
     }
 
@@ -46,8 +103,35 @@ impl Draft {
         self.record.id
     }
 
+    /// What to keep of the bodies from now on: set once the caller's key is
+    /// verified, so that an unauthenticated body is never stored.
+    pub fn keep_bodies(&mut self, bodies: BodyPolicy) {
+        self.bodies = bodies;
+    }
+    /// Keeps what the policy allows of the request body.
     pub fn request(&mut self, body: &[u8]) {
-        self.record.request = Some(String::from_utf8_lossy(body).into_owned());
+        self.record.request = self.bodies.keep(body);
+    }
+    /// The draft for a task that records the invocation itself from now on;
+    /// this one is marked so that the request is not recorded twice, however
+    /// the handler ends.
+    pub fn hand_over(&mut self) -> Draft {
+        let draft = self.clone();
+        self.handed_over = true;
+        draft
+    }
+    pub fn is_handed_over(&self) -> bool {
+        self.handed_over
+    }
+    pub fn secrets(&mut self, secrets: Secrets) {
+        self.secrets = secrets;
+    }
+    pub fn current_secrets(&self) -> &Secrets {
+        &self.secrets
+    }
+    /// `error` without the request's provider keys in it, as it may be shown and recorded.
+    pub fn redact(&self, error: ApiError) -> ApiError {
+        error.redacted(&self.secrets)
     }
     pub fn project(&mut self, project_id: &str) {
         self.record.project_id = Some(project_id.to_owned());
@@ -72,7 +156,7 @@ impl Draft {
     pub fn success(mut self, http_status: u16, response: String) -> Invocation {
         self.record.status = InvocationStatus::Success;
         self.record.http_status = http_status;
-        self.record.response = Some(response);
+        self.record.response = self.bodies.keep_text(response);
         self.done()
     }
 
@@ -80,19 +164,33 @@ impl Draft {
         if let ApiError::Internal(detail) = error {
             tracing::error!(invocation_id = %self.record.id, "internal error: {detail}");
         }
-        self.record.status = InvocationStatus::Error;
+        self.record.status = match error {
+            // Not the request's fault: it was cut short, like a client leaving.
+            ApiError::ShuttingDown => InvocationStatus::Cancelled,
+            _ => InvocationStatus::Error,
+        };
         self.record.http_status = error.status().as_u16();
-        self.record.error = Some(error.message());
-        self.record.provider_error = error.provider_error().map(str::to_owned);
+        // Whoever built `error` should have redacted it; a record is the last
+        // place a key could slip through, so check again.
+        self.record.error = Some(self.secrets.redact_owned(error.message()));
+        self.record.provider_error = error
+            .provider_error()
+            .map(|text| self.secrets.redact(text).into_owned());
         self.done()
     }
 
-    /// The caller left before the answer was complete; `response` holds what was sent.
-    pub fn cancelled(mut self, http_status: u16, response: Option<String>) -> Invocation {
+    /// The request ended before its answer was complete (`reason`: the
+    /// client left, or the gateway shut down); `response` holds what was sent.
+    pub fn cancelled(
+        mut self,
+        http_status: u16,
+        reason: &str,
+        response: Option<String>,
+    ) -> Invocation {
         self.record.status = InvocationStatus::Cancelled;
         self.record.http_status = http_status;
-        self.record.error = Some("the client disconnected".into());
-        self.record.response = response;
+        self.record.error = Some(reason.to_owned());
+        self.record.response = response.and_then(|text| self.bodies.keep_text(text));
         self.done()
     }
 

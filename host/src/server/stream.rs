@@ -57,6 +57,8 @@ pub(super) async fn start(call: StreamCall) -> Result<Reply, ApiError> {
 enum End {
     Finished(Result<types::Completion, ApiError>),
     ClientGone,
+    /// Shutdown's grace period is over.
+    ShuttingDown,
 }
 
 async fn run(
@@ -112,6 +114,7 @@ async fn run(
                 break End::Finished(result);
             }
             _ = frames.closed() => break End::ClientGone,
+            () = state.aborted() => break End::ShuttingDown,
         }
     };
     // Chunks sent just before the plugin returned are still queued.
@@ -167,10 +170,40 @@ async fn run(
             let _ = frames.send(sse_frame(&last_frame)).await;
         }
         End::Finished(Err(error)) if !client_gone => {
+            let error = draft.redact(error);
             let (usage, cost) =
                 usage_and_cost(&route, &plugin, &request.model, usage_so_far.as_ref());
             draft.usage(usage, cost);
             state.log.record(draft.failure(&error)).await;
+            match started.take() {
+                Some(started) => {
+                    let _ = started.send(Err(error));
+                }
+                None => {
+                    let _ = frames
+                        .send(sse_frame(&error.body(&ctx.invocation_id)))
+                        .await;
+                }
+            }
+        }
+        End::ShuttingDown if !client_gone => {
+            // The upstream call is dropped with `plugin_call`; the caller
+            // learns why its answer stops here, and the record keeps the part
+            // that was sent and its usage so far.
+            let (usage, cost) =
+                usage_and_cost(&route, &plugin, &request.model, usage_so_far.as_ref());
+            draft.usage(usage, cost);
+            let error = ApiError::ShuttingDown;
+            let status = if started.is_some() {
+                error.status().as_u16()
+            } else {
+                200
+            };
+            let partial = serde_json::json!({"partialText": texts}).to_string();
+            state
+                .log
+                .record(draft.cancelled(status, &error.message(), Some(partial)))
+                .await;
             match started.take() {
                 Some(started) => {
                     let _ = started.send(Err(error));
@@ -196,7 +229,7 @@ async fn run(
             let partial = serde_json::json!({"partialText": texts}).to_string();
             state
                 .log
-                .record(draft.cancelled(status, Some(partial)))
+                .record(draft.cancelled(status, "the client disconnected", Some(partial)))
                 .await;
         }
     }

@@ -5,6 +5,7 @@
 //! Invocation records are written off the request path by [`writer`].
 
 mod key_cache;
+pub mod retention;
 mod sqlite;
 pub mod writer;
 
@@ -26,6 +27,9 @@ pub enum StoreError {
     UnknownProject(String),
     #[error("unsupported database {0:?}: give a SQLite file path or a sqlite:// URL")]
     Unsupported(String),
+    /// A blocking database task panicked or was cancelled.
+    #[error("database task failed: {0}")]
+    Task(String),
 }
 
 /// A project's API key as stored: only its hash is kept.
@@ -238,6 +242,18 @@ impl Store {
     pub fn insert_invocations(&self, batch: &[Invocation]) -> Result<(), StoreError> {
         match &self.backend {
             Backend::Sqlite(db) => db.insert_invocations(batch),
+        }
+    }
+
+    /// Deletes at most `limit` invocation records created before `cutoff_ms`
+    /// (Unix ms); returns how many. Blocking, for [`retention`].
+    pub fn delete_invocations_before(
+        &self,
+        cutoff_ms: i64,
+        limit: u32,
+    ) -> Result<usize, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.delete_invocations_before(cutoff_ms, limit),
         }
     }
 

@@ -3,7 +3,7 @@
 //! WAL mode lets the request path read (key lookups) while the invocation
 //! writer commits batches on its own connection.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
@@ -16,7 +16,8 @@ use super::{
 };
 
 /// Each entry upgrades the schema by one version (`PRAGMA user_version`). Append only.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
     CREATE TABLE projects (
         id TEXT PRIMARY KEY,
         name TEXT NOT NULL,
@@ -57,13 +58,22 @@ const MIGRATIONS: &[&str] = &[r#"
     );
     CREATE INDEX invocations_project ON invocations(project_id, created_at);
     CREATE INDEX invocations_user ON invocations(user_id, created_at);
-"#];
+"#,
+    // Record retention finds the oldest records by age alone.
+    r#"
+    CREATE INDEX IF NOT EXISTS invocations_created ON invocations(created_at);
+"#,
+];
 
 pub(super) struct Sqlite {
     /// Key lookups, project/key administration and invocation reads.
     reader: Mutex<Connection>,
     /// Invocation batches only, so a large batch never delays a key lookup's lock.
     writer: Mutex<Connection>,
+    /// Record retention's deletes, opened on first use: a batch of deletes holds
+    /// neither the request path's nor the invocation writer's lock.
+    pruner: Mutex<Option<Connection>>,
+    path: PathBuf,
     keys: KeyCache,
 }
 
@@ -93,6 +103,8 @@ impl Sqlite {
         Ok(Sqlite {
             reader: Mutex::new(conn),
             writer: Mutex::new(open_connection(path)?),
+            pruner: Mutex::new(None),
+            path: path.to_owned(),
             keys: KeyCache::open(path),
         })
     }
@@ -238,6 +250,24 @@ impl Sqlite {
         Ok(())
     }
 
+    /// Deletes at most `limit` invocation records created before `cutoff_ms`;
+    /// returns how many it deleted.
+    pub(super) fn delete_invocations_before(
+        &self,
+        cutoff_ms: i64,
+        limit: u32,
+    ) -> Result<usize, StoreError> {
+        let mut pruner = self.pruner.lock().unwrap_or_else(|p| p.into_inner());
+        let conn = match &mut *pruner {
+            Some(conn) => conn,
+            empty => empty.insert(open_connection(&self.path)?),
+        };
+        // The bundled SQLite has no DELETE ... LIMIT; the subquery walks the
+        // created_at index and stops at `limit`.
+        let mut stmt = conn.prepare_cached(DELETE_OLD_INVOCATIONS)?;
+        Ok(stmt.execute(params![cutoff_ms, limit])?)
+    }
+
     pub(super) fn invocation(&self, id: &Uuid) -> Result<Option<Invocation>, StoreError> {
         let conn = lock(&self.reader);
         let mut stmt = conn.prepare_cached(&format!("{SELECT_INVOCATION} WHERE id = ?1"))?;
@@ -262,6 +292,9 @@ impl Sqlite {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 }
+
+const DELETE_OLD_INVOCATIONS: &str = "DELETE FROM invocations WHERE rowid IN
+    (SELECT rowid FROM invocations WHERE created_at < ?1 LIMIT ?2)";
 
 const SELECT_INVOCATION: &str =
     "SELECT id, project_id, user_id, route, plugin, model, type, stream,
@@ -344,5 +377,67 @@ mod tests {
         let path = dir.path().join("g.db");
         Sqlite::open(&path).unwrap().create_project("p").unwrap();
         assert_eq!(Sqlite::open(&path).unwrap().project_count().unwrap(), 1);
+    }
+
+    #[test]
+    fn a_database_of_the_first_schema_gains_the_created_at_index_and_keeps_its_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.pragma_update(None, "user_version", 1).unwrap();
+            conn.execute(
+                "INSERT INTO invocations (id, stream, status, http_status, created_at, duration_ms)
+                 VALUES ('old', 0, 'success', 200, 5, 1)",
+                [],
+            )
+            .unwrap();
+        }
+        let db = Sqlite::open(&path).unwrap();
+        let conn = lock(&db.reader);
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(version, MIGRATIONS.len() as i64);
+        let indexed: bool = conn
+            .query_row(
+                "SELECT EXISTS(SELECT 1 FROM sqlite_master
+                 WHERE type = 'index' AND name = 'invocations_created')",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert!(indexed);
+        let count: i64 = conn
+            .query_row("SELECT count(*) FROM invocations", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(count, 1);
+    }
+
+    #[test]
+    fn deleting_old_records_walks_the_created_at_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Sqlite::open(&dir.path().join("g.db")).unwrap();
+        let conn = lock(&db.reader);
+        let mut stmt = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {DELETE_OLD_INVOCATIONS}"))
+            .unwrap();
+        let plan: Vec<String> = stmt
+            .query_map(params![0, 10], |row| row.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        // Without the index this is a SCAN of the whole table on every pass,
+        // however few records are old.
+        assert!(
+            plan.iter()
+                .any(|step| step.contains("USING COVERING INDEX invocations_created")),
+            "{plan:?}"
+        );
+        assert!(
+            !plan.iter().any(|step| step.starts_with("SCAN")),
+            "{plan:?}"
+        );
     }
 }

@@ -26,7 +26,8 @@ const OWNED_KEYS: &[&str] = &[
 /// 4096 is the largest value every current model accepts (Claude 3 Haiku's output limit).
 pub const DEFAULT_MAX_TOKENS: u64 = 4096;
 
-/// The plugin's settings from a route's config table.
+/// The plugin's settings from the route's `[providers.ID.settings]` table. Keys it does not
+/// know are ignored: the gateway passes the table on without reading it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RouteSettings {
     /// `max_tokens` sent when the caller gives none.

@@ -1,7 +1,7 @@
 //! The Anthropic provider plugin: Claude through the Messages API (`POST {base_url}/messages`),
 //! plain JSON and the SSE event stream, with tools mapped to the gateway's function calls.
 //!
-//! Route settings (the route's extra config keys):
+//! Route settings (the route's `[providers.ID.settings]` table in the gateway's config):
 //! - `default_max_tokens = N`: the `max_tokens` sent when the caller gives none (default 4096;
 //!   Anthropic requires the field).
 //!

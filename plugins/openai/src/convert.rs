@@ -27,7 +27,8 @@ const LEGACY_OWNED_KEYS: &[&str] = &["model", "prompt", "stream", "stream_option
 /// Body keys of `/embeddings` the plugin sets itself.
 const EMBEDDING_OWNED_KEYS: &[&str] = &["model", "input"];
 
-/// The plugin's settings from a route's config table.
+/// The plugin's settings from the route's `[providers.ID.settings]` table. Keys it does not
+/// know are ignored: the gateway passes the table on without reading it.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct RouteSettings {
     /// Send `type: text` prompts to the legacy `/completions` endpoint.

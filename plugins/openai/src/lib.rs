@@ -2,7 +2,7 @@
 //! embeddings against OpenAI or any OpenAI-compatible server (Groq, Mistral, Together,
 //! DeepSeek, Fireworks, OpenRouter, vLLM, llama.cpp server, Ollama's `/v1`) and Azure OpenAI.
 //!
-//! Route settings (the route's extra config keys):
+//! Route settings (the route's `[providers.ID.settings]` table in the gateway's config):
 //! - `legacy_completions = true`: `type: text` prompts go to `POST /completions` with `prompt`
 //!   instead of being sent to `POST /chat/completions` as one user message.
 //! - `api_key_header = "api-key"`: send the key in this header instead of
@@ -15,11 +15,12 @@
 //! same wire format — the same request bodies, answers, stream chunks, usage details and error
 //! objects — and only the URL and the key's header differ; a second plugin would duplicate all
 //! of the mapping for two lines of difference. Two ways to reach it:
-//! - Azure's v1 API: `base_url = "https://NAME.openai.azure.com/openai/v1"` and
+//! - Azure's v1 API: `base_url = "https://NAME.openai.azure.com/openai/v1"` and the setting
 //!   `api_key_header = "api-key"`. It is a plain OpenAI-compatible route; the model is the
 //!   deployment name.
-//! - Deployment URLs: `base_url = "https://NAME.openai.azure.com"` and `azure_api_version`. Calls
-//!   go to `{base_url}/openai/deployments/{model}/chat/completions?api-version=...` (likewise
+//! - Deployment URLs: `base_url = "https://NAME.openai.azure.com"` and the setting
+//!   `azure_api_version`. Calls go to
+//!   `{base_url}/openai/deployments/{model}/chat/completions?api-version=...` (likewise
 //!   `/completions` and `/embeddings`) with the key in the `api-key` header (unless
 //!   `api_key_header` names another); the model is the deployment name, which must consist of
 //!   letters, digits, `-`, `_` and `.`.

@@ -1,0 +1,219 @@
+//! Record retention: with `record_retention_days` set, invocation records older
+//! than that are deleted in the background, once at start and then every
+//! [`EVERY`].
+//!
+//! A pass deletes in batches of [`BATCH`] records, each its own short
+//! transaction on a connection of its own, with a [`PAUSE`] between them: the
+//! invocation writer, which waits out a batch in SQLite's busy timeout, is
+//! never held up for more than one batch, and shutdown for more than one.
+
+use std::time::Duration;
+
+use super::{Store, StoreError, now_ms};
+
+/// Records per delete statement.
+pub const BATCH: u32 = 1000;
+/// Between two batches of a pass: lets the invocation writer commit.
+pub const PAUSE: Duration = Duration::from_millis(50);
+/// Between two passes.
+pub const EVERY: Duration = Duration::from_secs(3600);
+
+const DAY_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// What one pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pass {
+    pub deleted: u64,
+    /// Delete statements run: one more than the full batches.
+    pub batches: u32,
+}
+
+/// A pass that stopped on a database error, after deleting `deleted` records.
+#[derive(Debug, thiserror::Error)]
+#[error("{source} (after deleting {deleted} records)")]
+pub struct PassFailed {
+    pub deleted: u64,
+    pub source: StoreError,
+}
+
+/// Starts deleting records older than `days` days: a pass now, then one every [`EVERY`].
+/// The task runs until the runtime ends.
+pub fn spawn(store: Store, days: u32) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            let cutoff_ms = now_ms().saturating_sub(i64::from(days) * DAY_MS);
+            match pass(&store, cutoff_ms, BATCH, PAUSE).await {
+                Ok(Pass { deleted: 0, .. }) => {
+                    tracing::debug!(days, "no invocation records past the retention period")
+                }
+                Ok(Pass { deleted, batches }) => tracing::info!(
+                    deleted,
+                    batches,
+                    days,
+                    "deleted invocation records older than record_retention_days"
+                ),
+                Err(e) => tracing::warn!(
+                    days,
+                    "deleting old invocation records failed: {e}; retrying in {}s",
+                    EVERY.as_secs()
+                ),
+            }
+        }
+    })
+}
+
+/// Deletes every record created before `cutoff_ms`, `batch` at a time with
+/// `pause` between batches.
+pub async fn pass(
+    store: &Store,
+    cutoff_ms: i64,
+    batch: u32,
+    pause: Duration,
+) -> Result<Pass, PassFailed> {
+    let mut done = Pass::default();
+    loop {
+        let store = store.clone();
+        let deleted =
+            tokio::task::spawn_blocking(move || store.delete_invocations_before(cutoff_ms, batch))
+                .await
+                .map_err(|e| StoreError::Task(e.to_string()))
+                .and_then(|deleted| deleted)
+                .map_err(|source| PassFailed {
+                    deleted: done.deleted,
+                    source,
+                })?;
+        done.batches += 1;
+        done.deleted += deleted as u64;
+        if deleted < batch as usize {
+            return Ok(done);
+        }
+        tokio::time::sleep(pause).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Invocation, InvocationFilter, InvocationStatus};
+
+    fn record(created_at_ms: i64) -> Invocation {
+        Invocation {
+            id: uuid::Uuid::now_v7(),
+            project_id: Some("p".into()),
+            user_id: None,
+            route: Some("r".into()),
+            plugin: Some("echo".into()),
+            model: Some("m".into()),
+            kind: Some("text".into()),
+            stream: false,
+            status: InvocationStatus::Success,
+            http_status: 200,
+            error: None,
+            provider_error: None,
+            usage: None,
+            cost_usd: None,
+            created_at_ms,
+            duration_ms: 1,
+            request: Some("{}".into()),
+            response: Some("{}".into()),
+        }
+    }
+
+    async fn stored_ids(store: &Store) -> Vec<uuid::Uuid> {
+        let filter = InvocationFilter {
+            limit: 1000,
+            ..InvocationFilter::default()
+        };
+        let mut ids: Vec<_> = store
+            .list_invocations(&filter)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    #[tokio::test]
+    async fn a_pass_deletes_exactly_the_old_records_in_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_sqlite(&dir.path().join("g.db")).unwrap();
+        let cutoff_ms = now_ms() - 30 * DAY_MS;
+        let old: Vec<_> = (0..35).map(|i| record(cutoff_ms - 1 - i * 1000)).collect();
+        // A record made exactly at the cutoff is not older than it.
+        let mut kept: Vec<_> = (0..5).map(|i| record(cutoff_ms + i * 1000)).collect();
+        kept.push(record(now_ms()));
+        let mut all = old.clone();
+        all.extend(kept.iter().cloned());
+        store.insert_invocations(&all).unwrap();
+
+        let done = pass(&store, cutoff_ms, 10, Duration::ZERO).await.unwrap();
+        assert_eq!(
+            done,
+            Pass {
+                deleted: 35,
+                batches: 4
+            }
+        );
+        let mut expected: Vec<_> = kept.iter().map(|r| r.id).collect();
+        expected.sort();
+        assert_eq!(stored_ids(&store).await, expected);
+
+        // Nothing left to delete: one statement that finds nothing.
+        let again = pass(&store, cutoff_ms, 10, Duration::ZERO).await.unwrap();
+        assert_eq!(
+            again,
+            Pass {
+                deleted: 0,
+                batches: 1
+            }
+        );
+        assert_eq!(stored_ids(&store).await, expected);
+    }
+
+    #[tokio::test]
+    async fn a_full_last_batch_takes_one_more_statement_to_see_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_sqlite(&dir.path().join("g.db")).unwrap();
+        let old: Vec<_> = (0..20).map(|i| record(1000 + i)).collect();
+        store.insert_invocations(&old).unwrap();
+        let done = pass(&store, 2000, 10, Duration::ZERO).await.unwrap();
+        assert_eq!(
+            done,
+            Pass {
+                deleted: 20,
+                batches: 3
+            }
+        );
+        assert!(stored_ids(&store).await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_invocation_writer_keeps_committing_during_a_pass() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_sqlite(&dir.path().join("g.db")).unwrap();
+        let old: Vec<_> = (0..2000).map(|i| record(1000 + i)).collect();
+        store.insert_invocations(&old).unwrap();
+        let (log, writer) = crate::store::InvocationLog::start(store.clone()).unwrap();
+        let fresh: Vec<_> = (0..50).map(|_| record(now_ms())).collect();
+        let pruning = pass(&store, 1_000_000, 100, Duration::from_millis(1));
+        let writing = async {
+            for r in &fresh {
+                log.record(r.clone()).await;
+                tokio::task::yield_now().await;
+            }
+            log.flush().await;
+        };
+        let (done, ()) = tokio::join!(pruning, writing);
+        assert_eq!(done.unwrap().deleted, 2000);
+        drop(log);
+        writer.shutdown().await;
+        let mut expected: Vec<_> = fresh.iter().map(|r| r.id).collect();
+        expected.sort();
+        assert_eq!(stored_ids(&store).await, expected);
+    }
+}

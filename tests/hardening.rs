@@ -1,0 +1,609 @@
+//! What a hostile caller or a careless client finds: bounded expansion, bodies kept only
+//! for authenticated callers, read timeouts, connection caps, redaction of provider keys,
+//! strict JSON, HTTP/2, and records for every request cut short by shutdown.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::{
+    FakeUpstream, Gateway, Recording, Route, assert_error, assert_ok, chat_request, text_request,
+    with,
+};
+
+/// A deadline for outcomes that should come within a second or two.
+const GENEROUS: Duration = Duration::from_secs(60);
+
+/// A kernel figure of the gateway process from /proc/PID/status, in KiB (e.g. `VmHWM`, the
+/// peak resident set).
+fn proc_status_kib(gw: &Gateway, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", gw.pid().expect("running")))
+        .expect("status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("{field}:")))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc status"))
+}
+
+/// Makes the gateway write every record queued so far (a GET of a record flushes the log).
+fn flush_records(gw: &Gateway) {
+    let response = gw.post(
+        "/completions",
+        &text_request(&gw.project_id, "demo", "echo", "x"),
+    );
+    let body = assert_ok(&response);
+    let id = body["invocationId"].as_str().expect("id");
+    assert_eq!(gw.get_invocation(id).status, 200);
+}
+
+/// Opens a raw connection and sends `bytes` (a request, or the start of one).
+fn raw_connection(gw: &Gateway, bytes: &[u8]) -> TcpStream {
+    let mut stream = TcpStream::connect(gw.addr).expect("connect");
+    stream.set_read_timeout(Some(GENEROUS)).expect("timeout");
+    stream.write_all(bytes).expect("send");
+    stream
+}
+
+/// Reads until the server closes the connection (panics after [`GENEROUS`]).
+fn read_until_closed(stream: &mut TcpStream) -> String {
+    let mut all = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return String::from_utf8_lossy(&all).into_owned(),
+            Ok(n) => all.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => {
+                return String::from_utf8_lossy(&all).into_owned();
+            }
+            Err(e) => panic!(
+                "the connection was not closed: {e}; read so far: {}",
+                String::from_utf8_lossy(&all)
+            ),
+        }
+    }
+}
+
+fn post_head(gw: &Gateway, extra: &str) -> String {
+    format!(
+        "POST /completions HTTP/1.1\r\nHost: {}\r\nAuthorization: {}\r\nContent-Type: application/json\r\n{extra}\r\n",
+        gw.addr, gw.key
+    )
+}
+
+// ------------------------------------------------------------------ 1: variable expansion
+
+#[test]
+fn a_variable_bomb_is_refused_with_413_and_memory_stays_flat() {
+    let gw = Gateway::demo();
+    let before = proc_status_kib(&gw, "VmHWM");
+    // 1 MB in, 50 GB once expanded.
+    let bomb = with(
+        text_request(&gw.project_id, "demo", "echo", &"{{a}}".repeat(100_000)),
+        "variables",
+        json!({"a": "X".repeat(500_000)}),
+    );
+    let response = gw.post("/completions", &bomb);
+    let id = assert_error(&response, 413, "4194304");
+    assert!(
+        response.text().contains("max_expanded_bytes"),
+        "{}",
+        response.text()
+    );
+    let record = gw.record(&id);
+    assert_eq!(record["httpStatus"], json!(413), "{record}");
+    let after = proc_status_kib(&gw, "VmHWM");
+    assert!(
+        after < before + 64 * 1024,
+        "peak RSS grew from {before} KiB to {after} KiB"
+    );
+
+    // Chat messages share the one cap: 3 messages of 2 KiB fit 8 KiB, 5 do not.
+    let gw = Gateway::builder()
+        .route(Route::echo("demo"))
+        .config_line("max_expanded_bytes = 8192")
+        .start();
+    let chat = |n: usize| {
+        let messages: Vec<Value> = (0..n)
+            .map(|_| json!({"role": "user", "content": "{{v}}{{v}}"}))
+            .collect();
+        with(
+            chat_request(&gw.project_id, "demo", "echo", json!(messages)),
+            "variables",
+            json!({"v": "y".repeat(1024)}),
+        )
+    };
+    assert_ok(&gw.post("/completions", &chat(3)));
+    assert_error(&gw.post("/completions", &chat(5)), 413, "8192");
+}
+
+// ------------------------------------------------------------------ 2: what records keep
+
+#[test]
+fn bodies_without_a_valid_key_are_not_stored() {
+    let gw = Gateway::demo();
+    flush_records(&gw);
+    let before = gw.db_bytes().len();
+    let big = text_request(&gw.project_id, "demo", "echo", &"A".repeat(1_000_000));
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        let key = if i % 2 == 0 {
+            None
+        } else {
+            Some("gw_not_a_real_key")
+        };
+        let response = gw.post_as("/completions", key, &big);
+        ids.push(assert_error(&response, 401, "key"));
+    }
+    flush_records(&gw);
+    let grown = gw.db_bytes().len().saturating_sub(before);
+    assert!(
+        grown < 512 * 1024,
+        "20 refused 1 MB bodies grew the database by {grown} bytes"
+    );
+    for id in &ids[..2] {
+        let record = gw.record(id);
+        assert_eq!(record["httpStatus"], json!(401), "{record}");
+        assert_eq!(record["request"], Value::Null, "{record}");
+    }
+}
+
+fn echo_gateway(record_bodies: &str) -> Gateway {
+    Gateway::builder()
+        .route(Route::echo("demo"))
+        .config_line(record_bodies)
+        .start()
+}
+
+#[test]
+fn records_keep_bodies_as_record_bodies_says() {
+    let prompt = "B".repeat(100_000);
+    let request_of = |gw: &Gateway| {
+        let body = assert_ok(&gw.post(
+            "/completions",
+            &text_request(&gw.project_id, "demo", "echo", &prompt),
+        ));
+        gw.record(body["invocationId"].as_str().expect("id"))
+    };
+
+    // Default: truncated at 64 KiB, with a note of the whole size.
+    let gw = Gateway::demo();
+    let record = request_of(&gw);
+    for field in ["request", "response"] {
+        let kept = record[field]
+            .as_str()
+            .unwrap_or_else(|| panic!("{field}: {record}"));
+        assert!(
+            kept.len() <= 64 * 1024 + 64,
+            "{field}: {} bytes kept",
+            kept.len()
+        );
+        assert!(
+            kept.contains("[truncated: "),
+            "{field}: {}",
+            &kept[kept.len() - 60..]
+        );
+    }
+
+    let gw = echo_gateway("record_bodies = \"none\"");
+    let record = request_of(&gw);
+    assert_eq!(record["request"], Value::Null, "{record}");
+    assert_eq!(record["response"], Value::Null, "{record}");
+    assert!(
+        record["usage"]["prompt_tokens"].as_u64().is_some(),
+        "{record}"
+    );
+
+    let gw = echo_gateway("record_bodies = \"full\"");
+    let record = request_of(&gw);
+    assert_eq!(record["request"]["prompt"], json!(prompt));
+
+    let gw = Gateway::builder()
+        .route(Route::echo("demo"))
+        .config_line("record_body_max_bytes = 1000")
+        .start();
+    let record = request_of(&gw);
+    let kept = record["request"].as_str().expect("a cut request is text");
+    assert!(
+        kept.len() < 1100 && kept.ends_with("bytes in all]"),
+        "{kept}"
+    );
+}
+
+// ------------------------------------------------------------------ 3: slow clients
+
+fn quick_read_timeout() -> Gateway {
+    Gateway::builder()
+        .route(Route::echo("demo"))
+        .config_line("request_read_timeout_secs = 1")
+        .start()
+}
+
+#[test]
+fn a_body_that_stops_coming_gets_408_and_the_connection_closes() {
+    let gw = quick_read_timeout();
+    // A lying Content-Length.
+    let mut head = post_head(&gw, "Content-Length: 1000\r\n").into_bytes();
+    head.extend_from_slice(br#"{"projectId""#);
+    let mut stream = raw_connection(&gw, &head);
+    let answer = read_until_closed(&mut stream);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("connection: close"),
+        "{answer}"
+    );
+    let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).expect("a body"))
+        .expect("a JSON body");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("request_read_timeout_secs"),
+        "{body}"
+    );
+    let id = body["invocationId"].as_str().expect("an invocation id");
+    assert_eq!(gw.record(id)["httpStatus"], json!(408));
+
+    // Chunked, without its last chunk.
+    let mut head = post_head(&gw, "Transfer-Encoding: chunked\r\n").into_bytes();
+    head.extend_from_slice(b"5\r\n{\"pro\r\n");
+    let mut stream = raw_connection(&gw, &head);
+    let answer = read_until_closed(&mut stream);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+}
+
+#[test]
+fn headers_that_stop_coming_close_the_connection() {
+    let gw = quick_read_timeout();
+    let mut stream = raw_connection(&gw, b"POST /completions HTTP/1.1\r\nHost: x\r\n");
+    // Closed by the gateway (hyper's header timeout answers nothing).
+    read_until_closed(&mut stream);
+    assert_eq!(gw.get("/healthz", None).status, 200);
+}
+
+#[test]
+fn connections_over_max_connections_wait_for_a_free_slot() {
+    let gw = Gateway::builder()
+        .route(Route::echo("demo"))
+        .config_line("max_connections = 2")
+        .config_line("request_read_timeout_secs = 120")
+        .start();
+    let first = TcpStream::connect(gw.addr).expect("connect");
+    let second = TcpStream::connect(gw.addr).expect("connect");
+    // Accepted by the kernel, not served: both slots are taken.
+    let mut third = raw_connection(
+        &gw,
+        format!(
+            "GET /healthz HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            gw.addr
+        )
+        .as_bytes(),
+    );
+    third
+        .set_read_timeout(Some(Duration::from_millis(1500)))
+        .expect("timeout");
+    let mut buf = [0u8; 64];
+    match third.read(&mut buf) {
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+        other => panic!("a third connection was served over max_connections = 2: {other:?}"),
+    }
+    drop(first);
+    third.set_read_timeout(Some(GENEROUS)).expect("timeout");
+    let answer = read_until_closed(&mut third);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    drop(second);
+}
+
+// ------------------------------------------------------------------ 4: shutdown
+
+#[test]
+fn requests_still_running_when_the_grace_ends_are_ended_and_recorded() {
+    let slow = FakeUpstream::slow_stream(600, Duration::from_millis(100));
+    let stuck = FakeUpstream::hang();
+    let mut gw = Gateway::builder()
+        .route(Route::openai("slow", &slow.base_url("/v1")))
+        .route(Route::openai("stuck", &stuck.base_url("/v1")))
+        .config_line("shutdown_grace_secs = 1")
+        .start();
+    let provider_key = [("Provider-API-Key", "sk-test-0123456789")];
+    let chat = |route: &str| {
+        chat_request(
+            &gw.project_id,
+            route,
+            "gpt-4o-mini",
+            json!([{"role": "user", "content": "hi"}]),
+        )
+    };
+    let mut streams = Vec::new();
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        let mut stream = gw.open_stream_with_headers(
+            "/completions",
+            Some(&gw.key),
+            &provider_key,
+            &with(chat("slow"), "stream", json!(true)),
+        );
+        assert_eq!(stream.status, 200);
+        let first = stream.next_frame().expect("a first frame");
+        ids.push(first["invocationId"].as_str().expect("id").to_owned());
+        streams.push(stream);
+    }
+    let (addr, key, body) = (gw.addr, gw.key.clone(), chat("stuck").to_string());
+    let plain = std::thread::spawn(move || {
+        support::client::request(
+            addr,
+            "POST",
+            "/completions",
+            &[
+                ("Authorization", key.as_str()),
+                ("Content-Type", "application/json"),
+                ("Provider-API-Key", "sk-test-0123456789"),
+            ],
+            body.as_bytes(),
+        )
+    });
+    stuck.wait_until("the stuck request to reach the upstream", |u| {
+        !u.requests().is_empty()
+    });
+
+    gw.terminate();
+    for stream in &mut streams {
+        let mut last = None;
+        while let Some(frame) = stream.next_frame() {
+            last = Some(frame);
+        }
+        let last = last.expect("frames after the first");
+        assert!(
+            last["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("shutting down")),
+            "the stream did not end with an error frame: {last}"
+        );
+    }
+    let plain = plain.join().expect("the plain request's thread");
+    let plain_id = assert_error(&plain, 503, "shutting down");
+    assert!(gw.wait_exit().success());
+
+    // Every one is in the database of the stopped gateway.
+    for id in &ids {
+        let record = gw.record(id);
+        assert_eq!(record["status"], json!("cancelled"), "{record}");
+        assert!(
+            record["error"].as_str().unwrap().contains("shutting down"),
+            "{record}"
+        );
+        let partial = record["response"]["partialText"][0].as_str().unwrap_or("");
+        assert!(partial.starts_with("w0 "), "{record}");
+    }
+    let record = gw.record(&plain_id);
+    assert_eq!(record["status"], json!("cancelled"), "{record}");
+    assert_eq!(record["httpStatus"], json!(503), "{record}");
+}
+
+// ------------------------------------------------------------------ 8, 9: provider keys
+
+#[test]
+fn provider_keys_in_upstream_errors_are_redacted_everywhere() {
+    let route_key = "sk-route-secret-4242424242";
+    let caller_key = "sk-caller-secret-7777777777";
+    let echoing = json!({"error": {
+        "message": format!("Incorrect API key provided: Bearer {route_key} (or {caller_key})"),
+        "type": "invalid_request_error", "code": "invalid_api_key"}});
+    let upstream = FakeUpstream::error(401, &echoing.to_string(), None);
+    let gw = Gateway::builder()
+        .route(Route::openai("keyed", &upstream.base_url("/v1")).api_key_env("TEST_ROUTE_KEY"))
+        .env("TEST_ROUTE_KEY", route_key)
+        .env("RUST_LOG", "debug")
+        .start();
+    let chat = chat_request(
+        &gw.project_id,
+        "keyed",
+        "gpt-4o-mini",
+        json!([{"role": "user", "content": "hi"}]),
+    );
+    let with_route_key = gw.post("/completions", &chat);
+    let with_caller_key = gw.post_with_headers(
+        "/completions",
+        Some(&gw.key),
+        &[("Provider-API-Key", caller_key)],
+        &chat,
+    );
+    let streamed = gw.post_stream_with_headers(
+        "/completions",
+        Some(&gw.key),
+        &[("Provider-API-Key", caller_key)],
+        &with(chat.clone(), "stream", json!(true)),
+    );
+    // Sent with the route's key, the caller's is unknown to the request: the
+    // route's is what must not come back.
+    let response = with_route_key.text();
+    assert!(response.contains("Bearer [redacted]"), "{response}");
+    assert!(!response.contains(route_key), "{response}");
+    // With the caller's key, both keys the request knows are taken out.
+    for (response, what) in [
+        (&with_caller_key.text(), "caller key"),
+        (&streamed.raw, "stream"),
+    ] {
+        assert!(
+            response.contains("Bearer [redacted] (or [redacted])"),
+            "{what}: {response}"
+        );
+        assert!(
+            !response.contains(route_key) && !response.contains(caller_key),
+            "{what}: {response}"
+        );
+    }
+    let id = assert_error(&with_caller_key, 502, "");
+    let record = gw.record(&id).to_string();
+    assert!(record.contains("[redacted]"), "{record}");
+    assert!(
+        !record.contains(route_key) && !record.contains(caller_key),
+        "{record}"
+    );
+    let logs = gw.logs();
+    assert!(
+        !logs.contains(route_key) && !logs.contains(caller_key),
+        "a key in the log:\n{logs}"
+    );
+    // (The first request's record keeps the caller's key the upstream made up: that request
+    // did not carry it.)
+    assert!(!String::from_utf8_lossy(&gw.db_bytes()).contains(route_key));
+}
+
+#[test]
+fn a_provider_key_with_its_bearer_scheme_is_sent_once() {
+    let simple = Recording::load("OpenAI__openai-gpt-4o-mini__simple");
+    let upstream = FakeUpstream::replay_recording(&Recording::concat(&[
+        simple.clone(),
+        simple.clone(),
+        simple,
+    ]));
+    let gw = Gateway::builder()
+        .route(Route::openai("oai", &upstream.base_url("/v1")))
+        .start();
+    let chat = chat_request(
+        &gw.project_id,
+        "oai",
+        "gpt-4o-mini",
+        json!([{"role": "user", "content": "hi"}]),
+    );
+    for header in ["Bearer sk-abc-123", "bearer sk-abc-123", "sk-abc-123"] {
+        let response = gw.post_with_headers(
+            "/completions",
+            Some(&gw.key),
+            &[("Provider-API-Key", header)],
+            &chat,
+        );
+        assert_ok(&response);
+    }
+    for request in upstream.requests() {
+        assert_eq!(request.header("authorization"), Some("Bearer sk-abc-123"));
+    }
+    assert_eq!(upstream.requests().len(), 3);
+}
+
+// ------------------------------------------------------------------ 10, 14: protocol details
+
+#[test]
+fn bytes_after_the_json_body_are_a_400() {
+    let gw = Gateway::demo();
+    let body = format!("{} xyz", text_request(&gw.project_id, "demo", "echo", "hi"));
+    let response = gw.request("POST", "/completions", Some(&gw.key), &[], body.as_bytes());
+    let id = assert_error(&response, 400, "trailing characters");
+    assert_eq!(gw.record(&id)["httpStatus"], json!(400));
+    let body = format!("{}\n\n", text_request(&gw.project_id, "demo", "echo", "hi"));
+    let response = gw.request("POST", "/completions", Some(&gw.key), &[], body.as_bytes());
+    assert_ok(&response);
+}
+
+#[test]
+fn a_duplicate_field_is_named() {
+    let gw = Gateway::demo();
+    let body = format!(
+        r#"{{"projectId": "{}", "prompt": "a", "prompt": "b",
+            "providerConfig": {{"provider": "demo", "params": {{"type": "text"}}}}}}"#,
+        gw.project_id
+    );
+    let response = gw.request("POST", "/completions", Some(&gw.key), &[], body.as_bytes());
+    assert_error(&response, 400, "duplicate field `prompt`");
+    assert!(
+        !response.text().contains("invalid field ."),
+        "{}",
+        response.text()
+    );
+}
+
+#[test]
+fn wrong_methods_are_405_with_allow() {
+    let gw = Gateway::demo();
+    for (method, path, allowed) in [
+        ("POST", "/admin/plugins", "GET"),
+        ("DELETE", "/admin/config", "GET"),
+        ("POST", "/healthz", "GET"),
+        ("GET", "/completions", "POST"),
+    ] {
+        let response = gw.request(method, path, None, &[], b"");
+        assert_error(&response, 405, allowed);
+        assert_eq!(response.header("allow"), Some(allowed), "{method} {path}");
+    }
+}
+
+#[test]
+fn requests_with_many_headers_are_served_up_to_256() {
+    let gw = Gateway::demo();
+    let names: Vec<String> = (0..200).map(|i| format!("x-extra-{i}")).collect();
+    let headers: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "1")).collect();
+    assert_eq!(
+        gw.request("GET", "/healthz", None, &headers[..101], b"")
+            .status,
+        200
+    );
+    assert_eq!(
+        gw.request("GET", "/healthz", None, &headers, b"").status,
+        200
+    );
+    let names: Vec<String> = (0..300).map(|i| format!("x-extra-{i}")).collect();
+    let headers: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "1")).collect();
+    assert_eq!(
+        gw.request("GET", "/healthz", None, &headers, b"").status,
+        431
+    );
+}
+
+// ------------------------------------------------------------------ 11: HTTP/2
+
+#[test]
+fn http2_with_prior_knowledge_is_served_beside_http1() {
+    let gw = Gateway::demo();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let url = format!("http://{}/completions", gw.addr);
+    let (plain, streamed) = runtime.block_on(async {
+        let client = reqwest::Client::builder()
+            .http2_prior_knowledge()
+            .build()
+            .expect("client");
+        let send = |body: Value| {
+            client
+                .post(&url)
+                .header("Authorization", format!("Bearer {}", gw.key))
+                .header("Content-Type", "application/json")
+                .body(body.to_string())
+                .send()
+        };
+        let plain = send(text_request(&gw.project_id, "demo", "echo", "over h2"))
+            .await
+            .expect("h2 request");
+        let plain = (
+            plain.version(),
+            plain.status(),
+            plain.text().await.expect("body"),
+        );
+        let stream = send(with(
+            text_request(&gw.project_id, "demo", "echo", "streamed over h2"),
+            "stream",
+            json!(true),
+        ))
+        .await
+        .expect("h2 stream");
+        let streamed = (stream.version(), stream.text().await.expect("stream body"));
+        (plain, streamed)
+    });
+    assert_eq!(plain.0, reqwest::Version::HTTP_2);
+    assert_eq!(plain.1, 200, "{}", plain.2);
+    let body: Value = serde_json::from_str(&plain.2).expect("JSON");
+    assert_eq!(body["choices"][0]["text"], json!("over h2"), "{body}");
+    assert_eq!(streamed.0, reqwest::Version::HTTP_2);
+    let frames = support::client::parse_sse(&streamed.1);
+    assert_eq!(frames.last().expect("frames")["completed"], json!(true));
+    // HTTP/1.1 on the same listener.
+    assert_eq!(gw.get("/healthz", None).status, 200);
+}
