@@ -94,20 +94,6 @@ fn a_gateway_whose_route_has_an_unknown_key_does_not_start() {
     );
 }
 
-/// Replaces the config file the way editors do: a temporary file renamed over it.
-fn rewrite_config(gw: &Gateway, text: &str) {
-    let path = gw.config_path();
-    let temporary = path.with_extension("toml.swp");
-    std::fs::write(&temporary, text).expect("write the config");
-    std::fs::rename(&temporary, path).expect("rename over the config");
-}
-
-fn admin_config(gw: &Gateway) -> Value {
-    let response = gw.get("/admin/config", Some(ADMIN_TOKEN));
-    assert_eq!(response.status, 200, "{}", response.text());
-    response.json()
-}
-
 /// The status of a text request to `route`.
 fn status_of(gw: &Gateway, route: &str) -> u16 {
     gw.post(
@@ -121,7 +107,7 @@ fn status_of(gw: &Gateway, route: &str) -> u16 {
 fn wait_for_config(gw: &Gateway, what: &str, done: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + DEADLINE;
     loop {
-        let config = admin_config(gw);
+        let config = gw.admin_config(ADMIN_TOKEN);
         if done(&config) {
             return config;
         }
@@ -149,7 +135,7 @@ fn a_reload_with_an_unknown_route_key_is_refused_and_the_previous_routes_keep_se
              {limit_key} = 128\n"
         )
     };
-    rewrite_config(&gw, &added("memory_limt_mb"));
+    gw.rewrite_config(&added("memory_limt_mb"));
     let refused = wait_for_config(&gw, "the edit refused", |c| c["rejected"].is_string());
     let reason = refused["rejected"].as_str().unwrap_or_default();
     assert!(
@@ -167,7 +153,7 @@ fn a_reload_with_an_unknown_route_key_is_refused_and_the_previous_routes_keep_se
     assert_eq!(status_of(&gw, "added"), 404);
 
     // Spelt right, the same edit applies.
-    rewrite_config(&gw, &added("memory_limit_mb"));
+    gw.rewrite_config(&added("memory_limit_mb"));
     let applied = wait_for_config(&gw, "the corrected edit applied", |c| {
         c["rejected"].is_null() && c["routes"] == json!(["added", "demo"])
     });

@@ -259,20 +259,6 @@ fn cwasm_files(dir: &Path) -> Vec<std::path::PathBuf> {
     files
 }
 
-/// Replaces the config file the way editors do: a temporary file renamed over it.
-fn rewrite_config(gw: &Gateway, text: &str) {
-    let path = gw.config_path();
-    let temporary = path.with_extension("toml.swp");
-    std::fs::write(&temporary, text).expect("write the config");
-    std::fs::rename(&temporary, path).expect("rename over the config");
-}
-
-fn admin_config(gw: &Gateway) -> Value {
-    let response = gw.get("/admin/config", Some(ADMIN_TOKEN));
-    assert_eq!(response.status, 200, "{}", response.text());
-    response.json()
-}
-
 #[test]
 fn config_edits_apply_without_restart_and_bad_ones_are_refused() {
     let gw = lifecycle_gateway();
@@ -287,7 +273,7 @@ fn config_edits_apply_without_restart_and_bad_ones_are_refused() {
     let with_route = format!(
         "{original}\n[providers.added]\nplugin = \"echo\"\n[providers.added.pricing.echo]\ninput_per_mtok = 1000000.0\noutput_per_mtok = 2000000.0\n"
     );
-    rewrite_config(&gw, &with_route);
+    gw.rewrite_config(&with_route);
     eventually(&gw, "added", "the new route serving", |status, _| {
         status == 200
     });
@@ -296,12 +282,12 @@ fn config_edits_apply_without_restart_and_bad_ones_are_refused() {
     let body = gw.post("/completions", &request).json();
     // 2 prompt words at $1/token, 2 completion words at $2/token.
     assert_eq!(body["usage_cost"], serde_json::json!(6.0), "{body}");
-    assert!(admin_config(&gw)["rejected"].is_null());
+    assert!(gw.admin_config(ADMIN_TOKEN)["rejected"].is_null());
 
     // A broken edit: refused with its reason, the previous config keeps serving.
-    rewrite_config(&gw, &format!("{with_route}\nthis is not toml ["));
+    gw.rewrite_config(&format!("{with_route}\nthis is not toml ["));
     let deadline = Instant::now() + Duration::from_secs(30);
-    while admin_config(&gw)["rejected"].is_null() {
+    while gw.admin_config(ADMIN_TOKEN)["rejected"].is_null() {
         assert!(
             Instant::now() < deadline,
             "the broken config was never refused"
@@ -316,9 +302,9 @@ fn config_edits_apply_without_restart_and_bad_ones_are_refused() {
     assert_eq!(still.status, 200, "{}", still.text());
 
     // Back to the original: the added route is gone again.
-    rewrite_config(&gw, &original);
+    gw.rewrite_config(&original);
     eventually(&gw, "added", "the route removed", |status, _| status == 404);
-    assert!(admin_config(&gw)["rejected"].is_null());
+    assert!(gw.admin_config(ADMIN_TOKEN)["rejected"].is_null());
 }
 
 /// `legacy.wasm` is built against the frozen `wit/frozen/0.1.0` world; the
@@ -356,39 +342,15 @@ fn a_plugin_built_against_the_previous_wit_version_still_serves() {
 /// the plugins keep serving from the new one without recompiling.
 #[tokio::test]
 async fn a_recycled_pool_gives_its_slots_back_and_keeps_serving() {
-    use gateway::plugins::types::{CompletionRequest, Prompt, Route as WitRoute};
-    use gateway::plugins::{CallContext, PluginRuntime, Sandbox};
+    use gateway::plugins::PluginRuntime;
     use std::sync::Arc;
+    use support::runtime::EchoCalls;
 
     const STREAMS: u64 = 80;
     let runtime = Arc::new(PluginRuntime::new(None).expect("runtime"));
-    let plugin = runtime
-        .load(&built_plugins_dir().join("echo.wasm"))
-        .await
-        .expect("load echo");
-    let sandbox = Arc::new(Sandbox::offline().expect("sandbox"));
-    let request = CompletionRequest {
-        route: WitRoute {
-            id: "burst".into(),
-            base_url: String::new(),
-            api_key: None,
-            settings: "{}".into(),
-        },
-        model: "echo".into(),
-        prompt: Prompt::Text("one two three four five".into()),
-        functions: Vec::new(),
-        function_choice: None,
-        params: "{}".into(),
-    };
-    let call = |plugin: Arc<gateway::plugins::Plugin>, sink| {
-        let (runtime, request) = (runtime.clone(), request.clone());
-        let ctx = CallContext {
-            invocation_id: uuid::Uuid::nil(),
-            sandbox: sandbox.clone(),
-            secrets: Default::default(),
-        };
-        tokio::spawn(async move { runtime.complete_stream(&plugin, &ctx, &request, sink).await })
-    };
+    let echo = EchoCalls::load(runtime.clone(), "one two three four five").await;
+    let plugin = echo.plugin();
+    let call = |plugin, sink| echo.stream(plugin, sink);
 
     // Streams nobody reads: each instance waits on its second word, holding its slot.
     let mut readers = Vec::new();

@@ -828,38 +828,14 @@ fn hold_stream_once_free(gw: &Gateway) -> support::client::Connection {
 /// instances still running on the old pool keep their slots until they end.
 #[tokio::test]
 async fn the_instance_cap_holds_across_a_pool_recycle() {
-    use gateway::plugins::types::{CompletionRequest, Prompt, Route as WitRoute};
-    use gateway::plugins::{CallContext, PluginError, PluginRuntime, Sandbox};
+    use gateway::plugins::{PluginError, PluginRuntime};
     use std::sync::Arc;
+    use support::runtime::EchoCalls;
 
     let runtime = Arc::new(PluginRuntime::with_max_instances(None, 2).expect("runtime"));
-    let plugin = runtime
-        .load(&built_plugins_dir().join("echo.wasm"))
-        .await
-        .expect("load echo");
-    let sandbox = Arc::new(Sandbox::offline().expect("sandbox"));
-    let request = CompletionRequest {
-        route: WitRoute {
-            id: "capped".into(),
-            base_url: String::new(),
-            api_key: None,
-            settings: "{}".into(),
-        },
-        model: "echo".into(),
-        prompt: Prompt::Text("one two three".into()),
-        functions: Vec::new(),
-        function_choice: None,
-        params: "{}".into(),
-    };
-    let call = |plugin: Arc<gateway::plugins::Plugin>, sink| {
-        let (runtime, request) = (runtime.clone(), request.clone());
-        let ctx = CallContext {
-            invocation_id: uuid::Uuid::nil(),
-            sandbox: sandbox.clone(),
-            secrets: Default::default(),
-        };
-        tokio::spawn(async move { runtime.complete_stream(&plugin, &ctx, &request, sink).await })
-    };
+    let echo = EchoCalls::load(runtime.clone(), "one two three").await;
+    let plugin = echo.plugin();
+    let call = |plugin, sink| echo.stream(plugin, sink);
     let busy = |result: &Result<_, PluginError>| matches!(result, Err(PluginError::Busy(2)));
 
     // Two streams nobody reads past their first word: each holds its instance.

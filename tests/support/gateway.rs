@@ -673,6 +673,20 @@ impl Gateway {
         )
     }
 
+    /// Replaces the config file the way editors do: a temporary file renamed over it.
+    pub fn rewrite_config(&self, text: &str) {
+        let temporary = self.config.with_extension("toml.swp");
+        std::fs::write(&temporary, text).expect("write the config");
+        std::fs::rename(&temporary, &self.config).expect("rename over the config");
+    }
+
+    /// `GET /admin/config` with the config's `admin_token`; it must answer 200.
+    pub fn admin_config(&self, admin_token: &str) -> Value {
+        let response = self.get("/admin/config", Some(admin_token));
+        assert_eq!(response.status, 200, "{}", response.text());
+        response.json()
+    }
+
     /// `GET path` with `key`.
     pub fn get(&self, path: &str, key: Option<&str>) -> Response {
         self.request("GET", path, key, &[], b"")

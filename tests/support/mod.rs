@@ -8,6 +8,7 @@ pub mod client;
 pub mod fake_server;
 pub mod gateway;
 pub mod recording;
+pub mod runtime;
 pub mod upstream;
 
 use std::hash::{BuildHasher, RandomState};

@@ -175,16 +175,7 @@ async fn run(
                 usage_and_cost(&route, &plugin, &request.model, usage_so_far.as_ref());
             draft.usage(usage, cost);
             state.log.record(draft.failure(&error)).await;
-            match started.take() {
-                Some(started) => {
-                    let _ = started.send(Err(error));
-                }
-                None => {
-                    let _ = frames
-                        .send(sse_frame(&error.body(&ctx.invocation_id)))
-                        .await;
-                }
-            }
+            tell_error(started.take(), &frames, error, &ctx).await;
         }
         End::ShuttingDown if !client_gone => {
             // The upstream call is dropped with `plugin_call`; the caller
@@ -204,16 +195,7 @@ async fn run(
                 .log
                 .record(draft.cancelled(status, &error.message(), Some(partial)))
                 .await;
-            match started.take() {
-                Some(started) => {
-                    let _ = started.send(Err(error));
-                }
-                None => {
-                    let _ = frames
-                        .send(sse_frame(&error.body(&ctx.invocation_id)))
-                        .await;
-                }
-            }
+            tell_error(started.take(), &frames, error, &ctx).await;
         }
         _ => {
             // The caller left: dropping the plugin call above cancelled the
@@ -230,6 +212,26 @@ async fn run(
             state
                 .log
                 .record(draft.cancelled(status, "the client disconnected", Some(partial)))
+                .await;
+        }
+    }
+}
+
+/// Tells the caller how its request ended: with the error's own status
+/// when nothing was sent yet, else as a last `data: {"error": ...}` frame.
+async fn tell_error(
+    started: Option<oneshot::Sender<Result<(), ApiError>>>,
+    frames: &mpsc::Sender<Bytes>,
+    error: ApiError,
+    ctx: &CallContext,
+) {
+    match started {
+        Some(started) => {
+            let _ = started.send(Err(error));
+        }
+        None => {
+            let _ = frames
+                .send(sse_frame(&error.body(&ctx.invocation_id)))
                 .await;
         }
     }
