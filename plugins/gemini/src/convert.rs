@@ -119,16 +119,15 @@ fn method_url(base: &str, model: &str, method: &str) -> Result<String, ProviderE
     ))
 }
 
+/// Every byte but RFC 3986's unreserved characters is encoded.
+const NOT_UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
 fn percent_encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(text, NOT_UNRESERVED).to_string()
 }
 
 /// Builds the upstream request of a completion: `generateContent`, or

@@ -602,30 +602,19 @@ pub fn parse_embeddings(
     })
 }
 
-/// Decodes a base64 embedding (`encoding_format: "base64"`): little-endian f32s.
+/// Decodes a base64 embedding (`encoding_format: "base64"`): little-endian f32s. Padding is
+/// optional, and the URL-safe alphabet is accepted too (some OpenAI-compatible servers use it).
 fn decode_base64_f32(text: &str) -> Result<Vec<f32>, ProviderError> {
-    let mut bytes = Vec::with_capacity(text.len() / 4 * 3);
-    let mut acc: u32 = 0;
-    let mut bits = 0u32;
-    for c in text.bytes() {
-        let sextet = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' | b'-' => 62,
-            b'/' | b'_' => 63,
-            b'=' => break,
-            _ => return Err(malformed("an embedding is neither floats nor base64")),
-        };
-        acc = (acc << 6) | u32::from(sextet);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            // Truncation keeps exactly the 8 completed bits.
-            bytes.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
+    use base64::Engine as _;
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    const LENIENT: GeneralPurposeConfig =
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent);
+    const STANDARD: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::STANDARD, LENIENT);
+    const URL_SAFE: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::URL_SAFE, LENIENT);
+    let bytes = STANDARD
+        .decode(text)
+        .or_else(|_| URL_SAFE.decode(text))
+        .map_err(|_| malformed("an embedding is neither floats nor base64"))?;
     if bytes.len() % 4 != 0 {
         return Err(malformed(
             "a base64 embedding is not a whole number of f32s",

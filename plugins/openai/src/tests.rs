@@ -1242,8 +1242,25 @@ fn base64_embeddings_are_decoded() {
     let embeddings = parse_embeddings(body, "asked", 1).expect("parses");
     assert_eq!(embeddings.vectors, [vec![1.0, -2.5]]);
     assert!(embeddings.usage.is_none());
+    // Without padding, and in either alphabet: 0.99999994 is ff ff 7f 3f, "//9/Pw==" or "__9_Pw".
+    let body = br#"{"model":"m","data":[{"index":0,"embedding":"AACAPwAAIMA"}]}"#;
+    assert_eq!(
+        parse_embeddings(body, "asked", 1)
+            .expect("no padding")
+            .vectors,
+        [vec![1.0, -2.5]]
+    );
+    for text in ["//9/Pw==", "__9_Pw"] {
+        let body = format!(r#"{{"model":"m","data":[{{"index":0,"embedding":"{text}"}}]}}"#);
+        let vectors = parse_embeddings(body.as_bytes(), "asked", 1)
+            .expect(text)
+            .vectors;
+        assert_eq!(vectors, [vec![0.99999994_f32]], "{text}");
+    }
     let bad = br#"{"model":"m","data":[{"index":0,"embedding":"AAA*"}]}"#;
     failed(parse_embeddings(bad, "asked", 1));
+    let not_f32s = br#"{"model":"m","data":[{"index":0,"embedding":"AAAA"}]}"#;
+    failed(parse_embeddings(not_f32s, "asked", 1));
 }
 
 #[test]
