@@ -57,8 +57,9 @@ fn serve_until_exit(config: &Path) -> (ExitStatus, String) {
     (status, reader.join().expect("stderr reader"))
 }
 
-#[test]
-fn a_gateway_whose_route_has_an_unknown_key_does_not_start() {
+/// Runs `gateway serve` on a config of its own directory with `routes` (TOML, as an operator
+/// writes it) after the usual top-level keys; asserts it refuses to start and returns its stderr.
+fn refused_start(routes: &str) -> String {
     let dir = tempfile::Builder::new()
         .prefix("gateway-config-test-")
         .tempdir()
@@ -70,8 +71,7 @@ fn a_gateway_whose_route_has_an_unknown_key_does_not_start() {
     std::fs::write(
         &config,
         format!(
-            "listen = \"127.0.0.1:0\"\ndatabase = {}\nplugins_dir = {}\ndemo_project = false\n\
-             \n[providers.demo]\nplugin = \"echo\"\ndefault_model = \"echo\"\nmemory_limt_mb = 128\n",
+            "listen = \"127.0.0.1:0\"\ndatabase = {}\nplugins_dir = {}\ndemo_project = false\n\n{routes}",
             quoted(&dir.path().join("gateway.db")),
             quoted(&plugins),
         ),
@@ -81,6 +81,18 @@ fn a_gateway_whose_route_has_an_unknown_key_does_not_start() {
     let (status, stderr) = serve_until_exit(&config);
     assert!(!status.success(), "exited with {status}; stderr:\n{stderr}");
     assert!(
+        !stderr.contains("gateway listening"),
+        "it listened anyway:\n{stderr}"
+    );
+    stderr
+}
+
+#[test]
+fn a_gateway_whose_route_has_an_unknown_key_does_not_start() {
+    let stderr = refused_start(
+        "[providers.demo]\nplugin = \"echo\"\ndefault_model = \"echo\"\nmemory_limt_mb = 128\n",
+    );
+    assert!(
         stderr.contains("providers.demo.memory_limt_mb"),
         "the key and its route are not named:\n{stderr}"
     );
@@ -88,9 +100,14 @@ fn a_gateway_whose_route_has_an_unknown_key_does_not_start() {
         stderr.contains("`memory_limit_mb`"),
         "the known keys are not listed:\n{stderr}"
     );
+}
+
+#[test]
+fn a_gateway_with_a_zero_limit_does_not_start() {
+    let stderr = refused_start("[providers.demo]\nplugin = \"echo\"\ncpu_time_ms = 0\n");
     assert!(
-        !stderr.contains("gateway listening"),
-        "it listened anyway:\n{stderr}"
+        stderr.contains("providers.demo.cpu_time_ms") && stderr.contains("must be positive"),
+        "the key and its problem are not named:\n{stderr}"
     );
 }
 

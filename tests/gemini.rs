@@ -410,7 +410,7 @@ fn check_tool(case: &str, style: Style) {
         .map(|c| c["id"].as_str().expect("id"))
         .collect();
     let expected_ids: Vec<String> = (0..recorded.calls.len())
-        .map(|i| format!("call_{i}"))
+        .map(|i| format!("call_0_{i}"))
         .collect();
     assert_eq!(ids, expected_ids, "{choice}");
     assert_eq!(

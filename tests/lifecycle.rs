@@ -307,7 +307,7 @@ fn config_edits_apply_without_restart_and_bad_ones_are_refused() {
     assert!(gw.admin_config(ADMIN_TOKEN)["rejected"].is_null());
 }
 
-/// `legacy.wasm` is built against the frozen `wit/frozen/0.1.0` world; the
+/// `legacy.wasm` is built against the frozen `plugin-sdk/wit/frozen/0.1.0` world; the
 /// host serves 0.1.1. Plugins of an earlier compatible version keep working.
 #[test]
 fn a_plugin_built_against_the_previous_wit_version_still_serves() {

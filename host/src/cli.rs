@@ -8,10 +8,44 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use crate::config::Config;
-use crate::plugins::PluginRuntime;
-use crate::routing::Routes;
-use crate::server::{self, AppState, admin};
-use crate::store::{InvocationFilter, InvocationLog, Store, format_time_ms};
+use crate::config::reload::WatchConfigError;
+use crate::plugins::hot_reload::HotReloadError;
+use crate::plugins::{PluginRuntime, RuntimeError};
+use crate::routing::{RouteError, Routes};
+use crate::server::{self, AppState, ServeError, admin};
+use crate::store::{InvocationFilter, InvocationLog, Store, StoreError, format_time_ms};
+
+/// Why a command failed; printed as `error: ...`.
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("give at least 8 characters of the key")]
+    ShortKeyPrefix,
+    #[error("{0:?} is not an invocation id")]
+    NotAnInvocationId(String),
+    #[error("no invocation {0}")]
+    NoInvocation(String),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    PluginRuntime(#[from] RuntimeError),
+    #[error(transparent)]
+    PluginsDir(#[from] HotReloadError),
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        address: std::net::SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot start the invocation writer: {0}")]
+    InvocationWriter(std::io::Error),
+    #[error(transparent)]
+    Route(#[from] RouteError),
+    #[error(transparent)]
+    WatchConfig(#[from] WatchConfigError),
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+}
 
 #[derive(Parser)]
 #[command(
@@ -120,8 +154,8 @@ pub fn run() -> ExitCode {
     };
     match runtime.block_on(execute(cli.command, config, cli.config)) {
         Ok(code) => code,
-        Err(message) => {
-            eprintln!("error: {message}");
+        Err(error) => {
+            eprintln!("error: {error}");
             ExitCode::FAILURE
         }
     }
@@ -131,23 +165,20 @@ async fn execute(
     command: Command,
     config: Config,
     config_path: Option<PathBuf>,
-) -> Result<ExitCode, String> {
+) -> Result<ExitCode, CliError> {
     if let Command::Plugins {
         command: PluginsCommand::List,
     } = command
     {
         return list_plugins(&config).await;
     }
-    let store = Store::open(&config.database).map_err(|e| e.to_string())?;
+    let store = Store::open(&config.database)?;
     match command {
         Command::Serve => serve(config, config_path, store).await,
         Command::Project {
             command: ProjectCommand::Create { name },
         } => {
-            let project = store
-                .create_project(&name)
-                .await
-                .map_err(|e| e.to_string())?;
+            let project = store.create_project(&name).await?;
             println!("created project {:?}", project.name);
             println!("{}", project.id);
             Ok(ExitCode::SUCCESS)
@@ -155,10 +186,7 @@ async fn execute(
         Command::Key {
             command: KeyCommand::Create { project_id },
         } => {
-            let key = store
-                .create_key(&project_id)
-                .await
-                .map_err(|e| e.to_string())?;
+            let key = store.create_key(&project_id).await?;
             println!("created a key for project {project_id}; it is shown only this once:");
             println!("{key}");
             Ok(ExitCode::SUCCESS)
@@ -167,12 +195,9 @@ async fn execute(
             command: KeyCommand::Revoke { key_prefix },
         } => {
             if key_prefix.chars().count() < 8 {
-                return Err("give at least 8 characters of the key".into());
+                return Err(CliError::ShortKeyPrefix);
             }
-            let revoked = store
-                .revoke_keys(&key_prefix)
-                .await
-                .map_err(|e| e.to_string())?;
+            let revoked = store.revoke_keys(&key_prefix).await?;
             println!("revoked {revoked} key(s)");
             Ok(if revoked == 0 {
                 ExitCode::FAILURE
@@ -193,10 +218,7 @@ async fn execute(
                 user_id: user,
                 limit,
             };
-            let records = store
-                .list_invocations(&filter)
-                .await
-                .map_err(|e| e.to_string())?;
+            let records = store.list_invocations(&filter).await?;
             println!("ID  CREATED_AT  STATUS  HTTP_STATUS  ROUTE  MODEL  TOKENS  COST");
             for r in records {
                 let dash = || "-".to_owned();
@@ -220,16 +242,16 @@ async fn execute(
         Command::Invocations {
             command: InvocationsCommand::Show { id },
         } => {
-            let uuid = uuid::Uuid::parse_str(&id)
-                .map_err(|_| format!("{id:?} is not an invocation id"))?;
-            match store.invocation(&uuid).await.map_err(|e| e.to_string())? {
+            let Ok(uuid) = uuid::Uuid::parse_str(&id) else {
+                return Err(CliError::NotAnInvocationId(id));
+            };
+            match store.invocation(&uuid).await? {
                 Some(record) => {
-                    let text = serde_json::to_string_pretty(&record.to_json())
-                        .map_err(|e| e.to_string())?;
+                    let text = serde_json::to_string_pretty(&record.to_json())?;
                     println!("{text}");
                     Ok(ExitCode::SUCCESS)
                 }
-                None => Err(format!("no invocation {id}")),
+                None => Err(CliError::NoInvocation(id)),
             }
         }
     }
@@ -239,16 +261,10 @@ async fn serve(
     config: Config,
     config_path: Option<PathBuf>,
     store: Store,
-) -> Result<ExitCode, String> {
-    if config.demo_project && store.project_count().await.map_err(|e| e.to_string())? == 0 {
-        let project = store
-            .create_project("demo")
-            .await
-            .map_err(|e| e.to_string())?;
-        let key = store
-            .create_key(&project.id)
-            .await
-            .map_err(|e| e.to_string())?;
+) -> Result<ExitCode, CliError> {
+    if config.demo_project && store.project_count().await? == 0 {
+        let project = store.create_project("demo").await?;
+        let key = store.create_key(&project.id).await?;
         println!("demo project id: {}", project.id);
         println!("demo api key: {key}");
         println!(
@@ -257,18 +273,16 @@ async fn serve(
         );
     }
 
-    // Before any route is built: routes keep an upstream client per worker.
     let workers = match config.workers {
         0 => crate::worker::default_count(),
         n => n,
     };
-    crate::worker::set_count(workers);
     let runtime = Arc::new(PluginRuntime::with_max_instances(
         config.plugin_cache_dir().as_deref(),
-        config.max_plugin_instances,
+        config.max_plugin_instances.get(),
     )?);
     let (loaded, _rejected) = runtime.load_dir(&config.plugins_dir).await;
-    let _watcher = crate::plugins::watch::watch(runtime.clone(), &config.plugins_dir)?;
+    let _watcher = crate::plugins::hot_reload::watch(runtime.clone(), &config.plugins_dir)?;
     crate::plugins::trim::spawn(Arc::downgrade(&runtime));
     for (id, route) in &config.providers {
         if !loaded.contains(&route.plugin) {
@@ -277,19 +291,22 @@ async fn serve(
         }
     }
 
+    let listen_error = |source| CliError::Listen {
+        address: config.listen,
+        source,
+    };
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
-        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
-    let address = listener.local_addr().map_err(|e| e.to_string())?;
-    let (log, writer) = InvocationLog::start(store.clone())
-        .map_err(|e| format!("cannot start the invocation writer: {e}"))?;
+        .map_err(listen_error)?;
+    let address = listener.local_addr().map_err(listen_error)?;
+    let (log, writer) = InvocationLog::start(store.clone()).map_err(CliError::InvocationWriter)?;
     if let Some(days) = config.record_retention_days {
-        crate::store::retention::spawn(store.clone(), days);
+        crate::store::retention::spawn(store.clone(), days.get());
     }
     let routes = Routes::from_config(&config)?;
     let state = Arc::new(AppState::new(config, routes, runtime, store, log));
     let _config_watcher = match &config_path {
-        Some(path) => Some(crate::reload::watch_config(&state, path)?),
+        Some(path) => Some(crate::config::reload::watch_config(&state, path)?),
         None => None,
     };
     println!("gateway listening on http://{address}");
@@ -309,7 +326,7 @@ async fn serve(
 }
 
 /// Asks the running gateway; when none answers, loads the plugins directory itself.
-async fn list_plugins(config: &Config) -> Result<ExitCode, String> {
+async fn list_plugins(config: &Config) -> Result<ExitCode, CliError> {
     let from_server = async {
         let token = config.admin_token.as_deref()?;
         let url = format!("http://{}/admin/plugins", config.listen);

@@ -177,8 +177,8 @@ impl From<PluginError> for ApiError {
             PluginError::Provider(types::ProviderError::Failed(message)) => {
                 ApiError::ProviderFailed(message)
             }
-            PluginError::Crashed(message) => ApiError::PluginFailed(message),
-            PluginError::Unavailable(message) => ApiError::PluginUnavailable(message),
+            PluginError::Crashed(failure) => ApiError::PluginFailed(failure.to_string()),
+            PluginError::Unavailable(failure) => ApiError::PluginUnavailable(failure.to_string()),
             PluginError::Busy(limit) => ApiError::Busy(limit),
         }
     }

@@ -31,8 +31,8 @@ pub struct PriceTable {
 
 impl PriceTable {
     /// Parses a price table in the format of `host/prices.toml`.
-    pub fn parse(text: &str) -> Result<PriceTable, String> {
-        toml::from_str(text).map_err(|e| e.to_string())
+    pub fn parse(text: &str) -> Result<PriceTable, toml::de::Error> {
+        toml::from_str(text)
     }
 
     /// The table shipped with the gateway. A unit test guarantees it parses; should it ever

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{Config, RouteConfig};
+use crate::config::{Config, RouteConfig, RouteSandboxError};
 use crate::error::ApiError;
 use crate::plugins::{Sandbox, types};
 
@@ -23,9 +23,17 @@ pub struct Routes {
     routes: HashMap<String, Arc<Route>>,
 }
 
+/// A route of the config that cannot be served.
+#[derive(Debug, thiserror::Error)]
+#[error("providers.{id}.{source}")]
+pub struct RouteError {
+    id: String,
+    source: RouteSandboxError,
+}
+
 impl Routes {
     /// The routes of a validated config (see [`Config::parse`]).
-    pub fn from_config(config: &Config) -> Result<Routes, String> {
+    pub fn from_config(config: &Config) -> Result<Routes, RouteError> {
         let routes = config
             .providers
             .iter()
@@ -38,7 +46,10 @@ impl Routes {
                     }
                     key
                 });
-                let sandbox = route.sandbox().map_err(|e| format!("providers.{id}.{e}"))?;
+                let sandbox = route.sandbox().map_err(|source| RouteError {
+                    id: id.clone(),
+                    source,
+                })?;
                 let route = Route {
                     id: id.clone(),
                     sandbox: Arc::new(sandbox),
@@ -49,7 +60,7 @@ impl Routes {
                 };
                 Ok((id.clone(), Arc::new(route)))
             })
-            .collect::<Result<_, String>>()?;
+            .collect::<Result<_, RouteError>>()?;
         Ok(Routes { routes })
     }
 
@@ -96,8 +107,8 @@ impl Route {
             base_url: self
                 .config
                 .base_url
-                .as_deref()
-                .unwrap_or("")
+                .as_ref()
+                .map_or("", |url| url.as_str())
                 .trim_end_matches('/')
                 .to_owned(),
             api_key,

@@ -4,34 +4,35 @@
 //! request never changes threads between accept, plugin and upstream call,
 //! which is what keeps its added latency low (BENCHMARKS.md). Per-worker
 //! resources, such as a route's upstream connection pool, are picked by the
-//! index kept here.
+//! worker kept here.
+//!
+//! A worker thread learns its index and how many workers there are when it
+//! starts ([`enter`]); nothing needs setting up before, so a route built
+//! before, during or after the workers start sees the same thing.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// One serving thread, as the thread itself knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Worker {
+    /// 0-based, below `count`.
+    pub index: usize,
+    /// How many serving threads there are.
+    pub count: usize,
+}
 
 thread_local! {
-    static CURRENT: Cell<usize> = const { Cell::new(0) };
+    static CURRENT: Cell<Option<Worker>> = const { Cell::new(None) };
 }
 
-static COUNT: AtomicUsize = AtomicUsize::new(0);
-
-/// How many serving threads there are (or will be): set once at startup.
-pub fn set_count(workers: usize) {
-    COUNT.store(workers, Ordering::Relaxed);
+/// Marks the calling thread as worker `index` (1-based) of `count`.
+pub fn enter(index: usize, count: usize) {
+    let worker = index.checked_sub(1).map(|index| Worker { index, count });
+    CURRENT.with(|current| current.set(worker));
 }
 
-/// How many serving threads there are (0 before the server starts).
-pub fn count() -> usize {
-    COUNT.load(Ordering::Relaxed)
-}
-
-/// Marks the calling thread as worker `index` (1-based).
-pub fn enter(index: usize) {
-    CURRENT.with(|current| current.set(index));
-}
-
-/// The current worker's index, 0 outside the workers.
-pub fn current() -> usize {
+/// The worker the calling thread is, if it is one.
+pub fn current() -> Option<Worker> {
     CURRENT.with(Cell::get)
 }
 

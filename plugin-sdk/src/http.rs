@@ -78,6 +78,39 @@ impl Request {
         self.replace_header("authorization", &format!("Bearer {key}"))
     }
 
+    /// Adds the provider key, when there is one (non-empty; local servers
+    /// often need none): in the header `header` (e.g. `x-api-key`), or as
+    /// `Authorization: Bearer` when `header` is `None`.
+    ///
+    /// ```
+    /// use gateway_plugin_sdk::http::Request;
+    ///
+    /// let request = Request::post("https://x").api_key(Some("x-api-key"), Some("k"));
+    /// assert_eq!(request.header_value("x-api-key"), Some("k"));
+    /// let request = Request::post("https://x").api_key(None, Some("k"));
+    /// assert_eq!(request.header_value("authorization"), Some("Bearer k"));
+    /// assert!(Request::post("https://x").api_key(None, Some("")).headers().is_empty());
+    /// ```
+    pub fn api_key(self, header: Option<&str>, key: Option<&str>) -> Self {
+        match (key.filter(|key| !key.is_empty()), header) {
+            (None, _) => self,
+            (Some(key), Some(header)) => self.header(header, key),
+            (Some(key), None) => self.bearer(key),
+        }
+    }
+
+    /// Asks for the answer as an event stream (`Accept: text/event-stream`)
+    /// when `stream`, else as JSON (`Accept: application/json`); replaces any
+    /// `Accept` set before.
+    pub fn streaming(self, stream: bool) -> Self {
+        let accept = if stream {
+            "text/event-stream"
+        } else {
+            "application/json"
+        };
+        self.replace_header("accept", accept)
+    }
+
     /// Sets the body to `value` serialized as JSON, and
     /// `Content-Type: application/json` (replacing any `Content-Type` set
     /// before).

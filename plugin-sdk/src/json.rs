@@ -1,4 +1,5 @@
-//! Lenient deserializers for reading provider answers with serde.
+//! JSON helpers: [`to_value`] for building upstream requests, and lenient
+//! deserializers for reading provider answers with serde.
 //!
 //! Providers and the many servers that imitate them disagree on details: a
 //! list sent as `null`, a token count sent as `20.0` or as the string `"20"`.
@@ -26,8 +27,18 @@
 //! Pair each with `#[serde(default)]` so that a missing field is accepted as
 //! well as a `null` one.
 
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Number, Value};
+
+use crate::{ProviderError, Usage};
+
+/// `serde_json::to_value` for an upstream request's parts: a failure (a map
+/// with non-string keys, a float that is not finite) is
+/// [`ProviderError::Failed`].
+pub fn to_value<T: Serialize + ?Sized>(value: &T) -> Result<Value, ProviderError> {
+    serde_json::to_value(value)
+        .map_err(|e| ProviderError::Failed(format!("cannot encode the upstream request: {e}")))
+}
 
 /// Deserializes `null` as the type's default (e.g. `"choices": null` as an
 /// empty list); any other value must deserialize as `T`.
@@ -64,6 +75,43 @@ where
         Value::String(s) => s.trim().parse::<u64>().ok().map(saturating_u32),
         _ => None,
     })
+}
+
+/// Reads a usage object with the gateway's field names, which OpenAI-style
+/// APIs share: `prompt_tokens`, `completion_tokens` and `total_tokens` (their
+/// sum when missing), each read leniently as by [`count`] (missing is 0).
+/// Other fields are ignored; cache and reasoning details stay `None`.
+///
+/// ```
+/// use gateway_plugin_sdk::Usage;
+/// use serde::Deserialize;
+/// use serde_json::json;
+///
+/// let usage = Usage::deserialize(&json!({"prompt_tokens": 9, "completion_tokens": 3.0})).unwrap();
+/// assert_eq!(usage, Usage::new(9, 3));
+/// assert!(Usage::deserialize(&json!(null)).is_err());
+/// ```
+impl<'de> Deserialize<'de> for Usage {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Counts {
+            #[serde(default, deserialize_with = "count")]
+            prompt_tokens: Option<u32>,
+            #[serde(default, deserialize_with = "count")]
+            completion_tokens: Option<u32>,
+            #[serde(default, deserialize_with = "count")]
+            total_tokens: Option<u32>,
+        }
+        let counts = Counts::deserialize(deserializer)?;
+        let usage = Usage::new(
+            counts.prompt_tokens.unwrap_or(0),
+            counts.completion_tokens.unwrap_or(0),
+        );
+        Ok(Usage {
+            total_tokens: counts.total_tokens.unwrap_or(usage.total_tokens),
+            ..usage
+        })
+    }
 }
 
 fn number_count(n: &Number) -> Option<u32> {

@@ -53,58 +53,70 @@
 //!
 //! # A complete plugin
 //!
-//! This plugin forwards chat prompts to an OpenAI-style endpoint. It shows the
-//! pieces most plugins need: reading the request, calling the upstream with
-//! [`http::Request`], turning error answers into [`ProviderError::Upstream`]
-//! with [`http::Response::error_for_status`], and streaming with
-//! [`http::Response::sse`] and [`StreamAssembler`].
+//! `examples/minimal-provider` in the gateway's repository is a complete
+//! provider for an OpenAI-compatible chat API in under 60 lines. Its shape:
+//!
+//! - [`Provider::complete`] and [`Provider::complete_stream`] build the
+//!   upstream [`http::Request`] from the [`CompletionRequest`] (the prompt,
+//!   the caller's params with [`params_object_except`], the route's key with
+//!   [`http::Request::api_key`], typed route settings with
+//!   [`Route::settings`]);
+//! - a [`StreamDecoder`] says how to read the provider's answer, whole or one
+//!   event at a time, into an [`Answer`];
+//! - [`read_completion`] and [`read_stream`] do the rest: error answers
+//!   become [`ProviderError::Upstream`], text and usage reach the caller as
+//!   they arrive, and a stream cut short is an error rather than a short
+//!   answer.
 //!
 //! ```no_run,standalone_crate
+//! use gateway_plugin_sdk::sse::Event;
 //! use gateway_plugin_sdk::{
-//!     export_provider, http, params_object, Completion, CompletionRequest, FinishReason,
-//!     ModelPrice, PluginInfo, Prompt, Provider, ProviderError, Sink, StreamAssembler,
+//!     export_provider, http, params_object_except, read_completion, read_stream, Answer,
+//!     Completion, CompletionRequest, FinishReason, ModelPrice, PluginInfo, Prompt, Provider,
+//!     ProviderError, Sink, StreamDecoder,
 //! };
-//! use serde::Deserialize;
-//! use serde_json::json;
+//! use serde_json::{json, Value};
 //!
 //! struct Mini;
 //!
-//! #[derive(Deserialize)]
-//! struct Answer {
-//!     choices: Vec<AnswerChoice>,
-//! }
-//!
-//! #[derive(Deserialize)]
-//! struct AnswerChoice {
-//!     message: AnswerMessage,
-//! }
-//!
-//! #[derive(Deserialize)]
-//! struct AnswerMessage {
-//!     content: Option<String>,
-//! }
-//!
 //! /// The upstream request: the gateway's prompt plus the caller's params.
-//! fn upstream_request(request: &CompletionRequest, stream: bool) -> Result<http::Request, ProviderError> {
+//! fn upstream(request: &CompletionRequest, stream: bool) -> Result<http::Request, ProviderError> {
 //!     let Prompt::Chat(messages) = &request.prompt else {
 //!         return Err(ProviderError::InvalidRequest("mini only serves chat prompts".into()));
 //!     };
-//!     let key = request.route.api_key.as_deref().ok_or_else(|| {
-//!         ProviderError::InvalidRequest("mini needs a Provider-API-Key".into())
-//!     })?;
-//!     let mut body = params_object(&request.params)?;
+//!     let mut body = params_object_except(&request.params, &["model", "messages", "stream"])?;
 //!     body.insert("model".into(), json!(request.model));
 //!     body.insert("stream".into(), json!(stream));
-//!     body.insert(
-//!         "messages".into(),
-//!         messages
-//!             .iter()
-//!             .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
-//!             .collect(),
-//!     );
+//!     let messages = messages.iter().map(|m| json!({"role": m.role.as_str(), "content": m.content}));
+//!     body.insert("messages".into(), messages.collect());
 //!     http::Request::post(format!("{}/chat/completions", request.route.base_url))
-//!         .bearer(key)
+//!         .streaming(stream)
+//!         .api_key(None, request.route.api_key.as_deref())
 //!         .json(&body)
+//! }
+//!
+//! /// Answers hold `choices[0].message.content`, stream events `choices[0].delta.content`.
+//! struct Reader;
+//!
+//! impl StreamDecoder for Reader {
+//!     fn body(&mut self, body: &[u8], answer: &mut Answer) -> Result<(), ProviderError> {
+//!         let value: Value = serde_json::from_slice(body).map_err(ProviderError::malformed)?;
+//!         answer.text(0, value["choices"][0]["message"]["content"].as_str().unwrap_or(""));
+//!         answer.finish_reason(0, FinishReason::Stop);
+//!         answer.complete();
+//!         Ok(())
+//!     }
+//!
+//!     fn event(&mut self, event: &Event, answer: &mut Answer) -> Result<(), ProviderError> {
+//!         if event.data == "[DONE]" {
+//!             answer.finish_reason(0, FinishReason::Stop);
+//!             answer.end();
+//!             return Ok(());
+//!         }
+//!         let value: Value = serde_json::from_str(&event.data).map_err(ProviderError::malformed)?;
+//!         answer.text(0, value["choices"][0]["delta"]["content"].as_str().unwrap_or(""));
+//!         Ok(())
+//!     }
 //! }
 //!
 //! impl Provider for Mini {
@@ -112,48 +124,18 @@
 //!         PluginInfo {
 //!             name: "mini".into(),
 //!             version: env!("CARGO_PKG_VERSION").into(),
-//!             models: vec![ModelPrice {
-//!                 model: "mini-1".into(),
-//!                 input_per_mtok: 0.1,
-//!                 output_per_mtok: 0.4,
-//!             }],
+//!             models: ModelPrice::table(&[("mini-1", 0.1, 0.4)]),
 //!         }
 //!     }
 //!
 //!     fn complete(request: CompletionRequest) -> Result<Completion, ProviderError> {
-//!         let answer: Answer = upstream_request(&request, false)?
-//!             .send()?
-//!             .error_for_status()?
-//!             .json()?;
-//!         let mut assembler = StreamAssembler::new();
-//!         for (index, choice) in (0u32..).zip(answer.choices) {
-//!             assembler.push_text(index, choice.message.content.as_deref().unwrap_or(""));
-//!             assembler.finish_reason(index, FinishReason::Stop);
-//!         }
-//!         Ok(assembler.finish(request.model))
+//!         let response = upstream(&request, false)?.send()?;
+//!         read_completion(response, &request.model, Reader)
 //!     }
 //!
-//!     fn complete_stream(
-//!         request: CompletionRequest,
-//!         sink: &mut Sink,
-//!     ) -> Result<Completion, ProviderError> {
-//!         let response = upstream_request(&request, true)?.send()?.error_for_status()?;
-//!         let mut assembler = StreamAssembler::new();
-//!         for event in response.sse() {
-//!             let event = event?;
-//!             if event.data == "[DONE]" {
-//!                 break;
-//!             }
-//!             let delta: serde_json::Value = serde_json::from_str(&event.data)
-//!                 .map_err(|e| ProviderError::Failed(format!("unreadable stream event: {e}")))?;
-//!             if let Some(text) = delta["choices"][0]["delta"]["content"].as_str() {
-//!                 assembler.push_text(0, text);
-//!                 // An error here means the caller left: stop work and return it.
-//!                 sink.text(0, text)?;
-//!             }
-//!         }
-//!         assembler.finish_reason(0, FinishReason::Stop);
-//!         Ok(assembler.finish(request.model))
+//!     fn complete_stream(request: CompletionRequest, sink: &mut Sink) -> Result<Completion, ProviderError> {
+//!         let response = upstream(&request, true)?.send()?;
+//!         read_stream(response, sink, &request.model, Reader)
 //!     }
 //! }
 //!
@@ -166,7 +148,7 @@
 //!   time, so there is nothing to clean up and nothing to share between calls.
 //! - [`CompletionRequest::route`] carries the route's `base_url` (without a
 //!   trailing slash), the provider key to use (the caller's or the operator's),
-//!   and the operator's plugin settings ([`settings_object`]).
+//!   and the operator's plugin settings ([`Route::settings`]).
 //!   [`CompletionRequest::params`] holds every other caller parameter
 //!   (`temperature`, `max_tokens`, ...) as a JSON object ([`params_object`]).
 //! - Outbound HTTP may only reach the host of the route's `base_url`; the
@@ -193,9 +175,11 @@
 //! panics there, and [`log`] writes to stderr. [`Sink::buffered`] and
 //! [`http::Response::from_chunks`] stand in for the host in tests.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
+mod answer;
 mod assembler;
+mod calls;
 pub mod http;
 pub mod json;
 pub mod log;
@@ -203,17 +187,23 @@ mod params;
 pub mod sse;
 mod upstream;
 
+pub use answer::{Answer, StreamDecoder, read_completion, read_stream};
 pub use assembler::StreamAssembler;
-pub use params::{params_object, settings_object};
-pub use upstream::upstream_error;
+pub use calls::{OpenCall, OpenCalls};
+pub use params::{params_object, params_object_except, settings_object};
+pub use upstream::{embedded_error, upstream_error};
 
 use __private::gateway::provider::types as wit;
 
 /// Who wrote a chat [`Message`].
 pub use wit::Role;
 
+/// A (legacy, single) function call of an assistant message: the function's
+/// name and its arguments as JSON text.
 pub use wit::FunctionCall;
 
+/// A tool call of an assistant message: its id (which the tool's result
+/// names), the function's name and its arguments as JSON text.
 pub use wit::ToolCall;
 
 /// One message of a chat prompt.
@@ -228,6 +218,8 @@ pub use wit::FunctionChoice;
 /// The caller's prompt: a text prompt or a chat conversation.
 pub use wit::Prompt;
 
+/// The route a request came by: its id, the upstream's `base_url`, the
+/// provider key to use and the operator's plugin settings.
 pub use wit::Route;
 
 /// A completion to perform, already validated by the gateway.
@@ -245,8 +237,11 @@ pub use wit::Choice;
 /// The result of a completion: the answering model, its choices and usage.
 pub use wit::Completion;
 
+/// New text of one choice of a streamed completion.
 pub use wit::TextDelta;
 
+/// A partial result of a streamed completion: new text, and the usage so
+/// far when the upstream reported it.
 pub use wit::Chunk;
 
 /// Embeddings to compute, one vector per `input` string.
@@ -255,6 +250,8 @@ pub use wit::EmbeddingRequest;
 /// The result of an embedding request.
 pub use wit::Embeddings;
 
+/// An error answer of the upstream API: its HTTP status, the provider's
+/// message and the `Retry-After` seconds.
 pub use wit::UpstreamError;
 
 /// Why a call failed; the gateway turns it into the caller's HTTP status.
@@ -299,7 +296,74 @@ impl Route {
     }
 }
 
+impl ProviderError {
+    /// The error for an upstream answer the plugin cannot read:
+    /// [`ProviderError::Failed`] with `error`, which should not quote the
+    /// answer (it may be huge).
+    pub fn malformed(error: impl std::fmt::Display) -> Self {
+        ProviderError::Failed(format!("malformed response from upstream: {error}"))
+    }
+}
+
+impl Usage {
+    /// Usage of `prompt` and `completion` tokens, their sum as the total and
+    /// no cache or reasoning details.
+    pub fn new(prompt: u32, completion: u32) -> Self {
+        Usage {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            total_tokens: prompt.saturating_add(completion),
+            cached_prompt_tokens: None,
+            cache_creation_tokens: None,
+            reasoning_tokens: None,
+        }
+    }
+}
+
+impl PluginInfo {
+    /// A plugin named `name` (the name the gateway reports; its routes refer
+    /// to the `.wasm` file's stem), at `version`, knowing `models`.
+    pub fn new(name: &str, version: &str, models: Vec<ModelPrice>) -> Self {
+        PluginInfo {
+            name: name.to_owned(),
+            version: version.to_owned(),
+            models,
+        }
+    }
+}
+
+impl Prompt {
+    /// The prompt as a conversation: a chat's messages, or a text prompt as
+    /// one user message (how chat APIs take a text prompt).
+    pub fn messages(&self) -> std::borrow::Cow<'_, [Message]> {
+        match self {
+            Prompt::Chat(messages) => std::borrow::Cow::Borrowed(messages),
+            Prompt::Text(text) => std::borrow::Cow::Owned(vec![Message {
+                role: Role::User,
+                content: Some(text.clone()),
+                name: None,
+                function_call: None,
+                tool_calls: Vec::new(),
+                tool_call_id: None,
+            }]),
+        }
+    }
+}
+
 impl FinishReason {
+    /// The reason spelled as by [`FinishReason::as_str`] (and OpenAI-style
+    /// APIs); any other spelling is [`FinishReason::Other`].
+    pub fn parse(reason: &str) -> Self {
+        match reason {
+            "stop" => FinishReason::Stop,
+            "length" => FinishReason::Length,
+            "function_call" => FinishReason::FunctionCall,
+            "tool_calls" => FinishReason::ToolCalls,
+            "content_filter" => FinishReason::ContentFilter,
+            _ => FinishReason::Other,
+        }
+    }
+
     /// The reason as the Commonbase API (and OpenAI) spell it: `"stop"`,
     /// `"length"`, `"function_call"`, `"tool_calls"`, `"content_filter"` or
     /// `"other"`.
@@ -379,6 +443,68 @@ pub trait Provider {
             Self::info().name
         )))
     }
+}
+
+/// A provider that answers each completion with one upstream HTTP request:
+/// implement this, and the SDK implements [`Provider`] for it.
+///
+/// A call sends [`HttpProvider::request`] (logged at debug level as with
+/// [`http::Request::send_logged`]) and reads the answer with a fresh
+/// [`HttpProvider::Decoder`] through [`read_completion`] or [`read_stream`].
+/// Implement [`Provider`] directly when a call needs more than one request.
+pub trait HttpProvider {
+    /// Reads the upstream's answers; a new one (`Default`) for every call.
+    type Decoder: StreamDecoder + Default;
+
+    /// Describes the plugin. Called once when the gateway loads it.
+    fn info() -> PluginInfo;
+
+    /// The upstream request for `request`, asking for an event stream when
+    /// `stream`.
+    fn request(request: &CompletionRequest, stream: bool) -> Result<http::Request, ProviderError>;
+
+    /// Computes embeddings, as [`Provider::embed`] (whose default this is).
+    fn embed(request: EmbeddingRequest) -> Result<Embeddings, ProviderError> {
+        let _ = request;
+        Err(ProviderError::InvalidRequest(format!(
+            "{} does not support embeddings",
+            Self::info().name
+        )))
+    }
+}
+
+impl<T: HttpProvider> Provider for T {
+    fn info() -> PluginInfo {
+        T::info()
+    }
+
+    fn complete(request: CompletionRequest) -> Result<Completion, ProviderError> {
+        let response = T::request(&request, false)?.send_logged()?;
+        read_completion(response, &request.model, T::Decoder::default())
+    }
+
+    fn complete_stream(
+        request: CompletionRequest,
+        sink: &mut Sink,
+    ) -> Result<Completion, ProviderError> {
+        let response = T::request(&request, true)?.send_logged()?;
+        read_stream(response, sink, &request.model, T::Decoder::default())
+    }
+
+    fn embed(request: EmbeddingRequest) -> Result<Embeddings, ProviderError> {
+        T::embed(request)
+    }
+}
+
+/// The items most plugins use, for `use gateway_plugin_sdk::prelude::*;`.
+pub mod prelude {
+    pub use crate::http::{Request, Response};
+    pub use crate::sse::Event;
+    pub use crate::{
+        Answer, Completion, CompletionRequest, EmbeddingRequest, Embeddings, FinishReason,
+        HttpProvider, Message, ModelPrice, PluginInfo, Prompt, Provider, ProviderError, Role, Sink,
+        StreamDecoder, Usage, export_provider, params_object_except, read_completion, read_stream,
+    };
 }
 
 /// Exports `$t` (a type implementing [`Provider`]) as the component's
@@ -536,7 +662,7 @@ pub mod __private {
 
     wit_bindgen::generate!({
         world: "provider",
-        path: "../wit",
+        path: "wit",
         pub_export_macro: true,
         export_macro_name: "export",
         default_bindings_module: "gateway_plugin_sdk::__private",

@@ -1,5 +1,7 @@
-//! JSON objects the gateway passes as text.
+//! JSON objects the gateway passes as text: the caller's params and the
+//! route's settings.
 
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::{ProviderError, Route};
@@ -11,6 +13,83 @@ use crate::{ProviderError, Route};
 /// Anything that is not a JSON object is [`ProviderError::InvalidRequest`].
 pub fn params_object(params: &str) -> Result<Map<String, Value>, ProviderError> {
     parse_object(params, "params")
+}
+
+/// [`params_object`] without the keys in `owned`: the start of an upstream
+/// request body whose `owned` keys (`model`, `messages`, `stream`, ...) the
+/// plugin sets itself, so that no caller param overrides them.
+pub fn params_object_except(
+    params: &str,
+    owned: &[&str],
+) -> Result<Map<String, Value>, ProviderError> {
+    let mut object = params_object(params)?;
+    object.retain(|key, _| !owned.contains(&key.as_str()));
+    Ok(object)
+}
+
+impl Route {
+    /// The route's plugin settings (the operator's `[providers.ID.settings]`
+    /// table, which the gateway passes on without reading it) as `T`.
+    ///
+    /// Give `T` `#[serde(deny_unknown_fields)]`, so that a misspelt setting
+    /// is refused rather than silently ignored, and `#[serde(default)]` for
+    /// optional settings. Any problem is the operator's, not the caller's:
+    /// [`ProviderError::Failed`] naming the route and the setting.
+    ///
+    /// ```
+    /// use gateway_plugin_sdk::{ProviderError, Route};
+    /// use serde::Deserialize;
+    ///
+    /// #[derive(Deserialize, Default)]
+    /// #[serde(default, deny_unknown_fields)]
+    /// struct Settings {
+    ///     legacy: bool,
+    /// }
+    ///
+    /// let route = |settings: &str| Route {
+    ///     id: "r".into(),
+    ///     base_url: "https://x".into(),
+    ///     api_key: None,
+    ///     settings: settings.into(),
+    /// };
+    /// assert!(route(r#"{"legacy": true}"#).settings::<Settings>().unwrap().legacy);
+    /// assert!(!route("").settings::<Settings>().unwrap().legacy);
+    /// assert_eq!(
+    ///     route(r#"{"legacy": 1}"#).settings::<Settings>().err(),
+    ///     Some(ProviderError::Failed(
+    ///         "route `r`: setting `legacy`: invalid type: integer `1`, expected a boolean".into()
+    ///     ))
+    /// );
+    /// ```
+    pub fn settings<T: DeserializeOwned>(&self) -> Result<T, ProviderError> {
+        let text = match self.settings.trim() {
+            "" => "{}",
+            text => text,
+        };
+        // serde would read a struct from a JSON array too, by position.
+        if !text.starts_with('{') {
+            return Err(ProviderError::Failed(format!(
+                "route `{}`: settings must be a JSON object",
+                self.id
+            )));
+        }
+        let mut deserializer = serde_json::Deserializer::from_str(text);
+        serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
+            let path = e.path().to_string();
+            // serde_json places errors by line and column of a text the
+            // operator never wrote (the gateway made it from TOML).
+            let message = e.into_inner().to_string();
+            let message = match message.rsplit_once(" at line ") {
+                Some((message, _)) => message.to_owned(),
+                None => message,
+            };
+            ProviderError::Failed(if path == "." || path == "?" {
+                format!("route `{}`: settings: {message}", self.id)
+            } else {
+                format!("route `{}`: setting `{path}`: {message}", self.id)
+            })
+        })
+    }
 }
 
 /// Parses the route's plugin settings ([`Route::settings`]: the operator's
@@ -61,6 +140,49 @@ mod tests {
         assert_eq!(params["temperature"], 0.5);
         let settings = settings_object(&route(r#"{"legacy_completions":true}"#)).unwrap();
         assert_eq!(settings["legacy_completions"], true);
+    }
+
+    #[test]
+    fn params_except_owned_keys() {
+        let body = params_object_except(r#"{"model":"x","temperature":1}"#, &["model"]).unwrap();
+        assert_eq!(Value::Object(body), serde_json::json!({"temperature": 1}));
+    }
+
+    #[derive(serde::Deserialize, Debug, Default, PartialEq)]
+    #[serde(default, deny_unknown_fields)]
+    struct Settings {
+        header: Option<String>,
+        max: u32,
+    }
+
+    #[test]
+    fn typed_settings_name_the_setting() {
+        assert_eq!(route("").settings::<Settings>(), Ok(Settings::default()));
+        assert_eq!(
+            route(r#"{"max": 3, "header": null}"#).settings::<Settings>(),
+            Ok(Settings {
+                header: None,
+                max: 3
+            })
+        );
+        let failed = |settings: &str| match route(settings).settings::<Settings>() {
+            Err(ProviderError::Failed(message)) => message,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            failed(r#"{"max": -1}"#),
+            "route `r`: setting `max`: invalid value: integer `-1`, expected u32"
+        );
+        let unknown = failed(r#"{"maxx": 1}"#);
+        assert!(
+            unknown.starts_with("route `r`: setting `maxx`: unknown field `maxx`, expected"),
+            "{unknown}"
+        );
+        assert_eq!(failed("[1]"), "route `r`: settings must be a JSON object");
+        assert_eq!(
+            failed("{"),
+            "route `r`: settings: EOF while parsing an object"
+        );
     }
 
     #[test]

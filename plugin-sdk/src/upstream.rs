@@ -37,6 +37,64 @@ pub fn upstream_error(status: u16, body: &[u8], retry_after: Option<&str>) -> Pr
     })
 }
 
+/// Builds [`ProviderError::Upstream`] from an error the upstream reported
+/// inside a successful answer: mid-stream, or a status 200 answer holding an
+/// `error` object instead of a result.
+///
+/// `error` is the error object (`{"message", "code", "status", ...}`, the
+/// shape OpenAI-style and Google APIs share) or a bare string. The message is
+/// its non-empty `message`, else the error's JSON text. The status is its
+/// `code` when that is an HTTP error status (a number or a numeric string),
+/// else the HTTP status of a Google canonical `status` name
+/// (`RESOURCE_EXHAUSTED` is 429, ...), else 500: the upstream failed after
+/// accepting the request.
+///
+/// ```
+/// use gateway_plugin_sdk::{embedded_error, ProviderError};
+/// use serde_json::json;
+///
+/// let error = embedded_error(&json!({"message": "quota", "status": "RESOURCE_EXHAUSTED"}));
+/// let ProviderError::Upstream(error) = error else { panic!() };
+/// assert_eq!((error.status, error.message.as_str()), (429, "quota"));
+/// ```
+pub fn embedded_error(error: &Value) -> ProviderError {
+    let message = match error {
+        Value::String(message) => message.clone(),
+        Value::Object(object) => match object.get("message") {
+            Some(Value::String(message)) if !message.trim().is_empty() => message.clone(),
+            _ => error.to_string(),
+        },
+        other => other.to_string(),
+    };
+    let from_code = error
+        .get("code")
+        .and_then(|code| match code {
+            Value::Number(n) => n.as_u64(),
+            Value::String(s) => s.trim().parse().ok(),
+            _ => None,
+        })
+        .and_then(|code| u16::try_from(code).ok())
+        .filter(|code| (400..=599).contains(code));
+    let from_status = error
+        .get("status")
+        .and_then(Value::as_str)
+        .and_then(|status| match status {
+            "INVALID_ARGUMENT" | "FAILED_PRECONDITION" | "OUT_OF_RANGE" => Some(400),
+            "UNAUTHENTICATED" => Some(401),
+            "PERMISSION_DENIED" => Some(403),
+            "NOT_FOUND" => Some(404),
+            "RESOURCE_EXHAUSTED" => Some(429),
+            "UNAVAILABLE" => Some(503),
+            "DEADLINE_EXCEEDED" => Some(504),
+            _ => None,
+        });
+    ProviderError::Upstream(UpstreamError {
+        status: from_code.or(from_status).unwrap_or(500),
+        message: truncate(message),
+        retry_after: None,
+    })
+}
+
 fn json_message(body: &[u8]) -> Option<String> {
     let value: Value = serde_json::from_slice(body).ok()?;
     let message = match value.get("error") {
@@ -118,6 +176,40 @@ mod tests {
         // An error object without a message falls back to the whole body.
         let e = parts(upstream_error(500, br#"{"error":{"code":1}}"#, None));
         assert_eq!(e.message, r#"{"error":{"code":1}}"#);
+    }
+
+    #[test]
+    fn embedded_errors() {
+        let e = |v: Value| parts(embedded_error(&v));
+        let error = e(serde_json::json!({"message": "bad", "code": 400}));
+        assert_eq!((error.status, error.message.as_str()), (400, "bad"));
+        assert_eq!(
+            e(serde_json::json!({"message": "x", "code": "429"})).status,
+            429
+        );
+        // Codes that are not HTTP error statuses do not count.
+        assert_eq!(
+            e(serde_json::json!({"message": "x", "code": 200})).status,
+            500
+        );
+        assert_eq!(
+            e(serde_json::json!({"message": "x", "code": "rate_limit_exceeded"})).status,
+            500
+        );
+        assert_eq!(
+            e(serde_json::json!({"message": "x", "status": "UNAVAILABLE"})).status,
+            503
+        );
+        // The code wins over the status name.
+        assert_eq!(
+            e(serde_json::json!({"code": 403, "status": "UNAVAILABLE"})).message,
+            r#"{"code":403,"status":"UNAVAILABLE"}"#
+        );
+        assert_eq!(e(serde_json::json!("plain")).message, "plain");
+        assert_eq!(
+            e(serde_json::json!({"message": " "})).message,
+            r#"{"message":" "}"#
+        );
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! Runs the real `gateway` binary for one test: its own temporary directory,
 //! config, SQLite file, plugins, project, key and port.
 
-use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
+use std::num::{NonZeroU64, NonZeroUsize};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -11,6 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use ::gateway::config::types::BaseUrl;
+use ::gateway::config::{Config, Price, RouteConfig};
 use serde_json::Value;
 use tempfile::TempDir;
 
@@ -37,35 +39,19 @@ pub fn built_plugins_dir() -> PathBuf {
     }
 }
 
-/// One `[providers.ID]` table of the config.
+/// One `[providers.ID]` table of the config: a typed [`RouteConfig`], serialized with the rest
+/// of the config when the gateway starts.
 #[derive(Debug, Clone)]
 pub struct Route {
     pub id: String,
-    pub plugin: String,
-    base_url: Option<String>,
-    api_key_env: Option<String>,
-    default_model: Option<String>,
-    timeout_secs: Option<u64>,
-    /// Other keys of the route's own table as `(key, TOML value literal)`.
-    keys: Vec<(String, String)>,
-    /// Plugin settings (`[providers.ID.settings]`) as `(key, TOML value literal)`.
-    settings: Vec<(String, String)>,
-    /// `(model, input_per_mtok, output_per_mtok)`.
-    pricing: Vec<(String, f64, f64)>,
+    pub config: RouteConfig,
 }
 
 impl Route {
     pub fn new(id: &str, plugin: &str) -> Route {
         Route {
             id: id.to_owned(),
-            plugin: plugin.to_owned(),
-            base_url: None,
-            api_key_env: None,
-            default_model: None,
-            timeout_secs: None,
-            keys: Vec::new(),
-            settings: Vec::new(),
-            pricing: Vec::new(),
+            config: RouteConfig::new(plugin),
         }
     }
 
@@ -80,92 +66,77 @@ impl Route {
     }
 
     pub fn base_url(mut self, url: &str) -> Route {
-        self.base_url = Some(url.to_owned());
+        let url = BaseUrl::try_from(url.to_owned())
+            .unwrap_or_else(|e| panic!("route {}: base_url {url:?}: {e}", self.id));
+        self.config.base_url = Some(url);
         self
     }
 
     pub fn api_key_env(mut self, var: &str) -> Route {
-        self.api_key_env = Some(var.to_owned());
+        self.config.api_key_env = Some(var.to_owned());
         self
     }
 
     pub fn default_model(mut self, model: &str) -> Route {
-        self.default_model = Some(model.to_owned());
+        self.config.default_model = Some(model.to_owned());
         self
     }
 
     pub fn timeout_secs(mut self, secs: u64) -> Route {
-        self.timeout_secs = Some(secs);
+        self.config.timeout_secs = Some(
+            NonZeroU64::new(secs)
+                .unwrap_or_else(|| panic!("route {}: timeout_secs must be positive", self.id)),
+        );
         self
     }
 
     /// A key of the route's own table (a sandbox limit, `allowed_hosts`, an inline `pricing`
-    /// table); `toml_value` is a TOML literal such as `128` or `["host:1"]`.
+    /// table); `toml_value` is a TOML literal such as `128` or `["host:1"]`. The route is read
+    /// again with it, so a key or value the gateway would refuse fails here, naming it.
     pub fn key(mut self, key: &str, toml_value: &str) -> Route {
-        self.keys.push((key.to_owned(), toml_value.to_owned()));
+        let mut table = toml::Table::try_from(&self.config).expect("a route serializes");
+        table.insert(key.to_owned(), toml_literal(toml_value));
+        self.config = table
+            .try_into()
+            .unwrap_or_else(|e| panic!("route {}: {key} = {toml_value}: {e}", self.id));
         self
     }
 
     /// A plugin setting, written in the route's `[providers.ID.settings]` table; `toml_value`
     /// is a TOML literal such as `true` or `"x"`.
     pub fn setting(mut self, key: &str, toml_value: &str) -> Route {
-        self.settings.push((key.to_owned(), toml_value.to_owned()));
+        self.config
+            .settings
+            .insert(key.to_owned(), toml_literal(toml_value));
         self
     }
 
     pub fn price(mut self, model: &str, input_per_mtok: f64, output_per_mtok: f64) -> Route {
-        self.pricing
-            .push((model.to_owned(), input_per_mtok, output_per_mtok));
+        self.config.pricing.insert(
+            model.to_owned(),
+            Price::flat(input_per_mtok, output_per_mtok),
+        );
         self
     }
+}
 
-    fn write_toml(&self, out: &mut String) {
-        let _ = writeln!(out, "\n[providers.{}]", toml_key(&self.id));
-        let _ = writeln!(out, "plugin = {}", toml_string(&self.plugin));
-        if let Some(url) = &self.base_url {
-            let _ = writeln!(out, "base_url = {}", toml_string(url));
-        }
-        if let Some(var) = &self.api_key_env {
-            let _ = writeln!(out, "api_key_env = {}", toml_string(var));
-        }
-        if let Some(model) = &self.default_model {
-            let _ = writeln!(out, "default_model = {}", toml_string(model));
-        }
-        if let Some(secs) = self.timeout_secs {
-            let _ = writeln!(out, "timeout_secs = {secs}");
-        }
-        for (key, value) in &self.keys {
-            let _ = writeln!(out, "{} = {value}", toml_key(key));
-        }
-        if !self.settings.is_empty() {
-            let _ = writeln!(out, "[providers.{}.settings]", toml_key(&self.id));
-            for (key, value) in &self.settings {
-                let _ = writeln!(out, "{} = {value}", toml_key(key));
+/// The value a TOML literal (`128`, `"x"`, `["a", "b"]`, `{ a = 1 }`) stands for.
+fn toml_literal(literal: &str) -> toml::Value {
+    let mut table: toml::Table = format!("value = {literal}")
+        .parse()
+        .unwrap_or_else(|e| panic!("not a TOML value: {literal}: {e}"));
+    table.remove("value").expect("the value just parsed")
+}
+
+/// Merges `from` into `into`: tables key by key, any other value replacing what was there.
+fn merge(into: &mut toml::Table, from: toml::Table) {
+    for (key, value) in from {
+        match (into.get_mut(&key), value) {
+            (Some(toml::Value::Table(into)), toml::Value::Table(from)) => merge(into, from),
+            (_, value) => {
+                into.insert(key, value);
             }
         }
-        for (model, input, output) in &self.pricing {
-            let _ = writeln!(
-                out,
-                "[providers.{}.pricing.{}]\ninput_per_mtok = {input:?}\noutput_per_mtok = {output:?}",
-                toml_key(&self.id),
-                toml_string(model)
-            );
-        }
-    }
-}
-
-/// A TOML basic string (JSON's string escapes are a subset of TOML's).
-fn toml_string(s: &str) -> String {
-    serde_json::to_string(s).expect("strings serialize")
-}
-
-fn toml_key(s: &str) -> String {
-    if s.chars()
-        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
-        s.to_owned()
-    } else {
-        toml_string(s)
     }
 }
 
@@ -210,10 +181,52 @@ impl GatewayBuilder {
         self
     }
 
-    /// A top-level config line, written as given (e.g. `admin_token = "x"`).
+    /// A top-level config line in TOML (e.g. `admin_token = "x"`), merged into the config.
     pub fn config_line(mut self, line: &str) -> Self {
         self.extra_config.push(line.to_owned());
         self
+    }
+
+    /// The config file's text: the gateway's [`Config`] with this builder's settings and
+    /// routes, serialized. Read back by [`Config::parse`], so a test configuring something the
+    /// gateway would refuse fails here with the gateway's own message.
+    fn config(&self, database: PathBuf, plugins_dir: PathBuf) -> String {
+        let positive = |value: u64, key: &str| {
+            usize::try_from(value)
+                .ok()
+                .and_then(NonZeroUsize::new)
+                .unwrap_or_else(|| panic!("{key} must be positive"))
+        };
+        let mut config = Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            database: database.to_string_lossy().into_owned(),
+            plugins_dir,
+            demo_project: self.demo_project,
+            providers: self
+                .routes
+                .iter()
+                .map(|route| (route.id.clone(), route.config.clone()))
+                .collect(),
+            ..Config::default()
+        };
+        if let Some(bytes) = self.max_body_bytes {
+            config.max_body_bytes = positive(bytes, "max_body_bytes");
+        }
+        if let Some(secs) = self.request_timeout_secs {
+            config.request_timeout_secs =
+                NonZeroU64::new(secs).expect("request_timeout_secs must be positive");
+        }
+        let mut table = toml::Table::try_from(&config).expect("the config serializes");
+        for line in &self.extra_config {
+            let extra: toml::Table = line
+                .parse()
+                .unwrap_or_else(|e| panic!("config line {line:?} is not TOML: {e}"));
+            merge(&mut table, extra);
+        }
+        let text = toml::to_string(&table).expect("the config serializes");
+        let config = Config::parse(&text, "the test's config")
+            .unwrap_or_else(|e| panic!("the gateway would refuse this config: {e}"));
+        toml::to_string(&config).expect("the config serializes")
     }
 
     pub fn start(self) -> Gateway {
@@ -285,24 +298,7 @@ impl Gateway {
         std::fs::create_dir(&plugins).expect("create the plugins directory");
         install_plugins(&builder.routes, &plugins);
 
-        let database = dir.path().join("gateway.db");
-        let mut config = String::new();
-        let _ = writeln!(config, "listen = \"127.0.0.1:0\"");
-        let _ = writeln!(config, "database = {}", toml_path(&database));
-        let _ = writeln!(config, "plugins_dir = {}", toml_path(&plugins));
-        let _ = writeln!(config, "demo_project = {}", builder.demo_project);
-        if let Some(bytes) = builder.max_body_bytes {
-            let _ = writeln!(config, "max_body_bytes = {bytes}");
-        }
-        if let Some(secs) = builder.request_timeout_secs {
-            let _ = writeln!(config, "request_timeout_secs = {secs}");
-        }
-        for line in &builder.extra_config {
-            let _ = writeln!(config, "{line}");
-        }
-        for route in &builder.routes {
-            route.write_toml(&mut config);
-        }
+        let config = builder.config(dir.path().join("gateway.db"), plugins);
         let config_path = dir.path().join("gateway.toml");
         std::fs::write(&config_path, &config).expect("write the config");
 
@@ -826,10 +822,6 @@ fn cli_in(config: &Path, args: &[&str]) -> CliOutput {
     }
 }
 
-fn toml_path(path: &Path) -> String {
-    toml_string(&path.to_string_lossy())
-}
-
 /// Copies the plugins the routes use into the test's own plugins directory,
 /// so each gateway compiles only what it serves. Copies, not links: a
 /// rebuild of the plugins during a test run must not change a running test.
@@ -837,7 +829,7 @@ fn install_plugins(routes: &[Route], into: &Path) {
     let source = built_plugins_dir();
     let mut installed: Vec<&str> = Vec::new();
     for route in routes {
-        let name = route.plugin.as_str();
+        let name = route.config.plugin.as_str();
         if installed.contains(&name) {
             continue;
         }

@@ -61,6 +61,6 @@ impl EchoCalls {
             sandbox: self.sandbox.clone(),
             secrets: Default::default(),
         };
-        tokio::spawn(async move { runtime.complete_stream(&plugin, &ctx, &request, sink).await })
+        tokio::spawn(async move { runtime.complete_stream(&plugin, &ctx, request, sink).await })
     }
 }

@@ -15,6 +15,8 @@ use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+use super::registry::LoadError;
+
 #[derive(Clone)]
 pub(super) struct CompiledCache {
     dir: Arc<PathBuf>,
@@ -50,7 +52,7 @@ impl CompiledCache {
         engine: &Engine,
         wasm_hash: &str,
         wasm: &[u8],
-    ) -> Result<Component, String> {
+    ) -> Result<Component, LoadError> {
         let entry = self.entry(wasm_hash);
         if let Ok(compiled) = std::fs::read(&entry) {
             // SAFETY: the entry was produced by `precompile_component` of an
@@ -65,13 +67,12 @@ impl CompiledCache {
         }
         let compiled = engine
             .precompile_component(wasm)
-            .map_err(|e| format!("not a valid component: {e}"))?;
+            .map_err(LoadError::Invalid)?;
         if let Err(e) = self.store(&entry, &compiled) {
             tracing::warn!(dir = %self.dir.display(), "cannot write the compiled-plugin cache: {e}");
         }
         // SAFETY: `compiled` was just produced by this engine.
-        unsafe { Component::deserialize(engine, &compiled) }
-            .map_err(|e| format!("compiled plugin unusable: {e}"))
+        unsafe { Component::deserialize(engine, &compiled) }.map_err(LoadError::Unusable)
     }
 
     fn store(&self, entry: &Path, compiled: &[u8]) -> std::io::Result<()> {

@@ -189,21 +189,22 @@ async fn admit<T: serde::de::DeserializeOwned + Addressed>(
 ) -> Result<Admitted<T>, ApiError> {
     let live = state.live();
     let config = &live.config;
-    let read_timeout = Duration::from_secs(config.request_read_timeout_secs);
-    check_declared_length(headers, config.max_body_bytes)?;
+    let read_timeout = Duration::from_secs(config.request_read_timeout_secs.get());
+    let max_body_bytes = config.max_body_bytes.get();
+    check_declared_length(headers, max_body_bytes)?;
     let project = match authenticate(state, headers).await {
         Ok(project) => project,
         Err(error) => {
             // Read what the client is still sending (without keeping it), so
             // that it gets its 401 rather than a connection reset.
-            discard_body(body, config.max_body_bytes, read_timeout).await;
+            discard_body(body, max_body_bytes, read_timeout).await;
             return Err(error);
         }
     };
     // From here on the record belongs to the key's project, so its owner can read it.
     draft.project(&project);
     draft.keep_bodies(BodyPolicy::of(config));
-    let bytes: Bytes = read_body(body, config.max_body_bytes, read_timeout).await?;
+    let bytes: Bytes = read_body(body, max_body_bytes, read_timeout).await?;
     draft.request(&bytes);
     let body = request::parse_body::<T>(&bytes)?;
     draft.user(body.user_id());
@@ -285,6 +286,7 @@ async fn completion_flow(
             plugin,
             ctx,
             request: completion_request,
+            model,
             project_id: key_project,
             kind: target.kind,
             show_usage,
@@ -293,7 +295,7 @@ async fn completion_flow(
         .await;
     }
 
-    let call = state.runtime.complete(&plugin, &ctx, &completion_request);
+    let call = state.runtime.complete(&plugin, &ctx, completion_request);
     let completion = tokio::time::timeout(route.timeout, call)
         .await
         .map_err(|_| timeout_error(&route))??;
@@ -373,15 +375,15 @@ async fn embedding_flow(
     };
     let plugin = plugin_for(state, &route)?;
     let ctx = call_context(draft, &route);
-    let call = state.runtime.embed(&plugin, &ctx, &embedding_request);
+    let inputs = embedding_request.input.len();
+    let call = state.runtime.embed(&plugin, &ctx, embedding_request);
     let result = tokio::time::timeout(route.timeout, call)
         .await
         .map_err(|_| timeout_error(&route))??;
-    if result.vectors.len() != embedding_request.input.len() {
+    if result.vectors.len() != inputs {
         return Err(ApiError::ProviderFailed(format!(
-            "the provider returned {} embeddings for {} inputs",
+            "the provider returned {} embeddings for {inputs} inputs",
             result.vectors.len(),
-            embedding_request.input.len()
         )));
     }
     let (usage, cost) = usage_and_cost(&route, &plugin, &model, result.usage.as_ref());

@@ -115,6 +115,18 @@ impl AppState {
     }
 }
 
+/// Why serving could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("listening socket: {0}")]
+    Socket(std::io::Error),
+    #[error("cannot start worker thread {index}: {source}")]
+    Worker {
+        index: usize,
+        source: std::io::Error,
+    },
+}
+
 /// Serves on `workers` threads until `shutdown` resolves, then stops
 /// accepting and lets in-flight requests finish (up to a grace period).
 ///
@@ -128,18 +140,14 @@ pub async fn serve(
     state: Arc<AppState>,
     workers: usize,
     shutdown: impl std::future::Future<Output = ()>,
-) -> Result<(), String> {
-    let listener = listener
-        .into_std()
-        .map_err(|e| format!("listening socket: {e}"))?;
+) -> Result<(), ServeError> {
+    let listener = listener.into_std().map_err(ServeError::Socket)?;
     let (stop, stopping) = tokio::sync::watch::channel(false);
     // Shared by every worker: the cap is on the process's connections.
-    let connections = Arc::new(Semaphore::new(state.live().config.max_connections));
+    let connections = Arc::new(Semaphore::new(state.live().config.max_connections.get()));
     let mut finished = Vec::with_capacity(workers);
     for index in 1..=workers.max(1) {
-        let listener = listener
-            .try_clone()
-            .map_err(|e| format!("listening socket: {e}"))?;
+        let listener = listener.try_clone().map_err(ServeError::Socket)?;
         let state = state.clone();
         let connections = connections.clone();
         let mut stopping = stopping.clone();
@@ -147,7 +155,7 @@ pub async fn serve(
         std::thread::Builder::new()
             .name(format!("worker-{index}"))
             .spawn(move || {
-                crate::worker::enter(index);
+                crate::worker::enter(index, workers.max(1));
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build();
@@ -170,7 +178,7 @@ pub async fn serve(
                 drop(runtime);
                 drop(done);
             })
-            .map_err(|e| format!("cannot start worker thread {index}: {e}"))?;
+            .map_err(|source| ServeError::Worker { index, source })?;
         finished.push(finish);
     }
     drop(listener);
@@ -193,7 +201,7 @@ async fn accept_loop(
     stop: impl std::future::Future<Output = ()>,
 ) {
     let graceful = GracefulShutdown::new();
-    let read_timeout = Duration::from_secs(state.live().config.request_read_timeout_secs);
+    let read_timeout = Duration::from_secs(state.live().config.request_read_timeout_secs.get());
     // HTTP/1.1 and HTTP/2 (prior knowledge, h2c) on the same socket.
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder

@@ -33,6 +33,8 @@ pub(super) struct StreamCall {
     pub plugin: Arc<Plugin>,
     pub ctx: CallContext,
     pub request: types::CompletionRequest,
+    /// The request's model (the request itself moves into the plugin call).
+    pub model: String,
     pub project_id: String,
     pub kind: Kind,
     pub show_usage: bool,
@@ -72,6 +74,7 @@ async fn run(
         plugin,
         ctx,
         request,
+        model,
         project_id,
         kind,
         show_usage,
@@ -82,7 +85,7 @@ async fn run(
         invocation_id: &id,
         project_id: &project_id,
         kind,
-        model: &request.model,
+        model: &model,
     };
     let mut started = Some(started);
     let mut texts: Vec<String> = Vec::new();
@@ -93,7 +96,7 @@ async fn run(
         route.timeout,
         state
             .runtime
-            .complete_stream(&plugin, &ctx, &request, chunks_tx),
+            .complete_stream(&plugin, &ctx, request, chunks_tx),
     );
     tokio::pin!(plugin_call);
 
@@ -135,8 +138,7 @@ async fn run(
     let mut draft = draft;
     match end {
         End::Finished(Ok(completion)) if !client_gone => {
-            let (usage, cost) =
-                usage_and_cost(&route, &plugin, &request.model, completion.usage.as_ref());
+            let (usage, cost) = usage_and_cost(&route, &plugin, &model, completion.usage.as_ref());
             draft.usage(usage, cost);
             let shown_usage = usage.as_ref().filter(|_| show_usage).map(|u| (u, cost));
             let last: Vec<_> = completion
@@ -171,8 +173,7 @@ async fn run(
         }
         End::Finished(Err(error)) if !client_gone => {
             let error = draft.redact(error);
-            let (usage, cost) =
-                usage_and_cost(&route, &plugin, &request.model, usage_so_far.as_ref());
+            let (usage, cost) = usage_and_cost(&route, &plugin, &model, usage_so_far.as_ref());
             draft.usage(usage, cost);
             state.log.record(draft.failure(&error)).await;
             tell_error(started.take(), &frames, error, &ctx).await;
@@ -181,8 +182,7 @@ async fn run(
             // The upstream call is dropped with `plugin_call`; the caller
             // learns why its answer stops here, and the record keeps the part
             // that was sent and its usage so far.
-            let (usage, cost) =
-                usage_and_cost(&route, &plugin, &request.model, usage_so_far.as_ref());
+            let (usage, cost) = usage_and_cost(&route, &plugin, &model, usage_so_far.as_ref());
             draft.usage(usage, cost);
             let error = ApiError::ShuttingDown;
             let status = if started.is_some() {
@@ -200,8 +200,7 @@ async fn run(
         _ => {
             // The caller left: dropping the plugin call above cancelled the
             // upstream request. Keep what was known.
-            let (usage, cost) =
-                usage_and_cost(&route, &plugin, &request.model, usage_so_far.as_ref());
+            let (usage, cost) = usage_and_cost(&route, &plugin, &model, usage_so_far.as_ref());
             draft.usage(usage, cost);
             let status = if started.is_some() {
                 CLIENT_CLOSED_REQUEST

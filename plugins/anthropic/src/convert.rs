@@ -1,16 +1,21 @@
-//! Mapping between the gateway's types and Anthropic's Messages API. Everything here is pure (no
+//! Mapping the gateway's requests to Anthropic's Messages API. Everything but sending is pure (no
 //! I/O), so it is unit-tested natively.
 
+use std::num::NonZeroU64;
+
+use gateway_plugin_sdk::http::Request;
+use gateway_plugin_sdk::json::to_value;
 use gateway_plugin_sdk::{
-    Choice, Completion, CompletionRequest, FinishReason, FunctionCall, FunctionChoice, FunctionDef,
-    Message, Prompt, ProviderError, Role, Route, ToolCall, UpstreamError, Usage, params_object,
-    settings_object,
+    CompletionRequest, FunctionChoice, FunctionDef, Message, OpenCall, OpenCalls, Prompt,
+    ProviderError, Role, Route, params_object_except,
 };
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::wire::{
-    Block, ContentBlock, ErrorBody, MessageResponse, TextBlock, Tool, WireMessage, WireUsage,
-};
+use crate::wire::{Block, TextBlock, Tool, WireMessage};
+
+/// The Messages API version the plugin speaks (sent as `anthropic-version`).
+const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// Body keys the plugin sets itself; a caller's param never overrides them.
 const OWNED_KEYS: &[&str] = &[
@@ -26,58 +31,51 @@ const OWNED_KEYS: &[&str] = &[
 /// 4096 is the largest value every current model accepts (Claude 3 Haiku's output limit).
 pub const DEFAULT_MAX_TOKENS: u64 = 4096;
 
-/// The plugin's settings from the route's `[providers.ID.settings]` table. Keys it does not
-/// know are ignored: the gateway passes the table on without reading it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RouteSettings {
-    /// `max_tokens` sent when the caller gives none.
-    pub default_max_tokens: u64,
+/// The plugin's settings from the route's `[providers.ID.settings]` table.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// `max_tokens` sent when the caller gives none ([`DEFAULT_MAX_TOKENS`] when unset).
+    pub default_max_tokens: Option<NonZeroU64>,
 }
 
-impl Default for RouteSettings {
-    fn default() -> Self {
-        Self {
-            default_max_tokens: DEFAULT_MAX_TOKENS,
-        }
+impl Settings {
+    fn max_tokens(&self) -> u64 {
+        self.default_max_tokens
+            .map_or(DEFAULT_MAX_TOKENS, NonZeroU64::get)
     }
 }
 
-impl RouteSettings {
-    /// Reads and checks the route's settings. A wrong value is the operator's mistake, not the
-    /// caller's, hence `Failed` rather than `InvalidRequest`.
-    pub fn from_route(route: &Route) -> Result<Self, ProviderError> {
-        let settings = settings_object(route)?;
-        let default_max_tokens = match settings.get("default_max_tokens") {
-            None | Some(Value::Null) => DEFAULT_MAX_TOKENS,
-            Some(value) => value.as_u64().filter(|n| *n > 0).ok_or_else(|| {
-                ProviderError::Failed(format!(
-                    "route `{}`: setting `default_max_tokens` must be a positive integer",
-                    route.id
-                ))
-            })?,
-        };
-        Ok(Self { default_max_tokens })
-    }
+/// The HTTP request to the Messages API for `request`, carrying the route's key in `x-api-key`.
+/// Without a key Anthropic answers 401, which the caller then sees; a keyless proxy in front of
+/// it may not need one.
+pub fn upstream_request(
+    request: &CompletionRequest,
+    stream: bool,
+) -> Result<Request, ProviderError> {
+    let settings = request.route.settings::<Settings>()?;
+    let body = message_body(request, &settings, stream)?;
+    Request::post(messages_url(&request.route)?)
+        .streaming(stream)
+        .header("anthropic-version", ANTHROPIC_VERSION)
+        .api_key(Some("x-api-key"), request.route.api_key.as_deref())
+        .json(&body)
 }
 
-/// The route's base URL without a trailing slash.
-pub fn base_url(route: &Route) -> Result<&str, ProviderError> {
-    route.checked_base_url("https://api.anthropic.com/v1")
-}
-
-/// The URL of the Messages API on the route.
+/// The URL of the Messages API on the route (whose base URL loses a trailing slash).
 pub fn messages_url(route: &Route) -> Result<String, ProviderError> {
-    Ok(format!("{}/messages", base_url(route)?))
+    let base = route.checked_base_url("https://api.anthropic.com/v1")?;
+    Ok(format!("{base}/messages"))
 }
 
 /// The JSON body of a Messages API request.
 pub fn message_body(
     request: &CompletionRequest,
-    settings: &RouteSettings,
+    settings: &Settings,
     stream: bool,
 ) -> Result<Map<String, Value>, ProviderError> {
     let conversation = conversation(&request.prompt)?;
-    let mut body = caller_params(&request.params, settings.default_max_tokens)?;
+    let mut body = caller_params(&request.params, settings.max_tokens())?;
     body.insert("model".into(), Value::String(request.model.clone()));
     if let Some(system) = conversation.system {
         body.insert("system".into(), Value::String(system));
@@ -103,9 +101,7 @@ pub fn caller_params(
     params: &str,
     default_max_tokens: u64,
 ) -> Result<Map<String, Value>, ProviderError> {
-    let mut body = params_object(params)?;
-    body.retain(|key, _| !OWNED_KEYS.contains(&key.as_str()));
-
+    let mut body = params_object_except(params, OWNED_KEYS)?;
     let legacy_max = body.remove("max_tokens_to_sample").filter(|v| !v.is_null());
     if body.get("max_tokens").is_none_or(Value::is_null) {
         let max_tokens = legacy_max.unwrap_or_else(|| json!(default_max_tokens));
@@ -113,41 +109,28 @@ pub fn caller_params(
     }
 
     // `stop` is OpenAI's name, `stop_sequences` Anthropic's; both may be a string or a list.
-    let mut sequences: Vec<String> = Vec::new();
+    let mut sequences: Vec<Value> = Vec::new();
     for name in ["stop_sequences", "stop"] {
-        match body.remove(name) {
-            None | Some(Value::Null) => {}
-            Some(Value::String(sequence)) => sequences.push(sequence),
-            Some(Value::Array(items)) => {
-                for item in items {
-                    match item {
-                        Value::String(sequence) => sequences.push(sequence),
-                        _ => return Err(stop_error(name)),
-                    }
-                }
+        let items = match body.remove(name) {
+            None | Some(Value::Null) => continue,
+            Some(Value::Array(items)) => items,
+            Some(single) => vec![single],
+        };
+        for item in items {
+            if !item.is_string() {
+                return Err(ProviderError::InvalidRequest(format!(
+                    "{name} must be a string or a list of strings"
+                )));
             }
-            Some(_) => return Err(stop_error(name)),
+            if !sequences.contains(&item) {
+                sequences.push(item);
+            }
         }
     }
-    let mut unique: Vec<String> = Vec::with_capacity(sequences.len());
-    for sequence in sequences {
-        if !unique.contains(&sequence) {
-            unique.push(sequence);
-        }
-    }
-    if !unique.is_empty() {
-        body.insert("stop_sequences".into(), to_value(&unique)?);
+    if !sequences.is_empty() {
+        body.insert("stop_sequences".into(), Value::Array(sequences));
     }
     Ok(body)
-}
-
-fn stop_error(name: &str) -> ProviderError {
-    ProviderError::InvalidRequest(format!("{name} must be a string or a list of strings"))
-}
-
-fn to_value<T: serde::Serialize + ?Sized>(value: &T) -> Result<Value, ProviderError> {
-    serde_json::to_value(value)
-        .map_err(|e| ProviderError::Failed(format!("cannot encode the upstream request: {e}")))
 }
 
 /// A prompt in the Messages API's shape: the system prompt apart, then strictly alternating
@@ -182,8 +165,7 @@ pub fn conversation(prompt: &Prompt) -> Result<Conversation, ProviderError> {
 pub fn chat(messages: &[Message]) -> Result<Conversation, ProviderError> {
     let mut system: Vec<&str> = Vec::new();
     let mut out: Vec<WireMessage> = Vec::with_capacity(messages.len());
-    // Calls of the latest assistant message not answered yet, in order: (name, id).
-    let mut open_calls: Vec<(String, String)> = Vec::new();
+    let mut open_calls = OpenCalls::new();
     let mut synthesized = 0usize;
     for (i, message) in messages.iter().enumerate() {
         match message.role {
@@ -195,48 +177,47 @@ pub fn chat(messages: &[Message]) -> Result<Conversation, ProviderError> {
             Role::User => push_blocks(&mut out, "user", text_block(message.content.as_deref())),
             Role::Assistant => {
                 let mut blocks = text_block(message.content.as_deref());
-                open_calls.clear();
-                for (j, call) in assistant_calls(message).into_iter().enumerate() {
-                    let id = match sanitize_id(&call.id) {
-                        Some(id) => id,
-                        None => {
-                            synthesized += 1;
-                            format!("toolu_gw_{}", synthesized - 1)
-                        }
-                    };
-                    let input = arguments_input(i, j, &call.arguments)?;
-                    open_calls.push((call.name.clone(), id.clone()));
-                    blocks.push(Block::ToolUse {
-                        id,
-                        name: call.name,
-                        input,
+                let mut calls = Vec::new();
+                for (j, call) in message.calls().into_iter().enumerate() {
+                    let id = sanitize_id(&call.id).unwrap_or_else(|| {
+                        synthesized += 1;
+                        format!("toolu_gw_{}", synthesized - 1)
                     });
+                    let input = call.arguments_object().ok_or_else(|| {
+                        ProviderError::InvalidRequest(format!(
+                            "messages[{i}]: the arguments of call {j} must be a JSON object, as \
+                             Anthropic requires"
+                        ))
+                    })?;
+                    let name = call.name;
+                    calls.push(OpenCall {
+                        id: id.clone(),
+                        name: name.clone(),
+                    });
+                    blocks.push(Block::ToolUse { id, name, input });
                 }
+                open_calls.replace(calls);
                 push_blocks(&mut out, "assistant", blocks);
             }
-            Role::Tool => {
-                let given = message.tool_call_id.as_deref().and_then(sanitize_id);
-                let id = match given {
-                    Some(id) => {
-                        open_calls.retain(|(_, open)| *open != id);
-                        Some(id)
-                    }
-                    None => take_open_call(&mut open_calls, message.name.as_deref()),
+            Role::Tool | Role::Function => {
+                // A function message answers by name only; a tool message by id, else by name.
+                let id = match message.role {
+                    Role::Tool => message.tool_call_id.as_deref().and_then(sanitize_id),
+                    _ => None,
                 };
-                let Some(id) = id else {
+                let Some(call) = open_calls.answer(id.as_deref(), message.name.as_deref()) else {
                     return Err(ProviderError::InvalidRequest(format!(
-                        "messages[{i}]: a tool message needs tool_call_id (or the name of a call it answers)"
+                        "messages[{i}]: {}",
+                        if message.role == Role::Tool {
+                            "a tool message needs tool_call_id (or the name of a call it answers)"
+                        } else {
+                            "a function message must answer a function call of the assistant \
+                             message before it"
+                        }
                     )));
                 };
-                push_blocks(&mut out, "user", vec![tool_result(id, &message.content)]);
-            }
-            Role::Function => {
-                let Some(id) = take_open_call(&mut open_calls, message.name.as_deref()) else {
-                    return Err(ProviderError::InvalidRequest(format!(
-                        "messages[{i}]: a function message must answer a function call of the assistant message before it"
-                    )));
-                };
-                push_blocks(&mut out, "user", vec![tool_result(id, &message.content)]);
+                let result = tool_result(call.id, &message.content);
+                push_blocks(&mut out, "user", vec![result]);
             }
         }
     }
@@ -250,7 +231,9 @@ fn finish_conversation(
 ) -> Result<Conversation, ProviderError> {
     if messages.is_empty() {
         return Err(ProviderError::InvalidRequest(
-            "the prompt has no user or assistant content; Anthropic needs at least one non-empty message".into(),
+            "the prompt has no user or assistant content; Anthropic needs at least one non-empty \
+             message"
+                .into(),
         ));
     }
     for message in &mut messages {
@@ -290,48 +273,15 @@ fn text_block(text: Option<&str>) -> Vec<Block> {
 }
 
 fn tool_result(tool_use_id: String, content: &Option<String>) -> Block {
+    let text = content.as_deref().filter(|text| !text.is_empty());
     Block::ToolResult {
         tool_use_id,
-        content: content
-            .as_deref()
-            .filter(|text| !text.is_empty())
-            .map(|text| {
-                vec![TextBlock {
-                    kind: "text",
-                    text: text.to_owned(),
-                }]
-            }),
-    }
-}
-
-/// The calls of an assistant message: its `tool_calls`, else its `function_call`. Commonbase
-/// clients echo `function_call` = the first tool call, so tool calls win when both are there.
-fn assistant_calls(message: &Message) -> Vec<ToolCall> {
-    if !message.tool_calls.is_empty() {
-        return message.tool_calls.clone();
-    }
-    message
-        .function_call
-        .iter()
-        .map(|call| ToolCall {
-            id: String::new(),
-            name: call.name.clone(),
-            arguments: call.arguments.clone(),
-        })
-        .collect()
-}
-
-/// A call's arguments as the `input` object of a `tool_use` block; no arguments are `{}`.
-fn arguments_input(message: usize, call: usize, arguments: &str) -> Result<Value, ProviderError> {
-    let arguments = arguments.trim();
-    if arguments.is_empty() {
-        return Ok(json!({}));
-    }
-    match serde_json::from_str::<Value>(arguments) {
-        Ok(input @ Value::Object(_)) => Ok(input),
-        _ => Err(ProviderError::InvalidRequest(format!(
-            "messages[{message}]: the arguments of call {call} must be a JSON object, as Anthropic requires"
-        ))),
+        content: text.map(|text| {
+            vec![TextBlock {
+                kind: "text",
+                text: text.to_owned(),
+            }]
+        }),
     }
 }
 
@@ -340,64 +290,35 @@ fn arguments_input(message: usize, call: usize, arguments: &str) -> Result<Value
 /// still match. `None` for an empty id.
 fn sanitize_id(id: &str) -> Option<String> {
     let id = id.trim();
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
     (!id.is_empty()).then(|| {
         id.chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
+            .map(|c| if allowed(c) { c } else { '_' })
             .collect()
     })
-}
-
-/// Takes the first open call named `name` (any open call when the message names none).
-fn take_open_call(open_calls: &mut Vec<(String, String)>, name: Option<&str>) -> Option<String> {
-    let position = match name.filter(|n| !n.is_empty()) {
-        Some(name) => open_calls.iter().position(|(open, _)| open == name)?,
-        None if open_calls.is_empty() => return None,
-        None => 0,
-    };
-    Some(open_calls.remove(position).1)
 }
 
 /// Maps the caller's functions to `tools`. A function without parameters takes an empty object
 /// (Anthropic requires an `input_schema` of type object).
 pub fn tools(functions: &[FunctionDef]) -> Result<Vec<Tool>, ProviderError> {
-    functions
-        .iter()
-        .enumerate()
-        .map(|(i, function)| {
-            let input_schema = match function.parameters.as_deref().map(str::trim) {
-                None | Some("") => json!({"type": "object"}),
-                Some(text) => match serde_json::from_str::<Value>(text) {
-                    Ok(Value::Object(mut schema)) => {
-                        schema
-                            .entry("type")
-                            .or_insert_with(|| Value::String("object".into()));
-                        Value::Object(schema)
-                    }
-                    Ok(_) => {
-                        return Err(ProviderError::InvalidRequest(format!(
-                            "functions[{i}].parameters must be a JSON Schema object"
-                        )));
-                    }
-                    Err(e) => {
-                        return Err(ProviderError::InvalidRequest(format!(
-                            "functions[{i}].parameters is not valid JSON: {e}"
-                        )));
-                    }
-                },
-            };
-            Ok(Tool {
-                name: function.name.clone(),
-                description: function.description.clone().filter(|d| !d.is_empty()),
-                input_schema,
-            })
+    let tool = |(i, function): (usize, &FunctionDef)| {
+        let mut schema = match function.schema(i)? {
+            None => Map::new(),
+            Some(Value::Object(schema)) => schema,
+            Some(_) => {
+                return Err(ProviderError::InvalidRequest(format!(
+                    "functions[{i}].parameters must be a JSON Schema object"
+                )));
+            }
+        };
+        schema.entry("type").or_insert_with(|| json!("object"));
+        Ok(Tool {
+            name: function.name.clone(),
+            description: function.description.clone().filter(|d| !d.is_empty()),
+            input_schema: Value::Object(schema),
         })
-        .collect()
+    };
+    functions.iter().enumerate().map(tool).collect()
 }
 
 /// Maps a function choice to `tool_choice`.
@@ -408,130 +329,4 @@ pub fn tool_choice(choice: &FunctionChoice) -> Value {
         FunctionChoice::Required => json!({"type": "any"}),
         FunctionChoice::Named(name) => json!({"type": "tool", "name": name}),
     }
-}
-
-/// Maps Anthropic's `stop_reason`.
-pub fn finish_reason(reason: &str) -> FinishReason {
-    match reason {
-        "end_turn" | "stop_sequence" => FinishReason::Stop,
-        "max_tokens" | "model_context_window_exceeded" => FinishReason::Length,
-        "tool_use" => FinishReason::ToolCalls,
-        "refusal" => FinishReason::ContentFilter,
-        _ => FinishReason::Other,
-    }
-}
-
-/// Maps Anthropic's usage. Its `input_tokens` excludes cached tokens, while the gateway's
-/// `prompt_tokens` includes them (with the cached and cache-written parts reported apart).
-pub fn usage(wire: &WireUsage) -> Usage {
-    let cache_read = wire.cache_read_input_tokens;
-    let cache_creation = wire.cache_creation_input_tokens;
-    let prompt_tokens = wire
-        .input_tokens
-        .unwrap_or(0)
-        .saturating_add(cache_read.unwrap_or(0))
-        .saturating_add(cache_creation.unwrap_or(0));
-    let completion_tokens = wire.output_tokens.unwrap_or(0);
-    Usage {
-        prompt_tokens,
-        completion_tokens,
-        total_tokens: prompt_tokens.saturating_add(completion_tokens),
-        cached_prompt_tokens: cache_read,
-        cache_creation_tokens: cache_creation,
-        reasoning_tokens: None,
-    }
-}
-
-/// The error for an answer the plugin cannot read. Never quotes the body: it may be huge.
-pub fn malformed(error: impl std::fmt::Display) -> ProviderError {
-    ProviderError::Failed(format!("malformed response from upstream: {error}"))
-}
-
-/// An error Anthropic reported inside a successful answer (an `error` event mid-stream). Its
-/// status is the one Anthropic documents for the error type, so that the gateway tells rate
-/// limits (429) apart; overloads are Anthropic's own 529.
-pub fn embedded_error(error: &ErrorBody) -> ProviderError {
-    let kind = error.kind.as_deref().unwrap_or("");
-    let status = match kind {
-        "invalid_request_error" => 400,
-        "authentication_error" => 401,
-        "permission_error" => 403,
-        "not_found_error" => 404,
-        "request_too_large" => 413,
-        "rate_limit_error" => 429,
-        "timeout_error" => 504,
-        "overloaded_error" => 529,
-        _ => 500,
-    };
-    let message = match error.message.as_deref().map(str::trim) {
-        Some(message) if !message.is_empty() => message.to_owned(),
-        _ if !kind.is_empty() => format!("the provider reported {kind}"),
-        _ => "the provider reported an error without a message".to_owned(),
-    };
-    ProviderError::Upstream(UpstreamError {
-        status,
-        message,
-        retry_after: None,
-    })
-}
-
-/// The `arguments` text of a `tool_use` block's `input`.
-pub fn input_arguments(input: &Value) -> String {
-    match input {
-        Value::Null => "{}".to_owned(),
-        input => input.to_string(),
-    }
-}
-
-/// An id for an answered call that came without one, so the caller can answer it.
-pub fn answered_call_id(position: usize) -> String {
-    format!("toolu_gw_{position}")
-}
-
-/// Parses a non-streamed answer of `/messages`: one choice, its text blocks concatenated, its
-/// `tool_use` blocks as tool calls (and the first as `function_call`).
-pub fn parse_completion(body: &[u8], requested_model: &str) -> Result<Completion, ProviderError> {
-    let response: MessageResponse = serde_json::from_slice(body).map_err(malformed)?;
-    if response.kind.as_deref() == Some("error") {
-        return Err(embedded_error(&response.error.unwrap_or_default()));
-    }
-    let mut text = String::new();
-    let mut tool_calls = Vec::new();
-    for block in response.content {
-        match block {
-            ContentBlock::Text { text: piece } => text.push_str(&piece),
-            ContentBlock::ToolUse { id, name, input } => {
-                let id = if id.is_empty() {
-                    answered_call_id(tool_calls.len())
-                } else {
-                    id
-                };
-                tool_calls.push(ToolCall {
-                    id,
-                    name,
-                    arguments: input_arguments(&input),
-                });
-            }
-            ContentBlock::Other => {}
-        }
-    }
-    let function_call = tool_calls.first().map(|call| FunctionCall {
-        name: call.name.clone(),
-        arguments: call.arguments.clone(),
-    });
-    Ok(Completion {
-        model: response
-            .model
-            .filter(|m| !m.is_empty())
-            .unwrap_or_else(|| requested_model.to_owned()),
-        choices: vec![Choice {
-            index: 0,
-            text,
-            finish_reason: response.stop_reason.as_deref().map(finish_reason),
-            function_call,
-            tool_calls,
-            logprobs: None,
-        }],
-        usage: response.usage.as_ref().map(usage),
-    })
 }

@@ -1,229 +1,210 @@
-//! Reading a streamed answer event by event. Pure: the caller feeds parsed SSE events and
-//! forwards the chunks returned.
+//! Reading Anthropic's answers: the [`StreamDecoder`] for a whole `/messages` answer and for its
+//! event stream, and the mapping of stop reasons, usage and errors.
 //!
 //! Anthropic's stream: `message_start` (model, prompt usage), then per content block a
 //! `content_block_start`, `content_block_delta`s (`text_delta` text, `input_json_delta` pieces of
 //! a tool call's input) and a `content_block_stop`, then `message_delta` (stop reason, final
-//! usage) and `message_stop`. `ping`s may come anywhere; an `error` event ends the stream.
+//! usage) and `message_stop`, the only sign that the answer is whole. `ping`s may come anywhere;
+//! an `error` event ends the stream. The answer has one choice (index 0): there is no `n`.
 
 use std::collections::BTreeMap;
 
 use gateway_plugin_sdk::sse::Event;
-use gateway_plugin_sdk::{Chunk, Completion, ProviderError, StreamAssembler, TextDelta};
-
-use crate::convert::{
-    answered_call_id, embedded_error, finish_reason, input_arguments, malformed, usage,
+use gateway_plugin_sdk::{
+    Answer, FinishReason, ProviderError, StreamDecoder, UpstreamError, Usage,
 };
-use crate::wire::{BlockDelta, ContentBlock, StreamEvent, WireUsage};
+use serde_json::Value;
 
-/// What to do after an event.
-#[derive(Debug, PartialEq)]
-pub enum Step {
-    /// Send this chunk (new text, or the usage so far), if any, and keep reading.
-    Continue(Option<Chunk>),
-    /// `message_stop` arrived: the answer is complete.
-    Done,
-}
+use crate::wire::{BlockDelta, ContentBlock, ErrorBody, MessageResponse, StreamEvent, WireUsage};
 
-/// A content block of the answer being streamed.
+/// A `tool_use` block not closed yet: the tool call's position, and the arguments it gets if no
+/// input arrives in deltas.
 #[derive(Debug)]
-enum Block {
-    Text,
-    /// A `tool_use` block: the tool call's position, the `input` given at its start, and whether
-    /// any argument text arrived in deltas.
-    Tool {
-        call: u32,
-        initial: Option<String>,
-        has_arguments: bool,
-    },
-    /// Thinking and other blocks that are not answer text.
-    Other,
+struct ToolBlock {
+    call: u32,
+    pending: Option<String>,
 }
 
-/// State of one streamed answer. The answer has one choice (index 0): the Messages API has no `n`.
+/// Reads one answer, whole or streamed.
 #[derive(Debug, Default)]
-pub struct StreamState {
-    assembler: StreamAssembler,
-    model: Option<String>,
-    /// The counts reported so far; later events override earlier ones field by field.
-    usage: Option<WireUsage>,
-    /// Open content blocks by their index in the answer.
-    blocks: BTreeMap<u32, Block>,
+pub struct Decoder {
+    /// The counts reported so far: `message_delta` reports only some of them.
+    usage: WireUsage,
+    /// Open `tool_use` blocks by their index in the answer.
+    tools: BTreeMap<u32, ToolBlock>,
     tool_calls: u32,
-    saw_stop: bool,
 }
 
-impl StreamState {
-    /// A state before the first event.
-    pub fn new() -> Self {
-        Self::default()
+impl StreamDecoder for Decoder {
+    fn body(&mut self, body: &[u8], answer: &mut Answer) -> Result<(), ProviderError> {
+        let response: MessageResponse =
+            serde_json::from_slice(body).map_err(ProviderError::malformed)?;
+        if response.kind.as_deref() == Some("error") {
+            return Err(embedded_error(&response.error.unwrap_or_default()));
+        }
+        self.message(&response, answer);
+        // Read as a stream's blocks would be; `end` closes them.
+        for (index, block) in (0..).zip(response.content) {
+            self.start_block(index, block, answer);
+        }
+        if let Some(reason) = response.stop_reason.as_deref() {
+            answer.finish_reason(0, finish_reason(reason));
+        }
+        answer.complete();
+        Ok(())
     }
 
-    /// Takes one SSE event.
-    pub fn event(&mut self, event: &Event) -> Result<Step, ProviderError> {
+    fn event(&mut self, event: &Event, answer: &mut Answer) -> Result<(), ProviderError> {
         let data = event.data.trim();
         if data.is_empty() {
-            return Ok(Step::Continue(None));
+            return Ok(());
         }
-        let parsed: StreamEvent = serde_json::from_str(data).map_err(malformed)?;
-        match parsed {
-            StreamEvent::MessageStart { message } => {
-                if let Some(model) = message.model.filter(|m| !m.is_empty()) {
-                    self.model = Some(model);
-                }
-                // Register the choice even if the model never says anything.
-                self.assembler.push_text(0, "");
-                if let Some(wire) = &message.usage {
-                    return Ok(Step::Continue(Some(self.add_usage(wire))));
-                }
-            }
+        match serde_json::from_str(data).map_err(ProviderError::malformed)? {
+            StreamEvent::MessageStart { message } => self.message(&message, answer),
             StreamEvent::ContentBlockStart {
                 index,
                 content_block,
-            } => match content_block {
-                ContentBlock::Text { text } => {
-                    self.blocks.insert(index, Block::Text);
-                    return Ok(Step::Continue(self.text(&text)));
-                }
-                ContentBlock::ToolUse { id, name, input } => {
-                    let call = self.tool_calls;
-                    self.tool_calls += 1;
-                    self.assembler.push_tool_call(
-                        0,
-                        call,
-                        Some(id.as_str()).filter(|id| !id.is_empty()),
-                        Some(name.as_str()).filter(|name| !name.is_empty()),
-                        None,
-                    );
-                    // Anthropic starts with `"input": {}` and streams the input as deltas; an
-                    // input given whole at the start is only used when no delta follows.
-                    let initial = match &input {
-                        serde_json::Value::Object(map) if map.is_empty() => None,
-                        serde_json::Value::Null => None,
-                        input => Some(input_arguments(input)),
-                    };
-                    self.blocks.insert(
-                        index,
-                        Block::Tool {
-                            call,
-                            initial,
-                            has_arguments: false,
-                        },
-                    );
-                }
-                ContentBlock::Other => {
-                    self.blocks.insert(index, Block::Other);
-                }
-            },
+            } => self.start_block(index, content_block, answer),
             StreamEvent::ContentBlockDelta { index, delta } => match delta {
-                BlockDelta::TextDelta { text } => return Ok(Step::Continue(self.text(&text))),
-                BlockDelta::InputJsonDelta { partial_json } => match self.blocks.get_mut(&index) {
-                    Some(Block::Tool {
-                        call,
-                        has_arguments,
-                        ..
-                    }) => {
-                        if !partial_json.is_empty() {
-                            self.assembler.push_tool_call(
-                                0,
-                                *call,
-                                None,
-                                None,
-                                Some(&partial_json),
-                            );
-                            *has_arguments = true;
-                        }
-                    }
-                    _ => {
-                        return Err(malformed(format!(
-                            "tool input for content block {index}, which is not an open tool_use block"
+                BlockDelta::TextDelta { text } => answer.text(0, &text),
+                BlockDelta::InputJsonDelta { partial_json } => {
+                    let Some(tool) = self.tools.get_mut(&index) else {
+                        return Err(ProviderError::malformed(format!(
+                            "tool input for content block {index}, which is not an open tool_use \
+                             block"
                         )));
+                    };
+                    if !partial_json.is_empty() {
+                        answer.tool_call(0, tool.call, None, None, Some(&partial_json));
+                        tool.pending = None;
                     }
-                },
+                }
                 BlockDelta::Other => {}
             },
-            StreamEvent::ContentBlockStop { index } => self.close_block(index),
+            StreamEvent::ContentBlockStop { index } => {
+                if let Some(tool) = self.tools.remove(&index) {
+                    close(tool, answer);
+                }
+            }
             StreamEvent::MessageDelta { delta, usage } => {
                 if let Some(reason) = delta.stop_reason.as_deref() {
-                    self.assembler.finish_reason(0, finish_reason(reason));
+                    answer.finish_reason(0, finish_reason(reason));
                 }
-                if let Some(wire) = &usage {
-                    return Ok(Step::Continue(Some(self.add_usage(wire))));
-                }
+                self.add_usage(usage.as_ref(), answer);
             }
-            StreamEvent::MessageStop => {
-                self.saw_stop = true;
-                return Ok(Step::Done);
-            }
+            StreamEvent::MessageStop => answer.end(),
             StreamEvent::Error { error } => return Err(embedded_error(&error)),
             StreamEvent::Ping | StreamEvent::Other => {}
         }
-        Ok(Step::Continue(None))
+        Ok(())
     }
 
-    /// Appends answer text; the chunk that sends it, if there is any.
-    fn text(&mut self, text: &str) -> Option<Chunk> {
-        self.assembler.push_text(0, text);
-        (!text.is_empty()).then(|| Chunk {
-            deltas: vec![TextDelta {
-                index: 0,
-                text: text.to_owned(),
-            }],
-            usage: None,
-        })
+    fn end(&mut self, answer: &mut Answer) -> Result<(), ProviderError> {
+        for tool in std::mem::take(&mut self.tools).into_values() {
+            close(tool, answer);
+        }
+        // Report the choice even if the model never said anything.
+        answer.text(0, "");
+        Ok(())
+    }
+}
+
+impl Decoder {
+    /// Takes what a whole answer and a stream's `message_start` share: the model and usage.
+    fn message(&mut self, message: &MessageResponse, answer: &mut Answer) {
+        answer.model(message.model.as_deref().unwrap_or(""));
+        self.add_usage(message.usage.as_ref(), answer);
     }
 
-    /// Merges reported counts; the chunk that tells the gateway the usage so far, so that a
-    /// stream cut short or cancelled is still recorded with what it used.
-    fn add_usage(&mut self, wire: &WireUsage) -> Chunk {
-        let merged = self.usage.get_or_insert_default();
-        merged.update(wire);
-        let usage = usage(merged);
-        self.assembler.set_usage(usage);
-        Chunk {
-            deltas: Vec::new(),
-            usage: Some(usage),
-        }
-    }
-
-    /// Ends a content block. A tool call whose input never arrived in pieces gets its initial
-    /// input, or `{}` (a tool without parameters).
-    fn close_block(&mut self, index: u32) {
-        if let Some(Block::Tool {
-            call,
-            initial,
-            has_arguments: false,
-        }) = self.blocks.remove(&index)
-        {
-            let arguments = initial.unwrap_or_else(|| "{}".to_owned());
-            self.assembler
-                .push_tool_call(0, call, None, None, Some(&arguments));
-        }
-    }
-
-    /// The whole completion once the stream is over. A stream without `message_stop` was cut
-    /// off: its text may be incomplete.
-    pub fn finish(mut self, requested_model: &str) -> Result<Completion, ProviderError> {
-        if !self.saw_stop {
-            return Err(ProviderError::Failed("stream ended early".into()));
-        }
-        let open: Vec<u32> = self.blocks.keys().copied().collect();
-        for index in open {
-            self.close_block(index);
-        }
-        self.assembler.push_text(0, "");
-        let model = self
-            .model
-            .take()
-            .unwrap_or_else(|| requested_model.to_owned());
-        let mut completion = self.assembler.finish(model);
-        for choice in &mut completion.choices {
-            for (position, call) in choice.tool_calls.iter_mut().enumerate() {
-                if call.id.is_empty() {
-                    call.id = answered_call_id(position);
-                }
+    fn start_block(&mut self, index: u32, block: ContentBlock, answer: &mut Answer) {
+        match block {
+            ContentBlock::Text { text } => answer.text(0, &text),
+            ContentBlock::ToolUse { id, name, input } => {
+                let call = self.tool_calls;
+                self.tool_calls += 1;
+                answer.tool_call(0, call, Some(&id), Some(&name), None);
+                // A stream starts with `"input": {}` and sends the input in deltas; an input
+                // given whole at the start is only used when no delta follows.
+                let pending = Some(match input {
+                    Value::Null => "{}".to_owned(),
+                    input => input.to_string(),
+                });
+                self.tools.insert(index, ToolBlock { call, pending });
             }
+            ContentBlock::Other => {}
         }
-        Ok(completion)
     }
+
+    /// Merges reported counts: each event reports cumulative counts, but not all of them.
+    fn add_usage(&mut self, wire: Option<&WireUsage>, answer: &mut Answer) {
+        if let Some(wire) = wire {
+            self.usage.update(wire);
+            answer.usage(usage(&self.usage));
+        }
+    }
+}
+
+/// Ends a `tool_use` block: a call whose input never arrived in pieces gets the input given at
+/// its start (`{}` for a tool without parameters).
+fn close(tool: ToolBlock, answer: &mut Answer) {
+    if let Some(arguments) = tool.pending {
+        answer.tool_call(0, tool.call, None, None, Some(&arguments));
+    }
+}
+
+/// Maps Anthropic's `stop_reason`.
+pub fn finish_reason(reason: &str) -> FinishReason {
+    match reason {
+        "end_turn" | "stop_sequence" => FinishReason::Stop,
+        "max_tokens" | "model_context_window_exceeded" => FinishReason::Length,
+        "tool_use" => FinishReason::ToolCalls,
+        "refusal" => FinishReason::ContentFilter,
+        _ => FinishReason::Other,
+    }
+}
+
+/// Maps Anthropic's usage. Its `input_tokens` excludes cached tokens, while the gateway's
+/// `prompt_tokens` includes them (with the cached and cache-written parts reported apart).
+pub fn usage(wire: &WireUsage) -> Usage {
+    let cache_read = wire.cache_read_input_tokens;
+    let cache_creation = wire.cache_creation_input_tokens;
+    let prompt_tokens = wire
+        .input_tokens
+        .unwrap_or(0)
+        .saturating_add(cache_read.unwrap_or(0))
+        .saturating_add(cache_creation.unwrap_or(0));
+    Usage {
+        cached_prompt_tokens: cache_read,
+        cache_creation_tokens: cache_creation,
+        ..Usage::new(prompt_tokens, wire.output_tokens.unwrap_or(0))
+    }
+}
+
+/// An error Anthropic reported inside a successful answer (an `error` event mid-stream, or an
+/// error body with status 200). Its status is the one Anthropic documents for the error type, so
+/// that the gateway tells rate limits (429) apart; overloads are Anthropic's own 529. (The SDK's
+/// `embedded_error` reads `code`/`status`, which Anthropic's errors do not have.)
+fn embedded_error(error: &ErrorBody) -> ProviderError {
+    let kind = error.kind.as_deref().unwrap_or("");
+    let status = match kind {
+        "invalid_request_error" => 400,
+        "authentication_error" => 401,
+        "permission_error" => 403,
+        "not_found_error" => 404,
+        "request_too_large" => 413,
+        "rate_limit_error" => 429,
+        "timeout_error" => 504,
+        "overloaded_error" => 529,
+        _ => 500,
+    };
+    let message = match error.message.as_deref().map(str::trim) {
+        Some(message) if !message.is_empty() => message.to_owned(),
+        _ if !kind.is_empty() => format!("the provider reported {kind}"),
+        _ => "the provider reported an error without a message".to_owned(),
+    };
+    ProviderError::Upstream(UpstreamError {
+        status,
+        message,
+        retry_after: None,
+    })
 }

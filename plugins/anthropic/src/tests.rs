@@ -1,24 +1,23 @@
 //! Unit tests of the pure mapping functions, partly against real recorded Anthropic traffic.
 
 use gateway_plugin_sdk::http::Response;
-use gateway_plugin_sdk::sse::Parser;
 use gateway_plugin_sdk::{
     Chunk, Completion, CompletionRequest, EmbeddingRequest, FinishReason, FunctionCall,
     FunctionChoice, FunctionDef, Message, Prompt, Provider, ProviderError, Role, Route, Sink,
-    ToolCall, Usage,
+    ToolCall, Usage, read_completion, read_stream,
 };
 use plugin_testkit::{
     calling, failed, invalid_request, message as msg, named, recording, upstream,
 };
 use serde_json::{Value, json};
 
+use crate::Anthropic;
 use crate::convert::{
-    DEFAULT_MAX_TOKENS, RouteSettings, caller_params, chat, finish_reason, message_body,
-    messages_url, parse_completion, tool_choice, tools, usage,
+    DEFAULT_MAX_TOKENS, Settings, caller_params, chat, message_body, messages_url, tool_choice,
+    tools, upstream_request,
 };
-use crate::stream::{Step, StreamState};
+use crate::stream::{Decoder, finish_reason, usage};
 use crate::wire::WireUsage;
-use crate::{Anthropic, read_completion, read_stream, upstream_request};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -63,7 +62,7 @@ fn weather_function() -> FunctionDef {
 }
 
 fn body(request: &CompletionRequest, stream: bool) -> Value {
-    Value::Object(message_body(request, &RouteSettings::default(), stream).expect("body builds"))
+    Value::Object(message_body(request, &Settings::default(), stream).expect("body builds"))
 }
 
 /// The `messages` and `system` of a chat, as JSON.
@@ -95,28 +94,22 @@ impl Replayed {
     }
 }
 
-/// Feeds an SSE body through the SDK's parser in small pieces (to cross chunk boundaries the way
-/// a network does).
+/// Reads an SSE body through the SDK's stream driver, arriving in small pieces (to cross chunk
+/// boundaries the way a network does).
 fn replay_stream(body: &str) -> Result<Replayed, ProviderError> {
-    let mut parser = Parser::new();
-    let mut events = Vec::new();
-    for piece in body.as_bytes().chunks(7) {
-        events.extend(parser.push(piece));
-    }
-    events.extend(parser.finish());
-    let mut state = StreamState::new();
-    let mut chunks = Vec::new();
-    for event in &events {
-        match state.event(event)? {
-            Step::Continue(Some(chunk)) => chunks.push(chunk),
-            Step::Continue(None) => {}
-            Step::Done => break,
-        }
-    }
+    let mut sink = Sink::buffered();
+    let response = http_response(200, "text/event-stream", body, 7);
+    let completion = read_stream(response, &mut sink, "requested-model", Decoder::default())?;
     Ok(Replayed {
-        chunks,
-        completion: state.finish("requested-model")?,
+        chunks: sink.sent().to_vec(),
+        completion,
     })
+}
+
+/// Reads a non-streamed answer through the SDK's driver.
+fn parse_completion(body: &[u8], requested_model: &str) -> Result<Completion, ProviderError> {
+    let response = Response::from_chunks(200, Vec::new(), vec![body.to_vec()]);
+    read_completion(response, requested_model, Decoder::default())
 }
 
 /// An SSE body of `(event name, data)` pairs.
@@ -309,25 +302,37 @@ fn legacy_parameter_names_are_translated() {
 
 #[test]
 fn route_settings_are_checked() {
-    assert_eq!(
-        RouteSettings::from_route(&route("")).expect("empty settings"),
-        RouteSettings::default()
-    );
-    let settings = RouteSettings::from_route(&route(r#"{"default_max_tokens":1024,"other":true}"#))
-        .expect("settings");
-    assert_eq!(settings.default_max_tokens, 1024);
+    let settings = |text: &str| route(text).settings::<Settings>();
+    for empty in ["", "{}", r#"{"default_max_tokens":null}"#] {
+        assert_eq!(
+            settings(empty).expect("empty settings"),
+            Settings::default()
+        );
+    }
     let mut req = request(Prompt::Text("x".into()));
     req.route = route(r#"{"default_max_tokens":1024}"#);
-    let built = message_body(&req, &settings, false).expect("body");
-    assert_eq!(built["max_tokens"], json!(1024));
+    let sent = upstream_request(&req, false).expect("request");
+    let sent: Value = serde_json::from_slice(sent.body_bytes()).expect("JSON body");
+    assert_eq!(sent["max_tokens"], json!(1024));
     for bad in [
         r#"{"default_max_tokens":0}"#,
         r#"{"default_max_tokens":"many"}"#,
         r#"{"default_max_tokens":-5}"#,
     ] {
-        let message = failed(RouteSettings::from_route(&route(bad)));
-        assert!(message.contains("default_max_tokens"), "{message}");
+        let message = failed(settings(bad));
+        assert!(
+            message.starts_with("route `claude`: setting `default_max_tokens`: "),
+            "{message}"
+        );
     }
+    // A misspelt or unknown setting is refused rather than ignored.
+    let message = failed(settings(r#"{"default_max_tokens":1024,"other":true}"#));
+    assert!(
+        message.starts_with("route `claude`: setting `other`: unknown field"),
+        "{message}"
+    );
+    req.route = route(r#"{"max_tokens":10}"#);
+    failed(upstream_request(&req, false));
 }
 
 #[test]
@@ -383,7 +388,7 @@ fn a_prompt_without_content_is_refused() {
     let message = invalid_request(chat(&[msg(Role::System, "only a system prompt")]));
     assert!(message.contains("at least one"), "{message}");
     let req = request(Prompt::Text(String::new()));
-    invalid_request(message_body(&req, &RouteSettings::default(), false));
+    invalid_request(message_body(&req, &Settings::default(), false));
 }
 
 #[test]
@@ -810,7 +815,8 @@ fn other_blocks_are_not_answer_text_and_missing_ids_are_made_up() {
     let choice = &completion.choices[0];
     assert_eq!(choice.text, "Part one, part two.");
     assert_eq!(choice.finish_reason, Some(FinishReason::Length));
-    assert_eq!(choice.tool_calls, [tool_call("toolu_gw_0", "noop", "{}")]);
+    // The SDK names a call without an id after its choice and position.
+    assert_eq!(choice.tool_calls, [tool_call("call_0_0", "noop", "{}")]);
     assert_eq!(completion.usage, None);
 }
 
@@ -1109,7 +1115,7 @@ fn a_tool_without_input_deltas_gets_an_empty_object() {
         choice.tool_calls,
         [
             tool_call("toolu_a", "now", "{}"),
-            tool_call("toolu_gw_1", "given", r#"{"q":1}"#),
+            tool_call("call_0_1", "given", r#"{"q":1}"#),
             tool_call("toolu_c", "open", "{}"),
         ]
     );
@@ -1135,8 +1141,8 @@ fn input_for_a_block_that_is_no_tool_is_malformed() {
 #[test]
 fn the_request_carries_the_key_version_and_json_body() {
     let req = request(Prompt::Text("hi".into()));
-    let built = message_body(&req, &RouteSettings::default(), false).expect("body");
-    let http = upstream_request(&req.route, &built, "application/json").expect("request");
+    let built = message_body(&req, &Settings::default(), false).expect("body");
+    let http = upstream_request(&req, false).expect("request");
     assert_eq!(http.method(), "POST");
     assert_eq!(http.url(), "http://127.0.0.1:9/v1/messages");
     assert_eq!(http.header_value("x-api-key"), Some("sk-ant-test"));
@@ -1150,11 +1156,13 @@ fn the_request_carries_the_key_version_and_json_body() {
     assert!(!debug.contains("sk-ant-test"), "{debug}");
 
     for key in [None, Some(String::new())] {
-        let mut keyless = req.route.clone();
-        keyless.api_key = key;
-        let http = upstream_request(&keyless, &built, "text/event-stream").expect("request");
+        let mut keyless = req.clone();
+        keyless.route.api_key = key;
+        let http = upstream_request(&keyless, true).expect("request");
         assert_eq!(http.header_value("x-api-key"), None);
         assert_eq!(http.header_value("accept"), Some("text/event-stream"));
+        let sent: Value = serde_json::from_slice(http.body_bytes()).expect("JSON body");
+        assert_eq!(sent["stream"], json!(true));
     }
 }
 
@@ -1164,6 +1172,7 @@ fn error_statuses_become_upstream_errors_with_anthropics_message() {
     let error = upstream(read_completion(
         http_response(401, "application/json", body, 16),
         "m",
+        Decoder::default(),
     ));
     assert_eq!(
         (error.status, error.message.as_str(), error.retry_after),
@@ -1177,7 +1186,12 @@ fn error_statuses_become_upstream_errors_with_anthropics_message() {
         ],
         vec![br#"{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}"#.to_vec()],
     );
-    let error = upstream(read_stream(limited, &mut Sink::buffered(), "m"));
+    let error = upstream(read_stream(
+        limited,
+        &mut Sink::buffered(),
+        "m",
+        Decoder::default(),
+    ));
     assert_eq!((error.status, error.retry_after), (429, Some(13)));
     assert!(error.message.starts_with("Number of request tokens"));
     let error = upstream(read_completion(
@@ -1188,6 +1202,7 @@ fn error_statuses_become_upstream_errors_with_anthropics_message() {
             64,
         ),
         "m",
+        Decoder::default(),
     ));
     assert_eq!((error.status, error.message.as_str()), (529, "Overloaded"));
 }
@@ -1205,6 +1220,7 @@ fn a_recorded_stream_reaches_the_sink_in_order() {
         ),
         &mut sink,
         "claude-sonnet-4",
+        Decoder::default(),
     )
     .expect("stream");
     let sent = sink.sent();
@@ -1248,10 +1264,14 @@ fn a_json_answer_to_a_stream_request_is_sent_in_one_piece() {
         http_response(200, "application/json", &interactions[0].response.body, 50),
         &mut sink,
         "claude-sonnet-4",
+        Decoder::default(),
     )
     .expect("answer");
+    // The text and the usage, in one chunk.
     assert_eq!(sink.sent().len(), 1);
     assert_eq!(sink.sent()[0].deltas[0].text, completion.choices[0].text);
+    assert_eq!(sink.sent()[0].usage, completion.usage);
+    assert!(completion.usage.is_some());
 }
 
 #[test]
@@ -1260,12 +1280,14 @@ fn a_plain_answer_is_read_whole_and_garbage_fails() {
     let completion = read_completion(
         http_response(200, "application/json", &interactions[0].response.body, 13),
         "claude-sonnet-4",
+        Decoder::default(),
     )
     .expect("answer");
     assert_eq!(completion.choices[0].tool_calls.len(), 2);
     let message = failed(read_completion(
         http_response(200, "application/json", "<html>oops</html>", 8),
         "m",
+        Decoder::default(),
     ));
     assert!(message.starts_with("malformed response"), "{message}");
 }

@@ -1,101 +1,75 @@
-//! Mapping between the gateway's types and the Gemini API. Everything here is pure (no I/O), so
-//! it is unit-tested natively.
+//! The gateway's requests as Gemini API requests. Everything here is pure (no I/O), so it is
+//! unit-tested natively.
 
+use gateway_plugin_sdk::http::Request;
 use gateway_plugin_sdk::{
-    CompletionRequest, EmbeddingRequest, Embeddings, FinishReason, FunctionChoice, FunctionDef,
-    Message, Prompt, ProviderError, Role, Route, UpstreamError, Usage, params_object,
+    CompletionRequest, EmbeddingRequest, FunctionChoice, FunctionDef, Message, OpenCall, OpenCalls,
+    Prompt, ProviderError, Role, Route, json, params_object_except,
 };
 use serde_json::{Map, Value, json};
 
 use crate::schema;
-use crate::wire::{
-    BatchEmbedResponse, Content, FunctionCallOut, FunctionDeclaration, FunctionResponseOut, Part,
-    Tool, UsageMetadata,
-};
+use crate::wire::{Content, FunctionCallOut, FunctionDeclaration, FunctionResponseOut, Part, Tool};
+
+/// A JSON object: a request body, or a part of one.
+type Object = Map<String, Value>;
 
 /// The value Google documents for a function call whose thought signature is unknown (history
 /// written by the client, or a call whose signature the caller could not keep). Gemini 3 and
 /// later refuse replayed function calls without a signature; this one skips the check.
 pub const THOUGHT_SIGNATURE_SENTINEL: &str = "skip_thought_signature_validator";
 
-/// `generationConfig` fields with the caller's names for them, first name winning: Gemini's own
-/// (camelCase), its snake_case form, then the OpenAI and Commonbase names callers already use.
-const GENERATION_ALIASES: &[(&str, &[&str])] = &[
-    ("temperature", &["temperature"]),
-    ("topP", &["topP", "top_p"]),
-    ("topK", &["topK", "top_k"]),
-    (
+/// `generationConfig` fields, each with the caller's names for it, first name winning: Gemini's
+/// own (camelCase, also the field's name), its snake_case form, then the OpenAI and Commonbase
+/// names callers already use.
+const GENERATION_ALIASES: &[&[&str]] = &[
+    &["temperature"],
+    &["topP", "top_p"],
+    &["topK", "top_k"],
+    &[
         "maxOutputTokens",
-        &[
-            "maxOutputTokens",
-            "max_output_tokens",
-            "max_tokens",
-            "max_completion_tokens",
-            "max_tokens_to_sample",
-        ],
-    ),
-    (
-        "stopSequences",
-        &["stopSequences", "stop_sequences", "stop"],
-    ),
-    (
-        "candidateCount",
-        &["candidateCount", "candidate_count", "n"],
-    ),
-    ("presencePenalty", &["presencePenalty", "presence_penalty"]),
-    (
-        "frequencyPenalty",
-        &["frequencyPenalty", "frequency_penalty"],
-    ),
-    ("seed", &["seed"]),
-    (
-        "responseMimeType",
-        &["responseMimeType", "response_mime_type"],
-    ),
+        "max_output_tokens",
+        "max_tokens",
+        "max_completion_tokens",
+        "max_tokens_to_sample",
+    ],
+    &["stopSequences", "stop_sequences", "stop"],
+    &["candidateCount", "candidate_count", "n"],
+    &["presencePenalty", "presence_penalty"],
+    &["frequencyPenalty", "frequency_penalty"],
+    &["seed"],
+    &["responseMimeType", "response_mime_type"],
 ];
 
 /// Request fields (outside `generationConfig`) callers may set through params.
-const TOP_LEVEL_ALIASES: &[(&str, &[&str])] = &[
-    ("safetySettings", &["safetySettings", "safety_settings"]),
-    ("cachedContent", &["cachedContent", "cached_content"]),
+const TOP_LEVEL_ALIASES: &[&[&str]] = &[
+    &["safetySettings", "safety_settings"],
+    &["cachedContent", "cached_content"],
 ];
-
-/// Params the plugin decides itself: streaming is chosen by the endpoint, not by a flag.
-const IGNORED_PARAMS: &[&str] = &["stream", "stream_options"];
 
 /// `embedContent` request fields with the caller's names for them.
-const EMBEDDING_ALIASES: &[(&str, &[&str])] = &[
-    ("taskType", &["taskType", "task_type"]),
-    ("title", &["title"]),
-    (
+const EMBEDDING_ALIASES: &[&[&str]] = &[
+    &["taskType", "task_type"],
+    &["title"],
+    &[
         "outputDimensionality",
-        &[
-            "outputDimensionality",
-            "output_dimensionality",
-            "dimensions",
-        ],
-    ),
+        "output_dimensionality",
+        "dimensions",
+    ],
 ];
-
-/// A request ready to send upstream.
-#[derive(Debug, Clone, PartialEq)]
-pub struct UpstreamCall {
-    pub url: String,
-    pub body: Map<String, Value>,
-}
-
-/// The route's base URL without a trailing slash.
-pub fn base_url(route: &Route) -> Result<&str, ProviderError> {
-    route.checked_base_url("https://generativelanguage.googleapis.com/v1beta")
-}
 
 /// The model's resource name: `models/{id}` (a `models/` prefix the caller wrote is kept once),
 /// or `tunedModels/{id}` as given.
 pub fn model_resource(model: &str) -> Result<String, ProviderError> {
+    let (collection, id) = model_parts(model)?;
+    Ok(format!("{collection}/{id}"))
+}
+
+/// The model's collection and id.
+fn model_parts(model: &str) -> Result<(&str, &str), ProviderError> {
     let model = model.trim();
     let (collection, id) = match model.split_once('/') {
-        Some(("tunedModels", id)) => ("tunedModels", id),
-        Some(("models", id)) => ("models", id),
+        Some((collection @ ("tunedModels" | "models"), id)) => (collection, id),
         _ => ("models", model),
     };
     if id.is_empty() || id.contains('/') {
@@ -103,20 +77,7 @@ pub fn model_resource(model: &str) -> Result<String, ProviderError> {
             "{model:?} is not a Gemini model name (e.g. gemini-2.5-flash)"
         )));
     }
-    Ok(format!("{collection}/{id}"))
-}
-
-/// `{base}/{resource}:{method}`, the model id percent-encoded so that no character of it can
-/// change the URL's meaning.
-fn method_url(base: &str, model: &str, method: &str) -> Result<String, ProviderError> {
-    let resource = model_resource(model)?;
-    let (collection, id) = resource
-        .split_once('/')
-        .unwrap_or(("models", resource.as_str()));
-    Ok(format!(
-        "{base}/{collection}/{}:{method}",
-        percent_encode(id)
-    ))
+    Ok((collection, id))
 }
 
 /// Every byte but RFC 3986's unreserved characters is encoded.
@@ -126,8 +87,24 @@ const NOT_UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHA
     .remove(b'_')
     .remove(b'~');
 
-fn percent_encode(text: &str) -> String {
-    percent_encoding::utf8_percent_encode(text, NOT_UNRESERVED).to_string()
+/// A `POST` to `{base}/{resource}:{method}`, the model id percent-encoded so that no character
+/// of it can change the URL's meaning, with the route's key in `x-goog-api-key` when it has one
+/// (a keyless route may front a proxy that adds it): never in the URL, which ends up in logs.
+/// Gemini routes take no settings: one given (meant for another plugin, or misspelt) is refused
+/// rather than ignored.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Settings {}
+
+fn post(route: &Route, model: &str, method: &str, stream: bool) -> Result<Request, ProviderError> {
+    let Settings {} = route.settings()?;
+    let base = route.checked_base_url("https://generativelanguage.googleapis.com/v1beta")?;
+    let (collection, id) = model_parts(model)?;
+    let id = percent_encoding::utf8_percent_encode(id, NOT_UNRESERVED);
+    let request = Request::post(format!("{base}/{collection}/{id}:{method}"));
+    Ok(request
+        .streaming(stream)
+        .api_key(Some("x-goog-api-key"), route.api_key.as_deref()))
 }
 
 /// Builds the upstream request of a completion: `generateContent`, or
@@ -135,22 +112,19 @@ fn percent_encode(text: &str) -> String {
 pub fn completion_call(
     request: &CompletionRequest,
     stream: bool,
-) -> Result<UpstreamCall, ProviderError> {
-    let base = base_url(&request.route)?;
-    let url = if stream {
-        format!(
-            "{}?alt=sse",
-            method_url(base, &request.model, "streamGenerateContent")?
-        )
+) -> Result<Request, ProviderError> {
+    let method = if stream {
+        "streamGenerateContent?alt=sse"
     } else {
-        method_url(base, &request.model, "generateContent")?
+        "generateContent"
     };
-
+    let http = post(&request.route, &request.model, method, stream)?;
     let (system, contents) = match &request.prompt {
-        Prompt::Text(text) => (
-            Vec::new(),
-            push_content(Vec::new(), "user", text_parts(text)),
-        ),
+        Prompt::Text(text) => {
+            let mut contents = Vec::new();
+            push_content(&mut contents, "user", text_parts(text));
+            (Vec::new(), contents)
+        }
         Prompt::Chat(messages) => conversation(messages, &request.model)?,
     };
     if contents.is_empty() {
@@ -159,23 +133,17 @@ pub fn completion_call(
         ));
     }
 
-    let SplitParams {
-        generation_config,
-        request_fields,
-    } = generation_config(&request.params)?;
-    let mut body = request_fields;
-    body.insert("contents".into(), to_value(&contents)?);
+    let (generation_config, mut body) = generation_config(&request.params)?;
+    body.insert("contents".into(), json::to_value(&contents)?);
     if !system.is_empty() {
-        body.insert(
-            "systemInstruction".into(),
-            to_value(&Content {
-                role: None,
-                parts: system,
-            })?,
-        );
+        let instruction = Content {
+            role: None,
+            parts: system,
+        };
+        body.insert("systemInstruction".into(), json::to_value(&instruction)?);
     }
     if !request.functions.is_empty() {
-        body.insert("tools".into(), to_value(&tools(&request.functions)?)?);
+        body.insert("tools".into(), json::to_value(&tools(&request.functions)?)?);
         // A function choice means nothing without functions to choose from.
         if let Some(choice) = &request.function_choice {
             body.insert("toolConfig".into(), tool_config(choice));
@@ -184,29 +152,21 @@ pub fn completion_call(
     if !generation_config.is_empty() {
         body.insert("generationConfig".into(), Value::Object(generation_config));
     }
-    Ok(UpstreamCall { url, body })
+    http.json(&body)
 }
 
 /// Builds the `batchEmbedContents` request: one `embedContent` request per input, in order.
 /// (`embedContent` is the single-input form; the batch form serves one input as well and keeps
 /// every gateway call to one upstream call.)
-pub fn embedding_call(request: &EmbeddingRequest) -> Result<UpstreamCall, ProviderError> {
-    let base = base_url(&request.route)?;
-    let url = method_url(base, &request.model, "batchEmbedContents")?;
+pub fn embedding_call(request: &EmbeddingRequest) -> Result<Request, ProviderError> {
+    let http = post(&request.route, &request.model, "batchEmbedContents", false)?;
     let resource = model_resource(&request.model)?;
-    let mut params = params_object(&request.params)?;
-    let mut shared = Map::new();
-    for (field, aliases) in EMBEDDING_ALIASES {
-        if let Some(value) = take_alias(&mut params, aliases) {
-            shared.insert((*field).into(), value);
-        }
-    }
-    // Anything else is an `embedContent` field the plugin does not know yet: passed as is.
-    for (key, value) in params {
-        if !value.is_null() && !["model", "content"].contains(&key.as_str()) {
-            shared.insert(key, value);
-        }
-    }
+    let mut params = params_object_except(&request.params, &["model", "content"])?;
+    params.retain(|_, value| !value.is_null());
+    // Known fields under Gemini's names; anything else is an `embedContent` field the plugin
+    // does not know yet: passed as is.
+    let mut shared = take_aliases(&mut params, EMBEDDING_ALIASES);
+    shared.extend(params);
     let requests: Vec<Value> = request
         .input
         .iter()
@@ -217,14 +177,7 @@ pub fn embedding_call(request: &EmbeddingRequest) -> Result<UpstreamCall, Provid
             Value::Object(one)
         })
         .collect();
-    let mut body = Map::new();
-    body.insert("requests".into(), Value::Array(requests));
-    Ok(UpstreamCall { url, body })
-}
-
-fn to_value<T: serde::Serialize + ?Sized>(value: &T) -> Result<Value, ProviderError> {
-    serde_json::to_value(value)
-        .map_err(|e| ProviderError::Failed(format!("cannot encode the upstream request: {e}")))
+    http.json(&json!({ "requests": requests }))
 }
 
 /// A text part, or nothing for empty text: Gemini refuses empty text parts.
@@ -238,9 +191,9 @@ fn text_parts(text: &str) -> Vec<Part> {
 
 /// Appends `parts` as a `role` turn, merging into the last turn when it has the same role
 /// (Gemini wants one turn per speaker change; consecutive function results share one user turn).
-fn push_content(mut contents: Vec<Content>, role: &'static str, parts: Vec<Part>) -> Vec<Content> {
+fn push_content(contents: &mut Vec<Content>, role: &'static str, parts: Vec<Part>) {
     if parts.is_empty() {
-        return contents;
+        return;
     }
     match contents.last_mut() {
         Some(last) if last.role == Some(role) => last.parts.extend(parts),
@@ -249,7 +202,6 @@ fn push_content(mut contents: Vec<Content>, role: &'static str, parts: Vec<Part>
             parts,
         }),
     }
-    contents
 }
 
 /// Maps a chat conversation to the system instruction's parts and the turns.
@@ -264,149 +216,93 @@ pub fn conversation(
 ) -> Result<(Vec<Part>, Vec<Content>), ProviderError> {
     let mut system = Vec::new();
     let mut contents = Vec::new();
-    // Calls of the latest assistant message not answered yet, in order: (id, name).
-    let mut open_calls: Vec<(String, String)> = Vec::new();
+    let mut open = OpenCalls::new();
     let signature = requires_thought_signatures(model).then_some(THOUGHT_SIGNATURE_SENTINEL);
     for (i, message) in messages.iter().enumerate() {
         let content = message.content.as_deref().unwrap_or("");
-        match message.role {
-            Role::System => system.extend(text_parts(content)),
-            Role::User => contents = push_content(contents, "user", text_parts(content)),
+        let (role, parts) = match message.role {
+            Role::System => {
+                system.extend(text_parts(content));
+                continue;
+            }
+            Role::User => ("user", text_parts(content)),
             Role::Assistant => {
-                let calls = assistant_calls(i, message)?;
-                open_calls = calls
-                    .iter()
-                    .map(|call| (call.id.clone().unwrap_or_default(), call.name.clone()))
-                    .collect();
-                let mut parts = text_parts(content);
-                parts.extend(calls.into_iter().map(|call| Part {
-                    function_call: Some(call),
-                    thought_signature: signature.map(str::to_owned),
-                    ..Part::default()
+                let calls = message.calls();
+                open.replace(calls.iter().map(|call| OpenCall {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
                 }));
-                contents = push_content(contents, "model", parts);
-            }
-            Role::Tool => {
-                let id = message.tool_call_id.as_deref().filter(|id| !id.is_empty());
-                let answered = match id {
-                    Some(id) => open_calls
-                        .iter()
-                        .position(|(open, _)| open == id)
-                        .map(|p| open_calls.remove(p)),
-                    None => take_open_call(&mut open_calls, message.name.as_deref()),
-                };
-                let name = message
-                    .name
-                    .clone()
-                    .filter(|n| !n.is_empty())
-                    .or_else(|| answered.as_ref().map(|(_, name)| name.clone()))
-                    .ok_or_else(|| {
+                let mut parts = text_parts(content);
+                for (j, call) in calls.into_iter().enumerate() {
+                    let args = call.arguments_object().ok_or_else(|| {
+                        let field = match message.tool_calls.is_empty() {
+                            true => "function_call".to_owned(),
+                            false => format!("tool_calls[{j}]"),
+                        };
                         ProviderError::InvalidRequest(format!(
-                            "messages[{i}]: Gemini needs the function's name for a tool result; \
-                             give the message a name or a tool_call_id of an earlier call"
+                            "messages[{i}].{field}.arguments must be a JSON object"
                         ))
                     })?;
-                let id = id
-                    .map(str::to_owned)
-                    .or_else(|| answered.map(|(id, _)| id))
-                    .filter(|id| !id.is_empty());
-                contents = push_content(contents, "user", vec![response_part(id, name, content)]);
+                    let id = Some(call.id).filter(|id| !id.is_empty());
+                    parts.push(Part {
+                        function_call: Some(FunctionCallOut {
+                            id,
+                            name: call.name,
+                            args,
+                        }),
+                        thought_signature: signature.map(str::to_owned),
+                        ..Part::default()
+                    });
+                }
+                ("model", parts)
             }
-            Role::Function => {
-                let answered = take_open_call(&mut open_calls, message.name.as_deref());
-                let name = message
-                    .name
-                    .clone()
-                    .filter(|n| !n.is_empty())
-                    .or_else(|| answered.as_ref().map(|(_, name)| name.clone()))
-                    .ok_or_else(|| {
-                        ProviderError::InvalidRequest(format!(
-                            "messages[{i}]: a function message needs the function's name"
-                        ))
-                    })?;
-                let id = answered.map(|(id, _)| id).filter(|id| !id.is_empty());
-                contents = push_content(contents, "user", vec![response_part(id, name, content)]);
+            Role::Tool | Role::Function => {
+                let part = result_part(i, message, content, &mut open)?;
+                ("user", vec![part])
             }
-        }
+        };
+        push_content(&mut contents, role, parts);
     }
     Ok((system, contents))
 }
 
-/// The function calls of an assistant message: its `tool_calls`, else its `function_call`.
-fn assistant_calls(
-    position: usize,
+/// A `tool` or `function` message (the `i`th) as a `functionResponse` part: named after the
+/// message's name, else after the call it answers (by `tool_call_id`, else the first open call).
+/// The content is the response when it is a JSON object, else text under `output`, the key
+/// Google documents for a function's output.
+fn result_part(
+    i: usize,
     message: &Message,
-) -> Result<Vec<FunctionCallOut>, ProviderError> {
-    if !message.tool_calls.is_empty() {
-        return message
-            .tool_calls
-            .iter()
-            .enumerate()
-            .map(|(j, call)| {
-                Ok(FunctionCallOut {
-                    id: Some(call.id.clone()).filter(|id| !id.is_empty()),
-                    name: call.name.clone(),
-                    args: arguments_object(&call.arguments).ok_or_else(|| {
-                        ProviderError::InvalidRequest(format!(
-                            "messages[{position}].tool_calls[{j}].arguments must be a JSON object"
-                        ))
-                    })?,
-                })
+    content: &str,
+    open: &mut OpenCalls,
+) -> Result<Part, ProviderError> {
+    let tool = message.role == Role::Tool;
+    let id = message.tool_call_id.as_deref().filter(|_| tool);
+    let answered = open.answer(id, message.name.as_deref());
+    let name = message
+        .name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .or_else(|| answered.as_ref().map(|call| call.name.clone()))
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| {
+            ProviderError::InvalidRequest(match tool {
+                true => format!(
+                    "messages[{i}]: Gemini needs the function's name for a tool result; give \
+                     the message a name or a tool_call_id of an earlier call"
+                ),
+                false => format!("messages[{i}]: a function message needs the function's name"),
             })
-            .collect();
-    }
-    message
-        .function_call
-        .iter()
-        .map(|call| {
-            Ok(FunctionCallOut {
-                id: None,
-                name: call.name.clone(),
-                args: arguments_object(&call.arguments).ok_or_else(|| {
-                    ProviderError::InvalidRequest(format!(
-                        "messages[{position}].function_call.arguments must be a JSON object"
-                    ))
-                })?,
-            })
-        })
-        .collect()
-}
-
-/// A call's arguments as the JSON object Gemini wants; empty text is no arguments.
-fn arguments_object(arguments: &str) -> Option<Value> {
-    if arguments.trim().is_empty() {
-        return Some(json!({}));
-    }
-    match serde_json::from_str(arguments) {
-        Ok(object @ Value::Object(_)) => Some(object),
-        _ => None,
-    }
-}
-
-/// Takes the first open call named `name` (any open call when the message names none).
-fn take_open_call(
-    open_calls: &mut Vec<(String, String)>,
-    name: Option<&str>,
-) -> Option<(String, String)> {
-    let position = match name.filter(|n| !n.is_empty()) {
-        Some(name) => open_calls.iter().position(|(_, open)| open == name)?,
-        None if open_calls.is_empty() => return None,
-        None => 0,
-    };
-    Some(open_calls.remove(position))
-}
-
-/// A function's result: the content when it is a JSON object, else the content as text under
-/// `output`, the key Google documents for a function's output.
-fn response_part(id: Option<String>, name: String, content: &str) -> Part {
+        })?;
     let response = match serde_json::from_str::<Value>(content) {
         Ok(object @ Value::Object(_)) => object,
         _ => json!({ "output": content }),
     };
-    Part {
+    let id = answered.map(|call| call.id).filter(|id| !id.is_empty());
+    Ok(Part {
         function_response: Some(FunctionResponseOut { id, name, response }),
         ..Part::default()
-    }
+    })
 }
 
 /// Whether the model refuses replayed function calls without a thought signature: Gemini 3 and
@@ -427,21 +323,10 @@ pub fn tools(functions: &[FunctionDef]) -> Result<Vec<Tool>, ProviderError> {
         .iter()
         .enumerate()
         .map(|(i, function)| {
-            let parameters = match function.parameters.as_deref().map(str::trim) {
-                None | Some("") => None,
-                Some(text) => {
-                    let schema: Value = serde_json::from_str(text).map_err(|e| {
-                        ProviderError::InvalidRequest(format!(
-                            "functions[{i}].parameters is not valid JSON: {e}"
-                        ))
-                    })?;
-                    schema::parameters(&schema)
-                }
-            };
             Ok(FunctionDeclaration {
                 name: function.name.clone(),
                 description: function.description.clone(),
-                parameters,
+                parameters: function.schema(i)?.and_then(|s| schema::parameters(&s)),
             })
         })
         .collect::<Result<Vec<_>, ProviderError>>()?;
@@ -461,38 +346,23 @@ pub fn tool_config(choice: &FunctionChoice) -> Value {
     json!({ "functionCallingConfig": config })
 }
 
-/// The caller's params, split by where they go in the request.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SplitParams {
-    /// The `generationConfig` object.
-    pub generation_config: Map<String, Value>,
-    /// Fields of the request itself (`safetySettings`, `cachedContent`).
-    pub request_fields: Map<String, Value>,
-}
-
-/// Splits the caller's params into `generationConfig` and top-level request fields.
+/// Splits the caller's params into the `generationConfig` object and the request's own fields
+/// (`safetySettings`, `cachedContent`).
 ///
 /// - Known parameters are renamed (see [`GENERATION_ALIASES`]): `max_tokens` becomes
 ///   `maxOutputTokens`, `stop` (a string or a list) `stopSequences`, `n` `candidateCount`, ...
 /// - `response_format: {"type": "json_object"}` asks for `application/json`;
 ///   `{"type": "json_schema", "json_schema": {"schema": S}}` also sets `responseSchema`.
-/// - `safetySettings` and `cachedContent` are request fields, not generation settings.
 /// - A `generationConfig` object is the starting point; flat params override its fields.
 /// - Every other param goes into `generationConfig` as is (`thinkingConfig`,
 ///   `responseModalities`, ...), so new Gemini settings work without a plugin update; Gemini
 ///   answers 400 for names it does not know.
-/// - `null` values are left out: they mean "not set".
-pub fn generation_config(params: &str) -> Result<SplitParams, ProviderError> {
-    let mut params = params_object(params)?;
-    params.retain(|key, value| !value.is_null() && !IGNORED_PARAMS.contains(&key.as_str()));
-
-    let mut top_level = Map::new();
-    for (field, aliases) in TOP_LEVEL_ALIASES {
-        if let Some(value) = take_alias(&mut params, aliases) {
-            top_level.insert((*field).into(), value);
-        }
-    }
-
+/// - `null` values are left out: they mean "not set"; so are `stream` and `stream_options`:
+///   streaming is chosen by the endpoint, not by a flag.
+pub fn generation_config(params: &str) -> Result<(Object, Object), ProviderError> {
+    let mut params = params_object_except(params, &["stream", "stream_options"])?;
+    params.retain(|_, value| !value.is_null());
+    let request_fields = take_aliases(&mut params, TOP_LEVEL_ALIASES);
     let mut config = match take_alias(&mut params, &["generationConfig", "generation_config"]) {
         None => Map::new(),
         Some(Value::Object(config)) => config,
@@ -505,25 +375,26 @@ pub fn generation_config(params: &str) -> Result<SplitParams, ProviderError> {
     if let Some(format) = params.remove("response_format") {
         response_format(&format, &mut config)?;
     }
-    for (field, aliases) in GENERATION_ALIASES {
-        if let Some(mut value) = take_alias(&mut params, aliases) {
-            if *field == "stopSequences"
-                && let Value::String(stop) = value
-            {
-                value = json!([stop]);
-            }
-            config.insert((*field).into(), value);
-        }
+    let mut renamed = take_aliases(&mut params, GENERATION_ALIASES);
+    if let Some(stop @ Value::String(_)) = renamed.get_mut("stopSequences") {
+        *stop = json!([stop.take()]);
     }
+    config.extend(renamed);
     config.extend(params);
-    Ok(SplitParams {
-        generation_config: config,
-        request_fields: top_level,
-    })
+    Ok((config, request_fields))
+}
+
+/// Takes each field of `table` out of `params` (see [`take_alias`]), under its first name.
+fn take_aliases(params: &mut Object, table: &[&[&str]]) -> Object {
+    let fields = table.iter().filter_map(|aliases| {
+        let value = take_alias(params, aliases)?;
+        Some((aliases[0].to_owned(), value))
+    });
+    fields.collect()
 }
 
 /// Removes every alias from `params` and returns the value of the first one present.
-fn take_alias(params: &mut Map<String, Value>, aliases: &[&str]) -> Option<Value> {
+fn take_alias(params: &mut Object, aliases: &[&str]) -> Option<Value> {
     let mut found = None;
     for alias in aliases {
         if let Some(value) = params.remove(*alias)
@@ -536,7 +407,7 @@ fn take_alias(params: &mut Map<String, Value>, aliases: &[&str]) -> Option<Value
 }
 
 /// Maps OpenAI's `response_format` into `config`.
-fn response_format(format: &Value, config: &mut Map<String, Value>) -> Result<(), ProviderError> {
+fn response_format(format: &Value, config: &mut Object) -> Result<(), ProviderError> {
     let invalid = || {
         ProviderError::InvalidRequest(
             "params.response_format must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or \
@@ -560,111 +431,4 @@ fn response_format(format: &Value, config: &mut Map<String, Value>) -> Result<()
         _ => return Err(invalid()),
     }
     Ok(())
-}
-
-/// Maps a Gemini `finishReason`. `STOP` on a candidate that called functions is decided by the
-/// caller (it becomes `ToolCalls`).
-pub fn finish_reason(reason: &str) -> FinishReason {
-    match reason {
-        "STOP" => FinishReason::Stop,
-        "MAX_TOKENS" => FinishReason::Length,
-        "SAFETY"
-        | "RECITATION"
-        | "BLOCKLIST"
-        | "PROHIBITED_CONTENT"
-        | "SPII"
-        | "IMAGE_SAFETY"
-        | "IMAGE_PROHIBITED_CONTENT"
-        | "IMAGE_RECITATION" => FinishReason::ContentFilter,
-        _ => FinishReason::Other,
-    }
-}
-
-/// Maps `usageMetadata`.
-///
-/// Thoughts are billed as output, so they count as completion tokens (and are reported as
-/// reasoning tokens); tool-use prompt tokens (results of built-in tools fed back to the model)
-/// are billed as input, so they count as prompt tokens. A missing total is the sum of the parts.
-pub fn usage(wire: &UsageMetadata) -> Usage {
-    let prompt_tokens = wire
-        .prompt_token_count
-        .unwrap_or(0)
-        .saturating_add(wire.tool_use_prompt_token_count.unwrap_or(0));
-    let completion_tokens = wire
-        .candidates_token_count
-        .unwrap_or(0)
-        .saturating_add(wire.thoughts_token_count.unwrap_or(0));
-    Usage {
-        prompt_tokens,
-        completion_tokens,
-        total_tokens: wire
-            .total_token_count
-            .unwrap_or(prompt_tokens.saturating_add(completion_tokens)),
-        cached_prompt_tokens: wire.cached_content_token_count,
-        cache_creation_tokens: None,
-        reasoning_tokens: wire.thoughts_token_count,
-    }
-}
-
-/// The error for an answer the plugin cannot read. Never quotes the body: it may be huge.
-pub fn malformed(error: impl std::fmt::Display) -> ProviderError {
-    ProviderError::Failed(format!("malformed response from upstream: {error}"))
-}
-
-/// An error Google reported inside a successful answer (`{"error": {"code", "message",
-/// "status"}}`, e.g. mid-stream). Its status is the error's `code` when that is an HTTP error
-/// status, else the HTTP status of its canonical `status` name, else 500.
-pub fn embedded_error(error: &Value) -> ProviderError {
-    let message = match error {
-        Value::String(message) => message.clone(),
-        Value::Object(object) => match object.get("message") {
-            Some(Value::String(message)) if !message.trim().is_empty() => message.clone(),
-            _ => error.to_string(),
-        },
-        other => other.to_string(),
-    };
-    let from_code = error
-        .get("code")
-        .and_then(Value::as_u64)
-        .and_then(|code| u16::try_from(code).ok())
-        .filter(|code| (400..=599).contains(code));
-    let from_status = error
-        .get("status")
-        .and_then(Value::as_str)
-        .and_then(|status| match status {
-            "INVALID_ARGUMENT" | "FAILED_PRECONDITION" | "OUT_OF_RANGE" => Some(400),
-            "UNAUTHENTICATED" => Some(401),
-            "PERMISSION_DENIED" => Some(403),
-            "NOT_FOUND" => Some(404),
-            "RESOURCE_EXHAUSTED" => Some(429),
-            "UNAVAILABLE" => Some(503),
-            "DEADLINE_EXCEEDED" => Some(504),
-            _ => None,
-        });
-    ProviderError::Upstream(UpstreamError {
-        status: from_code.or(from_status).unwrap_or(500),
-        message,
-        retry_after: None,
-    })
-}
-
-/// Parses an answer of `batchEmbedContents`: one vector per input, in input order.
-pub fn parse_embeddings(
-    body: &[u8],
-    requested_model: &str,
-    inputs: usize,
-) -> Result<Embeddings, ProviderError> {
-    let response: BatchEmbedResponse = serde_json::from_slice(body).map_err(malformed)?;
-    if response.embeddings.len() != inputs {
-        return Err(malformed(format!(
-            "{} embeddings for {inputs} inputs",
-            response.embeddings.len()
-        )));
-    }
-    Ok(Embeddings {
-        model: requested_model.to_owned(),
-        vectors: response.embeddings.into_iter().map(|e| e.values).collect(),
-        // Google reports no token counts for embeddings.
-        usage: None,
-    })
 }

@@ -1,166 +1,173 @@
 //! Reading answers: a `generateContent` answer is one [`GenerateContentResponse`], a stream is a
 //! sequence of them (each event carries the new parts, the last one the finish reason and the
-//! final usage). [`Accumulator`] serves both, so streamed and whole answers are read alike.
-//! Pure: the caller feeds parsed responses and forwards the returned deltas.
+//! final usage). [`Decoder`] reads both into the SDK's [`Answer`], so streamed and whole answers
+//! are read alike; the SDK's drivers do the rest.
 
 use std::collections::BTreeMap;
 
+use gateway_plugin_sdk::sse::Event;
 use gateway_plugin_sdk::{
-    Completion, FinishReason, ProviderError, StreamAssembler, TextDelta, Usage,
+    Answer, Embeddings, FinishReason, ProviderError, StreamDecoder, Usage, embedded_error,
 };
 use serde_json::Value;
 
-use crate::convert::{embedded_error, finish_reason, malformed, usage};
-use crate::wire::{GenerateContentResponse, PartIn};
+use crate::wire::{BatchEmbedResponse, GenerateContentResponse, UsageMetadata};
 
-/// What one response added.
-#[derive(Debug, Default, PartialEq)]
-pub struct Step {
-    /// New answer text, at most one delta per choice.
-    pub deltas: Vec<TextDelta>,
-    /// The usage so far, when the response reported it.
-    pub usage: Option<Usage>,
-}
-
-/// Per-choice state the assembler does not keep.
+/// Reads `GenerateContentResponse`s into an [`Answer`].
 #[derive(Debug, Default)]
-struct ChoiceState {
-    /// Function calls seen so far.
-    calls: u32,
-    /// Gemini's finish reason, mapped when the answer is over.
-    finish_reason: Option<String>,
-    /// The prompt was refused: no candidate at all.
-    blocked: bool,
+pub struct Decoder {
+    /// Per choice: the function calls seen so far (they number the next one), and the finish
+    /// reason, set on the answer at its end because `STOP` after function calls is `ToolCalls`.
+    choices: BTreeMap<u32, (u32, Option<FinishReason>)>,
 }
 
-/// Builds a completion from one or more `GenerateContentResponse`s.
-#[derive(Debug, Default)]
-pub struct Accumulator {
-    assembler: StreamAssembler,
-    choices: BTreeMap<u32, ChoiceState>,
-    /// The last `modelVersion` seen.
-    model: Option<String>,
-    /// A finish reason or a prompt block arrived: the answer is complete.
-    finished: bool,
-}
-
-impl Accumulator {
-    /// An accumulator before the first response.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Parses and takes one streamed event's data.
-    pub fn event(&mut self, data: &str) -> Result<Step, ProviderError> {
-        let data = data.trim();
-        if data.is_empty() {
-            return Ok(Step::default());
+impl StreamDecoder for Decoder {
+    fn body(&mut self, body: &[u8], answer: &mut Answer) -> Result<(), ProviderError> {
+        // Without `alt=sse` (a proxy may drop it) a stream is one JSON array of responses.
+        let responses = if body.trim_ascii_start().starts_with(b"[") {
+            serde_json::from_slice(body)
+        } else {
+            serde_json::from_slice(body).map(|response| vec![response])
+        };
+        for response in responses.map_err(ProviderError::malformed)? {
+            self.push(response, answer)?;
         }
-        let response: GenerateContentResponse = serde_json::from_str(data).map_err(malformed)?;
-        self.push(response)
+        Ok(())
     }
 
+    fn event(&mut self, event: &Event, answer: &mut Answer) -> Result<(), ProviderError> {
+        let data = event.data.trim();
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.push(
+            serde_json::from_str(data).map_err(ProviderError::malformed)?,
+            answer,
+        )
+    }
+
+    fn end(&mut self, answer: &mut Answer) -> Result<(), ProviderError> {
+        for (&index, &(calls, reason)) in &self.choices {
+            match reason {
+                Some(FinishReason::Stop) if calls > 0 => {
+                    answer.finish_reason(index, FinishReason::ToolCalls)
+                }
+                Some(reason) => answer.finish_reason(index, reason),
+                None => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Decoder {
     /// Takes one response (a whole answer, or a streamed event).
-    pub fn push(&mut self, response: GenerateContentResponse) -> Result<Step, ProviderError> {
+    fn push(
+        &mut self,
+        response: GenerateContentResponse,
+        answer: &mut Answer,
+    ) -> Result<(), ProviderError> {
         if let Some(error) = response.error.as_ref().filter(|e| !e.is_null()) {
             return Err(embedded_error(error));
         }
-        if let Some(model) = response.model_version.filter(|m| !m.is_empty()) {
-            self.model = Some(model);
-        }
-        let mut step = Step::default();
+        answer.model(response.model_version.as_deref().unwrap_or_default());
         if let Some(wire) = &response.usage_metadata {
-            let usage = usage(wire);
-            self.assembler.set_usage(usage);
-            step.usage = Some(usage);
+            answer.usage(usage(wire));
         }
-        let blocked = response
-            .prompt_feedback
-            .and_then(|feedback| feedback.block_reason)
-            .is_some();
-        if response.candidates.is_empty() && blocked {
+        let blocked = response.prompt_feedback.and_then(|f| f.block_reason);
+        if response.candidates.is_empty() && blocked.is_some() {
             // The prompt was refused: one empty, filtered choice says so.
-            self.assembler.push_text(0, "");
-            self.choices.entry(0).or_default().blocked = true;
-            self.finished = true;
+            answer.text(0, "");
+            self.choices.entry(0).or_default().1 = Some(FinishReason::ContentFilter);
+            answer.complete();
         }
         for (position, candidate) in response.candidates.into_iter().enumerate() {
             let index = candidate
                 .index
                 .unwrap_or_else(|| u32::try_from(position).unwrap_or(u32::MAX));
             // Registers the choice even if it never says anything.
-            self.assembler.push_text(index, "");
-            let state = self.choices.entry(index).or_default();
-            let mut text = String::new();
-            let parts = candidate.content.map(|c| c.parts).unwrap_or_default();
-            for part in parts {
-                let PartIn {
-                    text: part_text,
-                    thought,
-                    function_call,
-                } = part;
-                if let Some(call) = function_call {
+            answer.text(index, "");
+            let (calls, reason) = self.choices.entry(index).or_default();
+            for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
+                if let Some(call) = part.function_call {
                     let arguments = match call.args {
                         None | Some(Value::Null) => "{}".to_owned(),
                         Some(args) => args.to_string(),
                     };
-                    let id = call
-                        .id
-                        .filter(|id| !id.is_empty())
-                        .unwrap_or_else(|| format!("call_{}", state.calls));
-                    self.assembler.push_tool_call(
-                        index,
-                        state.calls,
-                        Some(&id),
-                        Some(call.name.as_deref().unwrap_or_default()),
-                        Some(&arguments),
-                    );
-                    state.calls += 1;
-                } else if let Some(part_text) = part_text
-                    && thought != Some(true)
+                    let (id, name) = (call.id.as_deref(), call.name.as_deref());
+                    answer.tool_call(index, *calls, id, name, Some(&arguments));
+                    *calls += 1;
+                } else if let Some(text) = part.text
+                    && part.thought != Some(true)
                 {
-                    text.push_str(&part_text);
+                    answer.text(index, &text);
                 }
             }
-            if !text.is_empty() {
-                self.assembler.push_text(index, &text);
-                step.deltas.push(TextDelta { index, text });
-            }
-            if let Some(reason) = candidate.finish_reason.filter(|r| !r.is_empty()) {
-                state.finish_reason = Some(reason);
-                self.finished = true;
+            if let Some(finish) = candidate.finish_reason.filter(|r| !r.is_empty()) {
+                *reason = Some(finish_reason(&finish));
+                answer.complete();
             }
         }
-        Ok(step)
+        Ok(())
     }
+}
 
-    /// Whether a finish reason (or a refused prompt) arrived; a stream that ends before is cut.
-    pub fn finished(&self) -> bool {
-        self.finished
+/// Maps a Gemini `finishReason`. `STOP` on a candidate that called functions is decided at the
+/// end of the answer (it becomes `ToolCalls`).
+pub fn finish_reason(reason: &str) -> FinishReason {
+    match reason {
+        "STOP" => FinishReason::Stop,
+        "MAX_TOKENS" => FinishReason::Length,
+        "SAFETY"
+        | "RECITATION"
+        | "BLOCKLIST"
+        | "PROHIBITED_CONTENT"
+        | "SPII"
+        | "IMAGE_SAFETY"
+        | "IMAGE_PROHIBITED_CONTENT"
+        | "IMAGE_RECITATION" => FinishReason::ContentFilter,
+        _ => FinishReason::Other,
     }
+}
 
-    /// The whole completion. `STOP` on a choice that called functions becomes `ToolCalls`.
-    pub fn finish(mut self, requested_model: &str) -> Completion {
-        for (index, state) in &self.choices {
-            let reason = if state.blocked {
-                Some(FinishReason::ContentFilter)
-            } else {
-                state
-                    .finish_reason
-                    .as_deref()
-                    .map(|reason| match finish_reason(reason) {
-                        FinishReason::Stop if state.calls > 0 => FinishReason::ToolCalls,
-                        reason => reason,
-                    })
-            };
-            if let Some(reason) = reason {
-                self.assembler.finish_reason(*index, reason);
-            }
-        }
-        let model = self
-            .model
-            .take()
-            .unwrap_or_else(|| requested_model.to_owned());
-        self.assembler.finish(model)
+/// Maps `usageMetadata`.
+///
+/// Thoughts are billed as output, so they count as completion tokens (and are reported as
+/// reasoning tokens); tool-use prompt tokens (results of built-in tools fed back to the model)
+/// are billed as input, so they count as prompt tokens. A missing total is the sum of the parts.
+pub fn usage(wire: &UsageMetadata) -> Usage {
+    let prompt = wire.prompt_token_count.unwrap_or(0);
+    let completion = wire.candidates_token_count.unwrap_or(0);
+    let usage = Usage::new(
+        prompt.saturating_add(wire.tool_use_prompt_token_count.unwrap_or(0)),
+        completion.saturating_add(wire.thoughts_token_count.unwrap_or(0)),
+    );
+    Usage {
+        total_tokens: wire.total_token_count.unwrap_or(usage.total_tokens),
+        cached_prompt_tokens: wire.cached_content_token_count,
+        reasoning_tokens: wire.thoughts_token_count,
+        ..usage
     }
+}
+
+/// Reads an answer of `batchEmbedContents`: one vector per input, in input order.
+pub fn read_embeddings(
+    body: &[u8],
+    requested_model: &str,
+    inputs: usize,
+) -> Result<Embeddings, ProviderError> {
+    let response: BatchEmbedResponse =
+        serde_json::from_slice(body).map_err(ProviderError::malformed)?;
+    if response.embeddings.len() != inputs {
+        return Err(ProviderError::malformed(format!(
+            "{} embeddings for {inputs} inputs",
+            response.embeddings.len()
+        )));
+    }
+    Ok(Embeddings {
+        model: requested_model.to_owned(),
+        vectors: response.embeddings.into_iter().map(|e| e.values).collect(),
+        // Google reports no token counts for embeddings.
+        usage: None,
+    })
 }

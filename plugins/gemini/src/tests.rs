@@ -1,23 +1,24 @@
 //! Unit tests of the pure mapping functions, largely against real recorded Gemini traffic.
 
 use gateway_plugin_sdk::http::Response;
+use gateway_plugin_sdk::sse::Event;
 use gateway_plugin_sdk::sse::Parser;
 use gateway_plugin_sdk::{
-    Completion, CompletionRequest, EmbeddingRequest, FinishReason, FunctionCall, FunctionChoice,
-    FunctionDef, Message, Prompt, Provider, ProviderError, Role, Route, Sink, ToolCall,
-    UpstreamError, Usage,
+    Answer, Completion, CompletionRequest, EmbeddingRequest, FinishReason, FunctionCall,
+    FunctionChoice, FunctionDef, Message, Prompt, Provider, ProviderError, Role, Route, Sink,
+    StreamDecoder, ToolCall, UpstreamError, Usage, read_completion, read_stream,
 };
 use plugin_testkit::{Interaction, calling, failed, invalid_request, message, named, upstream};
 use serde_json::{Value, json};
 
+use crate::Gemini;
 use crate::convert::{
-    THOUGHT_SIGNATURE_SENTINEL, completion_call, embedding_call, finish_reason, generation_config,
-    model_resource, parse_embeddings, requires_thought_signatures, tool_config, usage,
+    THOUGHT_SIGNATURE_SENTINEL, completion_call, embedding_call, generation_config, model_resource,
+    requires_thought_signatures, tool_config,
 };
 use crate::schema;
-use crate::stream::Accumulator;
+use crate::stream::{Decoder, finish_reason, read_embeddings, usage};
 use crate::wire::UsageMetadata;
-use crate::{Gemini, read_completion, read_stream, upstream_request};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -109,11 +110,11 @@ fn weather_function() -> FunctionDef {
 }
 
 fn body(request: &CompletionRequest) -> Value {
-    Value::Object(
-        completion_call(request, false)
-            .expect("request builds")
-            .body,
-    )
+    json_body(&completion_call(request, false).expect("request builds"))
+}
+
+fn json_body(request: &gateway_plugin_sdk::http::Request) -> Value {
+    serde_json::from_slice(request.body_bytes()).expect("the body is JSON")
 }
 
 fn response(status: u16, content_type: &str, chunks: &[&str]) -> Response {
@@ -125,7 +126,11 @@ fn response(status: u16, content_type: &str, chunks: &[&str]) -> Response {
 }
 
 fn parse(body: &str) -> Result<Completion, ProviderError> {
-    read_completion(response(200, "application/json", &[body]), "asked-model")
+    read_completion(
+        response(200, "application/json", &[body]),
+        "asked-model",
+        Decoder::default(),
+    )
 }
 
 /// Streams `body` through `read_stream` in 7-byte pieces (crossing event boundaries the way a
@@ -143,7 +148,7 @@ fn stream(
         pieces.into_iter().map(<[u8]>::to_vec).collect(),
     );
     let mut sink = Sink::buffered();
-    let result = read_stream(response, &mut sink, "asked-model");
+    let result = read_stream(response, &mut sink, "asked-model", Decoder::default());
     (sink.sent().to_vec(), result)
 }
 
@@ -258,10 +263,10 @@ fn simple_chat_matches_the_recorded_request() {
     req.params = r#"{"max_tokens":4000}"#.into();
     let call = completion_call(&req, false).expect("builds");
     assert_eq!(
-        call.url,
+        call.url(),
         "http://127.0.0.1:9/v1beta/models/gemini-2.5-flash:generateContent"
     );
-    let sent = Value::Object(call.body);
+    let sent = json_body(&call);
     let mut expected = recorded.request_json();
     // Google does not need a role on the system instruction; the Go SDK adds one.
     expected["systemInstruction"]
@@ -276,12 +281,12 @@ fn streaming_uses_stream_generate_content_with_sse() {
     let req = request(Prompt::Text("hi".into()));
     let call = completion_call(&req, true).expect("builds");
     assert_eq!(
-        call.url,
+        call.url(),
         "http://127.0.0.1:9/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
     );
     assert_eq!(
-        call.body,
-        completion_call(&req, false).expect("builds").body
+        call.body_bytes(),
+        completion_call(&req, false).expect("builds").body_bytes()
     );
 }
 
@@ -315,12 +320,12 @@ fn model_names_become_resource_paths() {
     let mut req = request(Prompt::Text("x".into()));
     req.model = "models/gemini 2?x=1#y".into();
     assert_eq!(
-        completion_call(&req, false).unwrap().url,
+        completion_call(&req, false).unwrap().url(),
         "http://127.0.0.1:9/v1beta/models/gemini%202%3Fx%3D1%23y:generateContent"
     );
     req.model = "tunedModels/t1".into();
     assert_eq!(
-        completion_call(&req, true).unwrap().url,
+        completion_call(&req, true).unwrap().url(),
         "http://127.0.0.1:9/v1beta/tunedModels/t1:streamGenerateContent?alt=sse"
     );
 }
@@ -330,7 +335,7 @@ fn base_url_is_required_and_its_trailing_slash_dropped() {
     let mut req = request(Prompt::Text("x".into()));
     req.route.base_url = "http://h/v1beta/".into();
     assert_eq!(
-        completion_call(&req, false).unwrap().url,
+        completion_call(&req, false).unwrap().url(),
         "http://h/v1beta/models/gemini-2.5-flash:generateContent"
     );
     req.route.base_url = "  ".into();
@@ -344,8 +349,7 @@ fn base_url_is_required_and_its_trailing_slash_dropped() {
 #[test]
 fn the_key_travels_in_x_goog_api_key_and_never_in_the_url() {
     let req = request(Prompt::Text("x".into()));
-    let call = completion_call(&req, true).unwrap();
-    let http = upstream_request(&req.route, call, "text/event-stream").unwrap();
+    let http = completion_call(&req, true).unwrap();
     assert_eq!(http.method(), "POST");
     assert_eq!(http.header_value("x-goog-api-key"), Some(KEY));
     assert_eq!(http.header_value("authorization"), None);
@@ -355,11 +359,11 @@ fn the_key_travels_in_x_goog_api_key_and_never_in_the_url() {
     assert!(!http.url().contains("key="), "{}", http.url());
     assert!(!format!("{http:?}").contains(KEY));
 
-    let mut keyless = req.route.clone();
-    keyless.api_key = None;
-    let call = completion_call(&req, false).unwrap();
-    let http = upstream_request(&keyless, call, "application/json").unwrap();
+    let mut keyless = req.clone();
+    keyless.route.api_key = None;
+    let http = completion_call(&keyless, false).unwrap();
     assert_eq!(http.header_value("x-goog-api-key"), None);
+    assert_eq!(http.header_value("accept"), Some("application/json"));
 }
 
 #[test]
@@ -370,12 +374,12 @@ fn params_map_to_generation_config() {
     )
     .unwrap();
     assert_eq!(
-        Value::Object(split.generation_config.clone()),
+        Value::Object(split.0.clone()),
         json!({"temperature":0.2,"topP":0.9,"topK":40,"maxOutputTokens":100,
                "stopSequences":["\n\n"],"candidateCount":2,"presencePenalty":0.5,
                "frequencyPenalty":0.25,"seed":7})
     );
-    assert!(split.request_fields.is_empty());
+    assert!(split.1.is_empty());
 }
 
 #[test]
@@ -390,12 +394,12 @@ fn gemini_names_win_and_unknown_params_pass_through() {
     )
     .unwrap();
     assert_eq!(
-        Value::Object(split.generation_config.clone()),
+        Value::Object(split.0.clone()),
         json!({"maxOutputTokens":10,"stopSequences":["a"],"thinkingConfig":{"thinkingBudget":0},
                "responseModalities":["TEXT"],"temperature":0.5,"topK":3})
     );
     assert_eq!(
-        Value::Object(split.request_fields.clone()),
+        Value::Object(split.1.clone()),
         json!({"safetySettings":[{"category":"HARM_CATEGORY_HARASSMENT","threshold":"BLOCK_NONE"}],
                "cachedContent":"cachedContents/abc"})
     );
@@ -408,7 +412,7 @@ fn gemini_names_win_and_unknown_params_pass_through() {
 fn response_format_asks_for_json() {
     let split = generation_config(r#"{"response_format":{"type":"json_object"}}"#).unwrap();
     assert_eq!(
-        Value::Object(split.generation_config.clone()),
+        Value::Object(split.0.clone()),
         json!({"responseMimeType": "application/json"})
     );
     let split = generation_config(
@@ -418,12 +422,12 @@ fn response_format_asks_for_json() {
     )
     .unwrap();
     assert_eq!(
-        Value::Object(split.generation_config.clone()),
+        Value::Object(split.0.clone()),
         json!({"responseMimeType": "application/json", "responseSchema": {
             "type": "OBJECT", "properties": {"n": {"type": "INTEGER"}}, "required": ["n"]}})
     );
     let split = generation_config(r#"{"response_format":{"type":"text"}}"#).unwrap();
-    assert!(split.generation_config.is_empty());
+    assert!(split.0.is_empty());
     invalid_request(generation_config(r#"{"response_format":{"type":"xml"}}"#));
     invalid_request(generation_config(
         r#"{"response_format":{"type":"json_schema"}}"#,
@@ -803,7 +807,7 @@ fn embeddings_are_one_batch_request_per_input() {
     ))
     .unwrap();
     assert_eq!(
-        call.url,
+        call.url(),
         "http://127.0.0.1:9/v1beta/models/text-embedding-004:batchEmbedContents"
     );
     let request = |text: &str| {
@@ -811,7 +815,7 @@ fn embeddings_are_one_batch_request_per_input() {
                "taskType": "RETRIEVAL_DOCUMENT", "outputDimensionality": 256})
     };
     assert_eq!(
-        Value::Object(call.body),
+        json_body(&call),
         json!({"requests": [request("first"), request("second")]})
     );
 }
@@ -819,14 +823,14 @@ fn embeddings_are_one_batch_request_per_input() {
 #[test]
 fn embedding_answers_keep_input_order() {
     let body = br#"{"embeddings":[{"values":[0.5,1.0]},{"values":[-0.25,2.0]}]}"#;
-    let embeddings = parse_embeddings(body, "text-embedding-004", 2).unwrap();
+    let embeddings = read_embeddings(body, "text-embedding-004", 2).unwrap();
     assert_eq!(embeddings.vectors, vec![vec![0.5, 1.0], vec![-0.25, 2.0]]);
     assert_eq!(embeddings.model, "text-embedding-004");
     assert_eq!(embeddings.usage, None);
-    let message = failed(parse_embeddings(body, "m", 3));
+    let message = failed(read_embeddings(body, "m", 3));
     assert!(message.contains("2 embeddings for 3 inputs"), "{message}");
-    failed(parse_embeddings(b"{\"embeddings\":[{}]}", "m", 1));
-    failed(parse_embeddings(b"<html>", "m", 1));
+    failed(read_embeddings(b"{\"embeddings\":[{}]}", "m", 1));
+    failed(read_embeddings(b"<html>", "m", 1));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -877,7 +881,7 @@ fn tool_answer_has_a_tool_call_and_function_call() {
         assert_eq!(
             choice.tool_calls,
             vec![ToolCall {
-                id: "call_0".into(),
+                id: "call_0_0".into(),
                 name: "weather".into(),
                 arguments: r#"{"location":"Florence,Italy"}"#.into(),
             }]
@@ -902,7 +906,11 @@ fn multi_tool_answer_keeps_every_call_in_order() {
             .iter()
             .map(|c| (c.id.as_str(), c.name.as_str()))
             .collect();
-        assert_eq!(calls, [("call_0", "add"), ("call_1", "multiply")], "{case}");
+        assert_eq!(
+            calls,
+            [("call_0_0", "add"), ("call_0_1", "multiply")],
+            "{case}"
+        );
         for call in &choice.tool_calls {
             let args: Value = serde_json::from_str(&call.arguments).expect("JSON");
             assert_eq!(args, json!({"a": 2, "b": 3}));
@@ -1050,7 +1058,7 @@ fn thoughts_are_not_answer_text_and_call_details_are_kept() {
                 arguments: r#"{"a":[true,null],"z":1}"#.into(),
             },
             ToolCall {
-                id: "call_1".into(),
+                id: "call_0_1".into(),
                 name: "now".into(),
                 arguments: "{}".into(),
             },
@@ -1116,6 +1124,7 @@ fn google_errors_become_upstream_errors() {
             vec![body.as_bytes().to_vec()],
         ),
         "m",
+        Decoder::default(),
     ));
     assert_eq!(
         error,
@@ -1135,6 +1144,7 @@ fn google_errors_become_upstream_errors() {
         ),
         &mut Sink::buffered(),
         "m",
+        Decoder::default(),
     ));
     assert_eq!(
         (error.status, error.message.as_str()),
@@ -1228,17 +1238,52 @@ fn a_json_stream_answer_is_read_too() {
     ])
     .to_string();
     let mut sink = Sink::buffered();
-    let completion =
-        read_stream(response(200, "application/json", &[&body]), &mut sink, "m").unwrap();
-    assert_eq!(sent_texts(sink.sent()), ["A", "B"]);
+    let response = response(200, "application/json", &[&body]);
+    let completion = read_stream(response, &mut sink, "m", Decoder::default()).unwrap();
+    // Read whole, so its text goes to the caller in one chunk.
+    assert_eq!(sent_texts(sink.sent()), ["AB"]);
     assert_eq!(completion.choices[0].text, "AB");
     assert_eq!(completion.usage, Some(usage_of(1, 2, 3, None)));
 }
 
 #[test]
-fn accumulator_reads_events_directly() {
-    let mut accumulator = Accumulator::new();
-    assert_eq!(accumulator.event("  ").unwrap(), Default::default());
-    assert!(!accumulator.finished());
-    failed(accumulator.event("{"));
+fn decoder_reads_events_directly() {
+    let event = |data: &str| Event {
+        data: data.into(),
+        ..Event::default()
+    };
+    let mut decoder = Decoder::default();
+    let mut answer = Answer::new("m");
+    decoder.event(&event("  "), &mut answer).unwrap();
+    assert!(!answer.is_complete());
+    failed(decoder.event(&event("{"), &mut answer));
+    let calls = r#"{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f"}}]}}]}"#;
+    decoder.event(&event(calls), &mut answer).unwrap();
+    let stop = r#"{"candidates":[{"finishReason":"STOP"}]}"#;
+    decoder.event(&event(stop), &mut answer).unwrap();
+    assert!(answer.is_complete());
+    // `STOP` after a call in an earlier event is still a tool-call finish.
+    decoder.end(&mut answer).unwrap();
+    let completion = answer.finish();
+    assert_eq!(
+        completion.choices[0].finish_reason,
+        Some(FinishReason::ToolCalls)
+    );
+    assert_eq!(completion.choices[0].tool_calls[0].id, "call_0_0");
+}
+
+#[test]
+fn route_settings_are_refused() {
+    let mut with_setting = request(Prompt::Text("hi".into()));
+    with_setting.route.settings = r#"{"legacy_completions": true}"#.into();
+    match completion_call(&with_setting, false) {
+        Err(ProviderError::Failed(message)) => assert!(
+            message.starts_with("route `test`: setting `legacy_completions`: unknown field"),
+            "{message}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    let mut empty = request(Prompt::Text("hi".into()));
+    empty.route.settings = String::new();
+    assert!(completion_call(&empty, false).is_ok());
 }

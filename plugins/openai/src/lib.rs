@@ -9,6 +9,8 @@
 //!   `Authorization: Bearer` (Azure OpenAI's key header).
 //! - `azure_api_version = "2024-10-21"`: Azure OpenAI deployment mode (below).
 //!
+//! Any other key is refused, so that a misspelt setting is not silently ignored.
+//!
 //! # Azure OpenAI
 //!
 //! Azure OpenAI is a mode of this plugin rather than a plugin of its own because it speaks the
@@ -29,14 +31,11 @@ mod convert;
 mod stream;
 mod wire;
 
-use gateway_plugin_sdk::http::{Request, Response};
+use gateway_plugin_sdk::http::Request;
 use gateway_plugin_sdk::{
-    Chunk, Completion, CompletionRequest, EmbeddingRequest, Embeddings, ModelPrice, PluginInfo,
-    Provider, ProviderError, Route, Sink, export_provider,
+    CompletionRequest, EmbeddingRequest, Embeddings, HttpProvider, ModelPrice, PluginInfo,
+    ProviderError, export_provider,
 };
-
-use convert::{RouteSettings, UpstreamCall};
-use stream::{Step, StreamState};
 
 /// Default list prices in USD per million tokens: (model, input, output).
 const MODEL_PRICES: &[(&str, f64, f64)] = &[
@@ -61,97 +60,26 @@ const MODEL_PRICES: &[(&str, f64, f64)] = &[
 /// The OpenAI wire protocol as a gateway provider.
 pub struct OpenAi;
 
-impl Provider for OpenAi {
+impl HttpProvider for OpenAi {
+    type Decoder = stream::Decoder;
+
     fn info() -> PluginInfo {
-        PluginInfo {
-            name: "openai".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            models: ModelPrice::table(MODEL_PRICES),
-        }
+        let models = ModelPrice::table(MODEL_PRICES);
+        PluginInfo::new("openai", env!("CARGO_PKG_VERSION"), models)
     }
 
-    fn complete(request: CompletionRequest) -> Result<Completion, ProviderError> {
-        let settings = RouteSettings::from_route(&request.route)?;
-        let call = convert::completion_call(&request, &settings, false)?;
-        let response = upstream_request(&request.route, &settings, call, JSON)?.send_logged()?;
-        read_completion(response, &request.model)
-    }
-
-    fn complete_stream(
-        request: CompletionRequest,
-        sink: &mut Sink,
-    ) -> Result<Completion, ProviderError> {
-        let settings = RouteSettings::from_route(&request.route)?;
-        let call = convert::completion_call(&request, &settings, true)?;
-        let response =
-            upstream_request(&request.route, &settings, call, EVENT_STREAM)?.send_logged()?;
-        read_stream(response, sink, &request.model)
+    fn request(request: &CompletionRequest, stream: bool) -> Result<Request, ProviderError> {
+        convert::completion(request, stream)
     }
 
     fn embed(request: EmbeddingRequest) -> Result<Embeddings, ProviderError> {
-        let settings = RouteSettings::from_route(&request.route)?;
-        let call = convert::embedding_call(&request, &settings)?;
-        let response = upstream_request(&request.route, &settings, call, JSON)?.send_logged()?;
+        let response = convert::embedding(&request)?.send_logged()?;
         let response = response.error_for_status()?;
-        convert::parse_embeddings(&response.bytes()?, &request.model, request.input.len())
+        stream::parse_embeddings(&response.bytes()?, &request.model, request.input.len())
     }
 }
 
 export_provider!(OpenAi);
-
-const JSON: &str = "application/json";
-const EVENT_STREAM: &str = "text/event-stream";
-
-/// The HTTP request of `call`, carrying the route's key when it has one.
-fn upstream_request(
-    route: &Route,
-    settings: &RouteSettings,
-    call: UpstreamCall,
-    accept: &str,
-) -> Result<Request, ProviderError> {
-    let mut request = Request::post(call.url).header("Accept", accept);
-    // Local OpenAI-compatible servers often need no key at all.
-    if let Some(key) = route.api_key.as_deref().filter(|k| !k.is_empty()) {
-        request = match settings.key_header() {
-            Some(header) => request.header(header, key),
-            None => request.bearer(key),
-        };
-    }
-    request.json(&call.body)
-}
-
-/// Reads a non-streamed answer; a non-2xx status becomes `ProviderError::Upstream`.
-fn read_completion(response: Response, model: &str) -> Result<Completion, ProviderError> {
-    let response = response.error_for_status()?;
-    convert::parse_completion(&response.bytes()?, model)
-}
-
-/// Reads a streamed answer, forwarding text through `sink` as it arrives.
-fn read_stream(
-    response: Response,
-    sink: &mut Sink,
-    model: &str,
-) -> Result<Completion, ProviderError> {
-    let response = response.error_for_status()?;
-    if response.is_json() {
-        // Some compatible servers ignore `stream` and answer in one piece.
-        let completion = convert::parse_completion(&response.bytes()?, model)?;
-        sink.completion_text(&completion)?;
-        return Ok(completion);
-    }
-    let mut state = StreamState::new();
-    for event in response.sse() {
-        match state.event(&event?)? {
-            Step::Continue(deltas) if deltas.is_empty() => {}
-            Step::Continue(deltas) => sink.send(Chunk {
-                deltas,
-                usage: None,
-            })?,
-            Step::Done => break,
-        }
-    }
-    state.finish(model)
-}
 
 #[cfg(test)]
 mod tests;

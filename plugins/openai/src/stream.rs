@@ -1,51 +1,42 @@
-//! Reading a streamed answer (chat or legacy completions) event by event. Pure: the caller feeds
-//! parsed SSE events and forwards the returned text deltas.
-
-use std::collections::BTreeMap;
+//! Reading OpenAI's answers: [`Decoder`] turns a chat or legacy completion, whole or event by
+//! event, into the SDK's [`Answer`]; [`parse_embeddings`] reads `/embeddings`. Pure, so it is
+//! unit-tested natively.
 
 use gateway_plugin_sdk::sse::Event;
-use gateway_plugin_sdk::{Completion, ProviderError, StreamAssembler, TextDelta};
+use gateway_plugin_sdk::{
+    Answer, Embeddings, FinishReason, ProviderError, StreamDecoder, Usage, embedded_error,
+};
 use serde_json::Value;
 
-use crate::convert::{complete_tool_calls, embedded_error, finish_reason, malformed, usage};
-use crate::wire::StreamChunk;
+use crate::wire::{CompletionResponse, EmbeddingResponse, EmbeddingVector, WireUsage};
 
-/// What to do after an event.
-#[derive(Debug)]
-pub enum Step {
-    /// Forward these deltas (possibly none) and keep reading.
-    Continue(Vec<TextDelta>),
-    /// The upstream sent `[DONE]`: stop reading.
-    Done,
-}
-
-/// State of one streamed answer.
+/// The decoder of chat and legacy completions. The format needs no state of its own: every
+/// chunk names its choice, call and model.
 #[derive(Default)]
-pub struct StreamState {
-    assembler: StreamAssembler,
-    /// The last non-empty `model` seen (Azure's first chunk has `"model": ""`).
-    model: Option<String>,
-    /// Logprobs per choice, merged across chunks.
-    logprobs: BTreeMap<u32, Value>,
-    saw_finish_reason: bool,
-    saw_done: bool,
-}
+pub struct Decoder;
 
-impl StreamState {
-    /// A state before the first event.
-    pub fn new() -> Self {
-        Self::default()
+impl StreamDecoder for Decoder {
+    fn body(&mut self, body: &[u8], answer: &mut Answer) -> Result<(), ProviderError> {
+        let response: CompletionResponse =
+            serde_json::from_slice(body).map_err(ProviderError::malformed)?;
+        if response.choices.is_empty()
+            && let Some(error) = response.error.as_ref().filter(|e| !e.is_null())
+        {
+            return Err(embedded_error(error));
+        }
+        read(response, answer, true);
+        answer.complete();
+        Ok(())
     }
 
-    /// Takes one SSE event.
-    pub fn event(&mut self, event: &Event) -> Result<Step, ProviderError> {
+    fn event(&mut self, event: &Event, answer: &mut Answer) -> Result<(), ProviderError> {
         let data = event.data.trim();
         if data == "[DONE]" {
-            self.saw_done = true;
-            return Ok(Step::Done);
+            answer.end();
+            return Ok(());
         }
         if data.is_empty() {
-            return Ok(Step::Continue(Vec::new()));
+            return Ok(());
         }
         if event.event.as_deref() == Some("error") {
             let error = serde_json::from_str::<Value>(data)
@@ -53,97 +44,137 @@ impl StreamState {
                 .unwrap_or_else(|_| Value::String(data.to_owned()));
             return Err(embedded_error(&error));
         }
-        let chunk: StreamChunk = serde_json::from_str(data).map_err(malformed)?;
+        let chunk: CompletionResponse =
+            serde_json::from_str(data).map_err(ProviderError::malformed)?;
         if let Some(error) = chunk.error.as_ref().filter(|e| !e.is_null()) {
             return Err(embedded_error(error));
         }
-        if let Some(model) = chunk.model.filter(|m| !m.is_empty()) {
-            self.model = Some(model);
-        }
-        // Groq repeats usage on the finishing chunk and the usage-only chunk; the last one wins.
-        if let Some(wire) = &chunk.usage {
-            self.assembler.set_usage(usage(wire));
-        }
-        let mut deltas = Vec::new();
-        for choice in chunk.choices {
-            let index = choice.index;
-            let delta = choice.delta.unwrap_or_default();
-            let text = delta.content.or(choice.text).unwrap_or_default();
-            // Also for empty text: registers the choice even if it never says anything.
-            self.assembler.push_text(index, &text);
-            if !text.is_empty() {
-                deltas.push(TextDelta { index, text });
-            }
-            for (position, call) in delta.tool_calls.into_iter().enumerate() {
-                let function = call.function.unwrap_or_default();
-                // Servers that omit the call index send one call per delta entry in order.
-                let call_index = call
-                    .index
-                    .unwrap_or(u32::try_from(position).unwrap_or(u32::MAX));
-                self.assembler.push_tool_call(
-                    index,
-                    call_index,
-                    call.id.as_deref().filter(|id| !id.is_empty()),
-                    function.name.as_deref().filter(|name| !name.is_empty()),
-                    function.arguments.as_deref(),
-                );
-            }
-            if let Some(call) = delta.function_call {
-                self.assembler.push_function_call(
-                    index,
-                    call.name.as_deref().filter(|name| !name.is_empty()),
-                    call.arguments.as_deref(),
-                );
-            }
-            if let Some(piece) = choice.logprobs.filter(|l| !l.is_null()) {
-                merge_logprobs(self.logprobs.entry(index).or_insert(Value::Null), piece);
-            }
-            if let Some(reason) = choice.finish_reason.as_deref() {
-                self.assembler.finish_reason(index, finish_reason(reason));
-                self.saw_finish_reason = true;
-            }
-        }
-        Ok(Step::Continue(deltas))
-    }
-
-    /// The whole completion once the stream is over. A stream that stopped before any choice
-    /// finished and without `[DONE]` was cut off.
-    pub fn finish(mut self, requested_model: &str) -> Result<Completion, ProviderError> {
-        if !self.saw_done && !self.saw_finish_reason {
-            return Err(ProviderError::Failed("stream ended early".into()));
-        }
-        let model = self
-            .model
-            .take()
-            .unwrap_or_else(|| requested_model.to_owned());
-        let mut completion = self.assembler.finish(model);
-        for choice in &mut completion.choices {
-            if let Some(logprobs) = self.logprobs.remove(&choice.index) {
-                choice.logprobs = Some(logprobs.to_string());
-            }
-            complete_tool_calls(choice);
-        }
-        Ok(completion)
+        read(chunk, answer, false);
+        Ok(())
     }
 }
 
-/// Merges a chunk's logprobs into the choice's so far: arrays are concatenated (chat's `content`,
-/// legacy `tokens`/`token_logprobs`/...), other fields keep their first non-null value.
-fn merge_logprobs(into: &mut Value, piece: Value) {
-    match (into, piece) {
-        (Value::Object(acc), Value::Object(piece)) => {
-            for (key, value) in piece {
-                match (acc.get_mut(&key), value) {
-                    (Some(Value::Array(existing)), Value::Array(more)) => existing.extend(more),
-                    (Some(existing), value) if existing.is_null() => *existing = value,
-                    (None, value) => {
-                        acc.insert(key, value);
-                    }
-                    _ => {}
-                }
-            }
-        }
-        (slot, piece) if slot.is_null() => *slot = piece,
-        _ => {}
+/// Adds a whole answer (`whole`) or a stream chunk to `answer`.
+fn read(response: CompletionResponse, answer: &mut Answer, whole: bool) {
+    // Azure's first chunk has `"model": ""`, which `Answer::model` ignores.
+    answer.model(response.model.as_deref().unwrap_or_default());
+    // Groq repeats usage on the finishing chunk and the usage-only chunk; the last one wins.
+    if let Some(wire) = &response.usage {
+        answer.usage(usage(wire));
     }
+    for choice in response.choices {
+        let index = choice.index;
+        let message = if whole { choice.message } else { choice.delta }.unwrap_or_default();
+        // Also for empty text: registers the choice even if it never says anything.
+        let text = message.content.or(choice.text).unwrap_or_default();
+        answer.text(index, &text);
+        for (position, call) in message.tool_calls.into_iter().enumerate() {
+            let position = u32::try_from(position).unwrap_or(u32::MAX);
+            // Streamed pieces name their call, except on servers that send one call per piece
+            // in order; a whole answer's calls are in order.
+            let call_index = if whole {
+                position
+            } else {
+                call.index.unwrap_or(position)
+            };
+            let function = match call.function {
+                Some(function) => function,
+                // A whole call of another kind (custom tools) has nothing the gateway can say.
+                None if whole => continue,
+                None => Default::default(),
+            };
+            let (name, arguments) = (function.name.as_deref(), function.arguments.as_deref());
+            answer.tool_call(index, call_index, call.id.as_deref(), name, arguments);
+        }
+        if let Some(call) = message.function_call {
+            answer.function_call(index, call.name.as_deref(), call.arguments.as_deref());
+        }
+        if let Some(logprobs) = choice.logprobs {
+            answer.logprobs(index, logprobs);
+        }
+        // A finish reason completes a stream: some servers end it without `[DONE]`.
+        if let Some(reason) = choice.finish_reason.as_deref() {
+            answer.finish_reason(index, FinishReason::parse(reason));
+            answer.complete();
+        }
+    }
+}
+
+/// Maps OpenAI's usage; a missing total is the sum of the parts.
+pub fn usage(wire: &WireUsage) -> Usage {
+    let prompt_tokens = wire.prompt_tokens.unwrap_or(0);
+    let completion_tokens = wire.completion_tokens.unwrap_or(0);
+    let mut usage = Usage::new(prompt_tokens, completion_tokens);
+    if let Some(total) = wire.total_tokens {
+        usage.total_tokens = total;
+    }
+    // Included in `prompt_tokens`, as the gateway's usage wants it. OpenAI-compatible APIs
+    // report no cache writes (OpenAI's are free).
+    usage.cached_prompt_tokens = wire
+        .prompt_tokens_details
+        .as_ref()
+        .and_then(|d| d.cached_tokens)
+        .or(wire.prompt_cache_hit_tokens);
+    usage.reasoning_tokens = wire
+        .completion_tokens_details
+        .as_ref()
+        .and_then(|d| d.reasoning_tokens);
+    usage
+}
+
+/// Parses an answer of `/embeddings`: one vector per input, in input order.
+pub fn parse_embeddings(
+    body: &[u8],
+    requested_model: &str,
+    inputs: usize,
+) -> Result<Embeddings, ProviderError> {
+    let response: EmbeddingResponse =
+        serde_json::from_slice(body).map_err(ProviderError::malformed)?;
+    let mut data = response.data;
+    if data.len() != inputs {
+        let count = data.len();
+        return Err(ProviderError::malformed(format!(
+            "{count} embeddings for {inputs} inputs"
+        )));
+    }
+    data.sort_by_key(|d| d.index);
+    let vectors = data
+        .into_iter()
+        .map(|d| match d.embedding {
+            EmbeddingVector::Floats(vector) => Ok(vector),
+            EmbeddingVector::Base64(text) => decode_base64_f32(&text),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Embeddings {
+        model: response
+            .model
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| requested_model.to_owned()),
+        vectors,
+        usage: response.usage.as_ref().map(usage),
+    })
+}
+
+/// Decodes a base64 embedding (`encoding_format: "base64"`): little-endian f32s. Padding is
+/// optional, and the URL-safe alphabet is accepted too (some OpenAI-compatible servers use it).
+fn decode_base64_f32(text: &str) -> Result<Vec<f32>, ProviderError> {
+    use base64::Engine as _;
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    const LENIENT: GeneralPurposeConfig =
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent);
+    const STANDARD: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::STANDARD, LENIENT);
+    const URL_SAFE: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::URL_SAFE, LENIENT);
+    let bytes = STANDARD
+        .decode(text)
+        .or_else(|_| URL_SAFE.decode(text))
+        .map_err(|_| ProviderError::malformed("an embedding is neither floats nor base64"))?;
+    if bytes.len() % 4 != 0 {
+        return Err(ProviderError::malformed(
+            "a base64 embedding is not a whole number of f32s",
+        ));
+    }
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect())
 }

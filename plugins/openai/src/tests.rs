@@ -1,22 +1,19 @@
-//! Unit tests of the pure mapping functions, partly against real recorded provider traffic.
+//! Unit tests of the request mapping and the answer decoder, partly against real recorded
+//! provider traffic.
 
-use gateway_plugin_sdk::sse::Parser;
+use gateway_plugin_sdk::http::{Request, Response};
 use gateway_plugin_sdk::{
     Completion, CompletionRequest, EmbeddingRequest, FinishReason, FunctionCall, FunctionChoice,
-    FunctionDef, Message, Prompt, Provider, ProviderError, Role, Route, ToolCall,
+    FunctionDef, Message, Prompt, Provider, ProviderError, Role, Route, Sink, ToolCall,
+    read_completion, read_stream,
 };
 use plugin_testkit::{calling, failed, invalid_request, message, named, recording};
 use serde_json::{Value, json};
 
-use crate::convert::{
-    RouteSettings, chat_messages, completion_call, embedding_call, finish_reason, parse_completion,
-    parse_embeddings, tool_choice, tools, usage,
-};
-use crate::stream::{Step, StreamState};
+use crate::OpenAi;
+use crate::convert::{Settings, chat_messages, completion, embedding, tool_choice, tools};
+use crate::stream::{Decoder, parse_embeddings, usage};
 use crate::wire::WireUsage;
-use crate::{OpenAi, read_completion, read_stream, upstream_request};
-use gateway_plugin_sdk::Sink;
-use gateway_plugin_sdk::http::Response;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -56,39 +53,49 @@ fn messages_json(messages: &[Message]) -> Value {
     serde_json::to_value(chat_messages(messages).expect("messages map")).expect("serializes")
 }
 
-fn body(request: &CompletionRequest, settings: &RouteSettings, stream: bool) -> Value {
-    Value::Object(
-        completion_call(request, settings, stream)
-            .expect("request builds")
-            .body,
+/// The JSON body of an upstream request.
+fn sent(http: &Request) -> Value {
+    serde_json::from_slice(http.body_bytes()).expect("JSON body")
+}
+
+fn body(request: &CompletionRequest, stream: bool) -> Value {
+    sent(&completion(request, stream).expect("request builds"))
+}
+
+fn url(request: &CompletionRequest) -> String {
+    completion(request, false)
+        .expect("request builds")
+        .url()
+        .to_owned()
+}
+
+fn settings(route: &Route) -> Result<Settings, ProviderError> {
+    route.settings::<Settings>()
+}
+
+/// Reads a whole answer with the plugin's decoder.
+fn parse_completion(body: &[u8], requested_model: &str) -> Result<Completion, ProviderError> {
+    read_completion(
+        Response::from_chunks(200, Vec::new(), vec![body.to_vec()]),
+        requested_model,
+        Decoder,
     )
 }
 
-/// Feeds an SSE body through the SDK's parser in small pieces (to cross chunk boundaries the way
-/// a network does), returning the forwarded text per choice and the final completion.
+/// Feeds an SSE body through the SDK's stream driver in small pieces (to cross chunk boundaries
+/// the way a network does), returning the forwarded text per choice and the final completion.
 fn replay_stream(body: &str) -> Result<(Vec<(u32, String)>, Completion), ProviderError> {
-    let mut parser = Parser::new();
-    let mut events = Vec::new();
-    for piece in body.as_bytes().chunks(7) {
-        events.extend(parser.push(piece));
-    }
-    events.extend(parser.finish());
-    let mut state = StreamState::new();
+    let mut sink = Sink::buffered();
+    let response = response(200, "text/event-stream", body, 7);
+    let completion = read_stream(response, &mut sink, "requested-model", Decoder)?;
     let mut forwarded: Vec<(u32, String)> = Vec::new();
-    for event in &events {
-        match state.event(event)? {
-            Step::Continue(deltas) => {
-                for delta in deltas {
-                    match forwarded.iter_mut().find(|(i, _)| *i == delta.index) {
-                        Some((_, text)) => text.push_str(&delta.text),
-                        None => forwarded.push((delta.index, delta.text)),
-                    }
-                }
-            }
-            Step::Done => break,
+    for delta in sink.sent().iter().flat_map(|chunk| &chunk.deltas) {
+        match forwarded.iter_mut().find(|(i, _)| *i == delta.index) {
+            Some((_, text)) => text.push_str(&delta.text),
+            None => forwarded.push((delta.index, delta.text.clone())),
         }
     }
-    Ok((forwarded, state.finish("requested-model")?))
+    Ok((forwarded, completion))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -166,10 +173,9 @@ fn text_prompt_is_one_user_message_with_params_merged() {
         "response_format":{"type":"json_object"},
         "model":"evil","messages":[],"stream":true,"stream_options":{},"tools":[],"tool_choice":"required"}"#
         .into();
-    let call = completion_call(&req, &RouteSettings::default(), false).expect("builds");
-    assert_eq!(call.url, "http://127.0.0.1:9/v1/chat/completions");
+    assert_eq!(url(&req), "http://127.0.0.1:9/v1/chat/completions");
     assert_eq!(
-        Value::Object(call.body),
+        body(&req, false),
         json!({
             "model": "gpt-4o-mini",
             "messages": [{"role": "user", "content": "Say hi"}],
@@ -186,7 +192,7 @@ fn text_prompt_is_one_user_message_with_params_merged() {
 fn streaming_body_asks_for_usage_and_ignores_the_callers_stream_options() {
     let mut req = request(Prompt::Text("Say hi".into()));
     req.params = r#"{"stream":false,"stream_options":{"include_usage":false}}"#.into();
-    let body = body(&req, &RouteSettings::default(), true);
+    let body = body(&req, true);
     assert_eq!(body["stream"], json!(true));
     assert_eq!(body["stream_options"], json!({"include_usage": true}));
 }
@@ -195,12 +201,9 @@ fn streaming_body_asks_for_usage_and_ignores_the_callers_stream_options() {
 fn empty_params_string_is_an_empty_object_and_non_objects_are_rejected() {
     let mut req = request(Prompt::Text("x".into()));
     req.params = String::new();
-    assert_eq!(
-        body(&req, &RouteSettings::default(), false)["model"],
-        json!("gpt-4o-mini")
-    );
+    assert_eq!(body(&req, false)["model"], json!("gpt-4o-mini"));
     req.params = "[1]".into();
-    invalid_request(completion_call(&req, &RouteSettings::default(), false));
+    invalid_request(completion(&req, false));
 }
 
 #[test]
@@ -209,12 +212,11 @@ fn legacy_completions_setting_sends_text_to_completions() {
     req.model = "gpt-3.5-turbo-instruct".into();
     req.route = route(r#"{"legacy_completions": true}"#);
     req.params = r#"{"max_tokens":5,"prompt":"ignored","logprobs":2}"#.into();
-    let settings = RouteSettings::from_route(&req.route).expect("settings");
-    assert!(settings.legacy_completions);
-    let call = completion_call(&req, &settings, true).expect("builds");
-    assert_eq!(call.url, "http://127.0.0.1:9/v1/completions");
+    assert!(settings(&req.route).expect("settings").legacy_completions);
+    let http = completion(&req, true).expect("builds");
+    assert_eq!(http.url(), "http://127.0.0.1:9/v1/completions");
     assert_eq!(
-        Value::Object(call.body),
+        sent(&http),
         json!({
             "model": "gpt-3.5-turbo-instruct",
             "prompt": "Once upon",
@@ -228,34 +230,46 @@ fn legacy_completions_setting_sends_text_to_completions() {
 
 #[test]
 fn legacy_completions_setting_leaves_chat_on_chat_completions_and_refuses_functions() {
-    let settings = RouteSettings {
-        legacy_completions: true,
-        ..RouteSettings::default()
-    };
-    let chat = request(Prompt::Chat(vec![message(Role::User, "hi")]));
-    let call = completion_call(&chat, &settings, false).expect("builds");
-    assert!(call.url.ends_with("/chat/completions"));
+    let legacy = route(r#"{"legacy_completions": true}"#);
+    let mut chat = request(Prompt::Chat(vec![message(Role::User, "hi")]));
+    chat.route = legacy.clone();
+    assert!(url(&chat).ends_with("/chat/completions"));
 
     let mut text = request(Prompt::Text("hi".into()));
+    text.route = legacy;
     text.functions = vec![weather_function()];
-    let message = invalid_request(completion_call(&text, &settings, false));
+    let message = invalid_request(completion(&text, false));
     assert!(message.contains("functions"), "{message}");
 }
 
 #[test]
 fn route_settings_are_checked() {
     assert_eq!(
-        RouteSettings::from_route(&route("")).expect("empty settings"),
-        RouteSettings::default()
+        settings(&route("")).expect("empty settings"),
+        Settings::default()
     );
-    let settings = RouteSettings::from_route(&route(r#"{"api_key_header":"api-key","other":1}"#))
-        .expect("settings");
-    assert_eq!(settings.api_key_header.as_deref(), Some("api-key"));
-    let message = failed(RouteSettings::from_route(&route(
-        r#"{"legacy_completions":"yes"}"#,
+    let parsed = settings(&route(r#"{"api_key_header":" api-key "}"#)).expect("settings");
+    assert_eq!(parsed.api_key_header.as_deref(), Some("api-key"));
+    let message = failed(settings(&route(r#"{"legacy_completions":"yes"}"#)));
+    assert!(
+        message.starts_with("route `test`: setting `legacy_completions`: "),
+        "{message}"
+    );
+    for bad in [r#"{"api_key_header":5}"#, r#"{"api_key_header":" "}"#] {
+        let message = failed(settings(&route(bad)));
+        assert!(
+            message.starts_with("route `test`: setting `api_key_header`: "),
+            "{message}"
+        );
+    }
+    // A misspelt setting is refused rather than ignored, also when a call is made.
+    let message = failed(settings(&route(
+        r#"{"api_key_header":"api-key","other":1}"#,
     )));
-    assert!(message.contains("legacy_completions"), "{message}");
-    failed(RouteSettings::from_route(&route(r#"{"api_key_header":5}"#)));
+    assert!(message.contains("unknown field `other`"), "{message}");
+    let mut req = request(Prompt::Text("hi".into()));
+    req.route = route(r#"{"legacy_completion": true}"#);
+    failed(completion(&req, false));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -276,20 +290,21 @@ fn azure_api_version_switches_to_deployment_urls() {
         "https://res.openai.azure.com/",
         r#"{"azure_api_version":"2024-10-21"}"#,
     );
-    let settings = RouteSettings::from_route(&route).expect("settings");
-    assert_eq!(settings.azure_api_version.as_deref(), Some("2024-10-21"));
+    let parsed = settings(&route).expect("settings");
+    assert_eq!(parsed.azure_api_version.as_deref(), Some("2024-10-21"));
 
     let mut req = request(Prompt::Chat(vec![message(Role::User, "hi")]));
     req.route = route.clone();
     req.model = "my-gpt-5-mini".into();
-    let call = completion_call(&req, &settings, true).expect("builds");
+    let http = completion(&req, true).expect("builds");
     assert_eq!(
-        call.url,
+        http.url(),
         "https://res.openai.azure.com/openai/deployments/my-gpt-5-mini/chat/completions?api-version=2024-10-21"
     );
     // Same body as OpenAI's, usage asked for in streams.
-    assert_eq!(call.body["model"], json!("my-gpt-5-mini"));
-    assert_eq!(call.body["stream_options"], json!({"include_usage": true}));
+    let body = sent(&http);
+    assert_eq!(body["model"], json!("my-gpt-5-mini"));
+    assert_eq!(body["stream_options"], json!({"include_usage": true}));
 
     let mut text = request(Prompt::Text("Once".into()));
     text.route = azure_route(
@@ -297,9 +312,8 @@ fn azure_api_version_switches_to_deployment_urls() {
         r#"{"azure_api_version":"2024-10-21","legacy_completions":true}"#,
     );
     text.model = "instruct".into();
-    let legacy = RouteSettings::from_route(&text.route).expect("settings");
     assert_eq!(
-        completion_call(&text, &legacy, false).expect("builds").url,
+        url(&text),
         "https://res.openai.azure.com/openai/deployments/instruct/completions?api-version=2024-10-21"
     );
 
@@ -310,7 +324,7 @@ fn azure_api_version_switches_to_deployment_urls() {
         params: "{}".into(),
     };
     assert_eq!(
-        embedding_call(&embed, &settings).expect("builds").url,
+        embedding(&embed).expect("builds").url(),
         "https://res.openai.azure.com/openai/deployments/embed.small_v3/embeddings?api-version=2024-10-21"
     );
 }
@@ -323,9 +337,8 @@ fn azure_base_url_may_already_end_in_openai() {
         r#"{"azure_api_version":"2025-04-01-preview"}"#,
     );
     req.model = "gpt4o".into();
-    let settings = RouteSettings::from_route(&req.route).expect("settings");
     assert_eq!(
-        completion_call(&req, &settings, false).expect("builds").url,
+        url(&req),
         "https://res.openai.azure.com/openai/deployments/gpt4o/chat/completions?api-version=2025-04-01-preview"
     );
 }
@@ -337,19 +350,14 @@ fn azure_deployment_mode_sends_the_key_in_api_key_unless_told_otherwise() {
         "https://res.openai.azure.com",
         r#"{"azure_api_version":"2024-10-21"}"#,
     );
-    let settings = RouteSettings::from_route(&req.route).expect("settings");
-    let call = completion_call(&req, &settings, false).expect("builds");
-    let http =
-        upstream_request(&req.route, &settings, call.clone(), "application/json").expect("request");
+    let http = completion(&req, false).expect("request");
     assert_eq!(http.header_value("api-key"), Some("azure-key-0123"));
     assert_eq!(http.header_value("authorization"), None);
 
     // An explicit header wins (e.g. a proxy in front of Azure with its own header).
-    let custom = RouteSettings {
-        api_key_header: Some("x-proxy-key".into()),
-        ..settings.clone()
-    };
-    let http = upstream_request(&req.route, &custom, call, "application/json").expect("request");
+    req.route.settings =
+        r#"{"azure_api_version":"2024-10-21","api_key_header":"x-proxy-key"}"#.into();
+    let http = completion(&req, false).expect("request");
     assert_eq!(http.header_value("x-proxy-key"), Some("azure-key-0123"));
     assert_eq!(http.header_value("api-key"), None);
 }
@@ -362,13 +370,11 @@ fn azure_v1_api_is_a_plain_openai_route_with_the_api_key_header() {
         r#"{"api_key_header":"api-key"}"#,
     );
     req.model = "gpt-5-mini".into();
-    let settings = RouteSettings::from_route(&req.route).expect("settings");
-    let call = completion_call(&req, &settings, false).expect("builds");
+    let http = completion(&req, false).expect("request");
     assert_eq!(
-        call.url,
+        http.url(),
         "https://res.openai.azure.com/openai/v1/chat/completions"
     );
-    let http = upstream_request(&req.route, &settings, call, "application/json").expect("request");
     assert_eq!(http.header_value("api-key"), Some("azure-key-0123"));
     assert_eq!(http.header_value("authorization"), None);
 }
@@ -379,14 +385,13 @@ fn azure_deployment_names_cannot_change_the_url() {
         "https://res.openai.azure.com",
         r#"{"azure_api_version":"2024-10-21"}"#,
     );
-    let settings = RouteSettings::from_route(&route).expect("settings");
     for model in [
         "", ".", "..", "a/b", "../x", "a?b", "a#b", "a b", "a%2fb", "dépl",
     ] {
         let mut req = request(Prompt::Text("hi".into()));
         req.route = route.clone();
         req.model = model.into();
-        let message = invalid_request(completion_call(&req, &settings, false));
+        let message = invalid_request(completion(&req, false));
         assert!(message.contains("deployment name"), "{model:?}: {message}");
         let embed = EmbeddingRequest {
             route: route.clone(),
@@ -394,12 +399,12 @@ fn azure_deployment_names_cannot_change_the_url() {
             input: vec!["a".into()],
             params: "{}".into(),
         };
-        invalid_request(embedding_call(&embed, &settings));
+        invalid_request(embedding(&embed));
     }
     // Without deployment mode the model only travels in the body, so any name goes.
     let mut req = request(Prompt::Text("hi".into()));
     req.model = "org/model:tag".into();
-    completion_call(&req, &RouteSettings::default(), false).expect("builds");
+    completion(&req, false).expect("builds");
 }
 
 #[test]
@@ -409,11 +414,14 @@ fn azure_api_version_setting_is_checked() {
         r#"{"azure_api_version":"2024-10-21&x=1"}"#,
         r#"{"azure_api_version":20241021}"#,
     ] {
-        let message = failed(RouteSettings::from_route(&route(bad)));
-        assert!(message.contains("azure_api_version"), "{bad}: {message}");
+        let message = failed(settings(&route(bad)));
+        assert!(
+            message.starts_with("route `test`: setting `azure_api_version`: "),
+            "{bad}: {message}"
+        );
     }
     assert_eq!(
-        RouteSettings::from_route(&route(r#"{"azure_api_version":null}"#))
+        settings(&route(r#"{"azure_api_version":null}"#))
             .expect("null is absent")
             .azure_api_version,
         None
@@ -424,10 +432,9 @@ fn azure_api_version_setting_is_checked() {
 fn base_url_is_required_and_its_trailing_slash_dropped() {
     let mut req = request(Prompt::Text("x".into()));
     req.route.base_url = "https://api.openai.com/v1/".into();
-    let call = completion_call(&req, &RouteSettings::default(), false).expect("builds");
-    assert_eq!(call.url, "https://api.openai.com/v1/chat/completions");
+    assert_eq!(url(&req), "https://api.openai.com/v1/chat/completions");
     req.route.base_url = String::new();
-    let message = failed(completion_call(&req, &RouteSettings::default(), false));
+    let message = failed(completion(&req, false));
     assert!(message.contains("base_url"), "{message}");
 }
 
@@ -604,11 +611,11 @@ fn functions_become_tools_and_function_choice_tool_choice() {
 fn tool_choice_travels_only_with_tools() {
     let mut req = request(Prompt::Text("x".into()));
     req.function_choice = Some(FunctionChoice::Auto);
-    let without = body(&req, &RouteSettings::default(), false);
+    let without = body(&req, false);
     assert!(without.get("tools").is_none() && without.get("tool_choice").is_none());
     req.functions = vec![weather_function()];
     req.function_choice = Some(FunctionChoice::Named("weather".into()));
-    let with = body(&req, &RouteSettings::default(), false);
+    let with = body(&req, false);
     assert_eq!(with["tools"][0]["function"]["name"], json!("weather"));
     assert_eq!(with["tool_choice"]["function"]["name"], json!("weather"));
 }
@@ -663,7 +670,7 @@ fn multi_tool_conversation_matches_the_recorded_request() {
     req.function_choice = Some(FunctionChoice::Auto);
     req.params = r#"{"max_tokens":4000}"#.into();
 
-    let mut ours = body(&req, &RouteSettings::default(), false);
+    let mut ours = body(&req, false);
     let mut recorded = recorded;
     // `strict: false` is the API's default; the gateway has no way to ask for strict mode.
     if let Some(tools) = recorded["tools"].as_array_mut() {
@@ -693,10 +700,11 @@ fn embedding_body_has_model_input_and_params() {
         input: vec!["a".into(), "b".into()],
         params: r#"{"dimensions":8,"input":"evil","model":"evil"}"#.into(),
     };
-    let call = embedding_call(&req, &RouteSettings::default()).expect("builds");
-    assert_eq!(call.url, "http://127.0.0.1:9/v1/embeddings");
+    let http = embedding(&req).expect("builds");
+    assert_eq!(http.url(), "http://127.0.0.1:9/v1/embeddings");
+    assert_eq!(http.header_value("accept"), Some("application/json"));
     assert_eq!(
-        Value::Object(call.body),
+        sent(&http),
         json!({"model": "text-embedding-3-small", "input": ["a", "b"], "dimensions": 8})
     );
 }
@@ -706,12 +714,17 @@ fn embedding_body_has_model_input_and_params() {
 
 #[test]
 fn finish_reasons_map() {
-    assert_eq!(finish_reason("stop"), FinishReason::Stop);
-    assert_eq!(finish_reason("length"), FinishReason::Length);
-    assert_eq!(finish_reason("tool_calls"), FinishReason::ToolCalls);
-    assert_eq!(finish_reason("function_call"), FinishReason::FunctionCall);
-    assert_eq!(finish_reason("content_filter"), FinishReason::ContentFilter);
-    assert_eq!(finish_reason("eos"), FinishReason::Other);
+    // OpenAI's spelling is the SDK's.
+    for (wire, reason) in [
+        ("stop", FinishReason::Stop),
+        ("length", FinishReason::Length),
+        ("tool_calls", FinishReason::ToolCalls),
+        ("function_call", FinishReason::FunctionCall),
+        ("content_filter", FinishReason::ContentFilter),
+        ("eos", FinishReason::Other),
+    ] {
+        assert_eq!(FinishReason::parse(wire), reason);
+    }
 }
 
 #[test]
@@ -1287,43 +1300,25 @@ fn response(status: u16, content_type: &str, body: &str, chunk_size: usize) -> R
 
 #[test]
 fn the_key_travels_as_bearer_or_in_the_configured_header() {
-    let req = request(Prompt::Text("hi".into()));
-    let call = completion_call(&req, &RouteSettings::default(), false).expect("builds");
-    let http = upstream_request(
-        &req.route,
-        &RouteSettings::default(),
-        call.clone(),
-        "application/json",
-    )
-    .expect("request");
+    let mut req = request(Prompt::Text("hi".into()));
+    let http = completion(&req, false).expect("request");
     assert_eq!(http.method(), "POST");
     assert_eq!(http.url(), "http://127.0.0.1:9/v1/chat/completions");
     assert_eq!(http.header_value("authorization"), Some("Bearer sk-test"));
     assert_eq!(http.header_value("accept"), Some("application/json"));
     assert_eq!(http.header_value("content-type"), Some("application/json"));
-    let sent: Value = serde_json::from_slice(http.body_bytes()).expect("JSON body");
-    assert_eq!(sent, Value::Object(call.body.clone()));
+    assert_eq!(sent(&http), body(&req, false));
 
-    let azure = RouteSettings {
-        api_key_header: Some("api-key".into()),
-        ..RouteSettings::default()
-    };
-    let http =
-        upstream_request(&req.route, &azure, call.clone(), "text/event-stream").expect("request");
+    req.route.settings = r#"{"api_key_header":"api-key"}"#.into();
+    let http = completion(&req, true).expect("request");
     assert_eq!(http.header_value("api-key"), Some("sk-test"));
     assert_eq!(http.header_value("authorization"), None);
     assert_eq!(http.header_value("accept"), Some("text/event-stream"));
 
+    req.route.settings = "{}".into();
     for key in [None, Some(String::new())] {
-        let mut keyless = req.route.clone();
-        keyless.api_key = key;
-        let http = upstream_request(
-            &keyless,
-            &RouteSettings::default(),
-            call.clone(),
-            "application/json",
-        )
-        .expect("request");
+        req.route.api_key = key;
+        let http = completion(&req, false).expect("request");
         assert_eq!(http.header_value("authorization"), None);
     }
 }
@@ -1331,7 +1326,8 @@ fn the_key_travels_as_bearer_or_in_the_configured_header() {
 #[test]
 fn error_statuses_become_upstream_errors_with_openais_message() {
     let body = r#"{"error":{"message":"Incorrect API key provided: sk-xx***xx.","type":"invalid_request_error","code":"invalid_api_key"}}"#;
-    match read_completion(response(401, "application/json", body, 64), "m") {
+    let response = response(401, "application/json", body, 64);
+    match read_completion(response, "m", Decoder) {
         Err(ProviderError::Upstream(error)) => {
             assert_eq!(error.status, 401);
             assert_eq!(error.message, "Incorrect API key provided: sk-xx***xx.");
@@ -1347,7 +1343,7 @@ fn error_statuses_become_upstream_errors_with_openais_message() {
         ],
         vec![br#"{"error":{"message":"Rate limit reached"}}"#.to_vec()],
     );
-    match read_stream(limited, &mut Sink::buffered(), "m") {
+    match read_stream(limited, &mut Sink::buffered(), "m", Decoder) {
         Err(ProviderError::Upstream(error)) => {
             assert_eq!((error.status, error.retry_after), (429, Some(20)));
             assert_eq!(error.message, "Rate limit reached");
@@ -1369,6 +1365,7 @@ fn a_recorded_stream_reaches_the_sink_delta_by_delta() {
         ),
         &mut sink,
         "gpt-4o-mini",
+        Decoder,
     )
     .expect("stream");
     let pieces: Vec<&str> = sink
@@ -1394,11 +1391,14 @@ fn a_recorded_stream_reaches_the_sink_delta_by_delta() {
             "."
         ]
     );
+    // Text chunks, then the usage as the stream reports it, in a chunk of its own.
+    let (usage, text) = sink.sent().split_last().expect("chunks");
     assert!(
-        sink.sent()
-            .iter()
+        text.iter()
             .all(|c| c.usage.is_none() && !c.deltas.is_empty())
     );
+    assert!(usage.deltas.is_empty());
+    assert_eq!(usage.usage.map(|u| u.total_tokens), Some(99));
     assert_eq!(completion.choices[0].text, pieces.concat());
     assert_eq!(completion.usage.map(|u| u.total_tokens), Some(99));
 }
@@ -1411,11 +1411,14 @@ fn a_json_answer_to_a_stream_request_is_sent_in_one_piece() {
         response(200, "application/json", &interactions[0].response.body, 50),
         &mut sink,
         "gpt-4o-mini",
+        Decoder,
     )
     .expect("answer");
     assert_eq!(completion.choices[0].text, "Olá!");
+    // One chunk: the text, and the usage (now sent as the answer reports it).
     assert_eq!(sink.sent().len(), 1);
     assert_eq!(sink.sent()[0].deltas[0].text, "Olá!");
+    assert_eq!(sink.sent()[0].usage, completion.usage);
 }
 
 #[test]
@@ -1424,6 +1427,7 @@ fn a_plain_answer_is_read_whole() {
     let completion = read_completion(
         response(200, "application/json", &interactions[0].response.body, 13),
         "gpt-4o-mini",
+        Decoder,
     )
     .expect("answer");
     assert_eq!(completion.choices[0].tool_calls.len(), 2);

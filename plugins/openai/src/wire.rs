@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// One message of a chat completions request.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ChatMessage {
     pub role: &'static str,
     /// Only absent on assistant messages that call tools.
@@ -57,7 +57,8 @@ pub struct ToolFunction {
     pub parameters: Option<Value>,
 }
 
-/// A non-streamed answer of `/chat/completions` or `/completions`.
+/// A non-streamed answer of `/chat/completions` or `/completions`, or one `data:` payload of a
+/// streamed one.
 #[derive(Debug, Default, Deserialize)]
 pub struct CompletionResponse {
     #[serde(default)]
@@ -71,14 +72,17 @@ pub struct CompletionResponse {
     pub error: Option<Value>,
 }
 
-/// One choice of a non-streamed answer.
+/// One choice of an answer or a stream chunk.
 #[derive(Debug, Default, Deserialize)]
 pub struct ResponseChoice {
     #[serde(default)]
     pub index: u32,
-    /// Chat completions.
+    /// Chat completions, non-streamed.
     #[serde(default)]
     pub message: Option<ResponseMessage>,
+    /// Chat completions, streamed: the new part of the message.
+    #[serde(default)]
+    pub delta: Option<ResponseMessage>,
     /// Legacy completions.
     #[serde(default)]
     pub text: Option<String>,
@@ -88,7 +92,9 @@ pub struct ResponseChoice {
     pub logprobs: Option<Value>,
 }
 
-/// The assistant message of a chat choice.
+/// The assistant message of a chat choice, or the new part of a streamed one.
+/// `reasoning_content` (llama.cpp, vLLM) and `refusal` are ignored on purpose: they are not
+/// answer text.
 #[derive(Debug, Default, Deserialize)]
 pub struct ResponseMessage {
     #[serde(default)]
@@ -99,9 +105,13 @@ pub struct ResponseMessage {
     pub function_call: Option<FunctionCallIn>,
 }
 
-/// A complete tool call of a non-streamed answer.
+/// A tool call of an answer, or a piece of a streamed one (id and name come once, arguments in
+/// pieces).
 #[derive(Debug, Default, Deserialize)]
 pub struct ToolCallIn {
+    /// Which call a streamed piece continues.
+    #[serde(default)]
+    pub index: Option<u32>,
     #[serde(default)]
     pub id: Option<String>,
     /// Absent on non-function tool calls (e.g. custom tools), which the gateway cannot express.
@@ -109,66 +119,13 @@ pub struct ToolCallIn {
     pub function: Option<FunctionCallIn>,
 }
 
-/// A function call of a non-streamed answer (also the legacy `function_call` field).
+/// A function call of an answer or a piece of one (also the legacy `function_call` field).
 #[derive(Debug, Default, Deserialize)]
 pub struct FunctionCallIn {
     #[serde(default)]
     pub name: Option<String>,
     #[serde(default)]
     pub arguments: Option<String>,
-}
-
-/// One `data:` payload of a streamed answer.
-#[derive(Debug, Default, Deserialize)]
-pub struct StreamChunk {
-    #[serde(default)]
-    pub model: Option<String>,
-    #[serde(default, deserialize_with = "json::null_as_default")]
-    pub choices: Vec<StreamChoice>,
-    #[serde(default)]
-    pub usage: Option<WireUsage>,
-    #[serde(default)]
-    pub error: Option<Value>,
-}
-
-/// One choice of a stream chunk.
-#[derive(Debug, Default, Deserialize)]
-pub struct StreamChoice {
-    #[serde(default)]
-    pub index: u32,
-    /// Chat completions.
-    #[serde(default)]
-    pub delta: Option<Delta>,
-    /// Legacy completions.
-    #[serde(default)]
-    pub text: Option<String>,
-    #[serde(default)]
-    pub finish_reason: Option<String>,
-    #[serde(default)]
-    pub logprobs: Option<Value>,
-}
-
-/// The new part of a streamed chat choice. `reasoning_content` (llama.cpp, vLLM) and `refusal`
-/// are ignored on purpose: they are not answer text.
-#[derive(Debug, Default, Deserialize)]
-pub struct Delta {
-    #[serde(default)]
-    pub content: Option<String>,
-    #[serde(default, deserialize_with = "json::null_as_default")]
-    pub tool_calls: Vec<ToolCallDelta>,
-    #[serde(default)]
-    pub function_call: Option<FunctionCallIn>,
-}
-
-/// A piece of a streamed tool call: id and name come once, arguments in pieces.
-#[derive(Debug, Default, Deserialize)]
-pub struct ToolCallDelta {
-    #[serde(default)]
-    pub index: Option<u32>,
-    #[serde(default)]
-    pub id: Option<String>,
-    #[serde(default)]
-    pub function: Option<FunctionCallIn>,
 }
 
 /// Token counts as OpenAI reports them. Counts are read leniently (see [`json::count`]).

@@ -1,5 +1,5 @@
 //! `legacy`: a provider built directly against the frozen
-//! `wit/frozen/0.1.0` world, the way a plugin released with gateway 0.1.0 was.
+//! `plugin-sdk/wit/frozen/0.1.0` world, the way a plugin released with gateway 0.1.0 was.
 //! The lifecycle tests load it into the current host to prove that plugins
 //! built for an earlier compatible WIT version keep serving.
 //!
@@ -11,7 +11,7 @@
 
 wit_bindgen::generate!({
     world: "provider",
-    path: "../../../wit/frozen/0.1.0",
+    path: "../../../plugin-sdk/wit/frozen/0.1.0",
 });
 
 use gateway::provider::sink;

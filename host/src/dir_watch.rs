@@ -76,6 +76,20 @@ enum Signal {
 
 type Wanted = Arc<dyn Fn(&Path) -> bool + Send + Sync>;
 
+/// Why a directory cannot be watched.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error("cannot watch {}: not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    #[error("cannot watch {}: {source}", .dir.display())]
+    Path {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot watch {}: {source}", .dir.display())]
+    Notify { dir: PathBuf, source: notify::Error },
+}
+
 /// Keeps a watch alive; dropping it stops it.
 pub struct DirWatcher {
     task: tokio::task::JoinHandle<()>,
@@ -99,15 +113,14 @@ pub fn watch_dir<F, Fut>(
     dir: &Path,
     wanted: impl Fn(&Path) -> bool + Send + Sync + 'static,
     handle: F,
-) -> Result<DirWatcher, String>
+) -> Result<DirWatcher, WatchError>
 where
     F: Fn(PathBuf) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
     let wanted: Wanted = Arc::new(wanted);
     let (tx, rx) = mpsc::unbounded_channel::<Signal>();
-    let id =
-        dir_id(dir).ok_or_else(|| format!("cannot watch {}: not a directory", dir.display()))?;
+    let id = dir_id(dir).ok_or_else(|| WatchError::NotADirectory(dir.to_owned()))?;
     let watcher = place_watch(dir, 0, &wanted, &tx)?;
     let known = listing(dir, &wanted);
     let task = tokio::spawn(
@@ -134,12 +147,18 @@ fn place_watch(
     generation: u64,
     wanted: &Wanted,
     tx: &mpsc::UnboundedSender<Signal>,
-) -> Result<notify::RecommendedWatcher, String> {
+) -> Result<notify::RecommendedWatcher, WatchError> {
     // notify reports absolute paths; the handler gets them in the form `dir`
     // was given, as listing `dir` gives them (a relative `plugins_dir` loaded
     // at startup must be unloaded by the same name).
-    let root =
-        std::path::absolute(dir).map_err(|e| format!("cannot watch {}: {e}", dir.display()))?;
+    let root = std::path::absolute(dir).map_err(|source| WatchError::Path {
+        dir: dir.to_owned(),
+        source,
+    })?;
+    let notify_error = |source| WatchError::Notify {
+        dir: dir.to_owned(),
+        source,
+    };
     let (wanted, tx, given) = (wanted.clone(), tx.clone(), dir.to_owned());
     let watched = root.clone();
     let mut watcher =
@@ -173,10 +192,10 @@ fn place_watch(
             }
             Err(e) => tracing::warn!("file watch error: {e}"),
         })
-        .map_err(|e| format!("cannot watch {}: {e}", dir.display()))?;
+        .map_err(notify_error)?;
     watcher
         .watch(&watched, RecursiveMode::NonRecursive)
-        .map_err(|e| format!("cannot watch {}: {e}", dir.display()))?;
+        .map_err(notify_error)?;
     Ok(watcher)
 }
 

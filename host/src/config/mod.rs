@@ -1,19 +1,29 @@
-//! The gateway's configuration: one TOML file, every key with a default.
+//! The gateway's configuration: one TOML file, every key with a default, checked as it is read.
 //!
 //! The defaults are `gateway.example.toml` at the repository root, embedded in
-//! the binary, so the quick start needs no file at all.
+//! the binary, so the quick start needs no file at all. A config that parses is
+//! one the gateway can serve with: the values check themselves ([`types`]), and
+//! an unknown key is refused rather than silently ignored. [`reload`] applies
+//! edits of the file while the gateway serves.
+
+mod price;
+pub mod reload;
+pub mod types;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use crate::plugins::{AllowedHosts, Limits, MAX_MEMORY_LIMIT_BYTES, Sandbox};
+use crate::plugins::{AllowedHosts, HostsError, Limits, Sandbox, SandboxError};
+pub use price::{BadPrice, LongContextPrice, Price};
+use types::{BaseUrl, HostEntry, MemoryMb, positive, positive_option};
 
 /// The shipped example config; also the configuration used when no file is given.
-pub const DEFAULT_CONFIG: &str = include_str!("../../gateway.example.toml");
+pub const DEFAULT_CONFIG: &str = include_str!("../../../gateway.example.toml");
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -22,70 +32,112 @@ pub enum ConfigError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("invalid config {origin}: {message}")]
-    Invalid { origin: String, message: String },
+    /// Not TOML.
+    #[error("invalid config {origin}: {source}")]
+    Syntax {
+        origin: String,
+        source: Box<toml::de::Error>,
+    },
+    /// TOML, with a key or value the gateway refuses.
+    #[error("invalid config {origin}: {}", placed(.source))]
+    Invalid {
+        origin: String,
+        // Boxed: a config error is rare, and `Result<Config, _>` is returned on every load.
+        source: Box<serde_path_to_error::Error<toml::de::Error>>,
+    },
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The whole config file. A key left out takes its value from [`Config::default`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Config {
-    #[serde(default = "default_listen")]
     pub listen: SocketAddr,
     /// SQLite file path, or a `sqlite://PATH` URL.
-    #[serde(default = "default_database")]
     pub database: String,
-    #[serde(default = "default_plugins_dir")]
     pub plugins_dir: PathBuf,
     /// Compiled plugins are kept here across restarts (default: `.cache` in
     /// `plugins_dir`). Empty string: no cache.
-    #[serde(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub plugin_cache_dir: Option<PathBuf>,
     /// Bearer token for the `/admin/...` endpoints; without one they answer 401.
-    #[serde(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_token: Option<String>,
     /// Serving threads, each with its own single-threaded runtime (0: one per
     /// CPU this process may use). Read at start; a hot reload does not change it.
-    #[serde(default)]
     pub workers: usize,
-    #[serde(default = "default_max_body_bytes")]
-    pub max_body_bytes: usize,
-    #[serde(default = "default_true")]
+    #[serde(deserialize_with = "positive")]
+    pub max_body_bytes: NonZeroUsize,
     pub demo_project: bool,
-    #[serde(default = "default_request_timeout_secs")]
-    pub request_timeout_secs: u64,
+    #[serde(deserialize_with = "positive")]
+    pub request_timeout_secs: NonZeroU64,
     /// Cap on the text of a request after its `{{variables}}` are filled in (prompt and
     /// message contents together). Default: `max_body_bytes`.
-    #[serde(default)]
-    pub max_expanded_bytes: Option<usize>,
+    #[serde(
+        deserialize_with = "positive_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_expanded_bytes: Option<NonZeroUsize>,
     /// How long a client may take to send a request's headers and body (408 after that).
-    #[serde(default = "default_request_read_timeout_secs")]
-    pub request_read_timeout_secs: u64,
+    #[serde(deserialize_with = "positive")]
+    pub request_read_timeout_secs: NonZeroU64,
     /// Open client connections at most; further ones wait in the listen backlog.
-    #[serde(default = "default_max_connections")]
-    pub max_connections: usize,
+    #[serde(deserialize_with = "positive")]
+    pub max_connections: NonZeroUsize,
     /// Plugin instances at most at once (one per request being served); over it, 503 with
     /// `Retry-After`. Read at start.
-    #[serde(default = "default_max_plugin_instances")]
-    pub max_plugin_instances: u32,
+    #[serde(deserialize_with = "positive")]
+    pub max_plugin_instances: NonZeroU32,
     /// How long shutdown waits for in-flight requests before ending them (recorded as
-    /// cancelled).
-    #[serde(default = "default_shutdown_grace_secs")]
+    /// cancelled). Zero: no wait.
     pub shutdown_grace_secs: u64,
     /// What invocation records keep of request and response bodies.
-    #[serde(default)]
     pub record_bodies: RecordBodies,
     /// With `record_bodies = "truncated"`: the most kept of each body.
-    #[serde(default = "default_record_body_max_bytes")]
     pub record_body_max_bytes: usize,
     /// Records older than this many days are deleted in the background (absent: kept forever).
-    #[serde(default)]
-    pub record_retention_days: Option<u32>,
-    #[serde(default)]
+    #[serde(
+        deserialize_with = "positive_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub record_retention_days: Option<NonZeroU32>,
     pub providers: BTreeMap<String, RouteConfig>,
 }
 
+// Checked when the crate compiles: a zero here is a build error, not a panic.
+const MAX_BODY_BYTES: NonZeroUsize = NonZeroUsize::new(4 * 1024 * 1024).expect("not zero");
+const REQUEST_TIMEOUT_SECS: NonZeroU64 = NonZeroU64::new(120).expect("not zero");
+const REQUEST_READ_TIMEOUT_SECS: NonZeroU64 = NonZeroU64::new(30).expect("not zero");
+const MAX_CONNECTIONS: NonZeroUsize = NonZeroUsize::new(4096).expect("not zero");
+const MAX_PLUGIN_INSTANCES: NonZeroU32 = NonZeroU32::new(1000).expect("not zero");
+
+impl Default for Config {
+    /// What an empty config file gives: every key at its default, and no routes.
+    fn default() -> Config {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            database: "./data/gateway.db".to_owned(),
+            plugins_dir: PathBuf::from("./data/plugins"),
+            plugin_cache_dir: None,
+            admin_token: None,
+            workers: 0,
+            max_body_bytes: MAX_BODY_BYTES,
+            demo_project: true,
+            request_timeout_secs: REQUEST_TIMEOUT_SECS,
+            max_expanded_bytes: None,
+            request_read_timeout_secs: REQUEST_READ_TIMEOUT_SECS,
+            max_connections: MAX_CONNECTIONS,
+            max_plugin_instances: MAX_PLUGIN_INSTANCES,
+            shutdown_grace_secs: 30,
+            record_bodies: RecordBodies::default(),
+            record_body_max_bytes: 64 * 1024,
+            record_retention_days: None,
+            providers: BTreeMap::new(),
+        }
+    }
+}
+
 /// What an invocation record keeps of the request and response bodies.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RecordBodies {
     /// The whole bodies.
@@ -101,195 +153,90 @@ pub enum RecordBodies {
 ///
 /// Every key of a route is one of these: an unknown one (a misspelt limit, a key of a feature
 /// this build lacks) is refused rather than silently ignored. What only the plugin reads goes in
-/// the route's own `settings` table.
-#[derive(Debug, Clone, Deserialize)]
+/// the route's own `settings` table. Absent sandbox limits keep the defaults of [`Limits`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouteConfig {
     /// File stem of the plugin serving this route.
     pub plugin: String,
     /// Base URL of the upstream API. Its host is the only one the plugin may reach.
-    #[serde(default)]
-    pub base_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<BaseUrl>,
     /// Environment variable holding the gateway's provider key for this route.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
     /// Whether a provider key is needed at all. Default: only routes with an
     /// upstream (`base_url`) need one; set false for local servers without auth.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_required: Option<bool>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_model: Option<String>,
     /// Total time of one provider call (default: the top-level `request_timeout_secs`).
-    #[serde(default)]
-    pub timeout_secs: Option<u64>,
-    #[serde(default)]
-    pub pricing: BTreeMap<String, Price>,
+    #[serde(
+        default,
+        deserialize_with = "positive_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub timeout_secs: Option<NonZeroU64>,
     /// Hosts (`host:port`, or URLs) the plugin may reach besides `base_url`'s.
-    #[serde(default)]
-    pub allowed_hosts: Vec<String>,
-    /// Sandbox limits of the route's plugin instances; absent ones keep the defaults.
-    #[serde(default)]
-    pub memory_limit_mb: Option<u64>,
-    #[serde(default)]
-    pub cpu_time_ms: Option<u64>,
-    #[serde(default)]
-    pub connect_timeout_ms: Option<u64>,
-    #[serde(default)]
-    pub first_byte_timeout_ms: Option<u64>,
-    #[serde(default)]
-    pub idle_timeout_ms: Option<u64>,
-    #[serde(default)]
-    pub max_response_bytes: Option<u64>,
-    #[serde(default)]
-    pub max_http_requests: Option<u32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_hosts: Vec<HostEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_limit_mb: Option<MemoryMb>,
+    #[serde(
+        default,
+        deserialize_with = "positive_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cpu_time_ms: Option<NonZeroU64>,
+    #[serde(
+        default,
+        deserialize_with = "positive_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub connect_timeout_ms: Option<NonZeroU64>,
+    #[serde(
+        default,
+        deserialize_with = "positive_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub first_byte_timeout_ms: Option<NonZeroU64>,
+    #[serde(
+        default,
+        deserialize_with = "positive_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub idle_timeout_ms: Option<NonZeroU64>,
+    #[serde(
+        default,
+        deserialize_with = "positive_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_response_bytes: Option<NonZeroU64>,
+    #[serde(
+        default,
+        deserialize_with = "positive_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_http_requests: Option<NonZeroU32>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pricing: BTreeMap<String, Price>,
     /// `[providers.ID.settings]`: plugin-specific settings, handed to the plugin as JSON. The
     /// gateway does not read them; the plugin checks them on each call.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
     pub settings: toml::Table,
 }
 
-/// What one model costs, in dollars per million tokens of each token class (see
-/// [`crate::pricing::cost`] for how a call's usage is priced).
-///
-/// In the config, a route's `[providers.ID.pricing."MODEL"]` table; in the shipped price table
-/// (`host/prices.toml`), one entry per plugin and model. An entry replaces the whole price of
-/// its model: fields it leaves out are not taken from another source.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
-#[serde(try_from = "PriceFields")]
-pub struct Price {
-    /// Prompt tokens neither read from nor written to the provider's cache.
-    pub input_per_mtok: f64,
-    /// Completion tokens, reasoning tokens included (providers bill them as output).
-    pub output_per_mtok: f64,
-    /// Prompt tokens read from the provider's cache (OpenAI cached input, Anthropic cache hits,
-    /// Gemini context-cache reads). Absent: `input_per_mtok`.
-    pub cached_input_per_mtok: Option<f64>,
-    /// Prompt tokens written to the provider's cache (Anthropic cache writes). Absent:
-    /// `input_per_mtok`.
-    pub cache_write_per_mtok: Option<f64>,
-    /// Higher prices for calls whose prompt is long (Gemini 2.5 Pro above 200k tokens, Claude
-    /// Sonnet 4 and 4.5 above 200k): they apply to every token of such a call.
-    pub long_context: Option<LongContextPrice>,
-}
-
-/// The prices of a call whose prompt (cached and cache-written tokens included) has more than
-/// `above_prompt_tokens` tokens. Fields as in [`Price`]; absent cache prices fall back to this
-/// tier's `input_per_mtok`.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LongContextPrice {
-    pub above_prompt_tokens: u32,
-    pub input_per_mtok: f64,
-    pub output_per_mtok: f64,
-    #[serde(default)]
-    pub cached_input_per_mtok: Option<f64>,
-    #[serde(default)]
-    pub cache_write_per_mtok: Option<f64>,
-}
-
-/// [`Price`] as written, before its values are checked.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PriceFields {
-    input_per_mtok: f64,
-    output_per_mtok: f64,
-    #[serde(default)]
-    cached_input_per_mtok: Option<f64>,
-    #[serde(default)]
-    cache_write_per_mtok: Option<f64>,
-    #[serde(default)]
-    long_context: Option<LongContextPrice>,
-}
-
-impl TryFrom<PriceFields> for Price {
-    type Error = String;
-
-    fn try_from(fields: PriceFields) -> Result<Price, String> {
-        let mut values = vec![
-            ("input_per_mtok", Some(fields.input_per_mtok)),
-            ("output_per_mtok", Some(fields.output_per_mtok)),
-            ("cached_input_per_mtok", fields.cached_input_per_mtok),
-            ("cache_write_per_mtok", fields.cache_write_per_mtok),
-        ];
-        if let Some(long) = &fields.long_context {
-            values.extend([
-                ("long_context.input_per_mtok", Some(long.input_per_mtok)),
-                ("long_context.output_per_mtok", Some(long.output_per_mtok)),
-                (
-                    "long_context.cached_input_per_mtok",
-                    long.cached_input_per_mtok,
-                ),
-                (
-                    "long_context.cache_write_per_mtok",
-                    long.cache_write_per_mtok,
-                ),
-            ]);
-        }
-        // A negative or NaN price would make every cost it touches meaningless.
-        for (key, value) in values {
-            if let Some(value) = value
-                && !(value.is_finite() && value >= 0.0)
-            {
-                return Err(format!(
-                    "{key} must be a finite number of dollars, not negative (got {value})"
-                ));
-            }
-        }
-        Ok(Price {
-            input_per_mtok: fields.input_per_mtok,
-            output_per_mtok: fields.output_per_mtok,
-            cached_input_per_mtok: fields.cached_input_per_mtok,
-            cache_write_per_mtok: fields.cache_write_per_mtok,
-            long_context: fields.long_context,
-        })
-    }
-}
-
-impl Price {
-    /// A price with only input and output prices (cache reads and writes at the input price).
-    pub fn flat(input_per_mtok: f64, output_per_mtok: f64) -> Price {
-        Price {
-            input_per_mtok,
-            output_per_mtok,
-            cached_input_per_mtok: None,
-            cache_write_per_mtok: None,
-            long_context: None,
-        }
-    }
-}
-
-fn default_listen() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], 8080))
-}
-fn default_database() -> String {
-    "./data/gateway.db".to_owned()
-}
-fn default_plugins_dir() -> PathBuf {
-    PathBuf::from("./data/plugins")
-}
-fn default_max_body_bytes() -> usize {
-    4 * 1024 * 1024
-}
-fn default_true() -> bool {
-    true
-}
-fn default_request_timeout_secs() -> u64 {
-    120
-}
-fn default_request_read_timeout_secs() -> u64 {
-    30
-}
-fn default_max_connections() -> usize {
-    4096
-}
-fn default_max_plugin_instances() -> u32 {
-    1000
-}
-fn default_shutdown_grace_secs() -> u64 {
-    30
-}
-fn default_record_body_max_bytes() -> usize {
-    64 * 1024
+/// Why a route's sandbox could not be set up. The hosts were checked as the config was read:
+/// the sandbox refusing them now would be a change of its rules.
+#[derive(Debug, thiserror::Error)]
+pub enum RouteSandboxError {
+    #[error("base_url: {0}")]
+    BaseUrl(HostsError),
+    #[error("allowed_hosts[{index}]: {source}")]
+    AllowedHost { index: usize, source: HostsError },
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
 }
 
 impl Config {
@@ -307,51 +254,30 @@ impl Config {
         }
     }
 
+    /// Parses a config file's text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
-        let invalid = |message: String| ConfigError::Invalid {
+        let document = toml::Deserializer::parse(text).map_err(|source| ConfigError::Syntax {
             origin: origin.to_owned(),
-            message,
-        };
-        let document = toml::Deserializer::parse(text).map_err(|e| invalid(e.to_string()))?;
-        let config: Config =
-            serde_path_to_error::deserialize(document).map_err(|e| invalid(placed(&e)))?;
-        for (id, route) in &config.providers {
-            route
-                .limits()
-                .and(route.allowed_hosts())
-                .map_err(|e| invalid(format!("providers.{id}.{e}")))?;
-            if route.timeout_secs == Some(0) {
-                return Err(invalid(format!(
-                    "providers.{id}.timeout_secs must be positive"
-                )));
-            }
+            source: Box::new(source),
+        })?;
+        serde_path_to_error::deserialize(document).map_err(|source| ConfigError::Invalid {
+            origin: origin.to_owned(),
+            source: Box::new(source),
+        })
+    }
+
+    /// The cap on a request's text once its variables are filled in.
+    pub fn max_expanded_bytes(&self) -> usize {
+        self.max_expanded_bytes.unwrap_or(self.max_body_bytes).get()
+    }
+
+    /// Where compiled plugins are cached, if anywhere.
+    pub fn plugin_cache_dir(&self) -> Option<PathBuf> {
+        match &self.plugin_cache_dir {
+            None => Some(self.plugins_dir.join(".cache")),
+            Some(dir) if dir.as_os_str().is_empty() => None,
+            Some(dir) => Some(dir.clone()),
         }
-        for (key, value) in [
-            ("request_timeout_secs", config.request_timeout_secs),
-            (
-                "request_read_timeout_secs",
-                config.request_read_timeout_secs,
-            ),
-            ("max_connections", config.max_connections as u64),
-            (
-                "max_plugin_instances",
-                u64::from(config.max_plugin_instances),
-            ),
-            ("max_body_bytes", config.max_body_bytes as u64),
-            (
-                "max_expanded_bytes",
-                config.max_expanded_bytes.map_or(1, |v| v as u64),
-            ),
-            (
-                "record_retention_days",
-                config.record_retention_days.map_or(1, u64::from),
-            ),
-        ] {
-            if value == 0 {
-                return Err(invalid(format!("{key} must be positive")));
-            }
-        }
-        Ok(config)
     }
 }
 
@@ -382,96 +308,83 @@ fn placed(error: &serde_path_to_error::Error<toml::de::Error>) -> String {
     message
 }
 
-impl Config {
-    /// The cap on a request's text once its variables are filled in.
-    pub fn max_expanded_bytes(&self) -> usize {
-        self.max_expanded_bytes.unwrap_or(self.max_body_bytes)
-    }
-
-    /// Where compiled plugins are cached, if anywhere.
-    pub fn plugin_cache_dir(&self) -> Option<PathBuf> {
-        match &self.plugin_cache_dir {
-            None => Some(self.plugins_dir.join(".cache")),
-            Some(dir) if dir.as_os_str().is_empty() => None,
-            Some(dir) => Some(dir.clone()),
+impl RouteConfig {
+    /// A route served by `plugin`, every other key absent.
+    pub fn new(plugin: impl Into<String>) -> RouteConfig {
+        RouteConfig {
+            plugin: plugin.into(),
+            base_url: None,
+            api_key_env: None,
+            api_key_required: None,
+            default_model: None,
+            timeout_secs: None,
+            allowed_hosts: Vec::new(),
+            memory_limit_mb: None,
+            cpu_time_ms: None,
+            connect_timeout_ms: None,
+            first_byte_timeout_ms: None,
+            idle_timeout_ms: None,
+            max_response_bytes: None,
+            max_http_requests: None,
+            pricing: BTreeMap::new(),
+            settings: toml::Table::new(),
         }
     }
-}
 
-impl RouteConfig {
     pub fn needs_api_key(&self) -> bool {
         self.api_key_required.unwrap_or(self.base_url.is_some())
     }
 
     pub fn timeout(&self, config: &Config) -> Duration {
-        Duration::from_secs(self.timeout_secs.unwrap_or(config.request_timeout_secs))
+        Duration::from_secs(
+            self.timeout_secs
+                .unwrap_or(config.request_timeout_secs)
+                .get(),
+        )
     }
 
     /// The limits of this route's plugin instances.
-    pub fn limits(&self) -> Result<Limits, String> {
+    pub fn limits(&self) -> Limits {
         let defaults = Limits::default();
-        let positive = |value: Option<u64>, key: &str| match value {
-            Some(0) => Err(format!("{key} must be positive")),
-            other => Ok(other),
+        let ms = |value: Option<NonZeroU64>, default: Duration| {
+            value.map_or(default, |ms| Duration::from_millis(ms.get()))
         };
-        let ms = |value: Option<u64>, key: &str, default: Duration| {
-            positive(value, key).map(|v| v.map(Duration::from_millis).unwrap_or(default))
-        };
-        let memory_bytes = match positive(self.memory_limit_mb, "memory_limit_mb")? {
-            None => defaults.memory_bytes,
-            Some(mb) if mb * 1024 * 1024 > MAX_MEMORY_LIMIT_BYTES as u64 => {
-                return Err(format!(
-                    "memory_limit_mb must be at most {}",
-                    MAX_MEMORY_LIMIT_BYTES / 1024 / 1024
-                ));
-            }
-            Some(mb) => (mb * 1024 * 1024) as usize,
-        };
-        Ok(Limits {
-            memory_bytes,
-            cpu_time: ms(self.cpu_time_ms, "cpu_time_ms", defaults.cpu_time)?,
-            connect_timeout: ms(
-                self.connect_timeout_ms,
-                "connect_timeout_ms",
-                defaults.connect_timeout,
-            )?,
-            first_byte_timeout: ms(
-                self.first_byte_timeout_ms,
-                "first_byte_timeout_ms",
-                defaults.first_byte_timeout,
-            )?,
-            idle_timeout: ms(
-                self.idle_timeout_ms,
-                "idle_timeout_ms",
-                defaults.idle_timeout,
-            )?,
-            max_response_bytes: positive(self.max_response_bytes, "max_response_bytes")?
-                .unwrap_or(defaults.max_response_bytes),
-            max_http_requests: match self.max_http_requests {
-                Some(0) => return Err("max_http_requests must be positive".into()),
-                Some(n) => n,
-                None => defaults.max_http_requests,
-            },
-        })
+        Limits {
+            memory_bytes: self
+                .memory_limit_mb
+                .map_or(defaults.memory_bytes, MemoryMb::bytes),
+            cpu_time: ms(self.cpu_time_ms, defaults.cpu_time),
+            connect_timeout: ms(self.connect_timeout_ms, defaults.connect_timeout),
+            first_byte_timeout: ms(self.first_byte_timeout_ms, defaults.first_byte_timeout),
+            idle_timeout: ms(self.idle_timeout_ms, defaults.idle_timeout),
+            max_response_bytes: self
+                .max_response_bytes
+                .map_or(defaults.max_response_bytes, NonZeroU64::get),
+            max_http_requests: self
+                .max_http_requests
+                .map_or(defaults.max_http_requests, NonZeroU32::get),
+        }
     }
 
     /// The hosts this route's plugin may reach.
-    pub fn allowed_hosts(&self) -> Result<AllowedHosts, String> {
+    pub fn allowed_hosts(&self) -> Result<AllowedHosts, RouteSandboxError> {
         let mut allowed = match &self.base_url {
-            Some(url) => AllowedHosts::from_base_url(url).map_err(|e| format!("base_url: {e}"))?,
+            Some(url) => {
+                AllowedHosts::from_base_url(url.as_str()).map_err(RouteSandboxError::BaseUrl)?
+            }
             None => AllowedHosts::none(),
         };
-        for (i, host) in self.allowed_hosts.iter().enumerate() {
+        for (index, host) in self.allowed_hosts.iter().enumerate() {
             allowed
-                .add(host)
-                .map_err(|e| format!("allowed_hosts[{i}]: {e}"))?;
+                .add(host.as_str())
+                .map_err(|source| RouteSandboxError::AllowedHost { index, source })?;
         }
         Ok(allowed)
     }
 
     /// The sandbox of this route's plugin instances.
-    pub fn sandbox(&self) -> Result<Sandbox, String> {
-        Sandbox::new(self.allowed_hosts()?, self.limits()?)
+    pub fn sandbox(&self) -> Result<Sandbox, RouteSandboxError> {
+        Ok(Sandbox::new(self.allowed_hosts()?, self.limits())?)
     }
 
     /// The route's plugin settings as a JSON object text.
@@ -623,6 +536,99 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("providers.x.memory_limit_mb"), "{err}");
+    }
+
+    #[test]
+    fn zero_and_out_of_range_values_are_refused_with_their_key() {
+        for key in [
+            "request_timeout_secs",
+            "request_read_timeout_secs",
+            "max_connections",
+            "max_plugin_instances",
+            "max_body_bytes",
+            "max_expanded_bytes",
+            "record_retention_days",
+        ] {
+            let err = Config::parse(&format!("{key} = 0\n"), "test")
+                .expect_err(key)
+                .to_string();
+            assert!(err.contains(&format!("{key}: ")), "{err}");
+            assert!(err.contains("must be positive"), "{err}");
+        }
+        for key in [
+            "timeout_secs",
+            "memory_limit_mb",
+            "cpu_time_ms",
+            "connect_timeout_ms",
+            "first_byte_timeout_ms",
+            "idle_timeout_ms",
+            "max_response_bytes",
+            "max_http_requests",
+        ] {
+            let text = format!("[providers.x]\nplugin = \"echo\"\n{key} = 0\n");
+            let err = Config::parse(&text, "test").expect_err(key).to_string();
+            assert!(err.contains(&format!("providers.x.{key}: ")), "{err}");
+            assert!(err.contains("must be positive"), "{err}");
+        }
+        let err = Config::parse(
+            "[providers.x]\nplugin = \"echo\"\nmemory_limit_mb = 1025\n",
+            "test",
+        )
+        .expect_err("over the engine's reservation")
+        .to_string();
+        assert!(err.contains("providers.x.memory_limit_mb: "), "{err}");
+        assert!(err.contains("must be at most 1024"), "{err}");
+        let err = Config::parse(
+            "[providers.x]\nplugin = \"echo\"\nallowed_hosts = [\"a.example:1\", \"ftp://b\"]\n",
+            "test",
+        )
+        .expect_err("an unusable host")
+        .to_string();
+        assert!(err.contains("providers.x.allowed_hosts[1]: "), "{err}");
+        // Zero stays allowed where it means something.
+        let config =
+            Config::parse("workers = 0\nshutdown_grace_secs = 0\n", "test").expect("parses");
+        assert_eq!((config.workers, config.shutdown_grace_secs), (0, 0));
+    }
+
+    #[test]
+    fn an_empty_file_is_the_default_config() {
+        assert_eq!(
+            Config::parse("", "test").expect("parses"),
+            Config::default()
+        );
+    }
+
+    /// Serialized and read back, a config is the same config: the tests write theirs this way.
+    #[test]
+    fn a_config_round_trips_through_toml() {
+        let mut configs = vec![
+            Config::default(),
+            Config::load(None).expect("the built-in config parses"),
+            Config::parse(&example_with_commented_routes(), "example").expect("parses"),
+        ];
+        let mut full = Config::parse(
+            "admin_token = \"t\"\nplugin_cache_dir = \"\"\nmax_expanded_bytes = 10\n\
+             record_retention_days = 7\nrecord_bodies = \"full\"\n\
+             [providers.x]\nplugin = \"openai\"\nbase_url = \"https://a.example/v1\"\n\
+             allowed_hosts = [\"b.example:8443\"]\ntimeout_secs = 5\nmemory_limit_mb = 128\n\
+             cpu_time_ms = 1\nconnect_timeout_ms = 2\nfirst_byte_timeout_ms = 3\n\
+             idle_timeout_ms = 4\nmax_response_bytes = 5\nmax_http_requests = 6\n\
+             api_key_required = false\n\
+             [providers.x.settings]\nnested = { a = [1, 2] }\n\
+             [providers.x.pricing.\"m.1\"]\ninput_per_mtok = 1.5\noutput_per_mtok = 2\n\
+             long_context = { above_prompt_tokens = 10, input_per_mtok = 3, output_per_mtok = 4 }\n",
+            "test",
+        )
+        .expect("parses");
+        full.providers
+            .insert("y".to_owned(), RouteConfig::new("echo"));
+        configs.push(full);
+        for config in configs {
+            let text = toml::to_string(&config).expect("serializes");
+            let again = Config::parse(&text, "serialized").expect(&text);
+            assert_eq!(again, config, "{text}");
+        }
     }
 
     /// The example config with its commented-out routes switched on.

@@ -8,11 +8,23 @@
 //! directory is back at that path it is watched again and every plugin in it
 //! is loaded.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::PluginRuntime;
-use crate::watch::{DirWatcher, watch_dir};
+use crate::dir_watch::{DirWatcher, WatchError, watch_dir};
+
+/// Why the plugins directory cannot be watched.
+#[derive(Debug, thiserror::Error)]
+pub enum HotReloadError {
+    #[error("cannot create {}: {source}", .dir.display())]
+    CreateDir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Watch(#[from] WatchError),
+}
 
 fn is_plugin_file(path: &Path) -> bool {
     path.extension().is_some_and(|ext| ext == "wasm")
@@ -23,9 +35,12 @@ fn is_plugin_file(path: &Path) -> bool {
 }
 
 /// Starts watching `dir`; changes are applied to `runtime`.
-pub fn watch(runtime: Arc<PluginRuntime>, dir: &Path) -> Result<DirWatcher, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    watch_dir("plugins directory", dir, is_plugin_file, move |path| {
+pub fn watch(runtime: Arc<PluginRuntime>, dir: &Path) -> Result<DirWatcher, HotReloadError> {
+    std::fs::create_dir_all(dir).map_err(|source| HotReloadError::CreateDir {
+        dir: dir.to_owned(),
+        source,
+    })?;
+    let watcher = watch_dir("plugins directory", dir, is_plugin_file, move |path| {
         let runtime = runtime.clone();
         async move {
             if path.exists() {
@@ -35,5 +50,6 @@ pub fn watch(runtime: Arc<PluginRuntime>, dir: &Path) -> Result<DirWatcher, Stri
                 runtime.unload(&path);
             }
         }
-    })
+    })?;
+    Ok(watcher)
 }

@@ -5,24 +5,44 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::config::Config;
-use crate::routing::Routes;
+use super::{Config, ConfigError};
+use crate::dir_watch::{DirWatcher, WatchError, watch_dir};
+use crate::routing::{RouteError, Routes};
 use crate::server::AppState;
-use crate::watch::{DirWatcher, watch_dir};
+
+/// Why the config file cannot be watched.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchConfigError {
+    #[error("config path: {0}")]
+    Path(std::io::Error),
+    #[error("the config file has no directory")]
+    NoDirectory,
+    #[error(transparent)]
+    Watch(#[from] WatchError),
+}
+
+/// Why an edit of the config file was refused.
+#[derive(Debug, thiserror::Error)]
+enum ReloadError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("invalid config {origin}: {source}")]
+    Routes { origin: String, source: RouteError },
+}
 
 /// Starts watching the config file at `path`.
-pub fn watch_config(state: &Arc<AppState>, path: &Path) -> Result<DirWatcher, String> {
+pub fn watch_config(state: &Arc<AppState>, path: &Path) -> Result<DirWatcher, WatchConfigError> {
     // Weak: the watch must not keep the state (and its invocation log) alive at shutdown.
     let state = Arc::downgrade(state);
-    let file: PathBuf = std::path::absolute(path).map_err(|e| format!("config path: {e}"))?;
+    let file: PathBuf = std::path::absolute(path).map_err(WatchConfigError::Path)?;
     let dir = file
         .parent()
-        .ok_or("the config file has no directory")?
+        .ok_or(WatchConfigError::NoDirectory)?
         .to_owned();
     let name = file.file_name().map(|n| n.to_owned());
     // Editors often save by writing another file and renaming it over this
     // one, so watch the directory and pick out the file.
-    watch_dir(
+    let watcher = watch_dir(
         "config file's directory",
         &dir,
         move |changed| changed.file_name().map(|n| n.to_owned()) == name,
@@ -35,7 +55,8 @@ pub fn watch_config(state: &Arc<AppState>, path: &Path) -> Result<DirWatcher, St
                 }
             }
         },
-    )
+    )?;
+    Ok(watcher)
 }
 
 fn reload(state: &AppState, file: &Path) {
@@ -43,15 +64,15 @@ fn reload(state: &AppState, file: &Path) {
         // Mid-rename, or deleted: keep serving what we have.
         return;
     }
-    let loaded = Config::load(Some(file)).and_then(|config| {
-        let routes = Routes::from_config(&config).map_err(|message| {
-            crate::config::ConfigError::Invalid {
+    let loaded = Config::load(Some(file))
+        .map_err(ReloadError::from)
+        .and_then(|config| {
+            let routes = Routes::from_config(&config).map_err(|source| ReloadError::Routes {
                 origin: file.display().to_string(),
-                message,
-            }
-        })?;
-        Ok((config, routes))
-    });
+                source,
+            })?;
+            Ok((config, routes))
+        });
     match loaded {
         Ok((config, routes)) => {
             let previous = state.live();

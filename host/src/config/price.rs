@@ -1,0 +1,121 @@
+//! What a model costs, as a route's `pricing` table and the shipped price table write it.
+
+use serde::{Deserialize, Serialize};
+
+/// What one model costs, in dollars per million tokens of each token class (see
+/// [`crate::pricing::cost`] for how a call's usage is priced).
+///
+/// In the config, a route's `[providers.ID.pricing."MODEL"]` table; in the shipped price table
+/// (`host/prices.toml`), one entry per plugin and model. An entry replaces the whole price of
+/// its model: fields it leaves out are not taken from another source.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "PriceFields")]
+pub struct Price {
+    /// Prompt tokens neither read from nor written to the provider's cache.
+    pub input_per_mtok: f64,
+    /// Completion tokens, reasoning tokens included (providers bill them as output).
+    pub output_per_mtok: f64,
+    /// Prompt tokens read from the provider's cache (OpenAI cached input, Anthropic cache hits,
+    /// Gemini context-cache reads). Absent: `input_per_mtok`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_input_per_mtok: Option<f64>,
+    /// Prompt tokens written to the provider's cache (Anthropic cache writes). Absent:
+    /// `input_per_mtok`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_write_per_mtok: Option<f64>,
+    /// Higher prices for calls whose prompt is long (Gemini 2.5 Pro above 200k tokens, Claude
+    /// Sonnet 4 and 4.5 above 200k): they apply to every token of such a call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub long_context: Option<LongContextPrice>,
+}
+
+/// The prices of a call whose prompt (cached and cache-written tokens included) has more than
+/// `above_prompt_tokens` tokens. Fields as in [`Price`]; absent cache prices fall back to this
+/// tier's `input_per_mtok`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LongContextPrice {
+    pub above_prompt_tokens: u32,
+    pub input_per_mtok: f64,
+    pub output_per_mtok: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_per_mtok: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_per_mtok: Option<f64>,
+}
+
+/// A price that would make every cost it touches meaningless.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{key} must be a finite number of dollars, not negative (got {value})")]
+pub struct BadPrice {
+    key: &'static str,
+    value: f64,
+}
+
+/// [`Price`] as written, before its values are checked.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PriceFields {
+    input_per_mtok: f64,
+    output_per_mtok: f64,
+    #[serde(default)]
+    cached_input_per_mtok: Option<f64>,
+    #[serde(default)]
+    cache_write_per_mtok: Option<f64>,
+    #[serde(default)]
+    long_context: Option<LongContextPrice>,
+}
+
+impl TryFrom<PriceFields> for Price {
+    type Error = BadPrice;
+
+    fn try_from(fields: PriceFields) -> Result<Price, BadPrice> {
+        let mut values = vec![
+            ("input_per_mtok", Some(fields.input_per_mtok)),
+            ("output_per_mtok", Some(fields.output_per_mtok)),
+            ("cached_input_per_mtok", fields.cached_input_per_mtok),
+            ("cache_write_per_mtok", fields.cache_write_per_mtok),
+        ];
+        if let Some(long) = &fields.long_context {
+            values.extend([
+                ("long_context.input_per_mtok", Some(long.input_per_mtok)),
+                ("long_context.output_per_mtok", Some(long.output_per_mtok)),
+                (
+                    "long_context.cached_input_per_mtok",
+                    long.cached_input_per_mtok,
+                ),
+                (
+                    "long_context.cache_write_per_mtok",
+                    long.cache_write_per_mtok,
+                ),
+            ]);
+        }
+        for (key, value) in values {
+            if let Some(value) = value
+                && !(value.is_finite() && value >= 0.0)
+            {
+                return Err(BadPrice { key, value });
+            }
+        }
+        Ok(Price {
+            input_per_mtok: fields.input_per_mtok,
+            output_per_mtok: fields.output_per_mtok,
+            cached_input_per_mtok: fields.cached_input_per_mtok,
+            cache_write_per_mtok: fields.cache_write_per_mtok,
+            long_context: fields.long_context,
+        })
+    }
+}
+
+impl Price {
+    /// A price with only input and output prices (cache reads and writes at the input price).
+    pub fn flat(input_per_mtok: f64, output_per_mtok: f64) -> Price {
+        Price {
+            input_per_mtok,
+            output_per_mtok,
+            cached_input_per_mtok: None,
+            cache_write_per_mtok: None,
+            long_context: None,
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Config values that check themselves as they are read, so a config that parses is one the
+//! gateway can serve with: a zero timeout or cap, a memory limit over what the engine reserves,
+//! a `base_url` the sandbox could never reach are refused by serde, and serde_path_to_error
+//! puts the key in front of the reason (`providers.x.memory_limit_mb: ... must be positive`).
+//!
+//! Counts and sizes are std's nonzero integers, read through [`positive`] and
+//! [`positive_option`] for the config's own wording; values with more to check are newtypes.
+
+use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::plugins::{AllowedHosts, HostsError, MAX_MEMORY_LIMIT_BYTES};
+
+/// Why a config value was refused (the key is put in front of it by the caller).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    #[error("must be positive")]
+    NotPositive,
+    #[error("must be at most {max}")]
+    TooLarge { max: u64 },
+    /// A URL or `host:port` the sandbox cannot allow.
+    #[error(transparent)]
+    Host(#[from] HostsError),
+}
+
+/// std's nonzero integers, for [`positive`]: each with the integer it is read as.
+pub trait NonZeroInt: Sized {
+    type Raw: for<'de> Deserialize<'de>;
+    fn new(raw: Self::Raw) -> Option<Self>;
+}
+
+macro_rules! nonzero_int {
+    ($($nonzero:ty => $raw:ty),*) => {$(
+        impl NonZeroInt for $nonzero {
+            type Raw = $raw;
+            fn new(raw: $raw) -> Option<Self> {
+                <$nonzero>::new(raw)
+            }
+        }
+    )*};
+}
+nonzero_int!(NonZeroU32 => u32, NonZeroU64 => u64, NonZeroUsize => usize);
+
+/// Reads a nonzero integer; a zero is refused as "must be positive" (serde's own message
+/// names the Rust type, which an operator editing a TOML file has no use for).
+pub fn positive<'de, D: Deserializer<'de>, N: NonZeroInt>(deserializer: D) -> Result<N, D::Error> {
+    N::new(N::Raw::deserialize(deserializer)?)
+        .ok_or_else(|| D::Error::custom(ValueError::NotPositive))
+}
+
+/// [`positive`] for an optional key (the field also needs `#[serde(default)]`).
+pub fn positive_option<'de, D: Deserializer<'de>, N: NonZeroInt>(
+    deserializer: D,
+) -> Result<Option<N>, D::Error> {
+    Option::<N::Raw>::deserialize(deserializer)?
+        .map(|raw| N::new(raw).ok_or_else(|| D::Error::custom(ValueError::NotPositive)))
+        .transpose()
+}
+
+/// A plugin instance's memory cap in MiB: at least one, and at most what the engine reserves
+/// for each instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "u64", into = "u64")]
+pub struct MemoryMb(NonZeroU64);
+
+impl MemoryMb {
+    pub const MAX: u64 = (MAX_MEMORY_LIMIT_BYTES / 1024 / 1024) as u64;
+
+    pub fn get(self) -> u64 {
+        self.0.get()
+    }
+
+    pub fn bytes(self) -> usize {
+        // At most MAX_MEMORY_LIMIT_BYTES, a usize: the product fits.
+        (self.0.get() * 1024 * 1024) as usize
+    }
+}
+
+impl TryFrom<u64> for MemoryMb {
+    type Error = ValueError;
+
+    fn try_from(mb: u64) -> Result<MemoryMb, ValueError> {
+        match NonZeroU64::new(mb) {
+            None => Err(ValueError::NotPositive),
+            Some(_) if mb > MemoryMb::MAX => Err(ValueError::TooLarge { max: MemoryMb::MAX }),
+            Some(mb) => Ok(MemoryMb(mb)),
+        }
+    }
+}
+
+impl From<MemoryMb> for u64 {
+    fn from(mb: MemoryMb) -> u64 {
+        mb.get()
+    }
+}
+
+/// A route's `base_url`: an http or https URL with a host, whose origin the route's plugin may
+/// reach.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct BaseUrl(String);
+
+impl BaseUrl {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for BaseUrl {
+    type Error = ValueError;
+
+    fn try_from(url: String) -> Result<BaseUrl, ValueError> {
+        AllowedHosts::from_base_url(&url)?;
+        Ok(BaseUrl(url))
+    }
+}
+
+impl From<BaseUrl> for String {
+    fn from(url: BaseUrl) -> String {
+        url.0
+    }
+}
+
+/// One entry of a route's `allowed_hosts`: `host:port` (either scheme) or a URL (its origin).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct HostEntry(String);
+
+impl HostEntry {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for HostEntry {
+    type Error = ValueError;
+
+    fn try_from(entry: String) -> Result<HostEntry, ValueError> {
+        AllowedHosts::none().add(&entry)?;
+        Ok(HostEntry(entry))
+    }
+}
+
+impl From<HostEntry> for String {
+    fn from(entry: HostEntry) -> String {
+        entry.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_is_between_one_mib_and_the_engine_reservation() {
+        assert_eq!(MemoryMb::try_from(0), Err(ValueError::NotPositive));
+        assert_eq!(
+            MemoryMb::try_from(MemoryMb::MAX + 1),
+            Err(ValueError::TooLarge { max: MemoryMb::MAX })
+        );
+        let most = MemoryMb::try_from(MemoryMb::MAX).expect("the maximum is allowed");
+        assert_eq!(most.bytes(), MAX_MEMORY_LIMIT_BYTES);
+    }
+
+    #[test]
+    fn hosts_are_checked_as_the_sandbox_checks_them() {
+        assert!(BaseUrl::try_from("https://api.example.com/v1".to_owned()).is_ok());
+        assert!(BaseUrl::try_from("ftp://example.com".to_owned()).is_err());
+        assert!(BaseUrl::try_from("not a url".to_owned()).is_err());
+        assert!(HostEntry::try_from("example.com:8443".to_owned()).is_ok());
+        assert!(HostEntry::try_from("http://example.com".to_owned()).is_ok());
+        assert!(HostEntry::try_from("ftp://example.com".to_owned()).is_err());
+    }
+}

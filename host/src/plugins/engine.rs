@@ -1,0 +1,255 @@
+//! The wasmtime engine and its instance pool: how plugin code is compiled
+//! and where instances live. One thread advances every live engine's epoch
+//! (the unit of the CPU budget); [`PluginRuntime::recycle`] swaps the pool
+//! for a fresh one to give a burst's memory back.
+
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Engine, EngineWeak, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use super::PluginRuntime;
+use super::imports::PluginState;
+use super::policy::MAX_MEMORY_LIMIT_BYTES;
+use super::registry::Plugin;
+use super::wit::{Provider, ProviderPre};
+
+/// Plugin instances that may serve requests at once unless the config says
+/// otherwise (`max_plugin_instances`).
+pub const DEFAULT_MAX_INSTANCES: u32 = 1000;
+/// Pool slots beyond the cap, for validating plugins as they load: a reload
+/// while every request slot is busy must not reject a good plugin.
+const LOAD_SLOTS: u32 = 4;
+/// How often the epoch advances; the unit of the CPU budget.
+pub(super) const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Why an engine (and its pool) could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// Each slot reserves address space for the largest memory a route may
+    /// set: a very large `max_plugin_instances` fails here.
+    #[error("wasmtime engine with {max_instances} instance slots (max_plugin_instances): {source}")]
+    Engine {
+        max_instances: u32,
+        source: wasmtime::Error,
+    },
+    #[error("linking WASI: {0}")]
+    Wasi(wasmtime::Error),
+    #[error("linking host imports: {0}")]
+    Imports(wasmtime::Error),
+    #[error("epoch thread: {0}")]
+    EpochThread(std::io::Error),
+}
+
+/// Why a compiled component cannot serve as a provider plugin.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    #[error("does not fit the provider world: {0}")]
+    World(wasmtime::Error),
+    #[error("does not export the provider world: {0}")]
+    Exports(wasmtime::Error),
+}
+
+/// Why the pool could not be renewed (the old one keeps serving).
+#[derive(Debug, thiserror::Error)]
+pub enum RecycleError {
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error("plugin {plugin}: {source}")]
+    Move {
+        plugin: Arc<str>,
+        source: wasmtime::Error,
+    },
+    #[error("plugin {plugin}: {source}")]
+    Link { plugin: Arc<str>, source: LinkError },
+}
+
+/// An engine with its instance pool, and the host imports linked for it.
+pub(super) struct Pool {
+    pub(super) engine: Engine,
+    linker: Linker<PluginState>,
+}
+
+impl Pool {
+    /// A pool with room for `max_instances` request instances (and the load slots).
+    fn new(max_instances: u32) -> Result<Pool, EngineError> {
+        let slots = max_instances.saturating_add(LOAD_SLOTS);
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(slots)
+            .total_memories(slots)
+            .total_tables(slots.saturating_mul(2))
+            .total_stacks(slots)
+            .total_core_instances(slots.saturating_mul(4))
+            // Routes set their own, smaller limits per store.
+            .max_memory_size(MAX_MEMORY_LIMIT_BYTES)
+            // Keeping memory resident between instances avoids page faults on
+            // every request (see shared/notes/wasmtime-48.md). Without
+            // PAGEMAP_SCAN (Linux >= 6.7) every kept byte is zeroed when an
+            // instance ends, written or not (~1 MiB memset per request); with
+            // it, only the pages the instance wrote are reset.
+            .pagemap_scan(wasmtime::Enabled::Auto)
+            .linear_memory_keep_resident(1024 * 1024)
+            .max_unused_warm_slots(32)
+            .table_keep_resident(64 * 1024);
+        let mut config = wasmtime::Config::new();
+        config
+            .wasm_component_model(true)
+            .epoch_interruption(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&config).map_err(|source| EngineError::Engine {
+            max_instances,
+            source,
+        })?;
+        let mut linker = Linker::new(&engine);
+        // Rust's std makes every wasip2 component import WASI; the context gives it nothing.
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(EngineError::Wasi)?;
+        Provider::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
+            .map_err(EngineError::Imports)?;
+        Ok(Pool { engine, linker })
+    }
+
+    /// `component` (compiled for this pool's engine) linked to the host imports.
+    pub(super) fn link(
+        &self,
+        component: &Component,
+    ) -> Result<ProviderPre<PluginState>, LinkError> {
+        let pre = self
+            .linker
+            .instantiate_pre(component)
+            .map_err(LinkError::World)?;
+        ProviderPre::new(pre).map_err(LinkError::Exports)
+    }
+
+    /// `plugin` as this pool serves it: its compiled code moved over from its
+    /// own engine (no recompilation).
+    fn adopt(&self, plugin: &Plugin) -> Result<Plugin, RecycleError> {
+        let moving = |source| RecycleError::Move {
+            plugin: plugin.name.clone(),
+            source,
+        };
+        let compiled = plugin
+            .pre
+            .instance_pre()
+            .component()
+            .serialize()
+            .map_err(moving)?;
+        // SAFETY: serialized just now by an engine with the same settings.
+        let component =
+            unsafe { Component::deserialize(&self.engine, &compiled) }.map_err(moving)?;
+        let pre = self.link(&component).map_err(|source| RecycleError::Link {
+            plugin: plugin.name.clone(),
+            source,
+        })?;
+        Ok(Plugin {
+            name: plugin.name.clone(),
+            file: plugin.file.clone(),
+            hash: plugin.hash.clone(),
+            wit_version: plugin.wit_version.clone(),
+            loaded_at_ms: plugin.loaded_at_ms,
+            info: plugin.info.clone(),
+            pre,
+            engine: self.engine.clone(),
+        })
+    }
+}
+
+/// The pool new plugins are compiled for, and every engine still in use.
+pub(super) struct Engines {
+    current: RwLock<Arc<Pool>>,
+    /// For the epoch ticker, which ends once this is dropped.
+    ticking: Arc<Mutex<Vec<EngineWeak>>>,
+    max_instances: u32,
+}
+
+impl Engines {
+    /// A first pool, and the thread that advances the epochs.
+    pub(super) fn start(max_instances: u32) -> Result<Engines, EngineError> {
+        let pool = Pool::new(max_instances)?;
+        let ticking = Arc::new(Mutex::new(vec![pool.engine.weak()]));
+        let engines = Arc::downgrade(&ticking);
+        std::thread::Builder::new()
+            .name("wasm-epoch".into())
+            .spawn(move || {
+                // Ends with the runtime.
+                while let Some(engines) = engines.upgrade() {
+                    let mut engines = engines.lock().unwrap_or_else(|p| p.into_inner());
+                    engines.retain(|engine| match engine.upgrade() {
+                        Some(engine) => {
+                            engine.increment_epoch();
+                            true
+                        }
+                        None => false,
+                    });
+                    drop(engines);
+                    std::thread::sleep(EPOCH_TICK);
+                }
+            })
+            .map_err(EngineError::EpochThread)?;
+        Ok(Engines {
+            current: RwLock::new(Arc::new(pool)),
+            ticking,
+            max_instances,
+        })
+    }
+
+    pub(super) fn current(&self) -> Arc<Pool> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub(super) fn max_instances(&self) -> u32 {
+        self.max_instances
+    }
+
+    /// A new pool, ticking but not yet current.
+    fn fresh(&self) -> Result<Arc<Pool>, EngineError> {
+        let fresh = Arc::new(Pool::new(self.max_instances)?);
+        self.ticking
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(fresh.engine.weak());
+        Ok(fresh)
+    }
+
+    fn make_current(&self, pool: Arc<Pool>) {
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = pool;
+    }
+}
+
+impl PluginRuntime {
+    /// Gives the memory the instance pool kept after a burst back to the
+    /// system: every serving plugin moves to a fresh engine (from its compiled
+    /// code, no recompilation), and the old pool is unmapped once the requests
+    /// still running on it end.
+    ///
+    /// A pool keeps every slot's written pages (linear memory and async stack)
+    /// resident after use, so that the next instance in it does not page-fault;
+    /// after 1000 concurrent streams that is ~100 MiB, which wasmtime offers no
+    /// other way to release.
+    pub fn recycle(&self) -> Result<(), RecycleError> {
+        let fresh = self.engines.fresh()?;
+        let moved = self
+            .registry
+            .serving()
+            .iter()
+            .map(|plugin| fresh.adopt(plugin).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.engines.make_current(fresh);
+        self.registry.replace_moved(moved);
+        Ok(())
+    }
+
+    /// Instances running now, and pool slots that ran one and keep its pages.
+    pub fn pool_usage(&self) -> (u64, u32) {
+        match self.engines.current().engine.pooling_allocator_metrics() {
+            Some(metrics) => (
+                metrics.component_instances(),
+                metrics.unused_warm_memories(),
+            ),
+            None => (0, 0),
+        }
+    }
+}

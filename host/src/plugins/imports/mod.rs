@@ -1,0 +1,174 @@
+//! The host side of a plugin instance: the state its store carries, and one
+//! module per host import it may call ([`http`], [`sink`], [`log`]). WASI is
+//! linked too (Rust's std imports it) but gives nothing: no arguments,
+//! environment, files or sockets, and stdout/stderr go to the log.
+
+pub(super) mod http;
+mod log;
+mod sink;
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use uuid::Uuid;
+use wasmtime::component::ResourceTable;
+use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::policy::Sandbox;
+use super::types::Chunk;
+use super::wit;
+use crate::redact::Secrets;
+
+/// Per-instance state: everything a host import can touch.
+pub struct PluginState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(super) limiter: MemoryLimiter,
+    sandbox: Arc<Sandbox>,
+    http_requests: u32,
+    /// Where `complete_stream`'s partial results go; `None` for other calls.
+    sink: Option<mpsc::Sender<Chunk>>,
+    pub(super) invocation_id: Uuid,
+    pub(super) plugin: Arc<str>,
+    /// Epoch ticks spent running plugin code (not waiting on host calls).
+    pub(super) cpu_ticks: u64,
+    secrets: Secrets,
+}
+
+impl PluginState {
+    pub(super) fn new(
+        sandbox: Arc<Sandbox>,
+        sink: Option<mpsc::Sender<Chunk>>,
+        invocation_id: Uuid,
+        plugin: Arc<str>,
+        secrets: Secrets,
+    ) -> PluginState {
+        let (stdout, stderr) = log::stdio(invocation_id, &plugin, &secrets);
+        // No arguments, environment, preopened directories or sockets: the
+        // HTTP import is the only way out. Output goes to the log.
+        let wasi = WasiCtx::builder().stdout(stdout).stderr(stderr).build();
+        PluginState {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter::new(sandbox.limits.memory_bytes),
+            sandbox,
+            http_requests: 0,
+            sink,
+            invocation_id,
+            plugin,
+            cpu_ticks: 0,
+            secrets,
+        }
+    }
+}
+
+impl WasiView for PluginState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl wit::types::Host for PluginState {}
+
+/// The store's resource limiter: the route's memory limit, and a record of
+/// the growth it refused, so that a failed call can say it ran out of memory
+/// by what happened rather than by the wording of an error.
+pub(super) struct MemoryLimiter {
+    limits: StoreLimits,
+    /// The size a growth of linear memory asked for, last time one was asked.
+    asked: usize,
+    /// The size of the first growth refused (or that failed), in bytes.
+    refused: Option<usize>,
+}
+
+impl MemoryLimiter {
+    fn new(memory_bytes: usize) -> MemoryLimiter {
+        MemoryLimiter {
+            limits: StoreLimitsBuilder::new()
+                .memory_size(memory_bytes)
+                .trap_on_grow_failure(true)
+                .build(),
+            asked: 0,
+            refused: None,
+        }
+    }
+
+    /// The memory size the instance was refused, if it was.
+    pub(super) fn refused(&self) -> Option<usize> {
+        self.refused
+    }
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.asked = desired;
+        let allowed = self.limits.memory_growing(current, desired, maximum);
+        if !matches!(allowed, Ok(true)) {
+            self.refused.get_or_insert(desired);
+        }
+        allowed
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        // Allowed by the limit, refused by the pool (its slot is smaller).
+        self.refused.get_or_insert(self.asked);
+        self.limits.memory_grow_failed(error)
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.limits.table_growing(current, desired, maximum)
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.limits.table_grow_failed(error)
+    }
+
+    fn instances(&self) -> usize {
+        self.limits.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.limits.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.limits.memories()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use wasmtime::ResourceLimiter;
+
+    use super::MemoryLimiter;
+
+    #[test]
+    fn a_refused_memory_growth_is_recorded() {
+        let mut limiter = MemoryLimiter::new(1 << 20);
+        assert!(limiter.memory_growing(0, 1 << 19, None).unwrap());
+        assert_eq!(limiter.refused(), None);
+        // Refused as a trap, and remembered: the call's failure says why.
+        assert!(limiter.memory_growing(1 << 19, 2 << 20, None).is_err());
+        assert_eq!(limiter.refused(), Some(2 << 20));
+        assert!(limiter.memory_growing(1 << 19, 3 << 20, None).is_err());
+        assert_eq!(
+            limiter.refused(),
+            Some(2 << 20),
+            "the first refusal is kept"
+        );
+    }
+}

@@ -1,0 +1,126 @@
+//! One plugin instance serving one call: its store (memory limit, CPU
+//! budget), and how a failed call is described to the caller.
+
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use wasmtime::{Engine, Store, Trap};
+
+use super::engine::EPOCH_TICK;
+use super::imports::PluginState;
+use super::registry::Plugin;
+use super::types::Chunk;
+use super::wit::{self, Provider};
+use super::{CallContext, PluginError};
+
+/// Why a plugin instance stopped, in words safe to show the caller (the full
+/// chain, with the wasm backtrace, goes to the log).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Failure {
+    #[error("it used up its CPU time budget")]
+    CpuBudget,
+    #[error("stack overflow")]
+    StackOverflow,
+    #[error("it panicked (wasm trap: unreachable)")]
+    Panicked,
+    /// The store's limiter refused to grow its memory to `asked` bytes.
+    #[error("it went over its memory limit ({cause})")]
+    OutOfMemory { asked: usize, cause: String },
+    #[error("{0}")]
+    Trap(Trap),
+    #[error("{0}")]
+    Other(String),
+}
+
+impl Failure {
+    /// What `e`, returned by a call into the instance whose state is `state`, means.
+    pub(super) fn of(e: &wasmtime::Error, state: &PluginState) -> Failure {
+        // The outer messages are context ("error while executing at wasm
+        // backtrace ..."); the cause says what happened.
+        let cause = || e.root_cause().to_string();
+        if let Some(asked) = state.limiter.refused() {
+            return Failure::OutOfMemory {
+                asked,
+                cause: cause(),
+            };
+        }
+        match e.downcast_ref::<Trap>() {
+            Some(Trap::Interrupt) => Failure::CpuBudget,
+            Some(Trap::StackOverflow) => Failure::StackOverflow,
+            Some(Trap::UnreachableCodeReached) => Failure::Panicked,
+            Some(trap) => Failure::Trap(*trap),
+            None => Failure::Other(cause()),
+        }
+    }
+}
+
+/// A store for one instance of `plugin`, with the limits of `ctx`'s sandbox.
+pub(super) fn new_store(
+    engine: &Engine,
+    plugin: &Arc<str>,
+    ctx: &CallContext,
+    sink: Option<mpsc::Sender<Chunk>>,
+) -> Store<PluginState> {
+    let cpu_budget_ticks =
+        (ctx.sandbox.limits.cpu_time.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64;
+    let state = PluginState::new(
+        ctx.sandbox.clone(),
+        sink,
+        ctx.invocation_id,
+        plugin.clone(),
+        ctx.secrets.clone(),
+    );
+    let mut store = Store::new(engine, state);
+    store.limiter(|state| &mut state.limiter);
+    // Count only ticks that land while plugin code runs (waiting in a host
+    // call does not fire the callback), and yield so one busy plugin
+    // cannot hold an async worker.
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |mut ctx| {
+        let state = ctx.data_mut();
+        state.cpu_ticks += 1;
+        if state.cpu_ticks > cpu_budget_ticks {
+            Ok(wasmtime::UpdateDeadline::Interrupt)
+        } else {
+            // tokio's own yield puts the task behind the others waiting;
+            // a plain self-wake could run it again at once and starve them.
+            Ok(wasmtime::UpdateDeadline::YieldCustom(
+                1,
+                Box::pin(tokio::task::yield_now()),
+            ))
+        }
+    });
+    store
+}
+
+/// A plugin instance serving one call.
+pub(super) struct Instance {
+    pub(super) store: Store<PluginState>,
+    pub(super) provider: Provider,
+    /// Declared after `store`: fields drop in order, so the permit returns only
+    /// once the store has given its pool slot back.
+    pub(super) _slot: OwnedSemaphorePermit,
+}
+
+impl Instance {
+    /// The call's outcome in host types: its value, the plugin's own error,
+    /// or how the instance failed.
+    pub(super) fn settle<T, U: From<T>>(
+        &self,
+        plugin: &Plugin,
+        ctx: &CallContext,
+        result: wasmtime::Result<Result<T, wit::types::ProviderError>>,
+    ) -> Result<U, PluginError> {
+        match result {
+            Ok(Ok(value)) => Ok(value.into()),
+            Ok(Err(e)) => Err(PluginError::Provider(e.into())),
+            Err(e) => {
+                // A panic message may quote what the plugin was sent.
+                let detail = format!("{e:?}");
+                tracing::error!(invocation_id = %ctx.invocation_id, plugin = %plugin.name,
+                    "plugin crashed: {}", ctx.secrets.redact(&detail));
+                Err(PluginError::Crashed(Failure::of(&e, self.store.data())))
+            }
+        }
+    }
+}

@@ -1,0 +1,325 @@
+//! The plugin files the runtime knows: loading one (compile, link, check its
+//! WIT version, ask its `info`), swapping it in, unloading it, and the status
+//! of each for `gateway plugins list` and `GET /admin/plugins`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use uuid::Uuid;
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+use super::engine::LinkError;
+use super::imports::PluginState;
+use super::instance::{Failure, new_store};
+use super::types::PluginInfo;
+use super::wit::{ProviderPre, VersionError, wit_version};
+use super::{CallContext, PluginRuntime, cache, trim};
+
+/// Why a plugin file was not loaded (the previous version, if any, keeps serving).
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("the file name is not UTF-8")]
+    FileName,
+    #[error("cannot read the plugins directory: {0}")]
+    Dir(std::io::Error),
+    #[error("cannot read: {0}")]
+    Read(std::io::Error),
+    #[error("not a valid component: {0}")]
+    Invalid(wasmtime::Error),
+    #[error("compiled plugin unusable: {0}")]
+    Unusable(wasmtime::Error),
+    #[error("compilation task failed: {0}")]
+    Task(tokio::task::JoinError),
+    #[error(transparent)]
+    Version(#[from] VersionError),
+    #[error(transparent)]
+    Link(#[from] LinkError),
+    #[error("cannot be instantiated: {0}")]
+    Instantiate(wasmtime::Error),
+    #[error("its info call failed: {0}")]
+    Info(Failure),
+}
+
+/// A plugin ready to serve: compiled and linked.
+pub struct Plugin {
+    /// The file stem routes refer to.
+    pub name: Arc<str>,
+    pub file: PathBuf,
+    /// SHA-256 of the file, hex.
+    pub hash: String,
+    /// The `gateway:provider` version the plugin was built against.
+    pub wit_version: String,
+    pub loaded_at_ms: i64,
+    pub info: PluginInfo,
+    pub(super) pre: ProviderPre<PluginState>,
+    /// The engine (and instance pool) `pre` belongs to.
+    pub(super) engine: Engine,
+}
+
+/// What the runtime knows of one plugin file.
+#[derive(Clone)]
+enum PluginStatus {
+    Serving,
+    /// The file could not be loaded; the previous version, if any, keeps serving.
+    Rejected(String),
+    /// The file is gone; its routes answer 503.
+    Removed,
+}
+
+struct Slot {
+    file: PathBuf,
+    status: PluginStatus,
+    /// When the last load attempt happened.
+    checked_at_ms: i64,
+    serving: Option<Arc<Plugin>>,
+}
+
+/// A row of `gateway plugins list` and `GET /admin/plugins`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct PluginReport {
+    pub plugin: String,
+    pub name: Option<String>,
+    pub version: Option<String>,
+    pub wit_version: Option<String>,
+    pub file: String,
+    pub hash: Option<String>,
+    pub loaded_at: Option<String>,
+    pub status: String,
+    pub reason: Option<String>,
+}
+
+/// Every plugin file seen, by name.
+#[derive(Default)]
+pub(super) struct Registry {
+    slots: RwLock<HashMap<String, Slot>>,
+}
+
+impl Registry {
+    pub(super) fn get(&self, name: &str) -> Option<Arc<Plugin>> {
+        self.slots
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .and_then(|slot| slot.serving.clone())
+    }
+
+    /// Every plugin serving now.
+    pub(super) fn serving(&self) -> Vec<Arc<Plugin>> {
+        let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
+        slots
+            .values()
+            .filter_map(|slot| slot.serving.clone())
+            .collect()
+    }
+
+    /// Serves `moved` (the same plugins, in a new pool) instead of their old selves.
+    pub(super) fn replace_moved(&self, moved: Vec<Arc<Plugin>>) {
+        let mut slots = self.slots.write().unwrap_or_else(|p| p.into_inner());
+        for plugin in moved {
+            // A plugin (re)loaded meanwhile stays: it is newer.
+            if let Some(slot) = slots.get_mut(&*plugin.name)
+                && slot.serving.as_ref().is_some_and(|s| s.hash == plugin.hash)
+            {
+                slot.serving = Some(plugin);
+            }
+        }
+    }
+
+    /// The serving version of a file, if its bytes are unchanged (a no-op reload).
+    fn unchanged(&self, name: &str, hash: &str) -> Option<Arc<Plugin>> {
+        let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
+        let slot = slots.get(name)?;
+        let plugin = slot.serving.as_ref()?;
+        (matches!(slot.status, PluginStatus::Serving) && plugin.hash == hash)
+            .then(|| plugin.clone())
+    }
+
+    /// Keeps the outcome of loading `file`: a plugin swapped in, or why not.
+    fn record(
+        &self,
+        name: &str,
+        file: &Path,
+        result: Result<Arc<Plugin>, LoadError>,
+    ) -> Result<Arc<Plugin>, LoadError> {
+        let mut slots = self.slots.write().unwrap_or_else(|p| p.into_inner());
+        let slot = slots.entry(name.to_owned()).or_insert_with(|| Slot {
+            file: file.to_owned(),
+            status: PluginStatus::Removed,
+            checked_at_ms: 0,
+            serving: None,
+        });
+        slot.file = file.to_owned();
+        slot.checked_at_ms = crate::store::now_ms();
+        match result {
+            Ok(plugin) => {
+                tracing::info!(plugin = %name, name = %plugin.info.name,
+                    version = %plugin.info.version, wit = %plugin.wit_version,
+                    file = %file.display(), "plugin loaded");
+                slot.status = PluginStatus::Serving;
+                slot.serving = Some(plugin.clone());
+                Ok(plugin)
+            }
+            Err(reason) => {
+                tracing::error!(plugin = %name, file = %file.display(),
+                    serving_previous = slot.serving.is_some(), "plugin rejected: {reason}");
+                slot.status = PluginStatus::Rejected(reason.to_string());
+                Err(reason)
+            }
+        }
+    }
+
+    fn unload(&self, file: &Path) {
+        let Ok(name) = plugin_name(file) else { return };
+        let mut slots = self.slots.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = slots.get_mut(&*name)
+            && slot.file == file
+        {
+            tracing::warn!(plugin = %name, file = %file.display(), "plugin removed: its routes answer 503");
+            slot.status = PluginStatus::Removed;
+            slot.serving = None;
+            slot.checked_at_ms = crate::store::now_ms();
+        }
+    }
+
+    fn report(&self) -> Vec<PluginReport> {
+        let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
+        let mut rows: Vec<PluginReport> = slots
+            .iter()
+            .map(|(name, slot)| {
+                let serving = slot.serving.as_ref();
+                let (status, reason) = match &slot.status {
+                    PluginStatus::Serving => ("serving", None),
+                    PluginStatus::Rejected(reason) => ("rejected", Some(reason.clone())),
+                    PluginStatus::Removed => ("removed", None),
+                };
+                PluginReport {
+                    plugin: name.clone(),
+                    name: serving.map(|p| p.info.name.clone()),
+                    version: serving.map(|p| p.info.version.clone()),
+                    wit_version: serving.map(|p| p.wit_version.clone()),
+                    file: slot.file.display().to_string(),
+                    hash: serving.map(|p| p.hash.clone()),
+                    loaded_at: serving.map(|p| crate::store::format_time_ms(p.loaded_at_ms)),
+                    status: status.to_owned(),
+                    reason,
+                }
+            })
+            .collect();
+        rows.sort_by(|a, b| a.plugin.cmp(&b.plugin));
+        rows
+    }
+}
+
+impl PluginRuntime {
+    /// Loads every `*.wasm` in `dir`; returns the names loaded and the files rejected with why.
+    pub async fn load_dir(&self, dir: &Path) -> (Vec<String>, Vec<(PathBuf, LoadError)>) {
+        let mut loaded = Vec::new();
+        let mut rejected = Vec::new();
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) => {
+                rejected.push((dir.to_owned(), LoadError::Dir(e)));
+                return (loaded, rejected);
+            }
+        };
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|path| path.extension().is_some_and(|ext| ext == "wasm"))
+            .collect();
+        files.sort();
+        for file in files {
+            match self.load(&file).await {
+                Ok(plugin) => loaded.push(plugin.name.to_string()),
+                Err(reason) => rejected.push((file, reason)),
+            }
+        }
+        // Compiling leaves tens of MiB of freed heap behind.
+        trim::release_heap();
+        (loaded, rejected)
+    }
+
+    /// Loads (or reloads) one plugin file: compiles, links and validates it
+    /// (its `info` must answer), then swaps it in. Requests already running
+    /// finish on the version they started with. On failure the previous
+    /// version keeps serving and the reason is kept in the plugin's status.
+    pub async fn load(&self, file: &Path) -> Result<Arc<Plugin>, LoadError> {
+        let name = plugin_name(file)?;
+        let result = self.prepare(&name, file).await;
+        self.registry.record(&name, file, result)
+    }
+
+    /// The plugin's file is gone: stop serving it.
+    pub fn unload(&self, file: &Path) {
+        self.registry.unload(file);
+    }
+
+    /// The serving version of plugin `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<Plugin>> {
+        self.registry.get(name)
+    }
+
+    /// Every plugin file the runtime has seen, by name.
+    pub fn report(&self) -> Vec<PluginReport> {
+        self.registry.report()
+    }
+
+    async fn prepare(&self, name: &Arc<str>, file: &Path) -> Result<Arc<Plugin>, LoadError> {
+        let bytes = std::fs::read(file).map_err(LoadError::Read)?;
+        let hash = cache::sha256_hex(&bytes);
+        if let Some(plugin) = self.registry.unchanged(name, &hash) {
+            return Ok(plugin);
+        }
+        let pool = self.engines.current();
+        let engine = pool.engine.clone();
+        let cache = self.cache.clone();
+        let key = hash.clone();
+        // Compiling takes milliseconds to seconds of CPU: keep it off the async workers.
+        let component = tokio::task::spawn_blocking(move || match &cache {
+            Some(cache) => cache.load_or_compile(&engine, &key, &bytes),
+            None => Component::new(&engine, &bytes).map_err(LoadError::Invalid),
+        })
+        .await
+        .map_err(LoadError::Task)??;
+        let wit_version = wit_version(&component, &pool.engine)?;
+        let pre = pool.link(&component)?;
+
+        let mut store = new_store(
+            &pool.engine,
+            name,
+            &CallContext {
+                invocation_id: Uuid::nil(),
+                sandbox: self.offline.clone(),
+                secrets: Default::default(),
+            },
+            None,
+        );
+        let instance = pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(LoadError::Instantiate)?;
+        let info = match instance.call_info(&mut store).await {
+            Ok(info) => info.into(),
+            Err(e) => return Err(LoadError::Info(Failure::of(&e, store.data()))),
+        };
+        Ok(Arc::new(Plugin {
+            name: name.clone(),
+            file: file.to_owned(),
+            hash,
+            wit_version,
+            loaded_at_ms: crate::store::now_ms(),
+            info,
+            pre,
+            engine: pool.engine.clone(),
+        }))
+    }
+}
+
+/// A plugin's name: its file stem.
+fn plugin_name(file: &Path) -> Result<Arc<str>, LoadError> {
+    file.file_stem()
+        .and_then(|stem| stem.to_str())
+        .map(Arc::from)
+        .ok_or(LoadError::FileName)
+}

@@ -1,0 +1,540 @@
+//! Reading a provider's answer, whole or streamed, into a [`Completion`].
+//!
+//! A plugin describes only its wire format: a [`StreamDecoder`] turns a whole
+//! answer, or one event of a streamed one, into calls on an [`Answer`] (text,
+//! tool calls, finish reasons, usage, the answering model). [`read_completion`]
+//! and [`read_stream`] own the rest, which every provider shares: the status
+//! check and the mapping of error answers, the event loop, sending new text
+//! and usage to the caller as they arrive, and telling a complete answer from
+//! one cut short.
+//!
+//! ```
+//! use gateway_plugin_sdk::http::Response;
+//! use gateway_plugin_sdk::sse::Event;
+//! use gateway_plugin_sdk::{Answer, FinishReason, ProviderError, Sink, StreamDecoder, read_stream};
+//!
+//! /// An upstream that streams `data: <text>` events and ends with `data: [END]`.
+//! struct Lines;
+//!
+//! impl StreamDecoder for Lines {
+//!     fn body(&mut self, body: &[u8], answer: &mut Answer) -> Result<(), ProviderError> {
+//!         answer.text(0, &String::from_utf8_lossy(body));
+//!         answer.complete();
+//!         Ok(())
+//!     }
+//!
+//!     fn event(&mut self, event: &Event, answer: &mut Answer) -> Result<(), ProviderError> {
+//!         if event.data == "[END]" {
+//!             answer.finish_reason(0, FinishReason::Stop);
+//!             answer.end();
+//!         } else {
+//!             answer.text(0, &event.data);
+//!         }
+//!         Ok(())
+//!     }
+//! }
+//!
+//! let body = b"data: Hel\n\ndata: lo\n\ndata: [END]\n\n".to_vec();
+//! let response = Response::from_chunks(200, Vec::new(), vec![body]);
+//! let mut sink = Sink::buffered();
+//! let completion = read_stream(response, &mut sink, "m-1", Lines).unwrap();
+//! assert_eq!(completion.choices[0].text, "Hello");
+//! assert_eq!(sink.sent().len(), 2);
+//!
+//! // Cut off before its end: an error, not a short answer.
+//! let cut = Response::from_chunks(200, Vec::new(), vec![b"data: Hel\n\n".to_vec()]);
+//! assert!(read_stream(cut, &mut Sink::buffered(), "m-1", Lines).is_err());
+//! ```
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::http::Response;
+use crate::sse::Event;
+use crate::{
+    Chunk, Completion, FinishReason, ProviderError, Sink, StreamAssembler, TextDelta, Usage,
+};
+
+/// One provider's answer format: what [`read_completion`] and [`read_stream`]
+/// need to know of it.
+///
+/// The decoder keeps whatever state its format needs between events (open
+/// content blocks, counts); everything that ends up in the completion goes
+/// into the [`Answer`].
+pub trait StreamDecoder {
+    /// Reads a whole answer: a non-streamed one, or the JSON answer a server
+    /// sent in one piece although a stream was asked for. Call
+    /// [`Answer::complete`] when the body is a complete answer.
+    fn body(&mut self, body: &[u8], answer: &mut Answer) -> Result<(), ProviderError>;
+
+    /// Reads one event of a streamed answer. Call [`Answer::complete`] when
+    /// the upstream says the answer is whole (e.g. a finish reason; later
+    /// events may still bring usage), [`Answer::end`] at its end marker (no
+    /// more events are read).
+    ///
+    /// Default, for APIs whose events each carry a JSON piece of the answer:
+    /// `data: [DONE]` (OpenAI's end marker) ends the answer, empty data is
+    /// skipped, any other data is read with [`StreamDecoder::body`].
+    fn event(&mut self, event: &Event, answer: &mut Answer) -> Result<(), ProviderError> {
+        match event.data.trim() {
+            "[DONE]" => answer.end(),
+            "" => {}
+            data => self.body(data.as_bytes(), answer)?,
+        }
+        Ok(())
+    }
+
+    /// Called once after the body or the last event of a complete answer,
+    /// before the completion is built: settle what the answer left open.
+    /// Default: nothing.
+    fn end(&mut self, answer: &mut Answer) -> Result<(), ProviderError> {
+        let _ = answer;
+        Ok(())
+    }
+}
+
+/// How far an answer got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Progress {
+    Open,
+    /// The upstream said the answer is whole; events may still follow.
+    Complete,
+    /// The end marker arrived: stop reading.
+    Ended,
+}
+
+/// The answer being read: the completion so far, and what the caller has not
+/// been sent yet.
+///
+/// Streamed text and usage given to it reach the caller after each event (by
+/// [`read_stream`]); everything reaches the final [`Completion`].
+#[derive(Debug)]
+pub struct Answer {
+    assembler: StreamAssembler,
+    model: String,
+    /// Logprobs per choice, merged across events.
+    logprobs: BTreeMap<u32, Value>,
+    /// Text not yet sent to the caller.
+    unsent: Vec<TextDelta>,
+    /// The usage changed since the caller was last sent it.
+    usage_unsent: bool,
+    progress: Progress,
+}
+
+impl Answer {
+    /// An empty answer to a request for `requested_model`, the model reported
+    /// unless the upstream names another ([`Answer::model`]).
+    ///
+    /// [`read_completion`] and [`read_stream`] make one; make one yourself to
+    /// test a decoder event by event.
+    pub fn new(requested_model: &str) -> Self {
+        Answer {
+            assembler: StreamAssembler::new(),
+            model: requested_model.to_owned(),
+            logprobs: BTreeMap::new(),
+            unsent: Vec::new(),
+            usage_unsent: false,
+            progress: Progress::Open,
+        }
+    }
+
+    /// The model the upstream says answered; an empty name is ignored (some
+    /// servers send `""` in all but one event), the last one wins.
+    pub fn model(&mut self, model: &str) {
+        if !model.is_empty() {
+            model.clone_into(&mut self.model);
+        }
+    }
+
+    /// Appends `text` to choice `choice` and queues it for the caller. Empty
+    /// text sends nothing but makes the choice part of the answer, so that a
+    /// choice that never says anything is still reported.
+    pub fn text(&mut self, choice: u32, text: &str) {
+        self.assembler.push_text(choice, text);
+        if text.is_empty() {
+            return;
+        }
+        match self.unsent.last_mut() {
+            Some(last) if last.index == choice => last.text.push_str(text),
+            _ => self.unsent.push(TextDelta {
+                index: choice,
+                text: text.to_owned(),
+            }),
+        }
+    }
+
+    /// Adds a piece of tool call `call` of choice `choice`: the id and name
+    /// count once (the first non-empty value), `arguments` pieces are
+    /// appended. A call still without an id at the end gets
+    /// `call_{choice}_{call}`.
+    pub fn tool_call(
+        &mut self,
+        choice: u32,
+        call: u32,
+        id: Option<&str>,
+        name: Option<&str>,
+        arguments: Option<&str>,
+    ) {
+        let id = id.filter(|id| !id.is_empty());
+        let name = name.filter(|name| !name.is_empty());
+        self.assembler
+            .push_tool_call(choice, call, id, name, arguments);
+    }
+
+    /// Adds a piece of the legacy single function call of choice `choice`.
+    pub fn function_call(&mut self, choice: u32, name: Option<&str>, arguments: Option<&str>) {
+        let name = name.filter(|name| !name.is_empty());
+        self.assembler.push_function_call(choice, name, arguments);
+    }
+
+    /// Sets why choice `choice` ended (the last value wins).
+    pub fn finish_reason(&mut self, choice: u32, reason: FinishReason) {
+        self.assembler.finish_reason(choice, reason);
+    }
+
+    /// Sets the usage so far (the last value wins: providers report totals)
+    /// and queues it for the gateway, so that a stream cut short is still
+    /// recorded with what it used.
+    pub fn usage(&mut self, usage: Usage) {
+        self.assembler.set_usage(usage);
+        self.usage_unsent = true;
+    }
+
+    /// Adds logprobs of choice `choice`: JSON arrays are concatenated with the
+    /// ones given before (streamed pieces), other fields keep their first
+    /// non-null value.
+    pub fn logprobs(&mut self, choice: u32, logprobs: Value) {
+        if !logprobs.is_null() {
+            merge_logprobs(self.logprobs.entry(choice).or_insert(Value::Null), logprobs);
+        }
+    }
+
+    /// The upstream said the answer is whole; later events are still read.
+    pub fn complete(&mut self) {
+        self.progress = self.progress.max(Progress::Complete);
+    }
+
+    /// The upstream's end marker: the answer is whole and no more events are
+    /// read.
+    pub fn end(&mut self) {
+        self.progress = Progress::Ended;
+    }
+
+    /// Whether [`Answer::complete`] or [`Answer::end`] was called.
+    pub fn is_complete(&self) -> bool {
+        self.progress >= Progress::Complete
+    }
+
+    /// What the caller has not been sent yet, if anything.
+    fn take_unsent(&mut self) -> Option<Chunk> {
+        let usage = if std::mem::take(&mut self.usage_unsent) {
+            self.assembler.usage()
+        } else {
+            None
+        };
+        if self.unsent.is_empty() && usage.is_none() {
+            return None;
+        }
+        Some(Chunk {
+            deltas: std::mem::take(&mut self.unsent),
+            usage,
+        })
+    }
+
+    /// The completion: choices by index, calls without an id given
+    /// `call_{choice}_{position}`, and (as [`StreamAssembler::finish`] does)
+    /// `function_call` mirroring the first tool call when a choice has none.
+    pub fn finish(mut self) -> Completion {
+        let mut completion = self.assembler.finish(self.model);
+        for choice in &mut completion.choices {
+            if let Some(logprobs) = self.logprobs.remove(&choice.index) {
+                choice.logprobs = Some(logprobs.to_string());
+            }
+            for (position, call) in choice.tool_calls.iter_mut().enumerate() {
+                if call.id.is_empty() {
+                    call.id = format!("call_{}_{position}", choice.index);
+                }
+            }
+        }
+        completion
+    }
+}
+
+/// Merges a piece of logprobs into the choice's so far.
+fn merge_logprobs(into: &mut Value, piece: Value) {
+    match (into, piece) {
+        (Value::Object(acc), Value::Object(piece)) => {
+            for (key, value) in piece {
+                match (acc.get_mut(&key), value) {
+                    (Some(Value::Array(existing)), Value::Array(more)) => existing.extend(more),
+                    (Some(existing), value) if existing.is_null() => *existing = value,
+                    (None, value) => {
+                        acc.insert(key, value);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        (slot, piece) if slot.is_null() => *slot = piece,
+        _ => {}
+    }
+}
+
+/// Reads a non-streamed answer with `decoder`.
+///
+/// A non-2xx status is [`ProviderError::Upstream`] with the provider's message
+/// ([`crate::http::Response::error_for_status`]).
+pub fn read_completion(
+    response: Response,
+    requested_model: &str,
+    mut decoder: impl StreamDecoder,
+) -> Result<Completion, ProviderError> {
+    let response = response.error_for_status()?;
+    let mut answer = Answer::new(requested_model);
+    decoder.body(&response.bytes()?, &mut answer)?;
+    decoder.end(&mut answer)?;
+    Ok(answer.finish())
+}
+
+/// Reads a streamed answer with `decoder`, sending new text and usage through
+/// `sink` after each event.
+///
+/// A JSON answer (a server that ignored the request to stream) is read whole
+/// with [`StreamDecoder::body`] and its text sent in one chunk. The stream
+/// must reach [`Answer::complete`] (or [`Answer::end`]) before the body ends;
+/// otherwise it was cut off and the result is
+/// `ProviderError::Failed("stream ended early")`, since its text may be
+/// incomplete. A failed [`Sink::send`] (the caller left) ends the call with
+/// its error.
+pub fn read_stream(
+    response: Response,
+    sink: &mut Sink,
+    requested_model: &str,
+    mut decoder: impl StreamDecoder,
+) -> Result<Completion, ProviderError> {
+    let response = response.error_for_status()?;
+    let mut answer = Answer::new(requested_model);
+    if response.is_json() {
+        decoder.body(&response.bytes()?, &mut answer)?;
+        send_unsent(&mut answer, sink)?;
+    } else {
+        for event in response.sse() {
+            decoder.event(&event?, &mut answer)?;
+            send_unsent(&mut answer, sink)?;
+            if answer.progress == Progress::Ended {
+                break;
+            }
+        }
+    }
+    if !answer.is_complete() {
+        return Err(ProviderError::Failed("stream ended early".into()));
+    }
+    decoder.end(&mut answer)?;
+    Ok(answer.finish())
+}
+
+fn send_unsent(answer: &mut Answer, sink: &mut Sink) -> Result<(), ProviderError> {
+    match answer.take_unsent() {
+        Some(chunk) => sink.send(chunk),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `data: text`, `data: usage P C`, `data: stop` (complete), `data: end`.
+    struct Script;
+
+    impl StreamDecoder for Script {
+        fn body(&mut self, body: &[u8], answer: &mut Answer) -> Result<(), ProviderError> {
+            for line in String::from_utf8_lossy(body).lines() {
+                self.event(
+                    &Event {
+                        data: line.to_owned(),
+                        ..Event::default()
+                    },
+                    answer,
+                )?;
+            }
+            Ok(())
+        }
+
+        fn event(&mut self, event: &Event, answer: &mut Answer) -> Result<(), ProviderError> {
+            let words: Vec<&str> = event.data.split(' ').collect();
+            match words.as_slice() {
+                ["stop"] => {
+                    answer.finish_reason(0, FinishReason::Stop);
+                    answer.complete();
+                }
+                ["end"] => answer.end(),
+                ["usage", p, c] => answer.usage(Usage::new(
+                    p.parse().map_err(ProviderError::malformed)?,
+                    c.parse().map_err(ProviderError::malformed)?,
+                )),
+                ["model", m] => answer.model(m),
+                ["fail"] => return Err(ProviderError::Failed("upstream said fail".into())),
+                _ => answer.text(0, &event.data),
+            }
+            Ok(())
+        }
+    }
+
+    fn sse(events: &[&str]) -> Response {
+        let body: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+        Response::from_chunks(
+            200,
+            vec![("content-type".into(), "text/event-stream".into())],
+            vec![body.into_bytes()],
+        )
+    }
+
+    #[test]
+    fn streams_text_and_usage_after_each_event() {
+        let mut sink = Sink::buffered();
+        let completion = read_stream(
+            sse(&[
+                "model m-2",
+                "Hel",
+                "lo",
+                "usage 3 2",
+                "stop",
+                "end",
+                "ignored",
+            ]),
+            &mut sink,
+            "m-1",
+            Script,
+        )
+        .unwrap();
+        assert_eq!(completion.model, "m-2");
+        assert_eq!(completion.choices[0].text, "Hello");
+        assert_eq!(
+            completion.choices[0].finish_reason,
+            Some(FinishReason::Stop)
+        );
+        assert_eq!(completion.usage, Some(Usage::new(3, 2)));
+        let sent: Vec<(Vec<&str>, Option<u32>)> = sink
+            .sent()
+            .iter()
+            .map(|c| {
+                (
+                    c.deltas.iter().map(|d| d.text.as_str()).collect(),
+                    c.usage.map(|u| u.total_tokens),
+                )
+            })
+            .collect();
+        assert_eq!(
+            sent,
+            [(vec!["Hel"], None), (vec!["lo"], None), (vec![], Some(5))]
+        );
+    }
+
+    #[test]
+    fn a_complete_answer_may_end_with_the_body() {
+        let completion = read_stream(
+            sse(&["Hi", "stop", "usage 1 1"]),
+            &mut Sink::buffered(),
+            "m",
+            Script,
+        )
+        .unwrap();
+        assert_eq!(completion.usage, Some(Usage::new(1, 1)));
+    }
+
+    #[test]
+    fn a_stream_cut_short_is_an_error() {
+        let mut sink = Sink::buffered();
+        let error = read_stream(sse(&["Hi", "usage 1 1"]), &mut sink, "m", Script).unwrap_err();
+        assert_eq!(error, ProviderError::Failed("stream ended early".into()));
+        // What arrived was still sent, usage included, so it is recorded.
+        assert_eq!(sink.sent().len(), 2);
+    }
+
+    #[test]
+    fn decoder_errors_and_error_statuses_end_the_call() {
+        let error = read_stream(sse(&["Hi", "fail"]), &mut Sink::buffered(), "m", Script);
+        assert_eq!(
+            error,
+            Err(ProviderError::Failed("upstream said fail".into()))
+        );
+        let response = Response::from_chunks(
+            429,
+            vec![("retry-after".into(), "7".into())],
+            vec![br#"{"error":{"message":"slow down"}}"#.to_vec()],
+        );
+        match read_completion(response, "m", Script) {
+            Err(ProviderError::Upstream(e)) => {
+                assert_eq!(
+                    (e.status, e.message.as_str(), e.retry_after),
+                    (429, "slow down", Some(7))
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_json_answer_to_a_stream_request_is_sent_in_one_chunk() {
+        let response = Response::from_chunks(
+            200,
+            vec![("Content-Type".into(), "application/json".into())],
+            vec![b"Hel\nlo\nstop".to_vec()],
+        );
+        let mut sink = Sink::buffered();
+        let completion = read_stream(response, &mut sink, "m", Script).unwrap();
+        assert_eq!(completion.choices[0].text, "Hello");
+        assert_eq!(sink.sent().len(), 1);
+        assert_eq!(sink.sent()[0].deltas[0].text, "Hello");
+    }
+
+    #[test]
+    fn a_whole_answer_needs_no_end_marker() {
+        let response = Response::from_chunks(200, Vec::new(), vec![b"Hi".to_vec()]);
+        let completion = read_completion(response, "m", Script).unwrap();
+        assert_eq!(completion.choices[0].text, "Hi");
+        assert_eq!(completion.model, "m");
+    }
+
+    #[test]
+    fn calls_without_ids_get_one_and_logprobs_merge() {
+        let mut answer = Answer::new("m");
+        answer.tool_call(1, 0, Some(""), Some("f"), Some("{}"));
+        answer.tool_call(1, 1, Some("given"), Some("g"), None);
+        answer.logprobs(1, serde_json::json!({"content": [1], "refusal": null}));
+        answer.logprobs(1, serde_json::json!({"content": [2], "refusal": "x"}));
+        answer.logprobs(1, Value::Null);
+        let completion = answer.finish();
+        let choice = &completion.choices[0];
+        assert_eq!(choice.tool_calls[0].id, "call_1_0");
+        assert_eq!(choice.tool_calls[1].id, "given");
+        assert_eq!(
+            choice.function_call.as_ref().map(|c| c.name.as_str()),
+            Some("f")
+        );
+        assert_eq!(
+            choice.logprobs.as_deref(),
+            Some(r#"{"content":[1,2],"refusal":"x"}"#)
+        );
+    }
+
+    #[test]
+    fn text_of_one_choice_is_sent_as_one_delta() {
+        let mut answer = Answer::new("m");
+        answer.text(0, "a");
+        answer.text(0, "b");
+        answer.text(1, "");
+        answer.text(1, "c");
+        let chunk = answer.take_unsent().unwrap();
+        let deltas: Vec<(u32, &str)> = chunk
+            .deltas
+            .iter()
+            .map(|d| (d.index, d.text.as_str()))
+            .collect();
+        assert_eq!(deltas, [(0, "ab"), (1, "c")]);
+        assert_eq!(answer.take_unsent(), None);
+        assert_eq!(answer.finish().choices.len(), 2);
+    }
+}
