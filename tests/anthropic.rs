@@ -2,26 +2,18 @@
 //! recorded Claude traffic (simple, streaming, tool and multi-step tool cases), fails on
 //! demand in Anthropic's error shape, and sends broken or cut streams.
 
-#[path = "support/mod.rs"]
-mod support;
-
-#[path = "support/anthropic_upstream.rs"]
-mod anthropic_upstream;
-
 use std::collections::HashMap;
 use std::time::Duration;
 
-use anthropic_upstream::{AnthropicUpstream, Reply};
-use serde_json::{Value, json};
-use support::recording::Interaction;
-use support::upstream::ReceivedRequest;
-use support::{
-    Gateway, Recording, Response, Route, SseResponse, assert_chat_choice, assert_error, assert_ok,
-    assert_provider_error, assert_stream_finished, assert_usage, chat_params, chat_request,
-    chat_request_with_params, embeddings_request, list_cost, open_stream_with_provider_key,
-    post_stream_with_provider_key, post_with_provider_key, recorded_tests, split_stream,
-    streamed_record, streamed_text, success_record, text_request, unique, with, with_param,
+use gateway_test_support::{
+    AnthropicUpstream, Gateway, Interaction, ReceivedRequest, Recording, Reply, Response, Route,
+    SseResponse, assert_chat_choice, assert_error, assert_ok, assert_provider_error,
+    assert_stream_finished, assert_usage, chat_params, chat_request, chat_request_with_params,
+    embeddings_request, list_cost, open_stream_with_provider_key, post_stream_with_provider_key,
+    post_with_provider_key, recorded_tests, split_stream, streamed_record, streamed_text,
+    success_record, text_request, unique, with, with_param,
 };
+use serde_json::{Value, json};
 
 /// The caller's provider key in most tests.
 const PROVIDER_KEY: &str = "sk-ant-test-caller-0123456789";
@@ -42,7 +34,7 @@ fn post_stream(gw: &Gateway, body: &Value) -> SseResponse {
 /// A gateway with route `claude` (anthropic plugin, caller's key) at `upstream`.
 fn gateway_for(upstream: &AnthropicUpstream) -> Gateway {
     Gateway::builder()
-        .route(Route::new(ROUTE, "anthropic").base_url(&upstream.base_url()))
+        .route(Route::new(ROUTE, "anthropic").base_url(&upstream.base_url("/v1")))
         .start()
 }
 
@@ -536,7 +528,7 @@ fn simple_reply() -> Reply {
 
 #[test]
 fn request_has_the_key_version_system_field_and_default_max_tokens() {
-    let upstream = AnthropicUpstream::start(vec![simple_reply()]);
+    let upstream = AnthropicUpstream::script(vec![simple_reply()]);
     let gw = gateway_for(&upstream);
     let request = chat_request(
         &gw.project_id,
@@ -573,7 +565,7 @@ fn request_has_the_key_version_system_field_and_default_max_tokens() {
 
 #[test]
 fn text_prompts_are_one_user_message() {
-    let upstream = AnthropicUpstream::start(vec![simple_reply()]);
+    let upstream = AnthropicUpstream::script(vec![simple_reply()]);
     let gw = gateway_for(&upstream);
     let request = text_request(&gw.project_id, ROUTE, MODEL, "Say hi in Portuguese");
     let body = assert_ok(&post(&gw, "/completions", &request));
@@ -589,7 +581,7 @@ fn text_prompts_are_one_user_message() {
 
 #[test]
 fn legacy_parameter_names_are_accepted() {
-    let upstream = AnthropicUpstream::start(vec![simple_reply(), simple_reply()]);
+    let upstream = AnthropicUpstream::script(vec![simple_reply(), simple_reply()]);
     let gw = gateway_for(&upstream);
     let mut request = hi_request(&gw);
     let params = &mut request["providerConfig"]["params"];
@@ -628,13 +620,13 @@ fn legacy_parameter_names_are_accepted() {
 
 #[test]
 fn route_key_travels_as_x_api_key_and_the_callers_key_wins() {
-    let upstream = AnthropicUpstream::start(vec![simple_reply(), simple_reply()]);
+    let upstream = AnthropicUpstream::script(vec![simple_reply(), simple_reply()]);
     let var = unique("GATEWAY_TEST_ANTHROPIC_KEY_");
     let route_key = unique("sk-ant-route-");
     let gw = Gateway::builder()
         .route(
             Route::new(ROUTE, "anthropic")
-                .base_url(&upstream.base_url())
+                .base_url(&upstream.base_url("/v1"))
                 .api_key_env(&var)
                 .default_model("claude-sonnet-4-5"),
         )
@@ -658,7 +650,7 @@ fn route_key_travels_as_x_api_key_and_the_callers_key_wins() {
 
 #[test]
 fn embeddings_are_refused() {
-    let upstream = AnthropicUpstream::start(Vec::new());
+    let upstream = AnthropicUpstream::script(Vec::new());
     let gw = gateway_for(&upstream);
     let request = embeddings_request(&gw.project_id, ROUTE, MODEL, json!("hello"));
     assert_error(&post(&gw, "/embeddings", &request), 400, "embeddings");
@@ -690,7 +682,7 @@ fn cache_tokens_are_prompt_tokens_recorded_apart_and_priced() {
         "content": [{"type": "text", "text": "From the cache."}],
         "stop_reason": "end_turn", "stop_sequence": null, "usage": cached_usage()
     });
-    let upstream = AnthropicUpstream::start(vec![Reply::json(200, &answer)]);
+    let upstream = AnthropicUpstream::script(vec![Reply::json(200, &answer)]);
     let gw = gateway_for(&upstream);
     let request = with(
         chat_request(
@@ -742,7 +734,7 @@ fn text_delta(text: &str) -> (&'static str, Value) {
 
 #[test]
 fn streamed_cache_usage_reaches_the_final_frame() {
-    let upstream = AnthropicUpstream::start(vec![Reply::events(&[
+    let upstream = AnthropicUpstream::script(vec![Reply::anthropic_events(&[
         message_start(
             json!({"input_tokens": 100, "cache_creation_input_tokens": 200,
             "cache_read_input_tokens": 1000, "output_tokens": 1}),
@@ -791,7 +783,7 @@ fn streamed_cache_usage_reaches_the_final_frame() {
 // ---------------------------------------------------------------- upstream errors
 
 fn check_failure(reply: Reply, expected_status: u16, provider_error: &str) -> Response {
-    let upstream = AnthropicUpstream::start(vec![reply]);
+    let upstream = AnthropicUpstream::script(vec![reply]);
     let gw = gateway_for(&upstream);
     let response = post(&gw, "/completions", &hi_request(&gw));
     assert_provider_error(
@@ -807,7 +799,7 @@ fn check_failure(reply: Reply, expected_status: u16, provider_error: &str) -> Re
 #[test]
 fn upstream_401_is_502_with_anthropics_message() {
     let response = check_failure(
-        Reply::error(401, "authentication_error", "invalid x-api-key", None),
+        Reply::anthropic_error(401, "authentication_error", "invalid x-api-key", None),
         502,
         "invalid x-api-key",
     );
@@ -818,7 +810,7 @@ fn upstream_401_is_502_with_anthropics_message() {
 fn upstream_429_is_429_with_retry_after() {
     let message = "Number of request tokens has exceeded your per-minute rate limit";
     let response = check_failure(
-        Reply::error(429, "rate_limit_error", message, Some("17")),
+        Reply::anthropic_error(429, "rate_limit_error", message, Some("17")),
         429,
         message,
     );
@@ -828,7 +820,7 @@ fn upstream_429_is_429_with_retry_after() {
 #[test]
 fn upstream_500_is_502_with_anthropics_message() {
     check_failure(
-        Reply::error(500, "api_error", "Internal server error", None),
+        Reply::anthropic_error(500, "api_error", "Internal server error", None),
         502,
         "Internal server error",
     );
@@ -837,7 +829,7 @@ fn upstream_500_is_502_with_anthropics_message() {
 #[test]
 fn upstream_529_overloaded_is_502() {
     check_failure(
-        Reply::error(529, "overloaded_error", "Overloaded", None),
+        Reply::anthropic_error(529, "overloaded_error", "Overloaded", None),
         502,
         "Overloaded",
     );
@@ -845,8 +837,9 @@ fn upstream_529_overloaded_is_502() {
 
 #[test]
 fn malformed_json_answer_is_502() {
-    let upstream = AnthropicUpstream::start(vec![Reply::raw_json(
+    let upstream = AnthropicUpstream::script(vec![Reply::raw(
         200,
+        "application/json",
         r#"{"type":"message","content":[{"type":"text","te"#,
     )]);
     let gw = gateway_for(&upstream);
@@ -888,7 +881,7 @@ fn failed_stream(response: &SseResponse) -> (String, String) {
 
 #[test]
 fn stream_cut_mid_event_fails_and_keeps_the_usage_so_far() {
-    let upstream = AnthropicUpstream::start(vec![Reply::cut_events(
+    let upstream = AnthropicUpstream::script(vec![Reply::anthropic_cut_events(
         &[
             message_start(json!({"input_tokens": 25, "cache_read_input_tokens": 100,
                 "cache_creation_input_tokens": 0, "output_tokens": 1})),
@@ -922,7 +915,7 @@ fn stream_cut_mid_event_fails_and_keeps_the_usage_so_far() {
 
 #[test]
 fn stream_that_ends_before_message_stop_fails() {
-    let upstream = AnthropicUpstream::start(vec![Reply::events(&[
+    let upstream = AnthropicUpstream::script(vec![Reply::anthropic_events(&[
         message_start(json!({"input_tokens": 5, "output_tokens": 1})),
         text_start(),
         text_delta("Partial"),
@@ -942,7 +935,7 @@ fn stream_that_ends_before_message_stop_fails() {
 
 #[test]
 fn error_event_mid_stream_is_reported() {
-    let upstream = AnthropicUpstream::start(vec![Reply::events(&[
+    let upstream = AnthropicUpstream::script(vec![Reply::anthropic_events(&[
         message_start(json!({"input_tokens": 5, "output_tokens": 1})),
         text_start(),
         text_delta("Ol"),
@@ -962,7 +955,7 @@ fn error_event_mid_stream_is_reported() {
 
 #[test]
 fn rate_limit_event_before_any_text_is_429() {
-    let upstream = AnthropicUpstream::start(vec![Reply::events(&[
+    let upstream = AnthropicUpstream::script(vec![Reply::anthropic_events(&[
         message_start(json!({"input_tokens": 5, "output_tokens": 1})),
         (
             "error",
@@ -977,7 +970,7 @@ fn rate_limit_event_before_any_text_is_429() {
 
 #[test]
 fn streaming_error_status_is_reported_before_the_stream_starts() {
-    let upstream = AnthropicUpstream::start(vec![Reply::error(
+    let upstream = AnthropicUpstream::script(vec![Reply::anthropic_error(
         529,
         "overloaded_error",
         "Overloaded",
@@ -993,10 +986,9 @@ fn streaming_error_status_is_reported_before_the_stream_starts() {
 #[test]
 fn client_leaving_mid_stream_is_recorded_cancelled_with_its_usage() {
     let recording = Recording::load("Anthropic__claude-sonnet-4__simple_streaming");
-    let upstream = AnthropicUpstream::start(vec![Reply::recorded_with_gap(
-        recording.interaction(0),
-        Duration::from_millis(200),
-    )]);
+    let upstream = AnthropicUpstream::script(vec![
+        Reply::recorded(recording.interaction(0)).gap(Duration::from_millis(200)),
+    ]);
     let gw = gateway_for(&upstream);
     let mut stream = open_stream_with_provider_key(&gw, PROVIDER_KEY, &stream_request(&gw));
     assert_eq!(stream.status, 200);

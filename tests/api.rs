@@ -4,25 +4,17 @@
 //! Every test starts its own gateway (temporary directory, SQLite file,
 //! port), so tests are independent and run in parallel.
 
-#[path = "support/mod.rs"]
-mod support;
+use std::panic::AssertUnwindSafe;
 
-use serde_json::{Value, json};
-use support::{
-    Gateway, Route, assert_error, assert_ok, assert_uuid_v7, chat_request, embeddings_request,
-    split_stream, streamed_text, text_request, with, with_param,
+use gateway_test_support::{
+    Gateway, Route, SseResponse, assert_error, assert_ok, assert_uuid_v7, chat_request,
+    contains_bytes, embeddings_request, split_stream, streamed_text, text_request, with,
+    with_param,
 };
+use serde_json::{Value, json};
 
 fn hello(gw: &Gateway) -> Value {
     text_request(&gw.project_id, "demo", "echo", "Hello")
-}
-
-/// Posts `body`, expects a 400 naming `needle`, and checks the invocation
-/// was recorded as that error.
-fn expect_400(gw: &Gateway, body: &Value, needle: &str) {
-    let response = gw.post("/completions", body);
-    let id = assert_error(&response, 400, needle);
-    check_error_record(&gw.record(&id), &id, 400);
 }
 
 /// The record of `id` (read with the project's key) is an error with `status`.
@@ -482,170 +474,113 @@ fn variables_are_substituted_in_message_contents() {
     assert_eq!(body["choices"][0]["text"], json!("Weather in Rome?"));
 }
 
-#[test]
-fn placeholder_without_a_variable_is_400() {
-    let gw = Gateway::demo();
-    let request = with(
-        text_request(
-            &gw.project_id,
-            "demo",
-            "echo",
-            "Hello {{name}} from {{city}}",
-        ),
-        "variables",
-        json!({"name": "Ada"}),
-    );
-    expect_400(&gw, &request, "city");
-}
-
-#[test]
-fn placeholder_without_any_variables_is_400() {
-    let gw = Gateway::demo();
-    let request = chat_request(
-        &gw.project_id,
-        "demo",
-        "echo",
-        json!([{"role": "user", "content": "Hi {{who}}"}]),
-    );
-    let request = with(request, "variables", json!({}));
-    expect_400(&gw, &request, "who");
-}
-
-#[test]
-fn variables_of_the_wrong_type_are_400() {
-    let gw = Gateway::demo();
-    let request = with(hello(&gw), "variables", json!({"name": 5}));
-    expect_400(&gw, &request, "variables");
-}
-
 // ---------------------------------------------------------------- validation
 
-#[test]
-fn missing_project_id_is_400() {
-    let gw = Gateway::demo();
-    let mut request = hello(&gw);
-    request.as_object_mut().expect("object").remove("projectId");
-    expect_400(&gw, &request, "projectId");
+/// A request the gateway must refuse with a 400 and record: what the case is (named when it
+/// fails), its body for a gateway, and what the error message must mention.
+type Invalid = (&'static str, fn(&Gateway) -> Value, &'static str);
+
+/// A request without `field`.
+fn without(mut body: Value, field: &str) -> Value {
+    body.as_object_mut().expect("object").remove(field);
+    body
 }
 
-#[test]
-fn empty_project_id_is_400() {
-    let gw = Gateway::demo();
-    let request = with(hello(&gw), "projectId", json!(""));
-    expect_400(&gw, &request, "projectId");
+/// A chat request with `messages`.
+fn chat(gw: &Gateway, messages: Value) -> Value {
+    chat_request(&gw.project_id, "demo", "echo", messages)
 }
 
-#[test]
-fn project_id_of_the_wrong_type_is_400() {
-    let gw = Gateway::demo();
-    let request = with(hello(&gw), "projectId", json!(42));
-    expect_400(&gw, &request, "projectId");
+/// An embeddings request for `input`.
+fn embed(gw: &Gateway, input: Value) -> Value {
+    embeddings_request(&gw.project_id, "demo", "echo", input)
 }
 
-#[test]
-fn user_id_of_the_wrong_type_is_400() {
-    let gw = Gateway::demo();
-    let request = with(hello(&gw), "userId", json!(["u"]));
-    expect_400(&gw, &request, "userId");
-}
-
-#[test]
-fn prompt_of_the_wrong_type_is_400() {
-    let gw = Gateway::demo();
-    let request = with(hello(&gw), "prompt", json!(7));
-    expect_400(&gw, &request, "prompt");
-}
-
-#[test]
-fn messages_of_the_wrong_type_are_400() {
-    let gw = Gateway::demo();
-    let request = chat_request(&gw.project_id, "demo", "echo", json!("hello"));
-    expect_400(&gw, &request, "messages");
-}
-
-#[test]
-fn message_content_of_the_wrong_type_names_the_message() {
-    let gw = Gateway::demo();
-    let request = chat_request(
-        &gw.project_id,
-        "demo",
-        "echo",
-        json!([{"role": "user", "content": "ok"}, {"role": "user", "content": 12}]),
-    );
-    expect_400(&gw, &request, "messages[1]");
-}
-
-#[test]
-fn stream_of_the_wrong_type_is_400() {
-    let gw = Gateway::demo();
-    let request = with(hello(&gw), "stream", json!("yes"));
-    expect_400(&gw, &request, "stream");
-}
-
-#[test]
-fn show_usage_of_the_wrong_type_is_400() {
-    let gw = Gateway::demo();
-    let request = with(hello(&gw), "showUsage", json!(1));
-    expect_400(&gw, &request, "showUsage");
-}
-
-#[test]
-fn functions_of_the_wrong_type_are_400() {
-    let gw = Gateway::demo();
-    let request = with(hello(&gw), "functions", json!({"name": "f"}));
-    expect_400(&gw, &request, "functions");
-}
-
-#[test]
-fn provider_of_the_wrong_type_is_400() {
-    let gw = Gateway::demo();
-    let mut request = hello(&gw);
-    request["providerConfig"]["provider"] = json!(3);
-    expect_400(&gw, &request, "provider");
-}
-
-#[test]
-fn missing_prompt_for_text_is_400() {
-    let gw = Gateway::demo();
-    let mut request = hello(&gw);
-    request.as_object_mut().expect("object").remove("prompt");
-    expect_400(&gw, &request, "prompt");
-}
-
-#[test]
-fn missing_messages_for_chat_is_400() {
-    let gw = Gateway::demo();
-    let request = with_param(hello(&gw), "type", json!("chat"));
-    expect_400(&gw, &request, "messages");
-}
-
-#[test]
-fn unknown_role_names_the_message() {
-    let gw = Gateway::demo();
-    let request = chat_request(
-        &gw.project_id,
-        "demo",
-        "echo",
-        json!([
+#[rustfmt::skip]
+const INVALID_COMPLETIONS: &[Invalid] = &[
+    // Variables.
+    ("placeholder without a variable", |gw| {
+        let prompt = "Hello {{name}} from {{city}}";
+        let request = text_request(&gw.project_id, "demo", "echo", prompt);
+        with(request, "variables", json!({"name": "Ada"}))
+    }, "city"),
+    ("placeholder without any variables", |gw| {
+        let request = chat(gw, json!([{"role": "user", "content": "Hi {{who}}"}]));
+        with(request, "variables", json!({}))
+    }, "who"),
+    ("variables of the wrong type",
+        |gw| with(hello(gw), "variables", json!({"name": 5})), "variables"),
+    // The request's fields.
+    ("missing projectId", |gw| without(hello(gw), "projectId"), "projectId"),
+    ("empty projectId", |gw| with(hello(gw), "projectId", json!("")), "projectId"),
+    ("projectId of the wrong type", |gw| with(hello(gw), "projectId", json!(42)), "projectId"),
+    ("userId of the wrong type", |gw| with(hello(gw), "userId", json!(["u"])), "userId"),
+    ("prompt of the wrong type", |gw| with(hello(gw), "prompt", json!(7)), "prompt"),
+    ("messages of the wrong type", |gw| chat(gw, json!("hello")), "messages"),
+    ("message content of the wrong type names the message", |gw| {
+        chat(gw, json!([{"role": "user", "content": "ok"}, {"role": "user", "content": 12}]))
+    }, "messages[1]"),
+    ("stream of the wrong type", |gw| with(hello(gw), "stream", json!("yes")), "stream"),
+    ("showUsage of the wrong type", |gw| with(hello(gw), "showUsage", json!(1)), "showUsage"),
+    ("functions of the wrong type",
+        |gw| with(hello(gw), "functions", json!({"name": "f"})), "functions"),
+    ("provider of the wrong type", |gw| {
+        let mut request = hello(gw);
+        request["providerConfig"]["provider"] = json!(3);
+        request
+    }, "provider"),
+    ("missing prompt for text", |gw| without(hello(gw), "prompt"), "prompt"),
+    ("missing messages for chat", |gw| with_param(hello(gw), "type", json!("chat")), "messages"),
+    ("unknown role names the message", |gw| {
+        chat(gw, json!([
             {"role": "user", "content": "hi"},
             {"role": "wizard", "content": "abracadabra"}
-        ]),
-    );
-    expect_400(&gw, &request, "messages[1].role");
+        ]))
+    }, "messages[1].role"),
+    ("unknown type", |gw| with_param(hello(gw), "type", json!("image")), "type"),
+    ("embeddings type", |gw| with_param(hello(gw), "type", json!("embeddings")), "type"),
+];
+
+#[rustfmt::skip]
+const INVALID_EMBEDDINGS: &[Invalid] = &[
+    ("without input", |gw| without(embed(gw, json!("x")), "input"), "input"),
+    ("input a number", |gw| embed(gw, json!(5)), "input"),
+    ("input an array of numbers", |gw| embed(gw, json!([1, 2])), "input"),
+    ("input an object", |gw| embed(gw, json!({"text": "x"})), "input"),
+    ("missing projectId", |gw| without(embed(gw, json!("x")), "projectId"), "projectId"),
+];
+
+/// Posts every case of `cases` to `path` on one gateway and checks each answer is a 400 whose
+/// error mentions what is wrong, recorded as that error. Every case runs; the failing ones are
+/// named at the end.
+fn check_invalid(path: &str, cases: &[Invalid]) {
+    let gw = Gateway::demo();
+    let failed: Vec<&str> = cases
+        .iter()
+        .filter(|(case, request, mentions)| {
+            let checked = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                let response = gw.post(path, &request(&gw));
+                let id = assert_error(&response, 400, mentions);
+                check_error_record(&gw.record(&id), &id, 400);
+            }));
+            if checked.is_err() {
+                eprintln!("case failed: {case} (its panic is above)");
+            }
+            checked.is_err()
+        })
+        .map(|(case, ..)| *case)
+        .collect();
+    assert!(failed.is_empty(), "failing cases of {path}: {failed:?}");
 }
 
 #[test]
-fn unknown_type_is_400() {
-    let gw = Gateway::demo();
-    let request = with_param(hello(&gw), "type", json!("image"));
-    expect_400(&gw, &request, "type");
+fn invalid_completion_requests_are_400_and_recorded() {
+    check_invalid("/completions", INVALID_COMPLETIONS);
 }
 
 #[test]
-fn embeddings_type_on_completions_is_400() {
-    let gw = Gateway::demo();
-    let request = with_param(hello(&gw), "type", json!("embeddings"));
-    expect_400(&gw, &request, "type");
+fn invalid_embedding_requests_are_400_and_recorded() {
+    check_invalid("/embeddings", INVALID_EMBEDDINGS);
 }
 
 #[test]
@@ -757,36 +692,6 @@ fn unknown_route_is_404_and_recorded() {
     let response = gw.post("/completions", &request);
     let id = assert_error(&response, 404, "no-such-route");
     assert_error_record(&gw, &id, 404);
-}
-
-#[test]
-fn embeddings_without_input_is_400() {
-    let gw = Gateway::demo();
-    let mut request = embeddings_request(&gw.project_id, "demo", "echo", json!("x"));
-    request.as_object_mut().expect("object").remove("input");
-    let response = gw.post("/embeddings", &request);
-    let id = assert_error(&response, 400, "input");
-    check_error_record(&gw.record(&id), &id, 400);
-}
-
-#[test]
-fn embeddings_input_of_the_wrong_type_is_400() {
-    let gw = Gateway::demo();
-    for input in [json!(5), json!([1, 2]), json!({"text": "x"})] {
-        let request = embeddings_request(&gw.project_id, "demo", "echo", input);
-        let response = gw.post("/embeddings", &request);
-        let id = assert_error(&response, 400, "input");
-        check_error_record(&gw.record(&id), &id, 400);
-    }
-}
-
-#[test]
-fn embeddings_with_missing_project_id_is_400() {
-    let gw = Gateway::demo();
-    let mut request = embeddings_request(&gw.project_id, "demo", "echo", json!("x"));
-    request.as_object_mut().expect("object").remove("projectId");
-    let response = gw.post("/embeddings", &request);
-    assert_error(&response, 400, "projectId");
 }
 
 // ---------------------------------------------------------------- auth
@@ -1154,7 +1059,7 @@ fn provider_failure_while_streaming_is_reported() {
 /// A failed streaming request either fails before the stream starts (plain
 /// JSON error, `status`) or sends an error frame and ends. Returns the
 /// invocation id.
-fn stream_failure_id(response: &support::SseResponse, status: u16) -> String {
+fn stream_failure_id(response: &SseResponse, status: u16) -> String {
     if response.is_event_stream() {
         assert_eq!(response.status, 200);
         let last = response.frames.last().expect("an error frame");
@@ -1327,7 +1232,7 @@ fn the_plain_key_is_not_stored() {
     gw.shutdown();
     let db = gw.db_bytes();
     assert!(
-        !support::contains_bytes(&db, gw.key.as_bytes()),
+        !contains_bytes(&db, gw.key.as_bytes()),
         "the API key is stored in clear in the database"
     );
 }

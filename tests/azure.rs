@@ -2,16 +2,12 @@
 //! traffic: deployment URLs with `api-version` and the `api-key` header (route setting
 //! `azure_api_version`), and Azure's v1 API as a plain OpenAI-compatible route.
 
-#[path = "support/mod.rs"]
-mod support;
-
-use serde_json::{Value, json};
-use support::upstream::fake_embedding;
-use support::{
-    FakeUpstream, Gateway, Recording, Response, Route, SseResponse, assert_error, assert_ok,
-    chat_request, embeddings_request, post_stream_with_provider_key, post_with_provider_key,
-    split_stream, streamed_text, with,
+use gateway_test_support::{
+    Gateway, OpenAiUpstream, Recording, Response, Route, SseResponse, assert_error, assert_ok,
+    chat_request, embeddings_request, fake_embedding, post_stream_with_provider_key,
+    post_with_provider_key, split_stream, streamed_text, with,
 };
+use serde_json::{Value, json};
 
 const AZURE_KEY: &str = "azure-test-key-0123456789";
 const API_VERSION: &str = "2024-10-21";
@@ -27,7 +23,7 @@ fn post_stream(gw: &Gateway, body: &Value) -> SseResponse {
 }
 
 /// A route in deployment mode at `upstream`, whose base URL is the resource endpoint.
-fn deployment_gateway(upstream: &FakeUpstream) -> Gateway {
+fn deployment_gateway(upstream: &OpenAiUpstream) -> Gateway {
     Gateway::builder()
         .route(
             Route::openai("azure", &upstream.base_url(""))
@@ -90,7 +86,7 @@ fn assert_cost(body: &Value, key: &str, expected: f64) {
 #[test]
 fn deployment_urls_carry_the_api_version_and_the_key_in_api_key() {
     let name = "Azure__azure-gpt-5-mini__simple";
-    let upstream = FakeUpstream::replay(name);
+    let upstream = OpenAiUpstream::replay(&Recording::load(name));
     let gw = deployment_gateway(&upstream);
     let body = assert_ok(&post(&gw, "/completions", &hello(&gw, DEPLOYMENT)));
 
@@ -123,7 +119,7 @@ fn deployment_urls_carry_the_api_version_and_the_key_in_api_key() {
 #[test]
 fn deployment_streams_ask_for_usage_and_are_priced() {
     let name = "Azure__azure-gpt-5-mini__simple_streaming";
-    let upstream = FakeUpstream::replay(name);
+    let upstream = OpenAiUpstream::replay(&Recording::load(name));
     let gw = deployment_gateway(&upstream);
     let request = with(hello(&gw, DEPLOYMENT), "stream", json!(true));
     let (partial, last) = split_stream(&post_stream(&gw, &request));
@@ -147,7 +143,7 @@ fn deployment_streams_ask_for_usage_and_are_priced() {
 
 #[test]
 fn deployment_embeddings_use_the_deployment_url() {
-    let upstream = FakeUpstream::start();
+    let upstream = OpenAiUpstream::start();
     let gw = deployment_gateway(&upstream);
     let request = embeddings_request(&gw.project_id, "azure", "embed-small", json!(["a b", "c"]));
     let body = assert_ok(&post(&gw, "/embeddings", &request));
@@ -166,7 +162,7 @@ fn deployment_embeddings_use_the_deployment_url() {
 
 #[test]
 fn a_model_that_is_no_deployment_name_is_refused_before_any_upstream_call() {
-    let upstream = FakeUpstream::start();
+    let upstream = OpenAiUpstream::start();
     let gw = deployment_gateway(&upstream);
     for model in ["../../v1/other", "dep?api-version=1", "a/b"] {
         assert_error(
@@ -182,7 +178,7 @@ fn a_model_that_is_no_deployment_name_is_refused_before_any_upstream_call() {
 fn the_v1_api_is_a_plain_openai_route_with_the_api_key_header() {
     let name = "Azure__azure-gpt-5-mini__simple";
     let recording = Recording::load(name);
-    let upstream = FakeUpstream::replay_recording(&recording);
+    let upstream = OpenAiUpstream::replay(&recording);
     let base_path = recording.interaction(0).base_path();
     assert_eq!(base_path, "/openai/v1");
     let gw = Gateway::builder()

@@ -1,18 +1,16 @@
 //! The config file as an operator meets it: unknown keys refused at start and on reload,
 //! plugin settings in their own table.
 
-#[path = "support/mod.rs"]
-mod support;
-
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use gateway_test_support::upstream::openai::legacy_text;
+use gateway_test_support::{
+    Gateway, OpenAiUpstream, Route, assert_ok, post_with_provider_key, text_request,
+};
 use serde_json::{Value, json};
-use support::gateway::{Gateway, Route};
-use support::upstream::legacy_text;
-use support::{FakeUpstream, assert_ok, post_with_provider_key, text_request};
 
 const ADMIN_TOKEN: &str = "admin-secret-for-config-tests";
 const PROVIDER_KEY: &str = "sk-test-caller-config";
@@ -181,7 +179,7 @@ fn a_reload_with_an_unknown_route_key_is_refused_and_the_previous_routes_keep_se
 
 #[test]
 fn a_setting_in_the_settings_table_reaches_the_plugin() {
-    let upstream = FakeUpstream::start();
+    let upstream = OpenAiUpstream::start();
     let base_url = upstream.base_url("/v1");
     let gw = Gateway::builder()
         .route(Route::openai("legacy", &base_url).setting("legacy_completions", "true"))

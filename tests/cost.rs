@@ -4,29 +4,16 @@
 //! unknown model recorded with a null cost and warned about once. Upstreams are fakes that
 //! answer with the usage details each provider reports.
 
-#[path = "support/mod.rs"]
-mod support;
-
-// Shared fakes, of which this file uses a few constructors.
-#[allow(dead_code)]
-#[path = "support/anthropic_upstream.rs"]
-mod anthropic_upstream;
-
-#[allow(dead_code)]
-#[path = "support/gemini_upstream.rs"]
-mod gemini_upstream;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use anthropic_upstream::{AnthropicUpstream, Reply};
-use gemini_upstream::{Answer, GeminiUpstream};
-use serde_json::{Value, json};
-use support::recording::{Interaction, RecordedRequest, RecordedResponse};
-use support::{
-    FakeUpstream, Gateway, Recording, Response, Route, SseResponse, assert_ok, chat_request,
-    post_stream_with_provider_key, post_with_provider_key, split_stream, streamed_text, with,
+use gateway_test_support::recording::{RecordedRequest, RecordedResponse};
+use gateway_test_support::{
+    AnthropicUpstream, Gateway, GeminiUpstream, Interaction, OpenAiUpstream, Recording, Reply,
+    Response, Route, SseResponse, assert_ok, chat_request, post_stream_with_provider_key,
+    post_with_provider_key, split_stream, streamed_text, text_request, with,
 };
+use serde_json::{Value, json};
 
 /// The caller's provider key.
 const PROVIDER_KEY: &str = "sk-test-cost-0123456789";
@@ -98,8 +85,8 @@ fn openai_stream_answer(model: &str) -> Interaction {
     answer("text/event-stream; charset=utf-8", body)
 }
 
-fn upstream_answering(interactions: Vec<Interaction>) -> FakeUpstream {
-    FakeUpstream::replay_recording(&Recording {
+fn upstream_answering(interactions: Vec<Interaction>) -> OpenAiUpstream {
+    OpenAiUpstream::replay(&Recording {
         name: "cost".into(),
         interactions,
     })
@@ -289,7 +276,7 @@ fn the_plugins_own_list_prices_models_the_table_lacks() {
     // known price (0), not an unknown one (null).
     let gw = Gateway::builder().route(Route::echo("demo")).start();
     let request = with(
-        support::text_request(&gw.project_id, "demo", "echo", "two words"),
+        text_request(&gw.project_id, "demo", "echo", "two words"),
         "showUsage",
         json!(true),
     );
@@ -370,7 +357,7 @@ fn anthropic_answer(usage: Value) -> Reply {
 
 #[test]
 fn anthropic_cache_reads_and_writes_and_long_prompts_have_their_own_prices() {
-    let upstream = AnthropicUpstream::start(vec![
+    let upstream = AnthropicUpstream::script(vec![
         anthropic_answer(
             json!({"input_tokens": 100, "cache_creation_input_tokens": 200,
             "cache_read_input_tokens": 1000, "output_tokens": 50}),
@@ -381,7 +368,7 @@ fn anthropic_cache_reads_and_writes_and_long_prompts_have_their_own_prices() {
         ),
     ]);
     let gw = Gateway::builder()
-        .route(Route::new("claude", "anthropic").base_url(&upstream.base_url()))
+        .route(Route::new("claude", "anthropic").base_url(&upstream.base_url("/v1")))
         .start();
     let request = hello(&gw, "claude", "claude-sonnet-4-5-20250929");
 
@@ -423,7 +410,7 @@ fn gemini_context_cache_reads_have_their_own_price() {
             "candidatesTokenCount": 120, "thoughtsTokenCount": 80, "totalTokenCount": 10_200},
         "modelVersion": "gemini-2.5-flash"
     });
-    let upstream = GeminiUpstream::script(vec![Answer::json(200, &answer.to_string())]);
+    let upstream = GeminiUpstream::script(vec![Reply::gemini_json(200, &answer.to_string())]);
     let gw = Gateway::builder()
         .route(Route::new("gem", "gemini").base_url(&upstream.base_url("/v1beta")))
         .start();

@@ -3,22 +3,16 @@
 //! answers batchEmbedContents, and fails on demand (Google's error answers, malformed bodies,
 //! streams cut short).
 
-#[path = "support/mod.rs"]
-mod support;
-
-#[path = "support/gemini_upstream.rs"]
-mod gemini_upstream;
-
-use gemini_upstream::{Answer, GeminiUpstream, recording, split_events};
-use serde_json::{Value, json};
-use support::recording::Interaction;
-use support::upstream::{ReceivedRequest, fake_embedding};
-use support::{
-    Gateway, Response, Route, SseResponse, assert_chat_choice, assert_error, assert_ok,
-    assert_provider_error, assert_stream_finished, assert_usage, chat_request, embeddings_request,
-    list_cost, post_stream_with_provider_key, post_with_provider_key, recorded_tests, split_stream,
+use gateway_test_support::sse::{event_data, split_events};
+use gateway_test_support::upstream::gemini::recording;
+use gateway_test_support::{
+    Gateway, GeminiUpstream, Interaction, ReceivedRequest, Reply, Response, Route, SseResponse,
+    assert_chat_choice, assert_error, assert_ok, assert_provider_error, assert_stream_finished,
+    assert_usage, chat_request, contains_bytes, embeddings_request, fake_embedding, list_cost,
+    post_stream_with_provider_key, post_with_provider_key, recorded_tests, split_stream,
     streamed_record, streamed_text, success_record, text_request, tool_calls_of, unique, with,
 };
+use serde_json::{Value, json};
 
 const ROUTE: &str = "gem";
 /// The caller's provider key in most tests.
@@ -203,7 +197,7 @@ impl Recorded {
         let payloads: Vec<Value> = if is_stream(interaction) {
             split_events(&interaction.response.body)
                 .iter()
-                .filter_map(|event| support::client::event_data(event))
+                .filter_map(|event| event_data(event))
                 .map(|data| serde_json::from_str(&data).expect("recorded event is JSON"))
                 .collect()
         } else {
@@ -300,7 +294,7 @@ fn check_record_usage(record: &Value, recorded: &Recorded) {
 // ---------------------------------------------------------------- recorded cases
 
 fn check_simple(case: &str) {
-    let upstream = GeminiUpstream::replay(case);
+    let upstream = GeminiUpstream::replay(&recording(case));
     let gw = gateway(&upstream);
     let recording = recording(case);
     let interaction = recording.interaction(0);
@@ -322,7 +316,7 @@ fn check_simple(case: &str) {
 }
 
 fn check_streaming(case: &str) {
-    let upstream = GeminiUpstream::replay(case);
+    let upstream = GeminiUpstream::replay(&recording(case));
     let gw = gateway(&upstream);
     let recording = recording(case);
     let interaction = recording.interaction(0);
@@ -379,7 +373,7 @@ fn answer(gw: &Gateway, request: &Value, recorded: &Recorded, streamed: bool) ->
 
 /// Step one asks for function calls; step two sends the results back and gets the answer.
 fn check_tool(case: &str, style: Style) {
-    let upstream = GeminiUpstream::replay(case);
+    let upstream = GeminiUpstream::replay(&recording(case));
     let gw = gateway(&upstream);
     let recording = recording(case);
     let first = recording.interaction(0);
@@ -457,7 +451,7 @@ recorded_tests! {
 
 #[test]
 fn text_prompt_is_one_user_turn_and_params_reach_generation_config() {
-    let upstream = GeminiUpstream::replay("simple");
+    let upstream = GeminiUpstream::replay(&recording("simple"));
     let gw = gateway(&upstream);
     let mut request = text_request(&gw.project_id, ROUTE, MODEL, "Say hi in Portuguese");
     let params = &mut request["providerConfig"]["params"];
@@ -482,7 +476,7 @@ fn text_prompt_is_one_user_turn_and_params_reach_generation_config() {
 
 #[test]
 fn a_named_function_choice_forces_that_function() {
-    let upstream = GeminiUpstream::replay("tool");
+    let upstream = GeminiUpstream::replay(&recording("tool"));
     let gw = gateway(&upstream);
     let mut request = chat_request(
         &gw.project_id,
@@ -518,12 +512,10 @@ fn the_key_goes_in_x_goog_api_key_and_nowhere_else() {
     let route_key = unique("AIza-route-");
     let env_var = unique("GEMINI_KEY_");
     let upstream = GeminiUpstream::script(vec![
-        Answer::Recorded(Box::new(recording("simple").interaction(0).clone())),
-        Answer::Recorded(Box::new(
-            recording("simple_streaming").interaction(0).clone(),
-        )),
-        Answer::Recorded(Box::new(recording("simple").interaction(0).clone())),
-        Answer::google_error(
+        Reply::recorded(recording("simple").interaction(0)),
+        Reply::recorded(recording("simple_streaming").interaction(0)),
+        Reply::recorded(recording("simple").interaction(0)),
+        Reply::google_error(
             400,
             "API key not valid. Please pass a valid API key.",
             "INVALID_ARGUMENT",
@@ -599,7 +591,7 @@ fn the_key_goes_in_x_goog_api_key_and_nowhere_else() {
         assert!(!text.contains(&route_key), "the route's key leaked: {text}");
     }
     assert!(
-        !support::contains_bytes(&gw.db_bytes(), secret.as_bytes()),
+        !contains_bytes(&gw.db_bytes(), secret.as_bytes()),
         "the caller's key is in the database"
     );
 }
@@ -608,7 +600,7 @@ fn the_key_goes_in_x_goog_api_key_and_nowhere_else() {
 
 #[test]
 fn embeddings_are_one_batch_call_in_input_order() {
-    let upstream = GeminiUpstream::embeddings();
+    let upstream = GeminiUpstream::start();
     let gw = gateway(&upstream);
     let inputs = ["first input", "second", "the third one"];
     let mut request =
@@ -651,7 +643,7 @@ fn embeddings_are_one_batch_call_in_input_order() {
 
 #[test]
 fn a_single_embedding_input() {
-    let upstream = GeminiUpstream::embeddings();
+    let upstream = GeminiUpstream::start();
     let gw = gateway(&upstream);
     let request = embeddings_request(
         &gw.project_id,
@@ -686,7 +678,7 @@ fn chat(gw: &Gateway) -> Value {
 /// An error answer in Google's shape reaches the caller as `expected_status`, with Google's
 /// message as `providerError`, and is recorded; the gateway does not retry.
 fn check_google_error(status: u16, message: &str, status_name: &str, expected_status: u16) {
-    let upstream = GeminiUpstream::always(Answer::google_error(status, message, status_name));
+    let upstream = GeminiUpstream::always(Reply::google_error(status, message, status_name));
     let gw = gateway(&upstream);
     let response = post(&gw, "/completions", &chat(&gw));
     assert_provider_error(
@@ -743,7 +735,7 @@ fn upstream_500_is_502() {
 fn upstream_429_is_429_with_retry_after() {
     let message = "You exceeded your current quota, please check your plan and billing details.";
     let upstream = GeminiUpstream::always(
-        Answer::google_error(429, message, "RESOURCE_EXHAUSTED").header("retry-after", "31"),
+        Reply::google_error(429, message, "RESOURCE_EXHAUSTED").header("retry-after", "31"),
     );
     let gw = gateway(&upstream);
     let response = post(&gw, "/completions", &chat(&gw));
@@ -757,7 +749,7 @@ fn upstream_429_is_429_with_retry_after() {
 #[test]
 fn an_error_on_a_streaming_request_is_reported() {
     let message = "The model is overloaded. Please try again later.";
-    let upstream = GeminiUpstream::always(Answer::google_error(503, message, "UNAVAILABLE"));
+    let upstream = GeminiUpstream::always(Reply::google_error(503, message, "UNAVAILABLE"));
     let gw = gateway(&upstream);
     let response = post_stream(&gw, &with(chat(&gw), "stream", json!(true)));
     let id = if response.is_event_stream() {
@@ -778,7 +770,7 @@ fn an_error_on_a_streaming_request_is_reported() {
 fn embeddings_errors_are_reported() {
     let message =
         "models/nope is not found for API version v1beta, or is not supported for embedContent.";
-    let upstream = GeminiUpstream::always(Answer::google_error(404, message, "NOT_FOUND"));
+    let upstream = GeminiUpstream::always(Reply::google_error(404, message, "NOT_FOUND"));
     let gw = gateway(&upstream);
     let request = embeddings_request(&gw.project_id, ROUTE, "nope", json!("x"));
     let response = post(&gw, "/embeddings", &request);
@@ -788,7 +780,8 @@ fn embeddings_errors_are_reported() {
 
 #[test]
 fn malformed_json_is_502() {
-    let upstream = GeminiUpstream::always(Answer::json(200, "{\"candidates\": [{\"content\": "));
+    let upstream =
+        GeminiUpstream::always(Reply::gemini_json(200, "{\"candidates\": [{\"content\": "));
     let gw = gateway(&upstream);
     let response = post(&gw, "/completions", &chat(&gw));
     let id = assert_error(&response, 502, "");
@@ -816,7 +809,8 @@ fn check_cut_stream(abort: bool) {
     );
     assert_eq!(events.len(), 3);
     let half = &events[1][..events[1].len() / 2];
-    let upstream = GeminiUpstream::always(Answer::event_stream(&[&events[0], half], abort));
+    let reply = Reply::events(vec![events[0].clone(), half.to_owned()]);
+    let upstream = GeminiUpstream::always(if abort { reply.cut() } else { reply });
     let gw = gateway(&upstream);
     let response = post_stream(&gw, &with(chat(&gw), "stream", json!(true)));
     assert_eq!(response.status, 200, "{}", response.raw);
@@ -859,7 +853,7 @@ fn a_stream_without_a_finish_reason_ended_early() {
             .response
             .body,
     );
-    let upstream = GeminiUpstream::always(Answer::event_stream(&[&events[0], &events[1]], false));
+    let upstream = GeminiUpstream::always(Reply::events(events[..2].to_vec()));
     let gw = gateway(&upstream);
     let response = post_stream(&gw, &with(chat(&gw), "stream", json!(true)));
     let last = response.frames.last().expect("frames");
@@ -874,7 +868,7 @@ fn a_stream_without_a_finish_reason_ended_early() {
 
 #[test]
 fn a_blocked_prompt_is_a_content_filtered_answer() {
-    let upstream = GeminiUpstream::always(Answer::json(
+    let upstream = GeminiUpstream::always(Reply::gemini_json(
         200,
         r#"{"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"},
             "usageMetadata": {"promptTokenCount": 9, "totalTokenCount": 9},

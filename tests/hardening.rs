@@ -2,18 +2,16 @@
 //! for authenticated callers, read timeouts, connection caps, redaction of provider keys,
 //! strict JSON, HTTP/2, and records for every request cut short by shutdown.
 
-#[path = "support/mod.rs"]
-mod support;
-
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use serde_json::{Value, json};
-use support::{
-    FakeUpstream, Gateway, Recording, Route, assert_error, assert_ok, chat_request, text_request,
-    with,
+use gateway_test_support::client::{self, parse_sse};
+use gateway_test_support::{
+    Gateway, OpenAiUpstream, Recording, Reply, Route, assert_error, assert_ok, chat_request,
+    text_request, with,
 };
+use serde_json::{Value, json};
 
 /// A deadline for outcomes that should come within a second or two.
 const GENEROUS: Duration = Duration::from_secs(60);
@@ -303,8 +301,9 @@ fn connections_over_max_connections_wait_for_a_free_slot() {
 
 #[test]
 fn requests_still_running_when_the_grace_ends_are_ended_and_recorded() {
-    let slow = FakeUpstream::slow_stream(600, Duration::from_millis(100));
-    let stuck = FakeUpstream::hang();
+    let slow =
+        OpenAiUpstream::each_call(Reply::openai_slow_stream(600, Duration::from_millis(100)));
+    let stuck = OpenAiUpstream::hang();
     let mut gw = Gateway::builder()
         .route(Route::openai("slow", &slow.base_url("/v1")))
         .route(Route::openai("stuck", &stuck.base_url("/v1")))
@@ -335,7 +334,7 @@ fn requests_still_running_when_the_grace_ends_are_ended_and_recorded() {
     }
     let (addr, key, body) = (gw.addr, gw.key.clone(), chat("stuck").to_string());
     let plain = std::thread::spawn(move || {
-        support::client::request(
+        client::request(
             addr,
             "POST",
             "/completions",
@@ -394,7 +393,7 @@ fn provider_keys_in_upstream_errors_are_redacted_everywhere() {
     let echoing = json!({"error": {
         "message": format!("Incorrect API key provided: Bearer {route_key} (or {caller_key})"),
         "type": "invalid_request_error", "code": "invalid_api_key"}});
-    let upstream = FakeUpstream::error(401, &echoing.to_string(), None);
+    let upstream = OpenAiUpstream::always(Reply::json(401, &echoing));
     let gw = Gateway::builder()
         .route(Route::openai("keyed", &upstream.base_url("/v1")).api_key_env("TEST_ROUTE_KEY"))
         .env("TEST_ROUTE_KEY", route_key)
@@ -458,7 +457,7 @@ fn provider_keys_in_upstream_errors_are_redacted_everywhere() {
 #[test]
 fn a_provider_key_with_its_bearer_scheme_is_sent_once() {
     let simple = Recording::load("OpenAI__openai-gpt-4o-mini__simple");
-    let upstream = FakeUpstream::replay_recording(&Recording::concat(&[
+    let upstream = OpenAiUpstream::replay(&Recording::concat(&[
         simple.clone(),
         simple.clone(),
         simple,
@@ -602,7 +601,7 @@ fn http2_with_prior_knowledge_is_served_beside_http1() {
     let body: Value = serde_json::from_str(&plain.2).expect("JSON");
     assert_eq!(body["choices"][0]["text"], json!("over h2"), "{body}");
     assert_eq!(streamed.0, reqwest::Version::HTTP_2);
-    let frames = support::client::parse_sse(&streamed.1);
+    let frames = parse_sse(&streamed.1);
     assert_eq!(frames.last().expect("frames")["completed"], json!(true));
     // HTTP/1.1 on the same listener.
     assert_eq!(gw.get("/healthz", None).status, 200);

@@ -2,17 +2,11 @@
 //! cache, and the operator's view of plugins (`GET /admin/plugins`,
 //! `gateway plugins list`).
 
-#![allow(dead_code)]
-
-#[path = "support/mod.rs"]
-mod support;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use gateway_test_support::{Gateway, Route, built_plugins_dir, text_request};
 use serde_json::Value;
-use support::gateway::{Gateway, Route, built_plugins_dir};
-use support::text_request;
 
 const ADMIN_TOKEN: &str = "admin-secret-for-tests";
 
@@ -343,8 +337,8 @@ fn a_plugin_built_against_the_previous_wit_version_still_serves() {
 #[tokio::test]
 async fn a_recycled_pool_gives_its_slots_back_and_keeps_serving() {
     use gateway::plugins::PluginRuntime;
+    use gateway_test_support::runtime::EchoCalls;
     use std::sync::Arc;
-    use support::runtime::EchoCalls;
 
     const STREAMS: u64 = 80;
     let runtime = Arc::new(PluginRuntime::new(None).expect("runtime"));

@@ -4,22 +4,18 @@
 //! behaviours that need a slow upstream: a client leaving mid-stream and a
 //! graceful shutdown during a stream.
 
-#[path = "support/mod.rs"]
-mod support;
-
 use std::time::Duration;
 
-use serde_json::{Value, json};
-use support::recording::Interaction;
-use support::upstream::{ReceivedRequest, fake_embedding, legacy_text, slow_word};
-use support::{
-    FakeUpstream, Gateway, Recording, Response, Route, SseResponse, assert_chat_choice,
-    assert_error, assert_ok, assert_provider_error, assert_stream_finished, assert_usage,
-    chat_params, chat_request, chat_request_with_params, contains_bytes, embeddings_request,
-    list_cost, open_stream_with_provider_key, post_stream_with_provider_key,
-    post_with_provider_key, recorded_tests, split_stream, streamed_record, streamed_text,
-    success_record, text_request, tool_calls_of, unique, with,
+use gateway_test_support::upstream::openai::{legacy_text, slow_word};
+use gateway_test_support::{
+    Gateway, Interaction, OpenAiUpstream, ReceivedRequest, Recording, Reply, Response, Route,
+    SseResponse, assert_chat_choice, assert_error, assert_ok, assert_provider_error,
+    assert_stream_finished, assert_usage, chat_params, chat_request, chat_request_with_params,
+    contains_bytes, embeddings_request, fake_embedding, list_cost, open_stream_with_provider_key,
+    post_stream_with_provider_key, post_with_provider_key, recorded_tests, split_stream,
+    streamed_record, streamed_text, success_record, text_request, tool_calls_of, unique, with,
 };
+use serde_json::{Value, json};
 
 /// The caller's provider key in most tests.
 const PROVIDER_KEY: &str = "sk-test-caller-0123456789";
@@ -34,7 +30,7 @@ fn post_stream(gw: &Gateway, body: &Value) -> SseResponse {
 }
 
 /// A gateway with route `oai` (openai plugin, caller's key) at `upstream`.
-fn gateway_for(upstream: &FakeUpstream, prefix: &str) -> Gateway {
+fn gateway_for(upstream: &OpenAiUpstream, prefix: &str) -> Gateway {
     Gateway::builder()
         .route(Route::openai(ROUTE, &upstream.base_url(prefix)))
         .start()
@@ -251,7 +247,7 @@ fn check_usage(body: &Value, expected: Option<(u64, u64, u64)>, price: (f64, f64
 /// Prices set on the route for the recorded model (not the plugin's).
 const PRICE: (f64, f64) = (0.15, 0.60);
 
-fn recorded_gateway(recording: &Recording, upstream: &FakeUpstream) -> Gateway {
+fn recorded_gateway(recording: &Recording, upstream: &OpenAiUpstream) -> Gateway {
     let first = recording.interaction(0);
     let model = first.request_json()["model"]
         .as_str()
@@ -267,7 +263,7 @@ fn recorded_gateway(recording: &Recording, upstream: &FakeUpstream) -> Gateway {
 
 fn check_simple(name: &str) {
     let recording = Recording::load(name);
-    let upstream = FakeUpstream::replay_recording(&recording);
+    let upstream = OpenAiUpstream::replay(&recording);
     let gw = recorded_gateway(&recording, &upstream);
     let interaction = recording.interaction(0);
     let expected = interaction.answer();
@@ -288,7 +284,7 @@ fn check_simple(name: &str) {
 
 fn check_streaming(name: &str) {
     let recording = Recording::load(name);
-    let upstream = FakeUpstream::replay_recording(&recording);
+    let upstream = OpenAiUpstream::replay(&recording);
     let gw = recorded_gateway(&recording, &upstream);
     let interaction = recording.interaction(0);
     assert!(interaction.is_sse(), "{name} is not a streaming recording");
@@ -326,7 +322,7 @@ fn check_streaming(name: &str) {
 /// result back and gets the final answer.
 fn check_tool(name: &str, style: Style) {
     let recording = Recording::load(name);
-    let upstream = FakeUpstream::replay_recording(&recording);
+    let upstream = OpenAiUpstream::replay(&recording);
     let gw = recorded_gateway(&recording, &upstream);
     let first = recording.interaction(0);
     let expected = first.answer();
@@ -451,7 +447,7 @@ fn streamed_tool_call_arguments_are_reassembled_from_deltas() {
         .filter(|p| p["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"].is_string())
         .count();
     assert!(argument_events > 3, "{argument_events}");
-    let upstream = FakeUpstream::replay_recording(&recording);
+    let upstream = OpenAiUpstream::replay(&recording);
     let gw = recorded_gateway(&recording, &upstream);
     let response = post_stream(&gw, &request_from(&gw, first, Style::OpenAi));
     let (partial, last) = split_stream(&response);
@@ -497,13 +493,13 @@ fn provider_key_reaches_the_upstream_as_bearer_and_nowhere_else() {
         simple_recording(),
         Recording::load("OpenAI__openai-gpt-4o-mini__simple_streaming"),
     ]);
-    let upstream = FakeUpstream::replay_recording(&recording);
-    let failing = FakeUpstream::openai_error(
+    let upstream = OpenAiUpstream::replay(&recording);
+    let failing = OpenAiUpstream::always(Reply::openai_error(
         401,
         "Incorrect API key provided. You can find your API key at https://platform.openai.com/account/api-keys.",
         "invalid_api_key",
         None,
-    );
+    ));
     let mut gw = Gateway::builder()
         .route(Route::openai(ROUTE, &upstream.base_url("/v1")))
         .route(Route::openai("failing", &failing.base_url("/v1")))
@@ -570,7 +566,7 @@ fn provider_key_reaches_the_upstream_as_bearer_and_nowhere_else() {
 
 #[test]
 fn missing_provider_key_is_400() {
-    let upstream = FakeUpstream::replay_recording(&simple_recording());
+    let upstream = OpenAiUpstream::replay(&simple_recording());
     let gw = gateway_for(&upstream, "/v1");
     let response = gw.post("/completions", &hi_request(&gw));
     let id = assert_error(&response, 400, "Provider-API-Key");
@@ -582,7 +578,7 @@ fn missing_provider_key_is_400() {
 
 #[test]
 fn route_key_variable_that_is_unset_means_the_caller_must_send_one() {
-    let upstream = FakeUpstream::replay_recording(&simple_recording());
+    let upstream = OpenAiUpstream::replay(&simple_recording());
     let var = unique("GATEWAY_TEST_UNSET_KEY_");
     let gw = Gateway::builder()
         .route(Route::openai(ROUTE, &upstream.base_url("/v1")).api_key_env(&var))
@@ -599,7 +595,7 @@ fn route_key_variable_that_is_unset_means_the_caller_must_send_one() {
 #[test]
 fn route_key_is_used_without_a_header_and_the_header_wins() {
     let recording = Recording::concat(&[simple_recording(), simple_recording()]);
-    let upstream = FakeUpstream::replay_recording(&recording);
+    let upstream = OpenAiUpstream::replay(&recording);
     let var = unique("GATEWAY_TEST_ROUTE_KEY_");
     let route_key = unique("sk-route-");
     let mut gw = Gateway::builder()
@@ -632,7 +628,7 @@ fn route_key_is_used_without_a_header_and_the_header_wins() {
 
 #[test]
 fn variables_reach_the_upstream_substituted() {
-    let upstream = FakeUpstream::replay_recording(&simple_recording());
+    let upstream = OpenAiUpstream::replay(&simple_recording());
     let gw = gateway_for(&upstream, "/v1");
     let request = with(
         chat_request(
@@ -666,7 +662,7 @@ fn variables_reach_the_upstream_substituted() {
 
 #[test]
 fn text_prompts_are_sent_as_one_user_message() {
-    let upstream = FakeUpstream::replay_recording(&simple_recording());
+    let upstream = OpenAiUpstream::replay(&simple_recording());
     let gw = gateway_for(&upstream, "/v1");
     let request = text_request(&gw.project_id, ROUTE, "gpt-4o-mini", "Say hi in Portuguese");
     let body = assert_ok(&post(&gw, "/completions", &request));
@@ -682,7 +678,7 @@ fn text_prompts_are_sent_as_one_user_message() {
 
 #[test]
 fn params_pass_through_to_the_upstream() {
-    let upstream = FakeUpstream::replay_recording(&simple_recording());
+    let upstream = OpenAiUpstream::replay(&simple_recording());
     let gw = gateway_for(&upstream, "/v1");
     let mut request = hi_request(&gw);
     let params = &mut request["providerConfig"]["params"];
@@ -716,7 +712,7 @@ fn params_pass_through_to_the_upstream() {
 
 #[test]
 fn default_model_of_the_route_is_sent_when_params_have_none() {
-    let upstream = FakeUpstream::replay_recording(&simple_recording());
+    let upstream = OpenAiUpstream::replay(&simple_recording());
     let gw = Gateway::builder()
         .route(Route::openai(ROUTE, &upstream.base_url("/v1")).default_model("gpt-4o-mini"))
         .start();
@@ -738,7 +734,7 @@ fn usage_is_absent_without_show_usage_and_cost_null_for_unknown_models() {
         Recording::load("OpenAICompatible__llama-cpp-gpt-oss__simple"),
         Recording::load("OpenAICompatible__llama-cpp-gpt-oss__simple"),
     ]);
-    let upstream = FakeUpstream::replay_recording(&recording);
+    let upstream = OpenAiUpstream::replay(&recording);
     let gw = gateway_for(&upstream, "/v1");
     let request = chat_request(
         &gw.project_id,
@@ -770,7 +766,7 @@ fn usage_is_absent_without_show_usage_and_cost_null_for_unknown_models() {
 
 #[test]
 fn embeddings_of_a_string() {
-    let upstream = FakeUpstream::start();
+    let upstream = OpenAiUpstream::start();
     let gw = gateway_for(&upstream, "/v1");
     let request = embeddings_request(
         &gw.project_id,
@@ -803,7 +799,7 @@ fn embeddings_of_a_string() {
 
 #[test]
 fn embeddings_of_an_array_come_back_sorted_by_index() {
-    let upstream = FakeUpstream::start();
+    let upstream = OpenAiUpstream::start();
     let gw = gateway_for(&upstream, "/v1");
     let inputs = ["first input", "second", "the third one"];
     let request = embeddings_request(
@@ -828,7 +824,12 @@ fn embeddings_of_an_array_come_back_sorted_by_index() {
 
 #[test]
 fn embeddings_upstream_error_is_502() {
-    let upstream = FakeUpstream::openai_error(500, "The server had an error", "server_error", None);
+    let upstream = OpenAiUpstream::always(Reply::openai_error(
+        500,
+        "The server had an error",
+        "server_error",
+        None,
+    ));
     let gw = gateway_for(&upstream, "/v1");
     let request = embeddings_request(&gw.project_id, ROUTE, "text-embedding-3-small", json!("x"));
     let response = post(&gw, "/embeddings", &request);
@@ -841,7 +842,7 @@ fn embeddings_upstream_error_is_502() {
 
 // ---------------------------------------------------------------- legacy completions
 
-fn legacy_gateway(upstream: &FakeUpstream) -> Gateway {
+fn legacy_gateway(upstream: &OpenAiUpstream) -> Gateway {
     Gateway::builder()
         .route(
             Route::openai(ROUTE, &upstream.base_url("/v1")).setting("legacy_completions", "true"),
@@ -851,7 +852,7 @@ fn legacy_gateway(upstream: &FakeUpstream) -> Gateway {
 
 #[test]
 fn legacy_completions_route_sends_text_to_completions() {
-    let upstream = FakeUpstream::start();
+    let upstream = OpenAiUpstream::start();
     let gw = legacy_gateway(&upstream);
     let request = text_request(
         &gw.project_id,
@@ -888,7 +889,7 @@ fn legacy_completions_route_sends_text_to_completions() {
 
 #[test]
 fn legacy_completions_stream() {
-    let upstream = FakeUpstream::start();
+    let upstream = OpenAiUpstream::start();
     let gw = legacy_gateway(&upstream);
     let request = with(
         text_request(&gw.project_id, ROUTE, "gpt-3.5-turbo-instruct", "tell me"),
@@ -906,14 +907,14 @@ fn legacy_completions_stream() {
 
 // ---------------------------------------------------------------- upstream errors
 
-fn failing_call(upstream: &FakeUpstream) -> (Gateway, Response) {
+fn failing_call(upstream: &OpenAiUpstream) -> (Gateway, Response) {
     let gw = gateway_for(upstream, "/v1");
     let response = post(&gw, "/completions", &hi_request(&gw));
     (gw, response)
 }
 
 fn check_upstream_failure(status: u16, message: &str, code: &str, expected_status: u16) {
-    let upstream = FakeUpstream::openai_error(status, message, code, None);
+    let upstream = OpenAiUpstream::always(Reply::openai_error(status, message, code, None));
     let (gw, response) = failing_call(&upstream);
     assert_provider_error(
         &gw,
@@ -957,7 +958,12 @@ fn upstream_500_is_502_with_provider_error() {
 #[test]
 fn upstream_429_is_429_with_retry_after() {
     let message = "Rate limit reached for gpt-4o-mini. Please try again in 7s.";
-    let upstream = FakeUpstream::openai_error(429, message, "rate_limit_exceeded", Some("7"));
+    let upstream = OpenAiUpstream::always(Reply::openai_error(
+        429,
+        message,
+        "rate_limit_exceeded",
+        Some("7"),
+    ));
     let (gw, response) = failing_call(&upstream);
     let id = assert_error(&response, 429, "");
     assert_eq!(response.header("retry-after"), Some("7"));
@@ -969,7 +975,12 @@ fn upstream_429_is_429_with_retry_after() {
 
 #[test]
 fn upstream_429_without_retry_after_is_429() {
-    let upstream = FakeUpstream::openai_error(429, "Slow down", "rate_limit_exceeded", None);
+    let upstream = OpenAiUpstream::always(Reply::openai_error(
+        429,
+        "Slow down",
+        "rate_limit_exceeded",
+        None,
+    ));
     let (_gw, response) = failing_call(&upstream);
     assert_error(&response, 429, "");
     assert!(response.header("retry-after").is_none());
@@ -977,7 +988,8 @@ fn upstream_429_without_retry_after_is_429() {
 
 #[test]
 fn upstream_error_with_a_plain_text_body_is_502() {
-    let upstream = FakeUpstream::error(503, "upstream overloaded\n", None);
+    let upstream =
+        OpenAiUpstream::always(Reply::raw(503, "application/json", "upstream overloaded\n"));
     let (_gw, response) = failing_call(&upstream);
     assert_error(&response, 502, "");
     assert_eq!(
@@ -988,7 +1000,12 @@ fn upstream_error_with_a_plain_text_body_is_502() {
 
 #[test]
 fn upstream_error_on_a_streaming_request_is_reported() {
-    let upstream = FakeUpstream::openai_error(500, "The server had an error", "server_error", None);
+    let upstream = OpenAiUpstream::always(Reply::openai_error(
+        500,
+        "The server had an error",
+        "server_error",
+        None,
+    ));
     let gw = gateway_for(&upstream, "/v1");
     let response = post_stream(&gw, &with(hi_request(&gw), "stream", json!(true)));
     let id = if response.is_event_stream() {
@@ -1011,7 +1028,7 @@ fn upstream_error_on_a_streaming_request_is_reported() {
 
 #[test]
 fn upstream_that_never_answers_is_504() {
-    let upstream = FakeUpstream::hang();
+    let upstream = OpenAiUpstream::hang();
     let gw = Gateway::builder()
         .route(Route::openai(ROUTE, &upstream.base_url("/v1")).timeout_secs(1))
         .start();
@@ -1026,7 +1043,8 @@ fn upstream_that_never_answers_is_504() {
 
 #[test]
 fn client_disconnect_mid_stream_cancels_and_records_cancelled() {
-    let upstream = FakeUpstream::slow_stream(50, Duration::from_millis(200));
+    let upstream =
+        OpenAiUpstream::each_call(Reply::openai_slow_stream(50, Duration::from_millis(200)));
     let gw = gateway_for(&upstream, "/v1");
     let mut stream = open_stream_with_provider_key(
         &gw,
@@ -1052,7 +1070,10 @@ fn client_disconnect_mid_stream_cancels_and_records_cancelled() {
 #[test]
 fn sigterm_finishes_an_in_flight_stream_and_records_it() {
     let frames = 10;
-    let upstream = FakeUpstream::slow_stream(frames, Duration::from_millis(200));
+    let upstream = OpenAiUpstream::each_call(Reply::openai_slow_stream(
+        frames,
+        Duration::from_millis(200),
+    ));
     let mut gw = gateway_for(&upstream, "/v1");
     let mut stream = open_stream_with_provider_key(
         &gw,
@@ -1093,7 +1114,7 @@ mod minimal_example {
 
     const MINIMAL: &str = "min";
 
-    fn gateway(recording: &Recording, upstream: &FakeUpstream) -> Gateway {
+    fn gateway(recording: &Recording, upstream: &OpenAiUpstream) -> Gateway {
         let first = recording.interaction(0);
         let model = first.request_json()["model"]
             .as_str()
@@ -1124,7 +1145,7 @@ mod minimal_example {
     #[test]
     fn serves_a_chat_with_usage_and_cost() {
         let recording = Recording::load("OpenAI__openai-gpt-4o-mini__simple");
-        let upstream = FakeUpstream::replay_recording(&recording);
+        let upstream = OpenAiUpstream::replay(&recording);
         let gw = gateway(&recording, &upstream);
         let interaction = recording.interaction(0);
         let expected = interaction.answer();
@@ -1142,7 +1163,7 @@ mod minimal_example {
     #[test]
     fn streams_a_chat_with_usage() {
         let recording = Recording::load("OpenAI__openai-gpt-4o-mini__simple_streaming");
-        let upstream = FakeUpstream::replay_recording(&recording);
+        let upstream = OpenAiUpstream::replay(&recording);
         let gw = gateway(&recording, &upstream);
         let interaction = recording.interaction(0);
         let expected = interaction.answer();
@@ -1163,7 +1184,7 @@ mod minimal_example {
     #[test]
     fn sends_a_text_prompt_as_one_user_message() {
         let recording = Recording::load("OpenAI__openai-gpt-4o-mini__simple");
-        let upstream = FakeUpstream::replay_recording(&recording);
+        let upstream = OpenAiUpstream::replay(&recording);
         let gw = gateway(&recording, &upstream);
         let expected = recording.interaction(0).answer();
         let model = recording.interaction(0).request_json()["model"].clone();

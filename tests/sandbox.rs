@@ -9,28 +9,17 @@
 //! stderr as `[sandbox figure]` lines: run with `--nocapture` to see them.
 //! Nothing is asserted about time.
 
-#[path = "support/mod.rs"]
-mod support;
-
-#[path = "support/hostile_probe.rs"]
-mod probe;
-
-#[path = "support/hostile_upstream.rs"]
-mod hostile_upstream;
-
 use std::net::TcpListener;
 use std::thread::ScopedJoinHandle;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-
-use hostile_upstream::HostileUpstream;
-use probe::{MIB, RssSampler, max, median, mib, rss_bytes, settle_rss};
-use support::gateway::built_plugins_dir;
-use support::{
-    Gateway, Response, Route, assert_error_where, assert_ok, split_stream, streamed_text,
-    text_request, unique, with, with_param,
+use gateway_test_support::probe::{MIB, RssSampler, max, median, mib, rss_bytes, settle_rss};
+use gateway_test_support::upstream::hostile::{self, HostileUpstream};
+use gateway_test_support::{
+    Connection, Gateway, Response, Route, assert_error_where, assert_ok, built_plugins_dir,
+    split_stream, streamed_text, text_request, unique, with, with_param,
 };
+use serde_json::{Value, json};
 
 /// The hostile plugin's route with the suite's limits.
 const HOSTILE: &str = "hostile";
@@ -608,7 +597,7 @@ fn endless_trickle_hits_the_total_timeout() {
     eprintln!(
         "[sandbox figure] trickling stream (a chunk every {:?}) with timeout_secs = {}: answered \
          504 after {took:?}, {} chunks sent",
-        hostile_upstream::TRICKLE_GAP,
+        hostile::TRICKLE_GAP,
         Limits::default().timeout_secs,
         upstream.endless_chunks()
     );
@@ -734,14 +723,14 @@ fn start_capped(upstream: &HostileUpstream, cap: u32) -> Gateway {
 }
 
 /// Opens an endless stream on `held`.
-fn open_held(gw: &Gateway) -> support::client::Connection {
+fn open_held(gw: &Gateway) -> Connection {
     let body = with(ask(gw, "held", "endless"), "stream", json!(true));
     gw.open_stream("/completions", &body)
 }
 
 /// Waits for the first chunk of a stream opened by [`open_held`]: from then on
 /// its plugin instance exists until the connection is dropped.
-fn started(mut stream: support::client::Connection) -> support::client::Connection {
+fn started(mut stream: Connection) -> Connection {
     assert_eq!(stream.status, 200, "the held stream did not start");
     let first = stream
         .next_frame()
@@ -809,7 +798,7 @@ fn requests_beyond_max_plugin_instances_get_503_with_retry_after_until_a_slot_fr
 
 /// A started held stream, retrying while the gateway answers 503 (a slot is
 /// given back only once the gateway notices its client left).
-fn hold_stream_once_free(gw: &Gateway) -> support::client::Connection {
+fn hold_stream_once_free(gw: &Gateway) -> Connection {
     let deadline = Instant::now() + PATIENCE;
     loop {
         let stream = open_held(gw);
@@ -829,8 +818,8 @@ fn hold_stream_once_free(gw: &Gateway) -> support::client::Connection {
 #[tokio::test]
 async fn the_instance_cap_holds_across_a_pool_recycle() {
     use gateway::plugins::{PluginError, PluginRuntime};
+    use gateway_test_support::runtime::EchoCalls;
     use std::sync::Arc;
-    use support::runtime::EchoCalls;
 
     let runtime = Arc::new(PluginRuntime::with_max_instances(None, 2).expect("runtime"));
     let echo = EchoCalls::load(runtime.clone(), "one two three").await;

@@ -1,9 +1,15 @@
-//! Project API keys: generation, hashing, and reading them from requests.
+//! Project API keys: generation, hashing, reading them from requests, and
+//! the project a request's key belongs to.
 //!
 //! Keys are 160 random bits; only their SHA-256 is stored, with a short
 //! prefix so an operator can name a key to revoke without holding it.
 
+use hyper::HeaderMap;
+use hyper::header::AUTHORIZATION;
 use sha2::{Digest, Sha256};
+
+use crate::error::ApiError;
+use crate::store::Store;
 
 /// Every key starts with this, so a leaked key is recognizable in secret scanners.
 pub const KEY_PREFIX: &str = "gw_";
@@ -48,6 +54,22 @@ pub fn key_from_header(value: &str) -> Option<&str> {
         None => value,
     };
     (!key.is_empty()).then_some(key)
+}
+
+/// The project key a request sends in its `Authorization` header.
+pub fn bearer_key(headers: &HeaderMap) -> Result<&str, ApiError> {
+    let value = headers.get(AUTHORIZATION).ok_or(ApiError::MissingKey)?;
+    let value = value.to_str().map_err(|_| ApiError::InvalidKey)?;
+    key_from_header(value).ok_or(ApiError::MissingKey)
+}
+
+/// The project `key` belongs to; an unknown or revoked key is refused.
+pub async fn project_of(store: &Store, key: &str) -> Result<String, ApiError> {
+    let record = store
+        .find_key(&hash_key(key))
+        .await?
+        .ok_or(ApiError::InvalidKey)?;
+    Ok(record.project_id)
 }
 
 #[cfg(test)]

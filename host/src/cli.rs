@@ -12,7 +12,8 @@ use crate::config::reload::WatchConfigError;
 use crate::plugins::hot_reload::HotReloadError;
 use crate::plugins::{PluginRuntime, RuntimeError};
 use crate::routing::{RouteError, Routes};
-use crate::server::{self, AppState, ServeError, admin};
+use crate::server::{self, ServeError, admin};
+use crate::state::AppState;
 use crate::store::{InvocationFilter, InvocationLog, Store, StoreError, format_time_ms};
 
 /// Why a command failed; printed as `error: ...`.

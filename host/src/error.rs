@@ -1,4 +1,5 @@
-//! Every way a request can fail, and the one place each maps to an HTTP status.
+//! Every way a request can fail, and the one place each maps to an HTTP
+//! status (and `Retry-After`); API surfaces only choose the body's shape.
 
 use hyper::StatusCode;
 use serde_json::json;
@@ -107,6 +108,10 @@ impl ApiError {
         self.to_string()
     }
 
+    /// The gateway's own error body (Commonbase's shape), for its own
+    /// endpoints and the Commonbase surface. Another API surface writes its
+    /// own shape ([`crate::flow::Surface::error_body`]) from the same status
+    /// and message, so that the status of every failure is decided here.
     pub fn body(&self, invocation_id: &uuid::Uuid) -> serde_json::Value {
         let mut body = json!({
             "error": self.message(),

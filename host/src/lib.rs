@@ -1,23 +1,33 @@
 //! An LLM inference gateway whose providers are sandboxed WebAssembly plugins.
 //!
-//! A request flows one way: [`server`] (HTTP) -> [`auth`] -> [`api`]
-//! (validation) -> [`routing`] -> [`plugins`] (the provider plugin) -> response,
-//! and ends as one invocation record in the [`store`].
+//! A request flows one way: [`server`] (HTTP transport: accept, dispatch by
+//! path) -> [`flow`] (admit: key and limits -> route -> plugin call -> answer,
+//! whole or streamed -> record), with the endpoint's [`surfaces`] codec
+//! reading the body and writing the answer in its wire format. The flow calls
+//! the provider plugin through [`plugins`] on the route [`routing`] picks, and
+//! ends as one invocation record in the [`store`].
 //!
-//! Around it: [`config`] (the TOML file, checked as it is read, and its hot
-//! reload), [`dir_watch`] (debounced directory watching, behind the config's and
-//! the plugins' hot reload), [`pricing`] (what a call cost) and [`cli`].
+//! Shared by those layers: [`state`] (what every request reads), [`http`]
+//! (bodies and responses), [`auth`] (project keys), [`error`] (every failure
+//! and its HTTP status), [`redact`] (provider keys kept out of answers, records
+//! and logs). Around them: [`config`] (the TOML file, checked as it is read,
+//! and its hot reload), [`dir_watch`] (debounced directory watching, behind the
+//! config's and the plugins' hot reload), [`pricing`] (what a call cost),
+//! [`worker`] (which serving thread runs the code) and [`cli`].
 
-pub mod api;
 pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod dir_watch;
 pub mod error;
+pub mod flow;
+pub mod http;
 pub mod plugins;
 pub mod pricing;
 pub mod redact;
 pub mod routing;
 pub mod server;
+pub mod state;
 pub mod store;
+pub mod surfaces;
 pub mod worker;

@@ -190,7 +190,7 @@ mod upstream;
 pub use answer::{Answer, StreamDecoder, read_completion, read_stream};
 pub use assembler::StreamAssembler;
 pub use calls::{OpenCall, OpenCalls};
-pub use params::{params_object, params_object_except, settings_object};
+pub use params::{params_object, params_object_except};
 pub use upstream::{embedded_error, upstream_error};
 
 use __private::gateway::provider::types as wit;

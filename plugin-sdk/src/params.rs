@@ -12,7 +12,18 @@ use crate::{ProviderError, Route};
 ///
 /// Anything that is not a JSON object is [`ProviderError::InvalidRequest`].
 pub fn params_object(params: &str) -> Result<Map<String, Value>, ProviderError> {
-    parse_object(params, "params")
+    if params.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    match serde_json::from_str(params) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(ProviderError::InvalidRequest(
+            "params must be a JSON object".into(),
+        )),
+        Err(e) => Err(ProviderError::InvalidRequest(format!(
+            "params is not valid JSON: {e}"
+        ))),
+    }
 }
 
 /// [`params_object`] without the keys in `owned`: the start of an upstream
@@ -92,28 +103,6 @@ impl Route {
     }
 }
 
-/// Parses the route's plugin settings ([`Route::settings`]: the operator's
-/// `[providers.ID.settings]` table of the gateway's config, which the gateway
-/// does not read) as a JSON object, like [`params_object`].
-pub fn settings_object(route: &Route) -> Result<Map<String, Value>, ProviderError> {
-    parse_object(&route.settings, "the route's settings")
-}
-
-fn parse_object(text: &str, what: &str) -> Result<Map<String, Value>, ProviderError> {
-    if text.trim().is_empty() {
-        return Ok(Map::new());
-    }
-    match serde_json::from_str(text) {
-        Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(ProviderError::InvalidRequest(format!(
-            "{what} must be a JSON object"
-        ))),
-        Err(e) => Err(ProviderError::InvalidRequest(format!(
-            "{what} is not valid JSON: {e}"
-        ))),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,15 +120,12 @@ mod tests {
     fn empty_is_an_empty_object() {
         assert!(params_object("").unwrap().is_empty());
         assert!(params_object("  \n").unwrap().is_empty());
-        assert!(settings_object(&route("")).unwrap().is_empty());
     }
 
     #[test]
     fn objects_parse() {
         let params = params_object(r#"{"temperature":0.5,"stop":["x"]}"#).unwrap();
         assert_eq!(params["temperature"], 0.5);
-        let settings = settings_object(&route(r#"{"legacy_completions":true}"#)).unwrap();
-        assert_eq!(settings["legacy_completions"], true);
     }
 
     #[test]
@@ -195,9 +181,5 @@ mod tests {
                 other => panic!("{text}: {other:?}"),
             }
         }
-        assert!(matches!(
-            settings_object(&route("[]")),
-            Err(ProviderError::InvalidRequest(m)) if m.contains("settings")
-        ));
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::{Config, ConfigError};
 use crate::dir_watch::{DirWatcher, WatchError, watch_dir};
 use crate::routing::{RouteError, Routes};
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// Why the config file cannot be watched.
 #[derive(Debug, thiserror::Error)]

@@ -8,11 +8,11 @@ use hyper::{Request, Response, StatusCode};
 use serde_json::json;
 use uuid::Uuid;
 
-use super::AppState;
-use super::body::{Body, error_response, json_response};
 use crate::config::Config;
 use crate::error::ApiError;
+use crate::http::{Body, error_response, json_response};
 use crate::plugins::{PluginReport, PluginRuntime};
+use crate::state::AppState;
 
 /// One plugin with the routes it serves, as the admin API reports it.
 #[derive(serde::Serialize, serde::Deserialize)]

@@ -1,13 +1,13 @@
-//! The HTTP server: accepts connections, dispatches paths, shuts down gracefully.
+//! The HTTP transport: the listener and its worker threads, the connection
+//! cap, HTTP/1.1 and HTTP/2, dispatch by method and path, graceful shutdown.
+//! What a model endpoint does with its request is the [`crate::flow`]'s
+//! business, in the wire format of its [`crate::surfaces`] codec.
 
 pub mod admin;
-mod body;
-mod handlers;
-mod record;
-mod stream;
+mod invocations;
 
 use std::convert::Infallible;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::body::Incoming;
@@ -17,18 +17,17 @@ use hyper::{Method, Request, Response, StatusCode, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
+use serde_json::json;
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::Semaphore;
 use tracing::Instrument;
 use uuid::Uuid;
 
-use crate::config::Config;
 use crate::error::ApiError;
-use crate::plugins::PluginRuntime;
-use crate::routing::Routes;
-use crate::store::{InvocationLog, Store};
-use body::{Body, error_response};
-use record::Draft;
+use crate::flow;
+use crate::http::{Body, error_response, json_response};
+use crate::state::AppState;
+use crate::surfaces::commonbase;
 
 /// After the grace period, how long requests have to send their last error
 /// frame and queue their record before their tasks are dropped.
@@ -36,84 +35,6 @@ const ABORT_WAIT: Duration = Duration::from_secs(5);
 /// Request headers at most; far above what browsers and SDKs send (hyper's
 /// default of 100 is not).
 const MAX_HEADERS: usize = 256;
-
-pub struct AppState {
-    live: RwLock<Arc<Live>>,
-    /// Why the last config edit was refused, until a good one arrives.
-    config_error: RwLock<Option<String>>,
-    pub runtime: Arc<PluginRuntime>,
-    pub store: Store,
-    pub log: InvocationLog,
-    /// Set when shutdown's grace period is over: requests still running end now.
-    abort: watch::Sender<bool>,
-}
-
-/// The hot-reloadable part of the state: a request uses one snapshot throughout.
-pub struct Live {
-    pub config: Config,
-    pub routes: Routes,
-    pub loaded_at_ms: i64,
-}
-
-impl AppState {
-    pub fn new(
-        config: Config,
-        routes: Routes,
-        runtime: Arc<PluginRuntime>,
-        store: Store,
-        log: InvocationLog,
-    ) -> AppState {
-        AppState {
-            live: RwLock::new(Arc::new(Live {
-                config,
-                routes,
-                loaded_at_ms: crate::store::now_ms(),
-            })),
-            config_error: RwLock::new(None),
-            runtime,
-            store,
-            log,
-            abort: watch::Sender::new(false),
-        }
-    }
-
-    /// Resolves once the requests still in flight must end (shutdown's grace is over).
-    pub async fn aborted(&self) {
-        let mut abort = self.abort.subscribe();
-        if abort.wait_for(|aborted| *aborted).await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    }
-
-    fn abort_in_flight(&self) {
-        self.abort.send_replace(true);
-    }
-
-    pub fn live(&self) -> Arc<Live> {
-        self.live.read().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    /// Swaps in a new config; requests already running keep the one they started with.
-    pub fn replace_config(&self, config: Config, routes: Routes) {
-        *self.live.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Live {
-            config,
-            routes,
-            loaded_at_ms: crate::store::now_ms(),
-        });
-        *self.config_error.write().unwrap_or_else(|p| p.into_inner()) = None;
-    }
-
-    pub fn reject_config(&self, reason: String) {
-        *self.config_error.write().unwrap_or_else(|p| p.into_inner()) = Some(reason);
-    }
-
-    pub fn config_error(&self) -> Option<String> {
-        self.config_error
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-}
 
 /// Why serving could not start.
 #[derive(Debug, thiserror::Error)]
@@ -275,17 +196,19 @@ async fn dispatch(state: Arc<AppState>, request: Request<Incoming>) -> Response<
         let version = request.version();
         let mut response = match (request.method(), path.as_str()) {
             (&Method::POST, "/completions") => {
-                handlers::completions(state, request, Draft::new(id)).await
+                flow::serve::<commonbase::Completions>(state, request, id).await
             }
             (&Method::POST, "/embeddings") => {
-                handlers::embeddings(state, request, Draft::new(id)).await
+                flow::serve::<commonbase::Embeddings>(state, request, id).await
             }
-            (&Method::GET, "/healthz") => handlers::healthz(&id),
+            (&Method::GET, "/healthz") => {
+                json_response(StatusCode::OK, &json!({"status": "ok"}), &id)
+            }
             (&Method::GET, "/admin/plugins") => admin::plugins(state, request, &id),
             (&Method::GET, "/admin/config") => admin::config(state, request, &id),
             (&Method::GET, p) if p.starts_with("/invocations/") => {
-                let invocation_id = p["/invocations/".len()..].to_owned();
-                handlers::invocation(state, request, &invocation_id, id).await
+                let invocation_id = &p["/invocations/".len()..];
+                invocations::get(state, request, invocation_id, id).await
             }
             (_, "/completions" | "/embeddings") => {
                 error_response(&ApiError::MethodNotAllowed("POST"), &id)

@@ -6,9 +6,10 @@ use gateway_plugin_sdk::{
     FunctionChoice, FunctionDef, Message, Prompt, Provider, ProviderError, Role, Route, Sink,
     ToolCall, Usage, read_completion, read_stream,
 };
-use plugin_testkit::{
-    calling, failed, invalid_request, message as msg, named, recording, upstream,
+use gateway_test_support::fixtures::{
+    calling, failed, invalid_request, message as msg, named, upstream,
 };
+use gateway_test_support::recording::recording;
 use serde_json::{Value, json};
 
 use crate::Anthropic;
@@ -169,7 +170,7 @@ fn http_response(status: u16, content_type: &str, body: &str, chunk_size: usize)
 }
 
 // ---------------------------------------------------------------------------------------------
-// Recorded traffic (go-vcr YAML, read by `plugin_testkit`)
+// Recorded traffic (go-vcr YAML, read by `gateway_test_support`)
 
 const RECORDINGS: &[&str] = &[
     "Anthropic__claude-sonnet-4__simple",

@@ -8,7 +8,8 @@ use gateway_plugin_sdk::{
     FunctionChoice, FunctionDef, Message, Prompt, Provider, ProviderError, Role, Route, Sink,
     StreamDecoder, ToolCall, UpstreamError, Usage, read_completion, read_stream,
 };
-use plugin_testkit::{Interaction, calling, failed, invalid_request, message, named, upstream};
+use gateway_test_support::fixtures::{calling, failed, invalid_request, message, named, upstream};
+use gateway_test_support::recording::Interaction;
 use serde_json::{Value, json};
 
 use crate::Gemini;
@@ -200,7 +201,7 @@ fn events(interaction: &Interaction) -> Vec<Value> {
 }
 
 fn recording(case: &str) -> Vec<Interaction> {
-    plugin_testkit::recording(&format!("Google__gemini-2.5-flash__{case}"))
+    gateway_test_support::recording::recording(&format!("Google__gemini-2.5-flash__{case}"))
 }
 
 const CASES: &[&str] = &[

@@ -7,7 +7,8 @@ use gateway_plugin_sdk::{
     FunctionDef, Message, Prompt, Provider, ProviderError, Role, Route, Sink, ToolCall,
     read_completion, read_stream,
 };
-use plugin_testkit::{calling, failed, invalid_request, message, named, recording};
+use gateway_test_support::fixtures::{calling, failed, invalid_request, message, named};
+use gateway_test_support::recording::recording;
 use serde_json::{Value, json};
 
 use crate::OpenAi;
@@ -99,7 +100,7 @@ fn replay_stream(body: &str) -> Result<(Vec<(u32, String)>, Completion), Provide
 }
 
 // ---------------------------------------------------------------------------------------------
-// Recorded traffic (go-vcr YAML, read by `plugin_testkit`)
+// Recorded traffic (go-vcr YAML, read by `gateway_test_support`)
 
 const OPENAI_FAMILY: &[&str] = &[
     "OpenAI__openai-gpt-4o-mini__simple",

@@ -16,7 +16,7 @@ use ::gateway::config::{Config, Price, RouteConfig};
 use serde_json::Value;
 use tempfile::TempDir;
 
-use super::client::{self, Connection, Response, SseResponse};
+use crate::client::{self, Connection, Response, SseResponse};
 
 /// The plugins every test binary may need; a missing one means the plugins
 /// were not built.
@@ -34,9 +34,30 @@ pub fn built_plugins_dir() -> PathBuf {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
         _ => PathBuf::from(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../target/wasm32-wasip2/plugin"
+            "/../../target/wasm32-wasip2/plugin"
         )),
     }
+}
+
+/// The `gateway` binary cargo built for the running integration test: `CARGO_BIN_EXE_gateway`
+/// when cargo sets it at run time, else the one beside the test binary's `deps` directory
+/// (`target/<profile>/gateway`), where cargo puts a package's binaries for its tests.
+pub fn gateway_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("CARGO_BIN_EXE_gateway") {
+        return PathBuf::from(path);
+    }
+    let test_binary = std::env::current_exe().expect("the test binary's path");
+    let binary = test_binary
+        .parent()
+        .and_then(Path::parent)
+        .map(|profile| profile.join(format!("gateway{}", std::env::consts::EXE_SUFFIX)))
+        .unwrap_or_else(|| panic!("no target directory above {}", test_binary.display()));
+    assert!(
+        binary.is_file(),
+        "no gateway binary at {}: run the gateway's integration tests through cargo",
+        binary.display()
+    );
+    binary
 }
 
 /// One `[providers.ID]` table of the config: a typed [`RouteConfig`], serialized with the rest
@@ -338,7 +359,7 @@ impl Gateway {
 
     /// Starts `gateway serve` and waits until it listens.
     fn spawn_serve(&mut self) {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_gateway"));
+        let mut command = Command::new(gateway_binary());
         command
             .args(["serve", "--config"])
             .arg(&self.config)
@@ -479,7 +500,7 @@ impl Gateway {
     /// Runs `gateway ARGS` with the config named by `GATEWAY_CONFIG` instead
     /// of `--config`.
     pub fn cli_env_config(&self, args: &[&str]) -> CliOutput {
-        let output = Command::new(env!("CARGO_BIN_EXE_gateway"))
+        let output = Command::new(gateway_binary())
             .args(args)
             .env("GATEWAY_CONFIG", &self.config)
             .env_remove("RUST_LOG")
@@ -806,7 +827,7 @@ impl CliOutput {
 }
 
 fn cli_in(config: &Path, args: &[&str]) -> CliOutput {
-    let output = Command::new(env!("CARGO_BIN_EXE_gateway"))
+    let output = Command::new(gateway_binary())
         .args(args)
         .arg("--config")
         .arg(config)

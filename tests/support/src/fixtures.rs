@@ -1,15 +1,6 @@
-//! Test-only helpers shared by the provider plugins' unit tests (`plugins/*`).
-//!
-//! - [`recording`]: the recorded provider traffic the tests replay (see [`recordings`]);
-//! - [`message`], [`named`], [`calling`]: chat messages as callers send them;
-//! - [`invalid_request`], [`failed`], [`upstream`]: the error a call must have returned.
-//!
-//! This crate is a dev-dependency only: it reads files from disk and panics on anything
-//! unexpected, neither of which a plugin may do.
-
-pub mod recordings;
-
-pub use recordings::{Interaction, RecordedRequest, RecordedResponse, recording};
+//! Fixtures of the plugin SDK's types for the provider plugins' unit tests: chat messages as
+//! callers send them ([`message`], [`named`], [`calling`]), and the error a call must have
+//! returned ([`invalid_request`], [`failed`], [`upstream`]).
 
 use std::fmt::Debug;
 

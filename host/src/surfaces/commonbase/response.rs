@@ -1,20 +1,78 @@
-//! Response bodies in the Commonbase shape.
+//! Response bodies and stream frames in the Commonbase shape.
 
+use bytes::Bytes;
 use serde_json::{Value, json};
+use uuid::Uuid;
 
-use super::request::Kind;
+use crate::error::ApiError;
+use crate::flow::{CompletionCodec, EmbeddingCodec, Envelope, Kind, Metered};
+use crate::http::sse_frame;
 use crate::plugins::types;
 use crate::store::TokenUsage;
 
-/// What every response of one request shares.
-pub struct Envelope<'a> {
-    pub invocation_id: &'a str,
-    pub project_id: &'a str,
-    pub kind: Kind,
-    pub model: &'a str,
+/// Writes `/completions` answers: a JSON body, or `data:` frames of the same
+/// shape with `completed: false` until the last.
+pub struct CompletionAnswer {
+    /// The body's `showUsage`: usage and its cost go in the answer.
+    pub show_usage: bool,
 }
 
-pub fn finish_reason(reason: Option<types::FinishReason>) -> Value {
+impl CompletionAnswer {
+    fn shown<'a>(&self, usage: Option<Metered<'a>>) -> Option<Metered<'a>> {
+        usage.filter(|_| self.show_usage)
+    }
+}
+
+impl CompletionCodec for CompletionAnswer {
+    fn completion(
+        &self,
+        envelope: &Envelope<'_>,
+        completion: &types::Completion,
+        usage: Option<Metered<'_>>,
+    ) -> String {
+        let choices = completion
+            .choices
+            .iter()
+            .map(|c| choice(envelope, c, &c.text))
+            .collect();
+        completion_json(envelope, true, choices, self.shown(usage)).to_string()
+    }
+
+    fn delta_frame(&mut self, envelope: &Envelope<'_>, deltas: &[types::TextDelta]) -> Bytes {
+        sse_frame(&delta_json(envelope, deltas))
+    }
+
+    /// Every choice's end (finish reason, function calls) without its text,
+    /// which the delta frames carried.
+    fn last_frame(
+        &mut self,
+        envelope: &Envelope<'_>,
+        completion: &types::Completion,
+        usage: Option<Metered<'_>>,
+    ) -> Bytes {
+        let choices = completion
+            .choices
+            .iter()
+            .map(|c| choice(envelope, c, ""))
+            .collect();
+        sse_frame(&completion_json(envelope, true, choices, self.shown(usage)))
+    }
+
+    fn error_frame(&mut self, error: &ApiError, invocation_id: &Uuid) -> Bytes {
+        sse_frame(&error.body(invocation_id))
+    }
+}
+
+/// Writes `/embeddings` answers.
+pub struct EmbeddingAnswer;
+
+impl EmbeddingCodec for EmbeddingAnswer {
+    fn embeddings(&self, envelope: &Envelope<'_>, vectors: &[Vec<f32>]) -> String {
+        embeddings_json(envelope, vectors).to_string()
+    }
+}
+
+fn finish_reason(reason: Option<types::FinishReason>) -> Value {
     let text = match reason {
         None => return Value::Null,
         Some(types::FinishReason::Stop) => "stop",
@@ -28,7 +86,7 @@ pub fn finish_reason(reason: Option<types::FinishReason>) -> Value {
 }
 
 /// One choice; `text` is passed separately so stream frames can send only new text.
-pub fn choice(envelope: &Envelope<'_>, choice: &types::Choice, text: &str) -> Value {
+fn choice(envelope: &Envelope<'_>, choice: &types::Choice, text: &str) -> Value {
     let mut out = json!({
         "text": text,
         "index": choice.index,
@@ -57,7 +115,7 @@ pub fn choice(envelope: &Envelope<'_>, choice: &types::Choice, text: &str) -> Va
     out
 }
 
-pub fn usage_json(usage: &TokenUsage) -> Value {
+fn usage_json(usage: &TokenUsage) -> Value {
     json!({
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
@@ -66,11 +124,11 @@ pub fn usage_json(usage: &TokenUsage) -> Value {
 }
 
 /// A whole (or final streamed) completion response.
-pub fn completion(
+fn completion_json(
     envelope: &Envelope<'_>,
     completed: bool,
     choices: Vec<Value>,
-    usage: Option<(&TokenUsage, Option<f64>)>,
+    usage: Option<Metered<'_>>,
 ) -> Value {
     let mut out = json!({
         "completed": completed,
@@ -80,15 +138,15 @@ pub fn completion(
         "model": envelope.model,
         "choices": choices,
     });
-    if let Some((usage, cost)) = usage {
+    if let Some(Metered { usage, cost_usd }) = usage {
         out["usage"] = usage_json(usage);
-        out["usage_cost"] = json!(cost);
+        out["usage_cost"] = json!(cost_usd);
     }
     out
 }
 
 /// A partial stream frame: new text for some choices.
-pub fn delta_frame(envelope: &Envelope<'_>, deltas: &[types::TextDelta]) -> Value {
+fn delta_json(envelope: &Envelope<'_>, deltas: &[types::TextDelta]) -> Value {
     let choices = deltas
         .iter()
         .map(|delta| {
@@ -104,10 +162,10 @@ pub fn delta_frame(envelope: &Envelope<'_>, deltas: &[types::TextDelta]) -> Valu
             choice
         })
         .collect();
-    completion(envelope, false, choices, None)
+    completion_json(envelope, false, choices, None)
 }
 
-pub fn embeddings(envelope: &Envelope<'_>, vectors: &[Vec<f32>]) -> Value {
+fn embeddings_json(envelope: &Envelope<'_>, vectors: &[Vec<f32>]) -> Value {
     let data: Vec<Value> = vectors
         .iter()
         .enumerate()
@@ -121,22 +179,4 @@ pub fn embeddings(envelope: &Envelope<'_>, vectors: &[Vec<f32>]) -> Value {
         "model": envelope.model,
         "data": data,
     })
-}
-
-impl From<&types::Usage> for TokenUsage {
-    fn from(u: &types::Usage) -> TokenUsage {
-        TokenUsage {
-            prompt_tokens: u.prompt_tokens,
-            completion_tokens: u.completion_tokens,
-            // Some providers leave the total out (0); it is the sum by definition.
-            total_tokens: if u.total_tokens == 0 {
-                u.prompt_tokens.saturating_add(u.completion_tokens)
-            } else {
-                u.total_tokens
-            },
-            cached_prompt_tokens: u.cached_prompt_tokens,
-            cache_creation_tokens: u.cache_creation_tokens,
-            reasoning_tokens: u.reasoning_tokens,
-        }
-    }
 }

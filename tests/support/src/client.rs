@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::sse::event_data;
+
 /// Generous: a hung gateway fails the test instead of blocking it forever,
 /// while a slow CI machine does not cause spurious failures.
 const IO_TIMEOUT: Duration = Duration::from_secs(120);
@@ -329,25 +331,6 @@ fn find_event_end(buf: &[u8]) -> Option<(usize, usize)> {
         (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
         (a, b) => a.or(b),
     }
-}
-
-/// The joined `data:` lines of one event, `None` when it has none (comments).
-pub fn event_data(event: &str) -> Option<String> {
-    let mut data: Option<String> = None;
-    for line in event.lines() {
-        let line = line.trim_end_matches('\r');
-        if let Some(rest) = line.strip_prefix("data:") {
-            let rest = rest.strip_prefix(' ').unwrap_or(rest);
-            match &mut data {
-                Some(d) => {
-                    d.push('\n');
-                    d.push_str(rest);
-                }
-                None => data = Some(rest.to_owned()),
-            }
-        }
-    }
-    data
 }
 
 fn parse_frame(data: &str, event: &str) -> Value {

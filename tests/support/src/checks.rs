@@ -1,25 +1,13 @@
-//! Shared helpers of the integration tests: the gateway harness, a fake
-//! upstream, the recordings and a small HTTP client.
-//!
-//! Each test binary uses a different subset.
-#![allow(dead_code, unused_imports)]
-
-pub mod client;
-pub mod fake_server;
-pub mod gateway;
-pub mod recording;
-pub mod runtime;
-pub mod upstream;
+//! Requests the tests send and assertions on what comes back: request bodies, the shapes of
+//! answers, streams and error answers, invocation records, costs.
 
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Value, json};
 
-pub use client::{Response, SseResponse};
-pub use gateway::{Gateway, Project, Route};
-pub use recording::Recording;
-pub use upstream::FakeUpstream;
+use crate::client::{Connection, Response, SseResponse};
+use crate::harness::Gateway;
 
 /// A value unique to this test run, e.g. for secrets that must be found (or
 /// not) in logs, and for environment variable names.
@@ -334,22 +322,6 @@ pub fn chat_params(recorded: &Value, handled: &[&str]) -> Value {
     params
 }
 
-/// One `#[test]` per recorded case: `name => check(args…);` defines test `name` calling
-/// `check(args…)`.
-// Only the test binaries that replay recordings use it.
-#[allow(unused_macros)]
-macro_rules! recorded_tests {
-    ($($test:ident => $check:ident($($arg:expr),+);)*) => {
-        $(
-            #[test]
-            fn $test() {
-                $check($($arg),+);
-            }
-        )*
-    };
-}
-pub(crate) use recorded_tests;
-
 /// Asserts the end of a streamed chat answer: its final frame `last` carries `finish_reason`
 /// (`null` for `None`) and no text of its own.
 pub fn assert_stream_finished(last: &Value, finish_reason: Option<&str>) {
@@ -411,11 +383,7 @@ pub fn chat_request_with_params(
 
 /// Opens a `/completions` stream with the gateway key and `provider_key` as the caller's
 /// `Provider-API-Key`, to read frame by frame.
-pub fn open_stream_with_provider_key(
-    gw: &Gateway,
-    provider_key: &str,
-    body: &Value,
-) -> client::Connection {
+pub fn open_stream_with_provider_key(gw: &Gateway, provider_key: &str, body: &Value) -> Connection {
     gw.open_stream_with_headers(
         "/completions",
         Some(&gw.key),

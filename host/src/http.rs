@@ -1,4 +1,7 @@
-//! Response bodies and their helpers.
+//! The HTTP pieces both the transport ([`crate::server`]) and the request
+//! [`crate::flow`] use: response bodies (JSON, Server-Sent Events), error
+//! responses, and reading a request body within its size and time limits
+//! (the flow reads it only once the caller's key is checked).
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -33,8 +36,19 @@ pub fn json_text_response(status: StatusCode, body: impl Into<Bytes>, id: &Uuid)
     response
 }
 
+/// `error` in the gateway's own shape ([`ApiError::body`]).
 pub fn error_response(error: &ApiError, id: &Uuid) -> Response<Body> {
-    let mut response = json_response(error.status(), &error.body(id), id);
+    error_response_with_body(error, &error.body(id), id)
+}
+
+/// `error` as `body` (an API surface's own shape), with the status and the
+/// `Retry-After` and `Allow` headers the error calls for.
+pub fn error_response_with_body(
+    error: &ApiError,
+    body: &serde_json::Value,
+    id: &Uuid,
+) -> Response<Body> {
+    let mut response = json_response(error.status(), body, id);
     if let Some(seconds) = error.retry_after() {
         response
             .headers_mut()

@@ -8,7 +8,7 @@ use gateway::plugins::{CallContext, Plugin, PluginError, PluginRuntime, Sandbox}
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::gateway::built_plugins_dir;
+use crate::harness::built_plugins_dir;
 
 /// The echo plugin loaded into `runtime`, and a text request for it.
 pub struct EchoCalls {

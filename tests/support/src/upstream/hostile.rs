@@ -13,8 +13,8 @@
 //!   connection held open, forever.
 //! - anything else: `200 ok`.
 //!
-//! Every request is counted by path. Like `FakeUpstream`, it runs on the
-//! shared [`FakeServer`], so it keeps serving while a test blocks.
+//! Every request is counted by path. Like [`super::FakeUpstream`], it runs on the
+//! shared HTTP server of the fakes, so it keeps serving while a test blocks.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -31,7 +31,7 @@ use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::{Request, Response};
 
-use crate::support::fake_server::{FakeServer, Handler, lock};
+use super::server::{FakeServer, Handler, lock};
 
 /// Size of each piece of a huge body.
 const HUGE_PIECE: usize = 64 * 1024;

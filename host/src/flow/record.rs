@@ -6,6 +6,7 @@ use uuid::Uuid;
 
 use crate::config::{Config, RecordBodies};
 use crate::error::ApiError;
+use crate::plugins::types;
 use crate::redact::Secrets;
 use crate::store::{Invocation, InvocationStatus, TokenUsage, now_ms};
 
@@ -56,8 +57,8 @@ impl BodyPolicy {
     }
 }
 
-/// An invocation record under construction. Every request that reaches a
-/// handler ends by turning its draft into exactly one record.
+/// An invocation record under construction. Every request that enters the
+/// flow ends by turning its draft into exactly one record.
 #[derive(Clone)]
 pub struct Draft {
     record: Invocation,
@@ -114,7 +115,7 @@ impl Draft {
     }
     /// The draft for a task that records the invocation itself from now on;
     /// this one is marked so that the request is not recorded twice, however
-    /// the handler ends.
+    /// the flow ends.
     pub fn hand_over(&mut self) -> Draft {
         let draft = self.clone();
         self.handed_over = true;
@@ -197,5 +198,23 @@ impl Draft {
     fn done(mut self) -> Invocation {
         self.record.duration_ms = self.started.elapsed().as_millis() as i64;
         self.record
+    }
+}
+
+impl From<&types::Usage> for TokenUsage {
+    fn from(u: &types::Usage) -> TokenUsage {
+        TokenUsage {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+            // Some providers leave the total out (0); it is the sum by definition.
+            total_tokens: if u.total_tokens == 0 {
+                u.prompt_tokens.saturating_add(u.completion_tokens)
+            } else {
+                u.total_tokens
+            },
+            cached_prompt_tokens: u.cached_prompt_tokens,
+            cache_creation_tokens: u.cache_creation_tokens,
+            reasoning_tokens: u.reasoning_tokens,
+        }
     }
 }

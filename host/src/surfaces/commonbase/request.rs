@@ -8,25 +8,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
+use crate::flow::{Kind, Target};
 use crate::plugins::types;
-
-/// What callers put in `providerConfig.params.type`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Text,
-    Chat,
-    Embeddings,
-}
-
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Text => "text",
-            Kind::Chat => "chat",
-            Kind::Embeddings => "embeddings",
-        }
-    }
-}
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -53,30 +36,6 @@ pub struct EmbeddingBody {
     pub input: Option<EmbeddingInput>,
     pub provider_config: Option<ProviderConfig>,
 }
-
-/// The fields every endpoint's body shares.
-pub trait Addressed {
-    fn project_id(&self) -> &Option<String>;
-    fn user_id(&self) -> Option<&str>;
-    fn provider_config(&self) -> &Option<ProviderConfig>;
-}
-
-macro_rules! addressed {
-    ($($body:ty),*) => {$(
-        impl Addressed for $body {
-            fn project_id(&self) -> &Option<String> {
-                &self.project_id
-            }
-            fn user_id(&self) -> Option<&str> {
-                self.user_id.as_deref()
-            }
-            fn provider_config(&self) -> &Option<ProviderConfig> {
-                &self.provider_config
-            }
-        }
-    )*};
-}
-addressed!(CompletionBody, EmbeddingBody);
 
 #[derive(Debug, Deserialize)]
 #[serde(untagged, expecting = "a string or an array of strings")]
@@ -210,15 +169,18 @@ pub fn require_project_id(project_id: &Option<String>) -> Result<&str, ApiError>
     }
 }
 
-/// The parts of `providerConfig` every endpoint needs.
-pub struct Target {
-    pub route: String,
-    pub kind: Kind,
-    pub model: Option<String>,
-    /// `params` without `type` and `model`, as a JSON object text for the plugin.
-    pub params: String,
+/// The body's `projectId` (required) is the project of the caller's key.
+pub fn check_project(key_project: &str, project_id: &Option<String>) -> Result<(), ApiError> {
+    let requested = require_project_id(project_id)?;
+    if requested != key_project {
+        return Err(ApiError::WrongProject(requested.to_owned()));
+    }
+    Ok(())
 }
 
+/// Where `providerConfig` sends the request: `provider` is the route,
+/// `params.type` the kind, `params.model` the model; the other `params` go to
+/// the plugin as they are.
 pub fn target(config: &Option<ProviderConfig>) -> Result<Target, ApiError> {
     let config = config
         .as_ref()

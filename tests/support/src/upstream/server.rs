@@ -1,11 +1,10 @@
-//! The HTTP/1.1 plumbing every fake upstream shares: a server on 127.0.0.1 with its own
-//! thread and tokio runtime (so it keeps serving while a test blocks on the gateway, on a CLI
-//! command or on the gateway's exit), the record of a received request, and scripted response
-//! bodies: whole, or written piece by piece with pauses and optionally cut off by dropping the
-//! connection.
+//! The HTTP/1.1 plumbing of the fake upstreams: a server on 127.0.0.1 with its own thread and
+//! tokio runtime (so it keeps serving while a test blocks on the gateway, on a CLI command or on
+//! the gateway's exit), the record of a received request, and response bodies: whole, or
+//! written piece by piece with pauses and optionally cut off by dropping the connection.
 //!
-//! Each fake upstream (`upstream.rs`, `anthropic_upstream.rs`, `gemini_upstream.rs`,
-//! `hostile_upstream.rs`) adds only its provider's behaviour: which answer a request gets.
+//! [`super::FakeUpstream`] and [`super::hostile::HostileUpstream`] add only which answer a
+//! request gets.
 
 use std::convert::Infallible;
 use std::future::Future;

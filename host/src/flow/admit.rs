@@ -1,0 +1,60 @@
+//! Admission: what every request passes before its body means anything.
+//! Declared body size, key, body, JSON: in the contract's order. The key comes
+//! before the body is read, so that nobody without one can make the gateway
+//! buffer (or record) a body.
+
+use std::time::Duration;
+
+use hyper::HeaderMap;
+use hyper::body::Incoming;
+
+use super::Surface;
+use super::record::{BodyPolicy, Draft};
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::http::{check_declared_length, discard_body, read_body};
+use crate::state::AppState;
+
+/// A request whose caller is known and whose body parsed.
+pub(super) struct Admitted<S> {
+    /// The project of the caller's key.
+    pub project: String,
+    pub body: S,
+}
+
+pub(super) async fn admit<S: Surface>(
+    state: &AppState,
+    config: &Config,
+    draft: &mut Draft,
+    headers: &HeaderMap,
+    body: Incoming,
+) -> Result<Admitted<S>, ApiError> {
+    let read_timeout = Duration::from_secs(config.request_read_timeout_secs.get());
+    let max_body_bytes = config.max_body_bytes.get();
+    check_declared_length(headers, max_body_bytes)?;
+    let project = match authenticate::<S>(state, headers).await {
+        Ok(project) => project,
+        Err(error) => {
+            // Read what the client is still sending (without keeping it), so
+            // that it gets its 401 rather than a connection reset.
+            discard_body(body, max_body_bytes, read_timeout).await;
+            return Err(error);
+        }
+    };
+    // From here on the record belongs to the key's project, so its owner can read it.
+    draft.project(&project);
+    draft.keep_bodies(BodyPolicy::of(config));
+    let bytes = read_body(body, max_body_bytes, read_timeout).await?;
+    draft.request(&bytes);
+    let body = S::parse(&bytes)?;
+    Ok(Admitted { project, body })
+}
+
+/// The project the request's key belongs to.
+async fn authenticate<S: Surface>(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Result<String, ApiError> {
+    let key = S::project_key(headers)?;
+    crate::auth::project_of(&state.store, key).await
+}

@@ -1,0 +1,338 @@
+//! The one request flow every model endpoint goes through, whatever its wire
+//! format and response mode: admit (declared size, key, body, project) ->
+//! route -> call the plugin -> answer (one JSON body, or an SSE stream) ->
+//! record. Every request that enters [`serve`] ends as exactly one invocation
+//! record, shutdown included.
+//!
+//! What differs between API surfaces is how a body reads and how an answer
+//! writes: that is a [`Surface`], a codec (see [`crate::surfaces`]). A new
+//! surface adds a codec and a path in the server's dispatch, not a flow.
+
+mod admit;
+mod call;
+mod record;
+mod stream;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use hyper::body::Incoming;
+use hyper::{HeaderMap, Request, Response, StatusCode};
+use uuid::Uuid;
+
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::http::{Body, error_response_with_body, json_text_response};
+use crate::plugins::types;
+use crate::state::AppState;
+use crate::store::TokenUsage;
+use call::Call;
+use record::Draft;
+
+/// What a request asks the plugin for, as the invocation record names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Text,
+    Chat,
+    Embeddings,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Text => "text",
+            Kind::Chat => "chat",
+            Kind::Embeddings => "embeddings",
+        }
+    }
+}
+
+/// Where a request goes, as its surface's body says it.
+pub struct Target {
+    /// The route id (`[providers.ID]`).
+    pub route: String,
+    pub kind: Kind,
+    /// The model asked for; the route's default model otherwise.
+    pub model: Option<String>,
+    /// The plugin's pass-through parameters, as a JSON object text.
+    pub params: String,
+}
+
+/// What a surface's request asks of the plugin once it is validated, with the
+/// codec that writes the answer. A surface that serves only one of these sets
+/// the other's codec to [`Infallible`], so that it cannot ask for it.
+pub enum Ask<C, E> {
+    Complete {
+        prompt: types::Prompt,
+        functions: Vec<types::FunctionDef>,
+        function_choice: Option<types::FunctionChoice>,
+        codec: C,
+    },
+    Embed {
+        input: Vec<String>,
+        codec: E,
+    },
+}
+
+/// An API surface's reading of one endpoint's request. The flow calls these
+/// in its order (which is the order of the errors a caller can get), so a
+/// surface decides what its body means, never when it is checked.
+pub trait Surface: Sized {
+    type Completion: CompletionCodec;
+    type Embeddings: EmbeddingCodec;
+
+    /// The project key the request carries. Commonbase's clients send it in
+    /// `Authorization`; a surface whose clients use another header says so here.
+    fn project_key(headers: &HeaderMap) -> Result<&str, ApiError> {
+        crate::auth::bearer_key(headers)
+    }
+    /// The body, checked for shape (types, duplicate keys, trailing bytes).
+    fn parse(body: &[u8]) -> Result<Self, ApiError>;
+    /// The caller's end user, for the record.
+    fn user_id(&self) -> Option<&str>;
+    /// Whatever project the body names agrees with the key's.
+    fn check_project(&self, key_project: &str) -> Result<(), ApiError>;
+    fn target(&self, config: &Config) -> Result<Target, ApiError>;
+    /// Whether this endpoint serves `kind` (checked once the route is known).
+    fn serves(kind: Kind) -> Result<(), ApiError>;
+    /// Whether the caller wants the answer as a stream.
+    fn stream(&self) -> bool;
+    /// The plugin's input, validated (variables filled in, functions checked).
+    fn ask(
+        self,
+        kind: Kind,
+        config: &Config,
+    ) -> Result<Ask<Self::Completion, Self::Embeddings>, ApiError>;
+    /// An error, as this surface's clients expect to read it.
+    fn error_body(error: &ApiError, invocation_id: &Uuid) -> serde_json::Value;
+}
+
+/// What every answer of one request shares.
+pub struct Envelope<'a> {
+    pub invocation_id: &'a str,
+    /// The project of the caller's key.
+    pub project_id: &'a str,
+    pub kind: Kind,
+    pub model: &'a str,
+}
+
+/// A call's token usage and what it cost (`None` when the model's price is unknown).
+#[derive(Debug, Clone, Copy)]
+pub struct Metered<'a> {
+    pub usage: &'a TokenUsage,
+    pub cost_usd: Option<f64>,
+}
+
+/// How a surface writes a completion: whole, or as stream frames. The frame
+/// methods take `&mut self` because a stream's format may depend on what was
+/// sent before it (which content blocks are open, whether the opening event
+/// went out): one codec value serves one request.
+pub trait CompletionCodec: Send + 'static {
+    /// The whole answer: the response body, and what a record keeps of a stream.
+    fn completion(
+        &self,
+        envelope: &Envelope<'_>,
+        completion: &types::Completion,
+        usage: Option<Metered<'_>>,
+    ) -> String;
+    /// A stream frame carrying new text (never empty) for some choices.
+    fn delta_frame(&mut self, envelope: &Envelope<'_>, deltas: &[types::TextDelta]) -> Bytes;
+    /// The stream's last frame(s), once the plugin is done: every text was
+    /// sent before, in delta frames.
+    fn last_frame(
+        &mut self,
+        envelope: &Envelope<'_>,
+        completion: &types::Completion,
+        usage: Option<Metered<'_>>,
+    ) -> Bytes;
+    /// A frame telling a caller whose stream had started how it failed.
+    fn error_frame(&mut self, error: &ApiError, invocation_id: &Uuid) -> Bytes;
+}
+
+/// How a surface writes embeddings.
+pub trait EmbeddingCodec {
+    fn embeddings(&self, envelope: &Envelope<'_>, vectors: &[Vec<f32>]) -> String;
+}
+
+impl CompletionCodec for Infallible {
+    fn completion(
+        &self,
+        _: &Envelope<'_>,
+        _: &types::Completion,
+        _: Option<Metered<'_>>,
+    ) -> String {
+        match *self {}
+    }
+    fn delta_frame(&mut self, _: &Envelope<'_>, _: &[types::TextDelta]) -> Bytes {
+        match *self {}
+    }
+    fn last_frame(
+        &mut self,
+        _: &Envelope<'_>,
+        _: &types::Completion,
+        _: Option<Metered<'_>>,
+    ) -> Bytes {
+        match *self {}
+    }
+    fn error_frame(&mut self, _: &ApiError, _: &Uuid) -> Bytes {
+        match *self {}
+    }
+}
+
+impl EmbeddingCodec for Infallible {
+    fn embeddings(&self, _: &Envelope<'_>, _: &[Vec<f32>]) -> String {
+        match *self {}
+    }
+}
+
+/// What the flow produced.
+enum Reply {
+    /// A complete JSON answer, still to be recorded.
+    Json(String),
+    /// A stream whose task records the invocation itself.
+    Stream(Response<Body>),
+    /// A failure the stream task has already recorded.
+    Recorded(ApiError),
+}
+
+/// Serves one request of surface `S`, from its head to its record.
+pub async fn serve<S: Surface>(
+    state: Arc<AppState>,
+    request: Request<Incoming>,
+    id: Uuid,
+) -> Response<Body> {
+    let (parts, body) = request.into_parts();
+    let mut draft = Draft::new(id);
+    let result = run_flow(&state, flow::<S>(&state, &mut draft, &parts.headers, body)).await;
+    finish::<S>(&state, draft, result).await
+}
+
+/// Runs the flow to its end, or until shutdown's grace period is over (then
+/// the request ends as [`ApiError::ShuttingDown`], still recorded).
+async fn run_flow(
+    state: &AppState,
+    flow: impl std::future::Future<Output = Result<Reply, ApiError>>,
+) -> Result<Reply, ApiError> {
+    tokio::select! {
+        result = flow => result,
+        () = state.aborted() => Err(ApiError::ShuttingDown),
+    }
+}
+
+/// Records the flow's outcome and turns it into the response.
+async fn finish<S: Surface>(
+    state: &AppState,
+    draft: Draft,
+    result: Result<Reply, ApiError>,
+) -> Response<Body> {
+    let id = draft.id();
+    let error_response =
+        |error: &ApiError| error_response_with_body(error, &S::error_body(error, &id), &id);
+    match result {
+        Ok(Reply::Json(text)) => {
+            let response = json_text_response(StatusCode::OK, Bytes::from(text.clone()), &id);
+            state.log.record(draft.success(200, text)).await;
+            response
+        }
+        Ok(Reply::Stream(response)) => response,
+        Ok(Reply::Recorded(error)) => error_response(&error),
+        // Cut short by shutdown after the stream task took over the record:
+        // the task records it (a task that vanished is recorded below).
+        Err(error @ ApiError::ShuttingDown) if draft.is_handed_over() => error_response(&error),
+        Err(error) => {
+            let error = draft.redact(error);
+            let response = error_response(&error);
+            state.log.record(draft.failure(&error)).await;
+            response
+        }
+    }
+}
+
+/// Admit -> route -> call the plugin -> answer. The record is the caller's
+/// ([`finish`]) unless a stream task takes it over ([`Draft::hand_over`]).
+async fn flow<S: Surface>(
+    state: &Arc<AppState>,
+    draft: &mut Draft,
+    headers: &HeaderMap,
+    body: Incoming,
+) -> Result<Reply, ApiError> {
+    let live = state.live();
+    let config = &live.config;
+    let admit::Admitted { project, body } =
+        admit::admit::<S>(state, config, draft, headers, body).await?;
+    draft.user(body.user_id());
+    body.check_project(&project)?;
+    let target = body.target(config)?;
+    let route = live.routes.get(&target.route)?;
+    draft.route(&route.id, &route.config.plugin);
+    S::serves(target.kind)?;
+    let stream = body.stream();
+    let model = route.model(target.model)?;
+    draft.model(&model, target.kind.as_str(), stream);
+    let api_key = call::provider_key(draft, &route, headers)?;
+    let ask = body.ask(target.kind, config)?;
+    let plugin = call::plugin_for(state, &route)?;
+    let call = Call {
+        ctx: call::context(draft, &route),
+        route,
+        plugin,
+        model,
+        project,
+        kind: target.kind,
+    };
+    let wit_route = call.route.wit_route(api_key);
+
+    match ask {
+        Ask::Complete {
+            prompt,
+            functions,
+            function_choice,
+            codec,
+        } => {
+            let request = types::CompletionRequest {
+                route: wit_route,
+                model: call.model.clone(),
+                prompt,
+                functions,
+                function_choice,
+                params: target.params,
+            };
+            if stream {
+                return stream::start(state.clone(), call, request, codec, draft.hand_over()).await;
+            }
+            let completion = call.complete(&state.runtime, request).await?;
+            let (usage, cost_usd) = call.metered(completion.usage.as_ref());
+            draft.usage(usage, cost_usd);
+            let id = draft.id().to_string();
+            let usage = usage.as_ref().map(|usage| Metered { usage, cost_usd });
+            Ok(Reply::Json(codec.completion(
+                &call.envelope(&id),
+                &completion,
+                usage,
+            )))
+        }
+        Ask::Embed { input, codec } => {
+            let inputs = input.len();
+            let request = types::EmbeddingRequest {
+                route: wit_route,
+                model: call.model.clone(),
+                input,
+                params: target.params,
+            };
+            let result = call.embed(&state.runtime, request).await?;
+            if result.vectors.len() != inputs {
+                return Err(ApiError::ProviderFailed(format!(
+                    "the provider returned {} embeddings for {inputs} inputs",
+                    result.vectors.len(),
+                )));
+            }
+            let (usage, cost_usd) = call.metered(result.usage.as_ref());
+            draft.usage(usage, cost_usd);
+            let id = draft.id().to_string();
+            Ok(Reply::Json(
+                codec.embeddings(&call.envelope(&id), &result.vectors),
+            ))
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! Streamed completions: the plugin runs in its own task, its partial results
+//! become the surface's frames, and the task records the invocation however
+//! it ends.
+//!
+//! The HTTP status is decided by the first thing the plugin produces: an error
+//! before any text is a plain error response with its proper status; once
+//! text has flowed, a later error is sent as the surface's last error frame.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+use uuid::Uuid;
+
+use super::call::Call;
+use super::record::Draft;
+use super::{CompletionCodec, Envelope, Metered, Reply};
+use crate::error::ApiError;
+use crate::http::sse_response;
+use crate::plugins::types;
+use crate::state::AppState;
+
+/// Frames buffered between the plugin and a slow client before the plugin waits.
+const FRAME_BUFFER: usize = 64;
+/// Status recorded for a caller that left before any response was sent (nginx's convention).
+const CLIENT_CLOSED_REQUEST: u16 = 499;
+/// Choice indexes beyond this are a plugin bug; their text is not accumulated.
+const MAX_CHOICES: usize = 128;
+
+/// A streamed request, as its task takes it over.
+struct Streamed<C> {
+    state: Arc<AppState>,
+    call: Call,
+    codec: C,
+    draft: Draft,
+}
+
+/// Starts the stream; answers once the plugin has produced its first result.
+pub(super) async fn start<C: CompletionCodec>(
+    state: Arc<AppState>,
+    call: Call,
+    request: types::CompletionRequest,
+    codec: C,
+    draft: Draft,
+) -> Result<Reply, ApiError> {
+    let id = draft.id();
+    let (frames_tx, frames_rx) = mpsc::channel(FRAME_BUFFER);
+    let (started_tx, started_rx) = oneshot::channel();
+    let streamed = Streamed {
+        state,
+        call,
+        codec,
+        draft,
+    };
+    tokio::spawn(streamed.run(request, frames_tx, started_tx));
+    match started_rx.await {
+        Ok(Ok(())) => Ok(Reply::Stream(sse_response(frames_rx, &id))),
+        Ok(Err(error)) => Ok(Reply::Recorded(error)),
+        Err(_) => Err(ApiError::Internal(
+            "the stream task ended unannounced".into(),
+        )),
+    }
+}
+
+enum End {
+    Finished(Result<types::Completion, ApiError>),
+    ClientGone,
+    /// Shutdown's grace period is over.
+    ShuttingDown,
+}
+
+/// Tells the flow (waiting in [`start`]) whether the stream started (`Ok`) or failed
+/// before it sent anything (`Err`, answered with the error's own status).
+type Started = oneshot::Sender<Result<(), ApiError>>;
+
+/// The plugin's chunks on their way to the caller, and what was sent so far.
+struct Pump<'a, C> {
+    id: Uuid,
+    envelope: Envelope<'a>,
+    codec: C,
+    frames: mpsc::Sender<Bytes>,
+    /// `Some` until the first frame (or the error that replaces it) is sent.
+    started: Option<Started>,
+    /// Each choice's text so far, by index.
+    texts: Vec<String>,
+    usage: Option<types::Usage>,
+}
+
+impl<C: CompletionCodec> Streamed<C> {
+    async fn run(
+        self,
+        request: types::CompletionRequest,
+        frames: mpsc::Sender<Bytes>,
+        started: Started,
+    ) {
+        let Streamed {
+            state,
+            call,
+            codec,
+            mut draft,
+        } = self;
+        let id = draft.id().to_string();
+        let mut pump = Pump {
+            id: call.ctx.invocation_id,
+            envelope: call.envelope(&id),
+            codec,
+            frames,
+            started: Some(started),
+            texts: Vec::new(),
+            usage: None,
+        };
+
+        let (chunks_tx, mut chunks) = mpsc::channel::<types::Chunk>(FRAME_BUFFER);
+        let plugin_call = tokio::time::timeout(
+            call.route.timeout,
+            state
+                .runtime
+                .complete_stream(&call.plugin, &call.ctx, request, chunks_tx),
+        );
+        tokio::pin!(plugin_call);
+
+        let end = loop {
+            tokio::select! {
+                // Deliver what the plugin already sent before looking at how it ended.
+                biased;
+                Some(chunk) = chunks.recv() => {
+                    if !pump.forward(chunk).await {
+                        break End::ClientGone;
+                    }
+                }
+                result = &mut plugin_call => {
+                    let result = match result {
+                        Ok(result) => result.map_err(ApiError::from),
+                        Err(_) => Err(call.timeout_error()),
+                    };
+                    break End::Finished(result);
+                }
+                _ = pump.frames.closed() => break End::ClientGone,
+                () = state.aborted() => break End::ShuttingDown,
+            }
+        };
+        // Chunks sent just before the plugin returned are still queued.
+        let mut client_gone = matches!(end, End::ClientGone);
+        while !client_gone {
+            let Ok(chunk) = chunks.try_recv() else { break };
+            client_gone = !pump.forward(chunk).await;
+        }
+
+        match end {
+            End::Finished(Ok(mut completion)) if !client_gone => {
+                let (usage, cost_usd) = call.metered(completion.usage.as_ref());
+                draft.usage(usage, cost_usd);
+                let usage = usage.as_ref().map(|usage| Metered { usage, cost_usd });
+                let last_frame = pump.codec.last_frame(&pump.envelope, &completion, usage);
+                // The record keeps the whole answer, as if it had not been streamed.
+                pump.fill_texts(&mut completion);
+                let record = pump.codec.completion(&pump.envelope, &completion, usage);
+                // Record before the last frame: once the body ends, shutdown may proceed.
+                state.log.record(draft.success(200, record)).await;
+                pump.mark_started();
+                let _ = pump.frames.send(last_frame).await;
+            }
+            End::Finished(Err(error)) if !client_gone => {
+                let error = draft.redact(error);
+                let (usage, cost) = call.metered(pump.usage.as_ref());
+                draft.usage(usage, cost);
+                state.log.record(draft.failure(&error)).await;
+                pump.tell_error(error).await;
+            }
+            End::ShuttingDown if !client_gone => {
+                // The upstream call is dropped with `plugin_call`; the caller
+                // learns why its answer stops here, and the record keeps the
+                // part that was sent and its usage so far.
+                let (usage, cost) = call.metered(pump.usage.as_ref());
+                draft.usage(usage, cost);
+                let error = ApiError::ShuttingDown;
+                let status = if pump.started.is_some() {
+                    error.status().as_u16()
+                } else {
+                    200
+                };
+                let partial = pump.partial_text();
+                state
+                    .log
+                    .record(draft.cancelled(status, &error.message(), Some(partial)))
+                    .await;
+                pump.tell_error(error).await;
+            }
+            _ => {
+                // The caller left: dropping the plugin call above cancelled the
+                // upstream request. Keep what was known.
+                let (usage, cost) = call.metered(pump.usage.as_ref());
+                draft.usage(usage, cost);
+                let status = if pump.started.is_some() {
+                    CLIENT_CLOSED_REQUEST
+                } else {
+                    200
+                };
+                let partial = pump.partial_text();
+                state
+                    .log
+                    .record(draft.cancelled(status, "the client disconnected", Some(partial)))
+                    .await;
+            }
+        }
+    }
+}
+
+impl<C: CompletionCodec> Pump<'_, C> {
+    /// Sends one chunk's text to the caller; false when the caller is gone.
+    async fn forward(&mut self, chunk: types::Chunk) -> bool {
+        if let Some(usage) = chunk.usage {
+            self.usage = Some(usage);
+        }
+        let deltas: Vec<types::TextDelta> = chunk
+            .deltas
+            .into_iter()
+            .filter(|delta| !delta.text.is_empty())
+            .collect();
+        if deltas.is_empty() {
+            return true;
+        }
+        for delta in &deltas {
+            let index = delta.index as usize;
+            if index >= MAX_CHOICES {
+                continue;
+            }
+            if self.texts.len() <= index {
+                self.texts.resize(index + 1, String::new());
+            }
+            self.texts[index].push_str(&delta.text);
+        }
+        self.mark_started();
+        let frame = self.codec.delta_frame(&self.envelope, &deltas);
+        self.frames.send(frame).await.is_ok()
+    }
+
+    /// The response's head goes out now, with status 200.
+    fn mark_started(&mut self) {
+        if let Some(started) = self.started.take() {
+            let _ = started.send(Ok(()));
+        }
+    }
+
+    /// Tells the caller how its request ended: with the error's own status
+    /// when nothing was sent yet, else as a last error frame.
+    async fn tell_error(&mut self, error: ApiError) {
+        match self.started.take() {
+            Some(started) => {
+                let _ = started.send(Err(error));
+            }
+            None => {
+                let frame = self.codec.error_frame(&error, &self.id);
+                let _ = self.frames.send(frame).await;
+            }
+        }
+    }
+
+    /// Moves the streamed text into the choices the plugin's result left
+    /// without one (a plugin may send text only as deltas). The stream is over:
+    /// the texts are not needed after this.
+    fn fill_texts(&mut self, completion: &mut types::Completion) {
+        for choice in &mut completion.choices {
+            if choice.text.is_empty()
+                && let Some(streamed) = self.texts.get_mut(choice.index as usize)
+            {
+                choice.text = std::mem::take(streamed);
+            }
+        }
+    }
+
+    /// What the record keeps of an answer cut short: the text sent so far.
+    fn partial_text(&self) -> String {
+        serde_json::json!({"partialText": self.texts}).to_string()
+    }
+}

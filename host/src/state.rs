@@ -1,0 +1,91 @@
+//! What every request reads: the serving config (hot-reloadable, one snapshot
+//! per request), the plugin runtime, the store and the invocation log, and the
+//! signal that shutdown's grace period is over.
+
+use std::sync::{Arc, RwLock};
+
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::plugins::PluginRuntime;
+use crate::routing::Routes;
+use crate::store::{InvocationLog, Store};
+
+pub struct AppState {
+    live: RwLock<Arc<Live>>,
+    /// Why the last config edit was refused, until a good one arrives.
+    config_error: RwLock<Option<String>>,
+    pub runtime: Arc<PluginRuntime>,
+    pub store: Store,
+    pub log: InvocationLog,
+    /// Set when shutdown's grace period is over: requests still running end now.
+    abort: watch::Sender<bool>,
+}
+
+/// The hot-reloadable part of the state: a request uses one snapshot throughout.
+pub struct Live {
+    pub config: Config,
+    pub routes: Routes,
+    pub loaded_at_ms: i64,
+}
+
+impl AppState {
+    pub fn new(
+        config: Config,
+        routes: Routes,
+        runtime: Arc<PluginRuntime>,
+        store: Store,
+        log: InvocationLog,
+    ) -> AppState {
+        AppState {
+            live: RwLock::new(Arc::new(Live {
+                config,
+                routes,
+                loaded_at_ms: crate::store::now_ms(),
+            })),
+            config_error: RwLock::new(None),
+            runtime,
+            store,
+            log,
+            abort: watch::Sender::new(false),
+        }
+    }
+
+    /// Resolves once the requests still in flight must end (shutdown's grace is over).
+    pub async fn aborted(&self) {
+        let mut abort = self.abort.subscribe();
+        if abort.wait_for(|aborted| *aborted).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Ends the requests still in flight: see [`AppState::aborted`].
+    pub(crate) fn abort_in_flight(&self) {
+        self.abort.send_replace(true);
+    }
+
+    pub fn live(&self) -> Arc<Live> {
+        self.live.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Swaps in a new config; requests already running keep the one they started with.
+    pub fn replace_config(&self, config: Config, routes: Routes) {
+        *self.live.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Live {
+            config,
+            routes,
+            loaded_at_ms: crate::store::now_ms(),
+        });
+        *self.config_error.write().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    pub fn reject_config(&self, reason: String) {
+        *self.config_error.write().unwrap_or_else(|p| p.into_inner()) = Some(reason);
+    }
+
+    pub fn config_error(&self) -> Option<String> {
+        self.config_error
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}

@@ -1,0 +1,115 @@
+//! The Commonbase API: `POST /completions` and `POST /embeddings`, with the
+//! project named in the body (`projectId`), the route and model in
+//! `providerConfig`, `{{variables}}` in prompts, and answers (and `data:`
+//! stream frames) in Commonbase's JSON shape.
+
+mod request;
+mod response;
+mod variables;
+
+use std::convert::Infallible;
+
+use uuid::Uuid;
+
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::flow::{Ask, Kind, Surface, Target};
+use request::{CompletionBody, EmbeddingBody};
+use response::{CompletionAnswer, EmbeddingAnswer};
+
+/// `POST /completions`: text and chat completions, whole or streamed.
+pub struct Completions(CompletionBody);
+
+/// `POST /embeddings`.
+pub struct Embeddings(EmbeddingBody);
+
+impl Surface for Completions {
+    type Completion = CompletionAnswer;
+    type Embeddings = Infallible;
+
+    fn parse(body: &[u8]) -> Result<Self, ApiError> {
+        request::parse_body(body).map(Completions)
+    }
+    fn user_id(&self) -> Option<&str> {
+        self.0.user_id.as_deref()
+    }
+    fn check_project(&self, key_project: &str) -> Result<(), ApiError> {
+        request::check_project(key_project, &self.0.project_id)
+    }
+    fn target(&self, _: &Config) -> Result<Target, ApiError> {
+        request::target(&self.0.provider_config)
+    }
+    fn serves(kind: Kind) -> Result<(), ApiError> {
+        match kind {
+            Kind::Embeddings => Err(ApiError::BadRequest(
+                "params.type \"embeddings\" is served by POST /embeddings".into(),
+            )),
+            Kind::Text | Kind::Chat => Ok(()),
+        }
+    }
+    fn stream(&self) -> bool {
+        self.0.stream.unwrap_or(false)
+    }
+    fn ask(
+        self,
+        kind: Kind,
+        config: &Config,
+    ) -> Result<Ask<CompletionAnswer, Infallible>, ApiError> {
+        let body = &self.0;
+        Ok(Ask::Complete {
+            prompt: request::prompt(body, kind, config.max_expanded_bytes())?,
+            functions: request::functions(body)?,
+            function_choice: request::function_choice(body)?,
+            codec: CompletionAnswer {
+                show_usage: body.show_usage.unwrap_or(false),
+            },
+        })
+    }
+    fn error_body(error: &ApiError, invocation_id: &Uuid) -> serde_json::Value {
+        error.body(invocation_id)
+    }
+}
+
+impl Surface for Embeddings {
+    type Completion = Infallible;
+    type Embeddings = EmbeddingAnswer;
+
+    fn parse(body: &[u8]) -> Result<Self, ApiError> {
+        request::parse_body(body).map(Embeddings)
+    }
+    fn user_id(&self) -> Option<&str> {
+        self.0.user_id.as_deref()
+    }
+    fn check_project(&self, key_project: &str) -> Result<(), ApiError> {
+        request::check_project(key_project, &self.0.project_id)
+    }
+    fn target(&self, _: &Config) -> Result<Target, ApiError> {
+        request::target(&self.0.provider_config)
+    }
+    fn serves(kind: Kind) -> Result<(), ApiError> {
+        match kind {
+            Kind::Embeddings => Ok(()),
+            Kind::Text | Kind::Chat => Err(ApiError::BadRequest(format!(
+                "POST /embeddings needs params.type \"embeddings\", not {:?}",
+                kind.as_str()
+            ))),
+        }
+    }
+    fn stream(&self) -> bool {
+        false
+    }
+    fn ask(self, _: Kind, _: &Config) -> Result<Ask<Infallible, EmbeddingAnswer>, ApiError> {
+        let input = self
+            .0
+            .input
+            .ok_or_else(|| ApiError::BadRequest("input is required".into()))?
+            .into_list()?;
+        Ok(Ask::Embed {
+            input,
+            codec: EmbeddingAnswer,
+        })
+    }
+    fn error_body(error: &ApiError, invocation_id: &Uuid) -> serde_json::Value {
+        error.body(invocation_id)
+    }
+}

@@ -1,0 +1,6 @@
+//! API surfaces: one codec per wire format that callers speak. A codec reads
+//! its endpoints' bodies into the request [`crate::flow`]'s terms and writes
+//! the flow's answers, stream frames and errors in its own shape; the flow
+//! does everything else (keys, limits, routes, plugin calls, records).
+
+pub mod commonbase;

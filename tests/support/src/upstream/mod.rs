@@ -1,0 +1,343 @@
+//! A scriptable fake provider API on 127.0.0.1, for the tests of the provider plugins through
+//! the gateway.
+//!
+//! The scripting, the record of what was received and the replay of streams live here once;
+//! what differs between providers is a [`Provider`]: which paths are generation calls (answered
+//! from the script), what the fake computes itself (embeddings, OpenAI's legacy completions)
+//! and the shape of its error bodies. A script is one of:
+//!
+//! - [`FakeUpstream::script`] / [`FakeUpstream::replay`]: generation calls get the replies (or
+//!   a recording's interactions) in order;
+//! - [`FakeUpstream::each_call`]: every generation call gets the same reply (a slow stream);
+//! - [`FakeUpstream::always`] / [`FakeUpstream::hang`]: every request, whatever its path, gets
+//!   the same reply, or none at all.
+//!
+//! A request the script has no answer for gets an error in the provider's shape, which the
+//! test then sees failing. Every request is kept ([`Traffic`]) for assertions.
+//!
+//! [`hostile`] is a different kind of fake: answers no provider sends, for the sandbox tests.
+
+pub mod anthropic;
+pub mod gemini;
+pub mod hostile;
+pub mod openai;
+mod server;
+
+use std::collections::VecDeque;
+use std::marker::PhantomData;
+use std::net::SocketAddr;
+use std::ops::Deref;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use serde_json::Value;
+
+use crate::recording::{Interaction, Recording};
+pub use server::{Ending, ReceivedRequest, Traffic};
+use server::{FakeServer, Handler, ScriptedBody, lock};
+
+pub use anthropic::Anthropic;
+pub use gemini::Gemini;
+pub use openai::OpenAi;
+
+/// A fake OpenAI-compatible API (chat, legacy completions, embeddings).
+pub type OpenAiUpstream = FakeUpstream<OpenAi>;
+/// A fake Anthropic Messages API.
+pub type AnthropicUpstream = FakeUpstream<Anthropic>;
+/// A fake Gemini API.
+pub type GeminiUpstream = FakeUpstream<Gemini>;
+
+/// Pause between the pieces of a streamed reply, so each travels in its own write and the
+/// plugin sees the stream arrive piece by piece.
+pub const EVENT_GAP: Duration = Duration::from_millis(2);
+
+/// What makes a fake upstream one provider's API.
+pub trait Provider: 'static {
+    /// Names the server's thread.
+    const NAME: &'static str;
+
+    /// Whether a request to `path` (without its query) is a generation call, answered from the
+    /// script.
+    fn is_generation(path: &str) -> bool;
+
+    /// The answer the fake computes from `request` itself (embeddings and the like), `None`
+    /// for the requests it does not.
+    fn computed(request: &ReceivedRequest) -> Option<Reply>;
+
+    /// An error answer in the provider's shape, for requests the test did not script.
+    fn error(status: u16, message: &str) -> Reply;
+}
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// A body sent whole, with its length.
+    Whole {
+        status: u16,
+        content_type: String,
+        headers: Vec<(String, String)>,
+        body: String,
+    },
+    /// A body written in `pieces`, each its own write, `gap` apart; it ends as `ending` says.
+    Pieces {
+        status: u16,
+        content_type: String,
+        headers: Vec<(String, String)>,
+        pieces: Vec<String>,
+        gap: Duration,
+        ending: Ending,
+    },
+    /// No answer: the request is read and held until the client gives up (for timeouts).
+    Hang,
+}
+
+impl Reply {
+    /// `body` as an `application/json` answer with `status`.
+    pub fn json(status: u16, body: &Value) -> Reply {
+        Reply::raw(status, "application/json", body.to_string())
+    }
+
+    /// Any text as a whole body (for bodies that are not what they claim to be).
+    pub fn raw(status: u16, content_type: &str, body: impl Into<String>) -> Reply {
+        Reply::Whole {
+            status,
+            content_type: content_type.to_owned(),
+            headers: Vec::new(),
+            body: body.into(),
+        }
+    }
+
+    /// A `200` event stream of `events`, each its own write, [`EVENT_GAP`] apart.
+    pub fn events(events: Vec<String>) -> Reply {
+        Reply::Pieces {
+            status: 200,
+            content_type: "text/event-stream; charset=utf-8".to_owned(),
+            headers: vec![("cache-control".to_owned(), "no-cache".to_owned())],
+            pieces: events,
+            gap: EVENT_GAP,
+            ending: Ending::Finish,
+        }
+    }
+
+    /// The recorded answer of `interaction`, with its status and content type; a stream is
+    /// sent event by event.
+    pub fn recorded(interaction: &Interaction) -> Reply {
+        let (status, content_type) = (interaction.response.code, interaction.content_type());
+        if interaction.is_sse() {
+            Reply::Pieces {
+                status,
+                content_type,
+                headers: vec![("cache-control".to_owned(), "no-cache".to_owned())],
+                pieces: interaction.sse_events(),
+                gap: EVENT_GAP,
+                ending: Ending::Finish,
+            }
+        } else {
+            Reply::raw(status, &content_type, interaction.response.body.clone())
+        }
+    }
+
+    /// Adds a response header.
+    pub fn header(mut self, name: &str, value: &str) -> Reply {
+        if let Reply::Whole { headers, .. } | Reply::Pieces { headers, .. } = &mut self {
+            headers.push((name.to_owned(), value.to_owned()));
+        }
+        self
+    }
+
+    /// Adds `retry-after` when given.
+    pub fn retry_after(self, value: Option<&str>) -> Reply {
+        match value {
+            Some(value) => self.header("retry-after", value),
+            None => self,
+        }
+    }
+
+    /// Pieces written `gap` apart instead of [`EVENT_GAP`].
+    pub fn gap(mut self, new_gap: Duration) -> Reply {
+        if let Reply::Pieces { gap, .. } = &mut self {
+            *gap = new_gap;
+        }
+        self
+    }
+
+    /// Drops the connection after the last piece instead of ending the body properly.
+    pub fn cut(mut self) -> Reply {
+        if let Reply::Pieces { ending, .. } = &mut self {
+            *ending = Ending::Cut;
+        }
+        self
+    }
+}
+
+/// How requests are answered.
+enum Script {
+    /// Generation calls get these replies, in order.
+    Queue(VecDeque<Reply>),
+    /// Every generation call gets this reply.
+    EachCall(Reply),
+    /// Every request, whatever its path, gets this reply.
+    Always(Reply),
+}
+
+/// The server side: the script and what happened.
+struct Upstream<P> {
+    script: Mutex<Script>,
+    traffic: Traffic,
+    provider: PhantomData<fn() -> P>,
+}
+
+/// A running fake upstream serving provider `P`'s API; stops when dropped. Derefs to its
+/// [`Traffic`] (requests and streams) for assertions.
+pub struct FakeUpstream<P> {
+    traffic: Traffic,
+    server: FakeServer,
+    provider: PhantomData<fn() -> P>,
+}
+
+impl<P> Deref for FakeUpstream<P> {
+    type Target = Traffic;
+
+    fn deref(&self) -> &Traffic {
+        &self.traffic
+    }
+}
+
+impl<P: Provider> FakeUpstream<P> {
+    /// Answers only what the fake computes itself (e.g. embeddings).
+    pub fn start() -> Self {
+        Self::script(Vec::new())
+    }
+
+    /// Answers generation calls with `replies`, in order.
+    pub fn script(replies: Vec<Reply>) -> Self {
+        Self::with(Script::Queue(replies.into()))
+    }
+
+    /// Answers generation calls with a recording's interactions, in order.
+    pub fn replay(recording: &Recording) -> Self {
+        Self::script(recording.interactions.iter().map(Reply::recorded).collect())
+    }
+
+    /// Answers every generation call with `reply`.
+    pub fn each_call(reply: Reply) -> Self {
+        Self::with(Script::EachCall(reply))
+    }
+
+    /// Answers every request, whatever its path, with `reply`.
+    pub fn always(reply: Reply) -> Self {
+        Self::with(Script::Always(reply))
+    }
+
+    /// Never answers (for timeouts).
+    pub fn hang() -> Self {
+        Self::always(Reply::Hang)
+    }
+
+    fn with(script: Script) -> Self {
+        let traffic = Traffic::default();
+        let upstream = Upstream::<P> {
+            script: Mutex::new(script),
+            traffic: traffic.clone(),
+            provider: PhantomData,
+        };
+        FakeUpstream {
+            traffic,
+            server: FakeServer::start(P::NAME, Arc::new(upstream)),
+            provider: PhantomData,
+        }
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.server.addr()
+    }
+
+    /// A base URL for a route: `http://127.0.0.1:PORT<prefix>`, e.g. prefix `/v1`.
+    pub fn base_url(&self, prefix: &str) -> String {
+        self.server.base_url(prefix)
+    }
+
+    /// Waits until `condition` holds; panics after a minute (a liveness bound, not a timing
+    /// assertion).
+    pub fn wait_until(&self, what: &str, condition: impl Fn(&Self) -> bool) {
+        server::wait_until(what, || condition(self));
+    }
+}
+
+impl<P: Provider> Upstream<P> {
+    /// The answer to `request` under `script`.
+    fn reply(script: &mut Script, request: &ReceivedRequest) -> Reply {
+        if let Script::Always(reply) = script {
+            return reply.clone();
+        }
+        if let Some(reply) = P::computed(request) {
+            return reply;
+        }
+        let path = request.path_only();
+        if !P::is_generation(path) {
+            return P::error(404, &format!("unknown path {path}"));
+        }
+        match script {
+            Script::Queue(queue) => queue.pop_front().unwrap_or_else(|| {
+                P::error(500, &format!("no reply left in the script for {path}"))
+            }),
+            Script::EachCall(reply) | Script::Always(reply) => reply.clone(),
+        }
+    }
+}
+
+impl<P: Provider> Handler for Upstream<P> {
+    type Body = ScriptedBody;
+
+    async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Response<ScriptedBody> {
+        let received = ReceivedRequest::read(request).await;
+        let reply = {
+            // Held while recording, so the n-th request recorded gets the n-th reply.
+            let mut script = lock(&self.script);
+            let reply = Self::reply(&mut script, &received);
+            self.traffic.record(received);
+            reply
+        };
+        match reply {
+            Reply::Whole {
+                status,
+                content_type,
+                headers,
+                body,
+            } => server::whole(status, &content_type, &headers, body),
+            Reply::Pieces {
+                status,
+                content_type,
+                headers,
+                pieces,
+                gap,
+                ending,
+            } => {
+                let traffic = self.traffic.clone();
+                server::pieces(
+                    status,
+                    &content_type,
+                    &headers,
+                    pieces,
+                    gap,
+                    ending,
+                    move |outcome| traffic.count_stream(outcome),
+                )
+            }
+            Reply::Hang => {
+                // Held until the gateway gives up and closes the connection.
+                std::future::pending::<()>().await;
+                unreachable!("a pending future never completes")
+            }
+        }
+    }
+}
+
+/// The vector a fake upstream computes for input number `index`: exactly representable in
+/// f32, so tests compare it exactly.
+pub fn fake_embedding(index: usize, input: &str) -> Vec<f64> {
+    vec![index as f64 + 0.5, input.len() as f64, -0.25]
+}

@@ -1,0 +1,173 @@
+//! OpenAI's API as the fake serves it: chat completions from the script; `/embeddings` and the
+//! legacy `/completions` computed from the request; errors as `{"error": {"message", "type",
+//! "param", "code"}}`.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{Provider, ReceivedRequest, Reply, fake_embedding};
+
+/// The OpenAI-compatible API.
+pub struct OpenAi;
+
+impl Provider for OpenAi {
+    const NAME: &'static str = "fake-openai";
+
+    fn is_generation(path: &str) -> bool {
+        path.ends_with("/chat/completions")
+    }
+
+    fn computed(request: &ReceivedRequest) -> Option<Reply> {
+        let path = request.path_only();
+        if path.ends_with("/embeddings") {
+            Some(embeddings(request))
+        } else if path.ends_with("/completions") && !Self::is_generation(path) {
+            Some(legacy_completion(request))
+        } else {
+            None
+        }
+    }
+
+    fn error(status: u16, message: &str) -> Reply {
+        Reply::openai_error(status, &format!("fake upstream: {message}"), "fake", None)
+    }
+}
+
+impl Reply {
+    /// An error in OpenAI's shape, with `retry-after` when given.
+    pub fn openai_error(
+        status: u16,
+        message: &str,
+        code: &str,
+        retry_after: Option<&str>,
+    ) -> Reply {
+        let kind = match status {
+            401 | 404 => "invalid_request_error",
+            429 => "rate_limit_exceeded",
+            _ => "server_error",
+        };
+        let body = json!({
+            "error": {"message": message, "type": kind, "param": null, "code": code}
+        });
+        Reply::json(status, &body).retry_after(retry_after)
+    }
+
+    /// A chat completion stream of `frames` words ([`slow_word`]), one every `gap`, then the
+    /// finish reason, the usage and `[DONE]`.
+    pub fn openai_slow_stream(frames: usize, gap: Duration) -> Reply {
+        let chunk = |delta: Value, finish: Value| {
+            json!({
+                "id": "chatcmpl-slow", "object": "chat.completion.chunk", "created": 0, "model": "slow-model",
+                "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
+                "usage": null
+            })
+        };
+        let mut events = vec![sse_event(&chunk(
+            json!({"role": "assistant", "content": ""}),
+            Value::Null,
+        ))];
+        for i in 0..frames {
+            events.push(sse_event(&chunk(
+                json!({"content": slow_word(i)}),
+                Value::Null,
+            )));
+        }
+        events.push(sse_event(&chunk(json!({}), json!("stop"))));
+        events.push(sse_event(&json!({
+            "id": "chatcmpl-slow", "object": "chat.completion.chunk", "created": 0, "model": "slow-model",
+            "choices": [],
+            "usage": {"prompt_tokens": 5, "completion_tokens": frames, "total_tokens": 5 + frames}
+        })));
+        events.push("data: [DONE]\n\n".to_owned());
+        Reply::events(events).gap(gap)
+    }
+}
+
+fn sse_event(payload: &Value) -> String {
+    format!("data: {payload}\n\n")
+}
+
+/// The word the slow stream sends as its `i`th piece of text.
+pub fn slow_word(i: usize) -> String {
+    format!("w{i} ")
+}
+
+/// The inputs of an embeddings or legacy request (`input` or `prompt`), as a list.
+fn inputs(value: &Value) -> Vec<String> {
+    match value {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(items) => items
+            .iter()
+            .map(|item| item.as_str().unwrap_or_default().to_owned())
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn embeddings(request: &ReceivedRequest) -> Reply {
+    let body = request.json();
+    let inputs = inputs(&body["input"]);
+    let words: usize = inputs.iter().map(|s| s.split_whitespace().count()).sum();
+    // Reverse order: the plugin must sort by `index`.
+    let data: Vec<Value> = inputs
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(i, input)| json!({"object": "embedding", "index": i, "embedding": fake_embedding(i, input)}))
+        .collect();
+    let answer = json!({
+        "object": "list",
+        "data": data,
+        "model": body["model"],
+        "usage": {"prompt_tokens": words, "total_tokens": words}
+    });
+    Reply::json(200, &answer)
+}
+
+/// The text the fake upstream's legacy completion answers for `prompt`.
+pub fn legacy_text(prompt: &str) -> String {
+    format!("legacy: {prompt}")
+}
+
+fn legacy_completion(request: &ReceivedRequest) -> Reply {
+    let body = request.json();
+    let prompt = inputs(&body["prompt"]).join("\n");
+    let text = legacy_text(&prompt);
+    let prompt_tokens = prompt.split_whitespace().count();
+    let completion_tokens = text.split_whitespace().count();
+    let usage = json!({
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens
+    });
+    if body["stream"].as_bool() == Some(true) {
+        let chunk = |text: &str, finish: Value, usage: Value| {
+            json!({
+                "id": "cmpl-fake", "object": "text_completion", "created": 0, "model": body["model"],
+                "choices": [{"text": text, "index": 0, "logprobs": null, "finish_reason": finish}],
+                "usage": usage
+            })
+        };
+        let mut events: Vec<String> = text
+            .split_inclusive(' ')
+            .map(|word| sse_event(&chunk(word, Value::Null, Value::Null)))
+            .collect();
+        events.push(sse_event(&chunk("", json!("stop"), Value::Null)));
+        events.push(sse_event(&json!({
+            "id": "cmpl-fake", "object": "text_completion", "created": 0, "model": body["model"],
+            "choices": [], "usage": usage
+        })));
+        events.push("data: [DONE]\n\n".to_owned());
+        return Reply::events(events);
+    }
+    let answer = json!({
+        "id": "cmpl-fake",
+        "object": "text_completion",
+        "created": 0,
+        "model": body["model"],
+        "choices": [{"text": text, "index": 0, "logprobs": null, "finish_reason": "stop"}],
+        "usage": usage
+    });
+    Reply::json(200, &answer)
+}
