@@ -53,94 +53,83 @@
 //!
 //! # A complete plugin
 //!
-//! `examples/minimal-provider` in the gateway's repository is a complete
-//! provider for an OpenAI-compatible chat API in under 60 lines. Its shape:
+//! Most providers answer a completion with one HTTP request. For them,
+//! implement [`HttpProvider`] instead of [`Provider`]:
 //!
-//! - [`Provider::complete`] and [`Provider::complete_stream`] build the
-//!   upstream [`http::Request`] from the [`CompletionRequest`] (the prompt,
-//!   the caller's params with [`params_object_except`], the route's key with
-//!   [`http::Request::api_key`], typed route settings with
-//!   [`Route::settings`]);
-//! - a [`StreamDecoder`] says how to read the provider's answer, whole or one
+//! - [`HttpProvider::request`] builds the upstream [`http::Request`] from the
+//!   [`CompletionRequest`] (the prompt, the caller's params with
+//!   [`params_object_except`], the route's key with [`http::Request::api_key`],
+//!   typed route settings with [`Route::settings`]);
+//! - a [`StreamDecoder`] reads the provider's answer, whole or one stream
 //!   event at a time, into an [`Answer`];
-//! - [`read_completion`] and [`read_stream`] do the rest: error answers
-//!   become [`ProviderError::Upstream`], text and usage reach the caller as
-//!   they arrive, and a stream cut short is an error rather than a short
-//!   answer.
+//! - the SDK does the rest ([`read_completion`], [`read_stream`]): it sends
+//!   the request, turns error answers into [`ProviderError::Upstream`], sends
+//!   text and usage to the caller as they arrive, and treats a stream cut
+//!   short as an error rather than a short answer.
+//!
+//! This is `examples/minimal-provider` of the gateway's repository, a complete
+//! provider for an OpenAI-compatible chat API (text, chat, streaming, usage):
 //!
 //! ```no_run,standalone_crate
-//! use gateway_plugin_sdk::sse::Event;
-//! use gateway_plugin_sdk::{
-//!     export_provider, http, params_object_except, read_completion, read_stream, Answer,
-//!     Completion, CompletionRequest, FinishReason, ModelPrice, PluginInfo, Prompt, Provider,
-//!     ProviderError, Sink, StreamDecoder,
-//! };
-//! use serde_json::{json, Value};
+//! use gateway_plugin_sdk::prelude::*;
+//! use serde::Deserialize;
+//! use serde_json::{Value, json};
 //!
-//! struct Mini;
+//! #[derive(Default)]
+//! struct Minimal;
 //!
-//! /// The upstream request: the gateway's prompt plus the caller's params.
-//! fn upstream(request: &CompletionRequest, stream: bool) -> Result<http::Request, ProviderError> {
-//!     let Prompt::Chat(messages) = &request.prompt else {
-//!         return Err(ProviderError::InvalidRequest("mini only serves chat prompts".into()));
-//!     };
-//!     let mut body = params_object_except(&request.params, &["model", "messages", "stream"])?;
-//!     body.insert("model".into(), json!(request.model));
-//!     body.insert("stream".into(), json!(stream));
-//!     let messages = messages.iter().map(|m| json!({"role": m.role.as_str(), "content": m.content}));
-//!     body.insert("messages".into(), messages.collect());
-//!     http::Request::post(format!("{}/chat/completions", request.route.base_url))
-//!         .streaming(stream)
-//!         .api_key(None, request.route.api_key.as_deref())
-//!         .json(&body)
-//! }
+//! impl HttpProvider for Minimal {
+//!     type Decoder = Minimal;
 //!
-//! /// Answers hold `choices[0].message.content`, stream events `choices[0].delta.content`.
-//! struct Reader;
-//!
-//! impl StreamDecoder for Reader {
-//!     fn body(&mut self, body: &[u8], answer: &mut Answer) -> Result<(), ProviderError> {
-//!         let value: Value = serde_json::from_slice(body).map_err(ProviderError::malformed)?;
-//!         answer.text(0, value["choices"][0]["message"]["content"].as_str().unwrap_or(""));
-//!         answer.finish_reason(0, FinishReason::Stop);
-//!         answer.complete();
-//!         Ok(())
-//!     }
-//!
-//!     fn event(&mut self, event: &Event, answer: &mut Answer) -> Result<(), ProviderError> {
-//!         if event.data == "[DONE]" {
-//!             answer.finish_reason(0, FinishReason::Stop);
-//!             answer.end();
-//!             return Ok(());
-//!         }
-//!         let value: Value = serde_json::from_str(&event.data).map_err(ProviderError::malformed)?;
-//!         answer.text(0, value["choices"][0]["delta"]["content"].as_str().unwrap_or(""));
-//!         Ok(())
-//!     }
-//! }
-//!
-//! impl Provider for Mini {
 //!     fn info() -> PluginInfo {
-//!         PluginInfo {
-//!             name: "mini".into(),
-//!             version: env!("CARGO_PKG_VERSION").into(),
-//!             models: ModelPrice::table(&[("mini-1", 0.1, 0.4)]),
+//!         PluginInfo::new("minimal", env!("CARGO_PKG_VERSION"), Vec::new())
+//!     }
+//!
+//!     /// The caller's params, the model and the prompt as chat messages.
+//!     fn request(call: &CompletionRequest, stream: bool) -> Result<Request, ProviderError> {
+//!         let owned = ["model", "messages", "stream", "stream_options"];
+//!         let mut body = params_object_except(&call.params, &owned)?;
+//!         let mut messages = Vec::new();
+//!         for message in call.prompt.messages().iter() {
+//!             messages.push(json!({"role": message.role.as_str(), "content": message.content}));
 //!         }
-//!     }
-//!
-//!     fn complete(request: CompletionRequest) -> Result<Completion, ProviderError> {
-//!         let response = upstream(&request, false)?.send()?;
-//!         read_completion(response, &request.model, Reader)
-//!     }
-//!
-//!     fn complete_stream(request: CompletionRequest, sink: &mut Sink) -> Result<Completion, ProviderError> {
-//!         let response = upstream(&request, true)?.send()?;
-//!         read_stream(response, sink, &request.model, Reader)
+//!         body.insert("model".into(), json!(call.model));
+//!         body.insert("messages".into(), json!(messages));
+//!         body.insert("stream".into(), json!(stream));
+//!         if stream {
+//!             body.insert("stream_options".into(), json!({"include_usage": true}));
+//!         }
+//!         let base = call.route.checked_base_url("http://HOST/v1")?;
+//!         let request = Request::post(format!("{base}/chat/completions")).streaming(stream);
+//!         request.api_key(None, call.route.api_key.as_deref()).json(&body)
 //!     }
 //! }
 //!
-//! export_provider!(Mini);
+//! /// Reads answers (`choices[0].message`) and stream events (`choices[0].delta`,
+//! /// then `[DONE]`, which the default [`StreamDecoder::event`] handles).
+//! impl StreamDecoder for Minimal {
+//!     fn body(&mut self, body: &[u8], answer: &mut Answer) -> Result<(), ProviderError> {
+//!         let reply: Value = serde_json::from_slice(body).map_err(ProviderError::malformed)?;
+//!         let choice = &reply["choices"][0];
+//!         for part in ["message", "delta"] {
+//!             answer.text(0, choice[part]["content"].as_str().unwrap_or(""));
+//!         }
+//!         if let Some(reason) = choice["finish_reason"].as_str() {
+//!             answer.finish_reason(0, FinishReason::parse(reason));
+//!             answer.complete();
+//!         }
+//!         if let Ok(usage) = Usage::deserialize(&reply["usage"]) {
+//!             answer.usage(usage);
+//!         }
+//!         Ok(())
+//!     }
+//! }
+//!
+//! export_provider!(Minimal);
 //! ```
+//!
+//! Implement [`Provider`] directly when a call needs more than one upstream
+//! request, or none (the gateway's offline echo plugin).
 //!
 //! # What the gateway guarantees
 //!

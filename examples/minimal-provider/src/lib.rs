@@ -35,7 +35,8 @@ impl HttpProvider for Minimal {
     }
 }
 
-/// Reads answers (`choices[0].message`) and stream events (`choices[0].delta`, then `[DONE]`).
+/// Reads answers (`choices[0].message`) and stream events (`choices[0].delta`, then `[DONE]`,
+/// which the default `StreamDecoder::event` handles).
 impl StreamDecoder for Minimal {
     fn body(&mut self, body: &[u8], answer: &mut Answer) -> Result<(), ProviderError> {
         let reply: Value = serde_json::from_slice(body).map_err(ProviderError::malformed)?;
