@@ -32,6 +32,18 @@ pub struct GatewayBuild {
     pub openai_wasm: PathBuf,
     /// `RUST_LOG` for `serve`; `None` runs with the gateway's default (`info`).
     pub log_filter: Option<String>,
+    /// The API surface the gateway's requests use.
+    pub surface: Surface,
+}
+
+/// The gateway API a benchmark request goes to: the same chat either way, so
+/// that the two can be compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Surface {
+    /// `POST /completions`.
+    Commonbase,
+    /// `POST /v1/chat/completions`.
+    Openai,
 }
 
 impl GatewayBuild {
@@ -64,6 +76,7 @@ impl GatewayBuild {
             binary,
             openai_wasm,
             log_filter: self.log_filter.clone(),
+            surface: self.surface,
         })
     }
 }
@@ -179,9 +192,16 @@ impl Setup {
         Server::spawn(name, command, log)
     }
 
-    /// The gateway's `POST /completions` for a chat with `model` (see
-    /// [`crate::upstream::stream_model`]), streamed or not.
+    /// The gateway's request for a chat with `model` (see
+    /// [`crate::upstream::stream_model`]), streamed or not, on the build's
+    /// [`Surface`].
     pub fn target(&self, addr: SocketAddr, model: &str, stream: bool) -> Result<Target, String> {
+        if self.build.surface == Surface::Openai {
+            let mut target = openai_target("gateway", addr, &format!("{ROUTE}/{model}"), stream);
+            target.authorization = HeaderValue::from_str(&format!("Bearer {}", self.key))
+                .map_err(|e| format!("the key is not a header value: {e}"))?;
+            return Ok(target);
+        }
         let mut body = json!({
             "projectId": self.project_id,
             "messages": [{"role": "user", "content": "Hello"}],

@@ -100,6 +100,10 @@ pub struct Options {
     /// scenario; a gateway that does not know it is measured without a cache.
     #[arg(long, default_value = "plugin_cache_dir")]
     pub cache_key: String,
+    /// Which of the gateway's API surfaces the gateway's requests use: `commonbase`
+    /// (`POST /completions`) or `openai` (`POST /v1/chat/completions`, model `ROUTE/MODEL`).
+    #[arg(long, value_enum, default_value_t = gateway::Surface::Commonbase)]
+    pub surface: gateway::Surface,
 }
 
 /// Options of `soak`.

@@ -173,6 +173,7 @@ impl Bench {
                 .unwrap_or_else(|| target_dir().join("wasm32-wasip2/plugin"))
                 .join("openai.wasm"),
             log_filter: options.gateway_log.clone(),
+            surface: options.surface,
         };
         build.check()?;
         let logs = tempfile::Builder::new()

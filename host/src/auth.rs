@@ -63,6 +63,23 @@ pub fn bearer_key(headers: &HeaderMap) -> Result<&str, ApiError> {
     key_from_header(value).ok_or(ApiError::MissingKey)
 }
 
+/// The project key of a request to the OpenAI- and Anthropic-format
+/// endpoints: `x-api-key` (Anthropic's SDKs) when present, else
+/// `Authorization` (OpenAI's SDKs, and Anthropic's with `auth_token`).
+pub fn api_key(headers: &HeaderMap) -> Result<&str, ApiError> {
+    match headers.get(API_KEY_HEADER) {
+        Some(value) => {
+            let value = value.to_str().map_err(|_| ApiError::InvalidKey)?.trim();
+            (!value.is_empty())
+                .then_some(value)
+                .ok_or(ApiError::MissingKey)
+        }
+        None => bearer_key(headers),
+    }
+}
+
+const API_KEY_HEADER: &str = "x-api-key";
+
 /// The project `key` belongs to; an unknown or revoked key is refused.
 pub async fn project_of(store: &Store, key: &str) -> Result<String, ApiError> {
     let record = store

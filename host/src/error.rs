@@ -19,7 +19,13 @@ pub enum ApiError {
     RequestTimeout(u64),
     #[error("{0}")]
     BadRequest(String),
-    #[error("missing API key: send the project's key in the Authorization header")]
+    /// A bad value of one named request parameter (`param` as the caller's
+    /// API spells it, e.g. `messages[2].content`).
+    #[error("{message}")]
+    InvalidParam { param: String, message: String },
+    #[error(
+        "missing API key: send the project's key in the Authorization header (or, on /v1/ endpoints, in x-api-key)"
+    )]
     MissingKey,
     #[error("invalid or revoked API key")]
     InvalidKey,
@@ -29,6 +35,10 @@ pub enum ApiError {
     WrongProject(String),
     #[error("unknown provider {0:?}")]
     UnknownRoute(String),
+    #[error(
+        "unknown model {0:?}: name a model as ROUTE/MODEL, a route id, or an alias of the config's [models]"
+    )]
+    UnknownModel(String),
     #[error("{0}")]
     NotFound(String),
     #[error("method not allowed: use {0}")]
@@ -64,12 +74,14 @@ impl ApiError {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
             ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::BadRequest(_) | ApiError::InvalidParam { .. } => StatusCode::BAD_REQUEST,
             ApiError::MissingKey | ApiError::InvalidKey | ApiError::AdminUnauthorized => {
                 StatusCode::UNAUTHORIZED
             }
             ApiError::WrongProject(_) => StatusCode::FORBIDDEN,
-            ApiError::UnknownRoute(_) | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::UnknownRoute(_) | ApiError::UnknownModel(_) | ApiError::NotFound(_) => {
+                StatusCode::NOT_FOUND
+            }
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::PluginNotLoaded { .. }
             | ApiError::PluginUnavailable(_)
@@ -132,7 +144,12 @@ impl ApiError {
         match self {
             ApiError::BadRequest(m) => ApiError::BadRequest(clean(m)),
             ApiError::WrongProject(m) => ApiError::WrongProject(clean(m)),
+            ApiError::InvalidParam { param, message } => ApiError::InvalidParam {
+                param: clean(param),
+                message: clean(message),
+            },
             ApiError::UnknownRoute(m) => ApiError::UnknownRoute(clean(m)),
+            ApiError::UnknownModel(m) => ApiError::UnknownModel(clean(m)),
             ApiError::NotFound(m) => ApiError::NotFound(clean(m)),
             ApiError::PluginNotLoaded { route, plugin } => ApiError::PluginNotLoaded {
                 route: clean(route),

@@ -46,14 +46,15 @@
 //! assert!(read_stream(cut, &mut Sink::buffered(), "m-1", Lines).is_err());
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
 use crate::http::Response;
 use crate::sse::Event;
 use crate::{
-    Chunk, Completion, FinishReason, ProviderError, Sink, StreamAssembler, TextDelta, Usage,
+    Chunk, Completion, FinishReason, ProviderError, Sink, StreamAssembler, TextDelta,
+    ToolCallDelta, Usage,
 };
 
 /// One provider's answer format: what [`read_completion`] and [`read_stream`]
@@ -107,8 +108,9 @@ enum Progress {
 /// The answer being read: the completion so far, and what the caller has not
 /// been sent yet.
 ///
-/// Streamed text and usage given to it reach the caller after each event (by
-/// [`read_stream`]); everything reaches the final [`Completion`].
+/// Streamed text, tool-call pieces and usage given to it reach the caller
+/// after each event (by [`read_stream`]); everything reaches the final
+/// [`Completion`].
 #[derive(Debug)]
 pub struct Answer {
     assembler: StreamAssembler,
@@ -117,6 +119,11 @@ pub struct Answer {
     logprobs: BTreeMap<u32, Value>,
     /// Text not yet sent to the caller.
     unsent: Vec<TextDelta>,
+    /// Tool-call pieces not yet sent to the caller.
+    unsent_calls: Vec<ToolCallDelta>,
+    /// The calls, as `(choice, call)`, whose id / name the caller was sent.
+    ids_sent: BTreeSet<(u32, u32)>,
+    names_sent: BTreeSet<(u32, u32)>,
     /// The usage changed since the caller was last sent it.
     usage_unsent: bool,
     progress: Progress,
@@ -134,6 +141,9 @@ impl Answer {
             model: requested_model.to_owned(),
             logprobs: BTreeMap::new(),
             unsent: Vec::new(),
+            unsent_calls: Vec::new(),
+            ids_sent: BTreeSet::new(),
+            names_sent: BTreeSet::new(),
             usage_unsent: false,
             progress: Progress::Open,
         }
@@ -167,7 +177,8 @@ impl Answer {
     /// Adds a piece of tool call `call` of choice `choice`: the id and name
     /// count once (the first non-empty value), `arguments` pieces are
     /// appended. A call still without an id at the end gets
-    /// `call_{choice}_{call}`.
+    /// `call_{choice}_{call}`. The pieces are queued for the caller too, who
+    /// sees the id and name once and the arguments as they come.
     pub fn tool_call(
         &mut self,
         choice: u32,
@@ -180,6 +191,32 @@ impl Answer {
         let name = name.filter(|name| !name.is_empty());
         self.assembler
             .push_tool_call(choice, call, id, name, arguments);
+        let id = id.filter(|_| self.ids_sent.insert((choice, call)));
+        let name = name.filter(|_| self.names_sent.insert((choice, call)));
+        let arguments = arguments.unwrap_or_default();
+        if id.is_none() && name.is_none() && arguments.is_empty() {
+            return;
+        }
+        match self.unsent_calls.last_mut() {
+            // Another piece of the call just queued: one delta, as for text.
+            Some(last)
+                if last.index == choice
+                    && last.call == call
+                    && (id.is_none() || last.id.is_none())
+                    && (name.is_none() || last.name.is_none()) =>
+            {
+                last.id = last.id.take().or(id.map(str::to_owned));
+                last.name = last.name.take().or(name.map(str::to_owned));
+                last.arguments.push_str(arguments);
+            }
+            _ => self.unsent_calls.push(ToolCallDelta {
+                index: choice,
+                call,
+                id: id.map(str::to_owned),
+                name: name.map(str::to_owned),
+                arguments: arguments.to_owned(),
+            }),
+        }
     }
 
     /// Adds a piece of the legacy single function call of choice `choice`.
@@ -226,7 +263,12 @@ impl Answer {
         self.progress >= Progress::Complete
     }
 
-    /// What the caller has not been sent yet, if anything.
+    /// The tool-call pieces the caller has not been sent yet.
+    fn take_unsent_calls(&mut self) -> Vec<ToolCallDelta> {
+        std::mem::take(&mut self.unsent_calls)
+    }
+
+    /// The text and usage the caller has not been sent yet, if any.
     fn take_unsent(&mut self) -> Option<Chunk> {
         let usage = if std::mem::take(&mut self.usage_unsent) {
             self.assembler.usage()
@@ -297,8 +339,8 @@ pub fn read_completion(
     Ok(answer.finish())
 }
 
-/// Reads a streamed answer with `decoder`, sending new text and usage through
-/// `sink` after each event.
+/// Reads a streamed answer with `decoder`, sending new text, tool-call pieces
+/// and usage through `sink` after each event.
 ///
 /// A JSON answer (a server that ignored the request to stream) is read whole
 /// with [`StreamDecoder::body`] and its text sent in one chunk. The stream
@@ -335,10 +377,14 @@ pub fn read_stream(
 }
 
 fn send_unsent(answer: &mut Answer, sink: &mut Sink) -> Result<(), ProviderError> {
-    match answer.take_unsent() {
-        Some(chunk) => sink.send(chunk),
-        None => Ok(()),
+    if let Some(chunk) = answer.take_unsent() {
+        sink.send(chunk)?;
     }
+    let calls = answer.take_unsent_calls();
+    if calls.is_empty() {
+        return Ok(());
+    }
+    sink.send_tool_calls(calls)
 }
 
 #[cfg(test)]
@@ -518,6 +564,67 @@ mod tests {
             choice.logprobs.as_deref(),
             Some(r#"{"content":[1,2],"refusal":"x"}"#)
         );
+    }
+
+    #[test]
+    fn tool_call_pieces_are_sent_once_each_with_id_and_name_first() {
+        let mut answer = Answer::new("m");
+        answer.tool_call(0, 0, Some("c1"), Some("f"), None);
+        answer.tool_call(0, 0, None, None, Some("{\"a\""));
+        let first = answer.take_unsent_calls();
+        answer.tool_call(0, 0, Some("c1"), Some("f"), Some(":1}"));
+        answer.tool_call(0, 1, None, Some("g"), Some(""));
+        answer.tool_call(0, 1, Some("c2"), None, Some("{}"));
+        let second = answer.take_unsent_calls();
+        let seen =
+            |deltas: &[ToolCallDelta]| -> Vec<(u32, Option<String>, Option<String>, String)> {
+                deltas
+                    .iter()
+                    .map(|d| (d.call, d.id.clone(), d.name.clone(), d.arguments.clone()))
+                    .collect()
+            };
+        assert_eq!(
+            seen(&first),
+            [(0, Some("c1".into()), Some("f".into()), "{\"a\"".into())]
+        );
+        assert_eq!(
+            seen(&second),
+            [
+                (0, None, None, ":1}".into()),
+                (1, Some("c2".into()), Some("g".into()), "{}".into()),
+            ]
+        );
+        assert!(answer.take_unsent_calls().is_empty());
+        let completion = answer.finish();
+        assert_eq!(completion.choices[0].tool_calls[0].arguments, "{\"a\":1}");
+    }
+
+    #[test]
+    fn read_stream_sends_tool_call_pieces_through_the_sink() {
+        struct Calls;
+        impl StreamDecoder for Calls {
+            fn body(&mut self, _: &[u8], _: &mut Answer) -> Result<(), ProviderError> {
+                Ok(())
+            }
+            fn event(&mut self, event: &Event, answer: &mut Answer) -> Result<(), ProviderError> {
+                match event.data.as_str() {
+                    "end" => {
+                        answer.finish_reason(0, FinishReason::ToolCalls);
+                        answer.end();
+                    }
+                    "start" => answer.tool_call(0, 0, Some("id"), Some("f"), None),
+                    piece => answer.tool_call(0, 0, None, None, Some(piece)),
+                }
+                Ok(())
+            }
+        }
+        let mut sink = Sink::buffered();
+        let completion = read_stream(sse(&["start", "{}", "end"]), &mut sink, "m", Calls).unwrap();
+        let calls = sink.sent_tool_calls();
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert_eq!(calls[0].name.as_deref(), Some("f"));
+        assert_eq!(calls[1].arguments, "{}");
+        assert_eq!(completion.choices[0].tool_calls[0].arguments, "{}");
     }
 
     #[test]

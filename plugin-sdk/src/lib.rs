@@ -233,6 +233,11 @@ pub use wit::TextDelta;
 /// far when the upstream reported it.
 pub use wit::Chunk;
 
+/// A piece of a streamed tool call: its choice and position, its id and
+/// function name on the first piece that knows them, and the next piece of
+/// its arguments. [`read_stream`] sends them for every [`Answer::tool_call`].
+pub use __private::gateway::provider::sink::ToolCallDelta;
+
 /// Embeddings to compute, one vector per `input` string.
 pub use wit::EmbeddingRequest;
 
@@ -547,10 +552,11 @@ pub struct Sink {
 #[derive(Debug)]
 enum SinkTarget {
     /// The host's `sink` import; `closed` once the caller has gone.
-    Host {
-        closed: bool,
+    Host { closed: bool },
+    Buffer {
+        chunks: Vec<Chunk>,
+        calls: Vec<ToolCallDelta>,
     },
-    Buffer(Vec<Chunk>),
 }
 
 const CALLER_GONE: &str = "the caller disconnected";
@@ -568,7 +574,10 @@ impl Sink {
     /// chunks back with [`Sink::sent`].
     pub fn buffered() -> Self {
         Sink {
-            target: SinkTarget::Buffer(Vec::new()),
+            target: SinkTarget::Buffer {
+                chunks: Vec::new(),
+                calls: Vec::new(),
+            },
         }
     }
 
@@ -576,7 +585,15 @@ impl Sink {
     /// for the host's sink).
     pub fn sent(&self) -> &[Chunk] {
         match &self.target {
-            SinkTarget::Buffer(chunks) => chunks,
+            SinkTarget::Buffer { chunks, .. } => chunks,
+            SinkTarget::Host { .. } => &[],
+        }
+    }
+
+    /// The tool-call pieces a [`Sink::buffered`] sink received, in order.
+    pub fn sent_tool_calls(&self) -> &[ToolCallDelta] {
+        match &self.target {
+            SinkTarget::Buffer { calls, .. } => calls,
             SinkTarget::Host { .. } => &[],
         }
     }
@@ -595,8 +612,27 @@ impl Sink {
                 }
                 Ok(())
             }
-            SinkTarget::Buffer(chunks) => {
+            SinkTarget::Buffer { chunks, .. } => {
                 chunks.push(chunk);
+                Ok(())
+            }
+        }
+    }
+
+    /// Sends pieces of tool calls to the caller ([`read_stream`] does it for
+    /// a [`StreamDecoder`]). Same errors as [`Sink::send`].
+    pub fn send_tool_calls(&mut self, deltas: Vec<ToolCallDelta>) -> Result<(), ProviderError> {
+        match &mut self.target {
+            SinkTarget::Host { closed: true } => Err(ProviderError::Failed(CALLER_GONE.into())),
+            SinkTarget::Host { closed } => {
+                if __private::gateway::provider::sink::send_tool_calls(&deltas).is_err() {
+                    *closed = true;
+                    return Err(ProviderError::Failed(CALLER_GONE.into()));
+                }
+                Ok(())
+            }
+            SinkTarget::Buffer { calls, .. } => {
+                calls.extend(deltas);
                 Ok(())
             }
         }

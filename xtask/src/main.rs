@@ -4,7 +4,8 @@
 //! - `cargo xtask serve [ARGS]`: builds the bundled plugins, installs them into
 //!   the plugins directory, builds the gateway (release) and runs
 //!   `gateway serve ARGS`.
-//! - `cargo xtask test [ARGS]`: builds the plugins, then runs the whole test
+//! - `cargo xtask test [ARGS]`: builds the plugins and the Python environment of
+//!   the official-SDK tests (`target/clients-venv`), then runs the whole test
 //!   suite (`cargo test --release --workspace`).
 //! - `cargo xtask plugins`: only builds the plugins.
 //! - `cargo xtask bench [ARGS]`: builds the plugins, the gateway and the
@@ -291,13 +292,52 @@ fn configured_plugins_dir(path: &Path) -> Result<Option<PathBuf>, ConfigError> {
 
 fn test(args: &[String]) -> Result<(), String> {
     let built = build_plugins(PLUGINS.iter())?;
+    let python = clients_venv()?;
     let mut command = cargo("test");
     command
         // Every failure at once, not just the first test binary's.
         .args(["--release", "--workspace", "--no-fail-fast"])
         .args(args)
-        .env("GATEWAY_TEST_PLUGINS_DIR", built);
+        .env("GATEWAY_TEST_PLUGINS_DIR", built)
+        .env("GATEWAY_CLIENTS_PYTHON", python);
     run(command)
+}
+
+/// The Python environment of the official-SDK suite (`tests/clients`): `target/clients-venv`,
+/// created when missing and reinstalled when `requirements.txt` is newer than its last
+/// install. Returns its interpreter.
+fn clients_venv() -> Result<PathBuf, String> {
+    let venv = target_dir().join("clients-venv");
+    let python = venv.join("bin").join("python");
+    let requirements = workspace_root().join("tests/clients/requirements.txt");
+    let stamp = venv.join("installed.stamp");
+    let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    let requirements_time =
+        modified(&requirements).ok_or_else(|| format!("cannot read {}", requirements.display()))?;
+    if !python.exists() {
+        eprintln!("xtask: creating {} (once)", venv.display());
+        let mut command = Command::new("python3");
+        command.args(["-m", "venv"]).arg(&venv);
+        run(command).map_err(|e| {
+            format!("{e}\nthe SDK tests need Python 3 with its venv module (`python3 -m venv`)")
+        })?;
+    }
+    if modified(&stamp).is_none_or(|installed| installed < requirements_time) {
+        let mut command = Command::new(&python);
+        command
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "-r",
+            ])
+            .arg(&requirements);
+        run(command)?;
+        std::fs::write(&stamp, "").map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
+    }
+    Ok(python)
 }
 
 fn bench(args: &[String]) -> Result<(), String> {

@@ -38,6 +38,13 @@ pub enum ConfigError {
         origin: String,
         source: Box<toml::de::Error>,
     },
+    /// A model alias naming a route the config does not have.
+    #[error("invalid config {origin}: models.{alias}.route: no route {route:?} in [providers]")]
+    AliasRoute {
+        origin: String,
+        alias: String,
+        route: String,
+    },
     /// TOML, with a key or value the gateway refuses.
     #[error("invalid config {origin}: {}", placed(.source))]
     Invalid {
@@ -101,6 +108,29 @@ pub struct Config {
     )]
     pub record_retention_days: Option<NonZeroU32>,
     pub providers: BTreeMap<String, RouteConfig>,
+    /// `[models.ALIAS]`: names the OpenAI- and Anthropic-format endpoints
+    /// accept as `model`, each standing for a route and one of its models.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub models: BTreeMap<String, ModelAlias>,
+}
+
+/// `[models.ALIAS]`: what a model alias stands for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelAlias {
+    /// The route (`[providers.ID]`).
+    pub route: String,
+    /// The route's model; absent: the route's `default_model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// Where a `model` of the OpenAI- or Anthropic-format endpoints points.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelTarget<'a> {
+    pub route: &'a str,
+    /// `None`: the route's default model.
+    pub model: Option<&'a str>,
 }
 
 // Checked when the crate compiles: a zero here is a build error, not a panic.
@@ -132,6 +162,7 @@ impl Default for Config {
             record_body_max_bytes: 64 * 1024,
             record_retention_days: None,
             providers: BTreeMap::new(),
+            models: BTreeMap::new(),
         }
     }
 }
@@ -260,10 +291,47 @@ impl Config {
             origin: origin.to_owned(),
             source: Box::new(source),
         })?;
-        serde_path_to_error::deserialize(document).map_err(|source| ConfigError::Invalid {
-            origin: origin.to_owned(),
-            source: Box::new(source),
-        })
+        let config: Config =
+            serde_path_to_error::deserialize(document).map_err(|source| ConfigError::Invalid {
+                origin: origin.to_owned(),
+                source: Box::new(source),
+            })?;
+        if let Some((alias, target)) = config
+            .models
+            .iter()
+            .find(|(_, target)| !config.providers.contains_key(&target.route))
+        {
+            return Err(ConfigError::AliasRoute {
+                origin: origin.to_owned(),
+                alias: alias.clone(),
+                route: target.route.clone(),
+            });
+        }
+        Ok(config)
+    }
+
+    /// What a `model` names: an alias (`[models.ALIAS]`), `ROUTE/MODEL` (the
+    /// first `/` splits, so `openrouter/openai/gpt-4o` is route `openrouter`,
+    /// model `openai/gpt-4o`), or a bare route id (its default model). `None`
+    /// when it is none of these.
+    pub fn model_target<'a>(&'a self, model: &'a str) -> Option<ModelTarget<'a>> {
+        if let Some(alias) = self.models.get(model) {
+            return Some(ModelTarget {
+                route: &alias.route,
+                model: alias.model.as_deref(),
+            });
+        }
+        match model.split_once('/') {
+            Some((route, model)) if !route.is_empty() && !model.is_empty() => Some(ModelTarget {
+                route,
+                model: Some(model),
+            }),
+            Some(_) => None,
+            None => self.providers.contains_key(model).then_some(ModelTarget {
+                route: model,
+                model: None,
+            }),
+        }
     }
 
     /// The cap on a request's text once its variables are filled in.
@@ -766,5 +834,48 @@ mod tests {
             // toml points at the offending line; the message names the key.
             assert!(err.contains(needle), "{pricing}: {err}");
         }
+    }
+
+    #[test]
+    fn models_name_aliases_routes_and_route_models() {
+        let config = Config::parse(
+            "[providers.groq]\nplugin = \"openai\"\n\
+             [providers.openrouter]\nplugin = \"openai\"\n\
+             [models.fast]\nroute = \"groq\"\nmodel = \"llama-3.3-70b-versatile\"\n\
+             [models.default]\nroute = \"groq\"\n",
+            "test",
+        )
+        .expect("parses");
+        let target = |model| {
+            config
+                .model_target(model)
+                .map(|target| (target.route, target.model))
+        };
+        assert_eq!(
+            target("fast"),
+            Some(("groq", Some("llama-3.3-70b-versatile")))
+        );
+        assert_eq!(target("default"), Some(("groq", None)));
+        assert_eq!(target("groq"), Some(("groq", None)));
+        assert_eq!(
+            target("openrouter/openai/gpt-4o"),
+            Some(("openrouter", Some("openai/gpt-4o")))
+        );
+        // An unknown route is the flow's 404; here it is only split.
+        assert_eq!(target("nope/m"), Some(("nope", Some("m"))));
+        for nothing in ["nope", "/m", "groq/", ""] {
+            assert_eq!(target(nothing), None, "{nothing}");
+        }
+        let err = Config::parse("[models.x]\nroute = \"missing\"\n", "test")
+            .expect_err("an alias needs its route")
+            .to_string();
+        assert!(err.contains("models.x.route"), "{err}");
+        let err = Config::parse(
+            "[providers.groq]\nplugin = \"openai\"\n[models.x]\nroute = \"groq\"\nmdl = \"m\"\n",
+            "test",
+        )
+        .expect_err("unknown alias key")
+        .to_string();
+        assert!(err.contains("mdl"), "{err}");
     }
 }

@@ -28,6 +28,9 @@ use crate::plugins::types;
 use crate::state::AppState;
 use crate::store::TokenUsage;
 use call::Call;
+
+/// The response header with the cost of a call answered whole.
+pub const COST_HEADER: &str = "x-gateway-cost-usd";
 use record::Draft;
 
 /// What a request asks the plugin for, as the invocation record names it.
@@ -138,6 +141,17 @@ pub trait CompletionCodec: Send + 'static {
     ) -> String;
     /// A stream frame carrying new text (never empty) for some choices.
     fn delta_frame(&mut self, envelope: &Envelope<'_>, deltas: &[types::TextDelta]) -> Bytes;
+    /// A stream frame carrying pieces of tool calls (never empty), if this
+    /// surface streams them; otherwise the calls go out whole with the last
+    /// frame (and a plugin built before WIT 0.1.2 sends none of these).
+    fn tool_call_frame(
+        &mut self,
+        envelope: &Envelope<'_>,
+        calls: &[types::ToolCallDelta],
+    ) -> Option<Bytes> {
+        let _ = (envelope, calls);
+        None
+    }
     /// The stream's last frame(s), once the plugin is done: every text was
     /// sent before, in delta frames.
     fn last_frame(
@@ -150,9 +164,15 @@ pub trait CompletionCodec: Send + 'static {
     fn error_frame(&mut self, error: &ApiError, invocation_id: &Uuid) -> Bytes;
 }
 
-/// How a surface writes embeddings.
+/// How a surface writes embeddings, with the call's usage when the plugin
+/// reported it (OpenAI's answer has a field for it).
 pub trait EmbeddingCodec {
-    fn embeddings(&self, envelope: &Envelope<'_>, vectors: &[Vec<f32>]) -> String;
+    fn embeddings(
+        &self,
+        envelope: &Envelope<'_>,
+        vectors: &[Vec<f32>],
+        usage: Option<Metered<'_>>,
+    ) -> String;
 }
 
 impl CompletionCodec for Infallible {
@@ -181,7 +201,7 @@ impl CompletionCodec for Infallible {
 }
 
 impl EmbeddingCodec for Infallible {
-    fn embeddings(&self, _: &Envelope<'_>, _: &[Vec<f32>]) -> String {
+    fn embeddings(&self, _: &Envelope<'_>, _: &[Vec<f32>], _: Option<Metered<'_>>) -> String {
         match *self {}
     }
 }
@@ -231,7 +251,11 @@ async fn finish<S: Surface>(
         |error: &ApiError| error_response_with_body(error, &S::error_body(error, &id), &id);
     match result {
         Ok(Reply::Json(text)) => {
-            let response = json_text_response(StatusCode::OK, Bytes::from(text.clone()), &id);
+            let mut response = json_text_response(StatusCode::OK, Bytes::from(text.clone()), &id);
+            // Neither OpenAI's nor Anthropic's answer has a field for it.
+            if let Some(cost) = draft.cost_usd() {
+                set_cost_header(response.headers_mut(), cost);
+            }
             state.log.record(draft.success(200, text)).await;
             response
         }
@@ -246,6 +270,13 @@ async fn finish<S: Surface>(
             state.log.record(draft.failure(&error)).await;
             response
         }
+    }
+}
+
+/// The call's cost in USD, in the `x-gateway-cost-usd` header.
+fn set_cost_header(headers: &mut HeaderMap, cost: f64) {
+    if let Ok(value) = hyper::header::HeaderValue::from_str(&format!("{cost:.10}")) {
+        headers.insert(COST_HEADER, value);
     }
 }
 
@@ -330,9 +361,12 @@ async fn flow<S: Surface>(
             let (usage, cost_usd) = call.metered(result.usage.as_ref());
             draft.usage(usage, cost_usd);
             let id = draft.id().to_string();
-            Ok(Reply::Json(
-                codec.embeddings(&call.envelope(&id), &result.vectors),
-            ))
+            let usage = usage.as_ref().map(|usage| Metered { usage, cost_usd });
+            Ok(Reply::Json(codec.embeddings(
+                &call.envelope(&id),
+                &result.vectors,
+                usage,
+            )))
         }
     }
 }

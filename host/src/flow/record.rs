@@ -149,6 +149,10 @@ impl Draft {
         self.record.kind = Some(kind.to_owned());
         self.record.stream = stream;
     }
+    /// The call's cost, once [`Draft::usage`] set it.
+    pub fn cost_usd(&self) -> Option<f64> {
+        self.record.cost_usd
+    }
     pub fn usage(&mut self, usage: Option<TokenUsage>, cost: Option<f64>) {
         self.record.usage = usage;
         self.record.cost_usd = cost;

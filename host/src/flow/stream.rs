@@ -207,13 +207,33 @@ impl<C: CompletionCodec> Streamed<C> {
 }
 
 impl<C: CompletionCodec> Pump<'_, C> {
-    /// Sends one chunk's text to the caller; false when the caller is gone.
+    /// Sends one chunk's text and tool-call pieces to the caller; false when the caller is gone.
     async fn forward(&mut self, chunk: types::Chunk) -> bool {
         if let Some(usage) = chunk.usage {
             self.usage = Some(usage);
         }
-        let deltas: Vec<types::TextDelta> = chunk
-            .deltas
+        if !self.forward_text(chunk.deltas).await {
+            return false;
+        }
+        let calls: Vec<types::ToolCallDelta> = chunk
+            .tool_calls
+            .into_iter()
+            .filter(|call| (call.index as usize) < MAX_CHOICES)
+            .collect();
+        if calls.is_empty() {
+            return true;
+        }
+        match self.codec.tool_call_frame(&self.envelope, &calls) {
+            Some(frame) => {
+                self.mark_started();
+                self.frames.send(frame).await.is_ok()
+            }
+            None => true,
+        }
+    }
+
+    async fn forward_text(&mut self, deltas: Vec<types::TextDelta>) -> bool {
+        let deltas: Vec<types::TextDelta> = deltas
             .into_iter()
             .filter(|delta| !delta.text.is_empty())
             .collect();

@@ -145,12 +145,27 @@ pub struct TextDelta {
     pub text: String,
 }
 
-/// One step of a streamed completion.
+/// A piece of a streamed tool call (`sink.send-tool-calls`, WIT 0.1.2).
 #[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCallDelta {
+    /// The choice.
+    pub index: u32,
+    /// The call's position among the choice's tool calls.
+    pub call: u32,
+    pub id: Option<String>,
+    pub name: Option<String>,
+    /// The next piece of the arguments' JSON text.
+    pub arguments: String,
+}
+
+/// One step of a streamed completion: text (`sink.send`) or tool-call pieces
+/// (`sink.send-tool-calls`), and the usage so far.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Chunk {
     pub deltas: Vec<TextDelta>,
     /// Usage so far, when the provider reports it mid-stream.
     pub usage: Option<Usage>,
+    pub tool_calls: Vec<ToolCallDelta>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

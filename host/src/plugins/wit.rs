@@ -267,6 +267,19 @@ impl From<types::Chunk> for host::Chunk {
         host::Chunk {
             deltas: list(chunk.deltas),
             usage: chunk.usage.map(Into::into),
+            tool_calls: Vec::new(),
+        }
+    }
+}
+
+impl From<sink::ToolCallDelta> for host::ToolCallDelta {
+    fn from(delta: sink::ToolCallDelta) -> host::ToolCallDelta {
+        host::ToolCallDelta {
+            index: delta.index,
+            call: delta.call,
+            id: delta.id,
+            name: delta.name,
+            arguments: delta.arguments,
         }
     }
 }
@@ -326,7 +339,7 @@ mod tests {
 
     #[test]
     fn only_the_served_release_line_is_accepted() {
-        for ok in ["0.1.0", "0.1.1", "0.1.9"] {
+        for ok in ["0.1.0", "0.1.1", "0.1.2", "0.1.9"] {
             assert!(check_wit_version(ok).is_ok(), "{ok}");
         }
         for refused in ["0.2.0", "1.0.0", "2.1.0", "0.0.9"] {

@@ -27,7 +27,7 @@ use crate::error::ApiError;
 use crate::flow;
 use crate::http::{Body, error_response, json_response};
 use crate::state::AppState;
-use crate::surfaces::commonbase;
+use crate::surfaces::{anthropic, commonbase, openai};
 
 /// After the grace period, how long requests have to send their last error
 /// frame and queue their record before their tasks are dropped.
@@ -201,6 +201,23 @@ async fn dispatch(state: Arc<AppState>, request: Request<Incoming>) -> Response<
             (&Method::POST, "/embeddings") => {
                 flow::serve::<commonbase::Embeddings>(state, request, id).await
             }
+            (&Method::POST, "/v1/messages") => {
+                flow::serve::<anthropic::Messages>(state, request, id).await
+            }
+            (&Method::POST, "/v1/chat/completions") => {
+                flow::serve::<openai::ChatCompletions>(state, request, id).await
+            }
+            (&Method::POST, "/v1/completions") => {
+                flow::serve::<openai::Completions>(state, request, id).await
+            }
+            (&Method::POST, "/v1/embeddings") => {
+                flow::serve::<openai::Embeddings>(state, request, id).await
+            }
+            (&Method::GET, "/v1/models") => openai::models::list(state, request, id).await,
+            (&Method::GET, p) if p.starts_with("/v1/models/") => {
+                let model = &p["/v1/models/".len()..];
+                openai::models::retrieve(state, request, model, id).await
+            }
             (&Method::GET, "/healthz") => {
                 json_response(StatusCode::OK, &json!({"status": "ok"}), &id)
             }
@@ -212,6 +229,15 @@ async fn dispatch(state: Arc<AppState>, request: Request<Incoming>) -> Response<
             }
             (_, "/completions" | "/embeddings") => {
                 error_response(&ApiError::MethodNotAllowed("POST"), &id)
+            }
+            (_, "/v1/messages") => {
+                anthropic::error_response(&ApiError::MethodNotAllowed("POST"), &id)
+            }
+            (_, "/v1/chat/completions" | "/v1/completions" | "/v1/embeddings") => {
+                openai::error_response(&ApiError::MethodNotAllowed("POST"), &id)
+            }
+            (_, p) if p == "/v1/models" || p.starts_with("/v1/models/") => {
+                openai::error_response(&ApiError::MethodNotAllowed("GET"), &id)
             }
             (_, "/healthz" | "/admin/plugins" | "/admin/config") => {
                 error_response(&ApiError::MethodNotAllowed("GET"), &id)

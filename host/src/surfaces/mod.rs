@@ -3,4 +3,6 @@
 //! the flow's answers, stream frames and errors in its own shape; the flow
 //! does everything else (keys, limits, routes, plugin calls, records).
 
+pub mod anthropic;
 pub mod commonbase;
+pub mod openai;

@@ -75,7 +75,8 @@ pub fn message_body(
     stream: bool,
 ) -> Result<Map<String, Value>, ProviderError> {
     let conversation = conversation(&request.prompt)?;
-    let mut body = caller_params(&request.params, settings.max_tokens())?;
+    let params = caller_params(&request.params, &request.route.id, settings.max_tokens())?;
+    let mut body = params.body;
     body.insert("model".into(), Value::String(request.model.clone()));
     if let Some(system) = conversation.system {
         body.insert("system".into(), Value::String(system));
@@ -83,9 +84,15 @@ pub fn message_body(
     body.insert("messages".into(), to_value(&conversation.messages)?);
     if !request.functions.is_empty() {
         body.insert("tools".into(), to_value(&tools(&request.functions)?)?);
-        // Anthropic rejects `tool_choice` without `tools`, so it only travels with them.
-        if let Some(choice) = &request.function_choice {
-            body.insert("tool_choice".into(), tool_choice(choice));
+        // Anthropic rejects `tool_choice` without `tools`, so it only travels with them; so does
+        // the switch to one call per answer, which is a field of `tool_choice`.
+        let choice = match (&request.function_choice, params.one_tool_call) {
+            (Some(choice), one) => Some(single_call(tool_choice(choice), one)),
+            (None, true) => Some(single_call(tool_choice(&FunctionChoice::Auto), true)),
+            (None, false) => None,
+        };
+        if let Some(choice) = choice {
+            body.insert("tool_choice".into(), choice);
         }
     }
     if stream {
@@ -94,17 +101,68 @@ pub fn message_body(
     Ok(body)
 }
 
-/// The caller's params as the start of the body: without the keys the plugin owns, with the
-/// legacy names of the Commonbase SDKs translated (the Messages API rejects unknown fields), and
-/// with `max_tokens`, which Anthropic requires, always set.
+/// `tool_choice` limited to one tool call per answer when `one` is set. A choice of `none` has
+/// no such field (and calls no tool anyway).
+fn single_call(mut choice: Value, one: bool) -> Value {
+    if let Some(fields) = choice.as_object_mut().filter(|_| one)
+        && fields.get("type").and_then(Value::as_str) != Some("none")
+    {
+        fields.insert("disable_parallel_tool_use".into(), Value::Bool(true));
+    }
+    choice
+}
+
+/// The caller's params mapped for the Messages API: the start of the body, and what they ask of
+/// the fields the plugin owns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallerParams {
+    pub body: Map<String, Value>,
+    /// `parallel_tool_calls: false`: at most one tool call per answer, which Anthropic expresses
+    /// as `tool_choice.disable_parallel_tool_use`.
+    pub one_tool_call: bool,
+}
+
+/// Maps the caller's params, named as OpenAI names them, to the start of a Messages API body.
+///
+/// Anthropic answers 400 for a field it does not know, which the gateway could only report as
+/// an upstream failure; so every OpenAI param is translated, dropped when leaving it out changes
+/// nothing, or refused ([`ProviderError::InvalidRequest`] naming the route and the param) when
+/// Anthropic cannot do what it asks:
+/// - `max_tokens` (required by Anthropic) is `max_tokens`, else `max_completion_tokens`, else
+///   the legacy `max_tokens_to_sample`, else `default_max_tokens`;
+/// - `stop` and `stop_sequences` (a string or a list) are merged into `stop_sequences`;
+/// - `user` becomes `metadata.user_id` unless the params already have one;
+/// - `parallel_tool_calls: false` becomes `tool_choice.disable_parallel_tool_use` (see
+///   [`CallerParams::one_tool_call`]);
+/// - dropped: `seed` (best-effort in OpenAI too: a seed never guarantees the same answer, so an
+///   upstream without seeds breaks no promise), `stream_options` (the plugin owns streaming),
+///   and the values that ask for the default: `n: 1`, `response_format: {"type": "text"}`,
+///   `presence_penalty`/`frequency_penalty: 0`, `logprobs: false`, `top_logprobs: 0`,
+///   `logit_bias: {}`, `parallel_tool_calls: true`, and `null` for any of them;
+/// - refused: any other value of those (several choices, JSON mode, penalties, logprobs, logit
+///   bias), which the Messages API has no field for;
+/// - everything else (`temperature`, `top_p`, `top_k`, `metadata`, `thinking`, `service_tier`,
+///   fields added later) passes as it is, except the keys the plugin sets itself.
 pub fn caller_params(
     params: &str,
+    route: &str,
     default_max_tokens: u64,
-) -> Result<Map<String, Value>, ProviderError> {
+) -> Result<CallerParams, ProviderError> {
     let mut body = params_object_except(params, OWNED_KEYS)?;
+    let unsupported = |what: String, why: &str| {
+        ProviderError::InvalidRequest(format!(
+            "route `{route}`: {what} is not supported by Anthropic's Messages API ({why})"
+        ))
+    };
+
+    let max_completion = body
+        .remove("max_completion_tokens")
+        .filter(|v| !v.is_null());
     let legacy_max = body.remove("max_tokens_to_sample").filter(|v| !v.is_null());
     if body.get("max_tokens").is_none_or(Value::is_null) {
-        let max_tokens = legacy_max.unwrap_or_else(|| json!(default_max_tokens));
+        let max_tokens = max_completion
+            .or(legacy_max)
+            .unwrap_or_else(|| json!(default_max_tokens));
         body.insert("max_tokens".into(), max_tokens);
     }
 
@@ -119,7 +177,7 @@ pub fn caller_params(
         for item in items {
             if !item.is_string() {
                 return Err(ProviderError::InvalidRequest(format!(
-                    "{name} must be a string or a list of strings"
+                    "route `{route}`: {name} must be a string or a list of strings"
                 )));
             }
             if !sequences.contains(&item) {
@@ -130,7 +188,96 @@ pub fn caller_params(
     if !sequences.is_empty() {
         body.insert("stop_sequences".into(), Value::Array(sequences));
     }
-    Ok(body)
+
+    for dropped in ["seed", "stream_options"] {
+        body.remove(dropped);
+    }
+    if let Some(n) = body.remove("n")
+        && !(n.is_null() || n.as_f64() == Some(1.0))
+    {
+        let why = "it answers with one choice; leave n out or set it to 1";
+        return Err(unsupported(format!("n = {n}"), why));
+    }
+    if let Some(format) = body.remove("response_format")
+        && !(format.is_null() || format.get("type").and_then(Value::as_str) == Some("text"))
+    {
+        let what = match format.get("type") {
+            Some(kind) => format!("response_format of type {kind}"),
+            None => "response_format".to_owned(),
+        };
+        return Err(unsupported(what, "only {\"type\": \"text\"} can be served"));
+    }
+    for penalty in ["presence_penalty", "frequency_penalty"] {
+        if let Some(value) = body.remove(penalty)
+            && !(value.is_null() || value.as_f64() == Some(0.0))
+        {
+            let why = "it has no repetition penalties; leave it out or set it to 0";
+            return Err(unsupported(format!("{penalty} = {value}"), why));
+        }
+    }
+    if let Some(logprobs) = body.remove("logprobs")
+        && !(logprobs.is_null() || logprobs == Value::Bool(false))
+    {
+        let why = "it returns no log probabilities";
+        return Err(unsupported(format!("logprobs = {logprobs}"), why));
+    }
+    if let Some(top) = body.remove("top_logprobs")
+        && !(top.is_null() || top.as_f64() == Some(0.0))
+    {
+        let why = "it returns no log probabilities";
+        return Err(unsupported(format!("top_logprobs = {top}"), why));
+    }
+    if let Some(bias) = body.remove("logit_bias")
+        && !(bias.is_null() || bias.as_object().is_some_and(Map::is_empty))
+    {
+        return Err(unsupported("logit_bias".into(), "it has no logit bias"));
+    }
+
+    let one_tool_call = match body.remove("parallel_tool_calls") {
+        None | Some(Value::Null | Value::Bool(true)) => false,
+        Some(Value::Bool(false)) => true,
+        Some(other) => {
+            return Err(ProviderError::InvalidRequest(format!(
+                "route `{route}`: parallel_tool_calls must be true or false, not {other}"
+            )));
+        }
+    };
+
+    match body.remove("user") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(user)) => set_user_id(&mut body, user),
+        Some(other) => {
+            return Err(ProviderError::InvalidRequest(format!(
+                "route `{route}`: user must be a string, not {other}"
+            )));
+        }
+    }
+    Ok(CallerParams {
+        body,
+        one_tool_call,
+    })
+}
+
+/// Puts OpenAI's `user` where Anthropic keeps it, `metadata.user_id`, unless the caller's
+/// `metadata` already names a user (Anthropic's own field is the more specific ask). A
+/// `metadata` that is no object is left for Anthropic to refuse.
+fn set_user_id(body: &mut Map<String, Value>, user: String) {
+    if user.is_empty() {
+        return;
+    }
+    let metadata = body
+        .entry("metadata")
+        .and_modify(|m| {
+            if m.is_null() {
+                *m = Value::Object(Map::new());
+            }
+        })
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Some(metadata) = metadata.as_object_mut()
+        && metadata.get("user_id").is_none_or(Value::is_null)
+    {
+        metadata.insert("user_id".into(), Value::String(user));
+    }
 }
 
 /// A prompt in the Messages API's shape: the system prompt apart, then strictly alternating

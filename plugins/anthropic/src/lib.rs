@@ -6,6 +6,16 @@
 //! - `default_max_tokens = N`: the `max_tokens` sent when the caller gives none (default 4096;
 //!   Anthropic requires the field).
 //!
+//! Params arrive named as OpenAI names them. Anthropic refuses fields it does not know, so each
+//! is translated (`max_completion_tokens` → `max_tokens`, `stop` → `stop_sequences`, `user` →
+//! `metadata.user_id`, `parallel_tool_calls: false` → `tool_choice.disable_parallel_tool_use`),
+//! dropped where leaving it out changes nothing (`seed`, which OpenAI treats as best-effort too;
+//! `stream_options`; `n: 1`, `response_format: {"type": "text"}`, zero penalties, `logprobs:
+//! false` and other defaults), or refused as an invalid request naming the route and the param
+//! (`n` > 1, JSON `response_format`, non-zero penalties, `logprobs`, `top_logprobs`,
+//! `logit_bias`). Anthropic's own fields (`top_k`, `metadata`, `thinking`, `service_tier`, ...)
+//! pass as they are. Details: `convert::caller_params`.
+//!
 //! Anthropic has no embeddings API, so `embed` keeps the SDK's default (an invalid request).
 
 mod convert;

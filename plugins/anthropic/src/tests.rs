@@ -259,46 +259,235 @@ fn streaming_body_asks_for_a_stream() {
     assert!(body(&req, false).get("stream").is_none());
 }
 
+/// The caller's params mapped by `caller_params` on the route `claude`, as JSON.
+fn mapped(params: &str, default_max_tokens: u64) -> Result<Value, ProviderError> {
+    let params = caller_params(params, "claude", default_max_tokens)?;
+    Ok(Value::Object(params.body))
+}
+
+/// The refusal of `params` by the whole body's mapping, checked to name the route and `param`.
+fn refusal(params: &str, param: &str) -> String {
+    let mut req = request(Prompt::Text("x".into()));
+    req.params = params.into();
+    let message = invalid_request(message_body(&req, &Settings::default(), false));
+    assert!(
+        message.starts_with(&format!("route `claude`: {param}")),
+        "{params}: {message}"
+    );
+    message
+}
+
 #[test]
 fn legacy_parameter_names_are_translated() {
-    let params = caller_params(
+    let params = mapped(
         r#"{"max_tokens_to_sample":300,"stop_sequences":["\n\nHuman:"],"stop":"END","top_k":3}"#,
         4096,
     )
     .expect("params");
     assert_eq!(
-        Value::Object(params),
+        params,
         json!({"max_tokens": 300, "stop_sequences": ["\n\nHuman:", "END"], "top_k": 3})
     );
 
     // `max_tokens` wins over the legacy name; a single stop string becomes a list; duplicates go.
-    let params = caller_params(
+    let params = mapped(
         r#"{"max_tokens":50,"max_tokens_to_sample":300,"stop":["a","b"],"stop_sequences":"a"}"#,
         4096,
     )
     .expect("params");
     assert_eq!(
-        Value::Object(params),
+        params,
         json!({"max_tokens": 50, "stop_sequences": ["a", "b"]})
     );
 
     // Nulls count as absent.
-    let params = caller_params(
+    let params = mapped(
         r#"{"max_tokens":null,"max_tokens_to_sample":null,"stop":null}"#,
         1000,
     )
     .expect("params");
-    assert_eq!(Value::Object(params), json!({"max_tokens": 1000}));
+    assert_eq!(params, json!({"max_tokens": 1000}));
 
     for bad in [r#"{"stop":5}"#, r#"{"stop_sequences":["a",1]}"#] {
-        let message = invalid_request(caller_params(bad, 4096));
-        assert!(message.contains("stop"), "{message}");
+        let message = invalid_request(mapped(bad, 4096));
+        assert!(message.starts_with("route `claude`: stop"), "{message}");
     }
-    invalid_request(caller_params("[1]", 4096));
+    invalid_request(mapped("[1]", 4096));
     assert_eq!(
-        Value::Object(caller_params("", 7).expect("empty params")),
+        mapped("", 7).expect("empty params"),
         json!({"max_tokens": 7})
     );
+}
+
+#[test]
+fn max_completion_tokens_is_max_tokens_when_that_is_absent() {
+    let max = |params: &str| mapped(params, 4096).expect("params");
+    assert_eq!(
+        max(r#"{"max_completion_tokens":300}"#),
+        json!({"max_tokens": 300})
+    );
+    assert_eq!(
+        max(r#"{"max_tokens":null,"max_completion_tokens":300,"max_tokens_to_sample":20}"#),
+        json!({"max_tokens": 300})
+    );
+    // `max_tokens` is Anthropic's own name, so it wins; the other name never reaches Anthropic.
+    assert_eq!(
+        max(r#"{"max_tokens":50,"max_completion_tokens":300}"#),
+        json!({"max_tokens": 50})
+    );
+    assert_eq!(
+        max(r#"{"max_completion_tokens":null}"#),
+        json!({"max_tokens": DEFAULT_MAX_TOKENS})
+    );
+}
+
+/// OpenAI params whose value asks for what Anthropic does anyway, and `seed` and `stream_options`,
+/// never reach Anthropic (which would refuse the unknown fields); its own fields pass.
+#[test]
+fn openai_params_asking_for_defaults_are_dropped() {
+    let mut req = request(Prompt::Text("Say hi".into()));
+    req.params = r#"{"n":1,"seed":42,"response_format":{"type":"text"},
+        "presence_penalty":0,"frequency_penalty":0.0,"logprobs":false,"top_logprobs":0,
+        "logit_bias":{},"parallel_tool_calls":true,"stream_options":{"include_usage":true},
+        "temperature":0.5,"top_p":0.9,"top_k":10,"thinking":{"type":"enabled","budget_tokens":2048},
+        "service_tier":"auto","metadata":{"user_id":"u1"}}"#
+        .into();
+    let expected = json!({
+        "model": "claude-sonnet-4-20250514",
+        "max_tokens": DEFAULT_MAX_TOKENS,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Say hi"}]}],
+        "temperature": 0.5,
+        "top_p": 0.9,
+        "top_k": 10,
+        "thinking": {"type": "enabled", "budget_tokens": 2048},
+        "service_tier": "auto",
+        "metadata": {"user_id": "u1"},
+    });
+    assert_eq!(body(&req, false), expected);
+
+    req.params = r#"{"n":null,"seed":null,"response_format":null,"presence_penalty":null,
+        "frequency_penalty":null,"logprobs":null,"top_logprobs":null,"logit_bias":null,
+        "parallel_tool_calls":null,"stream_options":null,"max_completion_tokens":null,"user":null}"#
+        .into();
+    let sent = upstream_request(&req, true).expect("request");
+    let sent: Value = serde_json::from_slice(sent.body_bytes()).expect("JSON body");
+    assert_eq!(
+        sent,
+        json!({
+            "model": "claude-sonnet-4-20250514",
+            "max_tokens": DEFAULT_MAX_TOKENS,
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "Say hi"}]}],
+            "stream": true,
+        })
+    );
+}
+
+#[test]
+fn openai_params_anthropic_cannot_honor_are_refused() {
+    for (params, param) in [
+        (r#"{"n":2}"#, "n = 2"),
+        (r#"{"n":0}"#, "n = 0"),
+        (
+            r#"{"response_format":{"type":"json_object"}}"#,
+            r#"response_format of type "json_object""#,
+        ),
+        (
+            r#"{"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{}}}}"#,
+            r#"response_format of type "json_schema""#,
+        ),
+        (r#"{"response_format":"json"}"#, "response_format"),
+        (r#"{"presence_penalty":0.5}"#, "presence_penalty = 0.5"),
+        (r#"{"frequency_penalty":-1}"#, "frequency_penalty = -1"),
+        (r#"{"logprobs":true}"#, "logprobs = true"),
+        (r#"{"top_logprobs":5}"#, "top_logprobs = 5"),
+        (r#"{"logit_bias":{"50256":-100}}"#, "logit_bias"),
+        (r#"{"parallel_tool_calls":"no"}"#, "parallel_tool_calls"),
+        (r#"{"user":42}"#, "user"),
+    ] {
+        let message = refusal(params, param);
+        if !param.starts_with("parallel") && !param.starts_with("user") {
+            assert!(
+                message.contains("is not supported by Anthropic's Messages API"),
+                "{message}"
+            );
+        }
+    }
+    assert_eq!(
+        refusal(r#"{"n":3}"#, "n"),
+        "route `claude`: n = 3 is not supported by Anthropic's Messages API (it answers with one \
+         choice; leave n out or set it to 1)"
+    );
+    // The refusal reaches the caller as it is: the upstream request is never built.
+    let mut req = request(Prompt::Text("x".into()));
+    req.params = r#"{"logprobs":true}"#.into();
+    invalid_request(upstream_request(&req, false));
+}
+
+#[test]
+fn user_becomes_metadata_user_id() {
+    let sent = |params: &str| mapped(params, 10).expect("params");
+    assert_eq!(
+        sent(r#"{"user":"user-123"}"#),
+        json!({"max_tokens": 10, "metadata": {"user_id": "user-123"}})
+    );
+    assert_eq!(
+        sent(r#"{"user":"user-123","metadata":null}"#),
+        json!({"max_tokens": 10, "metadata": {"user_id": "user-123"}})
+    );
+    assert_eq!(
+        sent(r#"{"user":"user-123","metadata":{"user_id":null}}"#),
+        json!({"max_tokens": 10, "metadata": {"user_id": "user-123"}})
+    );
+    // The caller's own `metadata.user_id` is the more specific ask.
+    assert_eq!(
+        sent(r#"{"user":"user-123","metadata":{"user_id":"anthropic-id"}}"#),
+        json!({"max_tokens": 10, "metadata": {"user_id": "anthropic-id"}})
+    );
+    assert_eq!(sent(r#"{"user":""}"#), json!({"max_tokens": 10}));
+}
+
+#[test]
+fn parallel_tool_calls_false_allows_one_tool_call() {
+    let mut req = request(Prompt::Text("x".into()));
+    req.params = r#"{"parallel_tool_calls":false}"#.into();
+    // Without tools there is no call to limit, and Anthropic refuses `tool_choice` alone.
+    let without = body(&req, false);
+    assert!(without.get("tool_choice").is_none(), "{without}");
+    assert!(without.get("parallel_tool_calls").is_none(), "{without}");
+
+    req.functions = vec![weather_function()];
+    let choice = |req: &CompletionRequest| body(req, false).get("tool_choice").cloned();
+    assert_eq!(
+        choice(&req),
+        Some(json!({"type": "auto", "disable_parallel_tool_use": true}))
+    );
+    for (function_choice, expected) in [
+        (
+            FunctionChoice::Auto,
+            json!({"type": "auto", "disable_parallel_tool_use": true}),
+        ),
+        (
+            FunctionChoice::Required,
+            json!({"type": "any", "disable_parallel_tool_use": true}),
+        ),
+        (
+            FunctionChoice::Named("weather".into()),
+            json!({"type": "tool", "name": "weather", "disable_parallel_tool_use": true}),
+        ),
+        // `none` calls no tool and has no such field.
+        (FunctionChoice::None, json!({"type": "none"})),
+    ] {
+        req.function_choice = Some(function_choice);
+        assert_eq!(choice(&req), Some(expected));
+    }
+    assert!(body(&req, false).get("parallel_tool_calls").is_none());
+
+    // `true` is Anthropic's default: nothing is added.
+    req.params = r#"{"parallel_tool_calls":true}"#.into();
+    req.function_choice = None;
+    assert_eq!(choice(&req), None);
+    req.function_choice = Some(FunctionChoice::Required);
+    assert_eq!(choice(&req), Some(json!({"type": "any"})));
 }
 
 #[test]

@@ -39,6 +39,7 @@ const GENERATION_ALIASES: &[&[&str]] = &[
     &["frequencyPenalty", "frequency_penalty"],
     &["seed"],
     &["responseMimeType", "response_mime_type"],
+    &["responseLogprobs", "response_logprobs"],
 ];
 
 /// Request fields (outside `generationConfig`) callers may set through params.
@@ -133,7 +134,7 @@ pub fn completion_call(
         ));
     }
 
-    let (generation_config, mut body) = generation_config(&request.params)?;
+    let (generation_config, mut body) = generation_config(&request.params, &request.route.id)?;
     body.insert("contents".into(), json::to_value(&contents)?);
     if !system.is_empty() {
         let instruction = Content {
@@ -347,19 +348,27 @@ pub fn tool_config(choice: &FunctionChoice) -> Value {
 }
 
 /// Splits the caller's params into the `generationConfig` object and the request's own fields
-/// (`safetySettings`, `cachedContent`).
+/// (`safetySettings`, `cachedContent`). `route` (the route's id) names the route in refusals.
 ///
-/// - Known parameters are renamed (see [`GENERATION_ALIASES`]): `max_tokens` becomes
-///   `maxOutputTokens`, `stop` (a string or a list) `stopSequences`, `n` `candidateCount`, ...
+/// - Known parameters are renamed (see [`GENERATION_ALIASES`]): `max_tokens` (or
+///   `max_completion_tokens`) becomes `maxOutputTokens`, `stop` (a string or a list)
+///   `stopSequences`, `n` `candidateCount`, ...
 /// - `response_format: {"type": "json_object"}` asks for `application/json`;
 ///   `{"type": "json_schema", "json_schema": {"schema": S}}` also sets `responseSchema`.
+/// - OpenAI's `logprobs: true` is Gemini's `responseLogprobs: true` and `top_logprobs: N` its
+///   `logprobs: N` (a number in `logprobs` is already Gemini's count).
+/// - OpenAI params Gemini has no field for are dropped where leaving them out changes nothing:
+///   `parallel_tool_calls` (Gemini has no switch for it: it may always call several functions in
+///   one turn, and the caller reads every call either way), `user` (the Gemini API keeps no end
+///   user id), `logprobs: false`, `logit_bias: {}`; `logit_bias` with entries is refused (an
+///   invalid request naming the route and the param), since Gemini cannot bias tokens.
 /// - A `generationConfig` object is the starting point; flat params override its fields.
 /// - Every other param goes into `generationConfig` as is (`thinkingConfig`,
 ///   `responseModalities`, ...), so new Gemini settings work without a plugin update; Gemini
 ///   answers 400 for names it does not know.
 /// - `null` values are left out: they mean "not set"; so are `stream` and `stream_options`:
 ///   streaming is chosen by the endpoint, not by a flag.
-pub fn generation_config(params: &str) -> Result<(Object, Object), ProviderError> {
+pub fn generation_config(params: &str, route: &str) -> Result<(Object, Object), ProviderError> {
     let mut params = params_object_except(params, &["stream", "stream_options"])?;
     params.retain(|_, value| !value.is_null());
     let request_fields = take_aliases(&mut params, TOP_LEVEL_ALIASES);
@@ -367,21 +376,84 @@ pub fn generation_config(params: &str) -> Result<(Object, Object), ProviderError
         None => Map::new(),
         Some(Value::Object(config)) => config,
         Some(_) => {
-            return Err(ProviderError::InvalidRequest(
-                "params.generationConfig must be an object".into(),
-            ));
+            return Err(ProviderError::InvalidRequest(format!(
+                "route `{route}`: generationConfig must be an object"
+            )));
         }
     };
     if let Some(format) = params.remove("response_format") {
-        response_format(&format, &mut config)?;
+        response_format(&format, &mut config, route)?;
     }
+    for dropped in ["parallel_tool_calls", "user"] {
+        params.remove(dropped);
+    }
+    if let Some(bias) = params.remove("logit_bias")
+        && bias.as_object().is_none_or(|bias| !bias.is_empty())
+    {
+        return Err(ProviderError::InvalidRequest(format!(
+            "route `{route}`: logit_bias is not supported by the Gemini API (it has no logit bias)"
+        )));
+    }
+    let logprobs = openai_logprobs(&mut params, route)?;
     let mut renamed = take_aliases(&mut params, GENERATION_ALIASES);
     if let Some(stop @ Value::String(_)) = renamed.get_mut("stopSequences") {
         *stop = json!([stop.take()]);
     }
     config.extend(renamed);
     config.extend(params);
+    if logprobs.response {
+        config
+            .entry("responseLogprobs")
+            .or_insert(Value::Bool(true));
+    }
+    if let Some(top) = logprobs.top {
+        // Gemini returns top candidates only along with the chosen tokens' logprobs, as OpenAI
+        // does; OpenAI refuses `top_logprobs` without `logprobs: true`, so the plugin does too,
+        // rather than let Gemini refuse it as an upstream error.
+        if config.get("responseLogprobs") != Some(&Value::Bool(true)) {
+            return Err(ProviderError::InvalidRequest(format!(
+                "route `{route}`: top_logprobs needs logprobs: true"
+            )));
+        }
+        config.insert("logprobs".into(), top);
+    }
     Ok((config, request_fields))
+}
+
+/// OpenAI's logprobs params, taken out of the caller's params.
+#[derive(Debug, Default)]
+struct Logprobs {
+    /// `logprobs: true`: the chosen tokens' logprobs (Gemini's `responseLogprobs`).
+    response: bool,
+    /// `top_logprobs`: how many top candidates per token (Gemini's `logprobs`).
+    top: Option<Value>,
+}
+
+/// Takes OpenAI's `logprobs` (a boolean) and `top_logprobs` out of `params`. A number in
+/// `logprobs` is Gemini's own field of that name (the count of top candidates) and stays.
+fn openai_logprobs(params: &mut Object, route: &str) -> Result<Logprobs, ProviderError> {
+    let mut logprobs = Logprobs::default();
+    match params.get("logprobs") {
+        Some(Value::Bool(response)) => {
+            logprobs.response = *response;
+            params.remove("logprobs");
+        }
+        None | Some(Value::Number(_)) => {}
+        Some(other) => {
+            return Err(ProviderError::InvalidRequest(format!(
+                "route `{route}`: logprobs must be true or false, not {other}"
+            )));
+        }
+    }
+    if let Some(top) = params.remove("top_logprobs") {
+        if !top.is_u64() {
+            return Err(ProviderError::InvalidRequest(format!(
+                "route `{route}`: top_logprobs must be a whole number, not {top}"
+            )));
+        }
+        logprobs.top = Some(top);
+    }
+    Ok(logprobs)
 }
 
 /// Takes each field of `table` out of `params` (see [`take_alias`]), under its first name.
@@ -407,13 +479,13 @@ fn take_alias(params: &mut Object, aliases: &[&str]) -> Option<Value> {
 }
 
 /// Maps OpenAI's `response_format` into `config`.
-fn response_format(format: &Value, config: &mut Object) -> Result<(), ProviderError> {
+fn response_format(format: &Value, config: &mut Object, route: &str) -> Result<(), ProviderError> {
     let invalid = || {
-        ProviderError::InvalidRequest(
-            "params.response_format must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or \
-             {\"type\": \"json_schema\", \"json_schema\": {\"schema\": ...}}"
-                .into(),
-        )
+        ProviderError::InvalidRequest(format!(
+            "route `{route}`: response_format must be {{\"type\": \"text\"}}, \
+             {{\"type\": \"json_object\"}} or {{\"type\": \"json_schema\", \"json_schema\": \
+             {{\"schema\": ...}}}}"
+        ))
     };
     match format.get("type").and_then(Value::as_str) {
         Some("text") => {}

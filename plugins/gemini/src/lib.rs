@@ -11,10 +11,15 @@
 //!   as `{"output": text}`); consecutive messages of one role share a turn;
 //! - `functions` become `functionDeclarations` (their JSON Schema rewritten to Gemini's OpenAPI
 //!   subset, see `schema`), `functionCall` becomes `toolConfig.functionCallingConfig`;
-//! - params: `temperature`, `top_p`, `top_k`, `max_tokens`, `stop`, `n`, `presence_penalty`,
-//!   `frequency_penalty`, `seed` and `response_format` map to their `generationConfig` fields
-//!   (Gemini's own camelCase names work too); `safetySettings` and `cachedContent` are request
-//!   fields; **any other param is put into `generationConfig` as is** (e.g. `thinkingConfig`).
+//! - params (named as OpenAI names them): `temperature`, `top_p`, `top_k`, `max_tokens` (or
+//!   `max_completion_tokens`), `stop`, `n`, `presence_penalty`, `frequency_penalty`, `seed` and
+//!   `response_format` map to their `generationConfig` fields, `logprobs: true` to
+//!   `responseLogprobs` and `top_logprobs` to `logprobs` (Gemini's own camelCase names work
+//!   too); `parallel_tool_calls` (Gemini has no such switch: it may always call several
+//!   functions in one turn) and `user` are dropped, `logit_bias` is refused unless empty;
+//!   `safetySettings` and `cachedContent` are request fields; **any other param is put into
+//!   `generationConfig` as is** (e.g. `thinkingConfig`). Refusals are invalid requests naming
+//!   the route and the param.
 //!
 //! Answers: each candidate is a choice; text parts are its text (thought summaries are not);
 //! `functionCall` parts are its tool calls (ids `call_{choice}_{position}` when Google gives none)

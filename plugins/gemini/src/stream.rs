@@ -9,9 +9,11 @@ use gateway_plugin_sdk::sse::Event;
 use gateway_plugin_sdk::{
     Answer, Embeddings, FinishReason, ProviderError, StreamDecoder, Usage, embedded_error,
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use crate::wire::{BatchEmbedResponse, GenerateContentResponse, UsageMetadata};
+use crate::wire::{
+    BatchEmbedResponse, GenerateContentResponse, LogprobsCandidate, LogprobsResult, UsageMetadata,
+};
 
 /// Reads `GenerateContentResponse`s into an [`Answer`].
 #[derive(Debug, Default)]
@@ -87,6 +89,9 @@ impl Decoder {
                 .unwrap_or_else(|| u32::try_from(position).unwrap_or(u32::MAX));
             // Registers the choice even if it never says anything.
             answer.text(index, "");
+            if let Some(result) = &candidate.logprobs_result {
+                answer.logprobs(index, logprobs(result));
+            }
             let (calls, reason) = self.choices.entry(index).or_default();
             for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
                 if let Some(call) = part.function_call {
@@ -128,6 +133,37 @@ pub fn finish_reason(reason: &str) -> FinishReason {
         | "IMAGE_RECITATION" => FinishReason::ContentFilter,
         _ => FinishReason::Other,
     }
+}
+
+/// Maps a `logprobsResult` to OpenAI's logprobs object (`{"content": [{"token", "logprob",
+/// "bytes", "top_logprobs"}]}`), the shape callers of `logprobs: true` read (and the SDK
+/// concatenates across a stream's events): one entry per chosen token, with the top candidates
+/// of the same decoding step.
+pub fn logprobs(result: &LogprobsResult) -> Value {
+    let token = |candidate: &LogprobsCandidate| {
+        let text = candidate.token.as_deref().unwrap_or_default();
+        json!({
+            "token": text,
+            "logprob": candidate.log_probability.unwrap_or(0.0),
+            "bytes": text.as_bytes(),
+        })
+    };
+    let content: Vec<Value> = result
+        .chosen_candidates
+        .iter()
+        .enumerate()
+        .map(|(step, chosen)| {
+            let top: Vec<Value> = result
+                .top_candidates
+                .get(step)
+                .map(|top| top.candidates.iter().map(token).collect())
+                .unwrap_or_default();
+            let mut entry = token(chosen);
+            entry["top_logprobs"] = Value::Array(top);
+            entry
+        })
+        .collect();
+    json!({ "content": content })
 }
 
 /// Maps `usageMetadata`.

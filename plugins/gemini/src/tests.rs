@@ -10,7 +10,7 @@ use gateway_plugin_sdk::{
 };
 use gateway_test_support::fixtures::{calling, failed, invalid_request, message, named, upstream};
 use gateway_test_support::recording::Interaction;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::Gemini;
 use crate::convert::{
@@ -108,6 +108,35 @@ fn weather_function() -> FunctionDef {
             "required": ["location"]
         }),
     )
+}
+
+/// The `generationConfig` object and the request's own fields.
+type Split = (Map<String, Value>, Map<String, Value>);
+
+/// The caller's params split by `generation_config` on the route `test`.
+fn config(params: &str) -> Result<Split, ProviderError> {
+    generation_config(params, "test")
+}
+
+/// The body sent for a text prompt with `params`, and with the weather function.
+fn body_with_params(params: &str) -> Value {
+    let mut req = request(Prompt::Text("Hi".into()));
+    req.functions = vec![weather_function()];
+    req.params = params.into();
+    body(&req)
+}
+
+/// The refusal of `params` by the whole request's mapping, checked to name the route and
+/// `param`.
+fn refusal(params: &str, param: &str) -> String {
+    let mut req = request(Prompt::Text("Hi".into()));
+    req.params = params.into();
+    let message = invalid_request(completion_call(&req, false));
+    assert!(
+        message.starts_with(&format!("route `test`: {param}")),
+        "{params}: {message}"
+    );
+    message
 }
 
 fn body(request: &CompletionRequest) -> Value {
@@ -369,7 +398,7 @@ fn the_key_travels_in_x_goog_api_key_and_never_in_the_url() {
 
 #[test]
 fn params_map_to_generation_config() {
-    let split = generation_config(
+    let split = config(
         r#"{"temperature":0.2,"top_p":0.9,"top_k":40,"max_tokens":100,"stop":"\n\n","n":2,
             "presence_penalty":0.5,"frequency_penalty":0.25,"seed":7}"#,
     )
@@ -385,7 +414,7 @@ fn params_map_to_generation_config() {
 
 #[test]
 fn gemini_names_win_and_unknown_params_pass_through() {
-    let split = generation_config(
+    let split = config(
         r#"{"maxOutputTokens":10,"max_tokens":99,"stopSequences":["a"],"stop":["b"],
             "thinkingConfig":{"thinkingBudget":0},"responseModalities":["TEXT"],
             "user":null,"stream":true,"stream_options":{"include_usage":true},
@@ -404,19 +433,19 @@ fn gemini_names_win_and_unknown_params_pass_through() {
         json!({"safetySettings":[{"category":"HARM_CATEGORY_HARASSMENT","threshold":"BLOCK_NONE"}],
                "cachedContent":"cachedContents/abc"})
     );
-    invalid_request(generation_config(r#"{"generationConfig":3}"#));
-    invalid_request(generation_config("[1]"));
-    assert_eq!(generation_config("").unwrap(), Default::default());
+    invalid_request(config(r#"{"generationConfig":3}"#));
+    invalid_request(config("[1]"));
+    assert_eq!(config("").unwrap(), Default::default());
 }
 
 #[test]
 fn response_format_asks_for_json() {
-    let split = generation_config(r#"{"response_format":{"type":"json_object"}}"#).unwrap();
+    let split = config(r#"{"response_format":{"type":"json_object"}}"#).unwrap();
     assert_eq!(
         Value::Object(split.0.clone()),
         json!({"responseMimeType": "application/json"})
     );
-    let split = generation_config(
+    let split = config(
         r#"{"response_format":{"type":"json_schema","json_schema":{"name":"x","strict":true,
             "schema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],
             "additionalProperties":false}}}}"#,
@@ -427,12 +456,107 @@ fn response_format_asks_for_json() {
         json!({"responseMimeType": "application/json", "responseSchema": {
             "type": "OBJECT", "properties": {"n": {"type": "INTEGER"}}, "required": ["n"]}})
     );
-    let split = generation_config(r#"{"response_format":{"type":"text"}}"#).unwrap();
+    let split = config(r#"{"response_format":{"type":"text"}}"#).unwrap();
     assert!(split.0.is_empty());
-    invalid_request(generation_config(r#"{"response_format":{"type":"xml"}}"#));
-    invalid_request(generation_config(
-        r#"{"response_format":{"type":"json_schema"}}"#,
-    ));
+    invalid_request(config(r#"{"response_format":{"type":"xml"}}"#));
+    invalid_request(config(r#"{"response_format":{"type":"json_schema"}}"#));
+}
+
+#[test]
+fn openai_params_gemini_already_has_map_in_the_sent_body() {
+    let sent = body_with_params(
+        r#"{"max_completion_tokens":50,"n":2,"seed":7,"response_format":{"type":"json_object"}}"#,
+    );
+    assert_eq!(
+        sent["generationConfig"],
+        json!({"maxOutputTokens": 50, "candidateCount": 2, "seed": 7,
+               "responseMimeType": "application/json"})
+    );
+    // `max_tokens` is the older name of the same field, and wins as the first alias.
+    let sent = body_with_params(r#"{"max_tokens":20,"max_completion_tokens":50}"#);
+    assert_eq!(sent["generationConfig"], json!({"maxOutputTokens": 20}));
+
+    let message = refusal(r#"{"response_format":{"type":"xml"}}"#, "response_format");
+    assert!(message.contains("json_schema"), "{message}");
+    refusal(r#"{"generationConfig":[]}"#, "generationConfig");
+}
+
+/// OpenAI params Gemini has no field for never reach it (Gemini refuses unknown
+/// `generationConfig` fields) when leaving them out changes nothing.
+#[test]
+fn openai_params_without_a_gemini_field_are_dropped() {
+    for params in [
+        r#"{"parallel_tool_calls":false,"user":"user-123","logit_bias":{},"logprobs":false,
+            "stream_options":{"include_usage":true},"temperature":0.5}"#,
+        r#"{"parallel_tool_calls":true,"user":null,"logit_bias":null,"logprobs":null,
+            "top_logprobs":null,"temperature":0.5}"#,
+    ] {
+        let sent = body_with_params(params);
+        assert_eq!(
+            sent["generationConfig"],
+            json!({"temperature": 0.5}),
+            "{params}"
+        );
+        let keys: Vec<&String> = sent.as_object().expect("an object").keys().collect();
+        assert_eq!(
+            keys,
+            ["contents", "generationConfig", "tools"],
+            "{params}: {sent}"
+        );
+    }
+}
+
+#[test]
+fn logprobs_map_to_gemini_names() {
+    let generation = |params: &str| Value::Object(config(params).expect("params").0);
+    assert_eq!(
+        generation(r#"{"logprobs":true}"#),
+        json!({"responseLogprobs": true})
+    );
+    assert_eq!(
+        generation(r#"{"logprobs":true,"top_logprobs":5}"#),
+        json!({"responseLogprobs": true, "logprobs": 5})
+    );
+    assert_eq!(
+        generation(r#"{"logprobs":true,"top_logprobs":0}"#),
+        json!({"responseLogprobs": true, "logprobs": 0})
+    );
+    // Gemini's own names (its `logprobs` is a count) pass as they are.
+    assert_eq!(
+        generation(r#"{"responseLogprobs":true,"logprobs":3}"#),
+        json!({"responseLogprobs": true, "logprobs": 3})
+    );
+    assert_eq!(
+        generation(r#"{"response_logprobs":true,"top_logprobs":2}"#),
+        json!({"responseLogprobs": true, "logprobs": 2})
+    );
+    assert_eq!(
+        generation(r#"{"generationConfig":{"responseLogprobs":true},"top_logprobs":4}"#),
+        json!({"responseLogprobs": true, "logprobs": 4})
+    );
+    assert_eq!(
+        body_with_params(r#"{"logprobs":true,"top_logprobs":1}"#)["generationConfig"],
+        json!({"responseLogprobs": true, "logprobs": 1})
+    );
+
+    assert_eq!(
+        refusal(r#"{"top_logprobs":5}"#, "top_logprobs"),
+        "route `test`: top_logprobs needs logprobs: true"
+    );
+    refusal(r#"{"logprobs":false,"top_logprobs":5}"#, "top_logprobs");
+    refusal(r#"{"logprobs":true,"top_logprobs":-1}"#, "top_logprobs");
+    refusal(r#"{"logprobs":true,"top_logprobs":"5"}"#, "top_logprobs");
+    refusal(r#"{"logprobs":"yes"}"#, "logprobs");
+}
+
+#[test]
+fn logit_bias_is_refused() {
+    let message = refusal(r#"{"logit_bias":{"50256":-100}}"#, "logit_bias");
+    assert!(
+        message.contains("is not supported by the Gemini API"),
+        "{message}"
+    );
+    refusal(r#"{"logit_bias":"strong"}"#, "logit_bias");
 }
 
 #[test]
@@ -1271,6 +1395,64 @@ fn decoder_reads_events_directly() {
         Some(FinishReason::ToolCalls)
     );
     assert_eq!(completion.choices[0].tool_calls[0].id, "call_0_0");
+}
+
+#[test]
+fn logprobs_of_an_answer_are_read_in_openai_shape() {
+    let step = |token: &str, logprob: f64, top: Value| json!({"token": token, "logprob": logprob, "bytes": token.as_bytes(), "top_logprobs": top});
+    let answer = |tokens: Value| {
+        json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "Olá!"}]},
+            "finishReason": "STOP", "logprobsResult": tokens}]})
+        .to_string()
+    };
+    let whole = answer(json!({
+        "topCandidates": [
+            {"candidates": [{"token": "Olá", "tokenId": 1, "logProbability": -0.1},
+                            {"token": "Oi", "tokenId": 2, "logProbability": -2.5}]},
+            {"candidates": [{"token": "!", "tokenId": 3, "logProbability": -0.01}]}
+        ],
+        "chosenCandidates": [
+            {"token": "Olá", "tokenId": 1, "logProbability": -0.1},
+            {"token": "!", "tokenId": 3, "logProbability": -0.01}
+        ],
+        "logProbabilitySum": -0.11
+    }));
+    let completion = parse(&whole).unwrap();
+    let logprobs: Value =
+        serde_json::from_str(completion.choices[0].logprobs.as_deref().expect("logprobs")).unwrap();
+    assert_eq!(
+        logprobs,
+        json!({"content": [
+            step("Olá", -0.1, json!([
+                {"token": "Olá", "logprob": -0.1, "bytes": "Olá".as_bytes()},
+                {"token": "Oi", "logprob": -2.5, "bytes": "Oi".as_bytes()}])),
+            step("!", -0.01, json!([{"token": "!", "logprob": -0.01, "bytes": [33]}])),
+        ]})
+    );
+
+    // Streamed: each event's tokens, in order; no top candidates asked for.
+    let event = |token: &str, logprob: f64, finish: Option<&str>| {
+        let mut candidate = json!({"content": {"role": "model", "parts": [{"text": token}]},
+            "logprobsResult": {"chosenCandidates": [{"token": token, "logProbability": logprob}]}});
+        if let Some(finish) = finish {
+            candidate["finishReason"] = json!(finish);
+        }
+        format!("data: {}\r\n\r\n", json!({"candidates": [candidate]}))
+    };
+    let body = event("Olá", -0.1, None) + &event("!", -0.01, Some("STOP"));
+    let completion = stream(&body).1.unwrap();
+    let logprobs: Value =
+        serde_json::from_str(completion.choices[0].logprobs.as_deref().expect("logprobs")).unwrap();
+    assert_eq!(
+        logprobs,
+        json!({"content": [step("Olá", -0.1, json!([])), step("!", -0.01, json!([]))]})
+    );
+
+    // Without `responseLogprobs` there are none.
+    assert_eq!(
+        parse(&answer(Value::Null)).unwrap().choices[0].logprobs,
+        None
+    );
 }
 
 #[test]

@@ -117,6 +117,37 @@ pub struct Candidate {
     /// Absent on single-candidate answers of some models: the position then serves.
     #[serde(default)]
     pub index: Option<u32>,
+    /// The chosen tokens' log probabilities, when `responseLogprobs` asked for them (in a
+    /// stream, those of the event's tokens).
+    #[serde(default)]
+    pub logprobs_result: Option<LogprobsResult>,
+}
+
+/// Log probabilities of an answer's tokens, one entry per decoding step in both lists.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogprobsResult {
+    #[serde(default, deserialize_with = "json::null_as_default")]
+    pub chosen_candidates: Vec<LogprobsCandidate>,
+    #[serde(default, deserialize_with = "json::null_as_default")]
+    pub top_candidates: Vec<TopCandidates>,
+}
+
+/// The most likely tokens of one decoding step, most likely first.
+#[derive(Debug, Default, Deserialize)]
+pub struct TopCandidates {
+    #[serde(default, deserialize_with = "json::null_as_default")]
+    pub candidates: Vec<LogprobsCandidate>,
+}
+
+/// A token and its log probability.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogprobsCandidate {
+    #[serde(default)]
+    pub token: Option<String>,
+    #[serde(default)]
+    pub log_probability: Option<f64>,
 }
 
 /// The content of a candidate.

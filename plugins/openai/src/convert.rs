@@ -151,12 +151,21 @@ pub fn completion(request: &CompletionRequest, stream: bool) -> Result<Request, 
             let mut body = params_object_except(&request.params, CHAT_OWNED_KEYS)?;
             body.insert("model".into(), model);
             body.insert("messages".into(), json::to_value(&messages)?);
-            if !request.functions.is_empty() {
+            if request.functions.is_empty() {
+                // OpenAI rejects it without `tools`; without tools it means nothing anyway.
+                body.remove("parallel_tool_calls");
+            } else {
                 body.insert("tools".into(), json::to_value(&tools(&request.functions)?)?);
                 // OpenAI rejects `tool_choice` without `tools`, so it only travels with them.
                 if let Some(choice) = &request.function_choice {
                     body.insert("tool_choice".into(), tool_choice(choice));
                 }
+            }
+            if refuses_max_tokens(&request.model)
+                && let Some(max) = body.remove("max_tokens").filter(|max| !max.is_null())
+                && body.get("max_completion_tokens").is_none_or(Value::is_null)
+            {
+                body.insert("max_completion_tokens".into(), max);
             }
             ("chat/completions", body)
         }
@@ -167,6 +176,20 @@ pub fn completion(request: &CompletionRequest, stream: bool) -> Result<Request, 
         body.insert("stream_options".into(), json!({"include_usage": true}));
     }
     settings.request(&request.route, &request.model, operation, &body, stream)
+}
+
+/// Whether `model` is one of OpenAI's reasoning models (o1, o3, o4-mini, gpt-5 and their
+/// snapshots, also as Azure deployments named after them), which refuse `max_tokens` and take
+/// `max_completion_tokens` instead. Only they are told apart: some OpenAI-compatible servers
+/// know only `max_tokens`, and would ignore the newer name. Callers of the gateway's Anthropic
+/// surface always send `max_tokens`, Anthropic's required name.
+fn refuses_max_tokens(model: &str) -> bool {
+    let model = model.trim().to_ascii_lowercase();
+    ["o1", "o3", "o4", "gpt-5"].iter().any(|family| {
+        model
+            .strip_prefix(family)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['-', '.']))
+    })
 }
 
 /// The upstream request of an embeddings call.

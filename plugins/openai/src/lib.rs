@@ -11,6 +11,12 @@
 //!
 //! Any other key is refused, so that a misspelt setting is not silently ignored.
 //!
+//! Params are OpenAI's and pass as they are, with two exceptions that spare callers an upstream
+//! 400 for a request OpenAI's own SDKs would word differently: `parallel_tool_calls` is left out
+//! when there are no functions (OpenAI allows it only with `tools`), and `max_tokens` is sent as
+//! `max_completion_tokens` to OpenAI's reasoning models (o1, o3, o4, gpt-5), which refuse the
+//! older name.
+//!
 //! # Azure OpenAI
 //!
 //! Azure OpenAI is a mode of this plugin rather than a plugin of its own because it speaks the

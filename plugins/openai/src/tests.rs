@@ -621,6 +621,57 @@ fn tool_choice_travels_only_with_tools() {
     assert_eq!(with["tool_choice"]["function"]["name"], json!("weather"));
 }
 
+#[test]
+fn parallel_tool_calls_travels_only_with_tools() {
+    let mut req = request(Prompt::Text("x".into()));
+    req.params = r#"{"parallel_tool_calls":false}"#.into();
+    assert!(body(&req, false).get("parallel_tool_calls").is_none());
+    req.functions = vec![weather_function()];
+    assert_eq!(body(&req, false)["parallel_tool_calls"], json!(false));
+}
+
+#[test]
+fn reasoning_models_get_max_completion_tokens() {
+    let mut req = request(Prompt::Text("x".into()));
+    req.params = r#"{"max_tokens":100}"#.into();
+    for model in [
+        "o1",
+        "o1-preview",
+        "o3-mini",
+        "o4-mini-2025-04-16",
+        "gpt-5",
+        "GPT-5-mini",
+        "gpt-5.1",
+    ] {
+        req.model = model.into();
+        let sent = body(&req, false);
+        assert_eq!(sent["max_completion_tokens"], json!(100), "{model}");
+        assert!(sent.get("max_tokens").is_none(), "{model}");
+    }
+    // The caller's `max_completion_tokens` wins; `max_tokens` never reaches these models.
+    req.model = "gpt-5-nano".into();
+    req.params = r#"{"max_tokens":100,"max_completion_tokens":30}"#.into();
+    let sent = body(&req, false);
+    assert_eq!(sent["max_completion_tokens"], json!(30));
+    assert!(sent.get("max_tokens").is_none());
+
+    // Other models (and servers that only know `max_tokens`) keep the name.
+    req.params = r#"{"max_tokens":100}"#.into();
+    for model in [
+        "gpt-4o-mini",
+        "gpt-4.1",
+        "openai/gpt-5",
+        "o10",
+        "llama-3.3-70b",
+        "gpt-50",
+    ] {
+        req.model = model.into();
+        let sent = body(&req, false);
+        assert_eq!(sent["max_tokens"], json!(100), "{model}");
+        assert!(sent.get("max_completion_tokens").is_none(), "{model}");
+    }
+}
+
 /// The second request of the multi-tool recordings carries the whole tool conversation; the same
 /// conversation in the gateway's types must map to the same `messages` and `tools`.
 #[test]

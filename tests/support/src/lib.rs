@@ -19,6 +19,8 @@ pub mod sse;
 pub mod fixtures;
 
 #[cfg(feature = "server")]
+pub mod anthropic_client;
+#[cfg(feature = "server")]
 pub mod checks;
 #[cfg(feature = "server")]
 pub mod client;

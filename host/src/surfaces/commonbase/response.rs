@@ -67,7 +67,12 @@ impl CompletionCodec for CompletionAnswer {
 pub struct EmbeddingAnswer;
 
 impl EmbeddingCodec for EmbeddingAnswer {
-    fn embeddings(&self, envelope: &Envelope<'_>, vectors: &[Vec<f32>]) -> String {
+    fn embeddings(
+        &self,
+        envelope: &Envelope<'_>,
+        vectors: &[Vec<f32>],
+        _: Option<Metered<'_>>,
+    ) -> String {
         embeddings_json(envelope, vectors).to_string()
     }
 }

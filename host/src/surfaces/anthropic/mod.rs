@@ -1,0 +1,74 @@
+//! The Anthropic Messages API: `POST /v1/messages`, as Anthropic's SDKs and
+//! the tools built on them speak it. The key comes in `x-api-key` (or as a
+//! bearer token), the route and model in `model` (`ROUTE/MODEL`, a route id,
+//! or an alias of the config's `[models]`), and answers, stream events and
+//! errors are written in Anthropic's shapes, whatever provider answered.
+
+mod request;
+mod response;
+
+use std::convert::Infallible;
+
+use hyper::{HeaderMap, Response};
+use uuid::Uuid;
+
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::flow::{Ask, Kind, Surface, Target};
+use crate::http::{Body, error_response_with_body};
+use request::MessagesRequest;
+use response::MessageAnswer;
+
+/// `POST /v1/messages`: a chat completion, whole or streamed.
+pub struct Messages(MessagesRequest);
+
+impl Surface for Messages {
+    type Completion = MessageAnswer;
+    type Embeddings = Infallible;
+
+    fn project_key(headers: &HeaderMap) -> Result<&str, ApiError> {
+        crate::auth::api_key(headers)
+    }
+    fn parse(body: &[u8]) -> Result<Self, ApiError> {
+        request::parse(body).map(Messages)
+    }
+    fn user_id(&self) -> Option<&str> {
+        self.0.user_id()
+    }
+    /// The body names no project: the key's is the request's.
+    fn check_project(&self, _: &str) -> Result<(), ApiError> {
+        Ok(())
+    }
+    fn target(&self, config: &Config) -> Result<Target, ApiError> {
+        self.0.target(config)
+    }
+    fn serves(kind: Kind) -> Result<(), ApiError> {
+        match kind {
+            Kind::Chat => Ok(()),
+            Kind::Text | Kind::Embeddings => Err(ApiError::BadRequest(format!(
+                "POST /v1/messages serves chat, not {:?}",
+                kind.as_str()
+            ))),
+        }
+    }
+    fn stream(&self) -> bool {
+        self.0.stream()
+    }
+    fn ask(self, _: Kind, _: &Config) -> Result<Ask<MessageAnswer, Infallible>, ApiError> {
+        Ok(Ask::Complete {
+            prompt: self.0.prompt()?,
+            functions: self.0.functions()?,
+            function_choice: self.0.function_choice()?,
+            codec: MessageAnswer::default(),
+        })
+    }
+    fn error_body(error: &ApiError, invocation_id: &Uuid) -> serde_json::Value {
+        response::error_body(error, invocation_id)
+    }
+}
+
+/// An error of this surface's paths answered outside the flow (a wrong
+/// method), in Anthropic's shape.
+pub fn error_response(error: &ApiError, id: &Uuid) -> Response<Body> {
+    error_response_with_body(error, &response::error_body(error, id), id)
+}

@@ -1,0 +1,724 @@
+//! Answers in the Messages API's shape: a `message` object, or its event
+//! stream (`message_start`, `ping`, content blocks opened, filled and
+//! closed one at a time, `message_delta`, `message_stop`), and errors as
+//! `{"type": "error", "error": {"type", "message"}}`.
+//!
+//! Anthropic answers with one message, so only choice 0 of a completion is
+//! written.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::flow::{CompletionCodec, Envelope, Metered};
+use crate::plugins::types;
+use crate::store::TokenUsage;
+
+/// Writes one request's answer. A stream's state lives here: whether the
+/// opening events went out, which content block is open, which tool calls
+/// were streamed and how much of them.
+#[derive(Debug, Default)]
+pub struct MessageAnswer {
+    /// `message_start` and `ping` were sent.
+    started: bool,
+    /// The content block open now (Anthropic's streams open one at a time).
+    open: Option<Open>,
+    /// The index the next content block gets.
+    next_block: u32,
+    /// Bytes of choice 0's text sent in `text_delta`s.
+    text_sent: usize,
+    /// Choice 0's streamed tool calls, by their position.
+    calls: BTreeMap<u32, StreamedCall>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Open {
+    Text { block: u32 },
+    Tool { block: u32 },
+}
+
+impl Open {
+    fn block(self) -> u32 {
+        match self {
+            Open::Text { block } | Open::Tool { block } => block,
+        }
+    }
+}
+
+/// What was streamed of one tool call.
+#[derive(Debug, Default)]
+struct StreamedCall {
+    id: Option<String>,
+    name: Option<String>,
+    /// Its content block, once it opened (a call opens when its name is known).
+    block: Option<u32>,
+    /// Arguments that came before the name, sent once the block opens.
+    pending: String,
+    /// Arguments sent in `input_json_delta`s.
+    sent: String,
+}
+
+/// `msg_` and the invocation id's hex digits, so a message id leads to its record.
+pub fn message_id(invocation_id: &str) -> String {
+    let mut id = String::with_capacity(36);
+    id.push_str("msg_");
+    id.extend(invocation_id.chars().filter(|c| *c != '-'));
+    id
+}
+
+/// A call the plugin left without an id gets the id the plugin SDK gives it
+/// at the end (`call_{choice}_{position}`), so streamed and whole answers agree.
+fn fallback_call_id(position: u32) -> String {
+    format!("call_0_{position}")
+}
+
+/// The choice Anthropic's single answer is made of.
+fn first_choice(completion: &types::Completion) -> Option<&types::Choice> {
+    completion
+        .choices
+        .iter()
+        .find(|c| c.index == 0)
+        .or(completion.choices.first())
+}
+
+/// A choice's calls as `(id, name, arguments)`: its tool calls, else its
+/// legacy function call.
+fn calls_of(choice: &types::Choice) -> Vec<(String, &str, &str)> {
+    if !choice.tool_calls.is_empty() {
+        return choice
+            .tool_calls
+            .iter()
+            .map(|c| (c.id.clone(), c.name.as_str(), c.arguments.as_str()))
+            .collect();
+    }
+    choice
+        .function_call
+        .iter()
+        .map(|c| (fallback_call_id(0), c.name.as_str(), c.arguments.as_str()))
+        .collect()
+}
+
+/// `input` of a `tool_use` block: the arguments when they are a JSON object.
+fn tool_input(arguments: &str) -> Value {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(value @ Value::Object(_)) => value,
+        _ => json!({}),
+    }
+}
+
+fn stop_reason(choice: Option<&types::Choice>) -> &'static str {
+    let Some(choice) = choice else {
+        return "end_turn";
+    };
+    let called = !choice.tool_calls.is_empty() || choice.function_call.is_some();
+    match choice.finish_reason {
+        Some(types::FinishReason::Length) => "max_tokens",
+        Some(types::FinishReason::ContentFilter) => "refusal",
+        Some(types::FinishReason::ToolCalls | types::FinishReason::FunctionCall) => "tool_use",
+        // Some providers end a turn that called tools as a plain stop; an
+        // Anthropic client runs the tools only on `tool_use`.
+        _ if called => "tool_use",
+        Some(types::FinishReason::Stop | types::FinishReason::Other) | None => "end_turn",
+    }
+}
+
+/// Anthropic counts `input_tokens` without the cached and cache-written
+/// ones; the gateway's prompt tokens include them.
+fn usage_json(usage: Option<&TokenUsage>) -> Value {
+    let Some(usage) = usage else {
+        return json!({
+            "input_tokens": 0, "output_tokens": 0,
+            "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0,
+        });
+    };
+    let cached = usage.cached_prompt_tokens.unwrap_or(0);
+    let created = usage.cache_creation_tokens.unwrap_or(0);
+    json!({
+        "input_tokens": usage.prompt_tokens.saturating_sub(cached).saturating_sub(created),
+        "output_tokens": usage.completion_tokens,
+        "cache_read_input_tokens": cached,
+        "cache_creation_input_tokens": created,
+    })
+}
+
+/// One SSE event: its name (the SDKs dispatch on it) and its data.
+fn push_event(out: &mut Vec<u8>, name: &str, data: &Value) {
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\ndata: ");
+    out.extend_from_slice(data.to_string().as_bytes());
+    out.extend_from_slice(b"\n\n");
+}
+
+impl MessageAnswer {
+    /// `message_start` (no content, usage not known yet) and a `ping`, once.
+    fn start(&mut self, out: &mut Vec<u8>, envelope: &Envelope<'_>) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        let message = json!({
+            "id": message_id(envelope.invocation_id),
+            "type": "message",
+            "role": "assistant",
+            "model": envelope.model,
+            "content": [],
+            "stop_reason": null,
+            "stop_sequence": null,
+            "usage": usage_json(None),
+        });
+        push_event(
+            out,
+            "message_start",
+            &json!({"type": "message_start", "message": message}),
+        );
+        push_event(out, "ping", &json!({"type": "ping"}));
+    }
+
+    fn close_block(&mut self, out: &mut Vec<u8>) {
+        if let Some(open) = self.open.take() {
+            push_event(
+                out,
+                "content_block_stop",
+                &json!({"type": "content_block_stop", "index": open.block()}),
+            );
+        }
+    }
+
+    fn open_block(&mut self, out: &mut Vec<u8>, content_block: Value) -> u32 {
+        self.close_block(out);
+        let block = self.next_block;
+        self.next_block += 1;
+        push_event(
+            out,
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": block, "content_block": content_block}),
+        );
+        block
+    }
+
+    fn text(&mut self, out: &mut Vec<u8>, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        let block = match self.open {
+            Some(Open::Text { block }) => block,
+            _ => {
+                let block = self.open_block(out, json!({"type": "text", "text": ""}));
+                self.open = Some(Open::Text { block });
+                block
+            }
+        };
+        push_event(
+            out,
+            "content_block_delta",
+            &json!({"type": "content_block_delta", "index": block,
+                "delta": {"type": "text_delta", "text": text}}),
+        );
+        self.text_sent += text.len();
+    }
+
+    fn json_delta(out: &mut Vec<u8>, block: u32, partial: &str) {
+        if partial.is_empty() {
+            return;
+        }
+        push_event(
+            out,
+            "content_block_delta",
+            &json!({"type": "content_block_delta", "index": block,
+                "delta": {"type": "input_json_delta", "partial_json": partial}}),
+        );
+    }
+
+    /// Opens a `tool_use` block (closing the open one), empty until its `input_json_delta`s.
+    fn open_call(&mut self, out: &mut Vec<u8>, id: &str, name: &str) -> u32 {
+        let block = self.open_block(
+            out,
+            json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
+        );
+        self.open = Some(Open::Tool { block });
+        block
+    }
+
+    /// A piece of call `delta.call`: its block opens once its name is known,
+    /// closing the block before it; its arguments follow as `input_json_delta`s.
+    fn tool_piece(&mut self, out: &mut Vec<u8>, delta: &types::ToolCallDelta) {
+        let mut call = self.calls.remove(&delta.call).unwrap_or_default();
+        if let Some(id) = delta.id.as_ref().filter(|id| !id.is_empty()) {
+            call.id = Some(id.clone());
+        }
+        if let Some(name) = delta.name.as_ref().filter(|name| !name.is_empty()) {
+            call.name = Some(name.clone());
+        }
+        match (call.block, call.name.clone()) {
+            (Some(block), _) => {
+                // Pieces of an earlier call after a later one opened (no
+                // provider streams calls interleaved) still go to that call's
+                // block: clients assemble blocks by index.
+                Self::json_delta(out, block, &delta.arguments);
+                call.sent.push_str(&delta.arguments);
+            }
+            (None, Some(name)) => {
+                let id = call
+                    .id
+                    .clone()
+                    .unwrap_or_else(|| fallback_call_id(delta.call));
+                let block = self.open_call(out, &id, &name);
+                call.block = Some(block);
+                let mut arguments = std::mem::take(&mut call.pending);
+                arguments.push_str(&delta.arguments);
+                Self::json_delta(out, block, &arguments);
+                call.sent.push_str(&arguments);
+            }
+            (None, None) => call.pending.push_str(&delta.arguments),
+        }
+        self.calls.insert(delta.call, call);
+    }
+
+    /// Whatever of choice 0 the deltas did not carry (the rest of its text,
+    /// its calls or the rest of their arguments), then the closing events.
+    fn finish(
+        &mut self,
+        out: &mut Vec<u8>,
+        completion: &types::Completion,
+        usage: Option<Metered<'_>>,
+    ) {
+        let choice = first_choice(completion);
+        if let Some(choice) = choice {
+            if let Some(rest) = choice.text.get(self.text_sent..) {
+                self.text(out, rest);
+            }
+            for (position, (id, name, arguments)) in calls_of(choice).into_iter().enumerate() {
+                let position = u32::try_from(position).unwrap_or(u32::MAX);
+                let streamed = self.calls.get(&position).and_then(|call| {
+                    let block = call.block?;
+                    Some((block, arguments.strip_prefix(call.sent.as_str())))
+                });
+                match streamed {
+                    // A plugin whose final arguments differ from the pieces it
+                    // sent leaves the streamed ones: a block cannot be rewritten.
+                    Some((block, rest)) => Self::json_delta(out, block, rest.unwrap_or_default()),
+                    None => {
+                        let block = self.open_call(out, &id, name);
+                        Self::json_delta(out, block, arguments);
+                    }
+                }
+            }
+        }
+        self.close_block(out);
+        let usage = usage_json(usage.map(|m| m.usage));
+        push_event(
+            out,
+            "message_delta",
+            &json!({"type": "message_delta",
+                "delta": {"stop_reason": stop_reason(choice), "stop_sequence": null},
+                "usage": usage}),
+        );
+        push_event(out, "message_stop", &json!({"type": "message_stop"}));
+    }
+}
+
+impl CompletionCodec for MessageAnswer {
+    fn completion(
+        &self,
+        envelope: &Envelope<'_>,
+        completion: &types::Completion,
+        usage: Option<Metered<'_>>,
+    ) -> String {
+        let choice = first_choice(completion);
+        let mut content = Vec::new();
+        if let Some(choice) = choice {
+            if !choice.text.is_empty() {
+                content.push(json!({"type": "text", "text": choice.text}));
+            }
+            for (id, name, arguments) in calls_of(choice) {
+                content.push(json!({"type": "tool_use", "id": id, "name": name,
+                    "input": tool_input(arguments)}));
+            }
+        }
+        let model = if completion.model.is_empty() {
+            envelope.model
+        } else {
+            &completion.model
+        };
+        json!({
+            "id": message_id(envelope.invocation_id),
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": content,
+            "stop_reason": stop_reason(choice),
+            "stop_sequence": null,
+            "usage": usage_json(usage.map(|m| m.usage)),
+        })
+        .to_string()
+    }
+
+    fn delta_frame(&mut self, envelope: &Envelope<'_>, deltas: &[types::TextDelta]) -> Bytes {
+        let mut out = Vec::new();
+        self.start(&mut out, envelope);
+        for delta in deltas.iter().filter(|d| d.index == 0) {
+            self.text(&mut out, &delta.text);
+        }
+        Bytes::from(out)
+    }
+
+    fn tool_call_frame(
+        &mut self,
+        envelope: &Envelope<'_>,
+        calls: &[types::ToolCallDelta],
+    ) -> Option<Bytes> {
+        let mut out = Vec::new();
+        self.start(&mut out, envelope);
+        for call in calls.iter().filter(|c| c.index == 0) {
+            self.tool_piece(&mut out, call);
+        }
+        Some(Bytes::from(out))
+    }
+
+    fn last_frame(
+        &mut self,
+        envelope: &Envelope<'_>,
+        completion: &types::Completion,
+        usage: Option<Metered<'_>>,
+    ) -> Bytes {
+        let mut out = Vec::new();
+        self.start(&mut out, envelope);
+        self.finish(&mut out, completion, usage);
+        Bytes::from(out)
+    }
+
+    fn error_frame(&mut self, error: &ApiError, invocation_id: &Uuid) -> Bytes {
+        let mut out = Vec::new();
+        push_event(&mut out, "error", &error_body(error, invocation_id));
+        Bytes::from(out)
+    }
+}
+
+/// Anthropic's error type for the status the gateway gives `error`.
+fn error_type(error: &ApiError) -> &'static str {
+    match error.status().as_u16() {
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        503 => "overloaded_error",
+        504 => "timeout_error",
+        500..=599 => "api_error",
+        _ => "invalid_request_error",
+    }
+}
+
+/// The message names the parameter at fault and quotes the provider's own
+/// message: Anthropic's error has no field for either.
+fn error_message(error: &ApiError) -> String {
+    let mut message = error.message();
+    if let ApiError::InvalidParam { param, .. } = error
+        && !message.contains(param.as_str())
+    {
+        message = format!("{param}: {message}");
+    }
+    if let Some(provider) = error.provider_error()
+        && !provider.is_empty()
+        && !message.contains(provider)
+    {
+        message = format!("{message}: {provider}");
+    }
+    message
+}
+
+/// `{"type": "error", "error": {"type", "message"}, "request_id"}`; the
+/// request id is the invocation's.
+pub fn error_body(error: &ApiError, invocation_id: &Uuid) -> Value {
+    json!({
+        "type": "error",
+        "error": {"type": error_type(error), "message": error_message(error)},
+        "request_id": invocation_id.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow::Kind;
+
+    const ID: &str = "0190b6a2-7c1e-7d2a-9b3c-0123456789ab";
+
+    fn envelope() -> Envelope<'static> {
+        Envelope {
+            invocation_id: ID,
+            project_id: "p",
+            kind: Kind::Chat,
+            model: "asked-model",
+        }
+    }
+
+    fn completion(
+        text: &str,
+        calls: &[(&str, &str, &str)],
+        reason: types::FinishReason,
+    ) -> types::Completion {
+        types::Completion {
+            model: "answered-model".into(),
+            choices: vec![types::Choice {
+                index: 0,
+                text: text.into(),
+                finish_reason: Some(reason),
+                function_call: None,
+                tool_calls: calls
+                    .iter()
+                    .map(|(id, name, arguments)| types::ToolCall {
+                        id: (*id).into(),
+                        name: (*name).into(),
+                        arguments: (*arguments).into(),
+                    })
+                    .collect(),
+                logprobs: None,
+            }],
+            usage: None,
+        }
+    }
+
+    /// `(event name, data)` of every event in `bytes`.
+    fn events(bytes: &[u8]) -> Vec<(String, Value)> {
+        let text = std::str::from_utf8(bytes).unwrap();
+        text.split("\n\n")
+            .filter(|e| !e.is_empty())
+            .map(|event| {
+                let (name, data) = event.split_once('\n').unwrap();
+                let name = name.strip_prefix("event: ").unwrap().to_owned();
+                let data: Value =
+                    serde_json::from_str(data.strip_prefix("data: ").unwrap()).unwrap();
+                assert_eq!(data["type"], json!(name), "{event}");
+                (name, data)
+            })
+            .collect()
+    }
+
+    fn names(events: &[(String, Value)]) -> Vec<&str> {
+        events.iter().map(|(n, _)| n.as_str()).collect()
+    }
+
+    #[test]
+    fn whole_message_with_text_tools_and_cached_usage() {
+        let usage = TokenUsage {
+            prompt_tokens: 100,
+            completion_tokens: 7,
+            total_tokens: 107,
+            cached_prompt_tokens: Some(30),
+            cache_creation_tokens: Some(20),
+            reasoning_tokens: None,
+        };
+        let answer = MessageAnswer::default().completion(
+            &envelope(),
+            &completion(
+                "hi",
+                &[("t1", "f", r#"{"a":1}"#), ("t2", "g", "not json")],
+                types::FinishReason::ToolCalls,
+            ),
+            Some(Metered {
+                usage: &usage,
+                cost_usd: Some(0.1),
+            }),
+        );
+        let answer: Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(
+            answer,
+            json!({
+                "id": "msg_0190b6a27c1e7d2a9b3c0123456789ab", "type": "message", "role": "assistant",
+                "model": "answered-model",
+                "content": [
+                    {"type": "text", "text": "hi"},
+                    {"type": "tool_use", "id": "t1", "name": "f", "input": {"a": 1}},
+                    {"type": "tool_use", "id": "t2", "name": "g", "input": {}},
+                ],
+                "stop_reason": "tool_use", "stop_sequence": null,
+                "usage": {"input_tokens": 50, "output_tokens": 7,
+                    "cache_read_input_tokens": 30, "cache_creation_input_tokens": 20},
+            })
+        );
+    }
+
+    #[test]
+    fn stop_reasons_map_to_anthropic_words() {
+        let reason =
+            |r, calls: &[(&str, &str, &str)]| stop_reason(first_choice(&completion("", calls, r)));
+        assert_eq!(reason(types::FinishReason::Stop, &[]), "end_turn");
+        assert_eq!(reason(types::FinishReason::Length, &[]), "max_tokens");
+        assert_eq!(reason(types::FinishReason::ToolCalls, &[]), "tool_use");
+        assert_eq!(reason(types::FinishReason::FunctionCall, &[]), "tool_use");
+        assert_eq!(reason(types::FinishReason::ContentFilter, &[]), "refusal");
+        assert_eq!(reason(types::FinishReason::Other, &[]), "end_turn");
+        assert_eq!(
+            reason(types::FinishReason::Stop, &[("t", "f", "{}")]),
+            "tool_use"
+        );
+    }
+
+    #[test]
+    fn a_stream_opens_fills_and_closes_blocks_in_order() {
+        let mut codec = MessageAnswer::default();
+        let env = envelope();
+        let mut out = Vec::new();
+        let text = |t: &str| {
+            [types::TextDelta {
+                index: 0,
+                text: t.into(),
+            }]
+        };
+        let piece =
+            |call, id: Option<&str>, name: Option<&str>, arguments: &str| types::ToolCallDelta {
+                index: 0,
+                call,
+                id: id.map(Into::into),
+                name: name.map(Into::into),
+                arguments: arguments.into(),
+            };
+        out.extend_from_slice(&codec.delta_frame(&env, &text("Hel")));
+        out.extend_from_slice(&codec.delta_frame(&env, &text("lo")));
+        let frame = codec.tool_call_frame(&env, &[piece(0, Some("t1"), Some("f"), "{\"a\"")]);
+        out.extend_from_slice(&frame.unwrap());
+        let frame = codec.tool_call_frame(
+            &env,
+            &[piece(0, None, None, ":1}"), piece(1, None, Some("g"), "")],
+        );
+        out.extend_from_slice(&frame.unwrap());
+        // Call 1's arguments were never streamed: the last frame sends them.
+        let whole = completion(
+            "Hello",
+            &[("t1", "f", "{\"a\":1}"), ("call_0_1", "g", "{}")],
+            types::FinishReason::ToolCalls,
+        );
+        out.extend_from_slice(&codec.last_frame(&env, &whole, None));
+        let events = events(&out);
+        assert_eq!(
+            names(&events),
+            [
+                "message_start",
+                "ping",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop",
+            ]
+        );
+        assert_eq!(
+            events[0].1["message"]["id"],
+            json!("msg_0190b6a27c1e7d2a9b3c0123456789ab")
+        );
+        assert_eq!(events[0].1["message"]["content"], json!([]));
+        assert_eq!(
+            events[6].1["content_block"],
+            json!({"type": "tool_use", "id": "t1", "name": "f", "input": {}})
+        );
+        assert_eq!(events[6].1["index"], json!(1));
+        assert_eq!(
+            events[7].1["delta"],
+            json!({"type": "input_json_delta", "partial_json": "{\"a\""})
+        );
+        assert_eq!(events[10].1["content_block"]["id"], json!("call_0_1"));
+        assert_eq!(events[11].1["delta"]["partial_json"], json!("{}"));
+        assert_eq!(
+            events[13].1["delta"],
+            json!({"stop_reason": "tool_use", "stop_sequence": null})
+        );
+    }
+
+    #[test]
+    fn a_stream_with_nothing_streamed_sends_everything_last() {
+        let mut codec = MessageAnswer::default();
+        let whole = completion(
+            "all",
+            &[("t1", "f", "{\"x\":2}")],
+            types::FinishReason::ToolCalls,
+        );
+        let events = events(&codec.last_frame(&envelope(), &whole, None));
+        assert_eq!(
+            names(&events),
+            [
+                "message_start",
+                "ping",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop",
+            ]
+        );
+        assert_eq!(
+            events[3].1["delta"],
+            json!({"type": "text_delta", "text": "all"})
+        );
+        assert_eq!(events[6].1["delta"]["partial_json"], json!("{\"x\":2}"));
+    }
+
+    #[test]
+    fn errors_take_anthropic_types_and_name_what_failed() {
+        let id = Uuid::nil();
+        let body = |e: ApiError| error_body(&e, &id);
+        assert_eq!(
+            body(ApiError::InvalidKey)["error"]["type"],
+            json!("authentication_error")
+        );
+        assert_eq!(
+            body(ApiError::UnknownModel("x".into()))["error"]["type"],
+            json!("not_found_error")
+        );
+        assert_eq!(
+            body(ApiError::BodyTooLarge(1))["error"]["type"],
+            json!("request_too_large")
+        );
+        assert_eq!(
+            body(ApiError::Busy(1))["error"]["type"],
+            json!("overloaded_error")
+        );
+        assert_eq!(
+            body(ApiError::Timeout("slow".into()))["error"]["type"],
+            json!("timeout_error")
+        );
+        assert_eq!(
+            body(ApiError::PluginFailed("x".into()))["error"]["type"],
+            json!("api_error")
+        );
+        let limited = body(ApiError::Upstream {
+            status: 429,
+            message: "slow down".into(),
+            retry_after: Some(3),
+        });
+        assert_eq!(limited["type"], json!("error"));
+        assert_eq!(limited["error"]["type"], json!("rate_limit_error"));
+        assert!(
+            limited["error"]["message"]
+                .as_str()
+                .unwrap()
+                .ends_with(": slow down"),
+            "{limited}"
+        );
+        let param = body(ApiError::InvalidParam {
+            param: "top_k".into(),
+            message: "too big".into(),
+        });
+        assert_eq!(
+            param["error"],
+            json!({"type": "invalid_request_error", "message": "top_k: too big"})
+        );
+        let frame = MessageAnswer::default().error_frame(&ApiError::Busy(1), &id);
+        assert!(frame.starts_with(b"event: error\ndata: {"), "{frame:?}");
+    }
+}

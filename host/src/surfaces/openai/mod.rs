@@ -1,0 +1,212 @@
+//! The OpenAI-compatible API: `POST /v1/chat/completions`, `POST
+//! /v1/completions` (legacy text), `POST /v1/embeddings` and `GET /v1/models`,
+//! so that OpenAI's SDKs and the tools built on them reach every route.
+//!
+//! The project comes from the key (`Authorization: Bearer`, or `x-api-key`);
+//! `model` names the route and model (`ROUTE/MODEL`, a route id, or an alias
+//! of the config's `[models]`); every body field this surface does not read
+//! goes to the plugin as a parameter, under OpenAI's own name.
+
+pub mod models;
+mod request;
+mod response;
+
+use std::convert::Infallible;
+
+use hyper::{HeaderMap, Response};
+use uuid::Uuid;
+
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::flow::{Ask, Kind, Surface, Target};
+use request::{Body, ChatFields, Common, EmbeddingFields, TextFields};
+use response::{CompletionAnswer, EmbeddingAnswer, Object};
+
+/// `POST /v1/chat/completions`.
+pub type ChatCompletions = Completion<ChatFields>;
+
+/// `POST /v1/completions`.
+pub type Completions = Completion<TextFields>;
+
+/// A request to one of the two completion endpoints, which differ only in
+/// their body's fields ([`CompletionFields`]).
+pub struct Completion<F>(Body<F>);
+
+/// `POST /v1/embeddings`.
+pub struct Embeddings(Body<EmbeddingFields>);
+
+/// An error of one of this surface's paths that no request flow answers
+/// (a wrong method), in OpenAI's shape.
+pub fn error_response(error: &ApiError, id: &Uuid) -> Response<crate::http::Body> {
+    crate::http::error_response_with_body(error, &response::error_body(error), id)
+}
+
+/// Where `model` points, with the rest of the body as the plugin's parameters.
+fn target(
+    config: &Config,
+    model: &Option<String>,
+    kind: Kind,
+    params: &serde_json::Map<String, serde_json::Value>,
+) -> Result<Target, ApiError> {
+    let model = request::require_model(model)?;
+    let target = config
+        .model_target(model)
+        .ok_or_else(|| ApiError::UnknownModel(model.to_owned()))?;
+    Ok(Target {
+        route: target.route.to_owned(),
+        kind,
+        model: target.model.map(str::to_owned),
+        params: request::params_text(params),
+    })
+}
+
+/// Each endpoint serves the one kind its path names.
+fn serves(kind: Kind, served: Kind, path: &str) -> Result<(), ApiError> {
+    if kind == served {
+        Ok(())
+    } else {
+        Err(ApiError::BadRequest(format!(
+            "{path} does not serve {} requests",
+            kind.as_str()
+        )))
+    }
+}
+
+/// What a completion endpoint's body holds and asks of the plugin.
+pub trait CompletionFields: request::Fields {
+    const KIND: Kind;
+    const PATH: &'static str;
+    fn common(&self) -> &Common;
+    /// The checks that need the whole body (after its fields' types).
+    fn check(&self) -> Result<(), ApiError>;
+    fn ask(&self) -> Result<Ask<CompletionAnswer, Infallible>, ApiError>;
+}
+
+impl CompletionFields for ChatFields {
+    const KIND: Kind = Kind::Chat;
+    const PATH: &'static str = "/v1/chat/completions";
+    fn common(&self) -> &Common {
+        &self.common
+    }
+    fn check(&self) -> Result<(), ApiError> {
+        request::check_chat(self)
+    }
+    fn ask(&self) -> Result<Ask<CompletionAnswer, Infallible>, ApiError> {
+        Ok(Ask::Complete {
+            prompt: request::chat_prompt(self)?,
+            functions: request::functions(self)?,
+            function_choice: request::function_choice(self)?,
+            codec: CompletionAnswer::new(
+                Object::Chat,
+                request::legacy_functions(self),
+                self.common.include_usage(),
+            ),
+        })
+    }
+}
+
+impl CompletionFields for TextFields {
+    const KIND: Kind = Kind::Text;
+    const PATH: &'static str = "/v1/completions";
+    fn common(&self) -> &Common {
+        &self.common
+    }
+    fn check(&self) -> Result<(), ApiError> {
+        request::check_text(self)
+    }
+    fn ask(&self) -> Result<Ask<CompletionAnswer, Infallible>, ApiError> {
+        Ok(Ask::Complete {
+            prompt: request::text_prompt(self)?,
+            functions: Vec::new(),
+            function_choice: None,
+            codec: CompletionAnswer::new(Object::Text, false, self.common.include_usage()),
+        })
+    }
+}
+
+impl<F: CompletionFields> Surface for Completion<F> {
+    type Completion = CompletionAnswer;
+    type Embeddings = Infallible;
+
+    fn project_key(headers: &HeaderMap) -> Result<&str, ApiError> {
+        crate::auth::api_key(headers)
+    }
+    fn parse(body: &[u8]) -> Result<Self, ApiError> {
+        let body: Body<F> = request::parse_body(body)?;
+        body.fields.check()?;
+        request::user(&body.params)?;
+        Ok(Completion(body))
+    }
+    fn user_id(&self) -> Option<&str> {
+        request::user(&self.0.params).ok().flatten()
+    }
+    fn check_project(&self, _: &str) -> Result<(), ApiError> {
+        Ok(())
+    }
+    fn target(&self, config: &Config) -> Result<Target, ApiError> {
+        target(
+            config,
+            &self.0.fields.common().model,
+            F::KIND,
+            &self.0.params,
+        )
+    }
+    fn serves(kind: Kind) -> Result<(), ApiError> {
+        serves(kind, F::KIND, F::PATH)
+    }
+    fn stream(&self) -> bool {
+        self.0.fields.common().stream.unwrap_or(false)
+    }
+    fn ask(self, _: Kind, _: &Config) -> Result<Ask<CompletionAnswer, Infallible>, ApiError> {
+        self.0.fields.ask()
+    }
+    fn error_body(error: &ApiError, _: &Uuid) -> serde_json::Value {
+        response::error_body(error)
+    }
+}
+
+impl Surface for Embeddings {
+    type Completion = Infallible;
+    type Embeddings = EmbeddingAnswer;
+
+    fn project_key(headers: &HeaderMap) -> Result<&str, ApiError> {
+        crate::auth::api_key(headers)
+    }
+    fn parse(body: &[u8]) -> Result<Self, ApiError> {
+        let body: Body<EmbeddingFields> = request::parse_body(body)?;
+        request::check_embeddings(&body.fields)?;
+        request::user(&body.params)?;
+        Ok(Embeddings(body))
+    }
+    fn user_id(&self) -> Option<&str> {
+        request::user(&self.0.params).ok().flatten()
+    }
+    fn check_project(&self, _: &str) -> Result<(), ApiError> {
+        Ok(())
+    }
+    fn target(&self, config: &Config) -> Result<Target, ApiError> {
+        target(
+            config,
+            &self.0.fields.model,
+            Kind::Embeddings,
+            &self.0.params,
+        )
+    }
+    fn serves(kind: Kind) -> Result<(), ApiError> {
+        serves(kind, Kind::Embeddings, "/v1/embeddings")
+    }
+    fn stream(&self) -> bool {
+        false
+    }
+    fn ask(self, _: Kind, _: &Config) -> Result<Ask<Infallible, EmbeddingAnswer>, ApiError> {
+        Ok(Ask::Embed {
+            input: request::embedding_input(&self.0.fields)?,
+            codec: EmbeddingAnswer {
+                format: self.0.fields.encoding_format.unwrap_or_default(),
+            },
+        })
+    }
+    fn error_body(error: &ApiError, _: &Uuid) -> serde_json::Value {
+        response::error_body(error)
+    }
+}

@@ -1,0 +1,842 @@
+//! The request bodies of OpenAI's `/v1/chat/completions`, `/v1/completions`
+//! and `/v1/embeddings`, and their validation into the plugin's typed request.
+//!
+//! A body's top-level object is read in one pass: the fields this surface
+//! consumes are typed (so that a wrong type is refused naming its path, e.g.
+//! `messages[1].role`), every other field is kept as it came, to go to the
+//! plugin as a parameter. A field given twice is refused, at any depth a typed
+//! field reaches, as the Commonbase surface does.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
+use serde_json::{Map, Value};
+
+use crate::error::ApiError;
+use crate::plugins::types;
+
+/// The fields of a body that the surface reads itself.
+pub trait Fields: Default {
+    /// Reads `key`'s value into `self` if this body consumes `key`; false
+    /// leaves the value to the plugin's parameters.
+    fn read<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<bool, A::Error>;
+}
+
+/// A body: what the surface reads, and every other top-level field.
+#[derive(Debug)]
+pub struct Body<F> {
+    pub fields: F,
+    pub params: Map<String, Value>,
+}
+
+impl<'de, F: Fields> Deserialize<'de> for Body<F> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(BodyVisitor(PhantomData))
+    }
+}
+
+struct BodyVisitor<F>(PhantomData<F>);
+
+impl<'de, F: Fields> Visitor<'de> for BodyVisitor<F> {
+    type Value = Body<F>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Body<F>, A::Error> {
+        let mut fields = F::default();
+        let mut params = Map::new();
+        let mut read: Vec<String> = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if params.contains_key(&key) || read.contains(&key) {
+                // Through the value, so that the error's path names the field.
+                return map.next_value_seed(Duplicate(&key, PhantomData));
+            }
+            if fields.read(&key, &mut map)? {
+                read.push(key);
+            } else {
+                let value: Value = map.next_value()?;
+                params.insert(key, value);
+            }
+        }
+        Ok(Body { fields, params })
+    }
+}
+
+/// Refuses a field's second value.
+struct Duplicate<'a, T>(&'a str, PhantomData<T>);
+
+impl<'de, T> DeserializeSeed<'de> for Duplicate<'_, T> {
+    type Value = T;
+
+    fn deserialize<D: Deserializer<'de>>(self, _: D) -> Result<T, D::Error> {
+        Err(de::Error::custom(format_args!(
+            "duplicate field `{}`",
+            self.0
+        )))
+    }
+}
+
+/// Parses a JSON object body: a wrong value is refused naming its path as
+/// `param`; one JSON value and nothing after it (bytes a parser would ignore
+/// are a request another reader could understand differently).
+pub fn parse_body<T: de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => {}
+        None => return Err(ApiError::BadRequest("the request body is empty".into())),
+        Some(_) if serde_json::from_slice::<de::IgnoredAny>(bytes).is_ok() => {
+            return Err(ApiError::BadRequest(
+                "the request body must be a JSON object".into(),
+            ));
+        }
+        Some(_) => {}
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let parsed = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            ApiError::BadRequest(format!(
+                "We could not parse the JSON body of your request: {inner}"
+            ))
+        } else if path == "." {
+            ApiError::BadRequest(format!("invalid request body: {inner}"))
+        } else {
+            ApiError::InvalidParam {
+                message: format!("invalid '{path}': {inner}"),
+                param: path,
+            }
+        }
+    })?;
+    de.end().map_err(|inner| {
+        ApiError::BadRequest(format!(
+            "We could not parse the JSON body of your request: {inner}"
+        ))
+    })?;
+    Ok(parsed)
+}
+
+fn invalid(param: impl Into<String>, message: impl Into<String>) -> ApiError {
+    ApiError::InvalidParam {
+        param: param.into(),
+        message: message.into(),
+    }
+}
+
+/// Reads one typed field: `read!(map, self.field)`.
+macro_rules! read {
+    ($map:expr, $field:expr) => {{
+        $field = $map.next_value()?;
+        Ok(true)
+    }};
+}
+
+// ------------------------------------------------------------------ shared
+
+/// `stream_options`.
+#[derive(Debug, Default, Deserialize)]
+pub struct StreamOptions {
+    pub include_usage: Option<bool>,
+}
+
+/// What every completion body (chat and legacy) says about its model and
+/// stream.
+#[derive(Debug, Default)]
+pub struct Common {
+    pub model: Option<String>,
+    pub stream: Option<bool>,
+    pub stream_options: Option<StreamOptions>,
+}
+
+impl Common {
+    fn read<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<bool, A::Error> {
+        match key {
+            "model" => read!(map, self.model),
+            "stream" => read!(map, self.stream),
+            "stream_options" => read!(map, self.stream_options),
+            // `user` stays a parameter (the plugin may pass it upstream); the
+            // record's user is read from the parameters.
+            _ => Ok(false),
+        }
+    }
+
+    /// The checks every completion body needs before routing.
+    fn check(&self) -> Result<(), ApiError> {
+        require_model(&self.model)?;
+        if self.stream_options.is_some() && self.stream != Some(true) {
+            return Err(invalid(
+                "stream_options",
+                "stream_options is only allowed when stream is true",
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn include_usage(&self) -> bool {
+        self.stream == Some(true)
+            && self
+                .stream_options
+                .as_ref()
+                .and_then(|o| o.include_usage)
+                .unwrap_or(false)
+    }
+}
+
+/// `model` must be present and not blank.
+pub fn require_model(model: &Option<String>) -> Result<&str, ApiError> {
+    match model.as_deref() {
+        None => Err(invalid("model", "you must provide a model parameter")),
+        Some(model) if model.trim().is_empty() => Err(invalid("model", "model must not be empty")),
+        Some(model) => Ok(model),
+    }
+}
+
+/// The `user` parameter: the record's end user, and a parameter the plugin
+/// may pass upstream.
+pub fn user(params: &Map<String, Value>) -> Result<Option<&str>, ApiError> {
+    match params.get("user") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(user)) => Ok(Some(user)),
+        Some(_) => Err(invalid("user", "user must be a string")),
+    }
+}
+
+/// The plugin's parameters: what is left of the body. A `null` means "not
+/// given" in OpenAI's API; plugins of other providers need not know that.
+pub fn params_text(params: &Map<String, Value>) -> String {
+    let kept: Map<String, Value> = params
+        .iter()
+        .filter(|(_, value)| !value.is_null())
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    Value::Object(kept).to_string()
+}
+
+// -------------------------------------------------------- chat completions
+
+/// `POST /v1/chat/completions`.
+#[derive(Debug, Default)]
+pub struct ChatFields {
+    pub common: Common,
+    pub messages: Option<Vec<MessageBody>>,
+    pub tools: Option<Vec<ToolBody>>,
+    pub tool_choice: Option<ToolChoice>,
+    pub functions: Option<Vec<FunctionBody>>,
+    pub function_call: Option<FunctionCallChoice>,
+}
+
+impl Fields for ChatFields {
+    fn read<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<bool, A::Error> {
+        match key {
+            "messages" => read!(map, self.messages),
+            "tools" => read!(map, self.tools),
+            "tool_choice" => read!(map, self.tool_choice),
+            "functions" => read!(map, self.functions),
+            "function_call" => read!(map, self.function_call),
+            _ => self.common.read(key, map),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RoleBody {
+    System,
+    Developer,
+    User,
+    Assistant,
+    Tool,
+    Function,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct MessageBody {
+    pub role: RoleBody,
+    #[serde(default)]
+    pub content: Option<ContentBody>,
+    pub name: Option<String>,
+    pub tool_calls: Option<Vec<ToolCallBody>>,
+    pub function_call: Option<FunctionCallBody>,
+    pub tool_call_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged, expecting = "a string or an array of content parts")]
+pub enum ContentBody {
+    Text(String),
+    Parts(Vec<PartBody>),
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PartBody {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub text: Option<String>,
+    /// An assistant's refusal, sent back as part of the conversation.
+    pub refusal: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct FunctionCallBody {
+    pub name: String,
+    #[serde(default)]
+    pub arguments: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ToolCallBody {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    pub function: FunctionCallBody,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct FunctionBody {
+    pub name: String,
+    pub description: Option<String>,
+    pub parameters: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ToolBody {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub function: Option<FunctionBody>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "\"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}"
+)]
+pub enum ToolChoice {
+    Mode(String),
+    Named {
+        #[serde(rename = "type")]
+        kind: String,
+        function: Option<NamedFunction>,
+    },
+}
+
+#[derive(Debug, Deserialize)]
+pub struct NamedFunction {
+    pub name: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged, expecting = "\"none\", \"auto\" or {\"name\": ...}")]
+pub enum FunctionCallChoice {
+    Mode(String),
+    Named { name: String },
+}
+
+/// Checks of a chat body that need no config: the model, and that there is a
+/// conversation.
+pub fn check_chat(body: &ChatFields) -> Result<(), ApiError> {
+    body.common.check()?;
+    match &body.messages {
+        None => Err(invalid("messages", "you must provide a messages parameter")),
+        Some(messages) if messages.is_empty() => Err(invalid(
+            "messages",
+            "messages must contain at least one message",
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
+/// A message's content as one text: text parts joined by new lines.
+fn content_text(content: &ContentBody, place: &str) -> Result<String, ApiError> {
+    let parts = match content {
+        ContentBody::Text(text) => return Ok(text.clone()),
+        ContentBody::Parts(parts) => parts,
+    };
+    let mut texts = Vec::with_capacity(parts.len());
+    for (j, part) in parts.iter().enumerate() {
+        let param = format!("{place}[{j}]");
+        let unsupported = |what: &str| invalid(&param, format!("{what} are not supported yet"));
+        match part.kind.as_str() {
+            "text" => match &part.text {
+                Some(text) => texts.push(text.as_str()),
+                None => return Err(invalid(format!("{param}.text"), "a text part needs text")),
+            },
+            "refusal" => match &part.refusal {
+                Some(text) => texts.push(text.as_str()),
+                None => {
+                    return Err(invalid(
+                        format!("{param}.refusal"),
+                        "a refusal part needs refusal",
+                    ));
+                }
+            },
+            "image_url" | "image" => return Err(unsupported("images")),
+            "input_audio" | "audio" => return Err(unsupported("audio inputs")),
+            "file" => return Err(unsupported("files")),
+            other => {
+                return Err(invalid(
+                    format!("{param}.type"),
+                    format!("content part type {other:?} is not supported (only \"text\")"),
+                ));
+            }
+        }
+    }
+    Ok(texts.join("\n"))
+}
+
+/// The conversation, in the plugin's terms.
+pub fn chat_prompt(body: &ChatFields) -> Result<types::Prompt, ApiError> {
+    let messages = body.messages.as_deref().unwrap_or_default();
+    let mut out = Vec::with_capacity(messages.len());
+    for (i, message) in messages.iter().enumerate() {
+        let place = format!("messages[{i}]");
+        let content = match &message.content {
+            Some(content) => Some(content_text(content, &format!("{place}.content"))?),
+            None => None,
+        };
+        let role = match message.role {
+            // OpenAI's newer name for the system prompt of reasoning models.
+            RoleBody::System | RoleBody::Developer => types::Role::System,
+            RoleBody::User => types::Role::User,
+            RoleBody::Assistant => types::Role::Assistant,
+            RoleBody::Tool => types::Role::Tool,
+            RoleBody::Function => types::Role::Function,
+        };
+        // OpenAI's assistant and function messages may have null content.
+        let needs_content = !matches!(role, types::Role::Assistant | types::Role::Function);
+        if needs_content && content.is_none() {
+            return Err(invalid(
+                format!("{place}.content"),
+                format!("{place}.content is required on this role's messages"),
+            ));
+        }
+        if role == types::Role::Tool && message.tool_call_id.is_none() {
+            return Err(invalid(
+                format!("{place}.tool_call_id"),
+                "tool messages need the tool_call_id of the call they answer",
+            ));
+        }
+        if role == types::Role::Function && message.name.is_none() {
+            return Err(invalid(
+                format!("{place}.name"),
+                "function messages need the name of the function",
+            ));
+        }
+        let mut tool_calls = Vec::new();
+        for (j, call) in message.tool_calls.iter().flatten().enumerate() {
+            if call.kind.as_deref().is_some_and(|kind| kind != "function") {
+                return Err(invalid(
+                    format!("{place}.tool_calls[{j}].type"),
+                    "only \"function\" tool calls are supported",
+                ));
+            }
+            tool_calls.push(types::ToolCall {
+                id: call.id.clone(),
+                name: call.function.name.clone(),
+                arguments: call.function.arguments.clone(),
+            });
+        }
+        out.push(types::Message {
+            role,
+            content,
+            name: message.name.clone(),
+            function_call: message
+                .function_call
+                .as_ref()
+                .map(|call| types::FunctionCall {
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                }),
+            tool_calls,
+            tool_call_id: message.tool_call_id.clone(),
+        });
+    }
+    Ok(types::Prompt::Chat(out))
+}
+
+fn function_def(f: &FunctionBody, place: &str) -> Result<types::FunctionDef, ApiError> {
+    if f.name.trim().is_empty() {
+        return Err(invalid(format!("{place}.name"), "a function needs a name"));
+    }
+    if let Some(parameters) = &f.parameters
+        && !parameters.is_object()
+    {
+        return Err(invalid(
+            format!("{place}.parameters"),
+            "parameters must be a JSON Schema object",
+        ));
+    }
+    Ok(types::FunctionDef {
+        name: f.name.clone(),
+        description: f.description.clone(),
+        parameters: f.parameters.as_ref().map(Value::to_string),
+    })
+}
+
+/// `tools` and the legacy `functions`, together.
+pub fn functions(body: &ChatFields) -> Result<Vec<types::FunctionDef>, ApiError> {
+    let mut out = Vec::new();
+    for (i, tool) in body.tools.iter().flatten().enumerate() {
+        if tool.kind != "function" {
+            return Err(invalid(
+                format!("tools[{i}].type"),
+                format!(
+                    "tool type {:?} is not supported (only \"function\")",
+                    tool.kind
+                ),
+            ));
+        }
+        let function = tool.function.as_ref().ok_or_else(|| {
+            invalid(
+                format!("tools[{i}].function"),
+                "a function tool needs its function",
+            )
+        })?;
+        out.push(function_def(function, &format!("tools[{i}].function"))?);
+    }
+    for (i, function) in body.functions.iter().flatten().enumerate() {
+        out.push(function_def(function, &format!("functions[{i}]"))?);
+    }
+    Ok(out)
+}
+
+fn choice_mode(mode: &str, param: &str) -> Result<types::FunctionChoice, ApiError> {
+    match mode {
+        "none" => Ok(types::FunctionChoice::None),
+        "auto" => Ok(types::FunctionChoice::Auto),
+        "required" => Ok(types::FunctionChoice::Required),
+        other => Err(invalid(
+            param,
+            format!("{other:?} is not one of \"none\", \"auto\", \"required\""),
+        )),
+    }
+}
+
+/// `tool_choice`, else the legacy `function_call`.
+pub fn function_choice(body: &ChatFields) -> Result<Option<types::FunctionChoice>, ApiError> {
+    match &body.tool_choice {
+        Some(ToolChoice::Mode(mode)) => return choice_mode(mode, "tool_choice").map(Some),
+        Some(ToolChoice::Named { kind, function }) => {
+            if kind != "function" {
+                return Err(invalid(
+                    "tool_choice.type",
+                    format!("tool_choice type {kind:?} is not supported (only \"function\")"),
+                ));
+            }
+            let function = function.as_ref().ok_or_else(|| {
+                invalid(
+                    "tool_choice.function",
+                    "tool_choice needs the function's name",
+                )
+            })?;
+            return Ok(Some(types::FunctionChoice::Named(function.name.clone())));
+        }
+        None => {}
+    }
+    match &body.function_call {
+        None => Ok(None),
+        Some(FunctionCallChoice::Mode(mode)) if mode == "required" => Err(invalid(
+            "function_call",
+            "\"required\" is not one of \"none\", \"auto\"",
+        )),
+        Some(FunctionCallChoice::Mode(mode)) => choice_mode(mode, "function_call").map(Some),
+        Some(FunctionCallChoice::Named { name }) => {
+            Ok(Some(types::FunctionChoice::Named(name.clone())))
+        }
+    }
+}
+
+/// Whether the caller speaks the legacy functions API (`functions` without
+/// `tools`): its answers carry `function_call`, not `tool_calls`.
+pub fn legacy_functions(body: &ChatFields) -> bool {
+    body.functions.as_ref().is_some_and(|f| !f.is_empty())
+        && body.tools.as_ref().is_none_or(Vec::is_empty)
+}
+
+// ------------------------------------------------------- legacy completions
+
+/// `POST /v1/completions`.
+#[derive(Debug, Default)]
+pub struct TextFields {
+    pub common: Common,
+    pub prompt: Option<PromptBody>,
+}
+
+impl Fields for TextFields {
+    fn read<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<bool, A::Error> {
+        match key {
+            "prompt" => read!(map, self.prompt),
+            _ => self.common.read(key, map),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged, expecting = "a string or an array of strings")]
+pub enum PromptBody {
+    One(String),
+    Many(Vec<Value>),
+}
+
+pub fn check_text(body: &TextFields) -> Result<(), ApiError> {
+    body.common.check()?;
+    if body.prompt.is_none() {
+        return Err(invalid("prompt", "you must provide a prompt parameter"));
+    }
+    Ok(())
+}
+
+/// The one prompt: a string, or a list of one string.
+pub fn text_prompt(body: &TextFields) -> Result<types::Prompt, ApiError> {
+    match &body.prompt {
+        None => Err(invalid("prompt", "you must provide a prompt parameter")),
+        Some(PromptBody::One(text)) => Ok(types::Prompt::Text(text.clone())),
+        Some(PromptBody::Many(list)) => match list.as_slice() {
+            [Value::String(text)] => Ok(types::Prompt::Text(text.clone())),
+            [] => Err(invalid("prompt", "prompt must not be an empty list")),
+            [_] => Err(invalid(
+                "prompt",
+                "token arrays are not supported: send the prompt as text",
+            )),
+            _ => Err(invalid(
+                "prompt",
+                "only one prompt per request is supported",
+            )),
+        },
+    }
+}
+
+// --------------------------------------------------------------- embeddings
+
+/// `POST /v1/embeddings`.
+#[derive(Debug, Default)]
+pub struct EmbeddingFields {
+    pub model: Option<String>,
+    pub input: Option<Value>,
+    pub encoding_format: Option<EncodingFormat>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EncodingFormat {
+    #[default]
+    Float,
+    Base64,
+}
+
+impl Fields for EmbeddingFields {
+    fn read<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<bool, A::Error> {
+        match key {
+            "model" => read!(map, self.model),
+            "input" => read!(map, self.input),
+            "encoding_format" => read!(map, self.encoding_format),
+            _ => Ok(false),
+        }
+    }
+}
+
+pub fn check_embeddings(body: &EmbeddingFields) -> Result<(), ApiError> {
+    require_model(&body.model)?;
+    if body.input.as_ref().is_none_or(Value::is_null) {
+        return Err(invalid("input", "you must provide an input parameter"));
+    }
+    Ok(())
+}
+
+/// The texts to embed: a string or a list of strings.
+pub fn embedding_input(body: &EmbeddingFields) -> Result<Vec<String>, ApiError> {
+    let tokens = || {
+        invalid(
+            "input",
+            "token arrays are not supported: send the input as text",
+        )
+    };
+    match &body.input {
+        Some(Value::String(text)) => Ok(vec![text.clone()]),
+        Some(Value::Array(list)) if list.is_empty() => {
+            Err(invalid("input", "input must not be an empty list"))
+        }
+        Some(Value::Array(list)) => list
+            .iter()
+            .enumerate()
+            .map(|(i, item)| match item {
+                Value::String(text) => Ok(text.clone()),
+                Value::Number(_) | Value::Array(_) => Err(tokens()),
+                _ => Err(invalid(
+                    format!("input[{i}]"),
+                    "input must be a string or an array of strings",
+                )),
+            })
+            .collect(),
+        _ => Err(invalid(
+            "input",
+            "input must be a string or an array of strings",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chat(json: &str) -> Result<Body<ChatFields>, ApiError> {
+        parse_body::<Body<ChatFields>>(json.as_bytes())
+    }
+
+    fn param_of(error: ApiError) -> String {
+        match error {
+            ApiError::InvalidParam { param, .. } => param,
+            other => panic!("not an InvalidParam: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn consumed_fields_are_typed_and_the_rest_are_params() {
+        let body = chat(
+            r#"{"model": "r/m", "messages": [{"role": "user", "content": "hi"}],
+                "temperature": 0.5, "user": "u1", "stream": true, "stream_options": {"include_usage": true},
+                "reasoning_effort": "low", "n": null}"#,
+        )
+        .unwrap();
+        assert_eq!(body.fields.common.model.as_deref(), Some("r/m"));
+        assert!(body.fields.common.include_usage());
+        assert_eq!(user(&body.params).unwrap(), Some("u1"));
+        assert_eq!(
+            params_text(&body.params),
+            r#"{"reasoning_effort":"low","temperature":0.5,"user":"u1"}"#
+        );
+    }
+
+    #[test]
+    fn wrong_types_name_their_path() {
+        let err = chat(r#"{"messages": [{"role": "robot", "content": "x"}]}"#).unwrap_err();
+        assert_eq!(param_of(err), "messages[0].role");
+        let err = chat(r#"{"model": 5}"#).unwrap_err();
+        assert_eq!(param_of(err), "model");
+        let err = chat(r#"{"stream": "yes"}"#).unwrap_err();
+        assert_eq!(param_of(err), "stream");
+    }
+
+    #[test]
+    fn duplicates_and_trailing_bytes_are_refused() {
+        let err = chat(r#"{"model": "a", "model": "b"}"#).unwrap_err();
+        assert!(err.to_string().contains("duplicate field `model`"), "{err}");
+        assert_eq!(param_of(err), "model");
+        let err = chat(r#"{"top_p": 1, "top_p": 2}"#).unwrap_err();
+        assert_eq!(param_of(err), "top_p");
+        let err = chat(r#"{"messages": [{"role": "user", "role": "system", "content": "x"}]}"#)
+            .unwrap_err();
+        assert!(err.to_string().contains("duplicate field `role`"), "{err}");
+        let err = chat(r#"{"model": "a"} x"#).unwrap_err();
+        assert!(err.to_string().contains("trailing characters"), "{err}");
+        assert!(chat("[1]").unwrap_err().to_string().contains("JSON object"));
+    }
+
+    #[test]
+    fn content_parts_are_joined_and_images_refused_by_place() {
+        let body = chat(
+            r#"{"model": "m", "messages": [
+                {"role": "developer", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+                {"role": "user", "content": [{"type": "text", "text": "x"}, {"type": "image_url", "image_url": {"url": "u"}}]}]}"#,
+        )
+        .unwrap();
+        let err = chat_prompt(&body.fields).unwrap_err();
+        assert!(
+            err.to_string().contains("images are not supported yet"),
+            "{err}"
+        );
+        assert_eq!(param_of(err), "messages[1].content[1]");
+
+        let body = chat(
+            r#"{"model": "m", "messages": [
+                {"role": "developer", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]}"#,
+        )
+        .unwrap();
+        let types::Prompt::Chat(messages) = chat_prompt(&body.fields).unwrap() else {
+            panic!("a chat prompt");
+        };
+        assert_eq!(messages[0].role, types::Role::System);
+        assert_eq!(messages[0].content.as_deref(), Some("a\nb"));
+    }
+
+    #[test]
+    fn tools_and_legacy_functions() {
+        let body = chat(
+            r#"{"model": "m", "messages": [{"role": "user", "content": "x"}],
+                "functions": [{"name": "f", "parameters": {"type": "object"}}], "function_call": {"name": "f"}}"#,
+        )
+        .unwrap();
+        assert!(legacy_functions(&body.fields));
+        assert_eq!(functions(&body.fields).unwrap()[0].name, "f");
+        assert_eq!(
+            function_choice(&body.fields).unwrap(),
+            Some(types::FunctionChoice::Named("f".into()))
+        );
+        let body = chat(r#"{"tools": [{"type": "web_search"}]}"#).unwrap();
+        assert_eq!(
+            param_of(functions(&body.fields).unwrap_err()),
+            "tools[0].type"
+        );
+        let body = chat(r#"{"tool_choice": "sometimes"}"#).unwrap();
+        assert_eq!(
+            param_of(function_choice(&body.fields).unwrap_err()),
+            "tool_choice"
+        );
+    }
+
+    #[test]
+    fn legacy_prompt_and_embedding_inputs() {
+        let text = |json: &str| {
+            let body = parse_body::<Body<TextFields>>(json.as_bytes()).unwrap();
+            text_prompt(&body.fields)
+        };
+        assert_eq!(
+            text(r#"{"prompt": ["one"]}"#).unwrap(),
+            types::Prompt::Text("one".into())
+        );
+        assert_eq!(
+            param_of(text(r#"{"prompt": ["a", "b"]}"#).unwrap_err()),
+            "prompt"
+        );
+        assert_eq!(
+            param_of(text(r#"{"prompt": [[1, 2]]}"#).unwrap_err()),
+            "prompt"
+        );
+        let input = |json: &str| {
+            let body = parse_body::<Body<EmbeddingFields>>(json.as_bytes()).unwrap();
+            embedding_input(&body.fields)
+        };
+        assert_eq!(input(r#"{"input": ["a", "b"]}"#).unwrap(), ["a", "b"]);
+        assert!(
+            input(r#"{"input": [1, 2]}"#)
+                .unwrap_err()
+                .to_string()
+                .contains("token")
+        );
+        let err = parse_body::<Body<EmbeddingFields>>(br#"{"encoding_format": "hex"}"#)
+            .err()
+            .unwrap();
+        assert_eq!(param_of(err), "encoding_format");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// Any bytes in: a 4xx or a valid request, never a panic.
+        #[test]
+        fn any_bytes_are_a_client_error_or_a_request(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256)) {
+            let checked = parse_body::<Body<ChatFields>>(&bytes).and_then(|body| {
+                check_chat(&body.fields)?;
+                chat_prompt(&body.fields)?;
+                functions(&body.fields)?;
+                function_choice(&body.fields)?;
+                Ok(())
+            });
+            if let Err(e) = checked {
+                proptest::prop_assert!(e.status().is_client_error(), "{e}");
+            }
+        }
+    }
+}

@@ -1,0 +1,646 @@
+//! The official OpenAI and Anthropic Python SDKs, unchanged, against the real gateway: this
+//! runner starts fake upstreams replaying recorded OpenAI, Anthropic and Gemini traffic, one
+//! route per recorded case, and a gateway serving them; then it runs the pytest suite in
+//! `tests/clients/` with the interpreter named by `GATEWAY_CLIENTS_PYTHON` (the virtual
+//! environment `cargo xtask test` creates) and fails with pytest's output unless every test
+//! passed.
+//!
+//! The suite learns where the gateway is and what each route answers from
+//! `GATEWAY_CLIENTS_SCENARIO`, a JSON text this runner writes: the expected answers are read
+//! from the same recordings the upstreams replay, so the Python side holds no copy of them.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use gateway_test_support::harness::GatewayBuilder;
+use gateway_test_support::upstream::Provider;
+use gateway_test_support::{
+    AnthropicUpstream, FakeUpstream, Gateway, GeminiUpstream, Interaction, OpenAiUpstream,
+    Recording, Reply, Route, fake_embedding,
+};
+use serde_json::{Value, json};
+
+/// The interpreter of the suite's virtual environment.
+const PYTHON_VAR: &str = "GATEWAY_CLIENTS_PYTHON";
+/// Extra pytest arguments (e.g. `-k stream -x`), split at whitespace, for running a part.
+const PYTEST_ARGS_VAR: &str = "GATEWAY_CLIENTS_PYTEST_ARGS";
+/// The scenario the suite reads.
+const SCENARIO_VAR: &str = "GATEWAY_CLIENTS_SCENARIO";
+
+/// The provider key every route sends upstream, from the gateway's environment.
+const UPSTREAM_KEY_VAR: &str = "CLIENTS_UPSTREAM_KEY";
+
+/// The recorded cases, each served by its own route (`PROVIDER-CASE`).
+const CASES: [&str; 6] = [
+    "simple",
+    "simple_streaming",
+    "tool",
+    "tool_streaming",
+    "multi_tool",
+    "multi_tool_streaming",
+];
+
+/// A provider family the routes are made of: its plugin, recordings and model.
+struct Family {
+    /// The plugin, also the scenario's key and the routes' prefix.
+    plugin: &'static str,
+    /// Recording names are `{recordings}__{case}`.
+    recordings: &'static str,
+    /// The route's default model: what the recordings asked for.
+    model: &'static str,
+    /// The path the plugin's requests start with (the route's `base_url` suffix).
+    base_path: &'static str,
+    /// The recorded answer in the scenario's terms.
+    expected: fn(&Interaction) -> Value,
+}
+
+const FAMILIES: [Family; 3] = [
+    Family {
+        plugin: "openai",
+        recordings: "OpenAI__openai-gpt-4o-mini",
+        model: "gpt-4o-mini",
+        base_path: "/v1",
+        expected: openai_expected,
+    },
+    Family {
+        plugin: "anthropic",
+        recordings: "Anthropic__claude-sonnet-4",
+        model: "claude-sonnet-4-20250514",
+        base_path: "/v1",
+        expected: anthropic_expected,
+    },
+    Family {
+        plugin: "gemini",
+        recordings: "Google__gemini-2.5-flash",
+        model: "gemini-2.5-flash",
+        base_path: "/v1beta",
+        expected: gemini_expected,
+    },
+];
+
+/// The route-level price of gpt-4o-mini on `openai-simple` (USD per million input and output
+/// tokens), so the cost header has one exact expected value.
+const SIMPLE_PRICE: (f64, f64) = (1.0, 2.0);
+/// What the rate-limited upstreams ask the caller to wait, in seconds.
+const RETRY_AFTER: &str = "7";
+/// The inputs of the embeddings tests (ASCII: the fake's vector counts bytes).
+const EMBED_INPUTS: [&str; 2] = ["hello gateway world", "sdk"];
+/// What the weather tool answered, in the tool-result tests.
+const TOOL_OUTPUT: &str = "40 C";
+/// The prompt of the legacy completion test.
+const LEGACY_PROMPT: &str = "Say this is a test";
+
+/// The fake upstreams, kept running until the suite is done.
+#[derive(Default)]
+struct Upstreams {
+    openai: Vec<OpenAiUpstream>,
+    anthropic: Vec<AnthropicUpstream>,
+    gemini: Vec<GeminiUpstream>,
+}
+
+impl Upstreams {
+    /// Starts an upstream of `plugin`'s API answering every generation call with `reply`;
+    /// returns its base URL for a route and its index among `plugin`'s upstreams.
+    fn each_call(&mut self, plugin: &str, base_path: &str, reply: Reply) -> (String, usize) {
+        match plugin {
+            "openai" => {
+                let upstream = OpenAiUpstream::each_call(reply);
+                self.openai.push(upstream);
+                (upstream_url(&self.openai, base_path), self.openai.len() - 1)
+            }
+            "anthropic" => {
+                let upstream = AnthropicUpstream::each_call(reply);
+                self.anthropic.push(upstream);
+                (
+                    upstream_url(&self.anthropic, base_path),
+                    self.anthropic.len() - 1,
+                )
+            }
+            "gemini" => {
+                let upstream = GeminiUpstream::each_call(reply);
+                self.gemini.push(upstream);
+                (upstream_url(&self.gemini, base_path), self.gemini.len() - 1)
+            }
+            other => panic!("no fake upstream for plugin {other}"),
+        }
+    }
+
+    /// The request bodies upstream `index` of `plugin` received, as text.
+    fn bodies(&self, plugin: &str, index: usize) -> Vec<String> {
+        let requests = match plugin {
+            "openai" => self.openai[index].requests(),
+            "anthropic" => self.anthropic[index].requests(),
+            "gemini" => self.gemini[index].requests(),
+            other => panic!("no fake upstream for plugin {other}"),
+        };
+        requests
+            .iter()
+            .map(|request| String::from_utf8_lossy(&request.body).into_owned())
+            .collect()
+    }
+}
+
+fn upstream_url<P: Provider>(upstreams: &[FakeUpstream<P>], base_path: &str) -> String {
+    upstreams
+        .last()
+        .expect("the upstream just started")
+        .base_url(base_path)
+}
+
+/// A route of `plugin` at `base_url`, keyed from the gateway's environment.
+fn route(id: &str, plugin: &str, base_url: &str, default_model: &str) -> Route {
+    Route::new(id, plugin)
+        .base_url(base_url)
+        .api_key_env(UPSTREAM_KEY_VAR)
+        .default_model(default_model)
+}
+
+/// A route id for a recorded case: `openai-tool-streaming`.
+fn route_id(plugin: &str, case: &str) -> String {
+    format!("{plugin}-{}", case.replace('_', "-"))
+}
+
+/// The gateway under test, before it starts: its routes, their upstreams and what the suite
+/// is told about them.
+struct Setup {
+    upstreams: Upstreams,
+    builder: GatewayBuilder,
+    /// Ids `GET /v1/models` must list.
+    listed: Vec<String>,
+    /// (plugin, upstream index, the call fed back) of the tool-result routes.
+    tool_results: Vec<(&'static str, usize, Value)>,
+}
+
+impl Setup {
+    /// A route of `family`'s plugin answering `interaction` to every call; returns the
+    /// interaction's expected answer with the route's `model`.
+    fn recorded(&mut self, family: &Family, case: &str, interaction: &Interaction) -> Value {
+        let id = route_id(family.plugin, case);
+        let (url, index) = self.upstreams.each_call(
+            family.plugin,
+            family.base_path,
+            Reply::recorded(interaction),
+        );
+        let mut route = route(&id, family.plugin, &url, family.model);
+        let mut expected = (family.expected)(interaction);
+        if family.plugin == "openai" && case == "simple" {
+            route = route.price(family.model, SIMPLE_PRICE.0, SIMPLE_PRICE.1);
+            expected["cost_usd"] = json!(cost(&expected["usage"], SIMPLE_PRICE));
+        }
+        self.add(route);
+        let model = format!("{id}/{}", family.model);
+        expected["model"] = json!(model);
+        expected["upstream"] = json!(index);
+        self.listed.push(model);
+        expected
+    }
+
+    /// One route per recorded case of `family`, and one for the `tool` case's second turn
+    /// (the caller sends the call back with its result); returns the cases' expectations.
+    fn family(&mut self, family: &Family) -> Value {
+        let mut cases = serde_json::Map::new();
+        for case in CASES {
+            let recording = Recording::load(&format!("{}__{case}", family.recordings));
+            // Only the answer to the prompt: a second interaction is the next turn.
+            let expected = self.recorded(family, case, recording.interaction(0));
+            cases.insert(case.to_owned(), expected);
+        }
+        let recording = Recording::load(&format!("{}__tool", family.recordings));
+        let mut expected = self.recorded(family, "tool_result", recording.interaction(1));
+        let first_turn = (family.expected)(recording.interaction(0));
+        let mut feed = first_turn["calls"][0].clone();
+        if feed["id"].is_null() {
+            // The provider has no call ids (Gemini): the caller would send back the one the
+            // gateway made up; any id does.
+            feed["id"] = json!("call_weather_1");
+        }
+        let index = expected["upstream"].as_u64().expect("an upstream index") as usize;
+        self.tool_results.push((family.plugin, index, feed.clone()));
+        expected["feed"] = feed;
+        expected["feed_text"] = first_turn["text"].clone();
+        cases.insert("tool_result".to_owned(), expected);
+        Value::Object(cases)
+    }
+
+    /// Routes whose upstreams always refuse with 429 and a Retry-After; returns their models
+    /// by plugin.
+    fn rate_limited(&mut self) -> Value {
+        let limited = [
+            (
+                "openai",
+                "gpt-4o-mini",
+                Reply::openai_error(
+                    429,
+                    "Rate limit reached for gpt-4o-mini: requests per min (RPM): Limit 3",
+                    "rate_limit_exceeded",
+                    Some(RETRY_AFTER),
+                ),
+            ),
+            (
+                "anthropic",
+                "claude-sonnet-4-20250514",
+                Reply::anthropic_error(
+                    429,
+                    "rate_limit_error",
+                    "Number of request tokens has exceeded your per-minute rate limit",
+                    Some(RETRY_AFTER),
+                ),
+            ),
+        ];
+        let mut models = serde_json::Map::new();
+        for (plugin, model, reply) in limited {
+            let id = format!("{plugin}-limited");
+            let (url, _) = self.upstreams.each_call(plugin, "/v1", reply);
+            self.add(route(&id, plugin, &url, model));
+            self.listed.push(format!("{id}/{model}"));
+            models.insert(plugin.to_owned(), json!(format!("{id}/{model}")));
+        }
+        Value::Object(models)
+    }
+
+    fn add(&mut self, route: Route) {
+        self.builder = std::mem::take(&mut self.builder).route(route);
+    }
+}
+
+#[test]
+fn official_sdks_against_the_gateway() {
+    let python = python();
+    let mut setup = Setup {
+        upstreams: Upstreams::default(),
+        builder: Gateway::builder().env(UPSTREAM_KEY_VAR, "sk-clients-upstream-0123456789"),
+        listed: Vec::new(),
+        tool_results: Vec::new(),
+    };
+    let mut cases = serde_json::Map::new();
+    for family in &FAMILIES {
+        cases.insert(family.plugin.to_owned(), setup.family(family));
+    }
+    let limited = setup.rate_limited();
+
+    // An OpenAI upstream that computes embeddings and legacy completions from the request.
+    let computed = OpenAiUpstream::start();
+    setup.add(
+        route(
+            "openai-computed",
+            "openai",
+            &computed.base_url("/v1"),
+            "gpt-3.5-turbo-instruct",
+        )
+        .setting("legacy_completions", "true"),
+    );
+    setup
+        .listed
+        .push("openai-computed/gpt-3.5-turbo-instruct".to_owned());
+
+    let Setup {
+        upstreams,
+        builder,
+        mut listed,
+        tool_results,
+    } = setup;
+    let builder = builder
+        .config_line("[models.fast]\nroute = \"openai-simple\"\nmodel = \"gpt-4o-mini\"")
+        .config_line("[models.claude]\nroute = \"anthropic-simple\"");
+    listed.extend(["fast".to_owned(), "claude".to_owned()]);
+
+    let gateway = builder.start();
+    let scenario = json!({
+        "url": gateway.url(),
+        "key": gateway.key,
+        "cases": cases,
+        "limited": limited,
+        "retry_after": RETRY_AFTER,
+        "tool_output": TOOL_OUTPUT,
+        "aliases": {
+            "fast": cases_of(&cases, "openai", "simple"),
+            "claude": cases_of(&cases, "anthropic", "simple"),
+        },
+        "listed": listed,
+        "embeddings": {
+            "model": "openai-computed/text-embedding-3-small",
+            "inputs": EMBED_INPUTS,
+            "vectors": EMBED_INPUTS
+                .iter()
+                .enumerate()
+                .map(|(i, input)| fake_embedding(i, input))
+                .collect::<Vec<_>>(),
+            "prompt_tokens": EMBED_INPUTS
+                .iter()
+                .map(|input| input.split_whitespace().count())
+                .sum::<usize>(),
+        },
+        "legacy": {
+            "model": "openai-computed/gpt-3.5-turbo-instruct",
+            "prompt": LEGACY_PROMPT,
+            "text": gateway_test_support::upstream::openai::legacy_text(LEGACY_PROMPT),
+        },
+    });
+
+    let mut command = Command::new(&python);
+    command
+        .args([
+            "-m",
+            "pytest",
+            "tests/clients",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ])
+        .args(pytest_args())
+        .current_dir(workspace_root())
+        .env(SCENARIO_VAR, scenario.to_string())
+        // No __pycache__ left in the source tree.
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        // Requests go to 127.0.0.1: a proxy from the environment must not take them.
+        .env("NO_PROXY", "*");
+    for var in [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        // The SDKs read these when the code does not say; the suite always says.
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "OPENAI_ORG_ID",
+        "OPENAI_PROJECT_ID",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_BASE_URL",
+    ] {
+        command.env_remove(var);
+    }
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {} -m pytest: {e}", python.display()));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stdout}");
+    assert!(
+        output.status.success(),
+        "the SDK suite failed ({}):\n{stdout}\n{stderr}\n--- gateway log ---\n{}",
+        output.status,
+        gateway.logs()
+    );
+    if !pytest_args().is_empty() {
+        // A part of the suite was asked for: the rest of the routes were not meant to be used.
+        return;
+    }
+    // Every upstream was reached at least once: a test that never got to its route would
+    // otherwise pass unnoticed.
+    let reached = |requests: usize, what: &str| assert!(requests > 0, "{what} was never called");
+    for upstream in &upstreams.openai {
+        reached(upstream.requests().len(), "an OpenAI upstream");
+    }
+    for upstream in &upstreams.anthropic {
+        reached(upstream.requests().len(), "an Anthropic upstream");
+    }
+    for upstream in &upstreams.gemini {
+        reached(upstream.requests().len(), "a Gemini upstream");
+    }
+    reached(computed.requests().len(), "the computing OpenAI upstream");
+    // Whatever format the call and its result came in, the provider got them back: the
+    // result, and the call's id where the provider has ids.
+    for (plugin, index, call) in &tool_results {
+        let bodies = upstreams.bodies(plugin, *index);
+        assert!(
+            !bodies.is_empty(),
+            "the {plugin} tool-result route was never called"
+        );
+        for body in bodies {
+            assert!(
+                body.contains(TOOL_OUTPUT),
+                "{plugin}: no tool result in {body}"
+            );
+            let name = call["name"].as_str().expect("a call name");
+            assert!(body.contains(name), "{plugin}: no call of {name} in {body}");
+            if *plugin != "gemini" {
+                let id = call["id"].as_str().expect("a call id");
+                assert!(body.contains(id), "{plugin}: no call id {id} in {body}");
+            }
+        }
+    }
+}
+
+/// The suite's interpreter; a missing one fails the test: a suite that silently skips would
+/// let the SDK tests rot.
+fn python() -> PathBuf {
+    match std::env::var_os(PYTHON_VAR) {
+        Some(path) if !path.is_empty() => PathBuf::from(path),
+        _ => panic!(
+            "{PYTHON_VAR} is not set: run `cargo xtask test`, which creates the virtual \
+             environment target/clients-venv from tests/clients/requirements.txt and sets it \
+             (or set it to a Python with those packages installed)"
+        ),
+    }
+}
+
+fn pytest_args() -> Vec<String> {
+    std::env::var(PYTEST_ARGS_VAR)
+        .map(|args| args.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .expect("the host crate lives in the workspace")
+}
+
+fn cases_of(cases: &serde_json::Map<String, Value>, plugin: &str, case: &str) -> Value {
+    cases[plugin][case].clone()
+}
+
+/// The cost of `usage` at `price` (USD per million input and output tokens).
+fn cost(usage: &Value, price: (f64, f64)) -> f64 {
+    let tokens = |key: &str| usage[key].as_u64().expect("recorded usage") as f64;
+    (tokens("prompt") * price.0 + tokens("completion") * price.1) / 1e6
+}
+
+/// The scenario's view of one answer: text, canonical (OpenAI) finish reason, tool calls with
+/// their arguments as JSON text, and usage.
+fn expected(
+    text: String,
+    finish: &str,
+    calls: Vec<Value>,
+    usage: Option<(u64, u64, u64)>,
+    reasoning: Option<u64>,
+) -> Value {
+    json!({
+        "text": text,
+        "finish": finish,
+        "calls": calls,
+        "usage": usage.map(|(prompt, completion, total)| json!({
+            "prompt": prompt, "completion": completion, "total": total, "reasoning": reasoning,
+        })),
+    })
+}
+
+fn call(id: Option<&str>, name: &str, arguments: &str) -> Value {
+    json!({"id": id, "name": name, "arguments": arguments})
+}
+
+fn openai_expected(interaction: &Interaction) -> Value {
+    let answer = interaction.answer();
+    let calls = answer
+        .tool_calls
+        .iter()
+        .map(|(id, name, arguments)| call(Some(id), name, arguments))
+        .collect();
+    let finish = answer.finish_reason.as_deref().expect("a finish reason");
+    expected(answer.text, finish, calls, answer.usage, None)
+}
+
+/// Anthropic's stop reasons in OpenAI's names, as both surfaces' finish reasons derive from
+/// the canonical one.
+fn anthropic_finish(stop_reason: &str) -> &'static str {
+    match stop_reason {
+        "end_turn" | "stop_sequence" => "stop",
+        "tool_use" => "tool_calls",
+        "max_tokens" => "length",
+        other => panic!("unexpected recorded stop_reason {other}"),
+    }
+}
+
+fn anthropic_expected(interaction: &Interaction) -> Value {
+    let mut text = String::new();
+    // (id, name, arguments) in block order.
+    let mut calls: Vec<(String, String, String)> = Vec::new();
+    let (mut prompt, mut completion) = (0, 0);
+    let mut stop_reason = String::new();
+    let tokens = |usage: &Value, key: &str| usage[key].as_u64();
+    if interaction.is_sse() {
+        for event in interaction.sse_payloads() {
+            match event["type"].as_str() {
+                Some("message_start") => {
+                    let usage = &event["message"]["usage"];
+                    prompt = tokens(usage, "input_tokens").unwrap_or(prompt);
+                    completion = tokens(usage, "output_tokens").unwrap_or(completion);
+                }
+                Some("content_block_start") => {
+                    take_block(&event["content_block"], &mut text, &mut calls)
+                }
+                Some("content_block_delta") => {
+                    let delta = &event["delta"];
+                    match delta["type"].as_str() {
+                        Some("text_delta") => text.push_str(&str_of(&delta["text"])),
+                        Some("input_json_delta") => {
+                            let last = calls.last_mut().expect("a tool_use block before its delta");
+                            last.2.push_str(&str_of(&delta["partial_json"]));
+                        }
+                        _ => {}
+                    }
+                }
+                Some("message_delta") => {
+                    stop_reason = str_of(&event["delta"]["stop_reason"]);
+                    let usage = &event["usage"];
+                    prompt = tokens(usage, "input_tokens").unwrap_or(prompt);
+                    completion = tokens(usage, "output_tokens").unwrap_or(completion);
+                }
+                _ => {}
+            }
+        }
+    } else {
+        let body: Value = serde_json::from_str(&interaction.response.body).expect("JSON answer");
+        for block in body["content"].as_array().expect("content blocks") {
+            take_block(block, &mut text, &mut calls);
+        }
+        stop_reason = str_of(&body["stop_reason"]);
+        prompt = tokens(&body["usage"], "input_tokens").expect("input_tokens");
+        completion = tokens(&body["usage"], "output_tokens").expect("output_tokens");
+    }
+    let calls = calls
+        .iter()
+        .map(|(id, name, arguments)| {
+            let arguments = if arguments.is_empty() {
+                "{}"
+            } else {
+                arguments
+            };
+            call(Some(id), name, arguments)
+        })
+        .collect();
+    let usage = Some((prompt, completion, prompt + completion));
+    expected(text, anthropic_finish(&stop_reason), calls, usage, None)
+}
+
+/// Adds an Anthropic content block (whole, or the start of a streamed one) to the answer.
+fn take_block(block: &Value, text: &mut String, calls: &mut Vec<(String, String, String)>) {
+    match block["type"].as_str() {
+        Some("text") => text.push_str(block["text"].as_str().unwrap_or_default()),
+        Some("tool_use") => {
+            // A streamed block starts with an empty input its deltas then fill in.
+            let input = &block["input"];
+            let arguments = if input.as_object().is_some_and(|o| !o.is_empty()) {
+                input.to_string()
+            } else {
+                String::new()
+            };
+            calls.push((str_of(&block["id"]), str_of(&block["name"]), arguments));
+        }
+        _ => {}
+    }
+}
+
+fn gemini_expected(interaction: &Interaction) -> Value {
+    let responses = if interaction.is_sse() {
+        interaction.sse_payloads()
+    } else {
+        vec![serde_json::from_str(&interaction.response.body).expect("JSON answer")]
+    };
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    let mut finish = String::new();
+    let mut usage = None;
+    let mut reasoning = None;
+    for response in &responses {
+        let candidate = &response["candidates"][0];
+        for part in candidate["content"]["parts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            if let Some(piece) = part["text"].as_str() {
+                text.push_str(piece);
+            }
+            let function = &part["functionCall"];
+            if function.is_object() {
+                // Gemini calls have no ids (the gateway makes them up).
+                calls.push(call(
+                    function["id"].as_str(),
+                    &str_of(&function["name"]),
+                    &function["args"].to_string(),
+                ));
+            }
+        }
+        if let Some(reason) = candidate["finishReason"].as_str() {
+            finish = reason.to_owned();
+        }
+        let metadata = &response["usageMetadata"];
+        if metadata.is_object() {
+            // Thoughts are billed as output: the gateway counts them as completion tokens.
+            let count = |key: &str| metadata[key].as_u64().unwrap_or(0);
+            let thoughts = count("thoughtsTokenCount");
+            usage = Some((
+                count("promptTokenCount") + count("toolUsePromptTokenCount"),
+                count("candidatesTokenCount") + thoughts,
+                count("totalTokenCount"),
+            ));
+            reasoning = Some(thoughts);
+        }
+    }
+    let finish = match finish.as_str() {
+        "STOP" if !calls.is_empty() => "tool_calls",
+        "STOP" => "stop",
+        "MAX_TOKENS" => "length",
+        other => panic!("unexpected recorded finishReason {other}"),
+    };
+    expected(text, finish, calls, usage, reasoning)
+}
+
+fn str_of(value: &Value) -> String {
+    value.as_str().unwrap_or_default().to_owned()
+}

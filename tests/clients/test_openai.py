@@ -1,0 +1,398 @@
+"""The official `openai` SDK, unchanged, against the gateway's OpenAI-format endpoints
+(`/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`, `/v1/models`), on routes of the
+openai, anthropic and gemini plugins replaying recorded traffic."""
+
+import base64
+import json
+import struct
+
+import openai
+import pytest
+
+from scenario import PROVIDERS, TOOL_CASES, openai_messages, openai_tools, record
+
+STREAM_OPTIONS = {"include_usage": True}
+
+
+def chat(client, model, case, **params):
+    return client.chat.completions.create(
+        model=model, messages=openai_messages(case), max_tokens=1000, **params
+    )
+
+
+def assert_usage(usage, expected):
+    assert usage is not None, "no usage"
+    got = (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens)
+    assert got == (expected["prompt"], expected["completion"], expected["total"])
+    if expected["reasoning"] is not None:
+        assert usage.completion_tokens_details is not None, usage
+        assert usage.completion_tokens_details.reasoning_tokens == expected["reasoning"]
+
+
+def assert_calls(calls, expected, exact):
+    """`calls` are the recorded ones: names, ids (made up, but present and distinct, where the
+    provider has none) and arguments (the same JSON; the same text when `exact`)."""
+    calls = calls or []
+    assert [call.function.name for call in calls] == [want["name"] for want in expected]
+    for call, want in zip(calls, expected):
+        assert call.type == "function"
+        if want["id"] is not None:
+            assert call.id == want["id"]
+        else:
+            assert call.id
+        assert json.loads(call.function.arguments) == json.loads(want["arguments"])
+        if exact:
+            assert call.function.arguments == want["arguments"]
+    assert len({call.id for call in calls}) == len(calls), "tool call ids repeat"
+
+
+def content_of(message):
+    """The message's text; a message of tool calls alone may say `null` or `""`."""
+    return message.content or ""
+
+
+# ------------------------------------------------------------------------------ chat
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_chat_text(openai_client, scenario, provider):
+    expected = scenario["cases"][provider]["simple"]
+    completion = chat(openai_client, expected["model"], "simple")
+    assert completion.object == "chat.completion"
+    assert completion.id
+    assert completion.created > 0
+    assert completion.model
+    assert len(completion.choices) == 1
+    choice = completion.choices[0]
+    assert choice.index == 0
+    assert choice.message.role == "assistant"
+    assert choice.message.content == expected["text"]
+    assert not choice.message.tool_calls
+    assert choice.finish_reason == expected["finish"]
+    assert_usage(completion.usage, expected["usage"])
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_chat_stream_with_usage(openai_client, scenario, provider):
+    expected = scenario["cases"][provider]["simple_streaming"]
+    stream = chat(
+        openai_client,
+        expected["model"],
+        "simple_streaming",
+        stream=True,
+        stream_options=STREAM_OPTIONS,
+    )
+    chunks = list(stream)
+    assert chunks, "no chunk"
+    assert {chunk.object for chunk in chunks} == {"chat.completion.chunk"}
+    assert len({chunk.id for chunk in chunks}) == 1, "chunks of one completion share its id"
+    *content_chunks, usage_chunk = chunks
+    # The usage comes last, alone, with no choices.
+    assert usage_chunk.choices == []
+    assert_usage(usage_chunk.usage, expected["usage"])
+    assert all(chunk.usage is None for chunk in content_chunks)
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in content_chunks)
+    assert text == expected["text"]
+    finishes = [c.choices[0].finish_reason for c in content_chunks if c.choices[0].finish_reason]
+    assert finishes == [expected["finish"]]
+    assert content_chunks[-1].choices[0].finish_reason == expected["finish"]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_chat_stream_without_usage(openai_client, scenario, provider):
+    expected = scenario["cases"][provider]["simple_streaming"]
+    chunks = list(chat(openai_client, expected["model"], "simple_streaming", stream=True))
+    # Usage is sent only when asked for.
+    assert all(chunk.usage is None and chunk.choices for chunk in chunks)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == expected["text"]
+    assert chunks[-1].choices[0].finish_reason == expected["finish"]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_chat_stream_helper_text(openai_client, scenario, provider):
+    expected = scenario["cases"][provider]["simple_streaming"]
+    with openai_client.chat.completions.stream(
+        model=expected["model"],
+        messages=openai_messages("simple_streaming"),
+        stream_options=STREAM_OPTIONS,
+    ) as stream:
+        deltas = [event.delta for event in stream if event.type == "content.delta"]
+        completion = stream.get_final_completion()
+    assert "".join(deltas) == expected["text"]
+    message = completion.choices[0].message
+    assert message.role == "assistant"
+    assert message.content == expected["text"]
+    assert completion.choices[0].finish_reason == expected["finish"]
+    assert_usage(completion.usage, expected["usage"])
+
+
+# ------------------------------------------------------------------------------ tools
+
+
+@pytest.mark.parametrize("case", TOOL_CASES)
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_tool_calls(openai_client, scenario, provider, case):
+    expected = scenario["cases"][provider][case]
+    completion = chat(
+        openai_client, expected["model"], case, tools=openai_tools(case), tool_choice="auto"
+    )
+    choice = completion.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.role == "assistant"
+    assert content_of(choice.message) == expected["text"]
+    assert_calls(choice.message.tool_calls, expected["calls"], exact=provider == "openai")
+    assert_usage(completion.usage, expected["usage"])
+
+
+@pytest.mark.parametrize("case", TOOL_CASES)
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_tool_calls_streamed(openai_client, scenario, provider, case):
+    """The SDK's stream helper reassembles each call's arguments from the deltas (and parses
+    them: the tools are strict)."""
+    case = f"{case}_streaming"
+    expected = scenario["cases"][provider][case]
+    with openai_client.chat.completions.stream(
+        model=expected["model"],
+        messages=openai_messages(case),
+        tools=openai_tools(case, strict=True),
+        stream_options=STREAM_OPTIONS,
+    ) as stream:
+        done = [e for e in stream if e.type == "tool_calls.function.arguments.done"]
+        completion = stream.get_final_completion()
+    assert [(e.index, e.name) for e in done] == [
+        (index, want["name"]) for index, want in enumerate(expected["calls"])
+    ]
+    for event, want in zip(done, expected["calls"]):
+        assert event.parsed_arguments == json.loads(want["arguments"])
+    choice = completion.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.role == "assistant"
+    assert content_of(choice.message) == expected["text"]
+    assert_calls(choice.message.tool_calls, expected["calls"], exact=provider == "openai")
+    for call in choice.message.tool_calls:
+        assert call.function.parsed_arguments == json.loads(call.function.arguments)
+    assert_usage(completion.usage, expected["usage"])
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_tool_result_round_trip(openai_client, scenario, provider):
+    """The assistant's call and the `tool` message with its result go back to the provider
+    (the runner checks they arrived), which answers with text."""
+    expected = scenario["cases"][provider]["tool_result"]
+    call = expected["feed"]
+    messages = openai_messages("tool") + [
+        {
+            "role": "assistant",
+            "content": expected["feed_text"] or None,
+            "tool_calls": [
+                {
+                    "id": call["id"],
+                    "type": "function",
+                    "function": {"name": call["name"], "arguments": call["arguments"]},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": call["id"], "content": scenario["tool_output"]},
+    ]
+    completion = openai_client.chat.completions.create(
+        model=expected["model"], messages=messages, tools=openai_tools("tool"), max_tokens=1000
+    )
+    choice = completion.choices[0]
+    assert choice.message.content == expected["text"]
+    assert not choice.message.tool_calls
+    assert choice.finish_reason == expected["finish"]
+    assert_usage(completion.usage, expected["usage"])
+
+
+# ------------------------------------------------------------------------------ legacy, embeddings, models
+
+
+def test_legacy_completion(openai_client, scenario):
+    legacy = scenario["legacy"]
+    completion = openai_client.completions.create(
+        model=legacy["model"], prompt=legacy["prompt"], max_tokens=50
+    )
+    assert completion.object == "text_completion"
+    assert completion.id
+    assert completion.choices[0].text == legacy["text"]
+    assert completion.choices[0].finish_reason == "stop"
+    assert completion.usage.total_tokens == (
+        completion.usage.prompt_tokens + completion.usage.completion_tokens
+    )
+    assert completion.usage.completion_tokens > 0
+
+
+def test_legacy_completion_streamed(openai_client, scenario):
+    legacy = scenario["legacy"]
+    chunks = list(
+        openai_client.completions.create(
+            model=legacy["model"], prompt=legacy["prompt"], max_tokens=50, stream=True
+        )
+    )
+    text = "".join(choice.text for chunk in chunks for choice in chunk.choices)
+    assert text == legacy["text"]
+    finishes = [c.finish_reason for chunk in chunks for c in chunk.choices if c.finish_reason]
+    assert finishes == ["stop"]
+
+
+def test_legacy_completion_from_a_chat_route(openai_client, scenario):
+    """A text prompt to a route that only has chat completions is answered from the chat."""
+    expected = scenario["cases"]["openai"]["simple"]
+    completion = openai_client.completions.create(
+        model=expected["model"], prompt="Say hi in Portuguese", max_tokens=50
+    )
+    assert completion.choices[0].text == expected["text"]
+    assert completion.choices[0].finish_reason == expected["finish"]
+    assert_usage(completion.usage, expected["usage"])
+
+
+def test_embeddings(openai_client, scenario):
+    """The SDK asks for base64 unless told otherwise, and decodes it to floats."""
+    embeddings = scenario["embeddings"]
+    result = openai_client.embeddings.create(
+        model=embeddings["model"], input=embeddings["inputs"]
+    )
+    assert result.object == "list"
+    assert [item.index for item in result.data] == list(range(len(embeddings["inputs"])))
+    assert [item.embedding for item in result.data] == embeddings["vectors"]
+    assert all(item.object == "embedding" for item in result.data)
+    assert result.usage.prompt_tokens == embeddings["prompt_tokens"]
+    assert result.model
+
+
+def test_embeddings_are_base64_when_asked(openai_client, scenario):
+    """The wire answer holds base64 of little-endian float32s, not a list the SDK would also
+    accept."""
+    embeddings = scenario["embeddings"]
+    raw = openai_client.embeddings.with_raw_response.create(
+        model=embeddings["model"], input=embeddings["inputs"], encoding_format="base64"
+    )
+    data = raw.http_response.json()["data"]
+    for item, vector in zip(sorted(data, key=lambda d: d["index"]), embeddings["vectors"]):
+        assert isinstance(item["embedding"], str), item
+        decoded = base64.b64decode(item["embedding"])
+        assert list(struct.unpack(f"<{len(decoded) // 4}f", decoded)) == vector
+
+
+def test_embeddings_as_floats(openai_client, scenario):
+    embeddings = scenario["embeddings"]
+    raw = openai_client.embeddings.with_raw_response.create(
+        model=embeddings["model"], input=embeddings["inputs"], encoding_format="float"
+    )
+    data = sorted(raw.http_response.json()["data"], key=lambda d: d["index"])
+    assert [item["embedding"] for item in data] == embeddings["vectors"]
+    assert [item.embedding for item in raw.parse().data] == embeddings["vectors"]
+
+
+def test_models_list(openai_client, scenario):
+    models = list(openai_client.models.list())
+    ids = [model.id for model in models]
+    missing = set(scenario["listed"]) - set(ids)
+    assert not missing, f"not listed: {sorted(missing)}; listed: {ids}"
+    assert len(ids) == len(set(ids)), f"listed twice: {ids}"
+    assert all(model.object == "model" for model in models)
+    assert all(isinstance(model.owned_by, str) and model.owned_by for model in models)
+
+
+@pytest.mark.parametrize("model", ["fast", "openai-simple/gpt-4o-mini"])
+def test_models_retrieve(openai_client, model):
+    """The SDK percent-encodes the `/` of `ROUTE/MODEL` in the path."""
+    retrieved = openai_client.models.retrieve(model)
+    assert retrieved.id == model
+    assert retrieved.object == "model"
+
+
+def test_models_retrieve_unknown(openai_client):
+    with pytest.raises(openai.NotFoundError):
+        openai_client.models.retrieve("no-such-route/gpt-4o-mini")
+
+
+@pytest.mark.parametrize("alias", ["fast", "claude"])
+def test_alias(openai_client, scenario, alias):
+    expected = scenario["aliases"][alias]
+    completion = chat(openai_client, alias, "simple")
+    assert completion.choices[0].message.content == expected["text"]
+    assert_usage(completion.usage, expected["usage"])
+
+
+# ------------------------------------------------------------------------------ headers and records
+
+
+def test_headers_carry_invocation_and_cost(openai_client, scenario):
+    expected = scenario["cases"]["openai"]["simple"]
+    raw = openai_client.chat.completions.with_raw_response.create(
+        model=expected["model"],
+        messages=openai_messages("simple"),
+        user="sdk-user-7",
+    )
+    invocation_id = raw.headers.get("x-invocation-id")
+    assert invocation_id
+    cost = float(raw.headers["x-gateway-cost-usd"])
+    assert cost == pytest.approx(expected["cost_usd"], rel=1e-6)
+    assert raw.parse().choices[0].message.content == expected["text"]
+    stored = record(scenario, invocation_id)
+    assert stored["id"] == invocation_id
+    assert stored["userId"] == "sdk-user-7"
+    assert stored["route"] == expected["model"].split("/", 1)[0]
+    assert stored["status"] == "success"
+    assert stored["stream"] is False
+    assert stored["usageCost"] == pytest.approx(cost, abs=1e-9)
+
+
+def test_stream_carries_invocation_id(openai_client, scenario):
+    expected = scenario["cases"]["openai"]["simple_streaming"]
+    raw = openai_client.chat.completions.with_raw_response.create(
+        model=expected["model"], messages=openai_messages("simple_streaming"), stream=True
+    )
+    invocation_id = raw.headers.get("x-invocation-id")
+    assert invocation_id
+    text = "".join(c.choices[0].delta.content or "" for c in raw.parse() if c.choices)
+    assert text == expected["text"]
+    stored = record(scenario, invocation_id)
+    assert stored["stream"] is True
+    assert stored["status"] == "success"
+
+
+# ------------------------------------------------------------------------------ errors
+
+
+def test_bad_key_is_authentication_error(scenario):
+    client = openai.OpenAI(
+        base_url=f"{scenario['url']}/v1", api_key="not-a-gateway-key", max_retries=0
+    )
+    model = scenario["cases"]["openai"]["simple"]["model"]
+    with pytest.raises(openai.AuthenticationError) as raised:
+        chat(client, model, "simple")
+    assert raised.value.status_code == 401
+    with pytest.raises(openai.AuthenticationError):
+        client.embeddings.create(model=scenario["embeddings"]["model"], input="x")
+
+
+@pytest.mark.parametrize("model", ["no-such-route/gpt-4o-mini", "no-such-alias"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_unknown_model_is_not_found(openai_client, model, stream):
+    with pytest.raises(openai.NotFoundError) as raised:
+        chat(openai_client, model, "simple", stream=stream)
+    assert raised.value.status_code == 404
+    assert raised.value.code == "model_not_found"
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_upstream_429_is_rate_limit_error(openai_client, scenario, provider, stream):
+    model = scenario["limited"][provider]
+    with pytest.raises(openai.RateLimitError) as raised:
+        chat(openai_client, model, "simple", stream=stream)
+    assert raised.value.status_code == 429
+    assert raised.value.response.headers.get("retry-after") == scenario["retry_after"]
+
+
+def test_image_content_is_bad_request(openai_client, scenario):
+    """Images are refused with a 400 saying so, not dropped."""
+    model = scenario["cases"]["openai"]["simple"]["model"]
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+    messages = [{"role": "user", "content": [{"type": "text", "text": "What is this?"}, image]}]
+    with pytest.raises(openai.BadRequestError) as raised:
+        openai_client.chat.completions.create(model=model, messages=messages)
+    assert raised.value.status_code == 400
+    assert "image" in raised.value.message.lower()
