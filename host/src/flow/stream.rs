@@ -26,6 +26,9 @@ const FRAME_BUFFER: usize = 64;
 const CLIENT_CLOSED_REQUEST: u16 = 499;
 /// Choice indexes beyond this are a plugin bug; their text is not accumulated.
 const MAX_CHOICES: usize = 128;
+/// Tool-call positions beyond this are a plugin bug; their streamed pieces are
+/// dropped (codecs keep state per call), the final completion still has them.
+const MAX_CALLS: usize = 1024;
 
 /// A streamed request, as its task takes it over.
 struct Streamed<C> {
@@ -218,7 +221,7 @@ impl<C: CompletionCodec> Pump<'_, C> {
         let calls: Vec<types::ToolCallDelta> = chunk
             .tool_calls
             .into_iter()
-            .filter(|call| (call.index as usize) < MAX_CHOICES)
+            .filter(|call| (call.index as usize) < MAX_CHOICES && (call.call as usize) < MAX_CALLS)
             .collect();
         if calls.is_empty() {
             return true;

@@ -5,4 +5,5 @@
 
 pub mod anthropic;
 pub mod commonbase;
+mod json;
 pub mod openai;

@@ -108,7 +108,7 @@ fn invalid(param: impl Into<String>, message: impl Into<String>) -> ApiError {
 /// Parses a body: one JSON object and nothing after it, with `model`,
 /// `max_tokens` and `messages` (Anthropic requires all three).
 pub fn parse(bytes: &[u8]) -> Result<MessagesRequest, ApiError> {
-    let mut body: MessagesBody = parse_object(bytes)?;
+    let mut body: MessagesBody = crate::surfaces::json::parse_object(bytes)?;
     let model = match body.model.take() {
         Some(model) if !model.trim().is_empty() => model,
         Some(_) => return Err(invalid("model", "model: must not be empty")),
@@ -135,37 +135,6 @@ pub fn parse(bytes: &[u8]) -> Result<MessagesRequest, ApiError> {
         messages,
         body,
     })
-}
-
-/// A JSON object body, the offending field named in the error.
-fn parse_object<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    // serde would also read a struct from an array of its fields.
-    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
-        Some(b'{') => {}
-        None => return Err(ApiError::BadRequest("the request body is empty".into())),
-        Some(_) => {
-            return Err(ApiError::BadRequest(
-                "the request body must be a JSON object".into(),
-            ));
-        }
-    }
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let parsed = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        if inner.is_syntax() || inner.is_eof() {
-            ApiError::BadRequest(format!("the request body is not valid JSON: {inner}"))
-        } else if path == "." {
-            ApiError::BadRequest(format!("invalid request body: {inner}"))
-        } else {
-            invalid(path.clone(), format!("{path}: {inner}"))
-        }
-    })?;
-    // Bytes after the object are a request another reader could take differently.
-    de.end().map_err(|inner| {
-        ApiError::BadRequest(format!("the request body is not valid JSON: {inner}"))
-    })?;
-    Ok(parsed)
 }
 
 impl MessagesRequest {

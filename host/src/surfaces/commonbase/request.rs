@@ -125,38 +125,7 @@ pub struct NamedFunction {
 }
 
 /// Parses a JSON object body, naming the offending field in the error.
-pub fn parse_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    // serde would also accept a struct as an array of its fields; callers must send an object.
-    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
-        Some(b'{') => {}
-        None => return Err(ApiError::BadRequest("the request body is empty".into())),
-        Some(_) if serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok() => {
-            return Err(ApiError::BadRequest(
-                "the request body must be a JSON object".into(),
-            ));
-        }
-        Some(_) => {}
-    }
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let parsed = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        if inner.is_syntax() || inner.is_eof() {
-            ApiError::BadRequest(format!("the request body is not valid JSON: {inner}"))
-        } else if path == "." {
-            // A problem of the top-level object itself (e.g. a field given twice).
-            ApiError::BadRequest(format!("invalid request body: {inner}"))
-        } else {
-            ApiError::BadRequest(format!("invalid field {path}: {inner}"))
-        }
-    })?;
-    // One JSON value and nothing after it: bytes a parser would ignore are a
-    // request another reader could understand differently.
-    de.end().map_err(|inner| {
-        ApiError::BadRequest(format!("the request body is not valid JSON: {inner}"))
-    })?;
-    Ok(parsed)
-}
+pub use crate::surfaces::json::parse_object as parse_body;
 
 /// `projectId` must be present and non-empty.
 pub fn require_project_id(project_id: &Option<String>) -> Result<&str, ApiError> {

@@ -83,41 +83,7 @@ impl<'de, T> DeserializeSeed<'de> for Duplicate<'_, T> {
 /// Parses a JSON object body: a wrong value is refused naming its path as
 /// `param`; one JSON value and nothing after it (bytes a parser would ignore
 /// are a request another reader could understand differently).
-pub fn parse_body<T: de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
-        Some(b'{') => {}
-        None => return Err(ApiError::BadRequest("the request body is empty".into())),
-        Some(_) if serde_json::from_slice::<de::IgnoredAny>(bytes).is_ok() => {
-            return Err(ApiError::BadRequest(
-                "the request body must be a JSON object".into(),
-            ));
-        }
-        Some(_) => {}
-    }
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let parsed = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        if inner.is_syntax() || inner.is_eof() {
-            ApiError::BadRequest(format!(
-                "We could not parse the JSON body of your request: {inner}"
-            ))
-        } else if path == "." {
-            ApiError::BadRequest(format!("invalid request body: {inner}"))
-        } else {
-            ApiError::InvalidParam {
-                message: format!("invalid '{path}': {inner}"),
-                param: path,
-            }
-        }
-    })?;
-    de.end().map_err(|inner| {
-        ApiError::BadRequest(format!(
-            "We could not parse the JSON body of your request: {inner}"
-        ))
-    })?;
-    Ok(parsed)
-}
+pub use crate::surfaces::json::parse_object as parse_body;
 
 fn invalid(param: impl Into<String>, message: impl Into<String>) -> ApiError {
     ApiError::InvalidParam {

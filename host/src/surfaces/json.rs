@@ -1,0 +1,46 @@
+//! Reading a request body as every surface does: one JSON object and nothing
+//! after it, the offending field named in the error.
+
+use serde::de::{DeserializeOwned, IgnoredAny};
+
+use crate::error::ApiError;
+
+/// Parses `bytes` as one JSON object into `T`. A field of the wrong type is
+/// [`ApiError::InvalidParam`] naming its path (`messages[2].role`); anything
+/// that is not one JSON object (an array, trailing bytes, bad syntax) is a
+/// plain bad request.
+pub fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // serde would also accept a struct as an array of its fields; callers must send an object.
+    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => {}
+        None => return Err(ApiError::BadRequest("the request body is empty".into())),
+        Some(_) if serde_json::from_slice::<IgnoredAny>(bytes).is_ok() => {
+            return Err(ApiError::BadRequest(
+                "the request body must be a JSON object".into(),
+            ));
+        }
+        Some(_) => {}
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let parsed = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            ApiError::BadRequest(format!("the request body is not valid JSON: {inner}"))
+        } else if path == "." {
+            // A problem of the top-level object itself (e.g. a field given twice).
+            ApiError::BadRequest(format!("invalid request body: {inner}"))
+        } else {
+            ApiError::InvalidParam {
+                message: format!("invalid field {path}: {inner}"),
+                param: path,
+            }
+        }
+    })?;
+    // One JSON value and nothing after it: bytes a parser would ignore are a
+    // request another reader could understand differently.
+    de.end().map_err(|inner| {
+        ApiError::BadRequest(format!("the request body is not valid JSON: {inner}"))
+    })?;
+    Ok(parsed)
+}
