@@ -95,7 +95,8 @@ impl Route {
             .or_else(|| self.config.default_model.clone())
             .ok_or_else(|| {
                 ApiError::BadRequest(format!(
-                    "providerConfig.params.model is required: provider {:?} has no default model",
+                    "a model is required: provider {:?} has no default model (name one in \
+                     providerConfig.params.model, or as ROUTE/MODEL on the /v1/ endpoints)",
                     self.id
                 ))
             })

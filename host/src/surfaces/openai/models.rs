@@ -93,20 +93,10 @@ fn entries(state: &AppState) -> Vec<Value> {
 
 /// `%XX` sequences decoded; `None` when they do not make UTF-8 text.
 fn percent_decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = text.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8()
+        .ok()
+        .map(|text| text.into_owned())
 }
 
 #[cfg(test)]
@@ -117,8 +107,9 @@ mod tests {
     fn percent_decoding() {
         assert_eq!(percent_decode("r%2Fm").as_deref(), Some("r/m"));
         assert_eq!(percent_decode("r/m").as_deref(), Some("r/m"));
-        assert_eq!(percent_decode("a%2"), None);
-        assert_eq!(percent_decode("%zz"), None);
+        // Not an escape: left as it is (and then names no model).
+        assert_eq!(percent_decode("a%2").as_deref(), Some("a%2"));
+        assert_eq!(percent_decode("%FF"), None);
         assert_eq!(percent_decode("%C3%A9").as_deref(), Some("é"));
     }
 }
