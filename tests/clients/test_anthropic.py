@@ -257,3 +257,19 @@ def test_image_content_is_bad_request(anthropic_client, scenario):
     assert raised.value.status_code == 400
     assert raised.value.type == "invalid_request_error"
     assert "image" in str(raised.value).lower()
+
+
+# ------------------------------------------------------------------------------ models
+
+
+def test_models_list_in_anthropic_shape(anthropic_client, scenario):
+    """The SDK's `models.list()` reads the gateway's names from Anthropic's page shape."""
+    page = anthropic_client.models.list()
+    ids = [model.id for model in page]
+    missing = set(scenario["listed"]) - set(ids)
+    assert not missing, f"not listed: {sorted(missing)}; listed: {ids}"
+    assert all(model.type == "model" for model in page.data)
+    assert page.has_more is False
+    assert anthropic_client.models.retrieve("fast").id == "fast"
+    with pytest.raises(anthropic.NotFoundError):
+        anthropic_client.models.retrieve("no-such-route/claude")

@@ -27,7 +27,7 @@ use crate::error::ApiError;
 use crate::flow;
 use crate::http::{Body, error_response, json_response};
 use crate::state::AppState;
-use crate::surfaces::{anthropic, commonbase, openai};
+use crate::surfaces::{anthropic, commonbase, models, openai};
 
 /// After the grace period, how long requests have to send their last error
 /// frame and queue their record before their tasks are dropped.
@@ -213,10 +213,10 @@ async fn dispatch(state: Arc<AppState>, request: Request<Incoming>) -> Response<
             (&Method::POST, "/v1/embeddings") => {
                 flow::serve::<openai::Embeddings>(state, request, id).await
             }
-            (&Method::GET, "/v1/models") => openai::models::list(state, request, id).await,
+            (&Method::GET, "/v1/models") => models::list(state, request, id).await,
             (&Method::GET, p) if p.starts_with("/v1/models/") => {
                 let model = &p["/v1/models/".len()..];
-                openai::models::retrieve(state, request, model, id).await
+                models::retrieve(state, request, model, id).await
             }
             (&Method::GET, "/healthz") => {
                 json_response(StatusCode::OK, &json!({"status": "ok"}), &id)
@@ -237,7 +237,7 @@ async fn dispatch(state: Arc<AppState>, request: Request<Incoming>) -> Response<
                 openai::error_response(&ApiError::MethodNotAllowed("POST"), &id)
             }
             (_, p) if p == "/v1/models" || p.starts_with("/v1/models/") => {
-                openai::error_response(&ApiError::MethodNotAllowed("GET"), &id)
+                models::error_response(request.headers(), &ApiError::MethodNotAllowed("GET"), &id)
             }
             (_, "/healthz" | "/admin/plugins" | "/admin/config") => {
                 error_response(&ApiError::MethodNotAllowed("GET"), &id)

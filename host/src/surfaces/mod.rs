@@ -6,4 +6,5 @@
 pub mod anthropic;
 pub mod commonbase;
 mod json;
+pub mod models;
 pub mod openai;

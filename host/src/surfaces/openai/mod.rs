@@ -1,13 +1,13 @@
 //! The OpenAI-compatible API: `POST /v1/chat/completions`, `POST
-//! /v1/completions` (legacy text), `POST /v1/embeddings` and `GET /v1/models`,
-//! so that OpenAI's SDKs and the tools built on them reach every route.
+//! /v1/completions` (legacy text) and `POST /v1/embeddings`, so that OpenAI's
+//! SDKs and the tools built on them reach every route (`GET /v1/models` is
+//! [`crate::surfaces::models`], shared with Anthropic's SDKs).
 //!
 //! The project comes from the key (`Authorization: Bearer`, or `x-api-key`);
 //! `model` names the route and model (`ROUTE/MODEL`, a route id, or an alias
 //! of the config's `[models]`); every body field this surface does not read
 //! goes to the plugin as a parameter, under OpenAI's own name.
 
-pub mod models;
 mod request;
 mod response;
 
