@@ -376,7 +376,8 @@ impl CompletionCodec for MessageAnswer {
         for call in calls.iter().filter(|c| c.index == 0) {
             self.tool_piece(&mut out, call);
         }
-        Some(Bytes::from(out))
+        // Pieces of other choices only, once started: nothing to send.
+        (!out.is_empty()).then(|| Bytes::from(out))
     }
 
     fn last_frame(
