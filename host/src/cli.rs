@@ -14,6 +14,7 @@ use crate::plugins::{PluginRuntime, RuntimeError};
 use crate::routing::{RouteError, Routes};
 use crate::server::{self, ServeError, admin};
 use crate::state::AppState;
+use crate::store::journal::{Journal, JournalError};
 use crate::store::{InvocationFilter, InvocationLog, Store, StoreError, format_time_ms};
 
 /// Why a command failed; printed as `error: ...`.
@@ -41,6 +42,8 @@ enum CliError {
     #[error("cannot start the invocation writer: {0}")]
     InvocationWriter(std::io::Error),
     #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error(transparent)]
     Route(#[from] RouteError),
     #[error(transparent)]
     WatchConfig(#[from] WatchConfigError),
@@ -66,6 +69,9 @@ struct Cli {
 enum Command {
     /// Serve the API.
     Serve,
+    /// Bring the database's schema up to date and exit (every command,
+    /// `serve` included, does this first; this does only that).
+    Migrate,
     /// Manage projects.
     Project {
         #[command(subcommand)]
@@ -124,6 +130,23 @@ enum InvocationsCommand {
     Show { id: String },
 }
 
+/// `RUST_LOG`, or `info`. tokio-postgres logs every statement's parameters at debug level:
+/// those are invocation records (request bodies, upstream error texts), which must not reach the
+/// logs, so it stays at `info` unless `RUST_LOG` names it.
+fn log_filter() -> tracing_subscriber::EnvFilter {
+    let spec = std::env::var("RUST_LOG").unwrap_or_default();
+    let filter =
+        tracing_subscriber::EnvFilter::try_new(if spec.is_empty() { "info" } else { &spec })
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    if spec.contains("tokio_postgres") {
+        return filter;
+    }
+    match "tokio_postgres=info".parse() {
+        Ok(directive) => filter.add_directive(directive),
+        Err(_) => filter,
+    }
+}
+
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
     // reqwest is built without a default TLS provider; this process uses ring.
@@ -131,10 +154,7 @@ pub fn run() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
+        .with_env_filter(log_filter())
         .init();
     let config = match Config::load(cli.config.as_deref()) {
         Ok(config) => config,
@@ -173,9 +193,25 @@ async fn execute(
     {
         return list_plugins(&config).await;
     }
-    let store = Store::open(&config.database)?;
+    let store = Store::open(&config.database).await?;
     match command {
         Command::Serve => serve(config, config_path, store).await,
+        Command::Migrate => {
+            let migrated = store.migrated();
+            let backend = store.backend_name();
+            if migrated.from == migrated.to {
+                println!(
+                    "the {backend} schema is up to date (version {})",
+                    migrated.to
+                );
+            } else {
+                println!(
+                    "migrated the {backend} schema from version {} to {}",
+                    migrated.from, migrated.to
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Project {
             command: ProjectCommand::Create { name },
         } => {
@@ -263,6 +299,12 @@ async fn serve(
     config_path: Option<PathBuf>,
     store: Store,
 ) -> Result<ExitCode, CliError> {
+    // First: a second process on the same journal directory is refused
+    // before it changes anything.
+    let journal = match config.journal_dir() {
+        Some(dir) => Some(Journal::open(&dir)?),
+        None => None,
+    };
     if config.demo_project && store.project_count().await? == 0 {
         let project = store.create_project("demo").await?;
         let key = store.create_key(&project.id).await?;
@@ -300,7 +342,8 @@ async fn serve(
         .await
         .map_err(listen_error)?;
     let address = listener.local_addr().map_err(listen_error)?;
-    let (log, writer) = InvocationLog::start(store.clone()).map_err(CliError::InvocationWriter)?;
+    let (log, writer) =
+        InvocationLog::start(store.clone(), journal).map_err(CliError::InvocationWriter)?;
     if let Some(days) = config.record_retention_days {
         crate::store::retention::spawn(store.clone(), days.get());
     }

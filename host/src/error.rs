@@ -63,6 +63,8 @@ pub enum ApiError {
     Busy(u32),
     #[error("the gateway is shutting down: the request was ended before it was complete")]
     ShuttingDown,
+    #[error("the gateway's database is unreachable; retry shortly")]
+    DatabaseUnavailable(String),
     #[error("internal error")]
     Internal(String),
 }
@@ -86,6 +88,7 @@ impl ApiError {
             ApiError::PluginNotLoaded { .. }
             | ApiError::PluginUnavailable(_)
             | ApiError::Busy(_)
+            | ApiError::DatabaseUnavailable(_)
             | ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             // Rate limits pass through so clients' retry logic works as it does upstream.
             ApiError::Upstream { status: 429, .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -111,6 +114,7 @@ impl ApiError {
             ApiError::Upstream { retry_after, .. } => *retry_after,
             // Instance slots free up as requests end, usually within a second.
             ApiError::Busy(_) => Some(1),
+            ApiError::DatabaseUnavailable(_) => Some(5),
             _ => None,
         }
     }
@@ -169,6 +173,7 @@ impl ApiError {
             ApiError::PluginFailed(m) => ApiError::PluginFailed(clean(m)),
             ApiError::PluginUnavailable(m) => ApiError::PluginUnavailable(clean(m)),
             ApiError::Internal(m) => ApiError::Internal(clean(m)),
+            ApiError::DatabaseUnavailable(m) => ApiError::DatabaseUnavailable(clean(m)),
             other @ (ApiError::BodyTooLarge(_)
             | ApiError::ExpansionTooLarge(_)
             | ApiError::RequestTimeout(_)
@@ -208,6 +213,11 @@ impl From<PluginError> for ApiError {
 
 impl From<crate::store::StoreError> for ApiError {
     fn from(e: crate::store::StoreError) -> ApiError {
+        if e.is_unavailable() {
+            // The detail (which host, why) is for the log, not the caller.
+            tracing::warn!("database unreachable: {e}");
+            return ApiError::DatabaseUnavailable(e.to_string());
+        }
         ApiError::Internal(e.to_string())
     }
 }

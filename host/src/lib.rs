@@ -22,6 +22,7 @@ pub mod dir_watch;
 pub mod error;
 pub mod flow;
 pub mod http;
+pub mod limits;
 pub mod plugins;
 pub mod pricing;
 pub mod redact;

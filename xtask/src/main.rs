@@ -6,7 +6,8 @@
 //!   `gateway serve ARGS`.
 //! - `cargo xtask test [ARGS]`: builds the plugins and the Python environment of
 //!   the official-SDK tests (`target/clients-venv`), then runs the whole test
-//!   suite (`cargo test --release --workspace`).
+//!   suite (`cargo test --release --workspace`), then the gateway's integration
+//!   tests again on PostgreSQL (`GATEWAY_TEST_POSTGRES`, default the local server).
 //! - `cargo xtask plugins`: only builds the plugins.
 //! - `cargo xtask bench [ARGS]`: builds the plugins, the gateway and the
 //!   benchmark harness (release), then runs `bench ARGS` (default: `all`; see BENCHMARKS.md).
@@ -298,9 +299,110 @@ fn test(args: &[String]) -> Result<(), String> {
         // Every failure at once, not just the first test binary's.
         .args(["--release", "--workspace", "--no-fail-fast"])
         .args(args)
-        .env("GATEWAY_TEST_PLUGINS_DIR", built)
-        .env("GATEWAY_CLIENTS_PYTHON", python);
-    run(command)
+        .env("GATEWAY_TEST_PLUGINS_DIR", &built)
+        .env("GATEWAY_CLIENTS_PYTHON", python)
+        // The first pass is the SQLite one; the PostgreSQL-only tests find the server here.
+        .env_remove("GATEWAY_TEST_POSTGRES")
+        .env("GATEWAY_TEST_POSTGRES_SERVER", postgres_url());
+    let sqlite = run(command);
+    // Both passes run whatever the first one found: every failure at once.
+    let postgres = test_on_postgres(args, &built);
+    match (sqlite, postgres) {
+        (Ok(()), Ok(())) => Ok(()),
+        (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
+        (Err(sqlite), Err(postgres)) => Err(format!("{sqlite}\nxtask: {postgres}")),
+    }
+}
+
+/// The PostgreSQL server of the suite's second pass, unless `GATEWAY_TEST_POSTGRES` names one.
+const TEST_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+/// Integration tests the PostgreSQL pass leaves out: `clients` checks the Python SDKs against
+/// the wire format (nothing of the store), `replicas` runs on PostgreSQL in the first pass.
+const NOT_ON_POSTGRES: [&str; 2] = ["clients", "replicas"];
+
+/// The gateway's integration tests again, every gateway on a PostgreSQL database of its own
+/// (`GATEWAY_TEST_POSTGRES`): the same tests hold on both stores. The first pass's `--test NAME`
+/// choices and what follows `--` (filters, `--nocapture`) carry over; a first pass of other
+/// packages only has no PostgreSQL pass.
+fn test_on_postgres(args: &[String], plugins: &Path) -> Result<(), String> {
+    let (cargo_args, test_args) = match args.iter().position(|a| a == "--") {
+        Some(at) => args.split_at(at),
+        None => (args, &[][..]),
+    };
+    let packages = option_values(cargo_args, "-p", "--package");
+    if !packages.is_empty() && !packages.iter().any(|p| p == "gateway") {
+        return Ok(());
+    }
+    let chosen = option_values(cargo_args, "--test", "--test");
+    let binaries: Vec<String> = gateway_test_binaries()?
+        .into_iter()
+        .filter(|name| !NOT_ON_POSTGRES.contains(&name.as_str()))
+        .filter(|name| chosen.is_empty() || chosen.contains(name))
+        .collect();
+    if binaries.is_empty() {
+        return Ok(());
+    }
+    let url = postgres_url();
+    let mut command = cargo("test");
+    command.args(["--release", "-p", "gateway", "--no-fail-fast"]);
+    for binary in &binaries {
+        command.args(["--test", binary]);
+    }
+    command
+        .args(test_args)
+        .env("GATEWAY_TEST_PLUGINS_DIR", plugins)
+        .env("GATEWAY_TEST_POSTGRES", &url);
+    eprintln!(
+        "xtask: the integration tests again on PostgreSQL ({url}): {}",
+        binaries.join(", ")
+    );
+    let started = std::time::Instant::now();
+    let result = run(command).map_err(|e| format!("on PostgreSQL: {e}"));
+    eprintln!(
+        "xtask: the PostgreSQL pass took {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    result
+}
+
+/// `GATEWAY_TEST_POSTGRES` when set, else [`TEST_POSTGRES_URL`].
+fn postgres_url() -> String {
+    std::env::var("GATEWAY_TEST_POSTGRES")
+        .ok()
+        .filter(|url| !url.is_empty())
+        .unwrap_or_else(|| TEST_POSTGRES_URL.to_owned())
+}
+
+/// The values of an option given as `SHORT VALUE`, `LONG VALUE` or `LONG=VALUE`.
+fn option_values(args: &[String], short: &str, long: &str) -> Vec<String> {
+    let mut values = Vec::new();
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        if arg == short || arg == long {
+            values.extend(args.next().cloned());
+        } else if let Some(value) = arg.strip_prefix(&format!("{long}=")) {
+            values.push(value.to_owned());
+        }
+    }
+    values
+}
+
+/// The names of the gateway's `[[test]]` targets (its integration test binaries).
+fn gateway_test_binaries() -> Result<Vec<String>, String> {
+    let manifest = workspace_root().join("host").join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest)
+        .map_err(|e| format!("cannot read {}: {e}", manifest.display()))?;
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e| format!("{}: {e}", manifest.display()))?;
+    Ok(table
+        .get("test")
+        .and_then(toml::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|test| test.get("name").and_then(toml::Value::as_str))
+        .map(str::to_owned)
+        .collect())
 }
 
 /// The Python environment of the official-SDK suite (`tests/clients`): `target/clients-venv`,
@@ -361,6 +463,33 @@ mod tests {
 
     fn args(list: &[&str]) -> Vec<String> {
         list.iter().map(|&a| a.to_owned()).collect()
+    }
+
+    #[test]
+    fn the_postgres_pass_reads_the_first_passs_choices() {
+        let given = args(&[
+            "-p",
+            "gateway",
+            "--test",
+            "api",
+            "--test=cost",
+            "--",
+            "--test",
+            "x",
+        ]);
+        let cut = given.iter().position(|a| a == "--").unwrap_or(given.len());
+        assert_eq!(option_values(&given[..cut], "-p", "--package"), ["gateway"]);
+        assert_eq!(
+            option_values(&given[..cut], "--test", "--test"),
+            ["api", "cost"]
+        );
+        let binaries = gateway_test_binaries().expect("the gateway's manifest");
+        assert!(binaries.iter().any(|b| b == "api"), "{binaries:?}");
+        assert!(
+            NOT_ON_POSTGRES
+                .iter()
+                .all(|b| binaries.iter().any(|n| n == b))
+        );
     }
 
     fn config(text: &str) -> (tempfile::TempDir, PathBuf) {

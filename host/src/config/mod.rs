@@ -59,8 +59,15 @@ pub enum ConfigError {
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub listen: SocketAddr,
-    /// SQLite file path, or a `sqlite://PATH` URL.
+    /// SQLite file path, or a `sqlite://PATH` URL (one machine); or a
+    /// `postgres://USER:PASSWORD@HOST:PORT/DB?sslmode=...` URL (several replicas).
     pub database: String,
+    /// Where invocation records wait, on this machine, until the database has
+    /// them (so an answered request's record survives a crash or a database
+    /// outage). One directory per gateway process. Default: beside a SQLite
+    /// file (`DB.records`), `./data/records` with PostgreSQL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub journal_dir: Option<PathBuf>,
     pub plugins_dir: PathBuf,
     /// Compiled plugins are kept here across restarts (default: `.cache` in
     /// `plugins_dir`). Empty string: no cache.
@@ -146,6 +153,7 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             database: "./data/gateway.db".to_owned(),
+            journal_dir: None,
             plugins_dir: PathBuf::from("./data/plugins"),
             plugin_cache_dir: None,
             admin_token: None,
@@ -340,6 +348,27 @@ impl Config {
     }
 
     /// Where compiled plugins are cached, if anywhere.
+    /// The invocation journal's directory (`journal_dir`, or its default);
+    /// `None` for an in-memory SQLite database, whose records die with the
+    /// process anyway.
+    pub fn journal_dir(&self) -> Option<PathBuf> {
+        if let Some(dir) = &self.journal_dir {
+            return Some(dir.clone());
+        }
+        match crate::store::Database::parse(&self.database) {
+            Ok(crate::store::Database::Sqlite(path)) if path.as_os_str() == ":memory:" => None,
+            Ok(crate::store::Database::Sqlite(path)) => {
+                let mut dir = path.as_os_str().to_owned();
+                dir.push(".records");
+                Some(PathBuf::from(dir))
+            }
+            // An unsupported `database` fails when the store opens, before this matters.
+            Ok(crate::store::Database::Postgres(_)) | Err(_) => {
+                Some(PathBuf::from("./data/records"))
+            }
+        }
+    }
+
     pub fn plugin_cache_dir(&self) -> Option<PathBuf> {
         match &self.plugin_cache_dir {
             None => Some(self.plugins_dir.join(".cache")),

@@ -3,10 +3,17 @@
 //! was ~10% of a serving thread's CPU; BENCHMARKS.md).
 //!
 //! Revocation must still take effect on the very next request, also when it
-//! is made by another process (`gateway key revoke`). Every key change made
-//! through the store therefore writes 8 fresh random bytes, after the change
-//! commits, into a stamp file beside the database (`DB-keys`); a lookup reads
-//! the stamp first (one `pread`) and forgets every cached key when it changed.
+//! is made by another process (`gateway key revoke`) or another replica. The
+//! cache keeps its entries under a *stamp* and forgets them all when the stamp
+//! changes. Where the stamp comes from depends on the backend:
+//!
+//! - SQLite: every key change made through the store writes 8 fresh random
+//!   bytes, after the change commits, into a stamp file beside the database
+//!   (`DB-keys`); a lookup reads it first (one `pread`).
+//! - PostgreSQL: the epoch of the backend's [`Changes`], advanced by every
+//!   change notification. While the listener is not subscribed there is no
+//!   stamp, and every lookup reads the database.
+//!
 //! A change made behind the store's back (SQL by hand) is seen when the entry
 //! ages out, after [`MAX_AGE`].
 
@@ -14,19 +21,30 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::KeyRecord;
+use super::postgres::Changes;
 
 pub(super) const MAX_AGE: Duration = Duration::from_secs(60);
+/// While the database cannot be reached, a key verified this recently is
+/// still served (see [`KeyCache::stale`]).
+pub(super) const MAX_STALE: Duration = Duration::from_secs(15 * 60);
 /// Beyond this many keys the cache starts over rather than grow without bound.
 const MAX_ENTRIES: usize = 10_000;
 
 pub(super) struct KeyCache {
-    /// None: the stamp file could not be opened; every lookup reads the database.
-    stamp_file: Option<File>,
+    source: Source,
     cached: Mutex<Cached>,
+}
+
+enum Source {
+    /// SQLite's stamp file. None: it could not be opened (or the database is
+    /// in memory); every lookup reads the database, or nothing needs telling.
+    StampFile(Option<File>),
+    /// PostgreSQL's change notifications.
+    Notified(Arc<Changes>),
 }
 
 #[derive(Default)]
@@ -36,15 +54,22 @@ struct Cached {
     entries: HashMap<[u8; 32], (KeyRecord, Instant)>,
 }
 
+/// What the cache knows of a key.
+pub(super) enum Lookup {
+    Hit(KeyRecord),
+    /// Read the database, then hand the answer to [`KeyCache::keep`] with this.
+    Miss(Miss),
+}
+
+/// The stamp a lookup started under (None: do not cache its answer).
+pub(super) struct Miss(Option<u64>);
+
 impl KeyCache {
-    /// The cache of the database at `db_path`; creates its stamp file if needed.
+    /// The cache of the SQLite database at `db_path`; creates its stamp file if needed.
     pub(super) fn open(db_path: &Path) -> KeyCache {
         if db_path.as_os_str() == ":memory:" {
             // No other process can change its keys, and no file to stamp beside it.
-            return KeyCache {
-                stamp_file: None,
-                cached: Mutex::new(Cached::default()),
-            };
+            return KeyCache::with_source(Source::StampFile(None));
         }
         let mut path = db_path.as_os_str().to_owned();
         path.push("-keys");
@@ -70,8 +95,17 @@ impl KeyCache {
                 None
             }
         };
+        KeyCache::with_source(Source::StampFile(stamp_file))
+    }
+
+    /// A cache trusted only while `changes` says notifications are received.
+    pub(super) fn notified(changes: Arc<Changes>) -> KeyCache {
+        KeyCache::with_source(Source::Notified(changes))
+    }
+
+    fn with_source(source: Source) -> KeyCache {
         KeyCache {
-            stamp_file,
+            source,
             cached: Mutex::new(Cached::default()),
         }
     }
@@ -83,27 +117,59 @@ impl KeyCache {
         hash: &[u8; 32],
         fetch: impl FnOnce() -> Result<Option<KeyRecord>, E>,
     ) -> Result<Option<KeyRecord>, E> {
-        // Read before the database, so a change racing the lookup is not cached.
-        let Some(stamp) = self.stamp() else {
-            return fetch();
+        let miss = match self.lookup(hash) {
+            Lookup::Hit(record) => return Ok(Some(record)),
+            Lookup::Miss(miss) => miss,
         };
-        if let Some(record) = self.get(hash, stamp) {
-            return Ok(Some(record));
-        }
         let found = fetch()?;
         if let Some(record) = &found {
-            self.insert(hash, record, stamp);
+            self.keep(hash, record, miss);
         }
         Ok(found)
     }
 
+    /// The first half of [`KeyCache::find`], for a caller that reads the
+    /// database asynchronously.
+    pub(super) fn lookup(&self, hash: &[u8; 32]) -> Lookup {
+        // Read before the database, so a change racing the lookup is not cached.
+        let Some(stamp) = self.stamp() else {
+            return Lookup::Miss(Miss(None));
+        };
+        match self.get(hash, stamp) {
+            Some(record) => Lookup::Hit(record),
+            None => Lookup::Miss(Miss(Some(stamp))),
+        }
+    }
+
+    /// The second half: remembers what the database said after a [`Lookup::Miss`].
+    pub(super) fn keep(&self, hash: &[u8; 32], record: &KeyRecord, miss: Miss) {
+        if let Miss(Some(stamp)) = miss {
+            self.insert(hash, record, stamp);
+        }
+    }
+
+    /// The key as last verified, however long ago within [`MAX_STALE`] and
+    /// whatever changed since: only for when the database cannot be read.
+    /// A gateway that cannot reach its database keeps serving the callers it
+    /// knows (a key cannot be revoked in a database nobody can reach, short
+    /// of a network partition between replicas), rather than failing them all.
+    pub(super) fn stale(&self, hash: &[u8; 32]) -> Option<KeyRecord> {
+        let cached = self.lock();
+        let (record, verified) = cached.entries.get(hash)?;
+        (verified.elapsed() < MAX_STALE).then(|| record.clone())
+    }
+
     fn stamp(&self) -> Option<u64> {
-        let mut bytes = [0u8; 8];
-        self.stamp_file
-            .as_ref()?
-            .read_exact_at(&mut bytes, 0)
-            .ok()
-            .map(|()| u64::from_le_bytes(bytes))
+        match &self.source {
+            Source::StampFile(file) => {
+                let mut bytes = [0u8; 8];
+                file.as_ref()?
+                    .read_exact_at(&mut bytes, 0)
+                    .ok()
+                    .map(|()| u64::from_le_bytes(bytes))
+            }
+            Source::Notified(changes) => changes.epoch(),
+        }
     }
 
     fn get(&self, hash: &[u8; 32], stamp: u64) -> Option<KeyRecord> {
@@ -133,12 +199,17 @@ impl KeyCache {
             .insert(*hash, (record.clone(), Instant::now()));
     }
 
-    /// Tells every process caching keys of this database that they changed.
+    /// Tells every process caching keys of this database that they changed
+    /// (PostgreSQL: this process only; the others hear the change's NOTIFY).
     pub(super) fn keys_changed(&self) -> std::io::Result<()> {
         self.lock().entries.clear();
-        match &self.stamp_file {
-            Some(file) => write_new_stamp(file),
-            None => Ok(()),
+        match &self.source {
+            Source::StampFile(Some(file)) => write_new_stamp(file),
+            Source::StampFile(None) => Ok(()),
+            Source::Notified(changes) => {
+                changes.changed();
+                Ok(())
+            }
         }
     }
 
@@ -228,5 +299,75 @@ mod tests {
         assert!(cache.find(&[1; 32], || found("p")).unwrap().is_some());
         assert!(cache.find(&[1; 32], missing).unwrap().is_none());
         assert!(cache.keys_changed().is_ok());
+    }
+
+    fn connected() -> Arc<Changes> {
+        let changes = Arc::new(Changes::new());
+        changes.set_connected(true);
+        changes
+    }
+
+    #[test]
+    fn a_notification_empties_the_cache() {
+        let changes = connected();
+        let cache = KeyCache::notified(changes.clone());
+        assert!(cache.find(&[1; 32], || found("p")).unwrap().is_some());
+        assert!(cache.find(&[1; 32], unexpected).unwrap().is_some());
+
+        changes.changed();
+        assert!(cache.find(&[1; 32], missing).unwrap().is_none());
+    }
+
+    #[test]
+    fn while_notifications_are_not_received_every_lookup_reads_the_database() {
+        let changes = Arc::new(Changes::new());
+        let cache = KeyCache::notified(changes.clone());
+        assert!(cache.find(&[1; 32], || found("p")).unwrap().is_some());
+        assert!(cache.find(&[1; 32], missing).unwrap().is_none());
+
+        changes.set_connected(true);
+        assert!(cache.find(&[1; 32], || found("p")).unwrap().is_some());
+        assert!(cache.find(&[1; 32], unexpected).unwrap().is_some());
+
+        // Dropped: what was cached may miss changes from now on.
+        changes.set_connected(false);
+        assert!(cache.find(&[1; 32], missing).unwrap().is_none());
+        // Back: what was cached before may have missed some.
+        assert!(cache.find(&[1; 32], || found("p")).unwrap().is_some());
+        changes.set_connected(true);
+        assert!(cache.find(&[1; 32], missing).unwrap().is_none());
+    }
+
+    #[test]
+    fn an_answer_read_while_a_change_was_notified_is_not_kept() {
+        let changes = connected();
+        let cache = KeyCache::notified(changes.clone());
+        let racing = cache.find(&[1; 32], || {
+            changes.changed();
+            found("p")
+        });
+        assert!(racing.unwrap().is_some());
+        assert!(cache.find(&[1; 32], missing).unwrap().is_none());
+    }
+
+    #[test]
+    fn an_answer_read_across_a_reconnection_is_not_kept() {
+        let changes = connected();
+        let cache = KeyCache::notified(changes.clone());
+        let racing = cache.find(&[1; 32], || {
+            changes.set_connected(false);
+            changes.set_connected(true);
+            found("p")
+        });
+        assert!(racing.unwrap().is_some());
+        assert!(cache.find(&[1; 32], missing).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_change_made_here_empties_the_cache_at_once() {
+        let cache = KeyCache::notified(connected());
+        assert!(cache.find(&[1; 32], || found("p")).unwrap().is_some());
+        cache.keys_changed().unwrap();
+        assert!(cache.find(&[1; 32], missing).unwrap().is_none());
     }
 }

@@ -1,10 +1,14 @@
 //! Persistent state: projects, API keys, invocation records.
 //!
-//! [`Store`] is the one interface the rest of the gateway uses; SQLite is its
-//! embedded backend (a PostgreSQL backend joins it as another variant).
-//! Invocation records are written off the request path by [`writer`].
+//! [`Store`] is the one interface the rest of the gateway uses, over two
+//! backends: SQLite (embedded, the default: one process, or several on one
+//! machine) and PostgreSQL (several replicas). Invocation records are written
+//! off the request path by [`writer`], through the local [`journal`] so that
+//! no answered request goes unrecorded.
 
+pub mod journal;
 mod key_cache;
+mod postgres;
 pub mod retention;
 mod sqlite;
 pub mod writer;
@@ -21,15 +25,61 @@ pub use writer::InvocationLog;
 pub enum StoreError {
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    #[error("PostgreSQL: {}", postgres_message(.0))]
+    Postgres(#[from] tokio_postgres::Error),
+    /// No connection could be had from the pool (the server is down, or the URL is wrong).
+    #[error("PostgreSQL: {0}")]
+    Pool(String),
+    #[error(
+        "the {backend} database's schema is at version {found}, newer than this gateway knows \
+         ({known}): run a gateway at least as new as the one that migrated it"
+    )]
+    SchemaTooNew {
+        backend: &'static str,
+        found: i64,
+        known: i64,
+    },
     #[error("cannot create the database directory {0}: {1}")]
     Directory(String, std::io::Error),
     #[error("no project with id {0}")]
     UnknownProject(String),
-    #[error("unsupported database {0:?}: give a SQLite file path or a sqlite:// URL")]
+    #[error(
+        "unsupported database {0:?}: give a SQLite file path, a sqlite:// URL or a postgres:// URL"
+    )]
     Unsupported(String),
     /// A blocking database task panicked or was cancelled.
     #[error("database task failed: {0}")]
     Task(String),
+}
+
+/// tokio-postgres's own Display is only the error's kind ("db error"): the
+/// server's message, or the cause of an I/O error, is what tells an operator why.
+fn postgres_message(error: &tokio_postgres::Error) -> String {
+    if let Some(db) = error.as_db_error() {
+        return db.to_string();
+    }
+    match std::error::Error::source(error) {
+        Some(cause) => format!("{error}: {cause}"),
+        None => error.to_string(),
+    }
+}
+
+impl StoreError {
+    /// The database could not be reached (down, unreachable, connection
+    /// lost), as opposed to refusing what was asked of it.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            StoreError::Pool(_) => true,
+            // Classes 08 (connection exception) and 57 (operator
+            // intervention: the server shutting down, the session terminated)
+            // are the server going away, not a refusal.
+            StoreError::Postgres(error) => match error.as_db_error() {
+                None => true,
+                Some(db) => matches!(&db.code().code()[..2], "08" | "57"),
+            },
+            _ => false,
+        }
+    }
 }
 
 /// A project's API key as stored: only its hash is kept.
@@ -58,7 +108,8 @@ pub struct TokenUsage {
     pub reasoning_tokens: Option<u32>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum InvocationStatus {
     Success,
     Error,
@@ -75,7 +126,7 @@ impl InvocationStatus {
         }
     }
 
-    fn parse(text: &str) -> InvocationStatus {
+    pub(crate) fn parse(text: &str) -> InvocationStatus {
         match text {
             "success" => InvocationStatus::Success,
             "cancelled" => InvocationStatus::Cancelled,
@@ -84,8 +135,9 @@ impl InvocationStatus {
     }
 }
 
-/// One call through the gateway, successful or not.
-#[derive(Debug, Clone)]
+/// One call through the gateway, successful or not. Serialized as a line of
+/// the [`journal`] (its field names are that file's format).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Invocation {
     pub id: Uuid,
     pub project_id: Option<String>,
@@ -161,73 +213,126 @@ pub struct InvocationFilter {
     pub limit: u32,
 }
 
+/// How a database's schema was brought up to date when it was opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Migrated {
+    /// The schema version found.
+    pub from: i64,
+    /// The version it is at now (the newest this gateway knows).
+    pub to: i64,
+}
+
 /// The gateway's state store.
 #[derive(Clone)]
 pub struct Store {
     backend: Backend,
+    migrated: Migrated,
 }
 
 #[derive(Clone)]
 enum Backend {
     Sqlite(Arc<sqlite::Sqlite>),
+    Postgres(Arc<postgres::Postgres>),
+}
+
+/// Which backend a config's `database` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Database<'a> {
+    Sqlite(&'a Path),
+    /// A `postgres://` or `postgresql://` URL, as given.
+    Postgres(&'a str),
+}
+
+impl<'a> Database<'a> {
+    /// A file path or `sqlite://PATH` is SQLite; `postgres://` and
+    /// `postgresql://` URLs are PostgreSQL.
+    pub fn parse(database: &'a str) -> Result<Database<'a>, StoreError> {
+        match database.split_once("://") {
+            None => Ok(Database::Sqlite(Path::new(database))),
+            Some(("sqlite", path)) => Ok(Database::Sqlite(Path::new(path))),
+            Some(("postgres" | "postgresql", _)) => Ok(Database::Postgres(database)),
+            Some(_) => Err(StoreError::Unsupported(database.to_owned())),
+        }
+    }
 }
 
 impl Store {
-    /// Opens the database named by the config's `database`: a SQLite file
-    /// path or `sqlite://PATH`.
-    pub fn open(database: &str) -> Result<Store, StoreError> {
-        let path = match database.split_once("://") {
-            None => database,
-            Some(("sqlite", path)) => path,
-            Some(_) => return Err(StoreError::Unsupported(database.to_owned())),
-        };
-        Store::open_sqlite(Path::new(path))
+    /// Opens the database named by the config's `database` (see
+    /// [`Database::parse`]), applying the schema migrations it lacks.
+    pub async fn open(database: &str) -> Result<Store, StoreError> {
+        match Database::parse(database)? {
+            Database::Sqlite(path) => Store::open_sqlite(path),
+            Database::Postgres(url) => {
+                let (db, migrated) = postgres::Postgres::open(url).await?;
+                Ok(Store {
+                    backend: Backend::Postgres(Arc::new(db)),
+                    migrated,
+                })
+            }
+        }
     }
 
     /// Opens (creating and migrating as needed) the SQLite database at `path`.
     pub fn open_sqlite(path: &Path) -> Result<Store, StoreError> {
+        let (db, migrated) = sqlite::Sqlite::open(path)?;
         Ok(Store {
-            backend: Backend::Sqlite(Arc::new(sqlite::Sqlite::open(path)?)),
+            backend: Backend::Sqlite(Arc::new(db)),
+            migrated,
         })
+    }
+
+    /// What opening did to the schema.
+    pub fn migrated(&self) -> Migrated {
+        self.migrated
+    }
+
+    /// "SQLite" or "PostgreSQL", for messages.
+    pub fn backend_name(&self) -> &'static str {
+        match &self.backend {
+            Backend::Sqlite(_) => "SQLite",
+            Backend::Postgres(_) => "PostgreSQL",
+        }
     }
 
     pub async fn create_project(&self, name: &str) -> Result<Project, StoreError> {
         match &self.backend {
             Backend::Sqlite(db) => db.create_project(name),
+            Backend::Postgres(db) => db.create_project(name).await,
         }
     }
 
     pub async fn project_count(&self) -> Result<u64, StoreError> {
         match &self.backend {
             Backend::Sqlite(db) => db.project_count(),
+            Backend::Postgres(db) => db.project_count().await,
         }
     }
 
     /// Creates a key for `project_id` and returns it; only its hash is stored.
     pub async fn create_key(&self, project_id: &str) -> Result<String, StoreError> {
         let key = crate::auth::generate_key();
+        let (prefix, hash) = (crate::auth::key_prefix(&key), crate::auth::hash_key(&key));
         match &self.backend {
-            Backend::Sqlite(db) => db.insert_key(
-                project_id,
-                crate::auth::key_prefix(&key),
-                &crate::auth::hash_key(&key),
-            )?,
+            Backend::Sqlite(db) => db.insert_key(project_id, prefix, &hash)?,
+            Backend::Postgres(db) => db.insert_key(project_id, prefix, &hash).await?,
         }
         Ok(key)
     }
 
     /// Revokes the keys matching `prefix` (or the one whole key); returns how many.
     pub async fn revoke_keys(&self, prefix: &str) -> Result<usize, StoreError> {
+        if crate::auth::looks_like_whole_key(prefix) {
+            let hash = crate::auth::hash_key(prefix);
+            return match &self.backend {
+                Backend::Sqlite(db) => db.revoke_by_hash(&hash),
+                Backend::Postgres(db) => db.revoke_by_hash(&hash).await,
+            };
+        }
+        // Only the first PREFIX_LEN characters are stored.
+        let stored: String = prefix.chars().take(crate::auth::PREFIX_LEN).collect();
         match &self.backend {
-            Backend::Sqlite(db) => {
-                if crate::auth::looks_like_whole_key(prefix) {
-                    db.revoke_by_hash(&crate::auth::hash_key(prefix))
-                } else {
-                    // Only the first PREFIX_LEN characters are stored.
-                    let stored: String = prefix.chars().take(crate::auth::PREFIX_LEN).collect();
-                    db.revoke_by_prefix(&stored)
-                }
-            }
+            Backend::Sqlite(db) => db.revoke_by_prefix(&stored),
+            Backend::Postgres(db) => db.revoke_by_prefix(&stored).await,
         }
     }
 
@@ -235,31 +340,42 @@ impl Store {
     pub async fn find_key(&self, hash: &[u8; 32]) -> Result<Option<KeyRecord>, StoreError> {
         match &self.backend {
             Backend::Sqlite(db) => db.find_key(hash),
+            Backend::Postgres(db) => db.find_key(hash).await,
         }
     }
 
-    /// Commits `batch` in one transaction; blocking, for the writer thread.
+    /// Commits `batch` in one transaction; a record whose id is already
+    /// stored is skipped (the journal may hand the same record over twice).
+    /// Blocking, for the writer thread.
     pub fn insert_invocations(&self, batch: &[Invocation]) -> Result<(), StoreError> {
         match &self.backend {
             Backend::Sqlite(db) => db.insert_invocations(batch),
+            Backend::Postgres(db) => db.insert_invocations(batch),
         }
     }
 
     /// Deletes at most `limit` invocation records created before `cutoff_ms`
-    /// (Unix ms); returns how many. Blocking, for [`retention`].
-    pub fn delete_invocations_before(
+    /// (Unix ms); returns how many. For [`retention`].
+    pub async fn delete_invocations_before(
         &self,
         cutoff_ms: i64,
         limit: u32,
     ) -> Result<usize, StoreError> {
         match &self.backend {
-            Backend::Sqlite(db) => db.delete_invocations_before(cutoff_ms, limit),
+            Backend::Sqlite(db) => {
+                let db = db.clone();
+                tokio::task::spawn_blocking(move || db.delete_invocations_before(cutoff_ms, limit))
+                    .await
+                    .map_err(|e| StoreError::Task(e.to_string()))?
+            }
+            Backend::Postgres(db) => db.delete_invocations_before(cutoff_ms, limit).await,
         }
     }
 
     pub async fn invocation(&self, id: &Uuid) -> Result<Option<Invocation>, StoreError> {
         match &self.backend {
             Backend::Sqlite(db) => db.invocation(id),
+            Backend::Postgres(db) => db.invocation(id).await,
         }
     }
 
@@ -269,6 +385,7 @@ impl Store {
     ) -> Result<Vec<Invocation>, StoreError> {
         match &self.backend {
             Backend::Sqlite(db) => db.list_invocations(filter),
+            Backend::Postgres(db) => db.list_invocations(filter).await,
         }
     }
 }

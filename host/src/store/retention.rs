@@ -75,16 +75,13 @@ pub async fn pass(
 ) -> Result<Pass, PassFailed> {
     let mut done = Pass::default();
     loop {
-        let store = store.clone();
-        let deleted =
-            tokio::task::spawn_blocking(move || store.delete_invocations_before(cutoff_ms, batch))
-                .await
-                .map_err(|e| StoreError::Task(e.to_string()))
-                .and_then(|deleted| deleted)
-                .map_err(|source| PassFailed {
-                    deleted: done.deleted,
-                    source,
-                })?;
+        let deleted = store
+            .delete_invocations_before(cutoff_ms, batch)
+            .await
+            .map_err(|source| PassFailed {
+                deleted: done.deleted,
+                source,
+            })?;
         done.batches += 1;
         done.deleted += deleted as u64;
         if deleted < batch as usize {
@@ -198,7 +195,7 @@ mod tests {
         let store = Store::open_sqlite(&dir.path().join("g.db")).unwrap();
         let old: Vec<_> = (0..2000).map(|i| record(1000 + i)).collect();
         store.insert_invocations(&old).unwrap();
-        let (log, writer) = crate::store::InvocationLog::start(store.clone()).unwrap();
+        let (log, writer) = crate::store::InvocationLog::start(store.clone(), None).unwrap();
         let fresh: Vec<_> = (0..50).map(|_| record(now_ms())).collect();
         let pruning = pass(&store, 1_000_000, 100, Duration::from_millis(1));
         let writing = async {

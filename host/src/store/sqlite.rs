@@ -11,8 +11,8 @@ use uuid::Uuid;
 
 use super::key_cache::KeyCache;
 use super::{
-    Invocation, InvocationFilter, InvocationStatus, KeyRecord, Project, StoreError, TokenUsage,
-    now_ms,
+    Invocation, InvocationFilter, InvocationStatus, KeyRecord, Migrated, Project, StoreError,
+    TokenUsage, now_ms,
 };
 
 /// Each entry upgrades the schema by one version (`PRAGMA user_version`). Append only.
@@ -93,20 +93,21 @@ fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
 }
 
 impl Sqlite {
-    pub(super) fn open(path: &Path) -> Result<Sqlite, StoreError> {
+    pub(super) fn open(path: &Path) -> Result<(Sqlite, Migrated), StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
                 .map_err(|e| StoreError::Directory(dir.display().to_string(), e))?;
         }
         let mut conn = open_connection(path)?;
-        migrate(&mut conn)?;
-        Ok(Sqlite {
+        let migrated = migrate(&mut conn)?;
+        let db = Sqlite {
             reader: Mutex::new(conn),
             writer: Mutex::new(open_connection(path)?),
             pruner: Mutex::new(None),
             path: path.to_owned(),
             keys: KeyCache::open(path),
-        })
+        };
+        Ok((db, migrated))
     }
 
     pub(super) fn create_project(&self, name: &str) -> Result<Project, StoreError> {
@@ -210,7 +211,7 @@ impl Sqlite {
         let tx = conn.transaction()?;
         {
             let mut stmt = tx.prepare_cached(
-                "INSERT INTO invocations (id, project_id, user_id, route, plugin, model, type, stream,
+                "INSERT OR IGNORE INTO invocations (id, project_id, user_id, route, plugin, model, type, stream,
                     status, http_status, error, provider_error, prompt_tokens, completion_tokens,
                     total_tokens, cached_prompt_tokens, cache_creation_tokens, reasoning_tokens,
                     cost_usd, created_at, duration_ms, request, response)
@@ -339,15 +340,38 @@ fn invocation_from_row(row: &Row<'_>) -> rusqlite::Result<Invocation> {
     })
 }
 
-fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-    for (index, migration) in MIGRATIONS.iter().enumerate().skip(version.max(0) as usize) {
-        let tx = conn.transaction()?;
+/// Applies the migrations the database lacks, each in its own transaction
+/// (which also holds off another process migrating at the same time: SQLite
+/// takes the write lock at the first statement, and the version is read again
+/// under it).
+fn migrate(conn: &mut Connection) -> Result<Migrated, StoreError> {
+    let known = MIGRATIONS.len() as i64;
+    let user_version = |conn: &Connection| -> Result<i64, StoreError> {
+        Ok(conn.query_row("PRAGMA user_version", [], |row| row.get(0))?)
+    };
+    let from = user_version(conn)?;
+    let too_new = |found| StoreError::SchemaTooNew {
+        backend: "SQLite",
+        found,
+        known,
+    };
+    if from > known {
+        return Err(too_new(from));
+    }
+    loop {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let version = user_version(&tx)?;
+        if version > known {
+            return Err(too_new(version));
+        }
+        let Some(migration) = MIGRATIONS.get(version.max(0) as usize) else {
+            break;
+        };
         tx.execute_batch(migration)?;
-        tx.pragma_update(None, "user_version", index as i64 + 1)?;
+        tx.pragma_update(None, "user_version", version + 1)?;
         tx.commit()?;
     }
-    Ok(())
+    Ok(Migrated { from, to: known })
 }
 
 #[cfg(test)]
@@ -357,7 +381,7 @@ mod tests {
     #[test]
     fn keys_are_found_by_hash_until_revoked() {
         let dir = tempfile::tempdir().unwrap();
-        let db = Sqlite::open(&dir.path().join("sub/g.db")).unwrap();
+        let (db, _) = Sqlite::open(&dir.path().join("sub/g.db")).unwrap();
         let project = db.create_project("p").unwrap();
         let hash = [7u8; 32];
         db.insert_key(&project.id, "gw_abcdef123456", &hash)
@@ -375,8 +399,12 @@ mod tests {
     fn reopening_does_not_rerun_migrations() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("g.db");
-        Sqlite::open(&path).unwrap().create_project("p").unwrap();
-        assert_eq!(Sqlite::open(&path).unwrap().project_count().unwrap(), 1);
+        let (db, migrated) = Sqlite::open(&path).unwrap();
+        assert_eq!(migrated.from, 0);
+        db.create_project("p").unwrap();
+        let (db, migrated) = Sqlite::open(&path).unwrap();
+        assert_eq!(migrated.from, migrated.to);
+        assert_eq!(db.project_count().unwrap(), 1);
     }
 
     #[test]
@@ -394,7 +422,7 @@ mod tests {
             )
             .unwrap();
         }
-        let db = Sqlite::open(&path).unwrap();
+        let (db, _) = Sqlite::open(&path).unwrap();
         let conn = lock(&db.reader);
         let version: i64 = conn
             .query_row("PRAGMA user_version", [], |row| row.get(0))
@@ -418,7 +446,7 @@ mod tests {
     #[test]
     fn deleting_old_records_walks_the_created_at_index() {
         let dir = tempfile::tempdir().unwrap();
-        let db = Sqlite::open(&dir.path().join("g.db")).unwrap();
+        let (db, _) = Sqlite::open(&dir.path().join("g.db")).unwrap();
         let conn = lock(&db.reader);
         let mut stmt = conn
             .prepare(&format!("EXPLAIN QUERY PLAN {DELETE_OLD_INVOCATIONS}"))
@@ -439,5 +467,59 @@ mod tests {
             !plan.iter().any(|step| step.starts_with("SCAN")),
             "{plan:?}"
         );
+    }
+
+    #[test]
+    fn a_schema_newer_than_the_binary_is_refused_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.db");
+        drop(Sqlite::open(&path).unwrap());
+        let newer = MIGRATIONS.len() as i64 + 1;
+        Connection::open(&path)
+            .unwrap()
+            .pragma_update(None, "user_version", newer)
+            .unwrap();
+        let error = Sqlite::open(&path)
+            .err()
+            .expect("a newer schema is refused");
+        assert!(
+            matches!(error, StoreError::SchemaTooNew { found, .. } if found == newer),
+            "{error}"
+        );
+        assert!(error.to_string().contains("newer than this gateway knows"));
+    }
+
+    #[test]
+    fn a_record_stored_twice_is_kept_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, _) = Sqlite::open(&dir.path().join("g.db")).unwrap();
+        let record = Invocation {
+            id: Uuid::now_v7(),
+            project_id: None,
+            user_id: None,
+            route: None,
+            plugin: None,
+            model: None,
+            kind: None,
+            stream: false,
+            status: InvocationStatus::Success,
+            http_status: 200,
+            error: None,
+            provider_error: None,
+            usage: None,
+            cost_usd: Some(0.5),
+            created_at_ms: 1,
+            duration_ms: 1,
+            request: None,
+            response: Some("first".into()),
+        };
+        db.insert_invocations(std::slice::from_ref(&record))
+            .unwrap();
+        let again = Invocation {
+            response: Some("second".into()),
+            ..record.clone()
+        };
+        db.insert_invocations(&[again]).unwrap();
+        assert_eq!(db.invocation(&record.id).unwrap(), Some(record));
     }
 }

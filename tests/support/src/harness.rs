@@ -1,5 +1,9 @@
 //! Runs the real `gateway` binary for one test: its own temporary directory,
-//! config, SQLite file, plugins, project, key and port.
+//! config, database, plugins, project, key and port.
+//!
+//! The database is a SQLite file in that directory, or, when `GATEWAY_TEST_POSTGRES` is set (the
+//! suite's PostgreSQL mode), a fresh PostgreSQL database of the gateway's own, dropped with it.
+//! Tests of several gateways on one database give each the same [`TestDatabase`].
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
@@ -17,6 +21,7 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 use crate::client::{self, Connection, Response, SseResponse};
+use crate::postgres::{self, TestDatabase};
 
 /// The plugins every test binary may need; a missing one means the plugins
 /// were not built.
@@ -170,6 +175,15 @@ pub struct GatewayBuilder {
     env: Vec<(String, String)>,
     demo_project: bool,
     extra_config: Vec<String>,
+    database: Option<SharedDatabase>,
+}
+
+/// A PostgreSQL database given to the builder: the URL the gateway uses (perhaps through a
+/// proxy) and the one the harness reads it through.
+#[derive(Debug, Clone)]
+struct SharedDatabase {
+    gateway_url: String,
+    direct_url: String,
 }
 
 impl GatewayBuilder {
@@ -202,6 +216,26 @@ impl GatewayBuilder {
         self
     }
 
+    /// Runs the gateway on `db` (shared with other gateways of the test) instead of a database
+    /// of its own; the test's project and key are created in it as usual.
+    pub fn database(mut self, db: &TestDatabase) -> Self {
+        self.database = Some(SharedDatabase {
+            gateway_url: db.url().to_owned(),
+            direct_url: db.url().to_owned(),
+        });
+        self
+    }
+
+    /// Like [`GatewayBuilder::database`], the gateway reaching the database through `proxy`
+    /// (a [`crate::proxy::TcpProxy`] in front of its server).
+    pub fn database_via(mut self, db: &TestDatabase, proxy: std::net::SocketAddr) -> Self {
+        self.database = Some(SharedDatabase {
+            gateway_url: db.url_via(proxy),
+            direct_url: db.url().to_owned(),
+        });
+        self
+    }
+
     /// A top-level config line in TOML (e.g. `admin_token = "x"`), merged into the config.
     pub fn config_line(mut self, line: &str) -> Self {
         self.extra_config.push(line.to_owned());
@@ -211,7 +245,12 @@ impl GatewayBuilder {
     /// The config file's text: the gateway's [`Config`] with this builder's settings and
     /// routes, serialized. Read back by [`Config::parse`], so a test configuring something the
     /// gateway would refuse fails here with the gateway's own message.
-    fn config(&self, database: PathBuf, plugins_dir: PathBuf) -> String {
+    fn config(
+        &self,
+        database: String,
+        journal_dir: Option<PathBuf>,
+        plugins_dir: PathBuf,
+    ) -> String {
         let positive = |value: u64, key: &str| {
             usize::try_from(value)
                 .ok()
@@ -220,7 +259,8 @@ impl GatewayBuilder {
         };
         let mut config = Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            database: database.to_string_lossy().into_owned(),
+            database,
+            journal_dir,
             plugins_dir,
             demo_project: self.demo_project,
             providers: self
@@ -291,6 +331,7 @@ pub struct Gateway {
     pub key: String,
     dir: TempDir,
     config: PathBuf,
+    database: GatewayDatabase,
     /// Extra environment of the `serve` process.
     env: Vec<(String, String)>,
     child: Option<Child>,
@@ -319,7 +360,44 @@ impl Gateway {
         std::fs::create_dir(&plugins).expect("create the plugins directory");
         install_plugins(&builder.routes, &plugins);
 
-        let config = builder.config(dir.path().join("gateway.db"), plugins);
+        // An explicit journal directory with PostgreSQL: its default is relative to the working
+        // directory, which the CLI commands do not share with `serve`.
+        let (database, config) = match (&builder.database, postgres::suite_admin_url()) {
+            (Some(shared), _) => (
+                GatewayDatabase::Postgres {
+                    url: shared.direct_url.clone(),
+                    _own: None,
+                },
+                builder.config(
+                    shared.gateway_url.clone(),
+                    Some(dir.path().join("records")),
+                    plugins,
+                ),
+            ),
+            (None, Some(admin_url)) => {
+                let db = TestDatabase::create_in(&admin_url);
+                let config = builder.config(
+                    db.url().to_owned(),
+                    Some(dir.path().join("records")),
+                    plugins,
+                );
+                (
+                    GatewayDatabase::Postgres {
+                        url: db.url().to_owned(),
+                        _own: Some(db),
+                    },
+                    config,
+                )
+            }
+            (None, None) => (
+                GatewayDatabase::Sqlite,
+                builder.config(
+                    dir.path().join("gateway.db").to_string_lossy().into_owned(),
+                    None,
+                    plugins,
+                ),
+            ),
+        };
         let config_path = dir.path().join("gateway.toml");
         std::fs::write(&config_path, &config).expect("write the config");
 
@@ -342,6 +420,7 @@ impl Gateway {
             key,
             dir,
             config: config_path,
+            database,
             env: builder.env,
             child: None,
             exit: None,
@@ -404,8 +483,9 @@ impl Gateway {
         self.addr = self.wait_listening(&lines_rx);
     }
 
-    /// Starts `gateway serve` again (same config and database) after
-    /// [`Gateway::shutdown`]; returns the new process's stdout lines.
+    /// Starts `gateway serve` again (same config, database and journal) after
+    /// [`Gateway::shutdown`] or [`Gateway::kill`]; returns the new process's stdout lines. It
+    /// listens on a new port: [`Gateway::addr`] changes.
     pub fn restart(&mut self) -> Vec<String> {
         assert!(self.child.is_none(), "the gateway is still running");
         let before = self.stdout().len();
@@ -474,22 +554,38 @@ impl Gateway {
         lock(&self.stdout).clone()
     }
 
-    /// The bytes of every database file (the SQLite file, its WAL and
-    /// shared-memory files).
+    /// Everything the gateway stored: with SQLite the bytes of every database file (the file,
+    /// its WAL and shared-memory files, the invocation journal beside it); with PostgreSQL the
+    /// text of every row of every table, and the journal's files.
     pub fn db_bytes(&self) -> Vec<u8> {
         let mut bytes = Vec::new();
-        let entries = std::fs::read_dir(self.dir.path()).expect("list the test directory");
-        for entry in entries.flatten() {
-            if entry
-                .file_name()
-                .to_string_lossy()
-                .starts_with("gateway.db")
-            {
-                bytes.extend(std::fs::read(entry.path()).unwrap_or_default());
+        match &self.database {
+            GatewayDatabase::Sqlite => {
+                let entries = std::fs::read_dir(self.dir.path()).expect("list the test directory");
+                for entry in entries.flatten() {
+                    if entry
+                        .file_name()
+                        .to_string_lossy()
+                        .starts_with("gateway.db")
+                    {
+                        read_all(&entry.path(), &mut bytes);
+                    }
+                }
+                assert!(!bytes.is_empty(), "no database file in the test directory");
+            }
+            GatewayDatabase::Postgres { url, .. } => {
+                bytes.extend(postgres::dump_text(url).into_bytes());
+                assert!(!bytes.is_empty(), "nothing stored in the database");
+                read_all(&self.dir.path().join("records"), &mut bytes);
             }
         }
-        assert!(!bytes.is_empty(), "no database file in the test directory");
         bytes
+    }
+
+    /// Whether this gateway runs on PostgreSQL (the suite's PostgreSQL mode, or a shared
+    /// database).
+    pub fn on_postgres(&self) -> bool {
+        matches!(self.database, GatewayDatabase::Postgres { .. })
     }
 
     /// Runs `gateway ARGS --config FILE`.
@@ -757,6 +853,42 @@ impl Gateway {
     pub fn shutdown(&mut self) -> ExitStatus {
         self.terminate();
         self.wait_exit()
+    }
+
+    /// SIGKILL (a crash: nothing of the process runs after it), then waits for the exit;
+    /// [`Gateway::restart`] starts it again on the same config, database and journal.
+    pub fn kill(&mut self) -> ExitStatus {
+        if let Some(child) = &self.child {
+            signal(child.id(), libc::SIGKILL);
+        }
+        self.wait_exit()
+    }
+}
+
+/// Where a gateway keeps its state.
+enum GatewayDatabase {
+    /// `gateway.db` in the gateway's directory.
+    Sqlite,
+    /// A PostgreSQL database: the gateway's own (dropped with it) or a test's.
+    Postgres {
+        url: String,
+        /// Held only to be dropped after the process.
+        _own: Option<TestDatabase>,
+    },
+}
+
+/// Appends the bytes of the file at `path`, or of every file under it.
+fn read_all(path: &Path, bytes: &mut Vec<u8>) {
+    if path.is_dir() {
+        let Ok(entries) = std::fs::read_dir(path) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            read_all(&entry.path(), bytes);
+        }
+    } else {
+        // A journal file may be truncated or removed as it is read: nothing then.
+        bytes.extend(std::fs::read(path).unwrap_or_default());
     }
 }
 

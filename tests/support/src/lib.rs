@@ -7,7 +7,8 @@
 //! - Feature `server`: the gateway's integration tests' harness: [`harness`] runs the real
 //!   `gateway` binary, [`client`] talks HTTP to it, [`upstream`] fakes the providers behind it,
 //!   [`checks`] builds requests and asserts on answers, [`runtime`] calls a plugin without HTTP,
-//!   [`probe`] measures the process. The items tests use most are re-exported here.
+//!   [`probe`] measures the process, [`postgres`] makes test databases, [`proxy`] cuts the
+//!   network to one on demand. The items tests use most are re-exported here.
 //!
 //! Test-only: it reads files, panics on anything unexpected and is never a dependency of
 //! shipped code (the plugins list it under `[dev-dependencies]`, so their wasm builds skip it).
@@ -27,7 +28,11 @@ pub mod client;
 #[cfg(feature = "server")]
 pub mod harness;
 #[cfg(feature = "server")]
+pub mod postgres;
+#[cfg(feature = "server")]
 pub mod probe;
+#[cfg(feature = "server")]
+pub mod proxy;
 #[cfg(feature = "server")]
 pub mod runtime;
 #[cfg(feature = "server")]
@@ -41,6 +46,10 @@ pub use checks::*;
 pub use client::{Connection, Response, SseResponse};
 #[cfg(feature = "server")]
 pub use harness::{Gateway, Project, Route, built_plugins_dir};
+#[cfg(feature = "server")]
+pub use postgres::TestDatabase;
+#[cfg(feature = "server")]
+pub use proxy::TcpProxy;
 #[cfg(feature = "server")]
 pub use upstream::{
     AnthropicUpstream, FakeUpstream, GeminiUpstream, OpenAiUpstream, ReceivedRequest, Reply,

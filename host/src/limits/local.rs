@@ -1,0 +1,233 @@
+//! The counters in this process: exact for one replica, and Redis's stand-in
+//! while it is unreachable. One lock over all of them makes a request's
+//! checks atomic; it is never held across an await.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::budget::Period;
+use super::gcra::{self, Bucket, Kind};
+use super::{Admitted, Item, Limit, Refused, SpendSource, Verdict, conclude};
+
+/// Unix time in µs; injectable so tests can move time.
+pub(crate) type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+pub(crate) fn system_clock() -> Clock {
+    Arc::new(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+    })
+}
+
+/// How many operations between sweeps of idle counters.
+const SWEEP_EVERY: u32 = 4096;
+
+pub(crate) struct Local {
+    state: Mutex<State>,
+    clock: Clock,
+}
+
+#[derive(Default)]
+struct State {
+    /// By counter name (`rl:p:ID:r`).
+    rates: HashMap<String, Bucket>,
+    /// By counter name with its period (`bd:p:ID:d:20000`).
+    budgets: HashMap<String, Spent>,
+    ops: u32,
+}
+
+struct Spent {
+    period: Period,
+    id: i64,
+    usd: f64,
+}
+
+impl State {
+    /// Forgets full buckets and past periods, now and then, so idle
+    /// subjects do not accumulate.
+    fn maybe_sweep(&mut self, now_us: i64) {
+        self.ops = self.ops.wrapping_add(1);
+        if !self.ops.is_multiple_of(SWEEP_EVERY) {
+            return;
+        }
+        let now_ms = now_us.div_euclid(1000);
+        self.rates
+            .retain(|_, bucket| !gcra::is_full(*bucket, now_us));
+        self.budgets
+            .retain(|_, spent| spent.period.at(now_ms).id == spent.id);
+    }
+}
+
+/// A budget item's counter name for the period at `now_ms`, and the period.
+fn budget_key(item: &Item<'_>, period: Period, now_ms: i64) -> (String, super::budget::Bounds) {
+    let bounds = period.at(now_ms);
+    (
+        format!("{}:{}", item.counter(), period.suffix(bounds.id)),
+        bounds,
+    )
+}
+
+impl Local {
+    pub(crate) fn new(clock: Clock) -> Local {
+        Local {
+            state: Mutex::new(State::default()),
+            clock,
+        }
+    }
+
+    /// Forgets every counter.
+    pub(crate) fn clear(&self) {
+        let mut state = self.lock();
+        state.rates.clear();
+        state.budgets.clear();
+    }
+
+    pub(crate) fn now_us(&self) -> i64 {
+        (self.clock)()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The state stays consistent between statements, so a panic
+        // elsewhere while it was held does not make it unusable.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) async fn admit(
+        &self,
+        items: &[Item<'_>],
+        spend: &dyn SpendSource,
+    ) -> Result<Admitted, Refused> {
+        let now_us = self.now_us();
+        let now_ms = now_us.div_euclid(1000);
+
+        // Budgets without a counter start from the recorded spend, fetched
+        // without holding the lock.
+        let missing: Vec<(usize, String, i64)> = {
+            let state = self.lock();
+            items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, item)| {
+                    let (key, bounds) = budget_key(item, item.period()?, now_ms);
+                    (!state.budgets.contains_key(&key)).then_some((i, key, bounds.start_ms))
+                })
+                .collect()
+        };
+        for (i, key, start_ms) in missing {
+            let item = &items[i];
+            match spend.spent_since(item.subject, start_ms).await {
+                Ok(usd) => {
+                    let usd = if usd.is_finite() { usd.max(0.0) } else { 0.0 };
+                    let period = item.period().unwrap_or(Period::Day);
+                    let id = period.at(now_ms).id;
+                    self.lock()
+                        .budgets
+                        .entry(key)
+                        .or_insert(Spent { period, id, usd });
+                }
+                Err(e) => {
+                    // Fail open for this request; the next one tries again.
+                    tracing::warn!("limits: no recorded spend for {key}: {e}");
+                }
+            }
+        }
+
+        let mut state = self.lock();
+        let mut verdicts = Vec::with_capacity(items.len());
+        let mut taken = Vec::new();
+        for item in items {
+            let verdict = match item.limit {
+                Limit::RequestsPerMinute(n) => rate(
+                    &state,
+                    item,
+                    u64::from(n),
+                    Kind::Requests,
+                    now_us,
+                    &mut taken,
+                ),
+                Limit::TokensPerMinute(n) => {
+                    rate(&state, item, n, Kind::Tokens, now_us, &mut Vec::new())
+                }
+                Limit::DailyBudgetUsd(usd) | Limit::MonthlyBudgetUsd(usd) => {
+                    let period = item.period().unwrap_or(Period::Day);
+                    let (key, bounds) = budget_key(item, period, now_ms);
+                    let spent = state.budgets.get(&key).map_or(0.0, |s| s.usd);
+                    if spent >= usd {
+                        Verdict::Refuse {
+                            retry_after_us: (bounds.end_ms - now_ms).saturating_mul(1000),
+                        }
+                    } else {
+                        Verdict::Budget
+                    }
+                }
+            };
+            verdicts.push(verdict);
+        }
+        let answer = conclude(items, &verdicts);
+        if answer.is_ok() {
+            for (key, bucket) in taken {
+                state.rates.insert(key, bucket);
+            }
+        }
+        state.maybe_sweep(now_us);
+        answer
+    }
+
+    pub(crate) fn settle(&self, items: &[Item<'_>], tokens: u64, cost_usd: f64) {
+        let now_us = self.now_us();
+        let now_ms = now_us.div_euclid(1000);
+        let mut state = self.lock();
+        for item in items {
+            match item.limit {
+                Limit::RequestsPerMinute(_) => {}
+                Limit::TokensPerMinute(n) => {
+                    let key = item.counter();
+                    let tat = gcra::current(state.rates.get(&key).copied(), n, now_us);
+                    let tat = gcra::debit(tat, n, tokens);
+                    state.rates.insert(key, Bucket { limit: n, tat });
+                }
+                Limit::DailyBudgetUsd(_) | Limit::MonthlyBudgetUsd(_) => {
+                    let period = item.period().unwrap_or(Period::Day);
+                    let (key, _) = budget_key(item, period, now_ms);
+                    // No counter: the next admission starts one from the
+                    // recorded spend, which includes this call.
+                    if let Some(spent) = state.budgets.get_mut(&key) {
+                        spent.usd += cost_usd;
+                    }
+                }
+            }
+        }
+        state.maybe_sweep(now_us);
+    }
+}
+
+/// One rate item's verdict; the bucket it would leave goes to `taken`.
+fn rate(
+    state: &State,
+    item: &Item<'_>,
+    limit: u64,
+    kind: Kind,
+    now_us: i64,
+    taken: &mut Vec<(String, Bucket)>,
+) -> Verdict {
+    let key = item.counter();
+    let tat = gcra::current(state.rates.get(&key).copied(), limit, now_us);
+    match gcra::admit(kind, limit, tat, now_us) {
+        Ok(pass) => {
+            taken.push((
+                key,
+                Bucket {
+                    limit,
+                    tat: pass.tat,
+                },
+            ));
+            Verdict::Rate {
+                remaining: pass.remaining,
+                reset_us: pass.reset_us,
+            }
+        }
+        Err(retry_after_us) => Verdict::Refuse { retry_after_us },
+    }
+}

@@ -1,0 +1,513 @@
+//! Rate limits and spend budgets: the counting and the decisions.
+//!
+//! Each request is checked against its project's and its key's [`LimitSet`]
+//! before the plugin is called ([`Limiter::admit`]) and charged with what it
+//! consumed afterwards ([`Limiter::settle`]). Counters live in this process
+//! ([`Limiter::local`], exact for one replica) or in Redis
+//! ([`Limiter::redis`], one limit for all replicas).
+//!
+//! # Rates: GCRA
+//!
+//! Requests and tokens per minute use the generic cell rate algorithm: a
+//! token bucket stored as one number, the theoretical arrival time (TAT).
+//! Over a fixed window it has no 2x burst at the window boundary (a fixed
+//! minute lets N through at 0:59 and N more at 1:00), and over a sliding log
+//! it needs O(1) state per subject (one Redis string) instead of one entry
+//! per request. Admission counts are exact, and the wait until the next
+//! admission (`Retry-After`) and until the bucket is full again (the reset
+//! header) follow from the TAT directly.
+//!
+//! The TAT is counted in *units* of the limit (one unit = one request or one
+//! token), with the clock advancing `limit` units per minute, so every
+//! admission decision is integer arithmetic: `limit` requests at once are
+//! admitted and the next one is not, whatever the limit, with no rounding of
+//! a per-request interval. The bucket starts full. A request takes one unit.
+//! Tokens are known only after the call: a request is admitted while the
+//! token bucket is not exhausted, and `settle` debits the reported tokens,
+//! possibly into debt that later requests wait out. A changed limit keeps the
+//! bucket's backlog as a share of the bucket.
+//!
+//! # Budgets
+//!
+//! Spend per UTC calendar day and month. A request is refused once the
+//! period's spend has reached the budget; the call in flight when it is
+//! reached is not cut, so spend may overshoot the budget by the cost of the
+//! calls admitted before it was reached. When no counter exists (a fresh
+//! process, a period that just began, a Redis that lost its keys), it starts
+//! from the spend recorded in the database since the period began
+//! ([`SpendSource`]); `settle` adds to a counter only if one exists, so a
+//! settle never creates a counter that would hide the database's spend.
+//!
+//! # Several checks
+//!
+//! A request is checked against all its subjects at once: all must pass, and
+//! when one refuses nothing is taken from the others (one lock in process,
+//! one Lua script in Redis).
+//!
+//! # Redis
+//!
+//! `redis.rs`: one script call per admit and per settle, Redis's clock,
+//! expiring keys, one connection per worker thread, and fail open to the
+//! in-process counters while Redis is unreachable ([`redis_failures`]
+//! counts the failed calls). `settle` waits for Redis's answer (one round
+//! trip, ~50 µs on a local network): a settle sent and forgotten could be
+//! lost with its runtime at shutdown or run after the next admission, and
+//! the flow calls it after the answer is out anyway.
+
+mod budget;
+mod gcra;
+mod local;
+mod redis;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use self::redis::redis_failures;
+
+/// One subject's limits, as stored (project or key). `None` = no limit; a
+/// zero (or, for budgets, a non-positive or non-finite value) is treated as
+/// no limit too, as the CLI's "0 clears".
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LimitSet {
+    pub rpm: Option<u32>,
+    pub tpm: Option<u64>,
+    pub daily_budget_usd: Option<f64>,
+    pub monthly_budget_usd: Option<f64>,
+}
+
+/// Whose limits these are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subject<'a> {
+    Project(&'a str),
+    /// The key's stored prefix, unique enough as an id.
+    Key(&'a str),
+}
+
+impl Subject<'_> {
+    pub fn scope(&self) -> Scope {
+        match self {
+            Subject::Project(_) => Scope::Project,
+            Subject::Key(_) => Scope::Key,
+        }
+    }
+
+    /// The counters' name stem: `p:ID` or `k:PREFIX`.
+    fn stem(&self) -> String {
+        match self {
+            Subject::Project(id) => format!("p:{id}"),
+            Subject::Key(prefix) => format!("k:{prefix}"),
+        }
+    }
+}
+
+/// One subject and its limits, as checked for one request.
+#[derive(Debug, Clone, Copy)]
+pub struct Check<'a> {
+    pub subject: Subject<'a>,
+    pub limits: LimitSet,
+}
+
+/// Where budgets start from when no counter exists yet: the spend recorded
+/// since `since_ms` (Unix ms). A boxed future keeps it object-safe.
+pub trait SpendSource: Send + Sync {
+    fn spent_since<'a>(
+        &'a self,
+        subject: &'a Subject<'a>,
+        since_ms: i64,
+    ) -> Pin<Box<dyn Future<Output = Result<f64, String>> + Send + 'a>>;
+}
+
+/// A [`SpendSource`] with no recorded spend (tests, or no database).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoSpend;
+
+impl SpendSource for NoSpend {
+    fn spent_since<'a>(
+        &'a self,
+        _subject: &'a Subject<'a>,
+        _since_ms: i64,
+    ) -> Pin<Box<dyn Future<Output = Result<f64, String>> + Send + 'a>> {
+        Box::pin(async { Ok(0.0) })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LimitsError {
+    #[error("invalid redis_url: {0}")]
+    InvalidUrl(String),
+}
+
+/// Whose limit refused a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Project,
+    Key,
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Scope::Project => "project",
+            Scope::Key => "key",
+        })
+    }
+}
+
+/// Which limit refused a request, with its value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Limit {
+    RequestsPerMinute(u32),
+    TokensPerMinute(u64),
+    DailyBudgetUsd(f64),
+    MonthlyBudgetUsd(f64),
+}
+
+/// A request refused by a limit; its `Display` is the error message.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Refused {
+    /// Until the request would be admitted: whole seconds, rounded up, at
+    /// least 1 (what `Retry-After` carries). For budgets, until the period
+    /// ends.
+    pub retry_after: Duration,
+    pub scope: Scope,
+    pub limit: Limit,
+}
+
+impl Refused {
+    /// `Retry-After`'s value.
+    pub fn retry_after_secs(&self) -> u64 {
+        self.retry_after.as_secs()
+    }
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let scope = self.scope;
+        match self.limit {
+            Limit::RequestsPerMinute(n) => {
+                write!(f, "{scope} rate limit of {n} requests per minute reached")
+            }
+            Limit::TokensPerMinute(n) => {
+                write!(f, "{scope} rate limit of {n} tokens per minute reached")
+            }
+            Limit::DailyBudgetUsd(usd) => write!(f, "{scope} daily budget of ${usd:.2} reached"),
+            Limit::MonthlyBudgetUsd(usd) => {
+                write!(f, "{scope} monthly budget of ${usd:.2} reached")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// One rate window as the headers describe it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub limit: u64,
+    pub remaining: u64,
+    /// Until the bucket is full again.
+    pub reset: Duration,
+}
+
+/// An admitted request: the tightest applicable window of each kind (the
+/// one with the fewest remaining), for the response headers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Admitted {
+    pub requests: Option<Window>,
+    pub tokens: Option<Window>,
+}
+
+impl Admitted {
+    /// OpenAI's rate-limit headers, for the kinds of limit that apply.
+    pub fn headers(&self) -> Vec<(&'static str, String)> {
+        let mut headers = Vec::new();
+        if let Some(w) = self.requests {
+            headers.push(("x-ratelimit-limit-requests", w.limit.to_string()));
+            headers.push(("x-ratelimit-remaining-requests", w.remaining.to_string()));
+            headers.push(("x-ratelimit-reset-requests", format_reset(w.reset)));
+        }
+        if let Some(w) = self.tokens {
+            headers.push(("x-ratelimit-limit-tokens", w.limit.to_string()));
+            headers.push(("x-ratelimit-remaining-tokens", w.remaining.to_string()));
+            headers.push(("x-ratelimit-reset-tokens", format_reset(w.reset)));
+        }
+        headers
+    }
+
+    /// Keeps the tighter of the current and the new window of a kind.
+    fn tighten(slot: &mut Option<Window>, new: Window) {
+        match slot {
+            Some(old)
+                if (old.remaining, std::cmp::Reverse(old.reset))
+                    <= (new.remaining, std::cmp::Reverse(new.reset)) => {}
+            _ => *slot = Some(new),
+        }
+    }
+}
+
+/// A duration as OpenAI's reset headers write it (Go's duration format, to
+/// the millisecond): "120ms", "6s", "1.5s", "1m30s", "6m0s", "1h0m0s".
+pub fn format_reset(d: Duration) -> String {
+    // Rounded up: a client waiting the advertised time must find it reset.
+    let ms = d.as_nanos().div_ceil(1_000_000);
+    if ms == 0 {
+        return "0s".to_owned();
+    }
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let hours = ms / 3_600_000;
+    let minutes = ms / 60_000 % 60;
+    let secs = ms / 1000 % 60;
+    let frac = ms % 1000;
+    let mut out = String::new();
+    if hours > 0 {
+        out.push_str(&format!("{hours}h"));
+    }
+    if hours > 0 || minutes > 0 {
+        out.push_str(&format!("{minutes}m"));
+    }
+    out.push_str(&secs.to_string());
+    if frac > 0 {
+        let frac = format!("{frac:03}");
+        out.push('.');
+        out.push_str(frac.trim_end_matches('0'));
+    }
+    out.push('s');
+    out
+}
+
+/// Counts requests, tokens and spend, in this process or in Redis. Cheap to
+/// clone (one `Arc`).
+#[derive(Clone)]
+pub struct Limiter {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// The counters without Redis, and Redis's stand-in while it is down.
+    local: local::Local,
+    redis: Option<redis::RedisBackend>,
+}
+
+impl fmt::Debug for Limiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Limiter")
+            .field("redis", &self.inner.redis.is_some())
+            .finish()
+    }
+}
+
+impl Limiter {
+    /// Counters in this process: exact for one replica.
+    pub fn local() -> Limiter {
+        Limiter::with_local(local::Local::new(local::system_clock()), None)
+    }
+
+    /// Counters in Redis under `key_prefix`, shared by every replica using
+    /// the same Redis and prefix. Does not connect: Redis need not be up.
+    pub fn redis(url: &str, key_prefix: &str) -> Result<Limiter, LimitsError> {
+        let backend = redis::RedisBackend::new(url, key_prefix)?;
+        Ok(Limiter::with_local(
+            local::Local::new(local::system_clock()),
+            Some(backend),
+        ))
+    }
+
+    fn with_local(local: local::Local, redis: Option<redis::RedisBackend>) -> Limiter {
+        Limiter {
+            inner: Arc::new(Inner { local, redis }),
+        }
+    }
+
+    /// Before the plugin is called. `Err` => the request must not reach a
+    /// plugin; nothing was taken from any counter.
+    pub async fn admit(
+        &self,
+        checks: &[Check<'_>],
+        spend: &dyn SpendSource,
+    ) -> Result<Admitted, Refused> {
+        let items = Item::all(checks);
+        if items.is_empty() {
+            return Ok(Admitted::default());
+        }
+        if let Some(redis) = &self.inner.redis
+            && let Some(answer) = redis.admit(&items, spend, &self.inner.local).await
+        {
+            return answer;
+        }
+        self.inner.local.admit(&items, spend).await
+    }
+
+    /// After the call: what it consumed (prompt + completion tokens as
+    /// reported; the exact cost in USD, possibly 0).
+    pub async fn settle(&self, checks: &[Check<'_>], tokens: u64, cost_usd: f64) {
+        let items: Vec<Item<'_>> = Item::all(checks)
+            .into_iter()
+            .filter(|item| item.settles(tokens, cost_usd))
+            .collect();
+        if items.is_empty() {
+            return;
+        }
+        let cost_usd = if cost_usd.is_finite() {
+            cost_usd.max(0.0)
+        } else {
+            0.0
+        };
+        if let Some(redis) = &self.inner.redis {
+            if redis
+                .settle(&items, tokens, cost_usd, &self.inner.local)
+                .await
+            {
+                return;
+            }
+            // Counted here while Redis is down, and added to Redis's budget
+            // counters when it is back.
+            redis.remember_outage_spend(&items, cost_usd, self.inner.local.now_us());
+        }
+        self.inner.local.settle(&items, tokens, cost_usd);
+    }
+}
+
+/// One limit of one subject, in the order the checks and their limits come.
+#[derive(Debug, Clone, Copy)]
+struct Item<'a> {
+    subject: &'a Subject<'a>,
+    limit: Limit,
+}
+
+impl<'a> Item<'a> {
+    fn all(checks: &'a [Check<'a>]) -> Vec<Item<'a>> {
+        let mut items = Vec::new();
+        for check in checks {
+            let limits = &check.limits;
+            let subject = &check.subject;
+            let budget = |usd: Option<f64>| usd.filter(|usd| usd.is_finite() && *usd > 0.0);
+            let mut push = |limit| items.push(Item { subject, limit });
+            if let Some(n) = limits.rpm.filter(|n| *n > 0) {
+                push(Limit::RequestsPerMinute(n));
+            }
+            if let Some(n) = limits.tpm.filter(|n| *n > 0) {
+                push(Limit::TokensPerMinute(n));
+            }
+            if let Some(usd) = budget(limits.daily_budget_usd) {
+                push(Limit::DailyBudgetUsd(usd));
+            }
+            if let Some(usd) = budget(limits.monthly_budget_usd) {
+                push(Limit::MonthlyBudgetUsd(usd));
+            }
+        }
+        items
+    }
+
+    /// Whether settling `tokens` and `cost` changes this item's counter.
+    fn settles(&self, tokens: u64, cost_usd: f64) -> bool {
+        match self.limit {
+            Limit::RequestsPerMinute(_) => false,
+            Limit::TokensPerMinute(_) => tokens > 0,
+            Limit::DailyBudgetUsd(_) | Limit::MonthlyBudgetUsd(_) => {
+                cost_usd.is_finite() && cost_usd > 0.0
+            }
+        }
+    }
+
+    /// The period of a budget item.
+    fn period(&self) -> Option<budget::Period> {
+        match self.limit {
+            Limit::DailyBudgetUsd(_) => Some(budget::Period::Day),
+            Limit::MonthlyBudgetUsd(_) => Some(budget::Period::Month),
+            _ => None,
+        }
+    }
+
+    /// The counter's name without the prefix (and, for budgets, without the
+    /// period): `rl:p:ID:r`, `rl:k:PREFIX:t`, `bd:p:ID`.
+    fn counter(&self) -> String {
+        let stem = self.subject.stem();
+        match self.limit {
+            Limit::RequestsPerMinute(_) => format!("rl:{stem}:r"),
+            Limit::TokensPerMinute(_) => format!("rl:{stem}:t"),
+            Limit::DailyBudgetUsd(_) | Limit::MonthlyBudgetUsd(_) => format!("bd:{stem}"),
+        }
+    }
+
+    fn refused(&self, retry_after_us: i64) -> Refused {
+        // Whole seconds, rounded up, at least 1: a client retrying after
+        // Retry-After must be admitted.
+        let secs = (retry_after_us.max(1) as u64).div_ceil(1_000_000).max(1);
+        Refused {
+            retry_after: Duration::from_secs(secs),
+            scope: self.subject.scope(),
+            limit: self.limit,
+        }
+    }
+}
+
+/// What one admission decided, by item, before it is turned into
+/// [`Admitted`] or [`Refused`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    /// A rate item passed: its window after this request.
+    Rate {
+        remaining: u64,
+        reset_us: i64,
+    },
+    /// A budget item passed.
+    Budget,
+    Refuse {
+        retry_after_us: i64,
+    },
+}
+
+/// Turns per-item verdicts into the answer: the longest wait among the
+/// refusals, or the tightest windows.
+fn conclude(items: &[Item<'_>], verdicts: &[Verdict]) -> Result<Admitted, Refused> {
+    let refusal = items
+        .iter()
+        .zip(verdicts)
+        .filter_map(|(item, verdict)| match verdict {
+            Verdict::Refuse { retry_after_us } => Some((*retry_after_us, item)),
+            _ => None,
+        })
+        // The longest wait: before it ends, another limit would refuse.
+        .max_by_key(|(retry, _)| *retry);
+    if let Some((retry, item)) = refusal {
+        return Err(item.refused(retry));
+    }
+    let mut admitted = Admitted::default();
+    for (item, verdict) in items.iter().zip(verdicts) {
+        if let Verdict::Rate {
+            remaining,
+            reset_us,
+        } = *verdict
+        {
+            let reset = Duration::from_micros(reset_us.max(0) as u64);
+            match item.limit {
+                Limit::RequestsPerMinute(n) => Admitted::tighten(
+                    &mut admitted.requests,
+                    Window {
+                        limit: u64::from(n),
+                        remaining,
+                        reset,
+                    },
+                ),
+                Limit::TokensPerMinute(n) => Admitted::tighten(
+                    &mut admitted.tokens,
+                    Window {
+                        limit: n,
+                        remaining,
+                        reset,
+                    },
+                ),
+                _ => {}
+            }
+        }
+    }
+    Ok(admitted)
+}
+
+#[cfg(test)]
+mod tests;

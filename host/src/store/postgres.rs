@@ -1,0 +1,1736 @@
+//! The PostgreSQL backend, for several replicas on one database.
+//!
+//! Connections live on a small runtime of the backend's own: the gateway
+//! serves on several threads, each with its own current-thread runtime, and a
+//! connection's driver task spawned on one of them would die with it and stall
+//! the others' queries while that thread is busy. Every query is therefore
+//! spawned onto this runtime and awaited from wherever it was asked for (any
+//! runtime), and the invocation writer's blocking call waits on a channel.
+//!
+//! Key changes reach every replica through `NOTIFY gateway_changes`, sent in
+//! the transaction of the change; a listener task on a connection of its own
+//! turns each notification into a new [`Changes`] epoch, which empties the key
+//! cache.
+
+use std::future::{Future, poll_fn};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
+use rustls_platform_verifier::Verifier;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_postgres::config::SslMode;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Row};
+use tokio_postgres_rustls::MakeRustlsConnect;
+use uuid::Uuid;
+
+use super::key_cache::{KeyCache, Lookup};
+use super::{
+    Invocation, InvocationFilter, InvocationStatus, KeyRecord, Migrated, Project, StoreError,
+    TokenUsage, now_ms,
+};
+
+/// After a key lookup found the database unreachable, lookups of keys known
+/// from before answer from memory this long before the database is tried again.
+const RETRY_DOWN: Duration = Duration::from_secs(1);
+
+/// Each entry upgrades the schema by one version (the one row of
+/// `gateway_schema`). Append only. The first is SQLite's latest schema.
+const MIGRATIONS: &[&str] = &[r#"
+    CREATE TABLE projects (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        created_at BIGINT NOT NULL
+    );
+    CREATE TABLE api_keys (
+        key_hash BYTEA PRIMARY KEY,
+        prefix TEXT NOT NULL,
+        project_id TEXT NOT NULL REFERENCES projects(id),
+        created_at BIGINT NOT NULL,
+        revoked_at BIGINT
+    );
+    -- text_pattern_ops: revocation matches `prefix LIKE 'abc%'`, which a plain
+    -- index cannot serve under a non-C collation.
+    CREATE INDEX api_keys_prefix ON api_keys(prefix text_pattern_ops);
+    CREATE TABLE invocations (
+        id TEXT PRIMARY KEY,
+        project_id TEXT,
+        user_id TEXT,
+        route TEXT,
+        plugin TEXT,
+        model TEXT,
+        type TEXT,
+        stream BOOLEAN NOT NULL,
+        status TEXT NOT NULL,
+        http_status INTEGER NOT NULL,
+        error TEXT,
+        provider_error TEXT,
+        prompt_tokens BIGINT,
+        completion_tokens BIGINT,
+        total_tokens BIGINT,
+        cached_prompt_tokens BIGINT,
+        cache_creation_tokens BIGINT,
+        reasoning_tokens BIGINT,
+        cost_usd DOUBLE PRECISION,
+        created_at BIGINT NOT NULL,
+        duration_ms BIGINT NOT NULL,
+        request TEXT,
+        response TEXT
+    );
+    CREATE INDEX invocations_project ON invocations(project_id, created_at);
+    CREATE INDEX invocations_user ON invocations(user_id, created_at);
+    CREATE INDEX invocations_created ON invocations(created_at);
+"#];
+
+const BACKEND: &str = "PostgreSQL";
+/// Serializes migrations of replicas starting at once ("gateway" in ASCII).
+const MIGRATION_LOCK: i64 = 0x0067_6174_6577_6179;
+/// The channel of change notifications; the payload names what changed.
+const CHANNEL: &str = "gateway_changes";
+const KEYS_CHANGED: &str = "keys";
+
+const POOL_SIZE: usize = 8;
+/// Used when the URL sets no `connect_timeout`: a down server must fail in
+/// seconds, not after the operating system's minutes.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a query waits for a connection (pool full, or being made).
+const POOL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Even with the listener connected every cached key is dropped this often:
+/// a notification can be lost (a connection half-dead without an error).
+const FULL_REFRESH: Duration = Duration::from_secs(30);
+/// See [`parse_url`]'s keepalives.
+const DEAD_PEER_TIMEOUT: Duration = Duration::from_secs(30);
+const LISTEN_RETRY_MIN: Duration = Duration::from_millis(100);
+const LISTEN_RETRY_MAX: Duration = Duration::from_secs(3);
+
+/// Whether cached state (keys now; limits later) can be trusted, and when it
+/// last changed. Shared by every cache of one backend.
+pub(crate) struct Changes {
+    /// Advanced on every change notification, on the periodic full refresh,
+    /// on every change made through this process, and on every (dis)connection
+    /// of the listener.
+    epoch: AtomicU64,
+    /// Whether the listener is subscribed: when not, notifications may be
+    /// missed and nothing cached may be used.
+    connected: AtomicBool,
+}
+
+impl Changes {
+    /// Not yet connected: caches read through until the listener is subscribed.
+    pub(crate) fn new() -> Changes {
+        Changes {
+            epoch: AtomicU64::new(0),
+            connected: AtomicBool::new(false),
+        }
+    }
+
+    /// The epoch a cache may keep entries under, or None while changes may go unnoticed.
+    pub(crate) fn epoch(&self) -> Option<u64> {
+        if !self.connected.load(Ordering::SeqCst) {
+            return None;
+        }
+        Some(self.epoch.load(Ordering::SeqCst))
+    }
+
+    /// Everything cached so far may be stale.
+    pub(crate) fn changed(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn set_connected(&self, connected: bool) {
+        // A new epoch either way: what was cached before a reconnection may
+        // have missed notifications.
+        self.changed();
+        self.connected.store(connected, Ordering::SeqCst);
+    }
+}
+
+/// The backend's own runtime; shut down without waiting when dropped, which
+/// may happen inside another runtime's task (where a blocking shutdown panics).
+struct OwnRuntime(Option<tokio::runtime::Runtime>);
+
+impl OwnRuntime {
+    fn new() -> Result<OwnRuntime, StoreError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("postgres")
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Task(format!("cannot start PostgreSQL's runtime: {e}")))?;
+        Ok(OwnRuntime(Some(runtime)))
+    }
+
+    fn handle(&self) -> Option<&tokio::runtime::Handle> {
+        self.0.as_ref().map(|runtime| runtime.handle())
+    }
+}
+
+impl Drop for OwnRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+#[derive(Clone)]
+enum Tls {
+    Plain,
+    Rustls(MakeRustlsConnect),
+}
+
+pub(super) struct Postgres {
+    pool: Pool,
+    keys: KeyCache,
+    /// When a key lookup last found the database unreachable.
+    down_since: std::sync::Mutex<Option<Instant>>,
+    changes: Arc<Changes>,
+    // Last: dropped after the pool and cache, whatever they hold.
+    runtime: OwnRuntime,
+}
+
+impl Postgres {
+    /// Connects to the database of `url` and applies the migrations it lacks.
+    pub(super) async fn open(url: &str) -> Result<(Postgres, Migrated), StoreError> {
+        let (config, verify) = parse_url(url)?;
+        let tls = tls_for(&config, verify)?;
+        let runtime = OwnRuntime::new()?;
+        let handle = runtime
+            .handle()
+            .ok_or_else(|| StoreError::Task("PostgreSQL's runtime is gone".into()))?
+            .clone();
+        let manager = match &tls {
+            Tls::Plain => Manager::from_config(config.clone(), NoTls, manager_config()),
+            Tls::Rustls(tls) => Manager::from_config(config.clone(), tls.clone(), manager_config()),
+        };
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(POOL_TIMEOUT))
+            .create_timeout(Some(POOL_TIMEOUT))
+            .recycle_timeout(Some(POOL_TIMEOUT))
+            .build()
+            .map_err(|e| StoreError::Pool(e.to_string()))?;
+        let migrated = handle
+            .spawn(migrate(pool.clone()))
+            .await
+            .map_err(|e| StoreError::Task(e.to_string()))??;
+        let changes = Arc::new(Changes::new());
+        handle.spawn(listen(config, tls, changes.clone()));
+        let db = Postgres {
+            pool,
+            keys: KeyCache::notified(changes.clone()),
+            down_since: std::sync::Mutex::new(None),
+            changes,
+            runtime,
+        };
+        Ok((db, migrated))
+    }
+
+    /// Runs `work` on the backend's runtime and waits for it from any runtime.
+    async fn run<T, F>(&self, work: impl FnOnce(Pool) -> F) -> Result<T, StoreError>
+    where
+        F: Future<Output = Result<T, StoreError>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let handle = self
+            .runtime
+            .handle()
+            .ok_or_else(|| StoreError::Task("PostgreSQL's runtime is gone".into()))?;
+        handle
+            .spawn(work(self.pool.clone()))
+            .await
+            .map_err(|e| StoreError::Task(e.to_string()))?
+    }
+
+    pub(super) async fn create_project(&self, name: &str) -> Result<Project, StoreError> {
+        let project = Project {
+            id: Uuid::now_v7().to_string(),
+            name: name.to_owned(),
+        };
+        let (id, name) = (project.id.clone(), project.name.clone());
+        self.run(move |pool| async move {
+            let client = connection(&pool).await?;
+            client
+                .execute(
+                    "INSERT INTO projects (id, name, created_at) VALUES ($1, $2, $3)",
+                    &[&id, &name, &now_ms()],
+                )
+                .await?;
+            Ok(())
+        })
+        .await?;
+        Ok(project)
+    }
+
+    pub(super) async fn project_count(&self) -> Result<u64, StoreError> {
+        self.run(|pool| async move {
+            let client = connection(&pool).await?;
+            let count: i64 = client
+                .query_one("SELECT count(*) FROM projects", &[])
+                .await?
+                .try_get(0)?;
+            Ok(count.max(0) as u64)
+        })
+        .await
+    }
+
+    pub(super) async fn insert_key(
+        &self,
+        project_id: &str,
+        prefix: &str,
+        hash: &[u8; 32],
+    ) -> Result<(), StoreError> {
+        let (project_id, prefix, hash) = (project_id.to_owned(), prefix.to_owned(), *hash);
+        self.run(move |pool| async move {
+            let mut client = connection(&pool).await?;
+            let tx = client.transaction().await?;
+            let inserted = tx
+                .execute(
+                    "INSERT INTO api_keys (key_hash, prefix, project_id, created_at)
+                     VALUES ($1, $2, $3, $4)",
+                    &[&&hash[..], &prefix, &project_id, &now_ms()],
+                )
+                .await;
+            match inserted {
+                Err(e) if e.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION) => {
+                    return Err(StoreError::UnknownProject(project_id));
+                }
+                other => other?,
+            };
+            notify(&tx, KEYS_CHANGED).await?;
+            tx.commit().await?;
+            Ok(())
+        })
+        .await?;
+        // This replica's own cache, now; the others' when the NOTIFY arrives.
+        self.changes.changed();
+        Ok(())
+    }
+
+    pub(super) async fn revoke_by_prefix(&self, prefix: &str) -> Result<usize, StoreError> {
+        let escaped = prefix
+            .replace('\\', "\\\\")
+            .replace('%', "\\%")
+            .replace('_', "\\_");
+        self.revoke(
+            "UPDATE api_keys SET revoked_at = $1
+             WHERE prefix LIKE $2 ESCAPE '\\' AND revoked_at IS NULL",
+            Revoke::Pattern(format!("{escaped}%")),
+        )
+        .await
+    }
+
+    pub(super) async fn revoke_by_hash(&self, hash: &[u8; 32]) -> Result<usize, StoreError> {
+        self.revoke(
+            "UPDATE api_keys SET revoked_at = $1 WHERE key_hash = $2 AND revoked_at IS NULL",
+            Revoke::Hash(hash.to_vec()),
+        )
+        .await
+    }
+
+    async fn revoke(&self, sql: &'static str, which: Revoke) -> Result<usize, StoreError> {
+        let revoked = self
+            .run(move |pool| async move {
+                let mut client = connection(&pool).await?;
+                let tx = client.transaction().await?;
+                let which: &(dyn ToSql + Sync) = match &which {
+                    Revoke::Pattern(pattern) => pattern,
+                    Revoke::Hash(hash) => hash,
+                };
+                let revoked = tx.execute(sql, &[&now_ms(), which]).await?;
+                if revoked > 0 {
+                    notify(&tx, KEYS_CHANGED).await?;
+                }
+                tx.commit().await?;
+                Ok(revoked as usize)
+            })
+            .await?;
+        if revoked > 0 {
+            self.changes.changed();
+        }
+        Ok(revoked)
+    }
+
+    pub(super) async fn find_key(&self, hash: &[u8; 32]) -> Result<Option<KeyRecord>, StoreError> {
+        let miss = match self.keys.lookup(hash) {
+            Lookup::Hit(record) => return Ok(Some(record)),
+            Lookup::Miss(miss) => miss,
+        };
+        // The database was just found unreachable: don't make every request
+        // wait for it to fail again.
+        if let Some(record) = self
+            .recently_down()
+            .then(|| self.keys.stale(hash))
+            .flatten()
+        {
+            return Ok(Some(record));
+        }
+        let owned = *hash;
+        let read = self
+            .run(move |pool| async move {
+                let client = connection(&pool).await?;
+                let statement = client
+                    .prepare_cached(
+                        "SELECT project_id FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",
+                    )
+                    .await?;
+                let row = client.query_opt(&statement, &[&&owned[..]]).await?;
+                Ok(match row {
+                    Some(row) => Some(KeyRecord {
+                        project_id: row.try_get(0)?,
+                    }),
+                    None => None,
+                })
+            })
+            .await;
+        let found = match read {
+            Ok(found) => found,
+            Err(error) if error.is_unavailable() => {
+                self.went_down();
+                match self.keys.stale(hash) {
+                    Some(record) => return Ok(Some(record)),
+                    None => return Err(error),
+                }
+            }
+            Err(error) => return Err(error),
+        };
+        if let Some(record) = &found {
+            self.keys.keep(hash, record, miss);
+        }
+        Ok(found)
+    }
+
+    /// Whether a key lookup found the database unreachable within the last
+    /// [`RETRY_DOWN`].
+    fn recently_down(&self) -> bool {
+        let down = self.down_since.lock().unwrap_or_else(|p| p.into_inner());
+        down.is_some_and(|at| at.elapsed() < RETRY_DOWN)
+    }
+
+    fn went_down(&self) {
+        let mut down = self.down_since.lock().unwrap_or_else(|p| p.into_inner());
+        if down.is_none() {
+            tracing::warn!(
+                "PostgreSQL is unreachable: serving the keys verified in the last {} min from memory \
+                 until it is back",
+                super::key_cache::MAX_STALE.as_secs() / 60
+            );
+        }
+        *down = Some(Instant::now());
+    }
+
+    /// Commits `batch` in one statement. Blocking: for the invocation
+    /// writer's thread, which may be any thread, a runtime's blocking pool included.
+    pub(super) fn insert_invocations(&self, batch: &[Invocation]) -> Result<(), StoreError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let columns = Columns::of(batch);
+        let handle = self
+            .runtime
+            .handle()
+            .ok_or_else(|| StoreError::Task("PostgreSQL's runtime is gone".into()))?;
+        let (done, result) = std::sync::mpsc::sync_channel(1);
+        let pool = self.pool.clone();
+        handle.spawn(async move {
+            let inserted = async {
+                let client = connection(&pool).await?;
+                let statement = client.prepare_cached(INSERT_INVOCATIONS).await?;
+                client.execute(&statement, &columns.params()).await?;
+                Ok(())
+            };
+            // The receiver is gone only if the writer gave up waiting.
+            let _ = done.send(inserted.await);
+        });
+        result
+            .recv()
+            .map_err(|_| StoreError::Task("the PostgreSQL insert was dropped".into()))?
+    }
+
+    /// Deletes at most `limit` invocation records created before `cutoff_ms`;
+    /// returns how many it deleted.
+    pub(super) async fn delete_invocations_before(
+        &self,
+        cutoff_ms: i64,
+        limit: u32,
+    ) -> Result<usize, StoreError> {
+        self.run(move |pool| async move {
+            let client = connection(&pool).await?;
+            let statement = client
+                .prepare_cached(
+                    "DELETE FROM invocations WHERE id IN
+                     (SELECT id FROM invocations WHERE created_at < $1 LIMIT $2)",
+                )
+                .await?;
+            let deleted = client
+                .execute(&statement, &[&cutoff_ms, &i64::from(limit)])
+                .await?;
+            Ok(deleted as usize)
+        })
+        .await
+    }
+
+    pub(super) async fn invocation(&self, id: &Uuid) -> Result<Option<Invocation>, StoreError> {
+        let id = id.to_string();
+        self.run(move |pool| async move {
+            let client = connection(&pool).await?;
+            let statement = client
+                .prepare_cached(&format!("{SELECT_INVOCATION} WHERE id = $1"))
+                .await?;
+            match client.query_opt(&statement, &[&id]).await? {
+                Some(row) => Ok(Some(invocation_from_row(&row)?)),
+                None => Ok(None),
+            }
+        })
+        .await
+    }
+
+    pub(super) async fn list_invocations(
+        &self,
+        filter: &InvocationFilter,
+    ) -> Result<Vec<Invocation>, StoreError> {
+        let filter = filter.clone();
+        self.run(move |pool| async move {
+            // One statement per combination of filters, so each uses its index
+            // (`$1 IS NULL OR project_id = $1` would not, once planned generically).
+            let mut conditions = Vec::new();
+            let mut params: Vec<&(dyn ToSql + Sync)> = Vec::new();
+            if let Some(project_id) = &filter.project_id {
+                params.push(project_id);
+                conditions.push(format!("project_id = ${}", params.len()));
+            }
+            if let Some(user_id) = &filter.user_id {
+                params.push(user_id);
+                conditions.push(format!("user_id = ${}", params.len()));
+            }
+            let limit = i64::from(filter.limit);
+            params.push(&limit);
+            let filtered = if conditions.is_empty() {
+                String::new()
+            } else {
+                format!(" WHERE {}", conditions.join(" AND "))
+            };
+            let sql = format!(
+                "{SELECT_INVOCATION}{filtered} ORDER BY created_at DESC, id DESC LIMIT ${}",
+                params.len()
+            );
+            let client = connection(&pool).await?;
+            let statement = client.prepare_cached(&sql).await?;
+            let rows = client.query(&statement, &params).await?;
+            rows.iter().map(invocation_from_row).collect()
+        })
+        .await
+    }
+
+    #[cfg(test)]
+    fn listening(&self) -> bool {
+        self.changes.epoch().is_some()
+    }
+}
+
+enum Revoke {
+    Pattern(String),
+    Hash(Vec<u8>),
+}
+
+/// How much of the server's certificate is checked when TLS is used, after
+/// libpq's `sslmode`: `prefer` and `require` encrypt without checking it (a
+/// stock Debian server offers a self-signed `localhost` certificate),
+/// `verify-ca` checks it chains to a root the platform trusts, `verify-full`
+/// also that it names the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verify {
+    Nothing,
+    Chain,
+    Full,
+}
+
+/// Parses a libpq-style URL. tokio-postgres knows `sslmode` up to `require`;
+/// `verify-ca` and `verify-full` are taken out here and given to it as
+/// `require`, the checking being done by [`tls_for`]'s verifier.
+fn parse_url(url: &str) -> Result<(Config, Verify), StoreError> {
+    let mut verify = Verify::Nothing;
+    let url = match url.split_once('?') {
+        None => url.to_owned(),
+        Some((base, query)) => {
+            let query: Vec<&str> = query
+                .split('&')
+                .map(|pair| match pair {
+                    "sslmode=verify-ca" => {
+                        verify = Verify::Chain;
+                        "sslmode=require"
+                    }
+                    "sslmode=verify-full" => {
+                        verify = Verify::Full;
+                        "sslmode=require"
+                    }
+                    other => other,
+                })
+                .collect();
+            format!("{base}?{}", query.join("&"))
+        }
+    };
+    // The error names the option at fault, never the URL (which may hold a password).
+    let mut config = Config::from_str(&url)?;
+    if config.get_ssl_mode() != SslMode::Require {
+        verify = Verify::Nothing;
+    }
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("gateway");
+    }
+    // A peer gone without a word (a partition, a dead host) fails queries and
+    // drops idle connections within ~30 s, rather than the system's hours: the
+    // invocation writer would wait on it, and the listener would miss changes.
+    if config.get_tcp_user_timeout().is_none() {
+        config.tcp_user_timeout(DEAD_PEER_TIMEOUT);
+    }
+    let default_keepalives = config.get_keepalives_idle() == Duration::from_secs(2 * 60 * 60)
+        && config.get_keepalives_interval().is_none()
+        && config.get_keepalives_retries().is_none();
+    if config.get_keepalives() && default_keepalives {
+        config
+            .keepalives_idle(Duration::from_secs(10))
+            .keepalives_interval(Duration::from_secs(5))
+            .keepalives_retries(4);
+    }
+    Ok((config, verify))
+}
+
+fn tls_for(config: &Config, verify: Verify) -> Result<Tls, StoreError> {
+    if config.get_ssl_mode() == SslMode::Disable {
+        return Ok(Tls::Plain);
+    }
+    match rustls_config(verify) {
+        Ok(tls) => Ok(Tls::Rustls(MakeRustlsConnect::new(tls))),
+        Err(e) if config.get_ssl_mode() == SslMode::Require => Err(StoreError::Pool(format!(
+            "TLS is required, but cannot be set up: {e}"
+        ))),
+        Err(e) => {
+            tracing::warn!("PostgreSQL: TLS cannot be set up ({e}); connecting without it");
+            Ok(Tls::Plain)
+        }
+    }
+}
+
+fn rustls_config(verify: Verify) -> Result<rustls::ClientConfig, rustls::Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier: Arc<dyn ServerCertVerifier> = match verify {
+        Verify::Nothing => Arc::new(Unverified(provider.clone())),
+        Verify::Chain => Arc::new(ChainOnly(Verifier::new(provider.clone())?)),
+        Verify::Full => Arc::new(Verifier::new(provider.clone())?),
+    };
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_no_client_auth())
+}
+
+/// `sslmode=prefer` and `require`: any certificate, as libpq takes it (the
+/// handshake's signatures are still checked against it).
+#[derive(Debug)]
+struct Unverified(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for Unverified {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        let algorithms = &self.0.signature_verification_algorithms;
+        rustls::crypto::verify_tls12_signature(message, cert, dss, algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        let algorithms = &self.0.signature_verification_algorithms;
+        rustls::crypto::verify_tls13_signature(message, cert, dss, algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// `sslmode=verify-ca`: the platform's verdict, except on the host name
+/// (which it checks after the chain, so a name error means the chain held).
+#[derive(Debug)]
+struct ChainOnly(Verifier);
+
+impl ServerCertVerifier for ChainOnly {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let verdict =
+            self.0
+                .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now);
+        match verdict {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
+fn manager_config() -> ManagerConfig {
+    ManagerConfig {
+        // A closed connection is noticed before reuse; a half-dead one fails
+        // its query once, and the caller (or the writer's retry) tries again.
+        recycling_method: RecyclingMethod::Fast,
+    }
+}
+
+async fn connection(pool: &Pool) -> Result<deadpool_postgres::Object, StoreError> {
+    pool.get().await.map_err(|e| match e {
+        PoolError::Timeout(_) => StoreError::Pool(format!(
+            "no connection within {}s (is the server up and reachable?)",
+            POOL_TIMEOUT.as_secs()
+        )),
+        PoolError::Backend(e) => StoreError::Pool(error_chain(&e)),
+        other => StoreError::Pool(other.to_string()),
+    })
+}
+
+/// An error and its causes ("error connecting to server: Connection refused").
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Delivered to every listener when the transaction commits.
+async fn notify(tx: &deadpool_postgres::Transaction<'_>, what: &str) -> Result<(), StoreError> {
+    tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &what])
+        .await?;
+    Ok(())
+}
+
+/// Applies the migrations the database lacks, each in its own transaction
+/// under an advisory lock (replicas starting at once wait for each other, and
+/// read the version again once they hold it).
+async fn migrate(pool: Pool) -> Result<Migrated, StoreError> {
+    let known = MIGRATIONS.len() as i64;
+    let mut client = connection(&pool).await?;
+    let mut from = None;
+    loop {
+        let tx = client.transaction().await?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await?;
+        let exists: bool = tx
+            .query_one("SELECT to_regclass('gateway_schema') IS NOT NULL", &[])
+            .await?
+            .try_get(0)?;
+        if !exists {
+            tx.batch_execute(
+                "CREATE TABLE gateway_schema (version BIGINT NOT NULL);
+                 INSERT INTO gateway_schema (version) VALUES (0);",
+            )
+            .await?;
+        }
+        let version: i64 = match tx
+            .query_opt("SELECT max(version) FROM gateway_schema", &[])
+            .await?
+        {
+            Some(row) => row.try_get::<_, Option<i64>>(0)?.unwrap_or(0),
+            None => 0,
+        };
+        let from = *from.get_or_insert(version);
+        if version > known {
+            return Err(StoreError::SchemaTooNew {
+                backend: BACKEND,
+                found: version,
+                known,
+            });
+        }
+        let Some(migration) = MIGRATIONS.get(version.max(0) as usize) else {
+            tx.commit().await?;
+            return Ok(Migrated { from, to: known });
+        };
+        tx.batch_execute(migration).await?;
+        // One row, whatever was there (an emptied table included).
+        tx.execute("DELETE FROM gateway_schema", &[]).await?;
+        tx.execute(
+            "INSERT INTO gateway_schema (version) VALUES ($1)",
+            &[&(version + 1)],
+        )
+        .await?;
+        tx.commit().await?;
+    }
+}
+
+/// Keeps a connection subscribed to change notifications, for as long as the
+/// backend's runtime runs.
+async fn listen(mut config: Config, tls: Tls, changes: Arc<Changes>) {
+    let name = config
+        .get_application_name()
+        .unwrap_or("gateway")
+        .to_owned();
+    // Named so that operators (and tests) can tell it from the pool's connections.
+    config.application_name(format!("{name} (changes)"));
+    let mut retry = LISTEN_RETRY_MIN;
+    let mut outage_logged = false;
+    loop {
+        let mut subscribed = false;
+        let ended = match &tls {
+            Tls::Plain => match config.connect(NoTls).await {
+                Ok((client, connection)) => {
+                    listen_on(client, connection, &changes, &mut subscribed).await
+                }
+                Err(e) => Err(e),
+            },
+            Tls::Rustls(tls) => match config.connect(tls.clone()).await {
+                Ok((client, connection)) => {
+                    listen_on(client, connection, &changes, &mut subscribed).await
+                }
+                Err(e) => Err(e),
+            },
+        };
+        changes.set_connected(false);
+        if subscribed {
+            retry = LISTEN_RETRY_MIN;
+            outage_logged = false;
+        }
+        if !outage_logged {
+            let why = match &ended {
+                Ok(()) => "the connection was closed".to_owned(),
+                Err(e) => error_chain(e),
+            };
+            tracing::warn!(
+                "PostgreSQL change notifications are not received ({why}); until they are, \
+                 every key lookup reads the database"
+            );
+            outage_logged = true;
+        }
+        tokio::time::sleep(retry).await;
+        retry = (retry * 2).min(LISTEN_RETRY_MAX);
+    }
+}
+
+/// Subscribes on one connection and turns its notifications into new epochs
+/// until it fails.
+async fn listen_on<S, T>(
+    client: Client,
+    mut connection: Connection<S, T>,
+    changes: &Changes,
+    subscribed: &mut bool,
+) -> Result<(), tokio_postgres::Error>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    let listen = format!("LISTEN {CHANNEL}");
+    let subscribe = client.batch_execute(&listen);
+    tokio::pin!(subscribe);
+    // The connection does the LISTEN's I/O only while it is polled.
+    loop {
+        tokio::select! {
+            done = &mut subscribe => {
+                done?;
+                break;
+            }
+            message = poll_fn(|cx| connection.poll_message(cx)) => match message {
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e),
+                None => return Ok(()),
+            },
+        }
+    }
+    changes.set_connected(true);
+    *subscribed = true;
+    tracing::info!("PostgreSQL change notifications are received");
+    let mut refresh =
+        tokio::time::interval_at(tokio::time::Instant::now() + FULL_REFRESH, FULL_REFRESH);
+    loop {
+        tokio::select! {
+            message = poll_fn(|cx| connection.poll_message(cx)) => match message {
+                Some(Ok(AsyncMessage::Notification(notification))) => {
+                    tracing::debug!("PostgreSQL: {} changed", notification.payload());
+                    changes.changed();
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e),
+                None => return Ok(()),
+            },
+            _ = refresh.tick() => changes.changed(),
+        }
+    }
+}
+
+const INSERT_INVOCATIONS: &str = "INSERT INTO invocations (id, project_id, user_id, route, plugin,
+        model, type, stream, status, http_status, error, provider_error, prompt_tokens,
+        completion_tokens, total_tokens, cached_prompt_tokens, cache_creation_tokens,
+        reasoning_tokens, cost_usd, created_at, duration_ms, request, response)
+    SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+        $7::text[], $8::boolean[], $9::text[], $10::integer[], $11::text[], $12::text[],
+        $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[],
+        $19::double precision[], $20::bigint[], $21::bigint[], $22::text[], $23::text[])
+    ON CONFLICT (id) DO NOTHING";
+
+type Texts = Vec<Option<String>>;
+type Counts = Vec<Option<i64>>;
+
+/// A batch as one array per column, for [`INSERT_INVOCATIONS`].
+struct Columns {
+    id: Vec<String>,
+    project_id: Texts,
+    user_id: Texts,
+    route: Texts,
+    plugin: Texts,
+    model: Texts,
+    kind: Texts,
+    stream: Vec<bool>,
+    status: Vec<&'static str>,
+    http_status: Vec<i32>,
+    error: Texts,
+    provider_error: Texts,
+    prompt_tokens: Counts,
+    completion_tokens: Counts,
+    total_tokens: Counts,
+    cached_prompt_tokens: Counts,
+    cache_creation_tokens: Counts,
+    reasoning_tokens: Counts,
+    cost_usd: Vec<Option<f64>>,
+    created_at: Vec<i64>,
+    duration_ms: Vec<i64>,
+    request: Texts,
+    response: Texts,
+}
+
+impl Columns {
+    fn of(batch: &[Invocation]) -> Columns {
+        let texts = |field: fn(&Invocation) -> &Option<String>| -> Texts {
+            batch
+                .iter()
+                .map(|inv| field(inv).as_deref().map(storable))
+                .collect()
+        };
+        let counts = |field: fn(&TokenUsage) -> Option<u32>| -> Counts {
+            batch
+                .iter()
+                .map(|inv| inv.usage.as_ref().and_then(field).map(i64::from))
+                .collect()
+        };
+        Columns {
+            id: batch.iter().map(|inv| inv.id.to_string()).collect(),
+            project_id: texts(|inv| &inv.project_id),
+            user_id: texts(|inv| &inv.user_id),
+            route: texts(|inv| &inv.route),
+            plugin: texts(|inv| &inv.plugin),
+            model: texts(|inv| &inv.model),
+            kind: texts(|inv| &inv.kind),
+            stream: batch.iter().map(|inv| inv.stream).collect(),
+            status: batch.iter().map(|inv| inv.status.as_str()).collect(),
+            http_status: batch.iter().map(|inv| i32::from(inv.http_status)).collect(),
+            error: texts(|inv| &inv.error),
+            provider_error: texts(|inv| &inv.provider_error),
+            prompt_tokens: counts(|u| Some(u.prompt_tokens)),
+            completion_tokens: counts(|u| Some(u.completion_tokens)),
+            total_tokens: counts(|u| Some(u.total_tokens)),
+            cached_prompt_tokens: counts(|u| u.cached_prompt_tokens),
+            cache_creation_tokens: counts(|u| u.cache_creation_tokens),
+            reasoning_tokens: counts(|u| u.reasoning_tokens),
+            cost_usd: batch.iter().map(|inv| inv.cost_usd).collect(),
+            created_at: batch.iter().map(|inv| inv.created_at_ms).collect(),
+            duration_ms: batch.iter().map(|inv| inv.duration_ms).collect(),
+            request: texts(|inv| &inv.request),
+            response: texts(|inv| &inv.response),
+        }
+    }
+
+    fn params(&self) -> [&(dyn ToSql + Sync); 23] {
+        [
+            &self.id,
+            &self.project_id,
+            &self.user_id,
+            &self.route,
+            &self.plugin,
+            &self.model,
+            &self.kind,
+            &self.stream,
+            &self.status,
+            &self.http_status,
+            &self.error,
+            &self.provider_error,
+            &self.prompt_tokens,
+            &self.completion_tokens,
+            &self.total_tokens,
+            &self.cached_prompt_tokens,
+            &self.cache_creation_tokens,
+            &self.reasoning_tokens,
+            &self.cost_usd,
+            &self.created_at,
+            &self.duration_ms,
+            &self.request,
+            &self.response,
+        ]
+    }
+}
+
+/// PostgreSQL's TEXT cannot hold NUL, which a raw (non-JSON) body may: one
+/// such record would fail its whole batch, again on every retry.
+fn storable(text: &str) -> String {
+    if text.contains('\0') {
+        text.replace('\0', "\u{FFFD}")
+    } else {
+        text.to_owned()
+    }
+}
+
+const SELECT_INVOCATION: &str =
+    "SELECT id, project_id, user_id, route, plugin, model, type, stream,
+    status, http_status, error, provider_error, prompt_tokens, completion_tokens, total_tokens,
+    cached_prompt_tokens, cache_creation_tokens, reasoning_tokens, cost_usd, created_at,
+    duration_ms, request, response FROM invocations";
+
+fn invocation_from_row(row: &Row) -> Result<Invocation, StoreError> {
+    let count = |index: usize| -> Result<Option<u32>, StoreError> {
+        let value: Option<i64> = row.try_get(index)?;
+        Ok(value.map(|v| u32::try_from(v.max(0)).unwrap_or(u32::MAX)))
+    };
+    let usage = match count(12)? {
+        None => None,
+        Some(prompt_tokens) => Some(TokenUsage {
+            prompt_tokens,
+            completion_tokens: count(13)?.unwrap_or(0),
+            total_tokens: count(14)?.unwrap_or(0),
+            cached_prompt_tokens: count(15)?,
+            cache_creation_tokens: count(16)?,
+            reasoning_tokens: count(17)?,
+        }),
+    };
+    let id: String = row.try_get(0)?;
+    let status: String = row.try_get(8)?;
+    let http_status: i32 = row.try_get(9)?;
+    Ok(Invocation {
+        id: Uuid::parse_str(&id).unwrap_or_default(),
+        project_id: row.try_get(1)?,
+        user_id: row.try_get(2)?,
+        route: row.try_get(3)?,
+        plugin: row.try_get(4)?,
+        model: row.try_get(5)?,
+        kind: row.try_get(6)?,
+        stream: row.try_get(7)?,
+        status: InvocationStatus::parse(&status),
+        http_status: u16::try_from(http_status).unwrap_or(0),
+        error: row.try_get(10)?,
+        provider_error: row.try_get(11)?,
+        usage,
+        cost_usd: row.try_get(18)?,
+        created_at_ms: row.try_get(19)?,
+        duration_ms: row.try_get(20)?,
+        request: row.try_get(21)?,
+        response: row.try_get(22)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEFAULT_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+    /// A database of its own on the local server, dropped with it (also when
+    /// the test fails).
+    struct TestDb {
+        admin_url: String,
+        name: String,
+        url: String,
+    }
+
+    impl TestDb {
+        /// None (after a loud message) when no server is reachable, unless CI is set.
+        async fn create() -> Option<TestDb> {
+            let admin_url = std::env::var("GATEWAY_TEST_POSTGRES")
+                .ok()
+                .filter(|url| !url.is_empty())
+                .unwrap_or_else(|| DEFAULT_ADMIN_URL.to_owned());
+            let admin = match admin(&admin_url).await {
+                Ok(admin) => admin,
+                Err(e) if std::env::var_os("CI").is_some() => {
+                    panic!("no PostgreSQL at {admin_url} (CI requires it): {e}")
+                }
+                Err(e) => {
+                    eprintln!(
+                        "\n*** SKIPPED: no PostgreSQL at {admin_url} ({}) ***\n",
+                        error_chain(&e)
+                    );
+                    return None;
+                }
+            };
+            let random = Uuid::now_v7().simple().to_string();
+            let name = format!("gw_unit_{}_{}", std::process::id(), &random[20..]);
+            // Concurrent CREATE DATABASE may find the template busy for a moment.
+            let mut attempts = 0;
+            while let Err(e) = admin
+                .batch_execute(&format!("CREATE DATABASE {name}"))
+                .await
+            {
+                attempts += 1;
+                assert!(attempts < 20, "CREATE DATABASE {name}: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            let (base, _) = admin_url.rsplit_once('/').unwrap();
+            let url = format!("{base}/{name}");
+            Some(TestDb {
+                admin_url,
+                name,
+                url,
+            })
+        }
+
+        /// A plain connection to the test database, for SQL behind the store's back.
+        async fn sql(&self) -> Client {
+            let (client, connection) = tokio_postgres::connect(&self.url, NoTls).await.unwrap();
+            tokio::spawn(connection);
+            client
+        }
+    }
+
+    async fn admin(url: &str) -> Result<Client, tokio_postgres::Error> {
+        let mut config = Config::from_str(url)?;
+        config.connect_timeout(Duration::from_secs(5));
+        let (client, connection) = config.connect(NoTls).await?;
+        tokio::spawn(connection);
+        Ok(client)
+    }
+
+    impl Drop for TestDb {
+        fn drop(&mut self) {
+            // Inside the test's runtime, which cannot be blocked on: a thread of its own.
+            let (url, sql) = (
+                self.admin_url.clone(),
+                format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+            );
+            let dropped = std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                runtime.block_on(async { admin(&url).await?.batch_execute(&sql).await })
+            })
+            .join();
+            if !matches!(dropped, Ok(Ok(()))) {
+                eprintln!("could not drop the test database {}", self.name);
+            }
+        }
+    }
+
+    async fn open(db: &TestDb) -> Postgres {
+        let (pg, _) = Postgres::open(&db.url).await.unwrap();
+        pg
+    }
+
+    async fn wait_until_listening(pg: &Postgres) {
+        let start = std::time::Instant::now();
+        while !pg.listening() {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the listener did not subscribe"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    fn record(n: usize) -> Invocation {
+        Invocation {
+            id: Uuid::now_v7(),
+            project_id: Some("project".into()),
+            user_id: Some(format!("user-{}", n % 7)),
+            route: Some("openai".into()),
+            plugin: Some("openai".into()),
+            model: Some("gpt-4o-mini".into()),
+            kind: Some("chat".into()),
+            stream: n.is_multiple_of(2),
+            status: InvocationStatus::Success,
+            http_status: 200,
+            error: None,
+            provider_error: None,
+            usage: Some(TokenUsage {
+                prompt_tokens: 12,
+                completion_tokens: 30,
+                total_tokens: 42,
+                cached_prompt_tokens: None,
+                cache_creation_tokens: None,
+                reasoning_tokens: None,
+            }),
+            cost_usd: Some(0.000_123),
+            created_at_ms: 1_700_000_000_000 + n as i64,
+            duration_ms: 350,
+            request: Some(format!(
+                r#"{{"model":"gpt-4o-mini","messages":[{{"role":"user","content":"{}"}}]}}"#,
+                "hello ".repeat(60)
+            )),
+            response: Some(format!(
+                r#"{{"choices":[{{"message":{{"role":"assistant","content":"{}"}}}}]}}"#,
+                "world ".repeat(100)
+            )),
+        }
+    }
+
+    async fn count(sql: &Client, query: &str) -> i64 {
+        sql.query_one(query, &[]).await.unwrap().get(0)
+    }
+
+    #[tokio::test]
+    async fn migrations_run_once_and_a_newer_schema_is_refused() {
+        let Some(db) = TestDb::create().await else {
+            return;
+        };
+        let known = MIGRATIONS.len() as i64;
+        let (pg, migrated) = Postgres::open(&db.url).await.unwrap();
+        assert_eq!(migrated, Migrated { from: 0, to: known });
+        pg.create_project("p").await.unwrap();
+        drop(pg);
+
+        let (pg, migrated) = Postgres::open(&db.url).await.unwrap();
+        assert_eq!(
+            migrated,
+            Migrated {
+                from: known,
+                to: known
+            }
+        );
+        assert_eq!(pg.project_count().await.unwrap(), 1);
+        drop(pg);
+
+        let sql = db.sql().await;
+        assert_eq!(count(&sql, "SELECT count(*) FROM gateway_schema").await, 1);
+        sql.execute("UPDATE gateway_schema SET version = $1", &[&(known + 1)])
+            .await
+            .unwrap();
+        let error = Postgres::open(&db.url)
+            .await
+            .err()
+            .expect("a newer schema is refused");
+        assert!(
+            matches!(
+                error,
+                StoreError::SchemaTooNew { backend: "PostgreSQL", found, known: k }
+                    if found == known + 1 && k == known
+            ),
+            "{error}"
+        );
+        assert_eq!(
+            count(&sql, "SELECT max(version) FROM gateway_schema").await,
+            known + 1
+        );
+        drop(sql);
+    }
+
+    #[tokio::test]
+    async fn replicas_starting_at_once_migrate_once() {
+        let Some(db) = TestDb::create().await else {
+            return;
+        };
+        let opened = futures_join(Postgres::open(&db.url), Postgres::open(&db.url)).await;
+        let (a, b) = (opened.0.unwrap(), opened.1.unwrap());
+        let known = MIGRATIONS.len() as i64;
+        let mut froms = [a.1.from, b.1.from];
+        froms.sort();
+        assert_eq!(froms, [0, known]);
+        drop((a, b));
+    }
+
+    async fn futures_join<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
+        tokio::join!(a, b)
+    }
+
+    #[tokio::test]
+    async fn keys_are_found_until_revoked_and_prefixes_are_literal() {
+        let Some(db) = TestDb::create().await else {
+            return;
+        };
+        let pg = open(&db).await;
+        let project = pg.create_project("p").await.unwrap();
+        pg.insert_key(&project.id, "gw_ab%cd_ef", &[1; 32])
+            .await
+            .unwrap();
+        pg.insert_key(&project.id, "gw_abXcdYef", &[2; 32])
+            .await
+            .unwrap();
+        assert_eq!(
+            pg.find_key(&[1; 32]).await.unwrap().unwrap().project_id,
+            project.id
+        );
+        assert!(pg.find_key(&[3; 32]).await.unwrap().is_none());
+        assert!(matches!(
+            pg.insert_key("nope", "gw_x", &[4; 32]).await,
+            Err(StoreError::UnknownProject(id)) if id == "nope"
+        ));
+
+        // `%` and `_` match themselves only: the other key stays.
+        assert_eq!(pg.revoke_by_prefix("gw_ab%cd_").await.unwrap(), 1);
+        assert!(pg.find_key(&[1; 32]).await.unwrap().is_none());
+        assert!(pg.find_key(&[2; 32]).await.unwrap().is_some());
+        assert_eq!(pg.revoke_by_prefix("gw_ab%cd_").await.unwrap(), 0);
+
+        assert_eq!(pg.revoke_by_hash(&[2; 32]).await.unwrap(), 1);
+        assert!(pg.find_key(&[2; 32]).await.unwrap().is_none());
+        assert_eq!(pg.revoke_by_hash(&[2; 32]).await.unwrap(), 0);
+        drop(pg);
+    }
+
+    /// Polls `find_key` until the key is refused; panics after `within`.
+    async fn refused_within(pg: &Postgres, hash: &[u8; 32], within: Duration) -> Duration {
+        let start = std::time::Instant::now();
+        while pg.find_key(hash).await.unwrap().is_some() {
+            assert!(
+                start.elapsed() < within,
+                "the revoked key was still accepted after {within:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        start.elapsed()
+    }
+
+    #[tokio::test]
+    async fn a_revoke_through_another_replica_is_seen_within_a_second() {
+        let Some(db) = TestDb::create().await else {
+            return;
+        };
+        let (first, second) = (open(&db).await, open(&db).await);
+        wait_until_listening(&first).await;
+        let project = first.create_project("p").await.unwrap();
+        // Behind the store's back, so that no notification of it can empty
+        // the cache in the middle of what follows.
+        let sql = db.sql().await;
+        sql.execute(
+            "INSERT INTO api_keys (key_hash, prefix, project_id, created_at)
+             VALUES ($1, 'gw_0123456789ab', $2, 0)",
+            &[&&[9u8; 32][..], &project.id],
+        )
+        .await
+        .unwrap();
+        assert!(first.find_key(&[9; 32]).await.unwrap().is_some());
+
+        // Cached: a change behind the store's back (no NOTIFY) goes unseen.
+        sql.execute("UPDATE api_keys SET revoked_at = 1", &[])
+            .await
+            .unwrap();
+        assert!(first.find_key(&[9; 32]).await.unwrap().is_some());
+        sql.execute("UPDATE api_keys SET revoked_at = NULL", &[])
+            .await
+            .unwrap();
+
+        assert_eq!(second.revoke_by_prefix("gw_0123").await.unwrap(), 1);
+        let took = refused_within(&first, &[9; 32], Duration::from_secs(1)).await;
+        eprintln!("the other replica refused the key after {took:?}");
+        drop((first, second, sql));
+    }
+
+    #[tokio::test]
+    async fn the_listener_resubscribes_after_its_connection_is_killed() {
+        let Some(db) = TestDb::create().await else {
+            return;
+        };
+        let (first, second) = (open(&db).await, open(&db).await);
+        wait_until_listening(&first).await;
+        wait_until_listening(&second).await;
+        let project = first.create_project("p").await.unwrap();
+        first
+            .insert_key(&project.id, "gw_0123456789ab", &[9; 32])
+            .await
+            .unwrap();
+        assert!(first.find_key(&[9; 32]).await.unwrap().is_some());
+
+        let sql = db.sql().await;
+        let killed = count(
+            &sql,
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+             WHERE datname = current_database() AND application_name LIKE '%(changes)'",
+        )
+        .await;
+        assert_eq!(killed, 2);
+        // It notices (and reads through meanwhile), then waits at least
+        // LISTEN_RETRY_MIN before subscribing again.
+        let start = std::time::Instant::now();
+        while first.listening() {
+            assert!(
+                start.elapsed() < Duration::from_secs(2),
+                "the kill went unnoticed"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        wait_until_listening(&first).await;
+        wait_until_listening(&second).await;
+        assert!(first.find_key(&[9; 32]).await.unwrap().is_some());
+        assert_eq!(second.revoke_by_hash(&[9; 32]).await.unwrap(), 1);
+        refused_within(&first, &[9; 32], Duration::from_secs(1)).await;
+        drop((first, second, sql));
+    }
+
+    #[tokio::test]
+    async fn while_not_listening_every_lookup_reads_the_database() {
+        let Some(db) = TestDb::create().await else {
+            return;
+        };
+        let pg = open(&db).await;
+        let project = pg.create_project("p").await.unwrap();
+        pg.insert_key(&project.id, "gw_0123456789ab", &[9; 32])
+            .await
+            .unwrap();
+        // Stand in for a listener that is down.
+        pg.changes.set_connected(false);
+        assert!(pg.find_key(&[9; 32]).await.unwrap().is_some());
+        let sql = db.sql().await;
+        sql.execute("UPDATE api_keys SET revoked_at = 1", &[])
+            .await
+            .unwrap();
+        assert!(pg.find_key(&[9; 32]).await.unwrap().is_none());
+        drop((pg, sql));
+    }
+
+    #[tokio::test]
+    async fn invocations_round_trip_every_field() {
+        let Some(db) = TestDb::create().await else {
+            return;
+        };
+        let pg = open(&db).await;
+        let full = Invocation {
+            id: Uuid::now_v7(),
+            project_id: Some("p".into()),
+            user_id: Some("u".into()),
+            route: Some("r".into()),
+            plugin: Some("pl".into()),
+            model: Some("m".into()),
+            kind: Some("chat".into()),
+            stream: true,
+            status: InvocationStatus::Cancelled,
+            http_status: 499,
+            error: Some("e".into()),
+            provider_error: Some("pe".into()),
+            usage: Some(TokenUsage {
+                prompt_tokens: 1,
+                completion_tokens: 2,
+                total_tokens: 3,
+                cached_prompt_tokens: Some(4),
+                cache_creation_tokens: Some(5),
+                reasoning_tokens: Some(u32::MAX),
+            }),
+            cost_usd: Some(0.25),
+            created_at_ms: 2_000,
+            duration_ms: 7,
+            request: Some(r#"{"a":1}"#.into()),
+            response: Some("not json".into()),
+        };
+        let bare = Invocation {
+            id: Uuid::now_v7(),
+            project_id: None,
+            user_id: None,
+            route: None,
+            plugin: None,
+            model: None,
+            kind: None,
+            stream: false,
+            status: InvocationStatus::Error,
+            http_status: 400,
+            error: None,
+            provider_error: None,
+            usage: None,
+            cost_usd: None,
+            created_at_ms: 1_000,
+            duration_ms: 0,
+            request: None,
+            response: None,
+        };
+        let with_nul = Invocation {
+            id: Uuid::now_v7(),
+            created_at_ms: 3_000,
+            request: Some("raw\0body".into()),
+            ..bare.clone()
+        };
+        pg.insert_invocations(&[full.clone(), bare.clone(), with_nul.clone()])
+            .unwrap();
+        assert_eq!(pg.invocation(&full.id).await.unwrap(), Some(full.clone()));
+        assert_eq!(pg.invocation(&bare.id).await.unwrap(), Some(bare.clone()));
+        assert_eq!(
+            pg.invocation(&with_nul.id).await.unwrap().unwrap().request,
+            Some("raw\u{FFFD}body".into())
+        );
+        assert_eq!(pg.invocation(&Uuid::now_v7()).await.unwrap(), None);
+
+        let all = pg
+            .list_invocations(&InvocationFilter {
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let ids: Vec<Uuid> = all.iter().map(|inv| inv.id).collect();
+        assert_eq!(ids, [with_nul.id, full.id, bare.id]);
+        let filtered = pg
+            .list_invocations(&InvocationFilter {
+                project_id: Some("p".into()),
+                user_id: Some("u".into()),
+                limit: 10,
+            })
+            .await
+            .unwrap();
+        assert_eq!(filtered, std::slice::from_ref(&full));
+        let by_user = pg
+            .list_invocations(&InvocationFilter {
+                user_id: Some("nobody".into()),
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert!(by_user.is_empty());
+        let limited = pg
+            .list_invocations(&InvocationFilter {
+                limit: 1,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(limited.len(), 1);
+
+        assert_eq!(pg.delete_invocations_before(2_500, 1).await.unwrap(), 1);
+        assert_eq!(pg.delete_invocations_before(2_500, 10).await.unwrap(), 1);
+        assert_eq!(pg.delete_invocations_before(2_500, 10).await.unwrap(), 0);
+        assert!(pg.invocation(&bare.id).await.unwrap().is_none());
+        assert!(pg.invocation(&with_nul.id).await.unwrap().is_some());
+        drop(pg);
+    }
+
+    #[tokio::test]
+    async fn batches_are_idempotent_and_one_statement_each() {
+        let Some(db) = TestDb::create().await else {
+            return;
+        };
+        let pg = Arc::new(open(&db).await);
+        let batch: Vec<Invocation> = (0..1000).map(record).collect();
+        pg.insert_invocations(&batch).unwrap();
+        // Replayed (part of it twice within one batch, too), with a changed body
+        // that must not replace the stored one.
+        let mut replay: Vec<Invocation> = batch[..600].to_vec();
+        replay.extend(batch[..10].iter().cloned());
+        replay[0].response = Some("second".into());
+        pg.insert_invocations(&replay).unwrap();
+        let sql = db.sql().await;
+        assert_eq!(count(&sql, "SELECT count(*) FROM invocations").await, 1000);
+        assert_eq!(
+            pg.invocation(&batch[0].id).await.unwrap().unwrap(),
+            batch[0]
+        );
+
+        // From a runtime's blocking pool, as the writer may be.
+        let (pg2, more) = (pg.clone(), (0..512).map(record).collect::<Vec<_>>());
+        tokio::task::spawn_blocking(move || pg2.insert_invocations(&more))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(count(&sql, "SELECT count(*) FROM invocations").await, 1512);
+
+        // 512 records, the writer's batch size, as each gets measured.
+        let mut times = Vec::new();
+        for _ in 0..5 {
+            let batch: Vec<Invocation> = (0..512).map(record).collect();
+            let start = std::time::Instant::now();
+            pg.insert_invocations(&batch).unwrap();
+            times.push(start.elapsed());
+        }
+        eprintln!("512-record batches took {times:?}");
+        drop((pg, sql));
+    }
+
+    #[tokio::test]
+    async fn killed_pool_connections_are_replaced() {
+        let Some(db) = TestDb::create().await else {
+            return;
+        };
+        let pg = open(&db).await;
+        pg.insert_invocations(&[record(0)]).unwrap();
+        let sql = db.sql().await;
+        let killed = count(
+            &sql,
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+             WHERE datname = current_database() AND application_name = 'gateway'",
+        )
+        .await;
+        assert!(killed >= 1);
+        // pg_terminate_backend only signals: wait for the backends to be gone.
+        let start = std::time::Instant::now();
+        while count(
+            &sql,
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND application_name = 'gateway'",
+        )
+        .await
+            > 0
+        {
+            assert!(start.elapsed() < Duration::from_secs(5));
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // A connection the server closed is not handed out again.
+        pg.insert_invocations(&[record(1)]).unwrap();
+        assert_eq!(count(&sql, "SELECT count(*) FROM invocations").await, 2);
+        drop((pg, sql));
+    }
+
+    #[tokio::test]
+    async fn a_down_server_fails_in_seconds_and_shows_no_password() {
+        let start = std::time::Instant::now();
+        // Nothing listens on port 1.
+        let error = Postgres::open("postgres://u:secret-password@127.0.0.1:1/db")
+            .await
+            .err()
+            .expect("no server");
+        assert!(
+            start.elapsed() < Duration::from_secs(8),
+            "{:?}",
+            start.elapsed()
+        );
+        let text = error.to_string();
+        assert!(!text.contains("secret-password"), "{text}");
+        assert!(text.contains("connect"), "{text}");
+
+        let error = Postgres::open("postgres://u:secret-password@127.0.0.1:1/db?sslmode=bogus")
+            .await
+            .err()
+            .expect("a bad option");
+        assert!(!error.to_string().contains("secret-password"), "{error}");
+    }
+
+    #[test]
+    fn urls_accept_libpq_options() {
+        let (config, verify) =
+            parse_url("postgresql://u:p@db.example:6543/gw?sslmode=verify-full&connect_timeout=3")
+                .unwrap();
+        assert_eq!(config.get_ssl_mode(), SslMode::Require);
+        assert_eq!(verify, Verify::Full);
+        assert_eq!(config.get_connect_timeout(), Some(&Duration::from_secs(3)));
+        assert_eq!(config.get_dbname(), Some("gw"));
+        assert_eq!(config.get_ports(), [6543]);
+        assert_eq!(config.get_password(), Some(&b"p"[..]));
+        let (_, verify) = parse_url("postgres://u@h/db?sslmode=verify-ca").unwrap();
+        assert_eq!(verify, Verify::Chain);
+        let (config, verify) = parse_url("postgres://u@h/db").unwrap();
+        assert_eq!(config.get_ssl_mode(), SslMode::Prefer);
+        assert_eq!(verify, Verify::Nothing);
+        assert_eq!(config.get_connect_timeout(), Some(&CONNECT_TIMEOUT));
+        let (config, _) = parse_url("postgres://u:hidden@h/db").unwrap();
+        assert!(!format!("{config:?}").contains("hidden"));
+    }
+
+    #[test]
+    fn tls_is_set_up_unless_disabled() {
+        let tls = |url: &str| {
+            let (config, verify) = parse_url(url).unwrap();
+            tls_for(&config, verify).unwrap()
+        };
+        assert!(matches!(
+            tls("postgres://u@h/db?sslmode=disable"),
+            Tls::Plain
+        ));
+        for mode in ["prefer", "require", "verify-ca", "verify-full"] {
+            let url = format!("postgres://u@h/db?sslmode={mode}");
+            assert!(matches!(tls(&url), Tls::Rustls(_)), "{mode}");
+        }
+    }
+
+    /// Against this machine's server when it offers TLS (Debian's self-signed
+    /// `localhost` certificate): `require` encrypts, `verify-full` refuses a
+    /// certificate that does not name the host.
+    #[tokio::test]
+    async fn tls_modes_against_the_local_server() {
+        let Some(db) = TestDb::create().await else {
+            return;
+        };
+        let sql = db.sql().await;
+        let offered: String = sql.query_one("SHOW ssl", &[]).await.unwrap().get(0);
+        if offered != "on" {
+            eprintln!("the local server offers no TLS: only the plain connection is tested");
+            drop(sql);
+            return;
+        }
+        let (pg, _) = Postgres::open(&format!("{}?sslmode=require", db.url))
+            .await
+            .unwrap();
+        let encrypted = pg
+            .run(|pool| async move {
+                let client = connection(&pool).await?;
+                let row = client
+                    .query_one(
+                        "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                        &[],
+                    )
+                    .await?;
+                Ok(row.try_get::<_, bool>(0)?)
+            })
+            .await
+            .unwrap();
+        assert!(encrypted);
+        drop(pg);
+        let refused = Postgres::open(&format!(
+            "{}?sslmode=verify-full",
+            db.url.replace("localhost", "127.0.0.1")
+        ))
+        .await
+        .err()
+        .expect("a certificate for localhost is refused for 127.0.0.1");
+        assert!(refused.to_string().contains("certificate"), "{refused}");
+        drop(sql);
+    }
+}
