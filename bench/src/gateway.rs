@@ -34,6 +34,8 @@ pub struct GatewayBuild {
     pub log_filter: Option<String>,
     /// The API surface the gateway's requests use.
     pub surface: Surface,
+    /// The config's `database` (a `postgres://` URL); `None`: a SQLite file of its own.
+    pub database: Option<String>,
 }
 
 /// The gateway API a benchmark request goes to: the same chat either way, so
@@ -77,6 +79,7 @@ impl GatewayBuild {
             openai_wasm,
             log_filter: self.log_filter.clone(),
             surface: self.surface,
+            database: self.database.clone(),
         })
     }
 }
@@ -113,11 +116,25 @@ impl Setup {
 
         let mut config = String::new();
         let _ = writeln!(config, "listen = \"127.0.0.1:0\"");
-        let _ = writeln!(
-            config,
-            "database = {}",
-            toml_path(&dir.path().join("data/gateway.db"))
-        );
+        match &build.database {
+            // Every gateway of a run shares the database (each with a project of its own)
+            // and keeps its own journal.
+            Some(url) => {
+                let _ = writeln!(config, "database = \"{url}\"");
+                let _ = writeln!(
+                    config,
+                    "journal_dir = {}",
+                    toml_path(&dir.path().join("data/records"))
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    config,
+                    "database = {}",
+                    toml_path(&dir.path().join("data/gateway.db"))
+                );
+            }
+        }
         let _ = writeln!(config, "plugins_dir = {}", toml_path(&plugins));
         let _ = writeln!(config, "demo_project = false");
         config.push_str(extra);

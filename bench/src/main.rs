@@ -104,6 +104,11 @@ pub struct Options {
     /// (`POST /completions`) or `openai` (`POST /v1/chat/completions`, model `ROUTE/MODEL`).
     #[arg(long, value_enum, default_value_t = gateway::Surface::Commonbase)]
     pub surface: gateway::Surface,
+    /// The gateways' `database`: a `postgres://` URL of an existing database, shared by the
+    /// run's gateways (default: a SQLite file each). A gateway older than PostgreSQL support
+    /// refuses it.
+    #[arg(long)]
+    pub database: Option<String>,
 }
 
 /// Options of `soak`.

@@ -174,6 +174,7 @@ impl Bench {
                 .join("openai.wasm"),
             log_filter: options.gateway_log.clone(),
             surface: options.surface,
+            database: options.database.clone(),
         };
         build.check()?;
         let logs = tempfile::Builder::new()

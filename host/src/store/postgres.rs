@@ -40,6 +40,9 @@ use super::{
 /// After a key lookup found the database unreachable, lookups of keys known
 /// from before answer from memory this long before the database is tried again.
 const RETRY_DOWN: Duration = Duration::from_secs(1);
+/// Reads of one key before the database counts as unreachable: each failed
+/// one takes a connection the server ended out of the pool.
+const KEY_READ_ATTEMPTS: usize = 3;
 
 /// Each entry upgrades the schema by one version (the one row of
 /// `gateway_schema`). Append only. The first is SQLite's latest schema.
@@ -374,8 +377,8 @@ impl Postgres {
             return Ok(Some(record));
         }
         let owned = *hash;
-        let read = self
-            .run(move |pool| async move {
+        let read_key = || {
+            self.run(move |pool| async move {
                 let client = connection(&pool).await?;
                 let statement = client
                     .prepare_cached(
@@ -390,7 +393,17 @@ impl Postgres {
                     None => None,
                 })
             })
-            .await;
+        };
+        // A pooled connection the server has just ended fails the one query
+        // that finds it (the pool notices at its next checkout); the key is
+        // read again on another before the database counts as unreachable.
+        let mut read = read_key().await;
+        for _ in 1..KEY_READ_ATTEMPTS {
+            match &read {
+                Err(error) if error.is_unavailable() => read = read_key().await,
+                _ => break,
+            }
+        }
         let found = match read {
             Ok(found) => found,
             Err(error) if error.is_unavailable() => {
