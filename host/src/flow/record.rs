@@ -73,26 +73,7 @@ pub struct Draft {
 impl Draft {
     pub fn new(id: Uuid) -> Draft {
         Draft {
-            record: Invocation {
-                id,
-                project_id: None,
-                user_id: None,
-                route: None,
-                plugin: None,
-                model: None,
-                kind: None,
-                stream: false,
-                status: InvocationStatus::Error,
-                http_status: 0,
-                error: None,
-                provider_error: None,
-                usage: None,
-                cost_usd: None,
-                created_at_ms: now_ms(),
-                duration_ms: 0,
-                request: None,
-                response: None,
-            },
+            record: Invocation::begun(id, now_ms()),
             started: Instant::now(),
             bodies: BodyPolicy::NONE,
             secrets: Secrets::default(),

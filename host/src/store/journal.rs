@@ -306,24 +306,12 @@ mod tests {
         let mut journal = Journal::open(dir.path()).unwrap();
         let mut segment = journal.current.take().unwrap();
         let record = |n: i64| Invocation {
-            id: uuid::Uuid::now_v7(),
             project_id: Some("p".into()),
-            user_id: None,
-            route: None,
-            plugin: None,
-            model: None,
-            kind: None,
-            stream: false,
             status: crate::store::InvocationStatus::Success,
             http_status: 200,
-            error: None,
-            provider_error: None,
-            usage: None,
-            cost_usd: None,
-            created_at_ms: n,
             duration_ms: 1,
             request: Some("{\"a\":\"line\\nbreak\"}".into()),
-            response: None,
+            ..Invocation::begun(uuid::Uuid::now_v7(), n)
         };
         let records: Vec<_> = (0..5).map(record).collect();
         segment.append(&encode(&records[0]).unwrap()).unwrap();

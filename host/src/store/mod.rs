@@ -164,6 +164,31 @@ pub struct Invocation {
 }
 
 impl Invocation {
+    /// The record of request `id`, begun at `created_at_ms` (Unix ms), before
+    /// anything is known of it: an error until the request says otherwise.
+    pub fn begun(id: Uuid, created_at_ms: i64) -> Invocation {
+        Invocation {
+            id,
+            project_id: None,
+            user_id: None,
+            route: None,
+            plugin: None,
+            model: None,
+            kind: None,
+            stream: false,
+            status: InvocationStatus::Error,
+            http_status: 0,
+            error: None,
+            provider_error: None,
+            usage: None,
+            cost_usd: None,
+            created_at_ms,
+            duration_ms: 0,
+            request: None,
+            response: None,
+        }
+    }
+
     /// The record as `GET /invocations/{id}` and `gateway invocations show` present it.
     pub fn to_json(&self) -> serde_json::Value {
         let embed = |text: &Option<String>| match text {
@@ -387,5 +412,26 @@ impl Store {
             Backend::Sqlite(db) => db.list_invocations(filter),
             Backend::Postgres(db) => db.list_invocations(filter).await,
         }
+    }
+}
+
+#[cfg(test)]
+impl Store {
+    /// The ids of every stored invocation record, sorted: what the writer's
+    /// and retention's tests compare with what they expect.
+    pub(crate) async fn stored_ids(&self) -> Vec<Uuid> {
+        let filter = InvocationFilter {
+            limit: 100_000,
+            ..InvocationFilter::default()
+        };
+        let mut ids: Vec<_> = self
+            .list_invocations(&filter)
+            .await
+            .expect("the invocations can be listed")
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        ids.sort();
+        ids
     }
 }

@@ -1487,24 +1487,8 @@ mod tests {
             response: Some("not json".into()),
         };
         let bare = Invocation {
-            id: Uuid::now_v7(),
-            project_id: None,
-            user_id: None,
-            route: None,
-            plugin: None,
-            model: None,
-            kind: None,
-            stream: false,
-            status: InvocationStatus::Error,
             http_status: 400,
-            error: None,
-            provider_error: None,
-            usage: None,
-            cost_usd: None,
-            created_at_ms: 1_000,
-            duration_ms: 0,
-            request: None,
-            response: None,
+            ..Invocation::begun(Uuid::now_v7(), 1_000)
         };
         let with_nul = Invocation {
             id: Uuid::now_v7(),

@@ -94,45 +94,22 @@ pub async fn pass(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{Invocation, InvocationFilter, InvocationStatus};
+    use crate::store::{Invocation, InvocationStatus};
 
     fn record(created_at_ms: i64) -> Invocation {
         Invocation {
-            id: uuid::Uuid::now_v7(),
             project_id: Some("p".into()),
-            user_id: None,
             route: Some("r".into()),
             plugin: Some("echo".into()),
             model: Some("m".into()),
             kind: Some("text".into()),
-            stream: false,
             status: InvocationStatus::Success,
             http_status: 200,
-            error: None,
-            provider_error: None,
-            usage: None,
-            cost_usd: None,
-            created_at_ms,
             duration_ms: 1,
             request: Some("{}".into()),
             response: Some("{}".into()),
+            ..Invocation::begun(uuid::Uuid::now_v7(), created_at_ms)
         }
-    }
-
-    async fn stored_ids(store: &Store) -> Vec<uuid::Uuid> {
-        let filter = InvocationFilter {
-            limit: 1000,
-            ..InvocationFilter::default()
-        };
-        let mut ids: Vec<_> = store
-            .list_invocations(&filter)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|r| r.id)
-            .collect();
-        ids.sort();
-        ids
     }
 
     #[tokio::test]
@@ -158,7 +135,7 @@ mod tests {
         );
         let mut expected: Vec<_> = kept.iter().map(|r| r.id).collect();
         expected.sort();
-        assert_eq!(stored_ids(&store).await, expected);
+        assert_eq!(store.stored_ids().await, expected);
 
         // Nothing left to delete: one statement that finds nothing.
         let again = pass(&store, cutoff_ms, 10, Duration::ZERO).await.unwrap();
@@ -169,7 +146,7 @@ mod tests {
                 batches: 1
             }
         );
-        assert_eq!(stored_ids(&store).await, expected);
+        assert_eq!(store.stored_ids().await, expected);
     }
 
     #[tokio::test]
@@ -186,7 +163,7 @@ mod tests {
                 batches: 3
             }
         );
-        assert!(stored_ids(&store).await.is_empty());
+        assert!(store.stored_ids().await.is_empty());
     }
 
     #[tokio::test]
@@ -211,6 +188,6 @@ mod tests {
         writer.shutdown().await;
         let mut expected: Vec<_> = fresh.iter().map(|r| r.id).collect();
         expected.sort();
-        assert_eq!(stored_ids(&store).await, expected);
+        assert_eq!(store.stored_ids().await, expected);
     }
 }

@@ -494,24 +494,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (db, _) = Sqlite::open(&dir.path().join("g.db")).unwrap();
         let record = Invocation {
-            id: Uuid::now_v7(),
-            project_id: None,
-            user_id: None,
-            route: None,
-            plugin: None,
-            model: None,
-            kind: None,
-            stream: false,
             status: InvocationStatus::Success,
             http_status: 200,
-            error: None,
-            provider_error: None,
-            usage: None,
             cost_usd: Some(0.5),
-            created_at_ms: 1,
             duration_ms: 1,
-            request: None,
             response: Some("first".into()),
+            ..Invocation::begun(Uuid::now_v7(), 1)
         };
         db.insert_invocations(std::slice::from_ref(&record))
             .unwrap();

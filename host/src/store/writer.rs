@@ -828,30 +828,25 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
-    use crate::store::{InvocationFilter, InvocationStatus};
+    use crate::store::InvocationStatus;
 
     fn record(n: i64) -> Invocation {
         Invocation {
-            id: Uuid::now_v7(),
             project_id: Some("p".into()),
             user_id: Some("u".into()),
             route: Some("r".into()),
             plugin: Some("echo".into()),
             model: Some("m".into()),
             kind: Some("chat".into()),
-            stream: false,
             status: InvocationStatus::Success,
             http_status: 200,
-            error: None,
-            provider_error: None,
-            usage: None,
             cost_usd: Some(0.001),
-            created_at_ms: 1_700_000_000_000 + n,
             duration_ms: 3,
             request: Some(format!(
                 "{{\"messages\":[{{\"role\":\"user\",\"content\":\"hi {n}\"}}]}}"
             )),
             response: Some("{\"text\":\"hello\"}".into()),
+            ..Invocation::begun(Uuid::now_v7(), 1_700_000_000_000 + n)
         }
     }
 
@@ -943,22 +938,6 @@ mod tests {
         files
     }
 
-    async fn stored_ids(store: &Store) -> Vec<Uuid> {
-        let filter = InvocationFilter {
-            limit: 100_000,
-            ..Default::default()
-        };
-        let mut ids: Vec<_> = store
-            .list_invocations(&filter)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|r| r.id)
-            .collect();
-        ids.sort();
-        ids
-    }
-
     async fn flush_within(log: &InvocationLog, seconds: u64) {
         tokio::time::timeout(Duration::from_secs(seconds), log.flush())
             .await
@@ -989,7 +968,7 @@ mod tests {
         flush_within(&log, 10).await;
         let mut expected: Vec<_> = records.iter().map(|r| r.id).collect();
         expected.sort();
-        assert_eq!(stored_ids(&store).await, expected);
+        assert_eq!(store.stored_ids().await, expected);
         let fresh = record(20_000);
         log.record(fresh.clone()).await;
         drop(log);
@@ -1024,18 +1003,18 @@ mod tests {
             assert!(log.sender.0.lock().messages.is_empty());
         }
         assert_eq!(journaled_lines(&journal_dir), expected.len());
-        assert!(stored_ids(&store).await.is_empty());
+        assert!(store.stored_ids().await.is_empty());
 
         failing.store(false, Ordering::SeqCst);
         expected.sort();
         let deadline = Instant::now() + Duration::from_secs(15);
-        while stored_ids(&store).await.len() < expected.len() {
+        while store.stored_ids().await.len() < expected.len() {
             assert!(Instant::now() < deadline, "the backlog was not written");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         flush_within(&log, 5).await;
         // A primary key: each record once however often it was handed over.
-        assert_eq!(stored_ids(&store).await, expected);
+        assert_eq!(store.stored_ids().await, expected);
         assert_eq!(journaled_lines(&journal_dir), 0);
         drop(log);
         writer.shutdown().await;
