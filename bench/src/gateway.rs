@@ -36,7 +36,24 @@ pub struct GatewayBuild {
     pub surface: Surface,
     /// The config's `database` (a `postgres://` URL); `None`: a SQLite file of its own.
     pub database: Option<String>,
+    /// The config's `redis_url` (each gateway under a key prefix of its own).
+    pub redis: Option<String>,
+    /// Give the project and its key every kind of limit (set far above what a run
+    /// reaches), so that every request pays for the full limit check.
+    pub limits: bool,
 }
+
+/// What `limits` sets, on the project and on the key: the most checks a request can meet.
+const LIMIT_FLAGS: [&str; 8] = [
+    "--rpm",
+    "1000000000",
+    "--tpm",
+    "1000000000000",
+    "--daily-budget-usd",
+    "1000000",
+    "--monthly-budget-usd",
+    "1000000",
+];
 
 /// The gateway API a benchmark request goes to: the same chat either way, so
 /// that the two can be compared.
@@ -80,6 +97,8 @@ impl GatewayBuild {
             log_filter: self.log_filter.clone(),
             surface: self.surface,
             database: self.database.clone(),
+            redis: self.redis.clone(),
+            limits: self.limits,
         })
     }
 }
@@ -135,6 +154,14 @@ impl Setup {
                 );
             }
         }
+        if let Some(url) = &build.redis {
+            let _ = writeln!(config, "redis_url = \"{url}\"");
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            let prefix = format!("bench:{}:{nanos}:", std::process::id());
+            let _ = writeln!(config, "redis_key_prefix = \"{prefix}\"");
+        }
         let _ = writeln!(config, "plugins_dir = {}", toml_path(&plugins));
         let _ = writeln!(config, "demo_project = false");
         config.push_str(extra);
@@ -156,7 +183,14 @@ impl Setup {
         };
         setup.project_id = setup.cli(&["project", "create", "bench"])?;
         let project_id = setup.project_id.clone();
-        setup.key = setup.cli(&["key", "create", &project_id])?;
+        let mut create_key = vec!["key", "create", &project_id];
+        if build.limits {
+            let mut limit = vec!["project", "limit", &project_id];
+            limit.extend(LIMIT_FLAGS);
+            setup.cli(&limit)?;
+            create_key.extend(LIMIT_FLAGS);
+        }
+        setup.key = setup.cli(&create_key)?;
         Ok(setup)
     }
 

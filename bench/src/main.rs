@@ -109,6 +109,14 @@ pub struct Options {
     /// refuses it.
     #[arg(long)]
     pub database: Option<String>,
+    /// The gateways' `redis_url` for their rate-limit counters (each gateway under a key
+    /// prefix of its own). Without `--limits` nothing is counted.
+    #[arg(long)]
+    pub redis: Option<String>,
+    /// Set every kind of limit (rpm, tpm, daily and monthly budget) on the project and
+    /// on the key, far above what the run reaches: every request pays for the whole check.
+    #[arg(long)]
+    pub limits: bool,
 }
 
 /// Options of `soak`.

@@ -175,6 +175,8 @@ impl Bench {
             log_filter: options.gateway_log.clone(),
             surface: options.surface,
             database: options.database.clone(),
+            redis: options.redis.clone(),
+            limits: options.limits,
         };
         build.check()?;
         let logs = tempfile::Builder::new()

@@ -9,7 +9,7 @@ use hyper::header::AUTHORIZATION;
 use sha2::{Digest, Sha256};
 
 use crate::error::ApiError;
-use crate::store::Store;
+use crate::store::{KeyRecord, Store};
 
 /// Every key starts with this, so a leaked key is recognizable in secret scanners.
 pub const KEY_PREFIX: &str = "gw_";
@@ -80,18 +80,71 @@ pub fn api_key(headers: &HeaderMap) -> Result<&str, ApiError> {
 
 const API_KEY_HEADER: &str = "x-api-key";
 
-/// The project `key` belongs to; an unknown or revoked key is refused.
-pub async fn project_of(store: &Store, key: &str) -> Result<String, ApiError> {
+/// What the store holds of `key`; an unknown, revoked or expired key is refused.
+pub async fn key_record(store: &Store, key: &str) -> Result<KeyRecord, ApiError> {
     let record = store
         .find_key(&hash_key(key))
         .await?
         .ok_or(ApiError::InvalidKey)?;
-    Ok(record.project_id)
+    if let Some(at) = record.scope.expired(crate::store::now_ms()) {
+        return Err(ApiError::KeyExpired(crate::store::format_time_ms(at)));
+    }
+    Ok(record)
+}
+
+/// The project `key` belongs to; an unknown, revoked or expired key is refused.
+pub async fn project_of(store: &Store, key: &str) -> Result<String, ApiError> {
+    Ok(key_record(store, key).await?.project_id)
+}
+
+/// When a key given `--expires TEXT` (or the admin API's `expires`) stops
+/// working, in Unix ms: a duration from `now_ms` (`30d`, `12h`, `1w`), a
+/// date (`2026-12-31`: the key works through that UTC day), or an RFC 3339
+/// time (`2026-12-31T18:00:00Z`).
+pub fn parse_expiry(text: &str, now_ms: i64) -> Result<i64, String> {
+    let text = text.trim();
+    let at = |time: std::time::SystemTime| {
+        time.duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0)
+    };
+    let expires = if let Ok(duration) = humantime::parse_duration(text) {
+        now_ms.saturating_add(i64::try_from(duration.as_millis()).unwrap_or(i64::MAX))
+    } else if let Ok(day) = humantime::parse_rfc3339(&format!("{text}T00:00:00Z")) {
+        at(day) + 24 * 3600 * 1000
+    } else if let Ok(time) = humantime::parse_rfc3339_weak(text) {
+        at(time)
+    } else {
+        return Err(format!(
+            "{text:?} is neither a duration (30d, 12h), a date (2026-12-31) nor a time \
+             (2026-12-31T18:00:00Z)"
+        ));
+    };
+    if expires <= now_ms {
+        return Err(format!("{text:?} is not in the future"));
+    }
+    Ok(expires)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn expiry_forms() {
+        let now = 1_700_000_000_000;
+        assert_eq!(parse_expiry("30d", now), Ok(now + 30 * 86_400_000));
+        assert_eq!(parse_expiry("12h", now), Ok(now + 12 * 3_600_000));
+        // 2099-12-31 ends at 2100-01-01T00:00:00Z.
+        assert_eq!(parse_expiry("2099-12-31", now), Ok(4_102_444_800_000));
+        assert_eq!(
+            parse_expiry("2099-12-31T18:00:00Z", now),
+            Ok(4_102_444_800_000 - 6 * 3_600_000)
+        );
+        assert!(parse_expiry("2001-01-01", now).is_err());
+        assert!(parse_expiry("soon", now).is_err());
+        assert!(parse_expiry("0s", now).is_err());
+    }
 
     #[test]
     fn generated_keys_are_distinct_and_whole() {

@@ -5,17 +5,21 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::config::Config;
 use crate::config::reload::WatchConfigError;
+use crate::limits::{LimitSet, Period};
 use crate::plugins::hot_reload::HotReloadError;
 use crate::plugins::{PluginRuntime, RuntimeError};
 use crate::routing::{RouteError, Routes};
 use crate::server::{self, ServeError, admin};
 use crate::state::AppState;
 use crate::store::journal::{Journal, JournalError};
-use crate::store::{InvocationFilter, InvocationLog, Store, StoreError, format_time_ms};
+use crate::store::{
+    InvocationFilter, InvocationLog, KeyScope, KeySpec, LimitUpdate, Store, StoreError,
+    format_time_ms, now_ms,
+};
 
 /// Why a command failed; printed as `error: ...`.
 #[derive(Debug, thiserror::Error)]
@@ -24,6 +28,11 @@ enum CliError {
     Store(#[from] StoreError),
     #[error("give at least 8 characters of the key")]
     ShortKeyPrefix,
+    #[error(
+        "give at least one limit to change: --rpm, --tpm, --daily-budget-usd or \
+         --monthly-budget-usd (0 clears one)"
+    )]
+    NoLimitGiven,
     #[error("{0:?} is not an invocation id")]
     NotAnInvocationId(String),
     #[error("no invocation {0}")]
@@ -105,14 +114,175 @@ enum PluginsCommand {
 enum ProjectCommand {
     /// Create a project; prints its id as the last line.
     Create { name: String },
+    /// List every project with its limits, oldest first.
+    List,
+    /// Change a project's rate limits and budgets (shared by all its keys); prints them after
+    /// the change.
+    Limit {
+        project_id: String,
+        #[command(flatten)]
+        limits: LimitArgs,
+    },
+    /// Requests, tokens and spend of a project since the current UTC day or month began.
+    Usage {
+        project_id: String,
+        #[arg(long, value_enum, default_value_t = PeriodArg::Day)]
+        period: PeriodArg,
+    },
 }
 
 #[derive(Subcommand)]
 enum KeyCommand {
     /// Create an API key for a project; prints the key (shown only this once) as the last line.
-    Create { project_id: String },
+    Create {
+        project_id: String,
+        #[command(flatten)]
+        limits: LimitArgs,
+        /// Route ids the key may use (with any model); default: every route.
+        #[arg(long, value_delimiter = ',', value_name = "ROUTE,...", value_parser = parse_route)]
+        routes: Vec<String>,
+        /// ROUTE/MODEL pairs the key may use; default: every model.
+        #[arg(long, value_delimiter = ',', value_name = "ROUTE/MODEL,...", value_parser = parse_route_model)]
+        models: Vec<String>,
+        /// When the key stops working: a duration (30d, 12h), a date (the key works through
+        /// that UTC day) or an RFC 3339 time.
+        #[arg(long, value_name = "30d|DATE|TIME", value_parser = parse_expires)]
+        expires: Option<i64>,
+    },
+    /// Change one key's own rate limits and budgets; prints its prefix and its limits after
+    /// the change.
+    Limit {
+        /// At least 8 characters of the key, or the whole key.
+        key_prefix: String,
+        #[command(flatten)]
+        limits: LimitArgs,
+    },
     /// Revoke every key starting with this prefix (at least 8 characters) or the one whole key.
     Revoke { key_prefix: String },
+}
+
+/// The limit flags `project limit`, `key create` and `key limit` share. Absent: unchanged
+/// (for `key create`: none); 0: cleared.
+#[derive(clap::Args, Debug, Clone, Copy, Default)]
+struct LimitArgs {
+    /// Requests per minute (0 clears).
+    #[arg(long, value_name = "N")]
+    rpm: Option<u32>,
+    /// Tokens (prompt + completion) per minute (0 clears).
+    #[arg(long, value_name = "N")]
+    tpm: Option<u64>,
+    /// Spend per UTC day, in US dollars (0 clears).
+    #[arg(long, value_name = "USD", value_parser = parse_budget)]
+    daily_budget_usd: Option<f64>,
+    /// Spend per UTC month, in US dollars (0 clears).
+    #[arg(long, value_name = "USD", value_parser = parse_budget)]
+    monthly_budget_usd: Option<f64>,
+}
+
+impl LimitArgs {
+    fn update(self) -> LimitUpdate {
+        LimitUpdate {
+            rpm: self.rpm,
+            tpm: self.tpm,
+            daily_budget_usd: self.daily_budget_usd,
+            monthly_budget_usd: self.monthly_budget_usd,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.update() == LimitUpdate::default()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum PeriodArg {
+    Day,
+    Month,
+}
+
+impl PeriodArg {
+    fn period(self) -> Period {
+        match self {
+            PeriodArg::Day => Period::Day,
+            PeriodArg::Month => Period::Month,
+        }
+    }
+}
+
+/// A budget in dollars: finite and not negative (0 clears it).
+fn parse_budget(text: &str) -> Result<f64, String> {
+    let usd: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of dollars"))?;
+    if !usd.is_finite() || usd < 0.0 {
+        return Err(format!(
+            "{text:?}: a budget is a finite amount of dollars, not negative (0 clears it)"
+        ));
+    }
+    Ok(usd)
+}
+
+/// One route id of a key's scope (`a,,b` is a typo, not "every route").
+fn parse_route(text: &str) -> Result<String, String> {
+    let route = text.trim();
+    if route.is_empty() {
+        return Err("an empty route id".to_owned());
+    }
+    Ok(route.to_owned())
+}
+
+/// One `ROUTE/MODEL` of a key's scope.
+fn parse_route_model(text: &str) -> Result<String, String> {
+    match text.trim().split_once('/') {
+        Some((route, model)) if !route.is_empty() && !model.is_empty() => {
+            Ok(text.trim().to_owned())
+        }
+        _ => Err(format!(
+            "{text:?} is not ROUTE/MODEL (e.g. openai/gpt-4o-mini)"
+        )),
+    }
+}
+
+fn parse_expires(text: &str) -> Result<i64, String> {
+    crate::auth::parse_expiry(text, now_ms())
+}
+
+/// One line per limit: `rpm: 10`, `daily_budget_usd: none`.
+fn print_limits(limits: &LimitSet) {
+    let show = |value: Option<String>| value.unwrap_or_else(|| "none".to_owned());
+    println!("rpm: {}", show(limits.rpm.map(|n| n.to_string())));
+    println!("tpm: {}", show(limits.tpm.map(|n| n.to_string())));
+    println!(
+        "daily_budget_usd: {}",
+        show(limits.daily_budget_usd.map(|usd| usd.to_string()))
+    );
+    println!(
+        "monthly_budget_usd: {}",
+        show(limits.monthly_budget_usd.map(|usd| usd.to_string()))
+    );
+}
+
+/// A limit set on one line, for tables: `rpm=10,daily_budget_usd=5` or `-`.
+fn limits_summary(limits: &LimitSet) -> String {
+    let mut parts = Vec::new();
+    if let Some(n) = limits.rpm {
+        parts.push(format!("rpm={n}"));
+    }
+    if let Some(n) = limits.tpm {
+        parts.push(format!("tpm={n}"));
+    }
+    if let Some(usd) = limits.daily_budget_usd {
+        parts.push(format!("daily_budget_usd={usd}"));
+    }
+    if let Some(usd) = limits.monthly_budget_usd {
+        parts.push(format!("monthly_budget_usd={usd}"));
+    }
+    if parts.is_empty() {
+        "-".to_owned()
+    } else {
+        parts.join(",")
+    }
 }
 
 #[derive(Subcommand)]
@@ -220,12 +390,88 @@ async fn execute(
             println!("{}", project.id);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Key {
-            command: KeyCommand::Create { project_id },
+        Command::Project {
+            command: ProjectCommand::List,
         } => {
-            let key = store.create_key(&project_id).await?;
+            let projects = store.projects().await?;
+            println!("ID  NAME  CREATED_AT  LIMITS");
+            for project in projects {
+                println!(
+                    "{}  {}  {}  {}",
+                    project.id,
+                    project.name,
+                    format_time_ms(project.created_at_ms),
+                    limits_summary(&project.limits)
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Project {
+            command: ProjectCommand::Limit { project_id, limits },
+        } => {
+            if limits.is_empty() {
+                return Err(CliError::NoLimitGiven);
+            }
+            let now = store
+                .update_project_limits(&project_id, &limits.update())
+                .await?;
+            println!("limits of project {project_id}:");
+            print_limits(&now);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Project {
+            command: ProjectCommand::Usage { project_id, period },
+        } => {
+            if store.project(&project_id).await?.is_none() {
+                return Err(StoreError::UnknownProject(project_id).into());
+            }
+            let since = period.period().start_ms(now_ms());
+            let usage = store.usage_since(&project_id, since).await?;
+            println!("project {project_id} since {}:", format_time_ms(since));
+            println!("requests: {}", usage.requests);
+            println!("prompt_tokens: {}", usage.prompt_tokens);
+            println!("completion_tokens: {}", usage.completion_tokens);
+            println!("total_tokens: {}", usage.total_tokens);
+            println!("spend_usd: {}", usage.cost_usd);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Key {
+            command:
+                KeyCommand::Create {
+                    project_id,
+                    limits,
+                    routes,
+                    models,
+                    expires,
+                },
+        } => {
+            let spec = KeySpec {
+                limits: limits.update().apply(LimitSet::default()),
+                scope: KeyScope {
+                    routes,
+                    models,
+                    expires_at_ms: expires,
+                },
+            };
+            let key = store.create_key(&project_id, &spec).await?;
             println!("created a key for project {project_id}; it is shown only this once:");
             println!("{key}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Key {
+            command: KeyCommand::Limit { key_prefix, limits },
+        } => {
+            if key_prefix.chars().count() < 8 {
+                return Err(CliError::ShortKeyPrefix);
+            }
+            if limits.is_empty() {
+                return Err(CliError::NoLimitGiven);
+            }
+            let (prefix, now) = store
+                .update_key_limits(&key_prefix, &limits.update())
+                .await?;
+            println!("limits of key {prefix}:");
+            print_limits(&now);
             Ok(ExitCode::SUCCESS)
         }
         Command::Key {
@@ -307,7 +553,7 @@ async fn serve(
     };
     if config.demo_project && store.project_count().await? == 0 {
         let project = store.create_project("demo").await?;
-        let key = store.create_key(&project.id).await?;
+        let key = store.create_key(&project.id, &KeySpec::default()).await?;
         println!("demo project id: {}", project.id);
         println!("demo api key: {key}");
         println!(
@@ -441,5 +687,101 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = term.recv() => tracing::info!("SIGTERM received"),
         _ = int.recv() => tracing::info!("SIGINT received"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    fn parse(args: &[&str]) -> Result<Command, clap::Error> {
+        let mut full = vec!["gateway"];
+        full.extend_from_slice(args);
+        Cli::try_parse_from(full).map(|cli| cli.command)
+    }
+
+    #[test]
+    fn limit_flags_become_an_update() {
+        let Ok(Command::Project {
+            command: ProjectCommand::Limit { project_id, limits },
+        }) = parse(&[
+            "project",
+            "limit",
+            "p1",
+            "--rpm",
+            "0",
+            "--daily-budget-usd",
+            "2.5",
+        ])
+        else {
+            panic!("not parsed as `project limit`");
+        };
+        assert_eq!(project_id, "p1");
+        assert_eq!(
+            limits.update(),
+            LimitUpdate {
+                rpm: Some(0),
+                daily_budget_usd: Some(2.5),
+                ..LimitUpdate::default()
+            }
+        );
+        assert!(!limits.is_empty());
+        assert!(LimitArgs::default().is_empty());
+    }
+
+    #[test]
+    fn bad_budgets_models_and_expiries_are_refused_by_parsing() {
+        for args in [
+            &["key", "create", "p", "--daily-budget-usd=-1"][..],
+            &["key", "create", "p", "--monthly-budget-usd", "NaN"],
+            &["key", "create", "p", "--monthly-budget-usd", "inf"],
+            &["key", "create", "p", "--models", "gpt-4o"],
+            &["key", "create", "p", "--models", "openai/"],
+            &["key", "create", "p", "--routes", "a,,b"],
+            &["key", "create", "p", "--expires", "2001-01-01"],
+            &["key", "limit", "gw_12345678", "--tpm=-5"],
+        ] {
+            assert!(parse(args).is_err(), "{args:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn key_create_reads_its_scope() {
+        let Ok(Command::Key {
+            command:
+                KeyCommand::Create {
+                    routes,
+                    models,
+                    expires,
+                    limits,
+                    ..
+                },
+        }) = parse(&[
+            "key",
+            "create",
+            "p",
+            "--routes",
+            "a,b",
+            "--models",
+            "a/x,c/y",
+            "--expires",
+            "1d",
+            "--tpm",
+            "100",
+        ])
+        else {
+            panic!("not parsed as `key create`");
+        };
+        assert_eq!(routes, ["a", "b"]);
+        assert_eq!(models, ["a/x", "c/y"]);
+        assert!(expires.is_some_and(|at| at > now_ms()));
+        assert_eq!(limits.update().apply(LimitSet::default()).tpm, Some(100));
     }
 }

@@ -29,6 +29,17 @@ pub enum ApiError {
     MissingKey,
     #[error("invalid or revoked API key")]
     InvalidKey,
+    #[error("this API key expired at {0}")]
+    KeyExpired(String),
+    /// The key may not be used for what was asked (its routes or models).
+    #[error("{0}")]
+    OutOfScope(String),
+    /// A rate limit or budget of the project or key; the message names it.
+    #[error("{0}")]
+    RateLimited(crate::limits::Refused),
+    /// The request names something ambiguously or conflicts with the state.
+    #[error("{0}")]
+    Conflict(String),
     #[error("admin endpoints need the config's admin_token as a Bearer token")]
     AdminUnauthorized,
     #[error("this API key does not belong to project {0}")]
@@ -77,10 +88,13 @@ impl ApiError {
             }
             ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::BadRequest(_) | ApiError::InvalidParam { .. } => StatusCode::BAD_REQUEST,
-            ApiError::MissingKey | ApiError::InvalidKey | ApiError::AdminUnauthorized => {
-                StatusCode::UNAUTHORIZED
-            }
-            ApiError::WrongProject(_) => StatusCode::FORBIDDEN,
+            ApiError::MissingKey
+            | ApiError::InvalidKey
+            | ApiError::KeyExpired(_)
+            | ApiError::AdminUnauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::WrongProject(_) | ApiError::OutOfScope(_) => StatusCode::FORBIDDEN,
+            ApiError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::UnknownRoute(_) | ApiError::UnknownModel(_) | ApiError::NotFound(_) => {
                 StatusCode::NOT_FOUND
             }
@@ -115,6 +129,9 @@ impl ApiError {
             // Instance slots free up as requests end, usually within a second.
             ApiError::Busy(_) => Some(1),
             ApiError::DatabaseUnavailable(_) => Some(5),
+            ApiError::RateLimited(refused) => {
+                Some(u32::try_from(refused.retry_after_secs()).unwrap_or(u32::MAX))
+            }
             _ => None,
         }
     }
@@ -155,6 +172,8 @@ impl ApiError {
             ApiError::UnknownRoute(m) => ApiError::UnknownRoute(clean(m)),
             ApiError::UnknownModel(m) => ApiError::UnknownModel(clean(m)),
             ApiError::NotFound(m) => ApiError::NotFound(clean(m)),
+            ApiError::OutOfScope(m) => ApiError::OutOfScope(clean(m)),
+            ApiError::Conflict(m) => ApiError::Conflict(clean(m)),
             ApiError::PluginNotLoaded { route, plugin } => ApiError::PluginNotLoaded {
                 route: clean(route),
                 plugin: clean(plugin),
@@ -179,6 +198,8 @@ impl ApiError {
             | ApiError::RequestTimeout(_)
             | ApiError::MissingKey
             | ApiError::InvalidKey
+            | ApiError::KeyExpired(_)
+            | ApiError::RateLimited(_)
             | ApiError::AdminUnauthorized
             | ApiError::MethodNotAllowed(_)
             | ApiError::Busy(_)
@@ -218,6 +239,11 @@ impl From<crate::store::StoreError> for ApiError {
             tracing::warn!("database unreachable: {e}");
             return ApiError::DatabaseUnavailable(e.to_string());
         }
-        ApiError::Internal(e.to_string())
+        match e {
+            crate::store::StoreError::UnknownProject(_)
+            | crate::store::StoreError::UnknownKey(_) => ApiError::NotFound(e.to_string()),
+            crate::store::StoreError::AmbiguousKey { .. } => ApiError::Conflict(e.to_string()),
+            e => ApiError::Internal(e.to_string()),
+        }
     }
 }

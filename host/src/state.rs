@@ -7,6 +7,7 @@ use std::sync::{Arc, RwLock};
 use tokio::sync::watch;
 
 use crate::config::Config;
+use crate::limits::Limiter;
 use crate::plugins::PluginRuntime;
 use crate::routing::Routes;
 use crate::store::{InvocationLog, Store};
@@ -18,6 +19,8 @@ pub struct AppState {
     pub runtime: Arc<PluginRuntime>,
     pub store: Store,
     pub log: InvocationLog,
+    /// Rate-limit and budget counters (in process, or in the config's Redis).
+    pub limiter: Limiter,
     /// Set when shutdown's grace period is over: requests still running end now.
     abort: watch::Sender<bool>,
 }
@@ -37,6 +40,16 @@ impl AppState {
         store: Store,
         log: InvocationLog,
     ) -> AppState {
+        let limiter = match &config.redis_url {
+            None => Limiter::local(),
+            Some(url) => {
+                Limiter::redis(url.as_str(), &config.redis_key_prefix).unwrap_or_else(|e| {
+                    // The config checked the URL as it was read: this is not expected.
+                    tracing::error!("{e}: counting rate limits in this process only");
+                    Limiter::local()
+                })
+            }
+        };
         AppState {
             live: RwLock::new(Arc::new(Live {
                 config,
@@ -47,6 +60,7 @@ impl AppState {
             runtime,
             store,
             log,
+            limiter,
             abort: watch::Sender::new(false),
         }
     }

@@ -317,8 +317,9 @@ fn test(args: &[String]) -> Result<(), String> {
 /// The PostgreSQL server of the suite's second pass, unless `GATEWAY_TEST_POSTGRES` names one.
 const TEST_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 /// Integration tests the PostgreSQL pass leaves out: `clients` checks the Python SDKs against
-/// the wire format (nothing of the store), `replicas` runs on PostgreSQL in the first pass.
-const NOT_ON_POSTGRES: [&str; 2] = ["clients", "replicas"];
+/// the wire format (nothing of the store), `replicas` and `limits` run on PostgreSQL in the first
+/// pass (they manage their own databases).
+const NOT_ON_POSTGRES: [&str; 3] = ["clients", "replicas", "limits"];
 
 /// The gateway's integration tests again, every gateway on a PostgreSQL database of its own
 /// (`GATEWAY_TEST_POSTGRES`): the same tests hold on both stores. The first pass's `--test NAME`

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::plugins::{AllowedHosts, HostsError, Limits, Sandbox, SandboxError};
 pub use price::{BadPrice, LongContextPrice, Price};
+pub use types::RedisUrl;
 use types::{BaseUrl, HostEntry, MemoryMb, positive, positive_option};
 
 /// The shipped example config; also the configuration used when no file is given.
@@ -73,6 +74,12 @@ pub struct Config {
     /// `plugins_dir`). Empty string: no cache.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plugin_cache_dir: Option<PathBuf>,
+    /// Where rate-limit and budget counters live, shared by every replica
+    /// using the same Redis and prefix (absent: in this process). Read at start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis_url: Option<RedisUrl>,
+    /// Prefix of every Redis key the gateway writes.
+    pub redis_key_prefix: String,
     /// Bearer token for the `/admin/...` endpoints; without one they answer 401.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_token: Option<String>,
@@ -156,6 +163,8 @@ impl Default for Config {
             journal_dir: None,
             plugins_dir: PathBuf::from("./data/plugins"),
             plugin_cache_dir: None,
+            redis_url: None,
+            redis_key_prefix: "gateway:".to_owned(),
             admin_token: None,
             workers: 0,
             max_body_bytes: MAX_BODY_BYTES,
@@ -706,6 +715,7 @@ mod tests {
         ];
         let mut full = Config::parse(
             "admin_token = \"t\"\nplugin_cache_dir = \"\"\nmax_expanded_bytes = 10\n\
+             redis_url = \"redis://127.0.0.1:6379/2\"\nredis_key_prefix = \"gw:\"\n\
              record_retention_days = 7\nrecord_bodies = \"full\"\n\
              [providers.x]\nplugin = \"openai\"\nbase_url = \"https://a.example/v1\"\n\
              allowed_hosts = [\"b.example:8443\"]\ntimeout_secs = 5\nmemory_limit_mb = 128\n\

@@ -23,6 +23,8 @@ pub enum ValueError {
     /// A URL or `host:port` the sandbox cannot allow.
     #[error(transparent)]
     Host(#[from] HostsError),
+    #[error("{0}")]
+    Redis(String),
 }
 
 /// std's nonzero integers, for [`positive`]: each with the integer it is read as.
@@ -149,6 +151,42 @@ impl From<HostEntry> for String {
     }
 }
 
+/// `redis_url`: a URL the Redis client accepts (`redis://`, `rediss://`,
+/// `redis+unix://`). Checked as it is read, so a typo fails at start rather
+/// than at the first limited request. It may hold a password: it is never
+/// shown (Debug prints the scheme only).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct RedisUrl(String);
+
+impl RedisUrl {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for RedisUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = self.0.split_once("://").map_or("?", |(scheme, _)| scheme);
+        write!(f, "RedisUrl({scheme}://…)")
+    }
+}
+
+impl TryFrom<String> for RedisUrl {
+    type Error = ValueError;
+
+    fn try_from(url: String) -> Result<RedisUrl, ValueError> {
+        crate::limits::check_redis_url(&url).map_err(|e| ValueError::Redis(e.to_string()))?;
+        Ok(RedisUrl(url))
+    }
+}
+
+impl From<RedisUrl> for String {
+    fn from(url: RedisUrl) -> String {
+        url.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,6 +200,15 @@ mod tests {
         );
         let most = MemoryMb::try_from(MemoryMb::MAX).expect("the maximum is allowed");
         assert_eq!(most.bytes(), MAX_MEMORY_LIMIT_BYTES);
+    }
+
+    #[test]
+    fn redis_urls_are_checked_and_not_shown() {
+        let url = RedisUrl::try_from("redis://:hunter2@127.0.0.1:6379/1".to_owned())
+            .expect("a redis URL");
+        assert!(!format!("{url:?}").contains("hunter2"));
+        assert!(RedisUrl::try_from("http://127.0.0.1:6379".to_owned()).is_err());
+        assert!(RedisUrl::try_from("not a url".to_owned()).is_err());
     }
 
     #[test]

@@ -14,11 +14,12 @@ use crate::config::Config;
 use crate::error::ApiError;
 use crate::http::{check_declared_length, discard_body, read_body};
 use crate::state::AppState;
+use crate::store::KeyRecord;
 
 /// A request whose caller is known and whose body parsed.
 pub(super) struct Admitted<S> {
-    /// The project of the caller's key.
-    pub project: String,
+    /// The caller's key: its project, scope and limits.
+    pub key: KeyRecord,
     pub body: S,
 }
 
@@ -32,8 +33,8 @@ pub(super) async fn admit<S: Surface>(
     let read_timeout = Duration::from_secs(config.request_read_timeout_secs.get());
     let max_body_bytes = config.max_body_bytes.get();
     check_declared_length(headers, max_body_bytes)?;
-    let project = match authenticate::<S>(state, headers).await {
-        Ok(project) => project,
+    let key = match authenticate::<S>(state, headers).await {
+        Ok(key) => key,
         Err(error) => {
             // Read what the client is still sending (without keeping it), so
             // that it gets its 401 rather than a connection reset.
@@ -42,19 +43,19 @@ pub(super) async fn admit<S: Surface>(
         }
     };
     // From here on the record belongs to the key's project, so its owner can read it.
-    draft.project(&project);
+    draft.caller(&key);
     draft.keep_bodies(BodyPolicy::of(config));
     let bytes = read_body(body, max_body_bytes, read_timeout).await?;
     draft.request(&bytes);
     let body = S::parse(&bytes)?;
-    Ok(Admitted { project, body })
+    Ok(Admitted { key, body })
 }
 
-/// The project the request's key belongs to.
+/// The request's key, as the store holds it.
 async fn authenticate<S: Surface>(
     state: &AppState,
     headers: &HeaderMap,
-) -> Result<String, ApiError> {
+) -> Result<KeyRecord, ApiError> {
     let key = S::project_key(headers)?;
-    crate::auth::project_of(&state.store, key).await
+    crate::auth::key_record(&state.store, key).await
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use hyper::HeaderMap;
 
+use super::quota::Quota;
 use super::record::Draft;
 use super::{Envelope, Kind};
 use crate::error::ApiError;
@@ -28,6 +29,8 @@ pub(super) struct Call {
     /// The project of the caller's key.
     pub project: String,
     pub kind: Kind,
+    /// What the call is charged to once it is over.
+    pub quota: Quota,
 }
 
 impl Call {

@@ -1,7 +1,7 @@
 //! The one request flow every model endpoint goes through, whatever its wire
 //! format and response mode: admit (declared size, key, body, project) ->
-//! route -> call the plugin -> answer (one JSON body, or an SSE stream) ->
-//! record. Every request that enters [`serve`] ends as exactly one invocation
+//! route -> limits (the key's scope, rate limits and budgets) -> call the
+//! plugin -> answer (one JSON body, or an SSE stream) -> record. Every request that enters [`serve`] ends as exactly one invocation
 //! record, shutdown included.
 //!
 //! What differs between API surfaces is how a body reads and how an answer
@@ -10,6 +10,7 @@
 
 mod admit;
 mod call;
+mod quota;
 mod record;
 mod stream;
 
@@ -208,8 +209,8 @@ impl EmbeddingCodec for Infallible {
 
 /// What the flow produced.
 enum Reply {
-    /// A complete JSON answer, still to be recorded.
-    Json(String),
+    /// A complete JSON answer, still to be recorded, with its rate-limit headers.
+    Json(String, HeaderMap),
     /// A stream whose task records the invocation itself.
     Stream(Response<Body>),
     /// A failure the stream task has already recorded.
@@ -250,8 +251,9 @@ async fn finish<S: Surface>(
     let error_response =
         |error: &ApiError| error_response_with_body(error, &S::error_body(error, &id), &id);
     match result {
-        Ok(Reply::Json(text)) => {
+        Ok(Reply::Json(text, headers)) => {
             let mut response = json_text_response(StatusCode::OK, Bytes::from(text.clone()), &id);
+            response.headers_mut().extend(headers);
             // Neither OpenAI's nor Anthropic's answer has a field for it.
             if let Some(cost) = draft.cost_usd() {
                 set_cost_header(response.headers_mut(), cost);
@@ -290,10 +292,10 @@ async fn flow<S: Surface>(
 ) -> Result<Reply, ApiError> {
     let live = state.live();
     let config = &live.config;
-    let admit::Admitted { project, body } =
+    let admit::Admitted { key, body } =
         admit::admit::<S>(state, config, draft, headers, body).await?;
     draft.user(body.user_id());
-    body.check_project(&project)?;
+    body.check_project(&key.project_id)?;
     let target = body.target(config)?;
     let route = live.routes.get(&target.route)?;
     draft.route(&route.id, &route.config.plugin);
@@ -301,9 +303,13 @@ async fn flow<S: Surface>(
     let stream = body.stream();
     let model = route.model(target.model)?;
     draft.model(&model, target.kind.as_str(), stream);
+    quota::check_scope(&key, &route.id, &model)?;
     let api_key = call::provider_key(draft, &route, headers)?;
     let ask = body.ask(target.kind, config)?;
     let plugin = call::plugin_for(state, &route)?;
+    // Last before the call: a request refused for anything else takes nothing from its limits.
+    let project = key.project_id.clone();
+    let quota = quota::Quota::admit(state, key).await?;
     let call = Call {
         ctx: call::context(draft, &route),
         route,
@@ -311,6 +317,7 @@ async fn flow<S: Surface>(
         model,
         project,
         kind: target.kind,
+        quota,
     };
     let wit_route = call.route.wit_route(api_key);
 
@@ -330,18 +337,25 @@ async fn flow<S: Surface>(
                 params: target.params,
             };
             if stream {
-                return stream::start(state.clone(), call, request, codec, draft.hand_over()).await;
+                let headers = call.quota.headers();
+                let reply =
+                    stream::start(state.clone(), call, request, codec, draft.hand_over()).await?;
+                return Ok(match reply {
+                    Reply::Stream(mut response) => {
+                        response.headers_mut().extend(headers);
+                        Reply::Stream(response)
+                    }
+                    other => other,
+                });
             }
             let completion = call.complete(&state.runtime, request).await?;
             let (usage, cost_usd) = call.metered(completion.usage.as_ref());
+            call.quota.settle(usage.as_ref(), cost_usd).await;
             draft.usage(usage, cost_usd);
             let id = draft.id().to_string();
             let usage = usage.as_ref().map(|usage| Metered { usage, cost_usd });
-            Ok(Reply::Json(codec.completion(
-                &call.envelope(&id),
-                &completion,
-                usage,
-            )))
+            let text = codec.completion(&call.envelope(&id), &completion, usage);
+            Ok(Reply::Json(text, call.quota.headers()))
         }
         Ask::Embed { input, codec } => {
             let inputs = input.len();
@@ -359,14 +373,12 @@ async fn flow<S: Surface>(
                 )));
             }
             let (usage, cost_usd) = call.metered(result.usage.as_ref());
+            call.quota.settle(usage.as_ref(), cost_usd).await;
             draft.usage(usage, cost_usd);
             let id = draft.id().to_string();
             let usage = usage.as_ref().map(|usage| Metered { usage, cost_usd });
-            Ok(Reply::Json(codec.embeddings(
-                &call.envelope(&id),
-                &result.vectors,
-                usage,
-            )))
+            let text = codec.embeddings(&call.envelope(&id), &result.vectors, usage);
+            Ok(Reply::Json(text, call.quota.headers()))
         }
     }
 }

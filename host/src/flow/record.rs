@@ -8,7 +8,7 @@ use crate::config::{Config, RecordBodies};
 use crate::error::ApiError;
 use crate::plugins::types;
 use crate::redact::Secrets;
-use crate::store::{Invocation, InvocationStatus, TokenUsage, now_ms};
+use crate::store::{Invocation, InvocationStatus, KeyRecord, TokenUsage, now_ms};
 
 /// What a record keeps of the bodies (config `record_bodies`, `record_body_max_bytes`).
 #[derive(Debug, Clone, Copy)]
@@ -115,8 +115,11 @@ impl Draft {
     pub fn redact(&self, error: ApiError) -> ApiError {
         error.redacted(&self.secrets)
     }
-    pub fn project(&mut self, project_id: &str) {
-        self.record.project_id = Some(project_id.to_owned());
+    /// The caller's key is known: the record is its project's, and its
+    /// spend is counted against the key too.
+    pub fn caller(&mut self, key: &KeyRecord) {
+        self.record.project_id = Some(key.project_id.clone());
+        self.record.key_prefix = Some(key.prefix.clone());
     }
     pub fn user(&mut self, user_id: Option<&str>) {
         self.record.user_id = user_id.map(str::to_owned);
@@ -153,6 +156,7 @@ impl Draft {
         self.record.status = match error {
             // Not the request's fault: it was cut short, like a client leaving.
             ApiError::ShuttingDown => InvocationStatus::Cancelled,
+            ApiError::RateLimited(_) => InvocationStatus::RateLimited,
             _ => InvocationStatus::Error,
         };
         self.record.http_status = error.status().as_u16();

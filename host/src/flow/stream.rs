@@ -152,6 +152,7 @@ impl<C: CompletionCodec> Streamed<C> {
         match end {
             End::Finished(Ok(mut completion)) if !client_gone => {
                 let (usage, cost_usd) = call.metered(completion.usage.as_ref());
+                call.quota.settle(usage.as_ref(), cost_usd).await;
                 draft.usage(usage, cost_usd);
                 let usage = usage.as_ref().map(|usage| Metered { usage, cost_usd });
                 let last_frame = pump.codec.last_frame(&pump.envelope, &completion, usage);
@@ -166,6 +167,7 @@ impl<C: CompletionCodec> Streamed<C> {
             End::Finished(Err(error)) if !client_gone => {
                 let error = draft.redact(error);
                 let (usage, cost) = call.metered(pump.usage.as_ref());
+                call.quota.settle(usage.as_ref(), cost).await;
                 draft.usage(usage, cost);
                 state.log.record(draft.failure(&error)).await;
                 pump.tell_error(error).await;
@@ -175,6 +177,7 @@ impl<C: CompletionCodec> Streamed<C> {
                 // learns why its answer stops here, and the record keeps the
                 // part that was sent and its usage so far.
                 let (usage, cost) = call.metered(pump.usage.as_ref());
+                call.quota.settle(usage.as_ref(), cost).await;
                 draft.usage(usage, cost);
                 let error = ApiError::ShuttingDown;
                 let status = if pump.started.is_some() {
@@ -193,6 +196,7 @@ impl<C: CompletionCodec> Streamed<C> {
                 // The caller left: dropping the plugin call above cancelled the
                 // upstream request. Keep what was known.
                 let (usage, cost) = call.metered(pump.usage.as_ref());
+                call.quota.settle(usage.as_ref(), cost).await;
                 draft.usage(usage, cost);
                 let status = if pump.started.is_some() {
                     CLIENT_CLOSED_REQUEST

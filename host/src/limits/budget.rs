@@ -3,7 +3,7 @@
 
 /// A budget's period.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Period {
+pub enum Period {
     Day,
     Month,
 }
@@ -20,6 +20,11 @@ pub(crate) struct Bounds {
 const DAY_MS: i64 = 86_400_000;
 
 impl Period {
+    /// When the period containing `now_ms` began, in Unix ms.
+    pub fn start_ms(self, now_ms: i64) -> i64 {
+        self.at(now_ms).start_ms
+    }
+
     /// The period containing `now_ms`.
     pub(crate) fn at(self, now_ms: i64) -> Bounds {
         let day = now_ms.div_euclid(DAY_MS);

@@ -65,6 +65,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use self::budget::Period;
 pub use self::redis::redis_failures;
 
 /// One subject's limits, as stored (project or key). `None` = no limit; a
@@ -134,9 +135,16 @@ impl SpendSource for NoSpend {
     }
 }
 
+/// Whether `url` is one [`Limiter::redis`] can use (checked when the config is read).
+pub fn check_redis_url(url: &str) -> Result<(), LimitsError> {
+    ::redis::Client::open(url)
+        .map(drop)
+        .map_err(|e| LimitsError::InvalidUrl(e.to_string()))
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum LimitsError {
-    #[error("invalid redis_url: {0}")]
+    #[error("not a Redis URL: {0}")]
     InvalidUrl(String),
 }
 

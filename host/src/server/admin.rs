@@ -1,18 +1,25 @@
-//! Operator endpoints under `/admin`, behind the config's `admin_token`.
+//! Operator endpoints under `/admin`, behind the config's `admin_token`: plugins and config,
+//! and projects, keys, their limits and usage (what the CLI does, for operators without a
+//! shell on a replica).
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use bytes::Bytes;
 use hyper::body::Incoming;
 use hyper::header::AUTHORIZATION;
-use hyper::{Request, Response, StatusCode};
+use hyper::{Method, Request, Response, StatusCode};
 use serde_json::json;
 use uuid::Uuid;
 
+use crate::auth::parse_expiry;
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::http::{Body, error_response, json_response};
+use crate::http::{Body, check_declared_length, error_response, json_response, read_body};
+use crate::limits::{LimitSet, Period};
 use crate::plugins::{PluginReport, PluginRuntime};
 use crate::state::AppState;
+use crate::store::{KeyScope, KeySpec, LimitUpdate, Project, StoreError, format_time_ms, now_ms};
 
 /// One plugin with the routes it serves, as the admin API reports it.
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -88,4 +95,373 @@ pub(super) fn config(
         }),
         id,
     )
+}
+
+/// Request bodies of the admin API are small JSON objects.
+const MAX_ADMIN_BODY: usize = 64 * 1024;
+/// What a key's prefix in a path must at least hold, as the CLI's `key revoke`.
+const MIN_KEY_PREFIX: usize = 8;
+
+/// A limits object of a request body: absent, null or 0 = no limit.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+struct LimitsBody {
+    rpm: Option<u32>,
+    tpm: Option<u64>,
+    #[serde(alias = "daily_budget_usd")]
+    daily_budget_usd: Option<f64>,
+    #[serde(alias = "monthly_budget_usd")]
+    monthly_budget_usd: Option<f64>,
+}
+
+impl LimitsBody {
+    /// The limit set it stands for (zeros are no limit); a negative budget is refused rather
+    /// than read as "none", which is surely not what was meant.
+    fn limit_set(&self) -> Result<LimitSet, ApiError> {
+        for (name, usd) in [
+            ("dailyBudgetUsd", self.daily_budget_usd),
+            ("monthlyBudgetUsd", self.monthly_budget_usd),
+        ] {
+            if usd.is_some_and(|usd| !usd.is_finite() || usd < 0.0) {
+                return Err(ApiError::BadRequest(format!(
+                    "{name} must be a number of dollars, not negative (0 or null: no budget)"
+                )));
+            }
+        }
+        let requested = LimitSet {
+            rpm: self.rpm,
+            tpm: self.tpm,
+            daily_budget_usd: self.daily_budget_usd,
+            monthly_budget_usd: self.monthly_budget_usd,
+        };
+        Ok(LimitUpdate::replace(requested).apply(LimitSet::default()))
+    }
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewProject {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    limits: Option<LimitsBody>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct NewKey {
+    limits: Option<LimitsBody>,
+    routes: Vec<String>,
+    models: Vec<String>,
+    expires: Option<String>,
+}
+
+fn limits_json(limits: &LimitSet) -> serde_json::Value {
+    json!({
+        "rpm": limits.rpm,
+        "tpm": limits.tpm,
+        "dailyBudgetUsd": limits.daily_budget_usd,
+        "monthlyBudgetUsd": limits.monthly_budget_usd,
+    })
+}
+
+fn project_json(project: &Project) -> serde_json::Value {
+    json!({
+        "id": project.id,
+        "name": project.name,
+        "createdAt": format_time_ms(project.created_at_ms),
+        "limits": limits_json(&project.limits),
+    })
+}
+
+/// One of the project, key and usage endpoints, by the path's segments after `/admin`.
+enum Endpoint<'a> {
+    Projects,
+    ProjectKeys(&'a str),
+    ProjectLimits(&'a str),
+    ProjectUsage(&'a str),
+    Key(&'a str),
+    KeyLimits(&'a str),
+}
+
+impl<'a> Endpoint<'a> {
+    fn of(path: &'a str) -> Option<Endpoint<'a>> {
+        let rest = path.strip_prefix("/admin/")?;
+        let segments: Vec<&str> = rest.split('/').collect();
+        // An empty id or prefix (`/admin/keys/`) names nothing.
+        Some(match segments[..] {
+            ["projects"] => Endpoint::Projects,
+            ["projects", id, "keys"] if !id.is_empty() => Endpoint::ProjectKeys(id),
+            ["projects", id, "limits"] if !id.is_empty() => Endpoint::ProjectLimits(id),
+            ["projects", id, "usage"] if !id.is_empty() => Endpoint::ProjectUsage(id),
+            ["keys", prefix] if !prefix.is_empty() => Endpoint::Key(prefix),
+            ["keys", prefix, "limits"] if !prefix.is_empty() => Endpoint::KeyLimits(prefix),
+            _ => return None,
+        })
+    }
+
+    /// The method(s) the endpoint answers, as `Allow` lists them.
+    fn allowed(&self) -> &'static str {
+        match self {
+            Endpoint::Projects => "GET, POST",
+            Endpoint::ProjectKeys(_) => "POST",
+            Endpoint::ProjectLimits(_) | Endpoint::KeyLimits(_) => "PUT",
+            Endpoint::ProjectUsage(_) => "GET",
+            Endpoint::Key(_) => "DELETE",
+        }
+    }
+}
+
+/// `/admin/projects...` and `/admin/keys/...`: projects, keys, their limits, usage.
+pub(super) async fn manage(
+    state: Arc<AppState>,
+    request: Request<Incoming>,
+    id: &Uuid,
+) -> Response<Body> {
+    let path = request.uri().path().to_owned();
+    let Some(endpoint) = Endpoint::of(&path) else {
+        return error_response(&ApiError::NotFound(format!("no such endpoint: {path}")), id);
+    };
+    let method = request.method().clone();
+    let known = endpoint
+        .allowed()
+        .split(", ")
+        .any(|allowed| allowed == method.as_str());
+    if !known {
+        return error_response(&ApiError::MethodNotAllowed(endpoint.allowed()), id);
+    }
+    if !authorized(&state, &request) {
+        return error_response(&ApiError::AdminUnauthorized, id);
+    }
+    let answer = match endpoint {
+        Endpoint::Projects if method == Method::GET => list_projects(&state).await,
+        Endpoint::Projects => create_project(&state, request).await,
+        Endpoint::ProjectKeys(project_id) => create_key(&state, request, project_id).await,
+        Endpoint::ProjectLimits(project_id) => {
+            set_project_limits(&state, request, project_id).await
+        }
+        Endpoint::ProjectUsage(project_id) => usage(&state, &request, project_id).await,
+        Endpoint::Key(prefix) => revoke_keys(&state, prefix).await,
+        Endpoint::KeyLimits(prefix) => set_key_limits(&state, request, prefix).await,
+    };
+    match answer {
+        Ok((status, body)) => json_response(status, &body, id),
+        Err(error) => error_response(&error, id),
+    }
+}
+
+type Answer = Result<(StatusCode, serde_json::Value), ApiError>;
+
+/// The request's body, within the admin API's size limit and the config's read timeout.
+async fn read_json_body(state: &AppState, request: Request<Incoming>) -> Result<Bytes, ApiError> {
+    check_declared_length(request.headers(), MAX_ADMIN_BODY)?;
+    let timeout = Duration::from_secs(state.live().config.request_read_timeout_secs.get());
+    read_body(request.into_body(), MAX_ADMIN_BODY, timeout).await
+}
+
+/// A JSON object's fields into `T`. Objects only: serde would also fill a struct from an array
+/// by position, which no caller means.
+fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.trim_ascii_start().first() != Some(&b'{') {
+        return Err(ApiError::BadRequest(
+            "the request body must be a JSON object".into(),
+        ));
+    }
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::BadRequest(format!("invalid request body: {e}")))
+}
+
+fn is_blank(bytes: &[u8]) -> bool {
+    bytes.iter().all(u8::is_ascii_whitespace)
+}
+
+fn check_key_prefix(prefix: &str) -> Result<(), ApiError> {
+    if prefix.chars().count() < MIN_KEY_PREFIX {
+        return Err(ApiError::BadRequest(format!(
+            "give at least {MIN_KEY_PREFIX} characters of the key"
+        )));
+    }
+    Ok(())
+}
+
+async fn list_projects(state: &AppState) -> Answer {
+    let projects = state.store.projects().await?;
+    let rows: Vec<_> = projects.iter().map(project_json).collect();
+    Ok((StatusCode::OK, json!({ "projects": rows })))
+}
+
+async fn create_project(state: &AppState, request: Request<Incoming>) -> Answer {
+    let bytes = read_json_body(state, request).await?;
+    let body: NewProject = parse_json(&bytes)?;
+    let name = body.name.as_deref().map(str::trim).unwrap_or_default();
+    if name.is_empty() {
+        return Err(ApiError::BadRequest("give the project a name".into()));
+    }
+    // Checked before anything is created, so a refused body leaves no project behind.
+    let limits = body
+        .limits
+        .as_ref()
+        .map(LimitsBody::limit_set)
+        .transpose()?;
+    let mut project = state.store.create_project(name).await?;
+    if let Some(limits) = limits {
+        project.limits = state
+            .store
+            .update_project_limits(&project.id, &LimitUpdate::replace(limits))
+            .await?;
+    }
+    tracing::info!(project = %project.id, "admin API: created a project");
+    Ok((StatusCode::CREATED, project_json(&project)))
+}
+
+async fn create_key(state: &AppState, request: Request<Incoming>, project_id: &str) -> Answer {
+    let bytes = read_json_body(state, request).await?;
+    let body: NewKey = if is_blank(&bytes) {
+        NewKey::default()
+    } else {
+        parse_json(&bytes)?
+    };
+    let limits = match &body.limits {
+        Some(limits) => limits.limit_set()?,
+        None => LimitSet::default(),
+    };
+    if let Some(route) = body.routes.iter().find(|r| r.trim().is_empty()) {
+        return Err(ApiError::BadRequest(format!("{route:?} is not a route id")));
+    }
+    for model in &body.models {
+        if !matches!(model.split_once('/'), Some((r, m)) if !r.is_empty() && !m.is_empty()) {
+            return Err(ApiError::BadRequest(format!(
+                "{model:?} is not ROUTE/MODEL (e.g. openai/gpt-4o-mini)"
+            )));
+        }
+    }
+    let expires_at_ms = match &body.expires {
+        Some(text) => Some(parse_expiry(text, now_ms()).map_err(ApiError::BadRequest)?),
+        None => None,
+    };
+    let spec = KeySpec {
+        limits,
+        scope: KeyScope {
+            routes: body.routes,
+            models: body.models,
+            expires_at_ms,
+        },
+    };
+    let key = state.store.create_key(project_id, &spec).await?;
+    let prefix = crate::auth::key_prefix(&key).to_owned();
+    tracing::info!(project = %project_id, key = %prefix, "admin API: created a key");
+    Ok((
+        StatusCode::CREATED,
+        json!({
+            "key": key,
+            "prefix": prefix,
+            "projectId": project_id,
+            "limits": limits_json(&spec.limits),
+            "routes": spec.scope.routes,
+            "models": spec.scope.models,
+            "expiresAt": spec.scope.expires_at_ms.map(format_time_ms),
+        }),
+    ))
+}
+
+async fn revoke_keys(state: &AppState, prefix: &str) -> Answer {
+    check_key_prefix(prefix)?;
+    let revoked = state.store.revoke_keys(prefix).await?;
+    if revoked == 0 {
+        return Err(ApiError::NotFound(format!(
+            "no live key starts with {prefix:?}"
+        )));
+    }
+    let shown: String = prefix.chars().take(crate::auth::PREFIX_LEN).collect();
+    tracing::info!(key = %shown, revoked, "admin API: revoked keys");
+    Ok((StatusCode::OK, json!({ "revoked": revoked })))
+}
+
+/// A `PUT` body of limits: the whole set, so an empty body is refused rather than read as
+/// "clear every limit".
+async fn limits_of(state: &AppState, request: Request<Incoming>) -> Result<LimitSet, ApiError> {
+    let bytes = read_json_body(state, request).await?;
+    if is_blank(&bytes) {
+        return Err(ApiError::BadRequest(
+            "send the limits as a JSON object: {\"rpm\", \"tpm\", \"dailyBudgetUsd\", \
+             \"monthlyBudgetUsd\"} (null or absent: no limit)"
+                .into(),
+        ));
+    }
+    parse_json::<LimitsBody>(&bytes)?.limit_set()
+}
+
+async fn set_project_limits(
+    state: &AppState,
+    request: Request<Incoming>,
+    project_id: &str,
+) -> Answer {
+    let limits = limits_of(state, request).await?;
+    let now = state
+        .store
+        .update_project_limits(project_id, &LimitUpdate::replace(limits))
+        .await?;
+    tracing::info!(project = %project_id, "admin API: set the project's limits");
+    Ok((
+        StatusCode::OK,
+        json!({ "projectId": project_id, "limits": limits_json(&now) }),
+    ))
+}
+
+async fn set_key_limits(state: &AppState, request: Request<Incoming>, prefix: &str) -> Answer {
+    check_key_prefix(prefix)?;
+    let limits = limits_of(state, request).await?;
+    let (stored, now) = state
+        .store
+        .update_key_limits(prefix, &LimitUpdate::replace(limits))
+        .await?;
+    tracing::info!(key = %stored, "admin API: set the key's limits");
+    Ok((
+        StatusCode::OK,
+        json!({ "prefix": stored, "limits": limits_json(&now) }),
+    ))
+}
+
+async fn usage(state: &AppState, request: &Request<Incoming>, project_id: &str) -> Answer {
+    let mut period = Period::Day;
+    for pair in request.uri().query().unwrap_or_default().split('&') {
+        match pair.split_once('=').unwrap_or((pair, "")) {
+            ("", _) => {}
+            ("period", "day") => period = Period::Day,
+            ("period", "month") => period = Period::Month,
+            ("period", other) => {
+                return Err(ApiError::BadRequest(format!(
+                    "period {other:?}: use day or month"
+                )));
+            }
+            (name, _) => {
+                return Err(ApiError::BadRequest(format!(
+                    "unknown query parameter {name:?}: only period=day|month"
+                )));
+            }
+        }
+    }
+    if state.store.project(project_id).await?.is_none() {
+        return Err(StoreError::UnknownProject(project_id.to_owned()).into());
+    }
+    let since = period.start_ms(now_ms());
+    // Records are written in batches: the ones this process answered count too.
+    state.log.flush().await;
+    let usage = state.store.usage_since(project_id, since).await?;
+    Ok((
+        StatusCode::OK,
+        json!({
+            "projectId": project_id,
+            "period": match period {
+                Period::Day => "day",
+                Period::Month => "month",
+            },
+            "since": format_time_ms(since),
+            "requests": usage.requests,
+            "promptTokens": usage.prompt_tokens,
+            "completionTokens": usage.completion_tokens,
+            "totalTokens": usage.total_tokens,
+            "spendUsd": usage.cost_usd,
+        }),
+    ))
 }

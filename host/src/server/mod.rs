@@ -186,10 +186,26 @@ async fn accept_loop(
     }
 }
 
+/// The path as logs show it: `/admin/keys/KEY...` may name a whole key, of
+/// which only the stored prefix is shown.
+fn logged_path(path: &str) -> std::borrow::Cow<'_, str> {
+    let Some(rest) = path.strip_prefix("/admin/keys/") else {
+        return path.into();
+    };
+    let (key, tail) = rest
+        .split_once('/')
+        .map_or((rest, None), |(k, t)| (k, Some(t)));
+    let shown: String = key.chars().take(crate::auth::PREFIX_LEN).collect();
+    match tail {
+        None => format!("/admin/keys/{shown}").into(),
+        Some(tail) => format!("/admin/keys/{shown}/{tail}").into(),
+    }
+}
+
 async fn dispatch(state: Arc<AppState>, request: Request<Incoming>) -> Response<Body> {
     let id = Uuid::now_v7();
     let span = tracing::info_span!("request", invocation_id = %id,
-        method = %request.method(), path = %request.uri().path());
+        method = %request.method(), path = %logged_path(request.uri().path()));
     async move {
         let started = std::time::Instant::now();
         let path = request.uri().path().to_owned();
@@ -223,6 +239,14 @@ async fn dispatch(state: Arc<AppState>, request: Request<Incoming>) -> Response<
             }
             (&Method::GET, "/admin/plugins") => admin::plugins(state, request, &id),
             (&Method::GET, "/admin/config") => admin::config(state, request, &id),
+            // Projects, keys, limits, usage: admin.rs answers every method (405s included).
+            (_, p)
+                if p == "/admin/projects"
+                    || p.starts_with("/admin/projects/")
+                    || p.starts_with("/admin/keys/") =>
+            {
+                admin::manage(state, request, &id).await
+            }
             (&Method::GET, p) if p.starts_with("/invocations/") => {
                 let invocation_id = &p["/invocations/".len()..];
                 invocations::get(state, request, invocation_id, id).await
@@ -265,4 +289,21 @@ async fn dispatch(state: Arc<AppState>, request: Request<Incoming>) -> Response<
     }
     .instrument(span)
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_whole_key_in_an_admin_path_is_not_logged() {
+        let key = crate::auth::generate_key();
+        let path = format!("/admin/keys/{key}/limits");
+        let shown = super::logged_path(&path);
+        assert!(!shown.contains(&key), "{shown}");
+        assert_eq!(
+            shown,
+            format!("/admin/keys/{}/limits", crate::auth::key_prefix(&key))
+        );
+        assert!(!super::logged_path(&format!("/admin/keys/{key}")).contains(&key));
+        assert_eq!(super::logged_path("/completions"), "/completions");
+    }
 }

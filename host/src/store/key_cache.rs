@@ -55,6 +55,9 @@ struct Cached {
 }
 
 /// What the cache knows of a key.
+// Moved once, straight to the caller: boxing the record would cost an
+// allocation on every cache hit, the request path's common case.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Lookup {
     Hit(KeyRecord),
     /// Read the database, then hand the answer to [`KeyCache::keep`] with this.
@@ -233,6 +236,17 @@ mod tests {
     fn found(project: &str) -> Fetched {
         Ok(Some(KeyRecord {
             project_id: project.into(),
+            prefix: "gw_0123456789ab".into(),
+            limits: crate::limits::LimitSet::default(),
+            project_limits: crate::limits::LimitSet {
+                rpm: Some(60),
+                ..Default::default()
+            },
+            scope: super::super::KeyScope {
+                routes: vec!["openai".into()],
+                models: Vec::new(),
+                expires_at_ms: Some(1),
+            },
         }))
     }
 
@@ -257,13 +271,10 @@ mod tests {
                 .project_id,
             "p"
         );
+        // Everything the database said is kept, not only whose key it is.
         assert_eq!(
-            gateway
-                .find(&[1; 32], unexpected)
-                .unwrap()
-                .unwrap()
-                .project_id,
-            "p"
+            gateway.find(&[1; 32], unexpected).unwrap(),
+            found("p").unwrap()
         );
 
         cli.keys_changed().unwrap();

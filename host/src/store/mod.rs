@@ -19,6 +19,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use uuid::Uuid;
 
+use crate::limits::{LimitSet, Subject};
 pub use writer::InvocationLog;
 
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +44,10 @@ pub enum StoreError {
     Directory(String, std::io::Error),
     #[error("no project with id {0}")]
     UnknownProject(String),
+    #[error("no live key starts with {0:?}")]
+    UnknownKey(String),
+    #[error("{count} live keys start with {prefix:?}: give more of the key")]
+    AmbiguousKey { prefix: String, count: usize },
     #[error(
         "unsupported database {0:?}: give a SQLite file path, a sqlite:// URL or a postgres:// URL"
     )]
@@ -82,16 +87,124 @@ impl StoreError {
     }
 }
 
-/// A project's API key as stored: only its hash is kept.
-#[derive(Debug, Clone)]
+/// A live project API key as the request path sees it (only its hash is
+/// stored): whose it is, what it may do, and the limits it and its project
+/// are held to. Cached with the key, so a change of any of these goes through
+/// the same invalidation as a revocation.
+#[derive(Debug, Clone, PartialEq)]
 pub struct KeyRecord {
     pub project_id: String,
+    /// The key's first [`crate::auth::PREFIX_LEN`] characters, as stored: how
+    /// operators name it, and the subject of its own limits.
+    pub prefix: String,
+    /// The key's own limits.
+    pub limits: LimitSet,
+    /// Its project's limits (shared by all the project's keys).
+    pub project_limits: LimitSet,
+    pub scope: KeyScope,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// What a key may be used for. Empty `routes` and `models`: every route and
+/// model. Otherwise a request is in scope when its route is one of `routes`
+/// or its `ROUTE/MODEL` one of `models`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyScope {
+    /// Route ids (`[providers.ID]`) the key may use with any model.
+    pub routes: Vec<String>,
+    /// `ROUTE/MODEL` pairs the key may use.
+    pub models: Vec<String>,
+    /// Unix ms after which the key is refused (401).
+    pub expires_at_ms: Option<i64>,
+}
+
+impl KeyScope {
+    /// Whether a request for `model` on `route` is within the scope.
+    pub fn allows(&self, route: &str, model: &str) -> bool {
+        (self.routes.is_empty() && self.models.is_empty())
+            || self.routes.iter().any(|r| r == route)
+            || self
+                .models
+                .iter()
+                .any(|m| m.split_once('/') == Some((route, model)))
+    }
+
+    /// When the key expired, if it had by `now_ms`.
+    pub fn expired(&self, now_ms: i64) -> Option<i64> {
+        self.expires_at_ms.filter(|at| now_ms >= *at)
+    }
+}
+
+/// What a new key is created with.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KeySpec {
+    pub limits: LimitSet,
+    pub scope: KeyScope,
+}
+
+/// A change of some limits: `None` leaves a limit as it is, `Some(0)` (or a
+/// non-positive budget) clears it, anything else sets it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LimitUpdate {
+    pub rpm: Option<u32>,
+    pub tpm: Option<u64>,
+    pub daily_budget_usd: Option<f64>,
+    pub monthly_budget_usd: Option<f64>,
+}
+
+impl LimitUpdate {
+    /// The update that makes a subject's limits exactly `limits` (what a
+    /// `PUT` of the admin API means).
+    pub fn replace(limits: LimitSet) -> LimitUpdate {
+        LimitUpdate {
+            rpm: Some(limits.rpm.unwrap_or(0)),
+            tpm: Some(limits.tpm.unwrap_or(0)),
+            daily_budget_usd: Some(limits.daily_budget_usd.unwrap_or(0.0)),
+            monthly_budget_usd: Some(limits.monthly_budget_usd.unwrap_or(0.0)),
+        }
+    }
+
+    /// `limits` with this update applied; cleared limits are `None`, so a
+    /// stored set never holds a zero.
+    pub fn apply(&self, limits: LimitSet) -> LimitSet {
+        let budget = |new: Option<f64>, old: Option<f64>| match new {
+            None => old,
+            Some(usd) if usd.is_finite() && usd > 0.0 => Some(usd),
+            Some(_) => None,
+        };
+        LimitSet {
+            rpm: match self.rpm {
+                None => limits.rpm,
+                Some(n) => (n > 0).then_some(n),
+            },
+            tpm: match self.tpm {
+                None => limits.tpm,
+                Some(n) => (n > 0).then_some(n),
+            },
+            daily_budget_usd: budget(self.daily_budget_usd, limits.daily_budget_usd),
+            monthly_budget_usd: budget(self.monthly_budget_usd, limits.monthly_budget_usd),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
 pub struct Project {
     pub id: String,
     pub name: String,
+    /// Unix ms.
+    pub created_at_ms: i64,
+    pub limits: LimitSet,
+}
+
+/// What a project's calls added up to over a period.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct UsageTotals {
+    /// Invocation records (every outcome, refusals by a limit included).
+    pub requests: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+    /// The exact cost of the calls whose price is known.
+    pub cost_usd: f64,
 }
 
 /// Token counts of one call, normalized across providers.
@@ -115,6 +228,8 @@ pub enum InvocationStatus {
     Error,
     /// The caller went away before the answer was complete.
     Cancelled,
+    /// Refused by a rate limit or budget before reaching a plugin.
+    RateLimited,
 }
 
 impl InvocationStatus {
@@ -123,6 +238,7 @@ impl InvocationStatus {
             InvocationStatus::Success => "success",
             InvocationStatus::Error => "error",
             InvocationStatus::Cancelled => "cancelled",
+            InvocationStatus::RateLimited => "rate_limited",
         }
     }
 
@@ -130,6 +246,7 @@ impl InvocationStatus {
         match text {
             "success" => InvocationStatus::Success,
             "cancelled" => InvocationStatus::Cancelled,
+            "rate_limited" => InvocationStatus::RateLimited,
             _ => InvocationStatus::Error,
         }
     }
@@ -141,6 +258,10 @@ impl InvocationStatus {
 pub struct Invocation {
     pub id: Uuid,
     pub project_id: Option<String>,
+    /// The stored prefix of the caller's key (what its spend is counted by).
+    /// Absent from journal lines written before it existed.
+    #[serde(default)]
+    pub key_prefix: Option<String>,
     pub user_id: Option<String>,
     pub route: Option<String>,
     pub plugin: Option<String>,
@@ -170,6 +291,7 @@ impl Invocation {
         Invocation {
             id,
             project_id: None,
+            key_prefix: None,
             user_id: None,
             route: None,
             plugin: None,
@@ -236,6 +358,91 @@ pub struct InvocationFilter {
     pub project_id: Option<String>,
     pub user_id: Option<String>,
     pub limit: u32,
+}
+
+/// Which key(s) an operator's argument names: a whole key (by its hash), or
+/// the keys whose stored prefix starts with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum KeyMatch {
+    Hash([u8; 32]),
+    /// A `LIKE` pattern, its `\`, `%` and `_` escaped (with `ESCAPE '\'`).
+    Pattern(String),
+}
+
+impl KeyMatch {
+    pub(crate) fn of(prefix: &str) -> KeyMatch {
+        if crate::auth::looks_like_whole_key(prefix) {
+            return KeyMatch::Hash(crate::auth::hash_key(prefix));
+        }
+        // Only the first PREFIX_LEN characters are stored.
+        let stored: String = prefix.chars().take(crate::auth::PREFIX_LEN).collect();
+        let escaped = stored
+            .replace('\\', "\\\\")
+            .replace('%', "\\%")
+            .replace('_', "\\_");
+        KeyMatch::Pattern(format!("{escaped}%"))
+    }
+
+    /// What an error may say the operator asked for: the prefix as given
+    /// (unescaped), never a whole key (a hash stands for one: the caller
+    /// knows its prefix, see [`Store::update_key_limits`]).
+    fn shown(&self) -> String {
+        match self {
+            KeyMatch::Hash(_) => String::new(),
+            KeyMatch::Pattern(pattern) => {
+                let mut shown = String::with_capacity(pattern.len());
+                let mut chars = pattern.strip_suffix('%').unwrap_or(pattern).chars();
+                while let Some(c) = chars.next() {
+                    match c {
+                        '\\' => shown.extend(chars.next()),
+                        c => shown.push(c),
+                    }
+                }
+                shown
+            }
+        }
+    }
+}
+
+/// One subject's limits as their four columns hold them (NULL: no limit).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct StoredLimits {
+    rpm: Option<i64>,
+    tpm: Option<i64>,
+    daily_budget_usd: Option<f64>,
+    monthly_budget_usd: Option<f64>,
+}
+
+impl StoredLimits {
+    /// What `limits` is stored as: zeros (and non-positive budgets) as NULL.
+    fn of(limits: &LimitSet) -> StoredLimits {
+        let limits = LimitUpdate::replace(*limits).apply(LimitSet::default());
+        StoredLimits {
+            rpm: limits.rpm.map(i64::from),
+            tpm: limits.tpm.map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
+            daily_budget_usd: limits.daily_budget_usd,
+            monthly_budget_usd: limits.monthly_budget_usd,
+        }
+    }
+
+    /// The limits the columns hold. A value that is no valid limit (written
+    /// by hand: negative, zero, out of range) is no limit, not an error that
+    /// would refuse every request of the key.
+    fn limits(self) -> LimitSet {
+        let budget = |usd: Option<f64>| usd.filter(|usd| usd.is_finite() && *usd > 0.0);
+        LimitSet {
+            rpm: self
+                .rpm
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|n| *n > 0),
+            tpm: self
+                .tpm
+                .and_then(|n| u64::try_from(n).ok())
+                .filter(|n| *n > 0),
+            daily_budget_usd: budget(self.daily_budget_usd),
+            monthly_budget_usd: budget(self.monthly_budget_usd),
+        }
+    }
 }
 
 /// How a database's schema was brought up to date when it was opened.
@@ -333,31 +540,102 @@ impl Store {
         }
     }
 
+    /// Every project, oldest first.
+    pub async fn projects(&self) -> Result<Vec<Project>, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.projects(),
+            Backend::Postgres(db) => db.projects().await,
+        }
+    }
+
+    pub async fn project(&self, id: &str) -> Result<Option<Project>, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.project(id),
+            Backend::Postgres(db) => db.project(id).await,
+        }
+    }
+
+    /// Changes a project's limits; returns them as they are now. Every
+    /// replica applies them from its next request (they travel with the
+    /// cached keys, invalidated as a revocation invalidates them).
+    pub async fn update_project_limits(
+        &self,
+        project_id: &str,
+        update: &LimitUpdate,
+    ) -> Result<LimitSet, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.update_project_limits(project_id, update),
+            Backend::Postgres(db) => db.update_project_limits(project_id, update).await,
+        }
+    }
+
     /// Creates a key for `project_id` and returns it; only its hash is stored.
-    pub async fn create_key(&self, project_id: &str) -> Result<String, StoreError> {
+    pub async fn create_key(&self, project_id: &str, spec: &KeySpec) -> Result<String, StoreError> {
         let key = crate::auth::generate_key();
         let (prefix, hash) = (crate::auth::key_prefix(&key), crate::auth::hash_key(&key));
         match &self.backend {
-            Backend::Sqlite(db) => db.insert_key(project_id, prefix, &hash)?,
-            Backend::Postgres(db) => db.insert_key(project_id, prefix, &hash).await?,
+            Backend::Sqlite(db) => db.insert_key(project_id, prefix, &hash, spec)?,
+            Backend::Postgres(db) => db.insert_key(project_id, prefix, &hash, spec).await?,
         }
         Ok(key)
     }
 
+    /// Changes the limits of the one live key `prefix` names (a prefix of
+    /// at least 8 characters, or the whole key); returns its stored prefix
+    /// and its limits as they are now.
+    pub async fn update_key_limits(
+        &self,
+        prefix: &str,
+        update: &LimitUpdate,
+    ) -> Result<(String, LimitSet), StoreError> {
+        let which = KeyMatch::of(prefix);
+        let updated = match &self.backend {
+            Backend::Sqlite(db) => db.update_key_limits(&which, update),
+            Backend::Postgres(db) => db.update_key_limits(&which, update).await,
+        };
+        match updated {
+            // A whole key is never repeated in an error (errors get logged):
+            // its stored prefix names it.
+            Err(StoreError::UnknownKey(_)) if matches!(which, KeyMatch::Hash(_)) => Err(
+                StoreError::UnknownKey(crate::auth::key_prefix(prefix).to_owned()),
+            ),
+            other => other,
+        }
+    }
+
     /// Revokes the keys matching `prefix` (or the one whole key); returns how many.
     pub async fn revoke_keys(&self, prefix: &str) -> Result<usize, StoreError> {
-        if crate::auth::looks_like_whole_key(prefix) {
-            let hash = crate::auth::hash_key(prefix);
-            return match &self.backend {
-                Backend::Sqlite(db) => db.revoke_by_hash(&hash),
-                Backend::Postgres(db) => db.revoke_by_hash(&hash).await,
-            };
-        }
-        // Only the first PREFIX_LEN characters are stored.
-        let stored: String = prefix.chars().take(crate::auth::PREFIX_LEN).collect();
+        let which = KeyMatch::of(prefix);
         match &self.backend {
-            Backend::Sqlite(db) => db.revoke_by_prefix(&stored),
-            Backend::Postgres(db) => db.revoke_by_prefix(&stored).await,
+            Backend::Sqlite(db) => db.revoke(&which),
+            Backend::Postgres(db) => db.revoke(&which).await,
+        }
+    }
+
+    /// The cost recorded for `subject` (a project, or a key by its stored
+    /// prefix) in invocations created at or after `since_ms`. Records still
+    /// on their way to the database (the writer's queue, the journal) are
+    /// not counted.
+    pub async fn spent_since(
+        &self,
+        subject: &Subject<'_>,
+        since_ms: i64,
+    ) -> Result<f64, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.spent_since(subject, since_ms),
+            Backend::Postgres(db) => db.spent_since(subject, since_ms).await,
+        }
+    }
+
+    /// What `project_id`'s invocations created at or after `since_ms` add up to.
+    pub async fn usage_since(
+        &self,
+        project_id: &str,
+        since_ms: i64,
+    ) -> Result<UsageTotals, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.usage_since(project_id, since_ms),
+            Backend::Postgres(db) => db.usage_since(project_id, since_ms).await,
         }
     }
 
@@ -412,6 +690,21 @@ impl Store {
             Backend::Sqlite(db) => db.list_invocations(filter),
             Backend::Postgres(db) => db.list_invocations(filter).await,
         }
+    }
+}
+
+/// Budgets start from the spend the database recorded.
+impl crate::limits::SpendSource for Store {
+    fn spent_since<'a>(
+        &'a self,
+        subject: &'a Subject<'a>,
+        since_ms: i64,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<f64, String>> + Send + 'a>> {
+        Box::pin(async move {
+            Store::spent_since(self, subject, since_ms)
+                .await
+                .map_err(|e| e.to_string())
+        })
     }
 }
 

@@ -33,9 +33,10 @@ use uuid::Uuid;
 
 use super::key_cache::{KeyCache, Lookup};
 use super::{
-    Invocation, InvocationFilter, InvocationStatus, KeyRecord, Migrated, Project, StoreError,
-    TokenUsage, now_ms,
+    Invocation, InvocationFilter, InvocationStatus, KeyMatch, KeyRecord, KeyScope, KeySpec,
+    LimitUpdate, Migrated, Project, StoreError, StoredLimits, TokenUsage, UsageTotals, now_ms,
 };
+use crate::limits::{LimitSet, Subject};
 
 /// After a key lookup found the database unreachable, lookups of keys known
 /// from before answer from memory this long before the database is tried again.
@@ -45,8 +46,9 @@ const RETRY_DOWN: Duration = Duration::from_secs(1);
 const KEY_READ_ATTEMPTS: usize = 3;
 
 /// Each entry upgrades the schema by one version (the one row of
-/// `gateway_schema`). Append only. The first is SQLite's latest schema.
-const MIGRATIONS: &[&str] = &[r#"
+/// `gateway_schema`). Append only. The first is SQLite's second schema.
+const MIGRATIONS: &[&str] = &[
+    r#"
     CREATE TABLE projects (
         id TEXT PRIMARY KEY,
         name TEXT NOT NULL,
@@ -90,7 +92,29 @@ const MIGRATIONS: &[&str] = &[r#"
     CREATE INDEX invocations_project ON invocations(project_id, created_at);
     CREATE INDEX invocations_user ON invocations(user_id, created_at);
     CREATE INDEX invocations_created ON invocations(created_at);
-"#];
+"#,
+    // Limits of projects and keys, keys' scopes, and spend counted per key.
+    // Limits: NULL is none. routes, models: NULL when empty. expires_at:
+    // Unix ms, NULL is never. Nullable columns without a default are added
+    // without rewriting the tables.
+    r#"
+    ALTER TABLE projects
+        ADD COLUMN rpm BIGINT,
+        ADD COLUMN tpm BIGINT,
+        ADD COLUMN daily_budget_usd DOUBLE PRECISION,
+        ADD COLUMN monthly_budget_usd DOUBLE PRECISION;
+    ALTER TABLE api_keys
+        ADD COLUMN rpm BIGINT,
+        ADD COLUMN tpm BIGINT,
+        ADD COLUMN daily_budget_usd DOUBLE PRECISION,
+        ADD COLUMN monthly_budget_usd DOUBLE PRECISION,
+        ADD COLUMN routes TEXT[],
+        ADD COLUMN models TEXT[],
+        ADD COLUMN expires_at BIGINT;
+    ALTER TABLE invocations ADD COLUMN key_prefix TEXT;
+    CREATE INDEX invocations_key ON invocations(key_prefix, created_at);
+"#,
+];
 
 const BACKEND: &str = "PostgreSQL";
 /// Serializes migrations of replicas starting at once ("gateway" in ASCII).
@@ -257,14 +281,20 @@ impl Postgres {
         let project = Project {
             id: Uuid::now_v7().to_string(),
             name: name.to_owned(),
+            created_at_ms: now_ms(),
+            limits: LimitSet::default(),
         };
-        let (id, name) = (project.id.clone(), project.name.clone());
+        let (id, name, created_at) = (
+            project.id.clone(),
+            project.name.clone(),
+            project.created_at_ms,
+        );
         self.run(move |pool| async move {
             let client = connection(&pool).await?;
             client
                 .execute(
                     "INSERT INTO projects (id, name, created_at) VALUES ($1, $2, $3)",
-                    &[&id, &name, &now_ms()],
+                    &[&id, &name, &created_at],
                 )
                 .await?;
             Ok(())
@@ -285,21 +315,113 @@ impl Postgres {
         .await
     }
 
+    /// Every project, oldest first.
+    pub(super) async fn projects(&self) -> Result<Vec<Project>, StoreError> {
+        self.run(|pool| async move {
+            let client = connection(&pool).await?;
+            let rows = client
+                .query(&format!("{SELECT_PROJECT} ORDER BY created_at, id"), &[])
+                .await?;
+            rows.iter().map(project_from_row).collect()
+        })
+        .await
+    }
+
+    pub(super) async fn project(&self, id: &str) -> Result<Option<Project>, StoreError> {
+        let id = id.to_owned();
+        self.run(move |pool| async move {
+            let client = connection(&pool).await?;
+            let row = client
+                .query_opt(&format!("{SELECT_PROJECT} WHERE id = $1"), &[&id])
+                .await?;
+            row.as_ref().map(project_from_row).transpose()
+        })
+        .await
+    }
+
+    pub(super) async fn update_project_limits(
+        &self,
+        project_id: &str,
+        update: &LimitUpdate,
+    ) -> Result<LimitSet, StoreError> {
+        let (project_id, update) = (project_id.to_owned(), *update);
+        let limits = self
+            .run(move |pool| async move {
+                let mut client = connection(&pool).await?;
+                let tx = client.transaction().await?;
+                // FOR UPDATE: two updates of different limits at once must
+                // not each undo the other's.
+                let row = tx
+                    .query_opt(
+                        "SELECT rpm, tpm, daily_budget_usd, monthly_budget_usd
+                         FROM projects WHERE id = $1 FOR UPDATE",
+                        &[&project_id],
+                    )
+                    .await?;
+                let Some(row) = row else {
+                    return Err(StoreError::UnknownProject(project_id));
+                };
+                let limits = update.apply(limits_at(&row, 0)?);
+                let stored = StoredLimits::of(&limits);
+                tx.execute(
+                    "UPDATE projects SET rpm = $2, tpm = $3, daily_budget_usd = $4,
+                        monthly_budget_usd = $5
+                     WHERE id = $1",
+                    &[
+                        &project_id,
+                        &stored.rpm,
+                        &stored.tpm,
+                        &stored.daily_budget_usd,
+                        &stored.monthly_budget_usd,
+                    ],
+                )
+                .await?;
+                // Project limits travel inside every cached key of the project.
+                notify(&tx, KEYS_CHANGED).await?;
+                tx.commit().await?;
+                Ok(limits)
+            })
+            .await?;
+        self.changes.changed();
+        Ok(limits)
+    }
+
     pub(super) async fn insert_key(
         &self,
         project_id: &str,
         prefix: &str,
         hash: &[u8; 32],
+        spec: &KeySpec,
     ) -> Result<(), StoreError> {
         let (project_id, prefix, hash) = (project_id.to_owned(), prefix.to_owned(), *hash);
+        let stored = StoredLimits::of(&spec.limits);
+        let list = |list: &[String]| (!list.is_empty()).then(|| list.to_vec());
+        let (routes, models, expires_at) = (
+            list(&spec.scope.routes),
+            list(&spec.scope.models),
+            spec.scope.expires_at_ms,
+        );
         self.run(move |pool| async move {
             let mut client = connection(&pool).await?;
             let tx = client.transaction().await?;
             let inserted = tx
                 .execute(
-                    "INSERT INTO api_keys (key_hash, prefix, project_id, created_at)
-                     VALUES ($1, $2, $3, $4)",
-                    &[&&hash[..], &prefix, &project_id, &now_ms()],
+                    "INSERT INTO api_keys (key_hash, prefix, project_id, created_at, rpm, tpm,
+                        daily_budget_usd, monthly_budget_usd, routes, models, expires_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                    &[
+                        &&hash[..],
+                        &prefix,
+                        &project_id,
+                        &now_ms(),
+                        &stored.rpm,
+                        &stored.tpm,
+                        &stored.daily_budget_usd,
+                        &stored.monthly_budget_usd,
+                        &routes,
+                        &models,
+                        &expires_at,
+                    ],
                 )
                 .await;
             match inserted {
@@ -318,37 +440,81 @@ impl Postgres {
         Ok(())
     }
 
-    pub(super) async fn revoke_by_prefix(&self, prefix: &str) -> Result<usize, StoreError> {
-        let escaped = prefix
-            .replace('\\', "\\\\")
-            .replace('%', "\\%")
-            .replace('_', "\\_");
-        self.revoke(
-            "UPDATE api_keys SET revoked_at = $1
-             WHERE prefix LIKE $2 ESCAPE '\\' AND revoked_at IS NULL",
-            Revoke::Pattern(format!("{escaped}%")),
-        )
-        .await
+    /// Changes the limits of the one live key `which` selects; returns its
+    /// prefix and its limits as they are now.
+    pub(super) async fn update_key_limits(
+        &self,
+        which: &KeyMatch,
+        update: &LimitUpdate,
+    ) -> Result<(String, LimitSet), StoreError> {
+        let (which, update) = (which.clone(), *update);
+        let updated = self
+            .run(move |pool| async move {
+                let mut client = connection(&pool).await?;
+                let tx = client.transaction().await?;
+                let (condition, value) = key_condition(&which, 1);
+                let rows = tx
+                    .query(
+                        &format!(
+                            "SELECT key_hash, prefix, rpm, tpm, daily_budget_usd, monthly_budget_usd
+                             FROM api_keys WHERE {condition} AND revoked_at IS NULL FOR UPDATE"
+                        ),
+                        &[value.as_ref() as &(dyn ToSql + Sync)],
+                    )
+                    .await?;
+                let row = match &rows[..] {
+                    [] => return Err(StoreError::UnknownKey(which.shown())),
+                    [one] => one,
+                    more => {
+                        return Err(StoreError::AmbiguousKey {
+                            prefix: which.shown(),
+                            count: more.len(),
+                        });
+                    }
+                };
+                let hash: Vec<u8> = row.try_get(0)?;
+                let prefix: String = row.try_get(1)?;
+                let limits = update.apply(limits_at(row, 2)?);
+                let stored = StoredLimits::of(&limits);
+                tx.execute(
+                    "UPDATE api_keys SET rpm = $2, tpm = $3, daily_budget_usd = $4,
+                        monthly_budget_usd = $5
+                     WHERE key_hash = $1",
+                    &[
+                        &hash,
+                        &stored.rpm,
+                        &stored.tpm,
+                        &stored.daily_budget_usd,
+                        &stored.monthly_budget_usd,
+                    ],
+                )
+                .await?;
+                notify(&tx, KEYS_CHANGED).await?;
+                tx.commit().await?;
+                Ok((prefix, limits))
+            })
+            .await?;
+        self.changes.changed();
+        Ok(updated)
     }
 
-    pub(super) async fn revoke_by_hash(&self, hash: &[u8; 32]) -> Result<usize, StoreError> {
-        self.revoke(
-            "UPDATE api_keys SET revoked_at = $1 WHERE key_hash = $2 AND revoked_at IS NULL",
-            Revoke::Hash(hash.to_vec()),
-        )
-        .await
-    }
-
-    async fn revoke(&self, sql: &'static str, which: Revoke) -> Result<usize, StoreError> {
+    /// Revokes the live keys `which` selects; returns how many.
+    pub(super) async fn revoke(&self, which: &KeyMatch) -> Result<usize, StoreError> {
+        let which = which.clone();
         let revoked = self
             .run(move |pool| async move {
                 let mut client = connection(&pool).await?;
                 let tx = client.transaction().await?;
-                let which: &(dyn ToSql + Sync) = match &which {
-                    Revoke::Pattern(pattern) => pattern,
-                    Revoke::Hash(hash) => hash,
-                };
-                let revoked = tx.execute(sql, &[&now_ms(), which]).await?;
+                let (condition, value) = key_condition(&which, 2);
+                let revoked = tx
+                    .execute(
+                        &format!(
+                            "UPDATE api_keys SET revoked_at = $1
+                             WHERE {condition} AND revoked_at IS NULL"
+                        ),
+                        &[&now_ms(), value.as_ref() as &(dyn ToSql + Sync)],
+                    )
+                    .await?;
                 if revoked > 0 {
                     notify(&tx, KEYS_CHANGED).await?;
                 }
@@ -360,6 +526,61 @@ impl Postgres {
             self.changes.changed();
         }
         Ok(revoked)
+    }
+
+    /// The cost recorded for `subject` since `since_ms`.
+    pub(super) async fn spent_since(
+        &self,
+        subject: &Subject<'_>,
+        since_ms: i64,
+    ) -> Result<f64, StoreError> {
+        let (sql, id) = match subject {
+            Subject::Project(id) => (SPENT_BY_PROJECT, id.to_string()),
+            Subject::Key(prefix) => (SPENT_BY_KEY, prefix.to_string()),
+        };
+        self.run(move |pool| async move {
+            let client = connection(&pool).await?;
+            let statement = client.prepare_cached(sql).await?;
+            Ok(client
+                .query_one(&statement, &[&id, &since_ms])
+                .await?
+                .try_get(0)?)
+        })
+        .await
+    }
+
+    pub(super) async fn usage_since(
+        &self,
+        project_id: &str,
+        since_ms: i64,
+    ) -> Result<UsageTotals, StoreError> {
+        let project_id = project_id.to_owned();
+        self.run(move |pool| async move {
+            let client = connection(&pool).await?;
+            let statement = client
+                .prepare_cached(
+                    "SELECT count(*), COALESCE(SUM(prompt_tokens), 0)::BIGINT,
+                        COALESCE(SUM(completion_tokens), 0)::BIGINT,
+                        COALESCE(SUM(total_tokens), 0)::BIGINT,
+                        COALESCE(SUM(cost_usd), 0)::DOUBLE PRECISION
+                     FROM invocations WHERE project_id = $1 AND created_at >= $2",
+                )
+                .await?;
+            let row = client
+                .query_one(&statement, &[&project_id, &since_ms])
+                .await?;
+            let count = |index: usize| -> Result<u64, StoreError> {
+                Ok(row.try_get::<_, i64>(index)?.max(0) as u64)
+            };
+            Ok(UsageTotals {
+                requests: count(0)?,
+                prompt_tokens: count(1)?,
+                completion_tokens: count(2)?,
+                total_tokens: count(3)?,
+                cost_usd: row.try_get(4)?,
+            })
+        })
+        .await
     }
 
     pub(super) async fn find_key(&self, hash: &[u8; 32]) -> Result<Option<KeyRecord>, StoreError> {
@@ -382,16 +603,15 @@ impl Postgres {
                 let client = connection(&pool).await?;
                 let statement = client
                     .prepare_cached(
-                        "SELECT project_id FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",
+                        "SELECT k.project_id, k.prefix, k.rpm, k.tpm, k.daily_budget_usd,
+                            k.monthly_budget_usd, p.rpm, p.tpm, p.daily_budget_usd,
+                            p.monthly_budget_usd, k.routes, k.models, k.expires_at
+                         FROM api_keys k JOIN projects p ON p.id = k.project_id
+                         WHERE k.key_hash = $1 AND k.revoked_at IS NULL",
                     )
                     .await?;
                 let row = client.query_opt(&statement, &[&&owned[..]]).await?;
-                Ok(match row {
-                    Some(row) => Some(KeyRecord {
-                        project_id: row.try_get(0)?,
-                    }),
-                    None => None,
-                })
+                row.as_ref().map(key_from_row).transpose()
             })
         };
         // A pooled connection the server has just ended fails the one query
@@ -549,9 +769,67 @@ impl Postgres {
     }
 }
 
-enum Revoke {
-    Pattern(String),
-    Hash(Vec<u8>),
+/// The condition selecting the keys `which` names, as parameter `$param`,
+/// and that parameter's value.
+fn key_condition(which: &KeyMatch, param: usize) -> (String, Box<dyn ToSql + Sync + Send>) {
+    match which {
+        KeyMatch::Hash(hash) => (format!("key_hash = ${param}"), Box::new(hash.to_vec())),
+        KeyMatch::Pattern(pattern) => (
+            format!("prefix LIKE ${param} ESCAPE '\\'"),
+            Box::new(pattern.clone()),
+        ),
+    }
+}
+
+// Each walks its (subject, created_at) index.
+const SPENT_BY_PROJECT: &str = "SELECT COALESCE(SUM(cost_usd), 0)::DOUBLE PRECISION
+    FROM invocations WHERE project_id = $1 AND created_at >= $2";
+const SPENT_BY_KEY: &str = "SELECT COALESCE(SUM(cost_usd), 0)::DOUBLE PRECISION
+    FROM invocations WHERE key_prefix = $1 AND created_at >= $2";
+
+const SELECT_PROJECT: &str = "SELECT id, name, created_at, rpm, tpm, daily_budget_usd,
+    monthly_budget_usd FROM projects";
+
+fn project_from_row(row: &Row) -> Result<Project, StoreError> {
+    Ok(Project {
+        id: row.try_get(0)?,
+        name: row.try_get(1)?,
+        created_at_ms: row.try_get(2)?,
+        limits: limits_at(row, 3)?,
+    })
+}
+
+/// What `find_key` selects, as a record.
+fn key_from_row(row: &Row) -> Result<KeyRecord, StoreError> {
+    // A NULL element (SQL by hand) is an error rather than dropped: a list
+    // left empty would let the key use every route.
+    let list = |index: usize| -> Result<Vec<String>, StoreError> {
+        Ok(row
+            .try_get::<_, Option<Vec<String>>>(index)?
+            .unwrap_or_default())
+    };
+    Ok(KeyRecord {
+        project_id: row.try_get(0)?,
+        prefix: row.try_get(1)?,
+        limits: limits_at(row, 2)?,
+        project_limits: limits_at(row, 6)?,
+        scope: KeyScope {
+            routes: list(10)?,
+            models: list(11)?,
+            expires_at_ms: row.try_get(12)?,
+        },
+    })
+}
+
+/// The four limit columns starting at `first` (rpm, tpm, daily, monthly).
+fn limits_at(row: &Row, first: usize) -> Result<LimitSet, StoreError> {
+    Ok(StoredLimits {
+        rpm: row.try_get(first)?,
+        tpm: row.try_get(first + 1)?,
+        daily_budget_usd: row.try_get(first + 2)?,
+        monthly_budget_usd: row.try_get(first + 3)?,
+    }
+    .limits())
 }
 
 /// How much of the server's certificate is checked when TLS is used, after
@@ -932,11 +1210,12 @@ where
 const INSERT_INVOCATIONS: &str = "INSERT INTO invocations (id, project_id, user_id, route, plugin,
         model, type, stream, status, http_status, error, provider_error, prompt_tokens,
         completion_tokens, total_tokens, cached_prompt_tokens, cache_creation_tokens,
-        reasoning_tokens, cost_usd, created_at, duration_ms, request, response)
+        reasoning_tokens, cost_usd, created_at, duration_ms, request, response, key_prefix)
     SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
         $7::text[], $8::boolean[], $9::text[], $10::integer[], $11::text[], $12::text[],
         $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[],
-        $19::double precision[], $20::bigint[], $21::bigint[], $22::text[], $23::text[])
+        $19::double precision[], $20::bigint[], $21::bigint[], $22::text[], $23::text[],
+        $24::text[])
     ON CONFLICT (id) DO NOTHING";
 
 type Texts = Vec<Option<String>>;
@@ -967,6 +1246,7 @@ struct Columns {
     duration_ms: Vec<i64>,
     request: Texts,
     response: Texts,
+    key_prefix: Texts,
 }
 
 impl Columns {
@@ -1007,10 +1287,11 @@ impl Columns {
             duration_ms: batch.iter().map(|inv| inv.duration_ms).collect(),
             request: texts(|inv| &inv.request),
             response: texts(|inv| &inv.response),
+            key_prefix: texts(|inv| &inv.key_prefix),
         }
     }
 
-    fn params(&self) -> [&(dyn ToSql + Sync); 23] {
+    fn params(&self) -> [&(dyn ToSql + Sync); 24] {
         [
             &self.id,
             &self.project_id,
@@ -1035,6 +1316,7 @@ impl Columns {
             &self.duration_ms,
             &self.request,
             &self.response,
+            &self.key_prefix,
         ]
     }
 }
@@ -1053,7 +1335,7 @@ const SELECT_INVOCATION: &str =
     "SELECT id, project_id, user_id, route, plugin, model, type, stream,
     status, http_status, error, provider_error, prompt_tokens, completion_tokens, total_tokens,
     cached_prompt_tokens, cache_creation_tokens, reasoning_tokens, cost_usd, created_at,
-    duration_ms, request, response FROM invocations";
+    duration_ms, request, response, key_prefix FROM invocations";
 
 fn invocation_from_row(row: &Row) -> Result<Invocation, StoreError> {
     let count = |index: usize| -> Result<Option<u32>, StoreError> {
@@ -1093,6 +1375,7 @@ fn invocation_from_row(row: &Row) -> Result<Invocation, StoreError> {
         duration_ms: row.try_get(20)?,
         request: row.try_get(21)?,
         response: row.try_get(22)?,
+        key_prefix: row.try_get(23)?,
     })
 }
 
@@ -1208,6 +1491,7 @@ mod tests {
         Invocation {
             id: Uuid::now_v7(),
             project_id: Some("project".into()),
+            key_prefix: Some(format!("gw_key{}", n % 3)),
             user_id: Some(format!("user-{}", n % 7)),
             route: Some("openai".into()),
             plugin: Some("openai".into()),
@@ -1300,8 +1584,19 @@ mod tests {
         let known = MIGRATIONS.len() as i64;
         let mut froms = [a.1.from, b.1.from];
         froms.sort();
-        assert_eq!(froms, [0, known]);
-        drop((a, b));
+        // Each migration is a transaction of its own: the second replica may
+        // take over between two (finding 1..=known), never redo one (its
+        // ALTER TABLEs would fail, and so would its open).
+        assert_eq!(froms[0], 0, "{froms:?}");
+        assert!((1..=known).contains(&froms[1]), "{froms:?}");
+        assert_eq!(a.1.to, known);
+        assert_eq!(b.1.to, known);
+        let sql = db.sql().await;
+        assert_eq!(
+            count(&sql, "SELECT max(version) FROM gateway_schema").await,
+            known
+        );
+        drop((a, b, sql));
     }
 
     async fn futures_join<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
@@ -1315,10 +1610,10 @@ mod tests {
         };
         let pg = open(&db).await;
         let project = pg.create_project("p").await.unwrap();
-        pg.insert_key(&project.id, "gw_ab%cd_ef", &[1; 32])
+        pg.insert_key(&project.id, "gw_ab%cd_ef", &[1; 32], &KeySpec::default())
             .await
             .unwrap();
-        pg.insert_key(&project.id, "gw_abXcdYef", &[2; 32])
+        pg.insert_key(&project.id, "gw_abXcdYef", &[2; 32], &KeySpec::default())
             .await
             .unwrap();
         assert_eq!(
@@ -1327,19 +1622,19 @@ mod tests {
         );
         assert!(pg.find_key(&[3; 32]).await.unwrap().is_none());
         assert!(matches!(
-            pg.insert_key("nope", "gw_x", &[4; 32]).await,
+            pg.insert_key("nope", "gw_x", &[4; 32], &KeySpec::default()).await,
             Err(StoreError::UnknownProject(id)) if id == "nope"
         ));
 
         // `%` and `_` match themselves only: the other key stays.
-        assert_eq!(pg.revoke_by_prefix("gw_ab%cd_").await.unwrap(), 1);
+        assert_eq!(pg.revoke(&KeyMatch::of("gw_ab%cd_")).await.unwrap(), 1);
         assert!(pg.find_key(&[1; 32]).await.unwrap().is_none());
         assert!(pg.find_key(&[2; 32]).await.unwrap().is_some());
-        assert_eq!(pg.revoke_by_prefix("gw_ab%cd_").await.unwrap(), 0);
+        assert_eq!(pg.revoke(&KeyMatch::of("gw_ab%cd_")).await.unwrap(), 0);
 
-        assert_eq!(pg.revoke_by_hash(&[2; 32]).await.unwrap(), 1);
+        assert_eq!(pg.revoke(&KeyMatch::Hash([2; 32])).await.unwrap(), 1);
         assert!(pg.find_key(&[2; 32]).await.unwrap().is_none());
-        assert_eq!(pg.revoke_by_hash(&[2; 32]).await.unwrap(), 0);
+        assert_eq!(pg.revoke(&KeyMatch::Hash([2; 32])).await.unwrap(), 0);
         drop(pg);
     }
 
@@ -1385,7 +1680,7 @@ mod tests {
             .await
             .unwrap();
 
-        assert_eq!(second.revoke_by_prefix("gw_0123").await.unwrap(), 1);
+        assert_eq!(second.revoke(&KeyMatch::of("gw_0123")).await.unwrap(), 1);
         let took = refused_within(&first, &[9; 32], Duration::from_secs(1)).await;
         eprintln!("the other replica refused the key after {took:?}");
         drop((first, second, sql));
@@ -1401,7 +1696,12 @@ mod tests {
         wait_until_listening(&second).await;
         let project = first.create_project("p").await.unwrap();
         first
-            .insert_key(&project.id, "gw_0123456789ab", &[9; 32])
+            .insert_key(
+                &project.id,
+                "gw_0123456789ab",
+                &[9; 32],
+                &KeySpec::default(),
+            )
             .await
             .unwrap();
         assert!(first.find_key(&[9; 32]).await.unwrap().is_some());
@@ -1427,7 +1727,7 @@ mod tests {
         wait_until_listening(&first).await;
         wait_until_listening(&second).await;
         assert!(first.find_key(&[9; 32]).await.unwrap().is_some());
-        assert_eq!(second.revoke_by_hash(&[9; 32]).await.unwrap(), 1);
+        assert_eq!(second.revoke(&KeyMatch::Hash([9; 32])).await.unwrap(), 1);
         refused_within(&first, &[9; 32], Duration::from_secs(1)).await;
         drop((first, second, sql));
     }
@@ -1439,9 +1739,14 @@ mod tests {
         };
         let pg = open(&db).await;
         let project = pg.create_project("p").await.unwrap();
-        pg.insert_key(&project.id, "gw_0123456789ab", &[9; 32])
-            .await
-            .unwrap();
+        pg.insert_key(
+            &project.id,
+            "gw_0123456789ab",
+            &[9; 32],
+            &KeySpec::default(),
+        )
+        .await
+        .unwrap();
         // Stand in for a listener that is down.
         pg.changes.set_connected(false);
         assert!(pg.find_key(&[9; 32]).await.unwrap().is_some());
@@ -1462,6 +1767,7 @@ mod tests {
         let full = Invocation {
             id: Uuid::now_v7(),
             project_id: Some("p".into()),
+            key_prefix: Some("gw_0123456789ab".into()),
             user_id: Some("u".into()),
             route: Some("r".into()),
             plugin: Some("pl".into()),
@@ -1729,5 +2035,418 @@ mod tests {
         .expect("a certificate for localhost is refused for 127.0.0.1");
         assert!(refused.to_string().contains("certificate"), "{refused}");
         drop(sql);
+    }
+
+    fn limits(rpm: u32, tpm: u64, daily: f64, monthly: f64) -> LimitSet {
+        LimitSet {
+            rpm: Some(rpm),
+            tpm: Some(tpm),
+            daily_budget_usd: Some(daily),
+            monthly_budget_usd: Some(monthly),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_v1_database_migrates_to_v2_and_keeps_its_keys_and_records() {
+        let Some(db) = TestDb::create().await else {
+            return;
+        };
+        let sql = db.sql().await;
+        sql.batch_execute(MIGRATIONS[0]).await.unwrap();
+        sql.batch_execute(
+            "CREATE TABLE gateway_schema (version BIGINT NOT NULL);
+             INSERT INTO gateway_schema (version) VALUES (1);
+             INSERT INTO projects (id, name, created_at) VALUES ('p1', 'old', 5);
+             INSERT INTO invocations (id, project_id, stream, status, http_status, cost_usd,
+                created_at, duration_ms)
+                VALUES ('0190b3a2-0000-7000-8000-000000000001', 'p1', false, 'success', 200,
+                        0.5, 10, 1);",
+        )
+        .await
+        .unwrap();
+        sql.execute(
+            "INSERT INTO api_keys (key_hash, prefix, project_id, created_at)
+             VALUES ($1, 'gw_0123456789ab', 'p1', 6)",
+            &[&&[7u8; 32][..]],
+        )
+        .await
+        .unwrap();
+
+        let (pg, migrated) = Postgres::open(&db.url).await.unwrap();
+        assert_eq!(migrated, Migrated { from: 1, to: 2 });
+        assert_eq!(
+            pg.find_key(&[7; 32]).await.unwrap(),
+            Some(KeyRecord {
+                project_id: "p1".into(),
+                prefix: "gw_0123456789ab".into(),
+                limits: LimitSet::default(),
+                project_limits: LimitSet::default(),
+                scope: KeyScope::default(),
+            })
+        );
+        assert_eq!(
+            pg.projects().await.unwrap(),
+            [Project {
+                id: "p1".into(),
+                name: "old".into(),
+                created_at_ms: 5,
+                limits: LimitSet::default(),
+            }]
+        );
+        let id = Uuid::parse_str("0190b3a2-0000-7000-8000-000000000001").unwrap();
+        let old = pg.invocation(&id).await.unwrap().unwrap();
+        assert_eq!((old.key_prefix, old.cost_usd), (None, Some(0.5)));
+        assert_eq!(
+            pg.spent_since(&Subject::Project("p1"), 0).await.unwrap(),
+            0.5
+        );
+        assert_eq!(
+            pg.spent_since(&Subject::Key("gw_0123456789ab"), 0)
+                .await
+                .unwrap(),
+            0.0
+        );
+        drop((pg, sql));
+    }
+
+    #[tokio::test]
+    async fn project_limits_round_trip_and_partial_updates_keep_the_rest() {
+        let Some(db) = TestDb::create().await else {
+            return;
+        };
+        let pg = open(&db).await;
+        let first = pg.create_project("first").await.unwrap();
+        let second = pg.create_project("second").await.unwrap();
+        assert_eq!(pg.project(&first.id).await.unwrap(), Some(first.clone()));
+        assert_eq!(pg.project("nope").await.unwrap(), None);
+        assert_eq!(
+            pg.projects().await.unwrap(),
+            [first.clone(), second.clone()]
+        );
+
+        let set = pg
+            .update_project_limits(
+                &first.id,
+                &LimitUpdate::replace(limits(60, 1000, 1.5, 20.0)),
+            )
+            .await
+            .unwrap();
+        assert_eq!(set, limits(60, 1000, 1.5, 20.0));
+        assert_eq!(pg.project(&first.id).await.unwrap().unwrap().limits, set);
+        assert_eq!(
+            pg.project(&second.id).await.unwrap().unwrap().limits,
+            LimitSet::default()
+        );
+        let partial = LimitUpdate {
+            tpm: Some(5000),
+            ..LimitUpdate::default()
+        };
+        assert_eq!(
+            pg.update_project_limits(&first.id, &partial).await.unwrap(),
+            limits(60, 5000, 1.5, 20.0)
+        );
+        let clear = LimitUpdate {
+            rpm: Some(0),
+            daily_budget_usd: Some(0.0),
+            ..LimitUpdate::default()
+        };
+        let expected = LimitSet {
+            rpm: None,
+            daily_budget_usd: None,
+            ..limits(60, 5000, 1.5, 20.0)
+        };
+        assert_eq!(
+            pg.update_project_limits(&first.id, &clear).await.unwrap(),
+            expected
+        );
+        assert_eq!(
+            pg.project(&first.id).await.unwrap().unwrap().limits,
+            expected
+        );
+        let sql = db.sql().await;
+        assert_eq!(
+            count(&sql, "SELECT count(*) FROM projects WHERE rpm IS NULL").await,
+            2,
+            "a cleared limit is NULL, not 0"
+        );
+        assert!(matches!(
+            pg.update_project_limits("nope", &partial).await,
+            Err(StoreError::UnknownProject(id)) if id == "nope"
+        ));
+
+        // Values no valid limit (SQL by hand) read as no limit.
+        sql.execute(
+            "UPDATE projects SET rpm = -5, tpm = 0, daily_budget_usd = 'NaN',
+                monthly_budget_usd = -1 WHERE id = $1",
+            &[&first.id],
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            pg.project(&first.id).await.unwrap().unwrap().limits,
+            LimitSet::default()
+        );
+        drop((pg, sql));
+    }
+
+    #[tokio::test]
+    async fn key_limits_round_trip_and_name_exactly_one_live_key() {
+        let Some(db) = TestDb::create().await else {
+            return;
+        };
+        let pg = open(&db).await;
+        let project = pg.create_project("p").await.unwrap();
+        let spec = KeySpec {
+            limits: LimitSet {
+                rpm: Some(0),
+                ..limits(10, 100, 1.0, 2.0)
+            },
+            scope: KeyScope::default(),
+        };
+        pg.insert_key(&project.id, "gw_shared0000001", &[1; 32], &spec)
+            .await
+            .unwrap();
+        pg.insert_key(
+            &project.id,
+            "gw_shared0000002",
+            &[2; 32],
+            &KeySpec::default(),
+        )
+        .await
+        .unwrap();
+        let expected = LimitSet {
+            rpm: None,
+            ..limits(10, 100, 1.0, 2.0)
+        };
+        assert_eq!(
+            pg.find_key(&[1; 32]).await.unwrap().unwrap().limits,
+            expected
+        );
+        let update = LimitUpdate {
+            rpm: Some(30),
+            monthly_budget_usd: Some(0.0),
+            ..LimitUpdate::default()
+        };
+        let (prefix, now) = pg
+            .update_key_limits(&KeyMatch::of("gw_shared0000001"), &update)
+            .await
+            .unwrap();
+        assert_eq!(prefix, "gw_shared0000001");
+        let expected = LimitSet {
+            rpm: Some(30),
+            monthly_budget_usd: None,
+            ..expected
+        };
+        assert_eq!(now, expected);
+        assert_eq!(
+            pg.find_key(&[1; 32]).await.unwrap().unwrap().limits,
+            expected
+        );
+        assert_eq!(
+            pg.find_key(&[2; 32]).await.unwrap().unwrap().limits,
+            LimitSet::default()
+        );
+        let (prefix, now) = pg
+            .update_key_limits(&KeyMatch::Hash([2; 32]), &update)
+            .await
+            .unwrap();
+        assert_eq!((prefix.as_str(), now.rpm), ("gw_shared0000002", Some(30)));
+
+        let error = pg
+            .update_key_limits(&KeyMatch::of("gw_shared"), &update)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&error, StoreError::AmbiguousKey { prefix, count: 2 } if prefix == "gw_shared"),
+            "{error}"
+        );
+        let error = pg
+            .update_key_limits(&KeyMatch::of("gw%shared"), &update)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&error, StoreError::UnknownKey(shown) if shown == "gw%shared"),
+            "{error}"
+        );
+        assert_eq!(pg.revoke(&KeyMatch::Hash([2; 32])).await.unwrap(), 1);
+        let (prefix, _) = pg
+            .update_key_limits(&KeyMatch::of("gw_shared"), &update)
+            .await
+            .unwrap();
+        assert_eq!(prefix, "gw_shared0000001");
+        assert!(matches!(
+            pg.update_key_limits(&KeyMatch::Hash([2; 32]), &update)
+                .await,
+            Err(StoreError::UnknownKey(_))
+        ));
+        drop(pg);
+    }
+
+    /// The rpm limit of key `[9; 32]`'s project, as `pg` serves it.
+    async fn rpm(pg: &Postgres) -> Option<u32> {
+        let record = pg.find_key(&[9; 32]).await.unwrap().unwrap();
+        record.project_limits.rpm
+    }
+
+    #[tokio::test]
+    async fn a_limit_change_through_another_replica_is_seen_within_a_second() {
+        let Some(db) = TestDb::create().await else {
+            return;
+        };
+        let (first, second) = (open(&db).await, open(&db).await);
+        wait_until_listening(&first).await;
+        let project = first.create_project("p").await.unwrap();
+        let sql = db.sql().await;
+        // Behind the store's back, so that no notification of it can empty
+        // the cache in the middle of what follows.
+        sql.execute(
+            "INSERT INTO api_keys (key_hash, prefix, project_id, created_at)
+             VALUES ($1, 'gw_0123456789ab', $2, 0)",
+            &[&&[9u8; 32][..], &project.id],
+        )
+        .await
+        .unwrap();
+        assert_eq!(rpm(&first).await, None);
+        // Cached: a change behind the store's back (no NOTIFY) goes unseen.
+        sql.execute("UPDATE projects SET rpm = 1", &[])
+            .await
+            .unwrap();
+        assert_eq!(rpm(&first).await, None);
+
+        let set = LimitUpdate {
+            rpm: Some(7),
+            ..LimitUpdate::default()
+        };
+        second
+            .update_project_limits(&project.id, &set)
+            .await
+            .unwrap();
+        // At once on the replica that made it.
+        assert_eq!(rpm(&second).await, Some(7));
+        let start = std::time::Instant::now();
+        while rpm(&first).await != Some(7) {
+            assert!(
+                start.elapsed() < Duration::from_secs(1),
+                "the other replica still used the old limit after 1s"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        eprintln!(
+            "the other replica saw the limit after {:?}",
+            start.elapsed()
+        );
+        drop((first, second, sql));
+    }
+
+    #[tokio::test]
+    async fn key_scopes_and_expiry_round_trip() {
+        let Some(db) = TestDb::create().await else {
+            return;
+        };
+        let pg = open(&db).await;
+        let project = pg.create_project("p").await.unwrap();
+        let scope = KeyScope {
+            routes: vec!["openai".into(), "odd \"route\"".into()],
+            models: vec!["anthropic/claude-3-5-haiku".into()],
+            expires_at_ms: Some(1_900_000_000_000),
+        };
+        let spec = KeySpec {
+            limits: LimitSet::default(),
+            scope: scope.clone(),
+        };
+        pg.insert_key(&project.id, "gw_scoped0000001", &[1; 32], &spec)
+            .await
+            .unwrap();
+        pg.insert_key(
+            &project.id,
+            "gw_open000000001",
+            &[2; 32],
+            &KeySpec::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(pg.find_key(&[1; 32]).await.unwrap().unwrap().scope, scope);
+        assert_eq!(
+            pg.find_key(&[2; 32]).await.unwrap().unwrap().scope,
+            KeyScope::default()
+        );
+        let sql = db.sql().await;
+        assert_eq!(
+            count(
+                &sql,
+                "SELECT count(*) FROM api_keys WHERE routes IS NULL AND models IS NULL
+                 AND expires_at IS NULL"
+            )
+            .await,
+            1
+        );
+        drop((pg, sql));
+    }
+
+    fn spend(project: &str, key: Option<&str>, cost: Option<f64>, at: i64) -> Invocation {
+        Invocation {
+            project_id: Some(project.into()),
+            key_prefix: key.map(str::to_owned),
+            status: InvocationStatus::Success,
+            http_status: 200,
+            usage: cost.map(|_| TokenUsage {
+                prompt_tokens: 10,
+                completion_tokens: 5,
+                total_tokens: 15,
+                ..TokenUsage::default()
+            }),
+            cost_usd: cost,
+            ..Invocation::begun(Uuid::now_v7(), at)
+        }
+    }
+
+    #[tokio::test]
+    async fn spend_and_usage_add_up_the_period_of_one_subject() {
+        let Some(db) = TestDb::create().await else {
+            return;
+        };
+        let pg = open(&db).await;
+        pg.insert_invocations(&[
+            spend("a", Some("gw_a1"), Some(0.25), 1_000),
+            spend("a", Some("gw_a1"), Some(0.5), 2_000),
+            spend("a", Some("gw_a2"), Some(0.125), 2_000),
+            spend("a", Some("gw_a2"), None, 3_000),
+            spend("a", Some("gw_a1"), Some(8.0), 999),
+            spend("b", Some("gw_b1"), Some(4.0), 2_000),
+        ])
+        .unwrap();
+        let spent = |subject: Subject<'static>, since: i64| {
+            let pg = &pg;
+            async move { pg.spent_since(&subject, since).await.unwrap() }
+        };
+        assert_eq!(spent(Subject::Project("a"), 1_000).await, 0.875);
+        assert_eq!(spent(Subject::Project("a"), 0).await, 8.875);
+        assert_eq!(spent(Subject::Project("b"), 1_000).await, 4.0);
+        assert_eq!(spent(Subject::Key("gw_a1"), 1_000).await, 0.75);
+        assert_eq!(spent(Subject::Key("gw_a2"), 1_000).await, 0.125);
+        assert_eq!(spent(Subject::Key("gw_a2"), 2_500).await, 0.0);
+        assert_eq!(spent(Subject::Key("nobody"), 0).await, 0.0);
+        assert_eq!(
+            pg.usage_since("a", 1_000).await.unwrap(),
+            UsageTotals {
+                requests: 4,
+                prompt_tokens: 30,
+                completion_tokens: 15,
+                total_tokens: 45,
+                cost_usd: 0.875,
+            }
+        );
+        assert_eq!(
+            pg.usage_since("a", 2_500).await.unwrap(),
+            UsageTotals {
+                requests: 1,
+                ..UsageTotals::default()
+            }
+        );
+        assert_eq!(
+            pg.usage_since("nobody", 0).await.unwrap(),
+            UsageTotals::default()
+        );
+        drop(pg);
     }
 }

@@ -6,14 +6,16 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use uuid::Uuid;
 
 use super::key_cache::KeyCache;
 use super::{
-    Invocation, InvocationFilter, InvocationStatus, KeyRecord, Migrated, Project, StoreError,
-    TokenUsage, now_ms,
+    Invocation, InvocationFilter, InvocationStatus, KeyMatch, KeyRecord, KeyScope, KeySpec,
+    LimitUpdate, Migrated, Project, StoreError, StoredLimits, TokenUsage, UsageTotals, now_ms,
 };
+use crate::limits::{LimitSet, Subject};
 
 /// Each entry upgrades the schema by one version (`PRAGMA user_version`). Append only.
 const MIGRATIONS: &[&str] = &[
@@ -63,6 +65,24 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX IF NOT EXISTS invocations_created ON invocations(created_at);
 "#,
+    // Limits of projects and keys, keys' scopes, and spend counted per key.
+    // Limits: NULL is none. routes, models: a JSON array of strings, NULL
+    // when empty. expires_at: Unix ms, NULL is never.
+    r#"
+    ALTER TABLE projects ADD COLUMN rpm INTEGER;
+    ALTER TABLE projects ADD COLUMN tpm INTEGER;
+    ALTER TABLE projects ADD COLUMN daily_budget_usd REAL;
+    ALTER TABLE projects ADD COLUMN monthly_budget_usd REAL;
+    ALTER TABLE api_keys ADD COLUMN rpm INTEGER;
+    ALTER TABLE api_keys ADD COLUMN tpm INTEGER;
+    ALTER TABLE api_keys ADD COLUMN daily_budget_usd REAL;
+    ALTER TABLE api_keys ADD COLUMN monthly_budget_usd REAL;
+    ALTER TABLE api_keys ADD COLUMN routes TEXT;
+    ALTER TABLE api_keys ADD COLUMN models TEXT;
+    ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
+    ALTER TABLE invocations ADD COLUMN key_prefix TEXT;
+    CREATE INDEX invocations_key ON invocations(key_prefix, created_at);
+"#,
 ];
 
 pub(super) struct Sqlite {
@@ -111,15 +131,17 @@ impl Sqlite {
     }
 
     pub(super) fn create_project(&self, name: &str) -> Result<Project, StoreError> {
-        let id = Uuid::now_v7().to_string();
+        let project = Project {
+            id: Uuid::now_v7().to_string(),
+            name: name.to_owned(),
+            created_at_ms: now_ms(),
+            limits: LimitSet::default(),
+        };
         lock(&self.reader).execute(
             "INSERT INTO projects (id, name, created_at) VALUES (?1, ?2, ?3)",
-            params![id, name, now_ms()],
+            params![project.id, project.name, project.created_at_ms],
         )?;
-        Ok(Project {
-            id,
-            name: name.to_owned(),
-        })
+        Ok(project)
     }
 
     pub(super) fn project_count(&self) -> Result<u64, StoreError> {
@@ -128,12 +150,65 @@ impl Sqlite {
         Ok(count.max(0) as u64)
     }
 
+    /// Every project, oldest first.
+    pub(super) fn projects(&self) -> Result<Vec<Project>, StoreError> {
+        let conn = lock(&self.reader);
+        let mut stmt = conn.prepare_cached(&format!("{SELECT_PROJECT} ORDER BY created_at, id"))?;
+        let rows = stmt.query_map([], project_from_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    pub(super) fn project(&self, id: &str) -> Result<Option<Project>, StoreError> {
+        let conn = lock(&self.reader);
+        let mut stmt = conn.prepare_cached(&format!("{SELECT_PROJECT} WHERE id = ?1"))?;
+        Ok(stmt.query_row([id], project_from_row).optional()?)
+    }
+
+    pub(super) fn update_project_limits(
+        &self,
+        project_id: &str,
+        update: &LimitUpdate,
+    ) -> Result<LimitSet, StoreError> {
+        let mut conn = lock(&self.reader);
+        // IMMEDIATE: the write lock from the read on, so that two updates of
+        // different limits cannot each undo the other's.
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let current = tx
+            .query_row(
+                "SELECT rpm, tpm, daily_budget_usd, monthly_budget_usd FROM projects WHERE id = ?1",
+                [project_id],
+                |row| limits_at(row, 0),
+            )
+            .optional()?
+            .ok_or_else(|| StoreError::UnknownProject(project_id.to_owned()))?;
+        let limits = update.apply(current);
+        let stored = StoredLimits::of(&limits);
+        tx.execute(
+            "UPDATE projects SET rpm = ?2, tpm = ?3, daily_budget_usd = ?4, monthly_budget_usd = ?5
+             WHERE id = ?1",
+            params![
+                project_id,
+                stored.rpm,
+                stored.tpm,
+                stored.daily_budget_usd,
+                stored.monthly_budget_usd
+            ],
+        )?;
+        tx.commit()?;
+        drop(conn);
+        // Project limits travel inside every cached key of the project.
+        self.keys_changed();
+        Ok(limits)
+    }
+
     pub(super) fn insert_key(
         &self,
         project_id: &str,
         prefix: &str,
         hash: &[u8; 32],
+        spec: &KeySpec,
     ) -> Result<(), StoreError> {
+        let stored = StoredLimits::of(&spec.limits);
         let conn = lock(&self.reader);
         let exists: bool = conn.query_row(
             "SELECT EXISTS(SELECT 1 FROM projects WHERE id = ?1)",
@@ -144,12 +219,75 @@ impl Sqlite {
             return Err(StoreError::UnknownProject(project_id.to_owned()));
         }
         conn.execute(
-            "INSERT INTO api_keys (key_hash, prefix, project_id, created_at) VALUES (?1, ?2, ?3, ?4)",
-            params![&hash[..], prefix, project_id, now_ms()],
+            "INSERT INTO api_keys (key_hash, prefix, project_id, created_at, rpm, tpm,
+                daily_budget_usd, monthly_budget_usd, routes, models, expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            params![
+                &hash[..],
+                prefix,
+                project_id,
+                now_ms(),
+                stored.rpm,
+                stored.tpm,
+                stored.daily_budget_usd,
+                stored.monthly_budget_usd,
+                json_list(&spec.scope.routes),
+                json_list(&spec.scope.models),
+                spec.scope.expires_at_ms,
+            ],
         )?;
         drop(conn);
         self.keys_changed();
         Ok(())
+    }
+
+    /// Changes the limits of the one live key `which` selects; returns its
+    /// prefix and its limits as they are now.
+    pub(super) fn update_key_limits(
+        &self,
+        which: &KeyMatch,
+        update: &LimitUpdate,
+    ) -> Result<(String, LimitSet), StoreError> {
+        let mut conn = lock(&self.reader);
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let matched: Vec<(Vec<u8>, String, LimitSet)> = {
+            let (condition, value) = key_condition(which, 1);
+            let mut stmt = tx.prepare_cached(&format!(
+                "SELECT key_hash, prefix, rpm, tpm, daily_budget_usd, monthly_budget_usd
+                 FROM api_keys WHERE {condition} AND revoked_at IS NULL"
+            ))?;
+            let rows = stmt.query_map([value], |row| {
+                Ok((row.get(0)?, row.get(1)?, limits_at(row, 2)?))
+            })?;
+            rows.collect::<Result<_, _>>()?
+        };
+        let (hash, prefix, current) = match &matched[..] {
+            [] => return Err(StoreError::UnknownKey(which.shown())),
+            [one] => one.clone(),
+            more => {
+                return Err(StoreError::AmbiguousKey {
+                    prefix: which.shown(),
+                    count: more.len(),
+                });
+            }
+        };
+        let limits = update.apply(current);
+        let stored = StoredLimits::of(&limits);
+        tx.execute(
+            "UPDATE api_keys SET rpm = ?2, tpm = ?3, daily_budget_usd = ?4, monthly_budget_usd = ?5
+             WHERE key_hash = ?1",
+            params![
+                hash,
+                stored.rpm,
+                stored.tpm,
+                stored.daily_budget_usd,
+                stored.monthly_budget_usd
+            ],
+        )?;
+        tx.commit()?;
+        drop(conn);
+        self.keys_changed();
+        Ok((prefix, limits))
     }
 
     /// After a key change commits: running gateways must not keep serving from their caches.
@@ -163,26 +301,14 @@ impl Sqlite {
         }
     }
 
-    pub(super) fn revoke_by_prefix(&self, prefix: &str) -> Result<usize, StoreError> {
-        let escaped = prefix
-            .replace('\\', "\\\\")
-            .replace('%', "\\%")
-            .replace('_', "\\_");
-        let pattern = format!("{escaped}%");
+    /// Revokes the live keys `which` selects; returns how many.
+    pub(super) fn revoke(&self, which: &KeyMatch) -> Result<usize, StoreError> {
+        let (condition, value) = key_condition(which, 2);
         let revoked = lock(&self.reader).execute(
-            "UPDATE api_keys SET revoked_at = ?1 WHERE prefix LIKE ?2 ESCAPE '\\' AND revoked_at IS NULL",
-            params![now_ms(), pattern],
-        )?;
-        if revoked > 0 {
-            self.keys_changed();
-        }
-        Ok(revoked)
-    }
-
-    pub(super) fn revoke_by_hash(&self, hash: &[u8; 32]) -> Result<usize, StoreError> {
-        let revoked = lock(&self.reader).execute(
-            "UPDATE api_keys SET revoked_at = ?1 WHERE key_hash = ?2 AND revoked_at IS NULL",
-            params![now_ms(), &hash[..]],
+            &format!(
+                "UPDATE api_keys SET revoked_at = ?1 WHERE {condition} AND revoked_at IS NULL"
+            ),
+            params![now_ms(), value],
         )?;
         if revoked > 0 {
             self.keys_changed();
@@ -194,16 +320,68 @@ impl Sqlite {
         self.keys.find(hash, || {
             let conn = lock(&self.reader);
             let mut stmt = conn.prepare_cached(
-                "SELECT project_id FROM api_keys WHERE key_hash = ?1 AND revoked_at IS NULL",
+                "SELECT k.project_id, k.prefix, k.rpm, k.tpm, k.daily_budget_usd,
+                    k.monthly_budget_usd, p.rpm, p.tpm, p.daily_budget_usd, p.monthly_budget_usd,
+                    k.routes, k.models, k.expires_at
+                 FROM api_keys k JOIN projects p ON p.id = k.project_id
+                 WHERE k.key_hash = ?1 AND k.revoked_at IS NULL",
             )?;
             Ok(stmt
                 .query_row([&hash[..]], |row| {
                     Ok(KeyRecord {
                         project_id: row.get(0)?,
+                        prefix: row.get(1)?,
+                        limits: limits_at(row, 2)?,
+                        project_limits: limits_at(row, 6)?,
+                        scope: KeyScope {
+                            routes: list_at(row, 10)?,
+                            models: list_at(row, 11)?,
+                            expires_at_ms: row.get(12)?,
+                        },
                     })
                 })
                 .optional()?)
         })
+    }
+
+    /// The cost recorded for `subject` since `since_ms`.
+    pub(super) fn spent_since(
+        &self,
+        subject: &Subject<'_>,
+        since_ms: i64,
+    ) -> Result<f64, StoreError> {
+        let (sql, id) = match subject {
+            Subject::Project(id) => (SPENT_BY_PROJECT, id),
+            Subject::Key(prefix) => (SPENT_BY_KEY, prefix),
+        };
+        let conn = lock(&self.reader);
+        let mut stmt = conn.prepare_cached(sql)?;
+        Ok(stmt.query_row(params![id, since_ms], |row| row.get(0))?)
+    }
+
+    pub(super) fn usage_since(
+        &self,
+        project_id: &str,
+        since_ms: i64,
+    ) -> Result<UsageTotals, StoreError> {
+        let conn = lock(&self.reader);
+        let mut stmt = conn.prepare_cached(
+            "SELECT count(*), TOTAL(prompt_tokens), TOTAL(completion_tokens), TOTAL(total_tokens),
+                TOTAL(cost_usd)
+             FROM invocations WHERE project_id = ?1 AND created_at >= ?2",
+        )?;
+        Ok(stmt.query_row(params![project_id, since_ms], |row| {
+            // TOTAL: a float, 0.0 over no rows or only NULLs (SUM would be NULL).
+            let tokens =
+                |index| -> rusqlite::Result<u64> { Ok(row.get::<_, f64>(index)?.max(0.0) as u64) };
+            Ok(UsageTotals {
+                requests: row.get::<_, i64>(0)?.max(0) as u64,
+                prompt_tokens: tokens(1)?,
+                completion_tokens: tokens(2)?,
+                total_tokens: tokens(3)?,
+                cost_usd: row.get(4)?,
+            })
+        })?)
     }
 
     pub(super) fn insert_invocations(&self, batch: &[Invocation]) -> Result<(), StoreError> {
@@ -214,9 +392,9 @@ impl Sqlite {
                 "INSERT OR IGNORE INTO invocations (id, project_id, user_id, route, plugin, model, type, stream,
                     status, http_status, error, provider_error, prompt_tokens, completion_tokens,
                     total_tokens, cached_prompt_tokens, cache_creation_tokens, reasoning_tokens,
-                    cost_usd, created_at, duration_ms, request, response)
+                    cost_usd, created_at, duration_ms, request, response, key_prefix)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-                    ?17, ?18, ?19, ?20, ?21, ?22, ?23)",
+                    ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)",
             )?;
             for inv in batch {
                 let usage = inv.usage.as_ref();
@@ -244,6 +422,7 @@ impl Sqlite {
                     inv.duration_ms,
                     inv.request,
                     inv.response,
+                    inv.key_prefix,
                 ])?;
             }
         }
@@ -301,7 +480,83 @@ const SELECT_INVOCATION: &str =
     "SELECT id, project_id, user_id, route, plugin, model, type, stream,
     status, http_status, error, provider_error, prompt_tokens, completion_tokens, total_tokens,
     cached_prompt_tokens, cache_creation_tokens, reasoning_tokens, cost_usd, created_at,
-    duration_ms, request, response FROM invocations";
+    duration_ms, request, response, key_prefix FROM invocations";
+
+// TOTAL: a float, 0.0 when nothing (or only NULL) was recorded. Each walks
+// its (subject, created_at) index.
+const SPENT_BY_PROJECT: &str =
+    "SELECT TOTAL(cost_usd) FROM invocations WHERE project_id = ?1 AND created_at >= ?2";
+const SPENT_BY_KEY: &str =
+    "SELECT TOTAL(cost_usd) FROM invocations WHERE key_prefix = ?1 AND created_at >= ?2";
+
+const SELECT_PROJECT: &str = "SELECT id, name, created_at, rpm, tpm, daily_budget_usd,
+    monthly_budget_usd FROM projects";
+
+fn project_from_row(row: &Row<'_>) -> rusqlite::Result<Project> {
+    Ok(Project {
+        id: row.get(0)?,
+        name: row.get(1)?,
+        created_at_ms: row.get(2)?,
+        limits: limits_at(row, 3)?,
+    })
+}
+
+/// The four limit columns starting at `first` (rpm, tpm, daily, monthly).
+/// SQLite stores whatever a hand-written UPDATE put there: a value of
+/// another type is no limit, as an out-of-range one is.
+fn limits_at(row: &Row<'_>, first: usize) -> rusqlite::Result<LimitSet> {
+    let integer = |index: usize| -> rusqlite::Result<Option<i64>> {
+        Ok(match row.get_ref(first + index)? {
+            ValueRef::Integer(n) => Some(n),
+            _ => None,
+        })
+    };
+    let real = |index: usize| -> rusqlite::Result<Option<f64>> {
+        Ok(match row.get_ref(first + index)? {
+            ValueRef::Real(usd) => Some(usd),
+            ValueRef::Integer(usd) => Some(usd as f64),
+            _ => None,
+        })
+    };
+    Ok(StoredLimits {
+        rpm: integer(0)?,
+        tpm: integer(1)?,
+        daily_budget_usd: real(2)?,
+        monthly_budget_usd: real(3)?,
+    }
+    .limits())
+}
+
+/// A scope list as stored: NULL when empty, else a JSON array.
+fn json_list(list: &[String]) -> Option<String> {
+    if list.is_empty() {
+        return None;
+    }
+    serde_json::to_string(list).ok()
+}
+
+/// A scope list column. Unlike a limit, one that cannot be read is an error:
+/// read as empty it would let the key use every route.
+fn list_at(row: &Row<'_>, index: usize) -> rusqlite::Result<Vec<String>> {
+    let Some(text) = row.get::<_, Option<String>>(index)? else {
+        return Ok(Vec::new());
+    };
+    serde_json::from_str(&text).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
+
+/// The condition selecting the keys `which` names, as parameter `?{param}`,
+/// and that parameter's value.
+fn key_condition(which: &KeyMatch, param: usize) -> (String, rusqlite::types::Value) {
+    match which {
+        KeyMatch::Hash(hash) => (format!("key_hash = ?{param}"), hash.to_vec().into()),
+        KeyMatch::Pattern(pattern) => (
+            format!("prefix LIKE ?{param} ESCAPE '\\'"),
+            pattern.clone().into(),
+        ),
+    }
+}
 
 fn invocation_from_row(row: &Row<'_>) -> rusqlite::Result<Invocation> {
     let id: String = row.get(0)?;
@@ -337,6 +592,7 @@ fn invocation_from_row(row: &Row<'_>) -> rusqlite::Result<Invocation> {
         duration_ms: row.get(20)?,
         request: row.get(21)?,
         response: row.get(22)?,
+        key_prefix: row.get(23)?,
     })
 }
 
@@ -384,13 +640,23 @@ mod tests {
         let (db, _) = Sqlite::open(&dir.path().join("sub/g.db")).unwrap();
         let project = db.create_project("p").unwrap();
         let hash = [7u8; 32];
-        db.insert_key(&project.id, "gw_abcdef123456", &hash)
+        db.insert_key(&project.id, "gw_abcdef123456", &hash, &KeySpec::default())
             .unwrap();
-        assert_eq!(db.find_key(&hash).unwrap().unwrap().project_id, project.id);
-        assert_eq!(db.revoke_by_prefix("gw_abcdef").unwrap(), 1);
+        assert_eq!(
+            db.find_key(&hash).unwrap(),
+            Some(KeyRecord {
+                project_id: project.id.clone(),
+                prefix: "gw_abcdef123456".into(),
+                limits: LimitSet::default(),
+                project_limits: LimitSet::default(),
+                scope: KeyScope::default(),
+            })
+        );
+        assert_eq!(db.revoke(&KeyMatch::of("gw_abcdef")).unwrap(), 1);
         assert!(db.find_key(&hash).unwrap().is_none());
+        assert_eq!(db.revoke(&KeyMatch::of("gw_abcdef")).unwrap(), 0);
         assert!(matches!(
-            db.insert_key("nope", "gw_x", &[1; 32]),
+            db.insert_key("nope", "gw_x", &[1; 32], &KeySpec::default()),
             Err(StoreError::UnknownProject(_))
         ));
     }
@@ -509,5 +775,479 @@ mod tests {
         };
         db.insert_invocations(&[again]).unwrap();
         assert_eq!(db.invocation(&record.id).unwrap(), Some(record));
+    }
+
+    fn open(dir: &tempfile::TempDir) -> Sqlite {
+        Sqlite::open(&dir.path().join("g.db")).unwrap().0
+    }
+
+    fn limits(rpm: u32, tpm: u64, daily: f64, monthly: f64) -> LimitSet {
+        LimitSet {
+            rpm: Some(rpm),
+            tpm: Some(tpm),
+            daily_budget_usd: Some(daily),
+            monthly_budget_usd: Some(monthly),
+        }
+    }
+
+    #[test]
+    fn a_v1_database_migrates_to_v2_and_keeps_its_keys_and_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.db");
+        // Schema v1 (before limits): the first two migrations.
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.execute_batch(MIGRATIONS[1]).unwrap();
+            conn.pragma_update(None, "user_version", 2).unwrap();
+            conn.execute_batch(
+                "INSERT INTO projects (id, name, created_at) VALUES ('p1', 'old', 5);
+                 INSERT INTO api_keys (key_hash, prefix, project_id, created_at)
+                    VALUES (x'0707070707070707070707070707070707070707070707070707070707070707',
+                            'gw_0123456789ab', 'p1', 6);
+                 INSERT INTO invocations (id, project_id, stream, status, http_status, cost_usd,
+                    created_at, duration_ms)
+                    VALUES ('0190b3a2-0000-7000-8000-000000000001', 'p1', 0, 'success', 200, 0.5,
+                            10, 1);",
+            )
+            .unwrap();
+        }
+        let (db, migrated) = Sqlite::open(&path).unwrap();
+        assert_eq!(migrated, Migrated { from: 2, to: 3 });
+        assert_eq!(
+            db.find_key(&[7; 32]).unwrap(),
+            Some(KeyRecord {
+                project_id: "p1".into(),
+                prefix: "gw_0123456789ab".into(),
+                limits: LimitSet::default(),
+                project_limits: LimitSet::default(),
+                scope: KeyScope::default(),
+            })
+        );
+        assert_eq!(
+            db.projects().unwrap(),
+            [Project {
+                id: "p1".into(),
+                name: "old".into(),
+                created_at_ms: 5,
+                limits: LimitSet::default(),
+            }]
+        );
+        let id = Uuid::parse_str("0190b3a2-0000-7000-8000-000000000001").unwrap();
+        let old = db.invocation(&id).unwrap().unwrap();
+        assert_eq!((old.key_prefix, old.cost_usd), (None, Some(0.5)));
+        assert_eq!(db.spent_since(&Subject::Project("p1"), 0).unwrap(), 0.5);
+        assert_eq!(
+            db.spent_since(&Subject::Key("gw_0123456789ab"), 0).unwrap(),
+            0.0
+        );
+    }
+
+    #[test]
+    fn project_limits_round_trip_and_partial_updates_keep_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(&dir);
+        let first = db.create_project("first").unwrap();
+        let second = db.create_project("second").unwrap();
+        assert_eq!(first.limits, LimitSet::default());
+        assert_eq!(db.project(&first.id).unwrap(), Some(first.clone()));
+        assert_eq!(db.project("nope").unwrap(), None);
+        assert_eq!(db.projects().unwrap(), [first.clone(), second.clone()]);
+
+        let set = db
+            .update_project_limits(
+                &first.id,
+                &LimitUpdate::replace(limits(60, 1000, 1.5, 20.0)),
+            )
+            .unwrap();
+        assert_eq!(set, limits(60, 1000, 1.5, 20.0));
+        assert_eq!(db.project(&first.id).unwrap().unwrap().limits, set);
+        // The other project is untouched.
+        assert_eq!(
+            db.project(&second.id).unwrap().unwrap().limits,
+            LimitSet::default()
+        );
+
+        let partial = LimitUpdate {
+            tpm: Some(5000),
+            ..LimitUpdate::default()
+        };
+        let now = db.update_project_limits(&first.id, &partial).unwrap();
+        assert_eq!(now, limits(60, 5000, 1.5, 20.0));
+
+        // 0 clears.
+        let clear = LimitUpdate {
+            rpm: Some(0),
+            daily_budget_usd: Some(0.0),
+            ..LimitUpdate::default()
+        };
+        let now = db.update_project_limits(&first.id, &clear).unwrap();
+        let expected = LimitSet {
+            rpm: None,
+            daily_budget_usd: None,
+            ..limits(60, 5000, 1.5, 20.0)
+        };
+        assert_eq!(now, expected);
+        assert_eq!(db.project(&first.id).unwrap().unwrap().limits, expected);
+        let stored_rpm: Option<i64> = lock(&db.reader)
+            .query_row(
+                "SELECT rpm FROM projects WHERE id = ?1",
+                [&first.id],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(stored_rpm, None, "a cleared limit is NULL, not 0");
+
+        assert!(matches!(
+            db.update_project_limits("nope", &partial),
+            Err(StoreError::UnknownProject(id)) if id == "nope"
+        ));
+    }
+
+    #[test]
+    fn key_limits_round_trip_and_name_exactly_one_live_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(&dir);
+        let project = db.create_project("p").unwrap();
+        let spec = KeySpec {
+            // A zero given at creation is stored as no limit.
+            limits: LimitSet {
+                rpm: Some(0),
+                ..limits(10, 100, 1.0, 2.0)
+            },
+            scope: KeyScope::default(),
+        };
+        db.insert_key(&project.id, "gw_shared0000001", &[1; 32], &spec)
+            .unwrap();
+        db.insert_key(
+            &project.id,
+            "gw_shared0000002",
+            &[2; 32],
+            &KeySpec::default(),
+        )
+        .unwrap();
+        let expected = LimitSet {
+            rpm: None,
+            ..limits(10, 100, 1.0, 2.0)
+        };
+        assert_eq!(db.find_key(&[1; 32]).unwrap().unwrap().limits, expected);
+
+        let update = LimitUpdate {
+            rpm: Some(30),
+            monthly_budget_usd: Some(0.0),
+            ..LimitUpdate::default()
+        };
+        let (prefix, now) = db
+            .update_key_limits(&KeyMatch::of("gw_shared0000001"), &update)
+            .unwrap();
+        assert_eq!(prefix, "gw_shared0000001");
+        let expected = LimitSet {
+            rpm: Some(30),
+            monthly_budget_usd: None,
+            ..expected
+        };
+        assert_eq!(now, expected);
+        assert_eq!(db.find_key(&[1; 32]).unwrap().unwrap().limits, expected);
+        // The other key is untouched.
+        assert_eq!(
+            db.find_key(&[2; 32]).unwrap().unwrap().limits,
+            LimitSet::default()
+        );
+
+        // By hash (a whole key).
+        let (prefix, now) = db
+            .update_key_limits(&KeyMatch::Hash([2; 32]), &update)
+            .unwrap();
+        assert_eq!(prefix, "gw_shared0000002");
+        assert_eq!(now.rpm, Some(30));
+
+        // `_` in what is given matches itself only, and is shown as given.
+        let error = db
+            .update_key_limits(&KeyMatch::of("gw_shared"), &update)
+            .unwrap_err();
+        assert!(
+            matches!(&error, StoreError::AmbiguousKey { prefix, count: 2 } if prefix == "gw_shared"),
+            "{error}"
+        );
+        let error = db
+            .update_key_limits(&KeyMatch::of("gw%shared"), &update)
+            .unwrap_err();
+        assert!(
+            matches!(&error, StoreError::UnknownKey(shown) if shown == "gw%shared"),
+            "{error}"
+        );
+
+        // Revoked keys are not live: the prefix is no longer ambiguous.
+        assert_eq!(db.revoke(&KeyMatch::Hash([2; 32])).unwrap(), 1);
+        let (prefix, _) = db
+            .update_key_limits(&KeyMatch::of("gw_shared"), &update)
+            .unwrap();
+        assert_eq!(prefix, "gw_shared0000001");
+        assert!(matches!(
+            db.update_key_limits(&KeyMatch::Hash([2; 32]), &update),
+            Err(StoreError::UnknownKey(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn errors_about_a_whole_key_name_only_its_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = super::super::Store::open_sqlite(&dir.path().join("g.db")).unwrap();
+        let project = store.create_project("p").await.unwrap();
+        let key = store
+            .create_key(&project.id, &KeySpec::default())
+            .await
+            .unwrap();
+        let update = LimitUpdate {
+            rpm: Some(5),
+            ..LimitUpdate::default()
+        };
+        let (prefix, now) = store.update_key_limits(&key, &update).await.unwrap();
+        assert_eq!(prefix, crate::auth::key_prefix(&key));
+        assert_eq!(now.rpm, Some(5));
+        assert_eq!(store.revoke_keys(&key).await.unwrap(), 1);
+        let error = store.update_key_limits(&key, &update).await.unwrap_err();
+        let text = error.to_string();
+        assert!(matches!(error, StoreError::UnknownKey(_)), "{text}");
+        assert!(!text.contains(&key), "{text}");
+        assert!(text.contains(crate::auth::key_prefix(&key)), "{text}");
+    }
+
+    #[test]
+    fn limit_changes_are_seen_at_once_through_the_cache_of_every_handle() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, other) = (open(&dir), open(&dir));
+        let project = db.create_project("p").unwrap();
+        db.insert_key(
+            &project.id,
+            "gw_0123456789ab",
+            &[9; 32],
+            &KeySpec::default(),
+        )
+        .unwrap();
+        // Both cache the key (with its project's limits).
+        assert_eq!(
+            db.find_key(&[9; 32]).unwrap().unwrap().project_limits,
+            LimitSet::default()
+        );
+        assert_eq!(
+            other.find_key(&[9; 32]).unwrap().unwrap().project_limits,
+            LimitSet::default()
+        );
+        // Cached: a change behind the store's back goes unseen (so what
+        // follows is seen through invalidation, not a fresh read).
+        lock(&db.reader)
+            .execute("UPDATE projects SET rpm = 1", [])
+            .unwrap();
+        assert_eq!(
+            db.find_key(&[9; 32]).unwrap().unwrap().project_limits.rpm,
+            None
+        );
+
+        let set = LimitUpdate {
+            rpm: Some(7),
+            ..LimitUpdate::default()
+        };
+        db.update_project_limits(&project.id, &set).unwrap();
+        assert_eq!(
+            db.find_key(&[9; 32]).unwrap().unwrap().project_limits.rpm,
+            Some(7)
+        );
+        assert_eq!(
+            other
+                .find_key(&[9; 32])
+                .unwrap()
+                .unwrap()
+                .project_limits
+                .rpm,
+            Some(7)
+        );
+
+        other
+            .update_key_limits(&KeyMatch::of("gw_0123"), &set)
+            .unwrap();
+        assert_eq!(db.find_key(&[9; 32]).unwrap().unwrap().limits.rpm, Some(7));
+    }
+
+    #[test]
+    fn key_scopes_and_expiry_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(&dir);
+        let project = db.create_project("p").unwrap();
+        let scope = KeyScope {
+            routes: vec!["openai".into(), "odd \"route\"".into()],
+            models: vec!["anthropic/claude-3-5-haiku".into()],
+            expires_at_ms: Some(1_900_000_000_000),
+        };
+        let spec = KeySpec {
+            limits: LimitSet::default(),
+            scope: scope.clone(),
+        };
+        db.insert_key(&project.id, "gw_scoped0000001", &[1; 32], &spec)
+            .unwrap();
+        db.insert_key(
+            &project.id,
+            "gw_open000000001",
+            &[2; 32],
+            &KeySpec::default(),
+        )
+        .unwrap();
+        assert_eq!(db.find_key(&[1; 32]).unwrap().unwrap().scope, scope);
+        assert_eq!(
+            db.find_key(&[2; 32]).unwrap().unwrap().scope,
+            KeyScope::default()
+        );
+        let (routes, models, expires): (Option<String>, Option<String>, Option<i64>) = lock(
+            &db.reader,
+        )
+        .query_row(
+            "SELECT routes, models, expires_at FROM api_keys WHERE prefix = 'gw_open000000001'",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
+        .unwrap();
+        assert_eq!((routes, models, expires), (None, None, None));
+    }
+
+    #[test]
+    fn stored_values_that_are_no_limit_read_as_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(&dir);
+        let project = db.create_project("p").unwrap();
+        db.insert_key(
+            &project.id,
+            "gw_0123456789ab",
+            &[9; 32],
+            &KeySpec::default(),
+        )
+        .unwrap();
+        lock(&db.reader)
+            .execute_batch(
+                "UPDATE projects SET rpm = -5, tpm = 'many', daily_budget_usd = 0,
+                    monthly_budget_usd = -1;
+                 UPDATE api_keys SET rpm = 5000000000, tpm = 0, daily_budget_usd = 'x',
+                    monthly_budget_usd = 3;",
+            )
+            .unwrap();
+        let record = db.find_key(&[9; 32]).unwrap().unwrap();
+        assert_eq!(record.project_limits, LimitSet::default());
+        assert_eq!(
+            record.limits,
+            LimitSet {
+                monthly_budget_usd: Some(3.0),
+                ..LimitSet::default()
+            }
+        );
+        assert_eq!(
+            db.project(&project.id).unwrap().unwrap().limits,
+            LimitSet::default()
+        );
+    }
+
+    fn spend(project: &str, key: Option<&str>, cost: Option<f64>, at: i64) -> Invocation {
+        Invocation {
+            project_id: Some(project.into()),
+            key_prefix: key.map(str::to_owned),
+            status: InvocationStatus::Success,
+            http_status: 200,
+            usage: cost.map(|_| TokenUsage {
+                prompt_tokens: 10,
+                completion_tokens: 5,
+                total_tokens: 15,
+                ..TokenUsage::default()
+            }),
+            cost_usd: cost,
+            ..Invocation::begun(Uuid::now_v7(), at)
+        }
+    }
+
+    #[test]
+    fn spend_and_usage_add_up_the_period_of_one_subject() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(&dir);
+        db.insert_invocations(&[
+            spend("a", Some("gw_a1"), Some(0.25), 1_000),
+            spend("a", Some("gw_a1"), Some(0.5), 2_000),
+            spend("a", Some("gw_a2"), Some(0.125), 2_000),
+            // Refused by a limit: recorded, no usage, no cost.
+            spend("a", Some("gw_a2"), None, 3_000),
+            // Before the period.
+            spend("a", Some("gw_a1"), Some(8.0), 999),
+            spend("b", Some("gw_b1"), Some(4.0), 2_000),
+        ])
+        .unwrap();
+        assert_eq!(
+            db.spent_since(&Subject::Project("a"), 1_000).unwrap(),
+            0.875
+        );
+        assert_eq!(db.spent_since(&Subject::Project("a"), 0).unwrap(), 8.875);
+        assert_eq!(db.spent_since(&Subject::Project("b"), 1_000).unwrap(), 4.0);
+        assert_eq!(db.spent_since(&Subject::Key("gw_a1"), 1_000).unwrap(), 0.75);
+        assert_eq!(
+            db.spent_since(&Subject::Key("gw_a2"), 1_000).unwrap(),
+            0.125
+        );
+        assert_eq!(db.spent_since(&Subject::Key("gw_a2"), 2_500).unwrap(), 0.0);
+        assert_eq!(db.spent_since(&Subject::Key("nobody"), 0).unwrap(), 0.0);
+
+        assert_eq!(
+            db.usage_since("a", 1_000).unwrap(),
+            UsageTotals {
+                requests: 4,
+                prompt_tokens: 30,
+                completion_tokens: 15,
+                total_tokens: 45,
+                cost_usd: 0.875,
+            }
+        );
+        assert_eq!(
+            db.usage_since("a", 2_500).unwrap(),
+            UsageTotals {
+                requests: 1,
+                ..UsageTotals::default()
+            }
+        );
+        assert_eq!(db.usage_since("nobody", 0).unwrap(), UsageTotals::default());
+    }
+
+    fn query_plan(db: &Sqlite, sql: &str) -> Vec<String> {
+        let conn = lock(&db.reader);
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        stmt.query_map(params!["x", 0], |row| row.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn spend_queries_walk_their_subjects_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(&dir);
+        // Budgets read this on a request's path: a SCAN would read every record.
+        let plan = query_plan(&db, SPENT_BY_KEY);
+        assert!(
+            plan.iter()
+                .any(|step| step
+                    .contains("USING INDEX invocations_key (key_prefix=? AND created_at>?)")),
+            "{plan:?}"
+        );
+        let plan = query_plan(&db, SPENT_BY_PROJECT);
+        assert!(
+            plan.iter().any(|step| step
+                .contains("USING INDEX invocations_project (project_id=? AND created_at>?)")),
+            "{plan:?}"
+        );
+    }
+
+    #[test]
+    fn the_key_prefix_of_a_record_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(&dir);
+        let record = spend("a", Some("gw_0123456789ab"), Some(0.5), 1);
+        let bare = Invocation::begun(Uuid::now_v7(), 2);
+        db.insert_invocations(&[record.clone(), bare.clone()])
+            .unwrap();
+        assert_eq!(db.invocation(&record.id).unwrap(), Some(record));
+        assert_eq!(db.invocation(&bare.id).unwrap(), Some(bare));
     }
 }

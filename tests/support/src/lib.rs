@@ -7,8 +7,9 @@
 //! - Feature `server`: the gateway's integration tests' harness: [`harness`] runs the real
 //!   `gateway` binary, [`client`] talks HTTP to it, [`upstream`] fakes the providers behind it,
 //!   [`checks`] builds requests and asserts on answers, [`runtime`] calls a plugin without HTTP,
-//!   [`probe`] measures the process, [`postgres`] makes test databases, [`proxy`] cuts the
-//!   network to one on demand. The items tests use most are re-exported here.
+//!   [`probe`] measures the process, [`postgres`] makes test databases, [`redis`] gives each
+//!   test a key prefix of its own, [`proxy`] cuts the network to one on demand. The items tests
+//!   use most are re-exported here.
 //!
 //! Test-only: it reads files, panics on anything unexpected and is never a dependency of
 //! shipped code (the plugins list it under `[dev-dependencies]`, so their wasm builds skip it).
@@ -34,6 +35,8 @@ pub mod probe;
 #[cfg(feature = "server")]
 pub mod proxy;
 #[cfg(feature = "server")]
+pub mod redis;
+#[cfg(feature = "server")]
 pub mod runtime;
 #[cfg(feature = "server")]
 pub mod upstream;
@@ -50,6 +53,8 @@ pub use harness::{Gateway, Project, Route, built_plugins_dir};
 pub use postgres::TestDatabase;
 #[cfg(feature = "server")]
 pub use proxy::TcpProxy;
+#[cfg(feature = "server")]
+pub use redis::TestRedis;
 #[cfg(feature = "server")]
 pub use upstream::{
     AnthropicUpstream, FakeUpstream, GeminiUpstream, OpenAiUpstream, ReceivedRequest, Reply,
