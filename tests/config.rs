@@ -1,11 +1,9 @@
 //! The config file as an operator meets it: unknown keys refused at start and on reload,
 //! plugin settings in their own table.
 
-use std::io::Read;
-use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use gateway_test_support::refused::refused_start;
 use gateway_test_support::upstream::openai::legacy_text;
 use gateway_test_support::{
     Gateway, OpenAiUpstream, Route, assert_ok, post_with_provider_key, text_request,
@@ -17,73 +15,6 @@ const PROVIDER_KEY: &str = "sk-test-caller-config";
 /// How long a refused config may take to end `gateway serve`, or a reload to be seen: a
 /// liveness bound on a slow shared machine, not a timing assertion.
 const DEADLINE: Duration = Duration::from_secs(60);
-
-/// Runs `gateway serve --config FILE` until it exits; returns its status and stderr. A gateway
-/// still running at the deadline is killed and the test fails: it should have refused to start.
-fn serve_until_exit(config: &Path) -> (ExitStatus, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gateway"))
-        .args(["serve", "--config"])
-        .arg(config)
-        .current_dir(config.parent().expect("the config is in a directory"))
-        .env_remove("GATEWAY_CONFIG")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn `gateway serve`");
-    let mut stderr = child.stderr.take().expect("piped stderr");
-    // Read while it runs, so a chatty gateway never blocks on a full pipe.
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
-    let deadline = Instant::now() + DEADLINE;
-    let status = loop {
-        match child.try_wait().expect("wait for `gateway serve`") {
-            Some(status) => break status,
-            None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            None => {
-                let _ = child.kill();
-                let _ = child.wait();
-                let stderr = reader.join().unwrap_or_default();
-                panic!("`gateway serve` was still running after {DEADLINE:?}; stderr:\n{stderr}");
-            }
-        }
-    };
-    (status, reader.join().expect("stderr reader"))
-}
-
-/// Runs `gateway serve` on a config of its own directory with `routes` (TOML, as an operator
-/// writes it) after the usual top-level keys; asserts it refuses to start and returns its stderr.
-fn refused_start(routes: &str) -> String {
-    let dir = tempfile::Builder::new()
-        .prefix("gateway-config-test-")
-        .tempdir()
-        .expect("create a temporary directory");
-    let plugins = dir.path().join("plugins");
-    std::fs::create_dir(&plugins).expect("create the plugins directory");
-    let config = dir.path().join("gateway.toml");
-    let quoted = |path: &Path| serde_json::to_string(&path.to_string_lossy()).expect("a string");
-    std::fs::write(
-        &config,
-        format!(
-            "listen = \"127.0.0.1:0\"\ndatabase = {}\nplugins_dir = {}\ndemo_project = false\n\n{routes}",
-            quoted(&dir.path().join("gateway.db")),
-            quoted(&plugins),
-        ),
-    )
-    .expect("write the config");
-
-    let (status, stderr) = serve_until_exit(&config);
-    assert!(!status.success(), "exited with {status}; stderr:\n{stderr}");
-    assert!(
-        !stderr.contains("gateway listening"),
-        "it listened anyway:\n{stderr}"
-    );
-    stderr
-}
 
 #[test]
 fn a_gateway_whose_route_has_an_unknown_key_does_not_start() {

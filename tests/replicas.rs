@@ -7,14 +7,13 @@
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use gateway_test_support::harness::gateway_binary;
 use gateway_test_support::postgres::query_one;
+use gateway_test_support::refused::refused_serve;
 use gateway_test_support::{Gateway, Route, TcpProxy, TestDatabase, assert_ok, text_request};
 
 /// How many client threads load the gateways.
@@ -216,41 +215,8 @@ fn migrate_prints_the_version_is_idempotent_and_a_newer_schema_is_refused() {
             out.stderr
         );
     }
-    let stderr = serve_until_exit(&gw);
+    let stderr = refused_serve(gw.config_path(), gw.dir());
     assert!(stderr.contains("newer than this gateway knows"), "{stderr}");
-}
-
-/// Runs `gateway serve` on the gateway's config, which must exit by itself; its stderr.
-fn serve_until_exit(gw: &Gateway) -> String {
-    let mut child = Command::new(gateway_binary())
-        .args(["serve", "--config"])
-        .arg(gw.config_path())
-        .current_dir(gw.dir())
-        .env_remove("GATEWAY_CONFIG")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn `gateway serve`");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for serve") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("`gateway serve` started on a schema newer than it knows");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut stderr = String::new();
-    if let Some(mut pipe) = child.stderr.take() {
-        let _ = pipe.read_to_string(&mut stderr);
-    }
-    assert!(!status.success(), "serve exited with {status}: {stderr}");
-    stderr
 }
 
 // ------------------------------------------------------------------ load and its tally

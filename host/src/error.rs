@@ -78,6 +78,13 @@ pub enum ApiError {
     DatabaseUnavailable(String),
     #[error("internal error")]
     Internal(String),
+    /// Every try of a request failed (its retries, its fallbacks): the last
+    /// one's error, whose status and `providerError` the answer keeps.
+    #[error("{last} ({attempts} attempts)")]
+    Exhausted {
+        last: Box<ApiError>,
+        attempts: usize,
+    },
 }
 
 impl ApiError {
@@ -111,6 +118,7 @@ impl ApiError {
             }
             ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Exhausted { last, .. } => last.status(),
         }
     }
 
@@ -119,6 +127,7 @@ impl ApiError {
         match self {
             ApiError::Upstream { message, .. } => Some(message),
             ApiError::ProviderFailed(message) | ApiError::Timeout(message) => Some(message),
+            ApiError::Exhausted { last, .. } => last.provider_error(),
             _ => None,
         }
     }
@@ -132,6 +141,7 @@ impl ApiError {
             ApiError::RateLimited(refused) => {
                 Some(u32::try_from(refused.retry_after_secs()).unwrap_or(u32::MAX))
             }
+            ApiError::Exhausted { last, .. } => last.retry_after(),
             _ => None,
         }
     }
@@ -193,6 +203,10 @@ impl ApiError {
             ApiError::PluginUnavailable(m) => ApiError::PluginUnavailable(clean(m)),
             ApiError::Internal(m) => ApiError::Internal(clean(m)),
             ApiError::DatabaseUnavailable(m) => ApiError::DatabaseUnavailable(clean(m)),
+            ApiError::Exhausted { last, attempts } => ApiError::Exhausted {
+                last: Box::new(last.redacted(secrets)),
+                attempts,
+            },
             other @ (ApiError::BodyTooLarge(_)
             | ApiError::ExpansionTooLarge(_)
             | ApiError::RequestTimeout(_)

@@ -46,6 +46,56 @@ pub enum ConfigError {
         alias: String,
         route: String,
     },
+    /// A route's `fallbacks` naming a route the config does not have.
+    #[error(
+        "invalid config {origin}: providers.{route}.fallbacks[{index}]: no route {fallback:?} in [providers]"
+    )]
+    FallbackRoute {
+        origin: String,
+        route: String,
+        index: usize,
+        fallback: String,
+    },
+    /// A route's `fallbacks` naming the route itself.
+    #[error(
+        "invalid config {origin}: providers.{route}.fallbacks[{index}]: a route cannot fall back to itself"
+    )]
+    FallbackSelf {
+        origin: String,
+        route: String,
+        index: usize,
+    },
+    /// A route named twice in one `fallbacks` list: the second try would only repeat the first.
+    #[error(
+        "invalid config {origin}: providers.{route}.fallbacks[{index}]: {fallback:?} is already listed"
+    )]
+    FallbackTwice {
+        origin: String,
+        route: String,
+        index: usize,
+        fallback: String,
+    },
+    /// Fallbacks leading back to where they started; `cycle` spells it (`a -> b -> a`), and
+    /// `route`'s `fallbacks[index]` is its first step.
+    #[error(
+        "invalid config {origin}: providers.{route}.fallbacks[{index}]: fallbacks form a cycle: {cycle}"
+    )]
+    FallbackCycle {
+        origin: String,
+        route: String,
+        index: usize,
+        cycle: String,
+    },
+    /// More `retries` than a request's one deadline could sensibly hold.
+    #[error(
+        "invalid config {origin}: providers.{route}.retries: must be at most {max}, not {retries}",
+        max = MAX_RETRIES
+    )]
+    Retries {
+        origin: String,
+        route: String,
+        retries: u32,
+    },
     /// TOML, with a key or value the gateway refuses.
     #[error("invalid config {origin}: {}", placed(.source))]
     Invalid {
@@ -267,12 +317,35 @@ pub struct RouteConfig {
         skip_serializing_if = "Option::is_none"
     )]
     pub max_http_requests: Option<NonZeroU32>,
+    /// Further tries of a failed call on this route (upstream 429/5xx, connection failure,
+    /// connect or first-byte timeout), with exponential backoff and full jitter.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retries: u32,
+    /// The backoff's base: try n waits a random time up to `retry_backoff_ms * 2^n`,
+    /// capped at a few seconds. Default 200.
+    #[serde(
+        default,
+        deserialize_with = "positive_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub retry_backoff_ms: Option<NonZeroU64>,
+    /// Routes that take the request, in order, when this one fails with a retryable error
+    /// after its retries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallbacks: Vec<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub pricing: BTreeMap<String, Price>,
     /// `[providers.ID.settings]`: plugin-specific settings, handed to the plugin as JSON. The
     /// gateway does not read them; the plugin checks them on each call.
     #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
     pub settings: toml::Table,
+}
+
+/// The most `retries` a route may have.
+const MAX_RETRIES: u32 = 10;
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Why a route's sandbox could not be set up. The hosts were checked as the config was read:
@@ -324,7 +397,109 @@ impl Config {
                 route: target.route.clone(),
             });
         }
+        config.check_routing(origin)?;
         Ok(config)
+    }
+
+    /// The checks of `retries` and `fallbacks` that span routes, so that the request flow can
+    /// follow fallbacks without meeting an unknown route or going round in circles.
+    fn check_routing(&self, origin: &str) -> Result<(), ConfigError> {
+        for (route, config) in &self.providers {
+            if config.retries > MAX_RETRIES {
+                return Err(ConfigError::Retries {
+                    origin: origin.to_owned(),
+                    route: route.clone(),
+                    retries: config.retries,
+                });
+            }
+            for (index, fallback) in config.fallbacks.iter().enumerate() {
+                if !self.providers.contains_key(fallback) {
+                    return Err(ConfigError::FallbackRoute {
+                        origin: origin.to_owned(),
+                        route: route.clone(),
+                        index,
+                        fallback: fallback.clone(),
+                    });
+                }
+                if fallback == route {
+                    return Err(ConfigError::FallbackSelf {
+                        origin: origin.to_owned(),
+                        route: route.clone(),
+                        index,
+                    });
+                }
+                if config.fallbacks[..index].contains(fallback) {
+                    return Err(ConfigError::FallbackTwice {
+                        origin: origin.to_owned(),
+                        route: route.clone(),
+                        index,
+                        fallback: fallback.clone(),
+                    });
+                }
+            }
+        }
+        match self.fallback_cycle() {
+            Some((route, index, cycle)) => Err(ConfigError::FallbackCycle {
+                origin: origin.to_owned(),
+                route: route.to_owned(),
+                index,
+                cycle,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The first cycle among the routes' fallbacks, in route order: the route and fallback
+    /// index where it starts, and the cycle spelled out. Every fallback names a known route
+    /// other than its own by now.
+    fn fallback_cycle(&self) -> Option<(&str, usize, String)> {
+        #[derive(Clone, Copy, PartialEq)]
+        enum Mark {
+            Unseen,
+            OnPath,
+            Done,
+        }
+        let routes: Vec<&str> = self.providers.keys().map(String::as_str).collect();
+        let position = |route: &str| routes.binary_search(&route).ok();
+        let mut marks = vec![Mark::Unseen; routes.len()];
+        for start in 0..routes.len() {
+            if marks[start] != Mark::Unseen {
+                continue;
+            }
+            // Depth first without recursion: each frame is a route and its next fallback to
+            // follow, so the path's frames are also the cycle's steps when one closes.
+            let mut path: Vec<(usize, usize)> = vec![(start, 0)];
+            marks[start] = Mark::OnPath;
+            while let Some(frame) = path.last_mut() {
+                let route = frame.0;
+                let Some(fallback) = self.providers[routes[route]].fallbacks.get(frame.1) else {
+                    marks[route] = Mark::Done;
+                    path.pop();
+                    continue;
+                };
+                frame.1 += 1;
+                let Some(target) = position(fallback) else {
+                    continue;
+                };
+                match marks[target] {
+                    Mark::Done => {}
+                    Mark::Unseen => {
+                        marks[target] = Mark::OnPath;
+                        path.push((target, 0));
+                    }
+                    Mark::OnPath => {
+                        let from = path.iter().position(|&(r, _)| r == target)?;
+                        let steps = &path[from..];
+                        let mut cycle: Vec<&str> = steps.iter().map(|&(r, _)| routes[r]).collect();
+                        cycle.push(routes[target]);
+                        // Each frame's count is already past the fallback it followed.
+                        let index = steps[0].1 - 1;
+                        return Some((routes[target], index, cycle.join(" -> ")));
+                    }
+                }
+            }
+        }
+        None
     }
 
     /// What a `model` names: an alias (`[models.ALIAS]`), `ROUTE/MODEL` (the
@@ -432,6 +607,9 @@ impl RouteConfig {
             idle_timeout_ms: None,
             max_response_bytes: None,
             max_http_requests: None,
+            retries: 0,
+            retry_backoff_ms: None,
+            fallbacks: Vec::new(),
             pricing: BTreeMap::new(),
             settings: toml::Table::new(),
         }
@@ -721,13 +899,20 @@ mod tests {
              allowed_hosts = [\"b.example:8443\"]\ntimeout_secs = 5\nmemory_limit_mb = 128\n\
              cpu_time_ms = 1\nconnect_timeout_ms = 2\nfirst_byte_timeout_ms = 3\n\
              idle_timeout_ms = 4\nmax_response_bytes = 5\nmax_http_requests = 6\n\
-             api_key_required = false\n\
+             api_key_required = false\nretries = 3\nretry_backoff_ms = 250\n\
+             fallbacks = [\"z\"]\n\
              [providers.x.settings]\nnested = { a = [1, 2] }\n\
              [providers.x.pricing.\"m.1\"]\ninput_per_mtok = 1.5\noutput_per_mtok = 2\n\
-             long_context = { above_prompt_tokens = 10, input_per_mtok = 3, output_per_mtok = 4 }\n",
+             long_context = { above_prompt_tokens = 10, input_per_mtok = 3, output_per_mtok = 4 }\n\
+             [providers.z]\nplugin = \"echo\"\n",
             "test",
         )
         .expect("parses");
+        let x = &full.providers["x"];
+        assert_eq!(
+            (x.retries, x.retry_backoff_ms, &x.fallbacks[..]),
+            (3, NonZeroU64::new(250), &["z".to_owned()][..])
+        );
         full.providers
             .insert("y".to_owned(), RouteConfig::new("echo"));
         configs.push(full);
@@ -781,6 +966,7 @@ mod tests {
             "vllm",
             "llama-cpp",
             "ollama",
+            "openai-with-fallbacks",
         ] {
             let route = config
                 .providers
@@ -809,6 +995,12 @@ mod tests {
             Some(0.075)
         );
         assert!(!config.providers["ollama"].needs_api_key());
+        let resilient = &config.providers["openai-with-fallbacks"];
+        assert_eq!(
+            (resilient.retries, resilient.retry_backoff_ms),
+            (2, NonZeroU64::new(200))
+        );
+        assert_eq!(resilient.fallbacks, ["cb-openai-us", "anthropic"]);
     }
 
     fn route_price(pricing: &str) -> Result<Price, String> {
@@ -916,5 +1108,105 @@ mod tests {
         .expect_err("unknown alias key")
         .to_string();
         assert!(err.contains("mdl"), "{err}");
+    }
+
+    /// A config of routes `r` (plugin `echo`) with the given extra keys each.
+    fn routes(routes: &[(&str, &str)]) -> Result<Config, String> {
+        let text: String = routes
+            .iter()
+            .map(|(route, keys)| format!("[providers.{route}]\nplugin = \"echo\"\n{keys}\n"))
+            .collect();
+        Config::parse(&text, "test").map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn fallbacks_name_other_known_routes_once_each() {
+        let config = routes(&[
+            ("a", "fallbacks = [\"b\", \"c\"]"),
+            ("b", "fallbacks = [\"c\"]"),
+            ("c", ""),
+        ])
+        .expect("two ways to the same fallback are no cycle");
+        assert_eq!(config.providers["a"].fallbacks, ["b", "c"]);
+        let err = routes(&[("a", "fallbacks = [\"b\", \"nope\"]"), ("b", "")])
+            .expect_err("an unknown fallback");
+        assert!(
+            err.contains("providers.a.fallbacks[1]: no route \"nope\" in [providers]"),
+            "{err}"
+        );
+        let err = routes(&[("a", "fallbacks = [\"b\", \"a\"]"), ("b", "")])
+            .expect_err("a route falling back to itself");
+        assert!(
+            err.contains("providers.a.fallbacks[1]: a route cannot fall back to itself"),
+            "{err}"
+        );
+        let err = routes(&[
+            ("a", "fallbacks = [\"b\", \"c\", \"b\"]"),
+            ("b", ""),
+            ("c", ""),
+        ])
+        .expect_err("a fallback listed twice");
+        assert!(
+            err.contains("providers.a.fallbacks[2]: \"b\" is already listed"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn fallback_cycles_are_refused_and_spelled_out() {
+        let err = routes(&[("a", "fallbacks = [\"b\"]"), ("b", "fallbacks = [\"a\"]")])
+            .expect_err("a two-route cycle");
+        assert!(
+            err.contains("providers.a.fallbacks[0]: fallbacks form a cycle: a -> b -> a"),
+            "{err}"
+        );
+        // A longer one, entered from a route outside it and through a second fallback.
+        let err = routes(&[
+            ("a", "fallbacks = [\"d\", \"x\"]"),
+            ("d", ""),
+            ("x", "fallbacks = [\"y\"]"),
+            ("y", "fallbacks = [\"d\", \"z\"]"),
+            ("z", "fallbacks = [\"x\"]"),
+        ])
+        .expect_err("a three-route cycle");
+        assert!(
+            err.contains("providers.x.fallbacks[0]: fallbacks form a cycle: x -> y -> z -> x"),
+            "{err}"
+        );
+        // The same routes without the closing step are fine.
+        routes(&[
+            ("a", "fallbacks = [\"d\", \"x\"]"),
+            ("d", ""),
+            ("x", "fallbacks = [\"y\"]"),
+            ("y", "fallbacks = [\"d\", \"z\"]"),
+            ("z", "fallbacks = [\"d\"]"),
+        ])
+        .expect("no cycle");
+    }
+
+    #[test]
+    fn retries_are_at_most_ten() {
+        let config = routes(&[("a", "retries = 10\nretry_backoff_ms = 50")]).expect("ten retries");
+        assert_eq!(config.providers["a"].retries, 10);
+        assert_eq!(config.providers["a"].retry_backoff_ms, NonZeroU64::new(50));
+        let err = routes(&[("a", "retries = 11")]).expect_err("eleven retries");
+        assert!(
+            err.contains("providers.a.retries: must be at most 10, not 11"),
+            "{err}"
+        );
+        let err = routes(&[("a", "retries = -1")]).expect_err("negative retries");
+        assert!(err.contains("providers.a.retries"), "{err}");
+        let err = routes(&[("a", "retry_backoff_ms = 0")]).expect_err("no backoff");
+        assert!(err.contains("providers.a.retry_backoff_ms: "), "{err}");
+        assert!(err.contains("must be positive"), "{err}");
+        let config = routes(&[("a", "")]).expect("defaults");
+        assert_eq!(
+            (
+                config.providers["a"].retries,
+                config.providers["a"].retry_backoff_ms,
+                config.providers["a"].fallbacks.len()
+            ),
+            (0, None, 0)
+        );
     }
 }

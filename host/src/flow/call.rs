@@ -1,31 +1,38 @@
 //! The plugin call of a routed request: which plugin, with which provider key
-//! and sandbox, within the route's timeout, and what its usage cost.
+//! and sandbox, within the route's timeout (tried again and on fallback
+//! routes as the [`Failover`] decides), and what its usage cost.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Instant;
 
 use hyper::HeaderMap;
+use hyper::header::HeaderValue;
+use uuid::Uuid;
 
+use super::failover::{Failover, Leg};
 use super::quota::Quota;
 use super::record::Draft;
 use super::{Envelope, Kind};
 use crate::error::ApiError;
-use crate::plugins::{CallContext, Plugin, PluginRuntime, types};
+use crate::plugins::{CallContext, Plugin, PluginError, PluginRuntime, UpstreamTrace, types};
 use crate::pricing;
 use crate::redact::Secrets;
 use crate::routing::Route;
-use crate::state::AppState;
 use crate::store::TokenUsage;
 
 const PROVIDER_KEY_HEADER: &str = "provider-api-key";
+/// The response header naming the route that served the request.
+pub const ROUTE_HEADER: &str = "x-gateway-route";
 
-/// A request that is routed: everything its plugin call and its answer need,
-/// in whichever mode it is answered.
+/// A request that is routed: everything its plugin calls and its answer
+/// need, in whichever mode it is answered.
 pub(super) struct Call {
-    pub route: Arc<Route>,
-    pub plugin: Arc<Plugin>,
-    pub ctx: CallContext,
-    /// The model asked for (the request itself moves into the plugin call).
-    pub model: String,
+    /// Which route is tried, and what became of the tries.
+    pub failover: Failover,
+    pub invocation_id: Uuid,
+    /// The request's provider keys, kept out of plugin logs.
+    pub secrets: Secrets,
     /// The project of the caller's key.
     pub project: String,
     pub kind: Kind,
@@ -34,42 +41,123 @@ pub(super) struct Call {
 }
 
 impl Call {
+    /// The route of the current try (the one that served, once one did).
+    pub fn leg(&self) -> &Arc<Leg> {
+        self.failover.current()
+    }
+
     pub fn envelope<'a>(&'a self, invocation_id: &'a str) -> Envelope<'a> {
         Envelope {
             invocation_id,
             project_id: &self.project,
             kind: self.kind,
-            model: &self.model,
+            model: &self.leg().model,
+        }
+    }
+
+    /// A try's context: the leg's sandbox, and a fresh trace of its upstream requests.
+    pub fn context(&self, leg: &Leg) -> CallContext {
+        CallContext {
+            invocation_id: self.invocation_id,
+            sandbox: leg.route.sandbox.clone(),
+            secrets: self.secrets.clone(),
+            trace: Arc::new(UpstreamTrace::default()),
         }
     }
 
     pub async fn complete(
-        &self,
+        &mut self,
         runtime: &PluginRuntime,
         request: types::CompletionRequest,
     ) -> Result<types::Completion, ApiError> {
-        let call = runtime.complete(&self.plugin, &self.ctx, request);
-        Ok(tokio::time::timeout(self.route.timeout, call)
-            .await
-            .map_err(|_| self.timeout_error())??)
+        self.tries(
+            runtime,
+            request,
+            |request, leg| {
+                // The request was built for the first route.
+                if request.route.id != leg.route.id {
+                    request.route = leg.route.wit_route(leg.api_key.clone());
+                    request.model = leg.model.clone();
+                }
+            },
+            |leg, ctx, request| async move { runtime.complete(&leg.plugin, &ctx, request).await },
+        )
+        .await
     }
 
     pub async fn embed(
-        &self,
+        &mut self,
         runtime: &PluginRuntime,
         request: types::EmbeddingRequest,
     ) -> Result<types::Embeddings, ApiError> {
-        let call = runtime.embed(&self.plugin, &self.ctx, request);
-        Ok(tokio::time::timeout(self.route.timeout, call)
-            .await
-            .map_err(|_| self.timeout_error())??)
+        self.tries(
+            runtime,
+            request,
+            |request, leg| {
+                if request.route.id != leg.route.id {
+                    request.route = leg.route.wit_route(leg.api_key.clone());
+                    request.model = leg.model.clone();
+                }
+            },
+            |leg, ctx, request| async move { runtime.embed(&leg.plugin, &ctx, request).await },
+        )
+        .await
     }
 
-    pub fn timeout_error(&self) -> ApiError {
-        ApiError::Timeout(format!(
-            "no complete answer within {} s",
-            self.route.timeout.as_secs()
-        ))
+    /// Tries `call` until one try succeeds or the failover has none left.
+    /// The request is cloned only while another try may follow.
+    async fn tries<R, T, F, Fut>(
+        &mut self,
+        runtime: &PluginRuntime,
+        request: R,
+        aim: impl Fn(&mut R, &Leg),
+        call: F,
+    ) -> Result<T, ApiError>
+    where
+        R: Clone,
+        F: Fn(Arc<Leg>, CallContext, R) -> Fut,
+        Fut: Future<Output = Result<T, PluginError>>,
+    {
+        let mut template = Some(request);
+        while let Some(leg) = self.failover.next(runtime).await {
+            let mut request = if self.failover.may_try_again() {
+                template.clone()
+            } else {
+                template.take()
+            }
+            .ok_or_else(|| ApiError::Internal("a try without its request".into()))?;
+            aim(&mut request, &leg);
+            let ctx = self.context(&leg);
+            let trace = ctx.trace.clone();
+            let limit = self.failover.try_timeout();
+            let started = Instant::now();
+            let result = match tokio::time::timeout(limit, call(leg, ctx, request)).await {
+                Ok(result) => result.map_err(ApiError::from),
+                Err(_) => Err(timeout_error(limit)),
+            };
+            match result {
+                Ok(answer) => {
+                    self.failover.succeeded(started);
+                    return Ok(answer);
+                }
+                Err(error) => self.failover.failed(started, error, &trace),
+            }
+        }
+        Err(self.failover.take_error())
+    }
+
+    /// Puts the route that served (or failed last) and the tries in the record.
+    pub fn note(&mut self, draft: &mut Draft) {
+        self.failover.note(draft);
+    }
+
+    /// The answer's headers: the serving route, the rate limits.
+    pub fn headers(&self) -> HeaderMap {
+        let mut headers = self.quota.headers();
+        if let Ok(route) = HeaderValue::from_str(&self.leg().route.id) {
+            headers.insert(ROUTE_HEADER, route);
+        }
+        headers
     }
 
     /// Usage and its cost (`None` when the model's price is unknown).
@@ -77,16 +165,17 @@ impl Call {
         let Some(usage) = usage.map(TokenUsage::from) else {
             return (None, None);
         };
-        let route = &self.route;
+        let leg = self.leg();
+        let route = &leg.route;
         let cost = match pricing::price_for(
             &route.config.pricing,
             &route.config.plugin,
-            &self.plugin.info.models,
-            &self.model,
+            &leg.plugin.info.models,
+            &leg.model,
         ) {
             Some(price) => Some(pricing::cost(&usage, price)),
             None => {
-                pricing::warn_unpriced(&route.id, &self.model);
+                pricing::warn_unpriced(&route.id, &leg.model);
                 None
             }
         };
@@ -94,9 +183,17 @@ impl Call {
     }
 }
 
-pub(super) fn plugin_for(state: &AppState, route: &Route) -> Result<Arc<Plugin>, ApiError> {
-    state
-        .runtime
+/// A try that ran out of its time.
+pub(super) fn timeout_error(limit: std::time::Duration) -> ApiError {
+    let limit = std::time::Duration::from_millis(limit.as_millis() as u64);
+    ApiError::Timeout(format!(
+        "no complete answer within {}",
+        humantime::format_duration(limit)
+    ))
+}
+
+pub(super) fn plugin_for(runtime: &PluginRuntime, route: &Route) -> Result<Arc<Plugin>, ApiError> {
+    runtime
         .get(&route.config.plugin)
         .ok_or_else(|| ApiError::PluginNotLoaded {
             route: route.id.clone(),
@@ -104,27 +201,30 @@ pub(super) fn plugin_for(state: &AppState, route: &Route) -> Result<Arc<Plugin>,
         })
 }
 
-pub(super) fn context(draft: &Draft, route: &Route) -> CallContext {
-    CallContext {
-        invocation_id: draft.id(),
-        sandbox: route.sandbox.clone(),
-        secrets: draft.current_secrets().clone(),
-    }
-}
-
-/// The provider key a call uses (the caller's wins), after noting every key
-/// the request carries in the draft so that none shows in errors or records.
+/// The provider key a call uses (the caller's wins) and the caller's own,
+/// after noting every key the request may carry to an upstream (its
+/// fallbacks' too) in the draft so that none shows in errors or records.
 pub(super) fn provider_key(
     draft: &mut Draft,
     route: &Route,
+    live: &crate::state::Live,
     headers: &HeaderMap,
-) -> Result<Option<String>, ApiError> {
+) -> Result<(Option<String>, Option<String>), ApiError> {
     let from_caller = caller_provider_key(headers)?;
-    draft.secrets(Secrets::new([
-        route.configured_key(),
-        from_caller.as_deref(),
-    ]));
-    route.provider_key(from_caller)
+    let fallbacks = route
+        .config
+        .fallbacks
+        .iter()
+        .filter_map(|id| live.routes.get(id).ok());
+    let fallback_keys: Vec<Option<String>> = fallbacks
+        .map(|route| route.configured_key().map(str::to_owned))
+        .collect();
+    draft.secrets(Secrets::new(
+        [route.configured_key(), from_caller.as_deref()]
+            .into_iter()
+            .chain(fallback_keys.iter().map(Option::as_deref)),
+    ));
+    Ok((route.provider_key(from_caller.clone())?, from_caller))
 }
 
 /// The caller's own provider key: `KEY` or `Bearer KEY` (any case of the

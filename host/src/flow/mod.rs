@@ -10,6 +10,7 @@
 
 mod admit;
 mod call;
+mod failover;
 mod quota;
 mod record;
 mod stream;
@@ -304,22 +305,27 @@ async fn flow<S: Surface>(
     let model = route.model(target.model)?;
     draft.model(&model, target.kind.as_str(), stream);
     quota::check_scope(&key, &route.id, &model)?;
-    let api_key = call::provider_key(draft, &route, headers)?;
+    let (api_key, caller_key) = call::provider_key(draft, &route, &live, headers)?;
     let ask = body.ask(target.kind, config)?;
-    let plugin = call::plugin_for(state, &route)?;
+    let plugin = call::plugin_for(&state.runtime, &route)?;
     // Last before the call: a request refused for anything else takes nothing from its limits.
     let project = key.project_id.clone();
     let quota = quota::Quota::admit(state, key).await?;
-    let call = Call {
-        ctx: call::context(draft, &route),
+    let wit_route = route.wit_route(api_key.clone());
+    let first = failover::Leg {
         route,
         plugin,
         model,
+        api_key,
+    };
+    let mut call = Call {
+        invocation_id: draft.id(),
+        secrets: draft.current_secrets().clone(),
+        failover: failover::Failover::new(live.clone(), first, caller_key),
         project,
         kind: target.kind,
         quota,
     };
-    let wit_route = call.route.wit_route(api_key);
 
     match ask {
         Ask::Complete {
@@ -330,42 +336,37 @@ async fn flow<S: Surface>(
         } => {
             let request = types::CompletionRequest {
                 route: wit_route,
-                model: call.model.clone(),
+                model: call.leg().model.clone(),
                 prompt,
                 functions,
                 function_choice,
                 params: target.params,
             };
             if stream {
-                let headers = call.quota.headers();
-                let reply =
-                    stream::start(state.clone(), call, request, codec, draft.hand_over()).await?;
-                return Ok(match reply {
-                    Reply::Stream(mut response) => {
-                        response.headers_mut().extend(headers);
-                        Reply::Stream(response)
-                    }
-                    other => other,
-                });
+                return stream::start(state.clone(), call, request, codec, draft.hand_over()).await;
             }
-            let completion = call.complete(&state.runtime, request).await?;
+            let completion = call.complete(&state.runtime, request).await;
+            call.note(draft);
+            let completion = completion?;
             let (usage, cost_usd) = call.metered(completion.usage.as_ref());
             call.quota.settle(usage.as_ref(), cost_usd).await;
             draft.usage(usage, cost_usd);
             let id = draft.id().to_string();
             let usage = usage.as_ref().map(|usage| Metered { usage, cost_usd });
             let text = codec.completion(&call.envelope(&id), &completion, usage);
-            Ok(Reply::Json(text, call.quota.headers()))
+            Ok(Reply::Json(text, call.headers()))
         }
         Ask::Embed { input, codec } => {
             let inputs = input.len();
             let request = types::EmbeddingRequest {
                 route: wit_route,
-                model: call.model.clone(),
+                model: call.leg().model.clone(),
                 input,
                 params: target.params,
             };
-            let result = call.embed(&state.runtime, request).await?;
+            let result = call.embed(&state.runtime, request).await;
+            call.note(draft);
+            let result = result?;
             if result.vectors.len() != inputs {
                 return Err(ApiError::ProviderFailed(format!(
                     "the provider returned {} embeddings for {inputs} inputs",
@@ -378,7 +379,7 @@ async fn flow<S: Surface>(
             let id = draft.id().to_string();
             let usage = usage.as_ref().map(|usage| Metered { usage, cost_usd });
             let text = codec.embeddings(&call.envelope(&id), &result.vectors, usage);
-            Ok(Reply::Json(text, call.quota.headers()))
+            Ok(Reply::Json(text, call.headers()))
         }
     }
 }

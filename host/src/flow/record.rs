@@ -8,7 +8,7 @@ use crate::config::{Config, RecordBodies};
 use crate::error::ApiError;
 use crate::plugins::types;
 use crate::redact::Secrets;
-use crate::store::{Invocation, InvocationStatus, KeyRecord, TokenUsage, now_ms};
+use crate::store::{Attempt, Invocation, InvocationStatus, KeyRecord, TokenUsage, now_ms};
 
 /// What a record keeps of the bodies (config `record_bodies`, `record_body_max_bytes`).
 #[derive(Debug, Clone, Copy)]
@@ -125,13 +125,27 @@ impl Draft {
         self.record.user_id = user_id.map(str::to_owned);
     }
     pub fn route(&mut self, route: &str, plugin: &str) {
-        self.record.route = Some(route.to_owned());
-        self.record.plugin = Some(plugin.to_owned());
+        if self.record.route.as_deref() != Some(route) {
+            self.record.route = Some(route.to_owned());
+        }
+        if self.record.plugin.as_deref() != Some(plugin) {
+            self.record.plugin = Some(plugin.to_owned());
+        }
     }
     pub fn model(&mut self, model: &str, kind: &str, stream: bool) {
         self.record.model = Some(model.to_owned());
         self.record.kind = Some(kind.to_owned());
         self.record.stream = stream;
+    }
+    /// The model that served (a fallback route's may differ from the one asked for).
+    pub fn served_model(&mut self, model: &str) {
+        if self.record.model.as_deref() != Some(model) {
+            self.record.model = Some(model.to_owned());
+        }
+    }
+    /// The tries of a request that had more than one.
+    pub fn attempts(&mut self, attempts: Vec<Attempt>) {
+        self.record.attempts = attempts;
     }
     /// The call's cost, once [`Draft::usage`] set it.
     pub fn cost_usd(&self) -> Option<f64> {

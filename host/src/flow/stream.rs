@@ -3,16 +3,20 @@
 //! it ends.
 //!
 //! The HTTP status is decided by the first thing the plugin produces: an error
-//! before any text is a plain error response with its proper status; once
-//! text has flowed, a later error is sent as the surface's last error frame.
+//! before any text may be tried again or on a fallback route (the caller has
+//! seen nothing yet), and if no try is left it is a plain error response with
+//! its proper status; once text has flowed, a later error is sent as the
+//! surface's last error frame.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
+use hyper::header::HeaderValue;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
-use super::call::Call;
+use super::call::{Call, ROUTE_HEADER, timeout_error};
 use super::record::Draft;
 use super::{CompletionCodec, Envelope, Metered, Reply};
 use crate::error::ApiError;
@@ -47,6 +51,7 @@ pub(super) async fn start<C: CompletionCodec>(
     draft: Draft,
 ) -> Result<Reply, ApiError> {
     let id = draft.id();
+    let mut headers = call.quota.headers();
     let (frames_tx, frames_rx) = mpsc::channel(FRAME_BUFFER);
     let (started_tx, started_rx) = oneshot::channel();
     let streamed = Streamed {
@@ -57,7 +62,14 @@ pub(super) async fn start<C: CompletionCodec>(
     };
     tokio::spawn(streamed.run(request, frames_tx, started_tx));
     match started_rx.await {
-        Ok(Ok(())) => Ok(Reply::Stream(sse_response(frames_rx, &id))),
+        Ok(Ok(route)) => {
+            let mut response = sse_response(frames_rx, &id);
+            if let Ok(route) = HeaderValue::from_str(&route) {
+                headers.insert(ROUTE_HEADER, route);
+            }
+            response.headers_mut().extend(headers);
+            Ok(Reply::Stream(response))
+        }
         Ok(Err(error)) => Ok(Reply::Recorded(error)),
         Err(_) => Err(ApiError::Internal(
             "the stream task ended unannounced".into(),
@@ -72,14 +84,25 @@ enum End {
     ShuttingDown,
 }
 
-/// Tells the flow (waiting in [`start`]) whether the stream started (`Ok`) or failed
-/// before it sent anything (`Err`, answered with the error's own status).
-type Started = oneshot::Sender<Result<(), ApiError>>;
+/// Tells the flow (waiting in [`start`]) whether the stream started (`Ok`,
+/// with the route serving it) or failed before it sent anything (`Err`,
+/// answered with the error's own status).
+type Started = oneshot::Sender<Result<String, ApiError>>;
+
+/// What one try of the stream hands to the next when it failed before
+/// anything was sent: the caller's side, untouched.
+struct Untouched<C> {
+    codec: C,
+    frames: mpsc::Sender<Bytes>,
+    started: Started,
+}
 
 /// The plugin's chunks on their way to the caller, and what was sent so far.
 struct Pump<'a, C> {
     id: Uuid,
     envelope: Envelope<'a>,
+    /// The route of this try, for the response's head.
+    route: &'a str,
     codec: C,
     frames: mpsc::Sender<Bytes>,
     /// `Some` until the first frame (or the error that replaces it) is sent.
@@ -98,117 +121,189 @@ impl<C: CompletionCodec> Streamed<C> {
     ) {
         let Streamed {
             state,
-            call,
+            mut call,
             codec,
             mut draft,
         } = self;
         let id = draft.id().to_string();
-        let mut pump = Pump {
-            id: call.ctx.invocation_id,
-            envelope: call.envelope(&id),
+        let mut template = Some(request);
+        let mut untouched = Untouched {
             codec,
             frames,
-            started: Some(started),
-            texts: Vec::new(),
-            usage: None,
+            started,
         };
-
-        let (chunks_tx, mut chunks) = mpsc::channel::<types::Chunk>(FRAME_BUFFER);
-        let plugin_call = tokio::time::timeout(
-            call.route.timeout,
-            state
-                .runtime
-                .complete_stream(&call.plugin, &call.ctx, request, chunks_tx),
-        );
-        tokio::pin!(plugin_call);
-
-        let end = loop {
-            tokio::select! {
-                // Deliver what the plugin already sent before looking at how it ended.
-                biased;
-                Some(chunk) = chunks.recv() => {
-                    if !pump.forward(chunk).await {
-                        break End::ClientGone;
-                    }
-                }
-                result = &mut plugin_call => {
-                    let result = match result {
-                        Ok(result) => result.map_err(ApiError::from),
-                        Err(_) => Err(call.timeout_error()),
-                    };
-                    break End::Finished(result);
-                }
-                _ = pump.frames.closed() => break End::ClientGone,
-                () = state.aborted() => break End::ShuttingDown,
-            }
-        };
-        // Chunks sent just before the plugin returned are still queued.
-        let mut client_gone = matches!(end, End::ClientGone);
-        while !client_gone {
-            let Ok(chunk) = chunks.try_recv() else { break };
-            client_gone = !pump.forward(chunk).await;
-        }
-
-        match end {
-            End::Finished(Ok(mut completion)) if !client_gone => {
-                let (usage, cost_usd) = call.metered(completion.usage.as_ref());
-                call.quota.settle(usage.as_ref(), cost_usd).await;
-                draft.usage(usage, cost_usd);
-                let usage = usage.as_ref().map(|usage| Metered { usage, cost_usd });
-                let last_frame = pump.codec.last_frame(&pump.envelope, &completion, usage);
-                // The record keeps the whole answer, as if it had not been streamed.
-                pump.fill_texts(&mut completion);
-                let record = pump.codec.completion(&pump.envelope, &completion, usage);
-                // Record before the last frame: once the body ends, shutdown may proceed.
-                state.log.record(draft.success(200, record)).await;
-                pump.mark_started();
-                let _ = pump.frames.send(last_frame).await;
-            }
-            End::Finished(Err(error)) if !client_gone => {
-                let error = draft.redact(error);
-                let (usage, cost) = call.metered(pump.usage.as_ref());
-                call.quota.settle(usage.as_ref(), cost).await;
-                draft.usage(usage, cost);
+        // One pass per try; a try that fails before anything reached the
+        // caller hands the caller's side to the next one.
+        loop {
+            let Some(leg) = call.failover.next(&state.runtime).await else {
+                call.failover.note(&mut draft);
+                let error = draft.redact(call.failover.take_error());
                 state.log.record(draft.failure(&error)).await;
-                pump.tell_error(error).await;
+                let _ = untouched.started.send(Err(error));
+                return;
+            };
+            let request = if call.failover.may_try_again() {
+                template.clone()
+            } else {
+                template.take()
+            };
+            let Some(mut request) = request else {
+                let error = ApiError::Internal("a try without its request".into());
+                state.log.record(draft.failure(&error)).await;
+                let _ = untouched.started.send(Err(error));
+                return;
+            };
+            if request.route.id != leg.route.id {
+                request.route = leg.route.wit_route(leg.api_key.clone());
+                request.model = leg.model.clone();
             }
-            End::ShuttingDown if !client_gone => {
-                // The upstream call is dropped with `plugin_call`; the caller
-                // learns why its answer stops here, and the record keeps the
-                // part that was sent and its usage so far.
-                let (usage, cost) = call.metered(pump.usage.as_ref());
-                call.quota.settle(usage.as_ref(), cost).await;
-                draft.usage(usage, cost);
-                let error = ApiError::ShuttingDown;
-                let status = if pump.started.is_some() {
-                    error.status().as_u16()
-                } else {
-                    200
-                };
-                let partial = pump.partial_text();
+            let ctx = call.context(&leg);
+            let limit = call.failover.try_timeout();
+            let try_started = Instant::now();
+            let mut pump = Pump {
+                id: call.invocation_id,
+                envelope: Envelope {
+                    invocation_id: &id,
+                    project_id: &call.project,
+                    kind: call.kind,
+                    model: &leg.model,
+                },
+                route: &leg.route.id,
+                codec: untouched.codec,
+                frames: untouched.frames,
+                started: Some(untouched.started),
+                texts: Vec::new(),
+                usage: None,
+            };
+
+            let (chunks_tx, mut chunks) = mpsc::channel::<types::Chunk>(FRAME_BUFFER);
+            let plugin_call = tokio::time::timeout(
+                limit,
                 state
-                    .log
-                    .record(draft.cancelled(status, &error.message(), Some(partial)))
-                    .await;
-                pump.tell_error(error).await;
+                    .runtime
+                    .complete_stream(&leg.plugin, &ctx, request, chunks_tx),
+            );
+            tokio::pin!(plugin_call);
+
+            let end = loop {
+                tokio::select! {
+                    // Deliver what the plugin already sent before looking at how it ended.
+                    biased;
+                    Some(chunk) = chunks.recv() => {
+                        if !pump.forward(chunk).await {
+                            break End::ClientGone;
+                        }
+                    }
+                    result = &mut plugin_call => {
+                        let result = match result {
+                            Ok(result) => result.map_err(ApiError::from),
+                            Err(_) => Err(timeout_error(limit)),
+                        };
+                        break End::Finished(result);
+                    }
+                    _ = pump.frames.closed() => break End::ClientGone,
+                    () = state.aborted() => break End::ShuttingDown,
+                }
+            };
+            // Chunks sent just before the plugin returned are still queued.
+            let mut client_gone = matches!(end, End::ClientGone);
+            while !client_gone {
+                let Ok(chunk) = chunks.try_recv() else { break };
+                client_gone = !pump.forward(chunk).await;
             }
-            _ => {
-                // The caller left: dropping the plugin call above cancelled the
-                // upstream request. Keep what was known.
-                let (usage, cost) = call.metered(pump.usage.as_ref());
-                call.quota.settle(usage.as_ref(), cost).await;
-                draft.usage(usage, cost);
-                let status = if pump.started.is_some() {
-                    CLIENT_CLOSED_REQUEST
-                } else {
-                    200
-                };
-                let partial = pump.partial_text();
-                state
-                    .log
-                    .record(draft.cancelled(status, "the client disconnected", Some(partial)))
-                    .await;
+
+            match end {
+                End::Finished(Err(error)) if !client_gone && pump.started.is_some() => {
+                    // Nothing reached the caller: another try (or the error
+                    // with its own status) may still answer it. What this
+                    // try reported of its usage is dropped with it.
+                    call.failover.failed(try_started, error, &ctx.trace);
+                    let Pump {
+                        codec,
+                        frames,
+                        started: Some(started),
+                        ..
+                    } = pump
+                    else {
+                        return;
+                    };
+                    untouched = Untouched {
+                        codec,
+                        frames,
+                        started,
+                    };
+                    continue;
+                }
+                End::Finished(Ok(mut completion)) if !client_gone => {
+                    call.failover.succeeded(try_started);
+                    call.failover.note(&mut draft);
+                    let (usage, cost_usd) = call.metered(completion.usage.as_ref());
+                    call.quota.settle(usage.as_ref(), cost_usd).await;
+                    draft.usage(usage, cost_usd);
+                    let usage = usage.as_ref().map(|usage| Metered { usage, cost_usd });
+                    let last_frame = pump.codec.last_frame(&pump.envelope, &completion, usage);
+                    // The record keeps the whole answer, as if it had not been streamed.
+                    pump.fill_texts(&mut completion);
+                    let record = pump.codec.completion(&pump.envelope, &completion, usage);
+                    // Record before the last frame: once the body ends, shutdown may proceed.
+                    state.log.record(draft.success(200, record)).await;
+                    pump.mark_started();
+                    let _ = pump.frames.send(last_frame).await;
+                }
+                End::Finished(Err(error)) if !client_gone => {
+                    // Text had flowed: the stream cannot be tried again.
+                    call.failover.failed(try_started, error, &ctx.trace);
+                    call.failover.note(&mut draft);
+                    let error = draft.redact(call.failover.take_error());
+                    let (usage, cost) = call.metered(pump.usage.as_ref());
+                    call.quota.settle(usage.as_ref(), cost).await;
+                    draft.usage(usage, cost);
+                    state.log.record(draft.failure(&error)).await;
+                    pump.tell_error(error).await;
+                }
+                End::ShuttingDown if !client_gone => {
+                    // The upstream call is dropped with `plugin_call`; the caller
+                    // learns why its answer stops here, and the record keeps the
+                    // part that was sent and its usage so far.
+                    call.failover.cut_short(try_started, "shutdown");
+                    call.failover.note(&mut draft);
+                    let (usage, cost) = call.metered(pump.usage.as_ref());
+                    call.quota.settle(usage.as_ref(), cost).await;
+                    draft.usage(usage, cost);
+                    let error = ApiError::ShuttingDown;
+                    let status = if pump.started.is_some() {
+                        error.status().as_u16()
+                    } else {
+                        200
+                    };
+                    let partial = pump.partial_text();
+                    state
+                        .log
+                        .record(draft.cancelled(status, &error.message(), Some(partial)))
+                        .await;
+                    pump.tell_error(error).await;
+                }
+                _ => {
+                    // The caller left: dropping the plugin call above cancelled the
+                    // upstream request. Keep what was known.
+                    call.failover.cut_short(try_started, "client_gone");
+                    call.failover.note(&mut draft);
+                    let (usage, cost) = call.metered(pump.usage.as_ref());
+                    call.quota.settle(usage.as_ref(), cost).await;
+                    draft.usage(usage, cost);
+                    let status = if pump.started.is_some() {
+                        CLIENT_CLOSED_REQUEST
+                    } else {
+                        200
+                    };
+                    let partial = pump.partial_text();
+                    state
+                        .log
+                        .record(draft.cancelled(status, "the client disconnected", Some(partial)))
+                        .await;
+                }
             }
+            return;
         }
     }
 }
@@ -265,7 +360,7 @@ impl<C: CompletionCodec> Pump<'_, C> {
     /// The response's head goes out now, with status 200.
     fn mark_started(&mut self) {
         if let Some(started) = self.started.take() {
-            let _ = started.send(Ok(()));
+            let _ = started.send(Ok(self.route.to_owned()));
         }
     }
 

@@ -69,6 +69,7 @@ pub(super) fn new_store(
         ctx.invocation_id,
         plugin.clone(),
         ctx.secrets.clone(),
+        ctx.trace.clone(),
     );
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.limiter);

@@ -73,6 +73,30 @@ pub struct CallContext {
     pub sandbox: Arc<Sandbox>,
     /// The request's provider keys: kept out of the plugin's log lines.
     pub secrets: crate::redact::Secrets,
+    /// What the host saw of the call's upstream requests.
+    pub trace: Arc<UpstreamTrace>,
+}
+
+/// What the host's HTTP import saw of one call's upstream requests. A plugin
+/// reports a refused or reset connection as a generic failure (the same as an
+/// answer it cannot read); the flow's retry decisions need to tell them apart.
+#[derive(Debug, Default)]
+pub struct UpstreamTrace {
+    transport_failed: std::sync::atomic::AtomicBool,
+}
+
+impl UpstreamTrace {
+    /// Whether an upstream request of the call failed to connect, or its
+    /// connection failed before an answer (timeouts are reported as such).
+    pub fn transport_failed(&self) -> bool {
+        self.transport_failed
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(crate) fn note_transport_failure(&self) {
+        self.transport_failed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 pub struct PluginRuntime {

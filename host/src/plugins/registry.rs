@@ -292,6 +292,7 @@ impl PluginRuntime {
                 invocation_id: Uuid::nil(),
                 sandbox: self.offline.clone(),
                 secrets: Default::default(),
+                trace: Default::default(),
             },
             None,
         );

@@ -282,6 +282,25 @@ pub struct Invocation {
     pub request: Option<String>,
     /// The response body sent (for streams: the assembled final response).
     pub response: Option<String>,
+    /// Every upstream attempt, in order, when there was more than one try (retries,
+    /// fallbacks); empty for a request answered (or failed) by its one attempt. Absent from
+    /// journal lines written before it existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Attempt>,
+}
+
+/// One try of a request at an upstream: which route and host, how it ended, how long it took.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Attempt {
+    pub route: String,
+    /// The upstream's host (`base_url`'s host, with its port when not the default).
+    pub target: Option<String>,
+    /// The upstream's HTTP status, when it answered (200 for the attempt that succeeded).
+    pub status: Option<u16>,
+    /// Why the attempt failed, when it did: `upstream` (an error status), `timeout`,
+    /// `connection`, `plugin`, `no_key`, ...
+    pub error: Option<String>,
+    pub duration_ms: i64,
 }
 
 impl Invocation {
@@ -308,6 +327,7 @@ impl Invocation {
             duration_ms: 0,
             request: None,
             response: None,
+            attempts: Vec::new(),
         }
     }
 
@@ -337,6 +357,13 @@ impl Invocation {
             "durationMs": self.duration_ms,
             "request": embed(&self.request),
             "response": embed(&self.response),
+            "attempts": self.attempts.iter().map(|a| serde_json::json!({
+                "route": a.route,
+                "target": a.target,
+                "status": a.status,
+                "error": a.error,
+                "durationMs": a.duration_ms,
+            })).collect::<Vec<_>>(),
         })
     }
 }

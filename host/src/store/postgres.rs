@@ -33,8 +33,9 @@ use uuid::Uuid;
 
 use super::key_cache::{KeyCache, Lookup};
 use super::{
-    Invocation, InvocationFilter, InvocationStatus, KeyMatch, KeyRecord, KeyScope, KeySpec,
-    LimitUpdate, Migrated, Project, StoreError, StoredLimits, TokenUsage, UsageTotals, now_ms,
+    Attempt, Invocation, InvocationFilter, InvocationStatus, KeyMatch, KeyRecord, KeyScope,
+    KeySpec, LimitUpdate, Migrated, Project, StoreError, StoredLimits, TokenUsage, UsageTotals,
+    now_ms,
 };
 use crate::limits::{LimitSet, Subject};
 
@@ -113,6 +114,12 @@ const MIGRATIONS: &[&str] = &[
         ADD COLUMN expires_at BIGINT;
     ALTER TABLE invocations ADD COLUMN key_prefix TEXT;
     CREATE INDEX invocations_key ON invocations(key_prefix, created_at);
+"#,
+    // Each upstream attempt of a request that took more than one (retries, fallbacks): a
+    // JSON array of `Attempt`s, NULL when empty. JSONB, so that an operator can ask which
+    // records tried a route (`attempts @> '[{"route": "x"}]'`).
+    r#"
+    ALTER TABLE invocations ADD COLUMN attempts JSONB;
 "#,
 ];
 
@@ -1210,12 +1217,13 @@ where
 const INSERT_INVOCATIONS: &str = "INSERT INTO invocations (id, project_id, user_id, route, plugin,
         model, type, stream, status, http_status, error, provider_error, prompt_tokens,
         completion_tokens, total_tokens, cached_prompt_tokens, cache_creation_tokens,
-        reasoning_tokens, cost_usd, created_at, duration_ms, request, response, key_prefix)
+        reasoning_tokens, cost_usd, created_at, duration_ms, request, response, key_prefix,
+        attempts)
     SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
         $7::text[], $8::boolean[], $9::text[], $10::integer[], $11::text[], $12::text[],
         $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[],
         $19::double precision[], $20::bigint[], $21::bigint[], $22::text[], $23::text[],
-        $24::text[])
+        $24::text[], $25::text[]::jsonb[])
     ON CONFLICT (id) DO NOTHING";
 
 type Texts = Vec<Option<String>>;
@@ -1247,6 +1255,8 @@ struct Columns {
     request: Texts,
     response: Texts,
     key_prefix: Texts,
+    /// JSON text, which the insert casts to JSONB: text needs no JSON support in the driver.
+    attempts: Texts,
 }
 
 impl Columns {
@@ -1288,10 +1298,14 @@ impl Columns {
             request: texts(|inv| &inv.request),
             response: texts(|inv| &inv.response),
             key_prefix: texts(|inv| &inv.key_prefix),
+            attempts: batch
+                .iter()
+                .map(|inv| attempts_json(&inv.attempts))
+                .collect(),
         }
     }
 
-    fn params(&self) -> [&(dyn ToSql + Sync); 24] {
+    fn params(&self) -> [&(dyn ToSql + Sync); 25] {
         [
             &self.id,
             &self.project_id,
@@ -1317,8 +1331,37 @@ impl Columns {
             &self.request,
             &self.response,
             &self.key_prefix,
+            &self.attempts,
         ]
     }
+}
+
+/// A record's attempts as stored: NULL when there are none, else a JSON array. JSONB refuses
+/// `\u0000`, so NULs go as in [`storable`]; else one such attempt would fail its whole batch.
+fn attempts_json(attempts: &[Attempt]) -> Option<String> {
+    if attempts.is_empty() {
+        return None;
+    }
+    let clean = |text: &Option<String>| text.as_deref().map(storable);
+    let cleaned: Vec<Attempt> = attempts
+        .iter()
+        .map(|a| Attempt {
+            route: storable(&a.route),
+            target: clean(&a.target),
+            status: a.status,
+            error: clean(&a.error),
+            duration_ms: a.duration_ms,
+        })
+        .collect();
+    serde_json::to_string(&cleaned).ok()
+}
+
+/// The attempts column, read as text. What does not read as a list of attempts (a
+/// hand-edited value) reads as none: the record is still worth showing, and nothing is
+/// decided from its attempts.
+fn attempts_from(json: Option<&str>) -> Vec<Attempt> {
+    json.and_then(|json| serde_json::from_str(json).ok())
+        .unwrap_or_default()
 }
 
 /// PostgreSQL's TEXT cannot hold NUL, which a raw (non-JSON) body may: one
@@ -1335,7 +1378,7 @@ const SELECT_INVOCATION: &str =
     "SELECT id, project_id, user_id, route, plugin, model, type, stream,
     status, http_status, error, provider_error, prompt_tokens, completion_tokens, total_tokens,
     cached_prompt_tokens, cache_creation_tokens, reasoning_tokens, cost_usd, created_at,
-    duration_ms, request, response, key_prefix FROM invocations";
+    duration_ms, request, response, key_prefix, attempts::text FROM invocations";
 
 fn invocation_from_row(row: &Row) -> Result<Invocation, StoreError> {
     let count = |index: usize| -> Result<Option<u32>, StoreError> {
@@ -1376,6 +1419,7 @@ fn invocation_from_row(row: &Row) -> Result<Invocation, StoreError> {
         request: row.try_get(21)?,
         response: row.try_get(22)?,
         key_prefix: row.try_get(23)?,
+        attempts: attempts_from(row.try_get::<_, Option<&str>>(24)?),
     })
 }
 
@@ -1521,6 +1565,7 @@ mod tests {
                 r#"{{"choices":[{{"message":{{"role":"assistant","content":"{}"}}}}]}}"#,
                 "world ".repeat(100)
             )),
+            attempts: Vec::new(),
         }
     }
 
@@ -1791,6 +1836,7 @@ mod tests {
             duration_ms: 7,
             request: Some(r#"{"a":1}"#.into()),
             response: Some("not json".into()),
+            attempts: attempts(),
         };
         let bare = Invocation {
             http_status: 400,
@@ -1800,16 +1846,51 @@ mod tests {
             id: Uuid::now_v7(),
             created_at_ms: 3_000,
             request: Some("raw\0body".into()),
+            attempts: vec![Attempt {
+                route: "r\0".into(),
+                target: Some("\0".into()),
+                status: None,
+                error: Some("cut\0off".into()),
+                duration_ms: 1,
+            }],
             ..bare.clone()
         };
         pg.insert_invocations(&[full.clone(), bare.clone(), with_nul.clone()])
             .unwrap();
         assert_eq!(pg.invocation(&full.id).await.unwrap(), Some(full.clone()));
         assert_eq!(pg.invocation(&bare.id).await.unwrap(), Some(bare.clone()));
+        let read_with_nul = pg.invocation(&with_nul.id).await.unwrap().unwrap();
+        assert_eq!(read_with_nul.request, Some("raw\u{FFFD}body".into()));
         assert_eq!(
-            pg.invocation(&with_nul.id).await.unwrap().unwrap().request,
-            Some("raw\u{FFFD}body".into())
+            read_with_nul.attempts,
+            [Attempt {
+                route: "r\u{FFFD}".into(),
+                target: Some("\u{FFFD}".into()),
+                status: None,
+                error: Some("cut\u{FFFD}off".into()),
+                duration_ms: 1,
+            }]
         );
+        {
+            let sql = db.sql().await;
+            // Stored as JSONB, queryable; no attempts is NULL, not an empty array.
+            assert_eq!(
+                count(
+                    &sql,
+                    r#"SELECT count(*) FROM invocations WHERE attempts @> '[{"route": "fallback"}]'"#
+                )
+                .await,
+                1
+            );
+            assert_eq!(
+                count(
+                    &sql,
+                    "SELECT count(*) FROM invocations WHERE attempts IS NULL"
+                )
+                .await,
+                1
+            );
+        }
         assert_eq!(pg.invocation(&Uuid::now_v7()).await.unwrap(), None);
 
         let all = pg
@@ -2073,7 +2154,13 @@ mod tests {
         .unwrap();
 
         let (pg, migrated) = Postgres::open(&db.url).await.unwrap();
-        assert_eq!(migrated, Migrated { from: 1, to: 2 });
+        assert_eq!(
+            migrated,
+            Migrated {
+                from: 1,
+                to: MIGRATIONS.len() as i64
+            }
+        );
         assert_eq!(
             pg.find_key(&[7; 32]).await.unwrap(),
             Some(KeyRecord {
@@ -2096,6 +2183,7 @@ mod tests {
         let id = Uuid::parse_str("0190b3a2-0000-7000-8000-000000000001").unwrap();
         let old = pg.invocation(&id).await.unwrap().unwrap();
         assert_eq!((old.key_prefix, old.cost_usd), (None, Some(0.5)));
+        assert!(old.attempts.is_empty());
         assert_eq!(
             pg.spent_since(&Subject::Project("p1"), 0).await.unwrap(),
             0.5
@@ -2448,5 +2536,118 @@ mod tests {
             UsageTotals::default()
         );
         drop(pg);
+    }
+
+    fn attempts() -> Vec<Attempt> {
+        vec![
+            Attempt {
+                route: "primary".into(),
+                target: Some("a.example:8443".into()),
+                status: Some(503),
+                error: Some("upstream".into()),
+                duration_ms: 12,
+            },
+            Attempt {
+                route: "primary".into(),
+                target: None,
+                status: None,
+                error: Some("connection \"refused\"\n".into()),
+                duration_ms: 0,
+            },
+            Attempt {
+                route: "fallback".into(),
+                target: Some("b.example".into()),
+                status: Some(200),
+                error: None,
+                duration_ms: i64::MAX,
+            },
+        ]
+    }
+
+    #[tokio::test]
+    async fn attempts_that_do_not_read_as_attempts_read_as_none() {
+        let Some(db) = TestDb::create().await else {
+            return;
+        };
+        let pg = open(&db).await;
+        let record = Invocation {
+            attempts: attempts(),
+            ..Invocation::begun(Uuid::now_v7(), 1)
+        };
+        pg.insert_invocations(std::slice::from_ref(&record))
+            .unwrap();
+        let sql = db.sql().await;
+        for value in [
+            r#"{"route": "r"}"#,
+            r#"[{"route": "r"}]"#,
+            r#"[{"route": 1, "duration_ms": 1}]"#,
+            r#""text""#,
+            "null",
+            "42",
+        ] {
+            sql.execute(
+                "UPDATE invocations SET attempts = $1::text::jsonb WHERE id = $2",
+                &[&value, &record.id.to_string()],
+            )
+            .await
+            .unwrap();
+            let read = pg.invocation(&record.id).await.unwrap().unwrap();
+            assert!(read.attempts.is_empty(), "{value}");
+            assert_eq!(read.id, record.id);
+        }
+        drop((pg, sql));
+    }
+
+    #[tokio::test]
+    async fn a_v2_database_migrates_to_v3_and_keeps_its_records() {
+        let Some(db) = TestDb::create().await else {
+            return;
+        };
+        let sql = db.sql().await;
+        // Schema v2 (before attempts): the first two migrations.
+        sql.batch_execute(MIGRATIONS[0]).await.unwrap();
+        sql.batch_execute(MIGRATIONS[1]).await.unwrap();
+        sql.batch_execute(
+            "CREATE TABLE gateway_schema (version BIGINT NOT NULL);
+             INSERT INTO gateway_schema (version) VALUES (2);
+             INSERT INTO projects (id, name, created_at) VALUES ('p1', 'old', 5);
+             INSERT INTO invocations (id, project_id, stream, status, http_status, cost_usd,
+                created_at, duration_ms, response, key_prefix)
+                VALUES ('0190b3a2-0000-7000-8000-000000000001', 'p1', false, 'success', 200,
+                        0.5, 10, 1, 'kept', 'gw_0123456789ab');",
+        )
+        .await
+        .unwrap();
+
+        let (pg, migrated) = Postgres::open(&db.url).await.unwrap();
+        assert_eq!(migrated, Migrated { from: 2, to: 3 });
+        assert_eq!(MIGRATIONS.len(), 3);
+        let id = Uuid::parse_str("0190b3a2-0000-7000-8000-000000000001").unwrap();
+        let old = pg.invocation(&id).await.unwrap().unwrap();
+        assert_eq!(
+            (
+                old.project_id.as_deref(),
+                old.key_prefix.as_deref(),
+                old.response.as_deref(),
+                old.cost_usd
+            ),
+            (Some("p1"), Some("gw_0123456789ab"), Some("kept"), Some(0.5))
+        );
+        assert!(old.attempts.is_empty());
+        let new = Invocation {
+            attempts: attempts(),
+            ..Invocation::begun(Uuid::now_v7(), 20)
+        };
+        pg.insert_invocations(std::slice::from_ref(&new)).unwrap();
+        assert_eq!(pg.invocation(&new.id).await.unwrap(), Some(new));
+        assert_eq!(
+            pg.spent_since(&Subject::Project("p1"), 0).await.unwrap(),
+            0.5
+        );
+        assert_eq!(
+            count(&sql, "SELECT max(version) FROM gateway_schema").await,
+            3
+        );
+        drop((pg, sql));
     }
 }

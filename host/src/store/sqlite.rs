@@ -12,8 +12,9 @@ use uuid::Uuid;
 
 use super::key_cache::KeyCache;
 use super::{
-    Invocation, InvocationFilter, InvocationStatus, KeyMatch, KeyRecord, KeyScope, KeySpec,
-    LimitUpdate, Migrated, Project, StoreError, StoredLimits, TokenUsage, UsageTotals, now_ms,
+    Attempt, Invocation, InvocationFilter, InvocationStatus, KeyMatch, KeyRecord, KeyScope,
+    KeySpec, LimitUpdate, Migrated, Project, StoreError, StoredLimits, TokenUsage, UsageTotals,
+    now_ms,
 };
 use crate::limits::{LimitSet, Subject};
 
@@ -82,6 +83,11 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
     ALTER TABLE invocations ADD COLUMN key_prefix TEXT;
     CREATE INDEX invocations_key ON invocations(key_prefix, created_at);
+"#,
+    // Each upstream attempt of a request that took more than one (retries, fallbacks):
+    // a JSON array of `Attempt`s, NULL when empty.
+    r#"
+    ALTER TABLE invocations ADD COLUMN attempts TEXT;
 "#,
 ];
 
@@ -392,9 +398,9 @@ impl Sqlite {
                 "INSERT OR IGNORE INTO invocations (id, project_id, user_id, route, plugin, model, type, stream,
                     status, http_status, error, provider_error, prompt_tokens, completion_tokens,
                     total_tokens, cached_prompt_tokens, cache_creation_tokens, reasoning_tokens,
-                    cost_usd, created_at, duration_ms, request, response, key_prefix)
+                    cost_usd, created_at, duration_ms, request, response, key_prefix, attempts)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-                    ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)",
+                    ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25)",
             )?;
             for inv in batch {
                 let usage = inv.usage.as_ref();
@@ -423,6 +429,7 @@ impl Sqlite {
                     inv.request,
                     inv.response,
                     inv.key_prefix,
+                    attempts_json(&inv.attempts),
                 ])?;
             }
         }
@@ -480,7 +487,7 @@ const SELECT_INVOCATION: &str =
     "SELECT id, project_id, user_id, route, plugin, model, type, stream,
     status, http_status, error, provider_error, prompt_tokens, completion_tokens, total_tokens,
     cached_prompt_tokens, cache_creation_tokens, reasoning_tokens, cost_usd, created_at,
-    duration_ms, request, response, key_prefix FROM invocations";
+    duration_ms, request, response, key_prefix, attempts FROM invocations";
 
 // TOTAL: a float, 0.0 when nothing (or only NULL) was recorded. Each walks
 // its (subject, created_at) index.
@@ -593,6 +600,24 @@ fn invocation_from_row(row: &Row<'_>) -> rusqlite::Result<Invocation> {
         request: row.get(21)?,
         response: row.get(22)?,
         key_prefix: row.get(23)?,
+        attempts: attempts_at(row, 24)?,
+    })
+}
+
+/// A record's attempts as stored: NULL when there are none, else a JSON array.
+fn attempts_json(attempts: &[Attempt]) -> Option<String> {
+    if attempts.is_empty() {
+        return None;
+    }
+    serde_json::to_string(attempts).ok()
+}
+
+/// The attempts column. What does not read as a list of attempts (a hand-edited value) reads
+/// as none: the record is still worth showing, and nothing is decided from its attempts.
+fn attempts_at(row: &Row<'_>, index: usize) -> rusqlite::Result<Vec<Attempt>> {
+    Ok(match row.get_ref(index)? {
+        ValueRef::Text(json) => serde_json::from_slice(json).unwrap_or_default(),
+        _ => Vec::new(),
     })
 }
 
@@ -813,7 +838,13 @@ mod tests {
             .unwrap();
         }
         let (db, migrated) = Sqlite::open(&path).unwrap();
-        assert_eq!(migrated, Migrated { from: 2, to: 3 });
+        assert_eq!(
+            migrated,
+            Migrated {
+                from: 2,
+                to: MIGRATIONS.len() as i64
+            }
+        );
         assert_eq!(
             db.find_key(&[7; 32]).unwrap(),
             Some(KeyRecord {
@@ -836,6 +867,7 @@ mod tests {
         let id = Uuid::parse_str("0190b3a2-0000-7000-8000-000000000001").unwrap();
         let old = db.invocation(&id).unwrap().unwrap();
         assert_eq!((old.key_prefix, old.cost_usd), (None, Some(0.5)));
+        assert!(old.attempts.is_empty());
         assert_eq!(db.spent_since(&Subject::Project("p1"), 0).unwrap(), 0.5);
         assert_eq!(
             db.spent_since(&Subject::Key("gw_0123456789ab"), 0).unwrap(),
@@ -1249,5 +1281,168 @@ mod tests {
             .unwrap();
         assert_eq!(db.invocation(&record.id).unwrap(), Some(record));
         assert_eq!(db.invocation(&bare.id).unwrap(), Some(bare));
+    }
+
+    fn attempts() -> Vec<Attempt> {
+        vec![
+            Attempt {
+                route: "primary".into(),
+                target: Some("a.example:8443".into()),
+                status: Some(503),
+                error: Some("upstream".into()),
+                duration_ms: 12,
+            },
+            Attempt {
+                route: "primary".into(),
+                target: None,
+                status: None,
+                error: Some("connection \"refused\"\n".into()),
+                duration_ms: 0,
+            },
+            Attempt {
+                route: "fallback".into(),
+                target: Some("b.example".into()),
+                status: Some(200),
+                error: None,
+                duration_ms: i64::MAX,
+            },
+        ]
+    }
+
+    #[test]
+    fn invocations_round_trip_every_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(&dir);
+        let full = Invocation {
+            id: Uuid::now_v7(),
+            project_id: Some("p".into()),
+            key_prefix: Some("gw_0123456789ab".into()),
+            user_id: Some("u".into()),
+            route: Some("fallback".into()),
+            plugin: Some("pl".into()),
+            model: Some("m".into()),
+            kind: Some("chat".into()),
+            stream: true,
+            status: InvocationStatus::Cancelled,
+            http_status: 499,
+            error: Some("e".into()),
+            provider_error: Some("pe".into()),
+            usage: Some(TokenUsage {
+                prompt_tokens: 1,
+                completion_tokens: 2,
+                total_tokens: 3,
+                cached_prompt_tokens: Some(4),
+                cache_creation_tokens: Some(5),
+                reasoning_tokens: Some(u32::MAX),
+            }),
+            cost_usd: Some(0.25),
+            created_at_ms: 2_000,
+            duration_ms: 7,
+            request: Some(r#"{"a":1}"#.into()),
+            response: Some("not json".into()),
+            attempts: attempts(),
+        };
+        let bare = Invocation {
+            http_status: 400,
+            ..Invocation::begun(Uuid::now_v7(), 1_000)
+        };
+        db.insert_invocations(&[full.clone(), bare.clone()])
+            .unwrap();
+        assert_eq!(db.invocation(&full.id).unwrap(), Some(full.clone()));
+        assert_eq!(db.invocation(&bare.id).unwrap(), Some(bare.clone()));
+        let listed = db
+            .list_invocations(&InvocationFilter {
+                limit: 10,
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(listed, [full.clone(), bare.clone()]);
+        let conn = lock(&db.reader);
+        let stored = |id: &Uuid| -> Option<String> {
+            conn.query_row(
+                "SELECT attempts FROM invocations WHERE id = ?1",
+                [id.to_string()],
+                |row| row.get(0),
+            )
+            .unwrap()
+        };
+        // No attempts: NULL, not an empty array in every record.
+        assert_eq!(stored(&bare.id), None);
+        let json: serde_json::Value = serde_json::from_str(&stored(&full.id).unwrap()).unwrap();
+        assert_eq!(json[0]["target"], "a.example:8443");
+        assert_eq!(json[2]["duration_ms"], i64::MAX);
+    }
+
+    #[test]
+    fn attempts_that_do_not_read_as_attempts_read_as_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(&dir);
+        let record = Invocation {
+            attempts: attempts(),
+            ..Invocation::begun(Uuid::now_v7(), 1)
+        };
+        db.insert_invocations(std::slice::from_ref(&record))
+            .unwrap();
+        for value in [
+            rusqlite::types::Value::Text("not json".into()),
+            rusqlite::types::Value::Text(r#"[{"route":"r"}]"#.into()),
+            rusqlite::types::Value::Text(r#"{"route":"r"}"#.into()),
+            rusqlite::types::Value::Integer(42),
+            rusqlite::types::Value::Blob(b"[]".to_vec()),
+        ] {
+            lock(&db.writer)
+                .execute(
+                    "UPDATE invocations SET attempts = ?1 WHERE id = ?2",
+                    params![value, record.id.to_string()],
+                )
+                .unwrap();
+            let read = db.invocation(&record.id).unwrap().unwrap();
+            assert!(read.attempts.is_empty(), "{value:?}");
+            assert_eq!(read.id, record.id);
+        }
+    }
+
+    #[test]
+    fn a_v2_database_migrates_to_v3_and_keeps_its_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.db");
+        // Schema v2 (before attempts): the first three migrations.
+        {
+            let conn = Connection::open(&path).unwrap();
+            for migration in &MIGRATIONS[..3] {
+                conn.execute_batch(migration).unwrap();
+            }
+            conn.pragma_update(None, "user_version", 3).unwrap();
+            conn.execute_batch(
+                "INSERT INTO projects (id, name, created_at) VALUES ('p1', 'old', 5);
+                 INSERT INTO invocations (id, project_id, stream, status, http_status, cost_usd,
+                    created_at, duration_ms, response, key_prefix)
+                    VALUES ('0190b3a2-0000-7000-8000-000000000001', 'p1', 0, 'success', 200, 0.5,
+                            10, 1, 'kept', 'gw_0123456789ab');",
+            )
+            .unwrap();
+        }
+        let (db, migrated) = Sqlite::open(&path).unwrap();
+        assert_eq!(migrated, Migrated { from: 3, to: 4 });
+        assert_eq!(MIGRATIONS.len(), 4);
+        let id = Uuid::parse_str("0190b3a2-0000-7000-8000-000000000001").unwrap();
+        let old = db.invocation(&id).unwrap().unwrap();
+        assert_eq!(
+            (
+                old.project_id.as_deref(),
+                old.key_prefix.as_deref(),
+                old.response.as_deref(),
+                old.cost_usd
+            ),
+            (Some("p1"), Some("gw_0123456789ab"), Some("kept"), Some(0.5))
+        );
+        assert!(old.attempts.is_empty());
+        let new = Invocation {
+            attempts: attempts(),
+            ..Invocation::begun(Uuid::now_v7(), 20)
+        };
+        db.insert_invocations(std::slice::from_ref(&new)).unwrap();
+        assert_eq!(db.invocation(&new.id).unwrap(), Some(new));
+        assert_eq!(db.spent_since(&Subject::Project("p1"), 0).unwrap(), 0.5);
     }
 }

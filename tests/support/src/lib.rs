@@ -8,7 +8,7 @@
 //!   `gateway` binary, [`client`] talks HTTP to it, [`upstream`] fakes the providers behind it,
 //!   [`checks`] builds requests and asserts on answers, [`runtime`] calls a plugin without HTTP,
 //!   [`probe`] measures the process, [`postgres`] makes test databases, [`redis`] gives each
-//!   test a key prefix of its own, [`proxy`] cuts the network to one on demand. The items tests
+//!   test a key prefix of its own, [`proxy`] cuts the network to one on demand, [`refused`] runs a `gateway serve` that must refuse to start. The items tests
 //!   use most are re-exported here.
 //!
 //! Test-only: it reads files, panics on anything unexpected and is never a dependency of
@@ -36,6 +36,8 @@ pub mod probe;
 pub mod proxy;
 #[cfg(feature = "server")]
 pub mod redis;
+#[cfg(feature = "server")]
+pub mod refused;
 #[cfg(feature = "server")]
 pub mod runtime;
 #[cfg(feature = "server")]

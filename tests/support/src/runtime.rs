@@ -60,6 +60,7 @@ impl EchoCalls {
             invocation_id: uuid::Uuid::nil(),
             sandbox: self.sandbox.clone(),
             secrets: Default::default(),
+            trace: Default::default(),
         };
         tokio::spawn(async move { runtime.complete_stream(&plugin, &ctx, request, sink).await })
     }

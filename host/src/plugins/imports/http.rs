@@ -189,7 +189,13 @@ impl http::Host for PluginState {
             .await
             .map_err(|e| http::HttpError::Transport(format!("the request task failed: {e}")))?
             .map_err(|_| http::HttpError::Timeout("no answer from the upstream".into()))?
-            .map_err(transport_error)?;
+            .map_err(|e| {
+                let error = transport_error(e);
+                if matches!(error, http::HttpError::Transport(_)) {
+                    self.trace.note_transport_failure();
+                }
+                error
+            })?;
         let status = response.status().as_u16();
         let headers = response
             .headers()

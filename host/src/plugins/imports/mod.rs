@@ -15,6 +15,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use super::UpstreamTrace;
 use super::policy::Sandbox;
 use super::types::Chunk;
 use super::wit;
@@ -34,6 +35,7 @@ pub struct PluginState {
     /// Epoch ticks spent running plugin code (not waiting on host calls).
     pub(super) cpu_ticks: u64,
     secrets: Secrets,
+    trace: Arc<UpstreamTrace>,
 }
 
 impl PluginState {
@@ -43,6 +45,7 @@ impl PluginState {
         invocation_id: Uuid,
         plugin: Arc<str>,
         secrets: Secrets,
+        trace: Arc<UpstreamTrace>,
     ) -> PluginState {
         let (stdout, stderr) = log::stdio(invocation_id, &plugin, &secrets);
         // No arguments, environment, preopened directories or sockets: the
@@ -59,6 +62,7 @@ impl PluginState {
             plugin,
             cpu_ticks: 0,
             secrets,
+            trace,
         }
     }
 }

@@ -1,0 +1,881 @@
+//! Routing around failures: a route's `retries` (with backoff, or the upstream's `Retry-After`
+//! when it fits), its `fallbacks` in order, the one deadline of the whole request (the first
+//! route's `timeout_secs`), streams retried or fallen back only before their first byte, the
+//! `x-gateway-route` header naming the route that served, and the record's `attempts`.
+//!
+//! Every upstream is a fake on 127.0.0.1 scripted per request; the gateways are real processes.
+//! Durations are asserted loosely (lower bounds where a wait is promised, generous upper bounds
+//! where a deadline is), never as measures of speed.
+
+use std::time::{Duration, Instant};
+
+use gateway_test_support::refused::refused_start;
+use gateway_test_support::upstream::openai::slow_word;
+use gateway_test_support::{
+    AnthropicUpstream, Gateway, OpenAiUpstream, Reply, Response, Route, SseResponse, assert_error,
+    assert_error_where, assert_ok, chat_request, post_stream_with_provider_key,
+    post_with_provider_key, split_stream, streamed_text, unique, with,
+};
+use serde_json::{Value, json};
+
+/// The caller's provider key.
+const PROVIDER_KEY: &str = "sk-test-routing-caller-0123456789";
+/// The model callers ask for.
+const MODEL: &str = "gpt-4o-mini";
+const PRIMARY: &str = "primary";
+const FALLBACK: &str = "backup";
+/// A liveness bound for what the gateway does in the background (records, a refused start).
+const PATIENCE: Duration = Duration::from_secs(60);
+
+// ------------------------------------------------------------------ helpers
+
+/// An openai route at `upstream` (`/v1`).
+fn openai(id: &str, upstream: &OpenAiUpstream) -> Route {
+    Route::openai(id, &upstream.base_url("/v1"))
+}
+
+fn retries(route: Route, n: u32) -> Route {
+    route.key("retries", &n.to_string())
+}
+
+fn fallbacks(route: Route, ids: &[&str]) -> Route {
+    let list = ids
+        .iter()
+        .map(|id| format!("{id:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    route.key("fallbacks", &format!("[{list}]"))
+}
+
+fn start(routes: Vec<Route>) -> Gateway {
+    routes
+        .into_iter()
+        .fold(Gateway::builder(), |builder, route| builder.route(route))
+        .start()
+}
+
+/// A chat request to `route` for [`MODEL`].
+fn hi(gw: &Gateway, route: &str) -> Value {
+    chat_request(
+        &gw.project_id,
+        route,
+        MODEL,
+        json!([{"role": "user", "content": "Say hi"}]),
+    )
+}
+
+/// POSTs `body` to `/completions` with the caller's provider key; returns the answer and how
+/// long it took.
+fn timed_post(gw: &Gateway, body: &Value) -> (Response, Duration) {
+    let started = Instant::now();
+    let response = post_with_provider_key(gw, "/completions", PROVIDER_KEY, body);
+    (response, started.elapsed())
+}
+
+fn post(gw: &Gateway, body: &Value) -> Response {
+    timed_post(gw, body).0
+}
+
+fn post_stream(gw: &Gateway, body: &Value) -> SseResponse {
+    post_stream_with_provider_key(gw, PROVIDER_KEY, &with(body.clone(), "stream", json!(true)))
+}
+
+/// A successful chat completion saying `text`.
+fn answer(text: &str) -> Reply {
+    Reply::json(
+        200,
+        &json!({
+            "id": "chatcmpl-routing", "object": "chat.completion", "created": 0, "model": MODEL,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                "logprobs": null, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+        }),
+    )
+}
+
+fn server_error(message: &str) -> Reply {
+    Reply::openai_error(500, message, "server_error", None)
+}
+
+fn rate_limited(message: &str, retry_after: &str) -> Reply {
+    Reply::openai_error(429, message, "rate_limit_exceeded", Some(retry_after))
+}
+
+/// A chat stream that sends `words` words ([`slow_word`]), `gap` apart, then drops the
+/// connection without finishing.
+fn stream_cut_after(words: usize, gap: Duration) -> Reply {
+    let chunk = |delta: Value| {
+        let payload = json!({
+            "id": "chatcmpl-cut", "object": "chat.completion.chunk", "created": 0, "model": MODEL,
+            "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": null}]
+        });
+        format!("data: {payload}\n\n")
+    };
+    let mut events = vec![chunk(json!({"role": "assistant", "content": ""}))];
+    events.extend((0..words).map(|i| chunk(json!({"content": slow_word(i)}))));
+    Reply::events(events).gap(gap).cut()
+}
+
+/// The first choice's text of a successful `/completions` answer.
+fn text_of(response: &Response) -> String {
+    let body = assert_ok(response);
+    body["choices"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text: {body}"))
+        .to_owned()
+}
+
+fn invocation_id(body: &Value) -> String {
+    body["invocationId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no invocationId: {body}"))
+        .to_owned()
+}
+
+/// `GET /invocations/{id}` once the record is there and finished (streams are recorded after
+/// their answer ends).
+fn record(gw: &Gateway, id: &str) -> Value {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let response = gw.get_invocation(id);
+        if response.status == 200 {
+            let record = response.json();
+            if record["status"] == json!("success") || record["status"] == json!("error") {
+                return record;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "invocation {id} never finished: {} {}",
+            response.status,
+            response.text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// An attempt the record should list: its route, its target (`host:port`) and the upstream's
+/// status when it answered (200 for the one that served).
+struct Expected<'a> {
+    route: &'a str,
+    target: String,
+    status: Option<u16>,
+}
+
+fn tried(route: &str, target: impl ToString, status: Option<u16>) -> Expected<'_> {
+    Expected {
+        route,
+        target: target.to_string(),
+        status,
+    }
+}
+
+/// Asserts the record's `attempts`: one entry per try, in order, each with its route, target,
+/// status, an `error` exactly when it failed, and a duration.
+fn assert_attempts(record: &Value, expected: &[Expected<'_>]) {
+    let attempts = record["attempts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no attempts list: {record}"));
+    assert_eq!(
+        attempts.len(),
+        expected.len(),
+        "attempts: {}",
+        json!(attempts)
+    );
+    for (attempt, expected) in attempts.iter().zip(expected) {
+        assert_eq!(attempt["route"], json!(expected.route), "{attempt}");
+        assert_eq!(attempt["target"], json!(expected.target), "{attempt}");
+        assert_eq!(attempt["status"], json!(expected.status), "{attempt}");
+        if expected.status == Some(200) {
+            assert_eq!(attempt["error"], Value::Null, "{attempt}");
+        } else {
+            assert!(
+                attempt["error"].as_str().is_some_and(|e| !e.is_empty()),
+                "a failed attempt says how it failed: {attempt}"
+            );
+        }
+        assert!(attempt["durationMs"].is_u64(), "{attempt}");
+    }
+}
+
+/// The `N` of an error message's `(N attempts)`.
+fn attempts_named(message: &str) -> Option<usize> {
+    let (before, _) = message.rsplit_once(" attempts)")?;
+    let (_, count) = before.rsplit_once('(')?;
+    count.parse().ok()
+}
+
+/// A URL on 127.0.0.1 where nothing listens: a port bound and released.
+fn closed_url() -> (String, String) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a port");
+    let addr = listener.local_addr().expect("its address").to_string();
+    drop(listener);
+    (format!("http://{addr}/v1"), addr)
+}
+
+// ------------------------------------------------------------------ retries
+
+#[test]
+fn a_500_is_retried_and_the_record_lists_both_attempts() {
+    let upstream = OpenAiUpstream::script(vec![server_error("overloaded"), answer("second try")]);
+    let gw = start(vec![retries(openai(PRIMARY, &upstream), 2)]);
+    let response = post(&gw, &hi(&gw, PRIMARY));
+    assert_eq!(text_of(&response), "second try");
+    assert_eq!(response.header("x-gateway-route"), Some(PRIMARY));
+    assert_eq!(upstream.requests().len(), 2, "one retry, no more");
+    let record = record(&gw, &invocation_id(&response.json()));
+    assert_eq!(record["status"], json!("success"), "{record}");
+    assert_attempts(
+        &record,
+        &[
+            tried(PRIMARY, upstream.addr(), Some(500)),
+            tried(PRIMARY, upstream.addr(), Some(200)),
+        ],
+    );
+}
+
+#[test]
+fn several_retryable_statuses_in_a_row_are_retried_up_to_retries() {
+    let upstream = OpenAiUpstream::script(vec![
+        Reply::openai_error(503, "unavailable", "server_error", None),
+        Reply::openai_error(502, "bad gateway", "server_error", None),
+        answer("third try"),
+    ]);
+    let gw = start(vec![
+        retries(openai(PRIMARY, &upstream), 2).key("retry_backoff_ms", "10"),
+    ]);
+    let response = post(&gw, &hi(&gw, PRIMARY));
+    assert_eq!(text_of(&response), "third try");
+    assert_eq!(upstream.requests().len(), 3);
+}
+
+#[test]
+fn retries_stop_at_retries_and_the_last_error_is_the_answer() {
+    let upstream = OpenAiUpstream::always(server_error("still down"));
+    let gw = start(vec![
+        retries(openai(PRIMARY, &upstream), 2).key("retry_backoff_ms", "10"),
+    ]);
+    let response = post(&gw, &hi(&gw, PRIMARY));
+    let id = assert_error_where(&response, 502, "(3 attempts)", |m| {
+        attempts_named(m) == Some(3)
+    });
+    assert_eq!(response.json()["providerError"], json!("still down"));
+    assert_eq!(upstream.requests().len(), 3, "the first try and 2 retries");
+    let record = record(&gw, &id);
+    assert_eq!(record["httpStatus"], json!(502), "{record}");
+    assert_eq!(record["providerError"], json!("still down"), "{record}");
+    assert_attempts(
+        &record,
+        &[
+            tried(PRIMARY, upstream.addr(), Some(500)),
+            tried(PRIMARY, upstream.addr(), Some(500)),
+            tried(PRIMARY, upstream.addr(), Some(500)),
+        ],
+    );
+}
+
+#[test]
+fn a_429_with_retry_after_is_retried_after_it_and_reaches_the_upstream_exactly_twice() {
+    let upstream = OpenAiUpstream::script(vec![
+        rate_limited("Rate limit reached, try again in 1s.", "1"),
+        answer("after waiting"),
+    ]);
+    let gw = start(vec![retries(openai(PRIMARY, &upstream), 3)]);
+    let (response, took) = timed_post(&gw, &hi(&gw, PRIMARY));
+    assert_eq!(text_of(&response), "after waiting");
+    assert_eq!(upstream.requests().len(), 2);
+    // Retry-After: 1 is a promise not to call again sooner (a little slack for clocks).
+    assert!(
+        took >= Duration::from_millis(900),
+        "retried after {took:?}, before the upstream's Retry-After"
+    );
+    let record = record(&gw, &invocation_id(&response.json()));
+    assert_attempts(
+        &record,
+        &[
+            tried(PRIMARY, upstream.addr(), Some(429)),
+            tried(PRIMARY, upstream.addr(), Some(200)),
+        ],
+    );
+}
+
+// ------------------------------------------------------------------ fallbacks
+
+#[test]
+fn a_500_falls_back_with_the_callers_model_and_key_on_a_route_of_the_same_plugin() {
+    let primary = OpenAiUpstream::always(server_error("primary is down"));
+    let backup = OpenAiUpstream::script(vec![answer("from the backup")]);
+    let gw = start(vec![
+        fallbacks(openai(PRIMARY, &primary), &[FALLBACK]),
+        openai(FALLBACK, &backup).default_model("backup-default-model"),
+    ]);
+    let response = post(&gw, &hi(&gw, PRIMARY));
+    assert_eq!(text_of(&response), "from the backup");
+    assert_eq!(response.header("x-gateway-route"), Some(FALLBACK));
+    assert_eq!(primary.requests().len(), 1, "retries = 0: no retry");
+    let sent = backup.single_request();
+    assert_eq!(sent.json()["model"], json!(MODEL), "the caller's model");
+    assert_eq!(
+        sent.header("authorization"),
+        Some(format!("Bearer {PROVIDER_KEY}").as_str()),
+        "the caller's key goes to a route of the same plugin"
+    );
+    let record = record(&gw, &invocation_id(&response.json()));
+    assert_eq!(record["status"], json!("success"), "{record}");
+    assert_attempts(
+        &record,
+        &[
+            tried(PRIMARY, primary.addr(), Some(500)),
+            tried(FALLBACK, backup.addr(), Some(200)),
+        ],
+    );
+}
+
+#[test]
+fn a_fallback_is_tried_after_the_routes_own_retries() {
+    let primary = OpenAiUpstream::always(server_error("primary is down"));
+    let backup = OpenAiUpstream::script(vec![answer("from the backup")]);
+    let gw = start(vec![
+        fallbacks(retries(openai(PRIMARY, &primary), 2), &[FALLBACK]).key("retry_backoff_ms", "10"),
+        openai(FALLBACK, &backup),
+    ]);
+    let response = post(&gw, &hi(&gw, PRIMARY));
+    assert_eq!(text_of(&response), "from the backup");
+    assert_eq!(primary.requests().len(), 3, "the try and its 2 retries");
+    assert_eq!(backup.requests().len(), 1);
+    let record = record(&gw, &invocation_id(&response.json()));
+    assert_attempts(
+        &record,
+        &[
+            tried(PRIMARY, primary.addr(), Some(500)),
+            tried(PRIMARY, primary.addr(), Some(500)),
+            tried(PRIMARY, primary.addr(), Some(500)),
+            tried(FALLBACK, backup.addr(), Some(200)),
+        ],
+    );
+}
+
+#[test]
+fn fallbacks_are_tried_in_order() {
+    let primary = OpenAiUpstream::always(server_error("primary is down"));
+    let second = OpenAiUpstream::always(Reply::openai_error(
+        503,
+        "second is down too",
+        "server_error",
+        None,
+    ));
+    let third = OpenAiUpstream::script(vec![answer("from the third")]);
+    let gw = start(vec![
+        fallbacks(openai(PRIMARY, &primary), &["second", "third"]),
+        openai("second", &second),
+        openai("third", &third),
+    ]);
+    let response = post(&gw, &hi(&gw, PRIMARY));
+    assert_eq!(text_of(&response), "from the third");
+    assert_eq!(response.header("x-gateway-route"), Some("third"));
+    assert_eq!((primary.requests().len(), second.requests().len()), (1, 1));
+    let record = record(&gw, &invocation_id(&response.json()));
+    assert_attempts(
+        &record,
+        &[
+            tried(PRIMARY, primary.addr(), Some(500)),
+            tried("second", second.addr(), Some(503)),
+            tried("third", third.addr(), Some(200)),
+        ],
+    );
+}
+
+#[test]
+fn a_fallback_of_another_plugin_gets_its_own_default_model_and_not_the_callers_key() {
+    let primary = OpenAiUpstream::always(server_error("primary is down"));
+    let claude = AnthropicUpstream::script(vec![Reply::json(
+        200,
+        &json!({
+            "id": "msg_routing", "type": "message", "role": "assistant",
+            "model": "claude-fallback-model",
+            "content": [{"type": "text", "text": "from claude"}],
+            "stop_reason": "end_turn", "stop_sequence": null,
+            "usage": {"input_tokens": 3, "output_tokens": 2}
+        }),
+    )]);
+    let var = unique("GATEWAY_TEST_ROUTING_ANTHROPIC_KEY_");
+    let route_key = unique("sk-ant-route-");
+    let gw = Gateway::builder()
+        .route(fallbacks(openai(PRIMARY, &primary), &["claude"]))
+        .route(
+            Route::new("claude", "anthropic")
+                .base_url(&claude.base_url("/v1"))
+                .api_key_env(&var)
+                .default_model("claude-fallback-model"),
+        )
+        .env(&var, &route_key)
+        .start();
+    let response = post(&gw, &hi(&gw, PRIMARY));
+    assert_eq!(text_of(&response), "from claude");
+    assert_eq!(response.header("x-gateway-route"), Some("claude"));
+    let sent = claude.single_request();
+    assert_eq!(sent.json()["model"], json!("claude-fallback-model"));
+    assert_eq!(sent.header("x-api-key"), Some(route_key.as_str()));
+    assert!(
+        sent.headers.iter().all(|(_, v)| !v.contains(PROVIDER_KEY)),
+        "the caller's key went to another provider: {:?}",
+        sent.headers
+    );
+}
+
+#[test]
+fn a_refused_connection_falls_back() {
+    let (closed, closed_addr) = closed_url();
+    let backup = OpenAiUpstream::script(vec![answer("from the backup")]);
+    let gw = start(vec![
+        fallbacks(
+            Route::openai(PRIMARY, &closed).timeout_secs(30),
+            &[FALLBACK],
+        ),
+        openai(FALLBACK, &backup),
+    ]);
+    let (response, took) = timed_post(&gw, &hi(&gw, PRIMARY));
+    assert_eq!(text_of(&response), "from the backup");
+    assert_eq!(response.header("x-gateway-route"), Some(FALLBACK));
+    assert!(took < Duration::from_secs(15), "took {took:?} of 30 s");
+    let record = record(&gw, &invocation_id(&response.json()));
+    assert_attempts(
+        &record,
+        &[
+            tried(PRIMARY, closed_addr, None),
+            tried(FALLBACK, backup.addr(), Some(200)),
+        ],
+    );
+}
+
+#[test]
+fn a_refused_connection_is_retried() {
+    let (closed, _) = closed_url();
+    let gw = start(vec![
+        retries(Route::openai(PRIMARY, &closed), 2).key("retry_backoff_ms", "10"),
+    ]);
+    let response = post(&gw, &hi(&gw, PRIMARY));
+    assert_eq!(response.status, 502, "{}", response.text());
+    let message = response.json()["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(attempts_named(&message), Some(3), "{message}");
+}
+
+#[test]
+fn a_first_byte_timeout_falls_back_well_before_the_deadline() {
+    let stuck = OpenAiUpstream::hang();
+    let backup = OpenAiUpstream::script(vec![answer("from the backup")]);
+    let gw = start(vec![
+        fallbacks(openai(PRIMARY, &stuck), &[FALLBACK])
+            .timeout_secs(30)
+            .key("first_byte_timeout_ms", "300"),
+        openai(FALLBACK, &backup),
+    ]);
+    let (response, took) = timed_post(&gw, &hi(&gw, PRIMARY));
+    assert_eq!(text_of(&response), "from the backup");
+    assert_eq!(response.header("x-gateway-route"), Some(FALLBACK));
+    assert_eq!(stuck.requests().len(), 1);
+    assert!(took < Duration::from_secs(15), "took {took:?} of 30 s");
+    let record = record(&gw, &invocation_id(&response.json()));
+    assert_attempts(
+        &record,
+        &[
+            tried(PRIMARY, stuck.addr(), None),
+            tried(FALLBACK, backup.addr(), Some(200)),
+        ],
+    );
+}
+
+#[test]
+fn the_openai_surface_falls_back_too() {
+    let primary = OpenAiUpstream::always(server_error("primary is down"));
+    let backup = OpenAiUpstream::script(vec![answer("from the backup")]);
+    let gw = start(vec![
+        fallbacks(openai(PRIMARY, &primary), &[FALLBACK]),
+        openai(FALLBACK, &backup),
+    ]);
+    let body = json!({
+        "model": format!("{PRIMARY}/{MODEL}"),
+        "messages": [{"role": "user", "content": "Say hi"}]
+    });
+    let bearer = format!("Bearer {}", gw.key);
+    let response = gw.request(
+        "POST",
+        "/v1/chat/completions",
+        None,
+        &[
+            ("Authorization", &bearer),
+            ("Content-Type", "application/json"),
+            ("Provider-API-Key", PROVIDER_KEY),
+        ],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(response.status, 200, "{}", response.text());
+    assert_eq!(
+        response.json()["choices"][0]["message"]["content"],
+        json!("from the backup")
+    );
+    assert_eq!(response.header("x-gateway-route"), Some(FALLBACK));
+    assert_eq!(backup.single_request().json()["model"], json!(MODEL));
+}
+
+// ------------------------------------------------------------------ streams
+
+#[test]
+fn a_stream_whose_primary_fails_before_its_first_byte_streams_from_the_fallback() {
+    let primary = OpenAiUpstream::always(server_error("primary is down"));
+    let backup =
+        OpenAiUpstream::script(vec![Reply::openai_slow_stream(3, Duration::from_millis(2))]);
+    let gw = start(vec![
+        fallbacks(openai(PRIMARY, &primary), &[FALLBACK]),
+        openai(FALLBACK, &backup),
+    ]);
+    let response = post_stream(&gw, &hi(&gw, PRIMARY));
+    let (partial, last) = split_stream(&response);
+    assert_eq!(streamed_text(&partial, 0), "w0 w1 w2 ");
+    assert_eq!(response.header("x-gateway-route"), Some(FALLBACK));
+    assert_eq!(primary.requests().len(), 1);
+    assert_eq!(backup.single_request().json()["stream"], json!(true));
+    let record = record(&gw, &invocation_id(&last));
+    assert_eq!(record["status"], json!("success"), "{record}");
+    assert_eq!(record["stream"], json!(true), "{record}");
+    assert_attempts(
+        &record,
+        &[
+            tried(PRIMARY, primary.addr(), Some(500)),
+            tried(FALLBACK, backup.addr(), Some(200)),
+        ],
+    );
+}
+
+#[test]
+fn a_stream_is_retried_before_its_first_byte() {
+    let upstream = OpenAiUpstream::script(vec![
+        Reply::openai_error(503, "warming up", "server_error", None),
+        Reply::openai_slow_stream(2, Duration::from_millis(2)),
+    ]);
+    let gw = start(vec![
+        retries(openai(PRIMARY, &upstream), 1).key("retry_backoff_ms", "10"),
+    ]);
+    let response = post_stream(&gw, &hi(&gw, PRIMARY));
+    let (partial, _) = split_stream(&response);
+    assert_eq!(streamed_text(&partial, 0), "w0 w1 ");
+    assert_eq!(response.header("x-gateway-route"), Some(PRIMARY));
+    assert_eq!(upstream.requests().len(), 2);
+}
+
+#[test]
+fn a_stream_that_already_sent_text_is_not_retried_nor_fallen_back() {
+    // Every call would get the same cut stream: a retry would show as a second request.
+    let primary = OpenAiUpstream::each_call(stream_cut_after(2, Duration::from_millis(150)));
+    let backup =
+        OpenAiUpstream::script(vec![Reply::openai_slow_stream(2, Duration::from_millis(2))]);
+    let gw = start(vec![
+        fallbacks(retries(openai(PRIMARY, &primary), 2), &[FALLBACK]),
+        openai(FALLBACK, &backup),
+    ]);
+    let response = post_stream(&gw, &hi(&gw, PRIMARY));
+    assert_eq!(response.status, 200, "{}", response.raw);
+    assert_eq!(response.header("x-gateway-route"), Some(PRIMARY));
+    let (last, partial) = response.frames.split_last().expect("frames");
+    assert_eq!(streamed_text(partial, 0), "w0 w1 ", "{}", response.raw);
+    assert!(
+        last["error"].as_str().is_some_and(|e| !e.is_empty()),
+        "the stream ends with an error frame: {}",
+        response.raw
+    );
+    assert_eq!(primary.requests().len(), 1, "retried after the first byte");
+    assert!(
+        backup.requests().is_empty(),
+        "fell back after the first byte"
+    );
+    let record = record(&gw, &invocation_id(last));
+    assert_eq!(record["status"], json!("error"), "{record}");
+    assert_eq!(record["attempts"], json!([]), "one attempt: {record}");
+}
+
+// ------------------------------------------------------------------ never retried
+
+/// An upstream answering `status` to every call, behind a route with retries and a fallback:
+/// one call, no fallback, and the status the gateway gives that answer today.
+fn check_not_retried(status: u16, message: &str, code: &str) {
+    let primary = OpenAiUpstream::always(Reply::openai_error(status, message, code, None));
+    let backup = OpenAiUpstream::script(vec![answer("from the backup")]);
+    let gw = start(vec![
+        fallbacks(retries(openai(PRIMARY, &primary), 3), &[FALLBACK]),
+        openai(FALLBACK, &backup),
+    ]);
+    let response = post(&gw, &hi(&gw, PRIMARY));
+    let id = assert_error(&response, 502, "");
+    assert_eq!(response.json()["providerError"], json!(message));
+    let error = response.json()["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(attempts_named(&error), None, "one attempt: {error}");
+    assert_eq!(primary.requests().len(), 1, "a {status} was retried");
+    assert!(backup.requests().is_empty(), "a {status} fell back");
+    let record = record(&gw, &id);
+    assert_eq!(record["httpStatus"], json!(502), "{record}");
+    assert_eq!(record["providerError"], json!(message), "{record}");
+    assert_eq!(record["attempts"], json!([]), "{record}");
+}
+
+#[test]
+fn an_upstream_400_is_never_retried() {
+    check_not_retried(
+        400,
+        "Invalid value for 'temperature': must be at most 2.",
+        "invalid_value",
+    );
+}
+
+#[test]
+fn an_upstream_401_is_never_retried() {
+    check_not_retried(401, "Incorrect API key provided.", "invalid_api_key");
+}
+
+#[test]
+fn an_upstream_404_is_never_retried() {
+    check_not_retried(404, "The model `gpt-9` does not exist.", "model_not_found");
+}
+
+#[test]
+fn an_invalid_request_is_never_retried() {
+    let primary = OpenAiUpstream::script(vec![answer("never")]);
+    let backup = OpenAiUpstream::script(vec![answer("never")]);
+    let gw = start(vec![
+        fallbacks(retries(openai(PRIMARY, &primary), 3), &[FALLBACK]),
+        openai(FALLBACK, &backup),
+    ]);
+    // A tool result answering no call: the plugin refuses it before any upstream request.
+    let request = chat_request(
+        &gw.project_id,
+        PRIMARY,
+        MODEL,
+        json!([{"role": "user", "content": "hi"}, {"role": "tool", "content": "42"}]),
+    );
+    let response = post(&gw, &request);
+    assert_eq!(response.status, 400, "{}", response.text());
+    assert!(primary.requests().is_empty());
+    assert!(backup.requests().is_empty(), "an invalid request fell back");
+}
+
+// ------------------------------------------------------------------ the deadline
+
+#[test]
+fn retries_and_fallbacks_share_the_first_routes_deadline() {
+    let stuck = OpenAiUpstream::hang();
+    let also_stuck = OpenAiUpstream::hang();
+    let gw = start(vec![
+        fallbacks(retries(openai(PRIMARY, &stuck), 3), &[FALLBACK])
+            .timeout_secs(2)
+            .key("first_byte_timeout_ms", "600"),
+        openai(FALLBACK, &also_stuck)
+            .timeout_secs(30)
+            .key("first_byte_timeout_ms", "600"),
+    ]);
+    let (response, took) = timed_post(&gw, &hi(&gw, PRIMARY));
+    let id = assert_error(&response, 504, "");
+    let message = response.json()["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let named = attempts_named(&message)
+        .unwrap_or_else(|| panic!("the message does not count the attempts: {message:?}"));
+    assert!(named >= 2, "{message}");
+    // 2 s of deadline and a generous margin; without the one deadline, 4 tries of 600 ms,
+    // their backoffs and a fallback with 30 s of its own would take longer.
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    // A try the deadline ends just as it starts may not have reached its upstream yet.
+    let sent = stuck.requests().len() + also_stuck.requests().len();
+    assert!(
+        (named.saturating_sub(1)..=named).contains(&sent),
+        "{sent} upstream requests for {named} attempts"
+    );
+    let record = record(&gw, &id);
+    assert_eq!(record["httpStatus"], json!(504), "{record}");
+    assert_eq!(
+        record["attempts"].as_array().map(Vec::len),
+        Some(named),
+        "{record}"
+    );
+}
+
+#[test]
+fn a_fallback_gets_only_what_is_left_of_the_deadline() {
+    let stuck = OpenAiUpstream::hang();
+    let also_stuck = OpenAiUpstream::hang();
+    let gw = start(vec![
+        fallbacks(openai(PRIMARY, &stuck), &[FALLBACK])
+            .timeout_secs(2)
+            .key("first_byte_timeout_ms", "500"),
+        // Its own timeout would let it hang for half a minute.
+        openai(FALLBACK, &also_stuck).timeout_secs(30),
+    ]);
+    let (response, took) = timed_post(&gw, &hi(&gw, PRIMARY));
+    assert_error_where(&response, 504, "(2 attempts)", |m| {
+        attempts_named(m) == Some(2)
+    });
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert_eq!(
+        (stuck.requests().len(), also_stuck.requests().len()),
+        (1, 1)
+    );
+}
+
+#[test]
+fn retry_afters_longer_than_the_deadline_are_not_waited_for_and_the_smallest_is_answered() {
+    let primary = OpenAiUpstream::always(rate_limited("primary: slow down", "3"));
+    let backup = OpenAiUpstream::always(rate_limited("backup: slow down", "7"));
+    let gw = start(vec![
+        fallbacks(retries(openai(PRIMARY, &primary), 2), &[FALLBACK]).timeout_secs(2),
+        retries(openai(FALLBACK, &backup), 2),
+    ]);
+    let (response, took) = timed_post(&gw, &hi(&gw, PRIMARY));
+    let id = assert_error_where(&response, 429, "(2 attempts)", |m| {
+        attempts_named(m) == Some(2)
+    });
+    assert_eq!(
+        response.header("retry-after"),
+        Some("3"),
+        "the smallest seen"
+    );
+    assert_eq!(
+        response.json()["providerError"],
+        json!("backup: slow down"),
+        "the last attempt's"
+    );
+    // Neither Retry-After fits in 2 s: no route is retried, and nothing waits.
+    assert_eq!((primary.requests().len(), backup.requests().len()), (1, 1));
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    let record = record(&gw, &id);
+    assert_eq!(record["httpStatus"], json!(429), "{record}");
+    assert_attempts(
+        &record,
+        &[
+            tried(PRIMARY, primary.addr(), Some(429)),
+            tried(FALLBACK, backup.addr(), Some(429)),
+        ],
+    );
+}
+
+#[test]
+fn the_smallest_retry_after_is_answered_whichever_attempt_saw_it() {
+    let primary = OpenAiUpstream::always(rate_limited("primary: slow down", "7"));
+    let backup = OpenAiUpstream::always(rate_limited("backup: slow down", "3"));
+    let gw = start(vec![
+        fallbacks(openai(PRIMARY, &primary), &[FALLBACK]).timeout_secs(2),
+        openai(FALLBACK, &backup),
+    ]);
+    let response = post(&gw, &hi(&gw, PRIMARY));
+    assert_error_where(&response, 429, "(2 attempts)", |m| {
+        attempts_named(m) == Some(2)
+    });
+    assert_eq!(response.header("retry-after"), Some("3"));
+    assert_eq!(response.json()["providerError"], json!("backup: slow down"));
+}
+
+// ------------------------------------------------------------------ the happy path
+
+#[test]
+fn a_plain_success_names_its_route_and_lists_no_attempts() {
+    let upstream = OpenAiUpstream::script(vec![answer("first try")]);
+    let backup = OpenAiUpstream::start();
+    let gw = start(vec![
+        fallbacks(retries(openai(PRIMARY, &upstream), 2), &[FALLBACK]),
+        openai(FALLBACK, &backup),
+    ]);
+    let response = post(&gw, &hi(&gw, PRIMARY));
+    assert_eq!(text_of(&response), "first try");
+    assert_eq!(response.header("x-gateway-route"), Some(PRIMARY));
+    assert_eq!(upstream.requests().len(), 1);
+    assert!(backup.requests().is_empty());
+    let record = record(&gw, &invocation_id(&response.json()));
+    assert_eq!(record["status"], json!("success"), "{record}");
+    assert_eq!(record["route"], json!(PRIMARY), "{record}");
+    assert_eq!(record["attempts"], json!([]), "{record}");
+}
+
+#[test]
+fn a_plain_stream_names_its_route_and_lists_no_attempts() {
+    let upstream =
+        OpenAiUpstream::script(vec![Reply::openai_slow_stream(2, Duration::from_millis(2))]);
+    let gw = start(vec![retries(openai(PRIMARY, &upstream), 2)]);
+    let response = post_stream(&gw, &hi(&gw, PRIMARY));
+    let (_, last) = split_stream(&response);
+    assert_eq!(response.header("x-gateway-route"), Some(PRIMARY));
+    let record = record(&gw, &invocation_id(&last));
+    assert_eq!(record["attempts"], json!([]), "{record}");
+}
+
+// ------------------------------------------------------------------ config refused at start
+
+/// An echo route `id` with `extra` lines.
+fn echo_route(id: &str, extra: &str) -> String {
+    format!("[providers.{id}]\nplugin = \"echo\"\ndefault_model = \"echo\"\n{extra}\n")
+}
+
+#[test]
+fn a_fallback_to_an_unknown_route_is_refused_at_start() {
+    let stderr = refused_start(&echo_route("a", "fallbacks = [\"nowhere\"]"));
+    assert!(
+        stderr.contains("providers.a.fallbacks") && stderr.contains("nowhere"),
+        "the key and the unknown route are not named:\n{stderr}"
+    );
+}
+
+#[test]
+fn a_fallback_cycle_is_refused_at_start() {
+    let stderr = refused_start(&format!(
+        "{}{}{}",
+        echo_route("a", "fallbacks = [\"b\"]"),
+        echo_route("b", "fallbacks = [\"c\"]"),
+        echo_route("c", "fallbacks = [\"a\"]"),
+    ));
+    assert!(
+        stderr.contains("fallbacks") && stderr.contains("cycle"),
+        "the cycle is not named:\n{stderr}"
+    );
+}
+
+#[test]
+fn a_route_falling_back_to_itself_is_refused_at_start() {
+    let stderr = refused_start(&echo_route("a", "fallbacks = [\"a\"]"));
+    assert!(
+        stderr.contains("providers.a.fallbacks"),
+        "the key is not named:\n{stderr}"
+    );
+}
+
+#[test]
+fn more_than_ten_retries_are_refused_at_start() {
+    let stderr = refused_start(&echo_route("a", "retries = 11"));
+    assert!(
+        stderr.contains("providers.a.retries"),
+        "the key is not named:\n{stderr}"
+    );
+}
+
+#[test]
+fn fallbacks_through_a_chain_without_a_cycle_start() {
+    // The control of the refusals above: the same shape without the closing edge serves.
+    let gw = Gateway::builder()
+        .route(fallbacks(Route::echo("a"), &["b"]))
+        .route(fallbacks(Route::echo("b"), &["c"]))
+        .route(Route::echo("c"))
+        .start();
+    let response = gw.post(
+        "/completions",
+        &chat_request(
+            &gw.project_id,
+            "a",
+            "echo",
+            json!([{"role": "user", "content": "hi"}]),
+        ),
+    );
+    assert_ok(&response);
+    assert_eq!(response.header("x-gateway-route"), Some("a"));
+}
