@@ -11,6 +11,8 @@ use crate::plugins::{Sandbox, types};
 
 pub struct Route {
     pub id: String,
+    /// `id` as the `x-gateway-route` response header carries it, made once.
+    pub header: Option<hyper::header::HeaderValue>,
     pub config: RouteConfig,
     pub sandbox: Arc<Sandbox>,
     pub timeout: Duration,
@@ -52,6 +54,7 @@ impl Routes {
                 })?;
                 let route = Route {
                     id: id.clone(),
+                    header: hyper::header::HeaderValue::from_str(id).ok(),
                     sandbox: Arc::new(sandbox),
                     timeout: route.timeout(config),
                     configured_key,

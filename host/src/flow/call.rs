@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use hyper::HeaderMap;
-use hyper::header::HeaderValue;
 use uuid::Uuid;
 
 use super::failover::{Failover, Leg};
@@ -152,12 +151,13 @@ impl Call {
     }
 
     /// The answer's headers: the serving route, the rate limits.
-    pub fn headers(&self) -> HeaderMap {
-        let mut headers = self.quota.headers();
-        if let Ok(route) = HeaderValue::from_str(&self.leg().route.id) {
-            headers.insert(ROUTE_HEADER, route);
+    pub fn answered(&self) -> super::Answered {
+        let mut limits = HeaderMap::new();
+        self.quota.set_headers(&mut limits);
+        super::Answered {
+            route: self.leg().route.header.clone(),
+            limits,
         }
-        headers
     }
 
     /// Usage and its cost (`None` when the model's price is unknown).

@@ -210,8 +210,8 @@ impl EmbeddingCodec for Infallible {
 
 /// What the flow produced.
 enum Reply {
-    /// A complete JSON answer, still to be recorded, with its rate-limit headers.
-    Json(String, HeaderMap),
+    /// A complete JSON answer, still to be recorded, with its headers.
+    Json(String, Answered),
     /// A stream whose task records the invocation itself.
     Stream(Response<Body>),
     /// A failure the stream task has already recorded.
@@ -242,6 +242,24 @@ async fn run_flow(
     }
 }
 
+/// What the headers of a JSON answer say: the route that served it, its
+/// rate limits (an empty map, which allocates nothing, without limits).
+struct Answered {
+    route: Option<hyper::header::HeaderValue>,
+    limits: HeaderMap,
+}
+
+impl Answered {
+    fn set_headers(self, headers: &mut HeaderMap) {
+        if let Some(route) = self.route {
+            headers.insert(call::ROUTE_HEADER, route);
+        }
+        if !self.limits.is_empty() {
+            headers.extend(self.limits);
+        }
+    }
+}
+
 /// Records the flow's outcome and turns it into the response.
 async fn finish<S: Surface>(
     state: &AppState,
@@ -252,9 +270,9 @@ async fn finish<S: Surface>(
     let error_response =
         |error: &ApiError| error_response_with_body(error, &S::error_body(error, &id), &id);
     match result {
-        Ok(Reply::Json(text, headers)) => {
+        Ok(Reply::Json(text, answered)) => {
             let mut response = json_text_response(StatusCode::OK, Bytes::from(text.clone()), &id);
-            response.headers_mut().extend(headers);
+            answered.set_headers(response.headers_mut());
             // Neither OpenAI's nor Anthropic's answer has a field for it.
             if let Some(cost) = draft.cost_usd() {
                 set_cost_header(response.headers_mut(), cost);
@@ -354,7 +372,7 @@ async fn flow<S: Surface>(
             let id = draft.id().to_string();
             let usage = usage.as_ref().map(|usage| Metered { usage, cost_usd });
             let text = codec.completion(&call.envelope(&id), &completion, usage);
-            Ok(Reply::Json(text, call.headers()))
+            Ok(Reply::Json(text, call.answered()))
         }
         Ask::Embed { input, codec } => {
             let inputs = input.len();
@@ -379,7 +397,7 @@ async fn flow<S: Surface>(
             let id = draft.id().to_string();
             let usage = usage.as_ref().map(|usage| Metered { usage, cost_usd });
             let text = codec.embeddings(&call.envelope(&id), &result.vectors, usage);
-            Ok(Reply::Json(text, call.headers()))
+            Ok(Reply::Json(text, call.answered()))
         }
     }
 }

@@ -69,15 +69,13 @@ impl Quota {
     }
 
     /// OpenAI's `x-ratelimit-*` headers, for the kinds of limit that apply
-    /// (none without limits: an empty map does not allocate).
-    pub fn headers(&self) -> HeaderMap {
-        let mut headers = HeaderMap::new();
+    /// (none without limits).
+    pub fn set_headers(&self, headers: &mut HeaderMap) {
         for (name, value) in self.admitted.headers() {
             if let Ok(value) = HeaderValue::from_str(&value) {
                 headers.insert(HeaderName::from_static(name), value);
             }
         }
-        headers
     }
 }
 

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use hyper::HeaderMap;
 use hyper::header::HeaderValue;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
@@ -51,7 +52,8 @@ pub(super) async fn start<C: CompletionCodec>(
     draft: Draft,
 ) -> Result<Reply, ApiError> {
     let id = draft.id();
-    let mut headers = call.quota.headers();
+    let mut headers = HeaderMap::new();
+    call.quota.set_headers(&mut headers);
     let (frames_tx, frames_rx) = mpsc::channel(FRAME_BUFFER);
     let (started_tx, started_rx) = oneshot::channel();
     let streamed = Streamed {
@@ -64,7 +66,7 @@ pub(super) async fn start<C: CompletionCodec>(
     match started_rx.await {
         Ok(Ok(route)) => {
             let mut response = sse_response(frames_rx, &id);
-            if let Ok(route) = HeaderValue::from_str(&route) {
+            if let Some(route) = route {
                 headers.insert(ROUTE_HEADER, route);
             }
             response.headers_mut().extend(headers);
@@ -87,7 +89,7 @@ enum End {
 /// Tells the flow (waiting in [`start`]) whether the stream started (`Ok`,
 /// with the route serving it) or failed before it sent anything (`Err`,
 /// answered with the error's own status).
-type Started = oneshot::Sender<Result<String, ApiError>>;
+type Started = oneshot::Sender<Result<Option<HeaderValue>, ApiError>>;
 
 /// What one try of the stream hands to the next when it failed before
 /// anything was sent: the caller's side, untouched.
@@ -102,7 +104,7 @@ struct Pump<'a, C> {
     id: Uuid,
     envelope: Envelope<'a>,
     /// The route of this try, for the response's head.
-    route: &'a str,
+    route: &'a Option<HeaderValue>,
     codec: C,
     frames: mpsc::Sender<Bytes>,
     /// `Some` until the first frame (or the error that replaces it) is sent.
@@ -135,7 +137,20 @@ impl<C: CompletionCodec> Streamed<C> {
         // One pass per try; a try that fails before anything reached the
         // caller hands the caller's side to the next one.
         loop {
-            let Some(leg) = call.failover.next(&state.runtime).await else {
+            let next = tokio::select! {
+                // A first try is ready at once: the abort signal is not even subscribed to.
+                biased;
+                leg = call.failover.next(&state.runtime) => leg,
+                // Shutdown's grace is over while waiting out a backoff.
+                () = state.aborted() => {
+                    call.failover.note(&mut draft);
+                    let error = ApiError::ShuttingDown;
+                    state.log.record(draft.failure(&error)).await;
+                    let _ = untouched.started.send(Err(error));
+                    return;
+                }
+            };
+            let Some(leg) = next else {
                 call.failover.note(&mut draft);
                 let error = draft.redact(call.failover.take_error());
                 state.log.record(draft.failure(&error)).await;
@@ -168,7 +183,7 @@ impl<C: CompletionCodec> Streamed<C> {
                     kind: call.kind,
                     model: &leg.model,
                 },
-                route: &leg.route.id,
+                route: &leg.route.header,
                 codec: untouched.codec,
                 frames: untouched.frames,
                 started: Some(untouched.started),
@@ -360,7 +375,7 @@ impl<C: CompletionCodec> Pump<'_, C> {
     /// The response's head goes out now, with status 200.
     fn mark_started(&mut self) {
         if let Some(started) = self.started.take() {
-            let _ = started.send(Ok(self.route.to_owned()));
+            let _ = started.send(Ok(self.route.clone()));
         }
     }
 
