@@ -72,13 +72,7 @@ impl Call {
         self.tries(
             runtime,
             request,
-            |request, leg| {
-                // The request was built for the first route.
-                if request.route.id != leg.route.id {
-                    request.route = leg.route.wit_route(leg.api_key.clone());
-                    request.model = leg.model.clone();
-                }
-            },
+            |request, leg| leg.aim(&mut request.route, &mut request.model),
             |leg, ctx, request| async move { runtime.complete(&leg.plugin, &ctx, request).await },
         )
         .await
@@ -92,12 +86,7 @@ impl Call {
         self.tries(
             runtime,
             request,
-            |request, leg| {
-                if request.route.id != leg.route.id {
-                    request.route = leg.route.wit_route(leg.api_key.clone());
-                    request.model = leg.model.clone();
-                }
-            },
+            |request, leg| leg.aim(&mut request.route, &mut request.model),
             |leg, ctx, request| async move { runtime.embed(&leg.plugin, &ctx, request).await },
         )
         .await

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use super::record::Draft;
 use crate::error::ApiError;
-use crate::plugins::{Plugin, PluginRuntime, UpstreamTrace};
+use crate::plugins::{Plugin, PluginRuntime, UpstreamTrace, types};
 use crate::routing::Route;
 use crate::state::Live;
 use crate::store::Attempt;
@@ -34,6 +34,16 @@ pub(super) struct Leg {
     pub plugin: Arc<Plugin>,
     pub model: String,
     pub api_key: Option<String>,
+}
+
+impl Leg {
+    /// Points a request built for the first route (its `route` and `model`) at this one.
+    pub fn aim(&self, route: &mut types::Route, model: &mut String) {
+        if route.id != self.route.id {
+            *route = self.route.wit_route(self.api_key.clone());
+            *model = self.model.clone();
+        }
+    }
 }
 
 /// What follows a failed try.

@@ -168,10 +168,7 @@ impl<C: CompletionCodec> Streamed<C> {
                 let _ = untouched.started.send(Err(error));
                 return;
             };
-            if request.route.id != leg.route.id {
-                request.route = leg.route.wit_route(leg.api_key.clone());
-                request.model = leg.model.clone();
-            }
+            leg.aim(&mut request.route, &mut request.model);
             let ctx = call.context(&leg);
             let limit = call.failover.try_timeout();
             let try_started = Instant::now();
