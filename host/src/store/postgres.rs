@@ -369,20 +369,7 @@ impl Postgres {
                     return Err(StoreError::UnknownProject(project_id));
                 };
                 let limits = update.apply(limits_at(&row, 0)?);
-                let stored = StoredLimits::of(&limits);
-                tx.execute(
-                    "UPDATE projects SET rpm = $2, tpm = $3, daily_budget_usd = $4,
-                        monthly_budget_usd = $5
-                     WHERE id = $1",
-                    &[
-                        &project_id,
-                        &stored.rpm,
-                        &stored.tpm,
-                        &stored.daily_budget_usd,
-                        &stored.monthly_budget_usd,
-                    ],
-                )
-                .await?;
+                write_limits(&tx, UPDATE_PROJECT_LIMITS, &project_id, &limits).await?;
                 // Project limits travel inside every cached key of the project.
                 notify(&tx, KEYS_CHANGED).await?;
                 tx.commit().await?;
@@ -482,20 +469,7 @@ impl Postgres {
                 let hash: Vec<u8> = row.try_get(0)?;
                 let prefix: String = row.try_get(1)?;
                 let limits = update.apply(limits_at(row, 2)?);
-                let stored = StoredLimits::of(&limits);
-                tx.execute(
-                    "UPDATE api_keys SET rpm = $2, tpm = $3, daily_budget_usd = $4,
-                        monthly_budget_usd = $5
-                     WHERE key_hash = $1",
-                    &[
-                        &hash,
-                        &stored.rpm,
-                        &stored.tpm,
-                        &stored.daily_budget_usd,
-                        &stored.monthly_budget_usd,
-                    ],
-                )
-                .await?;
+                write_limits(&tx, UPDATE_KEY_LIMITS, &hash, &limits).await?;
                 notify(&tx, KEYS_CHANGED).await?;
                 tx.commit().await?;
                 Ok((prefix, limits))
@@ -1057,6 +1031,33 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 }
 
 /// Delivered to every listener when the transaction commits.
+const UPDATE_PROJECT_LIMITS: &str = "UPDATE projects SET rpm = $2, tpm = $3,
+    daily_budget_usd = $4, monthly_budget_usd = $5 WHERE id = $1";
+const UPDATE_KEY_LIMITS: &str = "UPDATE api_keys SET rpm = $2, tpm = $3,
+    daily_budget_usd = $4, monthly_budget_usd = $5 WHERE key_hash = $1";
+
+/// Stores `limits` in the row `sql` (one of the two above) updates, `id` naming it.
+async fn write_limits(
+    tx: &deadpool_postgres::Transaction<'_>,
+    sql: &str,
+    id: &(dyn ToSql + Sync),
+    limits: &LimitSet,
+) -> Result<(), StoreError> {
+    let stored = StoredLimits::of(limits);
+    tx.execute(
+        sql,
+        &[
+            id,
+            &stored.rpm,
+            &stored.tpm,
+            &stored.daily_budget_usd,
+            &stored.monthly_budget_usd,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
 async fn notify(tx: &deadpool_postgres::Transaction<'_>, what: &str) -> Result<(), StoreError> {
     tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &what])
         .await?;

@@ -188,18 +188,7 @@ impl Sqlite {
             .optional()?
             .ok_or_else(|| StoreError::UnknownProject(project_id.to_owned()))?;
         let limits = update.apply(current);
-        let stored = StoredLimits::of(&limits);
-        tx.execute(
-            "UPDATE projects SET rpm = ?2, tpm = ?3, daily_budget_usd = ?4, monthly_budget_usd = ?5
-             WHERE id = ?1",
-            params![
-                project_id,
-                stored.rpm,
-                stored.tpm,
-                stored.daily_budget_usd,
-                stored.monthly_budget_usd
-            ],
-        )?;
+        write_limits(&tx, UPDATE_PROJECT_LIMITS, &project_id, &limits)?;
         tx.commit()?;
         drop(conn);
         // Project limits travel inside every cached key of the project.
@@ -278,18 +267,7 @@ impl Sqlite {
             }
         };
         let limits = update.apply(current);
-        let stored = StoredLimits::of(&limits);
-        tx.execute(
-            "UPDATE api_keys SET rpm = ?2, tpm = ?3, daily_budget_usd = ?4, monthly_budget_usd = ?5
-             WHERE key_hash = ?1",
-            params![
-                hash,
-                stored.rpm,
-                stored.tpm,
-                stored.daily_budget_usd,
-                stored.monthly_budget_usd
-            ],
-        )?;
+        write_limits(&tx, UPDATE_KEY_LIMITS, &hash, &limits)?;
         tx.commit()?;
         drop(conn);
         self.keys_changed();
@@ -478,6 +456,30 @@ impl Sqlite {
         )?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
+}
+
+const UPDATE_PROJECT_LIMITS: &str = "UPDATE projects SET rpm = ?2, tpm = ?3,
+    daily_budget_usd = ?4, monthly_budget_usd = ?5 WHERE id = ?1";
+const UPDATE_KEY_LIMITS: &str = "UPDATE api_keys SET rpm = ?2, tpm = ?3,
+    daily_budget_usd = ?4, monthly_budget_usd = ?5 WHERE key_hash = ?1";
+
+/// Stores `limits` in the row `sql` (one of the two above) updates, `id` naming it.
+fn write_limits(
+    tx: &rusqlite::Transaction<'_>,
+    sql: &str,
+    id: &dyn rusqlite::ToSql,
+    limits: &LimitSet,
+) -> Result<(), StoreError> {
+    let stored = StoredLimits::of(limits);
+    let values: [&dyn rusqlite::ToSql; 5] = [
+        id,
+        &stored.rpm,
+        &stored.tpm,
+        &stored.daily_budget_usd,
+        &stored.monthly_budget_usd,
+    ];
+    tx.execute(sql, &values[..])?;
+    Ok(())
 }
 
 const DELETE_OLD_INVOCATIONS: &str = "DELETE FROM invocations WHERE rowid IN
