@@ -593,7 +593,7 @@ async fn serve(
     if let Some(days) = config.record_retention_days {
         crate::store::retention::spawn(store.clone(), days.get());
     }
-    let routes = Routes::from_config(&config)?;
+    let routes = Routes::from_config(&config, None)?;
     let state = Arc::new(AppState::new(config, routes, runtime, store, log));
     let _config_watcher = match &config_path {
         Some(path) => Some(crate::config::reload::watch_config(&state, path)?),

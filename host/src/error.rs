@@ -72,6 +72,12 @@ pub enum ApiError {
     PluginUnavailable(String),
     #[error("the gateway is serving as many requests as it may at once ({0}); retry shortly")]
     Busy(u32),
+    /// Every upstream of the route (and of its fallbacks) is out of rotation after failing
+    /// repeatedly (`eject_after_failures`); the first is back in `retry_after` seconds.
+    #[error(
+        "every upstream of provider {route:?} is out of rotation after failing repeatedly; retry in {retry_after} s"
+    )]
+    Ejected { route: String, retry_after: u32 },
     #[error("the gateway is shutting down: the request was ended before it was complete")]
     ShuttingDown,
     #[error("the gateway's database is unreachable; retry shortly")]
@@ -109,6 +115,7 @@ impl ApiError {
             ApiError::PluginNotLoaded { .. }
             | ApiError::PluginUnavailable(_)
             | ApiError::Busy(_)
+            | ApiError::Ejected { .. }
             | ApiError::DatabaseUnavailable(_)
             | ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             // Rate limits pass through so clients' retry logic works as it does upstream.
@@ -138,6 +145,7 @@ impl ApiError {
             // Instance slots free up as requests end, usually within a second.
             ApiError::Busy(_) => Some(1),
             ApiError::DatabaseUnavailable(_) => Some(5),
+            ApiError::Ejected { retry_after, .. } => Some(*retry_after),
             ApiError::RateLimited(refused) => {
                 Some(u32::try_from(refused.retry_after_secs()).unwrap_or(u32::MAX))
             }
@@ -217,6 +225,7 @@ impl ApiError {
             | ApiError::AdminUnauthorized
             | ApiError::MethodNotAllowed(_)
             | ApiError::Busy(_)
+            | ApiError::Ejected { .. }
             | ApiError::ShuttingDown) => other,
         }
     }

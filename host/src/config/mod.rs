@@ -86,6 +86,18 @@ pub enum ConfigError {
         index: usize,
         cycle: String,
     },
+    /// A route's `targets` that cannot be served as written; `reason` says why.
+    #[error("invalid config {origin}: providers.{route}.targets: {reason}")]
+    Targets {
+        origin: String,
+        route: String,
+        reason: &'static str,
+    },
+    /// `eject_secs` on a route that never ejects.
+    #[error(
+        "invalid config {origin}: providers.{route}.eject_secs: needs eject_after_failures (without it the route never ejects an upstream)"
+    )]
+    EjectSecs { origin: String, route: String },
     /// More `retries` than a request's one deadline could sensibly hold.
     #[error(
         "invalid config {origin}: providers.{route}.retries: must be at most {max}, not {retries}",
@@ -333,6 +345,25 @@ pub struct RouteConfig {
     /// after its retries.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fallbacks: Vec<String>,
+    /// `[[providers.ID.targets]]`: the upstreams (deployments, regions, keys) the route spreads
+    /// its requests over by weight, in place of its own `base_url`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<TargetConfig>,
+    /// Consecutive retryable failures that take an upstream of this route out of rotation
+    /// for `eject_secs` (absent: never).
+    #[serde(
+        default,
+        deserialize_with = "positive_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub eject_after_failures: Option<NonZeroU32>,
+    /// How long an ejected upstream stays out before one probe request decides. Default 30.
+    #[serde(
+        default,
+        deserialize_with = "positive_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub eject_secs: Option<NonZeroU64>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub pricing: BTreeMap<String, Price>,
     /// `[providers.ID.settings]`: plugin-specific settings, handed to the plugin as JSON. The
@@ -343,6 +374,41 @@ pub struct RouteConfig {
 
 /// The most `retries` a route may have.
 const MAX_RETRIES: u32 = 10;
+/// The most `targets` a route may have (a request keeps which it tried in one word).
+pub const MAX_TARGETS: usize = 64;
+const DEFAULT_EJECT_SECS: u64 = 30;
+
+/// `[[providers.ID.targets]]`: one upstream of a route. What it leaves out is the route's: its
+/// key (`api_key_env`) and plugin settings (its `settings` table is laid over the route's, key
+/// by key, so a target can change `api_key_header` or the Azure `azure_api_version`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetConfig {
+    pub base_url: BaseUrl,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// The target's share of the route's requests, against the other targets' weights.
+    #[serde(default = "weight_one", deserialize_with = "positive")]
+    pub weight: NonZeroU32,
+    #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
+    pub settings: toml::Table,
+}
+
+fn weight_one() -> NonZeroU32 {
+    NonZeroU32::MIN
+}
+
+impl TargetConfig {
+    /// A target at `base_url` with weight 1, every other key the route's.
+    pub fn new(base_url: BaseUrl) -> TargetConfig {
+        TargetConfig {
+            base_url,
+            api_key_env: None,
+            weight: NonZeroU32::MIN,
+            settings: toml::Table::new(),
+        }
+    }
+}
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
@@ -410,6 +476,27 @@ impl Config {
                     origin: origin.to_owned(),
                     route: route.clone(),
                     retries: config.retries,
+                });
+            }
+            let targets = |reason| {
+                Err(ConfigError::Targets {
+                    origin: origin.to_owned(),
+                    route: route.clone(),
+                    reason,
+                })
+            };
+            if !config.targets.is_empty() && config.base_url.is_some() {
+                return targets(
+                    "a route has either a base_url or targets, not both (give each target its base_url)",
+                );
+            }
+            if config.targets.len() > MAX_TARGETS {
+                return targets("a route has at most 64 targets");
+            }
+            if config.eject_secs.is_some() && config.eject_after_failures.is_none() {
+                return Err(ConfigError::EjectSecs {
+                    origin: origin.to_owned(),
+                    route: route.clone(),
                 });
             }
             for (index, fallback) in config.fallbacks.iter().enumerate() {
@@ -610,13 +697,24 @@ impl RouteConfig {
             retries: 0,
             retry_backoff_ms: None,
             fallbacks: Vec::new(),
+            targets: Vec::new(),
+            eject_after_failures: None,
+            eject_secs: None,
             pricing: BTreeMap::new(),
             settings: toml::Table::new(),
         }
     }
 
     pub fn needs_api_key(&self) -> bool {
-        self.api_key_required.unwrap_or(self.base_url.is_some())
+        self.api_key_required
+            .unwrap_or(self.base_url.is_some() || !self.targets.is_empty())
+    }
+
+    /// How long an ejected upstream of this route stays out of rotation, if the route ejects.
+    pub fn ejection(&self) -> Option<(u32, Duration)> {
+        let secs = self.eject_secs.map_or(DEFAULT_EJECT_SECS, NonZeroU64::get);
+        self.eject_after_failures
+            .map(|after| (after.get(), Duration::from_secs(secs)))
     }
 
     pub fn timeout(&self, config: &Config) -> Duration {
@@ -650,9 +748,13 @@ impl RouteConfig {
         }
     }
 
-    /// The hosts this route's plugin may reach.
-    pub fn allowed_hosts(&self) -> Result<AllowedHosts, RouteSandboxError> {
-        let mut allowed = match &self.base_url {
+    /// The hosts this route's plugin may reach when its upstream is `base_url` (the route's
+    /// own or one of its targets').
+    pub fn allowed_hosts(
+        &self,
+        base_url: Option<&BaseUrl>,
+    ) -> Result<AllowedHosts, RouteSandboxError> {
+        let mut allowed = match base_url {
             Some(url) => {
                 AllowedHosts::from_base_url(url.as_str()).map_err(RouteSandboxError::BaseUrl)?
             }
@@ -666,14 +768,24 @@ impl RouteConfig {
         Ok(allowed)
     }
 
-    /// The sandbox of this route's plugin instances.
-    pub fn sandbox(&self) -> Result<Sandbox, RouteSandboxError> {
-        Ok(Sandbox::new(self.allowed_hosts()?, self.limits())?)
+    /// The sandbox of this route's plugin instances calling `base_url`.
+    pub fn sandbox(&self, base_url: Option<&BaseUrl>) -> Result<Sandbox, RouteSandboxError> {
+        Ok(Sandbox::new(self.allowed_hosts(base_url)?, self.limits())?)
     }
 
     /// The route's plugin settings as a JSON object text.
     pub fn settings_json(&self) -> String {
         serde_json::to_string(&self.settings).unwrap_or_else(|_| "{}".to_owned())
+    }
+
+    /// The plugin settings of a call to `target`: the route's, with the target's laid over them.
+    pub fn target_settings_json(&self, target: &TargetConfig) -> String {
+        if target.settings.is_empty() {
+            return self.settings_json();
+        }
+        let mut settings = self.settings.clone();
+        settings.extend(target.settings.clone());
+        serde_json::to_string(&settings).unwrap_or_else(|_| "{}".to_owned())
     }
 }
 

@@ -64,18 +64,21 @@ fn reload(state: &AppState, file: &Path) {
         // Mid-rename, or deleted: keep serving what we have.
         return;
     }
+    let current = state.live();
     let loaded = Config::load(Some(file))
         .map_err(ReloadError::from)
         .and_then(|config| {
-            let routes = Routes::from_config(&config).map_err(|source| ReloadError::Routes {
-                origin: file.display().to_string(),
-                source,
+            let routes = Routes::from_config(&config, Some(&current.routes)).map_err(|source| {
+                ReloadError::Routes {
+                    origin: file.display().to_string(),
+                    source,
+                }
             })?;
             Ok((config, routes))
         });
     match loaded {
         Ok((config, routes)) => {
-            let previous = state.live();
+            let previous = current;
             for (key, changed) in [
                 ("listen", previous.config.listen != config.listen),
                 ("database", previous.config.database != config.database),

@@ -9,7 +9,7 @@ use std::time::Instant;
 use hyper::HeaderMap;
 use uuid::Uuid;
 
-use super::failover::{Failover, Leg};
+use super::failover::{Failover, Leg, Try};
 use super::quota::Quota;
 use super::record::Draft;
 use super::{Envelope, Kind};
@@ -23,6 +23,8 @@ use crate::store::TokenUsage;
 const PROVIDER_KEY_HEADER: &str = "provider-api-key";
 /// The response header naming the route that served the request.
 pub const ROUTE_HEADER: &str = "x-gateway-route";
+/// The response header naming the upstream host that served the request.
+pub const TARGET_HEADER: &str = "x-gateway-target";
 
 /// A request that is routed: everything its plugin calls and its answer
 /// need, in whichever mode it is answered.
@@ -54,11 +56,11 @@ impl Call {
         }
     }
 
-    /// A try's context: the leg's sandbox, and a fresh trace of its upstream requests.
-    pub fn context(&self, leg: &Leg) -> CallContext {
+    /// A try's context: its target's sandbox, and a fresh trace of its upstream requests.
+    pub fn context(&self, attempt: &Try) -> CallContext {
         CallContext {
             invocation_id: self.invocation_id,
-            sandbox: leg.route.sandbox.clone(),
+            sandbox: attempt.target().sandbox.clone(),
             secrets: self.secrets.clone(),
             trace: Arc::new(UpstreamTrace::default()),
         }
@@ -72,7 +74,7 @@ impl Call {
         self.tries(
             runtime,
             request,
-            |request, leg| leg.aim(&mut request.route, &mut request.model),
+            |request, attempt| attempt.aim(&mut request.route, &mut request.model),
             |leg, ctx, request| async move { runtime.complete(&leg.plugin, &ctx, request).await },
         )
         .await
@@ -86,7 +88,7 @@ impl Call {
         self.tries(
             runtime,
             request,
-            |request, leg| leg.aim(&mut request.route, &mut request.model),
+            |request, attempt| attempt.aim(&mut request.route, &mut request.model),
             |leg, ctx, request| async move { runtime.embed(&leg.plugin, &ctx, request).await },
         )
         .await
@@ -98,7 +100,7 @@ impl Call {
         &mut self,
         runtime: &PluginRuntime,
         request: R,
-        aim: impl Fn(&mut R, &Leg),
+        aim: impl Fn(&mut R, &Try),
         call: F,
     ) -> Result<T, ApiError>
     where
@@ -107,19 +109,19 @@ impl Call {
         Fut: Future<Output = Result<T, PluginError>>,
     {
         let mut template = Some(request);
-        while let Some(leg) = self.failover.next(runtime).await {
+        while let Some(attempt) = self.failover.next(runtime).await {
             let mut request = if self.failover.may_try_again() {
                 template.clone()
             } else {
                 template.take()
             }
             .ok_or_else(|| ApiError::Internal("a try without its request".into()))?;
-            aim(&mut request, &leg);
-            let ctx = self.context(&leg);
+            aim(&mut request, &attempt);
+            let ctx = self.context(&attempt);
             let trace = ctx.trace.clone();
             let limit = self.failover.try_timeout();
             let started = Instant::now();
-            let result = match tokio::time::timeout(limit, call(leg, ctx, request)).await {
+            let result = match tokio::time::timeout(limit, call(attempt.leg, ctx, request)).await {
                 Ok(result) => result.map_err(ApiError::from),
                 Err(_) => Err(timeout_error(limit)),
             };
@@ -139,13 +141,21 @@ impl Call {
         self.failover.note(draft);
     }
 
-    /// The answer's headers: the serving route, the rate limits.
+    /// The answer's headers: the serving route and upstream, the rate limits.
     pub fn answered(&self) -> super::Answered {
         let mut limits = HeaderMap::new();
         self.quota.set_headers(&mut limits);
         super::Answered {
-            route: self.leg().route.header.clone(),
+            served: self.served(),
             limits,
+        }
+    }
+
+    /// The route and upstream of the last try, for the answer's head.
+    pub fn served(&self) -> Served {
+        Served {
+            route: self.leg().route.header.clone(),
+            target: self.failover.current_target().header.clone(),
         }
     }
 
@@ -190,30 +200,48 @@ pub(super) fn plugin_for(runtime: &PluginRuntime, route: &Route) -> Result<Arc<P
         })
 }
 
-/// The provider key a call uses (the caller's wins) and the caller's own,
-/// after noting every key the request may carry to an upstream (its
-/// fallbacks' too) in the draft so that none shows in errors or records.
-pub(super) fn provider_key(
+/// The caller's own provider key, after noting every key the request may carry to an
+/// upstream (each target's of its route and of its fallbacks) in the draft so that none
+/// shows in errors or records.
+pub(super) fn caller_key(
     draft: &mut Draft,
     route: &Route,
     live: &crate::state::Live,
     headers: &HeaderMap,
-) -> Result<(Option<String>, Option<String>), ApiError> {
+) -> Result<Option<String>, ApiError> {
     let from_caller = caller_provider_key(headers)?;
-    let fallbacks = route
+    let fallbacks: Vec<Arc<Route>> = route
         .config
         .fallbacks
         .iter()
-        .filter_map(|id| live.routes.get(id).ok());
-    let fallback_keys: Vec<Option<String>> = fallbacks
-        .map(|route| route.configured_key().map(str::to_owned))
+        .filter_map(|id| live.routes.get(id).ok())
         .collect();
     draft.secrets(Secrets::new(
-        [route.configured_key(), from_caller.as_deref()]
-            .into_iter()
-            .chain(fallback_keys.iter().map(Option::as_deref)),
+        route
+            .configured_keys()
+            .chain(from_caller.as_deref())
+            .chain(fallbacks.iter().flat_map(|route| route.configured_keys()))
+            .map(Some),
     ));
-    Ok((route.provider_key(from_caller.clone())?, from_caller))
+    Ok(from_caller)
+}
+
+/// The route and upstream that served, as the answer's head names them.
+#[derive(Clone, Default)]
+pub(super) struct Served {
+    pub route: Option<hyper::header::HeaderValue>,
+    pub target: Option<hyper::header::HeaderValue>,
+}
+
+impl Served {
+    pub fn set_headers(self, headers: &mut HeaderMap) {
+        if let Some(route) = self.route {
+            headers.insert(ROUTE_HEADER, route);
+        }
+        if let Some(target) = self.target {
+            headers.insert(TARGET_HEADER, target);
+        }
+    }
 }
 
 /// The caller's own provider key: `KEY` or `Bearer KEY` (any case of the

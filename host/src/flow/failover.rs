@@ -1,17 +1,18 @@
-//! Retries and fallbacks: which route a request tries next, when, and what
+//! Retries and fallbacks: which route and upstream a request tries next, when, and what
 //! became of each try.
 //!
-//! A request starts on its route. A try that fails with a retryable error
-//! (upstream 429 or 5xx, a connection that failed, a timeout) is tried again
-//! on the same route up to its `retries`, after an exponential backoff with
-//! full jitter (or the upstream's `Retry-After`, when it fits in the time
-//! left); then the route's `fallbacks` are tried in order, each with its own
-//! retries. Anything else (a 4xx, an invalid request) ends the request at
-//! once: another try would fail the same way. All tries share one deadline,
-//! the route's `timeout_secs` from the first try on.
+//! A request starts on its route. A try that fails with a retryable error (upstream 429 or
+//! 5xx, a connection that failed, a timeout) goes at once to another of the route's targets
+//! it has not tried, if one is in rotation; once each has had its try, the route's `retries`
+//! follow, after an exponential backoff with full jitter (or the upstream's `Retry-After`,
+//! when it fits in the time left), each on a target chosen by weight; then the route's
+//! `fallbacks` are tried in order, each in the same way. Anything else (a 4xx, an invalid
+//! request) ends the request at once: another try would fail the same way. All tries share
+//! one deadline, the route's `timeout_secs` from the first try on. A route whose targets are
+//! all ejected is skipped without a try.
 //!
-//! Only the requested route's `fallbacks` are followed (a fallback's own
-//! fallbacks are not), so the order of tries is what that one list says.
+//! Only the requested route's `fallbacks` are followed (a fallback's own fallbacks are not),
+//! so the order of tries is what that one list says.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use std::time::{Duration, Instant};
 use super::record::Draft;
 use crate::error::ApiError;
 use crate::plugins::{Plugin, PluginRuntime, UpstreamTrace, types};
-use crate::routing::Route;
+use crate::routing::{Pick, Route, Target, Tried, random_u64};
 use crate::state::Live;
 use crate::store::Attempt;
 
@@ -28,26 +29,59 @@ use crate::store::Attempt;
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 const DEFAULT_BACKOFF_MS: u64 = 200;
 
-/// One route as a request tries it: its plugin, model and provider key.
+/// One route as a request tries it: its plugin and model, and the caller's provider key
+/// when this route may use it.
 pub(super) struct Leg {
     pub route: Arc<Route>,
     pub plugin: Arc<Plugin>,
     pub model: String,
-    pub api_key: Option<String>,
+    caller_key: Option<String>,
 }
 
 impl Leg {
-    /// Points a request built for the first route (its `route` and `model`) at this one.
+    /// The requested route, where the caller's own provider key (if any) goes.
+    pub fn first(
+        route: Arc<Route>,
+        plugin: Arc<Plugin>,
+        model: String,
+        caller_key: Option<String>,
+    ) -> Leg {
+        Leg {
+            route,
+            plugin,
+            model,
+            caller_key,
+        }
+    }
+}
+
+/// One try: a route, and which of its targets.
+pub(super) struct Try {
+    pub leg: Arc<Leg>,
+    target: usize,
+}
+
+impl Try {
+    pub fn target(&self) -> &Target {
+        self.leg.route.target(self.target)
+    }
+
+    /// Points a request at this try's route, upstream, key and model.
     pub fn aim(&self, route: &mut types::Route, model: &mut String) {
-        if route.id != self.route.id {
-            *route = self.route.wit_route(self.api_key.clone());
-            *model = self.model.clone();
+        let leg = &self.leg;
+        let target = self.target();
+        let key = leg.route.provider_key(target, leg.caller_key.as_deref());
+        *route = target.wit_route(&leg.route.id, key);
+        if *model != leg.model {
+            model.clone_from(&leg.model);
         }
     }
 }
 
 /// What follows a failed try.
 enum Next {
+    /// Another target of the same route, at once.
+    Other,
     /// The same route again, after this wait.
     Retry(Duration),
     /// The next fallback.
@@ -60,13 +94,18 @@ enum Next {
 pub(super) struct Failover {
     live: Arc<Live>,
     current: Arc<Leg>,
-    /// Tries made on `current`.
-    tries: u32,
+    /// The target of the current try.
+    target: usize,
+    /// The targets of `current` tried so far.
+    tried: Tried,
+    /// Tries of `current` after each of its targets had one: what its `retries` counts.
+    retried: u32,
+    /// Tries made, on every route.
+    made: usize,
     fallbacks: VecDeque<String>,
     /// The requested route: a fallback of its plugin gets its model and the
     /// caller's provider key.
     first: Arc<Leg>,
-    caller_key: Option<String>,
     deadline: Instant,
     attempts: Vec<Attempt>,
     last_error: Option<ApiError>,
@@ -77,9 +116,9 @@ pub(super) struct Failover {
 }
 
 impl Failover {
-    /// The tries of a request to `first`, starting now, with its route's
-    /// deadline and fallbacks; `caller_key` is the caller's own provider key.
-    pub fn new(live: Arc<Live>, first: Leg, caller_key: Option<String>) -> Failover {
+    /// The tries of a request to `first`, starting now, with its route's deadline and
+    /// fallbacks.
+    pub fn new(live: Arc<Live>, first: Leg) -> Failover {
         let first = Arc::new(first);
         let route = &first.route;
         Failover {
@@ -88,8 +127,10 @@ impl Failover {
             current: first.clone(),
             first,
             live,
-            tries: 0,
-            caller_key,
+            target: 0,
+            tried: Tried::default(),
+            retried: 0,
+            made: 0,
             attempts: Vec::new(),
             last_error: None,
             smallest_retry_after: None,
@@ -97,22 +138,53 @@ impl Failover {
         }
     }
 
-    /// The route the next try goes to (after waiting out its backoff), or
-    /// `None` when there is none: the request has failed ([`Failover::take_error`]).
-    pub async fn next(&mut self, runtime: &PluginRuntime) -> Option<Arc<Leg>> {
+    /// The next try (after waiting out its backoff), or `None` when there is none: the
+    /// request has failed ([`Failover::take_error`]).
+    pub async fn next(&mut self, runtime: &PluginRuntime) -> Option<Try> {
         match self.next.take() {
-            None => {}
+            None | Some(Next::Other) => {}
             Some(Next::Stop) => return None,
             Some(Next::Retry(wait)) if wait < self.remaining() => {
                 tokio::time::sleep(wait).await;
+                self.retried += 1;
             }
             Some(Next::Retry(_) | Next::Fallback) => self.fall_back(runtime)?,
         }
-        if self.remaining().is_zero() {
-            return None;
+        loop {
+            if self.remaining().is_zero() {
+                return None;
+            }
+            let route = &self.current.route;
+            match route.pick(self.tried, self.current.caller_key.is_some()) {
+                Pick::Target(target) => {
+                    self.target = target;
+                    self.tried = self.tried.with(target);
+                    self.made += 1;
+                    return Some(Try {
+                        leg: self.current.clone(),
+                        target,
+                    });
+                }
+                Pick::Ejected(back_in) => {
+                    let error = ApiError::Ejected {
+                        route: route.id.clone(),
+                        // Whole seconds, rounded up: a client retrying on time finds it back.
+                        retry_after: u32::try_from(back_in.as_millis().div_ceil(1000))
+                            .unwrap_or(u32::MAX)
+                            .max(1),
+                    };
+                    self.skip(route.id.clone(), "ejected", error);
+                }
+                Pick::NoneLeft => {
+                    let error = route
+                        .check_key(false)
+                        .err()
+                        .unwrap_or_else(|| ApiError::Internal("no target to try".into()));
+                    self.skip(route.id.clone(), "no_key", error);
+                }
+            }
+            self.fall_back(runtime)?;
         }
-        self.tries += 1;
-        Some(self.current.clone())
     }
 
     /// Moves on to the first usable fallback; a fallback that cannot be
@@ -122,25 +194,29 @@ impl Failover {
             match self.leg(&id, runtime) {
                 Ok(leg) => {
                     self.current = Arc::new(leg);
-                    self.tries = 0;
+                    self.tried = Tried::default();
+                    self.retried = 0;
                     return Some(());
                 }
-                Err((kind, error)) => {
-                    self.attempts.push(Attempt {
-                        route: id,
-                        target: None,
-                        status: None,
-                        error: Some(kind.to_owned()),
-                        duration_ms: 0,
-                    });
-                    tracing::warn!("fallback route skipped: {error}");
-                    if self.last_error.is_none() {
-                        self.last_error = Some(error);
-                    }
-                }
+                Err((kind, error)) => self.skip(id, kind, error),
             }
         }
         None
+    }
+
+    /// Lists route `id` as passed over without a try, because of `error`.
+    fn skip(&mut self, id: String, kind: &str, error: ApiError) {
+        self.attempts.push(Attempt {
+            route: id,
+            target: None,
+            status: None,
+            error: Some(kind.to_owned()),
+            duration_ms: 0,
+        });
+        tracing::warn!("route skipped: {error}");
+        if self.last_error.is_none() {
+            self.last_error = Some(error);
+        }
     }
 
     /// Fallback route `id` as this request would try it.
@@ -162,9 +238,9 @@ impl Failover {
                 ApiError::BadRequest(format!("fallback route {id:?} has no default_model")),
             )
         })?;
-        let caller_key = self.caller_key.clone().filter(|_| same_plugin);
-        let api_key = route
-            .provider_key(caller_key)
+        let caller_key = self.first.caller_key.clone().filter(|_| same_plugin);
+        route
+            .check_key(caller_key.is_some())
             .map_err(|error| ("no_key", error))?;
         let plugin = super::call::plugin_for(runtime, &route)
             .map_err(|error| ("plugin_unavailable", error))?;
@@ -172,7 +248,7 @@ impl Failover {
             route,
             plugin,
             model,
-            api_key,
+            caller_key,
         })
     }
 
@@ -191,13 +267,21 @@ impl Failover {
         &self.current
     }
 
-    /// Whether a failure of the next try could be followed by another one.
+    /// The target of the last try.
+    pub fn current_target(&self) -> &Target {
+        self.current.route.target(self.target)
+    }
+
+    /// Whether a failure of the try just begun could be followed by another one.
     pub fn may_try_again(&self) -> bool {
-        self.tries <= self.current.route.config.retries || !self.fallbacks.is_empty()
+        self.retried < self.current.route.config.retries
+            || self.current.route.target_count() > 1
+            || !self.fallbacks.is_empty()
     }
 
     /// The try that started at `started` succeeded.
     pub fn succeeded(&mut self, started: Instant) {
+        self.current.route.report(self.current_target(), Some(true));
         // A first try is listed only with others: not on the happy path.
         if !self.attempts.is_empty() {
             let attempt = self.attempt(started, Some(200), None);
@@ -211,26 +295,38 @@ impl Failover {
         let (kind, status) = kind_of(&error, trace);
         let attempt = self.attempt(started, status, Some(kind));
         self.attempts.push(attempt);
-        self.next = Some(match retryable(&error, trace) {
+        let retryable = retryable(&error, trace);
+        // An upstream that answered a 4xx is well; a plugin's refusal says nothing of it.
+        let health = match retryable {
+            Some(_) => Some(false),
+            None => status.map(|_| true),
+        };
+        let route = &self.current.route;
+        route.report(self.current_target(), health);
+        self.next = Some(match retryable {
             None => Next::Stop,
             Some(retry_after) => {
                 if let (Some(secs), Some(429)) = (retry_after, status) {
                     self.smallest_retry_after =
                         Some(self.smallest_retry_after.map_or(secs, |s| s.min(secs)));
                 }
-                let retries = self.current.route.config.retries;
-                match retry_after {
-                    _ if self.tries > retries => Next::Fallback,
+                if route.has_untried(self.tried, self.current.caller_key.is_some()) {
+                    Next::Other
+                } else if self.retried >= route.config.retries {
+                    Next::Fallback
+                } else {
                     // Honored when it fits in the time left; else not on this route.
-                    Some(secs) => Next::Retry(Duration::from_secs(u64::from(secs))),
-                    None => Next::Retry(self.backoff()),
+                    match retry_after {
+                        Some(secs) => Next::Retry(Duration::from_secs(u64::from(secs))),
+                        None => Next::Retry(self.backoff()),
+                    }
                 }
             }
         });
         self.last_error = Some(error);
     }
 
-    /// A random wait up to `retry_backoff_ms * 2^(tries - 1)`, capped ("full jitter").
+    /// A random wait up to `retry_backoff_ms * 2^retries so far`, capped ("full jitter").
     fn backoff(&self) -> Duration {
         let base = self
             .current
@@ -238,27 +334,17 @@ impl Failover {
             .config
             .retry_backoff_ms
             .map_or(DEFAULT_BACKOFF_MS, |ms| ms.get());
-        let shift = self.tries.saturating_sub(1).min(16);
-        let ceiling = Duration::from_millis(base.saturating_mul(1 << shift)).min(MAX_BACKOFF);
-        let mut bytes = [0u8; 8];
-        // Without randomness every replica would retry in step; a fixed half is still a wait.
-        let fraction = match getrandom::fill(&mut bytes) {
-            Ok(()) => (u64::from_le_bytes(bytes) >> 11) as f64 / (1u64 << 53) as f64,
-            Err(_) => 0.5,
-        };
+        let ceiling =
+            Duration::from_millis(base.saturating_mul(1 << self.retried.min(16))).min(MAX_BACKOFF);
+        // Random so that replicas and requests do not retry in step.
+        let fraction = (random_u64() >> 11) as f64 / (1u64 << 53) as f64;
         ceiling.mul_f64(fraction)
     }
 
     fn attempt(&self, started: Instant, status: Option<u16>, error: Option<&str>) -> Attempt {
         Attempt {
             route: self.current.route.id.clone(),
-            target: self
-                .current
-                .route
-                .config
-                .base_url
-                .as_ref()
-                .map(|url| host_of(url.as_str())),
+            target: self.current_target().host.clone(),
             status,
             error: error.map(str::to_owned),
             duration_ms: started.elapsed().as_millis() as i64,
@@ -268,6 +354,7 @@ impl Failover {
     /// The try that started at `started` was ended by the gateway (`why`:
     /// the client left, shutdown), not by the upstream.
     pub fn cut_short(&mut self, started: Instant, why: &str) {
+        self.current.route.report(self.current_target(), None);
         let attempt = self.attempt(started, None, Some(why));
         self.attempts.push(attempt);
     }
@@ -286,7 +373,6 @@ impl Failover {
     /// The request's error once no try is left: the last try's, with the
     /// number of tries when there was more than one.
     pub fn take_error(&mut self) -> ApiError {
-        let attempts = self.attempts.len();
         let last = match self.last_error.take() {
             Some(error) => error,
             None => ApiError::Timeout("the request's time ran out before a try".into()),
@@ -303,10 +389,10 @@ impl Failover {
             },
             other => other,
         };
-        if attempts > 1 {
+        if self.made > 1 {
             ApiError::Exhausted {
                 last: Box::new(last),
-                attempts,
+                attempts: self.made,
             }
         } else {
             last
@@ -342,27 +428,9 @@ fn kind_of(error: &ApiError, trace: &UpstreamTrace) -> (&'static str, Option<u16
     }
 }
 
-/// `base_url`'s host, with its port when it has one: `api.openai.com`, `127.0.0.1:8081`.
-fn host_of(url: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
-    // Credentials in a URL are not the host's business (nor the record's).
-    authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host)
-        .to_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hosts_keep_their_port_and_drop_credentials() {
-        assert_eq!(host_of("https://api.openai.com/v1"), "api.openai.com");
-        assert_eq!(host_of("http://127.0.0.1:8081/v1?x=1"), "127.0.0.1:8081");
-        assert_eq!(host_of("https://user:pw@h.example:8443"), "h.example:8443");
-    }
 
     #[test]
     fn what_is_retried() {

@@ -242,18 +242,16 @@ async fn run_flow(
     }
 }
 
-/// What the headers of a JSON answer say: the route that served it, its
+/// What the headers of a JSON answer say: the route and upstream that served it, its
 /// rate limits (an empty map, which allocates nothing, without limits).
 struct Answered {
-    route: Option<hyper::header::HeaderValue>,
+    served: call::Served,
     limits: HeaderMap,
 }
 
 impl Answered {
     fn set_headers(self, headers: &mut HeaderMap) {
-        if let Some(route) = self.route {
-            headers.insert(call::ROUTE_HEADER, route);
-        }
+        self.served.set_headers(headers);
         if !self.limits.is_empty() {
             headers.extend(self.limits);
         }
@@ -323,23 +321,20 @@ async fn flow<S: Surface>(
     let model = route.model(target.model)?;
     draft.model(&model, target.kind.as_str(), stream);
     quota::check_scope(&key, &route.id, &model)?;
-    let (api_key, caller_key) = call::provider_key(draft, &route, &live, headers)?;
+    let caller_key = call::caller_key(draft, &route, &live, headers)?;
+    route.check_key(caller_key.is_some())?;
     let ask = body.ask(target.kind, config)?;
     let plugin = call::plugin_for(&state.runtime, &route)?;
     // Last before the call: a request refused for anything else takes nothing from its limits.
     let project = key.project_id.clone();
     let quota = quota::Quota::admit(state, key).await?;
-    let wit_route = route.wit_route(api_key.clone());
-    let first = failover::Leg {
-        route,
-        plugin,
-        model,
-        api_key,
-    };
+    // Each try sets the route of its upstream (`Try::aim`).
+    let wit_route = types::Route::default();
+    let first = failover::Leg::first(route, plugin, model, caller_key);
     let mut call = Call {
         invocation_id: draft.id(),
         secrets: draft.current_secrets().clone(),
-        failover: failover::Failover::new(live.clone(), first, caller_key),
+        failover: failover::Failover::new(live.clone(), first),
         project,
         kind: target.kind,
         quota,

@@ -13,11 +13,10 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use hyper::HeaderMap;
-use hyper::header::HeaderValue;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
-use super::call::{Call, ROUTE_HEADER, timeout_error};
+use super::call::{Call, Served, timeout_error};
 use super::record::Draft;
 use super::{CompletionCodec, Envelope, Metered, Reply};
 use crate::error::ApiError;
@@ -64,11 +63,9 @@ pub(super) async fn start<C: CompletionCodec>(
     };
     tokio::spawn(streamed.run(request, frames_tx, started_tx));
     match started_rx.await {
-        Ok(Ok(route)) => {
+        Ok(Ok(served)) => {
             let mut response = sse_response(frames_rx, &id);
-            if let Some(route) = route {
-                headers.insert(ROUTE_HEADER, route);
-            }
+            served.set_headers(&mut headers);
             response.headers_mut().extend(headers);
             Ok(Reply::Stream(response))
         }
@@ -87,9 +84,9 @@ enum End {
 }
 
 /// Tells the flow (waiting in [`start`]) whether the stream started (`Ok`,
-/// with the route serving it) or failed before it sent anything (`Err`,
+/// with the route and upstream serving it) or failed before it sent anything (`Err`,
 /// answered with the error's own status).
-type Started = oneshot::Sender<Result<Option<HeaderValue>, ApiError>>;
+type Started = oneshot::Sender<Result<Served, ApiError>>;
 
 /// What one try of the stream hands to the next when it failed before
 /// anything was sent: the caller's side, untouched.
@@ -103,8 +100,8 @@ struct Untouched<C> {
 struct Pump<'a, C> {
     id: Uuid,
     envelope: Envelope<'a>,
-    /// The route of this try, for the response's head.
-    route: &'a Option<HeaderValue>,
+    /// The route and upstream of this try, for the response's head.
+    served: Served,
     codec: C,
     frames: mpsc::Sender<Bytes>,
     /// `Some` until the first frame (or the error that replaces it) is sent.
@@ -140,7 +137,7 @@ impl<C: CompletionCodec> Streamed<C> {
             let next = tokio::select! {
                 // A first try is ready at once: the abort signal is not even subscribed to.
                 biased;
-                leg = call.failover.next(&state.runtime) => leg,
+                attempt = call.failover.next(&state.runtime) => attempt,
                 // Shutdown's grace is over while waiting out a backoff.
                 () = state.aborted() => {
                     call.failover.note(&mut draft);
@@ -150,7 +147,7 @@ impl<C: CompletionCodec> Streamed<C> {
                     return;
                 }
             };
-            let Some(leg) = next else {
+            let Some(attempt) = next else {
                 call.failover.note(&mut draft);
                 let error = draft.redact(call.failover.take_error());
                 state.log.record(draft.failure(&error)).await;
@@ -168,8 +165,9 @@ impl<C: CompletionCodec> Streamed<C> {
                 let _ = untouched.started.send(Err(error));
                 return;
             };
-            leg.aim(&mut request.route, &mut request.model);
-            let ctx = call.context(&leg);
+            attempt.aim(&mut request.route, &mut request.model);
+            let ctx = call.context(&attempt);
+            let leg = &attempt.leg;
             let limit = call.failover.try_timeout();
             let try_started = Instant::now();
             let mut pump = Pump {
@@ -180,7 +178,7 @@ impl<C: CompletionCodec> Streamed<C> {
                     kind: call.kind,
                     model: &leg.model,
                 },
-                route: &leg.route.header,
+                served: call.served(),
                 codec: untouched.codec,
                 frames: untouched.frames,
                 started: Some(untouched.started),
@@ -372,7 +370,7 @@ impl<C: CompletionCodec> Pump<'_, C> {
     /// The response's head goes out now, with status 200.
     fn mark_started(&mut self) {
         if let Some(started) = self.started.take() {
-            let _ = started.send(Ok(self.route.clone()));
+            let _ = started.send(Ok(std::mem::take(&mut self.served)));
         }
     }
 

@@ -71,8 +71,8 @@ pub enum Prompt {
     Chat(Vec<Message>),
 }
 
-/// The gateway route serving the request, as the plugin sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The gateway route serving the request, as the plugin sees it (the default: none yet).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Route {
     /// The route id callers name in `providerConfig.provider`.
     pub id: String,
