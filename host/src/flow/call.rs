@@ -110,12 +110,10 @@ impl Call {
     {
         let mut template = Some(request);
         while let Some(attempt) = self.failover.next(runtime).await {
-            let mut request = if self.failover.may_try_again() {
-                template.clone()
-            } else {
-                template.take()
-            }
-            .ok_or_else(|| ApiError::Internal("a try without its request".into()))?;
+            let mut request = self
+                .failover
+                .request(&mut template)
+                .ok_or_else(|| ApiError::Internal("a try without its request".into()))?;
             aim(&mut request, &attempt);
             let ctx = self.context(&attempt);
             let trace = ctx.trace.clone();

@@ -273,10 +273,21 @@ impl Failover {
     }
 
     /// Whether a failure of the try just begun could be followed by another one.
-    pub fn may_try_again(&self) -> bool {
+    fn may_try_again(&self) -> bool {
         self.retried < self.current.route.config.retries
             || self.current.route.target_count() > 1
             || !self.fallbacks.is_empty()
+    }
+
+    /// The request of the try just begun, from `template`: a copy while another try may
+    /// follow, else the template itself (no copy on the happy path). `None` only if a try
+    /// followed the one that took it, which [`Failover::may_try_again`] rules out.
+    pub fn request<R: Clone>(&self, template: &mut Option<R>) -> Option<R> {
+        if self.may_try_again() {
+            template.clone()
+        } else {
+            template.take()
+        }
     }
 
     /// The try that started at `started` succeeded.

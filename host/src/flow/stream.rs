@@ -154,12 +154,7 @@ impl<C: CompletionCodec> Streamed<C> {
                 let _ = untouched.started.send(Err(error));
                 return;
             };
-            let request = if call.failover.may_try_again() {
-                template.clone()
-            } else {
-                template.take()
-            };
-            let Some(mut request) = request else {
+            let Some(mut request) = call.failover.request(&mut template) else {
                 let error = ApiError::Internal("a try without its request".into());
                 state.log.record(draft.failure(&error)).await;
                 let _ = untouched.started.send(Err(error));
