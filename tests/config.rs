@@ -150,3 +150,49 @@ fn a_setting_in_the_settings_table_reaches_the_plugin() {
         "{paths:?}"
     );
 }
+
+#[test]
+fn json_logs_are_one_object_per_line_carrying_the_requests_invocation_id() {
+    let gw = Gateway::builder()
+        .route(Route::echo("demo"))
+        .config_line("log_format = \"json\"")
+        .start();
+    let response = gw.post(
+        "/completions",
+        &text_request(&gw.project_id, "demo", "echo", "hello"),
+    );
+    let id = assert_ok(&response)["invocationId"]
+        .as_str()
+        .expect("an invocationId")
+        .to_owned();
+    let deadline = Instant::now() + DEADLINE;
+    let answered = loop {
+        let logs = gw.logs();
+        let lines: Vec<Value> = logs
+            .lines()
+            .map(|line| {
+                serde_json::from_str(line)
+                    .unwrap_or_else(|e| panic!("a log line that is not JSON ({e}): {line}"))
+            })
+            .collect();
+        let found = lines.into_iter().find(|line| {
+            line["span"]["invocation_id"] == json!(id) && line["message"] == json!("answered")
+        });
+        if let Some(line) = found {
+            break line;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no answered line for {id}:\n{logs}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(answered["level"], json!("INFO"), "{answered}");
+    assert_eq!(answered["status"], json!(200), "{answered}");
+    assert_eq!(
+        answered["span"]["path"],
+        json!("/completions"),
+        "{answered}"
+    );
+    assert!(answered["timestamp"].is_string(), "{answered}");
+}

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::config::Config;
 use crate::config::reload::WatchConfigError;
+use crate::config::{Config, LogFormat};
 use crate::limits::{LimitSet, Period};
 use crate::plugins::hot_reload::HotReloadError;
 use crate::plugins::{PluginRuntime, RuntimeError};
@@ -317,15 +317,30 @@ fn log_filter() -> tracing_subscriber::EnvFilter {
     }
 }
 
+/// The log on stderr, in the config's `log_format`.
+fn init_logging(format: LogFormat) {
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(log_filter());
+    match format {
+        LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        // The current span (a request's, with its invocation id) on every line; the list of
+        // enclosing spans would only repeat it.
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .init(),
+    }
+}
+
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
     // reqwest is built without a default TLS provider; this process uses ring.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(log_filter())
-        .init();
     let config = match Config::load(cli.config.as_deref()) {
         Ok(config) => config,
         Err(e) => {
@@ -333,6 +348,7 @@ pub fn run() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    init_logging(config.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

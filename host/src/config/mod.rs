@@ -173,6 +173,8 @@ pub struct Config {
     /// How long shutdown waits for in-flight requests before ending them (recorded as
     /// cancelled). Zero: no wait.
     pub shutdown_grace_secs: u64,
+    /// How the log on stderr is written. Read at start.
+    pub log_format: LogFormat,
     /// What invocation records keep of request and response bodies.
     pub record_bodies: RecordBodies,
     /// With `record_bodies = "truncated"`: the most kept of each body.
@@ -237,6 +239,7 @@ impl Default for Config {
             max_connections: MAX_CONNECTIONS,
             max_plugin_instances: MAX_PLUGIN_INSTANCES,
             shutdown_grace_secs: 30,
+            log_format: LogFormat::default(),
             record_bodies: RecordBodies::default(),
             record_body_max_bytes: 64 * 1024,
             record_retention_days: None,
@@ -244,6 +247,17 @@ impl Default for Config {
             models: BTreeMap::new(),
         }
     }
+}
+
+/// How the log is written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One readable line per event.
+    #[default]
+    Text,
+    /// One JSON object per line, with the current span's fields (a request's invocation id).
+    Json,
 }
 
 /// What an invocation record keeps of the request and response bodies.

@@ -92,6 +92,10 @@ fn reload(state: &AppState, file: &Path) {
                 ),
                 ("workers", previous.config.workers != config.workers),
                 (
+                    "log_format",
+                    previous.config.log_format != config.log_format,
+                ),
+                (
                     "max_connections",
                     previous.config.max_connections != config.max_connections,
                 ),
