@@ -83,14 +83,10 @@ fn post_stream(gw: &Gateway, body: &Value) -> SseResponse {
 
 /// A successful chat completion saying `text`.
 fn answer(text: &str) -> Reply {
-    Reply::json(
-        200,
-        &json!({
-            "id": "chatcmpl-routing", "object": "chat.completion", "created": 0, "model": MODEL,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                "logprobs": null, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
-        }),
+    Reply::openai_answer(
+        MODEL,
+        text,
+        json!({"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}),
     )
 }
 

@@ -41,6 +41,8 @@ pub struct GatewayBuild {
     /// Give the project and its key every kind of limit (set far above what a run
     /// reaches), so that every request pays for the full limit check.
     pub limits: bool,
+    /// Top-level config lines added as they are (`metrics = false`).
+    pub config_lines: Vec<String>,
 }
 
 /// What `limits` sets, on the project and on the key: the most checks a request can meet.
@@ -99,6 +101,7 @@ impl GatewayBuild {
             database: self.database.clone(),
             redis: self.redis.clone(),
             limits: self.limits,
+            config_lines: self.config_lines.clone(),
         })
     }
 }
@@ -164,6 +167,9 @@ impl Setup {
         }
         let _ = writeln!(config, "plugins_dir = {}", toml_path(&plugins));
         let _ = writeln!(config, "demo_project = false");
+        for line in &build.config_lines {
+            let _ = writeln!(config, "{line}");
+        }
         config.push_str(extra);
         let _ = writeln!(config, "\n[providers.{ROUTE}]");
         let _ = writeln!(config, "plugin = \"openai\"");

@@ -117,6 +117,10 @@ pub struct Options {
     /// on the key, far above what the run reaches: every request pays for the whole check.
     #[arg(long)]
     pub limits: bool,
+    /// A top-level line added to the gateways' config, as it is (`--config-line "metrics =
+    /// false"`); repeatable.
+    #[arg(long = "config-line")]
+    pub config_lines: Vec<String>,
 }
 
 /// Options of `soak`.

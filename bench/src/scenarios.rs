@@ -177,6 +177,7 @@ impl Bench {
             database: options.database.clone(),
             redis: options.redis.clone(),
             limits: options.limits,
+            config_lines: options.config_lines.clone(),
         };
         build.check()?;
         let logs = tempfile::Builder::new()

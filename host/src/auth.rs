@@ -44,6 +44,16 @@ pub fn looks_like_whole_key(text: &str) -> bool {
 }
 
 /// The key in an `Authorization` header value: `KEY` or `Bearer KEY`.
+/// Whether `headers` carry `token` in `Authorization` (bare or `Bearer`), compared by hash
+/// so that the comparison takes the same time whatever matches.
+pub fn carries_token(headers: &hyper::HeaderMap, token: &str) -> bool {
+    headers
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(key_from_header)
+        .is_some_and(|given| hash_key(given) == hash_key(token))
+}
+
 pub fn key_from_header(value: &str) -> Option<&str> {
     let value = value.trim();
     let key = match value.split_once(' ') {

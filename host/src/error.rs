@@ -42,6 +42,8 @@ pub enum ApiError {
     Conflict(String),
     #[error("admin endpoints need the config's admin_token as a Bearer token")]
     AdminUnauthorized,
+    #[error("GET /metrics needs the config's metrics_token as a Bearer token")]
+    MetricsUnauthorized,
     #[error("this API key does not belong to project {0}")]
     WrongProject(String),
     #[error("unknown provider {0:?}")]
@@ -104,7 +106,8 @@ impl ApiError {
             ApiError::MissingKey
             | ApiError::InvalidKey
             | ApiError::KeyExpired(_)
-            | ApiError::AdminUnauthorized => StatusCode::UNAUTHORIZED,
+            | ApiError::AdminUnauthorized
+            | ApiError::MetricsUnauthorized => StatusCode::UNAUTHORIZED,
             ApiError::WrongProject(_) | ApiError::OutOfScope(_) => StatusCode::FORBIDDEN,
             ApiError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
@@ -223,6 +226,7 @@ impl ApiError {
             | ApiError::KeyExpired(_)
             | ApiError::RateLimited(_)
             | ApiError::AdminUnauthorized
+            | ApiError::MetricsUnauthorized
             | ApiError::MethodNotAllowed(_)
             | ApiError::Busy(_)
             | ApiError::Ejected { .. }

@@ -28,10 +28,20 @@ pub fn json_response(status: StatusCode, body: &serde_json::Value, id: &Uuid) ->
 
 /// A response whose JSON is already serialized (and kept for the record too).
 pub fn json_text_response(status: StatusCode, body: impl Into<Bytes>, id: &Uuid) -> Response<Body> {
+    typed_response(status, "application/json", body, id)
+}
+
+/// A response of `content_type`.
+pub fn typed_response(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+    id: &Uuid,
+) -> Response<Body> {
     let mut response = Response::new(Full::new(body.into()).boxed());
     *response.status_mut() = status;
     let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     set_invocation_header(headers, id);
     response
 }

@@ -23,6 +23,7 @@ pub mod error;
 pub mod flow;
 pub mod http;
 pub mod limits;
+pub mod metrics;
 pub mod plugins;
 pub mod pricing;
 pub mod redact;

@@ -21,6 +21,8 @@ pub struct AppState {
     pub log: InvocationLog,
     /// Rate-limit and budget counters (in process, or in the config's Redis).
     pub limiter: Limiter,
+    /// What `GET /metrics` shows.
+    pub metrics: Arc<crate::metrics::Metrics>,
     /// Set when shutdown's grace period is over: requests still running end now.
     abort: watch::Sender<bool>,
 }
@@ -50,7 +52,13 @@ impl AppState {
                 })
             }
         };
+        let workers = match config.workers {
+            0 => crate::worker::default_count(),
+            n => n,
+        };
+        let metrics = Arc::new(crate::metrics::Metrics::new(config.metrics, workers));
         AppState {
+            metrics,
             live: RwLock::new(Arc::new(Live {
                 config,
                 routes,

@@ -145,6 +145,12 @@ pub struct Config {
     /// Bearer token for the `/admin/...` endpoints; without one they answer 401.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_token: Option<String>,
+    /// Whether requests are counted for `GET /metrics` (false: nothing is recorded and
+    /// `/metrics` answers 404). Read at start.
+    pub metrics: bool,
+    /// Bearer token `GET /metrics` requires (absent: it is open, like `/healthz`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_token: Option<String>,
     /// Serving threads, each with its own single-threaded runtime (0: one per
     /// CPU this process may use). Read at start; a hot reload does not change it.
     pub workers: usize,
@@ -230,6 +236,8 @@ impl Default for Config {
             redis_url: None,
             redis_key_prefix: "gateway:".to_owned(),
             admin_token: None,
+            metrics: true,
+            metrics_token: None,
             workers: 0,
             max_body_bytes: MAX_BODY_BYTES,
             demo_project: true,

@@ -91,6 +91,7 @@ fn reload(state: &AppState, file: &Path) {
                     previous.config.plugin_cache_dir != config.plugin_cache_dir,
                 ),
                 ("workers", previous.config.workers != config.workers),
+                ("metrics", previous.config.metrics != config.metrics),
                 (
                     "log_format",
                     previous.config.log_format != config.log_format,

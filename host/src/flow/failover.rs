@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use super::record::Draft;
 use crate::error::ApiError;
+use crate::metrics::Metrics;
 use crate::plugins::{Plugin, PluginRuntime, UpstreamTrace, types};
 use crate::routing::{Pick, Route, Target, Tried, random_u64};
 use crate::state::Live;
@@ -93,6 +94,7 @@ enum Next {
 /// The tries of one request.
 pub(super) struct Failover {
     live: Arc<Live>,
+    metrics: Arc<Metrics>,
     current: Arc<Leg>,
     /// The target of the current try.
     target: usize,
@@ -118,7 +120,7 @@ pub(super) struct Failover {
 impl Failover {
     /// The tries of a request to `first`, starting now, with its route's deadline and
     /// fallbacks.
-    pub fn new(live: Arc<Live>, first: Leg) -> Failover {
+    pub fn new(live: Arc<Live>, metrics: Arc<Metrics>, first: Leg) -> Failover {
         let first = Arc::new(first);
         let route = &first.route;
         Failover {
@@ -127,6 +129,7 @@ impl Failover {
             current: first.clone(),
             first,
             live,
+            metrics,
             target: 0,
             tried: Tried::default(),
             retried: 0,
@@ -206,6 +209,7 @@ impl Failover {
 
     /// Lists route `id` as passed over without a try, because of `error`.
     fn skip(&mut self, id: String, kind: &str, error: ApiError) {
+        self.metrics.attempt(&id, kind, None);
         self.attempts.push(Attempt {
             route: id,
             target: None,
@@ -293,6 +297,9 @@ impl Failover {
     /// The try that started at `started` succeeded.
     pub fn succeeded(&mut self, started: Instant) {
         self.current.route.report(self.current_target(), Some(true));
+        let route = &self.current.route.id;
+        self.metrics
+            .attempt(route, "success", Some(started.elapsed()));
         // A first try is listed only with others: not on the happy path.
         if !self.attempts.is_empty() {
             let attempt = self.attempt(started, Some(200), None);
@@ -304,6 +311,11 @@ impl Failover {
     /// what the host saw of its upstream requests.
     pub fn failed(&mut self, started: Instant, error: ApiError, trace: &UpstreamTrace) {
         let (kind, status) = kind_of(&error, trace);
+        let result = status.map(|status| status.to_string());
+        let result = result.as_deref().unwrap_or(kind);
+        let route_id = &self.current.route.id;
+        self.metrics
+            .attempt(route_id, result, Some(started.elapsed()));
         let attempt = self.attempt(started, status, Some(kind));
         self.attempts.push(attempt);
         let retryable = retryable(&error, trace);
@@ -366,6 +378,8 @@ impl Failover {
     /// the client left, shutdown), not by the upstream.
     pub fn cut_short(&mut self, started: Instant, why: &str) {
         self.current.route.report(self.current_target(), None);
+        self.metrics
+            .attempt(&self.current.route.id, why, Some(started.elapsed()));
         let attempt = self.attempt(started, None, Some(why));
         self.attempts.push(attempt);
     }

@@ -84,6 +84,8 @@ pub enum Ask<C, E> {
 /// in its order (which is the order of the errors a caller can get), so a
 /// surface decides what its body means, never when it is checked.
 pub trait Surface: Sized {
+    /// The API's name, as the metrics label requests: `commonbase`, `openai`, `anthropic`.
+    const NAME: &'static str;
     type Completion: CompletionCodec;
     type Embeddings: EmbeddingCodec;
 
@@ -225,7 +227,7 @@ pub async fn serve<S: Surface>(
     id: Uuid,
 ) -> Response<Body> {
     let (parts, body) = request.into_parts();
-    let mut draft = Draft::new(id);
+    let mut draft = Draft::new(id, S::NAME);
     let result = run_flow(&state, flow::<S>(&state, &mut draft, &parts.headers, body)).await;
     finish::<S>(&state, draft, result).await
 }
@@ -275,7 +277,7 @@ async fn finish<S: Surface>(
             if let Some(cost) = draft.cost_usd() {
                 set_cost_header(response.headers_mut(), cost);
             }
-            state.log.record(draft.success(200, text)).await;
+            record::save(state, draft.success(200, text)).await;
             response
         }
         Ok(Reply::Stream(response)) => response,
@@ -286,7 +288,7 @@ async fn finish<S: Surface>(
         Err(error) => {
             let error = draft.redact(error);
             let response = error_response(&error);
-            state.log.record(draft.failure(&error)).await;
+            record::save(state, draft.failure(&error)).await;
             response
         }
     }
@@ -334,7 +336,7 @@ async fn flow<S: Surface>(
     let mut call = Call {
         invocation_id: draft.id(),
         secrets: draft.current_secrets().clone(),
-        failover: failover::Failover::new(live.clone(), first),
+        failover: failover::Failover::new(live.clone(), state.metrics.clone(), first),
         project,
         kind: target.kind,
         quota,

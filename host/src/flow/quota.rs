@@ -45,7 +45,10 @@ impl Quota {
             .limiter
             .admit(&checks(&key), &state.store)
             .await
-            .map_err(ApiError::RateLimited)?;
+            .map_err(|refused| {
+                state.metrics.rate_limited(refused.scope.as_str());
+                ApiError::RateLimited(refused)
+            })?;
         Ok(Quota {
             limiter: state.limiter.clone(),
             key,

@@ -6,8 +6,10 @@ use uuid::Uuid;
 
 use crate::config::{Config, RecordBodies};
 use crate::error::ApiError;
+use crate::metrics::RequestSample;
 use crate::plugins::types;
 use crate::redact::Secrets;
+use crate::state::AppState;
 use crate::store::{Attempt, Invocation, InvocationStatus, KeyRecord, TokenUsage, now_ms};
 
 /// What a record keeps of the bodies (config `record_bodies`, `record_body_max_bytes`).
@@ -62,6 +64,8 @@ impl BodyPolicy {
 #[derive(Clone)]
 pub struct Draft {
     record: Invocation,
+    /// The API surface the request came through, for the metrics.
+    surface: &'static str,
     started: Instant,
     bodies: BodyPolicy,
     /// The request's provider keys, once known: kept out of errors and records.
@@ -71,9 +75,10 @@ pub struct Draft {
 }
 
 impl Draft {
-    pub fn new(id: Uuid) -> Draft {
+    pub fn new(id: Uuid, surface: &'static str) -> Draft {
         Draft {
             record: Invocation::begun(id, now_ms()),
+            surface,
             started: Instant::now(),
             bodies: BodyPolicy::NONE,
             secrets: Secrets::default(),
@@ -156,14 +161,14 @@ impl Draft {
         self.record.cost_usd = cost;
     }
 
-    pub fn success(mut self, http_status: u16, response: String) -> Invocation {
+    pub fn success(mut self, http_status: u16, response: String) -> Finished {
         self.record.status = InvocationStatus::Success;
         self.record.http_status = http_status;
         self.record.response = self.bodies.keep_text(response);
         self.done()
     }
 
-    pub fn failure(mut self, error: &ApiError) -> Invocation {
+    pub fn failure(mut self, error: &ApiError) -> Finished {
         if let ApiError::Internal(detail) = error {
             tracing::error!(invocation_id = %self.record.id, "internal error: {detail}");
         }
@@ -190,7 +195,7 @@ impl Draft {
         http_status: u16,
         reason: &str,
         response: Option<String>,
-    ) -> Invocation {
+    ) -> Finished {
         self.record.status = InvocationStatus::Cancelled;
         self.record.http_status = http_status;
         self.record.error = Some(reason.to_owned());
@@ -198,10 +203,73 @@ impl Draft {
         self.done()
     }
 
-    fn done(mut self) -> Invocation {
-        self.record.duration_ms = self.started.elapsed().as_millis() as i64;
-        self.record
+    fn done(mut self) -> Finished {
+        let elapsed = self.started.elapsed();
+        self.record.duration_ms = elapsed.as_millis() as i64;
+        Finished {
+            invocation: self.record,
+            surface: self.surface,
+            elapsed,
+        }
     }
+
+    /// When the request arrived.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+}
+
+/// A request's record, once it ended, with what the metrics count of it.
+pub struct Finished {
+    pub invocation: Invocation,
+    surface: &'static str,
+    elapsed: std::time::Duration,
+}
+
+/// Counts a finished request in the metrics and hands its record to the writer.
+pub async fn save(state: &AppState, finished: Finished) {
+    let Finished {
+        invocation,
+        surface,
+        elapsed,
+    } = finished;
+    let sample = RequestSample {
+        surface,
+        route: invocation.route.as_deref(),
+        model: invocation.model.as_deref(),
+        status: invocation.http_status,
+        duration: elapsed,
+        usage: invocation.usage.as_ref(),
+        cost_usd: invocation.cost_usd,
+    };
+    state
+        .metrics
+        .request(&sample, |model| knows_model(state, sample.route, model));
+    state.log.record(invocation).await;
+}
+
+/// Whether `model` is one of `route`'s: its default model, a model it prices, one a
+/// `[models]` alias names on it, or one its plugin lists.
+fn knows_model(state: &AppState, route: Option<&str>, model: &str) -> bool {
+    let Some(route) = route else {
+        return false;
+    };
+    let live = state.live();
+    let Ok(route) = live.routes.get(route) else {
+        return false;
+    };
+    let config = &route.config;
+    config.default_model.as_deref() == Some(model)
+        || config.pricing.contains_key(model)
+        || live
+            .config
+            .models
+            .values()
+            .any(|alias| alias.route == route.id && alias.model.as_deref() == Some(model))
+        || state
+            .runtime
+            .get(&config.plugin)
+            .is_some_and(|plugin| plugin.info.models.iter().any(|known| known.model == model))
 }
 
 impl From<&types::Usage> for TokenUsage {

@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::call::{Call, Served, timeout_error};
-use super::record::Draft;
+use super::record::{self, Draft};
 use super::{CompletionCodec, Envelope, Metered, Reply};
 use crate::error::ApiError;
 use crate::http::sse_response;
@@ -96,12 +96,21 @@ struct Untouched<C> {
     started: Started,
 }
 
+/// What the metrics learn when the first frame goes out.
+struct FirstFrame<'a> {
+    metrics: &'a crate::metrics::Metrics,
+    route: &'a str,
+    /// When the request arrived.
+    arrived: Instant,
+}
+
 /// The plugin's chunks on their way to the caller, and what was sent so far.
 struct Pump<'a, C> {
     id: Uuid,
     envelope: Envelope<'a>,
     /// The route and upstream of this try, for the response's head.
     served: Served,
+    first_frame: FirstFrame<'a>,
     codec: C,
     frames: mpsc::Sender<Bytes>,
     /// `Some` until the first frame (or the error that replaces it) is sent.
@@ -142,7 +151,7 @@ impl<C: CompletionCodec> Streamed<C> {
                 () = state.aborted() => {
                     call.failover.note(&mut draft);
                     let error = ApiError::ShuttingDown;
-                    state.log.record(draft.failure(&error)).await;
+                    record::save(&state, draft.failure(&error)).await;
                     let _ = untouched.started.send(Err(error));
                     return;
                 }
@@ -150,13 +159,13 @@ impl<C: CompletionCodec> Streamed<C> {
             let Some(attempt) = next else {
                 call.failover.note(&mut draft);
                 let error = draft.redact(call.failover.take_error());
-                state.log.record(draft.failure(&error)).await;
+                record::save(&state, draft.failure(&error)).await;
                 let _ = untouched.started.send(Err(error));
                 return;
             };
             let Some(mut request) = call.failover.request(&mut template) else {
                 let error = ApiError::Internal("a try without its request".into());
-                state.log.record(draft.failure(&error)).await;
+                record::save(&state, draft.failure(&error)).await;
                 let _ = untouched.started.send(Err(error));
                 return;
             };
@@ -174,6 +183,11 @@ impl<C: CompletionCodec> Streamed<C> {
                     model: &leg.model,
                 },
                 served: call.served(),
+                first_frame: FirstFrame {
+                    metrics: &state.metrics,
+                    route: &leg.route.id,
+                    arrived: draft.started(),
+                },
                 codec: untouched.codec,
                 frames: untouched.frames,
                 started: Some(untouched.started),
@@ -251,7 +265,7 @@ impl<C: CompletionCodec> Streamed<C> {
                     pump.fill_texts(&mut completion);
                     let record = pump.codec.completion(&pump.envelope, &completion, usage);
                     // Record before the last frame: once the body ends, shutdown may proceed.
-                    state.log.record(draft.success(200, record)).await;
+                    record::save(&state, draft.success(200, record)).await;
                     pump.mark_started();
                     let _ = pump.frames.send(last_frame).await;
                 }
@@ -263,7 +277,7 @@ impl<C: CompletionCodec> Streamed<C> {
                     let (usage, cost) = call.metered(pump.usage.as_ref());
                     call.quota.settle(usage.as_ref(), cost).await;
                     draft.usage(usage, cost);
-                    state.log.record(draft.failure(&error)).await;
+                    record::save(&state, draft.failure(&error)).await;
                     pump.tell_error(error).await;
                 }
                 End::ShuttingDown if !client_gone => {
@@ -282,10 +296,11 @@ impl<C: CompletionCodec> Streamed<C> {
                         200
                     };
                     let partial = pump.partial_text();
-                    state
-                        .log
-                        .record(draft.cancelled(status, &error.message(), Some(partial)))
-                        .await;
+                    record::save(
+                        &state,
+                        draft.cancelled(status, &error.message(), Some(partial)),
+                    )
+                    .await;
                     pump.tell_error(error).await;
                 }
                 _ => {
@@ -302,10 +317,11 @@ impl<C: CompletionCodec> Streamed<C> {
                         200
                     };
                     let partial = pump.partial_text();
-                    state
-                        .log
-                        .record(draft.cancelled(status, "the client disconnected", Some(partial)))
-                        .await;
+                    record::save(
+                        &state,
+                        draft.cancelled(status, "the client disconnected", Some(partial)),
+                    )
+                    .await;
                 }
             }
             return;
@@ -366,6 +382,10 @@ impl<C: CompletionCodec> Pump<'_, C> {
     fn mark_started(&mut self) {
         if let Some(started) = self.started.take() {
             let _ = started.send(Ok(std::mem::take(&mut self.served)));
+            let first = &self.first_frame;
+            first
+                .metrics
+                .first_token(first.route, first.arrived.elapsed());
         }
     }
 

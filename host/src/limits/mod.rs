@@ -155,12 +155,18 @@ pub enum Scope {
     Key,
 }
 
-impl fmt::Display for Scope {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
             Scope::Project => "project",
             Scope::Key => "key",
-        })
+        }
+    }
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

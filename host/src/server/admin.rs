@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::body::Incoming;
-use hyper::header::AUTHORIZATION;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::json;
 use uuid::Uuid;
@@ -51,13 +50,7 @@ fn authorized(state: &AppState, request: &Request<Incoming>) -> bool {
     let Some(token) = live.config.admin_token.as_deref().filter(|t| !t.is_empty()) else {
         return false;
     };
-    let given = request
-        .headers()
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(crate::auth::key_from_header);
-    // Compare hashes so the comparison takes the same time whatever matches.
-    given.is_some_and(|given| crate::auth::hash_key(given) == crate::auth::hash_key(token))
+    crate::auth::carries_token(request.headers(), token)
 }
 
 /// `GET /admin/plugins`: every plugin, its status and the routes using it.

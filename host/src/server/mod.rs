@@ -202,6 +202,39 @@ fn logged_path(path: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// `GET /metrics`: the Prometheus text format, behind `metrics_token` when the config sets one.
+fn metrics(state: &AppState, request: &Request<Incoming>, id: &Uuid) -> Response<Body> {
+    if !state.metrics.enabled() {
+        return error_response(
+            &ApiError::NotFound(
+                "metrics are off in this gateway's config (metrics = false)".into(),
+            ),
+            id,
+        );
+    }
+    let live = state.live();
+    if let Some(token) = live
+        .config
+        .metrics_token
+        .as_deref()
+        .filter(|t| !t.is_empty())
+        && !crate::auth::carries_token(request.headers(), token)
+    {
+        return error_response(&ApiError::MetricsUnauthorized, id);
+    }
+    let writer = state.log.stats();
+    let text = state.metrics.render(crate::metrics::WriterState {
+        queue_depth: writer.queued,
+        write_failures: writer.write_failures,
+    });
+    crate::http::typed_response(
+        StatusCode::OK,
+        "text/plain; version=0.0.4; charset=utf-8",
+        text,
+        id,
+    )
+}
+
 async fn dispatch(state: Arc<AppState>, request: Request<Incoming>) -> Response<Body> {
     let id = Uuid::now_v7();
     let span = tracing::info_span!("request", invocation_id = %id,
@@ -237,6 +270,7 @@ async fn dispatch(state: Arc<AppState>, request: Request<Incoming>) -> Response<
             (&Method::GET, "/healthz") => {
                 json_response(StatusCode::OK, &json!({"status": "ok"}), &id)
             }
+            (&Method::GET, "/metrics") => metrics(&state, &request, &id),
             (&Method::GET, "/admin/plugins") => admin::plugins(state, request, &id),
             (&Method::GET, "/admin/config") => admin::config(state, request, &id),
             // Projects, keys, limits, usage: admin.rs answers every method (405s included).
@@ -263,7 +297,7 @@ async fn dispatch(state: Arc<AppState>, request: Request<Incoming>) -> Response<
             (_, p) if p == "/v1/models" || p.starts_with("/v1/models/") => {
                 models::error_response(request.headers(), &ApiError::MethodNotAllowed("GET"), &id)
             }
-            (_, "/healthz" | "/admin/plugins" | "/admin/config") => {
+            (_, "/healthz" | "/metrics" | "/admin/plugins" | "/admin/config") => {
                 error_response(&ApiError::MethodNotAllowed("GET"), &id)
             }
             (_, p) if p.starts_with("/invocations/") => {

@@ -103,6 +103,16 @@ struct Shared {
     room: Notify,
     /// A journal is open: requests encode their records for it.
     journaled: bool,
+    /// Commits the database failed or records it refused, since start (for the metrics).
+    write_failures: std::sync::atomic::AtomicU64,
+}
+
+/// What the writer has still to do and what failed, as the metrics show it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriterStats {
+    /// Records in memory waiting for the database (not counting a journal backlog on disk).
+    pub queued: u64,
+    pub write_failures: u64,
 }
 
 impl Shared {
@@ -203,6 +213,23 @@ impl InvocationLog {
         start_with(store, journal)
     }
 
+    /// The records waiting in memory and the writes that failed, read now.
+    pub fn stats(&self) -> WriterStats {
+        let shared = &self.sender.0;
+        let queued = shared
+            .lock()
+            .messages
+            .iter()
+            .filter(|message| matches!(message, Message::Record { .. }))
+            .count();
+        WriterStats {
+            queued: queued as u64,
+            write_failures: shared
+                .write_failures
+                .load(std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+
     /// Records `invocation`: with a journal, it is on disk when this returns.
     pub async fn record(&self, invocation: Invocation) {
         let shared = &self.sender.0;
@@ -268,6 +295,7 @@ fn start_with<S: Sink>(
         }),
         wake_writer: Condvar::new(),
         room: Notify::new(),
+        write_failures: std::sync::atomic::AtomicU64::new(0),
     });
     let (finished, done) = oneshot::channel();
     let mut writer = Writer {
@@ -559,9 +587,14 @@ impl<S: Sink> Writer<S> {
                     self.failed(&e);
                     return false;
                 }
-                Err(e) => tracing::error!(invocation_id = %record.id,
+                Err(e) => {
+                    self.shared
+                        .write_failures
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tracing::error!(invocation_id = %record.id,
                     status = record.status.as_str(), http_status = record.http_status,
-                    "invocation record not stored: the database refuses it: {e}"),
+                    "invocation record not stored: the database refuses it: {e}")
+                }
             }
         }
         true
@@ -693,6 +726,9 @@ impl<S: Sink> Writer<S> {
     }
 
     fn failed(&mut self, error: &StoreError) {
+        self.shared
+            .write_failures
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let now = Instant::now();
         match self.outage.as_mut() {
             Some(outage) => {

@@ -23,6 +23,7 @@ use response::MessageAnswer;
 pub struct Messages(MessagesRequest);
 
 impl Surface for Messages {
+    const NAME: &'static str = "anthropic";
     type Completion = MessageAnswer;
     type Embeddings = Infallible;
 

@@ -24,6 +24,7 @@ pub struct Completions(CompletionBody);
 pub struct Embeddings(EmbeddingBody);
 
 impl Surface for Completions {
+    const NAME: &'static str = "commonbase";
     type Completion = CompletionAnswer;
     type Embeddings = Infallible;
 
@@ -71,6 +72,7 @@ impl Surface for Completions {
 }
 
 impl Surface for Embeddings {
+    const NAME: &'static str = "commonbase";
     type Completion = Infallible;
     type Embeddings = EmbeddingAnswer;
 

@@ -125,6 +125,7 @@ impl CompletionFields for TextFields {
 }
 
 impl<F: CompletionFields> Surface for Completion<F> {
+    const NAME: &'static str = "openai";
     type Completion = CompletionAnswer;
     type Embeddings = Infallible;
 
@@ -166,6 +167,7 @@ impl<F: CompletionFields> Surface for Completion<F> {
 }
 
 impl Surface for Embeddings {
+    const NAME: &'static str = "openai";
     type Completion = Infallible;
     type Embeddings = EmbeddingAnswer;
 

@@ -35,6 +35,19 @@ impl Provider for OpenAi {
 }
 
 impl Reply {
+    /// A chat completion of `model` saying `text`, reporting `usage` (OpenAI's usage object).
+    pub fn openai_answer(model: &str, text: &str, usage: Value) -> Reply {
+        Reply::json(
+            200,
+            &json!({
+                "id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                    "logprobs": null, "finish_reason": "stop"}],
+                "usage": usage
+            }),
+        )
+    }
+
     /// An error in OpenAI's shape, with `retry-after` when given.
     pub fn openai_error(
         status: u16,

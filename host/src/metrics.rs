@@ -1,0 +1,578 @@
+//! Prometheus metrics of what the gateway serves: requests, their durations, the upstream
+//! tries, tokens and cost, rate-limit refusals, the invocation writer's queue.
+//!
+//! Recorded per serving thread: each worker updates its own shard (a mutex no other thread
+//! takes, except a scrape for a moment), so the request path never contends across threads;
+//! `GET /metrics` adds the shards up and writes the Prometheus text format
+//! (`prometheus-client`'s encoder). Label values are bounded: routes are the config's, and a
+//! model is the route's known model (its `default_model`, a `pricing` key, a `[models]` alias
+//! of it, or one its plugin lists) or else `other`, so that callers naming models cannot grow
+//! the series without bound.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeCounterValue, EncodeMetric, NoLabelSet,
+};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+use crate::store::TokenUsage;
+
+/// Upper bounds (seconds) of every duration histogram: from a cached answer to a long
+/// generation.
+const BUCKETS: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+];
+/// A model label for a model the route does not know.
+pub const OTHER_MODEL: &str = "other";
+/// The label of a request refused before it had a route or model.
+const NONE: &str = "none";
+
+/// The metrics of one gateway process (see the module's description).
+pub struct Metrics {
+    enabled: bool,
+    /// Index 0 for threads that are not serving workers; worker `i` uses shard `i`.
+    shards: Box<[Mutex<Shard>]>,
+}
+
+/// One request as it ends, for the metrics.
+pub struct RequestSample<'a> {
+    pub surface: &'static str,
+    pub route: Option<&'a str>,
+    pub model: Option<&'a str>,
+    pub status: u16,
+    pub duration: Duration,
+    pub usage: Option<&'a TokenUsage>,
+    pub cost_usd: Option<f64>,
+}
+
+#[derive(Default)]
+struct Shard {
+    routes: HashMap<String, RouteStats>,
+    rate_limited: HashMap<&'static str, u64>,
+}
+
+#[derive(Default)]
+struct RouteStats {
+    /// By surface.
+    durations: HashMap<&'static str, Histogram>,
+    upstream: Histogram,
+    first_token: Histogram,
+    /// By result: `success`, or how the try failed.
+    attempts: HashMap<String, u64>,
+    models: HashMap<String, ModelStats>,
+}
+
+#[derive(Default)]
+struct ModelStats {
+    /// By surface and HTTP status.
+    requests: HashMap<(&'static str, u16), u64>,
+    /// prompt, completion, cached_prompt, cache_creation, reasoning.
+    tokens: [u64; 5],
+    cost_usd: f64,
+}
+
+const TOKEN_KINDS: [&str; 5] = [
+    "prompt",
+    "completion",
+    "cached_prompt",
+    "cache_creation",
+    "reasoning",
+];
+
+#[derive(Clone, Default)]
+struct Histogram {
+    /// Per bucket (not cumulative); the last is above every bound.
+    counts: [u64; BUCKETS.len() + 1],
+    sum: f64,
+}
+
+impl Histogram {
+    fn observe(&mut self, value: Duration) {
+        let seconds = value.as_secs_f64();
+        let bucket = BUCKETS
+            .iter()
+            .position(|bound| seconds <= *bound)
+            .unwrap_or(BUCKETS.len());
+        self.counts[bucket] += 1;
+        self.sum += seconds;
+    }
+
+    fn add(&mut self, other: &Histogram) {
+        for (count, more) in self.counts.iter_mut().zip(other.counts) {
+            *count += more;
+        }
+        self.sum += other.sum;
+    }
+
+    fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.count() == 0
+    }
+
+    /// `(upper bound, count in it)` per bucket, `+Inf` last, as the encoder takes them.
+    fn buckets(&self) -> Vec<(f64, u64)> {
+        BUCKETS
+            .iter()
+            .copied()
+            .chain([f64::INFINITY])
+            .zip(self.counts)
+            .collect()
+    }
+}
+
+impl Metrics {
+    /// Metrics for `workers` serving threads; `enabled = false` records nothing.
+    pub fn new(enabled: bool, workers: usize) -> Metrics {
+        Metrics {
+            enabled,
+            shards: (0..=workers).map(|_| Mutex::default()).collect(),
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    fn shard(&self) -> MutexGuard<'_, Shard> {
+        let index = crate::worker::current().map_or(0, |worker| worker.index);
+        let shard = &self.shards[index.min(self.shards.len() - 1)];
+        // A shard is counts only: still meaningful after a panic mid-update.
+        shard.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A request ended; `known_model` says whether its model is one the route knows (asked
+    /// only the first time this thread sees the model on the route).
+    pub fn request(&self, sample: &RequestSample<'_>, known_model: impl FnOnce(&str) -> bool) {
+        if !self.enabled {
+            return;
+        }
+        let mut shard = self.shard();
+        let route = route_stats(&mut shard, sample.route.unwrap_or(NONE));
+        route
+            .durations
+            .entry(sample.surface)
+            .or_default()
+            .observe(sample.duration);
+        let model = sample.model.unwrap_or(NONE);
+        let model = if route.models.contains_key(model) || model == NONE || known_model(model) {
+            model
+        } else {
+            OTHER_MODEL
+        };
+        let stats = match route.models.get_mut(model) {
+            Some(stats) => stats,
+            None => route.models.entry(model.to_owned()).or_default(),
+        };
+        *stats
+            .requests
+            .entry((sample.surface, sample.status))
+            .or_default() += 1;
+        if let Some(usage) = sample.usage {
+            let kinds = [
+                Some(usage.prompt_tokens),
+                Some(usage.completion_tokens),
+                usage.cached_prompt_tokens,
+                usage.cache_creation_tokens,
+                usage.reasoning_tokens,
+            ];
+            for (total, tokens) in stats.tokens.iter_mut().zip(kinds) {
+                *total += u64::from(tokens.unwrap_or(0));
+            }
+        }
+        stats.cost_usd += sample.cost_usd.unwrap_or(0.0);
+    }
+
+    /// One try at an upstream ended after `duration` (`None`: the route was passed over
+    /// without a try); `result` is `success` or how it failed.
+    pub fn attempt(&self, route: &str, result: &str, duration: Option<Duration>) {
+        if !self.enabled {
+            return;
+        }
+        let mut shard = self.shard();
+        let stats = route_stats(&mut shard, route);
+        if let Some(duration) = duration {
+            stats.upstream.observe(duration);
+        }
+        match stats.attempts.get_mut(result) {
+            Some(count) => *count += 1,
+            None => {
+                stats.attempts.insert(result.to_owned(), 1);
+            }
+        }
+    }
+
+    /// A stream's first text reached the caller `after` its request arrived.
+    pub fn first_token(&self, route: &str, after: Duration) {
+        if self.enabled {
+            route_stats(&mut self.shard(), route)
+                .first_token
+                .observe(after);
+        }
+    }
+
+    /// A request was refused by a rate limit or budget of `scope` (`project`, `key`).
+    pub fn rate_limited(&self, scope: &'static str) {
+        if self.enabled {
+            *self.shard().rate_limited.entry(scope).or_default() += 1;
+        }
+    }
+
+    /// Every metric in the Prometheus text format (version 0.0.4), with the invocation
+    /// writer's state read now.
+    pub fn render(&self, writer: WriterState) -> String {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Snapshot::of(self, writer)));
+        let mut text = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::prometheus_text::encode(&mut text, &registry);
+        text
+    }
+}
+
+fn route_stats<'s>(shard: &'s mut Shard, route: &str) -> &'s mut RouteStats {
+    if !shard.routes.contains_key(route) {
+        shard.routes.insert(route.to_owned(), RouteStats::default());
+    }
+    shard
+        .routes
+        .get_mut(route)
+        .unwrap_or_else(|| unreachable!("inserted above"))
+}
+
+/// The invocation writer's side of the metrics.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriterState {
+    /// Records waiting for the database.
+    pub queue_depth: u64,
+    /// Batches the database refused or could not take (each retried later).
+    pub write_failures: u64,
+}
+
+/// Every shard added up, as one scrape encodes it.
+#[derive(Debug, Default)]
+struct Snapshot {
+    requests: Vec<([String; 4], u64)>,
+    durations: Vec<([String; 2], HistogramValues)>,
+    upstream: Vec<([String; 1], HistogramValues)>,
+    first_token: Vec<([String; 1], HistogramValues)>,
+    tokens: Vec<([String; 3], u64)>,
+    cost: Vec<([String; 2], f64)>,
+    attempts: Vec<([String; 2], u64)>,
+    rate_limited: Vec<([String; 1], u64)>,
+    writer: WriterState,
+}
+
+#[derive(Debug, Clone)]
+struct HistogramValues {
+    sum: f64,
+    count: u64,
+    buckets: Vec<(f64, u64)>,
+}
+
+impl From<&Histogram> for HistogramValues {
+    fn from(histogram: &Histogram) -> HistogramValues {
+        HistogramValues {
+            sum: histogram.sum,
+            count: histogram.count(),
+            buckets: histogram.buckets(),
+        }
+    }
+}
+
+impl Snapshot {
+    fn of(metrics: &Metrics, writer: WriterState) -> Snapshot {
+        // Added up in maps first: the same series lives in every shard that served it.
+        let mut requests: HashMap<[String; 4], u64> = HashMap::new();
+        let mut durations: HashMap<[String; 2], Histogram> = HashMap::new();
+        let mut upstream: HashMap<String, Histogram> = HashMap::new();
+        let mut first_token: HashMap<String, Histogram> = HashMap::new();
+        let mut tokens: HashMap<[String; 3], u64> = HashMap::new();
+        let mut cost: HashMap<[String; 2], f64> = HashMap::new();
+        let mut attempts: HashMap<[String; 2], u64> = HashMap::new();
+        let mut rate_limited: HashMap<&'static str, u64> = HashMap::new();
+        for shard in metrics.shards.iter() {
+            let shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
+            for (scope, count) in &shard.rate_limited {
+                *rate_limited.entry(scope).or_default() += count;
+            }
+            for (route, stats) in &shard.routes {
+                for (surface, histogram) in &stats.durations {
+                    durations
+                        .entry([(*surface).to_owned(), route.clone()])
+                        .or_default()
+                        .add(histogram);
+                }
+                if !stats.upstream.is_empty() {
+                    upstream
+                        .entry(route.clone())
+                        .or_default()
+                        .add(&stats.upstream);
+                }
+                if !stats.first_token.is_empty() {
+                    first_token
+                        .entry(route.clone())
+                        .or_default()
+                        .add(&stats.first_token);
+                }
+                for (result, count) in &stats.attempts {
+                    *attempts.entry([route.clone(), result.clone()]).or_default() += count;
+                }
+                for (model, model_stats) in &stats.models {
+                    for ((surface, status), count) in &model_stats.requests {
+                        let labels = [
+                            (*surface).to_owned(),
+                            route.clone(),
+                            model.clone(),
+                            status.to_string(),
+                        ];
+                        *requests.entry(labels).or_default() += count;
+                    }
+                    for (kind, count) in TOKEN_KINDS.iter().zip(model_stats.tokens) {
+                        if count > 0 {
+                            let labels = [route.clone(), model.clone(), (*kind).to_owned()];
+                            *tokens.entry(labels).or_default() += count;
+                        }
+                    }
+                    if model_stats.cost_usd > 0.0 {
+                        *cost.entry([route.clone(), model.clone()]).or_default() +=
+                            model_stats.cost_usd;
+                    }
+                }
+            }
+        }
+        fn sorted<K: Ord, V>(map: HashMap<K, V>) -> Vec<(K, V)> {
+            let mut entries: Vec<(K, V)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            entries
+        }
+        let by_route = |map: HashMap<String, Histogram>| {
+            sorted(map)
+                .into_iter()
+                .map(|(route, h)| ([route], HistogramValues::from(&h)))
+                .collect()
+        };
+        Snapshot {
+            requests: sorted(requests),
+            durations: sorted(durations)
+                .into_iter()
+                .map(|(labels, h)| (labels, HistogramValues::from(&h)))
+                .collect(),
+            upstream: by_route(upstream),
+            first_token: by_route(first_token),
+            tokens: sorted(tokens),
+            cost: {
+                let mut entries: Vec<([String; 2], f64)> = cost.into_iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(&b.0));
+                entries
+            },
+            attempts: sorted(attempts),
+            rate_limited: sorted(rate_limited)
+                .into_iter()
+                .map(|(scope, count)| ([scope.to_owned()], count))
+                .collect(),
+            writer,
+        }
+    }
+}
+
+/// Label names with their values, as the encoder takes a label set.
+fn labels<'a, const N: usize>(
+    names: [&'a str; N],
+    values: &'a [String; N],
+) -> Vec<(&'a str, &'a str)> {
+    names
+        .iter()
+        .zip(values.iter())
+        .map(|(name, value)| (*name, value.as_str()))
+        .collect()
+}
+
+/// One counter family: `series` under label `names`.
+fn counters<V: EncodeCounterValue, const N: usize>(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    names: [&str; N],
+    series: &[([String; N], V)],
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (values, value) in series {
+        family
+            .encode_family(&labels(names, values))?
+            .encode_counter::<NoLabelSet, _, u64>(value, None)?;
+    }
+    Ok(())
+}
+
+/// One histogram family: `series` under label `names`.
+fn histograms<const N: usize>(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    names: [&str; N],
+    series: &[([String; N], HistogramValues)],
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
+    for (values, h) in series {
+        family
+            .encode_family(&labels(names, values))?
+            .encode_histogram::<NoLabelSet>(h.sum, h.count, &h.buckets, None)?;
+    }
+    Ok(())
+}
+
+impl Collector for Snapshot {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let encoder = &mut encoder;
+        counters(
+            encoder,
+            "gateway_requests",
+            "Requests to the model endpoints, by API surface, route, model and HTTP status.",
+            ["surface", "route", "model", "status"],
+            &self.requests,
+        )?;
+        histograms(
+            encoder,
+            "gateway_request_duration_seconds",
+            "Whole requests, from arrival to the last byte of the answer.",
+            ["surface", "route"],
+            &self.durations,
+        )?;
+        histograms(
+            encoder,
+            "gateway_upstream_duration_seconds",
+            "Tries at an upstream (a plugin call), each retry and fallback its own.",
+            ["route"],
+            &self.upstream,
+        )?;
+        histograms(
+            encoder,
+            "gateway_time_to_first_token_seconds",
+            "Streams: from the request's arrival to its first frame sent to the caller.",
+            ["route"],
+            &self.first_token,
+        )?;
+        counters(
+            encoder,
+            "gateway_tokens",
+            "Tokens the providers reported, by kind: prompt, completion, cached_prompt, \
+             cache_creation, reasoning.",
+            ["route", "model", "kind"],
+            &self.tokens,
+        )?;
+        counters(
+            encoder,
+            "gateway_cost_usd",
+            "What the calls cost, in US dollars, at the config's prices.",
+            ["route", "model"],
+            &self.cost,
+        )?;
+        counters(
+            encoder,
+            "gateway_attempts",
+            "Tries at an upstream by result: success, the upstream's error status (429, 503, \
+             ...), or how the try failed (timeout, connection, ...; ejected and no_key: \
+             passed over without a try).",
+            ["route", "result"],
+            &self.attempts,
+        )?;
+        counters(
+            encoder,
+            "gateway_rate_limited",
+            "Requests refused by a rate limit or budget, by whose: project or key.",
+            ["scope"],
+            &self.rate_limited,
+        )?;
+        let depth = prometheus_client::metrics::gauge::ConstGauge::new(
+            i64::try_from(self.writer.queue_depth).unwrap_or(i64::MAX),
+        );
+        depth.encode(encoder.encode_descriptor(
+            "gateway_invocation_queue_depth",
+            "Invocation records waiting to be written to the database.",
+            None,
+            depth.metric_type(),
+        )?)?;
+        let failures =
+            prometheus_client::metrics::counter::ConstCounter::new(self.writer.write_failures);
+        failures.encode(encoder.encode_descriptor(
+            "gateway_invocation_write_failures",
+            "Batches of invocation records the database failed to take (each kept and retried).",
+            None,
+            failures.metric_type(),
+        )?)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample<'a>(route: &'a str, model: &'a str, status: u16) -> RequestSample<'a> {
+        RequestSample {
+            surface: "commonbase",
+            route: Some(route),
+            model: Some(model),
+            status,
+            duration: Duration::from_millis(30),
+            usage: None,
+            cost_usd: None,
+        }
+    }
+
+    #[test]
+    fn unknown_models_are_counted_as_other_and_known_ones_by_name() {
+        let metrics = Metrics::new(true, 1);
+        metrics.request(&sample("r", "gpt-4o", 200), |model| model == "gpt-4o");
+        metrics.request(&sample("r", "made-up-1", 200), |_| false);
+        metrics.request(&sample("r", "made-up-2", 400), |_| false);
+        let text = metrics.render(WriterState::default());
+        assert!(
+            text.contains(
+                r#"gateway_requests_total{surface="commonbase",route="r",model="gpt-4o",status="200"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(text.contains(r#"model="other",status="200"} 1"#), "{text}");
+        assert!(text.contains(r#"model="other",status="400"} 1"#), "{text}");
+        assert!(!text.contains("made-up"), "{text}");
+    }
+
+    #[test]
+    fn histograms_count_into_cumulative_buckets() {
+        let metrics = Metrics::new(true, 1);
+        metrics.attempt("r", "success", Some(Duration::from_millis(3)));
+        metrics.attempt("r", "500", Some(Duration::from_millis(200)));
+        metrics.attempt("r", "ejected", None);
+        let text = metrics.render(WriterState::default());
+        for line in [
+            r#"gateway_upstream_duration_seconds_bucket{route="r",le="0.005"} 1"#,
+            r#"gateway_upstream_duration_seconds_bucket{route="r",le="0.1"} 1"#,
+            r#"gateway_upstream_duration_seconds_bucket{route="r",le="0.25"} 2"#,
+            r#"gateway_upstream_duration_seconds_bucket{route="r",le="+Inf"} 2"#,
+            r#"gateway_upstream_duration_seconds_count{route="r"} 2"#,
+            r#"gateway_attempts_total{route="r",result="500"} 1"#,
+            r#"gateway_attempts_total{route="r",result="ejected"} 1"#,
+        ] {
+            assert!(text.contains(line), "no {line}:\n{text}");
+        }
+    }
+
+    #[test]
+    fn disabled_metrics_record_nothing() {
+        let metrics = Metrics::new(false, 1);
+        metrics.request(&sample("r", "m", 200), |_| true);
+        metrics.rate_limited("key");
+        let text = metrics.render(WriterState::default());
+        assert!(!text.contains("route=\"r\""), "{text}");
+        assert!(!text.contains("scope="), "{text}");
+    }
+}
