@@ -368,11 +368,7 @@ impl Snapshot {
             upstream: by_route(upstream),
             first_token: by_route(first_token),
             tokens: sorted(tokens),
-            cost: {
-                let mut entries: Vec<([String; 2], f64)> = cost.into_iter().collect();
-                entries.sort_by(|a, b| a.0.cmp(&b.0));
-                entries
-            },
+            cost: sorted(cost),
             attempts: sorted(attempts),
             rate_limited: sorted(rate_limited)
                 .into_iter()
