@@ -261,3 +261,51 @@ fn metrics_off_record_nothing_and_answer_404() {
     assert_eq!(response.status, 404, "{}", response.text());
     assert_eq!(gw.get("/healthz", None).status, 200);
 }
+
+#[test]
+fn metrics_listen_serves_the_scrape_apart_from_the_api() {
+    let upstream = OpenAiUpstream::each_call(answer());
+    let gw = gateway(
+        &upstream,
+        &[
+            "metrics_listen = \"127.0.0.1:0\"",
+            &format!("metrics_token = \"{TOKEN}\""),
+        ],
+    );
+    assert_eq!(ask(&gw, MODEL), 200);
+    let on_main = gw.get("/metrics", Some(TOKEN));
+    assert_eq!(on_main.status, 404, "{}", on_main.text());
+    assert!(on_main.json()["invocationId"].is_string());
+
+    let printed = gw.printed("metrics on http://");
+    let address = printed
+        .strip_suffix("/metrics")
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("not an address: {printed}"));
+    let auth = format!("Bearer {TOKEN}");
+    let apart = gateway_test_support::client::request(
+        address,
+        "GET",
+        "/metrics",
+        &[("Authorization", &auth)],
+        b"",
+    );
+    assert_eq!(apart.status, 200, "{}", apart.text());
+    let text = apart.text();
+    let samples = Scrape::parse(text.lines().map(|line| Ok(line.to_owned())))
+        .unwrap_or_else(|e| panic!("not the Prometheus text format ({e}):\n{text}"))
+        .samples;
+    let served = value(
+        &samples,
+        "gateway_requests_total",
+        &[("route", ROUTE), ("model", MODEL), ("status", "200")],
+    );
+    assert_eq!(served, 1.0);
+    let unauthorized = gateway_test_support::client::request(address, "GET", "/metrics", &[], b"");
+    assert_eq!(unauthorized.status, 401);
+    let elsewhere = gateway_test_support::client::request(address, "GET", "/v1/models", &[], b"");
+    assert_eq!(
+        elsewhere.status, 404,
+        "only /metrics and /healthz are served there"
+    );
+}

@@ -878,3 +878,100 @@ async fn the_instance_cap_holds_across_a_pool_recycle() {
         assert_eq!(completion.choices[0].text, "one two three");
     }
 }
+
+// ---------------------------------------------------------------- metrics
+
+/// `name{labels}` in a scrape of `gw`'s `/metrics` (0 when the series is absent).
+fn metric(gw: &Gateway, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let text = gw.get("/metrics", None).text();
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned())))
+        .unwrap_or_else(|e| panic!("not the Prometheus text format ({e}):\n{text}"));
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == name)
+        .find(|s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+        .map_or(0.0, |s| match s.value {
+            prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Gauge(v) => v,
+            ref other => panic!("{name} is not a plain value: {other:?}"),
+        })
+}
+
+/// Polls until `name{labels}` reads `want` (what it measures happens off the test's thread).
+fn metric_reaches(gw: &Gateway, name: &str, labels: &[(&str, &str)], want: f64) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let got = metric(gw, name, labels);
+        if got == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name}{labels:?} stayed at {got}, not {want}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn plugin_instances_crashes_and_reloads_are_counted() {
+    let upstream = HostileUpstream::start();
+    let gw = start(&upstream, vec![]);
+    let plugin = [("plugin", HOSTILE)];
+    let kind = |kind| [("plugin", HOSTILE), ("kind", kind)];
+    let result = |plugin, result| [("plugin", plugin), ("result", result)];
+    metric_reaches(
+        &gw,
+        "gateway_plugin_reloads_total",
+        &result(HOSTILE, "success"),
+        1.0,
+    );
+    assert_eq!(metric(&gw, "gateway_plugin_traps_total", &kind("cpu")), 0.0);
+
+    // An instance serving a stalled upstream is active until its request ends.
+    std::thread::scope(|scope| {
+        let stalled = scope.spawn(|| gw.post("/completions", &ask(&gw, HOSTILE, "endless")));
+        metric_reaches(&gw, "gateway_plugin_instances_active", &plugin, 1.0);
+        assert_eq!(join(stalled).status, 504);
+    });
+    metric_reaches(&gw, "gateway_plugin_instances_active", &plugin, 0.0);
+
+    for (model, status) in [
+        ("loop", 502),
+        ("memory", 502),
+        ("panic", 502),
+        ("trap", 502),
+    ] {
+        let response = gw.post("/completions", &ask(&gw, HOSTILE, model));
+        assert_eq!(response.status, status, "{model}: {}", response.text());
+    }
+    assert_eq!(metric(&gw, "gateway_plugin_traps_total", &kind("cpu")), 1.0);
+    assert_eq!(
+        metric(&gw, "gateway_plugin_traps_total", &kind("memory")),
+        1.0
+    );
+    assert_eq!(
+        metric(&gw, "gateway_plugin_traps_total", &kind("trap")),
+        2.0
+    );
+    assert_eq!(metric(&gw, "gateway_plugin_instances_active", &plugin), 0.0);
+
+    // A file that is no plugin is refused, and counted under its name.
+    let plugins = gw.dir().join("plugins");
+    std::fs::write(plugins.join(".broken.partial"), b"not wasm").expect("write");
+    std::fs::rename(plugins.join(".broken.partial"), plugins.join("broken.wasm")).expect("rename");
+    metric_reaches(
+        &gw,
+        "gateway_plugin_reloads_total",
+        &result("broken", "error"),
+        1.0,
+    );
+    assert_eq!(
+        metric(
+            &gw,
+            "gateway_plugin_reloads_total",
+            &result("broken", "success")
+        ),
+        0.0
+    );
+}

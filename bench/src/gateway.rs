@@ -168,6 +168,7 @@ impl Setup {
         let _ = writeln!(config, "plugins_dir = {}", toml_path(&plugins));
         let _ = writeln!(config, "demo_project = false");
         for line in &build.config_lines {
+            let line = line.replace("{upstream}", &upstream.to_string());
             let _ = writeln!(config, "{line}");
         }
         config.push_str(extra);

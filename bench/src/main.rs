@@ -118,7 +118,8 @@ pub struct Options {
     #[arg(long)]
     pub limits: bool,
     /// A top-level line added to the gateways' config, as it is (`--config-line "metrics =
-    /// false"`); repeatable.
+    /// false"`); repeatable. `{upstream}` in it stands for the fake upstream's address, whose
+    /// `/v1/traces` is an OTLP sink (`--config-line 'otlp_endpoint = "http://{upstream}"'`).
     #[arg(long = "config-line")]
     pub config_lines: Vec<String>,
 }

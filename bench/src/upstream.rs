@@ -1,5 +1,6 @@
 //! The fake upstream: an OpenAI-compatible `POST .../chat/completions` that
-//! answers at once with a fixed small body, as JSON or as Server-Sent Events.
+//! answers at once with a fixed small body, as JSON or as Server-Sent Events;
+//! and an OTLP/HTTP sink (`POST /v1/traces`: read, then 200) for the gateway's spans.
 //!
 //! The stream's shape travels in the model name, because that is the one
 //! request field the gateway's openai plugin passes through unchanged:
@@ -57,10 +58,20 @@ type AnswerBody = Either<Full<Bytes>, FrameBody>;
 
 async fn answer(request: Request<Incoming>) -> Result<Response<AnswerBody>, Infallible> {
     let is_chat = request.uri().path().ends_with("/chat/completions");
+    let is_traces = request.uri().path() == "/v1/traces";
     let body = match request.into_body().collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(_) => return Ok(plain(StatusCode::BAD_REQUEST, "unreadable body")),
     };
+    if is_traces {
+        // An empty ExportTraceServiceResponse: everything accepted.
+        let mut response = plain(StatusCode::OK, "");
+        response.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/x-protobuf"),
+        );
+        return Ok(response);
+    }
     if !is_chat {
         return Ok(plain(StatusCode::NOT_FOUND, "only /chat/completions"));
     }

@@ -58,6 +58,8 @@ enum CliError {
     WatchConfig(#[from] WatchConfigError),
     #[error(transparent)]
     Serve(#[from] ServeError),
+    #[error("traces: {0}")]
+    Traces(#[from] crate::traces::TracesError),
 }
 
 #[derive(Parser)]
@@ -609,8 +611,26 @@ async fn serve(
     if let Some(days) = config.record_retention_days {
         crate::store::retention::spawn(store.clone(), days.get());
     }
+    let metrics_listener = match config.metrics_listen {
+        Some(address) => {
+            let listen_error = |source| CliError::Listen { address, source };
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .map_err(listen_error)?;
+            Some((listener.local_addr().map_err(listen_error)?, listener))
+        }
+        None => None,
+    };
     let routes = Routes::from_config(&config, None)?;
-    let state = Arc::new(AppState::new(config, routes, runtime, store, log));
+    let traces = crate::traces::Traces::start(&config)?;
+    // Not the state: the invocation writer ends only once every handle of the state is gone.
+    let flushing = traces.clone();
+    let state = Arc::new(AppState::new(config, routes, runtime, store, log, traces));
+    // Dropped (and its connections with it) when serving ends.
+    let _metrics_server = metrics_listener.map(|(address, listener)| {
+        println!("metrics on http://{address}/metrics");
+        AbortOnDrop(tokio::spawn(server::serve_metrics(listener, state.clone())))
+    });
     let _config_watcher = match &config_path {
         Some(path) => Some(crate::config::reload::watch_config(&state, path)?),
         None => None,
@@ -626,9 +646,19 @@ async fn serve(
     {
         tracing::error!("some invocation records could not be flushed before exit");
     }
+    let _ = tokio::task::spawn_blocking(move || flushing.shutdown()).await;
     served?;
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// A task that ends when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Asks the running gateway; when none answers, loads the plugins directory itself.

@@ -32,4 +32,5 @@ pub mod server;
 pub mod state;
 pub mod store;
 pub mod surfaces;
+pub mod traces;
 pub mod worker;

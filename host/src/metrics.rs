@@ -20,6 +20,7 @@ use prometheus_client::encoding::{
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
+use crate::plugins::{PluginCounts, TrapKind};
 use crate::store::TokenUsage;
 
 /// Upper bounds (seconds) of every duration histogram: from a cached answer to a long
@@ -226,10 +227,12 @@ impl Metrics {
     }
 
     /// Every metric in the Prometheus text format (version 0.0.4), with the invocation
-    /// writer's state read now.
-    pub fn render(&self, writer: WriterState) -> String {
+    /// writer's state and the plugins' counts read now.
+    pub fn render(&self, writer: WriterState, plugins: Vec<PluginCounts>) -> String {
         let mut registry = Registry::default();
-        registry.register_collector(Box::new(Snapshot::of(self, writer)));
+        let mut snapshot = Snapshot::of(self, writer);
+        snapshot.plugins(plugins);
+        registry.register_collector(Box::new(snapshot));
         let mut text = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::prometheus_text::encode(&mut text, &registry);
@@ -268,6 +271,9 @@ struct Snapshot {
     attempts: Vec<([String; 2], u64)>,
     rate_limited: Vec<([String; 1], u64)>,
     writer: WriterState,
+    instances: Vec<([String; 1], i64)>,
+    reloads: Vec<([String; 2], u64)>,
+    traps: Vec<([String; 2], u64)>,
 }
 
 #[derive(Debug, Clone)]
@@ -375,6 +381,27 @@ impl Snapshot {
                 .map(|(scope, count)| ([scope.to_owned()], count))
                 .collect(),
             writer,
+            ..Snapshot::default()
+        }
+    }
+
+    /// The plugins' series: every plugin seen has each of them, zeros included, so that a
+    /// dashboard's `rate()` sees the first crash or failed reload.
+    fn plugins(&mut self, plugins: Vec<PluginCounts>) {
+        for counts in plugins {
+            let plugin = counts.plugin;
+            self.instances.push((
+                [plugin.clone()],
+                i64::try_from(counts.active).unwrap_or(i64::MAX),
+            ));
+            for (result, count) in [("success", counts.loaded), ("error", counts.rejected)] {
+                self.reloads
+                    .push(([plugin.clone(), result.to_owned()], count));
+            }
+            for (kind, count) in TrapKind::ALL.iter().zip(counts.traps) {
+                self.traps
+                    .push(([plugin.clone(), kind.as_str().to_owned()], count));
+            }
         }
     }
 }
@@ -504,6 +531,33 @@ impl Collector for Snapshot {
             None,
             failures.metric_type(),
         )?)?;
+        let mut instances = encoder.encode_descriptor(
+            "gateway_plugin_instances_active",
+            "Plugin instances serving a call now (one per request at the plugin).",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (values, count) in &self.instances {
+            instances
+                .encode_family(&labels(["plugin"], values))?
+                .encode_gauge(count)?;
+        }
+        counters(
+            encoder,
+            "gateway_plugin_reloads",
+            "Loads of a plugin's file, at start and on each change: success (it serves now) \
+             or error (refused; the previous version, if any, keeps serving).",
+            ["plugin", "result"],
+            &self.reloads,
+        )?;
+        counters(
+            encoder,
+            "gateway_plugin_traps",
+            "Plugin calls that crashed, by kind: cpu (over its CPU time budget), memory (over \
+             its memory limit), trap (a panic or any other fault).",
+            ["plugin", "kind"],
+            &self.traps,
+        )?;
         Ok(())
     }
 }
@@ -530,7 +584,7 @@ mod tests {
         metrics.request(&sample("r", "gpt-4o", 200), |model| model == "gpt-4o");
         metrics.request(&sample("r", "made-up-1", 200), |_| false);
         metrics.request(&sample("r", "made-up-2", 400), |_| false);
-        let text = metrics.render(WriterState::default());
+        let text = metrics.render(WriterState::default(), Vec::new());
         assert!(
             text.contains(
                 r#"gateway_requests_total{surface="commonbase",route="r",model="gpt-4o",status="200"} 1"#
@@ -548,7 +602,7 @@ mod tests {
         metrics.attempt("r", "success", Some(Duration::from_millis(3)));
         metrics.attempt("r", "500", Some(Duration::from_millis(200)));
         metrics.attempt("r", "ejected", None);
-        let text = metrics.render(WriterState::default());
+        let text = metrics.render(WriterState::default(), Vec::new());
         for line in [
             r#"gateway_upstream_duration_seconds_bucket{route="r",le="0.005"} 1"#,
             r#"gateway_upstream_duration_seconds_bucket{route="r",le="0.1"} 1"#,
@@ -567,7 +621,7 @@ mod tests {
         let metrics = Metrics::new(false, 1);
         metrics.request(&sample("r", "m", 200), |_| true);
         metrics.rate_limited("key");
-        let text = metrics.render(WriterState::default());
+        let text = metrics.render(WriterState::default(), Vec::new());
         assert!(!text.contains("route=\"r\""), "{text}");
         assert!(!text.contains("scope="), "{text}");
     }

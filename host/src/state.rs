@@ -23,6 +23,11 @@ pub struct AppState {
     pub limiter: Limiter,
     /// What `GET /metrics` shows.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// `metrics_listen` as the gateway started: where `/metrics` is served instead of the
+    /// main listener.
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Spans and the trace context passed upstream.
+    pub traces: crate::traces::Traces,
     /// Set when shutdown's grace period is over: requests still running end now.
     abort: watch::Sender<bool>,
 }
@@ -41,6 +46,7 @@ impl AppState {
         runtime: Arc<PluginRuntime>,
         store: Store,
         log: InvocationLog,
+        traces: crate::traces::Traces,
     ) -> AppState {
         let limiter = match &config.redis_url {
             None => Limiter::local(),
@@ -59,6 +65,8 @@ impl AppState {
         let metrics = Arc::new(crate::metrics::Metrics::new(config.metrics, workers));
         AppState {
             metrics,
+            metrics_listen: config.metrics_listen,
+            traces,
             live: RwLock::new(Arc::new(Live {
                 config,
                 routes,

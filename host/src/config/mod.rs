@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::plugins::{AllowedHosts, HostsError, Limits, Sandbox, SandboxError};
 pub use price::{BadPrice, LongContextPrice, Price};
-pub use types::RedisUrl;
 use types::{BaseUrl, HostEntry, MemoryMb, positive, positive_option};
+pub use types::{OtlpEndpoint, OtlpHeaders, RedisUrl, SampleRatio};
 
 /// The shipped example config; also the configuration used when no file is given.
 pub const DEFAULT_CONFIG: &str = include_str!("../../../gateway.example.toml");
@@ -151,6 +151,21 @@ pub struct Config {
     /// Bearer token `GET /metrics` requires (absent: it is open, like `/healthz`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics_token: Option<String>,
+    /// Where `GET /metrics` is served instead of the main listener (e.g. an address only the
+    /// monitoring network reaches). Read at start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Where spans are exported, over OTLP/HTTP (protobuf): the collector's URL
+    /// (`http://HOST:4318`; spans go to its `/v1/traces`). Absent: the gateway makes no spans,
+    /// and passes a caller's `traceparent` on to the upstream as it came. Read at start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub otlp_endpoint: Option<OtlpEndpoint>,
+    /// Headers of every export (a collector's auth). Read at start.
+    #[serde(skip_serializing_if = "OtlpHeaders::is_empty")]
+    pub otlp_headers: OtlpHeaders,
+    /// Share of new traces exported (0.0 to 1.0); a request whose caller's `traceparent` says
+    /// sampled or not is exported or not as the caller decided. Read at start.
+    pub trace_sample_ratio: SampleRatio,
     /// Serving threads, each with its own single-threaded runtime (0: one per
     /// CPU this process may use). Read at start; a hot reload does not change it.
     pub workers: usize,
@@ -238,6 +253,10 @@ impl Default for Config {
             admin_token: None,
             metrics: true,
             metrics_token: None,
+            metrics_listen: None,
+            otlp_endpoint: None,
+            otlp_headers: OtlpHeaders::default(),
+            trace_sample_ratio: SampleRatio::ALL,
             workers: 0,
             max_body_bytes: MAX_BODY_BYTES,
             demo_project: true,
@@ -1007,6 +1026,24 @@ mod tests {
         let config =
             Config::parse("workers = 0\nshutdown_grace_secs = 0\n", "test").expect("parses");
         assert_eq!((config.workers, config.shutdown_grace_secs), (0, 0));
+    }
+
+    #[test]
+    fn bad_trace_settings_are_refused_with_their_key() {
+        for (text, key) in [
+            ("trace_sample_ratio = 1.5", "trace_sample_ratio"),
+            ("otlp_endpoint = \"localhost:4318\"", "otlp_endpoint"),
+            ("otlp_headers = { \"bad name\" = \"v\" }", "otlp_headers"),
+        ] {
+            let error = Config::parse(text, "test").unwrap_err().to_string();
+            assert!(error.contains(key), "{text}: {error}");
+        }
+        let config = Config::parse(
+            "otlp_endpoint = \"http://127.0.0.1:4318\"\ntrace_sample_ratio = 0\n",
+            "test",
+        )
+        .unwrap();
+        assert_eq!(config.trace_sample_ratio.get(), 0.0);
     }
 
     #[test]

@@ -93,6 +93,22 @@ fn reload(state: &AppState, file: &Path) {
                 ("workers", previous.config.workers != config.workers),
                 ("metrics", previous.config.metrics != config.metrics),
                 (
+                    "metrics_listen",
+                    previous.config.metrics_listen != config.metrics_listen,
+                ),
+                (
+                    "otlp_endpoint",
+                    previous.config.otlp_endpoint != config.otlp_endpoint,
+                ),
+                (
+                    "otlp_headers",
+                    previous.config.otlp_headers != config.otlp_headers,
+                ),
+                (
+                    "trace_sample_ratio",
+                    previous.config.trace_sample_ratio != config.trace_sample_ratio,
+                ),
+                (
                     "log_format",
                     previous.config.log_format != config.log_format,
                 ),

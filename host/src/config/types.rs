@@ -6,6 +6,7 @@
 //! Counts and sizes are std's nonzero integers, read through [`positive`] and
 //! [`positive_option`] for the config's own wording; values with more to check are newtypes.
 
+use std::collections::BTreeMap;
 use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
 
 use serde::de::Error as _;
@@ -25,6 +26,8 @@ pub enum ValueError {
     Host(#[from] HostsError),
     #[error("{0}")]
     Redis(String),
+    #[error("{0}")]
+    Traces(String),
 }
 
 /// std's nonzero integers, for [`positive`]: each with the integer it is read as.
@@ -187,9 +190,182 @@ impl From<RedisUrl> for String {
     }
 }
 
+/// `otlp_endpoint`: the collector's http(s) URL. Spans go to its `/v1/traces` (unless the URL
+/// already ends with it, as `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` would).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct OtlpEndpoint(String);
+
+impl OtlpEndpoint {
+    /// Where the exporter POSTs spans.
+    pub fn traces_url(&self) -> String {
+        let base = self.0.trim_end_matches('/');
+        if base.ends_with("/v1/traces") {
+            base.to_owned()
+        } else {
+            format!("{base}/v1/traces")
+        }
+    }
+}
+
+impl TryFrom<String> for OtlpEndpoint {
+    type Error = ValueError;
+
+    fn try_from(url: String) -> Result<OtlpEndpoint, ValueError> {
+        let bad = |why: &str| ValueError::Traces(format!("{why} (e.g. \"http://127.0.0.1:4318\")"));
+        let parsed = reqwest::Url::parse(&url).map_err(|e| bad(&format!("not a URL: {e}")))?;
+        if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+            return Err(bad("must be an http or https URL with a host"));
+        }
+        if parsed.query().is_some() || !parsed.username().is_empty() || parsed.password().is_some()
+        {
+            return Err(bad(
+                "must have no query or credentials (put a collector's auth in otlp_headers)",
+            ));
+        }
+        Ok(OtlpEndpoint(url))
+    }
+}
+
+impl From<OtlpEndpoint> for String {
+    fn from(url: OtlpEndpoint) -> String {
+        url.0
+    }
+}
+
+/// `otlp_headers`: sent with every export. Checked as HTTP headers when read (the exporter
+/// would drop a bad one without a word); never shown, as they usually hold a token.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    try_from = "BTreeMap<String, String>",
+    into = "BTreeMap<String, String>"
+)]
+pub struct OtlpHeaders(BTreeMap<String, String>);
+
+impl OtlpHeaders {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn to_map(&self) -> std::collections::HashMap<String, String> {
+        self.0.clone().into_iter().collect()
+    }
+}
+
+impl std::fmt::Debug for OtlpHeaders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
+}
+
+impl TryFrom<BTreeMap<String, String>> for OtlpHeaders {
+    type Error = ValueError;
+
+    fn try_from(headers: BTreeMap<String, String>) -> Result<OtlpHeaders, ValueError> {
+        for (name, value) in &headers {
+            if hyper::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                return Err(ValueError::Traces(format!(
+                    "{name:?} is not an HTTP header name"
+                )));
+            }
+            if hyper::header::HeaderValue::from_str(value).is_err() {
+                // Not the value: it is likely a token.
+                return Err(ValueError::Traces(format!(
+                    "the value of {name:?} is not a valid HTTP header value"
+                )));
+            }
+        }
+        Ok(OtlpHeaders(headers))
+    }
+}
+
+impl From<OtlpHeaders> for BTreeMap<String, String> {
+    fn from(headers: OtlpHeaders) -> BTreeMap<String, String> {
+        headers.0
+    }
+}
+
+/// `trace_sample_ratio`: the share of new traces exported, from 0 to 1.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "f64", into = "f64")]
+pub struct SampleRatio(f64);
+
+impl SampleRatio {
+    pub const ALL: SampleRatio = SampleRatio(1.0);
+
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+
+impl TryFrom<f64> for SampleRatio {
+    type Error = ValueError;
+
+    fn try_from(ratio: f64) -> Result<SampleRatio, ValueError> {
+        if (0.0..=1.0).contains(&ratio) {
+            Ok(SampleRatio(ratio))
+        } else {
+            Err(ValueError::Traces(
+                "must be between 0.0 (none) and 1.0 (every trace)".into(),
+            ))
+        }
+    }
+}
+
+impl From<SampleRatio> for f64 {
+    fn from(ratio: SampleRatio) -> f64 {
+        ratio.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trace_settings_are_checked_as_they_are_read() {
+        let endpoint = |url: &str| OtlpEndpoint::try_from(url.to_owned());
+        assert_eq!(
+            endpoint("http://127.0.0.1:4318").unwrap().traces_url(),
+            "http://127.0.0.1:4318/v1/traces"
+        );
+        assert_eq!(
+            endpoint("https://collector.example/otlp/")
+                .unwrap()
+                .traces_url(),
+            "https://collector.example/otlp/v1/traces"
+        );
+        assert_eq!(
+            endpoint("http://c:4318/v1/traces").unwrap().traces_url(),
+            "http://c:4318/v1/traces"
+        );
+        for bad in [
+            "127.0.0.1:4318",
+            "grpc://c:4317",
+            "http://u:p@c:4318",
+            "http://c/?k=v",
+        ] {
+            assert!(endpoint(bad).is_err(), "{bad}");
+        }
+        let headers = |pairs: &[(&str, &str)]| {
+            OtlpHeaders::try_from(
+                pairs
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect::<BTreeMap<_, _>>(),
+            )
+        };
+        assert!(headers(&[("authorization", "Bearer t")]).is_ok());
+        let bad = headers(&[("authorization", "Bearer secret\n")]).unwrap_err();
+        assert!(!bad.to_string().contains("secret"), "{bad}");
+        assert!(headers(&[("bad name", "v")]).is_err());
+        let shown = format!("{:?}", headers(&[("x-token", "secret")]).unwrap());
+        assert!(!shown.contains("secret"), "{shown}");
+        assert_eq!(SampleRatio::try_from(0.25).map(SampleRatio::get), Ok(0.25));
+        for bad in [-0.1, 1.5, f64::NAN] {
+            assert!(SampleRatio::try_from(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn memory_is_between_one_mib_and_the_engine_reservation() {

@@ -56,13 +56,15 @@ impl Call {
         }
     }
 
-    /// A try's context: its target's sandbox, and a fresh trace of its upstream requests.
+    /// A try's context: its target's sandbox, a fresh trace of its upstream requests, and
+    /// the trace context they carry.
     pub fn context(&self, attempt: &Try) -> CallContext {
         CallContext {
             invocation_id: self.invocation_id,
             sandbox: attempt.target().sandbox.clone(),
             secrets: self.secrets.clone(),
             trace: Arc::new(UpstreamTrace::default()),
+            trace_headers: self.failover.trace_headers(),
         }
     }
 

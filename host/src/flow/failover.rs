@@ -25,6 +25,7 @@ use crate::plugins::{Plugin, PluginRuntime, UpstreamTrace, types};
 use crate::routing::{Pick, Route, Target, Tried, random_u64};
 use crate::state::Live;
 use crate::store::Attempt;
+use crate::traces::{Answer, AttemptStart, RequestTrace, TrySpan};
 
 /// The longest backoff between two tries of one route.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -115,12 +116,23 @@ pub(super) struct Failover {
     smallest_retry_after: Option<u32>,
     /// `None` until the first try.
     next: Option<Next>,
+    /// The request's trace, and what the tries' spans say of their kind of call.
+    trace: RequestTrace,
+    kind: &'static str,
+    /// The span of the try under way (or that answered, until [`Failover::answered`]).
+    span: Option<TrySpan>,
 }
 
 impl Failover {
     /// The tries of a request to `first`, starting now, with its route's deadline and
     /// fallbacks.
-    pub fn new(live: Arc<Live>, metrics: Arc<Metrics>, first: Leg) -> Failover {
+    pub fn new(
+        live: Arc<Live>,
+        metrics: Arc<Metrics>,
+        first: Leg,
+        trace: RequestTrace,
+        kind: &'static str,
+    ) -> Failover {
         let first = Arc::new(first);
         let route = &first.route;
         Failover {
@@ -138,6 +150,9 @@ impl Failover {
             last_error: None,
             smallest_retry_after: None,
             next: None,
+            trace,
+            kind,
+            span: None,
         }
     }
 
@@ -163,6 +178,14 @@ impl Failover {
                     self.target = target;
                     self.tried = self.tried.with(target);
                     self.made += 1;
+                    self.span = Some(self.trace.attempt(AttemptStart {
+                        kind: self.kind,
+                        route: &route.id,
+                        plugin: &route.config.plugin,
+                        model: &self.current.model,
+                        server: route.target(target).host.as_deref(),
+                        number: self.made,
+                    }));
                     return Some(Try {
                         leg: self.current.clone(),
                         target,
@@ -294,7 +317,20 @@ impl Failover {
         }
     }
 
-    /// The try that started at `started` succeeded.
+    /// The `traceparent` (and `tracestate`) the current try's upstream requests carry.
+    pub fn trace_headers(&self) -> Option<crate::plugins::TraceHeaders> {
+        self.span.as_ref().and_then(TrySpan::headers)
+    }
+
+    /// What the try that succeeded answered, for its span (which ends now).
+    pub fn answered(&mut self, answer: &Answer<'_>) {
+        if let Some(span) = self.span.take() {
+            span.answered(answer);
+        }
+    }
+
+    /// The try that started at `started` succeeded (its span ends with
+    /// [`Failover::answered`]).
     pub fn succeeded(&mut self, started: Instant) {
         self.current.route.report(self.current_target(), Some(true));
         let route = &self.current.route.id;
@@ -316,6 +352,9 @@ impl Failover {
         let route_id = &self.current.route.id;
         self.metrics
             .attempt(route_id, result, Some(started.elapsed()));
+        if let Some(span) = self.span.take() {
+            span.failed(status, kind);
+        }
         let attempt = self.attempt(started, status, Some(kind));
         self.attempts.push(attempt);
         let retryable = retryable(&error, trace);
@@ -380,6 +419,9 @@ impl Failover {
         self.current.route.report(self.current_target(), None);
         self.metrics
             .attempt(&self.current.route.id, why, Some(started.elapsed()));
+        if let Some(span) = self.span.take() {
+            span.failed(None, why);
+        }
         let attempt = self.attempt(started, None, Some(why));
         self.attempts.push(attempt);
     }

@@ -29,6 +29,7 @@ use crate::http::{Body, error_response_with_body, json_text_response};
 use crate::plugins::types;
 use crate::state::AppState;
 use crate::store::TokenUsage;
+use crate::traces::Answer;
 use call::Call;
 
 /// The response header with the cost of a call answered whole.
@@ -228,6 +229,13 @@ pub async fn serve<S: Surface>(
 ) -> Response<Body> {
     let (parts, body) = request.into_parts();
     let mut draft = Draft::new(id, S::NAME);
+    let trace = state
+        .traces
+        .request(&parts.headers, S::NAME, &id, parts.uri.path());
+    if let Some(trace_id) = trace.trace_id() {
+        tracing::Span::current().record("trace_id", tracing::field::display(trace_id));
+    }
+    draft.trace(trace);
     let result = run_flow(&state, flow::<S>(&state, &mut draft, &parts.headers, body)).await;
     finish::<S>(&state, draft, result).await
 }
@@ -333,10 +341,17 @@ async fn flow<S: Surface>(
     // Each try sets the route of its upstream (`Try::aim`).
     let wit_route = types::Route::default();
     let first = failover::Leg::first(route, plugin, model, caller_key);
+    let failover = failover::Failover::new(
+        live.clone(),
+        state.metrics.clone(),
+        first,
+        draft.request_trace().clone(),
+        target.kind.as_str(),
+    );
     let mut call = Call {
         invocation_id: draft.id(),
         secrets: draft.current_secrets().clone(),
-        failover: failover::Failover::new(live.clone(), state.metrics.clone(), first),
+        failover,
         project,
         kind: target.kind,
         quota,
@@ -364,6 +379,11 @@ async fn flow<S: Surface>(
             call.note(draft);
             let completion = completion?;
             let (usage, cost_usd) = call.metered(completion.usage.as_ref());
+            call.failover.answered(&Answer {
+                usage: usage.as_ref(),
+                cost_usd,
+                ..Answer::of(&completion)
+            });
             call.quota.settle(usage.as_ref(), cost_usd).await;
             draft.usage(usage, cost_usd);
             let id = draft.id().to_string();
@@ -389,6 +409,12 @@ async fn flow<S: Surface>(
                 )));
             }
             let (usage, cost_usd) = call.metered(result.usage.as_ref());
+            call.failover.answered(&Answer {
+                response_model: None,
+                finish_reasons: Vec::new(),
+                usage: usage.as_ref(),
+                cost_usd,
+            });
             call.quota.settle(usage.as_ref(), cost_usd).await;
             draft.usage(usage, cost_usd);
             let id = draft.id().to_string();

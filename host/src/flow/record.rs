@@ -11,6 +11,7 @@ use crate::plugins::types;
 use crate::redact::Secrets;
 use crate::state::AppState;
 use crate::store::{Attempt, Invocation, InvocationStatus, KeyRecord, TokenUsage, now_ms};
+use crate::traces::RequestTrace;
 
 /// What a record keeps of the bodies (config `record_bodies`, `record_body_max_bytes`).
 #[derive(Debug, Clone, Copy)]
@@ -72,6 +73,8 @@ pub struct Draft {
     secrets: Secrets,
     /// A stream task took over the recording (see [`Draft::hand_over`]).
     handed_over: bool,
+    /// The request's trace; its span ends with the record.
+    trace: RequestTrace,
 }
 
 impl Draft {
@@ -83,7 +86,15 @@ impl Draft {
             bodies: BodyPolicy::NONE,
             secrets: Secrets::default(),
             handed_over: false,
+            trace: RequestTrace::default(),
         }
+    }
+
+    pub fn trace(&mut self, trace: RequestTrace) {
+        self.trace = trace;
+    }
+    pub fn request_trace(&self) -> &RequestTrace {
+        &self.trace
     }
 
     pub fn id(&self) -> Uuid {
@@ -210,6 +221,7 @@ impl Draft {
             invocation: self.record,
             surface: self.surface,
             elapsed,
+            trace: self.trace,
         }
     }
 
@@ -224,14 +236,16 @@ pub struct Finished {
     pub invocation: Invocation,
     surface: &'static str,
     elapsed: std::time::Duration,
+    trace: RequestTrace,
 }
 
-/// Counts a finished request in the metrics and hands its record to the writer.
+/// Counts a finished request in the metrics, ends its span and hands its record to the writer.
 pub async fn save(state: &AppState, finished: Finished) {
     let Finished {
         invocation,
         surface,
         elapsed,
+        trace,
     } = finished;
     let sample = RequestSample {
         surface,
@@ -245,6 +259,7 @@ pub async fn save(state: &AppState, finished: Finished) {
     state
         .metrics
         .request(&sample, |model| knows_model(state, sample.route, model));
+    trace.end(&invocation);
     state.log.record(invocation).await;
 }
 

@@ -23,6 +23,7 @@ use crate::error::ApiError;
 use crate::http::sse_response;
 use crate::plugins::types;
 use crate::state::AppState;
+use crate::traces::Answer;
 
 /// Frames buffered between the plugin and a slow client before the plugin waits.
 const FRAME_BUFFER: usize = 64;
@@ -257,6 +258,11 @@ impl<C: CompletionCodec> Streamed<C> {
                     call.failover.succeeded(try_started);
                     call.failover.note(&mut draft);
                     let (usage, cost_usd) = call.metered(completion.usage.as_ref());
+                    call.failover.answered(&Answer {
+                        usage: usage.as_ref(),
+                        cost_usd,
+                        ..Answer::of(&completion)
+                    });
                     call.quota.settle(usage.as_ref(), cost_usd).await;
                     draft.usage(usage, cost_usd);
                     let usage = usage.as_ref().map(|usage| Metered { usage, cost_usd });

@@ -150,6 +150,7 @@ impl Pool {
             info: plugin.info.clone(),
             pre,
             engine: self.engine.clone(),
+            stats: plugin.stats.clone(),
         })
     }
 }

@@ -70,6 +70,7 @@ pub(super) fn new_store(
         plugin.clone(),
         ctx.secrets.clone(),
         ctx.trace.clone(),
+        ctx.trace_headers.clone(),
     );
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.limiter);
@@ -96,6 +97,8 @@ pub(super) fn new_store(
 
 /// A plugin instance serving one call.
 pub(super) struct Instance {
+    /// Counts the instance in `gateway_plugin_instances_active` while it lives.
+    pub(super) _serving: super::stats::Serving,
     pub(super) store: Store<PluginState>,
     pub(super) provider: Provider,
     /// Declared after `store`: fields drop in order, so the permit returns only
@@ -120,7 +123,9 @@ impl Instance {
                 let detail = format!("{e:?}");
                 tracing::error!(invocation_id = %ctx.invocation_id, plugin = %plugin.name,
                     "plugin crashed: {}", ctx.secrets.redact(&detail));
-                Err(PluginError::Crashed(Failure::of(&e, self.store.data())))
+                let failure = Failure::of(&e, self.store.data());
+                plugin.stats.crashed(&failure);
+                Err(PluginError::Crashed(failure))
             }
         }
     }

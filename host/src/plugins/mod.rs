@@ -19,6 +19,7 @@ mod imports;
 mod instance;
 mod policy;
 mod registry;
+mod stats;
 pub mod trim;
 pub mod types;
 mod wit;
@@ -34,6 +35,7 @@ pub use engine::{DEFAULT_MAX_INSTANCES, EngineError, LinkError, RecycleError};
 pub use instance::Failure;
 pub use policy::{AllowedHosts, HostsError, Limits, MAX_MEMORY_LIMIT_BYTES, Sandbox, SandboxError};
 pub use registry::{LoadError, Plugin, PluginReport};
+pub use stats::{PluginCounts, TrapKind};
 pub use wit::{VersionError, WIT_LINE};
 
 use engine::Engines;
@@ -75,6 +77,16 @@ pub struct CallContext {
     pub secrets: crate::redact::Secrets,
     /// What the host saw of the call's upstream requests.
     pub trace: Arc<UpstreamTrace>,
+    /// The W3C trace context every upstream request of the call carries (set by the host:
+    /// plugins need not know of it).
+    pub trace_headers: Option<TraceHeaders>,
+}
+
+/// `traceparent` and `tracestate`, as an upstream request carries them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceHeaders {
+    pub traceparent: hyper::header::HeaderValue,
+    pub tracestate: Option<hyper::header::HeaderValue>,
 }
 
 /// What the host's HTTP import saw of one call's upstream requests. A plugin
@@ -139,6 +151,11 @@ impl PluginRuntime {
         })
     }
 
+    /// Every plugin name's counts for the metrics: instances serving, loads, crashes.
+    pub fn counts(&self) -> Vec<PluginCounts> {
+        self.registry.stats.snapshot()
+    }
+
     /// The most plugin instances that serve requests at once.
     pub fn max_instances(&self) -> u32 {
         self.engines.max_instances()
@@ -157,14 +174,18 @@ impl PluginRuntime {
             .try_acquire_owned()
             .map_err(|_| PluginError::Busy(self.max_instances()))?;
         self.instances_started.fetch_add(1, Ordering::Relaxed);
+        let serving = plugin.stats.serving();
         let mut store = new_store(&plugin.engine, &plugin.name, ctx, sink);
         let provider = match plugin.pre.instantiate_async(&mut store).await {
             Ok(provider) => provider,
             Err(e) => {
-                return Err(PluginError::Unavailable(Failure::of(&e, store.data())));
+                let failure = Failure::of(&e, store.data());
+                plugin.stats.crashed(&failure);
+                return Err(PluginError::Unavailable(failure));
             }
         };
         Ok(Instance {
+            _serving: serving,
             store,
             provider,
             _slot: slot,

@@ -13,6 +13,7 @@ use wasmtime::component::Component;
 use super::engine::LinkError;
 use super::imports::PluginState;
 use super::instance::{Failure, new_store};
+use super::stats::{PluginStats, StatsByPlugin};
 use super::types::PluginInfo;
 use super::wit::{ProviderPre, VersionError, wit_version};
 use super::{CallContext, PluginRuntime, cache, trim};
@@ -56,6 +57,8 @@ pub struct Plugin {
     pub(super) pre: ProviderPre<PluginState>,
     /// The engine (and instance pool) `pre` belongs to.
     pub(super) engine: Engine,
+    /// The metrics' counters of this plugin's name (shared by its versions).
+    pub(super) stats: Arc<PluginStats>,
 }
 
 /// What the runtime knows of one plugin file.
@@ -94,6 +97,7 @@ pub struct PluginReport {
 #[derive(Default)]
 pub(super) struct Registry {
     slots: RwLock<HashMap<String, Slot>>,
+    pub(super) stats: StatsByPlugin,
 }
 
 impl Registry {
@@ -247,6 +251,7 @@ impl PluginRuntime {
     pub async fn load(&self, file: &Path) -> Result<Arc<Plugin>, LoadError> {
         let name = plugin_name(file)?;
         let result = self.prepare(&name, file).await;
+        self.registry.stats.loaded(&name, result.is_ok());
         self.registry.record(&name, file, result)
     }
 
@@ -293,6 +298,7 @@ impl PluginRuntime {
                 sandbox: self.offline.clone(),
                 secrets: Default::default(),
                 trace: Default::default(),
+                trace_headers: None,
             },
             None,
         );
@@ -313,6 +319,7 @@ impl PluginRuntime {
             info,
             pre,
             engine: pool.engine.clone(),
+            stats: self.registry.stats.of(name),
         }))
     }
 }

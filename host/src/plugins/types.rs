@@ -105,6 +105,20 @@ pub enum FinishReason {
     Other,
 }
 
+impl FinishReason {
+    /// The reason's canonical name (the Commonbase API's, and the traces').
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::FunctionCall => "function_call",
+            FinishReason::ToolCalls => "tool_calls",
+            FinishReason::ContentFilter => "content_filter",
+            FinishReason::Other => "other",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Usage {
     pub prompt_tokens: u32,

@@ -35,6 +35,8 @@ const ABORT_WAIT: Duration = Duration::from_secs(5);
 /// Request headers at most; far above what browsers and SDKs send (hyper's
 /// default of 100 is not).
 const MAX_HEADERS: usize = 256;
+/// Open connections at most on `metrics_listen` (scrapers hold one or two each).
+const METRICS_CONNECTIONS: usize = 64;
 
 /// Why serving could not start.
 #[derive(Debug, thiserror::Error)]
@@ -204,6 +206,16 @@ fn logged_path(path: &str) -> std::borrow::Cow<'_, str> {
 
 /// `GET /metrics`: the Prometheus text format, behind `metrics_token` when the config sets one.
 fn metrics(state: &AppState, request: &Request<Incoming>, id: &Uuid) -> Response<Body> {
+    if state.metrics_listen.is_some() {
+        return error_response(
+            &ApiError::NotFound("metrics are served on this gateway's metrics_listen".into()),
+            id,
+        );
+    }
+    metrics_text(state, request, id)
+}
+
+fn metrics_text(state: &AppState, request: &Request<Incoming>, id: &Uuid) -> Response<Body> {
     if !state.metrics.enabled() {
         return error_response(
             &ApiError::NotFound(
@@ -223,10 +235,13 @@ fn metrics(state: &AppState, request: &Request<Incoming>, id: &Uuid) -> Response
         return error_response(&ApiError::MetricsUnauthorized, id);
     }
     let writer = state.log.stats();
-    let text = state.metrics.render(crate::metrics::WriterState {
-        queue_depth: writer.queued,
-        write_failures: writer.write_failures,
-    });
+    let text = state.metrics.render(
+        crate::metrics::WriterState {
+            queue_depth: writer.queued,
+            write_failures: writer.write_failures,
+        },
+        state.runtime.counts(),
+    );
     crate::http::typed_response(
         StatusCode::OK,
         "text/plain; version=0.0.4; charset=utf-8",
@@ -235,10 +250,61 @@ fn metrics(state: &AppState, request: &Request<Incoming>, id: &Uuid) -> Response
     )
 }
 
+/// Serves `GET /metrics` (and `GET /healthz`, for the scraper's own checks) on the
+/// `metrics_listen` socket until the task is dropped. Scrapes are rare and cheap: one task
+/// per connection on the caller's runtime, HTTP/1.1 only, away from the serving workers.
+pub async fn serve_metrics(listener: TcpListener, state: Arc<AppState>) {
+    let read_timeout = Duration::from_secs(state.live().config.request_read_timeout_secs.get());
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(read_timeout)
+        .max_headers(MAX_HEADERS);
+    let connections = Arc::new(Semaphore::new(METRICS_CONNECTIONS));
+    loop {
+        let Ok(permit) = connections.clone().acquire_owned().await else {
+            return;
+        };
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::warn!("metrics_listen: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let state = state.clone();
+        let service = service_fn(move |request: Request<Incoming>| {
+            let id = Uuid::now_v7();
+            let response = match (request.method(), request.uri().path()) {
+                (&Method::GET, "/metrics") => metrics_text(&state, &request, &id),
+                (&Method::GET, "/healthz") => {
+                    json_response(StatusCode::OK, &json!({"status": "ok"}), &id)
+                }
+                (_, "/metrics" | "/healthz") => {
+                    error_response(&ApiError::MethodNotAllowed("GET"), &id)
+                }
+                (_, path) => error_response(
+                    &ApiError::NotFound(format!("no such endpoint on metrics_listen: {path}")),
+                    &id,
+                ),
+            };
+            std::future::ready(Ok::<_, Infallible>(response))
+        });
+        let connection = builder.serve_connection(TokioIo::new(stream), service);
+        tokio::spawn(async move {
+            let _ = connection.await;
+            drop(permit);
+        });
+    }
+}
+
 async fn dispatch(state: Arc<AppState>, request: Request<Incoming>) -> Response<Body> {
     let id = Uuid::now_v7();
+    // `trace_id` is recorded by model endpoints whose request has a trace.
     let span = tracing::info_span!("request", invocation_id = %id,
-        method = %request.method(), path = %logged_path(request.uri().path()));
+        method = %request.method(), path = %logged_path(request.uri().path()),
+        trace_id = tracing::field::Empty);
     async move {
         let started = std::time::Instant::now();
         let path = request.uri().path().to_owned();

@@ -61,6 +61,7 @@ impl EchoCalls {
             sandbox: self.sandbox.clone(),
             secrets: Default::default(),
             trace: Default::default(),
+            trace_headers: None,
         };
         tokio::spawn(async move { runtime.complete_stream(&plugin, &ctx, request, sink).await })
     }

@@ -13,6 +13,11 @@ use super::PluginState;
 use crate::plugins::policy::Limits;
 use crate::plugins::wit::http;
 
+const TRACEPARENT: reqwest::header::HeaderName =
+    reqwest::header::HeaderName::from_static("traceparent");
+const TRACESTATE: reqwest::header::HeaderName =
+    reqwest::header::HeaderName::from_static("tracestate");
+
 /// Idle upstream connections a worker keeps per route (and upstream host).
 const MAX_IDLE_CONNECTIONS: usize = 64;
 
@@ -171,6 +176,14 @@ impl http::Host for PluginState {
                 http::HttpError::InvalidRequest(format!("bad value for header {name}"))
             })?;
             headers.append(name, value);
+        }
+        // The host's trace context wins over any a plugin set: it is the try's own.
+        if let Some(trace) = &self.trace_headers {
+            headers.insert(TRACEPARENT, trace.traceparent.clone());
+            match &trace.tracestate {
+                Some(state) => headers.insert(TRACESTATE, state.clone()),
+                None => headers.remove(TRACESTATE),
+            };
         }
         let pending = upstream
             .client()

@@ -36,6 +36,8 @@ pub struct PluginState {
     pub(super) cpu_ticks: u64,
     secrets: Secrets,
     trace: Arc<UpstreamTrace>,
+    /// Added to every upstream request of the call.
+    trace_headers: Option<crate::plugins::TraceHeaders>,
 }
 
 impl PluginState {
@@ -46,6 +48,7 @@ impl PluginState {
         plugin: Arc<str>,
         secrets: Secrets,
         trace: Arc<UpstreamTrace>,
+        trace_headers: Option<crate::plugins::TraceHeaders>,
     ) -> PluginState {
         let (stdout, stderr) = log::stdio(invocation_id, &plugin, &secrets);
         // No arguments, environment, preopened directories or sockets: the
@@ -63,6 +66,7 @@ impl PluginState {
             cpu_ticks: 0,
             secrets,
             trace,
+            trace_headers,
         }
     }
 }

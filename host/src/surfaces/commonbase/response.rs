@@ -78,16 +78,9 @@ impl EmbeddingCodec for EmbeddingAnswer {
 }
 
 fn finish_reason(reason: Option<types::FinishReason>) -> Value {
-    let text = match reason {
-        None => return Value::Null,
-        Some(types::FinishReason::Stop) => "stop",
-        Some(types::FinishReason::Length) => "length",
-        Some(types::FinishReason::FunctionCall) => "function_call",
-        Some(types::FinishReason::ToolCalls) => "tool_calls",
-        Some(types::FinishReason::ContentFilter) => "content_filter",
-        Some(types::FinishReason::Other) => "other",
-    };
-    Value::String(text.to_owned())
+    reason.map_or(Value::Null, |reason| {
+        Value::String(reason.as_str().to_owned())
+    })
 }
 
 /// One choice; `text` is passed separately so stream frames can send only new text.
