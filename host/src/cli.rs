@@ -12,10 +12,12 @@ use crate::config::{Config, LogFormat};
 use crate::limits::{LimitSet, Period};
 use crate::plugins::hot_reload::HotReloadError;
 use crate::plugins::{PluginRuntime, RuntimeError};
+use crate::reports::{self, ExportFormat, ReportError, parse_time};
 use crate::routing::{RouteError, Routes};
 use crate::server::{self, ServeError, admin};
 use crate::state::AppState;
 use crate::store::journal::{Journal, JournalError};
+use crate::store::report::{GroupBy, RecordRange};
 use crate::store::{
     InvocationFilter, InvocationLog, KeyScope, KeySpec, LimitUpdate, Store, StoreError,
     format_time_ms, now_ms,
@@ -39,6 +41,10 @@ enum CliError {
     NoInvocation(String),
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+    #[error("--until must be later than --since")]
+    EmptyRange,
+    #[error(transparent)]
+    Report(#[from] ReportError),
     #[error(transparent)]
     PluginRuntime(#[from] RuntimeError),
     #[error(transparent)]
@@ -98,6 +104,10 @@ enum Command {
         #[command(subcommand)]
         command: InvocationsCommand,
     },
+    /// Requests, tokens, spend, errors and latency of the invocation records: one total row,
+    /// or a row per day, model, route, user, key or project.
+    #[command(long_about = USAGE_ABOUT)]
+    Usage(UsageArgs),
     /// Inspect provider plugins.
     Plugins {
         #[command(subcommand)]
@@ -287,6 +297,130 @@ fn limits_summary(limits: &LimitSet) -> String {
     }
 }
 
+const USAGE_ABOUT: &str = "\
+Requests, tokens, spend, errors and latency of the invocation records: a table, or with --json
+a JSON document {\"filter\": {\"project_id\", \"since\", \"until\", \"by\"}, \"rows\": [...]}.
+
+A row has its group's values (day, model, route, user_id, key_prefix, project_id: the ones --by
+asked for; null, in the table `-`, where the records have none) and these numbers:
+
+  JSON                   TABLE
+  requests               REQUESTS        every record, whatever its outcome
+  errors                 ERRORS          records whose status is not success: error,
+                                         rate_limited and cancelled all count
+  prompt_tokens          PROMPT          tokens as the providers reported them
+  completion_tokens      COMPLETION
+  total_tokens           TOTAL
+  cached_prompt_tokens   CACHED_PROMPT   prompt tokens read from the provider's cache
+  cache_creation_tokens  CACHE_CREATION  prompt tokens written to it
+  reasoning_tokens       REASONING
+  cost_usd               COST_USD        the recorded costs added up (calls of a model
+                                         without a price add nothing)
+  p50_duration_ms        P50_MS          nearest-rank percentiles of duration_ms: the
+  p95_duration_ms        P95_MS          smallest of the group's durations that 50% (95%)
+                                         of them are not above (null, `-`: no records)
+
+Rows are ordered by their group values (missing values last); without --by there is one row,
+of zeros when no record matches. Records still on their way to the database (the writer's
+queue, the journal of a gateway that is down) are not counted yet.";
+
+/// The options of `gateway usage`.
+#[derive(clap::Args, Debug)]
+struct UsageArgs {
+    /// Only this project's invocations.
+    #[arg(long, value_name = "PROJECT_ID")]
+    project: Option<String>,
+    /// Invocations created at or after this: a date (YYYY-MM-DD, UTC midnight) or an RFC 3339
+    /// time (2026-05-01T12:00:00Z, 2026-05-01T14:00:00+02:00); default: all time.
+    #[arg(long, value_name = "DATE", value_parser = parse_time)]
+    since: Option<i64>,
+    /// Invocations created before this (exclusive): a date or time as for --since; default: no
+    /// end.
+    #[arg(long, value_name = "DATE", value_parser = parse_time)]
+    until: Option<i64>,
+    /// A row per value of: day (the UTC date), model, route, user, key (its stored prefix) or
+    /// project; several, comma-separated (day,model), for a row per combination. Default: one
+    /// row for everything.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "GROUP,...")]
+    by: Vec<ByArg>,
+    /// Print a JSON document instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+impl UsageArgs {
+    /// The groups asked for, each once, in the order given.
+    fn groups(&self) -> Vec<GroupBy> {
+        let mut groups = Vec::new();
+        for group in self.by.iter().map(|by| by.group()) {
+            if !groups.contains(&group) {
+                groups.push(group);
+            }
+        }
+        groups
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ByArg {
+    /// The UTC date of the record's creation.
+    Day,
+    Model,
+    /// The route id.
+    Route,
+    /// The caller's user id.
+    User,
+    /// The stored prefix of the project key used.
+    Key,
+    Project,
+}
+
+impl ByArg {
+    fn group(self) -> GroupBy {
+        match self {
+            ByArg::Day => GroupBy::Day,
+            ByArg::Model => GroupBy::Model,
+            ByArg::Route => GroupBy::Route,
+            ByArg::User => GroupBy::User,
+            ByArg::Key => GroupBy::Key,
+            ByArg::Project => GroupBy::Project,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum FormatArg {
+    /// One JSON object a line, as `invocations show` prints it plus keyPrefix; bodies included.
+    Jsonl,
+    /// A header line, then one flat line a record; no bodies.
+    Csv,
+}
+
+impl FormatArg {
+    fn format(self) -> ExportFormat {
+        match self {
+            FormatArg::Jsonl => ExportFormat::Jsonl,
+            FormatArg::Csv => ExportFormat::Csv,
+        }
+    }
+}
+
+const EXPORT_ABOUT: &str = "\
+Write the invocation records of a period to stdout, oldest first (by created_at, then id), for
+analysis elsewhere. Records are read a thousand at a time: an export of any length holds one
+page in memory.
+
+--format jsonl (the default): one JSON object a line, the record as `invocations show` and
+GET /invocations/{id} present it (request and response bodies, attempts) plus keyPrefix.
+
+--format csv: a header line, then one line a record (RFC 4180 quoting), without bodies:
+  id, created_at, project_id, key_prefix, user_id, route, plugin, model, type, stream, status,
+  http_status, duration_ms, prompt_tokens, completion_tokens, total_tokens,
+  cached_prompt_tokens, cache_creation_tokens, reasoning_tokens, cost_usd, error
+created_at is RFC 3339 (UTC, milliseconds); a missing value is an empty field.
+
+Records hold only the prefix of a project key, never a whole key, nor a provider key.";
+
 #[derive(Subcommand)]
 enum InvocationsCommand {
     /// List invocations, newest first.
@@ -300,6 +434,49 @@ enum InvocationsCommand {
     },
     /// Show one invocation record as JSON.
     Show { id: String },
+    /// Write the invocation records of a period to stdout, oldest first, as JSON lines or CSV.
+    #[command(long_about = EXPORT_ABOUT)]
+    Export {
+        /// Records created at or after this: a date (YYYY-MM-DD, UTC midnight) or an RFC 3339
+        /// time (2026-05-01T12:00:00Z, 2026-05-01T14:00:00+02:00).
+        #[arg(long, value_name = "DATE", value_parser = parse_time)]
+        since: i64,
+        /// Records created before this (exclusive): a date or time as for --since; default:
+        /// no end.
+        #[arg(long, value_name = "DATE", value_parser = parse_time)]
+        until: Option<i64>,
+        /// Only this project's records.
+        #[arg(long, value_name = "PROJECT_ID")]
+        project: Option<String>,
+        /// How to write the records: JSON lines (bodies included) or CSV (flat, no bodies).
+        #[arg(long, value_enum, default_value_t = FormatArg::Jsonl)]
+        format: FormatArg,
+    },
+}
+
+/// The records a report covers; refused when the bounds leave nothing or the project does
+/// not exist (a mistyped id would otherwise read as a project without usage).
+async fn record_range(
+    store: &Store,
+    project_id: Option<String>,
+    since_ms: Option<i64>,
+    until_ms: Option<i64>,
+) -> Result<RecordRange, CliError> {
+    if let (Some(since), Some(until)) = (since_ms, until_ms)
+        && until <= since
+    {
+        return Err(CliError::EmptyRange);
+    }
+    if let Some(project_id) = &project_id
+        && store.project(project_id).await?.is_none()
+    {
+        return Err(StoreError::UnknownProject(project_id.clone()).into());
+    }
+    Ok(RecordRange {
+        project_id,
+        since_ms,
+        until_ms,
+    })
 }
 
 /// `RUST_LOG`, or `info`. tokio-postgres logs every statement's parameters at debug level:
@@ -540,6 +717,43 @@ async fn execute(
             Ok(ExitCode::SUCCESS)
         }
         Command::Plugins { .. } => unreachable!("handled before the store opens"),
+        Command::Usage(args) => {
+            let range = record_range(&store, args.project.clone(), args.since, args.until).await?;
+            let groups = args.groups();
+            let rows = store.usage(&range, &groups).await?;
+            let text = if args.json {
+                let document = reports::usage_json(&range, &groups, &rows);
+                serde_json::to_string_pretty(&document)? + "\n"
+            } else {
+                reports::usage_table(&groups, &rows)
+            };
+            match std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes()) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    Err(ReportError::Write(e).into())
+                }
+                // Written, or the reader went away (`| head`) having what it wanted.
+                _ => Ok(ExitCode::SUCCESS),
+            }
+        }
+        Command::Invocations {
+            command:
+                InvocationsCommand::Export {
+                    since,
+                    until,
+                    project,
+                    format,
+                },
+        } => {
+            let range = record_range(&store, project, Some(since), until).await?;
+            match reports::export(&store, &range, format.format(), std::io::stdout()).await {
+                Ok(_) => Ok(ExitCode::SUCCESS),
+                // The reader went away (`| head`): it had what it wanted.
+                Err(ReportError::Write(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => Err(e.into()),
+            }
+        }
         Command::Invocations {
             command: InvocationsCommand::Show { id },
         } => {
@@ -829,5 +1043,65 @@ mod tests {
         assert_eq!(models, ["a/x", "c/y"]);
         assert!(expires.is_some_and(|at| at > now_ms()));
         assert_eq!(limits.update().apply(LimitSet::default()).tpm, Some(100));
+    }
+
+    #[test]
+    fn usage_reads_its_groups_once_each_in_order_and_its_times() {
+        let Ok(Command::Usage(args)) = parse(&[
+            "usage",
+            "--by",
+            "day,model",
+            "--by",
+            "model,key",
+            "--since",
+            "2026-05-01",
+            "--until",
+            "2026-05-01T12:00:00+02:00",
+            "--json",
+        ]) else {
+            panic!("not parsed as `usage`");
+        };
+        assert_eq!(args.groups(), [GroupBy::Day, GroupBy::Model, GroupBy::Key]);
+        assert_eq!(args.since, Some(1_777_593_600_000));
+        assert_eq!(args.until, Some(1_777_593_600_000 + 10 * 3_600_000));
+        assert!(args.json);
+        let Ok(Command::Usage(args)) = parse(&["usage"]) else {
+            panic!("not parsed as `usage`");
+        };
+        assert!(args.groups().is_empty());
+        assert_eq!((args.since, args.until, args.project), (None, None, None));
+    }
+
+    #[test]
+    fn a_bad_time_is_refused_naming_its_flag() {
+        for (args, flag) in [
+            (&["usage", "--since", "last week"][..], "--since"),
+            (&["usage", "--until", "2026-02-30"], "--until"),
+            (&["invocations", "export", "--since", "1/5/2026"], "--since"),
+            (
+                &[
+                    "invocations",
+                    "export",
+                    "--since",
+                    "2026-05-01",
+                    "--until",
+                    "x",
+                ],
+                "--until",
+            ),
+            (&["invocations", "export", "--format", "csv"], "--since"),
+        ] {
+            let error = parse(args)
+                .err()
+                .unwrap_or_else(|| panic!("{args:?} was accepted"));
+            assert!(error.to_string().contains(flag), "{args:?}: {error}");
+        }
+        let Ok(Command::Invocations {
+            command: InvocationsCommand::Export { format, since, .. },
+        }) = parse(&["invocations", "export", "--since", "2026-05-01"])
+        else {
+            panic!("not parsed as `invocations export`");
+        };
+        assert_eq!((format, since), (FormatArg::Jsonl, 1_777_593_600_000));
     }
 }

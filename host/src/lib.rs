@@ -13,7 +13,8 @@
 //! and logs). Around them: [`config`] (the TOML file, checked as it is read,
 //! and its hot reload), [`dir_watch`] (debounced directory watching, behind the
 //! config's and the plugins' hot reload), [`pricing`] (what a call cost),
-//! [`worker`] (which serving thread runs the code) and [`cli`].
+//! [`worker`] (which serving thread runs the code), [`cli`] and [`reports`] (its usage
+//! reports and record exports).
 
 pub mod auth;
 pub mod cli;
@@ -27,6 +28,7 @@ pub mod metrics;
 pub mod plugins;
 pub mod pricing;
 pub mod redact;
+pub mod reports;
 pub mod routing;
 pub mod server;
 pub mod state;

@@ -9,6 +9,7 @@
 pub mod journal;
 mod key_cache;
 mod postgres;
+pub mod report;
 pub mod retention;
 mod sqlite;
 pub mod writer;
@@ -20,6 +21,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::limits::{LimitSet, Subject};
+use report::{Cursor, GroupBy, Page, RecordRange, UsageRow};
 pub use writer::InvocationLog;
 
 #[derive(Debug, thiserror::Error)]
@@ -716,6 +718,50 @@ impl Store {
         match &self.backend {
             Backend::Sqlite(db) => db.list_invocations(filter),
             Backend::Postgres(db) => db.list_invocations(filter).await,
+        }
+    }
+
+    /// What the invocations of `range` add up to, one row per distinct combination of `by`'s
+    /// values (ordered by them), or, without `by`, one row (over no records, of zeros). Both
+    /// of its queries read one snapshot, so records landing meanwhile count in all of a row's
+    /// numbers or in none.
+    pub async fn usage(
+        &self,
+        range: &RecordRange,
+        by: &[GroupBy],
+    ) -> Result<Vec<UsageRow>, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => {
+                let (db, range, by) = (db.clone(), range.clone(), by.to_vec());
+                // A long range reads many rows: off the runtime's threads.
+                tokio::task::spawn_blocking(move || db.usage(&range, &by))
+                    .await
+                    .map_err(|e| StoreError::Task(e.to_string()))?
+            }
+            Backend::Postgres(db) => db.usage(range, by).await,
+        }
+    }
+
+    /// At most `limit` invocation records of `range`, oldest first (by `created_at`, then
+    /// id), after `after` (from the first when `None`): an export reads one page at a time.
+    /// Without `bodies`, the records' `request` and `response` are left out (not even read).
+    pub async fn invocations_page(
+        &self,
+        range: &RecordRange,
+        after: Option<&Cursor>,
+        bodies: bool,
+        limit: u32,
+    ) -> Result<Page, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => {
+                let (db, range, after) = (db.clone(), range.clone(), after.cloned());
+                tokio::task::spawn_blocking(move || {
+                    db.invocations_page(&range, after.as_ref(), bodies, limit)
+                })
+                .await
+                .map_err(|e| StoreError::Task(e.to_string()))?
+            }
+            Backend::Postgres(db) => db.invocations_page(range, after, bodies, limit).await,
         }
     }
 }

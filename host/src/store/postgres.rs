@@ -27,11 +27,12 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_postgres::config::SslMode;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Row};
+use tokio_postgres::{AsyncMessage, Client, Config, Connection, IsolationLevel, NoTls, Row};
 use tokio_postgres_rustls::MakeRustlsConnect;
 use uuid::Uuid;
 
 use super::key_cache::{KeyCache, Lookup};
+use super::report::{self, Cursor, GroupBy, Page, RecordRange, SqlValue, UsageRow, UsageTally};
 use super::{
     Attempt, Invocation, InvocationFilter, InvocationStatus, KeyMatch, KeyRecord, KeyScope,
     KeySpec, LimitUpdate, Migrated, Project, StoreError, StoredLimits, TokenUsage, UsageTotals,
@@ -744,6 +745,87 @@ impl Postgres {
         .await
     }
 
+    pub(super) async fn usage(
+        &self,
+        range: &RecordRange,
+        by: &[GroupBy],
+    ) -> Result<Vec<UsageRow>, StoreError> {
+        let totals = report::totals_query(range, by, placeholder);
+        let durations = report::durations_query(range, by, placeholder);
+        let by = by.to_vec();
+        self.run(move |pool| async move {
+            let mut client = connection(&pool).await?;
+            // One snapshot for both queries.
+            let tx = client
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .await?;
+            let mut tally = UsageTally::default();
+            let rows = tx
+                .query(totals.sql.as_str(), &sql_params(&totals.values))
+                .await?;
+            for row in &rows {
+                let first = by.len();
+                let mut counts = [0i64; 8];
+                for (offset, count) in counts.iter_mut().enumerate() {
+                    *count = row.try_get(first + offset)?;
+                }
+                tally.totals(group_at(row, &by)?, counts, row.try_get(first + 8)?);
+            }
+            // A portal read in pieces: one duration per record of the range.
+            let portal = tx
+                .bind(durations.sql.as_str(), &sql_params(&durations.values))
+                .await?;
+            loop {
+                let rows = tx.query_portal(&portal, DURATIONS_PER_FETCH).await?;
+                for row in &rows {
+                    tally.duration(group_at(row, &by)?, row.try_get(by.len())?);
+                }
+                if rows.len() < DURATIONS_PER_FETCH as usize {
+                    break;
+                }
+            }
+            tx.commit().await?;
+            Ok(tally.finish())
+        })
+        .await
+    }
+
+    pub(super) async fn invocations_page(
+        &self,
+        range: &RecordRange,
+        after: Option<&Cursor>,
+        bodies: bool,
+        limit: u32,
+    ) -> Result<Page, StoreError> {
+        let select = if bodies {
+            SELECT_INVOCATION
+        } else {
+            SELECT_INVOCATION_WITHOUT_BODIES
+        };
+        let query = report::page_query(select, range, after, limit, placeholder);
+        self.run(move |pool| async move {
+            let client = connection(&pool).await?;
+            let statement = client.prepare_cached(&query.sql).await?;
+            let rows = client.query(&statement, &sql_params(&query.values)).await?;
+            let records = rows
+                .iter()
+                .map(invocation_from_row)
+                .collect::<Result<Vec<_>, _>>()?;
+            let last = match rows.last() {
+                Some(row) => Some(Cursor::new(
+                    row.try_get(CREATED_AT_COLUMN)?,
+                    row.try_get(ID_COLUMN)?,
+                )),
+                None => None,
+            };
+            Ok(Page::of(records, last, limit))
+        })
+        .await
+    }
+
     #[cfg(test)]
     fn listening(&self) -> bool {
         self.changes.epoch().is_some()
@@ -1375,11 +1457,56 @@ fn storable(text: &str) -> String {
     }
 }
 
-const SELECT_INVOCATION: &str =
-    "SELECT id, project_id, user_id, route, plugin, model, type, stream,
+/// `SELECT` of every column [`invocation_from_row`] reads, `$bodies` standing for the
+/// request and response columns.
+macro_rules! select_invocation {
+    ($bodies:literal) => {
+        concat!(
+            "SELECT id, project_id, user_id, route, plugin, model, type, stream,
     status, http_status, error, provider_error, prompt_tokens, completion_tokens, total_tokens,
     cached_prompt_tokens, cache_creation_tokens, reasoning_tokens, cost_usd, created_at,
-    duration_ms, request, response, key_prefix, attempts::text FROM invocations";
+    duration_ms, ",
+            $bodies,
+            ", key_prefix, attempts::text FROM invocations"
+        )
+    };
+}
+const SELECT_INVOCATION: &str = select_invocation!("request, response");
+/// An export without bodies: they are most of a record's bytes.
+const SELECT_INVOCATION_WITHOUT_BODIES: &str = select_invocation!("NULL::text, NULL::text");
+/// Where [`SELECT_INVOCATION`] has `id` and `created_at`: an export page's cursor.
+const ID_COLUMN: usize = 0;
+const CREATED_AT_COLUMN: usize = 19;
+/// Rows of a report's durations fetched at a time (a portal's page), not the whole range's.
+const DURATIONS_PER_FETCH: i32 = 10_000;
+
+fn placeholder(n: usize) -> String {
+    format!("${n}")
+}
+
+/// A query's values as the driver takes them.
+fn sql_params(values: &[SqlValue]) -> Vec<&(dyn ToSql + Sync)> {
+    values
+        .iter()
+        .map(|value| match value {
+            SqlValue::Text(text) => text as &(dyn ToSql + Sync),
+            SqlValue::Integer(n) => n as &(dyn ToSql + Sync),
+        })
+        .collect()
+}
+
+/// A report row's group values, its first `by.len()` columns.
+fn group_at(row: &Row, by: &[GroupBy]) -> Result<Vec<Option<String>>, StoreError> {
+    by.iter()
+        .enumerate()
+        .map(|(index, group)| {
+            Ok(match group {
+                GroupBy::Day => row.try_get::<_, Option<i64>>(index)?.map(report::day_name),
+                _ => row.try_get(index)?,
+            })
+        })
+        .collect()
+}
 
 fn invocation_from_row(row: &Row) -> Result<Invocation, StoreError> {
     let count = |index: usize| -> Result<Option<u32>, StoreError> {
@@ -2650,5 +2777,132 @@ mod tests {
             3
         );
         drop((pg, sql));
+    }
+
+    #[tokio::test]
+    async fn usage_reads_exactly_what_sqlite_reads_for_the_same_records() {
+        use super::report::fixture;
+        let Some(db) = TestDb::create().await else {
+            return;
+        };
+        let pg = open(&db).await;
+        let dir = tempfile::tempdir().unwrap();
+        let (sqlite, _) = crate::store::sqlite::Sqlite::open(&dir.path().join("g.db")).unwrap();
+        let records = fixture::records();
+        pg.insert_invocations(&records).unwrap();
+        sqlite.insert_invocations(&records).unwrap();
+        for (range, by) in fixture::cases() {
+            let from_pg = pg.usage(&range, &by).await.unwrap();
+            assert_eq!(
+                from_pg,
+                sqlite.usage(&range, &by).unwrap(),
+                "{range:?} by {by:?}"
+            );
+        }
+        // A range of more durations than one fetch of the portal.
+        let many: Vec<Invocation> = (0..(DURATIONS_PER_FETCH as i64 + 7))
+            .map(|n| Invocation {
+                model: Some(if n % 2 == 0 { "even" } else { "odd" }.into()),
+                duration_ms: n,
+                ..Invocation::begun(Uuid::now_v7(), 1)
+            })
+            .collect();
+        pg.insert_invocations(&many).unwrap();
+        let range = RecordRange {
+            until_ms: Some(2),
+            ..RecordRange::default()
+        };
+        let rows = pg.usage(&range, &[GroupBy::Model]).await.unwrap();
+        let n = many.len() as i64;
+        let picked: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.group[0].clone(),
+                    r.requests,
+                    r.p50_duration_ms,
+                    r.p95_duration_ms,
+                )
+            })
+            .collect();
+        // Evens 0, 2, ..., 10006 (5004 of them), odds 1, 3, ..., 10005 (5003).
+        let (evens, odds) = ((n + 1) / 2, n / 2);
+        let rank =
+            |percent: u64, count: i64| report::nearest_rank(percent, count as u64).unwrap() as i64;
+        assert_eq!(
+            picked,
+            [
+                (
+                    Some("even".to_owned()),
+                    evens as u64,
+                    Some(2 * (rank(50, evens) - 1)),
+                    Some(2 * (rank(95, evens) - 1))
+                ),
+                (
+                    Some("odd".to_owned()),
+                    odds as u64,
+                    Some(2 * rank(50, odds) - 1),
+                    Some(2 * rank(95, odds) - 1)
+                ),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn an_export_reads_each_record_once_oldest_first_across_pages_of_equal_times() {
+        let Some(db) = TestDb::create().await else {
+            return;
+        };
+        let pg = open(&db).await;
+        let mut records: Vec<Invocation> = (0..26)
+            .map(|n: i64| Invocation {
+                project_id: Some(if n % 3 == 0 { "a" } else { "b" }.into()),
+                request: Some("body".into()),
+                ..Invocation::begun(
+                    Uuid::from_u128(
+                        (n as u128).wrapping_mul(0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C834),
+                    ),
+                    1_000 + n / 4,
+                )
+            })
+            .collect();
+        pg.insert_invocations(&records.iter().rev().cloned().collect::<Vec<_>>())
+            .unwrap();
+        let (mut read, mut after) = (Vec::new(), None);
+        let range = RecordRange::default();
+        loop {
+            let page = pg
+                .invocations_page(&range, after.as_ref(), true, 4)
+                .await
+                .unwrap();
+            read.extend(page.records);
+            match page.next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        // Ties go by id in the database's collation, not necessarily byte order: the records
+        // are compared as a set, and their times' order.
+        assert_eq!(read.len(), records.len());
+        let times: Vec<i64> = read.iter().map(|r| r.created_at_ms).collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+        records.sort_by_key(|r| r.id);
+        read.sort_by_key(|r| r.id);
+        assert_eq!(read, records);
+        let page = pg
+            .invocations_page(
+                &RecordRange {
+                    project_id: Some("a".into()),
+                    ..range
+                },
+                None,
+                false,
+                100,
+            )
+            .await
+            .unwrap();
+        assert_eq!(page.records.len(), 9);
+        assert!(page.next.is_none());
+        assert!(page.records.iter().all(|r| r.request.is_none()));
     }
 }

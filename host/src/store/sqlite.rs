@@ -11,6 +11,7 @@ use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use uuid::Uuid;
 
 use super::key_cache::KeyCache;
+use super::report::{self, Cursor, GroupBy, Page, RecordRange, SqlValue, UsageRow, UsageTally};
 use super::{
     Attempt, Invocation, InvocationFilter, InvocationStatus, KeyMatch, KeyRecord, KeyScope,
     KeySpec, LimitUpdate, Migrated, Project, StoreError, StoredLimits, TokenUsage, UsageTotals,
@@ -456,6 +457,65 @@ impl Sqlite {
         )?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
+
+    pub(super) fn usage(
+        &self,
+        range: &RecordRange,
+        by: &[GroupBy],
+    ) -> Result<Vec<UsageRow>, StoreError> {
+        let mut conn = lock(&self.reader);
+        // One read transaction: both queries see the same snapshot (WAL).
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+        let mut tally = UsageTally::default();
+        {
+            let totals = report::totals_query(range, by, placeholder);
+            let mut stmt = tx.prepare(&totals.sql)?;
+            let mut rows = stmt.query(rusqlite::params_from_iter(&totals.values))?;
+            while let Some(row) = rows.next()? {
+                let first = by.len();
+                let mut counts = [0i64; 8];
+                for (offset, count) in counts.iter_mut().enumerate() {
+                    *count = row.get(first + offset)?;
+                }
+                tally.totals(group_at(row, by)?, counts, row.get(first + 8)?);
+            }
+            let durations = report::durations_query(range, by, placeholder);
+            let mut stmt = tx.prepare(&durations.sql)?;
+            let mut rows = stmt.query(rusqlite::params_from_iter(&durations.values))?;
+            while let Some(row) = rows.next()? {
+                tally.duration(group_at(row, by)?, row.get(by.len())?);
+            }
+        }
+        tx.commit()?;
+        Ok(tally.finish())
+    }
+
+    pub(super) fn invocations_page(
+        &self,
+        range: &RecordRange,
+        after: Option<&Cursor>,
+        bodies: bool,
+        limit: u32,
+    ) -> Result<Page, StoreError> {
+        let select = if bodies {
+            SELECT_INVOCATION
+        } else {
+            SELECT_INVOCATION_WITHOUT_BODIES
+        };
+        let query = report::page_query(select, range, after, limit, placeholder);
+        let conn = lock(&self.reader);
+        let mut stmt = conn.prepare_cached(&query.sql)?;
+        let mut rows = stmt.query(rusqlite::params_from_iter(&query.values))?;
+        let (mut records, mut last) = (Vec::new(), None);
+        while let Some(row) = rows.next()? {
+            records.push(invocation_from_row(row)?);
+            last = Some(Cursor::new(
+                row.get(CREATED_AT_COLUMN)?,
+                row.get(ID_COLUMN)?,
+            ));
+        }
+        Ok(Page::of(records, last, limit))
+    }
 }
 
 const UPDATE_PROJECT_LIMITS: &str = "UPDATE projects SET rpm = ?2, tpm = ?3,
@@ -485,11 +545,50 @@ fn write_limits(
 const DELETE_OLD_INVOCATIONS: &str = "DELETE FROM invocations WHERE rowid IN
     (SELECT rowid FROM invocations WHERE created_at < ?1 LIMIT ?2)";
 
-const SELECT_INVOCATION: &str =
-    "SELECT id, project_id, user_id, route, plugin, model, type, stream,
+/// `SELECT` of every column [`invocation_from_row`] reads, `$bodies` standing for the
+/// request and response columns.
+macro_rules! select_invocation {
+    ($bodies:literal) => {
+        concat!(
+            "SELECT id, project_id, user_id, route, plugin, model, type, stream,
     status, http_status, error, provider_error, prompt_tokens, completion_tokens, total_tokens,
     cached_prompt_tokens, cache_creation_tokens, reasoning_tokens, cost_usd, created_at,
-    duration_ms, request, response, key_prefix, attempts FROM invocations";
+    duration_ms, ",
+            $bodies,
+            ", key_prefix, attempts FROM invocations"
+        )
+    };
+}
+const SELECT_INVOCATION: &str = select_invocation!("request, response");
+/// An export without bodies: they are most of a record's bytes.
+const SELECT_INVOCATION_WITHOUT_BODIES: &str = select_invocation!("NULL, NULL");
+/// Where [`SELECT_INVOCATION`] has `id` and `created_at`: an export page's cursor.
+const ID_COLUMN: usize = 0;
+const CREATED_AT_COLUMN: usize = 19;
+
+fn placeholder(n: usize) -> String {
+    format!("?{n}")
+}
+
+impl rusqlite::ToSql for SqlValue {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(match self {
+            SqlValue::Text(text) => text.as_str().into(),
+            SqlValue::Integer(n) => (*n).into(),
+        })
+    }
+}
+
+/// A report row's group values, its first `by.len()` columns.
+fn group_at(row: &Row<'_>, by: &[GroupBy]) -> rusqlite::Result<Vec<Option<String>>> {
+    by.iter()
+        .enumerate()
+        .map(|(index, group)| match group {
+            GroupBy::Day => Ok(row.get::<_, Option<i64>>(index)?.map(report::day_name)),
+            _ => row.get(index),
+        })
+        .collect()
+}
 
 // TOTAL: a float, 0.0 when nothing (or only NULL) was recorded. Each walks
 // its (subject, created_at) index.
@@ -1446,5 +1545,200 @@ mod tests {
         db.insert_invocations(std::slice::from_ref(&new)).unwrap();
         assert_eq!(db.invocation(&new.id).unwrap(), Some(new));
         assert_eq!(db.spent_since(&Subject::Project("p1"), 0).unwrap(), 0.5);
+    }
+
+    fn read_usage(db: &Sqlite, range: &RecordRange, by: &[GroupBy]) -> Vec<UsageRow> {
+        db.usage(range, by).unwrap()
+    }
+
+    #[test]
+    fn usage_adds_up_each_group_with_nearest_rank_percentiles() {
+        use super::report::fixture::{self, DAY0, DAY1};
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(&dir);
+        db.insert_invocations(&fixture::records()).unwrap();
+
+        let all = read_usage(&db, &RecordRange::default(), &[]);
+        assert_eq!(
+            all,
+            [UsageRow {
+                group: vec![],
+                requests: 5,
+                errors: 2,
+                prompt_tokens: 31,
+                completion_tokens: 16,
+                total_tokens: 47,
+                cached_prompt_tokens: 3,
+                cache_creation_tokens: 1,
+                reasoning_tokens: 3,
+                cost_usd: 0.75,
+                // Durations 0, 50, 100, 200, 300: ranks 3 and 5.
+                p50_duration_ms: Some(100),
+                p95_duration_ms: Some(300),
+            }]
+        );
+
+        let by_day = read_usage(&db, &RecordRange::default(), &[GroupBy::Day]);
+        type Summary = (Vec<Option<String>>, u64, u64, Option<i64>, Option<i64>);
+        let summary = |rows: &[UsageRow]| -> Vec<Summary> {
+            rows.iter()
+                .map(|r| {
+                    let percentiles = (r.p50_duration_ms, r.p95_duration_ms);
+                    (
+                        r.group.clone(),
+                        r.requests,
+                        r.errors,
+                        percentiles.0,
+                        percentiles.1,
+                    )
+                })
+                .collect()
+        };
+        let day = |d: &str| vec![Some(d.to_owned())];
+        assert_eq!(
+            summary(&by_day),
+            [
+                (day("2026-05-01"), 3, 1, Some(100), Some(300)),
+                (day("2026-05-02"), 2, 1, Some(0), Some(200)),
+            ]
+        );
+
+        let by_model = read_usage(&db, &RecordRange::default(), &[GroupBy::Model]);
+        assert_eq!(
+            summary(&by_model),
+            [
+                (day("m1"), 3, 1, Some(100), Some(200)),
+                (day("m2"), 1, 0, Some(300), Some(300)),
+                (vec![None], 1, 1, Some(0), Some(0)),
+            ]
+        );
+        assert_eq!(by_model[0].prompt_tokens, 11);
+        assert_eq!(by_model[0].cost_usd, 0.75);
+        assert_eq!(by_model[1].cost_usd, 0.0, "no known cost");
+
+        // [since, until): the first day's second record up to the last record, excluded.
+        let middle = RecordRange {
+            project_id: None,
+            since_ms: Some(DAY0 + 2_000),
+            until_ms: Some(DAY1 + 5),
+        };
+        assert_eq!(read_usage(&db, &middle, &[])[0].requests, 3);
+        let b = RecordRange {
+            project_id: Some("b".into()),
+            ..RecordRange::default()
+        };
+        assert_eq!(
+            summary(&read_usage(&db, &b, &[GroupBy::Key])),
+            [(day("gw_b_key000000"), 2, 2, Some(0), Some(50))]
+        );
+        let none = RecordRange {
+            since_ms: Some(DAY1 + 6),
+            ..RecordRange::default()
+        };
+        let empty = read_usage(&db, &none, &[]);
+        assert_eq!((empty[0].requests, empty[0].p50_duration_ms), (0, None));
+        assert!(read_usage(&db, &none, &[GroupBy::Model]).is_empty());
+    }
+
+    /// Every page of an export, `limit` records each.
+    fn export_all(
+        db: &Sqlite,
+        range: &RecordRange,
+        bodies: bool,
+        limit: u32,
+    ) -> (Vec<Invocation>, usize) {
+        let (mut records, mut pages, mut after) = (Vec::new(), 0, None);
+        loop {
+            let page = db
+                .invocations_page(range, after.as_ref(), bodies, limit)
+                .unwrap();
+            pages += 1;
+            records.extend(page.records);
+            match page.next {
+                Some(next) => after = Some(next),
+                None => return (records, pages),
+            }
+        }
+    }
+
+    #[test]
+    fn an_export_reads_each_record_once_oldest_first_across_pages_of_equal_times() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(&dir);
+        // Four records a millisecond (ids not in insertion order within one), stored newest first.
+        let mut records: Vec<Invocation> = (0..26)
+            .map(|n| Invocation {
+                project_id: Some(if n % 3 == 0 { "a" } else { "b" }.into()),
+                request: Some("body".into()),
+                ..Invocation::begun(
+                    Uuid::from_u128(
+                        (n as u128).wrapping_mul(0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C834),
+                    ),
+                    1_000 + n / 4,
+                )
+            })
+            .collect();
+        db.insert_invocations(&records.iter().rev().cloned().collect::<Vec<_>>())
+            .unwrap();
+        records.sort_by_key(|r| (r.created_at_ms, r.id.to_string()));
+
+        let (read, pages) = export_all(&db, &RecordRange::default(), true, 4);
+        assert_eq!(read, records);
+        assert_eq!(pages, 7, "six full pages and a last one of two");
+        let range = RecordRange {
+            project_id: Some("b".into()),
+            since_ms: Some(1_001),
+            until_ms: Some(1_006),
+        };
+        let (read, _) = export_all(&db, &range, false, 3);
+        let expected: Vec<_> = records
+            .iter()
+            .filter(|r| {
+                r.project_id.as_deref() == Some("b") && (1_001..1_006).contains(&r.created_at_ms)
+            })
+            .map(|r| Invocation {
+                request: None,
+                ..r.clone()
+            })
+            .collect();
+        assert_eq!(read, expected, "without bodies: no request");
+        // A full last page is followed by an empty one.
+        let (read, pages) = export_all(&db, &RecordRange::default(), false, 13);
+        assert_eq!((read.len(), pages), (26, 3));
+    }
+
+    #[test]
+    fn an_export_page_walks_the_created_at_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(&dir);
+        let after = Cursor::new(5, "x".into());
+        let range = RecordRange {
+            since_ms: Some(1),
+            ..RecordRange::default()
+        };
+        let query = report::page_query(SELECT_INVOCATION, &range, Some(&after), 1000, placeholder);
+        let conn = lock(&db.reader);
+        let mut stmt = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {}", query.sql))
+            .unwrap();
+        let plan: Vec<String> = stmt
+            .query_map(rusqlite::params_from_iter(&query.values), |row| {
+                row.get::<_, String>(3)
+            })
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        // Sorted only within one created_at (ties), never the whole rest of the table.
+        assert!(
+            plan.iter()
+                .any(|step| step.contains("USING INDEX invocations_created")),
+            "{plan:?}"
+        );
+        assert!(
+            !plan
+                .iter()
+                .any(|step| step == "USE TEMP B-TREE FOR ORDER BY"),
+            "{plan:?}"
+        );
     }
 }

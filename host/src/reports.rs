@@ -1,0 +1,543 @@
+//! What `gateway usage` and `gateway invocations export` print: the usage table and its JSON
+//! document, and the records as JSON lines or CSV. The numbers come from
+//! [`Store::usage`] and [`Store::invocations_page`] (`store::report`).
+
+use std::io::Write;
+
+use serde::Serialize;
+use serde::ser::SerializeMap;
+
+use crate::store::report::{GroupBy, RecordRange, UsageRow};
+use crate::store::{Invocation, Store, StoreError, format_time_ms};
+
+/// Records an export reads at a time: its memory stays that of one page, however long the range.
+const EXPORT_PAGE: u32 = 1000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot write the output: {0}")]
+    Write(#[from] std::io::Error),
+    #[error("cannot write CSV: {0}")]
+    Csv(String),
+}
+
+impl From<csv::Error> for ReportError {
+    fn from(error: csv::Error) -> ReportError {
+        // An I/O error stays one: a closed pipe is told apart by its kind.
+        if !error.is_io_error() {
+            return ReportError::Csv(error.to_string());
+        }
+        match error.into_kind() {
+            csv::ErrorKind::Io(io) => ReportError::Write(io),
+            other => ReportError::Csv(format!("{other:?}")),
+        }
+    }
+}
+
+/// A `--since` / `--until` value as Unix ms: `YYYY-MM-DD` is that day's UTC midnight; anything
+/// else is an RFC 3339 time (`2026-05-01T12:30:00Z`, `2026-05-01T14:30:00.250+02:00`; without
+/// a zone, UTC), to the millisecond.
+pub fn parse_time(text: &str) -> Result<i64, String> {
+    let text = text.trim();
+    let bad = || {
+        format!(
+            "{text:?} is neither a date (2026-05-01, UTC) nor an RFC 3339 time \
+             (2026-05-01T12:30:00Z, 2026-05-01T14:30:00+02:00)"
+        )
+    };
+    let unix_ms = |time: std::time::SystemTime| {
+        time.duration_since(std::time::UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0)
+    };
+    if text.len() == "YYYY-MM-DD".len() {
+        return humantime::parse_rfc3339(&format!("{text}T00:00:00Z"))
+            .map(unix_ms)
+            .map_err(|_| bad());
+    }
+    // RFC 3339 allows a lower-case `t` and `z`; humantime does not.
+    let text_upper = text.to_ascii_uppercase();
+    let (time, offset_ms) = split_offset(&text_upper).ok_or_else(bad)?;
+    humantime::parse_rfc3339_weak(time)
+        .map(|utc| unix_ms(utc) - offset_ms)
+        .map_err(|_| bad())
+}
+
+/// A time and its numeric zone offset (`+HH:MM`, `-HH:MM`) in ms east of UTC, taken off the
+/// end (humantime reads UTC only); offset 0 when it has none. `None`: an offset that is no
+/// valid one, or one after a `Z`.
+fn split_offset(text: &str) -> Option<(&str, i64)> {
+    let Some(split) = text.len().checked_sub("+HH:MM".len()) else {
+        return Some((text, 0));
+    };
+    let (Some(time), Some(zone)) = (text.get(..split), text.get(split..)) else {
+        return Some((text, 0));
+    };
+    let sign = match zone.as_bytes()[0] {
+        b'+' => 1,
+        b'-' => -1,
+        _ => return Some((text, 0)),
+    };
+    let digits = |part: &str| {
+        (part.len() == 2 && part.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| part.parse::<i64>().ok())
+            .flatten()
+    };
+    let (hours, minutes) = (digits(&zone[1..3])?, digits(zone.get(4..)?)?);
+    if zone.as_bytes()[3] != b':' || hours > 23 || minutes > 59 || time.ends_with('Z') {
+        return None;
+    }
+    Some((time, sign * (hours * 60 + minutes) * 60_000))
+}
+
+/// The table's headers of a row's numbers, in order.
+const NUMBER_HEADERS: [&str; 11] = [
+    "REQUESTS",
+    "ERRORS",
+    "PROMPT",
+    "COMPLETION",
+    "TOTAL",
+    "CACHED_PROMPT",
+    "CACHE_CREATION",
+    "REASONING",
+    "COST_USD",
+    "P50_MS",
+    "P95_MS",
+];
+
+/// `--json`: `{"filter": {...}, "rows": [...]}`, fields in a stable order.
+#[derive(Debug, Serialize)]
+pub struct UsageDocument<'a> {
+    filter: Filter<'a>,
+    rows: Vec<JsonRow<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct Filter<'a> {
+    project_id: Option<&'a str>,
+    since: Option<String>,
+    until: Option<String>,
+    by: Vec<&'static str>,
+}
+
+/// A usage row: its group's fields first, then its numbers (snake_case, as in the table).
+#[derive(Debug, Serialize)]
+struct JsonRow<'a> {
+    #[serde(flatten)]
+    group: GroupFields<'a>,
+    requests: u64,
+    errors: u64,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    total_tokens: u64,
+    cached_prompt_tokens: u64,
+    cache_creation_tokens: u64,
+    reasoning_tokens: u64,
+    cost_usd: f64,
+    p50_duration_ms: Option<i64>,
+    p95_duration_ms: Option<i64>,
+}
+
+/// A row's group values under their fields' names, in the order `--by` gave them.
+#[derive(Debug)]
+struct GroupFields<'a> {
+    by: &'a [GroupBy],
+    values: &'a [Option<String>],
+}
+
+impl Serialize for GroupFields<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.by.len()))?;
+        for (group, value) in self.by.iter().zip(self.values) {
+            map.serialize_entry(group.field(), value)?;
+        }
+        map.end()
+    }
+}
+
+/// The document `usage --json` prints for `rows`, read from `range` grouped `by`.
+pub fn usage_json<'a>(
+    range: &'a RecordRange,
+    by: &'a [GroupBy],
+    rows: &'a [UsageRow],
+) -> UsageDocument<'a> {
+    UsageDocument {
+        filter: Filter {
+            project_id: range.project_id.as_deref(),
+            since: range.since_ms.map(format_time_ms),
+            until: range.until_ms.map(format_time_ms),
+            by: by.iter().map(|group| group.field()).collect(),
+        },
+        rows: rows
+            .iter()
+            .map(|row| JsonRow {
+                group: GroupFields {
+                    by,
+                    values: &row.group,
+                },
+                requests: row.requests,
+                errors: row.errors,
+                prompt_tokens: row.prompt_tokens,
+                completion_tokens: row.completion_tokens,
+                total_tokens: row.total_tokens,
+                cached_prompt_tokens: row.cached_prompt_tokens,
+                cache_creation_tokens: row.cache_creation_tokens,
+                reasoning_tokens: row.reasoning_tokens,
+                cost_usd: row.cost_usd,
+                p50_duration_ms: row.p50_duration_ms,
+                p95_duration_ms: row.p95_duration_ms,
+            })
+            .collect(),
+    }
+}
+
+/// The table: a header line, then a line per row; columns aligned (text left, numbers right),
+/// `-` for a missing group value or percentile, costs to 6 decimals.
+pub fn usage_table(by: &[GroupBy], rows: &[UsageRow]) -> String {
+    let headers: Vec<String> = by
+        .iter()
+        .map(|group| group.field().to_ascii_uppercase())
+        .chain(NUMBER_HEADERS.iter().map(|h| (*h).to_owned()))
+        .collect();
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            let dash = || "-".to_owned();
+            let millis = |ms: Option<i64>| ms.map(|ms| ms.to_string()).unwrap_or_else(dash);
+            row.group
+                .iter()
+                .map(|value| value.clone().unwrap_or_else(dash))
+                .chain([
+                    row.requests.to_string(),
+                    row.errors.to_string(),
+                    row.prompt_tokens.to_string(),
+                    row.completion_tokens.to_string(),
+                    row.total_tokens.to_string(),
+                    row.cached_prompt_tokens.to_string(),
+                    row.cache_creation_tokens.to_string(),
+                    row.reasoning_tokens.to_string(),
+                    format!("{:.6}", row.cost_usd),
+                    millis(row.p50_duration_ms),
+                    millis(row.p95_duration_ms),
+                ])
+                .collect()
+        })
+        .collect();
+    let widths: Vec<usize> = (0..headers.len())
+        .map(|column| {
+            cells
+                .iter()
+                .map(|line| line[column].chars().count())
+                .chain([headers[column].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut table = String::new();
+    for line in std::iter::once(&headers).chain(&cells) {
+        let padded: Vec<String> = line
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(column, (cell, width))| {
+                if column < by.len() {
+                    format!("{cell:<width$}")
+                } else {
+                    format!("{cell:>width$}")
+                }
+            })
+            .collect();
+        table.push_str(padded.join("  ").trim_end());
+        table.push('\n');
+    }
+    table
+}
+
+/// What `invocations export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// One JSON object a line: [`Invocation::to_json`] (what `GET /invocations/{id}` answers,
+    /// bodies and attempts included) plus `keyPrefix`.
+    Jsonl,
+    /// A header line ([`CSV_HEADER`]), then one flat line a record, without bodies.
+    Csv,
+}
+
+/// The columns of a CSV export.
+pub const CSV_HEADER: [&str; 21] = [
+    "id",
+    "created_at",
+    "project_id",
+    "key_prefix",
+    "user_id",
+    "route",
+    "plugin",
+    "model",
+    "type",
+    "stream",
+    "status",
+    "http_status",
+    "duration_ms",
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "cached_prompt_tokens",
+    "cache_creation_tokens",
+    "reasoning_tokens",
+    "cost_usd",
+    "error",
+];
+
+/// A record as a line of CSV, in [`CSV_HEADER`]'s order; empty where it has no value.
+fn csv_record(record: &Invocation) -> [String; 21] {
+    let text = |value: &Option<String>| value.clone().unwrap_or_default();
+    let number = |value: Option<u32>| value.map(|n| n.to_string()).unwrap_or_default();
+    let usage = record.usage.as_ref();
+    [
+        record.id.to_string(),
+        format_time_ms(record.created_at_ms),
+        text(&record.project_id),
+        text(&record.key_prefix),
+        text(&record.user_id),
+        text(&record.route),
+        text(&record.plugin),
+        text(&record.model),
+        text(&record.kind),
+        record.stream.to_string(),
+        record.status.as_str().to_owned(),
+        record.http_status.to_string(),
+        record.duration_ms.to_string(),
+        number(usage.map(|u| u.prompt_tokens)),
+        number(usage.map(|u| u.completion_tokens)),
+        number(usage.map(|u| u.total_tokens)),
+        number(usage.and_then(|u| u.cached_prompt_tokens)),
+        number(usage.and_then(|u| u.cache_creation_tokens)),
+        number(usage.and_then(|u| u.reasoning_tokens)),
+        record.cost_usd.map(|c| c.to_string()).unwrap_or_default(),
+        text(&record.error),
+    ]
+}
+
+/// Writes the records of `range` to `out` in `format`, oldest first, a page at a time;
+/// returns how many.
+pub async fn export(
+    store: &Store,
+    range: &RecordRange,
+    format: ExportFormat,
+    out: impl Write,
+) -> Result<u64, ReportError> {
+    let bodies = format == ExportFormat::Jsonl;
+    let mut csv = None;
+    let mut lines = None;
+    match format {
+        ExportFormat::Csv => {
+            let mut writer = csv::Writer::from_writer(out);
+            writer.write_record(CSV_HEADER)?;
+            csv = Some(writer);
+        }
+        ExportFormat::Jsonl => lines = Some(std::io::BufWriter::new(out)),
+    }
+    let mut count = 0;
+    let mut after = None;
+    loop {
+        let page = store
+            .invocations_page(range, after.as_ref(), bodies, EXPORT_PAGE)
+            .await?;
+        for record in &page.records {
+            if let Some(writer) = &mut csv {
+                writer.write_record(csv_record(record))?;
+            }
+            if let Some(lines) = &mut lines {
+                let mut json = record.to_json();
+                if let Some(object) = json.as_object_mut() {
+                    object.insert("keyPrefix".to_owned(), record.key_prefix.clone().into());
+                }
+                serde_json::to_writer(&mut *lines, &json).map_err(std::io::Error::from)?;
+                lines.write_all(b"\n")?;
+            }
+            count += 1;
+        }
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    if let Some(mut writer) = csv {
+        writer.flush()?;
+    }
+    if let Some(mut lines) = lines {
+        lines.flush()?;
+    }
+    Ok(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_utc_midnight_and_times_are_rfc_3339() {
+        // 2026-05-01T00:00:00Z
+        let midnight = 1_777_593_600_000;
+        assert_eq!(parse_time("2026-05-01"), Ok(midnight));
+        assert_eq!(parse_time(" 2026-05-01 "), Ok(midnight));
+        assert_eq!(parse_time("2026-05-01T00:00:00Z"), Ok(midnight));
+        assert_eq!(parse_time("2026-05-01t00:00:00z"), Ok(midnight));
+        assert_eq!(parse_time("2026-05-01T00:00:00+00:00"), Ok(midnight));
+        assert_eq!(
+            parse_time("2026-05-01T00:00:00"),
+            Ok(midnight),
+            "no zone: UTC"
+        );
+        assert_eq!(
+            parse_time("2026-05-01T12:30:00.250Z"),
+            Ok(midnight + 12 * 3_600_000 + 30 * 60_000 + 250)
+        );
+        assert_eq!(
+            parse_time("2026-05-01T02:00:00+02:00"),
+            Ok(midnight),
+            "east of UTC"
+        );
+        assert_eq!(
+            parse_time("2026-04-30T18:30:00.5-05:30"),
+            Ok(midnight + 500),
+            "west of UTC"
+        );
+        assert_eq!(parse_time("2024-02-29"), Ok(1_709_164_800_000));
+    }
+
+    #[test]
+    fn what_is_no_date_or_time_is_refused_saying_so() {
+        for text in [
+            "",
+            "yesterday",
+            "2026-13-01",
+            "2026-02-30",
+            "2025-02-29",
+            "2026-5-1",
+            "01/05/2026",
+            "2026-05-01T25:00:00Z",
+            "2026-05-01T12:00:00+2:00",
+            "2026-05-01T12:00:00+24:00",
+            "2026-05-01T12:00:00Z+02:00",
+            "2026-05-01T12:00:00+02:xx",
+            "2026-05-01T12:00",
+            "1969-12-31",
+            "2026-05-01T12:00:00é",
+            "éééééééééé",
+        ] {
+            let error = parse_time(text).expect_err(text);
+            assert!(error.contains("neither a date"), "{text}: {error}");
+        }
+    }
+
+    fn row(group: Vec<Option<&str>>) -> UsageRow {
+        UsageRow {
+            group: group.into_iter().map(|g| g.map(str::to_owned)).collect(),
+            requests: 12,
+            errors: 1,
+            prompt_tokens: 100,
+            completion_tokens: 20,
+            total_tokens: 120,
+            cached_prompt_tokens: 30,
+            cache_creation_tokens: 0,
+            reasoning_tokens: 5,
+            cost_usd: 0.25,
+            p50_duration_ms: Some(40),
+            p95_duration_ms: None,
+        }
+    }
+
+    #[test]
+    fn the_table_aligns_columns_and_shows_missing_values_as_dashes() {
+        let by = [GroupBy::Model, GroupBy::User];
+        let table = usage_table(
+            &by,
+            &[row(vec![Some("gpt-4o"), None]), row(vec![None, Some("u")])],
+        );
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 3, "{table}");
+        let header: Vec<&str> = lines[0].split_whitespace().collect();
+        assert_eq!(
+            header,
+            [
+                "MODEL",
+                "USER_ID",
+                "REQUESTS",
+                "ERRORS",
+                "PROMPT",
+                "COMPLETION",
+                "TOTAL",
+                "CACHED_PROMPT",
+                "CACHE_CREATION",
+                "REASONING",
+                "COST_USD",
+                "P50_MS",
+                "P95_MS"
+            ]
+        );
+        let first: Vec<&str> = lines[1].split_whitespace().collect();
+        assert_eq!(
+            first,
+            [
+                "gpt-4o", "-", "12", "1", "100", "20", "120", "30", "0", "5", "0.250000", "40", "-"
+            ]
+        );
+        assert_eq!(lines[2].split_whitespace().next(), Some("-"));
+        // Every line's columns end where the header's do.
+        let ends = |line: &str| line.len();
+        assert_eq!(ends(lines[1]), ends(lines[0]));
+    }
+
+    #[test]
+    fn the_json_names_groups_and_numbers_in_order_and_keeps_nulls() {
+        let range = RecordRange {
+            project_id: Some("p".into()),
+            since_ms: Some(1_777_593_600_000),
+            until_ms: None,
+        };
+        let by = [GroupBy::Model, GroupBy::Key];
+        let rows = [row(vec![Some("m"), None])];
+        let text = serde_json::to_string(&usage_json(&range, &by, &rows)).unwrap();
+        assert!(
+            text.starts_with(
+                r#"{"filter":{"project_id":"p","since":"2026-05-01T00:00:00.000Z","until":null,"by":["model","key_prefix"]},"rows":[{"model":"m","key_prefix":null,"requests":12,"errors":1,"prompt_tokens":100,"#
+            ),
+            "{text}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let row = &json["rows"][0];
+        assert_eq!(row["cached_prompt_tokens"], 30);
+        assert_eq!(row["cost_usd"], 0.25);
+        assert_eq!(row["p50_duration_ms"], 40);
+        assert_eq!(row["p95_duration_ms"], serde_json::Value::Null);
+        assert_eq!(row.as_object().unwrap().len(), 13);
+    }
+
+    #[test]
+    fn a_csv_line_has_a_value_or_nothing_for_every_column() {
+        let mut record = Invocation::begun(uuid::Uuid::now_v7(), 1_777_593_600_000);
+        record.error = Some("bad, \"quoted\"\nline".into());
+        record.cost_usd = Some(0.000_000_1);
+        let line = csv_record(&record);
+        assert_eq!(line.len(), CSV_HEADER.len());
+        assert_eq!(line[1], "2026-05-01T00:00:00.000Z");
+        assert_eq!(line[9], "false");
+        assert_eq!(line[10], "error");
+        assert_eq!(line[13], "", "no usage: empty");
+        assert_eq!(line[19], "0.0000001", "no exponent");
+        let mut writer = csv::Writer::from_writer(Vec::new());
+        writer.write_record(&line).unwrap();
+        let bytes = writer.into_inner().unwrap();
+        let read: Vec<csv::StringRecord> = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .from_reader(&bytes[..])
+            .records()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(read.len(), 1);
+        assert_eq!(&read[0][20], "bad, \"quoted\"\nline");
+    }
+}
