@@ -234,8 +234,8 @@ pub(super) struct Postgres {
 impl Postgres {
     /// Connects to the database of `url` and applies the migrations it lacks.
     pub(super) async fn open(url: &str) -> Result<(Postgres, Migrated), StoreError> {
-        let (config, verify) = parse_url(url)?;
-        let tls = tls_for(&config, verify)?;
+        let (config, trust) = parse_url(url)?;
+        let tls = tls_for(&config, &trust)?;
         let runtime = OwnRuntime::new()?;
         let handle = runtime
             .handle()
@@ -898,8 +898,8 @@ fn limits_at(row: &Row, first: usize) -> Result<LimitSet, StoreError> {
 /// How much of the server's certificate is checked when TLS is used, after
 /// libpq's `sslmode`: `prefer` and `require` encrypt without checking it (a
 /// stock Debian server offers a self-signed `localhost` certificate),
-/// `verify-ca` checks it chains to a root the platform trusts, `verify-full`
-/// also that it names the host.
+/// `verify-ca` checks it chains to a trusted root, `verify-full` also that it
+/// names the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Verify {
     Nothing,
@@ -907,35 +907,71 @@ enum Verify {
     Full,
 }
 
-/// Parses a libpq-style URL. tokio-postgres knows `sslmode` up to `require`;
-/// `verify-ca` and `verify-full` are taken out here and given to it as
-/// `require`, the checking being done by [`tls_for`]'s verifier.
-fn parse_url(url: &str) -> Result<(Config, Verify), StoreError> {
+/// The roots a certificate is checked against, after libpq's `sslrootcert`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Roots {
+    /// The platform's trust store (no `sslrootcert`, or `sslrootcert=system`).
+    Platform,
+    /// The PEM certificates of this file (a private CA, a cloud provider's bundle).
+    File(std::path::PathBuf),
+}
+
+/// What TLS checks of the server, and against what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Trust {
+    verify: Verify,
+    roots: Roots,
+}
+
+/// Parses a libpq-style URL. tokio-postgres knows `sslmode` up to `require`
+/// and no `sslrootcert`: `verify-ca` and `verify-full` are taken out here and
+/// given to it as `require`, the checking being done by [`tls_for`]'s
+/// verifier, against `sslrootcert`'s roots when the URL names a file. As with
+/// libpq, `require` with a root file checks the chain (as `verify-ca`).
+fn parse_url(url: &str) -> Result<(Config, Trust), StoreError> {
     let mut verify = Verify::Nothing;
+    let mut roots = Roots::Platform;
     let url = match url.split_once('?') {
         None => url.to_owned(),
         Some((base, query)) => {
-            let query: Vec<&str> = query
-                .split('&')
-                .map(|pair| match pair {
+            let mut kept = Vec::new();
+            for pair in query.split('&') {
+                match pair {
                     "sslmode=verify-ca" => {
                         verify = Verify::Chain;
-                        "sslmode=require"
+                        kept.push("sslmode=require");
                     }
                     "sslmode=verify-full" => {
                         verify = Verify::Full;
-                        "sslmode=require"
+                        kept.push("sslmode=require");
                     }
-                    other => other,
-                })
-                .collect();
-            format!("{base}?{}", query.join("&"))
+                    _ => match pair.strip_prefix("sslrootcert=") {
+                        Some("system") => roots = Roots::Platform,
+                        Some(path) => {
+                            let path = percent_encoding::percent_decode_str(path)
+                                .decode_utf8()
+                                .map_err(|_| {
+                                    StoreError::Pool("sslrootcert: not a UTF-8 path".into())
+                                })?;
+                            roots = Roots::File(path.into_owned().into());
+                        }
+                        None => kept.push(pair),
+                    },
+                }
+            }
+            if kept.is_empty() {
+                base.to_owned()
+            } else {
+                format!("{base}?{}", kept.join("&"))
+            }
         }
     };
     // The error names the option at fault, never the URL (which may hold a password).
     let mut config = Config::from_str(&url)?;
     if config.get_ssl_mode() != SslMode::Require {
         verify = Verify::Nothing;
+    } else if verify == Verify::Nothing && matches!(roots, Roots::File(_)) {
+        verify = Verify::Chain;
     }
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
@@ -958,14 +994,19 @@ fn parse_url(url: &str) -> Result<(Config, Verify), StoreError> {
             .keepalives_interval(Duration::from_secs(5))
             .keepalives_retries(4);
     }
-    Ok((config, verify))
+    Ok((config, Trust { verify, roots }))
 }
 
-fn tls_for(config: &Config, verify: Verify) -> Result<Tls, StoreError> {
+fn tls_for(config: &Config, trust: &Trust) -> Result<Tls, StoreError> {
     if config.get_ssl_mode() == SslMode::Disable {
         return Ok(Tls::Plain);
     }
-    match rustls_config(verify) {
+    // Roots the operator named for a check must be there: not a reason to go plain.
+    let roots = match &trust.roots {
+        Roots::File(path) if trust.verify != Verify::Nothing => Some(root_store(path)?),
+        _ => None,
+    };
+    match rustls_config(trust.verify, roots) {
         Ok(tls) => Ok(Tls::Rustls(MakeRustlsConnect::new(tls))),
         Err(e) if config.get_ssl_mode() == SslMode::Require => Err(StoreError::Pool(format!(
             "TLS is required, but cannot be set up: {e}"
@@ -977,12 +1018,43 @@ fn tls_for(config: &Config, verify: Verify) -> Result<Tls, StoreError> {
     }
 }
 
-fn rustls_config(verify: Verify) -> Result<rustls::ClientConfig, rustls::Error> {
+/// The certificates of `sslrootcert`'s PEM file.
+fn root_store(path: &std::path::Path) -> Result<rustls::RootCertStore, StoreError> {
+    use rustls::pki_types::pem::PemObject;
+    let bad = |why: String| StoreError::Pool(format!("sslrootcert {}: {why}", path.display()));
+    let mut store = rustls::RootCertStore::empty();
+    let certificates = CertificateDer::pem_file_iter(path).map_err(|e| bad(e.to_string()))?;
+    for certificate in certificates {
+        let certificate = certificate.map_err(|e| bad(e.to_string()))?;
+        store.add(certificate).map_err(|e| bad(e.to_string()))?;
+    }
+    if store.is_empty() {
+        return Err(bad("holds no PEM certificate".into()));
+    }
+    Ok(store)
+}
+
+fn rustls_config(
+    verify: Verify,
+    roots: Option<rustls::RootCertStore>,
+) -> Result<rustls::ClientConfig, rustls::Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    // Built only when something is checked: `prefer` and `require` need no trust store.
+    let checked = |provider: Arc<rustls::crypto::CryptoProvider>| {
+        Ok::<Arc<dyn ServerCertVerifier>, rustls::Error>(match roots {
+            None => Arc::new(Verifier::new(provider)?),
+            Some(roots) => rustls::client::WebPkiServerVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .build()
+            .map_err(|e| rustls::Error::General(e.to_string()))?,
+        })
+    };
     let verifier: Arc<dyn ServerCertVerifier> = match verify {
         Verify::Nothing => Arc::new(Unverified(provider.clone())),
-        Verify::Chain => Arc::new(ChainOnly(Verifier::new(provider.clone())?)),
-        Verify::Full => Arc::new(Verifier::new(provider.clone())?),
+        Verify::Chain => Arc::new(ChainOnly(checked(provider.clone())?)),
+        Verify::Full => checked(provider.clone())?,
     };
     Ok(rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
@@ -1033,10 +1105,10 @@ impl ServerCertVerifier for Unverified {
     }
 }
 
-/// `sslmode=verify-ca`: the platform's verdict, except on the host name
+/// `sslmode=verify-ca`: the full check's verdict, except on the host name
 /// (which it checks after the chain, so a name error means the chain held).
 #[derive(Debug)]
-struct ChainOnly(Verifier);
+struct ChainOnly(Arc<dyn ServerCertVerifier>);
 
 impl ServerCertVerifier for ChainOnly {
     fn verify_server_cert(
@@ -2167,20 +2239,39 @@ mod tests {
 
     #[test]
     fn urls_accept_libpq_options() {
-        let (config, verify) =
+        let (config, trust) =
             parse_url("postgresql://u:p@db.example:6543/gw?sslmode=verify-full&connect_timeout=3")
                 .unwrap();
         assert_eq!(config.get_ssl_mode(), SslMode::Require);
-        assert_eq!(verify, Verify::Full);
+        assert_eq!(trust.verify, Verify::Full);
+        assert_eq!(trust.roots, Roots::Platform);
         assert_eq!(config.get_connect_timeout(), Some(&Duration::from_secs(3)));
         assert_eq!(config.get_dbname(), Some("gw"));
         assert_eq!(config.get_ports(), [6543]);
         assert_eq!(config.get_password(), Some(&b"p"[..]));
-        let (_, verify) = parse_url("postgres://u@h/db?sslmode=verify-ca").unwrap();
-        assert_eq!(verify, Verify::Chain);
-        let (config, verify) = parse_url("postgres://u@h/db").unwrap();
+        let (_, trust) = parse_url("postgres://u@h/db?sslmode=verify-ca").unwrap();
+        assert_eq!(trust.verify, Verify::Chain);
+        let (config, trust) = parse_url("postgres://u@h/db").unwrap();
         assert_eq!(config.get_ssl_mode(), SslMode::Prefer);
-        assert_eq!(verify, Verify::Nothing);
+        assert_eq!(trust.verify, Verify::Nothing);
+        // sslrootcert: a file (percent-decoded), or `system`; `require` with a file checks
+        // the chain, as libpq does.
+        let (config, trust) =
+            parse_url("postgres://u@h/db?sslrootcert=/etc/my%20ca.pem&sslmode=require").unwrap();
+        assert_eq!(config.get_ssl_mode(), SslMode::Require);
+        assert_eq!(
+            trust,
+            Trust {
+                verify: Verify::Chain,
+                roots: Roots::File("/etc/my ca.pem".into())
+            }
+        );
+        let (_, trust) =
+            parse_url("postgres://u@h/db?sslmode=verify-full&sslrootcert=system").unwrap();
+        assert_eq!(trust.roots, Roots::Platform);
+        assert_eq!(trust.verify, Verify::Full);
+        let (_, trust) = parse_url("postgres://u@h/db?sslrootcert=/ca.pem").unwrap();
+        assert_eq!(trust.verify, Verify::Nothing, "prefer checks nothing");
         assert_eq!(config.get_connect_timeout(), Some(&CONNECT_TIMEOUT));
         let (config, _) = parse_url("postgres://u:hidden@h/db").unwrap();
         assert!(!format!("{config:?}").contains("hidden"));
@@ -2189,8 +2280,8 @@ mod tests {
     #[test]
     fn tls_is_set_up_unless_disabled() {
         let tls = |url: &str| {
-            let (config, verify) = parse_url(url).unwrap();
-            tls_for(&config, verify).unwrap()
+            let (config, trust) = parse_url(url).unwrap();
+            tls_for(&config, &trust).unwrap()
         };
         assert!(matches!(
             tls("postgres://u@h/db?sslmode=disable"),
@@ -2243,8 +2334,78 @@ mod tests {
         .err()
         .expect("a certificate for localhost is refused for 127.0.0.1");
         assert!(refused.to_string().contains("certificate"), "{refused}");
+
+        // sslrootcert: the server's own (self-signed) certificate as the root.
+        let cert_file: String = sql
+            .query_one("SHOW ssl_cert_file", &[])
+            .await
+            .unwrap()
+            .get(0);
+        if std::fs::read(&cert_file).is_err() {
+            eprintln!("cannot read the server's certificate {cert_file}: sslrootcert untested");
+            drop(sql);
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("server root.pem");
+        std::fs::copy(&cert_file, &root).unwrap();
+        let with_root = |url: &str, mode: &str, root: &std::path::Path| {
+            let root = root.display().to_string().replace(' ', "%20");
+            format!("{url}?sslmode={mode}&sslrootcert={root}")
+        };
+        let by_ip = db.url.replace("localhost", "127.0.0.1");
+        let by_name = by_ip.replace("127.0.0.1", "localhost");
+        for (url, mode) in [
+            (&by_name, "verify-full"),
+            (&by_ip, "verify-ca"),
+            (&by_ip, "require"),
+        ] {
+            let opened = Postgres::open(&with_root(url, mode, &root)).await;
+            assert!(opened.is_ok(), "{mode}: {:?}", opened.err());
+        }
+        let refused = Postgres::open(&with_root(&by_ip, "verify-full", &root))
+            .await
+            .err()
+            .expect("the root holds, the name does not");
+        assert!(refused.to_string().contains("certificate"), "{refused}");
+        // A root that signed nothing of the server's: refused even with `require`.
+        let other = dir.path().join("other.pem");
+        std::fs::write(&other, OTHER_ROOT).unwrap();
+        for mode in ["require", "verify-ca", "verify-full"] {
+            let refused = Postgres::open(&with_root(&by_name, mode, &other))
+                .await
+                .err()
+                .unwrap_or_else(|| panic!("{mode}: a root that signed nothing"));
+            assert!(
+                refused.to_string().contains("certificate"),
+                "{mode}: {refused}"
+            );
+        }
+        let missing = Postgres::open(&with_root(
+            &by_name,
+            "verify-full",
+            &dir.path().join("none"),
+        ))
+        .await
+        .err()
+        .expect("a missing root file");
+        assert!(missing.to_string().contains("sslrootcert"), "{missing}");
         drop(sql);
     }
+
+    /// A CA certificate whose key was thrown away: it signed nothing.
+    const OTHER_ROOT: &str = "-----BEGIN CERTIFICATE-----\n\
+MIIBvjCCAWWgAwIBAgIUNE9rFZ8F0tOzPAmzqlrxFSXe7WEwCgYIKoZIzj0EAwIw\n\
+NDEyMDAGA1UEAwwpZ2F0ZXdheSB0ZXN0czogYSByb290IHRoYXQgc2lnbmVkIG5v\n\
+dGhpbmcwIBcNMjYxMTI0MjMyOTU2WhgPMjEyNjEwMzEyMzI5NTZaMDQxMjAwBgNV\n\
+BAMMKWdhdGV3YXkgdGVzdHM6IGEgcm9vdCB0aGF0IHNpZ25lZCBub3RoaW5nMFkw\n\
+EwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAESSVquUfcVRHcYAsrbiklJYdt+2QqXdMv\n\
+XZFoIYknTKFD9zQQoFYHmPxkA70RvS2HxKW9w5jN9UuUBar7kWSWP6NTMFEwHQYD\n\
+VR0OBBYEFFqLPJpO/uiFGumJGRdFIpaiJ3HSMB8GA1UdIwQYMBaAFFqLPJpO/uiF\n\
+GumJGRdFIpaiJ3HSMA8GA1UdEwEB/wQFMAMBAf8wCgYIKoZIzj0EAwIDRwAwRAIg\n\
+TQkY0UT19xhGkOrej0G+mNZpcg3+bm0UgGVKtUtP+dwCIHQRwB0Jg/kQRAO7/HOj\n\
+nKr0vGGrjVCqMvuuJBV/j+aG\n\
+-----END CERTIFICATE-----\n";
 
     fn limits(rpm: u32, tpm: u64, daily: f64, monthly: f64) -> LimitSet {
         LimitSet {
