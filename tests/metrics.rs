@@ -265,7 +265,7 @@ fn metrics_off_record_nothing_and_answer_404() {
 #[test]
 fn metrics_listen_serves_the_scrape_apart_from_the_api() {
     let upstream = OpenAiUpstream::each_call(answer());
-    let gw = gateway(
+    let mut gw = gateway(
         &upstream,
         &[
             "metrics_listen = \"127.0.0.1:0\"",
@@ -308,4 +308,17 @@ fn metrics_listen_serves_the_scrape_apart_from_the_api() {
         elsewhere.status, 404,
         "only /metrics and /healthz are served there"
     );
+
+    // A scraper's connection left open must not hold the shutdown (the record writer waits
+    // for every handle of the gateway's state).
+    let _kept_alive = gateway_test_support::Connection::open(
+        address,
+        "GET",
+        "/metrics",
+        &[("Authorization", &auth)],
+        b"",
+    );
+    assert!(gw.shutdown().success());
+    let logs = gw.logs();
+    assert!(!logs.contains("could not be flushed"), "{logs}");
 }

@@ -840,10 +840,9 @@ async fn serve(
     // Not the state: the invocation writer ends only once every handle of the state is gone.
     let flushing = traces.clone();
     let state = Arc::new(AppState::new(config, routes, runtime, store, log, traces));
-    // Dropped (and its connections with it) when serving ends.
-    let _metrics_server = metrics_listener.map(|(address, listener)| {
+    let metrics_server = metrics_listener.map(|(address, listener)| {
         println!("metrics on http://{address}/metrics");
-        AbortOnDrop(tokio::spawn(server::serve_metrics(listener, state.clone())))
+        tokio::spawn(server::serve_metrics(listener, Arc::downgrade(&state)))
     });
     let _config_watcher = match &config_path {
         Some(path) => Some(crate::config::reload::watch_config(&state, path)?),
@@ -852,6 +851,9 @@ async fn serve(
     println!("gateway listening on http://{address}");
     let served = server::serve(listener, state, workers, shutdown_signal()).await;
     drop(_config_watcher);
+    if let Some(task) = metrics_server {
+        task.abort();
+    }
     // The writer ends once every request task has dropped its handle; a task
     // stuck past the grace period must not hold the process forever.
     if tokio::time::timeout(Duration::from_secs(10), writer.shutdown())
@@ -864,15 +866,6 @@ async fn serve(
     served?;
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)
-}
-
-/// A task that ends when this is dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 /// Asks the running gateway; when none answers, loads the plugins directory itself.

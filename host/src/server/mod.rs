@@ -253,8 +253,16 @@ fn metrics_text(state: &AppState, request: &Request<Incoming>, id: &Uuid) -> Res
 /// Serves `GET /metrics` (and `GET /healthz`, for the scraper's own checks) on the
 /// `metrics_listen` socket until the task is dropped. Scrapes are rare and cheap: one task
 /// per connection on the caller's runtime, HTTP/1.1 only, away from the serving workers.
-pub async fn serve_metrics(listener: TcpListener, state: Arc<AppState>) {
-    let read_timeout = Duration::from_secs(state.live().config.request_read_timeout_secs.get());
+/// It holds the state weakly: the invocation writer's shutdown waits for every strong handle,
+/// and a scraper's kept-alive connection must not hold it (a scrape after serving ended gets
+/// 503).
+pub async fn serve_metrics(listener: TcpListener, state: std::sync::Weak<AppState>) {
+    let Some(read_timeout) = state
+        .upgrade()
+        .map(|state| Duration::from_secs(state.live().config.request_read_timeout_secs.get()))
+    else {
+        return;
+    };
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -277,7 +285,10 @@ pub async fn serve_metrics(listener: TcpListener, state: Arc<AppState>) {
         let service = service_fn(move |request: Request<Incoming>| {
             let id = Uuid::now_v7();
             let response = match (request.method(), request.uri().path()) {
-                (&Method::GET, "/metrics") => metrics_text(&state, &request, &id),
+                (&Method::GET, "/metrics") => match state.upgrade() {
+                    Some(state) => metrics_text(&state, &request, &id),
+                    None => error_response(&ApiError::ShuttingDown, &id),
+                },
                 (&Method::GET, "/healthz") => {
                     json_response(StatusCode::OK, &json!({"status": "ok"}), &id)
                 }
