@@ -388,23 +388,6 @@ impl ByArg {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum FormatArg {
-    /// One JSON object a line, as `invocations show` prints it plus keyPrefix; bodies included.
-    Jsonl,
-    /// A header line, then one flat line a record; no bodies.
-    Csv,
-}
-
-impl FormatArg {
-    fn format(self) -> ExportFormat {
-        match self {
-            FormatArg::Jsonl => ExportFormat::Jsonl,
-            FormatArg::Csv => ExportFormat::Csv,
-        }
-    }
-}
-
 const EXPORT_ABOUT: &str = "\
 Write the invocation records of a period to stdout, oldest first (by created_at, then id), for
 analysis elsewhere. Records are read a thousand at a time: an export of any length holds one
@@ -449,8 +432,8 @@ enum InvocationsCommand {
         #[arg(long, value_name = "PROJECT_ID")]
         project: Option<String>,
         /// How to write the records: JSON lines (bodies included) or CSV (flat, no bodies).
-        #[arg(long, value_enum, default_value_t = FormatArg::Jsonl)]
-        format: FormatArg,
+        #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
+        format: ExportFormat,
     },
 }
 
@@ -745,7 +728,7 @@ async fn execute(
                 },
         } => {
             let range = record_range(&store, project, Some(since), until).await?;
-            match reports::export(&store, &range, format.format(), std::io::stdout()).await {
+            match reports::export(&store, &range, format, std::io::stdout()).await {
                 Ok(_) => Ok(ExitCode::SUCCESS),
                 // The reader went away (`| head`): it had what it wanted.
                 Err(ReportError::Write(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
@@ -1095,6 +1078,6 @@ mod tests {
         else {
             panic!("not parsed as `invocations export`");
         };
-        assert_eq!((format, since), (FormatArg::Jsonl, 1_777_593_600_000));
+        assert_eq!((format, since), (ExportFormat::Jsonl, 1_777_593_600_000));
     }
 }

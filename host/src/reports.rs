@@ -255,13 +255,17 @@ pub fn usage_table(by: &[GroupBy], rows: &[UsageRow]) -> String {
     table
 }
 
-/// What `invocations export` writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What `invocations export` writes (its `--format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExportFormat {
     /// One JSON object a line: [`Invocation::to_json`] (what `GET /invocations/{id}` answers,
     /// bodies and attempts included) plus `keyPrefix`.
+    #[value(
+        help = "One JSON object a line, as `invocations show` prints it plus keyPrefix; bodies included"
+    )]
     Jsonl,
     /// A header line ([`CSV_HEADER`]), then one flat line a record, without bodies.
+    #[value(help = "A header line, then one flat line a record; no bodies")]
     Csv,
 }
 
