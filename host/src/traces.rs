@@ -167,7 +167,7 @@ const TRACEPARENT: &str = "traceparent";
 
 /// One request's trace: the context its tries are children of (the request's span, or the
 /// caller's context when the gateway makes no spans), and the tracer of its try spans.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct RequestTrace {
     cx: Option<Context>,
     tracer: Option<SdkTracer>,

@@ -228,14 +228,13 @@ pub async fn serve<S: Surface>(
     id: Uuid,
 ) -> Response<Body> {
     let (parts, body) = request.into_parts();
-    let mut draft = Draft::new(id, S::NAME);
     let trace = state
         .traces
         .request(&parts.headers, S::NAME, &id, parts.uri.path());
     if let Some(trace_id) = trace.trace_id() {
         tracing::Span::current().record("trace_id", tracing::field::display(trace_id));
     }
-    draft.trace(trace);
+    let mut draft = Draft::new(id, S::NAME, trace);
     let result = run_flow(&state, flow::<S>(&state, &mut draft, &parts.headers, body)).await;
     finish::<S>(&state, draft, result).await
 }

@@ -78,7 +78,7 @@ pub struct Draft {
 }
 
 impl Draft {
-    pub fn new(id: Uuid, surface: &'static str) -> Draft {
+    pub fn new(id: Uuid, surface: &'static str, trace: RequestTrace) -> Draft {
         Draft {
             record: Invocation::begun(id, now_ms()),
             surface,
@@ -86,13 +86,10 @@ impl Draft {
             bodies: BodyPolicy::NONE,
             secrets: Secrets::default(),
             handed_over: false,
-            trace: RequestTrace::default(),
+            trace,
         }
     }
 
-    pub fn trace(&mut self, trace: RequestTrace) {
-        self.trace = trace;
-    }
     pub fn request_trace(&self) -> &RequestTrace {
         &self.trace
     }
