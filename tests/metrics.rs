@@ -5,50 +5,18 @@
 
 use std::time::Duration;
 
+use gateway_test_support::scrape::{parsed, scrape, value};
 use gateway_test_support::{
     Gateway, OpenAiUpstream, Reply, Route, chat_request, post_stream_with_provider_key,
     post_with_provider_key, split_stream, with,
 };
-use prometheus_parse::{Sample, Scrape, Value as Metric};
+use prometheus_parse::{Sample, Value as Metric};
 use serde_json::json;
 
 const PROVIDER_KEY: &str = "sk-test-metrics-caller-0123456789";
 const MODEL: &str = "gpt-4o-mini";
 const ROUTE: &str = "priced";
 const TOKEN: &str = "metrics-token-for-tests";
-
-/// A scrape of `gw`'s `/metrics` (with `token` when given), parsed.
-fn scrape(gw: &Gateway, token: Option<&str>) -> Vec<Sample> {
-    let response = gw.get("/metrics", token);
-    assert_eq!(response.status, 200, "{}", response.text());
-    assert_eq!(
-        response.header("content-type"),
-        Some("text/plain; version=0.0.4; charset=utf-8")
-    );
-    let text = response.text();
-    Scrape::parse(text.lines().map(|line| Ok(line.to_owned())))
-        .unwrap_or_else(|e| panic!("not the Prometheus text format ({e}):\n{text}"))
-        .samples
-}
-
-/// The value of the sample `name` whose labels include `labels`; 0 when there is none.
-fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
-    let matching: Vec<&Sample> = samples
-        .iter()
-        .filter(|s| s.metric == name)
-        .filter(|s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
-        .collect();
-    assert!(
-        matching.len() <= 1,
-        "{name} {labels:?} matches {}",
-        matching.len()
-    );
-    match matching.first().map(|s| &s.value) {
-        None => 0.0,
-        Some(Metric::Counter(v) | Metric::Gauge(v) | Metric::Untyped(v)) => *v,
-        Some(other) => panic!("{name} {labels:?} is not a plain value: {other:?}"),
-    }
-}
 
 /// A gateway with an openai route whose model is priced, against `upstream`.
 fn gateway(upstream: &OpenAiUpstream, extra: &[&str]) -> Gateway {
@@ -290,13 +258,8 @@ fn metrics_listen_serves_the_scrape_apart_from_the_api() {
         &[("Authorization", &auth)],
         b"",
     );
-    assert_eq!(apart.status, 200, "{}", apart.text());
-    let text = apart.text();
-    let samples = Scrape::parse(text.lines().map(|line| Ok(line.to_owned())))
-        .unwrap_or_else(|e| panic!("not the Prometheus text format ({e}):\n{text}"))
-        .samples;
     let served = value(
-        &samples,
+        &parsed(&apart),
         "gateway_requests_total",
         &[("route", ROUTE), ("model", MODEL), ("status", "200")],
     );

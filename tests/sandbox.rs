@@ -14,6 +14,7 @@ use std::thread::ScopedJoinHandle;
 use std::time::{Duration, Instant};
 
 use gateway_test_support::probe::{MIB, RssSampler, max, median, mib, rss_bytes, settle_rss};
+use gateway_test_support::scrape;
 use gateway_test_support::upstream::hostile::{self, HostileUpstream};
 use gateway_test_support::{
     Connection, Gateway, Response, Route, assert_error_where, assert_ok, built_plugins_dir,
@@ -883,18 +884,7 @@ async fn the_instance_cap_holds_across_a_pool_recycle() {
 
 /// `name{labels}` in a scrape of `gw`'s `/metrics` (0 when the series is absent).
 fn metric(gw: &Gateway, name: &str, labels: &[(&str, &str)]) -> f64 {
-    let text = gw.get("/metrics", None).text();
-    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned())))
-        .unwrap_or_else(|e| panic!("not the Prometheus text format ({e}):\n{text}"));
-    scrape
-        .samples
-        .iter()
-        .filter(|s| s.metric == name)
-        .find(|s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
-        .map_or(0.0, |s| match s.value {
-            prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Gauge(v) => v,
-            ref other => panic!("{name} is not a plain value: {other:?}"),
-        })
+    scrape::value(&scrape::scrape(gw, None), name, labels)
 }
 
 /// Polls until `name{labels}` reads `want` (what it measures happens off the test's thread).

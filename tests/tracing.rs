@@ -71,18 +71,19 @@ fn answer() -> Reply {
     )
 }
 
+/// A chat request to the route.
+fn chat(gw: &Gateway) -> Value {
+    chat_request(
+        &gw.project_id,
+        ROUTE,
+        MODEL,
+        json!([{"role": "user", "content": "hi"}]),
+    )
+}
+
 /// A chat request of `user-7` with `headers`; returns the response's invocation id.
 fn ask(gw: &Gateway, headers: &[(&str, &str)]) -> String {
-    let body = with(
-        chat_request(
-            &gw.project_id,
-            ROUTE,
-            MODEL,
-            json!([{"role": "user", "content": "hi"}]),
-        ),
-        "userId",
-        json!("user-7"),
-    );
+    let body = with(chat(gw), "userId", json!("user-7"));
     let mut all = vec![("Provider-API-Key", PROVIDER_KEY)];
     all.extend_from_slice(headers);
     let response = gw.post_with_headers("/completions", Some(&gw.key), &all, &body);
@@ -350,16 +351,7 @@ fn a_streamed_answer_ends_its_try_span_with_the_streams_usage() {
     let upstream =
         OpenAiUpstream::script(vec![Reply::openai_slow_stream(2, Duration::from_millis(2))]);
     let gw = gateway(&upstream, Some(&collector), &[]);
-    let body = with(
-        chat_request(
-            &gw.project_id,
-            ROUTE,
-            MODEL,
-            json!([{"role": "user", "content": "hi"}]),
-        ),
-        "stream",
-        json!(true),
-    );
+    let body = with(chat(&gw), "stream", json!(true));
     let parent = traceparent(true);
     let response = gw.post_stream_with_headers(
         "/completions",

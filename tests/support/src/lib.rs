@@ -41,6 +41,8 @@ pub mod refused;
 #[cfg(feature = "server")]
 pub mod runtime;
 #[cfg(feature = "server")]
+pub mod scrape;
+#[cfg(feature = "server")]
 pub mod upstream;
 
 pub use recording::{Interaction, Recording};
