@@ -454,6 +454,199 @@ fn provider_keys_in_upstream_errors_are_redacted_everywhere() {
     assert!(!String::from_utf8_lossy(&gw.db_bytes()).contains(route_key));
 }
 
+/// An upstream that answers 200 with the keys it was sent in its text: whole, and streamed
+/// with each key cut over two or three events (and in a tool call's arguments).
+#[test]
+fn provider_keys_in_successful_answers_are_redacted_everywhere() {
+    let route_key = "sk-route-answer-0123456789abcdef";
+    let caller_key = "sk-caller-answer-fedcba9876543210";
+    let text = format!("route {route_key}, caller {caller_key}, route again {route_key}.");
+    let whole = Reply::openai_answer(
+        "gpt-4o-mini",
+        &text,
+        json!({"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}),
+    );
+    let chunk = |delta: Value, finish: Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"id": "chatcmpl-leak", "object": "chat.completion.chunk", "created": 0,
+                "model": "gpt-4o-mini", "choices": [{"index": 0, "delta": delta,
+                "logprobs": null, "finish_reason": finish}]})
+        )
+    };
+    let (r1, r2) = route_key.split_at(9);
+    let (c1, rest) = caller_key.split_at(4);
+    let (c2, c3) = rest.split_at(10);
+    let call = |arguments: &str, first: bool| {
+        let mut call = json!({"index": 0, "function": {"arguments": arguments}});
+        if first {
+            call["id"] = json!("call_1");
+            call["type"] = json!("function");
+            call["function"]["name"] = json!("lookup");
+        }
+        json!({"tool_calls": [call]})
+    };
+    let (a1, a2) = route_key.split_at(20);
+    let mut events = vec![
+        chunk(json!({"role": "assistant", "content": ""}), Value::Null),
+        chunk(json!({"content": format!("route {r1}")}), Value::Null),
+        chunk(
+            json!({"content": format!("{r2}, caller {c1}")}),
+            Value::Null,
+        ),
+        chunk(json!({"content": c2}), Value::Null),
+        chunk(
+            json!({"content": format!("{c3}, route again {route_key}.")}),
+            Value::Null,
+        ),
+        // A text ending in what looks like the start of a key that is not one.
+        chunk(json!({"content": " sk-rou"}), Value::Null),
+        chunk(json!({"content": "nd"}), Value::Null),
+        chunk(call(&format!("{{\"key\": \"{a1}"), true), Value::Null),
+        chunk(call(&format!("{a2}\"}}"), false), Value::Null),
+        chunk(json!({}), json!("tool_calls")),
+    ];
+    events.push("data: [DONE]\n\n".into());
+    let upstream = OpenAiUpstream::script(vec![
+        whole.clone(),
+        whole.clone(),
+        Reply::events(events.clone()),
+        Reply::events(events.clone()),
+        Reply::events(events),
+    ]);
+    let gw = Gateway::builder()
+        .route(Route::openai("keyed", &upstream.base_url("/v1")).api_key_env("TEST_ROUTE_KEY"))
+        .env("TEST_ROUTE_KEY", route_key)
+        .config_line("record_bodies = \"full\"")
+        .start();
+    let chat = chat_request(
+        &gw.project_id,
+        "keyed",
+        "gpt-4o-mini",
+        json!([{"role": "user", "content": "what is my key?"}]),
+    );
+    let caller = [("Provider-API-Key", caller_key)];
+    let plain = gw.post_with_headers("/completions", Some(&gw.key), &caller, &chat);
+    let openai_chat = json!({"model": "keyed/gpt-4o-mini",
+        "messages": [{"role": "user", "content": "what is my key?"}]});
+    let openai = gw.post_with_headers("/v1/chat/completions", Some(&gw.key), &caller, &openai_chat);
+    let streamed = gw.post_stream_with_headers(
+        "/completions",
+        Some(&gw.key),
+        &caller,
+        &with(chat.clone(), "stream", json!(true)),
+    );
+    let openai_streamed = gw.request(
+        "POST",
+        "/v1/chat/completions",
+        Some(&gw.key),
+        &caller,
+        with(openai_chat.clone(), "stream", json!(true))
+            .to_string()
+            .as_bytes(),
+    );
+    let openai_raw = openai_streamed.text();
+    let anthropic_streamed = gw.request(
+        "POST",
+        "/v1/messages",
+        None,
+        &[("x-api-key", gw.key.as_str()), caller[0]],
+        json!({"model": "keyed/gpt-4o-mini", "max_tokens": 100, "stream": true,
+            "messages": [{"role": "user", "content": "what is my key?"}]})
+        .to_string()
+        .as_bytes(),
+    );
+    let anthropic_raw = anthropic_streamed.text();
+    let leaks = |text: &str| text.contains(route_key) || text.contains(caller_key);
+    let body = assert_ok(&plain);
+    assert_eq!(
+        body["choices"][0]["text"],
+        json!("route [redacted], caller [redacted], route again [redacted]."),
+        "{body}"
+    );
+    let openai_body = openai.json();
+    assert_eq!(
+        openai_body["choices"][0]["message"]["content"],
+        json!("route [redacted], caller [redacted], route again [redacted]."),
+        "{openai_body}"
+    );
+    for (what, raw) in [
+        ("commonbase stream", &streamed.raw),
+        ("openai stream", &openai_raw),
+        ("anthropic stream", &anthropic_raw),
+    ] {
+        assert!(!leaks(raw), "{what}: {raw}");
+    }
+    // What the OpenAI stream's caller reads, put together: every piece arrived, redacted.
+    let mut said = String::new();
+    let mut arguments = String::new();
+    let chunks = openai_raw
+        .split("\n\n")
+        .filter_map(|event| event.strip_prefix("data: "))
+        .filter(|data| *data != "[DONE]")
+        .map(|data| serde_json::from_str::<Value>(data).expect("a JSON chunk"));
+    for chunk in chunks {
+        if let Some(piece) = chunk["choices"][0]["delta"]["content"].as_str() {
+            said.push_str(piece);
+        }
+        if let Some(piece) =
+            chunk["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"].as_str()
+        {
+            arguments.push_str(piece);
+        }
+    }
+    assert_eq!(
+        said, "route [redacted], caller [redacted], route again [redacted]. sk-round",
+        "{openai_raw}"
+    );
+    assert_eq!(arguments, "{\"key\": \"[redacted]\"}", "{openai_raw}");
+    let (mut said, mut arguments) = (String::new(), String::new());
+    for data in anthropic_raw
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+    {
+        let event: Value = serde_json::from_str(data).expect("a JSON event");
+        let delta = &event["delta"];
+        if let Some(piece) = delta["text"].as_str() {
+            said.push_str(piece);
+        }
+        if let Some(piece) = delta["partial_json"].as_str() {
+            arguments.push_str(piece);
+        }
+    }
+    assert_eq!(
+        said, "route [redacted], caller [redacted], route again [redacted]. sk-round",
+        "{anthropic_raw}"
+    );
+    assert_eq!(arguments, "{\"key\": \"[redacted]\"}", "{anthropic_raw}");
+    // Records (bodies kept whole), the export and the data directory hold no key either.
+    let ids = [
+        plain.header("x-invocation-id"),
+        openai.header("x-invocation-id"),
+        streamed.header("x-invocation-id"),
+        openai_streamed.header("x-invocation-id"),
+        anthropic_streamed.header("x-invocation-id"),
+    ];
+    for id in ids {
+        let id = id.expect("an invocation id");
+        let record = gw.record(id).to_string();
+        assert!(record.contains("[redacted]"), "{record}");
+        assert!(!leaks(&record), "{record}");
+    }
+    let export = gw.cli_ok(&[
+        "invocations",
+        "export",
+        "--since",
+        "2000-01-01",
+        "--format",
+        "jsonl",
+    ]);
+    assert_eq!(export.lines().count(), 5, "{export}");
+    assert!(!leaks(&export), "{export}");
+    assert!(!leaks(&gw.logs()), "a key in the log");
+    assert!(!leaks(&String::from_utf8_lossy(&gw.db_bytes())));
+}
+
 #[test]
 fn a_provider_key_with_its_bearer_scheme_is_sent_once() {
     let simple = Recording::load("OpenAI__openai-gpt-4o-mini__simple");

@@ -293,6 +293,10 @@ fn a_ratio_of_zero_starts_no_trace_but_follows_a_callers_sampled_decision() {
 
     ask(&gw, &[("traceparent", &traceparent(true))]);
     spans_of(&collector, CALLER_TRACE, 2);
+    // No caller's `tracestate`: the upstream gets none, not an empty one.
+    for request in upstream.requests() {
+        assert_eq!(request.header("tracestate"), None, "{request:?}");
+    }
     // Exported in order: had the first request's spans been kept, they would be here by now.
     assert!(
         spans(&collector)
@@ -313,8 +317,15 @@ fn without_a_collector_the_callers_trace_context_is_passed_on_and_logged() {
     );
     ask(&gw, &[]);
     ask(&gw, &[("traceparent", "00-not-a-valid-parent-01")]);
+    ask(&gw, &[("traceparent", &parent), ("tracestate", "")]);
 
     let sent = upstream.requests();
+    assert_eq!(sent[3].header("traceparent"), Some(parent.as_str()));
+    assert_eq!(
+        sent[3].header("tracestate"),
+        None,
+        "an empty one is not sent"
+    );
     assert_eq!(sent[0].header("traceparent"), Some(parent.as_str()));
     assert_eq!(sent[0].header("tracestate"), Some("vendor=abc"));
     assert_eq!(sent[1].header("traceparent"), None);

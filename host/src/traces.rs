@@ -393,7 +393,9 @@ fn headers_of(cx: &Context) -> Option<TraceHeaders> {
     TraceContextPropagator::new().inject_context(cx, &mut HeaderInjector(&mut headers));
     Some(TraceHeaders {
         traceparent: headers.remove(TRACEPARENT)?,
-        tracestate: headers.remove("tracestate"),
+        tracestate: headers
+            .remove("tracestate")
+            .filter(|state| !state.is_empty()),
     })
 }
 

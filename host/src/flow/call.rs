@@ -201,28 +201,18 @@ pub(super) fn plugin_for(runtime: &PluginRuntime, route: &Route) -> Result<Arc<P
 }
 
 /// The caller's own provider key, after noting every key the request may carry to an
-/// upstream (each target's of its route and of its fallbacks) in the draft so that none
-/// shows in errors or records.
+/// upstream (each target's of its route and of its fallbacks, and the caller's) in the draft
+/// so that none shows in answers, errors or records.
 pub(super) fn caller_key(
     draft: &mut Draft,
     route: &Route,
-    live: &crate::state::Live,
     headers: &HeaderMap,
 ) -> Result<Option<String>, ApiError> {
     let from_caller = caller_provider_key(headers)?;
-    let fallbacks: Vec<Arc<Route>> = route
-        .config
-        .fallbacks
-        .iter()
-        .filter_map(|id| live.routes.get(id).ok())
-        .collect();
-    draft.secrets(Secrets::new(
-        route
-            .configured_keys()
-            .chain(from_caller.as_deref())
-            .chain(fallbacks.iter().flat_map(|route| route.configured_keys()))
-            .map(Some),
-    ));
+    draft.secrets(match &from_caller {
+        Some(key) => route.secrets.with(key),
+        None => route.secrets.clone(),
+    });
     Ok(from_caller)
 }
 

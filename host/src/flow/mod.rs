@@ -278,6 +278,7 @@ async fn finish<S: Surface>(
         |error: &ApiError| error_response_with_body(error, &S::error_body(error, &id), &id);
     match result {
         Ok(Reply::Json(text, answered)) => {
+            let text = draft.redact_answer(text);
             let mut response = json_text_response(StatusCode::OK, Bytes::from(text.clone()), &id);
             answered.set_headers(response.headers_mut());
             // Neither OpenAI's nor Anthropic's answer has a field for it.
@@ -330,7 +331,7 @@ async fn flow<S: Surface>(
     let model = route.model(target.model)?;
     draft.model(&model, target.kind.as_str(), stream);
     quota::check_scope(&key, &route.id, &model)?;
-    let caller_key = call::caller_key(draft, &route, &live, headers)?;
+    let caller_key = call::caller_key(draft, &route, headers)?;
     route.check_key(caller_key.is_some())?;
     let ask = body.ask(target.kind, config)?;
     let plugin = call::plugin_for(&state.runtime, &route)?;

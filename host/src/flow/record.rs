@@ -128,6 +128,11 @@ impl Draft {
     pub fn redact(&self, error: ApiError) -> ApiError {
         error.redacted(&self.secrets)
     }
+    /// An answer without the request's provider keys in it: an upstream may quote the key
+    /// it was sent in a successful answer too.
+    pub fn redact_answer(&self, answer: String) -> String {
+        self.secrets.redact_owned(answer)
+    }
     /// The caller's key is known: the record is its project's, and its
     /// spend is counted against the key too.
     pub fn caller(&mut self, key: &KeyRecord) {

@@ -22,6 +22,7 @@ use super::{CompletionCodec, Envelope, Metered, Reply};
 use crate::error::ApiError;
 use crate::http::sse_response;
 use crate::plugins::types;
+use crate::redact::{Held, Secrets};
 use crate::state::AppState;
 use crate::traces::Answer;
 
@@ -119,6 +120,13 @@ struct Pump<'a, C> {
     /// Each choice's text so far, by index.
     texts: Vec<String>,
     usage: Option<types::Usage>,
+    /// The request's provider keys: an upstream may quote one in its answer, cut over
+    /// two events.
+    secrets: Secrets,
+    /// What is held back of each choice's text, by index (see [`Secrets::redact_piece`]).
+    held_texts: Vec<Held>,
+    /// What is held back of each tool call's arguments, by (choice, call).
+    held_arguments: Vec<((u32, u32), Held)>,
 }
 
 impl<C: CompletionCodec> Streamed<C> {
@@ -194,6 +202,9 @@ impl<C: CompletionCodec> Streamed<C> {
                 started: Some(untouched.started),
                 texts: Vec::new(),
                 usage: None,
+                secrets: call.secrets.clone(),
+                held_texts: Vec::new(),
+                held_arguments: Vec::new(),
             };
 
             let (chunks_tx, mut chunks) = mpsc::channel::<types::Chunk>(FRAME_BUFFER);
@@ -266,6 +277,11 @@ impl<C: CompletionCodec> Streamed<C> {
                     call.quota.settle(usage.as_ref(), cost_usd).await;
                     draft.usage(usage, cost_usd);
                     let usage = usage.as_ref().map(|usage| Metered { usage, cost_usd });
+                    // Held back in case a key went on: it did not.
+                    pump.release_held().await;
+                    // Before the last frame: a codec sends what the streamed pieces lack of
+                    // the whole texts and arguments, which must be what was streamed.
+                    redact_completion(&pump.secrets, &mut completion);
                     let last_frame = pump.codec.last_frame(&pump.envelope, &completion, usage);
                     // The record keeps the whole answer, as if it had not been streamed.
                     pump.fill_texts(&mut completion);
@@ -341,14 +357,34 @@ impl<C: CompletionCodec> Pump<'_, C> {
         if let Some(usage) = chunk.usage {
             self.usage = Some(usage);
         }
-        if !self.forward_text(chunk.deltas).await {
+        let deltas = chunk
+            .deltas
+            .into_iter()
+            .map(|mut delta| {
+                delta.text = self.redact_text(delta.index, delta.text);
+                delta
+            })
+            .collect();
+        if !self.forward_text(deltas).await {
             return false;
         }
         let calls: Vec<types::ToolCallDelta> = chunk
             .tool_calls
             .into_iter()
             .filter(|call| (call.index as usize) < MAX_CHOICES && (call.call as usize) < MAX_CALLS)
+            .map(|mut call| {
+                call.arguments = self.redact_arguments(call.index, call.call, call.arguments);
+                for text in [&mut call.id, &mut call.name].into_iter().flatten() {
+                    *text = self.secrets.redact_owned(std::mem::take(text));
+                }
+                call
+            })
             .collect();
+        self.forward_calls(calls).await
+    }
+
+    /// Sends tool-call pieces (an empty list sends nothing); false when the caller is gone.
+    async fn forward_calls(&mut self, calls: Vec<types::ToolCallDelta>) -> bool {
         if calls.is_empty() {
             return true;
         }
@@ -361,6 +397,7 @@ impl<C: CompletionCodec> Pump<'_, C> {
         }
     }
 
+    /// Sends text (already redacted); false when the caller is gone.
     async fn forward_text(&mut self, deltas: Vec<types::TextDelta>) -> bool {
         let deltas: Vec<types::TextDelta> = deltas
             .into_iter()
@@ -382,6 +419,65 @@ impl<C: CompletionCodec> Pump<'_, C> {
         self.mark_started();
         let frame = self.codec.delta_frame(&self.envelope, &deltas);
         self.frames.send(frame).await.is_ok()
+    }
+
+    /// A choice's next text, redacted, as far as it can be sent now.
+    fn redact_text(&mut self, index: u32, text: String) -> String {
+        let index = index as usize;
+        if index >= MAX_CHOICES {
+            // Not accumulated either: redacted whole.
+            return self.secrets.redact_owned(text);
+        }
+        if self.held_texts.len() <= index {
+            self.held_texts.resize_with(index + 1, Held::default);
+        }
+        self.secrets.redact_piece(&mut self.held_texts[index], text)
+    }
+
+    /// A tool call's next arguments piece, redacted, as far as it can be sent now.
+    fn redact_arguments(&mut self, index: u32, call: u32, arguments: String) -> String {
+        let at = match self
+            .held_arguments
+            .iter()
+            .position(|(of, _)| *of == (index, call))
+        {
+            Some(at) => at,
+            None => {
+                self.held_arguments.push(((index, call), Held::default()));
+                self.held_arguments.len() - 1
+            }
+        };
+        self.secrets
+            .redact_piece(&mut self.held_arguments[at].1, arguments)
+    }
+
+    /// Sends what was held back (the stream ended without the rest of a key); false when
+    /// the caller is gone.
+    async fn release_held(&mut self) -> bool {
+        let deltas: Vec<types::TextDelta> = self
+            .held_texts
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, held)| !held.is_empty())
+            .map(|(index, held)| types::TextDelta {
+                index: index as u32,
+                text: held.release(),
+            })
+            .collect();
+        let calls: Vec<types::ToolCallDelta> = self
+            .held_arguments
+            .iter_mut()
+            .filter(|(_, held)| !held.is_empty())
+            .map(|((index, call), held)| types::ToolCallDelta {
+                index: *index,
+                call: *call,
+                id: None,
+                name: None,
+                arguments: held.release(),
+            })
+            .collect();
+        // Sent as it is: redacted already, and nothing of it is held again.
+        self.forward_text(deltas).await && self.forward_calls(calls).await
     }
 
     /// The response's head goes out now, with status 200.
@@ -425,5 +521,30 @@ impl<C: CompletionCodec> Pump<'_, C> {
     /// What the record keeps of an answer cut short: the text sent so far.
     fn partial_text(&self) -> String {
         serde_json::json!({"partialText": self.texts}).to_string()
+    }
+}
+
+/// The plugin's whole answer without the request's provider keys, in every text a caller
+/// or a record gets of it.
+fn redact_completion(secrets: &Secrets, completion: &mut types::Completion) {
+    if secrets.is_empty() {
+        return;
+    }
+    let redact = |text: &mut String| *text = secrets.redact_owned(std::mem::take(text));
+    redact(&mut completion.model);
+    for choice in &mut completion.choices {
+        redact(&mut choice.text);
+        if let Some(call) = &mut choice.function_call {
+            redact(&mut call.name);
+            redact(&mut call.arguments);
+        }
+        for call in &mut choice.tool_calls {
+            redact(&mut call.id);
+            redact(&mut call.name);
+            redact(&mut call.arguments);
+        }
+        if let Some(logprobs) = &mut choice.logprobs {
+            redact(logprobs);
+        }
     }
 }

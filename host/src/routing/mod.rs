@@ -11,6 +11,7 @@ pub use target::{Pick, Target, Tried, random_u64};
 
 use crate::config::{Config, RouteConfig, RouteSandboxError, TargetConfig};
 use crate::error::ApiError;
+use crate::redact::Secrets;
 use target::{Ejection, Health};
 
 pub struct Route {
@@ -22,6 +23,9 @@ pub struct Route {
     /// Never empty: a route without `targets` has one, its own `base_url`.
     targets: Box<[Target]>,
     ejection: Option<Ejection>,
+    /// The gateway's own keys a request to this route may carry upstream: its targets' and
+    /// its fallbacks', made into finders once per config.
+    pub secrets: Secrets,
 }
 
 pub struct Routes {
@@ -41,15 +45,36 @@ impl Routes {
     /// (the routes being replaced by a reload) also had keeps its ejection state: editing a
     /// price does not put a sick upstream back into rotation.
     pub fn from_config(config: &Config, previous: Option<&Routes>) -> Result<Routes, RouteError> {
-        let routes = config
+        let mut routes = config
             .providers
             .iter()
             .map(|(id, route)| {
                 let previous = previous.and_then(|routes| routes.routes.get(id));
                 let route = Route::new(id, route, config, previous.map(Arc::as_ref))?;
-                Ok((id.clone(), Arc::new(route)))
+                Ok((id.clone(), route))
             })
-            .collect::<Result<_, RouteError>>()?;
+            .collect::<Result<HashMap<String, Route>, RouteError>>()?;
+        let secrets: Vec<(String, Secrets)> = routes
+            .iter()
+            .map(|(id, route)| {
+                let fallbacks = route.config.fallbacks.iter();
+                let keys = route.configured_keys().chain(
+                    fallbacks
+                        .filter_map(|id| routes.get(id))
+                        .flat_map(Route::configured_keys),
+                );
+                (id.clone(), Secrets::new(keys.map(Some)))
+            })
+            .collect();
+        for (id, secrets) in secrets {
+            if let Some(route) = routes.get_mut(&id) {
+                route.secrets = secrets;
+            }
+        }
+        let routes = routes
+            .into_iter()
+            .map(|(id, route)| (id, Arc::new(route)))
+            .collect();
         Ok(Routes { routes })
     }
 
@@ -128,6 +153,7 @@ impl Route {
             timeout: config.timeout(whole),
             targets: built.into_boxed_slice(),
             ejection,
+            secrets: Secrets::default(),
             config: config.clone(),
         })
     }
