@@ -64,21 +64,20 @@ impl Secrets {
         self.0.is_none()
     }
 
-    /// These keys and `key` (the caller's own, say).
+    /// These keys and `key` (the caller's own, say): one more finder, the others shared.
     pub fn with(&self, key: &str) -> Secrets {
-        let mine = self.keys();
-        if mine.clone().any(|known| known == key) {
+        let key = key.trim();
+        let known = self.0.as_deref().unwrap_or_default();
+        if key.is_empty() || known.iter().any(|finder| finder.needle() == key.as_bytes()) {
             return self.clone();
         }
-        Secrets::new(mine.chain([key]).map(Some))
-    }
-
-    fn keys(&self) -> impl Iterator<Item = &str> + Clone {
-        self.0
-            .iter()
-            .flat_map(|keys| keys.iter())
-            // Finders are made from `&str`s only.
-            .map(|finder| std::str::from_utf8(finder.needle()).unwrap_or_default())
+        // Longest first, as `new` orders them.
+        let at = known.partition_point(|finder| finder.needle().len() >= key.len());
+        let mut finders = Vec::with_capacity(known.len() + 1);
+        finders.extend_from_slice(&known[..at]);
+        finders.push(Finder::new(key.as_bytes()).into_owned());
+        finders.extend_from_slice(&known[at..]);
+        Secrets(Some(finders.into()))
     }
 
     /// The longest key's length (0 without keys).
@@ -149,20 +148,27 @@ impl Secrets {
     /// byte is the first byte of a character.
     fn start_of_a_key(&self, text: &str) -> usize {
         let bytes = text.as_bytes();
-        let window = self.longest().saturating_sub(1).min(bytes.len());
-        let tail_start = bytes.len() - window;
         let Some(keys) = &self.0 else {
             return bytes.len();
         };
-        for from in tail_start..bytes.len() {
-            let tail = &bytes[from..];
-            if keys.iter().any(|finder| {
-                finder.needle().len() > tail.len() && finder.needle().starts_with(tail)
-            }) {
-                return from;
+        let window = self.longest().saturating_sub(1).min(bytes.len());
+        let tail_start = bytes.len() - window;
+        // Earliest first: the longest tail that may begin a key.
+        let mut earliest = bytes.len();
+        for finder in keys.iter() {
+            let needle = finder.needle();
+            let Some(&first) = needle.first() else {
+                continue;
+            };
+            let from = bytes.len().saturating_sub(needle.len() - 1).max(tail_start);
+            for at in memchr::memchr_iter(first, &bytes[from..earliest.max(from)]) {
+                if needle.starts_with(&bytes[from + at..]) {
+                    earliest = from + at;
+                    break;
+                }
             }
         }
-        bytes.len()
+        earliest
     }
 }
 
