@@ -424,8 +424,8 @@ impl<C: CompletionCodec> Pump<'_, C> {
     /// A choice's next text, redacted, as far as it can be sent now.
     fn redact_text(&mut self, index: u32, text: String) -> String {
         let index = index as usize;
-        if index >= MAX_CHOICES {
-            // Not accumulated either: redacted whole.
+        if self.secrets.is_empty() || index >= MAX_CHOICES {
+            // Nothing to look for; or not accumulated either: redacted whole.
             return self.secrets.redact_owned(text);
         }
         if self.held_texts.len() <= index {
@@ -436,6 +436,9 @@ impl<C: CompletionCodec> Pump<'_, C> {
 
     /// A tool call's next arguments piece, redacted, as far as it can be sent now.
     fn redact_arguments(&mut self, index: u32, call: u32, arguments: String) -> String {
+        if self.secrets.is_empty() {
+            return arguments;
+        }
         let at = match self
             .held_arguments
             .iter()
