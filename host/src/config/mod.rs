@@ -386,6 +386,11 @@ pub struct RouteConfig {
     /// after its retries.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fallbacks: Vec<String>,
+    /// Whether, as a fallback of a route of the same plugin, this route gets the caller's
+    /// `Provider-API-Key`. Without it the caller's key goes only to the requested route's
+    /// upstreams, and this route uses its own key (or is skipped without one).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub forward_caller_key: bool,
     /// `[[providers.ID.targets]]`: the upstreams (deployments, regions, keys) the route spreads
     /// its requests over by weight, in place of its own `base_url`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -453,6 +458,10 @@ impl TargetConfig {
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// Why a route's sandbox could not be set up. The hosts were checked as the config was read:
@@ -738,6 +747,7 @@ impl RouteConfig {
             retries: 0,
             retry_backoff_ms: None,
             fallbacks: Vec::new(),
+            forward_caller_key: false,
             targets: Vec::new(),
             eject_after_failures: None,
             eject_secs: None,
@@ -1071,7 +1081,7 @@ mod tests {
              cpu_time_ms = 1\nconnect_timeout_ms = 2\nfirst_byte_timeout_ms = 3\n\
              idle_timeout_ms = 4\nmax_response_bytes = 5\nmax_http_requests = 6\n\
              api_key_required = false\nretries = 3\nretry_backoff_ms = 250\n\
-             fallbacks = [\"z\"]\n\
+             fallbacks = [\"z\"]\nforward_caller_key = true\n\
              [providers.x.settings]\nnested = { a = [1, 2] }\n\
              [providers.x.pricing.\"m.1\"]\ninput_per_mtok = 1.5\noutput_per_mtok = 2\n\
              long_context = { above_prompt_tokens = 10, input_per_mtok = 3, output_per_mtok = 4 }\n\
@@ -1379,5 +1389,14 @@ mod tests {
             ),
             (0, None, 0)
         );
+    }
+
+    #[test]
+    fn forward_caller_key_is_off_unless_set_true() {
+        let config = routes(&[("a", "forward_caller_key = true"), ("b", "")]).expect("parses");
+        assert!(config.providers["a"].forward_caller_key);
+        assert!(!config.providers["b"].forward_caller_key, "off by default");
+        let err = routes(&[("a", "forward_caller_key = \"yes\"")]).expect_err("not a bool");
+        assert!(err.contains("providers.a.forward_caller_key"), "{err}");
     }
 }

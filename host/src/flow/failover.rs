@@ -12,7 +12,10 @@
 //! all ejected is skipped without a try.
 //!
 //! Only the requested route's `fallbacks` are followed (a fallback's own fallbacks are not),
-//! so the order of tries is what that one list says.
+//! so the order of tries is what that one list says. A fallback outside the caller's key scope
+//! is skipped, and the caller's own provider key goes to a fallback only when it is of the
+//! requested route's plugin and sets `forward_caller_key` (else its upstream, possibly another
+//! party's host, would get it).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -24,7 +27,7 @@ use crate::metrics::Metrics;
 use crate::plugins::{Plugin, PluginRuntime, UpstreamTrace, types};
 use crate::routing::{Pick, Route, Target, Tried, random_u64};
 use crate::state::Live;
-use crate::store::Attempt;
+use crate::store::{Attempt, KeyScope};
 use crate::traces::{Answer, AttemptStart, RequestTrace, TrySpan};
 
 /// The longest backoff between two tries of one route.
@@ -106,9 +109,12 @@ pub(super) struct Failover {
     /// Tries made, on every route.
     made: usize,
     fallbacks: VecDeque<String>,
-    /// The requested route: a fallback of its plugin gets its model and the
-    /// caller's provider key.
+    /// The requested route: a fallback of its plugin gets its model (and, if it
+    /// forwards it, the caller's provider key).
     first: Arc<Leg>,
+    /// The caller's key scope, which each fallback must be within (unscoped when the
+    /// route has no fallbacks: nothing reads it then).
+    scope: KeyScope,
     deadline: Instant,
     attempts: Vec<Attempt>,
     last_error: Option<ApiError>,
@@ -125,11 +131,12 @@ pub(super) struct Failover {
 
 impl Failover {
     /// The tries of a request to `first`, starting now, with its route's deadline and
-    /// fallbacks.
+    /// fallbacks, each of which must be within `scope` (what `first` was checked against).
     pub fn new(
         live: Arc<Live>,
         metrics: Arc<Metrics>,
         first: Leg,
+        scope: KeyScope,
         trace: RequestTrace,
         kind: &'static str,
     ) -> Failover {
@@ -140,6 +147,7 @@ impl Failover {
             fallbacks: route.config.fallbacks.iter().cloned().collect(),
             current: first.clone(),
             first,
+            scope,
             live,
             metrics,
             target: 0,
@@ -265,7 +273,16 @@ impl Failover {
                 ApiError::BadRequest(format!("fallback route {id:?} has no default_model")),
             )
         })?;
-        let caller_key = self.first.caller_key.clone().filter(|_| same_plugin);
+        if !self.scope.allows(id, &model) {
+            return Err((
+                "out_of_scope",
+                ApiError::OutOfScope(format!(
+                    "model {model:?} of fallback route {id:?} is outside the API key's scope"
+                )),
+            ));
+        }
+        let forwards = same_plugin && route.config.forward_caller_key;
+        let caller_key = self.first.caller_key.clone().filter(|_| forwards);
         route
             .check_key(caller_key.is_some())
             .map_err(|error| ("no_key", error))?;
