@@ -11,6 +11,7 @@
 use std::time::{Duration, Instant};
 
 use gateway_test_support::refused::refused_start;
+use gateway_test_support::scrape::{scrape, value};
 use gateway_test_support::upstream::openai::slow_word;
 use gateway_test_support::{
     AnthropicUpstream, Gateway, OpenAiUpstream, Reply, Response, Route, SseResponse, assert_error,
@@ -1288,6 +1289,89 @@ fn the_callers_key_does_not_reach_a_fallback_on_another_host() {
     assert_eq!(
         outcomes(&record),
         pairs(&[(PRIMARY, "500"), ("keyless", "no_key"), ("own", "200")]),
+        "{record}"
+    );
+}
+
+/// The worst case of issue 23: `retries = 10` on two targets, a fallback of two targets, every
+/// upstream answering 500. Each request stops at `max_attempts` (6 by default).
+#[test]
+fn a_request_makes_at_most_max_attempts_tries_and_the_metric_counts_them() {
+    let upstreams: Vec<OpenAiUpstream> = (0..4)
+        .map(|_| OpenAiUpstream::always(server_error("down")))
+        .collect();
+    let calls = || upstreams.iter().map(|u| u.requests().len()).sum::<usize>();
+    let gw = start(vec![
+        fallbacks(
+            retries(pool(POOL, &[(&upstreams[0], 1), (&upstreams[1], 1)]), 10)
+                .key("retry_backoff_ms", "1"),
+            &[FALLBACK],
+        ),
+        retries(
+            pool(FALLBACK, &[(&upstreams[2], 1), (&upstreams[3], 1)]),
+            10,
+        )
+        .key("retry_backoff_ms", "1")
+        .key("api_key_required", "false"),
+    ]);
+    const REQUESTS: usize = 3;
+    for n in 1..=REQUESTS {
+        let response = post(&gw, &hi(&gw, POOL));
+        assert_eq!(response.status, 502, "{}", response.text());
+        assert_eq!(calls(), 6 * n, "upstream calls after {n} requests");
+        let body = response.json();
+        let message = body["error"].as_str().unwrap_or_default();
+        assert_eq!(attempts_named(message), Some(6), "{message}");
+        let record = record(&gw, &invocation_id(&body));
+        let mut expected = vec![(POOL, "500"); 6];
+        expected.push((POOL, "max_attempts"));
+        assert_eq!(outcomes(&record), pairs(&expected), "{record}");
+    }
+    let samples = scrape(&gw, None);
+    let attempts = |route, result| {
+        value(
+            &samples,
+            "gateway_attempts_total",
+            &[("route", route), ("result", result)],
+        )
+    };
+    assert_eq!(
+        attempts(POOL, "500") + attempts(FALLBACK, "500"),
+        calls() as f64,
+        "every upstream call is counted"
+    );
+    assert_eq!(attempts(POOL, "max_attempts"), REQUESTS as f64);
+}
+
+#[test]
+fn the_requested_routes_max_attempts_holds_for_its_fallbacks_too() {
+    let primary = OpenAiUpstream::always(server_error("primary is down"));
+    let (a, b) = (
+        OpenAiUpstream::always(server_error("a is down")),
+        OpenAiUpstream::always(server_error("b is down")),
+    );
+    let gw = start(vec![
+        fallbacks(retries(openai(PRIMARY, &primary), 1), &[FALLBACK])
+            .key("retry_backoff_ms", "1")
+            .key("max_attempts", "3"),
+        // A fallback's own cap does not count: only the requested route's.
+        pool(FALLBACK, &[(&a, 1), (&b, 1)])
+            .key("api_key_required", "false")
+            .key("max_attempts", "1"),
+    ]);
+    let response = post(&gw, &hi(&gw, PRIMARY));
+    assert_eq!(response.status, 502, "{}", response.text());
+    assert_eq!(primary.requests().len(), 2, "the try and its retry");
+    assert_eq!(a.requests().len() + b.requests().len(), 1, "the third try");
+    let record = record(&gw, &invocation_id(&response.json()));
+    assert_eq!(
+        outcomes(&record),
+        pairs(&[
+            (PRIMARY, "500"),
+            (PRIMARY, "500"),
+            (FALLBACK, "500"),
+            (FALLBACK, "max_attempts")
+        ]),
         "{record}"
     );
 }
