@@ -1418,3 +1418,48 @@ fn models_are_listed_in_anthropic_shape_for_anthropic_clients() {
     );
     assert_anthropic_error(&bad_key, 401, "authentication_error", "key");
 }
+
+/// A key scoped to one route sees only that route's models; another's answers 404 in
+/// Anthropic's shape, as an unknown model does.
+#[test]
+fn models_outside_the_keys_scope_are_not_found_in_anthropic_shape() {
+    let gw = Gateway::builder()
+        .route(Route::new("claude", "anthropic").base_url("http://127.0.0.1:9/v1"))
+        .route(Route::echo("demo"))
+        .config_line("[models.smart]\nroute = \"claude\"\nmodel = \"claude-sonnet-4-5\"")
+        .start();
+    let args = ["key", "create", gw.project_id.as_str(), "--routes", "demo"];
+    let key = gw
+        .cli(&args)
+        .checked("key create --routes demo")
+        .last_line();
+    let headers = [
+        ("x-api-key", key.as_str()),
+        ("anthropic-version", ANTHROPIC_VERSION),
+    ];
+    let listed = gw.request("GET", "/v1/models", None, &headers, b"");
+    assert_eq!(listed.status, 200, "{}", listed.text());
+    let body = listed.json();
+    let ids: Vec<&str> = body["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    assert!(ids.contains(&"demo/echo"), "{body}");
+    assert!(
+        ids.iter().all(|id| id.starts_with("demo/")),
+        "names outside --routes demo: {body}"
+    );
+    assert_eq!(body["first_id"], json!(ids.first()), "{body}");
+    for (path, name) in [
+        (
+            "/v1/models/claude%2Fclaude-sonnet-4-5",
+            "claude/claude-sonnet-4-5",
+        ),
+        ("/v1/models/smart", "smart"),
+    ] {
+        let refused = gw.request("GET", path, None, &headers, b"");
+        assert_anthropic_error(&refused, 404, "not_found_error", name);
+    }
+}

@@ -1366,6 +1366,84 @@ fn models_list_and_retrieve() {
     assert_eq!(posted.header("allow"), Some("GET"));
 }
 
+/// A key scoped to some routes or models lists only what it may use, and a name outside its
+/// scope answers 404 as an unknown one does.
+#[test]
+fn models_are_those_of_the_keys_scope() {
+    let gw = Gateway::builder()
+        .route(
+            Route::new("oai", "openai")
+                .base_url("http://127.0.0.1:9/v1")
+                .default_model("gpt-4o-mini"),
+        )
+        .route(Route::echo("demo"))
+        .config_line("[models.fast]\nroute = \"demo\"")
+        .config_line("[models.smart]\nroute = \"oai\"\nmodel = \"gpt-4o-mini\"")
+        .start();
+    let key = |flags: &[&str]| {
+        let mut args = vec!["key", "create", gw.project_id.as_str()];
+        args.extend_from_slice(flags);
+        gw.cli(&args).checked(&args.join(" ")).last_line()
+    };
+    let get = |key: &str, path: &str| {
+        gw.request(
+            "GET",
+            path,
+            None,
+            &[("Authorization", &format!("Bearer {key}"))],
+            b"",
+        )
+    };
+    let ids = |key: &str| -> Vec<String> {
+        let listed = get(key, "/v1/models");
+        assert_eq!(listed.status, 200, "{}", listed.text());
+        let body = listed.json();
+        body["data"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no data: {body}"))
+            .iter()
+            .map(|m| m["id"].as_str().expect("an id").to_owned())
+            .collect()
+    };
+    let unknown = |key: &str, path: &str, name: &str| {
+        assert_openai_error(
+            &get(key, path),
+            404,
+            "invalid_request_error",
+            Some("model"),
+            Some("model_not_found"),
+            name,
+        );
+    };
+
+    let everything = ids(&gw.key);
+    assert!(
+        everything.iter().any(|id| id.starts_with("oai/"))
+            && everything.iter().any(|id| id.starts_with("demo/")),
+        "an unscoped key sees every route: {everything:?}"
+    );
+
+    let demo = key(&["--routes", "demo"]);
+    let listed = ids(&demo);
+    assert!(listed.contains(&"fast".to_owned()), "{listed:?}");
+    assert!(listed.contains(&"demo/echo".to_owned()), "{listed:?}");
+    assert!(
+        listed
+            .iter()
+            .all(|id| id == "fast" || id.starts_with("demo/")),
+        "names outside --routes demo: {listed:?}"
+    );
+    assert_eq!(get(&demo, "/v1/models/demo%2Fecho").status, 200);
+    unknown(&demo, "/v1/models/oai%2Fgpt-4o-mini", "oai/gpt-4o-mini");
+    unknown(&demo, "/v1/models/smart", "smart");
+
+    let one = key(&["--models", "oai/gpt-4o-mini"]);
+    assert_eq!(ids(&one), ["smart", "oai/gpt-4o-mini"]);
+    assert_eq!(get(&one, "/v1/models/smart").status, 200);
+    unknown(&one, "/v1/models/fast", "fast");
+    unknown(&one, "/v1/models/demo%2Fecho", "demo/echo");
+}
+
 // ---------------------------------------------------------------- errors
 
 #[test]

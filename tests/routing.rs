@@ -11,6 +11,7 @@
 use std::time::{Duration, Instant};
 
 use gateway_test_support::refused::refused_start;
+use gateway_test_support::scrape::{scrape, value};
 use gateway_test_support::upstream::openai::slow_word;
 use gateway_test_support::{
     AnthropicUpstream, Gateway, OpenAiUpstream, Reply, Response, Route, SseResponse, assert_error,
@@ -33,6 +34,12 @@ const PATIENCE: Duration = Duration::from_secs(60);
 /// An openai route at `upstream` (`/v1`).
 fn openai(id: &str, upstream: &OpenAiUpstream) -> Route {
     Route::openai(id, &upstream.base_url("/v1"))
+}
+
+/// An openai route at `upstream` without a key of its own: as a fallback of an openai route it
+/// takes the caller's `Provider-API-Key` (`forward_caller_key`).
+fn forwarded(id: &str, upstream: &OpenAiUpstream) -> Route {
+    openai(id, upstream).key("forward_caller_key", "true")
 }
 
 fn retries(route: Route, n: u32) -> Route {
@@ -299,12 +306,12 @@ fn a_429_with_retry_after_is_retried_after_it_and_reaches_the_upstream_exactly_t
 // ------------------------------------------------------------------ fallbacks
 
 #[test]
-fn a_500_falls_back_with_the_callers_model_and_key_on_a_route_of_the_same_plugin() {
+fn a_500_falls_back_with_the_callers_model_and_key_to_a_route_of_its_plugin_forwarding_it() {
     let primary = OpenAiUpstream::always(server_error("primary is down"));
     let backup = OpenAiUpstream::script(vec![answer("from the backup")]);
     let gw = start(vec![
         fallbacks(openai(PRIMARY, &primary), &[FALLBACK]),
-        openai(FALLBACK, &backup).default_model("backup-default-model"),
+        forwarded(FALLBACK, &backup).default_model("backup-default-model"),
     ]);
     let response = post(&gw, &hi(&gw, PRIMARY));
     assert_eq!(text_of(&response), "from the backup");
@@ -315,7 +322,7 @@ fn a_500_falls_back_with_the_callers_model_and_key_on_a_route_of_the_same_plugin
     assert_eq!(
         sent.header("authorization"),
         Some(format!("Bearer {PROVIDER_KEY}").as_str()),
-        "the caller's key goes to a route of the same plugin"
+        "the caller's key goes to a route of the same plugin that forwards it"
     );
     let record = record(&gw, &invocation_id(&response.json()));
     assert_eq!(record["status"], json!("success"), "{record}");
@@ -334,7 +341,7 @@ fn a_fallback_is_tried_after_the_routes_own_retries() {
     let backup = OpenAiUpstream::script(vec![answer("from the backup")]);
     let gw = start(vec![
         fallbacks(retries(openai(PRIMARY, &primary), 2), &[FALLBACK]).key("retry_backoff_ms", "10"),
-        openai(FALLBACK, &backup),
+        forwarded(FALLBACK, &backup),
     ]);
     let response = post(&gw, &hi(&gw, PRIMARY));
     assert_eq!(text_of(&response), "from the backup");
@@ -364,8 +371,8 @@ fn fallbacks_are_tried_in_order() {
     let third = OpenAiUpstream::script(vec![answer("from the third")]);
     let gw = start(vec![
         fallbacks(openai(PRIMARY, &primary), &["second", "third"]),
-        openai("second", &second),
-        openai("third", &third),
+        forwarded("second", &second),
+        forwarded("third", &third),
     ]);
     let response = post(&gw, &hi(&gw, PRIMARY));
     assert_eq!(text_of(&response), "from the third");
@@ -429,7 +436,7 @@ fn a_refused_connection_falls_back() {
             Route::openai(PRIMARY, &closed).timeout_secs(30),
             &[FALLBACK],
         ),
-        openai(FALLBACK, &backup),
+        forwarded(FALLBACK, &backup),
     ]);
     let (response, took) = timed_post(&gw, &hi(&gw, PRIMARY));
     assert_eq!(text_of(&response), "from the backup");
@@ -468,7 +475,7 @@ fn a_first_byte_timeout_falls_back_well_before_the_deadline() {
         fallbacks(openai(PRIMARY, &stuck), &[FALLBACK])
             .timeout_secs(30)
             .key("first_byte_timeout_ms", "300"),
-        openai(FALLBACK, &backup),
+        forwarded(FALLBACK, &backup),
     ]);
     let (response, took) = timed_post(&gw, &hi(&gw, PRIMARY));
     assert_eq!(text_of(&response), "from the backup");
@@ -491,7 +498,7 @@ fn the_openai_surface_falls_back_too() {
     let backup = OpenAiUpstream::script(vec![answer("from the backup")]);
     let gw = start(vec![
         fallbacks(openai(PRIMARY, &primary), &[FALLBACK]),
-        openai(FALLBACK, &backup),
+        forwarded(FALLBACK, &backup),
     ]);
     let body = json!({
         "model": format!("{PRIMARY}/{MODEL}"),
@@ -527,7 +534,7 @@ fn a_stream_whose_primary_fails_before_its_first_byte_streams_from_the_fallback(
         OpenAiUpstream::script(vec![Reply::openai_slow_stream(3, Duration::from_millis(2))]);
     let gw = start(vec![
         fallbacks(openai(PRIMARY, &primary), &[FALLBACK]),
-        openai(FALLBACK, &backup),
+        forwarded(FALLBACK, &backup),
     ]);
     let response = post_stream(&gw, &hi(&gw, PRIMARY));
     let (partial, last) = split_stream(&response);
@@ -571,7 +578,7 @@ fn a_stream_that_already_sent_text_is_not_retried_nor_fallen_back() {
         OpenAiUpstream::script(vec![Reply::openai_slow_stream(2, Duration::from_millis(2))]);
     let gw = start(vec![
         fallbacks(retries(openai(PRIMARY, &primary), 2), &[FALLBACK]),
-        openai(FALLBACK, &backup),
+        forwarded(FALLBACK, &backup),
     ]);
     let response = post_stream(&gw, &hi(&gw, PRIMARY));
     assert_eq!(response.status, 200, "{}", response.raw);
@@ -602,7 +609,7 @@ fn check_not_retried(status: u16, message: &str, code: &str) {
     let backup = OpenAiUpstream::script(vec![answer("from the backup")]);
     let gw = start(vec![
         fallbacks(retries(openai(PRIMARY, &primary), 3), &[FALLBACK]),
-        openai(FALLBACK, &backup),
+        forwarded(FALLBACK, &backup),
     ]);
     let response = post(&gw, &hi(&gw, PRIMARY));
     let id = assert_error(&response, 502, "");
@@ -645,7 +652,7 @@ fn an_invalid_request_is_never_retried() {
     let backup = OpenAiUpstream::script(vec![answer("never")]);
     let gw = start(vec![
         fallbacks(retries(openai(PRIMARY, &primary), 3), &[FALLBACK]),
-        openai(FALLBACK, &backup),
+        forwarded(FALLBACK, &backup),
     ]);
     // A tool result answering no call: the plugin refuses it before any upstream request.
     let request = chat_request(
@@ -670,7 +677,7 @@ fn retries_and_fallbacks_share_the_first_routes_deadline() {
         fallbacks(retries(openai(PRIMARY, &stuck), 3), &[FALLBACK])
             .timeout_secs(2)
             .key("first_byte_timeout_ms", "600"),
-        openai(FALLBACK, &also_stuck)
+        forwarded(FALLBACK, &also_stuck)
             .timeout_secs(30)
             .key("first_byte_timeout_ms", "600"),
     ]);
@@ -710,7 +717,7 @@ fn a_fallback_gets_only_what_is_left_of_the_deadline() {
             .timeout_secs(2)
             .key("first_byte_timeout_ms", "500"),
         // Its own timeout would let it hang for half a minute.
-        openai(FALLBACK, &also_stuck).timeout_secs(30),
+        forwarded(FALLBACK, &also_stuck).timeout_secs(30),
     ]);
     let (response, took) = timed_post(&gw, &hi(&gw, PRIMARY));
     assert_error_where(&response, 504, "(2 attempts)", |m| {
@@ -729,7 +736,7 @@ fn retry_afters_longer_than_the_deadline_are_not_waited_for_and_the_smallest_is_
     let backup = OpenAiUpstream::always(rate_limited("backup: slow down", "7"));
     let gw = start(vec![
         fallbacks(retries(openai(PRIMARY, &primary), 2), &[FALLBACK]).timeout_secs(2),
-        retries(openai(FALLBACK, &backup), 2),
+        retries(forwarded(FALLBACK, &backup), 2),
     ]);
     let (response, took) = timed_post(&gw, &hi(&gw, PRIMARY));
     let id = assert_error_where(&response, 429, "(2 attempts)", |m| {
@@ -765,7 +772,7 @@ fn the_smallest_retry_after_is_answered_whichever_attempt_saw_it() {
     let backup = OpenAiUpstream::always(rate_limited("backup: slow down", "3"));
     let gw = start(vec![
         fallbacks(openai(PRIMARY, &primary), &[FALLBACK]).timeout_secs(2),
-        openai(FALLBACK, &backup),
+        forwarded(FALLBACK, &backup),
     ]);
     let response = post(&gw, &hi(&gw, PRIMARY));
     assert_error_where(&response, 429, "(2 attempts)", |m| {
@@ -783,7 +790,7 @@ fn a_plain_success_names_its_route_and_lists_no_attempts() {
     let backup = OpenAiUpstream::start();
     let gw = start(vec![
         fallbacks(retries(openai(PRIMARY, &upstream), 2), &[FALLBACK]),
-        openai(FALLBACK, &backup),
+        forwarded(FALLBACK, &backup),
     ]);
     let response = post(&gw, &hi(&gw, PRIMARY));
     assert_eq!(text_of(&response), "first try");
@@ -886,7 +893,7 @@ fn a_failed_target_hands_the_request_to_the_other_target_before_any_fallback() {
     let backup = OpenAiUpstream::each_call(answer("from the backup"));
     let gw = start(vec![
         fallbacks(pool(POOL, &[(&sick, 1), (&well, 1)]), &[FALLBACK]),
-        openai(FALLBACK, &backup),
+        forwarded(FALLBACK, &backup),
     ]);
     let mut listed = 0;
     for _ in 0..10 {
@@ -932,7 +939,7 @@ fn a_route_falls_back_once_each_target_had_its_try_and_its_retries() {
             retries(pool(POOL, &[(&a, 1), (&b, 1)]), 1).key("retry_backoff_ms", "10"),
             &[FALLBACK],
         ),
-        openai(FALLBACK, &backup),
+        forwarded(FALLBACK, &backup),
     ]);
     let response = post(&gw, &hi(&gw, POOL));
     assert_eq!(text_of(&response), "from the backup");
@@ -1015,7 +1022,7 @@ fn a_target_failing_n_times_in_a_row_is_ejected_and_the_fallback_serves_without_
     let backup = OpenAiUpstream::each_call(answer("from the backup"));
     let gw = start(vec![
         fallbacks(ejecting(openai(PRIMARY, &sick), 3, 600), &[FALLBACK]),
-        openai(FALLBACK, &backup),
+        forwarded(FALLBACK, &backup),
     ]);
     let mut last = None;
     for _ in 0..20 {
@@ -1057,7 +1064,7 @@ fn an_ejected_target_gets_one_probe_after_eject_secs_and_is_back_when_it_answers
     let backup = OpenAiUpstream::each_call(answer("from the backup"));
     let gw = start(vec![
         fallbacks(ejecting(openai(PRIMARY, &flaky), 2, 1), &[FALLBACK]),
-        openai(FALLBACK, &backup),
+        forwarded(FALLBACK, &backup),
     ]);
     for _ in 0..3 {
         assert_eq!(text_of(&post(&gw, &hi(&gw, PRIMARY))), "from the backup");
@@ -1082,7 +1089,7 @@ fn a_failed_probe_ejects_the_target_again() {
     let backup = OpenAiUpstream::each_call(answer("from the backup"));
     let gw = start(vec![
         fallbacks(ejecting(openai(PRIMARY, &sick), 1, 1), &[FALLBACK]),
-        openai(FALLBACK, &backup),
+        forwarded(FALLBACK, &backup),
     ]);
     assert_eq!(text_of(&post(&gw, &hi(&gw, PRIMARY))), "from the backup");
     std::thread::sleep(Duration::from_millis(1200));
@@ -1118,7 +1125,7 @@ fn ejection_outlives_a_config_reload_that_keeps_the_target() {
     let backup = OpenAiUpstream::each_call(answer("from the backup"));
     let gw = start(vec![
         fallbacks(ejecting(openai(PRIMARY, &sick), 1, 600), &[FALLBACK]),
-        openai(FALLBACK, &backup),
+        forwarded(FALLBACK, &backup),
     ]);
     assert_eq!(text_of(&post(&gw, &hi(&gw, PRIMARY))), "from the backup");
     let original = std::fs::read_to_string(gw.config_path()).expect("read the config");
@@ -1161,6 +1168,212 @@ fn a_stream_over_targets_moves_to_the_other_target_before_its_first_byte() {
         );
     }
     assert_eq!(well.requests().len(), 6);
+}
+
+// ------------------------------------------------------------------ what a request may reach
+
+/// A key of the test project made with `flags` (`--routes`, `--models`).
+fn scoped_key(gw: &Gateway, flags: &[&str]) -> String {
+    let mut args = vec!["key", "create", gw.project_id.as_str()];
+    args.extend_from_slice(flags);
+    gw.cli(&args).checked(&args.join(" ")).last_line()
+}
+
+/// The record's `attempts` as (route, error) pairs: what each try or skip became.
+fn outcomes(record: &Value) -> Vec<(String, String)> {
+    record["attempts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no attempts list: {record}"))
+        .iter()
+        .map(|attempt| {
+            let outcome = match attempt["status"].as_u64() {
+                Some(status) => status.to_string(),
+                None => attempt["error"].as_str().unwrap_or("?").to_owned(),
+            };
+            (attempt["route"].as_str().unwrap_or("?").to_owned(), outcome)
+        })
+        .collect()
+}
+
+fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+    expected
+        .iter()
+        .map(|(route, outcome)| (route.to_string(), outcome.to_string()))
+        .collect()
+}
+
+#[test]
+fn a_fallback_outside_the_keys_scope_is_skipped_and_listed_as_out_of_scope() {
+    let primary = OpenAiUpstream::always(server_error("primary is down"));
+    let backup = OpenAiUpstream::each_call(answer("from the backup"));
+    let gw = start(vec![
+        fallbacks(openai(PRIMARY, &primary), &[FALLBACK]),
+        // Keyless, so that only the scope can keep it from serving.
+        openai(FALLBACK, &backup).key("api_key_required", "false"),
+    ]);
+    for flags in [
+        &["--routes", PRIMARY][..],
+        &["--models", &format!("{PRIMARY}/{MODEL}")],
+        // The fallback's route is in scope, but not with the model it would be asked for.
+        &[
+            "--routes",
+            PRIMARY,
+            "--models",
+            &format!("{FALLBACK}/other"),
+        ],
+    ] {
+        let key = scoped_key(&gw, flags);
+        let response = gw.post_with_headers(
+            "/completions",
+            Some(&key),
+            &[("Provider-API-Key", PROVIDER_KEY)],
+            &hi(&gw, PRIMARY),
+        );
+        assert_eq!(response.status, 502, "{flags:?}: {}", response.text());
+        assert_eq!(response.header("x-gateway-route"), None, "{flags:?}");
+        let record = record(&gw, &invocation_id(&response.json()));
+        assert_eq!(record["route"], json!(PRIMARY), "{flags:?}: {record}");
+        assert_eq!(
+            outcomes(&record),
+            pairs(&[(PRIMARY, "500"), (FALLBACK, "out_of_scope")]),
+            "{flags:?}: {record}"
+        );
+    }
+    assert!(
+        backup.requests().is_empty(),
+        "a fallback outside the key's scope was called"
+    );
+    // A key whose scope holds both routes falls back as before.
+    let both = scoped_key(&gw, &["--routes", &format!("{PRIMARY},{FALLBACK}")]);
+    let response = gw.post_with_headers(
+        "/completions",
+        Some(&both),
+        &[("Provider-API-Key", PROVIDER_KEY)],
+        &hi(&gw, PRIMARY),
+    );
+    assert_eq!(text_of(&response), "from the backup");
+    assert_eq!(response.header("x-gateway-route"), Some(FALLBACK));
+}
+
+#[test]
+fn the_callers_key_does_not_reach_a_fallback_on_another_host() {
+    let primary = OpenAiUpstream::always(server_error("primary is down"));
+    let keyless = OpenAiUpstream::each_call(answer("from the keyless fallback"));
+    let own = OpenAiUpstream::each_call(answer("from the fallback with its own key"));
+    let var = unique("GATEWAY_TEST_ROUTING_OWN_KEY_");
+    let own_key = unique("sk-own-route-");
+    let gw = Gateway::builder()
+        .route(fallbacks(openai(PRIMARY, &primary), &["keyless", "own"]))
+        .route(openai("keyless", &keyless))
+        .route(openai("own", &own).api_key_env(&var))
+        .env(&var, &own_key)
+        .start();
+    let response = post(&gw, &hi(&gw, PRIMARY));
+    assert_eq!(text_of(&response), "from the fallback with its own key");
+    assert!(
+        keyless.requests().is_empty(),
+        "a fallback without a key of its own got the caller's"
+    );
+    let sent = own.single_request();
+    assert_eq!(
+        sent.header("authorization"),
+        Some(format!("Bearer {own_key}").as_str()),
+        "the fallback's own key, not the caller's"
+    );
+    assert_eq!(
+        primary.requests()[0].header("authorization"),
+        Some(format!("Bearer {PROVIDER_KEY}").as_str()),
+        "the requested route gets the caller's key"
+    );
+    let record = record(&gw, &invocation_id(&response.json()));
+    assert_eq!(
+        outcomes(&record),
+        pairs(&[(PRIMARY, "500"), ("keyless", "no_key"), ("own", "200")]),
+        "{record}"
+    );
+}
+
+/// The worst case of issue 23: `retries = 10` on two targets, a fallback of two targets, every
+/// upstream answering 500. Each request stops at `max_attempts` (6 by default).
+#[test]
+fn a_request_makes_at_most_max_attempts_tries_and_the_metric_counts_them() {
+    let upstreams: Vec<OpenAiUpstream> = (0..4)
+        .map(|_| OpenAiUpstream::always(server_error("down")))
+        .collect();
+    let calls = || upstreams.iter().map(|u| u.requests().len()).sum::<usize>();
+    let gw = start(vec![
+        fallbacks(
+            retries(pool(POOL, &[(&upstreams[0], 1), (&upstreams[1], 1)]), 10)
+                .key("retry_backoff_ms", "1"),
+            &[FALLBACK],
+        ),
+        retries(
+            pool(FALLBACK, &[(&upstreams[2], 1), (&upstreams[3], 1)]),
+            10,
+        )
+        .key("retry_backoff_ms", "1")
+        .key("api_key_required", "false"),
+    ]);
+    const REQUESTS: usize = 3;
+    for n in 1..=REQUESTS {
+        let response = post(&gw, &hi(&gw, POOL));
+        assert_eq!(response.status, 502, "{}", response.text());
+        assert_eq!(calls(), 6 * n, "upstream calls after {n} requests");
+        let body = response.json();
+        let message = body["error"].as_str().unwrap_or_default();
+        assert_eq!(attempts_named(message), Some(6), "{message}");
+        let record = record(&gw, &invocation_id(&body));
+        let mut expected = vec![(POOL, "500"); 6];
+        expected.push((POOL, "max_attempts"));
+        assert_eq!(outcomes(&record), pairs(&expected), "{record}");
+    }
+    let samples = scrape(&gw, None);
+    let attempts = |route, result| {
+        value(
+            &samples,
+            "gateway_attempts_total",
+            &[("route", route), ("result", result)],
+        )
+    };
+    assert_eq!(
+        attempts(POOL, "500") + attempts(FALLBACK, "500"),
+        calls() as f64,
+        "every upstream call is counted"
+    );
+    assert_eq!(attempts(POOL, "max_attempts"), REQUESTS as f64);
+}
+
+#[test]
+fn the_requested_routes_max_attempts_holds_for_its_fallbacks_too() {
+    let primary = OpenAiUpstream::always(server_error("primary is down"));
+    let (a, b) = (
+        OpenAiUpstream::always(server_error("a is down")),
+        OpenAiUpstream::always(server_error("b is down")),
+    );
+    let gw = start(vec![
+        fallbacks(retries(openai(PRIMARY, &primary), 1), &[FALLBACK])
+            .key("retry_backoff_ms", "1")
+            .key("max_attempts", "3"),
+        // A fallback's own cap does not count: only the requested route's.
+        pool(FALLBACK, &[(&a, 1), (&b, 1)])
+            .key("api_key_required", "false")
+            .key("max_attempts", "1"),
+    ]);
+    let response = post(&gw, &hi(&gw, PRIMARY));
+    assert_eq!(response.status, 502, "{}", response.text());
+    assert_eq!(primary.requests().len(), 2, "the try and its retry");
+    assert_eq!(a.requests().len() + b.requests().len(), 1, "the third try");
+    let record = record(&gw, &invocation_id(&response.json()));
+    assert_eq!(
+        outcomes(&record),
+        pairs(&[
+            (PRIMARY, "500"),
+            (PRIMARY, "500"),
+            (FALLBACK, "500"),
+            (FALLBACK, "max_attempts")
+        ]),
+        "{record}"
+    );
 }
 
 // ------------------------------------------------------------------ config refused at start

@@ -174,6 +174,10 @@ pub struct Config {
     pub demo_project: bool,
     #[serde(deserialize_with = "positive")]
     pub request_timeout_secs: NonZeroU64,
+    /// Tries at upstreams one request may make at most, retries, other targets and fallbacks
+    /// together (routes may override: the requested route's value holds for the request).
+    #[serde(deserialize_with = "positive")]
+    pub max_attempts: NonZeroU32,
     /// Cap on the text of a request after its `{{variables}}` are filled in (prompt and
     /// message contents together). Default: `max_body_bytes`.
     #[serde(
@@ -238,6 +242,7 @@ const REQUEST_TIMEOUT_SECS: NonZeroU64 = NonZeroU64::new(120).expect("not zero")
 const REQUEST_READ_TIMEOUT_SECS: NonZeroU64 = NonZeroU64::new(30).expect("not zero");
 const MAX_CONNECTIONS: NonZeroUsize = NonZeroUsize::new(4096).expect("not zero");
 const MAX_PLUGIN_INSTANCES: NonZeroU32 = NonZeroU32::new(1000).expect("not zero");
+const MAX_ATTEMPTS: NonZeroU32 = NonZeroU32::new(6).expect("not zero");
 
 impl Default for Config {
     /// What an empty config file gives: every key at its default, and no routes.
@@ -261,6 +266,7 @@ impl Default for Config {
             max_body_bytes: MAX_BODY_BYTES,
             demo_project: true,
             request_timeout_secs: REQUEST_TIMEOUT_SECS,
+            max_attempts: MAX_ATTEMPTS,
             max_expanded_bytes: None,
             request_read_timeout_secs: REQUEST_READ_TIMEOUT_SECS,
             max_connections: MAX_CONNECTIONS,
@@ -386,6 +392,19 @@ pub struct RouteConfig {
     /// after its retries.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fallbacks: Vec<String>,
+    /// The most tries a request to this route makes, its fallbacks' included (default: the
+    /// top-level `max_attempts`). A fallback's own value does not count.
+    #[serde(
+        default,
+        deserialize_with = "positive_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_attempts: Option<NonZeroU32>,
+    /// Whether, as a fallback of a route of the same plugin, this route gets the caller's
+    /// `Provider-API-Key`. Without it the caller's key goes only to the requested route's
+    /// upstreams, and this route uses its own key (or is skipped without one).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub forward_caller_key: bool,
     /// `[[providers.ID.targets]]`: the upstreams (deployments, regions, keys) the route spreads
     /// its requests over by weight, in place of its own `base_url`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -453,6 +472,10 @@ impl TargetConfig {
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// Why a route's sandbox could not be set up. The hosts were checked as the config was read:
@@ -738,6 +761,8 @@ impl RouteConfig {
             retries: 0,
             retry_backoff_ms: None,
             fallbacks: Vec::new(),
+            max_attempts: None,
+            forward_caller_key: false,
             targets: Vec::new(),
             eject_after_failures: None,
             eject_secs: None,
@@ -756,6 +781,11 @@ impl RouteConfig {
         let secs = self.eject_secs.map_or(DEFAULT_EJECT_SECS, NonZeroU64::get);
         self.eject_after_failures
             .map(|after| (after.get(), Duration::from_secs(secs)))
+    }
+
+    /// The most tries of a request to this route (see [`RouteConfig::max_attempts`]).
+    pub fn max_attempts(&self, config: &Config) -> usize {
+        self.max_attempts.unwrap_or(config.max_attempts).get() as usize
     }
 
     pub fn timeout(&self, config: &Config) -> Duration {
@@ -985,6 +1015,7 @@ mod tests {
             "max_body_bytes",
             "max_expanded_bytes",
             "record_retention_days",
+            "max_attempts",
         ] {
             let err = Config::parse(&format!("{key} = 0\n"), "test")
                 .expect_err(key)
@@ -1001,6 +1032,7 @@ mod tests {
             "idle_timeout_ms",
             "max_response_bytes",
             "max_http_requests",
+            "max_attempts",
         ] {
             let text = format!("[providers.x]\nplugin = \"echo\"\n{key} = 0\n");
             let err = Config::parse(&text, "test").expect_err(key).to_string();
@@ -1071,7 +1103,7 @@ mod tests {
              cpu_time_ms = 1\nconnect_timeout_ms = 2\nfirst_byte_timeout_ms = 3\n\
              idle_timeout_ms = 4\nmax_response_bytes = 5\nmax_http_requests = 6\n\
              api_key_required = false\nretries = 3\nretry_backoff_ms = 250\n\
-             fallbacks = [\"z\"]\n\
+             fallbacks = [\"z\"]\nmax_attempts = 3\nforward_caller_key = true\n\
              [providers.x.settings]\nnested = { a = [1, 2] }\n\
              [providers.x.pricing.\"m.1\"]\ninput_per_mtok = 1.5\noutput_per_mtok = 2\n\
              long_context = { above_prompt_tokens = 10, input_per_mtok = 3, output_per_mtok = 4 }\n\
@@ -1379,5 +1411,24 @@ mod tests {
             ),
             (0, None, 0)
         );
+    }
+
+    #[test]
+    fn max_attempts_is_the_routes_else_the_top_level_one() {
+        let config = routes(&[("a", "max_attempts = 2"), ("b", "")]).expect("parses");
+        let max = |id: &str| config.providers[id].max_attempts(&config);
+        assert_eq!((max("a"), max("b")), (2, 6), "6 by default");
+        let text = "max_attempts = 9\n[providers.b]\nplugin = \"echo\"\n";
+        let config = Config::parse(text, "test").expect("parses");
+        assert_eq!(config.providers["b"].max_attempts(&config), 9);
+    }
+
+    #[test]
+    fn forward_caller_key_is_off_unless_set_true() {
+        let config = routes(&[("a", "forward_caller_key = true"), ("b", "")]).expect("parses");
+        assert!(config.providers["a"].forward_caller_key);
+        assert!(!config.providers["b"].forward_caller_key, "off by default");
+        let err = routes(&[("a", "forward_caller_key = \"yes\"")]).expect_err("not a bool");
+        assert!(err.contains("providers.a.forward_caller_key"), "{err}");
     }
 }

@@ -12,7 +12,11 @@
 //! all ejected is skipped without a try.
 //!
 //! Only the requested route's `fallbacks` are followed (a fallback's own fallbacks are not),
-//! so the order of tries is what that one list says.
+//! so the order of tries is what that one list says. A fallback outside the caller's key scope
+//! is skipped, and the caller's own provider key goes to a fallback only when it is of the
+//! requested route's plugin and sets `forward_caller_key` (else its upstream, possibly another
+//! party's host, would get it). The requested route's `max_attempts` caps the tries of the
+//! whole request, whatever its retries, targets and fallbacks would allow.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -24,7 +28,7 @@ use crate::metrics::Metrics;
 use crate::plugins::{Plugin, PluginRuntime, UpstreamTrace, types};
 use crate::routing::{Pick, Route, Target, Tried, random_u64};
 use crate::state::Live;
-use crate::store::Attempt;
+use crate::store::{Attempt, KeyScope};
 use crate::traces::{Answer, AttemptStart, RequestTrace, TrySpan};
 
 /// The longest backoff between two tries of one route.
@@ -106,9 +110,12 @@ pub(super) struct Failover {
     /// Tries made, on every route.
     made: usize,
     fallbacks: VecDeque<String>,
-    /// The requested route: a fallback of its plugin gets its model and the
-    /// caller's provider key.
+    /// The requested route: a fallback of its plugin gets its model (and, if it
+    /// forwards it, the caller's provider key); its `max_attempts` caps the tries.
     first: Arc<Leg>,
+    /// The caller's key scope, which each fallback must be within (unscoped when the
+    /// route has no fallbacks: nothing reads it then).
+    scope: KeyScope,
     deadline: Instant,
     attempts: Vec<Attempt>,
     last_error: Option<ApiError>,
@@ -125,11 +132,12 @@ pub(super) struct Failover {
 
 impl Failover {
     /// The tries of a request to `first`, starting now, with its route's deadline and
-    /// fallbacks.
+    /// fallbacks, each of which must be within `scope` (what `first` was checked against).
     pub fn new(
         live: Arc<Live>,
         metrics: Arc<Metrics>,
         first: Leg,
+        scope: KeyScope,
         trace: RequestTrace,
         kind: &'static str,
     ) -> Failover {
@@ -140,6 +148,7 @@ impl Failover {
             fallbacks: route.config.fallbacks.iter().cloned().collect(),
             current: first.clone(),
             first,
+            scope,
             live,
             metrics,
             target: 0,
@@ -160,8 +169,13 @@ impl Failover {
     /// request has failed ([`Failover::take_error`]).
     pub async fn next(&mut self, runtime: &PluginRuntime) -> Option<Try> {
         match self.next.take() {
-            None | Some(Next::Other) => {}
+            None => {}
             Some(Next::Stop) => return None,
+            Some(next) if self.made >= self.first.route.max_attempts => {
+                self.stop_at_cap(next);
+                return None;
+            }
+            Some(Next::Other) => {}
             Some(Next::Retry(wait)) if wait < self.remaining() => {
                 tokio::time::sleep(wait).await;
                 self.retried += 1;
@@ -232,6 +246,15 @@ impl Failover {
 
     /// Lists route `id` as passed over without a try, because of `error`.
     fn skip(&mut self, id: String, kind: &str, error: ApiError) {
+        tracing::warn!("route skipped: {error}");
+        self.pass_over(id, kind);
+        if self.last_error.is_none() {
+            self.last_error = Some(error);
+        }
+    }
+
+    /// Lists route `id` in the record's `attempts` and the metrics as not tried, for `kind`.
+    fn pass_over(&mut self, id: String, kind: &str) {
         self.metrics.attempt(&id, kind, None);
         self.attempts.push(Attempt {
             route: id,
@@ -240,9 +263,22 @@ impl Failover {
             error: Some(kind.to_owned()),
             duration_ms: 0,
         });
-        tracing::warn!("route skipped: {error}");
-        if self.last_error.is_none() {
-            self.last_error = Some(error);
+    }
+
+    /// Ends the request at its `max_attempts`, where `next` would have followed: the route of
+    /// the try that is not made is listed as `max_attempts` (nothing when none would have been).
+    fn stop_at_cap(&mut self, next: Next) {
+        if self.remaining().is_zero() {
+            return;
+        }
+        let route = match next {
+            Next::Other => Some(&self.current.route.id),
+            Next::Retry(wait) if wait < self.remaining() => Some(&self.current.route.id),
+            Next::Retry(_) | Next::Fallback | Next::Stop => self.fallbacks.front(),
+        };
+        if let Some(id) = route.cloned() {
+            tracing::warn!(route = %id, tries = self.made, "request stopped at its max_attempts");
+            self.pass_over(id, "max_attempts");
         }
     }
 
@@ -265,7 +301,16 @@ impl Failover {
                 ApiError::BadRequest(format!("fallback route {id:?} has no default_model")),
             )
         })?;
-        let caller_key = self.first.caller_key.clone().filter(|_| same_plugin);
+        if !self.scope.allows(id, &model) {
+            return Err((
+                "out_of_scope",
+                ApiError::OutOfScope(format!(
+                    "model {model:?} of fallback route {id:?} is outside the API key's scope"
+                )),
+            ));
+        }
+        let forwards = same_plugin && route.config.forward_caller_key;
+        let caller_key = self.first.caller_key.clone().filter(|_| forwards);
         route
             .check_key(caller_key.is_some())
             .map_err(|error| ("no_key", error))?;
@@ -301,9 +346,10 @@ impl Failover {
 
     /// Whether a failure of the try just begun could be followed by another one.
     fn may_try_again(&self) -> bool {
-        self.retried < self.current.route.config.retries
-            || self.current.route.target_count() > 1
-            || !self.fallbacks.is_empty()
+        self.made < self.first.route.max_attempts
+            && (self.retried < self.current.route.config.retries
+                || self.current.route.target_count() > 1
+                || !self.fallbacks.is_empty())
     }
 
     /// The request of the try just begun, from `template`: a copy while another try may

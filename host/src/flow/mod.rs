@@ -28,7 +28,7 @@ use crate::error::ApiError;
 use crate::http::{Body, error_response_with_body, json_text_response};
 use crate::plugins::types;
 use crate::state::AppState;
-use crate::store::TokenUsage;
+use crate::store::{KeyScope, TokenUsage};
 use crate::traces::Answer;
 use call::Call;
 
@@ -335,6 +335,12 @@ async fn flow<S: Surface>(
     route.check_key(caller_key.is_some())?;
     let ask = body.ask(target.kind, config)?;
     let plugin = call::plugin_for(&state.runtime, &route)?;
+    // Fallbacks are held to the scope too; a route without any needs no copy of it.
+    let scope = if route.config.fallbacks.is_empty() {
+        KeyScope::default()
+    } else {
+        key.scope.clone()
+    };
     // Last before the call: a request refused for anything else takes nothing from its limits.
     let project = key.project_id.clone();
     let quota = quota::Quota::admit(state, key).await?;
@@ -345,6 +351,7 @@ async fn flow<S: Surface>(
         live.clone(),
         state.metrics.clone(),
         first,
+        scope,
         draft.request_trace().clone(),
         target.kind.as_str(),
     );

@@ -20,6 +20,8 @@ pub struct Route {
     pub header: Option<hyper::header::HeaderValue>,
     pub config: RouteConfig,
     pub timeout: Duration,
+    /// The most tries of a request to this route, its fallbacks' included.
+    pub max_attempts: usize,
     /// Never empty: a route without `targets` has one, its own `base_url`.
     targets: Box<[Target]>,
     ejection: Option<Ejection>,
@@ -151,6 +153,7 @@ impl Route {
             id: id.to_owned(),
             header: hyper::header::HeaderValue::from_str(id).ok(),
             timeout: config.timeout(whole),
+            max_attempts: config.max_attempts(whole),
             targets: built.into_boxed_slice(),
             ejection,
             secrets: Secrets::default(),

@@ -2,7 +2,8 @@
 //! as `model`, in the shape of the caller's SDK: Anthropic's when the request
 //! carries `anthropic-version` (its SDKs always send it), OpenAI's otherwise.
 //! Not a model call: no plugin runs and no invocation is recorded (as for
-//! `GET /invocations/{id}`).
+//! `GET /invocations/{id}`). A key sees only the names its scope lets it use: any
+//! other answers 404, as a name that does not exist does.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use super::{anthropic, openai};
 use crate::error::ApiError;
 use crate::http::{Body, json_response};
 use crate::state::AppState;
+use crate::store::KeyScope;
 
 /// The header every Anthropic SDK request carries.
 const ANTHROPIC_VERSION: &str = "anthropic-version";
@@ -70,8 +72,8 @@ impl Shape {
 pub async fn list(state: Arc<AppState>, request: Request<Incoming>, id: Uuid) -> Response<Body> {
     let shape = Shape::of(request.headers());
     let result = async {
-        authenticate(&state, &request).await?;
-        Ok(shape.list(entries(&state)))
+        let scope = authenticate(&state, &request).await?;
+        Ok(shape.list(entries(&state, &scope)))
     }
     .await;
     answer(request.headers(), result, &id)
@@ -87,10 +89,10 @@ pub async fn retrieve(
 ) -> Response<Body> {
     let shape = Shape::of(request.headers());
     let result = async {
-        authenticate(&state, &request).await?;
+        let scope = authenticate(&state, &request).await?;
         let model =
             percent_decode(model).ok_or_else(|| ApiError::UnknownModel(model.to_owned()))?;
-        entries(&state)
+        entries(&state, &scope)
             .into_iter()
             .find(|(name, _)| *name == model)
             .map(|(name, owner)| shape.entry(&name, &owner))
@@ -108,9 +110,10 @@ pub fn error_response(headers: &HeaderMap, error: &ApiError, id: &Uuid) -> Respo
     }
 }
 
-async fn authenticate(state: &AppState, request: &Request<Incoming>) -> Result<String, ApiError> {
+/// The scope of the request's key.
+async fn authenticate(state: &AppState, request: &Request<Incoming>) -> Result<KeyScope, ApiError> {
     let key = crate::auth::api_key(request.headers())?;
-    crate::auth::project_of(&state.store, key).await
+    Ok(crate::auth::key_record(&state.store, key).await?.scope)
 }
 
 fn answer(headers: &HeaderMap, result: Result<Value, ApiError>, id: &Uuid) -> Response<Body> {
@@ -121,8 +124,9 @@ fn answer(headers: &HeaderMap, result: Result<Value, ApiError>, id: &Uuid) -> Re
 }
 
 /// Every alias (owned by its route), then per route its default model and
-/// every model its loaded plugin knows, as `ROUTE/MODEL`; each name once.
-fn entries(state: &AppState) -> Vec<(String, String)> {
+/// every model its loaded plugin knows, as `ROUTE/MODEL`; each name once, and
+/// only those within `scope`.
+fn entries(state: &AppState, scope: &KeyScope) -> Vec<(String, String)> {
     let live = state.live();
     let config = &live.config;
     let mut names: Vec<(String, String)> = Vec::new();
@@ -133,7 +137,17 @@ fn entries(state: &AppState) -> Vec<(String, String)> {
         }
     };
     for (alias, target) in &config.models {
-        add(alias.clone(), &target.route);
+        let default_model = || {
+            config
+                .providers
+                .get(&target.route)?
+                .default_model
+                .as_deref()
+        };
+        let model = target.model.as_deref().or_else(default_model).unwrap_or("");
+        if scope.allows(&target.route, model) {
+            add(alias.clone(), &target.route);
+        }
     }
     for (route, route_config) in &config.providers {
         let known: Vec<String> = state
@@ -142,7 +156,9 @@ fn entries(state: &AppState) -> Vec<(String, String)> {
             .map(|plugin| plugin.info.models.iter().map(|m| m.model.clone()).collect())
             .unwrap_or_default();
         for model in route_config.default_model.iter().chain(&known) {
-            add(format!("{route}/{model}"), route);
+            if scope.allows(route, model) {
+                add(format!("{route}/{model}"), route);
+            }
         }
     }
     names
