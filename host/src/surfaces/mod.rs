@@ -5,6 +5,6 @@
 
 pub mod anthropic;
 pub mod commonbase;
-mod json;
+pub(crate) mod json;
 pub mod models;
 pub mod openai;
