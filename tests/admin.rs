@@ -673,3 +673,183 @@ fn cli_key_limit_refuses_unknown_and_short_prefixes() {
         none.stderr
     );
 }
+
+// ---------------------------------------------------------------- values the store cannot keep
+
+/// How many projects the API lists.
+fn project_count(gw: &Gateway) -> usize {
+    let listed = expect(&admin(gw, "GET", "/admin/projects", ""), 200);
+    listed["projects"].as_array().map_or(0, Vec::len)
+}
+
+/// Runs `gateway ARGS`, which must fail naming `needle` on stderr and print no key.
+fn cli_refuses(gw: &Gateway, args: &[&str], needle: &str) {
+    let refused = gw.cli(args);
+    assert!(!refused.status.success(), "{args:?}: {}", refused.stdout);
+    assert!(
+        refused.stderr.contains(needle),
+        "{args:?} should name {needle:?}: {}",
+        refused.stderr
+    );
+    assert!(
+        !refused.stdout.contains("gw_"),
+        "{args:?}: {}",
+        refused.stdout
+    );
+}
+
+#[test]
+fn a_far_future_expiry_is_refused_and_stores_no_key() {
+    let gw = admin_gateway();
+    let path = format!("/admin/projects/{}/keys", gw.project_id);
+    let before = gw.row_count("api_keys");
+    // Beyond the documented maximum (100 years ahead); the first two used to drop the
+    // connection after storing a live key.
+    for expires in ["9999-12-31", "8000y", "9999-12-31T23:59:59Z", "36501d"] {
+        let body = json!({"expires": expires}).to_string();
+        let message = expect_error(&admin(&gw, "POST", &path, &body), 400);
+        assert!(message.contains("expires"), "{expires}: {message}");
+        assert!(message.contains("100 years"), "{expires}: {message}");
+    }
+    assert_eq!(
+        gw.row_count("api_keys"),
+        before,
+        "a refused create stored a key"
+    );
+    // The maximum itself is a key like any other.
+    let longest = new_key(&gw, &gw.project_id, r#"{"expires": "36500d"}"#);
+    assert_rfc3339(&longest["expiresAt"]);
+    let key = longest["key"].as_str().expect("the key");
+    assert_ok(&complete(&gw, &gw.project_id, key));
+
+    for expires in ["9999-12-31", "8000y"] {
+        let args = [
+            "key",
+            "create",
+            gw.project_id.as_str(),
+            "--expires",
+            expires,
+        ];
+        cli_refuses(&gw, &args, "100 years");
+    }
+    assert_eq!(gw.row_count("api_keys"), before + 1);
+}
+
+#[test]
+fn limits_beyond_the_stored_range_are_refused_naming_the_limit() {
+    let gw = admin_gateway();
+    let limits_path = format!("/admin/projects/{}/limits", gw.project_id);
+    let keys_path = format!("/admin/projects/{}/keys", gw.project_id);
+    let key_limits_path = format!("/admin/keys/{}/limits", &gw.key[..16]);
+    let beyond = [u64::MAX, i64::MAX as u64 + 1];
+    for tpm in beyond {
+        let body = json!({"tpm": tpm}).to_string();
+        for path in [&limits_path, &key_limits_path] {
+            let message = expect_error(&admin(&gw, "PUT", path, &body), 400);
+            assert!(message.contains("tpm"), "{path}: {message}");
+        }
+    }
+    let message = expect_error(
+        &admin(&gw, "PUT", &limits_path, r#"{"rpm": 5000000000}"#),
+        400,
+    );
+    assert!(message.contains("rpm"), "{message}");
+    // The largest stored value is stored as it was sent.
+    let body = json!({"tpm": i64::MAX}).to_string();
+    let set = expect(&admin(&gw, "PUT", &limits_path, &body), 200);
+    assert_eq!(set["limits"]["tpm"], json!(i64::MAX), "{set}");
+    let listed = expect(&admin(&gw, "GET", "/admin/projects", ""), 200);
+    assert_eq!(listed["projects"][0]["limits"]["tpm"], json!(i64::MAX));
+
+    // Refused before anything is made: no key, no project.
+    let keys_before = gw.row_count("api_keys");
+    let projects_before = project_count(&gw);
+    let key_body = json!({"limits": {"tpm": u64::MAX}}).to_string();
+    let message = expect_error(&admin(&gw, "POST", &keys_path, &key_body), 400);
+    assert!(message.contains("tpm"), "{message}");
+    let project_body = json!({"name": "big", "limits": {"tpm": u64::MAX}}).to_string();
+    let message = expect_error(&admin(&gw, "POST", "/admin/projects", &project_body), 400);
+    assert!(message.contains("tpm"), "{message}");
+
+    let too_big = u64::MAX.to_string();
+    let project = gw.project_id.as_str();
+    cli_refuses(
+        &gw,
+        &["project", "limit", project, "--tpm", &too_big],
+        "tpm",
+    );
+    cli_refuses(
+        &gw,
+        &["key", "limit", &gw.key[..16], "--tpm", &too_big],
+        "tpm",
+    );
+    cli_refuses(&gw, &["key", "create", project, "--tpm", &too_big], "tpm");
+    assert_eq!(gw.row_count("api_keys"), keys_before);
+    assert_eq!(project_count(&gw), projects_before);
+    // What the CLI refused changed nothing.
+    let listed = expect(&admin(&gw, "GET", "/admin/projects", ""), 200);
+    assert_eq!(listed["projects"][0]["limits"]["tpm"], json!(i64::MAX));
+}
+
+#[test]
+fn long_names_and_control_characters_are_refused() {
+    let gw = admin_gateway();
+    let projects_before = project_count(&gw);
+    let bad_names = [
+        "x".repeat(257),
+        "x".repeat(60 * 1024),
+        "nul\u{0}inside".to_owned(),
+        "carriage\rreturn".to_owned(),
+        "line\nfeed".to_owned(),
+        "delete\u{7f}".to_owned(),
+    ];
+    for name in &bad_names {
+        let body = json!({"name": name}).to_string();
+        let message = expect_error(&admin(&gw, "POST", "/admin/projects", &body), 400);
+        assert!(message.contains("name"), "{message}");
+        assert!(
+            message.len() < 1024,
+            "the message repeats the name: {message}"
+        );
+    }
+    // 256 bytes (128 two-byte characters) is a name.
+    let longest = "é".repeat(128);
+    let made = new_project(&gw, json!({"name": longest}));
+    assert_eq!(made["name"], json!(longest));
+
+    // A key's scope names routes and models: the same rule.
+    let keys_before = gw.row_count("api_keys");
+    let keys_path = format!("/admin/projects/{}/keys", gw.project_id);
+    for (body, field) in [
+        (json!({"routes": ["demo\n"]}), "routes"),
+        (json!({"routes": ["r".repeat(300)]}), "routes"),
+        (
+            json!({"models": [format!("demo/{}", "m".repeat(300))]}),
+            "models",
+        ),
+        (json!({"models": ["demo/a\u{0}b"]}), "models"),
+    ] {
+        let message = expect_error(&admin(&gw, "POST", &keys_path, &body.to_string()), 400);
+        assert!(message.contains(field), "{body}: {message}");
+    }
+
+    let long = "x".repeat(257);
+    cli_refuses(&gw, &["project", "create", &long], "name");
+    cli_refuses(&gw, &["project", "create", "line\nfeed"], "name");
+    cli_refuses(&gw, &["project", "create", "tab\tinside"], "name");
+    let project = gw.project_id.as_str();
+    cli_refuses(
+        &gw,
+        &["key", "create", project, "--routes", "a\rb"],
+        "routes",
+    );
+    let model = format!("demo/{}", "m".repeat(300));
+    cli_refuses(
+        &gw,
+        &["key", "create", project, "--models", &model],
+        "models",
+    );
+
+    assert_eq!(project_count(&gw), projects_before + 1);
+    assert_eq!(gw.row_count("api_keys"), keys_before);
+}

@@ -1190,6 +1190,25 @@ fn invalid_requests_are_refused_naming_the_field() {
     let response = post_messages(&gw, WITH_PROVIDER_KEY, &bad_type);
     assert_anthropic_error(&response, 400, "invalid_request_error", "temperature");
 
+    let mut zero = hi(model);
+    zero["max_tokens"] = json!(0);
+    let response = post_messages(&gw, WITH_PROVIDER_KEY, &zero);
+    assert_anthropic_error(&response, 400, "invalid_request_error", "max_tokens");
+
+    // The end user's id is at most 256 bytes: a longer one is refused, not recorded whole.
+    let mut long_user = hi(model);
+    long_user["metadata"] = json!({"user_id": "u".repeat(257)});
+    let response = post_messages(&gw, WITH_PROVIDER_KEY, &long_user);
+    let id = invocation_id(&response.headers);
+    let body = assert_anthropic_error(&response, 400, "invalid_request_error", "metadata.user_id");
+    assert!(
+        body.to_string().len() < 1024,
+        "the message repeats the id: {body}"
+    );
+    let record = gw.get_invocation(&id).json();
+    assert_eq!(record["httpStatus"], json!(400), "{record}");
+    assert!(record["userId"].is_null(), "{record}");
+
     assert!(
         upstream.requests().is_empty(),
         "nothing invalid goes upstream"

@@ -515,6 +515,7 @@ const INVALID_COMPLETIONS: &[Invalid] = &[
     ("empty projectId", |gw| with(hello(gw), "projectId", json!("")), "projectId"),
     ("projectId of the wrong type", |gw| with(hello(gw), "projectId", json!(42)), "projectId"),
     ("userId of the wrong type", |gw| with(hello(gw), "userId", json!(["u"])), "userId"),
+    ("userId over 256 bytes", |gw| with(hello(gw), "userId", json!("u".repeat(257))), "userId"),
     ("prompt of the wrong type", |gw| with(hello(gw), "prompt", json!(7)), "prompt"),
     ("messages of the wrong type", |gw| chat(gw, json!("hello")), "messages"),
     ("message content of the wrong type names the message", |gw| {
@@ -548,6 +549,8 @@ const INVALID_EMBEDDINGS: &[Invalid] = &[
     ("input an array of numbers", |gw| embed(gw, json!([1, 2])), "input"),
     ("input an object", |gw| embed(gw, json!({"text": "x"})), "input"),
     ("missing projectId", |gw| without(embed(gw, json!("x")), "projectId"), "projectId"),
+    ("userId over 256 bytes",
+        |gw| with(embed(gw, json!("x")), "userId", json!("u".repeat(257))), "userId"),
 ];
 
 /// Posts every case of `cases` to `path` on one gateway and checks each answer is a 400 whose
@@ -831,6 +834,17 @@ fn project_id_is_checked_before_the_route() {
 }
 
 // ---------------------------------------------------------------- invocations
+
+/// 256 bytes is the longest `userId` (one more is refused, see `INVALID_COMPLETIONS`): kept whole.
+#[test]
+fn the_longest_user_id_is_recorded_whole() {
+    let gw = Gateway::demo();
+    let user = "ü".repeat(128);
+    let request = with(hello(&gw), "userId", json!(user));
+    let body = assert_ok(&gw.post("/completions", &request));
+    let id = body["invocationId"].as_str().expect("invocationId");
+    assert_eq!(gw.get_invocation(id).json()["userId"], json!(user));
+}
 
 #[test]
 fn success_record_has_every_field() {

@@ -1697,3 +1697,125 @@ fn error_after_the_stream_started_is_an_error_event() {
         stream.raw
     );
 }
+
+/// A body of `path` on the echo route `demo`, with `param` set to `value`.
+fn with_param_on(path: &str, param: &str, value: &Value) -> Value {
+    let mut body = match path {
+        "/v1/chat/completions" => {
+            json!({"model": "demo", "messages": [{"role": "user", "content": "hi"}]})
+        }
+        "/v1/completions" => json!({"model": "demo", "prompt": "hi"}),
+        _ => json!({"model": "demo", "input": "hi"}),
+    };
+    body[param] = value.clone();
+    body
+}
+
+/// The ranges and types OpenAI's API reference gives its parameters are checked here: a value
+/// outside them is a 400 naming it (never a call upstream), recorded as any other 400; the
+/// values at the edges of the ranges, and nulls, are requests like any other.
+#[test]
+fn sampling_parameters_outside_their_ranges_are_refused_naming_them() {
+    let gw = Gateway::builder().route(Route::echo("demo")).start();
+    const CHAT: &str = "/v1/chat/completions";
+    const TEXT: &str = "/v1/completions";
+    const EMBED: &str = "/v1/embeddings";
+    let long_user = "u".repeat(257);
+    let refused = [
+        (CHAT, "n", json!(1_000_000)),
+        (CHAT, "n", json!(0)),
+        (CHAT, "n", json!(2.5)),
+        (CHAT, "n", json!("2")),
+        (TEXT, "n", json!(129)),
+        (CHAT, "max_tokens", json!(-5)),
+        (CHAT, "max_tokens", json!(0)),
+        (CHAT, "max_tokens", json!(10.5)),
+        (CHAT, "max_completion_tokens", json!(0)),
+        (CHAT, "max_completion_tokens", json!("100")),
+        (TEXT, "max_tokens", json!(-1)),
+        (CHAT, "temperature", json!("NaN")),
+        (CHAT, "temperature", json!(2.01)),
+        (TEXT, "temperature", json!(-0.5)),
+        (CHAT, "top_p", json!(1.5)),
+        (TEXT, "top_p", json!(-0.1)),
+        (CHAT, "presence_penalty", json!(2.5)),
+        (CHAT, "frequency_penalty", json!(-3)),
+        (TEXT, "presence_penalty", json!("high")),
+        (CHAT, "logprobs", json!(1)),
+        (TEXT, "logprobs", json!(6)),
+        (TEXT, "logprobs", json!(true)),
+        (CHAT, "top_logprobs", json!(21)),
+        (CHAT, "top_logprobs", json!(-1)),
+        (TEXT, "best_of", json!(21)),
+        (CHAT, "seed", json!(1.5)),
+        (CHAT, "seed", json!("42")),
+        (CHAT, "seed", json!(u64::MAX)),
+        (CHAT, "stop", json!(5)),
+        (CHAT, "stop", json!(["a", "b", "c", "d", "e"])),
+        (TEXT, "stop", json!(["a", 1])),
+        (CHAT, "user", json!(long_user)),
+        (TEXT, "user", json!(long_user)),
+        (EMBED, "user", json!(long_user)),
+        (EMBED, "dimensions", json!(0)),
+        (EMBED, "dimensions", json!("256")),
+    ];
+    for (path, param, value) in &refused {
+        let response = post(&gw, path, &with_param_on(path, param, value));
+        let what = format!("{path} {param} = {value}");
+        assert_eq!(response.status, 400, "{what}: {}", response.text());
+        assert_openai_error(
+            &response,
+            400,
+            "invalid_request_error",
+            Some(param),
+            None,
+            param,
+        );
+        let message = response.json()["error"]["message"].to_string();
+        assert!(
+            message.len() < 400,
+            "{what}: the message repeats the value: {message}"
+        );
+        let id = response.header("x-invocation-id").expect("x-invocation-id");
+        let record = gw.get_invocation(id).json();
+        assert_eq!(record["httpStatus"], json!(400), "{what}: {record}");
+        assert_eq!(record["status"], json!("error"), "{what}: {record}");
+    }
+
+    let user = "é".repeat(128);
+    let accepted = [
+        (CHAT, "n", json!(128)),
+        (CHAT, "n", json!(1)),
+        (TEXT, "n", json!(null)),
+        (CHAT, "max_tokens", json!(1)),
+        (CHAT, "max_completion_tokens", json!(4096)),
+        (TEXT, "max_tokens", json!(0)),
+        (CHAT, "temperature", json!(0)),
+        (CHAT, "temperature", json!(2)),
+        (TEXT, "temperature", json!(0.7)),
+        (CHAT, "temperature", json!(null)),
+        (CHAT, "top_p", json!(1)),
+        (CHAT, "presence_penalty", json!(-2)),
+        (TEXT, "frequency_penalty", json!(2.0)),
+        (CHAT, "logprobs", json!(true)),
+        (TEXT, "logprobs", json!(5)),
+        (CHAT, "top_logprobs", json!(20)),
+        (TEXT, "best_of", json!(20)),
+        (CHAT, "seed", json!(i64::MIN)),
+        (CHAT, "stop", json!("END")),
+        (CHAT, "stop", json!(["a", "b", "c", "d"])),
+        (TEXT, "stop", json!(null)),
+        (CHAT, "user", json!(user)),
+        (EMBED, "user", json!(user)),
+        (EMBED, "dimensions", json!(256)),
+    ];
+    for (path, param, value) in &accepted {
+        let response = post(&gw, path, &with_param_on(path, param, value));
+        assert_eq!(
+            response.status,
+            200,
+            "{path} {param} = {value}: {}",
+            response.text()
+        );
+    }
+}

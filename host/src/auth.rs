@@ -110,7 +110,7 @@ pub async fn project_of(store: &Store, key: &str) -> Result<String, ApiError> {
 /// When a key given `--expires TEXT` (or the admin API's `expires`) stops
 /// working, in Unix ms: a duration from `now_ms` (`30d`, `12h`, `1w`), a
 /// date (`2026-12-31`: the key works through that UTC day), or an RFC 3339
-/// time (`2026-12-31T18:00:00Z`).
+/// time (`2026-12-31T18:00:00Z`); at most [`MAX_EXPIRY_DAYS`] ahead.
 pub fn parse_expiry(text: &str, now_ms: i64) -> Result<i64, String> {
     let text = text.trim();
     let at = |time: std::time::SystemTime| {
@@ -133,8 +133,18 @@ pub fn parse_expiry(text: &str, now_ms: i64) -> Result<i64, String> {
     if expires <= now_ms {
         return Err(format!("{text:?} is not in the future"));
     }
+    if expires > now_ms.saturating_add(MAX_EXPIRY_DAYS * 86_400_000) {
+        return Err(format!(
+            "{text:?} is more than 100 years ahead ({MAX_EXPIRY_DAYS}d), the most an expiry may \
+             be; a key that should not expire is made without one"
+        ));
+    }
     Ok(expires)
 }
+
+/// How far ahead a key's expiry may be: 100 years. Anything later is a stand-in for "never"
+/// (which is no expiry at all), and could not be written as an RFC 3339 time past year 9999.
+pub const MAX_EXPIRY_DAYS: i64 = 36_500;
 
 #[cfg(test)]
 mod tests {
@@ -154,6 +164,15 @@ mod tests {
         assert!(parse_expiry("2001-01-01", now).is_err());
         assert!(parse_expiry("soon", now).is_err());
         assert!(parse_expiry("0s", now).is_err());
+        // At most 100 years ahead: the maximum is an expiry, a millisecond more is not.
+        assert_eq!(
+            parse_expiry("36500d", now),
+            Ok(now + MAX_EXPIRY_DAYS * 86_400_000)
+        );
+        for far in ["36500d 1ms", "8000y", "9999-12-31", "9999-12-31T23:59:59Z"] {
+            let refused = parse_expiry(far, now).unwrap_err();
+            assert!(refused.contains("100 years"), "{far}: {refused}");
+        }
     }
 
     #[test]

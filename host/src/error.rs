@@ -267,6 +267,10 @@ impl From<crate::store::StoreError> for ApiError {
             return ApiError::DatabaseUnavailable(e.to_string());
         }
         match e {
+            crate::store::StoreError::Invalid { field, .. } => ApiError::InvalidParam {
+                param: field.to_owned(),
+                message: e.to_string(),
+            },
             crate::store::StoreError::UnknownProject(_)
             | crate::store::StoreError::UnknownKey(_) => ApiError::NotFound(e.to_string()),
             crate::store::StoreError::AmbiguousKey { .. } => ApiError::Conflict(e.to_string()),

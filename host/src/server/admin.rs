@@ -19,6 +19,9 @@ use crate::limits::{LimitSet, Period};
 use crate::plugins::{PluginReport, PluginRuntime};
 use crate::state::AppState;
 use crate::store::{KeyScope, KeySpec, LimitUpdate, Project, StoreError, format_time_ms, now_ms};
+// Bodies are read as the API surfaces read theirs: a wrong value is refused naming its field
+// (`limits.rpm`).
+use crate::surfaces::json::parse_object as parse_json;
 
 /// One plugin with the routes it serves, as the admin API reports it.
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -127,7 +130,10 @@ impl LimitsBody {
             daily_budget_usd: self.daily_budget_usd,
             monthly_budget_usd: self.monthly_budget_usd,
         };
-        Ok(LimitUpdate::replace(requested).apply(LimitSet::default()))
+        let update = LimitUpdate::replace(requested);
+        // Before anything is stored: a project is created before its limits are set.
+        update.check()?;
+        Ok(update.apply(LimitSet::default()))
     }
 }
 
@@ -252,18 +258,6 @@ async fn read_json_body(state: &AppState, request: Request<Incoming>) -> Result<
     read_body(request.into_body(), MAX_ADMIN_BODY, timeout).await
 }
 
-/// A JSON object's fields into `T`. Objects only: serde would also fill a struct from an array
-/// by position, which no caller means.
-fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    if bytes.trim_ascii_start().first() != Some(&b'{') {
-        return Err(ApiError::BadRequest(
-            "the request body must be a JSON object".into(),
-        ));
-    }
-    serde_json::from_slice(bytes)
-        .map_err(|e| ApiError::BadRequest(format!("invalid request body: {e}")))
-}
-
 fn is_blank(bytes: &[u8]) -> bool {
     bytes.iter().all(u8::is_ascii_whitespace)
 }
@@ -328,10 +322,15 @@ async fn create_key(state: &AppState, request: Request<Incoming>, project_id: &s
             )));
         }
     }
-    let expires_at_ms = match &body.expires {
-        Some(text) => Some(parse_expiry(text, now_ms()).map_err(ApiError::BadRequest)?),
-        None => None,
-    };
+    let expires_at_ms = body
+        .expires
+        .as_deref()
+        .map(|text| parse_expiry(text, now_ms()))
+        .transpose()
+        .map_err(|message| ApiError::InvalidParam {
+            param: "expires".into(),
+            message: format!("expires: {message}"),
+        })?;
     let spec = KeySpec {
         limits,
         scope: KeyScope {

@@ -57,6 +57,14 @@ pub enum StoreError {
     /// A blocking database task panicked or was cancelled.
     #[error("database task failed: {0}")]
     Task(String),
+    /// A value the store does not keep as given (a name too long or with control characters,
+    /// a limit beyond its column): refused before anything is written. `field` is as the CLI
+    /// and the admin API name it.
+    #[error("{field}: {message}")]
+    Invalid {
+        field: &'static str,
+        message: String,
+    },
 }
 
 /// tokio-postgres's own Display is only the error's kind ("db error"): the
@@ -136,11 +144,52 @@ impl KeyScope {
     }
 }
 
+/// The longest name the store keeps (a project's name, a route id or `ROUTE/MODEL` of a key's
+/// scope), in bytes: names are shown in tables, logs and answers.
+const MAX_NAME_BYTES: usize = 256;
+
+/// The largest tokens-per-minute limit the databases hold (a signed 64-bit column).
+const MAX_TPM: u64 = i64::MAX as u64;
+
+/// Refuses a name longer than [`MAX_NAME_BYTES`] or with a control character (NUL, which
+/// PostgreSQL's text refuses; CR and LF, which would forge lines in the CLI's tables and logs).
+fn check_name(field: &'static str, name: &str) -> Result<(), StoreError> {
+    let refused = |message: String| Err(StoreError::Invalid { field, message });
+    if name.len() > MAX_NAME_BYTES {
+        return refused(format!(
+            "{} bytes is longer than a name may be ({MAX_NAME_BYTES} bytes)",
+            name.len()
+        ));
+    }
+    match name.chars().find(|c| c.is_control()) {
+        Some(c) => refused(format!(
+            "control characters ({}) are not allowed in a name",
+            c.escape_unicode()
+        )),
+        None => Ok(()),
+    }
+}
+
 /// What a new key is created with.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct KeySpec {
     pub limits: LimitSet,
     pub scope: KeyScope,
+}
+
+impl KeySpec {
+    /// Refuses what the store would not keep as given: limits beyond their columns, names
+    /// that [`check_name`] refuses.
+    fn check(&self) -> Result<(), StoreError> {
+        LimitUpdate::replace(self.limits).check()?;
+        for route in &self.scope.routes {
+            check_name("routes", route)?;
+        }
+        for model in &self.scope.models {
+            check_name("models", model)?;
+        }
+        Ok(())
+    }
 }
 
 /// A change of some limits: `None` leaves a limit as it is, `Some(0)` (or a
@@ -162,6 +211,17 @@ impl LimitUpdate {
             tpm: Some(limits.tpm.unwrap_or(0)),
             daily_budget_usd: Some(limits.daily_budget_usd.unwrap_or(0.0)),
             monthly_budget_usd: Some(limits.monthly_budget_usd.unwrap_or(0.0)),
+        }
+    }
+
+    /// Refuses a limit the databases cannot hold as given, rather than storing another one.
+    pub fn check(&self) -> Result<(), StoreError> {
+        match self.tpm {
+            Some(tpm) if tpm > MAX_TPM => Err(StoreError::Invalid {
+                field: "tpm",
+                message: format!("{tpm} is more than the largest limit stored ({MAX_TPM})"),
+            }),
+            _ => Ok(()),
         }
     }
 
@@ -371,7 +431,11 @@ impl Invocation {
 }
 
 pub fn format_time_ms(ms: i64) -> String {
-    let time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    // RFC 3339 has four-digit years: humantime refuses (and `to_string` would panic on) a time
+    // after 9999, which a stored value may still be (an expiry stored before it was capped).
+    const LAST_MS: i64 = 253_402_300_799_999; // 9999-12-31T23:59:59.999Z
+    let ms = ms.clamp(0, LAST_MS) as u64;
+    let time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
     humantime::format_rfc3339_millis(time).to_string()
 }
 
@@ -556,6 +620,7 @@ impl Store {
     }
 
     pub async fn create_project(&self, name: &str) -> Result<Project, StoreError> {
+        check_name("name", name)?;
         match &self.backend {
             Backend::Sqlite(db) => db.create_project(name),
             Backend::Postgres(db) => db.create_project(name).await,
@@ -592,6 +657,7 @@ impl Store {
         project_id: &str,
         update: &LimitUpdate,
     ) -> Result<LimitSet, StoreError> {
+        update.check()?;
         match &self.backend {
             Backend::Sqlite(db) => db.update_project_limits(project_id, update),
             Backend::Postgres(db) => db.update_project_limits(project_id, update).await,
@@ -600,6 +666,7 @@ impl Store {
 
     /// Creates a key for `project_id` and returns it; only its hash is stored.
     pub async fn create_key(&self, project_id: &str, spec: &KeySpec) -> Result<String, StoreError> {
+        spec.check()?;
         let key = crate::auth::generate_key();
         let (prefix, hash) = (crate::auth::key_prefix(&key), crate::auth::hash_key(&key));
         match &self.backend {
@@ -617,6 +684,7 @@ impl Store {
         prefix: &str,
         update: &LimitUpdate,
     ) -> Result<(String, LimitSet), StoreError> {
+        update.check()?;
         let which = KeyMatch::of(prefix);
         let updated = match &self.backend {
             Backend::Sqlite(db) => db.update_key_limits(&which, update),
@@ -799,5 +867,62 @@ impl Store {
             .collect();
         ids.sort();
         ids
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_past_year_9999_are_written_as_its_last_millisecond() {
+        assert_eq!(format_time_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(format_time_ms(-5), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            format_time_ms(4_102_444_800_000),
+            "2100-01-01T00:00:00.000Z"
+        );
+        for ms in [253_402_300_800_000, i64::MAX] {
+            assert_eq!(format_time_ms(ms), "9999-12-31T23:59:59.999Z");
+        }
+    }
+
+    #[test]
+    fn names_and_limits_the_store_would_not_keep_are_refused() {
+        assert!(check_name("name", &"é".repeat(128)).is_ok());
+        let long = check_name("name", &"x".repeat(257)).unwrap_err();
+        assert!(long.to_string().starts_with("name: 257 bytes"), "{long}");
+        for name in ["a\0b", "a\rb", "a\nb", "\u{7f}", "\u{85}"] {
+            let refused = check_name("routes", name).unwrap_err();
+            assert!(matches!(
+                refused,
+                StoreError::Invalid {
+                    field: "routes",
+                    ..
+                }
+            ));
+        }
+        let tpm = |tpm| LimitUpdate {
+            tpm: Some(tpm),
+            ..LimitUpdate::default()
+        };
+        assert!(tpm(MAX_TPM).check().is_ok());
+        let refused = tpm(MAX_TPM + 1).check().unwrap_err();
+        assert!(refused.to_string().starts_with("tpm: "), "{refused}");
+        let spec = |routes: &[&str], models: &[&str]| KeySpec {
+            limits: LimitSet::default(),
+            scope: KeyScope {
+                routes: routes.iter().map(|r| r.to_string()).collect(),
+                models: models.iter().map(|m| m.to_string()).collect(),
+                expires_at_ms: None,
+            },
+        };
+        assert!(spec(&["demo"], &["demo/m"]).check().is_ok());
+        assert!(spec(&["de\nmo"], &[]).check().is_err());
+        assert!(
+            spec(&[], &[&format!("demo/{}", "m".repeat(300))])
+                .check()
+                .is_err()
+        );
     }
 }

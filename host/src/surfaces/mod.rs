@@ -4,7 +4,8 @@
 //! does everything else (keys, limits, routes, plugin calls, records).
 
 pub mod anthropic;
+mod checks;
 pub mod commonbase;
-mod json;
+pub(crate) mod json;
 pub mod models;
 pub mod openai;

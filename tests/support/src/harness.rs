@@ -582,6 +582,27 @@ impl Gateway {
         bytes
     }
 
+    /// How many rows `table` of the gateway's database holds (`api_keys`: every key made,
+    /// revoked or not), read from the database itself rather than through the gateway.
+    pub fn row_count(&self, table: &str) -> u64 {
+        let sql = format!("SELECT count(*) FROM {table}");
+        match &self.database {
+            GatewayDatabase::Sqlite => {
+                let db = rusqlite::Connection::open(self.dir.path().join("gateway.db"))
+                    .expect("open the gateway's SQLite database");
+                db.query_row(&sql, [], |row| row.get::<_, i64>(0))
+                    .map(|n| n as u64)
+                    .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            }
+            GatewayDatabase::Postgres { url, .. } => postgres::simple_query(url, &sql)
+                .unwrap_or_else(|e| panic!("{sql}: {e}"))
+                .first()
+                .and_then(|row| row.first().cloned().flatten())
+                .and_then(|count| count.parse().ok())
+                .unwrap_or_else(|| panic!("{sql}: no count")),
+        }
+    }
+
     /// Whether this gateway runs on PostgreSQL (the suite's PostgreSQL mode, or a shared
     /// database).
     pub fn on_postgres(&self) -> bool {

@@ -224,7 +224,10 @@ fn with_database(admin_url: &str, name: &str) -> String {
 
 /// Runs `sql` on a connection of its own, on a runtime of its own: tests call this from plain
 /// threads, and a connection per call keeps them independent of one another.
-fn simple_query(url: &str, sql: &str) -> Result<Vec<Vec<Option<String>>>, tokio_postgres::Error> {
+pub(crate) fn simple_query(
+    url: &str,
+    sql: &str,
+) -> Result<Vec<Vec<Option<String>>>, tokio_postgres::Error> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -12,6 +12,7 @@ use crate::config::Config;
 use crate::error::ApiError;
 use crate::flow::{Kind, Target};
 use crate::plugins::types;
+use crate::surfaces::checks;
 
 /// The body as it reads, before the required fields are checked. One struct
 /// with one flattened map: a field read through a nested flatten would lose
@@ -115,8 +116,7 @@ pub fn parse(bytes: &[u8]) -> Result<MessagesRequest, ApiError> {
         None => return Err(invalid("model", "model: Field required")),
     };
     let max_tokens = match body.max_tokens {
-        Some(0) => return Err(invalid("max_tokens", "max_tokens: must be at least 1")),
-        Some(max_tokens) => max_tokens,
+        Some(max_tokens) => checks::in_range("max_tokens", max_tokens, 1..=u64::MAX)?,
         None => return Err(invalid("max_tokens", "max_tokens: Field required")),
     };
     let messages = match body.messages.take() {
@@ -129,6 +129,8 @@ pub fn parse(bytes: &[u8]) -> Result<MessagesRequest, ApiError> {
         }
         None => return Err(invalid("messages", "messages: Field required")),
     };
+    let user_id = body.metadata.as_ref().and_then(|m| m.user_id.as_deref());
+    checks::user_id("metadata.user_id", user_id)?;
     Ok(MessagesRequest {
         model,
         max_tokens,
@@ -531,6 +533,10 @@ mod tests {
         assert_eq!(missing("messages"), "messages");
         let err = request(base(json!({"max_tokens": "many"}))).unwrap_err();
         assert_eq!(param_of(err), "max_tokens");
+        let err = request(base(json!({"max_tokens": 0}))).unwrap_err();
+        assert_eq!(param_of(err), "max_tokens");
+        let err = request(base(json!({"metadata": {"user_id": "u".repeat(257)}}))).unwrap_err();
+        assert_eq!(param_of(err), "metadata.user_id");
         let err = request(base(
             json!({"messages": [{"role": "robot", "content": "x"}]}),
         ));

@@ -14,6 +14,7 @@ use uuid::Uuid;
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::flow::{Ask, Kind, Surface, Target};
+use crate::surfaces::checks;
 use request::{CompletionBody, EmbeddingBody};
 use response::{CompletionAnswer, EmbeddingAnswer};
 
@@ -29,7 +30,9 @@ impl Surface for Completions {
     type Embeddings = Infallible;
 
     fn parse(body: &[u8]) -> Result<Self, ApiError> {
-        request::parse_body(body).map(Completions)
+        let body: CompletionBody = request::parse_body(body)?;
+        checks::user_id("userId", body.user_id.as_deref())?;
+        Ok(Completions(body))
     }
     fn user_id(&self) -> Option<&str> {
         self.0.user_id.as_deref()
@@ -77,7 +80,9 @@ impl Surface for Embeddings {
     type Embeddings = EmbeddingAnswer;
 
     fn parse(body: &[u8]) -> Result<Self, ApiError> {
-        request::parse_body(body).map(Embeddings)
+        let body: EmbeddingBody = request::parse_body(body)?;
+        checks::user_id("userId", body.user_id.as_deref())?;
+        Ok(Embeddings(body))
     }
     fn user_id(&self) -> Option<&str> {
         self.0.user_id.as_deref()

@@ -135,6 +135,7 @@ impl<F: CompletionFields> Surface for Completion<F> {
     fn parse(body: &[u8]) -> Result<Self, ApiError> {
         let body: Body<F> = request::parse_body(body)?;
         body.fields.check()?;
+        request::check_params(F::KIND, &body.params)?;
         request::user(&body.params)?;
         Ok(Completion(body))
     }
@@ -177,6 +178,7 @@ impl Surface for Embeddings {
     fn parse(body: &[u8]) -> Result<Self, ApiError> {
         let body: Body<EmbeddingFields> = request::parse_body(body)?;
         request::check_embeddings(&body.fields)?;
+        request::check_params(Kind::Embeddings, &body.params)?;
         request::user(&body.params)?;
         Ok(Embeddings(body))
     }

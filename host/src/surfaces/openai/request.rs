@@ -9,13 +9,16 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::ops::RangeInclusive;
 
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
+use crate::flow::Kind;
 use crate::plugins::types;
+use crate::surfaces::checks;
 
 /// The fields of a body that the surface reads itself.
 pub trait Fields: Default {
@@ -165,8 +168,123 @@ pub fn require_model(model: &Option<String>) -> Result<&str, ApiError> {
 pub fn user(params: &Map<String, Value>) -> Result<Option<&str>, ApiError> {
     match params.get("user") {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(user)) => Ok(Some(user)),
+        Some(Value::String(user)) => checks::user_id("user", Some(user)),
         Some(_) => Err(invalid("user", "user must be a string")),
+    }
+}
+
+/// The types and ranges OpenAI's API reference gives the parameters this surface passes
+/// through to the plugin, checked here so that a bad value is a 400 naming it rather than a
+/// call upstream. One pass over the parameters as they were parsed; `null` is "not given".
+pub fn check_params(kind: Kind, params: &Map<String, Value>) -> Result<(), ApiError> {
+    use Kind::{Chat, Embeddings, Text};
+    const ANY: RangeInclusive<i64> = i64::MIN..=i64::MAX;
+    const POSITIVE: RangeInclusive<i64> = 1..=i64::MAX;
+    for (name, value) in params {
+        if value.is_null() {
+            continue;
+        }
+        let param = name.as_str();
+        match (kind, param) {
+            (Chat | Text, "n") => integer(param, value, 1..=128)?,
+            (Chat, "max_tokens" | "max_completion_tokens") => integer(param, value, POSITIVE)?,
+            // 0 is allowed here by OpenAI's reference: with `echo`, the prompt alone comes back.
+            (Text, "max_tokens") => integer(param, value, 0..=i64::MAX)?,
+            (Chat | Text, "temperature") => number(param, value, 0.0..=2.0)?,
+            (Chat | Text, "top_p") => number(param, value, 0.0..=1.0)?,
+            (Chat | Text, "presence_penalty" | "frequency_penalty") => {
+                number(param, value, -2.0..=2.0)?
+            }
+            (Chat, "logprobs") => boolean(param, value)?,
+            (Text, "logprobs") => integer(param, value, 0..=5)?,
+            (Chat, "top_logprobs") => integer(param, value, 0..=20)?,
+            (Text, "best_of") => integer(param, value, 0..=20)?,
+            (Chat | Text, "seed") => integer(param, value, ANY)?,
+            (Chat | Text, "stop") => stop(value)?,
+            (Embeddings, "dimensions") => integer(param, value, POSITIVE)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The most stop sequences a request may give.
+const MAX_STOP: usize = 4;
+
+/// What a value is, for an error about its type (not the value: it may be long).
+fn type_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_f64() => "a decimal",
+        Value::Number(_) => "an integer",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn integer(param: &str, value: &Value, range: RangeInclusive<i64>) -> Result<(), ApiError> {
+    let Some(n) = value.as_number().and_then(serde_json::Number::as_i128) else {
+        return Err(invalid(
+            param,
+            format!("{param} must be an integer, got {}", type_of(value)),
+        ));
+    };
+    let (low, high) = range.into_inner();
+    checks::in_range(param, n, i128::from(low)..=i128::from(high)).map(drop)
+}
+
+fn number(param: &str, value: &Value, range: RangeInclusive<f64>) -> Result<(), ApiError> {
+    match value.as_f64() {
+        Some(x) => checks::in_range(param, x, range).map(drop),
+        None => Err(invalid(
+            param,
+            format!("{param} must be a number, got {}", type_of(value)),
+        )),
+    }
+}
+
+fn boolean(param: &str, value: &Value) -> Result<(), ApiError> {
+    if value.is_boolean() {
+        return Ok(());
+    }
+    Err(invalid(
+        param,
+        format!("{param} must be a boolean, got {}", type_of(value)),
+    ))
+}
+
+/// `stop`: a string, or an array of at most [`MAX_STOP`] strings.
+fn stop(value: &Value) -> Result<(), ApiError> {
+    let items = match value {
+        Value::String(_) => return Ok(()),
+        Value::Array(items) => items,
+        other => {
+            return Err(invalid(
+                "stop",
+                format!(
+                    "stop must be a string or an array of strings, got {}",
+                    type_of(other)
+                ),
+            ));
+        }
+    };
+    if items.len() > MAX_STOP {
+        return Err(invalid(
+            "stop",
+            format!(
+                "stop may hold at most {MAX_STOP} sequences, got {}",
+                items.len()
+            ),
+        ));
+    }
+    match items.iter().position(|item| !item.is_string()) {
+        Some(i) => Err(invalid(
+            "stop",
+            format!("stop[{i}] must be a string, got {}", type_of(&items[i])),
+        )),
+        None => Ok(()),
     }
 }
 
@@ -787,6 +905,60 @@ mod tests {
         assert_eq!(param_of(err), "encoding_format");
     }
 
+    #[test]
+    fn sampling_parameters_are_checked_by_kind() {
+        let check = |kind: Kind, json: &str| {
+            let body = parse_body::<Body<TextFields>>(json.as_bytes()).unwrap();
+            check_params(kind, &body.params)
+        };
+        let fine = r#"{"n": 128, "temperature": 2, "top_p": 0, "presence_penalty": -2,
+            "frequency_penalty": 1.5, "stop": ["a", "b", "c", "d"], "seed": -9223372036854775808,
+            "max_completion_tokens": 1, "best_of": null, "user": "u", "reasoning_effort": "low"}"#;
+        check(Kind::Chat, fine).unwrap();
+        check(Kind::Chat, r#"{"logprobs": true, "top_logprobs": 20}"#).unwrap();
+        check(
+            Kind::Text,
+            r#"{"logprobs": 5, "max_tokens": 0, "best_of": 20}"#,
+        )
+        .unwrap();
+        // Names a kind does not document are the plugin's.
+        check(Kind::Embeddings, r#"{"n": -1, "dimensions": 3}"#).unwrap();
+        for (kind, json, param) in [
+            (Kind::Chat, r#"{"n": 129}"#, "n"),
+            (Kind::Text, r#"{"n": 0}"#, "n"),
+            (Kind::Chat, r#"{"max_tokens": 0}"#, "max_tokens"),
+            (Kind::Text, r#"{"max_tokens": -1}"#, "max_tokens"),
+            (
+                Kind::Chat,
+                r#"{"max_completion_tokens": 1.0}"#,
+                "max_completion_tokens",
+            ),
+            (Kind::Chat, r#"{"temperature": "NaN"}"#, "temperature"),
+            (Kind::Text, r#"{"top_p": 1.01}"#, "top_p"),
+            (
+                Kind::Chat,
+                r#"{"frequency_penalty": -2.5}"#,
+                "frequency_penalty",
+            ),
+            (Kind::Chat, r#"{"logprobs": 2}"#, "logprobs"),
+            (Kind::Text, r#"{"logprobs": false}"#, "logprobs"),
+            (Kind::Chat, r#"{"top_logprobs": 21}"#, "top_logprobs"),
+            (Kind::Text, r#"{"best_of": 21}"#, "best_of"),
+            (Kind::Chat, r#"{"seed": 9223372036854775808}"#, "seed"),
+            (Kind::Chat, r#"{"stop": ["a", "b", "c", "d", "e"]}"#, "stop"),
+            (Kind::Text, r#"{"stop": [null]}"#, "stop"),
+            (Kind::Chat, r#"{"stop": {}}"#, "stop"),
+            (Kind::Embeddings, r#"{"dimensions": 0}"#, "dimensions"),
+        ] {
+            let err = check(kind, json).unwrap_err();
+            assert_eq!(param_of(err), param, "{json}");
+        }
+        let err = check(Kind::Chat, r#"{"seed": "42"}"#).unwrap_err();
+        assert_eq!(err.to_string(), "seed must be an integer, got a string");
+        let err = check(Kind::Chat, r#"{"n": 1000000}"#).unwrap_err();
+        assert_eq!(err.to_string(), "n must be at most 128, got 1000000");
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
 
@@ -795,6 +967,7 @@ mod tests {
         fn any_bytes_are_a_client_error_or_a_request(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256)) {
             let checked = parse_body::<Body<ChatFields>>(&bytes).and_then(|body| {
                 check_chat(&body.fields)?;
+                check_params(Kind::Chat, &body.params)?;
                 chat_prompt(&body.fields)?;
                 functions(&body.fields)?;
                 function_choice(&body.fields)?;
