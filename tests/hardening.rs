@@ -475,6 +475,98 @@ fn a_request_in_flight_outlives_the_connection_deadlines() {
     }
 }
 
+// ------------------------------------------------------------------ oversize bodies
+
+/// A gateway whose bodies may be 64 KiB.
+fn small_bodies() -> Gateway {
+    Gateway::builder()
+        .route(Route::echo("demo"))
+        .max_body_bytes(65536)
+        .start()
+}
+
+/// Sends `first`, waits long enough for a gateway that answers at once to have closed the
+/// connection, then `rest` a piece at a time (the first write to a closed connection goes
+/// out, the next ones fail): every write must go through, and the answer come after.
+fn send_in_two_parts(gw: &Gateway, first: &[u8], rest: &[u8]) -> String {
+    let mut stream = raw_connection(gw, first);
+    std::thread::sleep(Duration::from_millis(1000));
+    for piece in rest.chunks(5000) {
+        stream
+            .write_all(piece)
+            .unwrap_or_else(|e| panic!("the rest of the body could not be sent: {e}"));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    read_until_closed(&mut stream)
+}
+
+fn assert_413(answer: &str) {
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).expect("a body"))
+        .expect("a JSON body");
+    assert!(body["error"].as_str().unwrap().contains("65536"), "{body}");
+    assert!(body["invocationId"].as_str().is_some(), "{body}");
+}
+
+#[test]
+fn a_client_still_sending_a_body_over_the_limit_reads_its_413() {
+    let gw = small_bodies();
+    let body = vec![b'x'; 100_000];
+    // Declared too large: refused before reading, then drained.
+    let mut head = post_head(&gw, "Content-Length: 100000\r\nConnection: close\r\n").into_bytes();
+    head.extend_from_slice(&body[..50_000]);
+    assert_413(&send_in_two_parts(&gw, &head, &body[50_000..]));
+
+    // Chunked, growing over the limit while it is read.
+    let chunked = |part: &[u8]| {
+        let mut bytes = Vec::new();
+        for chunk in part.chunks(10_000) {
+            bytes.extend(format!("{:x}\r\n", chunk.len()).into_bytes());
+            bytes.extend_from_slice(chunk);
+            bytes.extend_from_slice(b"\r\n");
+        }
+        bytes
+    };
+    let mut head =
+        post_head(&gw, "Transfer-Encoding: chunked\r\nConnection: close\r\n").into_bytes();
+    head.extend(chunked(&body[..80_000]));
+    let mut rest = chunked(&body[80_000..]);
+    rest.extend_from_slice(b"0\r\n\r\n");
+    assert_413(&send_in_two_parts(&gw, &head, &rest));
+
+    // A client that waits for 100 Continue is answered without sending the body.
+    let mut stream = raw_connection(
+        &gw,
+        post_head(
+            &gw,
+            "Content-Length: 100000\r\nExpect: 100-continue\r\nConnection: close\r\n",
+        )
+        .as_bytes(),
+    );
+    let answer = read_until_closed(&mut stream);
+    assert!(!answer.contains("100 Continue"), "{answer}");
+    assert_413(&answer);
+
+    // Draining is bounded: a body far over the limit is not read to its end.
+    let mut stream = raw_connection(
+        &gw,
+        post_head(&gw, "Content-Length: 100000000\r\n").as_bytes(),
+    );
+    stream
+        .set_write_timeout(Some(GENEROUS))
+        .expect("write timeout");
+    let chunk = vec![b'x'; 64 * 1024];
+    let refused = (0..100_000_000 / chunk.len()).find_map(|_| stream.write_all(&chunk).err());
+    let error = refused.expect("a 100 MB body was read to its end");
+    assert!(
+        matches!(
+            error.kind(),
+            ErrorKind::BrokenPipe | ErrorKind::ConnectionReset
+        ),
+        "{error}"
+    );
+}
+
 // ------------------------------------------------------------------ 4: shutdown
 
 #[test]
