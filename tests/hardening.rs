@@ -803,6 +803,45 @@ fn wrong_methods_are_405_with_allow() {
 }
 
 #[test]
+fn a_wrong_method_on_a_model_endpoint_is_recorded() {
+    let gw = Gateway::demo();
+    for (method, path) in [
+        ("GET", "/completions"),
+        ("PUT", "/embeddings"),
+        ("GET", "/v1/chat/completions"),
+        ("DELETE", "/v1/completions"),
+        ("GET", "/v1/embeddings"),
+        ("GET", "/v1/messages"),
+    ] {
+        let response = gw.request(method, path, Some(&gw.key), &[], b"");
+        assert_eq!(response.status, 405, "{method} {path}: {}", response.text());
+        assert_eq!(response.header("allow"), Some("POST"), "{method} {path}");
+        let id = response
+            .header("x-invocation-id")
+            .unwrap_or_else(|| panic!("{method} {path}: no x-invocation-id"))
+            .to_owned();
+        // Each in its surface's own error shape.
+        let body = response.json();
+        match path {
+            "/completions" | "/embeddings" => assert_eq!(body["invocationId"], json!(id)),
+            "/v1/messages" => assert_eq!(body["request_id"], json!(id)),
+            _ => assert_eq!(body["error"]["type"], json!("invalid_request_error")),
+        }
+        let record = gw.record(&id);
+        assert_eq!(
+            record["httpStatus"],
+            json!(405),
+            "{method} {path}: {record}"
+        );
+        assert_eq!(
+            record["status"],
+            json!("error"),
+            "{method} {path}: {record}"
+        );
+    }
+}
+
+#[test]
 fn requests_with_many_headers_are_served_up_to_256() {
     let gw = Gateway::demo();
     let names: Vec<String> = (0..200).map(|i| format!("x-extra-{i}")).collect();

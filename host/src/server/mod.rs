@@ -35,6 +35,8 @@ const ABORT_WAIT: Duration = Duration::from_secs(5);
 /// Request headers at most; far above what browsers and SDKs send (hyper's
 /// default of 100 is not).
 const MAX_HEADERS: usize = 256;
+/// What a model endpoint answers a method other than POST.
+const POST_ONLY: ApiError = ApiError::MethodNotAllowed("POST");
 /// Open connections at most on `metrics_listen` (scrapers hold one or two each).
 const METRICS_CONNECTIONS: usize = 64;
 
@@ -382,14 +384,24 @@ async fn dispatch(state: Arc<AppState>, request: Request<Incoming>) -> Response<
                 let invocation_id = &p["/invocations/".len()..];
                 invocations::get(state, request, invocation_id, id).await
             }
-            (_, "/completions" | "/embeddings") => {
-                error_response(&ApiError::MethodNotAllowed("POST"), &id)
+            // Model endpoints: recorded, like every request that reaches one.
+            (_, "/completions") => {
+                flow::refuse::<commonbase::Completions>(state, request, id, POST_ONLY).await
+            }
+            (_, "/embeddings") => {
+                flow::refuse::<commonbase::Embeddings>(state, request, id, POST_ONLY).await
             }
             (_, "/v1/messages") => {
-                anthropic::error_response(&ApiError::MethodNotAllowed("POST"), &id)
+                flow::refuse::<anthropic::Messages>(state, request, id, POST_ONLY).await
             }
-            (_, "/v1/chat/completions" | "/v1/completions" | "/v1/embeddings") => {
-                openai::error_response(&ApiError::MethodNotAllowed("POST"), &id)
+            (_, "/v1/chat/completions") => {
+                flow::refuse::<openai::ChatCompletions>(state, request, id, POST_ONLY).await
+            }
+            (_, "/v1/completions") => {
+                flow::refuse::<openai::Completions>(state, request, id, POST_ONLY).await
+            }
+            (_, "/v1/embeddings") => {
+                flow::refuse::<openai::Embeddings>(state, request, id, POST_ONLY).await
             }
             (_, p) if p == "/v1/models" || p.starts_with("/v1/models/") => {
                 models::error_response(request.headers(), &ApiError::MethodNotAllowed("GET"), &id)
