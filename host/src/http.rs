@@ -11,9 +11,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
 use hyper::body::{Frame, Incoming};
-use hyper::header::{ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use hyper::header::{
+    ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, EXPECT, HeaderValue, RETRY_AFTER,
+};
 use hyper::{HeaderMap, Response, StatusCode};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::error::ApiError;
@@ -132,12 +135,20 @@ pub fn check_declared_length(headers: &HeaderMap, limit: usize) -> Result<(), Ap
 
 /// Reads a request body of at most `limit` bytes, all of it within `timeout`
 /// (a client that stops sending mid-body must not hold a connection and its
-/// buffers for long).
-pub async fn read_body(body: Incoming, limit: usize, timeout: Duration) -> Result<Bytes, ApiError> {
-    match tokio::time::timeout(timeout, Limited::new(body, limit).collect()).await {
+/// buffers for long). A body over `limit` is a 413 once up to `limit` more
+/// bytes are read and dropped within the same time, so that a client still
+/// sending reads its answer rather than a connection reset.
+pub async fn read_body(
+    mut body: Incoming,
+    limit: usize,
+    timeout: Duration,
+) -> Result<Bytes, ApiError> {
+    let deadline = Instant::now() + timeout;
+    match tokio::time::timeout_at(deadline, Limited::new(&mut body, limit).collect()).await {
         Err(_) => Err(ApiError::RequestTimeout(timeout.as_secs())),
         Ok(Ok(collected)) => Ok(collected.to_bytes()),
         Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            drain(body, limit, deadline).await;
             Err(ApiError::BodyTooLarge(limit))
         }
         Ok(Err(e)) => Err(ApiError::BadRequest(format!(
@@ -146,10 +157,22 @@ pub async fn read_body(body: Incoming, limit: usize, timeout: Duration) -> Resul
     }
 }
 
-/// Reads and drops a body that will not be used, up to `limit` bytes and
-/// `timeout`: a client still sending then reads its answer instead of a
-/// connection reset. Nothing is kept, whatever the client sends.
-pub async fn discard_body(mut body: Incoming, limit: usize, timeout: Duration) {
+/// Reads and drops the body of a request refused before it was read, up to
+/// `limit` bytes and `timeout`: a client still sending then reads its answer
+/// instead of a connection reset. Nothing is kept, whatever the client sends.
+/// A client waiting for `100 Continue` has sent nothing and is not asked to:
+/// it gets its answer without sending the body.
+pub async fn discard_body(headers: &HeaderMap, body: Incoming, limit: usize, timeout: Duration) {
+    let awaits_continue = headers
+        .get(EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    if !awaits_continue {
+        drain(body, limit, Instant::now() + timeout).await;
+    }
+}
+
+/// Reads and drops `body` until more than `limit` bytes came, it ends, or `deadline`.
+async fn drain(mut body: Incoming, limit: usize, deadline: Instant) {
     let drain = async {
         let mut seen = 0usize;
         while let Some(Ok(frame)) = body.frame().await {
@@ -161,5 +184,5 @@ pub async fn discard_body(mut body: Incoming, limit: usize, timeout: Duration) {
             }
         }
     };
-    let _ = tokio::time::timeout(timeout, drain).await;
+    let _ = tokio::time::timeout_at(deadline, drain).await;
 }

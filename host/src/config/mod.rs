@@ -185,9 +185,15 @@ pub struct Config {
         skip_serializing_if = "Option::is_none"
     )]
     pub max_expanded_bytes: Option<NonZeroUsize>,
-    /// How long a client may take to send a request's headers and body (408 after that).
+    /// How long a client may take to send a request's headers and body (408 after that); a new
+    /// connection whose first request's headers have not arrived by then is closed.
     #[serde(deserialize_with = "positive")]
     pub request_read_timeout_secs: NonZeroU64,
+    /// How long a client connection with no request in flight stays open after its last
+    /// answer (HTTP/1.1 keep-alive and HTTP/2 alike). The routes' `idle_timeout_ms` is the
+    /// upstream side.
+    #[serde(deserialize_with = "positive")]
+    pub client_idle_timeout_secs: NonZeroU64,
     /// Open client connections at most; further ones wait in the listen backlog.
     #[serde(deserialize_with = "positive")]
     pub max_connections: NonZeroUsize,
@@ -240,6 +246,7 @@ pub struct ModelTarget<'a> {
 const MAX_BODY_BYTES: NonZeroUsize = NonZeroUsize::new(4 * 1024 * 1024).expect("not zero");
 const REQUEST_TIMEOUT_SECS: NonZeroU64 = NonZeroU64::new(120).expect("not zero");
 const REQUEST_READ_TIMEOUT_SECS: NonZeroU64 = NonZeroU64::new(30).expect("not zero");
+const CLIENT_IDLE_TIMEOUT_SECS: NonZeroU64 = NonZeroU64::new(60).expect("not zero");
 const MAX_CONNECTIONS: NonZeroUsize = NonZeroUsize::new(4096).expect("not zero");
 const MAX_PLUGIN_INSTANCES: NonZeroU32 = NonZeroU32::new(1000).expect("not zero");
 const MAX_ATTEMPTS: NonZeroU32 = NonZeroU32::new(6).expect("not zero");
@@ -269,6 +276,7 @@ impl Default for Config {
             max_attempts: MAX_ATTEMPTS,
             max_expanded_bytes: None,
             request_read_timeout_secs: REQUEST_READ_TIMEOUT_SECS,
+            client_idle_timeout_secs: CLIENT_IDLE_TIMEOUT_SECS,
             max_connections: MAX_CONNECTIONS,
             max_plugin_instances: MAX_PLUGIN_INSTANCES,
             shutdown_grace_secs: 30,
@@ -1010,6 +1018,7 @@ mod tests {
         for key in [
             "request_timeout_secs",
             "request_read_timeout_secs",
+            "client_idle_timeout_secs",
             "max_connections",
             "max_plugin_instances",
             "max_body_bytes",

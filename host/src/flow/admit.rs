@@ -32,13 +32,23 @@ pub(super) async fn admit<S: Surface>(
 ) -> Result<Admitted<S>, ApiError> {
     let read_timeout = Duration::from_secs(config.request_read_timeout_secs.get());
     let max_body_bytes = config.max_body_bytes.get();
-    check_declared_length(headers, max_body_bytes)?;
+    if let Err(error) = check_declared_length(headers, max_body_bytes) {
+        // Up to twice the limit in all, as for a body found too large while reading it.
+        discard_body(
+            headers,
+            body,
+            max_body_bytes.saturating_mul(2),
+            read_timeout,
+        )
+        .await;
+        return Err(error);
+    }
     let key = match authenticate::<S>(state, headers).await {
         Ok(key) => key,
         Err(error) => {
             // Read what the client is still sending (without keeping it), so
             // that it gets its 401 rather than a connection reset.
-            discard_body(body, max_body_bytes, read_timeout).await;
+            discard_body(headers, body, max_body_bytes, read_timeout).await;
             return Err(error);
         }
     };

@@ -228,15 +228,33 @@ pub async fn serve<S: Surface>(
     id: Uuid,
 ) -> Response<Body> {
     let (parts, body) = request.into_parts();
+    let mut draft = draft::<S>(&state, &parts, id);
+    let result = run_flow(&state, flow::<S>(&state, &mut draft, &parts.headers, body)).await;
+    finish::<S>(&state, draft, result).await
+}
+
+/// Answers a request of surface `S` refused before its flow starts (a method other than
+/// the endpoint's), recorded like any other.
+pub async fn refuse<S: Surface>(
+    state: Arc<AppState>,
+    request: Request<Incoming>,
+    id: Uuid,
+    error: ApiError,
+) -> Response<Body> {
+    let (parts, _) = request.into_parts();
+    let draft = draft::<S>(&state, &parts, id);
+    finish::<S>(&state, draft, Err(error)).await
+}
+
+/// The record of a request that just arrived, with its trace.
+fn draft<S: Surface>(state: &AppState, parts: &hyper::http::request::Parts, id: Uuid) -> Draft {
     let trace = state
         .traces
         .request(&parts.headers, S::NAME, &id, parts.uri.path());
     if let Some(trace_id) = trace.trace_id() {
         tracing::Span::current().record("trace_id", tracing::field::display(trace_id));
     }
-    let mut draft = Draft::new(id, S::NAME, trace);
-    let result = run_flow(&state, flow::<S>(&state, &mut draft, &parts.headers, body)).await;
-    finish::<S>(&state, draft, result).await
+    Draft::new(id, S::NAME, trace)
 }
 
 /// Runs the flow to its end, or until shutdown's grace period is over (then

@@ -4,6 +4,7 @@
 //! business, in the wire format of its [`crate::surfaces`] codec.
 
 pub mod admin;
+mod connection;
 mod invocations;
 
 use std::convert::Infallible;
@@ -16,7 +17,6 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -35,6 +35,8 @@ const ABORT_WAIT: Duration = Duration::from_secs(5);
 /// Request headers at most; far above what browsers and SDKs send (hyper's
 /// default of 100 is not).
 const MAX_HEADERS: usize = 256;
+/// What a model endpoint answers a method other than POST.
+const POST_ONLY: ApiError = ApiError::MethodNotAllowed("POST");
 /// Open connections at most on `metrics_listen` (scrapers hold one or two each).
 const METRICS_CONNECTIONS: usize = 64;
 
@@ -123,14 +125,16 @@ async fn accept_loop(
     connections: Arc<Semaphore>,
     stop: impl std::future::Future<Output = ()>,
 ) {
-    let graceful = GracefulShutdown::new();
-    let read_timeout = Duration::from_secs(state.live().config.request_read_timeout_secs.get());
-    // HTTP/1.1 and HTTP/2 (prior knowledge, h2c) on the same socket.
+    // Every connection holds a receiver until it ends: a send asks them to close, and
+    // `closed` is when the last one did.
+    let (stop_connections, _) = tokio::sync::watch::channel(());
+    // HTTP/1.1 and HTTP/2 (prior knowledge, h2c) on the same socket. Headers that stop
+    // coming are the connection's deadlines' business (`connection::serve`), for both.
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(read_timeout)
+        .header_read_timeout(None)
         .max_headers(MAX_HEADERS);
     builder.http2().timer(TokioTimer::new());
     tokio::pin!(stop);
@@ -156,17 +160,34 @@ async fn accept_loop(
             _ = &mut stop => break,
         };
         let _ = stream.set_nodelay(true);
-        let state = state.clone();
-        let service = service_fn(move |request| {
+        let deadlines = {
+            let config = &state.live().config;
+            connection::Deadlines {
+                first_request: Duration::from_secs(config.request_read_timeout_secs.get()),
+                idle: Duration::from_secs(config.client_idle_timeout_secs.get()),
+            }
+        };
+        let activity = Arc::new(connection::Activity::default());
+        let service = service_fn({
             let state = state.clone();
-            async move { Ok::<_, Infallible>(dispatch(state, request).await) }
+            let activity = activity.clone();
+            move |request| {
+                let in_flight = activity.begin();
+                let state = state.clone();
+                async move {
+                    let response = dispatch(state, request).await;
+                    Ok::<_, Infallible>(
+                        response.map(|body| connection::Tracked::new(body, in_flight)),
+                    )
+                }
+            }
         });
-        let connection = builder
+        let served = builder
             .serve_connection(TokioIo::new(stream), service)
             .into_owned();
-        let connection = graceful.watch(connection);
+        let stop = stop_connections.subscribe();
         tokio::spawn(async move {
-            if let Err(e) = connection.await {
+            if let Err(e) = connection::serve(served, &activity, deadlines, stop).await {
                 tracing::debug!(%peer, "connection ended with an error: {e}");
             }
             drop(permit);
@@ -175,7 +196,8 @@ async fn accept_loop(
     }
     drop(listener);
     let grace = Duration::from_secs(state.live().config.shutdown_grace_secs);
-    let drained = graceful.shutdown();
+    stop_connections.send_replace(());
+    let drained = stop_connections.closed();
     tokio::pin!(drained);
     if tokio::time::timeout(grace, &mut drained).await.is_err() {
         tracing::warn!(
@@ -362,14 +384,24 @@ async fn dispatch(state: Arc<AppState>, request: Request<Incoming>) -> Response<
                 let invocation_id = &p["/invocations/".len()..];
                 invocations::get(state, request, invocation_id, id).await
             }
-            (_, "/completions" | "/embeddings") => {
-                error_response(&ApiError::MethodNotAllowed("POST"), &id)
+            // Model endpoints: recorded, like every request that reaches one.
+            (_, "/completions") => {
+                flow::refuse::<commonbase::Completions>(state, request, id, POST_ONLY).await
+            }
+            (_, "/embeddings") => {
+                flow::refuse::<commonbase::Embeddings>(state, request, id, POST_ONLY).await
             }
             (_, "/v1/messages") => {
-                anthropic::error_response(&ApiError::MethodNotAllowed("POST"), &id)
+                flow::refuse::<anthropic::Messages>(state, request, id, POST_ONLY).await
             }
-            (_, "/v1/chat/completions" | "/v1/completions" | "/v1/embeddings") => {
-                openai::error_response(&ApiError::MethodNotAllowed("POST"), &id)
+            (_, "/v1/chat/completions") => {
+                flow::refuse::<openai::ChatCompletions>(state, request, id, POST_ONLY).await
+            }
+            (_, "/v1/completions") => {
+                flow::refuse::<openai::Completions>(state, request, id, POST_ONLY).await
+            }
+            (_, "/v1/embeddings") => {
+                flow::refuse::<openai::Embeddings>(state, request, id, POST_ONLY).await
             }
             (_, p) if p == "/v1/models" || p.starts_with("/v1/models/") => {
                 models::error_response(request.headers(), &ApiError::MethodNotAllowed("GET"), &id)
