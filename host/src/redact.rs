@@ -121,26 +121,63 @@ impl Secrets {
         }
     }
 
-    /// The next `piece` of a streamed text, redacted, as far as it can be sent now: a tail
-    /// that may be the start of a key split over two pieces stays in `held` until the next
-    /// piece tells (or [`Held::release`] ends the text). Without keys, `piece` itself.
+    /// The next `piece` of a streamed text, redacted, as far as it can be sent now.
+    ///
+    /// A key may be cut over two pieces. A tail of two bytes or more that may begin a key
+    /// stays in `held` until the next piece tells (or [`Held::release`] ends the text). A
+    /// one-byte tail is sent (holding back every word that ends in a key's first letter
+    /// would move most pieces' ends), and `held` remembers the end of what was sent: a key
+    /// begun there is caught in the next piece, where its rest is replaced, so at most its
+    /// first byte went out. Without keys, `piece` itself.
     pub fn redact_piece(&self, held: &mut Held, piece: String) -> String {
-        if self.0.is_none() {
+        let Some(keys) = &self.0 else {
             return piece;
-        }
-        let text = if held.0.is_empty() {
-            piece
-        } else {
-            let mut text = std::mem::take(&mut held.0);
-            text.push_str(&piece);
-            text
         };
-        let mut text = self.redact_owned(text);
-        let from = self.start_of_a_key(&text);
-        if from < text.len() {
-            held.0 = text.split_off(from);
+        let mut text = std::mem::take(&mut held.sent);
+        let sent = text.len();
+        text.push_str(&held.held);
+        text.push_str(&piece);
+        held.held.clear();
+        // Where keys are, longest key first; those wholly sent were replaced already.
+        let mut found: Vec<(usize, usize)> = Vec::new();
+        for finder in keys.iter() {
+            let len = finder.needle().len();
+            for at in finder.find_iter(text.as_bytes()) {
+                let end = at + len;
+                if end > sent && !found.iter().any(|&(s, e)| at < e && s < end) {
+                    found.push((at, end));
+                }
+            }
         }
-        text
+        found.sort_unstable();
+        let after = found.last().map_or(0, |&(_, end)| end);
+        let begins = after + self.start_of_a_key(&text[after..]);
+        let hold = if begins < sent {
+            // A key may have begun in what was sent: none of its rest goes out yet.
+            sent
+        } else if text.len() - begins >= MIN_HELD {
+            begins
+        } else {
+            text.len()
+        };
+        let mut out = String::with_capacity(hold - sent);
+        let mut copied = sent;
+        for (start, end) in found {
+            out.push_str(&text[copied..start.max(copied)]);
+            out.push_str(REDACTED);
+            copied = end;
+        }
+        out.push_str(&text[copied..hold]);
+        held.held.push_str(&text[hold..]);
+        // What a key begun in the text sent so far can still be: its last bytes.
+        text.truncate(sent);
+        text.push_str(&out);
+        let mut keep = text.len().saturating_sub(self.longest().saturating_sub(1));
+        while !text.is_char_boundary(keep) {
+            keep += 1;
+        }
+        held.sent = text.split_off(keep);
+        out
     }
 
     /// Where the longest tail of `text` that is the beginning (not the whole) of a key
@@ -172,18 +209,27 @@ impl Secrets {
     }
 }
 
-/// What [`Secrets::redact_piece`] holds back of a streamed text.
+/// The shortest tail that [`Secrets::redact_piece`] holds back.
+const MIN_HELD: usize = 2;
+
+/// What [`Secrets::redact_piece`] keeps of a streamed text between pieces.
 #[derive(Debug, Default, Clone)]
-pub struct Held(String);
+pub struct Held {
+    /// The end of what was sent, where a key may have begun.
+    sent: String,
+    /// Not sent yet: it may be the start of a key.
+    held: String,
+}
 
 impl Held {
     /// The streamed text ended: what was held is not a key and can be sent.
     pub fn release(&mut self) -> String {
-        std::mem::take(&mut self.0)
+        std::mem::take(&mut self.held)
     }
 
+    /// Whether nothing is held back.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.held.is_empty()
     }
 }
 
@@ -248,10 +294,20 @@ mod tests {
             streamed(&secrets, &["see sk-ab", "c ok", " sk-"]),
             ["see ", "sk-abc ok", " ", "sk-"]
         );
-        // Text that cannot begin a key is never held.
+        // Text that cannot begin a key is never held, nor a one-byte tail; a key begun
+        // with that byte is caught in the next piece.
         assert_eq!(
             streamed(&secrets, &["hello", " world"]),
             ["hello", " world", ""]
+        );
+        assert_eq!(streamed(&secrets, &["shows", " us"]), ["shows", " us", ""]);
+        assert_eq!(
+            streamed(&secrets, &["this s", "k-abcdef ok", " x", "yz-123"]),
+            ["this s", "[redacted] ok", " x", "[redacted]", ""]
+        );
+        assert_eq!(
+            streamed(&secrets, &["s", "k", "-abc", "def"]),
+            ["s", "", "", "[redacted]", ""]
         );
         // Whole keys inside one piece, and a piece that ends with a whole key.
         assert_eq!(
