@@ -384,6 +384,151 @@ fn a_daily_budget_shared_by_two_replicas_stops_requests_once_spent() {
     );
 }
 
+/// 50 requests at once under `limit` (a CLI flag and its value, set on a fresh key), spread
+/// over `gateways`: each costs 10 tokens and $0.01 (5 in, 5 out at $1,000 per million each
+/// way), and its estimate says so (20 bytes of prompt, `max_tokens` 5); the upstream takes
+/// a second to answer, so all 50 are in flight together. Returns how many were served.
+fn fifty_at_once(gateways: &[&Gateway], upstream_url_route: &str, limit: [&str; 2]) -> usize {
+    let gw = gateways[0];
+    let key = gw
+        .cli(&["key", "create", &gw.project_id, limit[0], limit[1]])
+        .checked("key create")
+        .last_line();
+    std::thread::sleep(APPLIED);
+    let body = json!({
+        "model": format!("{upstream_url_route}/gpt-x"),
+        "max_tokens": 5,
+        "messages": [{"role": "user", "content": "abcd efgh ijkl mnopq"}],
+    });
+    let responses: Vec<Response> = std::thread::scope(|scope| {
+        let calls: Vec<_> = (0..50)
+            .map(|i| {
+                let (gw, key, body) = (gateways[i % gateways.len()], &key, &body);
+                scope.spawn(move || {
+                    gw.post_with_headers(
+                        "/v1/chat/completions",
+                        Some(key),
+                        &[("Provider-API-Key", "sk-test")],
+                        body,
+                    )
+                })
+            })
+            .collect();
+        calls
+            .into_iter()
+            .map(|call| call.join().expect("a request thread"))
+            .collect()
+    });
+    let served = responses.iter().filter(|r| r.status == 200).count();
+    let message = match limit[0] {
+        "--daily-budget-usd" => "key daily budget of $0.015 reached",
+        _ => "key rate limit of 25 tokens per minute reached",
+    };
+    for response in responses.iter().filter(|r| r.status != 200) {
+        assert_eq!(response.status, 429, "{}", response.text());
+        assert_eq!(response.json()["error"]["message"], json!(message));
+        assert!(response.header("retry-after").is_some());
+    }
+    println!("{limit:?}: {served} of 50 served");
+    served
+}
+
+/// The route of [`fifty_at_once`]: OpenAI's API on `upstream`, answering each call after a
+/// second with 5 + 5 tokens.
+fn slow_priced_route(upstream: &OpenAiUpstream) -> Route {
+    Route::openai("oai", &upstream.base_url("/v1")).price("gpt-x", 1000.0, 1000.0)
+}
+
+fn slow_upstream() -> OpenAiUpstream {
+    let usage = json!({"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10});
+    OpenAiUpstream::each_call(
+        Reply::openai_answer("gpt-x", "one two three four five", usage)
+            .slowly(Duration::from_secs(1)),
+    )
+}
+
+#[test]
+fn fifty_requests_at_once_overshoot_a_budget_or_tpm_by_at_most_one_request() {
+    // The case: $0.015 at $0.01 a call, 25 tokens a minute at 10 a call. Without
+    // reservations all 50 passed the same check; with them, two fit.
+    let upstream = slow_upstream();
+    let gw = Gateway::builder()
+        .route(slow_priced_route(&upstream))
+        .start();
+    for limit in [["--daily-budget-usd", "0.015"], ["--tpm", "25"]] {
+        let served = fifty_at_once(&[&gw], "oai", limit);
+        assert!(
+            (1..=2).contains(&served),
+            "{limit:?}: {served} of 50 served"
+        );
+    }
+}
+
+#[test]
+fn fifty_requests_at_once_over_two_replicas_overshoot_by_at_most_one_request() {
+    let upstream = slow_upstream();
+    let Some(db) = TestDatabase::create() else {
+        return;
+    };
+    let Some(redis) = TestRedis::create() else {
+        return;
+    };
+    let start = || {
+        let mut builder = Gateway::builder()
+            .route(slow_priced_route(&upstream))
+            .database(&db);
+        for line in redis.config_lines() {
+            builder = builder.config_line(&line);
+        }
+        builder.start()
+    };
+    let (a, b) = (start(), start());
+    for limit in [["--daily-budget-usd", "0.015"], ["--tpm", "25"]] {
+        let served = fifty_at_once(&[&a, &b], "oai", limit);
+        assert!(
+            (1..=2).contains(&served),
+            "{limit:?}: {served} of 50 served"
+        );
+    }
+}
+
+#[test]
+fn a_failed_request_gives_its_reservation_back() {
+    // Each request reserves $0.01 of a $0.015 budget; failing, it uses nothing. If failures
+    // kept their reservations the second request would be refused.
+    let upstream =
+        OpenAiUpstream::each_call(Reply::openai_error(500, "down", "server_error", None));
+    let gw = Gateway::builder()
+        .route(Route::openai("oai", &upstream.base_url("/v1")).price("gpt-x", 1000.0, 1000.0))
+        .start();
+    set_limits(
+        &gw,
+        &[
+            "project",
+            "limit",
+            &gw.project_id,
+            "--daily-budget-usd",
+            "0.015",
+        ],
+    );
+    let body = json!({
+        "model": "oai/gpt-x",
+        "max_tokens": 5,
+        "messages": [{"role": "user", "content": "abcd efgh ijkl mnopq"}],
+    });
+    for i in 0..5 {
+        let response = gw.post_with_headers(
+            "/v1/chat/completions",
+            Some(&gw.key),
+            &[("Provider-API-Key", "sk-test")],
+            &body,
+        );
+        assert_ne!(response.status, 429, "request {i}: {}", response.text());
+        assert!(response.status >= 500, "request {i}: {}", response.text());
+    }
+    assert_eq!(upstream.requests().len(), 5);
+}
+
 #[test]
 fn a_limit_change_reaches_both_replicas_within_1s() {
     let Some((_db, _redis, a, b)) = two_replicas(None) else {
@@ -518,45 +663,59 @@ fn a_refusal_and_the_rate_limit_headers_on_one_gateway() {
 }
 
 #[test]
-fn a_tpm_limit_reports_token_headers_and_refuses_once_the_debited_tokens_exhaust_it() {
+fn a_tpm_limit_reserves_each_requests_estimate_and_reports_token_headers() {
     let gw = Gateway::demo();
-    // Five words in, five out: 10 tokens debited after each call. With 15 per minute the
-    // first call leaves 5, the second is admitted (not exhausted) and overdraws the bucket, the
-    // third waits for 20 s of refill.
-    set_limits(&gw, &["project", "limit", &gw.project_id, "--tpm", "15"]);
-    let body = with(
+    // Five words in, five out: 10 tokens used by each call, which reserves its estimate on
+    // admission: 23 bytes of prompt / 4 = 6, plus `max_tokens` 5 = 11 tokens.
+    set_limits(&gw, &["project", "limit", &gw.project_id, "--tpm", "25"]);
+    let mut body = with(
         hello(&gw.project_id, "one two three four five"),
         "showUsage",
         json!(true),
     );
+    body["providerConfig"]["params"]["max_tokens"] = json!(5);
     let first = gw.post("/completions", &body);
     let answer = assert_ok(&first);
     assert_eq!(answer["usage"]["total_tokens"], json!(10), "{answer}");
-    assert_eq!(header_number(&first, "x-ratelimit-limit-tokens"), 15);
+    assert_eq!(header_number(&first, "x-ratelimit-limit-tokens"), 25);
+    // 25 - 11 reserved (a token's refill at most while it ran).
     let first_remaining = header_number(&first, "x-ratelimit-remaining-tokens");
-    assert!((0..=15).contains(&first_remaining), "{first_remaining}");
+    assert!((14..=15).contains(&first_remaining), "{first_remaining}");
     assert_reset(&first, "x-ratelimit-reset-tokens", Duration::from_secs(60));
     assert_no_headers(&first.headers, &REQUEST_HEADERS, "with only a tpm limit");
 
+    // Settled at 10: 15 left, room for another 11.
     let second = gw.post_stream("/completions", &with(body.clone(), "stream", json!(true)));
     assert_eq!(second.status, 200, "{}", second.raw);
-    assert_eq!(second.header("x-ratelimit-limit-tokens"), Some("15"));
+    assert_eq!(second.header("x-ratelimit-limit-tokens"), Some("25"));
     let second_remaining: i64 = second
         .header("x-ratelimit-remaining-tokens")
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no remaining tokens on the stream: {:?}", second.headers));
     assert!(
-        second_remaining < first_remaining,
-        "the first call's 10 tokens were not debited: {first_remaining} then {second_remaining}"
+        (4..=5).contains(&second_remaining),
+        "25 - 10 used - 11 reserved: {first_remaining} then {second_remaining}"
     );
 
+    // 20 used: 5 left, less than the next request's 11.
     let third = gw.post("/completions", &body);
     let id = assert_limited(
         &third,
-        "project rate limit of 15 tokens per minute reached",
+        "project rate limit of 25 tokens per minute reached",
         60,
     );
     assert_rate_limited_record(&gw, &gw.key, &id);
+    // Without `max_tokens` a request reserves 4,096 completion tokens: more than the whole
+    // bucket, so it needs a full one.
+    body["providerConfig"]["params"]
+        .as_object_mut()
+        .expect("params")
+        .remove("max_tokens");
+    assert_limited(
+        &gw.post("/completions", &body),
+        "project rate limit of 25 tokens per minute reached",
+        60,
+    );
 }
 
 #[test]

@@ -250,6 +250,9 @@ const CLIENT_IDLE_TIMEOUT_SECS: NonZeroU64 = NonZeroU64::new(60).expect("not zer
 const MAX_CONNECTIONS: NonZeroUsize = NonZeroUsize::new(4096).expect("not zero");
 const MAX_PLUGIN_INSTANCES: NonZeroU32 = NonZeroU32::new(1000).expect("not zero");
 const MAX_ATTEMPTS: NonZeroU32 = NonZeroU32::new(6).expect("not zero");
+/// The completion tokens reserved for a request without `max_tokens` on a route that names
+/// none: the output cap most models' APIs default to or allow without a long-output option.
+pub const RESERVE_MAX_TOKENS: u64 = 4096;
 
 impl Default for Config {
     /// What an empty config file gives: every key at its default, and no routes.
@@ -413,6 +416,15 @@ pub struct RouteConfig {
     /// upstreams, and this route uses its own key (or is skipped without one).
     #[serde(default, skip_serializing_if = "is_false")]
     pub forward_caller_key: bool,
+    /// The completion tokens a request that sets no `max_tokens` is assumed to ask for when
+    /// its tokens and cost are reserved against tokens-per-minute limits and budgets (default:
+    /// the `default_max_tokens` plugin setting, else [`RESERVE_MAX_TOKENS`]).
+    #[serde(
+        default,
+        deserialize_with = "positive_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub reserve_max_tokens: Option<NonZeroU32>,
     /// `[[providers.ID.targets]]`: the upstreams (deployments, regions, keys) the route spreads
     /// its requests over by weight, in place of its own `base_url`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -771,6 +783,7 @@ impl RouteConfig {
             fallbacks: Vec::new(),
             max_attempts: None,
             forward_caller_key: false,
+            reserve_max_tokens: None,
             targets: Vec::new(),
             eject_after_failures: None,
             eject_secs: None,
@@ -789,6 +802,21 @@ impl RouteConfig {
         let secs = self.eject_secs.map_or(DEFAULT_EJECT_SECS, NonZeroU64::get);
         self.eject_after_failures
             .map(|after| (after.get(), Duration::from_secs(secs)))
+    }
+
+    /// The completion tokens reserved for a request that sets no `max_tokens` (see
+    /// [`RouteConfig::reserve_max_tokens`]).
+    pub fn reserve_max_tokens(&self) -> u64 {
+        match self.reserve_max_tokens {
+            Some(n) => u64::from(n.get()),
+            None => self
+                .settings
+                .get("default_max_tokens")
+                .and_then(toml::Value::as_integer)
+                .and_then(|n| u64::try_from(n).ok())
+                .filter(|n| *n > 0)
+                .unwrap_or(RESERVE_MAX_TOKENS),
+        }
     }
 
     /// The most tries of a request to this route (see [`RouteConfig::max_attempts`]).
@@ -1042,6 +1070,7 @@ mod tests {
             "max_response_bytes",
             "max_http_requests",
             "max_attempts",
+            "reserve_max_tokens",
         ] {
             let text = format!("[providers.x]\nplugin = \"echo\"\n{key} = 0\n");
             let err = Config::parse(&text, "test").expect_err(key).to_string();

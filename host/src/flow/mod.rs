@@ -361,7 +361,10 @@ async fn flow<S: Surface>(
     };
     // Last before the call: a request refused for anything else takes nothing from its limits.
     let project = key.project_id.clone();
-    let quota = quota::Quota::admit(state, key).await?;
+    let quota = quota::Quota::admit(state, key, || {
+        quota::estimate(&ask, &target.params, &route, &plugin, &model)
+    })
+    .await?;
     // Each try sets the route of its upstream (`Try::aim`).
     let wit_route = types::Route::default();
     let first = failover::Leg::first(route, plugin, model, caller_key);

@@ -4,9 +4,14 @@
 
 use hyper::HeaderMap;
 use hyper::header::{HeaderName, HeaderValue};
+use serde::Deserialize;
 
+use super::Ask;
 use crate::error::ApiError;
-use crate::limits::{Admitted, Check, Limiter, Subject};
+use crate::limits::{Admitted, Check, Estimate, Limiter, Reservation, Subject};
+use crate::plugins::{Plugin, types};
+use crate::pricing;
+use crate::routing::Route;
 use crate::state::AppState;
 use crate::store::{KeyRecord, TokenUsage};
 
@@ -29,21 +34,34 @@ pub(super) fn check_scope(key: &KeyRecord, route: &str, model: &str) -> Result<(
     )))
 }
 
-/// An admitted request's share of its limits: what it is charged with once
-/// the call is over, and the rate-limit headers of its answer.
+/// An admitted request's share of its limits: what it reserved, what it is charged with
+/// once the call is over, and the rate-limit headers of its answer. Dropped unsettled (the
+/// request failed, or was cancelled), it gives its reservation back.
 pub(super) struct Quota {
     limiter: Limiter,
     key: KeyRecord,
     admitted: Admitted,
+    /// What the admission reserved, until it is settled.
+    reservation: Option<Reservation>,
 }
 
 impl Quota {
-    /// Admits the request under its key's and project's limits, or refuses
-    /// it (429 with `Retry-After`) before it reaches a plugin.
-    pub async fn admit(state: &AppState, key: KeyRecord) -> Result<Quota, ApiError> {
-        let admitted = state
+    /// Admits the request under its key's and project's limits, reserving its `estimate`
+    /// (made only when a limit counts tokens or cost), or refuses it (429 with
+    /// `Retry-After`) before it reaches a plugin.
+    pub async fn admit(
+        state: &AppState,
+        key: KeyRecord,
+        estimate: impl FnOnce() -> Estimate,
+    ) -> Result<Quota, ApiError> {
+        let estimate = if key.limits.reserves() || key.project_limits.reserves() {
+            estimate()
+        } else {
+            Estimate::default()
+        };
+        let (admitted, reservation) = state
             .limiter
-            .admit(&checks(&key), &state.store)
+            .admit(&checks(&key), &state.store, estimate)
             .await
             .map_err(|refused| {
                 state.metrics.rate_limited(refused.scope.as_str());
@@ -53,21 +71,23 @@ impl Quota {
             limiter: state.limiter.clone(),
             key,
             admitted,
+            reservation: (!reservation.is_empty()).then_some(reservation),
         })
     }
 
-    /// Charges the call's tokens (prompt + completion) and cost; nothing
-    /// when neither is known.
-    pub async fn settle(&self, usage: Option<&TokenUsage>, cost_usd: Option<f64>) {
+    /// Charges the call's tokens (prompt + completion) and cost, less what was reserved;
+    /// without usage, gives the reservation back. Only the first call counts.
+    pub async fn settle(&mut self, usage: Option<&TokenUsage>, cost_usd: Option<f64>) {
+        let reservation = self.reservation.take().unwrap_or_default();
         let tokens = usage.map_or(0, |u| {
             u64::from(u.prompt_tokens).saturating_add(u64::from(u.completion_tokens))
         });
         let cost_usd = cost_usd.unwrap_or(0.0);
-        if tokens == 0 && cost_usd <= 0.0 {
+        if tokens == 0 && cost_usd <= 0.0 && reservation.is_empty() {
             return;
         }
         self.limiter
-            .settle(&checks(&self.key), tokens, cost_usd)
+            .settle(&checks(&self.key), &reservation, tokens, cost_usd)
             .await;
     }
 
@@ -79,6 +99,116 @@ impl Quota {
                 headers.insert(HeaderName::from_static(name), value);
             }
         }
+    }
+}
+
+impl Drop for Quota {
+    fn drop(&mut self) {
+        let Some(reservation) = self.reservation.take() else {
+            return;
+        };
+        // Settling waits for Redis, which a drop cannot: the release runs on this thread's
+        // runtime (a request never changes threads). Without a runtime (the process is going
+        // away) there is nothing left to release it for: in-process counters go with it, and
+        // Redis's budget counters keep it until their period ends (token buckets refill).
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let limiter = self.limiter.clone();
+        let key = self.key.clone();
+        runtime.spawn(async move {
+            limiter.settle(&checks(&key), &reservation, 0, 0.0).await;
+        });
+    }
+}
+
+/// Estimated tokens per prompt byte: OpenAI's rule of thumb for English text (~4 bytes a
+/// token); an estimate only decides admission, the reported usage is what is charged.
+const BYTES_PER_TOKEN: u64 = 4;
+
+/// The completion sizes a request's pass-through parameters ask for (OpenAI's names, which
+/// every surface uses).
+#[derive(Default, Deserialize)]
+struct Sizes {
+    max_tokens: Option<u64>,
+    max_completion_tokens: Option<u64>,
+    n: Option<u64>,
+}
+
+/// What a request is expected to consume: its prompt's bytes / 4 in tokens, plus
+/// `max_tokens` (else the route's [`reserve_max_tokens`]) for each of its `n` choices, at
+/// the price of the model it asks for (0 when the price is unknown).
+///
+/// [`reserve_max_tokens`]: crate::config::RouteConfig::reserve_max_tokens
+pub(super) fn estimate<C, E>(
+    ask: &Ask<C, E>,
+    params: &str,
+    route: &Route,
+    plugin: &Plugin,
+    model: &str,
+) -> Estimate {
+    let (prompt_bytes, completion_tokens) = match ask {
+        Ask::Complete {
+            prompt, functions, ..
+        } => {
+            // Unreadable parameters are the plugin's to refuse; they reserve the default.
+            let sizes: Sizes = serde_json::from_str(params).unwrap_or_default();
+            let per_choice = sizes
+                .max_completion_tokens
+                .or(sizes.max_tokens)
+                .unwrap_or_else(|| route.config.reserve_max_tokens());
+            let choices = sizes.n.unwrap_or(1).max(1);
+            let functions: usize = functions
+                .iter()
+                .map(|f| {
+                    f.name.len()
+                        + f.description.as_ref().map_or(0, String::len)
+                        + f.parameters.as_ref().map_or(0, String::len)
+                })
+                .sum();
+            (
+                prompt_size(prompt) + functions,
+                per_choice.saturating_mul(choices),
+            )
+        }
+        Ask::Embed { input, .. } => (input.iter().map(String::len).sum(), 0),
+    };
+    let prompt_tokens = (prompt_bytes as u64).div_ceil(BYTES_PER_TOKEN);
+    let usage = TokenUsage {
+        prompt_tokens: u32::try_from(prompt_tokens).unwrap_or(u32::MAX),
+        completion_tokens: u32::try_from(completion_tokens).unwrap_or(u32::MAX),
+        ..TokenUsage::default()
+    };
+    let price = pricing::price_for(
+        &route.config.pricing,
+        &route.config.plugin,
+        &plugin.info.models,
+        model,
+    );
+    Estimate {
+        tokens: prompt_tokens.saturating_add(completion_tokens),
+        cost_usd: price.map_or(0.0, |price| pricing::cost(&usage, price)),
+    }
+}
+
+/// The bytes of a prompt's texts: what its tokens are estimated from.
+fn prompt_size(prompt: &types::Prompt) -> usize {
+    match prompt {
+        types::Prompt::Text(text) => text.len(),
+        types::Prompt::Chat(messages) => messages
+            .iter()
+            .map(|m| {
+                m.content.as_ref().map_or(0, String::len)
+                    + m.name.as_ref().map_or(0, String::len)
+                    + m.function_call
+                        .as_ref()
+                        .map_or(0, |c| c.name.len() + c.arguments.len())
+                    + m.tool_calls
+                        .iter()
+                        .map(|c| c.name.len() + c.arguments.len())
+                        .sum::<usize>()
+            })
+            .sum(),
     }
 }
 

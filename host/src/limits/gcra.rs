@@ -17,15 +17,6 @@ pub(crate) struct Bucket {
     pub tat: i128,
 }
 
-/// What a bucket is charged on admission.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// One request, taken on admission.
-    Requests,
-    /// Debited after the call; admission only needs room for one token.
-    Tokens,
-}
-
 /// An admission that passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Pass {
@@ -75,21 +66,20 @@ pub(crate) fn current(stored: Option<Bucket>, limit: u64, now_us: i64) -> i128 {
     }
 }
 
-/// Admits one request against a bucket whose TAT is `tat` (from
-/// [`current`]), or says how long (µs) until it would be admitted.
-pub(crate) fn admit(kind: Kind, limit: u64, tat: i128, now_us: i64) -> Result<Pass, i64> {
+/// Admits a request that takes `take` units of the limit (1 for a request, its estimated
+/// tokens for tokens) against a bucket whose TAT is `tat` (from [`current`]), or says how
+/// long (µs) until it would be admitted. It needs room for what it takes, at least one
+/// unit and at most the whole bucket: a take larger than the bucket needs a full bucket and
+/// leaves it in debt.
+pub(crate) fn admit(limit: u64, take: u64, tat: i128, now_us: i64) -> Result<Pass, i64> {
     let now = now_units(now_us, limit);
     let backlog = (tat - now).max(0);
     let (cap, cost) = (rate(limit), scale(limit));
-    // A request needs room for itself; tokens need room for one token (the
-    // bucket not exhausted): the same test.
-    if backlog + cost > cap {
-        return Err(micros(time_of(tat + cost - cap, limit) - i128::from(now_us)).max(1));
+    let need = i128::from(take.clamp(1, limit.max(1))) * cost;
+    if backlog + need > cap {
+        return Err(micros(time_of(tat + need - cap, limit) - i128::from(now_us)).max(1));
     }
-    let tat = match kind {
-        Kind::Requests => now + backlog + cost,
-        Kind::Tokens => now + backlog,
-    };
+    let tat = now + backlog + i128::from(take) * cost;
     Ok(Pass {
         tat,
         remaining: ((cap - (tat - now)) / cost).max(0) as u64,
@@ -97,10 +87,10 @@ pub(crate) fn admit(kind: Kind, limit: u64, tat: i128, now_us: i64) -> Result<Pa
     })
 }
 
-/// The TAT after `tokens` more were consumed (possibly beyond the bucket:
-/// debt that later requests wait out).
-pub(crate) fn debit(tat: i128, limit: u64, tokens: u64) -> i128 {
-    tat + i128::from(tokens) * scale(limit)
+/// The TAT after `delta` more tokens were consumed than were taken at admission (possibly
+/// beyond the bucket: debt that later requests wait out; or fewer: given back).
+pub(crate) fn adjust(tat: i128, limit: u64, delta: i128) -> i128 {
+    tat + delta * scale(limit)
 }
 
 /// Whether the bucket is full at `now_us` (its state can be forgotten).

@@ -7,8 +7,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::budget::Period;
-use super::gcra::{self, Bucket, Kind};
-use super::{Admitted, Item, Limit, Refused, SpendSource, Verdict, conclude};
+use super::gcra::{self, Bucket};
+use super::{
+    Admitted, Estimate, Item, Limit, Refused, Reservation, SpendSource, Verdict, conclude,
+};
 
 /// Unix time in µs; injectable so tests can move time.
 pub(crate) type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
@@ -98,7 +100,8 @@ impl Local {
         &self,
         items: &[Item<'_>],
         spend: &dyn SpendSource,
-    ) -> Result<Admitted, Refused> {
+        estimate: Estimate,
+    ) -> Result<(Admitted, Reservation), Refused> {
         let now_us = self.now_us();
         let now_ms = now_us.div_euclid(1000);
 
@@ -137,64 +140,92 @@ impl Local {
         let mut state = self.lock();
         let mut verdicts = Vec::with_capacity(items.len());
         let mut taken = Vec::new();
+        let mut reserved = Vec::new();
         for item in items {
             let verdict = match item.limit {
-                Limit::RequestsPerMinute(n) => rate(
-                    &state,
-                    item,
-                    u64::from(n),
-                    Kind::Requests,
-                    now_us,
-                    &mut taken,
-                ),
+                Limit::RequestsPerMinute(n) => {
+                    rate(&state, item, u64::from(n), 1, now_us, &mut taken)
+                }
                 Limit::TokensPerMinute(n) => {
-                    rate(&state, item, n, Kind::Tokens, now_us, &mut Vec::new())
+                    rate(&state, item, n, estimate.tokens, now_us, &mut taken)
                 }
                 Limit::DailyBudgetUsd(usd) | Limit::MonthlyBudgetUsd(usd) => {
                     let period = item.period().unwrap_or(Period::Day);
                     let (key, bounds) = budget_key(item, period, now_ms);
-                    let spent = state.budgets.get(&key).map_or(0.0, |s| s.usd);
-                    if spent >= usd {
-                        Verdict::Refuse {
+                    match state.budgets.get(&key).map(|s| s.usd) {
+                        Some(spent) if spent >= usd => Verdict::Refuse {
                             retry_after_us: (bounds.end_ms - now_ms).saturating_mul(1000),
+                        },
+                        // No counter (the recorded spend could not be read): nothing to hold
+                        // a reservation.
+                        None => Verdict::Budget { reserved_in: None },
+                        Some(_) if estimate.cost_usd <= 0.0 => {
+                            Verdict::Budget { reserved_in: None }
                         }
-                    } else {
-                        Verdict::Budget
+                        Some(_) => {
+                            reserved.push(key);
+                            Verdict::Budget {
+                                reserved_in: Some(bounds.id),
+                            }
+                        }
                     }
                 }
             };
             verdicts.push(verdict);
         }
-        let answer = conclude(items, &verdicts);
+        let answer = conclude(items, &verdicts, estimate, false);
         if answer.is_ok() {
             for (key, bucket) in taken {
                 state.rates.insert(key, bucket);
+            }
+            for key in reserved {
+                if let Some(spent) = state.budgets.get_mut(&key) {
+                    spent.usd += estimate.cost_usd;
+                }
             }
         }
         state.maybe_sweep(now_us);
         answer
     }
 
-    pub(crate) fn settle(&self, items: &[Item<'_>], tokens: u64, cost_usd: f64) {
+    /// Books what a call consumed against what its admission reserved here
+    /// (`reservation` empty: against nothing).
+    pub(crate) fn settle(
+        &self,
+        items: &[Item<'_>],
+        reservation: &Reservation,
+        tokens: u64,
+        cost_usd: f64,
+    ) {
         let now_us = self.now_us();
         let now_ms = now_us.div_euclid(1000);
         let mut state = self.lock();
-        for item in items {
+        for (i, item) in items.iter().enumerate() {
             match item.limit {
                 Limit::RequestsPerMinute(_) => {}
                 Limit::TokensPerMinute(n) => {
+                    let delta = i128::from(tokens) - i128::from(reservation.estimate.tokens);
+                    if delta == 0 {
+                        continue;
+                    }
                     let key = item.counter();
                     let tat = gcra::current(state.rates.get(&key).copied(), n, now_us);
-                    let tat = gcra::debit(tat, n, tokens);
+                    let tat = gcra::adjust(tat, n, delta);
                     state.rates.insert(key, Bucket { limit: n, tat });
                 }
                 Limit::DailyBudgetUsd(_) | Limit::MonthlyBudgetUsd(_) => {
                     let period = item.period().unwrap_or(Period::Day);
-                    let (key, _) = budget_key(item, period, now_ms);
+                    let (key, delta) = match reservation.period_of(i) {
+                        Some(id) => (
+                            format!("{}:{}", item.counter(), period.suffix(id)),
+                            cost_usd - reservation.estimate.cost_usd,
+                        ),
+                        None => (budget_key(item, period, now_ms).0, cost_usd),
+                    };
                     // No counter: the next admission starts one from the
                     // recorded spend, which includes this call.
                     if let Some(spent) = state.budgets.get_mut(&key) {
-                        spent.usd += cost_usd;
+                        spent.usd = (spent.usd + delta).max(0.0);
                     }
                 }
             }
@@ -203,26 +234,29 @@ impl Local {
     }
 }
 
-/// One rate item's verdict; the bucket it would leave goes to `taken`.
+/// One rate item's verdict for a request taking `take` units; the bucket it would leave
+/// goes to `taken`.
 fn rate(
     state: &State,
     item: &Item<'_>,
     limit: u64,
-    kind: Kind,
+    take: u64,
     now_us: i64,
     taken: &mut Vec<(String, Bucket)>,
 ) -> Verdict {
     let key = item.counter();
     let tat = gcra::current(state.rates.get(&key).copied(), limit, now_us);
-    match gcra::admit(kind, limit, tat, now_us) {
+    match gcra::admit(limit, take, tat, now_us) {
         Ok(pass) => {
-            taken.push((
-                key,
-                Bucket {
-                    limit,
-                    tat: pass.tat,
-                },
-            ));
+            if take > 0 {
+                taken.push((
+                    key,
+                    Bucket {
+                        limit,
+                        tat: pass.tat,
+                    },
+                ));
+            }
             Verdict::Rate {
                 remaining: pass.remaining,
                 reset_us: pass.reset_us,

@@ -22,21 +22,29 @@
 //! admission decision is integer arithmetic: `limit` requests at once are
 //! admitted and the next one is not, whatever the limit, with no rounding of
 //! a per-request interval. The bucket starts full. A request takes one unit.
-//! Tokens are known only after the call: a request is admitted while the
-//! token bucket is not exhausted, and `settle` debits the reported tokens,
-//! possibly into debt that later requests wait out. A changed limit keeps the
-//! bucket's backlog as a share of the bucket.
+//! A changed limit keeps the bucket's backlog as a share of the bucket.
 //!
-//! # Budgets
+//! # Reservations
 //!
-//! Spend per UTC calendar day and month. A request is refused once the
-//! period's spend has reached the budget; the call in flight when it is
-//! reached is not cut, so spend may overshoot the budget by the cost of the
-//! calls admitted before it was reached. When no counter exists (a fresh
-//! process, a period that just began, a Redis that lost its keys), it starts
-//! from the spend recorded in the database since the period began
-//! ([`SpendSource`]); `settle` adds to a counter only if one exists, so a
-//! settle never creates a counter that would hide the database's spend.
+//! Tokens and cost are known only after the call, so a request reserves its
+//! [`Estimate`] when it is admitted and `settle` books the difference between
+//! what it consumed and what it reserved (a request that ends without usage
+//! gives its reservation back). Without reservations, every request admitted
+//! while the first ones were still running would pass the same check: 50
+//! parallel requests under a budget that allows two all went through. With
+//! them, requests in flight count against the limit, and the overshoot is
+//! bounded by one request's estimate error, whatever the concurrency.
+//!
+//! - Tokens per minute: a request is admitted when the bucket has room for
+//!   its estimated tokens (a request estimated at more than the whole bucket
+//!   needs a full bucket, and leaves it in debt that later requests wait out).
+//! - Budgets, per UTC calendar day and month: a request is refused once the
+//!   period's spend, reservations included, has reached the budget. When no
+//!   counter exists (a fresh process, a period that just began, a Redis that
+//!   lost its keys), it starts from the spend recorded in the database since
+//!   the period began ([`SpendSource`]); `settle` adds to a counter only if one
+//!   exists, so a settle never creates a counter that would hide the
+//!   database's spend. A reservation is settled in the period it was made in.
 //!
 //! # Several checks
 //!
@@ -77,6 +85,58 @@ pub struct LimitSet {
     pub tpm: Option<u64>,
     pub daily_budget_usd: Option<f64>,
     pub monthly_budget_usd: Option<f64>,
+}
+
+impl LimitSet {
+    /// Whether a request under these limits reserves tokens or cost when it is admitted.
+    pub fn reserves(&self) -> bool {
+        let budget = |usd: Option<f64>| usd.is_some_and(|usd| usd.is_finite() && usd > 0.0);
+        self.tpm.is_some_and(|n| n > 0)
+            || budget(self.daily_budget_usd)
+            || budget(self.monthly_budget_usd)
+    }
+}
+
+/// What a request is expected to consume: reserved against tokens-per-minute limits and
+/// budgets when it is admitted, corrected by what it reports once it is over.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Estimate {
+    pub tokens: u64,
+    /// In USD; 0 when the model's price is unknown.
+    pub cost_usd: f64,
+}
+
+impl Estimate {
+    fn cost(&self) -> f64 {
+        if self.cost_usd.is_finite() {
+            self.cost_usd.max(0.0)
+        } else {
+            0.0
+        }
+    }
+}
+
+/// What an admission took beyond its one request, for its settle to correct.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reservation {
+    estimate: Estimate,
+    /// Whether the counters that hold it are Redis's (else this process's).
+    in_redis: bool,
+    /// By item (as [`Item::all`] lists them): the period whose budget counter holds the
+    /// reserved cost; `None` where nothing was reserved.
+    budget_periods: Vec<Option<i64>>,
+}
+
+impl Reservation {
+    /// Whether settling without usage would change nothing.
+    pub fn is_empty(&self) -> bool {
+        self.estimate.tokens == 0 && self.budget_periods.iter().all(Option::is_none)
+    }
+
+    /// The period of item `i`'s reserved cost, if any.
+    fn period_of(&self, i: usize) -> Option<i64> {
+        self.budget_periods.get(i).copied().flatten()
+    }
 }
 
 /// Whose limits these are.
@@ -207,15 +267,33 @@ impl fmt::Display for Refused {
             Limit::TokensPerMinute(n) => {
                 write!(f, "{scope} rate limit of {n} tokens per minute reached")
             }
-            Limit::DailyBudgetUsd(usd) => write!(f, "{scope} daily budget of ${usd:.2} reached"),
+            Limit::DailyBudgetUsd(usd) => {
+                write!(f, "{scope} daily budget of ${} reached", Dollars(usd))
+            }
             Limit::MonthlyBudgetUsd(usd) => {
-                write!(f, "{scope} monthly budget of ${usd:.2} reached")
+                write!(f, "{scope} monthly budget of ${} reached", Dollars(usd))
             }
         }
     }
 }
 
 impl std::error::Error for Refused {}
+
+/// An amount of dollars as people write it: in cents (`5.00`, `0.25`), or with every digit it
+/// has when it has fractions of a cent (`0.015`, not a rounded `0.01` that would misstate the
+/// limit).
+struct Dollars(f64);
+
+impl fmt::Display for Dollars {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let cents = self.0 * 100.0;
+        if (cents - cents.round()).abs() < 1e-6 {
+            write!(f, "{:.2}", self.0)
+        } else {
+            write!(f, "{}", self.0)
+        }
+    }
+}
 
 /// One rate window as the headers describe it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -337,52 +415,76 @@ impl Limiter {
         }
     }
 
-    /// Before the plugin is called. `Err` => the request must not reach a
-    /// plugin; nothing was taken from any counter.
+    /// Before the plugin is called, reserving `estimate`. `Err` => the request must not
+    /// reach a plugin; nothing was taken from any counter.
     pub async fn admit(
         &self,
         checks: &[Check<'_>],
         spend: &dyn SpendSource,
-    ) -> Result<Admitted, Refused> {
+        estimate: Estimate,
+    ) -> Result<(Admitted, Reservation), Refused> {
         let items = Item::all(checks);
         if items.is_empty() {
-            return Ok(Admitted::default());
+            return Ok((Admitted::default(), Reservation::default()));
         }
+        let estimate = Estimate {
+            tokens: estimate.tokens,
+            cost_usd: estimate.cost(),
+        };
         if let Some(redis) = &self.inner.redis
-            && let Some(answer) = redis.admit(&items, spend, &self.inner.local).await
+            && let Some(answer) = redis
+                .admit(&items, spend, estimate, &self.inner.local)
+                .await
         {
             return answer;
         }
-        self.inner.local.admit(&items, spend).await
+        self.inner.local.admit(&items, spend, estimate).await
     }
 
-    /// After the call: what it consumed (prompt + completion tokens as
-    /// reported; the exact cost in USD, possibly 0).
-    pub async fn settle(&self, checks: &[Check<'_>], tokens: u64, cost_usd: f64) {
-        let items: Vec<Item<'_>> = Item::all(checks)
-            .into_iter()
-            .filter(|item| item.settles(tokens, cost_usd))
-            .collect();
-        if items.is_empty() {
-            return;
-        }
+    /// After the call: what it consumed (prompt + completion tokens as reported; the exact
+    /// cost in USD, possibly 0), booked against what its admission reserved.
+    pub async fn settle(
+        &self,
+        checks: &[Check<'_>],
+        reservation: &Reservation,
+        tokens: u64,
+        cost_usd: f64,
+    ) {
         let cost_usd = if cost_usd.is_finite() {
             cost_usd.max(0.0)
         } else {
             0.0
         };
-        if let Some(redis) = &self.inner.redis {
+        let items = Item::all(checks);
+        if (tokens == 0 && cost_usd == 0.0 && reservation.is_empty())
+            || !items.iter().any(Item::counts_usage)
+        {
+            return;
+        }
+        let local = &self.inner.local;
+        let Some(redis) = &self.inner.redis else {
+            local.settle(&items, reservation, tokens, cost_usd);
+            return;
+        };
+        if reservation.in_redis {
             if redis
-                .settle(&items, tokens, cost_usd, &self.inner.local)
+                .settle(&items, reservation, tokens, cost_usd, local)
                 .await
             {
                 return;
             }
-            // Counted here while Redis is down, and added to Redis's budget
-            // counters when it is back.
-            redis.remember_outage_spend(&items, cost_usd, self.inner.local.now_us());
+            // Counted here while Redis is down, and booked in Redis when it is back.
+            local.settle(&items, &Reservation::default(), tokens, cost_usd);
+            redis.remember_outage_spend(&items, reservation, cost_usd, local.now_us());
+        } else {
+            // Admitted in process while Redis was down: the reservation is here, the spend
+            // belongs in Redis too.
+            local.settle(&items, reservation, tokens, cost_usd);
+            let none = Reservation::default();
+            if !redis.settle(&items, &none, tokens, cost_usd, local).await {
+                redis.remember_outage_spend(&items, &none, cost_usd, local.now_us());
+            }
         }
-        self.inner.local.settle(&items, tokens, cost_usd);
     }
 }
 
@@ -417,15 +519,9 @@ impl<'a> Item<'a> {
         items
     }
 
-    /// Whether settling `tokens` and `cost` changes this item's counter.
-    fn settles(&self, tokens: u64, cost_usd: f64) -> bool {
-        match self.limit {
-            Limit::RequestsPerMinute(_) => false,
-            Limit::TokensPerMinute(_) => tokens > 0,
-            Limit::DailyBudgetUsd(_) | Limit::MonthlyBudgetUsd(_) => {
-                cost_usd.is_finite() && cost_usd > 0.0
-            }
-        }
+    /// Whether this item counts what a call consumed (tokens or cost), not only requests.
+    fn counts_usage(&self) -> bool {
+        !matches!(self.limit, Limit::RequestsPerMinute(_))
     }
 
     /// The period of a budget item.
@@ -469,8 +565,10 @@ enum Verdict {
         remaining: u64,
         reset_us: i64,
     },
-    /// A budget item passed.
-    Budget,
+    /// A budget item passed; its reserved cost went to the counter of this period.
+    Budget {
+        reserved_in: Option<i64>,
+    },
     Refuse {
         retry_after_us: i64,
     },
@@ -478,7 +576,12 @@ enum Verdict {
 
 /// Turns per-item verdicts into the answer: the longest wait among the
 /// refusals, or the tightest windows.
-fn conclude(items: &[Item<'_>], verdicts: &[Verdict]) -> Result<Admitted, Refused> {
+fn conclude(
+    items: &[Item<'_>],
+    verdicts: &[Verdict],
+    estimate: Estimate,
+    in_redis: bool,
+) -> Result<(Admitted, Reservation), Refused> {
     let refusal = items
         .iter()
         .zip(verdicts)
@@ -492,6 +595,24 @@ fn conclude(items: &[Item<'_>], verdicts: &[Verdict]) -> Result<Admitted, Refuse
         return Err(item.refused(retry));
     }
     let mut admitted = Admitted::default();
+    let budget_periods = verdicts
+        .iter()
+        .map(|verdict| match verdict {
+            Verdict::Budget { reserved_in } => *reserved_in,
+            _ => None,
+        })
+        .collect();
+    let reserves_tokens = items
+        .iter()
+        .any(|item| matches!(item.limit, Limit::TokensPerMinute(_)));
+    let reservation = Reservation {
+        estimate: Estimate {
+            tokens: if reserves_tokens { estimate.tokens } else { 0 },
+            cost_usd: estimate.cost_usd,
+        },
+        in_redis,
+        budget_periods,
+    };
     for (item, verdict) in items.iter().zip(verdicts) {
         if let Verdict::Rate {
             remaining,
@@ -520,7 +641,7 @@ fn conclude(items: &[Item<'_>], verdicts: &[Verdict]) -> Result<Admitted, Refuse
             }
         }
     }
-    Ok(admitted)
+    Ok((admitted, reservation))
 }
 
 #[cfg(test)]

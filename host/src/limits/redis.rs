@@ -30,7 +30,10 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, RedisError, RedisResult, Script};
 
 use super::local::Local;
-use super::{Admitted, Item, Limit, LimitsError, Refused, SpendSource, Verdict, conclude};
+use super::{
+    Admitted, Estimate, Item, Limit, LimitsError, Refused, Reservation, SpendSource, Verdict,
+    conclude,
+};
 
 /// How long Redis may take to connect or answer before the request is
 /// decided in process.
@@ -115,41 +118,48 @@ local now_us = (sec - EPOCH) * 1000000 + tonumber(t[2])
 local now_ms = sec * 1000 + math.floor(tonumber(t[2]) / 1000)
 ";
 
-/// KEYS: one per item (a budget's without its period). ARGV: per item its
-/// kind (`r`, `t`, `d`, `m`), its limit and a seed (`''`, or
-/// `START_MS:USD` for a budget counter to create, `START_MS:-` to pass it
-/// this once as 0 without creating it).
-/// Returns `{0, remaining, reset_us, ...}` (per item; 0, 0 for budgets),
+/// KEYS: one per item (a budget's without its period). ARGV: the estimated
+/// tokens and cost to reserve, then per item its kind (`r`, `t`, `d`, `m`),
+/// its limit and a seed (`''`, or `START_MS:USD` for a budget counter to
+/// create, `START_MS:-` to pass it this once as 0 without creating it).
+/// Returns `{0, a, b, ...}` (per item: a rate's remaining and reset µs; a
+/// budget's period and 1 if the cost was reserved there, else 0),
 /// `{1, item, retry_after_us}` or `{2, item, start_ms, ...}` (budget
 /// counters to seed). Nothing is written unless all items pass, but seeds.
 const ADMIT: &str = r"
+local est_tokens, est_cost = tonumber(ARGV[1]), tonumber(ARGV[2])
 local out = {0}
 local refused, refused_retry = nil, -1
 local missing = {}
 local writes = {}
+local reserves = {}
 for i = 1, #KEYS do
-  local kind, limit_arg, seed = ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i]
+  local kind, limit_arg, seed = ARGV[3 * i], ARGV[3 * i + 1], ARGV[3 * i + 2]
   local limit = tonumber(limit_arg)
-  local remaining, reset = 0, 0
+  local a, b = 0, 0
   if kind == 'r' or kind == 't' then
+    local take = 1
+    if kind == 't' then take = est_tokens end
     local nu = units(now_us, limit)
     local tat = load_tat(KEYS[i], limit, now_us)
     local cap, cost = rate(limit), scale(limit)
-    if tat - nu + cost > cap then
-      local retry = math.max(time_of(tat + cost - cap, limit) - now_us, 1)
+    local need = math.max(math.min(take, limit), 1) * cost
+    if tat - nu + need > cap then
+      local retry = math.max(time_of(tat + need - cap, limit) - now_us, 1)
       if retry > refused_retry then refused, refused_retry = i, retry end
     else
-      if kind == 'r' then
-        tat = tat + cost
+      if take > 0 then
+        tat = tat + take * cost
         writes[#writes + 1] = {i, tat}
       end
-      remaining = math.floor((cap - (tat - nu)) / cost)
-      reset = math.max(time_of(tat, limit) - now_us, 0)
+      a = math.floor((cap - (tat - nu)) / cost)
+      b = math.max(time_of(tat, limit) - now_us, 0)
     end
   else
     local id, start_ms, end_ms = period(kind, sec)
     local key = KEYS[i] .. ':' .. kind .. ':' .. id
     local v = redis.call('GET', key)
+    local counted = v ~= false
     if not v and seed ~= '' then
       local sep = string.find(seed, ':', 1, true)
       if sep and tonumber(string.sub(seed, 1, sep - 1)) == start_ms then
@@ -159,6 +169,7 @@ for i = 1, #KEYS do
         else
           redis.call('SET', key, usd, 'PXAT', fmt(end_ms + 86400000))
           v = usd
+          counted = true
         end
       end
     end
@@ -168,10 +179,15 @@ for i = 1, #KEYS do
     elseif tonumber(v) >= limit then
       local retry = (end_ms - now_ms) * 1000
       if retry > refused_retry then refused, refused_retry = i, retry end
+    elseif counted and est_cost > 0 then
+      reserves[#reserves + 1] = key
+      a, b = id, 1
+    else
+      a = id
     end
   end
-  out[#out + 1] = remaining
-  out[#out + 1] = reset
+  out[#out + 1] = a
+  out[#out + 1] = b
 end
 if #missing > 0 then
   table.insert(missing, 1, 2)
@@ -180,27 +196,40 @@ end
 if refused then return {1, refused, refused_retry} end
 for _, w in ipairs(writes) do
   local i = w[1]
-  store_tat(KEYS[i], ARGV[3 * i - 1], tonumber(ARGV[3 * i - 1]), w[2], now_us)
+  store_tat(KEYS[i], ARGV[3 * i + 1], tonumber(ARGV[3 * i + 1]), w[2], now_us)
+end
+for _, key in ipairs(reserves) do
+  redis.call('INCRBYFLOAT', key, ARGV[2])
 end
 return out
 ";
 
-/// KEYS: one per item. ARGV: tokens, cost in USD, then per item its kind
-/// and limit. Debits token buckets; adds the cost to the period's budget
-/// counters that exist.
+/// KEYS: one per item. ARGV: the tokens consumed beyond those reserved (may
+/// be negative), the cost, the reserved cost, then per item its kind, its
+/// limit and the period its cost was reserved in (`''`: none). Books the
+/// tokens in token buckets; the cost, less what was reserved, in the budget
+/// counters that exist (the reservation's period, else the current one).
 const SETTLE: &str = r"
-local tokens = tonumber(ARGV[1])
-local cost = ARGV[2]
+local delta = tonumber(ARGV[1])
+local cost, reserved = tonumber(ARGV[2]), tonumber(ARGV[3])
 for i = 1, #KEYS do
-  local kind, limit_arg = ARGV[2 * i + 1], ARGV[2 * i + 2]
-  if kind == 't' and tokens > 0 then
+  local kind, limit_arg, pid = ARGV[3 * i + 1], ARGV[3 * i + 2], ARGV[3 * i + 3]
+  if kind == 't' and delta ~= 0 then
     local limit = tonumber(limit_arg)
-    local tat = load_tat(KEYS[i], limit, now_us) + tokens * scale(limit)
-    store_tat(KEYS[i], limit_arg, limit, tat, now_us)
-  elseif (kind == 'd' or kind == 'm') and tonumber(cost) > 0 then
-    local id = period(kind, sec)
-    local key = KEYS[i] .. ':' .. kind .. ':' .. id
-    if redis.call('EXISTS', key) == 1 then redis.call('INCRBYFLOAT', key, cost) end
+    local tat = load_tat(KEYS[i], limit, now_us) + delta * scale(limit)
+    store_tat(KEYS[i], limit_arg, limit, math.max(tat, units(now_us, limit)), now_us)
+  elseif kind == 'd' or kind == 'm' then
+    local key, add
+    if pid ~= '' then
+      key, add = KEYS[i] .. ':' .. kind .. ':' .. pid, cost - reserved
+    else
+      key, add = KEYS[i] .. ':' .. kind .. ':' .. period(kind, sec), cost
+    end
+    if add ~= 0 and redis.call('EXISTS', key) == 1 then
+      if tonumber(redis.call('INCRBYFLOAT', key, string.format('%.17g', add))) < 0 then
+        redis.call('SET', key, '0', 'KEEPTTL')
+      end
+    end
   end
 end
 return 0
@@ -414,18 +443,25 @@ impl RedisBackend {
         }
     }
 
-    /// Remembers spend settled in process while Redis is down, for the
-    /// budget counters of the period at `now_us` (this process's clock).
-    pub(crate) fn remember_outage_spend(&self, items: &[Item<'_>], cost_usd: f64, now_us: i64) {
-        if cost_usd <= 0.0 {
-            return;
-        }
+    /// Remembers spend settled in process while Redis is down: for each budget
+    /// counter, the cost less what `reservation` holds in it (its period), or
+    /// the whole cost in the period at `now_us` (this process's clock).
+    pub(crate) fn remember_outage_spend(
+        &self,
+        items: &[Item<'_>],
+        reservation: &Reservation,
+        cost_usd: f64,
+        now_us: i64,
+    ) {
         let now_ms = now_us.div_euclid(1000);
-        let spend = items.iter().filter_map(|item| {
+        let spend = items.iter().enumerate().filter_map(|(i, item)| {
             let period = item.period()?;
-            let id = period.at(now_ms).id;
+            let (id, usd) = match reservation.period_of(i) {
+                Some(id) => (id, cost_usd - reservation.estimate.cost_usd),
+                None => (period.at(now_ms).id, cost_usd),
+            };
             let key = format!("{}{}:{}", self.prefix, item.counter(), period.suffix(id));
-            Some((key, cost_usd))
+            (usd != 0.0).then_some((key, usd))
         });
         self.add_pending(spend.collect::<Vec<_>>());
     }
@@ -445,8 +481,9 @@ impl RedisBackend {
         &self,
         items: &[Item<'_>],
         spend: &dyn SpendSource,
+        estimate: Estimate,
         fallback: &Local,
-    ) -> Option<Result<Admitted, Refused>> {
+    ) -> Option<Result<(Admitted, Reservation), Refused>> {
         if !self.available() {
             return None;
         }
@@ -459,6 +496,9 @@ impl RedisBackend {
         // the new period's seed, a bounded number of times.
         for _ in 0..3 {
             let mut invocation = self.admit.prepare_invoke();
+            invocation
+                .arg(estimate.tokens.to_string())
+                .arg(estimate.cost_usd.to_string());
             for ((item, key), seed) in items.iter().zip(&keys).zip(&seeds) {
                 let (kind, limit) = Self::kind(item.limit);
                 invocation.key(key).arg(kind).arg(limit).arg(seed);
@@ -485,10 +525,12 @@ impl RedisBackend {
                                     reset_us: v[1],
                                 }
                             }
-                            _ => Verdict::Budget,
+                            _ => Verdict::Budget {
+                                reserved_in: (v[1] == 1).then_some(v[0]),
+                            },
                         })
                         .collect();
-                    return Some(conclude(items, &verdicts));
+                    return Some(conclude(items, &verdicts, estimate, true));
                 }
                 Some(Answer::Refuse {
                     item,
@@ -521,6 +563,7 @@ impl RedisBackend {
     pub(crate) async fn settle(
         &self,
         items: &[Item<'_>],
+        reservation: &Reservation,
         tokens: u64,
         cost_usd: f64,
         fallback: &Local,
@@ -528,14 +571,22 @@ impl RedisBackend {
         if !self.available() {
             return false;
         }
+        let delta = i128::from(tokens) - i128::from(reservation.estimate.tokens);
         let mut invocation = self.settle.prepare_invoke();
-        invocation.arg(tokens.to_string()).arg(cost_usd.to_string());
-        for item in items {
+        invocation
+            .arg(delta.to_string())
+            .arg(cost_usd.to_string())
+            .arg(reservation.estimate.cost_usd.to_string());
+        for (i, item) in items.iter().enumerate() {
             let (kind, limit) = Self::kind(item.limit);
+            let period = reservation
+                .period_of(i)
+                .map_or_else(String::new, |id| id.to_string());
             invocation
                 .key(format!("{}{}", self.prefix, item.counter()))
                 .arg(kind)
-                .arg(limit);
+                .arg(limit)
+                .arg(period);
         }
         match self.run::<i64>(&invocation).await {
             Ok(_) => {

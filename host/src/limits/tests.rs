@@ -10,6 +10,25 @@ const MIN_US: i64 = 60_000_000;
 /// 2026-03-15T12:00:00Z in µs.
 const T0: i64 = 1_773_576_000_000_000;
 
+impl Limiter {
+    /// Admits without reserving anything (a request's one unit of its rpm aside).
+    async fn admit_plain(
+        &self,
+        checks: &[Check<'_>],
+        spend: &dyn SpendSource,
+    ) -> Result<Admitted, Refused> {
+        self.admit(checks, spend, Estimate::default())
+            .await
+            .map(|(admitted, _)| admitted)
+    }
+
+    /// Settles a call that reserved nothing.
+    async fn settle_plain(&self, checks: &[Check<'_>], tokens: u64, cost_usd: f64) {
+        self.settle(checks, &Reservation::default(), tokens, cost_usd)
+            .await;
+    }
+}
+
 /// A local limiter on a clock the test moves.
 fn clocked() -> (Limiter, Arc<AtomicI64>) {
     let now = Arc::new(AtomicI64::new(T0));
@@ -85,7 +104,7 @@ impl SpendSource for FixedSpend {
 async fn count_admitted(limiter: &Limiter, checks: &[Check<'_>], n: usize) -> usize {
     let mut admitted = 0;
     for _ in 0..n {
-        if limiter.admit(checks, &NoSpend).await.is_ok() {
+        if limiter.admit_plain(checks, &NoSpend).await.is_ok() {
             admitted += 1;
         }
     }
@@ -106,7 +125,7 @@ async fn exactly_n_of_3n_at_once() {
 async fn retry_after_reset_and_recovery() {
     let (limiter, now) = clocked();
     let checks = [project("p", rpm(10))];
-    let first = limiter.admit(&checks, &NoSpend).await.unwrap();
+    let first = limiter.admit_plain(&checks, &NoSpend).await.unwrap();
     let w = first.requests.unwrap();
     assert_eq!((w.limit, w.remaining), (10, 9));
     // Full again one emission interval (6 s) after one request.
@@ -115,9 +134,9 @@ async fn retry_after_reset_and_recovery() {
         "{w:?}"
     );
     for _ in 0..9 {
-        limiter.admit(&checks, &NoSpend).await.unwrap();
+        limiter.admit_plain(&checks, &NoSpend).await.unwrap();
     }
-    let refused = limiter.admit(&checks, &NoSpend).await.unwrap_err();
+    let refused = limiter.admit_plain(&checks, &NoSpend).await.unwrap_err();
     assert_eq!(refused.retry_after, Duration::from_secs(6));
     assert_eq!(
         refused.to_string(),
@@ -126,13 +145,13 @@ async fn retry_after_reset_and_recovery() {
 
     // 4 s later: still 2 s to go, rounded up.
     now.fetch_add(4_000_000, Ordering::SeqCst);
-    let refused = limiter.admit(&checks, &NoSpend).await.unwrap_err();
+    let refused = limiter.admit_plain(&checks, &NoSpend).await.unwrap_err();
     assert_eq!(refused.retry_after, Duration::from_secs(2));
     // 6 s after the burst: exactly one more.
     now.fetch_add(2_000_000, Ordering::SeqCst);
-    let again = limiter.admit(&checks, &NoSpend).await.unwrap();
+    let again = limiter.admit_plain(&checks, &NoSpend).await.unwrap();
     assert_eq!(again.requests.unwrap().remaining, 0);
-    assert!(limiter.admit(&checks, &NoSpend).await.is_err());
+    assert!(limiter.admit_plain(&checks, &NoSpend).await.is_err());
     // A minute later: the whole bucket.
     now.fetch_add(MIN_US, Ordering::SeqCst);
     assert_eq!(count_admitted(&limiter, &checks, 30).await, 10);
@@ -150,7 +169,7 @@ async fn retry_after_is_at_least_one_second() {
     let (limiter, _) = clocked();
     let checks = [project("p", rpm(100_000))];
     count_admitted(&limiter, &checks, 100_000).await;
-    let refused = limiter.admit(&checks, &NoSpend).await.unwrap_err();
+    let refused = limiter.admit_plain(&checks, &NoSpend).await.unwrap_err();
     assert_eq!(refused.retry_after, Duration::from_secs(1));
 }
 
@@ -158,12 +177,12 @@ async fn retry_after_is_at_least_one_second() {
 async fn tokens_go_into_debt_and_are_waited_out() {
     let (limiter, now) = clocked();
     let checks = [key("gw_abc", tpm(1000))];
-    let first = limiter.admit(&checks, &NoSpend).await.unwrap();
+    let first = limiter.admit_plain(&checks, &NoSpend).await.unwrap();
     assert_eq!(first.tokens.unwrap().remaining, 1000);
     assert_eq!(first.requests, None);
     // The call used 2500 tokens: 1500 of debt.
-    limiter.settle(&checks, 2500, 0.0).await;
-    let refused = limiter.admit(&checks, &NoSpend).await.unwrap_err();
+    limiter.settle_plain(&checks, 2500, 0.0).await;
+    let refused = limiter.admit_plain(&checks, &NoSpend).await.unwrap_err();
     assert_eq!(
         refused.to_string(),
         "key rate limit of 1000 tokens per minute reached"
@@ -171,9 +190,9 @@ async fn tokens_go_into_debt_and_are_waited_out() {
     // Room for one token once 1501 tokens drained: 90.06 s.
     assert_eq!(refused.retry_after, Duration::from_secs(91));
     now.fetch_add(90_000_000, Ordering::SeqCst);
-    assert!(limiter.admit(&checks, &NoSpend).await.is_err());
+    assert!(limiter.admit_plain(&checks, &NoSpend).await.is_err());
     now.fetch_add(1_000_000, Ordering::SeqCst);
-    let admitted = limiter.admit(&checks, &NoSpend).await.unwrap();
+    let admitted = limiter.admit_plain(&checks, &NoSpend).await.unwrap();
     let w = admitted.tokens.unwrap();
     // 91 s drained 1516.67 of the 2500: room for 16 tokens, full in 59 s.
     assert_eq!(w.remaining, 16);
@@ -186,13 +205,13 @@ async fn budget_refuses_at_the_budget_and_rolls_over() {
     let checks = [project("p", daily(1.0))];
     let spend = FixedSpend::new(0.0);
     for _ in 0..3 {
-        limiter.admit(&checks, &spend).await.unwrap();
-        limiter.settle(&checks, 10, 0.25).await;
+        limiter.admit_plain(&checks, &spend).await.unwrap();
+        limiter.settle_plain(&checks, 10, 0.25).await;
     }
     // 0.75 spent: admitted, and this call overshoots to 1.05.
-    limiter.admit(&checks, &spend).await.unwrap();
-    limiter.settle(&checks, 10, 0.30).await;
-    let refused = limiter.admit(&checks, &spend).await.unwrap_err();
+    limiter.admit_plain(&checks, &spend).await.unwrap();
+    limiter.settle_plain(&checks, 10, 0.30).await;
+    let refused = limiter.admit_plain(&checks, &spend).await.unwrap_err();
     assert_eq!(refused.to_string(), "project daily budget of $1.00 reached");
     // T0 is noon: 12 h to the end of the day.
     assert_eq!(refused.retry_after, Duration::from_secs(12 * 3600));
@@ -201,7 +220,7 @@ async fn budget_refuses_at_the_budget_and_rolls_over() {
     assert_eq!(spend.calls.load(Ordering::SeqCst), 1, "seeded once");
     // The next day starts again from the recorded spend of that day.
     now.fetch_add(12 * 3600 * 1_000_000, Ordering::SeqCst);
-    limiter.admit(&checks, &spend).await.unwrap();
+    limiter.admit_plain(&checks, &spend).await.unwrap();
     assert_eq!(spend.calls.load(Ordering::SeqCst), 2);
     let since = spend.since.lock().unwrap().clone();
     assert_eq!(since, vec![1_773_532_800_000, 1_773_619_200_000]);
@@ -211,9 +230,9 @@ async fn budget_refuses_at_the_budget_and_rolls_over() {
 async fn exact_budget_refuses() {
     let (limiter, _) = clocked();
     let checks = [key("gw_k", daily(0.5))];
-    limiter.admit(&checks, &NoSpend).await.unwrap();
-    limiter.settle(&checks, 0, 0.5).await;
-    let refused = limiter.admit(&checks, &NoSpend).await.unwrap_err();
+    limiter.admit_plain(&checks, &NoSpend).await.unwrap();
+    limiter.settle_plain(&checks, 0, 0.5).await;
+    let refused = limiter.admit_plain(&checks, &NoSpend).await.unwrap_err();
     assert_eq!(refused.to_string(), "key daily budget of $0.50 reached");
 }
 
@@ -226,7 +245,7 @@ async fn budget_starts_from_the_recorded_spend() {
     };
     let checks = [key("gw_k", monthly)];
     let spend = FixedSpend::new(100.0);
-    let refused = limiter.admit(&checks, &spend).await.unwrap_err();
+    let refused = limiter.admit_plain(&checks, &spend).await.unwrap_err();
     assert_eq!(refused.to_string(), "key monthly budget of $100.00 reached");
     // 2026-03-15 12:00 to 2026-04-01 00:00: 16.5 days.
     assert_eq!(
@@ -249,10 +268,10 @@ async fn a_refused_key_takes_nothing_from_the_project() {
     assert_eq!(count_admitted(&limiter, &checks, 10).await, 3);
     // The project still has 7: the 7 refusals by the key took nothing.
     let project_only = [project("p", project_limits)];
-    let admitted = limiter.admit(&project_only, &NoSpend).await.unwrap();
+    let admitted = limiter.admit_plain(&project_only, &NoSpend).await.unwrap();
     assert_eq!(admitted.requests.unwrap().remaining, 6);
     // And the key's refusal names the key.
-    let refused = limiter.admit(&checks, &NoSpend).await.unwrap_err();
+    let refused = limiter.admit_plain(&checks, &NoSpend).await.unwrap_err();
     assert_eq!(refused.scope, Scope::Key);
     assert_eq!(refused.limit, Limit::RequestsPerMinute(3));
 }
@@ -278,7 +297,7 @@ async fn the_tightest_window_is_reported() {
             },
         ),
     ];
-    let admitted = limiter.admit(&checks, &NoSpend).await.unwrap();
+    let admitted = limiter.admit_plain(&checks, &NoSpend).await.unwrap();
     assert_eq!(admitted.requests.unwrap().limit, 20);
     assert_eq!(admitted.requests.unwrap().remaining, 19);
     assert_eq!(admitted.tokens.unwrap().limit, 5000);
@@ -289,9 +308,9 @@ async fn the_tightest_window_is_reported() {
 async fn no_limits_no_headers() {
     let limiter = Limiter::local();
     let checks = [project("p", LimitSet::default()), key("k", rpm(0))];
-    let admitted = limiter.admit(&checks, &NoSpend).await.unwrap();
+    let admitted = limiter.admit_plain(&checks, &NoSpend).await.unwrap();
     assert!(admitted.headers().is_empty());
-    limiter.settle(&checks, 100, 1.0).await;
+    limiter.settle_plain(&checks, 100, 1.0).await;
 }
 
 #[tokio::test]
@@ -301,6 +320,141 @@ async fn a_changed_limit_keeps_the_backlog_share() {
     // Half the bucket used; at 20 rpm, half of 20 is left.
     let checks = [project("p", rpm(20))];
     assert_eq!(count_admitted(&limiter, &checks, 40).await, 10);
+}
+
+fn estimate(tokens: u64, cost_usd: f64) -> Estimate {
+    Estimate { tokens, cost_usd }
+}
+
+/// Admits `n` requests that reserve `each` and are all still in flight; returns the
+/// reservations of those admitted.
+async fn in_flight(
+    limiter: &Limiter,
+    checks: &[Check<'_>],
+    spend: &dyn SpendSource,
+    n: usize,
+    each: Estimate,
+) -> Vec<Reservation> {
+    let mut admitted = Vec::new();
+    for _ in 0..n {
+        if let Ok((_, reservation)) = limiter.admit(checks, spend, each).await {
+            admitted.push(reservation);
+        }
+    }
+    admitted
+}
+
+#[tokio::test]
+async fn a_budget_counts_the_calls_in_flight() {
+    // The case: $0.015 a day, $0.01 a call, 50 at once: two pass, not 50.
+    let (limiter, _) = clocked();
+    let checks = [key("gw_k", daily(0.015))];
+    let spend = FixedSpend::new(0.0);
+    let admitted = in_flight(&limiter, &checks, &spend, 50, estimate(10, 0.01)).await;
+    assert_eq!(admitted.len(), 2);
+    for reservation in &admitted {
+        limiter.settle(&checks, reservation, 10, 0.01).await;
+    }
+    assert!(limiter.admit_plain(&checks, &spend).await.is_err());
+    // Settled at what they cost: $0.02 spent, not $0.02 + the reservations.
+    let loose = [key("gw_k", daily(0.0201))];
+    assert!(limiter.admit_plain(&loose, &spend).await.is_ok());
+}
+
+#[tokio::test]
+async fn a_tpm_limit_counts_the_tokens_in_flight() {
+    let (limiter, _) = clocked();
+    let checks = [project("p", tpm(25))];
+    let admitted = in_flight(&limiter, &checks, &NoSpend, 50, estimate(10, 0.0)).await;
+    assert_eq!(admitted.len(), 2, "10 + 10 fit in 25, a third does not");
+    let (_, first) = (0, &admitted[0]);
+    // Used 4 of the 10 reserved: 6 come back, so one more request of 10 fits (4 + 10 + 10).
+    limiter.settle(&checks, first, 4, 0.0).await;
+    let again = in_flight(&limiter, &checks, &NoSpend, 5, estimate(10, 0.0)).await;
+    assert_eq!(again.len(), 1);
+}
+
+#[tokio::test]
+async fn an_estimate_larger_than_the_bucket_needs_a_full_bucket() {
+    let (limiter, now) = clocked();
+    let checks = [project("p", tpm(25))];
+    let (_, big) = limiter
+        .admit(&checks, &NoSpend, estimate(4096, 0.0))
+        .await
+        .unwrap();
+    assert!(
+        limiter
+            .admit(&checks, &NoSpend, estimate(1, 0.0))
+            .await
+            .is_err()
+    );
+    // It used 10: the debt goes, 10 of 25 stay taken.
+    limiter.settle(&checks, &big, 10, 0.0).await;
+    assert!(
+        limiter
+            .admit(&checks, &NoSpend, estimate(4096, 0.0))
+            .await
+            .is_err()
+    );
+    let (admitted, _) = limiter
+        .admit(&checks, &NoSpend, estimate(15, 0.0))
+        .await
+        .unwrap();
+    assert_eq!(admitted.tokens.unwrap().remaining, 0);
+    // A minute later the bucket is full again.
+    now.fetch_add(MIN_US, Ordering::SeqCst);
+    assert!(
+        limiter
+            .admit(&checks, &NoSpend, estimate(4096, 0.0))
+            .await
+            .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn a_request_without_usage_gives_its_reservation_back() {
+    let (limiter, _) = clocked();
+    let checks = [project(
+        "p",
+        LimitSet {
+            tpm: Some(25),
+            ..daily(0.015)
+        },
+    )];
+    let spend = FixedSpend::new(0.0);
+    for _ in 0..10 {
+        let (_, reservation) = limiter
+            .admit(&checks, &spend, estimate(20, 0.01))
+            .await
+            .unwrap();
+        assert!(!reservation.is_empty());
+        limiter.settle(&checks, &reservation, 0, 0.0).await;
+    }
+}
+
+#[tokio::test]
+async fn a_reservation_is_settled_in_the_period_it_was_made_in() {
+    let (limiter, now) = clocked();
+    let checks = [project("p", daily(1.0))];
+    let spend = FixedSpend::new(0.0);
+    // 2026-03-15T23:59:59Z: reserved $0.9 on the 15th.
+    now.store(T0 + 12 * 3_600_000_000 - 1_000_000, Ordering::SeqCst);
+    let (_, reservation) = limiter
+        .admit(&checks, &spend, estimate(0, 0.9))
+        .await
+        .unwrap();
+    now.fetch_add(2_000_000, Ordering::SeqCst);
+    // On the 16th a call of $0.5 is admitted and in flight.
+    let (_, today) = limiter
+        .admit(&checks, &spend, estimate(0, 0.5))
+        .await
+        .unwrap();
+    // The 15th's call cost $0.1: the 16th's counter keeps its $0.5, gains nothing back.
+    limiter.settle(&checks, &reservation, 0, 0.1).await;
+    let tight = [project("p", daily(0.5))];
+    assert!(limiter.admit_plain(&tight, &spend).await.is_err());
+    limiter.settle(&checks, &today, 0, 0.0).await;
+    assert!(limiter.admit_plain(&tight, &spend).await.is_ok());
 }
 
 #[test]
@@ -330,6 +484,11 @@ fn messages() {
             Scope::Key,
             Limit::MonthlyBudgetUsd(100.0),
             "key monthly budget of $100.00 reached",
+        ),
+        (
+            Scope::Key,
+            Limit::DailyBudgetUsd(0.015),
+            "key daily budget of $0.015 reached",
         ),
     ];
     for (scope, limit, text) in cases {
@@ -426,8 +585,8 @@ async fn local_cost() {
     let n = 200_000;
     let start = Instant::now();
     for _ in 0..n {
-        limiter.admit(&checks, &NoSpend).await.unwrap();
-        limiter.settle(&checks, 100, 0.001).await;
+        limiter.admit_plain(&checks, &NoSpend).await.unwrap();
+        limiter.settle_plain(&checks, 100, 0.001).await;
     }
     let per = start.elapsed().as_nanos() / n;
     println!("local admit+settle (project and key, all four limits): {per} ns");
@@ -437,8 +596,8 @@ async fn local_cost() {
     ];
     let start = Instant::now();
     for _ in 0..n {
-        limiter.admit(&checks, &NoSpend).await.unwrap();
-        limiter.settle(&checks, 100, 0.001).await;
+        limiter.admit_plain(&checks, &NoSpend).await.unwrap();
+        limiter.settle_plain(&checks, 100, 0.001).await;
     }
     let per = start.elapsed().as_nanos() / n;
     println!("local admit+settle (a project rpm only): {per} ns");
@@ -535,12 +694,12 @@ mod redis_tests {
         let mut admitted = [0, 0];
         for i in 0..30 {
             let limiter = if i % 2 == 0 { &a } else { &b };
-            if limiter.admit(&checks, &NoSpend).await.is_ok() {
+            if limiter.admit_plain(&checks, &NoSpend).await.is_ok() {
                 admitted[i % 2] += 1;
             }
         }
         assert_eq!(admitted[0] + admitted[1], 10, "{admitted:?}");
-        let refused = a.admit(&checks, &NoSpend).await.unwrap_err();
+        let refused = a.admit_plain(&checks, &NoSpend).await.unwrap_err();
         assert!(refused.retry_after >= Duration::from_secs(5), "{refused:?}");
         assert_eq!(
             refused.to_string(),
@@ -572,12 +731,12 @@ mod redis_tests {
         let checks = [project("p", limits), key("gw_k", rpm(3))];
         assert_eq!(count_admitted(&limiter, &checks, 10).await, 3);
         let admitted = limiter
-            .admit(&[project("p", limits)], &NoSpend)
+            .admit_plain(&[project("p", limits)], &NoSpend)
             .await
             .unwrap();
         assert_eq!(admitted.requests.unwrap().remaining, 6);
         assert_eq!(admitted.tokens.unwrap().remaining, 100_000);
-        let refused = limiter.admit(&checks, &NoSpend).await.unwrap_err();
+        let refused = limiter.admit_plain(&checks, &NoSpend).await.unwrap_err();
         assert_eq!(
             refused.to_string(),
             "key rate limit of 3 requests per minute reached"
@@ -592,9 +751,9 @@ mod redis_tests {
         };
         let limiter = Limiter::redis(REDIS, &prefix).unwrap();
         let checks = [key("gw_k", tpm(1000))];
-        limiter.admit(&checks, &NoSpend).await.unwrap();
-        limiter.settle(&checks, 2500, 0.0).await;
-        let refused = limiter.admit(&checks, &NoSpend).await.unwrap_err();
+        limiter.admit_plain(&checks, &NoSpend).await.unwrap();
+        limiter.settle_plain(&checks, 2500, 0.0).await;
+        let refused = limiter.admit_plain(&checks, &NoSpend).await.unwrap_err();
         assert_eq!(refused.retry_after, Duration::from_secs(91));
         cleanup(&prefix).await;
     }
@@ -608,18 +767,18 @@ mod redis_tests {
         let b = Limiter::redis(REDIS, &prefix).unwrap();
         let checks = [project("p", daily(1.0))];
         let spend = FixedSpend::new(0.5);
-        a.admit(&checks, &spend).await.unwrap();
+        a.admit_plain(&checks, &spend).await.unwrap();
         assert_eq!(spend.calls.load(Ordering::SeqCst), 1);
-        b.admit(&checks, &spend).await.unwrap();
+        b.admit_plain(&checks, &spend).await.unwrap();
         assert_eq!(
             spend.calls.load(Ordering::SeqCst),
             1,
             "seeded once, in Redis"
         );
-        a.settle(&checks, 10, 0.25).await;
-        b.admit(&checks, &spend).await.unwrap();
-        b.settle(&checks, 10, 0.25).await;
-        let refused = a.admit(&checks, &spend).await.unwrap_err();
+        a.settle_plain(&checks, 10, 0.25).await;
+        b.admit_plain(&checks, &spend).await.unwrap();
+        b.settle_plain(&checks, 10, 0.25).await;
+        let refused = a.admit_plain(&checks, &spend).await.unwrap_err();
         assert_eq!(refused.to_string(), "project daily budget of $1.00 reached");
         let now_s = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -637,6 +796,45 @@ mod redis_tests {
     }
 
     /// The Lua periods agree with Rust's.
+    #[tokio::test]
+    async fn reservations_hold_across_replicas() {
+        let Some(prefix) = redis_prefix("reserve").await else {
+            return;
+        };
+        let a = Limiter::redis(REDIS, &prefix).unwrap();
+        let b = Limiter::redis(REDIS, &prefix).unwrap();
+        let spend = FixedSpend::new(0.0);
+        // 50 in flight over two replicas: a $0.015 budget at $0.01 a call, 25 tokens a minute
+        // at 10 a call.
+        for checks in [[key("gw_b", daily(0.015))], [key("gw_t", tpm(25))]] {
+            // None settles before all are in (the script is atomic: at once or one after
+            // another is the same to it).
+            let mut admitted = in_flight(&a, &checks, &spend, 25, estimate(10, 0.01)).await;
+            admitted.extend(in_flight(&b, &checks, &spend, 25, estimate(10, 0.01)).await);
+            assert_eq!(admitted.len(), 2, "{checks:?}");
+            assert!(admitted.iter().all(|r| r.in_redis));
+            // One used what it reserved, one failed without usage: one more fits again.
+            a.settle(&checks, &admitted[0], 10, 0.01).await;
+            b.settle(&checks, &admitted[1], 0, 0.0).await;
+            let again = in_flight(&a, &checks, &spend, 5, estimate(10, 0.01)).await;
+            assert_eq!(again.len(), 1, "{checks:?}");
+        }
+        let now_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let stored: f64 = get(&format!("{prefix}bd:k:gw_b:d:{}", now_s / 86_400))
+            .await
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            (stored - 0.02).abs() < 1e-9,
+            "$0.01 spent + $0.01 reserved: {stored}"
+        );
+        cleanup(&prefix).await;
+    }
+
     #[tokio::test]
     async fn lua_periods_match() {
         let Some(_) = redis_prefix("periods").await else {
@@ -745,20 +943,20 @@ mod redis_tests {
         let direct = Limiter::redis(REDIS, &prefix).unwrap();
         let checks = [project("p", daily(1.0))];
         let spend = FixedSpend::new(0.0);
-        limiter.admit(&checks, &spend).await.unwrap();
-        limiter.settle(&checks, 10, 0.3).await;
+        limiter.admit_plain(&checks, &spend).await.unwrap();
+        limiter.settle_plain(&checks, 10, 0.3).await;
 
         proxy.set(false);
         // Redis unreachable: decided in process, seeded from the database
         // (which has the 0.3 by then).
         let db = FixedSpend::new(0.3);
-        limiter.admit(&checks, &db).await.unwrap();
-        limiter.settle(&checks, 10, 0.4).await;
+        limiter.admit_plain(&checks, &db).await.unwrap();
+        limiter.settle_plain(&checks, 10, 0.4).await;
         assert_eq!(backend(&limiter).failure_counts().1, 1);
 
         proxy.set(true);
         tokio::time::sleep(Duration::from_millis(1100)).await;
-        limiter.admit(&checks, &spend).await.unwrap();
+        limiter.admit_plain(&checks, &spend).await.unwrap();
         let now_s = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
@@ -770,7 +968,7 @@ mod redis_tests {
         assert!((stored - 0.7).abs() < 1e-9, "{stored}");
         // Another replica sees the outage's spend.
         let tight = [project("p", daily(0.7))];
-        assert!(direct.admit(&tight, &spend).await.is_err());
+        assert!(direct.admit_plain(&tight, &spend).await.is_err());
         cleanup(&prefix).await;
     }
 
@@ -788,16 +986,16 @@ mod redis_tests {
             monthly_budget_usd: Some(1e12),
         };
         let checks = [project("p", limits), key("gw_k", limits)];
-        limiter.admit(&checks, &NoSpend).await.unwrap();
+        limiter.admit_plain(&checks, &NoSpend).await.unwrap();
         let n = 2000u32;
         let start = Instant::now();
         for _ in 0..n {
-            limiter.admit(&checks, &NoSpend).await.unwrap();
+            limiter.admit_plain(&checks, &NoSpend).await.unwrap();
         }
         let admit = start.elapsed() / n;
         let start = Instant::now();
         for _ in 0..n {
-            limiter.settle(&checks, 100, 0.001).await;
+            limiter.settle_plain(&checks, 100, 0.001).await;
         }
         let settle = start.elapsed() / n;
         println!("redis (project and key, all four limits): admit {admit:?}, settle {settle:?}");

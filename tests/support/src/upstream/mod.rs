@@ -163,6 +163,34 @@ impl Reply {
         self
     }
 
+    /// A whole body sent in two halves `gap` apart: an answer that keeps its request in
+    /// flight for `gap`.
+    pub fn slowly(self, gap: Duration) -> Reply {
+        match self {
+            Reply::Whole {
+                status,
+                content_type,
+                headers,
+                body,
+            } => {
+                let mut half = body.len() / 2;
+                while !body.is_char_boundary(half) {
+                    half += 1;
+                }
+                let (first, second) = body.split_at(half);
+                Reply::Pieces {
+                    status,
+                    content_type,
+                    headers,
+                    pieces: vec![first.to_owned(), second.to_owned()],
+                    gap,
+                    ending: Ending::Finish,
+                }
+            }
+            other => other.gap(gap),
+        }
+    }
+
     /// Drops the connection after the last piece instead of ending the body properly.
     pub fn cut(mut self) -> Reply {
         if let Reply::Pieces { ending, .. } = &mut self {
