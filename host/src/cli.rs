@@ -7,12 +7,13 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::clock::{format_time_ms, now_ms, parse_time};
 use crate::config::reload::WatchConfigError;
 use crate::config::{Config, LogFormat};
 use crate::limits::{LimitSet, Period};
 use crate::plugins::hot_reload::HotReloadError;
 use crate::plugins::{PluginRuntime, RuntimeError};
-use crate::reports::{self, ExportFormat, ReportError, parse_time};
+use crate::reports::{self, ExportFormat, ReportError};
 use crate::routing::{RouteError, Routes};
 use crate::server::{self, ServeError, admin};
 use crate::state::AppState;
@@ -20,7 +21,6 @@ use crate::store::journal::{Journal, JournalError};
 use crate::store::report::{GroupBy, RecordRange};
 use crate::store::{
     InvocationFilter, InvocationLog, KeyScope, KeySpec, LimitUpdate, Store, StoreError,
-    format_time_ms, now_ms,
 };
 
 /// Why a command failed; printed as `error: ...`.
@@ -257,7 +257,7 @@ fn parse_route_model(text: &str) -> Result<String, String> {
 }
 
 fn parse_expires(text: &str) -> Result<i64, String> {
-    crate::auth::parse_expiry(text, now_ms())
+    crate::clock::parse_expiry(text, now_ms())
 }
 
 /// One line per limit: `rpm: 10`, `daily_budget_usd: none`.

@@ -259,6 +259,15 @@ impl From<PluginError> for ApiError {
     }
 }
 
+impl From<crate::plugins::NotLoaded> for ApiError {
+    fn from(e: crate::plugins::NotLoaded) -> ApiError {
+        ApiError::PluginNotLoaded {
+            route: e.route,
+            plugin: e.plugin,
+        }
+    }
+}
+
 impl From<crate::store::StoreError> for ApiError {
     fn from(e: crate::store::StoreError) -> ApiError {
         if e.is_unavailable() {

@@ -8,7 +8,8 @@
 //! ends as one invocation record in the [`store`].
 //!
 //! Shared by those layers: [`state`] (what every request reads), [`http`]
-//! (bodies and responses), [`auth`] (project keys), [`error`] (every failure
+//! (bodies and responses), [`auth`] (the key a request carries), [`keys`] (what keys are
+//! made of), [`clock`] (times read, written and parsed), [`error`] (every failure
 //! and its HTTP status), [`redact`] (provider keys kept out of answers, records
 //! and logs). Around them: [`config`] (the TOML file, checked as it is read,
 //! and its hot reload), [`dir_watch`] (debounced directory watching, behind the
@@ -18,11 +19,13 @@
 
 pub mod auth;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod dir_watch;
 pub mod error;
 pub mod flow;
 pub mod http;
+pub mod keys;
 pub mod limits;
 pub mod metrics;
 pub mod plugins;

@@ -7,8 +7,9 @@ use std::io::Write;
 use serde::Serialize;
 use serde::ser::SerializeMap;
 
+use crate::clock::format_time_ms;
 use crate::store::report::{GroupBy, RecordRange, UsageRow};
-use crate::store::{Invocation, Store, StoreError, format_time_ms};
+use crate::store::{Invocation, Store, StoreError};
 
 /// Records an export reads at a time: its memory stays that of one page, however long the range.
 const EXPORT_PAGE: u32 = 1000;
@@ -34,62 +35,6 @@ impl From<csv::Error> for ReportError {
             other => ReportError::Csv(format!("{other:?}")),
         }
     }
-}
-
-/// A `--since` / `--until` value as Unix ms: `YYYY-MM-DD` is that day's UTC midnight; anything
-/// else is an RFC 3339 time (`2026-05-01T12:30:00Z`, `2026-05-01T14:30:00.250+02:00`; without
-/// a zone, UTC), to the millisecond.
-pub fn parse_time(text: &str) -> Result<i64, String> {
-    let text = text.trim();
-    let bad = || {
-        format!(
-            "{text:?} is neither a date (2026-05-01, UTC) nor an RFC 3339 time \
-             (2026-05-01T12:30:00Z, 2026-05-01T14:30:00+02:00)"
-        )
-    };
-    let unix_ms = |time: std::time::SystemTime| {
-        time.duration_since(std::time::UNIX_EPOCH)
-            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-            .unwrap_or(0)
-    };
-    if text.len() == "YYYY-MM-DD".len() {
-        return humantime::parse_rfc3339(&format!("{text}T00:00:00Z"))
-            .map(unix_ms)
-            .map_err(|_| bad());
-    }
-    // RFC 3339 allows a lower-case `t` and `z`; humantime does not.
-    let text_upper = text.to_ascii_uppercase();
-    let (time, offset_ms) = split_offset(&text_upper).ok_or_else(bad)?;
-    humantime::parse_rfc3339_weak(time)
-        .map(|utc| unix_ms(utc) - offset_ms)
-        .map_err(|_| bad())
-}
-
-/// A time and its numeric zone offset (`+HH:MM`, `-HH:MM`) in ms east of UTC, taken off the
-/// end (humantime reads UTC only); offset 0 when it has none. `None`: an offset that is no
-/// valid one, or one after a `Z`.
-fn split_offset(text: &str) -> Option<(&str, i64)> {
-    let Some(split) = text.len().checked_sub("+HH:MM".len()) else {
-        return Some((text, 0));
-    };
-    let (Some(time), Some(zone)) = (text.get(..split), text.get(split..)) else {
-        return Some((text, 0));
-    };
-    let sign = match zone.as_bytes()[0] {
-        b'+' => 1,
-        b'-' => -1,
-        _ => return Some((text, 0)),
-    };
-    let digits = |part: &str| {
-        (part.len() == 2 && part.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| part.parse::<i64>().ok())
-            .flatten()
-    };
-    let (hours, minutes) = (digits(&zone[1..3])?, digits(zone.get(4..)?)?);
-    if zone.as_bytes()[3] != b':' || hours > 23 || minutes > 59 || time.ends_with('Z') {
-        return None;
-    }
-    Some((time, sign * (hours * 60 + minutes) * 60_000))
 }
 
 /// The table's headers of a row's numbers, in order.
@@ -380,62 +325,6 @@ pub async fn export(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dates_are_utc_midnight_and_times_are_rfc_3339() {
-        // 2026-05-01T00:00:00Z
-        let midnight = 1_777_593_600_000;
-        assert_eq!(parse_time("2026-05-01"), Ok(midnight));
-        assert_eq!(parse_time(" 2026-05-01 "), Ok(midnight));
-        assert_eq!(parse_time("2026-05-01T00:00:00Z"), Ok(midnight));
-        assert_eq!(parse_time("2026-05-01t00:00:00z"), Ok(midnight));
-        assert_eq!(parse_time("2026-05-01T00:00:00+00:00"), Ok(midnight));
-        assert_eq!(
-            parse_time("2026-05-01T00:00:00"),
-            Ok(midnight),
-            "no zone: UTC"
-        );
-        assert_eq!(
-            parse_time("2026-05-01T12:30:00.250Z"),
-            Ok(midnight + 12 * 3_600_000 + 30 * 60_000 + 250)
-        );
-        assert_eq!(
-            parse_time("2026-05-01T02:00:00+02:00"),
-            Ok(midnight),
-            "east of UTC"
-        );
-        assert_eq!(
-            parse_time("2026-04-30T18:30:00.5-05:30"),
-            Ok(midnight + 500),
-            "west of UTC"
-        );
-        assert_eq!(parse_time("2024-02-29"), Ok(1_709_164_800_000));
-    }
-
-    #[test]
-    fn what_is_no_date_or_time_is_refused_saying_so() {
-        for text in [
-            "",
-            "yesterday",
-            "2026-13-01",
-            "2026-02-30",
-            "2025-02-29",
-            "2026-5-1",
-            "01/05/2026",
-            "2026-05-01T25:00:00Z",
-            "2026-05-01T12:00:00+2:00",
-            "2026-05-01T12:00:00+24:00",
-            "2026-05-01T12:00:00Z+02:00",
-            "2026-05-01T12:00:00+02:xx",
-            "2026-05-01T12:00",
-            "1969-12-31",
-            "2026-05-01T12:00:00é",
-            "éééééééééé",
-        ] {
-            let error = parse_time(text).expect_err(text);
-            assert!(error.contains("neither a date"), "{text}: {error}");
-        }
-    }
 
     fn row(group: Vec<Option<&str>>) -> UsageRow {
         UsageRow {

@@ -70,7 +70,7 @@ impl AppState {
             live: RwLock::new(Arc::new(Live {
                 config,
                 routes,
-                loaded_at_ms: crate::store::now_ms(),
+                loaded_at_ms: crate::clock::now_ms(),
             })),
             config_error: RwLock::new(None),
             runtime,
@@ -103,7 +103,7 @@ impl AppState {
         *self.live.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Live {
             config,
             routes,
-            loaded_at_ms: crate::store::now_ms(),
+            loaded_at_ms: crate::clock::now_ms(),
         });
         *self.config_error.write().unwrap_or_else(|p| p.into_inner()) = None;
     }

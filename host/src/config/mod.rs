@@ -702,7 +702,6 @@ impl Config {
         self.max_expanded_bytes.unwrap_or(self.max_body_bytes).get()
     }
 
-    /// Where compiled plugins are cached, if anywhere.
     /// The invocation journal's directory (`journal_dir`, or its default);
     /// `None` for an in-memory SQLite database, whose records die with the
     /// process anyway.
@@ -724,6 +723,7 @@ impl Config {
         }
     }
 
+    /// Where compiled plugins are cached, if anywhere.
     pub fn plugin_cache_dir(&self) -> Option<PathBuf> {
         match &self.plugin_cache_dir {
             None => Some(self.plugins_dir.join(".cache")),

@@ -14,7 +14,7 @@ use super::quota::Quota;
 use super::record::Draft;
 use super::{Envelope, Kind};
 use crate::error::ApiError;
-use crate::plugins::{CallContext, Plugin, PluginError, PluginRuntime, UpstreamTrace, types};
+use crate::plugins::{CallContext, PluginError, PluginRuntime, UpstreamTrace, types};
 use crate::pricing;
 use crate::redact::Secrets;
 use crate::routing::Route;
@@ -189,15 +189,6 @@ pub(super) fn timeout_error(limit: std::time::Duration) -> ApiError {
         "no complete answer within {}",
         humantime::format_duration(limit)
     ))
-}
-
-pub(super) fn plugin_for(runtime: &PluginRuntime, route: &Route) -> Result<Arc<Plugin>, ApiError> {
-    runtime
-        .get(&route.config.plugin)
-        .ok_or_else(|| ApiError::PluginNotLoaded {
-            route: route.id.clone(),
-            plugin: route.config.plugin.clone(),
-        })
 }
 
 /// The caller's own provider key, after noting every key the request may carry to an

@@ -314,8 +314,9 @@ impl Failover {
         route
             .check_key(caller_key.is_some())
             .map_err(|error| ("no_key", error))?;
-        let plugin = super::call::plugin_for(runtime, &route)
-            .map_err(|error| ("plugin_unavailable", error))?;
+        let plugin = runtime
+            .for_route(&route.id, &route.config.plugin)
+            .map_err(|error| ("plugin_unavailable", error.into()))?;
         Ok(Leg {
             route,
             plugin,

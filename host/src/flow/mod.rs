@@ -352,7 +352,7 @@ async fn flow<S: Surface>(
     let caller_key = call::caller_key(draft, &route, headers)?;
     route.check_key(caller_key.is_some())?;
     let ask = body.ask(target.kind, config)?;
-    let plugin = call::plugin_for(&state.runtime, &route)?;
+    let plugin = state.runtime.for_route(&route.id, &route.config.plugin)?;
     // Fallbacks are held to the scope too; a route without any needs no copy of it.
     let scope = if route.config.fallbacks.is_empty() {
         KeyScope::default()

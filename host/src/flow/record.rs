@@ -4,13 +4,14 @@ use std::time::Instant;
 
 use uuid::Uuid;
 
+use crate::clock::now_ms;
 use crate::config::{Config, RecordBodies};
 use crate::error::ApiError;
 use crate::metrics::RequestSample;
 use crate::plugins::types;
 use crate::redact::Secrets;
 use crate::state::AppState;
-use crate::store::{Attempt, Invocation, InvocationStatus, KeyRecord, TokenUsage, now_ms};
+use crate::store::{Attempt, Invocation, InvocationStatus, KeyRecord, TokenUsage};
 use crate::traces::RequestTrace;
 
 /// What a record keeps of the bodies (config `record_bodies`, `record_body_max_bytes`).

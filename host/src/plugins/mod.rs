@@ -34,7 +34,7 @@ use uuid::Uuid;
 pub use engine::{DEFAULT_MAX_INSTANCES, EngineError, LinkError, RecycleError};
 pub use instance::Failure;
 pub use policy::{AllowedHosts, HostsError, Limits, MAX_MEMORY_LIMIT_BYTES, Sandbox, SandboxError};
-pub use registry::{LoadError, Plugin, PluginReport};
+pub use registry::{LoadError, NotLoaded, Plugin, PluginReport};
 pub use stats::{PluginCounts, TrapKind};
 pub use wit::{VersionError, WIT_LINE};
 

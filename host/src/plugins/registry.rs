@@ -43,6 +43,14 @@ pub enum LoadError {
     Info(Failure),
 }
 
+/// A route's plugin that is not loaded: no such file in the plugins directory, or it did not
+/// load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotLoaded {
+    pub route: String,
+    pub plugin: String,
+}
+
 /// A plugin ready to serve: compiled and linked.
 pub struct Plugin {
     /// The file stem routes refer to.
@@ -155,7 +163,7 @@ impl Registry {
             serving: None,
         });
         slot.file = file.to_owned();
-        slot.checked_at_ms = crate::store::now_ms();
+        slot.checked_at_ms = crate::clock::now_ms();
         match result {
             Ok(plugin) => {
                 tracing::info!(plugin = %name, name = %plugin.info.name,
@@ -183,7 +191,7 @@ impl Registry {
             tracing::warn!(plugin = %name, file = %file.display(), "plugin removed: its routes answer 503");
             slot.status = PluginStatus::Removed;
             slot.serving = None;
-            slot.checked_at_ms = crate::store::now_ms();
+            slot.checked_at_ms = crate::clock::now_ms();
         }
     }
 
@@ -205,7 +213,7 @@ impl Registry {
                     wit_version: serving.map(|p| p.wit_version.clone()),
                     file: slot.file.display().to_string(),
                     hash: serving.map(|p| p.hash.clone()),
-                    loaded_at: serving.map(|p| crate::store::format_time_ms(p.loaded_at_ms)),
+                    loaded_at: serving.map(|p| crate::clock::format_time_ms(p.loaded_at_ms)),
                     status: status.to_owned(),
                     reason,
                 }
@@ -265,6 +273,14 @@ impl PluginRuntime {
         self.registry.get(name)
     }
 
+    /// The serving version of `plugin`, which route `route` is served by.
+    pub fn for_route(&self, route: &str, plugin: &str) -> Result<Arc<Plugin>, NotLoaded> {
+        self.get(plugin).ok_or_else(|| NotLoaded {
+            route: route.to_owned(),
+            plugin: plugin.to_owned(),
+        })
+    }
+
     /// Every plugin file the runtime has seen, by name.
     pub fn report(&self) -> Vec<PluginReport> {
         self.registry.report()
@@ -315,7 +331,7 @@ impl PluginRuntime {
             file: file.to_owned(),
             hash,
             wit_version,
-            loaded_at_ms: crate::store::now_ms(),
+            loaded_at_ms: crate::clock::now_ms(),
             info,
             pre,
             engine: pool.engine.clone(),

@@ -11,14 +11,15 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::auth::parse_expiry;
+use crate::clock::parse_expiry;
+use crate::clock::{format_time_ms, now_ms};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::http::{Body, check_declared_length, error_response, json_response, read_body};
 use crate::limits::{LimitSet, Period};
 use crate::plugins::{PluginReport, PluginRuntime};
 use crate::state::AppState;
-use crate::store::{KeyScope, KeySpec, LimitUpdate, Project, StoreError, format_time_ms, now_ms};
+use crate::store::{KeyScope, KeySpec, LimitUpdate, Project, StoreError};
 // Bodies are read as the API surfaces read theirs: a wrong value is refused naming its field
 // (`limits.rpm`).
 use crate::surfaces::json::parse_object as parse_json;
@@ -85,7 +86,7 @@ pub(super) fn config(
     json_response(
         StatusCode::OK,
         &json!({
-            "loadedAt": crate::store::format_time_ms(live.loaded_at_ms),
+            "loadedAt": crate::clock::format_time_ms(live.loaded_at_ms),
             "routes": routes,
             "rejected": state.config_error(),
         }),
@@ -340,7 +341,7 @@ async fn create_key(state: &AppState, request: Request<Incoming>, project_id: &s
         },
     };
     let key = state.store.create_key(project_id, &spec).await?;
-    let prefix = crate::auth::key_prefix(&key).to_owned();
+    let prefix = crate::keys::key_prefix(&key).to_owned();
     tracing::info!(project = %project_id, key = %prefix, "admin API: created a key");
     Ok((
         StatusCode::CREATED,
@@ -364,7 +365,7 @@ async fn revoke_keys(state: &AppState, prefix: &str) -> Answer {
             "no live key starts with {prefix:?}"
         )));
     }
-    let shown: String = prefix.chars().take(crate::auth::PREFIX_LEN).collect();
+    let shown: String = prefix.chars().take(crate::keys::PREFIX_LEN).collect();
     tracing::info!(key = %shown, revoked, "admin API: revoked keys");
     Ok((StatusCode::OK, json!({ "revoked": revoked })))
 }

@@ -219,7 +219,7 @@ fn logged_path(path: &str) -> std::borrow::Cow<'_, str> {
     let (key, tail) = rest
         .split_once('/')
         .map_or((rest, None), |(k, t)| (k, Some(t)));
-    let shown: String = key.chars().take(crate::auth::PREFIX_LEN).collect();
+    let shown: String = key.chars().take(crate::keys::PREFIX_LEN).collect();
     match tail {
         None => format!("/admin/keys/{shown}").into(),
         Some(tail) => format!("/admin/keys/{shown}/{tail}").into(),
@@ -438,13 +438,13 @@ async fn dispatch(state: Arc<AppState>, request: Request<Incoming>) -> Response<
 mod tests {
     #[test]
     fn a_whole_key_in_an_admin_path_is_not_logged() {
-        let key = crate::auth::generate_key();
+        let key = crate::keys::generate_key();
         let path = format!("/admin/keys/{key}/limits");
         let shown = super::logged_path(&path);
         assert!(!shown.contains(&key), "{shown}");
         assert_eq!(
             shown,
-            format!("/admin/keys/{}/limits", crate::auth::key_prefix(&key))
+            format!("/admin/keys/{}/limits", crate::keys::key_prefix(&key))
         );
         assert!(!super::logged_path(&format!("/admin/keys/{key}")).contains(&key));
         assert_eq!(super::logged_path("/completions"), "/completions");

@@ -21,11 +21,11 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::KeyRecord;
-use super::postgres::Changes;
 
 pub(super) const MAX_AGE: Duration = Duration::from_secs(60);
 /// While the database cannot be reached, a key verified this recently is
@@ -225,6 +225,48 @@ fn write_new_stamp(file: &File) -> std::io::Result<()> {
     let mut stamp = [0u8; 8];
     getrandom::fill(&mut stamp).map_err(|e| std::io::Error::other(e.to_string()))?;
     file.write_all_at(&stamp, 0)
+}
+
+/// Whether cached state (keys now; limits later) can be trusted, and when it
+/// last changed. Shared by every cache of one backend.
+pub(crate) struct Changes {
+    /// Advanced on every change notification, on the periodic full refresh,
+    /// on every change made through this process, and on every (dis)connection
+    /// of the listener.
+    epoch: AtomicU64,
+    /// Whether the listener is subscribed: when not, notifications may be
+    /// missed and nothing cached may be used.
+    connected: AtomicBool,
+}
+
+impl Changes {
+    /// Not yet connected: caches read through until the listener is subscribed.
+    pub(crate) fn new() -> Changes {
+        Changes {
+            epoch: AtomicU64::new(0),
+            connected: AtomicBool::new(false),
+        }
+    }
+
+    /// The epoch a cache may keep entries under, or None while changes may go unnoticed.
+    pub(crate) fn epoch(&self) -> Option<u64> {
+        if !self.connected.load(Ordering::SeqCst) {
+            return None;
+        }
+        Some(self.epoch.load(Ordering::SeqCst))
+    }
+
+    /// Everything cached so far may be stale.
+    pub(crate) fn changed(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn set_connected(&self, connected: bool) {
+        // A new epoch either way: what was cached before a reconnection may
+        // have missed notifications.
+        self.changed();
+        self.connected.store(connected, Ordering::SeqCst);
+    }
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use uuid::Uuid;
 
+use crate::clock::format_time_ms;
 use crate::limits::{LimitSet, Subject};
 use report::{Cursor, GroupBy, Page, RecordRange, UsageRow};
 pub use writer::InvocationLog;
@@ -104,7 +105,7 @@ impl StoreError {
 #[derive(Debug, Clone, PartialEq)]
 pub struct KeyRecord {
     pub project_id: String,
-    /// The key's first [`crate::auth::PREFIX_LEN`] characters, as stored: how
+    /// The key's first [`crate::keys::PREFIX_LEN`] characters, as stored: how
     /// operators name it, and the subject of its own limits.
     pub prefix: String,
     /// The key's own limits.
@@ -430,22 +431,6 @@ impl Invocation {
     }
 }
 
-pub fn format_time_ms(ms: i64) -> String {
-    // RFC 3339 has four-digit years: humantime refuses (and `to_string` would panic on) a time
-    // after 9999, which a stored value may still be (an expiry stored before it was capped).
-    const LAST_MS: i64 = 253_402_300_799_999; // 9999-12-31T23:59:59.999Z
-    let ms = ms.clamp(0, LAST_MS) as u64;
-    let time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
-    humantime::format_rfc3339_millis(time).to_string()
-}
-
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 #[derive(Debug, Clone, Default)]
 pub struct InvocationFilter {
     pub project_id: Option<String>,
@@ -464,11 +449,11 @@ pub(crate) enum KeyMatch {
 
 impl KeyMatch {
     pub(crate) fn of(prefix: &str) -> KeyMatch {
-        if crate::auth::looks_like_whole_key(prefix) {
-            return KeyMatch::Hash(crate::auth::hash_key(prefix));
+        if crate::keys::looks_like_whole_key(prefix) {
+            return KeyMatch::Hash(crate::keys::hash_key(prefix));
         }
         // Only the first PREFIX_LEN characters are stored.
-        let stored: String = prefix.chars().take(crate::auth::PREFIX_LEN).collect();
+        let stored: String = prefix.chars().take(crate::keys::PREFIX_LEN).collect();
         let escaped = stored
             .replace('\\', "\\\\")
             .replace('%', "\\%")
@@ -667,8 +652,8 @@ impl Store {
     /// Creates a key for `project_id` and returns it; only its hash is stored.
     pub async fn create_key(&self, project_id: &str, spec: &KeySpec) -> Result<String, StoreError> {
         spec.check()?;
-        let key = crate::auth::generate_key();
-        let (prefix, hash) = (crate::auth::key_prefix(&key), crate::auth::hash_key(&key));
+        let key = crate::keys::generate_key();
+        let (prefix, hash) = (crate::keys::key_prefix(&key), crate::keys::hash_key(&key));
         match &self.backend {
             Backend::Sqlite(db) => db.insert_key(project_id, prefix, &hash, spec)?,
             Backend::Postgres(db) => db.insert_key(project_id, prefix, &hash, spec).await?,
@@ -694,7 +679,7 @@ impl Store {
             // A whole key is never repeated in an error (errors get logged):
             // its stored prefix names it.
             Err(StoreError::UnknownKey(_)) if matches!(which, KeyMatch::Hash(_)) => Err(
-                StoreError::UnknownKey(crate::auth::key_prefix(prefix).to_owned()),
+                StoreError::UnknownKey(crate::keys::key_prefix(prefix).to_owned()),
             ),
             other => other,
         }
@@ -873,19 +858,6 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn times_past_year_9999_are_written_as_its_last_millisecond() {
-        assert_eq!(format_time_ms(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(format_time_ms(-5), "1970-01-01T00:00:00.000Z");
-        assert_eq!(
-            format_time_ms(4_102_444_800_000),
-            "2100-01-01T00:00:00.000Z"
-        );
-        for ms in [253_402_300_800_000, i64::MAX] {
-            assert_eq!(format_time_ms(ms), "9999-12-31T23:59:59.999Z");
-        }
-    }
 
     #[test]
     fn names_and_limits_the_store_would_not_keep_are_refused() {

@@ -15,7 +15,6 @@
 use std::future::{Future, poll_fn};
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
@@ -31,13 +30,13 @@ use tokio_postgres::{AsyncMessage, Client, Config, Connection, IsolationLevel, N
 use tokio_postgres_rustls::MakeRustlsConnect;
 use uuid::Uuid;
 
-use super::key_cache::{KeyCache, Lookup};
+use super::key_cache::{Changes, KeyCache, Lookup};
 use super::report::{self, Cursor, GroupBy, Page, RecordRange, SqlValue, UsageRow, UsageTally};
 use super::{
     Attempt, Invocation, InvocationFilter, InvocationStatus, KeyMatch, KeyRecord, KeyScope,
     KeySpec, LimitUpdate, Migrated, Project, StoreError, StoredLimits, TokenUsage, UsageTotals,
-    now_ms,
 };
+use crate::clock::now_ms;
 use crate::limits::{LimitSet, Subject};
 
 /// After a key lookup found the database unreachable, lookups of keys known
@@ -144,48 +143,6 @@ const FULL_REFRESH: Duration = Duration::from_secs(30);
 const DEAD_PEER_TIMEOUT: Duration = Duration::from_secs(30);
 const LISTEN_RETRY_MIN: Duration = Duration::from_millis(100);
 const LISTEN_RETRY_MAX: Duration = Duration::from_secs(3);
-
-/// Whether cached state (keys now; limits later) can be trusted, and when it
-/// last changed. Shared by every cache of one backend.
-pub(crate) struct Changes {
-    /// Advanced on every change notification, on the periodic full refresh,
-    /// on every change made through this process, and on every (dis)connection
-    /// of the listener.
-    epoch: AtomicU64,
-    /// Whether the listener is subscribed: when not, notifications may be
-    /// missed and nothing cached may be used.
-    connected: AtomicBool,
-}
-
-impl Changes {
-    /// Not yet connected: caches read through until the listener is subscribed.
-    pub(crate) fn new() -> Changes {
-        Changes {
-            epoch: AtomicU64::new(0),
-            connected: AtomicBool::new(false),
-        }
-    }
-
-    /// The epoch a cache may keep entries under, or None while changes may go unnoticed.
-    pub(crate) fn epoch(&self) -> Option<u64> {
-        if !self.connected.load(Ordering::SeqCst) {
-            return None;
-        }
-        Some(self.epoch.load(Ordering::SeqCst))
-    }
-
-    /// Everything cached so far may be stale.
-    pub(crate) fn changed(&self) {
-        self.epoch.fetch_add(1, Ordering::SeqCst);
-    }
-
-    pub(crate) fn set_connected(&self, connected: bool) {
-        // A new epoch either way: what was cached before a reconnection may
-        // have missed notifications.
-        self.changed();
-        self.connected.store(connected, Ordering::SeqCst);
-    }
-}
 
 /// The backend's own runtime; shut down without waiting when dropped, which
 /// may happen inside another runtime's task (where a blocking shutdown panics).

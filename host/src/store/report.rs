@@ -63,7 +63,7 @@ impl GroupBy {
 
 /// `YYYY-MM-DD` of the UTC day `days` after 1970-01-01 (what [`GroupBy::Day`] selects).
 pub(super) fn day_name(days: i64) -> String {
-    let mut text = super::format_time_ms(days.saturating_mul(MS_PER_DAY));
+    let mut text = crate::clock::format_time_ms(days.saturating_mul(MS_PER_DAY));
     text.truncate("YYYY-MM-DD".len());
     text
 }

@@ -9,7 +9,8 @@
 
 use std::time::Duration;
 
-use super::{Store, StoreError, now_ms};
+use super::{Store, StoreError};
+use crate::clock::now_ms;
 
 /// Records per delete statement.
 pub const BATCH: u32 = 1000;

@@ -15,8 +15,8 @@ use super::report::{self, Cursor, GroupBy, Page, RecordRange, SqlValue, UsageRow
 use super::{
     Attempt, Invocation, InvocationFilter, InvocationStatus, KeyMatch, KeyRecord, KeyScope,
     KeySpec, LimitUpdate, Migrated, Project, StoreError, StoredLimits, TokenUsage, UsageTotals,
-    now_ms,
 };
+use crate::clock::now_ms;
 use crate::limits::{LimitSet, Subject};
 
 /// Each entry upgrades the schema by one version (`PRAGMA user_version`). Append only.
@@ -1136,14 +1136,14 @@ mod tests {
             ..LimitUpdate::default()
         };
         let (prefix, now) = store.update_key_limits(&key, &update).await.unwrap();
-        assert_eq!(prefix, crate::auth::key_prefix(&key));
+        assert_eq!(prefix, crate::keys::key_prefix(&key));
         assert_eq!(now.rpm, Some(5));
         assert_eq!(store.revoke_keys(&key).await.unwrap(), 1);
         let error = store.update_key_limits(&key, &update).await.unwrap_err();
         let text = error.to_string();
         assert!(matches!(error, StoreError::UnknownKey(_)), "{text}");
         assert!(!text.contains(&key), "{text}");
-        assert!(text.contains(crate::auth::key_prefix(&key)), "{text}");
+        assert!(text.contains(crate::keys::key_prefix(&key)), "{text}");
     }
 
     #[test]
