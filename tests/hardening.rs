@@ -1108,3 +1108,126 @@ fn http2_with_prior_knowledge_is_served_beside_http1() {
     // HTTP/1.1 on the same listener.
     assert_eq!(gw.get("/healthz", None).status, 200);
 }
+
+// ------------------------------------------------------------------ 12: memory per large request
+
+/// Large requests held in flight at once (the upstream never answers) while the gateway's RSS
+/// is read.
+const IN_FLIGHT: usize = 8;
+/// The memory a large request in flight may cost the gateway, as a multiple of its body,
+/// measured as the growth of the process's RSS (`VmRSS` of /proc/PID/status) with
+/// [`IN_FLIGHT`] of them held, divided by their number. The figures measured are printed
+/// (`[memory figure]`); the bounds leave room for the allocator's rounding.
+const MANY_TINY_MESSAGES_BOUND: f64 = 30.0;
+const FEW_LARGE_MESSAGES_BOUND: f64 = 8.0;
+
+/// 100 000 messages of 8 bytes (~3.6 MB of JSON).
+fn many_tiny_messages() -> Value {
+    (0..100_000)
+        .map(|i| json!({"role": "user", "content": format!("{i:08}")}))
+        .collect()
+}
+
+/// 36 messages of 100 KB (~3.6 MB of JSON).
+fn few_large_messages() -> Value {
+    (0..36)
+        .map(|i| json!({"role": "user", "content": format!("{i:02}").repeat(50_000)}))
+        .collect()
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Api {
+    Commonbase,
+    OpenAi,
+}
+
+/// A chat request of `api` to route `stuck` with `messages`: its path and body.
+fn large_request(gw: &Gateway, api: Api, messages: Value) -> (&'static str, Vec<u8>) {
+    match api {
+        Api::Commonbase => (
+            "/completions",
+            chat_request(&gw.project_id, "stuck", "gpt-4o-mini", messages)
+                .to_string()
+                .into_bytes(),
+        ),
+        Api::OpenAi => (
+            "/v1/chat/completions",
+            json!({"model": "stuck/gpt-4o-mini", "messages": messages})
+                .to_string()
+                .into_bytes(),
+        ),
+    }
+}
+
+/// Sends a POST of `body` to `path` without waiting for its answer: the connection it
+/// returns is the request's (dropping it is the client going away).
+fn send_unanswered(gw: &Gateway, path: &str, body: &[u8]) -> TcpStream {
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
+         Provider-API-Key: sk-test-0123456789\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n",
+        gw.addr,
+        gw.key,
+        body.len()
+    );
+    let mut stream = raw_connection(gw, head.as_bytes());
+    stream.write_all(body).expect("send the body");
+    stream
+}
+
+/// The gateway's RSS growth per large request in flight, in bytes, and the body's size.
+fn rss_per_request_in_flight(api: Api, messages: Value) -> (u64, u64) {
+    let stuck = OpenAiUpstream::hang();
+    let gw = Gateway::builder()
+        .route(Route::openai("stuck", &stuck.base_url("/v1")))
+        .start();
+    // The plugin loaded and instantiated once, the upstream connection pool built.
+    let (path, small) = large_request(&gw, api, json!([{"role": "user", "content": "hi"}]));
+    let _warm = send_unanswered(&gw, path, &small);
+    stuck.wait_until("the first request", |u| u.request_count() == 1);
+    let before = proc_status_kib(&gw, "VmRSS") * 1024;
+    let (path, body) = large_request(&gw, api, messages);
+    let held: Vec<TcpStream> = (0..IN_FLIGHT)
+        .map(|_| send_unanswered(&gw, path, &body))
+        .collect();
+    stuck.wait_until("every large request upstream", |u| {
+        u.request_count() == 1 + IN_FLIGHT
+    });
+    let during = proc_status_kib(&gw, "VmRSS") * 1024;
+    drop(held);
+    let per_request = during.saturating_sub(before) / IN_FLIGHT as u64;
+    (per_request, body.len() as u64)
+}
+
+fn assert_memory_per_request(api: Api, shape: &str, messages: Value, bound: f64) {
+    let (per_request, body) = rss_per_request_in_flight(api, messages);
+    let factor = per_request as f64 / body as f64;
+    eprintln!(
+        "[memory figure] {api:?} surface, {shape}: body {:.1} MB, {:.1} MB of RSS per request \
+         in flight ({factor:.1}x the body; {IN_FLIGHT} in flight)",
+        body as f64 / 1e6,
+        per_request as f64 / 1e6,
+    );
+    assert!(
+        factor <= bound,
+        "{api:?}, {shape}: a request in flight costs {factor:.1}x its body, over {bound}x"
+    );
+}
+
+#[test]
+fn a_large_request_in_flight_costs_a_bounded_multiple_of_its_body() {
+    for api in [Api::Commonbase, Api::OpenAi] {
+        assert_memory_per_request(
+            api,
+            "100k messages of 8 B",
+            many_tiny_messages(),
+            MANY_TINY_MESSAGES_BOUND,
+        );
+        assert_memory_per_request(
+            api,
+            "36 messages of 100 KB",
+            few_large_messages(),
+            FEW_LARGE_MESSAGES_BOUND,
+        );
+    }
+}
