@@ -1231,3 +1231,79 @@ fn a_large_request_in_flight_costs_a_bounded_multiple_of_its_body() {
         );
     }
 }
+
+#[test]
+fn bodies_in_flight_over_max_inflight_body_bytes_get_503_until_they_end() {
+    const MIB: usize = 1024 * 1024;
+    let stuck = OpenAiUpstream::hang();
+    let gw = Gateway::builder()
+        .route(Route::openai("stuck", &stuck.base_url("/v1")))
+        .route(Route::echo("demo"))
+        .config_line(&format!("max_inflight_body_bytes = {}", 5 * MIB / 2))
+        .start();
+    // A body of `size` bytes (give or take a hundred).
+    let body = |route: &str, model: &str, size: usize| {
+        chat_request(
+            &gw.project_id,
+            route,
+            model,
+            json!([{"role": "user", "content": "x".repeat(size - 200)}]),
+        )
+        .to_string()
+        .into_bytes()
+    };
+    let one_mib = body("stuck", "gpt-4o-mini", MIB);
+    let held: Vec<TcpStream> = (0..2)
+        .map(|_| send_unanswered(&gw, "/completions", &one_mib))
+        .collect();
+    stuck.wait_until("both requests upstream", |u| u.request_count() == 2);
+
+    // A third would take the sum over 2.5 MiB.
+    let refused = client::request(
+        gw.addr,
+        "POST",
+        "/completions",
+        &[
+            ("Authorization", &format!("Bearer {}", gw.key)),
+            ("Content-Type", "application/json"),
+        ],
+        &one_mib,
+    );
+    let id = assert_error(&refused, 503, "max_inflight_body_bytes");
+    assert_eq!(
+        refused.header("retry-after"),
+        Some("1"),
+        "{:?}",
+        refused.headers
+    );
+    let record = gw.record(&id);
+    assert_eq!(record["httpStatus"], json!(503), "{record}");
+
+    // Once they end (their clients leave), the count is back to zero: a body of 2.4 MiB,
+    // which fits only beside nothing, is served.
+    drop(held);
+    let whole = body("demo", "echo", 12 * MIB / 5);
+    let deadline = std::time::Instant::now() + GENEROUS;
+    loop {
+        let response = gw.post_with_headers(
+            "/completions",
+            Some(&gw.key),
+            &[],
+            &serde_json::from_slice(&whole).expect("json"),
+        );
+        if response.status == 200 {
+            break;
+        }
+        assert_eq!(response.status, 503, "{}", response.text());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the bodies of ended requests were still counted after {GENEROUS:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        stuck.request_count(),
+        2,
+        "the refused request reached no upstream"
+    );
+}

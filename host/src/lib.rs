@@ -23,6 +23,7 @@ pub mod dir_watch;
 pub mod error;
 pub mod flow;
 pub mod http;
+pub mod inflight;
 pub mod limits;
 pub mod metrics;
 pub mod plugins;
