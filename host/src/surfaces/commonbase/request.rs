@@ -226,8 +226,8 @@ pub fn prompt(
             if messages.is_empty() {
                 return Err(ApiError::BadRequest("messages must not be empty".into()));
             }
-            let mut out = Vec::with_capacity(messages.len());
-            for (i, message) in messages.into_iter().enumerate() {
+            // Mapped in place: the parsed list's allocation becomes the prompt's.
+            let message = |(i, message): (usize, MessageBody)| -> Result<_, ApiError> {
                 let content = match message.content {
                     Some(content) => Some(fill_owned(
                         content,
@@ -242,7 +242,7 @@ pub fn prompt(
                         "messages[{i}].name is required on function messages"
                     )));
                 }
-                out.push(types::Message {
+                Ok(types::Message {
                     role: match message.role {
                         RoleBody::System => types::Role::System,
                         RoleBody::User => types::Role::User,
@@ -267,9 +267,13 @@ pub fn prompt(
                         })
                         .collect(),
                     tool_call_id: message.tool_call_id,
-                });
-            }
-            Ok(types::Prompt::Chat(out))
+                })
+            };
+            let mut messages = (messages.into_iter().enumerate())
+                .map(message)
+                .collect::<Result<Vec<_>, _>>()?;
+            messages.shrink_to_fit();
+            Ok(types::Prompt::Chat(messages))
         }
         Kind::Embeddings => Err(ApiError::BadRequest(
             "params.type \"embeddings\" is served by POST /embeddings".into(),

@@ -480,69 +480,75 @@ fn content_text(content: ContentBody, place: impl Fn() -> String) -> Result<Stri
 /// keeps its other fields): a large conversation is never held twice.
 pub fn chat_prompt(body: &mut ChatFields) -> Result<types::Prompt, ApiError> {
     let messages = body.messages.take().unwrap_or_default();
-    let mut out = Vec::with_capacity(messages.len());
-    for (i, message) in messages.into_iter().enumerate() {
-        let place = || format!("messages[{i}]");
-        let content = match message.content {
-            Some(content) => Some(content_text(content, || format!("{}.content", place()))?),
-            None => None,
-        };
-        let role = match message.role {
-            // OpenAI's newer name for the system prompt of reasoning models.
-            RoleBody::System | RoleBody::Developer => types::Role::System,
-            RoleBody::User => types::Role::User,
-            RoleBody::Assistant => types::Role::Assistant,
-            RoleBody::Tool => types::Role::Tool,
-            RoleBody::Function => types::Role::Function,
-        };
-        // OpenAI's assistant and function messages may have null content.
-        let needs_content = !matches!(role, types::Role::Assistant | types::Role::Function);
-        if needs_content && content.is_none() {
-            let place = place();
+    // Mapped in place: the parsed list's allocation becomes the prompt's.
+    let mut messages = (messages.into_iter().enumerate())
+        .map(|(i, message)| chat_message(i, message))
+        .collect::<Result<Vec<_>, _>>()?;
+    messages.shrink_to_fit();
+    Ok(types::Prompt::Chat(messages))
+}
+
+/// Message `i` of the conversation, in the plugin's terms.
+fn chat_message(i: usize, message: MessageBody) -> Result<types::Message, ApiError> {
+    let place = || format!("messages[{i}]");
+    let content = match message.content {
+        Some(content) => Some(content_text(content, || format!("{}.content", place()))?),
+        None => None,
+    };
+    let role = match message.role {
+        // OpenAI's newer name for the system prompt of reasoning models.
+        RoleBody::System | RoleBody::Developer => types::Role::System,
+        RoleBody::User => types::Role::User,
+        RoleBody::Assistant => types::Role::Assistant,
+        RoleBody::Tool => types::Role::Tool,
+        RoleBody::Function => types::Role::Function,
+    };
+    // OpenAI's assistant and function messages may have null content.
+    let needs_content = !matches!(role, types::Role::Assistant | types::Role::Function);
+    if needs_content && content.is_none() {
+        let place = place();
+        return Err(invalid(
+            format!("{place}.content"),
+            format!("{place}.content is required on this role's messages"),
+        ));
+    }
+    if role == types::Role::Tool && message.tool_call_id.is_none() {
+        return Err(invalid(
+            format!("{}.tool_call_id", place()),
+            "tool messages need the tool_call_id of the call they answer",
+        ));
+    }
+    if role == types::Role::Function && message.name.is_none() {
+        return Err(invalid(
+            format!("{}.name", place()),
+            "function messages need the name of the function",
+        ));
+    }
+    let mut tool_calls = Vec::new();
+    for (j, call) in message.tool_calls.into_iter().flatten().enumerate() {
+        if call.kind.as_deref().is_some_and(|kind| kind != "function") {
             return Err(invalid(
-                format!("{place}.content"),
-                format!("{place}.content is required on this role's messages"),
+                format!("{}.tool_calls[{j}].type", place()),
+                "only \"function\" tool calls are supported",
             ));
         }
-        if role == types::Role::Tool && message.tool_call_id.is_none() {
-            return Err(invalid(
-                format!("{}.tool_call_id", place()),
-                "tool messages need the tool_call_id of the call they answer",
-            ));
-        }
-        if role == types::Role::Function && message.name.is_none() {
-            return Err(invalid(
-                format!("{}.name", place()),
-                "function messages need the name of the function",
-            ));
-        }
-        let mut tool_calls = Vec::new();
-        for (j, call) in message.tool_calls.into_iter().flatten().enumerate() {
-            if call.kind.as_deref().is_some_and(|kind| kind != "function") {
-                return Err(invalid(
-                    format!("{}.tool_calls[{j}].type", place()),
-                    "only \"function\" tool calls are supported",
-                ));
-            }
-            tool_calls.push(types::ToolCall {
-                id: call.id,
-                name: call.function.name,
-                arguments: call.function.arguments,
-            });
-        }
-        out.push(types::Message {
-            role,
-            content,
-            name: message.name,
-            function_call: message.function_call.map(|call| types::FunctionCall {
-                name: call.name,
-                arguments: call.arguments,
-            }),
-            tool_calls,
-            tool_call_id: message.tool_call_id,
+        tool_calls.push(types::ToolCall {
+            id: call.id,
+            name: call.function.name,
+            arguments: call.function.arguments,
         });
     }
-    Ok(types::Prompt::Chat(out))
+    Ok(types::Message {
+        role,
+        content,
+        name: message.name,
+        function_call: message.function_call.map(|call| types::FunctionCall {
+            name: call.name,
+            arguments: call.arguments,
+        }),
+        tool_calls,
+        tool_call_id: message.tool_call_id,
+    })
 }
 
 fn function_def(f: &FunctionBody, place: &str) -> Result<types::FunctionDef, ApiError> {
