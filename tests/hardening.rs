@@ -1266,6 +1266,16 @@ fn bodies_in_flight_over_max_inflight_body_bytes_get_503_until_they_end() {
         .map(|_| send_unanswered(&gw, "/completions", &one_mib))
         .collect();
     stuck.wait_until("both requests upstream", |u| u.request_count() == 2);
+    // A large upstream body (sent without being kept for a resend) still declares its length.
+    for sent in stuck.requests() {
+        let length = sent.header("content-length").map(str::parse::<usize>);
+        assert_eq!(length, Some(Ok(sent.body.len())), "{:?}", sent.headers);
+        assert!(sent.body.len() > 64 * 1024, "{}", sent.body.len());
+        assert_eq!(
+            sent.json()["messages"][0]["content"].as_str().map(str::len),
+            Some(MIB - 200)
+        );
+    }
 
     // A third would take the sum over 2.5 MiB.
     let refused = client::request(
