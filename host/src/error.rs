@@ -74,6 +74,11 @@ pub enum ApiError {
     PluginUnavailable(String),
     #[error("the gateway is serving as many requests as it may at once ({0}); retry shortly")]
     Busy(u32),
+    /// The bodies of the requests in flight fill `max_inflight_body_bytes` (the limit).
+    #[error(
+        "the gateway holds as many request bytes in flight as it may ({0} bytes, max_inflight_body_bytes); retry shortly"
+    )]
+    BodiesInFlight(usize),
     /// Every upstream of the route (and of its fallbacks) is out of rotation after failing
     /// repeatedly (`eject_after_failures`); the first is back in `retry_after` seconds.
     #[error(
@@ -118,6 +123,7 @@ impl ApiError {
             ApiError::PluginNotLoaded { .. }
             | ApiError::PluginUnavailable(_)
             | ApiError::Busy(_)
+            | ApiError::BodiesInFlight(_)
             | ApiError::Ejected { .. }
             | ApiError::DatabaseUnavailable(_)
             | ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
@@ -147,6 +153,8 @@ impl ApiError {
             ApiError::Upstream { retry_after, .. } => *retry_after,
             // Instance slots free up as requests end, usually within a second.
             ApiError::Busy(_) => Some(1),
+            // Bodies leave with their requests, most within seconds.
+            ApiError::BodiesInFlight(_) => Some(1),
             ApiError::DatabaseUnavailable(_) => Some(5),
             ApiError::Ejected { retry_after, .. } => Some(*retry_after),
             ApiError::RateLimited(refused) => {
@@ -229,6 +237,7 @@ impl ApiError {
             | ApiError::MetricsUnauthorized
             | ApiError::MethodNotAllowed(_)
             | ApiError::Busy(_)
+            | ApiError::BodiesInFlight(_)
             | ApiError::Ejected { .. }
             | ApiError::ShuttingDown) => other,
         }

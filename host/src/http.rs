@@ -121,6 +121,16 @@ impl hyper::body::Body for ChannelBody {
     }
 }
 
+/// The body's length as `Content-Length` declares it (`None`: not declared, or not a
+/// length this process can hold).
+pub fn declared_length(headers: &HeaderMap) -> Option<usize> {
+    headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .and_then(|len| usize::try_from(len).ok())
+}
+
 /// A body declared (`Content-Length`) larger than `limit` is refused before anything is read.
 pub fn check_declared_length(headers: &HeaderMap, limit: usize) -> Result<(), ApiError> {
     let declared = headers

@@ -25,6 +25,7 @@ pub mod dir_watch;
 pub mod error;
 pub mod flow;
 pub mod http;
+pub mod inflight;
 pub mod keys;
 pub mod limits;
 pub mod metrics;

@@ -28,6 +28,8 @@ pub struct AppState {
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// Spans and the trace context passed upstream.
     pub traces: crate::traces::Traces,
+    /// The request bodies in flight (`max_inflight_body_bytes`).
+    pub inflight: crate::inflight::InflightBodies,
     /// Set when shutdown's grace period is over: requests still running end now.
     abort: watch::Sender<bool>,
 }
@@ -77,6 +79,7 @@ impl AppState {
             store,
             log,
             limiter,
+            inflight: crate::inflight::InflightBodies::default(),
             abort: watch::Sender::new(false),
         }
     }

@@ -118,7 +118,19 @@ impl Request {
     /// Fails with [`ProviderError::Failed`] when `value` cannot be serialized
     /// (e.g. a map with non-string keys).
     pub fn json<T: Serialize + ?Sized>(self, value: &T) -> Result<Self, ProviderError> {
-        let body = serde_json::to_vec(value).map_err(|e| {
+        self.json_sized(value, 0)
+    }
+
+    /// [`Request::json`] into a buffer of `capacity` bytes to begin with: a large body
+    /// whose size is about known (a conversation's texts and some overhead) is then written
+    /// without being moved as it grows, nor left with up to twice its size allocated.
+    pub fn json_sized<T: Serialize + ?Sized>(
+        self,
+        value: &T,
+        capacity: usize,
+    ) -> Result<Self, ProviderError> {
+        let mut body = Vec::with_capacity(capacity);
+        serde_json::to_writer(&mut body, value).map_err(|e| {
             ProviderError::Failed(format!("could not serialize the request body: {e}"))
         })?;
         Ok(self

@@ -1,5 +1,5 @@
-//! JSON helpers: [`to_value`] for building upstream requests, and lenient
-//! deserializers for reading provider answers with serde.
+//! JSON helpers: [`to_value`] and [`with_entry`] for building upstream requests,
+//! and lenient deserializers for reading provider answers with serde.
 //!
 //! Providers and the many servers that imitate them disagree on details: a
 //! list sent as `null`, a token count sent as `20.0` or as the string `"20"`.
@@ -27,8 +27,9 @@
 //! Pair each with `#[serde(default)]` so that a missing field is accepted as
 //! well as a `null` one.
 
-use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::{Number, Value};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Number, Value};
 
 use crate::{ProviderError, Usage};
 
@@ -38,6 +39,57 @@ use crate::{ProviderError, Usage};
 pub fn to_value<T: Serialize + ?Sized>(value: &T) -> Result<Value, ProviderError> {
     serde_json::to_value(value)
         .map_err(|e| ProviderError::Failed(format!("cannot encode the upstream request: {e}")))
+}
+
+/// `object` with one more entry, `key`: `value`, serialized in place: the same JSON as
+/// inserting `to_value(value)` into a copy of `object`, without building that copy or a
+/// [`Value`] of `value`. For the large part of an upstream body (a conversation), whose tree
+/// of values would cost many times its text. `key` must not be in `object` (remove it
+/// first); the entries are written in key order, as a [`Map`] writes its own.
+///
+/// ```
+/// use gateway_plugin_sdk::json::with_entry;
+/// use serde_json::{Map, Value, json};
+///
+/// let Value::Object(params) = json!({"model": "m", "temperature": 0.5}) else { unreachable!() };
+/// let body = with_entry(&params, "messages", &["hi"]);
+/// assert_eq!(
+///     serde_json::to_string(&body).unwrap(),
+///     r#"{"messages":["hi"],"model":"m","temperature":0.5}"#
+/// );
+/// ```
+pub fn with_entry<'a, T: Serialize + ?Sized>(
+    object: &'a Map<String, Value>,
+    key: &'a str,
+    value: &'a T,
+) -> WithEntry<'a, T> {
+    WithEntry { object, key, value }
+}
+
+/// A JSON object and one more entry, from [`with_entry`].
+pub struct WithEntry<'a, T: ?Sized> {
+    object: &'a Map<String, Value>,
+    key: &'a str,
+    value: &'a T,
+}
+
+impl<T: Serialize + ?Sized> Serialize for WithEntry<'_, T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.object.len() + 1))?;
+        // In key order, as a `Map` (sorted keys) would write the object with the entry in it.
+        let mut pending = true;
+        for (key, value) in self.object {
+            if pending && self.key < key.as_str() {
+                map.serialize_entry(self.key, self.value)?;
+                pending = false;
+            }
+            map.serialize_entry(key, value)?;
+        }
+        if pending {
+            map.serialize_entry(self.key, self.value)?;
+        }
+        map.end()
+    }
 }
 
 /// Deserializes `null` as the type's default (e.g. `"choices": null` as an

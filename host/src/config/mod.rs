@@ -171,6 +171,12 @@ pub struct Config {
     pub workers: usize,
     #[serde(deserialize_with = "positive")]
     pub max_body_bytes: NonZeroUsize,
+    /// The request bodies of every request in flight together, in bytes; a request whose body
+    /// would take the sum over it is refused (503, `Retry-After: 1`). A body is counted from
+    /// the moment it is read (or, when its `Content-Length` is declared, before reading it)
+    /// until its request ends, stream included.
+    #[serde(deserialize_with = "positive")]
+    pub max_inflight_body_bytes: NonZeroUsize,
     pub demo_project: bool,
     #[serde(deserialize_with = "positive")]
     pub request_timeout_secs: NonZeroU64,
@@ -244,6 +250,8 @@ pub struct ModelTarget<'a> {
 
 // Checked when the crate compiles: a zero here is a build error, not a panic.
 const MAX_BODY_BYTES: NonZeroUsize = NonZeroUsize::new(4 * 1024 * 1024).expect("not zero");
+const MAX_INFLIGHT_BODY_BYTES: NonZeroUsize =
+    NonZeroUsize::new(512 * 1024 * 1024).expect("not zero");
 const REQUEST_TIMEOUT_SECS: NonZeroU64 = NonZeroU64::new(120).expect("not zero");
 const REQUEST_READ_TIMEOUT_SECS: NonZeroU64 = NonZeroU64::new(30).expect("not zero");
 const CLIENT_IDLE_TIMEOUT_SECS: NonZeroU64 = NonZeroU64::new(60).expect("not zero");
@@ -274,6 +282,7 @@ impl Default for Config {
             trace_sample_ratio: SampleRatio::ALL,
             workers: 0,
             max_body_bytes: MAX_BODY_BYTES,
+            max_inflight_body_bytes: MAX_INFLIGHT_BODY_BYTES,
             demo_project: true,
             request_timeout_secs: REQUEST_TIMEOUT_SECS,
             max_attempts: MAX_ATTEMPTS,

@@ -1,7 +1,7 @@
 //! Admission: what every request passes before its body means anything.
-//! Declared body size, key, body, JSON: in the contract's order. The key comes
-//! before the body is read, so that nobody without one can make the gateway
-//! buffer (or record) a body.
+//! Declared body size, key, room for the body (`max_inflight_body_bytes`), body,
+//! JSON: in the contract's order. The key comes before the body is read, so that
+//! nobody without one can make the gateway buffer (or record) a body.
 
 use std::time::Duration;
 
@@ -12,7 +12,8 @@ use super::Surface;
 use super::record::{BodyPolicy, Draft};
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::http::{check_declared_length, discard_body, read_body};
+use crate::http::{check_declared_length, declared_length, discard_body, read_body};
+use crate::inflight::BodyBytes;
 use crate::state::AppState;
 use crate::store::KeyRecord;
 
@@ -21,6 +22,8 @@ pub(super) struct Admitted<S> {
     /// The caller's key: its project, scope and limits.
     pub key: KeyRecord,
     pub body: S,
+    /// The body's bytes in the count of those in flight: held until the request ends.
+    pub inflight: BodyBytes,
 }
 
 pub(super) async fn admit<S: Surface>(
@@ -55,10 +58,39 @@ pub(super) async fn admit<S: Surface>(
     // From here on the record belongs to the key's project, so its owner can read it.
     draft.caller(&key);
     draft.keep_bodies(BodyPolicy::of(config));
+    // A declared body is counted before it is read, so that a refused one is never buffered.
+    let limit = config.max_inflight_body_bytes.get();
+    let declared = declared_length(headers);
+    let mut inflight = match declared {
+        Some(length) => match state.inflight.reserve(length, limit) {
+            Some(reserved) => Some(reserved),
+            None => {
+                discard_body(headers, body, max_body_bytes, read_timeout).await;
+                return Err(ApiError::BodiesInFlight(limit));
+            }
+        },
+        None => None,
+    };
     let bytes = read_body(body, max_body_bytes, read_timeout).await?;
+    let inflight = match inflight.take() {
+        Some(mut reserved) => {
+            reserved.shrink_to(bytes.len());
+            reserved
+        }
+        None => state
+            .inflight
+            .reserve(bytes.len(), limit)
+            .ok_or(ApiError::BodiesInFlight(limit))?,
+    };
     draft.request(&bytes);
+    // The raw body goes as soon as it is parsed: the request holds only its parsed form.
     let body = S::parse(&bytes)?;
-    Ok(Admitted { key, body })
+    drop(bytes);
+    Ok(Admitted {
+        key,
+        body,
+        inflight,
+    })
 }
 
 /// The request's key, as the store holds it.

@@ -39,6 +39,9 @@ pub(super) struct Call {
     pub kind: Kind,
     /// What the call is charged to once it is over.
     pub quota: Quota,
+    /// The request body's bytes in the count of those in flight, given back when the call
+    /// (and its stream, which owns it then) ends.
+    pub _inflight: crate::inflight::BodyBytes,
 }
 
 impl Call {

@@ -337,8 +337,11 @@ async fn flow<S: Surface>(
 ) -> Result<Reply, ApiError> {
     let live = state.live();
     let config = &live.config;
-    let admit::Admitted { key, body } =
-        admit::admit::<S>(state, config, draft, headers, body).await?;
+    let admit::Admitted {
+        key,
+        body,
+        inflight,
+    } = admit::admit::<S>(state, config, draft, headers, body).await?;
     draft.user(body.user_id());
     body.check_project(&key.project_id)?;
     let target = body.target(config)?;
@@ -383,6 +386,7 @@ async fn flow<S: Surface>(
         project,
         kind: target.kind,
         quota,
+        _inflight: inflight,
     };
 
     match ask {

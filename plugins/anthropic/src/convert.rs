@@ -4,7 +4,7 @@
 use std::num::NonZeroU64;
 
 use gateway_plugin_sdk::http::Request;
-use gateway_plugin_sdk::json::to_value;
+use gateway_plugin_sdk::json::{to_value, with_entry};
 use gateway_plugin_sdk::{
     CompletionRequest, FunctionChoice, FunctionDef, Message, OpenCall, OpenCalls, Prompt,
     ProviderError, Role, Route, params_object_except,
@@ -54,12 +54,32 @@ pub fn upstream_request(
     stream: bool,
 ) -> Result<Request, ProviderError> {
     let settings = request.route.settings::<Settings>()?;
-    let body = message_body(request, &settings, stream)?;
+    let (body, messages) = body_and_messages(request, &settings, stream)?;
+    // The conversation is written into the body as it is serialized, not turned into a tree
+    // of JSON values first (which would cost many times its text).
+    let size = request.params.len() + 256 + messages_size(&request.prompt);
     Request::post(messages_url(&request.route)?)
         .streaming(stream)
         .header("anthropic-version", ANTHROPIC_VERSION)
         .api_key(Some("x-api-key"), request.route.api_key.as_deref())
-        .json(&body)
+        .json_sized(&with_entry(&body, "messages", &messages), size)
+}
+
+/// About the bytes of a prompt's messages as JSON, to size the body's buffer.
+fn messages_size(prompt: &Prompt) -> usize {
+    match prompt {
+        Prompt::Text(text) => text.len() + 64,
+        Prompt::Chat(messages) => messages
+            .iter()
+            .map(|message| {
+                let text = |text: &Option<String>| text.as_ref().map_or(0, String::len);
+                let calls: usize = (message.tool_calls.iter())
+                    .map(|call| call.id.len() + call.name.len() + call.arguments.len() + 64)
+                    .sum();
+                text(&message.content) + text(&message.tool_call_id) + calls + 64
+            })
+            .sum(),
+    }
 }
 
 /// The URL of the Messages API on the route (whose base URL loses a trailing slash).
@@ -68,12 +88,25 @@ pub fn messages_url(route: &Route) -> Result<String, ProviderError> {
     Ok(format!("{base}/messages"))
 }
 
-/// The JSON body of a Messages API request.
+/// The JSON body of a Messages API request, as a map (for tests: [`upstream_request`] writes
+/// the messages into the body without building their tree of values).
+#[cfg(test)]
 pub fn message_body(
     request: &CompletionRequest,
     settings: &Settings,
     stream: bool,
 ) -> Result<Map<String, Value>, ProviderError> {
+    let (mut body, messages) = body_and_messages(request, settings, stream)?;
+    body.insert("messages".into(), to_value(&messages)?);
+    Ok(body)
+}
+
+/// The body of a Messages API request without its `messages`, and those messages.
+fn body_and_messages(
+    request: &CompletionRequest,
+    settings: &Settings,
+    stream: bool,
+) -> Result<(Map<String, Value>, Vec<WireMessage>), ProviderError> {
     let conversation = conversation(&request.prompt)?;
     let params = caller_params(&request.params, &request.route.id, settings.max_tokens())?;
     let mut body = params.body;
@@ -81,7 +114,6 @@ pub fn message_body(
     if let Some(system) = conversation.system {
         body.insert("system".into(), Value::String(system));
     }
-    body.insert("messages".into(), to_value(&conversation.messages)?);
     if !request.functions.is_empty() {
         body.insert("tools".into(), to_value(&tools(&request.functions)?)?);
         // Anthropic rejects `tool_choice` without `tools`, so it only travels with them; so does
@@ -98,7 +130,7 @@ pub fn message_body(
     if stream {
         body.insert("stream".into(), Value::Bool(true));
     }
-    Ok(body)
+    Ok((body, conversation.messages))
 }
 
 /// `tool_choice` limited to one tool call per answer when `one` is set. A choice of `none` has

@@ -9,7 +9,7 @@ use gateway_plugin_sdk::{
 };
 use serde::Deserialize;
 use serde::de::{Deserializer, Error as _};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::wire::{ChatMessage, FunctionCallOut, Tool, ToolCallOut, ToolFunction};
 
@@ -96,19 +96,19 @@ impl Settings {
         ))
     }
 
-    /// The request of `operation` for `model`, carrying the route's key when it has one.
-    fn request(
+    /// The request of `operation` for `model` with `body` (about `size` bytes of JSON),
+    /// carrying the route's key when it has one.
+    fn request<B: serde::Serialize + ?Sized>(
         &self,
-        route: &Route,
-        model: &str,
+        (route, model, stream): (&Route, &str, bool),
         operation: &str,
-        body: &Map<String, Value>,
-        stream: bool,
+        body: &B,
+        size: usize,
     ) -> Result<Request, ProviderError> {
         Request::post(self.endpoint(route, model, operation)?)
             .streaming(stream)
             .api_key(self.key_header(), route.api_key.as_deref())
-            .json(body)
+            .json_sized(body, size)
     }
 }
 
@@ -130,52 +130,67 @@ fn deployment_name(model: &str) -> Result<&str, ProviderError> {
 }
 
 /// The upstream request of a completion: chat completions, or legacy completions for a text
-/// prompt on a route with `legacy_completions = true`.
+/// prompt on a route with `legacy_completions = true`. The prompt's texts are written into the
+/// body as it is serialized ([`json::with_entry`]), never copied into a tree of values first.
 pub fn completion(request: &CompletionRequest, stream: bool) -> Result<Request, ProviderError> {
     let settings: Settings = request.route.settings()?;
     let model = Value::String(request.model.clone());
-    let (operation, mut body) = match &request.prompt {
-        Prompt::Text(text) if settings.legacy_completions => {
-            if !request.functions.is_empty() {
-                return Err(ProviderError::InvalidRequest(
-                    "functions need chat completions, but this route sends text prompts to the legacy /completions endpoint".into(),
-                ));
-            }
-            let mut body = params_object_except(&request.params, LEGACY_OWNED_KEYS)?;
-            body.insert("model".into(), model);
-            body.insert("prompt".into(), Value::String(text.clone()));
-            ("completions", body)
+    let legacy = matches!(request.prompt, Prompt::Text(_)) && settings.legacy_completions;
+    let mut body;
+    if legacy {
+        if !request.functions.is_empty() {
+            return Err(ProviderError::InvalidRequest(
+                "functions need chat completions, but this route sends text prompts to the legacy /completions endpoint".into(),
+            ));
         }
-        prompt => {
-            let messages = chat_messages(&prompt.messages())?;
-            let mut body = params_object_except(&request.params, CHAT_OWNED_KEYS)?;
-            body.insert("model".into(), model);
-            body.insert("messages".into(), json::to_value(&messages)?);
-            if request.functions.is_empty() {
-                // OpenAI rejects it without `tools`; without tools it means nothing anyway.
-                body.remove("parallel_tool_calls");
-            } else {
-                body.insert("tools".into(), json::to_value(&tools(&request.functions)?)?);
-                // OpenAI rejects `tool_choice` without `tools`, so it only travels with them.
-                if let Some(choice) = &request.function_choice {
-                    body.insert("tool_choice".into(), tool_choice(choice));
-                }
+        body = params_object_except(&request.params, LEGACY_OWNED_KEYS)?;
+        body.insert("model".into(), model);
+    } else {
+        body = params_object_except(&request.params, CHAT_OWNED_KEYS)?;
+        body.insert("model".into(), model);
+        if request.functions.is_empty() {
+            // OpenAI rejects it without `tools`; without tools it means nothing anyway.
+            body.remove("parallel_tool_calls");
+        } else {
+            body.insert("tools".into(), json::to_value(&tools(&request.functions)?)?);
+            // OpenAI rejects `tool_choice` without `tools`, so it only travels with them.
+            if let Some(choice) = &request.function_choice {
+                body.insert("tool_choice".into(), tool_choice(choice));
             }
-            if refuses_max_tokens(&request.model)
-                && let Some(max) = body.remove("max_tokens").filter(|max| !max.is_null())
-                && body.get("max_completion_tokens").is_none_or(Value::is_null)
-            {
-                body.insert("max_completion_tokens".into(), max);
-            }
-            ("chat/completions", body)
         }
-    };
+        if refuses_max_tokens(&request.model)
+            && let Some(max) = body.remove("max_tokens").filter(|max| !max.is_null())
+            && body.get("max_completion_tokens").is_none_or(Value::is_null)
+        {
+            body.insert("max_completion_tokens".into(), max);
+        }
+    }
     if stream {
         body.insert("stream".into(), Value::Bool(true));
         // Without this OpenAI sends no usage at all in a stream.
         body.insert("stream_options".into(), json!({"include_usage": true}));
     }
-    settings.request(&request.route, &request.model, operation, &body, stream)
+    let upstream = (&request.route, request.model.as_str(), stream);
+    let overhead = request.params.len() + request.model.len() + 256;
+    match &request.prompt {
+        Prompt::Text(text) if legacy => settings.request(
+            upstream,
+            "completions",
+            &json::with_entry(&body, "prompt", text),
+            text.len() + overhead,
+        ),
+        prompt => {
+            let conversation = prompt.messages();
+            let messages = ChatMessages::new(&conversation)?;
+            let size = messages.size_hint() + overhead;
+            settings.request(
+                upstream,
+                "chat/completions",
+                &json::with_entry(&body, "messages", &messages),
+                size,
+            )
+        }
+    }
 }
 
 /// Whether `model` is one of OpenAI's reasoning models (o1, o3, o4-mini, gpt-5 and their
@@ -197,27 +212,109 @@ pub fn embedding(request: &EmbeddingRequest) -> Result<Request, ProviderError> {
     let settings: Settings = request.route.settings()?;
     let mut body = params_object_except(&request.params, EMBEDDING_OWNED_KEYS)?;
     body.insert("model".into(), Value::String(request.model.clone()));
-    body.insert("input".into(), json::to_value(&request.input)?);
-    settings.request(&request.route, &request.model, "embeddings", &body, false)
+    let size: usize = request.input.iter().map(|input| input.len() + 4).sum();
+    settings.request(
+        (&request.route, request.model.as_str(), false),
+        "embeddings",
+        &json::with_entry(&body, "input", &request.input),
+        size + request.params.len() + 256,
+    )
 }
 
-/// Maps a conversation to chat messages.
+/// Maps a conversation to chat messages, as a list (for tests: [`ChatMessages`] writes them
+/// without building it).
+#[cfg(test)]
+pub fn chat_messages(messages: &[Message]) -> Result<Vec<ChatMessage<'_>>, ProviderError> {
+    let mut out = Vec::with_capacity(messages.len());
+    convert_messages(messages, |message| {
+        out.push(message);
+        Ok::<(), std::convert::Infallible>(())
+    })
+    .map_err(|stop| match stop {
+        Stop::Invalid(error) => error,
+        Stop::Emit(never) => match never {},
+    })?;
+    Ok(out)
+}
+
+/// A conversation as OpenAI's `messages`, each message mapped as it is serialized: no list
+/// of mapped messages, nor a tree of JSON values, is built (for a conversation of many short
+/// messages either would cost several times its text).
+pub struct ChatMessages<'a>(&'a [Message]);
+
+impl<'a> ChatMessages<'a> {
+    /// `messages`, once checked to map (the errors of [`chat_messages`]).
+    pub fn new(messages: &'a [Message]) -> Result<Self, ProviderError> {
+        convert_messages(messages, |_| Ok::<(), std::convert::Infallible>(())).map_err(|stop| {
+            match stop {
+                Stop::Invalid(error) => error,
+                Stop::Emit(never) => match never {},
+            }
+        })?;
+        Ok(ChatMessages(messages))
+    }
+
+    /// About the bytes of their JSON, to size the body's buffer.
+    pub fn size_hint(&self) -> usize {
+        self.0
+            .iter()
+            .map(|message| {
+                let text = |text: &Option<String>| text.as_ref().map_or(0, String::len);
+                let calls: usize = (message.tool_calls.iter())
+                    .map(|call| call.id.len() + call.name.len() + call.arguments.len() + 64)
+                    .sum();
+                text(&message.content)
+                    + text(&message.name)
+                    + text(&message.tool_call_id)
+                    + calls
+                    + 40
+            })
+            .sum()
+    }
+}
+
+impl serde::Serialize for ChatMessages<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeSeq};
+        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
+        convert_messages(self.0, |message| seq.serialize_element(&message)).map_err(|stop| {
+            match stop {
+                // Checked by `new`.
+                Stop::Invalid(error) => S::Error::custom(format_args!("{error:?}")),
+                Stop::Emit(error) => error,
+            }
+        })?;
+        seq.end()
+    }
+}
+
+/// Why [`convert_messages`] stopped.
+enum Stop<E> {
+    /// A message that does not map.
+    Invalid(ProviderError),
+    /// What `emit` failed with.
+    Emit(E),
+}
+
+/// Maps a conversation to chat messages, handing each to `emit` in order.
 ///
 /// OpenAI has deprecated `functions`, so legacy function calling is expressed with tools: an
 /// assistant `function_call` becomes a tool call with a synthesized id, and a `function` message
 /// becomes the `tool` message answering the latest open call of that name.
-pub fn chat_messages(messages: &[Message]) -> Result<Vec<ChatMessage>, ProviderError> {
+fn convert_messages<'a, E>(
+    messages: &'a [Message],
+    mut emit: impl FnMut(ChatMessage<'a>) -> Result<(), E>,
+) -> Result<(), Stop<E>> {
     let mut open_calls = OpenCalls::new();
-    let tool_message = |call: OpenCall, content: Option<String>| ChatMessage {
+    let tool_message = |call: OpenCall, content: Option<&'a str>| ChatMessage {
         role: "tool",
         content: Some(content.unwrap_or_default()),
         tool_call_id: Some(call.id),
         ..ChatMessage::default()
     };
-    let mut out = Vec::with_capacity(messages.len());
     for (i, message) in messages.iter().enumerate() {
-        let (content, name) = (message.content.clone(), message.name.clone());
-        out.push(match message.role {
+        let (content, name) = (message.content.as_deref(), message.name.as_deref());
+        let mapped = match message.role {
             Role::System | Role::User => ChatMessage {
                 role: message.role.as_str(),
                 content: Some(content.unwrap_or_default()),
@@ -249,7 +346,7 @@ pub fn chat_messages(messages: &[Message]) -> Result<Vec<ChatMessage>, ProviderE
                 }));
                 // OpenAI wants content on an assistant message unless it calls tools.
                 let content = match content {
-                    None if tool_calls.is_empty() => Some(String::new()),
+                    None if tool_calls.is_empty() => Some(""),
                     content => content,
                 };
                 ChatMessage {
@@ -262,14 +359,14 @@ pub fn chat_messages(messages: &[Message]) -> Result<Vec<ChatMessage>, ProviderE
             }
             Role::Tool => {
                 let id = message.tool_call_id.as_deref();
-                let Some(call) = open_calls.answer(id, message.name.as_deref()) else {
-                    return Err(ProviderError::InvalidRequest(format!(
+                let Some(call) = open_calls.answer(id, name) else {
+                    return Err(Stop::Invalid(ProviderError::InvalidRequest(format!(
                         "messages[{i}]: a tool message needs tool_call_id (or the name of a call it answers)"
-                    )));
+                    ))));
                 };
                 tool_message(call, content)
             }
-            Role::Function => match open_calls.answer(None, message.name.as_deref()) {
+            Role::Function => match open_calls.answer(None, name) {
                 Some(call) => tool_message(call, content),
                 // Nothing to answer: keep the deprecated shape, which OpenAI still accepts.
                 None => ChatMessage {
@@ -279,9 +376,10 @@ pub fn chat_messages(messages: &[Message]) -> Result<Vec<ChatMessage>, ProviderE
                     ..ChatMessage::default()
                 },
             },
-        });
+        };
+        emit(mapped).map_err(Stop::Emit)?;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Maps function definitions to `tools`.

@@ -8,15 +8,16 @@ use gateway_plugin_sdk::json;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// One message of a chat completions request.
+/// One message of a chat completions request, borrowing the texts of the conversation's
+/// message it stands for.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct ChatMessage {
+pub struct ChatMessage<'a> {
     pub role: &'static str,
     /// Only absent on assistant messages that call tools.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub content: Option<String>,
+    pub content: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<&'a str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCallOut>,
     #[serde(skip_serializing_if = "Option::is_none")]

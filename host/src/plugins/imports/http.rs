@@ -112,6 +112,22 @@ impl std::fmt::Debug for RecentUrls {
     }
 }
 
+/// Bodies up to this size are kept by the HTTP client until the answer comes, to send again
+/// should an HTTP/2 upstream refuse the stream before reading it.
+const RESENDABLE_BODY_BYTES: usize = 64 * 1024;
+
+/// A plugin's request body as the HTTP client sends it. A large one is freed as soon as it
+/// is written rather than kept for a resend until the answer comes (a minute, for a slow
+/// model): a large request's upstream body costs its size only while it is being sent. The
+/// gateway's own retries ([`crate::flow`]) stay, from the request it holds.
+fn upstream_body(body: Vec<u8>) -> reqwest::Body {
+    if body.len() <= RESENDABLE_BODY_BYTES {
+        reqwest::Body::from(body)
+    } else {
+        reqwest::Body::wrap(http_body_util::Full::new(bytes::Bytes::from(body)))
+    }
+}
+
 /// A spawned task that ends with whoever awaits it (a cancelled plugin call
 /// must not leave its upstream request running).
 struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
@@ -189,7 +205,7 @@ impl http::Host for PluginState {
             .client()
             .request(method, url)
             .headers(headers)
-            .body(request.body)
+            .body(upstream_body(request.body))
             .send();
         // Sending runs as a task of its own rather than on the plugin's fiber:
         // the HTTP client's deep call stack would otherwise stay resident in

@@ -59,9 +59,12 @@ impl Surface for Completions {
         kind: Kind,
         config: &Config,
     ) -> Result<Ask<CompletionAnswer, Infallible>, ApiError> {
-        let body = &self.0;
+        let mut body = self.0;
+        // The conversation's texts move out of the body; its other fields stay for the rest.
+        let prompt = request::prompt(&mut body, kind, config.max_expanded_bytes())?;
+        let body = &body;
         Ok(Ask::Complete {
-            prompt: request::prompt(body, kind, config.max_expanded_bytes())?,
+            prompt,
             functions: request::functions(body)?,
             function_choice: request::function_choice(body)?,
             codec: CompletionAnswer {

@@ -201,35 +201,40 @@ pub fn target(config: &Option<ProviderConfig>) -> Result<Target, ApiError> {
 }
 
 /// The completion request's input, variables filled in: the text of the
-/// prompt and every message together at most `max_expanded_bytes`.
+/// prompt and every message together at most `max_expanded_bytes`. The texts are moved
+/// out of the body (a text without placeholders is not copied).
 pub fn prompt(
-    body: &CompletionBody,
+    body: &mut CompletionBody,
     kind: Kind,
     max_expanded_bytes: usize,
 ) -> Result<types::Prompt, ApiError> {
+    use super::variables::fill_owned;
     let mut budget = super::variables::Budget::new(max_expanded_bytes);
-    let mut fill = |text: &str, place: &str| match &body.variables {
-        Some(variables) => super::variables::fill(text, variables, place, &mut budget),
-        None => Ok(text.to_owned()),
-    };
+    let variables = body.variables.as_ref();
     match kind {
         Kind::Text => {
-            let prompt = body.prompt.as_deref().ok_or_else(|| {
+            let prompt = body.prompt.take().ok_or_else(|| {
                 ApiError::BadRequest("prompt is required when params.type is \"text\"".into())
             })?;
-            Ok(types::Prompt::Text(fill(prompt, "prompt")?))
+            let prompt = fill_owned(prompt, variables, || "prompt".into(), &mut budget)?;
+            Ok(types::Prompt::Text(prompt))
         }
         Kind::Chat => {
-            let messages = body.messages.as_ref().ok_or_else(|| {
+            let messages = body.messages.take().ok_or_else(|| {
                 ApiError::BadRequest("messages is required when params.type is \"chat\"".into())
             })?;
             if messages.is_empty() {
                 return Err(ApiError::BadRequest("messages must not be empty".into()));
             }
-            let mut out = Vec::with_capacity(messages.len());
-            for (i, message) in messages.iter().enumerate() {
-                let content = match &message.content {
-                    Some(content) => Some(fill(content, &format!("messages[{i}].content"))?),
+            // Mapped in place: the parsed list's allocation becomes the prompt's.
+            let message = |(i, message): (usize, MessageBody)| -> Result<_, ApiError> {
+                let content = match message.content {
+                    Some(content) => Some(fill_owned(
+                        content,
+                        variables,
+                        || format!("messages[{i}].content"),
+                        &mut budget,
+                    )?),
                     None => None,
                 };
                 if matches!(message.role, RoleBody::Function) && message.name.is_none() {
@@ -237,7 +242,7 @@ pub fn prompt(
                         "messages[{i}].name is required on function messages"
                     )));
                 }
-                out.push(types::Message {
+                Ok(types::Message {
                     role: match message.role {
                         RoleBody::System => types::Role::System,
                         RoleBody::User => types::Role::User,
@@ -246,28 +251,29 @@ pub fn prompt(
                         RoleBody::Tool => types::Role::Tool,
                     },
                     content,
-                    name: message.name.clone(),
-                    function_call: message
-                        .function_call
-                        .as_ref()
-                        .map(|call| types::FunctionCall {
-                            name: call.name.clone(),
-                            arguments: call.arguments.clone(),
-                        }),
+                    name: message.name,
+                    function_call: message.function_call.map(|call| types::FunctionCall {
+                        name: call.name,
+                        arguments: call.arguments,
+                    }),
                     tool_calls: message
                         .tool_calls
-                        .iter()
+                        .into_iter()
                         .flatten()
                         .map(|call| types::ToolCall {
-                            id: call.id.clone(),
-                            name: call.function.name.clone(),
-                            arguments: call.function.arguments.clone(),
+                            id: call.id,
+                            name: call.function.name,
+                            arguments: call.function.arguments,
                         })
                         .collect(),
-                    tool_call_id: message.tool_call_id.clone(),
-                });
-            }
-            Ok(types::Prompt::Chat(out))
+                    tool_call_id: message.tool_call_id,
+                })
+            };
+            let mut messages = (messages.into_iter().enumerate())
+                .map(message)
+                .collect::<Result<Vec<_>, _>>()?;
+            messages.shrink_to_fit();
+            Ok(types::Prompt::Chat(messages))
         }
         Kind::Embeddings => Err(ApiError::BadRequest(
             "params.type \"embeddings\" is served by POST /embeddings".into(),
@@ -398,10 +404,10 @@ mod tests {
 
     /// Everything a caller's body goes through before the plugin is called.
     fn validate(bytes: &[u8]) -> Result<(), ApiError> {
-        let body = parse_body::<CompletionBody>(bytes)?;
+        let mut body = parse_body::<CompletionBody>(bytes)?;
         require_project_id(&body.project_id)?;
         let target = target(&body.provider_config)?;
-        prompt(&body, target.kind, 4096)?;
+        prompt(&mut body, target.kind, 4096)?;
         functions(&body)?;
         function_choice(&body)?;
         let embeddings = parse_body::<EmbeddingBody>(bytes)?;

@@ -67,6 +67,26 @@ pub fn fill(
     Ok(out)
 }
 
+/// [`fill`] of a text the caller owns, if the request has `variables`: one without
+/// placeholders is counted and kept as it is, not copied. `place` is computed only for an
+/// error.
+pub fn fill_owned(
+    text: String,
+    variables: Option<&HashMap<String, String>>,
+    place: impl FnOnce() -> String,
+    budget: &mut Budget,
+) -> Result<String, ApiError> {
+    match variables {
+        // Nothing to fill in: the body's own size limit holds.
+        None => Ok(text),
+        Some(variables) if text.contains("{{") => fill(&text, variables, &place(), budget),
+        Some(_) => {
+            budget.take(text.len())?;
+            Ok(text)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -79,7 +79,8 @@ pub trait CompletionFields: request::Fields {
     fn common(&self) -> &Common;
     /// The checks that need the whole body (after its fields' types).
     fn check(&self) -> Result<(), ApiError>;
-    fn ask(&self) -> Result<Ask<CompletionAnswer, Infallible>, ApiError>;
+    /// What it asks of the plugin, its texts moved out of the body.
+    fn ask(self) -> Result<Ask<CompletionAnswer, Infallible>, ApiError>;
 }
 
 impl CompletionFields for ChatFields {
@@ -91,14 +92,16 @@ impl CompletionFields for ChatFields {
     fn check(&self) -> Result<(), ApiError> {
         request::check_chat(self)
     }
-    fn ask(&self) -> Result<Ask<CompletionAnswer, Infallible>, ApiError> {
+    fn ask(mut self) -> Result<Ask<CompletionAnswer, Infallible>, ApiError> {
+        // In the order of the errors a caller gets: the conversation's first.
+        let prompt = request::chat_prompt(&mut self)?;
         Ok(Ask::Complete {
-            prompt: request::chat_prompt(self)?,
-            functions: request::functions(self)?,
-            function_choice: request::function_choice(self)?,
+            prompt,
+            functions: request::functions(&self)?,
+            function_choice: request::function_choice(&self)?,
             codec: CompletionAnswer::new(
                 Object::Chat,
-                request::legacy_functions(self),
+                request::legacy_functions(&self),
                 self.common.include_usage(),
             ),
         })
@@ -114,9 +117,9 @@ impl CompletionFields for TextFields {
     fn check(&self) -> Result<(), ApiError> {
         request::check_text(self)
     }
-    fn ask(&self) -> Result<Ask<CompletionAnswer, Infallible>, ApiError> {
+    fn ask(mut self) -> Result<Ask<CompletionAnswer, Infallible>, ApiError> {
         Ok(Ask::Complete {
-            prompt: request::text_prompt(self)?,
+            prompt: request::text_prompt(&mut self)?,
             functions: Vec::new(),
             function_choice: None,
             codec: CompletionAnswer::new(Object::Text, false, self.common.include_usage()),
@@ -202,9 +205,9 @@ impl Surface for Embeddings {
     fn stream(&self) -> bool {
         false
     }
-    fn ask(self, _: Kind, _: &Config) -> Result<Ask<Infallible, EmbeddingAnswer>, ApiError> {
+    fn ask(mut self, _: Kind, _: &Config) -> Result<Ask<Infallible, EmbeddingAnswer>, ApiError> {
         Ok(Ask::Embed {
-            input: request::embedding_input(&self.0.fields)?,
+            input: request::embedding_input(&mut self.0.fields)?,
             codec: EmbeddingAnswer {
                 format: self.0.fields.encoding_format.unwrap_or_default(),
             },

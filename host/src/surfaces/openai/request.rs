@@ -432,26 +432,32 @@ pub fn check_chat(body: &ChatFields) -> Result<(), ApiError> {
     }
 }
 
-/// A message's content as one text: text parts joined by new lines.
-fn content_text(content: &ContentBody, place: &str) -> Result<String, ApiError> {
+/// A message's content as one text (moved, not copied): text parts joined by new lines.
+/// `place` names the content, for errors.
+fn content_text(content: ContentBody, place: impl Fn() -> String) -> Result<String, ApiError> {
     let parts = match content {
-        ContentBody::Text(text) => return Ok(text.clone()),
+        ContentBody::Text(text) => return Ok(text),
         ContentBody::Parts(parts) => parts,
     };
     let mut texts = Vec::with_capacity(parts.len());
     for (j, part) in parts.iter().enumerate() {
-        let param = format!("{place}[{j}]");
-        let unsupported = |what: &str| invalid(&param, format!("{what} are not supported yet"));
+        let param = || format!("{}[{j}]", place());
+        let unsupported = |what: &str| invalid(param(), format!("{what} are not supported yet"));
         match part.kind.as_str() {
             "text" => match &part.text {
                 Some(text) => texts.push(text.as_str()),
-                None => return Err(invalid(format!("{param}.text"), "a text part needs text")),
+                None => {
+                    return Err(invalid(
+                        format!("{}.text", param()),
+                        "a text part needs text",
+                    ));
+                }
             },
             "refusal" => match &part.refusal {
                 Some(text) => texts.push(text.as_str()),
                 None => {
                     return Err(invalid(
-                        format!("{param}.refusal"),
+                        format!("{}.refusal", param()),
                         "a refusal part needs refusal",
                     ));
                 }
@@ -461,7 +467,7 @@ fn content_text(content: &ContentBody, place: &str) -> Result<String, ApiError> 
             "file" => return Err(unsupported("files")),
             other => {
                 return Err(invalid(
-                    format!("{param}.type"),
+                    format!("{}.type", param()),
                     format!("content part type {other:?} is not supported (only \"text\")"),
                 ));
             }
@@ -470,74 +476,79 @@ fn content_text(content: &ContentBody, place: &str) -> Result<String, ApiError> 
     Ok(texts.join("\n"))
 }
 
-/// The conversation, in the plugin's terms.
-pub fn chat_prompt(body: &ChatFields) -> Result<types::Prompt, ApiError> {
-    let messages = body.messages.as_deref().unwrap_or_default();
-    let mut out = Vec::with_capacity(messages.len());
-    for (i, message) in messages.iter().enumerate() {
-        let place = format!("messages[{i}]");
-        let content = match &message.content {
-            Some(content) => Some(content_text(content, &format!("{place}.content"))?),
-            None => None,
-        };
-        let role = match message.role {
-            // OpenAI's newer name for the system prompt of reasoning models.
-            RoleBody::System | RoleBody::Developer => types::Role::System,
-            RoleBody::User => types::Role::User,
-            RoleBody::Assistant => types::Role::Assistant,
-            RoleBody::Tool => types::Role::Tool,
-            RoleBody::Function => types::Role::Function,
-        };
-        // OpenAI's assistant and function messages may have null content.
-        let needs_content = !matches!(role, types::Role::Assistant | types::Role::Function);
-        if needs_content && content.is_none() {
+/// The conversation, in the plugin's terms. Its texts are moved out of the body (which
+/// keeps its other fields): a large conversation is never held twice.
+pub fn chat_prompt(body: &mut ChatFields) -> Result<types::Prompt, ApiError> {
+    let messages = body.messages.take().unwrap_or_default();
+    // Mapped in place: the parsed list's allocation becomes the prompt's.
+    let mut messages = (messages.into_iter().enumerate())
+        .map(|(i, message)| chat_message(i, message))
+        .collect::<Result<Vec<_>, _>>()?;
+    messages.shrink_to_fit();
+    Ok(types::Prompt::Chat(messages))
+}
+
+/// Message `i` of the conversation, in the plugin's terms.
+fn chat_message(i: usize, message: MessageBody) -> Result<types::Message, ApiError> {
+    let place = || format!("messages[{i}]");
+    let content = match message.content {
+        Some(content) => Some(content_text(content, || format!("{}.content", place()))?),
+        None => None,
+    };
+    let role = match message.role {
+        // OpenAI's newer name for the system prompt of reasoning models.
+        RoleBody::System | RoleBody::Developer => types::Role::System,
+        RoleBody::User => types::Role::User,
+        RoleBody::Assistant => types::Role::Assistant,
+        RoleBody::Tool => types::Role::Tool,
+        RoleBody::Function => types::Role::Function,
+    };
+    // OpenAI's assistant and function messages may have null content.
+    let needs_content = !matches!(role, types::Role::Assistant | types::Role::Function);
+    if needs_content && content.is_none() {
+        let place = place();
+        return Err(invalid(
+            format!("{place}.content"),
+            format!("{place}.content is required on this role's messages"),
+        ));
+    }
+    if role == types::Role::Tool && message.tool_call_id.is_none() {
+        return Err(invalid(
+            format!("{}.tool_call_id", place()),
+            "tool messages need the tool_call_id of the call they answer",
+        ));
+    }
+    if role == types::Role::Function && message.name.is_none() {
+        return Err(invalid(
+            format!("{}.name", place()),
+            "function messages need the name of the function",
+        ));
+    }
+    let mut tool_calls = Vec::new();
+    for (j, call) in message.tool_calls.into_iter().flatten().enumerate() {
+        if call.kind.as_deref().is_some_and(|kind| kind != "function") {
             return Err(invalid(
-                format!("{place}.content"),
-                format!("{place}.content is required on this role's messages"),
+                format!("{}.tool_calls[{j}].type", place()),
+                "only \"function\" tool calls are supported",
             ));
         }
-        if role == types::Role::Tool && message.tool_call_id.is_none() {
-            return Err(invalid(
-                format!("{place}.tool_call_id"),
-                "tool messages need the tool_call_id of the call they answer",
-            ));
-        }
-        if role == types::Role::Function && message.name.is_none() {
-            return Err(invalid(
-                format!("{place}.name"),
-                "function messages need the name of the function",
-            ));
-        }
-        let mut tool_calls = Vec::new();
-        for (j, call) in message.tool_calls.iter().flatten().enumerate() {
-            if call.kind.as_deref().is_some_and(|kind| kind != "function") {
-                return Err(invalid(
-                    format!("{place}.tool_calls[{j}].type"),
-                    "only \"function\" tool calls are supported",
-                ));
-            }
-            tool_calls.push(types::ToolCall {
-                id: call.id.clone(),
-                name: call.function.name.clone(),
-                arguments: call.function.arguments.clone(),
-            });
-        }
-        out.push(types::Message {
-            role,
-            content,
-            name: message.name.clone(),
-            function_call: message
-                .function_call
-                .as_ref()
-                .map(|call| types::FunctionCall {
-                    name: call.name.clone(),
-                    arguments: call.arguments.clone(),
-                }),
-            tool_calls,
-            tool_call_id: message.tool_call_id.clone(),
+        tool_calls.push(types::ToolCall {
+            id: call.id,
+            name: call.function.name,
+            arguments: call.function.arguments,
         });
     }
-    Ok(types::Prompt::Chat(out))
+    Ok(types::Message {
+        role,
+        content,
+        name: message.name,
+        function_call: message.function_call.map(|call| types::FunctionCall {
+            name: call.name,
+            arguments: call.arguments,
+        }),
+        tool_calls,
+        tool_call_id: message.tool_call_id,
+    })
 }
 
 fn function_def(f: &FunctionBody, place: &str) -> Result<types::FunctionDef, ApiError> {
@@ -672,13 +683,13 @@ pub fn check_text(body: &TextFields) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The one prompt: a string, or a list of one string.
-pub fn text_prompt(body: &TextFields) -> Result<types::Prompt, ApiError> {
-    match &body.prompt {
+/// The one prompt: a string, or a list of one string (moved out of the body).
+pub fn text_prompt(body: &mut TextFields) -> Result<types::Prompt, ApiError> {
+    match body.prompt.take() {
         None => Err(invalid("prompt", "you must provide a prompt parameter")),
-        Some(PromptBody::One(text)) => Ok(types::Prompt::Text(text.clone())),
-        Some(PromptBody::Many(list)) => match list.as_slice() {
-            [Value::String(text)] => Ok(types::Prompt::Text(text.clone())),
+        Some(PromptBody::One(text)) => Ok(types::Prompt::Text(text)),
+        Some(PromptBody::Many(mut list)) => match list.as_mut_slice() {
+            [Value::String(text)] => Ok(types::Prompt::Text(std::mem::take(text))),
             [] => Err(invalid("prompt", "prompt must not be an empty list")),
             [_] => Err(invalid(
                 "prompt",
@@ -729,24 +740,24 @@ pub fn check_embeddings(body: &EmbeddingFields) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The texts to embed: a string or a list of strings.
-pub fn embedding_input(body: &EmbeddingFields) -> Result<Vec<String>, ApiError> {
+/// The texts to embed: a string or a list of strings (moved out of the body).
+pub fn embedding_input(body: &mut EmbeddingFields) -> Result<Vec<String>, ApiError> {
     let tokens = || {
         invalid(
             "input",
             "token arrays are not supported: send the input as text",
         )
     };
-    match &body.input {
-        Some(Value::String(text)) => Ok(vec![text.clone()]),
+    match body.input.take() {
+        Some(Value::String(text)) => Ok(vec![text]),
         Some(Value::Array(list)) if list.is_empty() => {
             Err(invalid("input", "input must not be an empty list"))
         }
         Some(Value::Array(list)) => list
-            .iter()
+            .into_iter()
             .enumerate()
             .map(|(i, item)| match item {
-                Value::String(text) => Ok(text.clone()),
+                Value::String(text) => Ok(text),
                 Value::Number(_) | Value::Array(_) => Err(tokens()),
                 _ => Err(invalid(
                     format!("input[{i}]"),
@@ -820,25 +831,25 @@ mod tests {
 
     #[test]
     fn content_parts_are_joined_and_images_refused_by_place() {
-        let body = chat(
+        let mut body = chat(
             r#"{"model": "m", "messages": [
                 {"role": "developer", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
                 {"role": "user", "content": [{"type": "text", "text": "x"}, {"type": "image_url", "image_url": {"url": "u"}}]}]}"#,
         )
         .unwrap();
-        let err = chat_prompt(&body.fields).unwrap_err();
+        let err = chat_prompt(&mut body.fields).unwrap_err();
         assert!(
             err.to_string().contains("images are not supported yet"),
             "{err}"
         );
         assert_eq!(param_of(err), "messages[1].content[1]");
 
-        let body = chat(
+        let mut body = chat(
             r#"{"model": "m", "messages": [
                 {"role": "developer", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]}"#,
         )
         .unwrap();
-        let types::Prompt::Chat(messages) = chat_prompt(&body.fields).unwrap() else {
+        let types::Prompt::Chat(messages) = chat_prompt(&mut body.fields).unwrap() else {
             panic!("a chat prompt");
         };
         assert_eq!(messages[0].role, types::Role::System);
@@ -873,8 +884,8 @@ mod tests {
     #[test]
     fn legacy_prompt_and_embedding_inputs() {
         let text = |json: &str| {
-            let body = parse_body::<Body<TextFields>>(json.as_bytes()).unwrap();
-            text_prompt(&body.fields)
+            let mut body = parse_body::<Body<TextFields>>(json.as_bytes()).unwrap();
+            text_prompt(&mut body.fields)
         };
         assert_eq!(
             text(r#"{"prompt": ["one"]}"#).unwrap(),
@@ -889,8 +900,8 @@ mod tests {
             "prompt"
         );
         let input = |json: &str| {
-            let body = parse_body::<Body<EmbeddingFields>>(json.as_bytes()).unwrap();
-            embedding_input(&body.fields)
+            let mut body = parse_body::<Body<EmbeddingFields>>(json.as_bytes()).unwrap();
+            embedding_input(&mut body.fields)
         };
         assert_eq!(input(r#"{"input": ["a", "b"]}"#).unwrap(), ["a", "b"]);
         assert!(
@@ -965,10 +976,10 @@ mod tests {
         /// Any bytes in: a 4xx or a valid request, never a panic.
         #[test]
         fn any_bytes_are_a_client_error_or_a_request(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256)) {
-            let checked = parse_body::<Body<ChatFields>>(&bytes).and_then(|body| {
+            let checked = parse_body::<Body<ChatFields>>(&bytes).and_then(|mut body| {
                 check_chat(&body.fields)?;
                 check_params(Kind::Chat, &body.params)?;
-                chat_prompt(&body.fields)?;
+                chat_prompt(&mut body.fields)?;
                 functions(&body.fields)?;
                 function_choice(&body.fields)?;
                 Ok(())

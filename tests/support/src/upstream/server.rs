@@ -240,6 +240,11 @@ impl Traffic {
         }
     }
 
+    /// How many requests were received so far (without copying them).
+    pub fn request_count(&self) -> usize {
+        lock(&self.0).requests.len()
+    }
+
     /// Every request received so far, in order.
     pub fn requests(&self) -> Vec<ReceivedRequest> {
         lock(&self.0).requests.clone()
