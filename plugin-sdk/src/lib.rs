@@ -327,6 +327,33 @@ impl PluginInfo {
 }
 
 impl Prompt {
+    /// About the bytes of the prompt's texts once written as JSON, with room for each
+    /// message's keys: what a plugin sizes its upstream body's buffer by
+    /// ([`Request::json_sized`](crate::http::Request::json_sized)), so that a large prompt is
+    /// written without the buffer growing (and copying) as it fills.
+    pub fn json_size_hint(&self) -> usize {
+        let text = |text: &Option<String>| text.as_ref().map_or(0, String::len);
+        match self {
+            Prompt::Text(text) => text.len() + 64,
+            Prompt::Chat(messages) => messages
+                .iter()
+                .map(|message| {
+                    let calls: usize = (message.tool_calls.iter())
+                        .map(|call| call.id.len() + call.name.len() + call.arguments.len() + 64)
+                        .sum();
+                    let function_call = (message.function_call.as_ref())
+                        .map_or(0, |call| call.name.len() + call.arguments.len() + 64);
+                    text(&message.content)
+                        + text(&message.name)
+                        + text(&message.tool_call_id)
+                        + calls
+                        + function_call
+                        + 64
+                })
+                .sum(),
+        }
+    }
+
     /// The prompt as a conversation: a chat's messages, or a text prompt as
     /// one user message (how chat APIs take a text prompt).
     pub fn messages(&self) -> std::borrow::Cow<'_, [Message]> {

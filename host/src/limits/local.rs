@@ -220,6 +220,8 @@ impl Local {
                             format!("{}:{}", item.counter(), period.suffix(id)),
                             cost_usd - reservation.estimate.cost_usd,
                         ),
+                        // Nothing reserved, nothing spent: nothing to book.
+                        None if cost_usd <= 0.0 => continue,
                         None => (budget_key(item, period, now_ms).0, cost_usd),
                     };
                     // No counter: the next admission starts one from the

@@ -57,29 +57,12 @@ pub fn upstream_request(
     let (body, messages) = body_and_messages(request, &settings, stream)?;
     // The conversation is written into the body as it is serialized, not turned into a tree
     // of JSON values first (which would cost many times its text).
-    let size = request.params.len() + 256 + messages_size(&request.prompt);
+    let size = request.params.len() + 256 + request.prompt.json_size_hint();
     Request::post(messages_url(&request.route)?)
         .streaming(stream)
         .header("anthropic-version", ANTHROPIC_VERSION)
         .api_key(Some("x-api-key"), request.route.api_key.as_deref())
         .json_sized(&with_entry(&body, "messages", &messages), size)
-}
-
-/// About the bytes of a prompt's messages as JSON, to size the body's buffer.
-fn messages_size(prompt: &Prompt) -> usize {
-    match prompt {
-        Prompt::Text(text) => text.len() + 64,
-        Prompt::Chat(messages) => messages
-            .iter()
-            .map(|message| {
-                let text = |text: &Option<String>| text.as_ref().map_or(0, String::len);
-                let calls: usize = (message.tool_calls.iter())
-                    .map(|call| call.id.len() + call.name.len() + call.arguments.len() + 64)
-                    .sum();
-                text(&message.content) + text(&message.tool_call_id) + calls + 64
-            })
-            .sum(),
-    }
 }
 
 /// The URL of the Messages API on the route (whose base URL loses a trailing slash).

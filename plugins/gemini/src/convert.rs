@@ -155,25 +155,8 @@ pub fn completion_call(
     if !generation_config.is_empty() {
         body.insert("generationConfig".into(), Value::Object(generation_config));
     }
-    let size = request.params.len() + 256 + prompt_size(&request.prompt);
+    let size = request.params.len() + 256 + request.prompt.json_size_hint();
     http.json_sized(&json::with_entry(&body, "contents", &contents), size)
-}
-
-/// About the bytes of a prompt as JSON, to size the body's buffer.
-fn prompt_size(prompt: &Prompt) -> usize {
-    match prompt {
-        Prompt::Text(text) => text.len() + 64,
-        Prompt::Chat(messages) => messages
-            .iter()
-            .map(|message| {
-                let text = |text: &Option<String>| text.as_ref().map_or(0, String::len);
-                let calls: usize = (message.tool_calls.iter())
-                    .map(|call| call.name.len() + call.arguments.len() + 64)
-                    .sum();
-                text(&message.content) + text(&message.name) + calls + 64
-            })
-            .sum(),
-    }
 }
 
 /// Builds the `batchEmbedContents` request: one `embedContent` request per input, in order.

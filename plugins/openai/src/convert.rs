@@ -182,7 +182,7 @@ pub fn completion(request: &CompletionRequest, stream: bool) -> Result<Request, 
         prompt => {
             let conversation = prompt.messages();
             let messages = ChatMessages::new(&conversation)?;
-            let size = messages.size_hint() + overhead;
+            let size = prompt.json_size_hint() + overhead;
             settings.request(
                 upstream,
                 "chat/completions",
@@ -252,24 +252,6 @@ impl<'a> ChatMessages<'a> {
             }
         })?;
         Ok(ChatMessages(messages))
-    }
-
-    /// About the bytes of their JSON, to size the body's buffer.
-    pub fn size_hint(&self) -> usize {
-        self.0
-            .iter()
-            .map(|message| {
-                let text = |text: &Option<String>| text.as_ref().map_or(0, String::len);
-                let calls: usize = (message.tool_calls.iter())
-                    .map(|call| call.id.len() + call.name.len() + call.arguments.len() + 64)
-                    .sum();
-                text(&message.content)
-                    + text(&message.name)
-                    + text(&message.tool_call_id)
-                    + calls
-                    + 40
-            })
-            .sum()
     }
 }
 
