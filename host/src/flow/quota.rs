@@ -76,7 +76,7 @@ impl Quota {
     }
 
     /// Charges the call's tokens (prompt + completion) and cost, less what was reserved;
-    /// without usage, gives the reservation back. Only the first call counts.
+    /// without usage, gives the reservation back. Called once, when the request ends.
     pub async fn settle(&mut self, usage: Option<&TokenUsage>, cost_usd: Option<f64>) {
         let reservation = self.reservation.take().unwrap_or_default();
         let tokens = usage.map_or(0, |u| {
@@ -122,7 +122,7 @@ impl Drop for Quota {
     }
 }
 
-/// Estimated tokens per prompt byte: OpenAI's rule of thumb for English text (~4 bytes a
+/// Prompt bytes per estimated token: OpenAI's rule of thumb for English text (~4 bytes a
 /// token); an estimate only decides admission, the reported usage is what is charged.
 const BYTES_PER_TOKEN: u64 = 4;
 
