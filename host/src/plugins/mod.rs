@@ -22,6 +22,7 @@ mod registry;
 mod stats;
 pub mod trim;
 pub mod types;
+mod upstream;
 mod wit;
 
 use std::path::Path;

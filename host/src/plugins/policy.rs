@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::imports::http::Upstream;
+use super::upstream::Upstream;
 
 /// The largest memory limit a route may set; also the pooling allocator's slot size.
 pub const MAX_MEMORY_LIMIT_BYTES: usize = 1024 * 1024 * 1024;
