@@ -82,12 +82,14 @@ impl Quota {
         let tokens = usage.map_or(0, |u| {
             u64::from(u.prompt_tokens).saturating_add(u64::from(u.completion_tokens))
         });
-        let cost_usd = cost_usd.unwrap_or(0.0);
-        if tokens == 0 && cost_usd <= 0.0 && reservation.is_empty() {
-            return;
-        }
+        // The limiter returns at once when there is nothing to book.
         self.limiter
-            .settle(&checks(&self.key), &reservation, tokens, cost_usd)
+            .settle(
+                &checks(&self.key),
+                &reservation,
+                tokens,
+                cost_usd.unwrap_or(0.0),
+            )
             .await;
     }
 

@@ -10,6 +10,7 @@ use super::budget::Period;
 use super::gcra::{self, Bucket};
 use super::{
     Admitted, Estimate, Item, Limit, Refused, Reservation, SpendSource, Verdict, conclude,
+    spendable,
 };
 
 /// Unix time in µs; injectable so tests can move time.
@@ -122,7 +123,7 @@ impl Local {
             let item = &items[i];
             match spend.spent_since(item.subject, start_ms).await {
                 Ok(usd) => {
-                    let usd = if usd.is_finite() { usd.max(0.0) } else { 0.0 };
+                    let usd = spendable(usd);
                     let period = item.period().unwrap_or(Period::Day);
                     let id = period.at(now_ms).id;
                     self.lock()

@@ -90,10 +90,9 @@ pub struct LimitSet {
 impl LimitSet {
     /// Whether a request under these limits reserves tokens or cost when it is admitted.
     pub fn reserves(&self) -> bool {
-        let budget = |usd: Option<f64>| usd.is_some_and(|usd| usd.is_finite() && usd > 0.0);
         self.tpm.is_some_and(|n| n > 0)
-            || budget(self.daily_budget_usd)
-            || budget(self.monthly_budget_usd)
+            || budget(self.daily_budget_usd).is_some()
+            || budget(self.monthly_budget_usd).is_some()
     }
 }
 
@@ -106,14 +105,14 @@ pub struct Estimate {
     pub cost_usd: f64,
 }
 
-impl Estimate {
-    fn cost(&self) -> f64 {
-        if self.cost_usd.is_finite() {
-            self.cost_usd.max(0.0)
-        } else {
-            0.0
-        }
-    }
+/// A budget as stored, if it is one: a zero, negative or non-finite value is none.
+fn budget(usd: Option<f64>) -> Option<f64> {
+    usd.filter(|usd| usd.is_finite() && *usd > 0.0)
+}
+
+/// An amount of USD as counters may add it: a negative or non-finite one counts as 0.
+fn spendable(usd: f64) -> f64 {
+    if usd.is_finite() { usd.max(0.0) } else { 0.0 }
 }
 
 /// What an admission took beyond its one request, for its settle to correct.
@@ -429,7 +428,7 @@ impl Limiter {
         }
         let estimate = Estimate {
             tokens: estimate.tokens,
-            cost_usd: estimate.cost(),
+            cost_usd: spendable(estimate.cost_usd),
         };
         if let Some(redis) = &self.inner.redis
             && let Some(answer) = redis
@@ -450,11 +449,7 @@ impl Limiter {
         tokens: u64,
         cost_usd: f64,
     ) {
-        let cost_usd = if cost_usd.is_finite() {
-            cost_usd.max(0.0)
-        } else {
-            0.0
-        };
+        let cost_usd = spendable(cost_usd);
         let items = Item::all(checks);
         if (tokens == 0 && cost_usd == 0.0 && reservation.is_empty())
             || !items.iter().any(Item::counts_usage)
@@ -501,7 +496,6 @@ impl<'a> Item<'a> {
         for check in checks {
             let limits = &check.limits;
             let subject = &check.subject;
-            let budget = |usd: Option<f64>| usd.filter(|usd| usd.is_finite() && *usd > 0.0);
             let mut push = |limit| items.push(Item { subject, limit });
             if let Some(n) = limits.rpm.filter(|n| *n > 0) {
                 push(Limit::RequestsPerMinute(n));

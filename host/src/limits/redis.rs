@@ -32,7 +32,7 @@ use redis::{AsyncConnectionConfig, RedisError, RedisResult, Script};
 use super::local::Local;
 use super::{
     Admitted, Estimate, Item, Limit, LimitsError, Refused, Reservation, SpendSource, Verdict,
-    conclude,
+    conclude, spendable,
 };
 
 /// How long Redis may take to connect or answer before the request is
@@ -539,8 +539,7 @@ impl RedisBackend {
                 Some(Answer::Seed(missing)) => {
                     for (i, start_ms) in missing {
                         seeds[i] = match spend.spent_since(items[i].subject, start_ms).await {
-                            Ok(usd) if usd.is_finite() => format!("{start_ms}:{}", usd.max(0.0)),
-                            Ok(_) => format!("{start_ms}:0"),
+                            Ok(usd) => format!("{start_ms}:{}", spendable(usd)),
                             Err(e) => {
                                 tracing::warn!("limits: no recorded spend for {}: {e}", keys[i]);
                                 format!("{start_ms}:-")

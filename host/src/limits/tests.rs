@@ -805,7 +805,6 @@ mod redis_tests {
         cleanup(&prefix).await;
     }
 
-    /// The Lua periods agree with Rust's.
     #[tokio::test]
     async fn reservations_hold_across_replicas() {
         let Some(prefix) = redis_prefix("reserve").await else {
@@ -845,6 +844,7 @@ mod redis_tests {
         cleanup(&prefix).await;
     }
 
+    /// The Lua periods agree with Rust's.
     #[tokio::test]
     async fn lua_periods_match() {
         let Some(_) = redis_prefix("periods").await else {
