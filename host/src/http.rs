@@ -124,20 +124,20 @@ impl hyper::body::Body for ChannelBody {
 /// The body's length as `Content-Length` declares it (`None`: not declared, or not a
 /// length this process can hold).
 pub fn declared_length(headers: &HeaderMap) -> Option<usize> {
+    declared(headers).and_then(|len| usize::try_from(len).ok())
+}
+
+/// `Content-Length`, when it is a number.
+fn declared(headers: &HeaderMap) -> Option<u64> {
     headers
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok())
-        .and_then(|len| usize::try_from(len).ok())
 }
 
 /// A body declared (`Content-Length`) larger than `limit` is refused before anything is read.
 pub fn check_declared_length(headers: &HeaderMap, limit: usize) -> Result<(), ApiError> {
-    let declared = headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > limit as u64) {
+    if declared(headers).is_some_and(|len| len > limit as u64) {
         return Err(ApiError::BodyTooLarge(limit));
     }
     Ok(())
