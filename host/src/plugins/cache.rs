@@ -15,7 +15,14 @@ use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-use super::registry::LoadError;
+/// Why a plugin file could not be made a component.
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    #[error("not a valid component: {0}")]
+    Invalid(wasmtime::Error),
+    #[error("compiled plugin unusable: {0}")]
+    Unusable(wasmtime::Error),
+}
 
 #[derive(Clone)]
 pub(super) struct CompiledCache {
@@ -52,7 +59,7 @@ impl CompiledCache {
         engine: &Engine,
         wasm_hash: &str,
         wasm: &[u8],
-    ) -> Result<Component, LoadError> {
+    ) -> Result<Component, CompileError> {
         let entry = self.entry(wasm_hash);
         if let Ok(compiled) = std::fs::read(&entry) {
             // SAFETY: the entry was produced by `precompile_component` of an
@@ -67,12 +74,12 @@ impl CompiledCache {
         }
         let compiled = engine
             .precompile_component(wasm)
-            .map_err(LoadError::Invalid)?;
+            .map_err(CompileError::Invalid)?;
         if let Err(e) = self.store(&entry, &compiled) {
             tracing::warn!(dir = %self.dir.display(), "cannot write the compiled-plugin cache: {e}");
         }
         // SAFETY: `compiled` was just produced by this engine.
-        unsafe { Component::deserialize(engine, &compiled) }.map_err(LoadError::Unusable)
+        unsafe { Component::deserialize(engine, &compiled) }.map_err(CompileError::Unusable)
     }
 
     fn store(&self, entry: &Path, compiled: &[u8]) -> std::io::Result<()> {

@@ -11,8 +11,8 @@ use wasmtime::{Engine, EngineWeak, InstanceAllocationStrategy, PoolingAllocation
 
 use super::PluginRuntime;
 use super::imports::PluginState;
+use super::plugin::Plugin;
 use super::policy::MAX_MEMORY_LIMIT_BYTES;
-use super::registry::Plugin;
 use super::wit::{Provider, ProviderPre};
 
 /// Plugin instances that may serve requests at once unless the config says

@@ -4,55 +4,15 @@
 use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
-use wasmtime::{Engine, Store, Trap};
+use wasmtime::{Engine, Store};
 
 use super::engine::EPOCH_TICK;
+use super::failure::Failure;
 use super::imports::PluginState;
-use super::registry::Plugin;
+use super::plugin::Plugin;
 use super::types::Chunk;
 use super::wit::{self, Provider};
 use super::{CallContext, PluginError};
-
-/// Why a plugin instance stopped, in words safe to show the caller (the full
-/// chain, with the wasm backtrace, goes to the log).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Failure {
-    #[error("it used up its CPU time budget")]
-    CpuBudget,
-    #[error("stack overflow")]
-    StackOverflow,
-    #[error("it panicked (wasm trap: unreachable)")]
-    Panicked,
-    /// The store's limiter refused to grow its memory to `asked` bytes.
-    #[error("it went over its memory limit ({cause})")]
-    OutOfMemory { asked: usize, cause: String },
-    #[error("{0}")]
-    Trap(Trap),
-    #[error("{0}")]
-    Other(String),
-}
-
-impl Failure {
-    /// What `e`, returned by a call into the instance whose state is `state`, means.
-    pub(super) fn of(e: &wasmtime::Error, state: &PluginState) -> Failure {
-        // The outer messages are context ("error while executing at wasm
-        // backtrace ..."); the cause says what happened.
-        let cause = || e.root_cause().to_string();
-        if let Some(asked) = state.limiter.refused() {
-            return Failure::OutOfMemory {
-                asked,
-                cause: cause(),
-            };
-        }
-        match e.downcast_ref::<Trap>() {
-            Some(Trap::Interrupt) => Failure::CpuBudget,
-            Some(Trap::StackOverflow) => Failure::StackOverflow,
-            Some(Trap::UnreachableCodeReached) => Failure::Panicked,
-            Some(trap) => Failure::Trap(*trap),
-            None => Failure::Other(cause()),
-        }
-    }
-}
 
 /// A store for one instance of `plugin`, with the limits of `ctx`'s sandbox.
 pub(super) fn new_store(

@@ -7,18 +7,22 @@
 //! `engine` with its instance pool, epoch ticker and recycling; one
 //! `instance` per call, whose store carries the state of the host `imports`
 //! (`http`, `sink`, `log`); the route's `policy` ([`Limits`],
-//! [`AllowedHosts`]). The WIT bindings stay behind `wit`: everything else,
+//! [`AllowedHosts`]) and its [`Sandbox`] (the policy with the route's `upstream`
+//! connections). The WIT bindings stay behind `wit`: everything else,
 //! here and in the rest of the host, uses the host's own [`types`].
 //! [`hot_reload`] follows the plugins directory; [`trim`] gives memory back
 //! after a burst.
 
 mod cache;
 mod engine;
+mod failure;
 pub mod hot_reload;
 mod imports;
 mod instance;
+mod plugin;
 mod policy;
 mod registry;
+mod sandbox;
 mod stats;
 pub mod trim;
 pub mod types;
@@ -33,9 +37,11 @@ use tokio::sync::{Semaphore, mpsc};
 use uuid::Uuid;
 
 pub use engine::{DEFAULT_MAX_INSTANCES, EngineError, LinkError, RecycleError};
-pub use instance::Failure;
-pub use policy::{AllowedHosts, HostsError, Limits, MAX_MEMORY_LIMIT_BYTES, Sandbox, SandboxError};
-pub use registry::{LoadError, NotLoaded, Plugin, PluginReport};
+pub use failure::Failure;
+pub use plugin::Plugin;
+pub use policy::{AllowedHosts, HostsError, Limits, MAX_MEMORY_LIMIT_BYTES};
+pub use registry::{LoadError, NotLoaded, PluginReport};
+pub use sandbox::{Sandbox, SandboxError};
 pub use stats::{PluginCounts, TrapKind};
 pub use wit::{VersionError, WIT_LINE};
 

@@ -1,10 +1,9 @@
 //! What a route's plugin instances may do: the hosts they may reach
-//! ([`AllowedHosts`]), what one call may consume ([`Limits`]), and the
-//! [`Sandbox`] that carries both with the route's upstream connections.
+//! ([`AllowedHosts`]) and what one call may consume ([`Limits`]). Rules only: the config
+//! checks its values with them, and the [`super::Sandbox`] carries them with the route's
+//! upstream connections.
 
 use std::time::Duration;
-
-use super::upstream::Upstream;
 
 /// The largest memory limit a route may set; also the pooling allocator's slot size.
 pub const MAX_MEMORY_LIMIT_BYTES: usize = 1024 * 1024 * 1024;
@@ -99,37 +98,6 @@ impl AllowedHosts {
         self.origins.iter().any(|(scheme, allowed, allowed_port)| {
             scheme == url.scheme() && allowed.eq_ignore_ascii_case(host) && *allowed_port == port
         })
-    }
-}
-
-/// Why a route's sandbox could not be set up.
-#[derive(Debug, thiserror::Error)]
-pub enum SandboxError {
-    #[error("HTTP client: {0}")]
-    Client(#[from] reqwest::Error),
-}
-
-/// Everything a route's plugin instances may reach and use.
-#[derive(Debug)]
-pub struct Sandbox {
-    pub allowed: AllowedHosts,
-    pub limits: Limits,
-    /// The route's upstream connection pools, one per serving thread.
-    pub(super) upstream: Upstream,
-}
-
-impl Sandbox {
-    pub fn new(allowed: AllowedHosts, limits: Limits) -> Result<Sandbox, SandboxError> {
-        Ok(Sandbox {
-            upstream: Upstream::new(&limits)?,
-            allowed,
-            limits,
-        })
-    }
-
-    /// No network at all: for validating a plugin at load time.
-    pub fn offline() -> Result<Sandbox, SandboxError> {
-        Sandbox::new(AllowedHosts::none(), Limits::default())
     }
 }
 

@@ -7,15 +7,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use uuid::Uuid;
-use wasmtime::Engine;
 use wasmtime::component::Component;
 
+use super::cache::CompileError;
 use super::engine::LinkError;
-use super::imports::PluginState;
-use super::instance::{Failure, new_store};
-use super::stats::{PluginStats, StatsByPlugin};
-use super::types::PluginInfo;
-use super::wit::{ProviderPre, VersionError, wit_version};
+use super::failure::Failure;
+use super::instance::new_store;
+use super::plugin::Plugin;
+use super::stats::StatsByPlugin;
+use super::wit::{VersionError, wit_version};
 use super::{CallContext, PluginRuntime, cache, trim};
 
 /// Why a plugin file was not loaded (the previous version, if any, keeps serving).
@@ -27,10 +27,8 @@ pub enum LoadError {
     Dir(std::io::Error),
     #[error("cannot read: {0}")]
     Read(std::io::Error),
-    #[error("not a valid component: {0}")]
-    Invalid(wasmtime::Error),
-    #[error("compiled plugin unusable: {0}")]
-    Unusable(wasmtime::Error),
+    #[error(transparent)]
+    Compile(#[from] CompileError),
     #[error("compilation task failed: {0}")]
     Task(tokio::task::JoinError),
     #[error(transparent)]
@@ -49,24 +47,6 @@ pub enum LoadError {
 pub struct NotLoaded {
     pub route: String,
     pub plugin: String,
-}
-
-/// A plugin ready to serve: compiled and linked.
-pub struct Plugin {
-    /// The file stem routes refer to.
-    pub name: Arc<str>,
-    pub file: PathBuf,
-    /// SHA-256 of the file, hex.
-    pub hash: String,
-    /// The `gateway:provider` version the plugin was built against.
-    pub wit_version: String,
-    pub loaded_at_ms: i64,
-    pub info: PluginInfo,
-    pub(super) pre: ProviderPre<PluginState>,
-    /// The engine (and instance pool) `pre` belongs to.
-    pub(super) engine: Engine,
-    /// The metrics' counters of this plugin's name (shared by its versions).
-    pub(super) stats: Arc<PluginStats>,
 }
 
 /// What the runtime knows of one plugin file.
@@ -299,7 +279,7 @@ impl PluginRuntime {
         // Compiling takes milliseconds to seconds of CPU: keep it off the async workers.
         let component = tokio::task::spawn_blocking(move || match &cache {
             Some(cache) => cache.load_or_compile(&engine, &key, &bytes),
-            None => Component::new(&engine, &bytes).map_err(LoadError::Invalid),
+            None => Component::new(&engine, &bytes).map_err(CompileError::Invalid),
         })
         .await
         .map_err(LoadError::Task)??;

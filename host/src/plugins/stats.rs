@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::instance::Failure;
+use super::failure::Failure;
 
 /// How a plugin call crashed, as `gateway_plugin_traps_total{kind}` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

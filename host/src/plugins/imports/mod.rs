@@ -16,7 +16,7 @@ use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::UpstreamTrace;
-use super::policy::Sandbox;
+use super::sandbox::Sandbox;
 use super::types::Chunk;
 use super::wit;
 use crate::redact::Secrets;

@@ -1,0 +1,29 @@
+//! A loaded plugin: what the registry hands the engine and each instance.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use wasmtime::Engine;
+
+use super::imports::PluginState;
+use super::stats::PluginStats;
+use super::types::PluginInfo;
+use super::wit::ProviderPre;
+
+/// A plugin ready to serve: compiled and linked.
+pub struct Plugin {
+    /// The file stem routes refer to.
+    pub name: Arc<str>,
+    pub file: PathBuf,
+    /// SHA-256 of the file, hex.
+    pub hash: String,
+    /// The `gateway:provider` version the plugin was built against.
+    pub wit_version: String,
+    pub loaded_at_ms: i64,
+    pub info: PluginInfo,
+    pub(super) pre: ProviderPre<PluginState>,
+    /// The engine (and instance pool) `pre` belongs to.
+    pub(super) engine: Engine,
+    /// The metrics' counters of this plugin's name (shared by its versions).
+    pub(super) stats: Arc<PluginStats>,
+}
