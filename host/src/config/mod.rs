@@ -3,11 +3,10 @@
 //! The defaults are `gateway.example.toml` at the repository root, embedded in
 //! the binary, so the quick start needs no file at all. A config that parses is
 //! one the gateway can serve with: the values check themselves ([`types`]), and
-//! an unknown key is refused rather than silently ignored. [`reload`] applies
-//! edits of the file while the gateway serves.
+//! an unknown key is refused rather than silently ignored. Applying edits of the
+//! file while the gateway serves is the state's ([`crate::state::reload`]).
 
 mod price;
-pub mod reload;
 pub mod types;
 
 use std::collections::BTreeMap;
@@ -18,103 +17,98 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::plugins::{AllowedHosts, HostsError, Limits, Sandbox, SandboxError};
 pub use price::{BadPrice, LongContextPrice, Price};
-use types::{BaseUrl, HostEntry, MemoryMb, positive, positive_option};
+use types::{BaseUrl, HostEntry, MemoryMb, Positive};
 pub use types::{OtlpEndpoint, OtlpHeaders, RedisUrl, SampleRatio};
 
 /// The shipped example config; also the configuration used when no file is given.
 pub const DEFAULT_CONFIG: &str = include_str!("../../../gateway.example.toml");
 
+/// Why a config was refused: where (`origin`: the file, or the built-in defaults) and what.
+#[derive(Debug)]
+pub struct ConfigError {
+    pub origin: String,
+    pub problem: Problem,
+}
+
+impl ConfigError {
+    fn new(origin: &str, problem: Problem) -> ConfigError {
+        ConfigError {
+            origin: origin.to_owned(),
+            problem,
+        }
+    }
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.problem {
+            Problem::Read(e) => write!(f, "cannot read config file {}: {e}", self.origin),
+            problem => write!(f, "invalid config {}: {problem}", self.origin),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.problem.source()
+    }
+}
+
+/// What is wrong with a config, in words that begin with the key they name.
 #[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+pub enum Problem {
+    #[error("{0}")]
+    Read(#[source] std::io::Error),
     /// Not TOML.
-    #[error("invalid config {origin}: {source}")]
-    Syntax {
-        origin: String,
-        source: Box<toml::de::Error>,
-    },
+    #[error("{0}")]
+    Syntax(#[source] Box<toml::de::Error>),
+    /// TOML, with a key or value the gateway refuses.
+    // Boxed: a config error is rare, and `Result<Config, _>` is returned on every load.
+    #[error("{}", placed(.0))]
+    Invalid(#[source] Box<serde_path_to_error::Error<toml::de::Error>>),
     /// A model alias naming a route the config does not have.
-    #[error("invalid config {origin}: models.{alias}.route: no route {route:?} in [providers]")]
-    AliasRoute {
-        origin: String,
-        alias: String,
-        route: String,
-    },
+    #[error("models.{alias}.route: no route {route:?} in [providers]")]
+    AliasRoute { alias: String, route: String },
     /// A route's `fallbacks` naming a route the config does not have.
-    #[error(
-        "invalid config {origin}: providers.{route}.fallbacks[{index}]: no route {fallback:?} in [providers]"
-    )]
+    #[error("providers.{route}.fallbacks[{index}]: no route {fallback:?} in [providers]")]
     FallbackRoute {
-        origin: String,
         route: String,
         index: usize,
         fallback: String,
     },
     /// A route's `fallbacks` naming the route itself.
-    #[error(
-        "invalid config {origin}: providers.{route}.fallbacks[{index}]: a route cannot fall back to itself"
-    )]
-    FallbackSelf {
-        origin: String,
-        route: String,
-        index: usize,
-    },
+    #[error("providers.{route}.fallbacks[{index}]: a route cannot fall back to itself")]
+    FallbackSelf { route: String, index: usize },
     /// A route named twice in one `fallbacks` list: the second try would only repeat the first.
-    #[error(
-        "invalid config {origin}: providers.{route}.fallbacks[{index}]: {fallback:?} is already listed"
-    )]
+    #[error("providers.{route}.fallbacks[{index}]: {fallback:?} is already listed")]
     FallbackTwice {
-        origin: String,
         route: String,
         index: usize,
         fallback: String,
     },
     /// Fallbacks leading back to where they started; `cycle` spells it (`a -> b -> a`), and
     /// `route`'s `fallbacks[index]` is its first step.
-    #[error(
-        "invalid config {origin}: providers.{route}.fallbacks[{index}]: fallbacks form a cycle: {cycle}"
-    )]
+    #[error("providers.{route}.fallbacks[{index}]: fallbacks form a cycle: {cycle}")]
     FallbackCycle {
-        origin: String,
         route: String,
         index: usize,
         cycle: String,
     },
     /// A route's `targets` that cannot be served as written; `reason` says why.
-    #[error("invalid config {origin}: providers.{route}.targets: {reason}")]
-    Targets {
-        origin: String,
-        route: String,
-        reason: &'static str,
-    },
+    #[error("providers.{route}.targets: {reason}")]
+    Targets { route: String, reason: &'static str },
     /// `eject_secs` on a route that never ejects.
     #[error(
-        "invalid config {origin}: providers.{route}.eject_secs: needs eject_after_failures (without it the route never ejects an upstream)"
+        "providers.{route}.eject_secs: needs eject_after_failures (without it the route never ejects an upstream)"
     )]
-    EjectSecs { origin: String, route: String },
+    EjectSecs { route: String },
     /// More `retries` than a request's one deadline could sensibly hold.
     #[error(
-        "invalid config {origin}: providers.{route}.retries: must be at most {max}, not {retries}",
+        "providers.{route}.retries: must be at most {max}, not {retries}",
         max = MAX_RETRIES
     )]
-    Retries {
-        origin: String,
-        route: String,
-        retries: u32,
-    },
-    /// TOML, with a key or value the gateway refuses.
-    #[error("invalid config {origin}: {}", placed(.source))]
-    Invalid {
-        origin: String,
-        // Boxed: a config error is rare, and `Result<Config, _>` is returned on every load.
-        source: Box<serde_path_to_error::Error<toml::de::Error>>,
-    },
+    Retries { route: String, retries: u32 },
 }
 
 /// The whole config file. A key left out takes its value from [`Config::default`].
@@ -169,44 +163,33 @@ pub struct Config {
     /// Serving threads, each with its own single-threaded runtime (0: one per
     /// CPU this process may use). Read at start; a hot reload does not change it.
     pub workers: usize,
-    #[serde(deserialize_with = "positive")]
-    pub max_body_bytes: NonZeroUsize,
+    pub max_body_bytes: Positive<NonZeroUsize>,
     /// The request bodies of every request in flight together, in bytes; a request whose body
     /// would take the sum over it is refused (503, `Retry-After: 1`). A body is counted from
     /// the moment it is read (or, when its `Content-Length` is declared, before reading it)
     /// until its request ends, stream included.
-    #[serde(deserialize_with = "positive")]
-    pub max_inflight_body_bytes: NonZeroUsize,
+    pub max_inflight_body_bytes: Positive<NonZeroUsize>,
     pub demo_project: bool,
-    #[serde(deserialize_with = "positive")]
-    pub request_timeout_secs: NonZeroU64,
+    pub request_timeout_secs: Positive<NonZeroU64>,
     /// Tries at upstreams one request may make at most, retries, other targets and fallbacks
     /// together (routes may override: the requested route's value holds for the request).
-    #[serde(deserialize_with = "positive")]
-    pub max_attempts: NonZeroU32,
+    pub max_attempts: Positive<NonZeroU32>,
     /// Cap on the text of a request after its `{{variables}}` are filled in (prompt and
     /// message contents together). Default: `max_body_bytes`.
-    #[serde(
-        deserialize_with = "positive_option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub max_expanded_bytes: Option<NonZeroUsize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_expanded_bytes: Option<Positive<NonZeroUsize>>,
     /// How long a client may take to send a request's headers and body (408 after that); a new
     /// connection whose first request's headers have not arrived by then is closed.
-    #[serde(deserialize_with = "positive")]
-    pub request_read_timeout_secs: NonZeroU64,
+    pub request_read_timeout_secs: Positive<NonZeroU64>,
     /// How long a client connection with no request in flight stays open after its last
     /// answer (HTTP/1.1 keep-alive and HTTP/2 alike). The routes' `idle_timeout_ms` is the
     /// upstream side.
-    #[serde(deserialize_with = "positive")]
-    pub client_idle_timeout_secs: NonZeroU64,
+    pub client_idle_timeout_secs: Positive<NonZeroU64>,
     /// Open client connections at most; further ones wait in the listen backlog.
-    #[serde(deserialize_with = "positive")]
-    pub max_connections: NonZeroUsize,
+    pub max_connections: Positive<NonZeroUsize>,
     /// Plugin instances at most at once (one per request being served); over it, 503 with
     /// `Retry-After`. Read at start.
-    #[serde(deserialize_with = "positive")]
-    pub max_plugin_instances: NonZeroU32,
+    pub max_plugin_instances: Positive<NonZeroU32>,
     /// How long shutdown waits for in-flight requests before ending them (recorded as
     /// cancelled). Zero: no wait.
     pub shutdown_grace_secs: u64,
@@ -217,11 +200,8 @@ pub struct Config {
     /// With `record_bodies = "truncated"`: the most kept of each body.
     pub record_body_max_bytes: usize,
     /// Records older than this many days are deleted in the background (absent: kept forever).
-    #[serde(
-        deserialize_with = "positive_option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub record_retention_days: Option<NonZeroU32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record_retention_days: Option<Positive<NonZeroU32>>,
     pub providers: BTreeMap<String, RouteConfig>,
     /// `[models.ALIAS]`: names the OpenAI- and Anthropic-format endpoints
     /// accept as `model`, each standing for a route and one of its models.
@@ -249,15 +229,21 @@ pub struct ModelTarget<'a> {
 }
 
 // Checked when the crate compiles: a zero here is a build error, not a panic.
-const MAX_BODY_BYTES: NonZeroUsize = NonZeroUsize::new(4 * 1024 * 1024).expect("not zero");
-const MAX_INFLIGHT_BODY_BYTES: NonZeroUsize =
-    NonZeroUsize::new(512 * 1024 * 1024).expect("not zero");
-const REQUEST_TIMEOUT_SECS: NonZeroU64 = NonZeroU64::new(120).expect("not zero");
-const REQUEST_READ_TIMEOUT_SECS: NonZeroU64 = NonZeroU64::new(30).expect("not zero");
-const CLIENT_IDLE_TIMEOUT_SECS: NonZeroU64 = NonZeroU64::new(60).expect("not zero");
-const MAX_CONNECTIONS: NonZeroUsize = NonZeroUsize::new(4096).expect("not zero");
-const MAX_PLUGIN_INSTANCES: NonZeroU32 = NonZeroU32::new(1000).expect("not zero");
-const MAX_ATTEMPTS: NonZeroU32 = NonZeroU32::new(6).expect("not zero");
+const MAX_BODY_BYTES: Positive<NonZeroUsize> =
+    Positive::new(NonZeroUsize::new(4 * 1024 * 1024).expect("not zero"));
+const MAX_INFLIGHT_BODY_BYTES: Positive<NonZeroUsize> =
+    Positive::new(NonZeroUsize::new(512 * 1024 * 1024).expect("not zero"));
+const REQUEST_TIMEOUT_SECS: Positive<NonZeroU64> =
+    Positive::new(NonZeroU64::new(120).expect("not zero"));
+const REQUEST_READ_TIMEOUT_SECS: Positive<NonZeroU64> =
+    Positive::new(NonZeroU64::new(30).expect("not zero"));
+const CLIENT_IDLE_TIMEOUT_SECS: Positive<NonZeroU64> =
+    Positive::new(NonZeroU64::new(60).expect("not zero"));
+const MAX_CONNECTIONS: Positive<NonZeroUsize> =
+    Positive::new(NonZeroUsize::new(4096).expect("not zero"));
+const MAX_PLUGIN_INSTANCES: Positive<NonZeroU32> =
+    Positive::new(NonZeroU32::new(1000).expect("not zero"));
+const MAX_ATTEMPTS: Positive<NonZeroU32> = Positive::new(NonZeroU32::new(6).expect("not zero"));
 /// The completion tokens reserved for a request without `max_tokens` on a route that names
 /// none: the output cap most models' APIs default to or allow without a long-output option.
 pub const RESERVE_MAX_TOKENS: u64 = 4096;
@@ -349,77 +335,41 @@ pub struct RouteConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_model: Option<String>,
     /// Total time of one provider call (default: the top-level `request_timeout_secs`).
-    #[serde(
-        default,
-        deserialize_with = "positive_option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub timeout_secs: Option<NonZeroU64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<Positive<NonZeroU64>>,
     /// Hosts (`host:port`, or URLs) the plugin may reach besides `base_url`'s.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_hosts: Vec<HostEntry>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_limit_mb: Option<MemoryMb>,
-    #[serde(
-        default,
-        deserialize_with = "positive_option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub cpu_time_ms: Option<NonZeroU64>,
-    #[serde(
-        default,
-        deserialize_with = "positive_option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub connect_timeout_ms: Option<NonZeroU64>,
-    #[serde(
-        default,
-        deserialize_with = "positive_option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub first_byte_timeout_ms: Option<NonZeroU64>,
-    #[serde(
-        default,
-        deserialize_with = "positive_option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub idle_timeout_ms: Option<NonZeroU64>,
-    #[serde(
-        default,
-        deserialize_with = "positive_option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub max_response_bytes: Option<NonZeroU64>,
-    #[serde(
-        default,
-        deserialize_with = "positive_option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub max_http_requests: Option<NonZeroU32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_time_ms: Option<Positive<NonZeroU64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connect_timeout_ms: Option<Positive<NonZeroU64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_byte_timeout_ms: Option<Positive<NonZeroU64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_ms: Option<Positive<NonZeroU64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_response_bytes: Option<Positive<NonZeroU64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_http_requests: Option<Positive<NonZeroU32>>,
     /// Further tries of a failed call on this route (upstream 429/5xx, connection failure,
     /// connect or first-byte timeout), with exponential backoff and full jitter.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub retries: u32,
     /// The backoff's base: try n waits a random time up to `retry_backoff_ms * 2^n`,
     /// capped at a few seconds. Default 200.
-    #[serde(
-        default,
-        deserialize_with = "positive_option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub retry_backoff_ms: Option<NonZeroU64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_backoff_ms: Option<Positive<NonZeroU64>>,
     /// Routes that take the request, in order, when this one fails with a retryable error
     /// after its retries.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fallbacks: Vec<String>,
     /// The most tries a request to this route makes, its fallbacks' included (default: the
     /// top-level `max_attempts`). A fallback's own value does not count.
-    #[serde(
-        default,
-        deserialize_with = "positive_option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub max_attempts: Option<NonZeroU32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<Positive<NonZeroU32>>,
     /// Whether, as a fallback of a route of the same plugin, this route gets the caller's
     /// `Provider-API-Key`. Without it the caller's key goes only to the requested route's
     /// upstreams, and this route uses its own key (or is skipped without one).
@@ -428,31 +378,19 @@ pub struct RouteConfig {
     /// The completion tokens a request that sets no `max_tokens` is assumed to ask for when
     /// its tokens and cost are reserved against tokens-per-minute limits and budgets (default:
     /// the `default_max_tokens` plugin setting, else [`RESERVE_MAX_TOKENS`]).
-    #[serde(
-        default,
-        deserialize_with = "positive_option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub reserve_max_tokens: Option<NonZeroU32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserve_max_tokens: Option<Positive<NonZeroU32>>,
     /// `[[providers.ID.targets]]`: the upstreams (deployments, regions, keys) the route spreads
     /// its requests over by weight, in place of its own `base_url`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub targets: Vec<TargetConfig>,
     /// Consecutive retryable failures that take an upstream of this route out of rotation
     /// for `eject_secs` (absent: never).
-    #[serde(
-        default,
-        deserialize_with = "positive_option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub eject_after_failures: Option<NonZeroU32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eject_after_failures: Option<Positive<NonZeroU32>>,
     /// How long an ejected upstream stays out before one probe request decides. Default 30.
-    #[serde(
-        default,
-        deserialize_with = "positive_option",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub eject_secs: Option<NonZeroU64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eject_secs: Option<Positive<NonZeroU64>>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub pricing: BTreeMap<String, Price>,
     /// `[providers.ID.settings]`: plugin-specific settings, handed to the plugin as JSON. The
@@ -477,14 +415,14 @@ pub struct TargetConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
     /// The target's share of the route's requests, against the other targets' weights.
-    #[serde(default = "weight_one", deserialize_with = "positive")]
-    pub weight: NonZeroU32,
+    #[serde(default = "weight_one")]
+    pub weight: Positive<NonZeroU32>,
     #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
     pub settings: toml::Table,
 }
 
-fn weight_one() -> NonZeroU32 {
-    NonZeroU32::MIN
+fn weight_one() -> Positive<NonZeroU32> {
+    Positive::new(NonZeroU32::MIN)
 }
 
 impl TargetConfig {
@@ -493,7 +431,7 @@ impl TargetConfig {
         TargetConfig {
             base_url,
             api_key_env: None,
-            weight: NonZeroU32::MIN,
+            weight: weight_one(),
             settings: toml::Table::new(),
         }
     }
@@ -507,26 +445,13 @@ fn is_false(b: &bool) -> bool {
     !*b
 }
 
-/// Why a route's sandbox could not be set up. The hosts were checked as the config was read:
-/// the sandbox refusing them now would be a change of its rules.
-#[derive(Debug, thiserror::Error)]
-pub enum RouteSandboxError {
-    #[error("base_url: {0}")]
-    BaseUrl(HostsError),
-    #[error("allowed_hosts[{index}]: {source}")]
-    AllowedHost { index: usize, source: HostsError },
-    #[error(transparent)]
-    Sandbox(#[from] SandboxError),
-}
-
 impl Config {
     /// Loads `path`, or the built-in defaults when there is none.
     pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
         match path {
             Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-                    path: path.to_owned(),
-                    source,
+                let text = std::fs::read_to_string(path).map_err(|source| {
+                    ConfigError::new(&path.display().to_string(), Problem::Read(source))
                 })?;
                 Config::parse(&text, &path.display().to_string())
             }
@@ -536,25 +461,22 @@ impl Config {
 
     /// Parses a config file's text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
-        let document = toml::Deserializer::parse(text).map_err(|source| ConfigError::Syntax {
-            origin: origin.to_owned(),
-            source: Box::new(source),
-        })?;
-        let config: Config =
-            serde_path_to_error::deserialize(document).map_err(|source| ConfigError::Invalid {
-                origin: origin.to_owned(),
-                source: Box::new(source),
-            })?;
+        let document = toml::Deserializer::parse(text)
+            .map_err(|source| ConfigError::new(origin, Problem::Syntax(Box::new(source))))?;
+        let config: Config = serde_path_to_error::deserialize(document)
+            .map_err(|source| ConfigError::new(origin, Problem::Invalid(Box::new(source))))?;
         if let Some((alias, target)) = config
             .models
             .iter()
             .find(|(_, target)| !config.providers.contains_key(&target.route))
         {
-            return Err(ConfigError::AliasRoute {
-                origin: origin.to_owned(),
-                alias: alias.clone(),
-                route: target.route.clone(),
-            });
+            return Err(ConfigError::new(
+                origin,
+                Problem::AliasRoute {
+                    alias: alias.clone(),
+                    route: target.route.clone(),
+                },
+            ));
         }
         config.check_routing(origin)?;
         Ok(config)
@@ -565,18 +487,22 @@ impl Config {
     fn check_routing(&self, origin: &str) -> Result<(), ConfigError> {
         for (route, config) in &self.providers {
             if config.retries > MAX_RETRIES {
-                return Err(ConfigError::Retries {
-                    origin: origin.to_owned(),
-                    route: route.clone(),
-                    retries: config.retries,
-                });
+                return Err(ConfigError::new(
+                    origin,
+                    Problem::Retries {
+                        route: route.clone(),
+                        retries: config.retries,
+                    },
+                ));
             }
             let targets = |reason| {
-                Err(ConfigError::Targets {
-                    origin: origin.to_owned(),
-                    route: route.clone(),
-                    reason,
-                })
+                Err(ConfigError::new(
+                    origin,
+                    Problem::Targets {
+                        route: route.clone(),
+                        reason,
+                    },
+                ))
             };
             if !config.targets.is_empty() && config.base_url.is_some() {
                 return targets(
@@ -587,44 +513,54 @@ impl Config {
                 return targets("a route has at most 64 targets");
             }
             if config.eject_secs.is_some() && config.eject_after_failures.is_none() {
-                return Err(ConfigError::EjectSecs {
-                    origin: origin.to_owned(),
-                    route: route.clone(),
-                });
+                return Err(ConfigError::new(
+                    origin,
+                    Problem::EjectSecs {
+                        route: route.clone(),
+                    },
+                ));
             }
             for (index, fallback) in config.fallbacks.iter().enumerate() {
                 if !self.providers.contains_key(fallback) {
-                    return Err(ConfigError::FallbackRoute {
-                        origin: origin.to_owned(),
-                        route: route.clone(),
-                        index,
-                        fallback: fallback.clone(),
-                    });
+                    return Err(ConfigError::new(
+                        origin,
+                        Problem::FallbackRoute {
+                            route: route.clone(),
+                            index,
+                            fallback: fallback.clone(),
+                        },
+                    ));
                 }
                 if fallback == route {
-                    return Err(ConfigError::FallbackSelf {
-                        origin: origin.to_owned(),
-                        route: route.clone(),
-                        index,
-                    });
+                    return Err(ConfigError::new(
+                        origin,
+                        Problem::FallbackSelf {
+                            route: route.clone(),
+                            index,
+                        },
+                    ));
                 }
                 if config.fallbacks[..index].contains(fallback) {
-                    return Err(ConfigError::FallbackTwice {
-                        origin: origin.to_owned(),
-                        route: route.clone(),
-                        index,
-                        fallback: fallback.clone(),
-                    });
+                    return Err(ConfigError::new(
+                        origin,
+                        Problem::FallbackTwice {
+                            route: route.clone(),
+                            index,
+                            fallback: fallback.clone(),
+                        },
+                    ));
                 }
             }
         }
         match self.fallback_cycle() {
-            Some((route, index, cycle)) => Err(ConfigError::FallbackCycle {
-                origin: origin.to_owned(),
-                route: route.to_owned(),
-                index,
-                cycle,
-            }),
+            Some((route, index, cycle)) => Err(ConfigError::new(
+                origin,
+                Problem::FallbackCycle {
+                    route: route.to_owned(),
+                    index,
+                    cycle,
+                },
+            )),
             None => Ok(()),
         }
     }
@@ -808,7 +744,7 @@ impl RouteConfig {
 
     /// How long an ejected upstream of this route stays out of rotation, if the route ejects.
     pub fn ejection(&self) -> Option<(u32, Duration)> {
-        let secs = self.eject_secs.map_or(DEFAULT_EJECT_SECS, NonZeroU64::get);
+        let secs = self.eject_secs.map_or(DEFAULT_EJECT_SECS, Positive::get);
         self.eject_after_failures
             .map(|after| (after.get(), Duration::from_secs(secs)))
     }
@@ -839,54 +775,6 @@ impl RouteConfig {
                 .unwrap_or(config.request_timeout_secs)
                 .get(),
         )
-    }
-
-    /// The limits of this route's plugin instances.
-    pub fn limits(&self) -> Limits {
-        let defaults = Limits::default();
-        let ms = |value: Option<NonZeroU64>, default: Duration| {
-            value.map_or(default, |ms| Duration::from_millis(ms.get()))
-        };
-        Limits {
-            memory_bytes: self
-                .memory_limit_mb
-                .map_or(defaults.memory_bytes, MemoryMb::bytes),
-            cpu_time: ms(self.cpu_time_ms, defaults.cpu_time),
-            connect_timeout: ms(self.connect_timeout_ms, defaults.connect_timeout),
-            first_byte_timeout: ms(self.first_byte_timeout_ms, defaults.first_byte_timeout),
-            idle_timeout: ms(self.idle_timeout_ms, defaults.idle_timeout),
-            max_response_bytes: self
-                .max_response_bytes
-                .map_or(defaults.max_response_bytes, NonZeroU64::get),
-            max_http_requests: self
-                .max_http_requests
-                .map_or(defaults.max_http_requests, NonZeroU32::get),
-        }
-    }
-
-    /// The hosts this route's plugin may reach when its upstream is `base_url` (the route's
-    /// own or one of its targets').
-    pub fn allowed_hosts(
-        &self,
-        base_url: Option<&BaseUrl>,
-    ) -> Result<AllowedHosts, RouteSandboxError> {
-        let mut allowed = match base_url {
-            Some(url) => {
-                AllowedHosts::from_base_url(url.as_str()).map_err(RouteSandboxError::BaseUrl)?
-            }
-            None => AllowedHosts::none(),
-        };
-        for (index, host) in self.allowed_hosts.iter().enumerate() {
-            allowed
-                .add(host.as_str())
-                .map_err(|source| RouteSandboxError::AllowedHost { index, source })?;
-        }
-        Ok(allowed)
-    }
-
-    /// The sandbox of this route's plugin instances calling `base_url`.
-    pub fn sandbox(&self, base_url: Option<&BaseUrl>) -> Result<Sandbox, RouteSandboxError> {
-        Ok(Sandbox::new(self.allowed_hosts(base_url)?, self.limits())?)
     }
 
     /// The route's plugin settings as a JSON object text.
@@ -1160,8 +1048,12 @@ mod tests {
         .expect("parses");
         let x = &full.providers["x"];
         assert_eq!(
-            (x.retries, x.retry_backoff_ms, &x.fallbacks[..]),
-            (3, NonZeroU64::new(250), &["z".to_owned()][..])
+            (
+                x.retries,
+                x.retry_backoff_ms.map(Positive::get),
+                &x.fallbacks[..]
+            ),
+            (3, Some(250), &["z".to_owned()][..])
         );
         full.providers
             .insert("y".to_owned(), RouteConfig::new("echo"));
@@ -1247,8 +1139,11 @@ mod tests {
         assert!(!config.providers["ollama"].needs_api_key());
         let resilient = &config.providers["openai-with-fallbacks"];
         assert_eq!(
-            (resilient.retries, resilient.retry_backoff_ms),
-            (2, NonZeroU64::new(200))
+            (
+                resilient.retries,
+                resilient.retry_backoff_ms.map(Positive::get)
+            ),
+            (2, Some(200))
         );
         assert_eq!(resilient.fallbacks, ["cb-openai-us", "anthropic"]);
     }
@@ -1438,7 +1333,10 @@ mod tests {
     fn retries_are_at_most_ten() {
         let config = routes(&[("a", "retries = 10\nretry_backoff_ms = 50")]).expect("ten retries");
         assert_eq!(config.providers["a"].retries, 10);
-        assert_eq!(config.providers["a"].retry_backoff_ms, NonZeroU64::new(50));
+        assert_eq!(
+            config.providers["a"].retry_backoff_ms.map(Positive::get),
+            Some(50)
+        );
         let err = routes(&[("a", "retries = 11")]).expect_err("eleven retries");
         assert!(
             err.contains("providers.a.retries: must be at most 10, not 11"),

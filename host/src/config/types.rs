@@ -3,8 +3,8 @@
 //! a `base_url` the sandbox could never reach are refused by serde, and serde_path_to_error
 //! puts the key in front of the reason (`providers.x.memory_limit_mb: ... must be positive`).
 //!
-//! Counts and sizes are std's nonzero integers, read through [`positive`] and
-//! [`positive_option`] for the config's own wording; values with more to check are newtypes.
+//! Counts and sizes are std's nonzero integers in a [`Positive`], for the config's own
+//! wording; values with more to check are newtypes.
 
 use std::collections::BTreeMap;
 use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
@@ -30,10 +30,11 @@ pub enum ValueError {
     Traces(String),
 }
 
-/// std's nonzero integers, for [`positive`]: each with the integer it is read as.
-pub trait NonZeroInt: Sized {
+/// std's nonzero integers, for [`Positive`]: each with the integer it is read as.
+pub trait NonZeroInt: Copy {
     type Raw: for<'de> Deserialize<'de>;
     fn new(raw: Self::Raw) -> Option<Self>;
+    fn get(self) -> Self::Raw;
 }
 
 macro_rules! nonzero_int {
@@ -43,25 +44,48 @@ macro_rules! nonzero_int {
             fn new(raw: $raw) -> Option<Self> {
                 <$nonzero>::new(raw)
             }
+            fn get(self) -> $raw {
+                <$nonzero>::get(self)
+            }
         }
     )*};
 }
 nonzero_int!(NonZeroU32 => u32, NonZeroU64 => u64, NonZeroUsize => usize);
 
-/// Reads a nonzero integer; a zero is refused as "must be positive" (serde's own message
-/// names the Rust type, which an operator editing a TOML file has no use for).
-pub fn positive<'de, D: Deserializer<'de>, N: NonZeroInt>(deserializer: D) -> Result<N, D::Error> {
-    N::new(N::Raw::deserialize(deserializer)?)
-        .ok_or_else(|| D::Error::custom(ValueError::NotPositive))
+/// A count, size or time the config requires above zero: std's nonzero integer `N`, read from
+/// a plain integer with the config's own wording for a zero, "must be positive" (serde's own
+/// message names the Rust type, which an operator editing a TOML file has no use for).
+/// Written back as the integer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct Positive<N>(N);
+
+impl<N: NonZeroInt> Positive<N> {
+    pub const fn new(n: N) -> Positive<N> {
+        Positive(n)
+    }
+
+    pub fn get(self) -> N::Raw {
+        self.0.get()
+    }
+
+    pub fn nonzero(self) -> N {
+        self.0
+    }
 }
 
-/// [`positive`] for an optional key (the field also needs `#[serde(default)]`).
-pub fn positive_option<'de, D: Deserializer<'de>, N: NonZeroInt>(
-    deserializer: D,
-) -> Result<Option<N>, D::Error> {
-    Option::<N::Raw>::deserialize(deserializer)?
-        .map(|raw| N::new(raw).ok_or_else(|| D::Error::custom(ValueError::NotPositive)))
-        .transpose()
+impl<N: NonZeroInt> From<N> for Positive<N> {
+    fn from(n: N) -> Positive<N> {
+        Positive(n)
+    }
+}
+
+impl<'de, N: NonZeroInt> Deserialize<'de> for Positive<N> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Positive<N>, D::Error> {
+        N::new(N::Raw::deserialize(deserializer)?)
+            .map(Positive)
+            .ok_or_else(|| D::Error::custom(ValueError::NotPositive))
+    }
 }
 
 /// A plugin instance's memory cap in MiB: at least one, and at most what the engine reserves

@@ -1,6 +1,7 @@
 //! Provider routes: which plugin serves a `providerConfig.provider` id, with
 //! which upstreams ([`Target`]s), keys, sandboxes and prices.
 
+mod sandbox;
 mod target;
 
 use std::collections::HashMap;
@@ -9,9 +10,10 @@ use std::time::{Duration, Instant};
 
 pub use target::{Pick, Target, Tried, random_u64};
 
-use crate::config::{Config, RouteConfig, RouteSandboxError, TargetConfig};
+use crate::config::{Config, RouteConfig, TargetConfig};
 use crate::error::ApiError;
 use crate::redact::Secrets;
+pub use sandbox::RouteSandboxError;
 use target::{Ejection, Health};
 
 pub struct Route {
@@ -130,7 +132,7 @@ impl Route {
             built.push(Target::new(
                 index,
                 Some(target.base_url.as_str()),
-                config.sandbox(Some(&target.base_url)).map_err(error)?,
+                sandbox::sandbox(config, Some(&target.base_url)).map_err(error)?,
                 key,
                 config.target_settings_json(target),
                 target.weight.get(),
@@ -142,7 +144,7 @@ impl Route {
             built.push(Target::new(
                 0,
                 None,
-                config.sandbox(None).map_err(error)?,
+                sandbox::sandbox(config, None).map_err(error)?,
                 route_key,
                 config.settings_json(),
                 1,

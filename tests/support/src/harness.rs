@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ::gateway::config::types::BaseUrl;
+use ::gateway::config::types::{BaseUrl, Positive};
 use ::gateway::config::{Config, Price, RouteConfig};
 use serde_json::Value;
 use tempfile::TempDir;
@@ -109,10 +109,10 @@ impl Route {
     }
 
     pub fn timeout_secs(mut self, secs: u64) -> Route {
-        self.config.timeout_secs = Some(
-            NonZeroU64::new(secs)
-                .unwrap_or_else(|| panic!("route {}: timeout_secs must be positive", self.id)),
-        );
+        self.config.timeout_secs =
+            Some(Positive::new(NonZeroU64::new(secs).unwrap_or_else(|| {
+                panic!("route {}: timeout_secs must be positive", self.id)
+            })));
         self
     }
 
@@ -255,6 +255,7 @@ impl GatewayBuilder {
             usize::try_from(value)
                 .ok()
                 .and_then(NonZeroUsize::new)
+                .map(Positive::new)
                 .unwrap_or_else(|| panic!("{key} must be positive"))
         };
         let mut config = Config {
@@ -274,8 +275,9 @@ impl GatewayBuilder {
             config.max_body_bytes = positive(bytes, "max_body_bytes");
         }
         if let Some(secs) = self.request_timeout_secs {
-            config.request_timeout_secs =
-                NonZeroU64::new(secs).expect("request_timeout_secs must be positive");
+            config.request_timeout_secs = Positive::new(
+                NonZeroU64::new(secs).expect("request_timeout_secs must be positive"),
+            );
         }
         let mut table = toml::Table::try_from(&config).expect("the config serializes");
         for line in &self.extra_config {

@@ -5,10 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{Config, ConfigError};
+use super::AppState;
+use crate::config::{Config, ConfigError};
 use crate::dir_watch::{DirWatcher, WatchError, watch_dir};
 use crate::routing::{RouteError, Routes};
-use crate::state::AppState;
 
 /// Why the config file cannot be watched.
 #[derive(Debug, thiserror::Error)]

@@ -1,6 +1,9 @@
 //! What every request reads: the serving config (hot-reloadable, one snapshot
 //! per request), the plugin runtime, the store and the invocation log, and the
-//! signal that shutdown's grace period is over.
+//! signal that shutdown's grace period is over. [`reload`] swaps the serving config when its
+//! file changes.
+
+pub mod reload;
 
 use std::sync::{Arc, RwLock};
 
