@@ -4,6 +4,7 @@
 //! business, in the wire format of its [`crate::surfaces`] codec.
 
 pub mod admin;
+pub mod app;
 mod connection;
 mod invocations;
 

@@ -1,0 +1,501 @@
+//! The command line's words: commands, their arguments and flags, and the parsers that refuse
+//! a bad value before any command runs.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::clock::{now_ms, parse_time};
+use crate::limits::Period;
+use crate::reports::ExportFormat;
+use crate::store::LimitUpdate;
+use crate::store::report::GroupBy;
+
+#[derive(Parser)]
+#[command(
+    name = "gateway",
+    version,
+    about = "LLM inference gateway with WebAssembly provider plugins"
+)]
+pub(super) struct Cli {
+    /// Configuration file (TOML). Without one, the built-in defaults apply.
+    #[arg(long, global = true, env = "GATEWAY_CONFIG")]
+    pub(super) config: Option<PathBuf>,
+    #[command(subcommand)]
+    pub(super) command: Command,
+}
+
+#[derive(Subcommand)]
+pub(super) enum Command {
+    /// Serve the API.
+    Serve,
+    /// Bring the database's schema up to date and exit (every command,
+    /// `serve` included, does this first; this does only that).
+    Migrate,
+    /// Manage projects.
+    Project {
+        #[command(subcommand)]
+        command: ProjectCommand,
+    },
+    /// Manage project API keys.
+    Key {
+        #[command(subcommand)]
+        command: KeyCommand,
+    },
+    /// Inspect invocation records.
+    Invocations {
+        #[command(subcommand)]
+        command: InvocationsCommand,
+    },
+    /// Requests, tokens, spend, errors and latency of the invocation records: one total row,
+    /// or a row per day, model, route, user, key or project.
+    #[command(long_about = USAGE_ABOUT)]
+    Usage(UsageArgs),
+    /// Inspect provider plugins.
+    Plugins {
+        #[command(subcommand)]
+        command: PluginsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+pub(super) enum PluginsCommand {
+    /// List the plugins of the running gateway (or, when it is not running,
+    /// what it would load from plugins_dir).
+    List,
+}
+
+#[derive(Subcommand)]
+pub(super) enum ProjectCommand {
+    /// Create a project; prints its id as the last line.
+    Create { name: String },
+    /// List every project with its limits, oldest first.
+    List,
+    /// Change a project's rate limits and budgets (shared by all its keys); prints them after
+    /// the change.
+    Limit {
+        project_id: String,
+        #[command(flatten)]
+        limits: LimitArgs,
+    },
+    /// Requests, tokens and spend of a project since the current UTC day or month began.
+    Usage {
+        project_id: String,
+        #[arg(long, value_enum, default_value_t = PeriodArg::Day)]
+        period: PeriodArg,
+    },
+}
+
+#[derive(Subcommand)]
+pub(super) enum KeyCommand {
+    /// Create an API key for a project; prints the key (shown only this once) as the last line.
+    Create {
+        project_id: String,
+        #[command(flatten)]
+        limits: LimitArgs,
+        /// Route ids the key may use (with any model); default: every route.
+        #[arg(long, value_delimiter = ',', value_name = "ROUTE,...", value_parser = parse_route)]
+        routes: Vec<String>,
+        /// ROUTE/MODEL pairs the key may use; default: every model.
+        #[arg(long, value_delimiter = ',', value_name = "ROUTE/MODEL,...", value_parser = parse_route_model)]
+        models: Vec<String>,
+        /// When the key stops working: a duration (30d, 12h), a date (the key works through
+        /// that UTC day) or an RFC 3339 time.
+        #[arg(long, value_name = "30d|DATE|TIME", value_parser = parse_expires)]
+        expires: Option<i64>,
+    },
+    /// Change one key's own rate limits and budgets; prints its prefix and its limits after
+    /// the change.
+    Limit {
+        /// At least 8 characters of the key, or the whole key.
+        key_prefix: String,
+        #[command(flatten)]
+        limits: LimitArgs,
+    },
+    /// Revoke every key starting with this prefix (at least 8 characters) or the one whole key.
+    Revoke { key_prefix: String },
+}
+
+/// The limit flags `project limit`, `key create` and `key limit` share. Absent: unchanged
+/// (for `key create`: none); 0: cleared.
+#[derive(clap::Args, Debug, Clone, Copy, Default)]
+pub(super) struct LimitArgs {
+    /// Requests per minute (0 clears).
+    #[arg(long, value_name = "N")]
+    pub(super) rpm: Option<u32>,
+    /// Tokens (prompt + completion) per minute (0 clears).
+    #[arg(long, value_name = "N")]
+    pub(super) tpm: Option<u64>,
+    /// Spend per UTC day, in US dollars (0 clears).
+    #[arg(long, value_name = "USD", value_parser = parse_budget)]
+    pub(super) daily_budget_usd: Option<f64>,
+    /// Spend per UTC month, in US dollars (0 clears).
+    #[arg(long, value_name = "USD", value_parser = parse_budget)]
+    pub(super) monthly_budget_usd: Option<f64>,
+}
+
+impl LimitArgs {
+    pub(super) fn update(self) -> LimitUpdate {
+        LimitUpdate {
+            rpm: self.rpm,
+            tpm: self.tpm,
+            daily_budget_usd: self.daily_budget_usd,
+            monthly_budget_usd: self.monthly_budget_usd,
+        }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.update() == LimitUpdate::default()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(super) enum PeriodArg {
+    Day,
+    Month,
+}
+
+impl PeriodArg {
+    pub(super) fn period(self) -> Period {
+        match self {
+            PeriodArg::Day => Period::Day,
+            PeriodArg::Month => Period::Month,
+        }
+    }
+}
+
+/// A budget in dollars: finite and not negative (0 clears it).
+fn parse_budget(text: &str) -> Result<f64, String> {
+    let usd: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of dollars"))?;
+    if !usd.is_finite() || usd < 0.0 {
+        return Err(format!(
+            "{text:?}: a budget is a finite amount of dollars, not negative (0 clears it)"
+        ));
+    }
+    Ok(usd)
+}
+
+/// One route id of a key's scope (`a,,b` is a typo, not "every route").
+fn parse_route(text: &str) -> Result<String, String> {
+    let route = text.trim();
+    if route.is_empty() {
+        return Err("an empty route id".to_owned());
+    }
+    Ok(route.to_owned())
+}
+
+/// One `ROUTE/MODEL` of a key's scope.
+fn parse_route_model(text: &str) -> Result<String, String> {
+    match text.trim().split_once('/') {
+        Some((route, model)) if !route.is_empty() && !model.is_empty() => {
+            Ok(text.trim().to_owned())
+        }
+        _ => Err(format!(
+            "{text:?} is not ROUTE/MODEL (e.g. openai/gpt-4o-mini)"
+        )),
+    }
+}
+
+fn parse_expires(text: &str) -> Result<i64, String> {
+    crate::clock::parse_expiry(text, now_ms())
+}
+
+const USAGE_ABOUT: &str = "\
+Requests, tokens, spend, errors and latency of the invocation records: a table, or with --json
+a JSON document {\"filter\": {\"project_id\", \"since\", \"until\", \"by\"}, \"rows\": [...]}.
+
+A row has its group's values (day, model, route, user_id, key_prefix, project_id: the ones --by
+asked for; null, in the table `-`, where the records have none) and these numbers:
+
+  JSON                   TABLE
+  requests               REQUESTS        every record, whatever its outcome
+  errors                 ERRORS          records whose status is not success: error,
+                                         rate_limited and cancelled all count
+  prompt_tokens          PROMPT          tokens as the providers reported them
+  completion_tokens      COMPLETION
+  total_tokens           TOTAL
+  cached_prompt_tokens   CACHED_PROMPT   prompt tokens read from the provider's cache
+  cache_creation_tokens  CACHE_CREATION  prompt tokens written to it
+  reasoning_tokens       REASONING
+  cost_usd               COST_USD        the recorded costs added up (calls of a model
+                                         without a price add nothing)
+  p50_duration_ms        P50_MS          nearest-rank percentiles of duration_ms: the
+  p95_duration_ms        P95_MS          smallest of the group's durations that 50% (95%)
+                                         of them are not above (null, `-`: no records)
+
+Rows are ordered by their group values (missing values last); without --by there is one row,
+of zeros when no record matches. Records still on their way to the database (the writer's
+queue, the journal of a gateway that is down) are not counted yet.";
+
+/// The options of `gateway usage`.
+#[derive(clap::Args, Debug)]
+pub(super) struct UsageArgs {
+    /// Only this project's invocations.
+    #[arg(long, value_name = "PROJECT_ID")]
+    pub(super) project: Option<String>,
+    /// Invocations created at or after this: a date (YYYY-MM-DD, UTC midnight) or an RFC 3339
+    /// time (2026-05-01T12:00:00Z, 2026-05-01T14:00:00+02:00); default: all time.
+    #[arg(long, value_name = "DATE", value_parser = parse_time)]
+    pub(super) since: Option<i64>,
+    /// Invocations created before this (exclusive): a date or time as for --since; default: no
+    /// end.
+    #[arg(long, value_name = "DATE", value_parser = parse_time)]
+    pub(super) until: Option<i64>,
+    /// A row per value of: day (the UTC date), model, route, user, key (its stored prefix) or
+    /// project; several, comma-separated (day,model), for a row per combination. Default: one
+    /// row for everything.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "GROUP,...")]
+    pub(super) by: Vec<ByArg>,
+    /// Print a JSON document instead of the table.
+    #[arg(long)]
+    pub(super) json: bool,
+}
+
+impl UsageArgs {
+    /// The groups asked for, each once, in the order given.
+    pub(super) fn groups(&self) -> Vec<GroupBy> {
+        let mut groups = Vec::new();
+        for group in self.by.iter().map(|by| by.group()) {
+            if !groups.contains(&group) {
+                groups.push(group);
+            }
+        }
+        groups
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(super) enum ByArg {
+    /// The UTC date of the record's creation.
+    Day,
+    Model,
+    /// The route id.
+    Route,
+    /// The caller's user id.
+    User,
+    /// The stored prefix of the project key used.
+    Key,
+    Project,
+}
+
+impl ByArg {
+    pub(super) fn group(self) -> GroupBy {
+        match self {
+            ByArg::Day => GroupBy::Day,
+            ByArg::Model => GroupBy::Model,
+            ByArg::Route => GroupBy::Route,
+            ByArg::User => GroupBy::User,
+            ByArg::Key => GroupBy::Key,
+            ByArg::Project => GroupBy::Project,
+        }
+    }
+}
+
+const EXPORT_ABOUT: &str = "\
+Write the invocation records of a period to stdout, oldest first (by created_at, then id), for
+analysis elsewhere. Records are read a thousand at a time: an export of any length holds one
+page in memory.
+
+--format jsonl (the default): one JSON object a line, the record as `invocations show` and
+GET /invocations/{id} present it (request and response bodies, attempts) plus keyPrefix.
+
+--format csv: a header line, then one line a record (RFC 4180 quoting), without bodies:
+  id, created_at, project_id, key_prefix, user_id, route, plugin, model, type, stream, status,
+  http_status, duration_ms, prompt_tokens, completion_tokens, total_tokens,
+  cached_prompt_tokens, cache_creation_tokens, reasoning_tokens, cost_usd, error
+created_at is RFC 3339 (UTC, milliseconds); a missing value is an empty field.
+
+Records hold only the prefix of a project key, never a whole key, nor a provider key.";
+
+#[derive(Subcommand)]
+pub(super) enum InvocationsCommand {
+    /// List invocations, newest first.
+    List {
+        #[arg(long)]
+        project: Option<String>,
+        #[arg(long)]
+        user: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+    /// Show one invocation record as JSON.
+    Show { id: String },
+    /// Write the invocation records of a period to stdout, oldest first, as JSON lines or CSV.
+    #[command(long_about = EXPORT_ABOUT)]
+    Export {
+        /// Records created at or after this: a date (YYYY-MM-DD, UTC midnight) or an RFC 3339
+        /// time (2026-05-01T12:00:00Z, 2026-05-01T14:00:00+02:00).
+        #[arg(long, value_name = "DATE", value_parser = parse_time)]
+        since: i64,
+        /// Records created before this (exclusive): a date or time as for --since; default:
+        /// no end.
+        #[arg(long, value_name = "DATE", value_parser = parse_time)]
+        until: Option<i64>,
+        /// Only this project's records.
+        #[arg(long, value_name = "PROJECT_ID")]
+        project: Option<String>,
+        /// How to write the records: JSON lines (bodies included) or CSV (flat, no bodies).
+        #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
+        format: ExportFormat,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+    use crate::limits::LimitSet;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    fn parse(args: &[&str]) -> Result<Command, clap::Error> {
+        let mut full = vec!["gateway"];
+        full.extend_from_slice(args);
+        Cli::try_parse_from(full).map(|cli| cli.command)
+    }
+
+    #[test]
+    fn limit_flags_become_an_update() {
+        let Ok(Command::Project {
+            command: ProjectCommand::Limit { project_id, limits },
+        }) = parse(&[
+            "project",
+            "limit",
+            "p1",
+            "--rpm",
+            "0",
+            "--daily-budget-usd",
+            "2.5",
+        ])
+        else {
+            panic!("not parsed as `project limit`");
+        };
+        assert_eq!(project_id, "p1");
+        assert_eq!(
+            limits.update(),
+            LimitUpdate {
+                rpm: Some(0),
+                daily_budget_usd: Some(2.5),
+                ..LimitUpdate::default()
+            }
+        );
+        assert!(!limits.is_empty());
+        assert!(LimitArgs::default().is_empty());
+    }
+
+    #[test]
+    fn bad_budgets_models_and_expiries_are_refused_by_parsing() {
+        for args in [
+            &["key", "create", "p", "--daily-budget-usd=-1"][..],
+            &["key", "create", "p", "--monthly-budget-usd", "NaN"],
+            &["key", "create", "p", "--monthly-budget-usd", "inf"],
+            &["key", "create", "p", "--models", "gpt-4o"],
+            &["key", "create", "p", "--models", "openai/"],
+            &["key", "create", "p", "--routes", "a,,b"],
+            &["key", "create", "p", "--expires", "2001-01-01"],
+            &["key", "limit", "gw_12345678", "--tpm=-5"],
+        ] {
+            assert!(parse(args).is_err(), "{args:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn key_create_reads_its_scope() {
+        let Ok(Command::Key {
+            command:
+                KeyCommand::Create {
+                    routes,
+                    models,
+                    expires,
+                    limits,
+                    ..
+                },
+        }) = parse(&[
+            "key",
+            "create",
+            "p",
+            "--routes",
+            "a,b",
+            "--models",
+            "a/x,c/y",
+            "--expires",
+            "1d",
+            "--tpm",
+            "100",
+        ])
+        else {
+            panic!("not parsed as `key create`");
+        };
+        assert_eq!(routes, ["a", "b"]);
+        assert_eq!(models, ["a/x", "c/y"]);
+        assert!(expires.is_some_and(|at| at > now_ms()));
+        assert_eq!(limits.update().apply(LimitSet::default()).tpm, Some(100));
+    }
+
+    #[test]
+    fn usage_reads_its_groups_once_each_in_order_and_its_times() {
+        let Ok(Command::Usage(args)) = parse(&[
+            "usage",
+            "--by",
+            "day,model",
+            "--by",
+            "model,key",
+            "--since",
+            "2026-05-01",
+            "--until",
+            "2026-05-01T12:00:00+02:00",
+            "--json",
+        ]) else {
+            panic!("not parsed as `usage`");
+        };
+        assert_eq!(args.groups(), [GroupBy::Day, GroupBy::Model, GroupBy::Key]);
+        assert_eq!(args.since, Some(1_777_593_600_000));
+        assert_eq!(args.until, Some(1_777_593_600_000 + 10 * 3_600_000));
+        assert!(args.json);
+        let Ok(Command::Usage(args)) = parse(&["usage"]) else {
+            panic!("not parsed as `usage`");
+        };
+        assert!(args.groups().is_empty());
+        assert_eq!((args.since, args.until, args.project), (None, None, None));
+    }
+
+    #[test]
+    fn a_bad_time_is_refused_naming_its_flag() {
+        for (args, flag) in [
+            (&["usage", "--since", "last week"][..], "--since"),
+            (&["usage", "--until", "2026-02-30"], "--until"),
+            (&["invocations", "export", "--since", "1/5/2026"], "--since"),
+            (
+                &[
+                    "invocations",
+                    "export",
+                    "--since",
+                    "2026-05-01",
+                    "--until",
+                    "x",
+                ],
+                "--until",
+            ),
+            (&["invocations", "export", "--format", "csv"], "--since"),
+        ] {
+            let error = parse(args)
+                .err()
+                .unwrap_or_else(|| panic!("{args:?} was accepted"));
+            assert!(error.to_string().contains(flag), "{args:?}: {error}");
+        }
+        let Ok(Command::Invocations {
+            command: InvocationsCommand::Export { format, since, .. },
+        }) = parse(&["invocations", "export", "--since", "2026-05-01"])
+        else {
+            panic!("not parsed as `invocations export`");
+        };
+        assert_eq!((format, since), (ExportFormat::Jsonl, 1_777_593_600_000));
+    }
+}

@@ -1,0 +1,93 @@
+//! `gateway project create|list|limit|usage`.
+
+use std::process::ExitCode;
+
+use super::CliError;
+use super::args::ProjectCommand;
+use crate::clock::{format_time_ms, now_ms};
+use crate::limits::LimitSet;
+use crate::store::{Store, StoreError};
+
+pub(super) async fn run(store: &Store, command: ProjectCommand) -> Result<ExitCode, CliError> {
+    match command {
+        ProjectCommand::Create { name } => {
+            let project = store.create_project(&name).await?;
+            println!("created project {:?}", project.name);
+            println!("{}", project.id);
+        }
+        ProjectCommand::List => {
+            let projects = store.projects().await?;
+            println!("ID  NAME  CREATED_AT  LIMITS");
+            for project in projects {
+                println!(
+                    "{}  {}  {}  {}",
+                    project.id,
+                    project.name,
+                    format_time_ms(project.created_at_ms),
+                    limits_summary(&project.limits)
+                );
+            }
+        }
+        ProjectCommand::Limit { project_id, limits } => {
+            if limits.is_empty() {
+                return Err(CliError::NoLimitGiven);
+            }
+            let now = store
+                .update_project_limits(&project_id, &limits.update())
+                .await?;
+            println!("limits of project {project_id}:");
+            print_limits(&now);
+        }
+        ProjectCommand::Usage { project_id, period } => {
+            if store.project(&project_id).await?.is_none() {
+                return Err(StoreError::UnknownProject(project_id).into());
+            }
+            let since = period.period().start_ms(now_ms());
+            let usage = store.usage_since(&project_id, since).await?;
+            println!("project {project_id} since {}:", format_time_ms(since));
+            println!("requests: {}", usage.requests);
+            println!("prompt_tokens: {}", usage.prompt_tokens);
+            println!("completion_tokens: {}", usage.completion_tokens);
+            println!("total_tokens: {}", usage.total_tokens);
+            println!("spend_usd: {}", usage.cost_usd);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One line per limit: `rpm: 10`, `daily_budget_usd: none`.
+pub(super) fn print_limits(limits: &LimitSet) {
+    let show = |value: Option<String>| value.unwrap_or_else(|| "none".to_owned());
+    println!("rpm: {}", show(limits.rpm.map(|n| n.to_string())));
+    println!("tpm: {}", show(limits.tpm.map(|n| n.to_string())));
+    println!(
+        "daily_budget_usd: {}",
+        show(limits.daily_budget_usd.map(|usd| usd.to_string()))
+    );
+    println!(
+        "monthly_budget_usd: {}",
+        show(limits.monthly_budget_usd.map(|usd| usd.to_string()))
+    );
+}
+
+/// A limit set on one line, for tables: `rpm=10,daily_budget_usd=5` or `-`.
+fn limits_summary(limits: &LimitSet) -> String {
+    let mut parts = Vec::new();
+    if let Some(n) = limits.rpm {
+        parts.push(format!("rpm={n}"));
+    }
+    if let Some(n) = limits.tpm {
+        parts.push(format!("tpm={n}"));
+    }
+    if let Some(usd) = limits.daily_budget_usd {
+        parts.push(format!("daily_budget_usd={usd}"));
+    }
+    if let Some(usd) = limits.monthly_budget_usd {
+        parts.push(format!("monthly_budget_usd={usd}"));
+    }
+    if parts.is_empty() {
+        "-".to_owned()
+    } else {
+        parts.join(",")
+    }
+}
