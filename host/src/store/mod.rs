@@ -5,12 +5,19 @@
 //! machine) and PostgreSQL (several replicas). Invocation records are written
 //! off the request path by [`writer`], through the local [`journal`] so that
 //! no answered request goes unrecorded.
+//!
+//! The backends run the same statements ([`sql`], with each one's placeholders) and read
+//! their rows into the same types the same way ([`rows`]): what they keep apart is what their
+//! dialects or drivers really do differently, each saying why. Their tests are likewise
+//! written once (`tests`) and run on both.
 
 pub mod journal;
 mod key_cache;
 mod postgres;
 pub mod report;
 pub mod retention;
+mod rows;
+mod sql;
 mod sqlite;
 pub mod writer;
 
@@ -482,47 +489,6 @@ impl KeyMatch {
     }
 }
 
-/// One subject's limits as their four columns hold them (NULL: no limit).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-struct StoredLimits {
-    rpm: Option<i64>,
-    tpm: Option<i64>,
-    daily_budget_usd: Option<f64>,
-    monthly_budget_usd: Option<f64>,
-}
-
-impl StoredLimits {
-    /// What `limits` is stored as: zeros (and non-positive budgets) as NULL.
-    fn of(limits: &LimitSet) -> StoredLimits {
-        let limits = LimitUpdate::replace(*limits).apply(LimitSet::default());
-        StoredLimits {
-            rpm: limits.rpm.map(i64::from),
-            tpm: limits.tpm.map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
-            daily_budget_usd: limits.daily_budget_usd,
-            monthly_budget_usd: limits.monthly_budget_usd,
-        }
-    }
-
-    /// The limits the columns hold. A value that is no valid limit (written
-    /// by hand: negative, zero, out of range) is no limit, not an error that
-    /// would refuse every request of the key.
-    fn limits(self) -> LimitSet {
-        let budget = |usd: Option<f64>| usd.filter(|usd| usd.is_finite() && *usd > 0.0);
-        LimitSet {
-            rpm: self
-                .rpm
-                .and_then(|n| u32::try_from(n).ok())
-                .filter(|n| *n > 0),
-            tpm: self
-                .tpm
-                .and_then(|n| u64::try_from(n).ok())
-                .filter(|n| *n > 0),
-            daily_budget_usd: budget(self.daily_budget_usd),
-            monthly_budget_usd: budget(self.monthly_budget_usd),
-        }
-    }
-}
-
 /// How a database's schema was brought up to date when it was opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Migrated {
@@ -835,66 +801,4 @@ impl crate::limits::SpendSource for Store {
 }
 
 #[cfg(test)]
-impl Store {
-    /// The ids of every stored invocation record, sorted: what the writer's
-    /// and retention's tests compare with what they expect.
-    pub(crate) async fn stored_ids(&self) -> Vec<Uuid> {
-        let filter = InvocationFilter {
-            limit: 100_000,
-            ..InvocationFilter::default()
-        };
-        let mut ids: Vec<_> = self
-            .list_invocations(&filter)
-            .await
-            .expect("the invocations can be listed")
-            .into_iter()
-            .map(|r| r.id)
-            .collect();
-        ids.sort();
-        ids
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_and_limits_the_store_would_not_keep_are_refused() {
-        assert!(check_name("name", &"é".repeat(128)).is_ok());
-        let long = check_name("name", &"x".repeat(257)).unwrap_err();
-        assert!(long.to_string().starts_with("name: 257 bytes"), "{long}");
-        for name in ["a\0b", "a\rb", "a\nb", "\u{7f}", "\u{85}"] {
-            let refused = check_name("routes", name).unwrap_err();
-            assert!(matches!(
-                refused,
-                StoreError::Invalid {
-                    field: "routes",
-                    ..
-                }
-            ));
-        }
-        let tpm = |tpm| LimitUpdate {
-            tpm: Some(tpm),
-            ..LimitUpdate::default()
-        };
-        assert!(tpm(MAX_TPM).check().is_ok());
-        let refused = tpm(MAX_TPM + 1).check().unwrap_err();
-        assert!(refused.to_string().starts_with("tpm: "), "{refused}");
-        let spec = |routes: &[&str], models: &[&str]| KeySpec {
-            limits: LimitSet::default(),
-            scope: KeyScope {
-                routes: routes.iter().map(|r| r.to_string()).collect(),
-                models: models.iter().map(|m| m.to_string()).collect(),
-                expires_at_ms: None,
-            },
-        };
-        assert!(spec(&["demo"], &["demo/m"]).check().is_ok());
-        assert!(spec(&["de\nmo"], &[]).check().is_err());
-        assert!(
-            spec(&[], &[&format!("demo/{}", "m".repeat(300))])
-                .check()
-                .is_err()
-        );
-    }
-}
+mod tests;

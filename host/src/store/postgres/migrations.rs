@@ -1,0 +1,142 @@
+//! PostgreSQL's schema and its upgrades. Its own, not SQLite's: the types differ (BYTEA, BOOLEAN,
+//! JSONB, `TEXT[]`), the prefix index needs `text_pattern_ops`, and it began at SQLite's second
+//! version.
+
+use deadpool_postgres::Pool;
+
+use super::connect::connection;
+use crate::store::{Migrated, StoreError};
+
+/// Each entry upgrades the schema by one version (the one row of
+/// `gateway_schema`). Append only. The first is SQLite's second schema.
+pub(in crate::store) const MIGRATIONS: &[&str] = &[
+    r#"
+    CREATE TABLE projects (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        created_at BIGINT NOT NULL
+    );
+    CREATE TABLE api_keys (
+        key_hash BYTEA PRIMARY KEY,
+        prefix TEXT NOT NULL,
+        project_id TEXT NOT NULL REFERENCES projects(id),
+        created_at BIGINT NOT NULL,
+        revoked_at BIGINT
+    );
+    -- text_pattern_ops: revocation matches `prefix LIKE 'abc%'`, which a plain
+    -- index cannot serve under a non-C collation.
+    CREATE INDEX api_keys_prefix ON api_keys(prefix text_pattern_ops);
+    CREATE TABLE invocations (
+        id TEXT PRIMARY KEY,
+        project_id TEXT,
+        user_id TEXT,
+        route TEXT,
+        plugin TEXT,
+        model TEXT,
+        type TEXT,
+        stream BOOLEAN NOT NULL,
+        status TEXT NOT NULL,
+        http_status INTEGER NOT NULL,
+        error TEXT,
+        provider_error TEXT,
+        prompt_tokens BIGINT,
+        completion_tokens BIGINT,
+        total_tokens BIGINT,
+        cached_prompt_tokens BIGINT,
+        cache_creation_tokens BIGINT,
+        reasoning_tokens BIGINT,
+        cost_usd DOUBLE PRECISION,
+        created_at BIGINT NOT NULL,
+        duration_ms BIGINT NOT NULL,
+        request TEXT,
+        response TEXT
+    );
+    CREATE INDEX invocations_project ON invocations(project_id, created_at);
+    CREATE INDEX invocations_user ON invocations(user_id, created_at);
+    CREATE INDEX invocations_created ON invocations(created_at);
+"#,
+    // Limits of projects and keys, keys' scopes, and spend counted per key.
+    // Limits: NULL is none. routes, models: NULL when empty. expires_at:
+    // Unix ms, NULL is never. Nullable columns without a default are added
+    // without rewriting the tables.
+    r#"
+    ALTER TABLE projects
+        ADD COLUMN rpm BIGINT,
+        ADD COLUMN tpm BIGINT,
+        ADD COLUMN daily_budget_usd DOUBLE PRECISION,
+        ADD COLUMN monthly_budget_usd DOUBLE PRECISION;
+    ALTER TABLE api_keys
+        ADD COLUMN rpm BIGINT,
+        ADD COLUMN tpm BIGINT,
+        ADD COLUMN daily_budget_usd DOUBLE PRECISION,
+        ADD COLUMN monthly_budget_usd DOUBLE PRECISION,
+        ADD COLUMN routes TEXT[],
+        ADD COLUMN models TEXT[],
+        ADD COLUMN expires_at BIGINT;
+    ALTER TABLE invocations ADD COLUMN key_prefix TEXT;
+    CREATE INDEX invocations_key ON invocations(key_prefix, created_at);
+"#,
+    // Each upstream attempt of a request that took more than one (retries, fallbacks): a
+    // JSON array of `Attempt`s, NULL when empty. JSONB, so that an operator can ask which
+    // records tried a route (`attempts @> '[{"route": "x"}]'`).
+    r#"
+    ALTER TABLE invocations ADD COLUMN attempts JSONB;
+"#,
+];
+
+pub(super) const BACKEND: &str = "PostgreSQL";
+/// Serializes migrations of replicas starting at once ("gateway" in ASCII).
+const MIGRATION_LOCK: i64 = 0x0067_6174_6577_6179;
+
+/// Applies the migrations the database lacks, each in its own transaction
+/// under an advisory lock (replicas starting at once wait for each other, and
+/// read the version again once they hold it).
+pub(super) async fn migrate(pool: Pool) -> Result<Migrated, StoreError> {
+    let known = MIGRATIONS.len() as i64;
+    let mut client = connection(&pool).await?;
+    let mut from = None;
+    loop {
+        let tx = client.transaction().await?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await?;
+        let exists: bool = tx
+            .query_one("SELECT to_regclass('gateway_schema') IS NOT NULL", &[])
+            .await?
+            .try_get(0)?;
+        if !exists {
+            tx.batch_execute(
+                "CREATE TABLE gateway_schema (version BIGINT NOT NULL);
+                 INSERT INTO gateway_schema (version) VALUES (0);",
+            )
+            .await?;
+        }
+        let version: i64 = match tx
+            .query_opt("SELECT max(version) FROM gateway_schema", &[])
+            .await?
+        {
+            Some(row) => row.try_get::<_, Option<i64>>(0)?.unwrap_or(0),
+            None => 0,
+        };
+        let from = *from.get_or_insert(version);
+        if version > known {
+            return Err(StoreError::SchemaTooNew {
+                backend: BACKEND,
+                found: version,
+                known,
+            });
+        }
+        let Some(migration) = MIGRATIONS.get(version.max(0) as usize) else {
+            tx.commit().await?;
+            return Ok(Migrated { from, to: known });
+        };
+        tx.batch_execute(migration).await?;
+        // One row, whatever was there (an emptied table included).
+        tx.execute("DELETE FROM gateway_schema", &[]).await?;
+        tx.execute(
+            "INSERT INTO gateway_schema (version) VALUES ($1)",
+            &[&(version + 1)],
+        )
+        .await?;
+        tx.commit().await?;
+    }
+}

@@ -1,0 +1,344 @@
+//! The SQL both backends run, written once.
+//!
+//! Texts are written with PostgreSQL's placeholders (`$1`); SQLite's (`?1`) are made from them
+//! once, on first use. Report queries ([`super::report`]) are built with the same two
+//! placeholder forms. What the dialects really disagree on stays with its backend, each place
+//! saying why: the migrations (types), how a batch of records is inserted (row by row with
+//! `INSERT OR IGNORE` against one statement of arrays with `ON CONFLICT`), how old records
+//! are found for deletion (SQLite's `rowid`), how a key's scope lists are stored (JSON text
+//! against `TEXT[]`) and how rows are locked for an update (SQLite's `IMMEDIATE` transaction
+//! against `FOR UPDATE`).
+
+use std::sync::OnceLock;
+
+use super::report::{self, Cursor, Query, RecordRange, SqlValue};
+use super::{InvocationFilter, KeyMatch};
+
+/// Which backend a statement is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+impl Dialect {
+    /// The placeholder of parameter `n` (1-based), as [`super::report`]'s builders take it.
+    pub(super) fn placeholder(self) -> fn(usize) -> String {
+        match self {
+            Dialect::Sqlite => |n| format!("?{n}"),
+            Dialect::Postgres => |n| format!("${n}"),
+        }
+    }
+}
+
+/// A statement of both backends, written with `$N` placeholders.
+pub(super) struct Sql {
+    postgres: &'static str,
+    sqlite: OnceLock<String>,
+}
+
+impl Sql {
+    const fn new(postgres: &'static str) -> Sql {
+        Sql {
+            postgres,
+            sqlite: OnceLock::new(),
+        }
+    }
+
+    /// The text for `dialect`; SQLite's is made at the first call and kept, so that its
+    /// statement cache sees one text.
+    pub(super) fn text(&'static self, dialect: Dialect) -> &'static str {
+        match dialect {
+            Dialect::Postgres => self.postgres,
+            Dialect::Sqlite => self.sqlite.get_or_init(|| question_marks(self.postgres)),
+        }
+    }
+}
+
+/// `$N` placeholders as `?N`. None of the texts here has a `$` elsewhere (checked by a test).
+fn question_marks(text: &str) -> String {
+    let mut converted = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        let before_digit = chars.peek().is_some_and(char::is_ascii_digit);
+        converted.push(if c == '$' && before_digit { '?' } else { c });
+    }
+    converted
+}
+
+/// Projects as [`super::rows::project`] reads them.
+macro_rules! select_project {
+    () => {
+        "SELECT id, name, created_at, rpm, tpm, daily_budget_usd, monthly_budget_usd FROM projects"
+    };
+}
+
+pub(super) static INSERT_PROJECT: Sql =
+    Sql::new("INSERT INTO projects (id, name, created_at) VALUES ($1, $2, $3)");
+pub(super) static COUNT_PROJECTS: Sql = Sql::new("SELECT count(*) FROM projects");
+pub(super) static PROJECTS: Sql = Sql::new(concat!(select_project!(), " ORDER BY created_at, id"));
+pub(super) static PROJECT: Sql = Sql::new(concat!(select_project!(), " WHERE id = $1"));
+/// A project's limits, to be updated: PostgreSQL adds `FOR UPDATE` (see the module's doc).
+pub(super) static PROJECT_LIMITS: Sql =
+    Sql::new("SELECT rpm, tpm, daily_budget_usd, monthly_budget_usd FROM projects WHERE id = $1");
+/// `$1` names the row; `$2` to `$5` are the four of [`super::rows::StoredLimits`].
+pub(super) static UPDATE_PROJECT_LIMITS: Sql = Sql::new(
+    "UPDATE projects SET rpm = $2, tpm = $3, daily_budget_usd = $4, monthly_budget_usd = $5
+     WHERE id = $1",
+);
+pub(super) static UPDATE_KEY_LIMITS: Sql = Sql::new(
+    "UPDATE api_keys SET rpm = $2, tpm = $3, daily_budget_usd = $4, monthly_budget_usd = $5
+     WHERE key_hash = $1",
+);
+pub(super) static INSERT_KEY: Sql = Sql::new(
+    "INSERT INTO api_keys (key_hash, prefix, project_id, created_at, rpm, tpm,
+        daily_budget_usd, monthly_budget_usd, routes, models, expires_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+);
+/// The live key of a hash, as [`super::rows::key_record`] reads it.
+pub(super) static FIND_KEY: Sql = Sql::new(
+    "SELECT k.project_id, k.prefix, k.rpm, k.tpm, k.daily_budget_usd, k.monthly_budget_usd,
+        p.rpm, p.tpm, p.daily_budget_usd, p.monthly_budget_usd, k.routes, k.models, k.expires_at
+     FROM api_keys k JOIN projects p ON p.id = k.project_id
+     WHERE k.key_hash = $1 AND k.revoked_at IS NULL",
+);
+
+// The sums are cast so that both backends give one type (BIGINT, DOUBLE PRECISION) and 0, not
+// NULL, over no records. Each walks its (subject, created_at) index.
+pub(super) static SPENT_BY_PROJECT: Sql = Sql::new(
+    "SELECT CAST(COALESCE(SUM(cost_usd), 0) AS DOUBLE PRECISION)
+     FROM invocations WHERE project_id = $1 AND created_at >= $2",
+);
+pub(super) static SPENT_BY_KEY: Sql = Sql::new(
+    "SELECT CAST(COALESCE(SUM(cost_usd), 0) AS DOUBLE PRECISION)
+     FROM invocations WHERE key_prefix = $1 AND created_at >= $2",
+);
+/// What [`super::rows::usage_totals`] reads.
+pub(super) static USAGE_SINCE: Sql = Sql::new(
+    "SELECT count(*), CAST(COALESCE(SUM(prompt_tokens), 0) AS BIGINT),
+        CAST(COALESCE(SUM(completion_tokens), 0) AS BIGINT),
+        CAST(COALESCE(SUM(total_tokens), 0) AS BIGINT),
+        CAST(COALESCE(SUM(cost_usd), 0) AS DOUBLE PRECISION)
+     FROM invocations WHERE project_id = $1 AND created_at >= $2",
+);
+
+/// The invocation columns, in the order both backends insert and [`super::rows::invocation`]
+/// reads them, `$bodies` standing for `request, response` and `$attempts` for `attempts`.
+macro_rules! invocation_columns {
+    ($bodies:literal, $attempts:literal) => {
+        concat!(
+            "id, project_id, user_id, route, plugin, model, type, stream, status, http_status,
+    error, provider_error, prompt_tokens, completion_tokens, total_tokens, cached_prompt_tokens,
+    cache_creation_tokens, reasoning_tokens, cost_usd, created_at, duration_ms, ",
+            $bodies,
+            ", key_prefix, ",
+            $attempts
+        )
+    };
+}
+pub(super) use invocation_columns;
+
+/// `SELECT` of every invocation column; `$attempts` is how the backend reads the attempts
+/// column as text.
+macro_rules! select_invocation {
+    ($bodies:literal, $attempts:literal) => {
+        concat!(
+            "SELECT ",
+            invocation_columns!($bodies, $attempts),
+            " FROM invocations"
+        )
+    };
+}
+/// PostgreSQL keeps attempts as JSONB, which the driver reads only as text; SQLite keeps the
+/// text itself (and a cast would make a hand-written blob read as attempts).
+const SQLITE_SELECT_INVOCATION: &str = select_invocation!("request, response", "attempts");
+const POSTGRES_SELECT_INVOCATION: &str = select_invocation!("request, response", "attempts::text");
+/// An export without bodies: they are most of a record's bytes.
+const SQLITE_WITHOUT_BODIES: &str =
+    select_invocation!("CAST(NULL AS TEXT), CAST(NULL AS TEXT)", "attempts");
+const POSTGRES_WITHOUT_BODIES: &str =
+    select_invocation!("CAST(NULL AS TEXT), CAST(NULL AS TEXT)", "attempts::text");
+
+/// Where the selected invocation columns have `id` and `created_at`: an export page's cursor.
+pub(super) const ID_COLUMN: usize = 0;
+pub(super) const CREATED_AT_COLUMN: usize = 19;
+
+/// `SELECT columns FROM invocations`, without `request` and `response` unless `bodies`.
+pub(super) fn select_invocation(dialect: Dialect, bodies: bool) -> &'static str {
+    match (dialect, bodies) {
+        (Dialect::Sqlite, true) => SQLITE_SELECT_INVOCATION,
+        (Dialect::Sqlite, false) => SQLITE_WITHOUT_BODIES,
+        (Dialect::Postgres, true) => POSTGRES_SELECT_INVOCATION,
+        (Dialect::Postgres, false) => POSTGRES_WITHOUT_BODIES,
+    }
+}
+
+/// An export's page of records (see [`report::page_query`]), with their bodies or without.
+pub(super) fn invocations_page(
+    dialect: Dialect,
+    range: &RecordRange,
+    after: Option<&Cursor>,
+    bodies: bool,
+    limit: u32,
+) -> Query {
+    let select = select_invocation(dialect, bodies);
+    report::page_query(select, range, after, limit, dialect.placeholder())
+}
+
+/// One invocation by id.
+pub(super) fn invocation(dialect: Dialect) -> String {
+    format!(
+        "{} WHERE id = {}",
+        select_invocation(dialect, true),
+        dialect.placeholder()(1)
+    )
+}
+
+/// The newest invocations the filter selects. One statement per combination of filters, so
+/// that each uses its index (`$1 IS NULL OR project_id = $1` would not, once planned
+/// generically).
+pub(super) fn list_invocations(dialect: Dialect, filter: &InvocationFilter) -> Query {
+    let placeholder = dialect.placeholder();
+    let mut values = Vec::new();
+    let mut conditions = Vec::new();
+    for (column, value) in [
+        ("project_id", &filter.project_id),
+        ("user_id", &filter.user_id),
+    ] {
+        if let Some(value) = value {
+            values.push(SqlValue::Text(value.clone()));
+            conditions.push(format!("{column} = {}", placeholder(values.len())));
+        }
+    }
+    values.push(SqlValue::Integer(i64::from(filter.limit)));
+    let filtered = if conditions.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", conditions.join(" AND "))
+    };
+    Query {
+        sql: format!(
+            "{}{filtered} ORDER BY created_at DESC, id DESC LIMIT {}",
+            select_invocation(dialect, true),
+            placeholder(values.len())
+        ),
+        values,
+    }
+}
+
+/// What a key condition compares with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum KeyValue {
+    Hash(Vec<u8>),
+    Pattern(String),
+}
+
+/// The condition selecting the keys `which` names, as parameter `param`, and its value.
+fn key_condition(dialect: Dialect, which: &KeyMatch, param: usize) -> (String, KeyValue) {
+    let placeholder = dialect.placeholder()(param);
+    match which {
+        KeyMatch::Hash(hash) => (
+            format!("key_hash = {placeholder}"),
+            KeyValue::Hash(hash.to_vec()),
+        ),
+        KeyMatch::Pattern(pattern) => (
+            format!("prefix LIKE {placeholder} ESCAPE '\\'"),
+            KeyValue::Pattern(pattern.clone()),
+        ),
+    }
+}
+
+/// The live keys `which` names, as [`super::rows::matched_key`] reads them (PostgreSQL adds
+/// `FOR UPDATE`); the one parameter's value.
+pub(super) fn matching_keys(dialect: Dialect, which: &KeyMatch) -> (String, KeyValue) {
+    let (condition, value) = key_condition(dialect, which, 1);
+    let sql = format!(
+        "SELECT key_hash, prefix, rpm, tpm, daily_budget_usd, monthly_budget_usd
+         FROM api_keys WHERE {condition} AND revoked_at IS NULL"
+    );
+    (sql, value)
+}
+
+/// Revokes the live keys `which` names: the first parameter is the time, the second the value
+/// returned.
+pub(super) fn revoke_keys(dialect: Dialect, which: &KeyMatch) -> (String, KeyValue) {
+    let (condition, value) = key_condition(dialect, which, 2);
+    let sql = format!(
+        "UPDATE api_keys SET revoked_at = {} WHERE {condition} AND revoked_at IS NULL",
+        dialect.placeholder()(1)
+    );
+    (sql, value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_texts_have_question_marks_where_postgres_has_dollars() {
+        let all = [
+            &INSERT_PROJECT,
+            &COUNT_PROJECTS,
+            &PROJECTS,
+            &PROJECT,
+            &PROJECT_LIMITS,
+            &UPDATE_PROJECT_LIMITS,
+            &UPDATE_KEY_LIMITS,
+            &INSERT_KEY,
+            &FIND_KEY,
+            &SPENT_BY_PROJECT,
+            &SPENT_BY_KEY,
+            &USAGE_SINCE,
+        ];
+        for sql in all {
+            let sqlite = sql.text(Dialect::Sqlite);
+            assert!(!sqlite.contains('$'), "{sqlite}");
+            assert_eq!(
+                sqlite.matches('?').count(),
+                sql.text(Dialect::Postgres).matches('$').count()
+            );
+        }
+        assert_eq!(
+            UPDATE_KEY_LIMITS.text(Dialect::Sqlite),
+            "UPDATE api_keys SET rpm = ?2, tpm = ?3, daily_budget_usd = ?4, monthly_budget_usd = ?5
+     WHERE key_hash = ?1"
+        );
+        let (sql, value) = revoke_keys(Dialect::Sqlite, &KeyMatch::of("gw_a%"));
+        assert!(
+            sql.contains("revoked_at = ?1 WHERE prefix LIKE ?2 ESCAPE"),
+            "{sql}"
+        );
+        assert_eq!(value, KeyValue::Pattern("gw\\_a\\%%".into()));
+    }
+
+    #[test]
+    fn a_listing_binds_only_the_filters_given() {
+        let all = list_invocations(
+            Dialect::Postgres,
+            &InvocationFilter {
+                limit: 5,
+                ..InvocationFilter::default()
+            },
+        );
+        assert!(
+            all.sql
+                .ends_with("FROM invocations ORDER BY created_at DESC, id DESC LIMIT $1"),
+            "{}",
+            all.sql
+        );
+        assert_eq!(all.values, [SqlValue::Integer(5)]);
+        let by_user = list_invocations(
+            Dialect::Sqlite,
+            &InvocationFilter {
+                user_id: Some("u".into()),
+                limit: 5,
+                ..InvocationFilter::default()
+            },
+        );
+        assert!(
+            by_user.sql.contains("WHERE user_id = ?1 ORDER BY") && by_user.sql.ends_with("?2"),
+            "{}",
+            by_user.sql
+        );
+    }
+}

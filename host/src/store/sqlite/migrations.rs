@@ -1,0 +1,114 @@
+//! SQLite's schema and its upgrades. Its own, not PostgreSQL's: the types differ (BLOB and
+//! BYTEA, INTEGER and BOOLEAN, JSON text and JSONB or `TEXT[]`), and so does its history (the
+//! created_at index came in a version of its own).
+
+use rusqlite::Connection;
+
+use crate::store::{Migrated, StoreError};
+
+/// Each entry upgrades the schema by one version (`PRAGMA user_version`). Append only.
+pub(in crate::store) const MIGRATIONS: &[&str] = &[
+    r#"
+    CREATE TABLE projects (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+    );
+    CREATE TABLE api_keys (
+        key_hash BLOB PRIMARY KEY,
+        prefix TEXT NOT NULL,
+        project_id TEXT NOT NULL REFERENCES projects(id),
+        created_at INTEGER NOT NULL,
+        revoked_at INTEGER
+    );
+    CREATE INDEX api_keys_prefix ON api_keys(prefix);
+    CREATE TABLE invocations (
+        id TEXT PRIMARY KEY,
+        project_id TEXT,
+        user_id TEXT,
+        route TEXT,
+        plugin TEXT,
+        model TEXT,
+        type TEXT,
+        stream INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        http_status INTEGER NOT NULL,
+        error TEXT,
+        provider_error TEXT,
+        prompt_tokens INTEGER,
+        completion_tokens INTEGER,
+        total_tokens INTEGER,
+        cached_prompt_tokens INTEGER,
+        cache_creation_tokens INTEGER,
+        reasoning_tokens INTEGER,
+        cost_usd REAL,
+        created_at INTEGER NOT NULL,
+        duration_ms INTEGER NOT NULL,
+        request TEXT,
+        response TEXT
+    );
+    CREATE INDEX invocations_project ON invocations(project_id, created_at);
+    CREATE INDEX invocations_user ON invocations(user_id, created_at);
+"#,
+    // Record retention finds the oldest records by age alone.
+    r#"
+    CREATE INDEX IF NOT EXISTS invocations_created ON invocations(created_at);
+"#,
+    // Limits of projects and keys, keys' scopes, and spend counted per key.
+    // Limits: NULL is none. routes, models: a JSON array of strings, NULL
+    // when empty. expires_at: Unix ms, NULL is never.
+    r#"
+    ALTER TABLE projects ADD COLUMN rpm INTEGER;
+    ALTER TABLE projects ADD COLUMN tpm INTEGER;
+    ALTER TABLE projects ADD COLUMN daily_budget_usd REAL;
+    ALTER TABLE projects ADD COLUMN monthly_budget_usd REAL;
+    ALTER TABLE api_keys ADD COLUMN rpm INTEGER;
+    ALTER TABLE api_keys ADD COLUMN tpm INTEGER;
+    ALTER TABLE api_keys ADD COLUMN daily_budget_usd REAL;
+    ALTER TABLE api_keys ADD COLUMN monthly_budget_usd REAL;
+    ALTER TABLE api_keys ADD COLUMN routes TEXT;
+    ALTER TABLE api_keys ADD COLUMN models TEXT;
+    ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
+    ALTER TABLE invocations ADD COLUMN key_prefix TEXT;
+    CREATE INDEX invocations_key ON invocations(key_prefix, created_at);
+"#,
+    // Each upstream attempt of a request that took more than one (retries, fallbacks):
+    // a JSON array of `Attempt`s, NULL when empty.
+    r#"
+    ALTER TABLE invocations ADD COLUMN attempts TEXT;
+"#,
+];
+
+/// Applies the migrations the database lacks, each in its own transaction
+/// (which also holds off another process migrating at the same time: SQLite
+/// takes the write lock at the first statement, and the version is read again
+/// under it).
+pub(super) fn migrate(conn: &mut Connection) -> Result<Migrated, StoreError> {
+    let known = MIGRATIONS.len() as i64;
+    let user_version = |conn: &Connection| -> Result<i64, StoreError> {
+        Ok(conn.query_row("PRAGMA user_version", [], |row| row.get(0))?)
+    };
+    let from = user_version(conn)?;
+    let too_new = |found| StoreError::SchemaTooNew {
+        backend: "SQLite",
+        found,
+        known,
+    };
+    if from > known {
+        return Err(too_new(from));
+    }
+    loop {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let version = user_version(&tx)?;
+        if version > known {
+            return Err(too_new(version));
+        }
+        let Some(migration) = MIGRATIONS.get(version.max(0) as usize) else {
+            break;
+        };
+        tx.execute_batch(migration)?;
+        tx.pragma_update(None, "user_version", version + 1)?;
+        tx.commit()?;
+    }
+    Ok(Migrated { from, to: known })
+}

@@ -1,0 +1,76 @@
+//! The embedded SQLite backend.
+//!
+//! WAL mode lets the request path read (key lookups) while the invocation
+//! writer commits batches on its own connection.
+
+mod invocations;
+mod keys;
+pub(super) mod migrations;
+mod rows;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use rusqlite::Connection;
+
+use super::key_cache::KeyCache;
+use super::{Migrated, StoreError};
+
+pub(super) struct Sqlite {
+    /// Key lookups, project/key administration and invocation reads.
+    reader: Mutex<Connection>,
+    /// Invocation batches only, so a large batch never delays a key lookup's lock.
+    writer: Mutex<Connection>,
+    /// Record retention's deletes, opened on first use: a batch of deletes holds
+    /// neither the request path's nor the invocation writer's lock.
+    pruner: Mutex<Option<Connection>>,
+    path: PathBuf,
+    keys: KeyCache,
+}
+
+fn open_connection(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    // With WAL, NORMAL loses at most the last commits on power loss, never consistency.
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(conn)
+}
+
+fn lock<T>(conn: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock cannot leave SQLite inconsistent (transactions roll back).
+    conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Sqlite {
+    pub(super) fn open(path: &Path) -> Result<(Sqlite, Migrated), StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| StoreError::Directory(dir.display().to_string(), e))?;
+        }
+        let mut conn = open_connection(path)?;
+        let migrated = migrations::migrate(&mut conn)?;
+        let db = Sqlite {
+            reader: Mutex::new(conn),
+            writer: Mutex::new(open_connection(path)?),
+            pruner: Mutex::new(None),
+            path: path.to_owned(),
+            keys: KeyCache::open(path),
+        };
+        Ok((db, migrated))
+    }
+
+    /// After a key change commits: running gateways must not keep serving from their caches.
+    fn keys_changed(&self) {
+        if let Err(e) = self.keys.keys_changed() {
+            tracing::error!(
+                "the key change is stored, but running gateways were not told \
+                 ({e}); they see it within {}s",
+                super::key_cache::MAX_AGE.as_secs()
+            );
+        }
+    }
+}

@@ -1,0 +1,379 @@
+//! The store's tests: each case of [`keys`], [`invocations`] and [`schema`] runs on both
+//! backends (`tests::sqlite::CASE` and `tests::postgres::CASE`), against [`Store`] and a
+//! [`Harness`] that does what a case needs behind the store's back. What only one backend has
+//! (SQLite's query plans and loose column types; PostgreSQL's URLs, TLS, pool and LISTEN) is
+//! tested with that backend.
+
+mod invocations;
+mod keys;
+mod schema;
+pub(super) mod test_db;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use super::*;
+use test_db::TestDb;
+
+pub(super) use invocations::{attempts, record};
+
+/// One test per backend for each case. The PostgreSQL ones pass without running when no
+/// server is reachable, unless CI is set (see [`TestDb::create`]).
+macro_rules! on_both_backends {
+    ($($group:ident :: $case:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    super::$group::$case(&super::Harness::sqlite()).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    if let Some(harness) = super::Harness::postgres().await {
+                        super::$group::$case(&harness).await;
+                    }
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends! {
+    keys::keys_are_found_until_revoked_and_prefixes_are_literal,
+    keys::project_limits_round_trip_and_partial_updates_keep_the_rest,
+    keys::key_limits_round_trip_and_name_exactly_one_live_key,
+    keys::errors_about_a_whole_key_name_only_its_prefix,
+    keys::key_scopes_and_expiry_round_trip,
+    keys::a_limit_change_through_another_handle_is_seen_by_every_handle,
+    keys::a_revoke_through_another_handle_is_seen,
+    invocations::invocations_round_trip_every_field,
+    invocations::attempts_that_do_not_read_as_attempts_read_as_none,
+    invocations::a_record_stored_twice_is_kept_once,
+    invocations::batches_are_idempotent,
+    invocations::the_key_prefix_of_a_record_round_trips,
+    invocations::spend_and_usage_add_up_the_period_of_one_subject,
+    invocations::usage_adds_up_each_group_with_nearest_rank_percentiles,
+    invocations::an_export_reads_each_record_once_oldest_first_across_pages_of_equal_times,
+    schema::reopening_does_not_rerun_migrations,
+    schema::a_v1_database_migrates_to_v2_and_keeps_its_keys_and_records,
+    schema::a_v2_database_migrates_to_v3_and_keeps_its_records,
+}
+
+/// Where a case's database is, and what differs between the backends' databases.
+pub(super) struct Harness {
+    place: Place,
+}
+
+enum Place {
+    Sqlite {
+        path: PathBuf,
+        _dir: tempfile::TempDir,
+    },
+    Postgres(TestDb),
+}
+
+/// A schema before one of the migrations both backends made.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum OldSchema {
+    /// Before the limits of projects and keys, keys' scopes and key prefixes of records.
+    BeforeLimits,
+    /// Before the attempts of records.
+    BeforeAttempts,
+}
+
+impl Harness {
+    fn sqlite() -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        // In a directory yet to be made: opening makes it.
+        let path = dir.path().join("sub/g.db");
+        Harness {
+            place: Place::Sqlite { path, _dir: dir },
+        }
+    }
+
+    async fn postgres() -> Option<Harness> {
+        Some(Harness {
+            place: Place::Postgres(TestDb::create().await?),
+        })
+    }
+
+    /// A handle on the database (migrating it), as a gateway opens it: another one is another
+    /// process or replica, with a cache of its own.
+    pub(super) async fn open(&self) -> Store {
+        match &self.place {
+            Place::Sqlite { path, .. } => Store::open_sqlite(path).unwrap(),
+            Place::Postgres(db) => Store::open(&db.url).await.unwrap(),
+        }
+    }
+
+    fn sqlite_connection(path: &std::path::Path) -> rusqlite::Connection {
+        let conn = rusqlite::Connection::open(path).unwrap();
+        conn.busy_timeout(Duration::from_secs(5)).unwrap();
+        conn
+    }
+
+    /// Runs `statements` behind the store's back.
+    pub(super) async fn execute(&self, statements: &str) {
+        match &self.place {
+            Place::Sqlite { path, .. } => {
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir).unwrap();
+                }
+                Harness::sqlite_connection(path)
+                    .execute_batch(statements)
+                    .unwrap()
+            }
+            Place::Postgres(db) => db.sql().await.batch_execute(statements).await.unwrap(),
+        }
+    }
+
+    /// The one integer `query` selects.
+    pub(super) async fn count(&self, query: &str) -> i64 {
+        match &self.place {
+            Place::Sqlite { path, .. } => Harness::sqlite_connection(path)
+                .query_row(query, [], |row| row.get(0))
+                .unwrap(),
+            Place::Postgres(db) => test_db::count(&db.sql().await, query).await,
+        }
+    }
+
+    /// The one text (or NULL) `query` selects.
+    pub(super) async fn text(&self, query: &str) -> Option<String> {
+        match &self.place {
+            Place::Sqlite { path, .. } => Harness::sqlite_connection(path)
+                .query_row(query, [], |row| row.get(0))
+                .unwrap(),
+            Place::Postgres(db) => db.sql().await.query_one(query, &[]).await.unwrap().get(0),
+        }
+    }
+
+    /// `bytes` as a literal of the key_hash column.
+    pub(super) fn blob(&self, bytes: &[u8]) -> String {
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        match &self.place {
+            Place::Sqlite { .. } => format!("x'{hex}'"),
+            Place::Postgres(_) => format!("'\\x{hex}'::bytea"),
+        }
+    }
+
+    /// The schema version of `schema` (the backends count their versions differently).
+    pub(super) fn version_of(&self, schema: OldSchema) -> i64 {
+        match (&self.place, schema) {
+            (Place::Sqlite { .. }, OldSchema::BeforeLimits) => 2,
+            (Place::Sqlite { .. }, OldSchema::BeforeAttempts) => 3,
+            (Place::Postgres(_), OldSchema::BeforeLimits) => 1,
+            (Place::Postgres(_), OldSchema::BeforeAttempts) => 2,
+        }
+    }
+
+    /// The newest schema version this gateway knows.
+    pub(super) fn known_version(&self) -> i64 {
+        match &self.place {
+            Place::Sqlite { .. } => crate::store::sqlite::migrations::MIGRATIONS.len() as i64,
+            Place::Postgres(_) => crate::store::postgres::migrations::MIGRATIONS.len() as i64,
+        }
+    }
+
+    /// Makes the database one of `schema`, as a gateway of then left it (empty).
+    pub(super) async fn create_old_schema(&self, schema: OldSchema) {
+        let version = self.version_of(schema);
+        let migrations = match &self.place {
+            Place::Sqlite { .. } => crate::store::sqlite::migrations::MIGRATIONS,
+            Place::Postgres(_) => crate::store::postgres::migrations::MIGRATIONS,
+        };
+        for migration in &migrations[..version as usize] {
+            self.execute(migration).await;
+        }
+        let record_version = match &self.place {
+            Place::Sqlite { .. } => format!("PRAGMA user_version = {version}"),
+            Place::Postgres(_) => format!(
+                "CREATE TABLE gateway_schema (version BIGINT NOT NULL);
+                 INSERT INTO gateway_schema (version) VALUES ({version});"
+            ),
+        };
+        self.execute(&record_version).await;
+    }
+
+    /// The schema version the database records.
+    pub(super) async fn schema_version(&self) -> i64 {
+        match &self.place {
+            Place::Sqlite { .. } => self.count("PRAGMA user_version").await,
+            Place::Postgres(_) => self.count("SELECT max(version) FROM gateway_schema").await,
+        }
+    }
+
+    /// How long a change made through one handle may take to reach another one's cache:
+    /// SQLite's handles see it at their next lookup (the stamp file), PostgreSQL's replicas
+    /// when the notification arrives.
+    pub(super) fn propagation(&self) -> Duration {
+        match &self.place {
+            Place::Sqlite { .. } => Duration::ZERO,
+            Place::Postgres(_) => Duration::from_secs(1),
+        }
+    }
+
+    /// Values of the attempts column that are no list of attempts, as SQL literals.
+    pub(super) fn unreadable_attempts(&self) -> &'static [&'static str] {
+        match &self.place {
+            // SQLite keeps any type in any column.
+            Place::Sqlite { .. } => &[
+                "'not json'",
+                r#"'[{"route":"r"}]'"#,
+                r#"'{"route":"r"}'"#,
+                "42",
+                "x'5b5d'",
+            ],
+            Place::Postgres(_) => &[
+                r#"'{"route": "r"}'::jsonb"#,
+                r#"'[{"route": "r"}]'::jsonb"#,
+                r#"'[{"route": 1, "duration_ms": 1}]'::jsonb"#,
+                r#"'"text"'::jsonb"#,
+                "'null'::jsonb",
+                "'42'::jsonb",
+            ],
+        }
+    }
+
+    /// Whether the database orders ids (at equal times) byte by byte, as SQLite does;
+    /// PostgreSQL orders them in the database's collation.
+    pub(super) fn orders_ids_bytewise(&self) -> bool {
+        matches!(self.place, Place::Sqlite { .. })
+    }
+}
+
+/// Waits until `check` holds, for at most `within` (once, for `Duration::ZERO`); returns how
+/// long it took.
+pub(super) async fn seen_within<F, Fut>(within: Duration, what: &str, mut check: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !check().await {
+        assert!(
+            start.elapsed() < within,
+            "{what}: not seen within {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    start.elapsed()
+}
+
+/// What the cases do with a backend that the store's interface does not offer.
+impl Store {
+    /// Stores a key of the given prefix and hash (a key of its own choosing, unlike
+    /// [`Store::create_key`]).
+    pub(super) async fn insert_key(
+        &self,
+        project_id: &str,
+        prefix: &str,
+        hash: &[u8; 32],
+        spec: &KeySpec,
+    ) -> Result<(), StoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.insert_key(project_id, prefix, hash, spec),
+            Backend::Postgres(db) => db.insert_key(project_id, prefix, hash, spec).await,
+        }
+    }
+
+    pub(super) async fn revoke(&self, which: &KeyMatch) -> Result<usize, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.revoke(which),
+            Backend::Postgres(db) => db.revoke(which).await,
+        }
+    }
+
+    /// [`Store::update_key_limits`] of the keys `which` names, its errors as the backend gives
+    /// them.
+    pub(super) async fn update_limits_of(
+        &self,
+        which: &KeyMatch,
+        update: &LimitUpdate,
+    ) -> Result<(String, LimitSet), StoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.update_key_limits(which, update),
+            Backend::Postgres(db) => db.update_key_limits(which, update).await,
+        }
+    }
+
+    /// Whether changes made elsewhere reach this handle's cache (SQLite's always do).
+    pub(super) fn listening(&self) -> bool {
+        match &self.backend {
+            Backend::Sqlite(_) => true,
+            Backend::Postgres(db) => db.listening(),
+        }
+    }
+
+    /// Waits (10 s at most) until [`Store::listening`].
+    pub(super) async fn wait_until_listening(&self) {
+        seen_within(
+            Duration::from_secs(10),
+            "the listener subscribing",
+            || async { self.listening() },
+        )
+        .await;
+    }
+}
+
+#[test]
+fn names_and_limits_the_store_would_not_keep_are_refused() {
+    assert!(check_name("name", &"é".repeat(128)).is_ok());
+    let long = check_name("name", &"x".repeat(257)).unwrap_err();
+    assert!(long.to_string().starts_with("name: 257 bytes"), "{long}");
+    for name in ["a\0b", "a\rb", "a\nb", "\u{7f}", "\u{85}"] {
+        let refused = check_name("routes", name).unwrap_err();
+        assert!(matches!(
+            refused,
+            StoreError::Invalid {
+                field: "routes",
+                ..
+            }
+        ));
+    }
+    let tpm = |tpm| LimitUpdate {
+        tpm: Some(tpm),
+        ..LimitUpdate::default()
+    };
+    assert!(tpm(MAX_TPM).check().is_ok());
+    let refused = tpm(MAX_TPM + 1).check().unwrap_err();
+    assert!(refused.to_string().starts_with("tpm: "), "{refused}");
+    let spec = |routes: &[&str], models: &[&str]| KeySpec {
+        limits: LimitSet::default(),
+        scope: KeyScope {
+            routes: routes.iter().map(|r| r.to_string()).collect(),
+            models: models.iter().map(|m| m.to_string()).collect(),
+            expires_at_ms: None,
+        },
+    };
+    assert!(spec(&["demo"], &["demo/m"]).check().is_ok());
+    assert!(spec(&["de\nmo"], &[]).check().is_err());
+    assert!(
+        spec(&[], &[&format!("demo/{}", "m".repeat(300))])
+            .check()
+            .is_err()
+    );
+}
+
+impl Store {
+    /// The ids of every stored invocation record, sorted: what the writer's
+    /// and retention's tests compare with what they expect.
+    pub(crate) async fn stored_ids(&self) -> Vec<Uuid> {
+        let filter = InvocationFilter {
+            limit: 100_000,
+            ..InvocationFilter::default()
+        };
+        let mut ids: Vec<_> = self
+            .list_invocations(&filter)
+            .await
+            .expect("the invocations can be listed")
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        ids.sort();
+        ids
+    }
+}

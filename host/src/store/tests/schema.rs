@@ -1,0 +1,133 @@
+//! Migrations: run once, and databases of older schemas keep what they hold.
+
+use uuid::Uuid;
+
+use super::invocations::attempts;
+use super::{Harness, OldSchema};
+use crate::limits::{LimitSet, Subject};
+use crate::store::{Invocation, KeyRecord, KeyScope, Migrated, Project};
+
+pub(super) async fn reopening_does_not_rerun_migrations(h: &Harness) {
+    let store = h.open().await;
+    let known = h.known_version();
+    assert_eq!(store.migrated(), Migrated { from: 0, to: known });
+    store.create_project("p").await.unwrap();
+    drop(store);
+    let store = h.open().await;
+    assert_eq!(
+        store.migrated(),
+        Migrated {
+            from: known,
+            to: known
+        }
+    );
+    assert_eq!(store.project_count().await.unwrap(), 1);
+    assert_eq!(h.schema_version().await, known);
+}
+
+/// The record both old schemas are given, and how the migrated database reads it.
+const OLD_ID: &str = "0190b3a2-0000-7000-8000-000000000001";
+
+pub(super) async fn a_v1_database_migrates_to_v2_and_keeps_its_keys_and_records(h: &Harness) {
+    h.create_old_schema(OldSchema::BeforeLimits).await;
+    h.execute(&format!(
+        "INSERT INTO projects (id, name, created_at) VALUES ('p1', 'old', 5);
+         INSERT INTO api_keys (key_hash, prefix, project_id, created_at)
+            VALUES ({}, 'gw_0123456789ab', 'p1', 6);
+         INSERT INTO invocations (id, project_id, stream, status, http_status, cost_usd,
+            created_at, duration_ms)
+            VALUES ('{OLD_ID}', 'p1', false, 'success', 200, 0.5, 10, 1);",
+        h.blob(&[7; 32])
+    ))
+    .await;
+    let store = h.open().await;
+    assert_eq!(
+        store.migrated(),
+        Migrated {
+            from: h.version_of(OldSchema::BeforeLimits),
+            to: h.known_version()
+        }
+    );
+    assert_eq!(
+        store.find_key(&[7; 32]).await.unwrap(),
+        Some(KeyRecord {
+            project_id: "p1".into(),
+            prefix: "gw_0123456789ab".into(),
+            limits: LimitSet::default(),
+            project_limits: LimitSet::default(),
+            scope: KeyScope::default(),
+        })
+    );
+    assert_eq!(
+        store.projects().await.unwrap(),
+        [Project {
+            id: "p1".into(),
+            name: "old".into(),
+            created_at_ms: 5,
+            limits: LimitSet::default(),
+        }]
+    );
+    let id = Uuid::parse_str(OLD_ID).unwrap();
+    let old = store.invocation(&id).await.unwrap().unwrap();
+    assert_eq!((old.key_prefix, old.cost_usd), (None, Some(0.5)));
+    assert!(old.attempts.is_empty());
+    assert_eq!(
+        store.spent_since(&Subject::Project("p1"), 0).await.unwrap(),
+        0.5
+    );
+    assert_eq!(
+        store
+            .spent_since(&Subject::Key("gw_0123456789ab"), 0)
+            .await
+            .unwrap(),
+        0.0
+    );
+}
+
+pub(super) async fn a_v2_database_migrates_to_v3_and_keeps_its_records(h: &Harness) {
+    h.create_old_schema(OldSchema::BeforeAttempts).await;
+    h.execute(&format!(
+        "INSERT INTO projects (id, name, created_at) VALUES ('p1', 'old', 5);
+         INSERT INTO invocations (id, project_id, stream, status, http_status, cost_usd,
+            created_at, duration_ms, response, key_prefix)
+            VALUES ('{OLD_ID}', 'p1', false, 'success', 200, 0.5, 10, 1, 'kept',
+                    'gw_0123456789ab');"
+    ))
+    .await;
+    let store = h.open().await;
+    let before = h.version_of(OldSchema::BeforeAttempts);
+    // The attempts were the last migration of both.
+    assert_eq!(
+        store.migrated(),
+        Migrated {
+            from: before,
+            to: before + 1
+        }
+    );
+    assert_eq!(h.known_version(), before + 1);
+    assert_eq!(h.schema_version().await, before + 1);
+    let id = Uuid::parse_str(OLD_ID).unwrap();
+    let old = store.invocation(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            old.project_id.as_deref(),
+            old.key_prefix.as_deref(),
+            old.response.as_deref(),
+            old.cost_usd
+        ),
+        (Some("p1"), Some("gw_0123456789ab"), Some("kept"), Some(0.5))
+    );
+    assert!(old.attempts.is_empty());
+    let new = Invocation {
+        attempts: attempts(),
+        ..Invocation::begun(Uuid::now_v7(), 20)
+    };
+    store
+        .insert_invocations(std::slice::from_ref(&new))
+        .unwrap();
+    assert_eq!(store.invocation(&new.id).await.unwrap(), Some(new));
+    assert_eq!(
+        store.spent_since(&Subject::Project("p1"), 0).await.unwrap(),
+        0.5
+    );
+}
