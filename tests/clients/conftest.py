@@ -1,4 +1,4 @@
-"""Fixtures of the SDK suite: the scenario the runner (tests/clients.rs) describes and one client
+"""Fixtures of the SDK suite: the scenario the runner (tests/e2e/clients.rs) describes and one client
 of each official SDK pointed at the gateway."""
 
 import os
@@ -37,7 +37,7 @@ def pytest_configure(config):
             f"{sc.SCENARIO_VAR} is not set: this suite runs through its runner, which starts "
             "the gateway and the fake upstreams: `cargo xtask test`, or "
             "`GATEWAY_CLIENTS_PYTHON=target/clients-venv/bin/python cargo test --release "
-            "-p gateway --test clients` (see tests/clients/README.md)"
+            "-p gateway --test e2e -- clients::` (see tests/clients/README.md)"
         )
     for var in _AMBIENT:
         os.environ.pop(var, None)

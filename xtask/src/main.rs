@@ -9,8 +9,12 @@
 //!   suite (`cargo test --release --workspace`), then the gateway's integration
 //!   tests again on PostgreSQL (`GATEWAY_TEST_POSTGRES`, default the local server).
 //! - `cargo xtask plugins`: only builds the plugins.
+//! - `cargo xtask cycles [--print]`: checks that no two modules of `host/src` depend on each
+//!   other (see `cycles.rs`); `--print` lists which modules use which.
 //! - `cargo xtask bench [ARGS]`: builds the plugins, the gateway and the
 //!   benchmark harness (release), then runs `bench ARGS` (default: `all`; see BENCHMARKS.md).
+
+mod cycles;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -65,8 +69,9 @@ fn main() -> ExitCode {
         Some("test") => test(&args[1..]),
         Some("plugins") => build_plugins(PLUGINS.iter()).map(|_| ()),
         Some("bench") => bench(&args[1..]),
+        Some("cycles") => check_cycles(args.get(1).is_some_and(|a| a == "--print")),
         _ => {
-            Err("usage: cargo xtask serve [gateway args] | test [cargo test args] | plugins | bench [bench args]".into())
+            Err("usage: cargo xtask serve [gateway args] | test [cargo test args] | plugins | bench [bench args] | cycles [--print]".into())
         }
     };
     match result {
@@ -76,6 +81,24 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `cargo xtask cycles [--print]`: fails on a module cycle; `--print` also lists which
+/// modules use which, level by level.
+fn check_cycles(print: bool) -> Result<(), String> {
+    let src = workspace_root().join("host").join("src");
+    let dependencies = cycles::check(&src)?;
+    if print {
+        for line in dependencies.lines() {
+            println!("{line}");
+        }
+    }
+    eprintln!(
+        "xtask: no module cycle in {} ({} uses between modules)",
+        src.display(),
+        dependencies.count
+    );
+    Ok(())
 }
 
 fn workspace_root() -> PathBuf {
@@ -316,15 +339,17 @@ fn test(args: &[String]) -> Result<(), String> {
 
 /// The PostgreSQL server of the suite's second pass, unless `GATEWAY_TEST_POSTGRES` names one.
 const TEST_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
-/// Integration tests the PostgreSQL pass leaves out: `clients` checks the Python SDKs against
-/// the wire format (nothing of the store), `replicas` and `limits` run on PostgreSQL in the first
-/// pass (they manage their own databases).
+/// The gateway's one integration-test binary (`tests/e2e/main.rs`, a module per area).
+const E2E: &str = "e2e";
+/// Areas (modules of [`E2E`]) the PostgreSQL pass leaves out: `clients` checks the Python SDKs
+/// against the wire format (nothing of the store), `replicas` and `limits` run on PostgreSQL in
+/// the first pass (they manage their own databases).
 const NOT_ON_POSTGRES: [&str; 3] = ["clients", "replicas", "limits"];
 
 /// The gateway's integration tests again, every gateway on a PostgreSQL database of its own
-/// (`GATEWAY_TEST_POSTGRES`): the same tests hold on both stores. The first pass's `--test NAME`
-/// choices and what follows `--` (filters, `--nocapture`) carry over; a first pass of other
-/// packages only has no PostgreSQL pass.
+/// (`GATEWAY_TEST_POSTGRES`): the same tests hold on both stores. What follows `--` in the
+/// first pass (filters such as `routing::`, `--nocapture`) carries over; a first pass of other
+/// packages or test targets only has no PostgreSQL pass.
 fn test_on_postgres(args: &[String], plugins: &Path) -> Result<(), String> {
     let (cargo_args, test_args) = match args.iter().position(|a| a == "--") {
         Some(at) => args.split_at(at),
@@ -335,12 +360,7 @@ fn test_on_postgres(args: &[String], plugins: &Path) -> Result<(), String> {
         return Ok(());
     }
     let chosen = option_values(cargo_args, "--test", "--test");
-    let binaries: Vec<String> = gateway_test_binaries()?
-        .into_iter()
-        .filter(|name| !NOT_ON_POSTGRES.contains(&name.as_str()))
-        .filter(|name| chosen.is_empty() || chosen.contains(name))
-        .collect();
-    if binaries.is_empty() {
+    if !chosen.is_empty() && !chosen.iter().any(|name| name == E2E) {
         return Ok(());
     }
     let url = postgres_url();
@@ -357,17 +377,24 @@ fn test_on_postgres(args: &[String], plugins: &Path) -> Result<(), String> {
         return Ok(());
     }
     let mut command = cargo("test");
-    command.args(["--release", "-p", "gateway", "--no-fail-fast"]);
-    for binary in &binaries {
-        command.args(["--test", binary]);
+    // `--workspace`, as in the first pass: the same features unified over the same packages,
+    // so the first pass's test binary is reused rather than the gateway built again.
+    command
+        .args(["--release", "--workspace", "--no-fail-fast", "--test", E2E])
+        .args(test_args);
+    if test_args.is_empty() {
+        command.arg("--");
+    }
+    for area in NOT_ON_POSTGRES {
+        // A test's name begins with its area's module: `limits::` names that area only.
+        command.args(["--skip".to_owned(), format!("{area}::")]);
     }
     command
-        .args(test_args)
         .env("GATEWAY_TEST_PLUGINS_DIR", plugins)
         .env("GATEWAY_TEST_POSTGRES", &url);
     eprintln!(
-        "xtask: the integration tests again on PostgreSQL ({url}): {}",
-        binaries.join(", ")
+        "xtask: the integration tests again on PostgreSQL ({url}), all areas but {}",
+        NOT_ON_POSTGRES.join(", ")
     );
     let started = std::time::Instant::now();
     let result = run(command).map_err(|e| format!("on PostgreSQL: {e}"));
@@ -422,24 +449,6 @@ fn option_values(args: &[String], short: &str, long: &str) -> Vec<String> {
         }
     }
     values
-}
-
-/// The names of the gateway's `[[test]]` targets (its integration test binaries).
-fn gateway_test_binaries() -> Result<Vec<String>, String> {
-    let manifest = workspace_root().join("host").join("Cargo.toml");
-    let text = std::fs::read_to_string(&manifest)
-        .map_err(|e| format!("cannot read {}: {e}", manifest.display()))?;
-    let table: toml::Table = text
-        .parse()
-        .map_err(|e| format!("{}: {e}", manifest.display()))?;
-    Ok(table
-        .get("test")
-        .and_then(toml::Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|test| test.get("name").and_then(toml::Value::as_str))
-        .map(str::to_owned)
-        .collect())
 }
 
 /// The Python environment of the official-SDK suite (`tests/clients`): `target/clients-venv`,
@@ -520,13 +529,26 @@ mod tests {
             option_values(&given[..cut], "--test", "--test"),
             ["api", "cost"]
         );
-        let binaries = gateway_test_binaries().expect("the gateway's manifest");
-        assert!(binaries.iter().any(|b| b == "api"), "{binaries:?}");
-        assert!(
-            NOT_ON_POSTGRES
-                .iter()
-                .all(|b| binaries.iter().any(|n| n == b))
-        );
+    }
+
+    /// The PostgreSQL pass names the one test target and skips areas by their module names:
+    /// both must exist, or the pass would run nothing or everything.
+    #[test]
+    fn the_postgres_pass_names_what_exists() {
+        let root = workspace_root();
+        let manifest = std::fs::read_to_string(root.join("host/Cargo.toml")).expect("manifest");
+        let table: toml::Table = manifest.parse().expect("valid manifest");
+        let tests: Vec<&str> = table["test"]
+            .as_array()
+            .expect("[[test]] targets")
+            .iter()
+            .filter_map(|test| test.get("name").and_then(toml::Value::as_str))
+            .collect();
+        assert_eq!(tests, [E2E]);
+        let main = std::fs::read_to_string(root.join("tests/e2e/main.rs")).expect("e2e main");
+        for area in NOT_ON_POSTGRES {
+            assert!(main.contains(&format!("\nmod {area};")), "no area {area}");
+        }
     }
 
     fn config(text: &str) -> (tempfile::TempDir, PathBuf) {

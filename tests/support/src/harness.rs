@@ -551,6 +551,22 @@ impl Gateway {
         String::from_utf8_lossy(&lock(&self.stderr)).into_owned()
     }
 
+    /// Waits until at least `at_least` lines of the log say `message`. The log is read from the
+    /// gateway's stderr by a thread of its own: a line written before an answer was sent may
+    /// reach [`Gateway::logs`] a moment after the answer, later still on a loaded machine.
+    pub fn wait_for_log(&self, message: &str, at_least: usize) {
+        let count = || self.logs().lines().filter(|l| l.contains(message)).count();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while count() < at_least {
+            assert!(
+                Instant::now() < deadline,
+                "never saw {at_least} log line(s) saying {message:?}; logs:\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The gateway's stdout lines so far.
     pub fn stdout(&self) -> Vec<String> {
         lock(&self.stdout).clone()

@@ -129,7 +129,7 @@ fn a_plugin_dropped_in_serves_without_restart_and_is_replaced_then_removed() {
         &text_request(&gw.project_id, "late", "any", "hello"),
     );
     assert_eq!(still.status, 200, "{}", still.text());
-    assert!(gw.logs().contains("plugin rejected"), "{}", gw.logs());
+    gw.wait_for_log("plugin rejected", 1);
 
     // Removed file: the route answers 503 again, with an invocation id and a record.
     std::fs::remove_file(plugins.join("latecomer.wasm")).expect("remove");
@@ -236,7 +236,7 @@ fn compiled_plugins_are_cached_and_a_damaged_entry_is_rebuilt() {
         &text_request(&gw.project_id, "demo", "echo", "once more"),
     );
     assert_eq!(ok.status, 200, "{}", ok.text());
-    assert!(gw.logs().contains("recompiling"), "{}", gw.logs());
+    gw.wait_for_log("recompiling", 1);
     assert!(std::fs::read(&entries[0]).expect("entry").len() > 1000);
 }
 
@@ -288,7 +288,7 @@ fn config_edits_apply_without_restart_and_bad_ones_are_refused() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(gw.logs().contains("config change refused"), "{}", gw.logs());
+    gw.wait_for_log("config change refused", 1);
     let still = gw.post(
         "/completions",
         &text_request(&gw.project_id, "added", "echo", "hi"),
@@ -401,19 +401,6 @@ fn log_count(gw: &Gateway, message: &str) -> usize {
     gw.logs().lines().filter(|l| l.contains(message)).count()
 }
 
-/// Waits until at least `at_least` log lines say `message`.
-fn wait_for_log(gw: &Gateway, message: &str, at_least: usize) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while log_count(gw, message) < at_least {
-        assert!(
-            Instant::now() < deadline,
-            "never saw {at_least} log line(s) saying {message:?}; logs:\n{}",
-            gw.logs()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// Config reloads and plugin loads so far.
 fn reloads(gw: &Gateway) -> (usize, usize) {
     (
@@ -426,7 +413,7 @@ fn reloads(gw: &Gateway) -> (usize, usize) {
 fn reading_watched_files_reloads_nothing_but_editing_them_does() {
     let gw = lifecycle_gateway();
     // The startup load of echo: the baseline must not miss it.
-    wait_for_log(&gw, "plugin loaded", 1);
+    gw.wait_for_log("plugin loaded", 1);
     let before = reloads(&gw);
 
     // What `cat`, `sha256sum` and every CLI call with `--config` do to the watched files.
@@ -469,8 +456,8 @@ fn reading_watched_files_reloads_nothing_but_editing_them_does() {
         "the replaced plugin serving",
         |status, body| status == 200 && body["choices"][0]["text"] == "fine",
     );
-    wait_for_log(&gw, "config reloaded", before.0 + 1);
-    wait_for_log(&gw, "plugin loaded", before.1 + 1);
+    gw.wait_for_log("config reloaded", before.0 + 1);
+    gw.wait_for_log("plugin loaded", before.1 + 1);
 
     // Each reload read the file it reloaded: that must not set off another.
     let after = reloads(&gw);
@@ -499,7 +486,7 @@ fn a_deleted_and_recreated_plugins_dir_is_watched_again() {
         status == 503
     });
     let missing = "plugins directory is missing";
-    wait_for_log(&gw, missing, 1);
+    gw.wait_for_log(missing, 1);
     // Several checks for the directory's return go by: warned once, not at each.
     std::thread::sleep(Duration::from_secs(3));
 

@@ -89,6 +89,7 @@ fn a_reload_with_an_unknown_route_key_is_refused_and_the_previous_routes_keep_se
         "{reason}"
     );
     assert_eq!(refused["routes"], json!(["demo"]));
+    gw.wait_for_log("config change refused", 1);
     let logs = gw.logs();
     let line = logs
         .lines()
