@@ -22,7 +22,7 @@ pub enum RouteSandboxError {
 }
 
 /// The limits of this route's plugin instances.
-pub fn limits(route: &RouteConfig) -> Limits {
+fn limits(route: &RouteConfig) -> Limits {
     let defaults = Limits::default();
     let ms = |value: Option<Positive<NonZeroU64>>, default: Duration| {
         value.map_or(default, |ms| Duration::from_millis(ms.get()))
@@ -46,7 +46,7 @@ pub fn limits(route: &RouteConfig) -> Limits {
 
 /// The hosts this route's plugin may reach when its upstream is `base_url` (the route's
 /// own or one of its targets').
-pub fn allowed_hosts(
+fn allowed_hosts(
     route: &RouteConfig,
     base_url: Option<&BaseUrl>,
 ) -> Result<AllowedHosts, RouteSandboxError> {
@@ -65,7 +65,7 @@ pub fn allowed_hosts(
 }
 
 /// The sandbox of this route's plugin instances calling `base_url`.
-pub fn sandbox(
+pub(super) fn sandbox(
     route: &RouteConfig,
     base_url: Option<&BaseUrl>,
 ) -> Result<Sandbox, RouteSandboxError> {
