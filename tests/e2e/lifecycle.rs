@@ -204,7 +204,10 @@ fn plugins_list_shows_the_running_gateways_plugins() {
 
 #[test]
 fn compiled_plugins_are_cached_and_a_damaged_entry_is_rebuilt() {
-    let mut gw = Gateway::builder().route(Route::echo("demo")).start();
+    let mut gw = Gateway::builder()
+        .route(Route::echo("demo"))
+        .own_plugin_cache()
+        .start();
     let cache = gw.dir().join("plugins").join(".cache");
     let entries = cwasm_files(&cache);
     assert_eq!(entries.len(), 1, "one compiled entry for echo: {entries:?}");

@@ -176,6 +176,7 @@ pub struct GatewayBuilder {
     demo_project: bool,
     extra_config: Vec<String>,
     database: Option<SharedDatabase>,
+    own_plugin_cache: bool,
 }
 
 /// A PostgreSQL database given to the builder: the URL the gateway uses (perhaps through a
@@ -236,6 +237,14 @@ impl GatewayBuilder {
         self
     }
 
+    /// Compiled plugins cached where a real gateway caches them by default, in its own plugins
+    /// directory (`plugins/.cache`), rather than in the suite's [`shared_plugin_cache`]: for
+    /// the tests of the cache itself.
+    pub fn own_plugin_cache(mut self) -> Self {
+        self.own_plugin_cache = true;
+        self
+    }
+
     /// A top-level config line in TOML (e.g. `admin_token = "x"`), merged into the config.
     pub fn config_line(mut self, line: &str) -> Self {
         self.extra_config.push(line.to_owned());
@@ -271,6 +280,9 @@ impl GatewayBuilder {
                 .collect(),
             ..Config::default()
         };
+        if !self.own_plugin_cache {
+            config.plugin_cache_dir = Some(shared_plugin_cache().to_owned());
+        }
         if let Some(bytes) = self.max_body_bytes {
             config.max_body_bytes = positive(bytes, "max_body_bytes");
         }
@@ -1012,6 +1024,37 @@ fn cli_in(config: &Path, args: &[&str]) -> CliOutput {
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
+}
+
+/// The compiled-plugin cache every test gateway shares (unless it asks for its own): each
+/// plugin is compiled once per suite run rather than once per gateway, which was most of the
+/// suite's CPU time. The gateway's cache is made for sharing (entries are named by the plugin's
+/// hash and the engine's, written under a temporary name and renamed, read whole). It lives
+/// beside the built plugins; entries older than the newest plugin file are dropped when the
+/// suite starts, so it holds one generation of builds.
+pub fn shared_plugin_cache() -> &'static Path {
+    static CACHE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    CACHE.get_or_init(|| {
+        let built = built_plugins_dir();
+        let dir = built.join(".test-cache");
+        let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        let newest_plugin = std::fs::read_dir(&built)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|e| e == "wasm"))
+            .filter_map(|path| modified(&path))
+            .max();
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if modified(&path) < newest_plugin {
+                // Another suite may be reading it: it only compiles again.
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+        dir
+    })
 }
 
 /// Copies the plugins the routes use into the test's own plugins directory,
