@@ -78,53 +78,29 @@ fn reload(state: &AppState, file: &Path) {
         });
     match loaded {
         Ok((config, routes)) => {
-            let previous = current;
-            for (key, changed) in [
-                ("listen", previous.config.listen != config.listen),
-                ("database", previous.config.database != config.database),
-                (
-                    "plugins_dir",
-                    previous.config.plugins_dir != config.plugins_dir,
-                ),
-                (
-                    "plugin_cache_dir",
-                    previous.config.plugin_cache_dir != config.plugin_cache_dir,
-                ),
-                ("workers", previous.config.workers != config.workers),
-                ("metrics", previous.config.metrics != config.metrics),
-                (
-                    "metrics_listen",
-                    previous.config.metrics_listen != config.metrics_listen,
-                ),
-                (
-                    "otlp_endpoint",
-                    previous.config.otlp_endpoint != config.otlp_endpoint,
-                ),
-                (
-                    "otlp_headers",
-                    previous.config.otlp_headers != config.otlp_headers,
-                ),
-                (
-                    "trace_sample_ratio",
-                    previous.config.trace_sample_ratio != config.trace_sample_ratio,
-                ),
-                (
-                    "log_format",
-                    previous.config.log_format != config.log_format,
-                ),
-                (
-                    "max_connections",
-                    previous.config.max_connections != config.max_connections,
-                ),
-                (
-                    "max_plugin_instances",
-                    previous.config.max_plugin_instances != config.max_plugin_instances,
-                ),
-                (
-                    "record_retention_days",
-                    previous.config.record_retention_days != config.record_retention_days,
-                ),
-            ] {
+            // The keys read only at start, each named by its field so the two cannot differ.
+            macro_rules! changed {
+                ($($key:ident),*) => {
+                    [$((stringify!($key), current.config.$key != config.$key)),*]
+                };
+            }
+            let restart_only = changed!(
+                listen,
+                database,
+                plugins_dir,
+                plugin_cache_dir,
+                workers,
+                metrics,
+                metrics_listen,
+                otlp_endpoint,
+                otlp_headers,
+                trace_sample_ratio,
+                log_format,
+                max_connections,
+                max_plugin_instances,
+                record_retention_days
+            );
+            for (key, changed) in restart_only {
                 if changed {
                     tracing::warn!(key, "this config change takes effect at the next restart");
                 }
