@@ -197,3 +197,38 @@ fn json_logs_are_one_object_per_line_carrying_the_requests_invocation_id() {
     );
     assert!(answered["timestamp"].is_string(), "{answered}");
 }
+
+/// An edit of a key read only at start is applied at the next restart, and the log names each
+/// such key that changed, only those.
+#[test]
+fn a_reload_that_changes_start_only_keys_names_each_in_the_log() {
+    let gw = Gateway::builder().route(Route::echo("demo")).start();
+    let mut config: toml::Table = std::fs::read_to_string(gw.config_path())
+        .expect("read the config")
+        .parse()
+        .expect("the config is TOML");
+    config.insert("workers".to_owned(), toml::Value::Integer(3));
+    config.insert("metrics".to_owned(), toml::Value::Boolean(false));
+    config.insert("request_timeout_secs".to_owned(), toml::Value::Integer(7));
+    gw.rewrite_config(&toml::to_string(&config).expect("serialize the config"));
+    gw.wait_for_log("config reloaded", 1);
+    let logs = gw.logs();
+    let mut keys: Vec<&str> = logs
+        .lines()
+        .filter(|line| line.contains("takes effect at the next restart"))
+        .map(|line| {
+            [
+                "workers",
+                "metrics",
+                "request_timeout_secs",
+                "listen",
+                "database",
+            ]
+            .into_iter()
+            .find(|key| line.contains(&format!("key=\"{key}\"")))
+            .unwrap_or_else(|| panic!("a warning naming another key: {line}"))
+        })
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["metrics", "workers"], "{logs}");
+}
