@@ -6,8 +6,9 @@
 //!   `gateway serve ARGS`.
 //! - `cargo xtask test [ARGS]`: builds the plugins and the Python environment of
 //!   the official-SDK tests (`target/clients-venv`), then runs the whole test
-//!   suite (`cargo test --release --workspace`), then the gateway's integration
-//!   tests again on PostgreSQL (`GATEWAY_TEST_POSTGRES`, default the local server).
+//!   suite (`cargo test --release --workspace`, the benchmark harness's smoke run among it),
+//!   then the gateway's integration tests again on PostgreSQL (`GATEWAY_TEST_POSTGRES`,
+//!   default the local server).
 //! - `cargo xtask plugins`: only builds the plugins.
 //! - `cargo xtask cycles [--print]`: checks that no two modules of `host/src` depend on each
 //!   other (see `cycles.rs`); `--print` lists which modules use which.
