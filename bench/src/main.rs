@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! cargo xtask bench            # builds the gateway, the plugins and this; runs `all`
-//! cargo xtask bench --smoke    # a few seconds; `cargo xtask test` runs it (tests/smoke.rs)
+//! cargo xtask bench --smoke    # a few seconds on the test build; what CI runs (tests/smoke.rs too)
 //! target/release/bench all --runs 3 --out bench/results/latest.md
 //! ```
 //!

@@ -13,7 +13,8 @@
 //! - `cargo xtask cycles [--print]`: checks that no two modules of `host/src` depend on each
 //!   other (see `cycles.rs`); `--print` lists which modules use which.
 //! - `cargo xtask bench [ARGS]`: builds the plugins, the gateway and the
-//!   benchmark harness (release), then runs `bench ARGS` (default: `all`; see BENCHMARKS.md).
+//!   benchmark harness (release), then runs `bench ARGS` (default: `all`; see BENCHMARKS.md);
+//!   with `--smoke`, on the test suite's build (see `bench_smoke`).
 
 mod cycles;
 
@@ -491,6 +492,9 @@ fn clients_venv() -> Result<PathBuf, String> {
 
 fn bench(args: &[String]) -> Result<(), String> {
     let built = build_plugins(PLUGINS.iter())?;
+    if args.iter().any(|a| a == "--smoke") {
+        return bench_smoke(args, &built);
+    }
     let mut command = cargo("build");
     command.args(["--release", "--quiet", "-p", "gateway", "-p", "bench"]);
     run(command)?;
@@ -501,6 +505,27 @@ fn bench(args: &[String]) -> Result<(), String> {
         command.arg("all");
     }
     command.args(args).arg("--plugins-dir").arg(built);
+    run(command)
+}
+
+/// `cargo xtask bench --smoke`: times nothing, so it runs on the binaries of the test suite's own
+/// build (`cargo test --release --workspace`, which puts `gateway` and `bench` in
+/// `target/release` for their integration tests: `e2e`, `bench/tests/smoke.rs`), there already
+/// after `cargo xtask test`. The gateway's feature set without the tests' dev-dependencies
+/// would be a second release build of it (~100 s on 2 cores) for figures a smoke run does not
+/// read.
+fn bench_smoke(args: &[String], plugins: &Path) -> Result<(), String> {
+    let mut command = cargo("test");
+    command.args(["--release", "--quiet", "--workspace", "--no-run"]);
+    run(command)?;
+    let bench = target_dir()
+        .join("release")
+        .join(format!("bench{}", std::env::consts::EXE_SUFFIX));
+    let mut command = Command::new(bench);
+    if args.first().is_none_or(|a| a.starts_with('-')) {
+        command.arg("all");
+    }
+    command.args(args).arg("--plugins-dir").arg(plugins);
     run(command)
 }
 
