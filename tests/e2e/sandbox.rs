@@ -888,6 +888,8 @@ fn metric(gw: &Gateway, name: &str, labels: &[(&str, &str)]) -> f64 {
 }
 
 /// Polls until `name{labels}` reads `want` (what it measures happens off the test's thread).
+/// A counter (`_total`) past `want` never comes back to it: that fails at once, not after the
+/// whole patience.
 fn metric_reaches(gw: &Gateway, name: &str, labels: &[(&str, &str)], want: f64) {
     let deadline = Instant::now() + PATIENCE;
     loop {
@@ -895,6 +897,10 @@ fn metric_reaches(gw: &Gateway, name: &str, labels: &[(&str, &str)], want: f64) 
         if got == want {
             return;
         }
+        assert!(
+            !(name.ends_with("_total") && got > want),
+            "{name}{labels:?} went past {want} to {got}"
+        );
         assert!(
             Instant::now() < deadline,
             "{name}{labels:?} stayed at {got}, not {want}"
