@@ -14,7 +14,7 @@
 //!   other (see `cycles.rs`); `--print` lists which modules use which.
 //! - `cargo xtask bench [ARGS]`: builds the plugins, the gateway and the
 //!   benchmark harness (release), then runs `bench ARGS` (default: `all`; see BENCHMARKS.md);
-//!   with `--smoke`, on the test suite's build (see `bench_smoke`).
+//!   with `--smoke`, on the test suite's build (see `smoke_build`).
 
 mod cycles;
 
@@ -492,14 +492,16 @@ fn clients_venv() -> Result<PathBuf, String> {
 
 fn bench(args: &[String]) -> Result<(), String> {
     let built = build_plugins(PLUGINS.iter())?;
-    if args.iter().any(|a| a == "--smoke") {
-        return bench_smoke(args, &built);
-    }
-    let mut command = cargo("build");
-    command.args(["--release", "--quiet", "-p", "gateway", "-p", "bench"]);
-    run(command)?;
-    let mut command = cargo("run");
-    command.args(["--release", "--quiet", "-p", "bench", "--"]);
+    let mut command = if args.iter().any(|a| a == "--smoke") {
+        smoke_build()?
+    } else {
+        let mut build = cargo("build");
+        build.args(["--release", "--quiet", "-p", "gateway", "-p", "bench"]);
+        run(build)?;
+        let mut command = cargo("run");
+        command.args(["--release", "--quiet", "-p", "bench", "--"]);
+        command
+    };
     // Options alone (`--smoke`) mean the whole benchmark.
     if args.first().is_none_or(|a| a.starts_with('-')) {
         command.arg("all");
@@ -508,25 +510,21 @@ fn bench(args: &[String]) -> Result<(), String> {
     run(command)
 }
 
-/// `cargo xtask bench --smoke`: times nothing, so it runs on the binaries of the test suite's own
+/// The `bench` of `cargo xtask bench --smoke`, which times nothing: that of the test suite's own
 /// build (`cargo test --release --workspace`, which puts `gateway` and `bench` in
 /// `target/release` for their integration tests: `e2e`, `bench/tests/smoke.rs`), there already
 /// after `cargo xtask test`. The gateway's feature set without the tests' dev-dependencies
 /// would be a second release build of it (~100 s on 2 cores) for figures a smoke run does not
 /// read.
-fn bench_smoke(args: &[String], plugins: &Path) -> Result<(), String> {
-    let mut command = cargo("test");
-    command.args(["--release", "--quiet", "--workspace", "--no-run"]);
-    run(command)?;
-    let bench = target_dir()
-        .join("release")
-        .join(format!("bench{}", std::env::consts::EXE_SUFFIX));
-    let mut command = Command::new(bench);
-    if args.first().is_none_or(|a| a.starts_with('-')) {
-        command.arg("all");
-    }
-    command.args(args).arg("--plugins-dir").arg(plugins);
-    run(command)
+fn smoke_build() -> Result<Command, String> {
+    let mut build = cargo("test");
+    build.args(["--release", "--quiet", "--workspace", "--no-run"]);
+    run(build)?;
+    Ok(Command::new(
+        target_dir()
+            .join("release")
+            .join(format!("bench{}", std::env::consts::EXE_SUFFIX)),
+    ))
 }
 
 #[cfg(test)]
