@@ -7,7 +7,7 @@
 //! commits, pauses [`COALESCE`] and takes the next batch without being
 //! signalled, so a busy gateway pays no wakeup per record (a `spawn_blocking`
 //! per batch, or a channel whose every send wakes a task, cost several
-//! context switches per request; see BENCHMARKS.md).
+//! context switches per request; see BENCHMARKS.md). A flush ends the pause.
 //!
 //! With a [`Journal`], a request also writes its record to the journal's
 //! current segment under that same lock, before its answer is sent; so the
@@ -40,8 +40,12 @@ use super::{Invocation, Store, StoreError};
 const MAX_BATCH: usize = 512;
 const QUEUE_CAPACITY: usize = 8192;
 /// How long the writer lets records gather after a commit before the next:
-/// a record waits at most this (plus a commit) before it is stored.
-const COALESCE: Duration = Duration::from_millis(2);
+/// a record waits at most this (plus a commit) before it is stored, unless a
+/// flush asks for it. Each commit and journal segment has a fixed cost (the
+/// B-tree pages it rewrites into SQLite's WAL, a file created, closed and
+/// deleted): at 2 ms the writer thread took ~8% of the gateway's CPU under
+/// load, at 20 ms ~3% (BENCHMARKS.md, issue 25).
+const COALESCE: Duration = Duration::from_millis(20);
 /// The backlog's retry delay after the first failed commit, doubling up to [`RETRY_MAX`].
 const RETRY_FIRST: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_secs(5);
@@ -80,6 +84,11 @@ struct Queue {
     messages: Vec<Message>,
     /// The writer is waiting on the condvar and must be signalled.
     writer_asleep: bool,
+    /// The writer is letting records gather ([`Shared::pause`]): only a flush or
+    /// closing signals it.
+    writer_pausing: bool,
+    /// A flush is queued: the writer's pause ends.
+    flush_queued: bool,
     /// Every [`InvocationLog`] is gone: drain and stop.
     closed: bool,
     /// The journal segment requests append to; `None` without a journal.
@@ -177,7 +186,31 @@ impl Shared {
     fn push_flush(&self, done: oneshot::Sender<()>) {
         let mut queue = self.lock();
         queue.messages.push(Message::Flush(done));
+        queue.flush_queued = true;
+        if queue.writer_pausing {
+            self.wake_writer.notify_one();
+        }
         self.wake(&mut queue);
+    }
+
+    /// Lets records gather for `pause` after a commit; a flush, or the last
+    /// handle closing the queue, ends the pause early.
+    fn pause(&self, pause: Duration) {
+        let deadline = Instant::now() + pause;
+        let mut queue = self.lock();
+        queue.writer_pausing = true;
+        while !queue.closed && !queue.flush_queued {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            queue = self
+                .wake_writer
+                .wait_timeout(queue, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        queue.writer_pausing = false;
     }
 }
 
@@ -285,6 +318,8 @@ fn start_with<S: Sink>(
         queue: Mutex::new(Queue {
             messages: Vec::new(),
             writer_asleep: false,
+            writer_pausing: false,
+            flush_queued: false,
             closed: false,
             segment,
             segment_records: 0,
@@ -315,6 +350,9 @@ fn start_with<S: Sink>(
         .name("invocation-writer".into())
         .spawn(move || {
             writer.run();
+            // Dropped before shutdown is told: the journal's lock goes with it, and a
+            // journal opened again after `shutdown` must not find it still held.
+            drop(writer);
             let _ = finished.send(());
         })?;
     let log = InvocationLog {
@@ -402,7 +440,7 @@ impl<S: Sink> Writer<S> {
             let waiting = !self.flushes.is_empty();
             self.answer_flushes();
             if any_message && !waiting {
-                std::thread::sleep(COALESCE);
+                self.shared.pause(COALESCE);
             }
         }
         self.finish();
@@ -492,6 +530,7 @@ impl<S: Sink> Writer<S> {
             None
         };
         let messages = std::mem::take(&mut queue.messages);
+        queue.flush_queued = false;
         let append_failures = std::mem::take(&mut queue.append_failures);
         let append_error = queue.append_error.take();
         drop(queue);
