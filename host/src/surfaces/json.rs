@@ -1,6 +1,7 @@
 //! Reading a request body as every surface does: one JSON object and nothing
 //! after it, the offending field named in the error.
 
+use serde::Deserialize;
 use serde::de::{DeserializeOwned, IgnoredAny};
 
 use crate::error::ApiError;
@@ -21,8 +22,29 @@ pub fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         }
         Some(_) => {}
     }
+    // Tracking the path costs an allocation per key: it is done only to
+    // describe a body that failed (parsing is deterministic, so it fails again).
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let parsed = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    let parsed = match T::deserialize(&mut de) {
+        Ok(parsed) => parsed,
+        Err(_) => {
+            de = serde_json::Deserializer::from_slice(bytes);
+            parse_tracking_path(&mut de)?
+        }
+    };
+    // One JSON value and nothing after it: bytes a parser would ignore are a
+    // request another reader could understand differently.
+    de.end().map_err(|inner| {
+        ApiError::BadRequest(format!("the request body is not valid JSON: {inner}"))
+    })?;
+    Ok(parsed)
+}
+
+/// Parses with the path of every field tracked, so that an error names the offending one.
+fn parse_tracking_path<'de, T: Deserialize<'de>>(
+    de: &mut serde_json::Deserializer<serde_json::de::SliceRead<'de>>,
+) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
         if inner.is_syntax() || inner.is_eof() {
@@ -36,11 +58,5 @@ pub fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
                 param: path,
             }
         }
-    })?;
-    // One JSON value and nothing after it: bytes a parser would ignore are a
-    // request another reader could understand differently.
-    de.end().map_err(|inner| {
-        ApiError::BadRequest(format!("the request body is not valid JSON: {inner}"))
-    })?;
-    Ok(parsed)
+    })
 }
