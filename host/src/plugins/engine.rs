@@ -13,7 +13,7 @@ use super::PluginRuntime;
 use super::imports::PluginState;
 use super::plugin::Plugin;
 use super::policy::MAX_MEMORY_LIMIT_BYTES;
-use super::wit::{Provider, ProviderPre};
+use super::wit::{Linked, Provider};
 
 /// Plugin instances that may serve requests at once unless the config says
 /// otherwise (`max_plugin_instances`).
@@ -110,15 +110,12 @@ impl Pool {
     }
 
     /// `component` (compiled for this pool's engine) linked to the host imports.
-    pub(super) fn link(
-        &self,
-        component: &Component,
-    ) -> Result<ProviderPre<PluginState>, LinkError> {
+    pub(super) fn link(&self, component: &Component) -> Result<Linked, LinkError> {
         let pre = self
             .linker
             .instantiate_pre(component)
             .map_err(LinkError::World)?;
-        ProviderPre::new(pre).map_err(LinkError::Exports)
+        Linked::new(pre).map_err(LinkError::Exports)
     }
 
     /// `plugin` as this pool serves it: its compiled code moved over from its
@@ -129,7 +126,7 @@ impl Pool {
             source,
         };
         let compiled = plugin
-            .pre
+            .linked
             .instance_pre()
             .component()
             .serialize()
@@ -137,7 +134,7 @@ impl Pool {
         // SAFETY: serialized just now by an engine with the same settings.
         let component =
             unsafe { Component::deserialize(&self.engine, &compiled) }.map_err(moving)?;
-        let pre = self.link(&component).map_err(|source| RecycleError::Link {
+        let linked = self.link(&component).map_err(|source| RecycleError::Link {
             plugin: plugin.name.clone(),
             source,
         })?;
@@ -148,7 +145,7 @@ impl Pool {
             wit_version: plugin.wit_version.clone(),
             loaded_at_ms: plugin.loaded_at_ms,
             info: plugin.info.clone(),
-            pre,
+            linked,
             engine: self.engine.clone(),
             stats: plugin.stats.clone(),
         })

@@ -11,7 +11,7 @@ use super::failure::Failure;
 use super::imports::PluginState;
 use super::plugin::Plugin;
 use super::types::Chunk;
-use super::wit::{self, Provider};
+use super::wit::{self, Exports};
 use super::{CallContext, PluginError};
 
 /// A store for one instance of `plugin`, with the limits of `ctx`'s sandbox.
@@ -60,7 +60,7 @@ pub(super) struct Instance {
     /// Counts the instance in `gateway_plugin_instances_active` while it lives.
     pub(super) _serving: super::stats::Serving,
     pub(super) store: Store<PluginState>,
-    pub(super) provider: Provider,
+    pub(super) exports: Exports,
     /// Declared after `store`: fields drop in order, so the permit returns only
     /// once the store has given its pool slot back.
     pub(super) _slot: OwnedSemaphorePermit,

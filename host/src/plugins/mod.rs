@@ -35,6 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::{Semaphore, mpsc};
 use uuid::Uuid;
+use wasmtime::AsContextMut;
 
 pub use engine::{DEFAULT_MAX_INSTANCES, EngineError, LinkError, RecycleError};
 pub use failure::Failure;
@@ -183,8 +184,8 @@ impl PluginRuntime {
         self.instances_started.fetch_add(1, Ordering::Relaxed);
         let serving = plugin.stats.serving();
         let mut store = new_store(&plugin.engine, &plugin.name, ctx, sink);
-        let provider = match plugin.pre.instantiate_async(&mut store).await {
-            Ok(provider) => provider,
+        let exports = match plugin.linked.instantiate(&mut store).await {
+            Ok(exports) => exports,
             Err(e) => {
                 let failure = Failure::of(&e, store.data());
                 plugin.stats.crashed(&failure);
@@ -194,7 +195,7 @@ impl PluginRuntime {
         Ok(Instance {
             _serving: serving,
             store,
-            provider,
+            exports,
             _slot: slot,
         })
     }
@@ -208,8 +209,8 @@ impl PluginRuntime {
         let mut instance = self.instantiate(plugin, ctx, None).await?;
         let request = request.into();
         let result = instance
-            .provider
-            .call_complete(&mut instance.store, &request)
+            .exports
+            .call_complete(instance.store.as_context_mut(), &request, false)
             .await;
         instance.settle(plugin, ctx, result)
     }
@@ -226,8 +227,8 @@ impl PluginRuntime {
         let mut instance = self.instantiate(plugin, ctx, Some(sink)).await?;
         let request = request.into();
         let result = instance
-            .provider
-            .call_complete_stream(&mut instance.store, &request)
+            .exports
+            .call_complete(instance.store.as_context_mut(), &request, true)
             .await;
         instance.settle(plugin, ctx, result)
     }
@@ -241,8 +242,8 @@ impl PluginRuntime {
         let mut instance = self.instantiate(plugin, ctx, None).await?;
         let request = request.into();
         let result = instance
-            .provider
-            .call_embed(&mut instance.store, &request)
+            .exports
+            .call_embed(instance.store.as_context_mut(), &request)
             .await;
         instance.settle(plugin, ctx, result)
     }

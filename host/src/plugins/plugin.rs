@@ -5,10 +5,9 @@ use std::sync::Arc;
 
 use wasmtime::Engine;
 
-use super::imports::PluginState;
 use super::stats::PluginStats;
 use super::types::PluginInfo;
-use super::wit::ProviderPre;
+use super::wit::Linked;
 
 /// A plugin ready to serve: compiled and linked.
 pub struct Plugin {
@@ -21,8 +20,8 @@ pub struct Plugin {
     pub wit_version: String,
     pub loaded_at_ms: i64,
     pub info: PluginInfo,
-    pub(super) pre: ProviderPre<PluginState>,
-    /// The engine (and instance pool) `pre` belongs to.
+    pub(super) linked: Linked,
+    /// The engine (and instance pool) `linked` belongs to.
     pub(super) engine: Engine,
     /// The metrics' counters of this plugin's name (shared by its versions).
     pub(super) stats: Arc<PluginStats>,

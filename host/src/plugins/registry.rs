@@ -284,7 +284,7 @@ impl PluginRuntime {
         .await
         .map_err(LoadError::Task)??;
         let wit_version = wit_version(&component, &pool.engine)?;
-        let pre = pool.link(&component)?;
+        let linked = pool.link(&component)?;
 
         let mut store = new_store(
             &pool.engine,
@@ -298,7 +298,8 @@ impl PluginRuntime {
             },
             None,
         );
-        let instance = pre
+        let instance = linked
+            .provider_pre()
             .instantiate_async(&mut store)
             .await
             .map_err(LoadError::Instantiate)?;
@@ -313,7 +314,7 @@ impl PluginRuntime {
             wit_version,
             loaded_at_ms: crate::clock::now_ms(),
             info,
-            pre,
+            linked,
             engine: pool.engine.clone(),
             stats: self.registry.stats.of(name),
         }))
