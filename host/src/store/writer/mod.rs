@@ -43,8 +43,8 @@ const QUEUE_CAPACITY: usize = 8192;
 /// a record waits at most this (plus a commit) before it is stored, unless a
 /// flush asks for it. Each commit and journal segment has a fixed cost (the
 /// B-tree pages it rewrites into SQLite's WAL, a file created, closed and
-/// deleted): at 2 ms the writer thread took ~8% of the gateway's CPU under
-/// load, at 20 ms ~3% (BENCHMARKS.md, issue 25).
+/// deleted): under saturating load the writer thread's CPU per request fell
+/// by ~40% from 2 ms to 20 ms (BENCHMARKS.md, issue 25).
 const COALESCE: Duration = Duration::from_millis(20);
 /// The backlog's retry delay after the first failed commit, doubling up to [`RETRY_MAX`].
 const RETRY_FIRST: Duration = Duration::from_millis(100);
