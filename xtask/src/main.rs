@@ -12,8 +12,9 @@
 //! - `cargo xtask plugins`: only builds the plugins.
 //! - `cargo xtask cycles [--print]`: checks that no two modules of `host/src` depend on each
 //!   other (see `cycles.rs`); `--print` lists which modules use which.
-//! - `cargo xtask bench [ARGS]`: builds the plugins, the gateway and the
-//!   benchmark harness (release), then runs `bench ARGS` (default: `all`; see BENCHMARKS.md);
+//! - `cargo xtask bench [ARGS]`: builds the plugins, the gateway (the `production` profile, as
+//!   deployed) and the benchmark harness (release), then runs `bench ARGS` (default: `all`; see
+//!   BENCHMARKS.md);
 //!   with `--smoke`, on the test suite's build (see `smoke_build`).
 
 mod cycles;
@@ -492,21 +493,35 @@ fn clients_venv() -> Result<PathBuf, String> {
 
 fn bench(args: &[String]) -> Result<(), String> {
     let built = build_plugins(PLUGINS.iter())?;
-    let mut command = if args.iter().any(|a| a == "--smoke") {
+    let smoke = args.iter().any(|a| a == "--smoke");
+    let mut command = if smoke {
         smoke_build()?
     } else {
+        // The gateway as it is deployed (the `production` profile: whole-program
+        // optimisation); the harness needs no more than `release`.
         let mut build = cargo("build");
-        build.args(["--release", "--quiet", "-p", "gateway", "-p", "bench"]);
+        build.args(["--profile", "production", "--quiet", "-p", "gateway"]);
         run(build)?;
-        let mut command = cargo("run");
-        command.args(["--release", "--quiet", "-p", "bench", "--"]);
-        command
+        let mut build = cargo("build");
+        build.args(["--release", "--quiet", "-p", "bench"]);
+        run(build)?;
+        Command::new(
+            target_dir()
+                .join("release")
+                .join(format!("bench{}", std::env::consts::EXE_SUFFIX)),
+        )
     };
     // Options alone (`--smoke`) mean the whole benchmark.
     if args.first().is_none_or(|a| a.starts_with('-')) {
         command.arg("all");
     }
     command.args(args).arg("--plugins-dir").arg(built);
+    if !smoke && !args.iter().any(|a| a == "--gateway") {
+        let gateway = target_dir()
+            .join("production")
+            .join(format!("gateway{}", std::env::consts::EXE_SUFFIX));
+        command.arg("--gateway").arg(gateway);
+    }
     run(command)
 }
 
