@@ -1,4 +1,4 @@
-//! The markdown report: sections of tables, the targets of issue 5 with a
+//! The markdown report: sections of tables, the targets of issues 5 and 25 with a
 //! plain verdict each, and any problem that makes the run fail.
 
 use std::fmt::Write as _;
@@ -146,7 +146,7 @@ impl Report {
                     verdict,
                 ]);
             }
-            out.push_str("## Targets (issue 5)\n\n");
+            out.push_str("## Targets (issues 5 and 25)\n\n");
             out.push_str(&table.render());
             out.push('\n');
         }

@@ -164,11 +164,18 @@ fn target_dir() -> PathBuf {
 impl Bench {
     fn start(options: &Options, snapshot: bool) -> Result<Bench, String> {
         let plan = Plan::new(options);
+        let binary = options
+            .gateway
+            .clone()
+            .unwrap_or_else(|| target_dir().join("release/gateway"));
+        let paths = format!(
+            "paths: `direct` = load generator → fake upstream; `proxy` = → bare hyper reverse proxy → upstream; \
+             `gateway` = → `{}` (auth, validation, openai.wasm plugin instance, SQLite invocation log) → upstream. \
+             All on 127.0.0.1, HTTP/1.1 keep-alive. Times in ms.",
+            binary.display()
+        );
         let build = GatewayBuild {
-            binary: options
-                .gateway
-                .clone()
-                .unwrap_or_else(|| target_dir().join("release/gateway")),
+            binary,
             openai_wasm: options
                 .plugins_dir
                 .clone()
@@ -213,10 +220,7 @@ impl Bench {
                     ""
                 }
             ),
-            "paths: `direct` = load generator → fake upstream; `proxy` = → bare hyper reverse proxy → upstream; \
-             `gateway` = → `target/release/gateway` (auth, validation, openai.wasm plugin instance, SQLite invocation log) → upstream. \
-             All on 127.0.0.1, HTTP/1.1 keep-alive. Times in ms."
-                .to_owned(),
+            paths,
         ];
         Ok(Bench {
             plan,
