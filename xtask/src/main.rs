@@ -222,10 +222,7 @@ fn serve(args: &[String]) -> Result<(), String> {
     let mut command = cargo("build");
     command.args(["--release", "-p", "gateway"]);
     run(command)?;
-    let gateway = target_dir()
-        .join("release")
-        .join(format!("gateway{}", std::env::consts::EXE_SUFFIX));
-    let mut command = Command::new(gateway);
+    let mut command = Command::new(built_binary("release", "gateway"));
     command.arg("serve").args(args);
     exec(command)
 }
@@ -494,8 +491,8 @@ fn clients_venv() -> Result<PathBuf, String> {
 fn bench(args: &[String]) -> Result<(), String> {
     let built = build_plugins(PLUGINS.iter())?;
     let smoke = args.iter().any(|a| a == "--smoke");
-    let mut command = if smoke {
-        smoke_build()?
+    if smoke {
+        smoke_build()?;
     } else {
         // The gateway as it is deployed (the `production` profile: whole-program
         // optimisation); the harness needs no more than `release`.
@@ -505,41 +502,37 @@ fn bench(args: &[String]) -> Result<(), String> {
         let mut build = cargo("build");
         build.args(["--release", "--quiet", "-p", "bench"]);
         run(build)?;
-        Command::new(
-            target_dir()
-                .join("release")
-                .join(format!("bench{}", std::env::consts::EXE_SUFFIX)),
-        )
-    };
+    }
+    let mut command = Command::new(built_binary("release", "bench"));
     // Options alone (`--smoke`) mean the whole benchmark.
     if args.first().is_none_or(|a| a.starts_with('-')) {
         command.arg("all");
     }
     command.args(args).arg("--plugins-dir").arg(built);
     if !smoke && !args.iter().any(|a| a == "--gateway") {
-        let gateway = target_dir()
-            .join("production")
-            .join(format!("gateway{}", std::env::consts::EXE_SUFFIX));
-        command.arg("--gateway").arg(gateway);
+        command
+            .arg("--gateway")
+            .arg(built_binary("production", "gateway"));
     }
     run(command)
 }
 
-/// The `bench` of `cargo xtask bench --smoke`, which times nothing: that of the test suite's own
-/// build (`cargo test --release --workspace`, which puts `gateway` and `bench` in
-/// `target/release` for their integration tests: `e2e`, `bench/tests/smoke.rs`), there already
-/// after `cargo xtask test`. The gateway's feature set without the tests' dev-dependencies
-/// would be a second release build of it (~100 s on 2 cores) for figures a smoke run does not
-/// read.
-fn smoke_build() -> Result<Command, String> {
+/// The build `cargo xtask bench --smoke` runs on, which times nothing: the test suite's own
+/// (`cargo test --release --workspace`, which puts `gateway` and `bench` in `target/release`
+/// for their integration tests: `e2e`, `bench/tests/smoke.rs`), there already after
+/// `cargo xtask test`. The gateway's feature set without the tests' dev-dependencies would be
+/// a second release build of it (~100 s on 2 cores) for figures a smoke run does not read.
+fn smoke_build() -> Result<(), String> {
     let mut build = cargo("test");
     build.args(["--release", "--quiet", "--workspace", "--no-run"]);
-    run(build)?;
-    Ok(Command::new(
-        target_dir()
-            .join("release")
-            .join(format!("bench{}", std::env::consts::EXE_SUFFIX)),
-    ))
+    run(build)
+}
+
+/// The executable `name` as cargo's `profile` puts it in the target directory.
+fn built_binary(profile: &str, name: &str) -> PathBuf {
+    target_dir()
+        .join(profile)
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX))
 }
 
 #[cfg(test)]
