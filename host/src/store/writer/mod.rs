@@ -87,8 +87,6 @@ struct Queue {
     /// The writer is letting records gather ([`Shared::pause`]): only a flush or
     /// closing signals it.
     writer_pausing: bool,
-    /// A flush is queued: the writer's pause ends.
-    flush_queued: bool,
     /// Every [`InvocationLog`] is gone: drain and stop.
     closed: bool,
     /// The journal segment requests append to; `None` without a journal.
@@ -122,6 +120,14 @@ pub struct WriterStats {
     /// Records in memory waiting for the database (not counting a journal backlog on disk).
     pub queued: u64,
     pub write_failures: u64,
+}
+
+impl Queue {
+    fn has_flush(&self) -> bool {
+        self.messages
+            .iter()
+            .any(|message| matches!(message, Message::Flush(_)))
+    }
 }
 
 impl Shared {
@@ -186,7 +192,6 @@ impl Shared {
     fn push_flush(&self, done: oneshot::Sender<()>) {
         let mut queue = self.lock();
         queue.messages.push(Message::Flush(done));
-        queue.flush_queued = true;
         if queue.writer_pausing {
             self.wake_writer.notify_one();
         }
@@ -199,7 +204,8 @@ impl Shared {
         let deadline = Instant::now() + pause;
         let mut queue = self.lock();
         queue.writer_pausing = true;
-        while !queue.closed && !queue.flush_queued {
+        // Checked on waking only (a timeout, a flush, closing): not once per record.
+        while !queue.closed && !queue.has_flush() {
             let now = Instant::now();
             if now >= deadline {
                 break;
@@ -319,7 +325,6 @@ fn start_with<S: Sink>(
             messages: Vec::new(),
             writer_asleep: false,
             writer_pausing: false,
-            flush_queued: false,
             closed: false,
             segment,
             segment_records: 0,
@@ -530,7 +535,6 @@ impl<S: Sink> Writer<S> {
             None
         };
         let messages = std::mem::take(&mut queue.messages);
-        queue.flush_queued = false;
         let append_failures = std::mem::take(&mut queue.append_failures);
         let append_error = queue.append_error.take();
         drop(queue);
