@@ -45,7 +45,7 @@ BUCKETS = [
     ("provider-key redaction", r"gateway::redact"),
     ("auth, key check", r"gateway::auth|gateway::keys|gateway::store::key_cache|handlers::authenticate|sha2"),
     ("surfaces: parse, render", r"gateway::surfaces|gateway::api::"),
-    ("upstream HTTP client (reqwest, hyper client)", r"reqwest|hyper_util::client|hyper::client|gateway::plugins::sandbox|tower"),
+    ("upstream HTTP client (reqwest, hyper client)", r"reqwest|hyper_util::client|hyper::client|gateway::plugins::sandbox|gateway::plugins::upstream|tower"),
     ("HTTP server (hyper, h1/h2 detection)", r"hyper::proto|hyper::server|hyper_util::server|h2::|gateway::server"),
     ("flow (admit, call, stream; bodies)", r"gateway::flow|gateway::http::|gateway::server::(handlers|stream|body)"),
     ("tokio runtime (scheduler, timers, I/O driver)", r"tokio::"),

@@ -16,9 +16,11 @@ use std::time::{Duration, Instant};
 use gateway_test_support::probe::{MIB, RssSampler, max, median, mib, rss_bytes, settle_rss};
 use gateway_test_support::scrape;
 use gateway_test_support::upstream::hostile::{self, HostileUpstream};
+use gateway_test_support::upstream::{OpenAiUpstream, fake_embedding};
 use gateway_test_support::{
     Connection, Gateway, Response, Route, assert_error_where, assert_ok, built_plugins_dir,
-    split_stream, streamed_text, text_request, unique, with, with_param,
+    embeddings_request, post_with_provider_key, split_stream, streamed_text, text_request, unique,
+    with, with_param,
 };
 use serde_json::{Value, json};
 
@@ -970,4 +972,31 @@ fn plugin_instances_crashes_and_reloads_are_counted() {
         ),
         0.0
     );
+}
+
+// ---------------------------------------------------------------- egress proxy
+
+#[test]
+fn a_proxy_named_in_the_environment_carries_the_upstream_requests() {
+    // The fake upstream plays the proxy: a request for a host that does not resolve can reach
+    // it only through the proxy, which is sent the whole URL.
+    let proxy = OpenAiUpstream::start();
+    let gw = Gateway::builder()
+        .route(Route::openai("proxied", "http://upstream.invalid:9/v1"))
+        .env("HTTP_PROXY", &format!("http://{}", proxy.addr()))
+        .start();
+    let request = embeddings_request(&gw.project_id, "proxied", "embed", json!(["a b"]));
+    let body = assert_ok(&post_with_provider_key(
+        &gw,
+        "/embeddings",
+        "sk-test-0123456789",
+        &request,
+    ));
+    assert_eq!(
+        body["data"][0]["embedding"],
+        json!(fake_embedding(0, "a b"))
+    );
+    let sent = proxy.single_request();
+    assert_eq!(sent.path, "/v1/embeddings");
+    assert_eq!(sent.header("host"), Some("upstream.invalid:9"));
 }

@@ -63,7 +63,7 @@ impl AllowedHosts {
     }
 
     pub fn from_base_url(base_url: &str) -> Result<AllowedHosts, HostsError> {
-        let url = reqwest::Url::parse(base_url).map_err(|e| HostsError::NotAUrl(e.to_string()))?;
+        let url = url::Url::parse(base_url).map_err(|e| HostsError::NotAUrl(e.to_string()))?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(HostsError::Scheme);
         }
@@ -91,7 +91,7 @@ impl AllowedHosts {
         Ok(())
     }
 
-    pub fn permits(&self, url: &reqwest::Url) -> bool {
+    pub fn permits(&self, url: &url::Url) -> bool {
         let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
             return false;
         };
@@ -108,14 +108,14 @@ mod tests {
     #[test]
     fn only_the_base_url_origin_is_allowed() {
         let allowed = AllowedHosts::from_base_url("https://api.openai.com/v1").unwrap();
-        let ok = |u: &str| allowed.permits(&reqwest::Url::parse(u).unwrap());
+        let ok = |u: &str| allowed.permits(&url::Url::parse(u).unwrap());
         assert!(ok("https://api.openai.com/v1/chat/completions"));
         assert!(ok("https://API.openai.com:443/v1/embeddings"));
         assert!(!ok("http://api.openai.com/v1/chat/completions"));
         assert!(!ok("https://api.openai.com:8443/v1"));
         assert!(!ok("https://evil.example/v1"));
         assert!(!ok("https://api.openai.com.evil.example/v1"));
-        assert!(!AllowedHosts::none().permits(&reqwest::Url::parse("http://127.0.0.1/").unwrap()));
+        assert!(!AllowedHosts::none().permits(&url::Url::parse("http://127.0.0.1/").unwrap()));
         assert!(AllowedHosts::from_base_url("ftp://x/").is_err());
     }
 }

@@ -2,13 +2,13 @@
 //! instances send through.
 
 use super::policy::{AllowedHosts, Limits};
-use super::upstream::Upstream;
+use super::upstream::{ClientError, Upstream};
 
 /// Why a route's sandbox could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
     #[error("HTTP client: {0}")]
-    Client(#[from] reqwest::Error),
+    Client(#[from] ClientError),
 }
 
 /// Everything a route's plugin instances may reach and use.

@@ -9,28 +9,11 @@ use std::task::{Context, Poll};
 use wasmtime::component::Resource;
 
 use super::PluginState;
+use crate::plugins::upstream::{AnswerBody, Outgoing, SendError, Upstream};
 use crate::plugins::wit::http;
 
-const TRACEPARENT: reqwest::header::HeaderName =
-    reqwest::header::HeaderName::from_static("traceparent");
-const TRACESTATE: reqwest::header::HeaderName =
-    reqwest::header::HeaderName::from_static("tracestate");
-
-/// Bodies up to this size are kept by the HTTP client until the answer comes, to send again
-/// should an HTTP/2 upstream refuse the stream before reading it.
-const RESENDABLE_BODY_BYTES: usize = 64 * 1024;
-
-/// A plugin's request body as the HTTP client sends it. A large one is freed as soon as it
-/// is written rather than kept for a resend until the answer comes (a minute, for a slow
-/// model): a large request's upstream body costs its size only while it is being sent. The
-/// gateway's own retries ([`crate::flow`]) stay, from the request it holds.
-fn upstream_body(body: Vec<u8>) -> reqwest::Body {
-    if body.len() <= RESENDABLE_BODY_BYTES {
-        reqwest::Body::from(body)
-    } else {
-        reqwest::Body::wrap(http_body_util::Full::new(bytes::Bytes::from(body)))
-    }
-}
+const TRACEPARENT: ::http::HeaderName = ::http::HeaderName::from_static("traceparent");
+const TRACESTATE: ::http::HeaderName = ::http::HeaderName::from_static("tracestate");
 
 /// A spawned task that ends with whoever awaits it (a cancelled plugin call
 /// must not leave its upstream request running).
@@ -52,24 +35,22 @@ impl<T> Drop for AbortOnDrop<T> {
 
 /// One upstream response body being read by a plugin.
 pub struct IncomingBody {
-    response: reqwest::Response,
+    body: AnswerBody,
     read: u64,
 }
 
-/// A reqwest error without its URL: plugin URLs may carry keys in their query.
-fn transport_error(e: reqwest::Error) -> http::HttpError {
-    let e = e.without_url();
-    if e.is_timeout() {
-        http::HttpError::Timeout(e.to_string())
+fn transport_error(error: SendError) -> http::HttpError {
+    if error.timed_out {
+        http::HttpError::Timeout(error.message)
     } else {
-        http::HttpError::Transport(e.to_string())
+        http::HttpError::Transport(error.message)
     }
 }
 
 impl http::Host for PluginState {
     async fn send(&mut self, request: http::Request) -> Result<http::Response, http::HttpError> {
         let upstream = &self.sandbox.upstream;
-        let url = upstream
+        let target = upstream
             .parse_url(&request.url)
             .map_err(|e| http::HttpError::InvalidRequest(format!("bad URL: {e}")))?;
         self.http_requests += 1;
@@ -81,19 +62,19 @@ impl http::Host for PluginState {
                 self.sandbox.limits.max_http_requests
             )));
         }
-        if !self.sandbox.allowed.permits(&url) {
-            let host = url.host_str().unwrap_or("").to_owned();
+        if !self.sandbox.allowed.permits(&target.url) {
+            let host = target.url.host_str().unwrap_or("").to_owned();
             tracing::warn!(invocation_id = %self.invocation_id, plugin = %self.plugin, %host,
                 "plugin tried to reach a host its route does not allow");
             return Err(http::HttpError::ForbiddenHost(host));
         }
-        let method = reqwest::Method::from_bytes(request.method.as_bytes())
+        let method = ::http::Method::from_bytes(request.method.as_bytes())
             .map_err(|_| http::HttpError::InvalidRequest("bad method".into()))?;
-        let mut headers = reqwest::header::HeaderMap::with_capacity(request.headers.len());
+        let mut headers = ::http::HeaderMap::with_capacity(request.headers.len() + 1);
         for (name, value) in &request.headers {
-            let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+            let name = ::http::HeaderName::from_bytes(name.as_bytes())
                 .map_err(|_| http::HttpError::InvalidRequest(format!("bad header name {name}")))?;
-            let value = reqwest::header::HeaderValue::from_str(value).map_err(|_| {
+            let value = ::http::HeaderValue::from_str(value).map_err(|_| {
                 // Never echo the value: it is often a key.
                 http::HttpError::InvalidRequest(format!("bad value for header {name}"))
             })?;
@@ -107,12 +88,21 @@ impl http::Host for PluginState {
                 None => headers.remove(TRACESTATE),
             };
         }
-        let pending = upstream
-            .client()
-            .request(method, url)
-            .headers(headers)
-            .body(upstream_body(request.body))
-            .send();
+        if let Some(credentials) = &target.basic_auth {
+            headers
+                .entry(::http::header::AUTHORIZATION)
+                .or_insert_with(|| credentials.clone());
+        }
+        // What reqwest sent by default, which providers' examples assume.
+        headers
+            .entry(::http::header::ACCEPT)
+            .or_insert(::http::HeaderValue::from_static("*/*"));
+        let outgoing = Outgoing {
+            method,
+            headers,
+            body: request.body,
+        };
+        let pending = Upstream::send(upstream.client(), target, outgoing);
         // Sending runs as a task of its own rather than on the plugin's fiber:
         // the HTTP client's deep call stack would otherwise stay resident in
         // every pooled fiber stack (1000 streams: 188 MiB instead of 173).
@@ -131,9 +121,9 @@ impl http::Host for PluginState {
                 }
                 error
             })?;
-        let status = response.status().as_u16();
+        let status = response.status.as_u16();
         let headers = response
-            .headers()
+            .headers
             .iter()
             .map(|(name, value)| {
                 (
@@ -144,7 +134,10 @@ impl http::Host for PluginState {
             .collect();
         let body = self
             .table
-            .push(IncomingBody { response, read: 0 })
+            .push(IncomingBody {
+                body: response.body,
+                read: 0,
+            })
             .map_err(|e| http::HttpError::Transport(e.to_string()))?;
         Ok(http::Response {
             status,
@@ -164,7 +157,7 @@ impl http::HostIncomingBody for PluginState {
             .table
             .get_mut(&body)
             .map_err(|e| http::HttpError::InvalidRequest(e.to_string()))?;
-        let chunk = tokio::time::timeout(limits.idle_timeout, body.response.chunk())
+        let chunk = tokio::time::timeout(limits.idle_timeout, body.body.chunk())
             .await
             .map_err(|_| http::HttpError::Timeout("the upstream stopped sending".into()))?
             .map_err(transport_error)?;
