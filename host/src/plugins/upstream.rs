@@ -337,19 +337,7 @@ fn build_client(limits: &Limits) -> Result<PooledClient, ClientError> {
                 .build()?,
         ));
     }
-    let mut http = HttpConnector::new();
-    http.enforce_http(false);
-    http.set_nodelay(true);
-    http.set_connect_timeout(Some(limits.connect_timeout));
-    http.set_keepalive(Some(Duration::from_secs(15)));
-    http.set_keepalive_interval(Some(Duration::from_secs(15)));
-    http.set_keepalive_retries(Some(3));
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls_config()?)
-        .https_or_http()
-        .enable_http1()
-        .enable_http2()
-        .wrap_connector(http);
+    let connector = connector(limits)?;
     // hyper-util's client follows no redirects (one could lead outside the allowed hosts).
     Ok(PooledClient::Direct(Arc::new(
         Client::builder(TokioExecutor::new())
@@ -361,6 +349,23 @@ fn build_client(limits: &Limits) -> Result<PooledClient, ClientError> {
             .pool_max_idle_per_host(MAX_IDLE_CONNECTIONS)
             .build(connector),
     )))
+}
+
+/// How a direct pool connects: TCP with reqwest's settings, then TLS where the URL says https.
+fn connector(limits: &Limits) -> Result<HttpsConnector<HttpConnector>, ClientError> {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(limits.connect_timeout));
+    http.set_keepalive(Some(Duration::from_secs(15)));
+    http.set_keepalive_interval(Some(Duration::from_secs(15)));
+    http.set_keepalive_retries(Some(3));
+    Ok(hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls_config()?)
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(http))
 }
 
 /// The last URLs the route's plugins asked for, parsed: plugins call the same
@@ -441,6 +446,15 @@ impl std::fmt::Debug for RecentUrls {
 mod tests {
     use super::*;
 
+    /// A POST of `size` bytes.
+    fn outgoing(size: usize) -> Outgoing {
+        Outgoing {
+            method: http::Method::POST,
+            headers: http::HeaderMap::new(),
+            body: vec![b'x'; size],
+        }
+    }
+
     #[test]
     fn recent_urls_are_parsed_once_and_bounded() {
         let recent = RecentUrls::default();
@@ -495,13 +509,8 @@ mod tests {
         let closed = format!("http://{}/v1", listener.local_addr().unwrap());
         drop(listener);
         let upstream = Upstream::new(&Limits::default()).unwrap();
-        let outgoing = || Outgoing {
-            method: http::Method::POST,
-            headers: http::HeaderMap::new(),
-            body: b"{}".to_vec(),
-        };
         let target = upstream.parse_url(&closed).unwrap();
-        let error = Upstream::send(upstream.client(), target, outgoing())
+        let error = Upstream::send(upstream.client(), target, outgoing(2))
             .await
             .unwrap_err();
         assert!(!error.timed_out, "{error:?}");
@@ -555,26 +564,13 @@ mod tests {
                 }
             }
         });
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls_config().unwrap())
-            .https_or_http()
-            .enable_http1()
-            .enable_http2()
-            .wrap_connector(http);
         // HTTP/2 without TLS (prior knowledge), which a route's pools never speak.
         let client = PooledClient::Direct(Arc::new(
             Client::builder(TokioExecutor::new())
                 .http2_only(true)
-                .build(connector),
+                .build(connector(&Limits::default()).unwrap()),
         ));
         let target = RecentUrls::default().parse(&base).unwrap();
-        let outgoing = |size: usize| Outgoing {
-            method: http::Method::POST,
-            headers: http::HeaderMap::new(),
-            body: vec![b'x'; size],
-        };
 
         let answer = Upstream::send(client.clone(), target.clone(), outgoing(100))
             .await
