@@ -58,9 +58,11 @@
 //! expiring keys, one connection per worker thread, and fail open to the
 //! in-process counters while Redis is unreachable ([`redis_failures`]
 //! counts the failed calls). `settle` waits for Redis's answer (one round
-//! trip, ~50 µs on a local network): a settle sent and forgotten could be
-//! lost with its runtime at shutdown or run after the next admission, and
-//! the flow calls it after the answer is out anyway.
+//! trip, ~50 µs on a local network), and the flow settles a plain answer
+//! before sending it: the caller's next request, on any replica, is then
+//! checked against what this one consumed. A settle sent and forgotten
+//! could be lost with its runtime at shutdown, or land after that next
+//! admission.
 
 mod budget;
 mod gcra;
@@ -151,14 +153,6 @@ impl Subject<'_> {
         match self {
             Subject::Project(_) => Scope::Project,
             Subject::Key(_) => Scope::Key,
-        }
-    }
-
-    /// The counters' name stem: `p:ID` or `k:PREFIX`.
-    fn stem(&self) -> String {
-        match self {
-            Subject::Project(id) => format!("p:{id}"),
-            Subject::Key(prefix) => format!("k:{prefix}"),
         }
     }
 }
@@ -530,12 +524,29 @@ impl<'a> Item<'a> {
     /// The counter's name without the prefix (and, for budgets, without the
     /// period): `rl:p:ID:r`, `rl:k:PREFIX:t`, `bd:p:ID`.
     fn counter(&self) -> String {
-        let stem = self.subject.stem();
-        match self.limit {
-            Limit::RequestsPerMinute(_) => format!("rl:{stem}:r"),
-            Limit::TokensPerMinute(_) => format!("rl:{stem}:t"),
-            Limit::DailyBudgetUsd(_) | Limit::MonthlyBudgetUsd(_) => format!("bd:{stem}"),
-        }
+        let mut name = String::with_capacity(48);
+        self.write_counter(&mut name);
+        name
+    }
+
+    /// Appends [`Item::counter`] to `out` (a script call names 8 counters; each
+    /// is written into one buffer, not allocated).
+    fn write_counter(&self, out: &mut String) {
+        out.push_str(match self.limit {
+            Limit::RequestsPerMinute(_) | Limit::TokensPerMinute(_) => "rl:",
+            Limit::DailyBudgetUsd(_) | Limit::MonthlyBudgetUsd(_) => "bd:",
+        });
+        let (kind, id) = match self.subject {
+            Subject::Project(id) => ("p:", id),
+            Subject::Key(prefix) => ("k:", prefix),
+        };
+        out.push_str(kind);
+        out.push_str(id);
+        out.push_str(match self.limit {
+            Limit::RequestsPerMinute(_) => ":r",
+            Limit::TokensPerMinute(_) => ":t",
+            Limit::DailyBudgetUsd(_) | Limit::MonthlyBudgetUsd(_) => "",
+        });
     }
 
     fn refused(&self, retry_after_us: i64) -> Refused {

@@ -27,7 +27,9 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, RedisError, RedisResult, Script};
+use redis::{
+    AsyncConnectionConfig, Cmd, ErrorKind, RedisError, RedisResult, Script, ServerErrorKind,
+};
 
 use super::local::Local;
 use super::{
@@ -53,50 +55,61 @@ pub fn redis_failures() -> u64 {
 /// Shared by the scripts: the rate clock in units (see `gcra.rs`) and the
 /// budget periods (see `budget.rs`), in Lua 5.1, where numbers are doubles:
 /// times count from 2025-01-01 to keep them well inside 2^53.
+///
+/// The scripts are most of Redis's CPU per request (callgrind: libc's
+/// `strtod` and `printf` took a fifth of it), hence: the numbers this
+/// process sends are read with `x + 0`, which parses a string once where
+/// `tonumber` parses it twice (`tonumber` stays for what Redis holds, which
+/// may not be a number); whole numbers are written with `%d`, not `%.0f`'s
+/// multi-precision path; a bucket whose stored limit is the same string is
+/// not parsed for it; the period of a kind is found once per call.
 const HELPERS: &str = r"
+local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
+local find, sub, format = string.find, string.sub, string.format
 local EPOCH = 1735689600
 local PERIOD = 60000000
 -- See gcra.rs: a limit's clock reads limit * scale units a minute.
-local function scale(limit) return math.max(math.ceil(60000 / limit), 1) end
-local function rate(limit) return limit * scale(limit) end
-local function units(us, limit) return math.floor(us * rate(limit) / PERIOD) end
-local function time_of(u, limit) return math.ceil(u * PERIOD / rate(limit)) end
-local function fmt(x) return string.format('%.0f', x) end
-local function load_tat(key, limit, now_us)
-  local nu = units(now_us, limit)
+local function scale(limit) return max(ceil(60000 / limit), 1) end
+local function units(us, rate) return floor(us * rate / PERIOD) end
+local function time_of(u, rate) return ceil(u * PERIOD / rate) end
+-- The bucket's TAT in units of a limit of `rate` units a minute, at `nu` units now.
+local function load_tat(key, limit_arg, rate, nu, now_us)
   local v = redis.call('GET', key)
   if not v then return nu end
-  local sep = string.find(v, ':', 1, true)
+  local sep = find(v, ':', 1, true)
   if not sep then return nu end
-  local old = tonumber(string.sub(v, 1, sep - 1))
-  local tat = tonumber(string.sub(v, sep + 1))
-  if not old or not tat or old <= 0 then return nu end
-  if old == limit then return math.max(tat, nu) end
-  local backlog = math.max(tat - units(now_us, old), 0)
-  return nu + math.ceil(backlog * rate(limit) / rate(old))
+  local tat = tonumber(sub(v, sep + 1))
+  if not tat then return nu end
+  local old_arg = sub(v, 1, sep - 1)
+  if old_arg == limit_arg then return max(tat, nu) end
+  local old = tonumber(old_arg)
+  if not old or old <= 0 then return nu end
+  local old_rate = old * scale(old)
+  local backlog = max(tat - units(now_us, old_rate), 0)
+  return nu + ceil(backlog * rate / old_rate)
 end
-local function store_tat(key, limit_arg, limit, tat, now_us)
-  local ttl = math.ceil((time_of(tat, limit) - now_us) / 1000) + 1000
+local function store_tat(key, limit_arg, rate, tat, now_us)
+  local ttl = ceil((time_of(tat, rate) - now_us) / 1000) + 1000
   if ttl < 1000 then ttl = 1000 end
-  redis.call('SET', key, limit_arg .. ':' .. fmt(tat), 'PX', fmt(ttl))
+  redis.call('SET', key, limit_arg .. ':' .. format('%d', tat), 'PX', format('%d', ttl))
 end
 local function days_from_civil(y, m, d)
   if m <= 2 then y = y - 1 end
-  local era = math.floor(y / 400)
+  local era = floor(y / 400)
   local yoe = y - era * 400
   local mp = m + 9
   if m > 2 then mp = m - 3 end
-  local doy = math.floor((153 * mp + 2) / 5) + d - 1
-  local doe = yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy
+  local doy = floor((153 * mp + 2) / 5) + d - 1
+  local doe = yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + doy
   return era * 146097 + doe - 719468
 end
 local function civil_from_days(z)
   z = z + 719468
-  local era = math.floor(z / 146097)
+  local era = floor(z / 146097)
   local doe = z - era * 146097
-  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
-  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
-  local mp = math.floor((5 * doy + 2) / 153)
+  local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
+  local mp = floor((5 * doy + 2) / 153)
   local m = mp - 9
   if mp < 10 then m = mp + 3 end
   local y = yoe + era * 400
@@ -105,7 +118,7 @@ local function civil_from_days(z)
 end
 -- A budget period at Unix second `sec`: id, start ms, end ms.
 local function period(kind, sec)
-  local day = math.floor(sec / 86400)
+  local day = floor(sec / 86400)
   if kind == 'd' then return day, day * 86400000, (day + 1) * 86400000 end
   local y, m = civil_from_days(day)
   local ny, nm = y, m + 1
@@ -113,9 +126,21 @@ local function period(kind, sec)
   return y * 12 + m - 1, days_from_civil(y, m, 1) * 86400000, days_from_civil(ny, nm, 1) * 86400000
 end
 local t = redis.call('TIME')
-local sec = tonumber(t[1])
-local now_us = (sec - EPOCH) * 1000000 + tonumber(t[2])
-local now_ms = sec * 1000 + math.floor(tonumber(t[2]) / 1000)
+local sec, usec = t[1] + 0, t[2] + 0
+local now_us = (sec - EPOCH) * 1000000 + usec
+local now_ms = sec * 1000 + floor(usec / 1000)
+-- The current period of a kind, computed once per call: id, the id as
+-- counter names have it, start ms, end ms.
+local periods = {}
+local function current(kind)
+  local p = periods[kind]
+  if not p then
+    local id, start_ms, end_ms = period(kind, sec)
+    p = {id, format('%d', id), start_ms, end_ms}
+    periods[kind] = p
+  end
+  return p[1], p[2], p[3], p[4]
+end
 ";
 
 /// KEYS: one per item (a budget's without its period). ARGV: the estimated
@@ -127,47 +152,50 @@ local now_ms = sec * 1000 + math.floor(tonumber(t[2]) / 1000)
 /// `{1, item, retry_after_us}` or `{2, item, start_ms, ...}` (budget
 /// counters to seed). Nothing is written unless all items pass, but seeds.
 const ADMIT: &str = r"
-local est_tokens, est_cost = tonumber(ARGV[1]), tonumber(ARGV[2])
+local est_tokens, est_cost = ARGV[1] + 0, ARGV[2] + 0
 local out = {0}
+local n = 1
 local refused, refused_retry = nil, -1
 local missing = {}
 local writes = {}
 local reserves = {}
 for i = 1, #KEYS do
-  local kind, limit_arg, seed = ARGV[3 * i], ARGV[3 * i + 1], ARGV[3 * i + 2]
-  local limit = tonumber(limit_arg)
+  local j = 3 * i
+  local kind, limit_arg, seed = ARGV[j], ARGV[j + 1], ARGV[j + 2]
+  local limit = limit_arg + 0
   local a, b = 0, 0
   if kind == 'r' or kind == 't' then
     local take = 1
     if kind == 't' then take = est_tokens end
-    local nu = units(now_us, limit)
-    local tat = load_tat(KEYS[i], limit, now_us)
-    local cap, cost = rate(limit), scale(limit)
-    local need = math.max(math.min(take, limit), 1) * cost
+    local step = scale(limit)
+    local cap = limit * step
+    local nu = units(now_us, cap)
+    local tat = load_tat(KEYS[i], limit_arg, cap, nu, now_us)
+    local need = max(min(take, limit), 1) * step
     if tat - nu + need > cap then
-      local retry = math.max(time_of(tat + need - cap, limit) - now_us, 1)
+      local retry = max(time_of(tat + need - cap, cap) - now_us, 1)
       if retry > refused_retry then refused, refused_retry = i, retry end
     else
       if take > 0 then
-        tat = tat + take * cost
-        writes[#writes + 1] = {i, tat}
+        tat = tat + take * step
+        writes[#writes + 1] = {i, tat, cap}
       end
-      a = math.floor((cap - (tat - nu)) / cost)
-      b = math.max(time_of(tat, limit) - now_us, 0)
+      a = floor((cap - (tat - nu)) / step)
+      b = max(time_of(tat, cap) - now_us, 0)
     end
   else
-    local id, start_ms, end_ms = period(kind, sec)
-    local key = KEYS[i] .. ':' .. kind .. ':' .. id
+    local id, name, start_ms, end_ms = current(kind)
+    local key = KEYS[i] .. ':' .. kind .. ':' .. name
     local v = redis.call('GET', key)
     local counted = v ~= false
     if not v and seed ~= '' then
-      local sep = string.find(seed, ':', 1, true)
-      if sep and tonumber(string.sub(seed, 1, sep - 1)) == start_ms then
-        local usd = string.sub(seed, sep + 1)
+      local sep = find(seed, ':', 1, true)
+      if sep and tonumber(sub(seed, 1, sep - 1)) == start_ms then
+        local usd = sub(seed, sep + 1)
         if usd == '-' then
           v = '0'
         else
-          redis.call('SET', key, usd, 'PXAT', fmt(end_ms + 86400000))
+          redis.call('SET', key, usd, 'PXAT', format('%d', end_ms + 86400000))
           v = usd
           counted = true
         end
@@ -186,8 +214,9 @@ for i = 1, #KEYS do
       a = id
     end
   end
-  out[#out + 1] = a
-  out[#out + 1] = b
+  out[n + 1] = a
+  out[n + 2] = b
+  n = n + 2
 end
 if #missing > 0 then
   table.insert(missing, 1, 2)
@@ -196,7 +225,7 @@ end
 if refused then return {1, refused, refused_retry} end
 for _, w in ipairs(writes) do
   local i = w[1]
-  store_tat(KEYS[i], ARGV[3 * i + 1], tonumber(ARGV[3 * i + 1]), w[2], now_us)
+  store_tat(KEYS[i], ARGV[3 * i + 1], w[3], w[2], now_us)
 end
 for _, key in ipairs(reserves) do
   redis.call('INCRBYFLOAT', key, ARGV[2])
@@ -204,29 +233,37 @@ end
 return out
 ";
 
-/// KEYS: one per item. ARGV: the tokens consumed beyond those reserved (may
-/// be negative), the cost, the reserved cost, then per item its kind, its
-/// limit and the period its cost was reserved in (`''`: none). Books the
+/// KEYS: one per item that counts usage (not request rates). ARGV: the
+/// tokens consumed beyond those reserved (may be negative), the cost, the
+/// reserved cost, then per item its kind, its limit and the period its cost
+/// was reserved in (`''`: none). Books the
 /// tokens in token buckets; the cost, less what was reserved, in the budget
 /// counters that exist (the reservation's period, else the current one).
 const SETTLE: &str = r"
-local delta = tonumber(ARGV[1])
-local cost, reserved = tonumber(ARGV[2]), tonumber(ARGV[3])
+local delta = ARGV[1] + 0
+local cost, reserved = ARGV[2] + 0, ARGV[3] + 0
 for i = 1, #KEYS do
-  local kind, limit_arg, pid = ARGV[3 * i + 1], ARGV[3 * i + 2], ARGV[3 * i + 3]
-  if kind == 't' and delta ~= 0 then
-    local limit = tonumber(limit_arg)
-    local tat = load_tat(KEYS[i], limit, now_us) + delta * scale(limit)
-    store_tat(KEYS[i], limit_arg, limit, math.max(tat, units(now_us, limit)), now_us)
+  local j = 3 * i + 1
+  local kind, limit_arg, pid = ARGV[j], ARGV[j + 1], ARGV[j + 2]
+  if kind == 't' then
+    if delta ~= 0 then
+      local limit = limit_arg + 0
+      local step = scale(limit)
+      local cap = limit * step
+      local nu = units(now_us, cap)
+      local tat = load_tat(KEYS[i], limit_arg, cap, nu, now_us) + delta * step
+      store_tat(KEYS[i], limit_arg, cap, max(tat, nu), now_us)
+    end
   elseif kind == 'd' or kind == 'm' then
     local key, add
     if pid ~= '' then
       key, add = KEYS[i] .. ':' .. kind .. ':' .. pid, cost - reserved
     else
-      key, add = KEYS[i] .. ':' .. kind .. ':' .. period(kind, sec), cost
+      local _, name = current(kind)
+      key, add = KEYS[i] .. ':' .. kind .. ':' .. name, cost
     end
     if add ~= 0 and redis.call('EXISTS', key) == 1 then
-      if tonumber(redis.call('INCRBYFLOAT', key, string.format('%.17g', add))) < 0 then
+      if tonumber(redis.call('INCRBYFLOAT', key, format('%.17g', add))) < 0 then
         redis.call('SET', key, '0', 'KEEPTTL')
       end
     end
@@ -260,9 +297,9 @@ pub(crate) struct RedisBackend {
     client: redis::Client,
     prefix: String,
     alive: Arc<()>,
-    admit: Script,
-    settle: Script,
-    resync: Script,
+    admit: Lua,
+    settle: Lua,
+    resync: Lua,
     started: Instant,
     /// µs since `started` before which Redis is not tried again.
     retry_at_us: AtomicI64,
@@ -290,9 +327,9 @@ impl RedisBackend {
             client,
             prefix: prefix.to_owned(),
             alive: Arc::new(()),
-            admit: Script::new(&format!("{HELPERS}{ADMIT}")),
-            settle: Script::new(&format!("{HELPERS}{SETTLE}")),
-            resync: Script::new(RESYNC),
+            admit: Lua::new(format!("{HELPERS}{ADMIT}")),
+            settle: Lua::new(format!("{HELPERS}{SETTLE}")),
+            resync: Lua::new(RESYNC.to_owned()),
             started: Instant::now(),
             retry_at_us: AtomicI64::new(0),
             down: AtomicBool::new(false),
@@ -372,19 +409,28 @@ impl RedisBackend {
         CONNECTIONS.with(|cached| cached.borrow_mut().retain(|c| !self.owns(c)));
     }
 
-    /// Runs a script invocation with the timeout around all of it,
-    /// connecting included.
-    async fn run<T: redis::FromRedisValue>(
-        &self,
-        invocation: &redis::ScriptInvocation<'_>,
-    ) -> RedisResult<T> {
-        let call = async {
+    /// Runs a script call (see [`Lua::call`]) with the timeout around all
+    /// of it, connecting included.
+    async fn run<T: redis::FromRedisValue>(&self, lua: &Lua, call: &Cmd) -> RedisResult<T> {
+        let answer = async {
             let mut conn = self.connection().await?;
-            invocation.invoke_async(&mut conn).await
+            match call.query_async(&mut conn).await {
+                // A Redis restarted (or flushed) has forgotten its scripts.
+                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                    redis::cmd("SCRIPT")
+                        .arg("LOAD")
+                        .arg(&lua.code)
+                        .query_async::<String>(&mut conn)
+                        .await?;
+                    call.query_async(&mut conn).await
+                }
+                answer => answer,
+            }
         };
         // The connection's own timeouts apply per step; this bounds the
-        // whole (connect, then EVALSHA, then EVAL after a NOSCRIPT).
-        match tokio::time::timeout(TIMEOUT * 2, call).await {
+        // whole (connect, then EVALSHA, then SCRIPT LOAD and EVALSHA after a
+        // NOSCRIPT).
+        match tokio::time::timeout(TIMEOUT * 2, answer).await {
             Ok(answer) => answer,
             Err(_) => Err(RedisError::from(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
@@ -426,11 +472,14 @@ impl RedisBackend {
         if pending.is_empty() {
             return;
         }
-        let mut invocation = self.resync.prepare_invoke();
-        for (key, usd) in &pending {
-            invocation.key(key).arg(usd.to_string());
+        let mut call = self.resync.call(pending.len());
+        for (key, _) in &pending {
+            call.arg(key);
         }
-        if let Err(e) = self.run::<i64>(&invocation).await {
+        for (_, usd) in &pending {
+            call.arg(usd.to_string());
+        }
+        if let Err(e) = self.run::<i64>(&self.resync, &call).await {
             self.failed(&e);
             self.add_pending(pending);
         }
@@ -466,13 +515,22 @@ impl RedisBackend {
         self.add_pending(spend.collect::<Vec<_>>());
     }
 
-    fn kind(limit: Limit) -> (&'static str, String) {
+    /// Adds an item's key: the prefix and its counter's name (see [`Item::counter`]).
+    fn key(&self, call: &mut Cmd, item: &Item<'_>, buf: &mut String) {
+        buf.clear();
+        buf.push_str(&self.prefix);
+        item.write_counter(buf);
+        call.arg(buf.as_str());
+    }
+
+    /// Adds an item's kind (`r`, `t`, `d`, `m`) and limit, as the scripts read them.
+    fn kind(call: &mut Cmd, limit: Limit, buf: &mut String) {
         match limit {
-            Limit::RequestsPerMinute(n) => ("r", n.to_string()),
-            Limit::TokensPerMinute(n) => ("t", n.to_string()),
-            Limit::DailyBudgetUsd(usd) => ("d", usd.to_string()),
-            Limit::MonthlyBudgetUsd(usd) => ("m", usd.to_string()),
-        }
+            Limit::RequestsPerMinute(n) => call.arg("r").arg(n),
+            Limit::TokensPerMinute(n) => call.arg("t").arg(n),
+            Limit::DailyBudgetUsd(usd) => call.arg("d").arg(decimal(buf, usd)),
+            Limit::MonthlyBudgetUsd(usd) => call.arg("m").arg(decimal(buf, usd)),
+        };
     }
 
     /// `None`: Redis did not answer (or is being left alone); the caller
@@ -487,23 +545,22 @@ impl RedisBackend {
         if !self.available() {
             return None;
         }
-        let keys: Vec<String> = items
-            .iter()
-            .map(|item| format!("{}{}", self.prefix, item.counter()))
-            .collect();
         let mut seeds = vec![String::new(); items.len()];
+        let mut buf = String::with_capacity(64);
         // A period may turn over between a seed and its use: try again with
         // the new period's seed, a bounded number of times.
         for _ in 0..3 {
-            let mut invocation = self.admit.prepare_invoke();
-            invocation
-                .arg(estimate.tokens.to_string())
-                .arg(estimate.cost_usd.to_string());
-            for ((item, key), seed) in items.iter().zip(&keys).zip(&seeds) {
-                let (kind, limit) = Self::kind(item.limit);
-                invocation.key(key).arg(kind).arg(limit).arg(seed);
+            let mut call = self.admit.call(items.len());
+            for item in items {
+                self.key(&mut call, item, &mut buf);
             }
-            let answer = match self.run::<Vec<i64>>(&invocation).await {
+            call.arg(estimate.tokens)
+                .arg(decimal(&mut buf, estimate.cost_usd));
+            for (item, seed) in items.iter().zip(&seeds) {
+                Self::kind(&mut call, item.limit, &mut buf);
+                call.arg(seed);
+            }
+            let answer = match self.run::<Vec<i64>>(&self.admit, &call).await {
                 Ok(values) => {
                     self.succeeded(fallback).await;
                     parse(&values, items.len())
@@ -541,7 +598,11 @@ impl RedisBackend {
                         seeds[i] = match spend.spent_since(items[i].subject, start_ms).await {
                             Ok(usd) => format!("{start_ms}:{}", spendable(usd)),
                             Err(e) => {
-                                tracing::warn!("limits: no recorded spend for {}: {e}", keys[i]);
+                                tracing::warn!(
+                                    "limits: no recorded spend for {}{}: {e}",
+                                    self.prefix,
+                                    items[i].counter()
+                                );
                                 format!("{start_ms}:-")
                             }
                         };
@@ -570,24 +631,30 @@ impl RedisBackend {
         if !self.available() {
             return false;
         }
+        // Request rates have nothing to settle: the script is not handed them.
+        let counted = || {
+            items
+                .iter()
+                .enumerate()
+                .filter(|(_, item)| item.counts_usage())
+        };
         let delta = i128::from(tokens) - i128::from(reservation.estimate.tokens);
-        let mut invocation = self.settle.prepare_invoke();
-        invocation
-            .arg(delta.to_string())
-            .arg(cost_usd.to_string())
-            .arg(reservation.estimate.cost_usd.to_string());
-        for (i, item) in items.iter().enumerate() {
-            let (kind, limit) = Self::kind(item.limit);
-            let period = reservation
-                .period_of(i)
-                .map_or_else(String::new, |id| id.to_string());
-            invocation
-                .key(format!("{}{}", self.prefix, item.counter()))
-                .arg(kind)
-                .arg(limit)
-                .arg(period);
+        let mut buf = String::with_capacity(64);
+        let mut call = self.settle.call(counted().count());
+        for (_, item) in counted() {
+            self.key(&mut call, item, &mut buf);
         }
-        match self.run::<i64>(&invocation).await {
+        call.arg(i64::try_from(delta).unwrap_or(if delta < 0 { i64::MIN } else { i64::MAX }))
+            .arg(decimal(&mut buf, cost_usd))
+            .arg(decimal(&mut buf, reservation.estimate.cost_usd));
+        for (i, item) in counted() {
+            Self::kind(&mut call, item.limit, &mut buf);
+            match reservation.period_of(i) {
+                Some(id) => call.arg(id),
+                None => call.arg(""),
+            };
+        }
+        match self.run::<i64>(&self.settle, &call).await {
             Ok(_) => {
                 self.succeeded(fallback).await;
                 true
@@ -598,6 +665,37 @@ impl RedisBackend {
             }
         }
     }
+}
+
+/// A script, called by its hash: loaded once per Redis, on the first
+/// `NOSCRIPT` answer. Its calls are built as one command (one buffer for all
+/// arguments) rather than through redis-rs's `ScriptInvocation`, which
+/// allocates each argument and then copies it into a command.
+struct Lua {
+    hash: String,
+    code: String,
+}
+
+impl Lua {
+    fn new(code: String) -> Lua {
+        let hash = Script::new(&code).get_hash().to_owned();
+        Lua { hash, code }
+    }
+
+    /// `EVALSHA` for `keys` keys: the caller adds the keys, then the arguments.
+    fn call(&self, keys: usize) -> Cmd {
+        let mut call = redis::cmd("EVALSHA");
+        call.arg(&self.hash).arg(keys);
+        call
+    }
+}
+
+/// `usd` as the scripts read it (Rust's shortest decimal, no exponent), in `buf`.
+fn decimal(buf: &mut String, usd: f64) -> &str {
+    use std::fmt::Write;
+    buf.clear();
+    let _ = write!(buf, "{usd}");
+    buf
 }
 
 /// Reads the admission script's answer (1-based item numbers).

@@ -754,6 +754,51 @@ mod redis_tests {
         cleanup(&prefix).await;
     }
 
+    /// A Redis that lost its scripts (restarted, `SCRIPT FLUSH`) is handed
+    /// them again by the call that finds them missing; and a settle, which
+    /// is not handed the request rates, books each budget item's cost in the
+    /// period its own reservation names.
+    #[tokio::test]
+    async fn forgotten_scripts_are_loaded_again_and_settles_skip_request_rates() {
+        let Some(prefix) = redis_prefix("noscript").await else {
+            return;
+        };
+        let limiter = Limiter::redis(REDIS, &prefix).unwrap();
+        let all = LimitSet {
+            rpm: Some(10),
+            tpm: Some(100_000),
+            daily_budget_usd: Some(1.0),
+            monthly_budget_usd: None,
+        };
+        let checks = [project("p", all), key("gw_k", all)];
+        let estimate = Estimate {
+            tokens: 100,
+            cost_usd: 0.1,
+        };
+        let flush = || async {
+            let _: String = ::redis::cmd("SCRIPT")
+                .arg("FLUSH")
+                .query_async(&mut conn().await)
+                .await
+                .unwrap();
+        };
+        flush().await;
+        let (_, reservation) = limiter.admit(&checks, &NoSpend, estimate).await.unwrap();
+        flush().await;
+        limiter.settle(&checks, &reservation, 250, 0.25).await;
+        let day = Period::Day.at(crate::clock::now_ms()).id;
+        for stem in ["p:p", "k:gw_k"] {
+            let spent: f64 = get(&format!("{prefix}bd:{stem}:d:{day}"))
+                .await
+                .expect("the counter exists")
+                .parse()
+                .unwrap();
+            assert!((spent - 0.25).abs() < 1e-9, "{stem}: {spent}");
+        }
+        assert_eq!(backend(&limiter).failure_counts(), (0, 0));
+        cleanup(&prefix).await;
+    }
+
     #[tokio::test]
     async fn tokens_debt_in_redis() {
         let Some(prefix) = redis_prefix("tpm").await else {
