@@ -39,8 +39,14 @@ fn settle_time(kind: &EventKind) -> Option<Duration> {
         // A file renamed into place is complete (the safe way to install one);
         // one its writer has closed is too, unless it is opened again to write
         // more, and then it is handled again.
-        EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both))
+        EventKind::Modify(ModifyKind::Name(RenameMode::To))
         | EventKind::Access(AccessKind::Close(AccessMode::Write)) => Some(Duration::ZERO),
+        // notify's inotify backend reports a rename inside the directory as
+        // `From` (the old name), `To` (the new one) and then `Both` (the two).
+        // `Both` says nothing the other two did not, and handing the new name
+        // over for it too could load the file twice: once for `To`, and again
+        // if the `To` was handled before `Both` arrived.
+        EventKind::Modify(ModifyKind::Name(RenameMode::Both)) => None,
         // Opened, read, closed after reading; a read moves the access time.
         EventKind::Access(_)
         | EventKind::Modify(ModifyKind::Metadata(MetadataKind::AccessTime)) => None,
@@ -327,5 +333,23 @@ impl Debouncer {
         for path in &self.known {
             self.pending.insert(path.clone(), due);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file installed by renaming it into place (the way the README asks
+    /// for) is handed over once, at once, for its new name; its old name goes
+    /// through the usual debounce.
+    #[test]
+    fn a_rename_inside_the_directory_hands_the_new_name_over_once() {
+        let rename = |mode| EventKind::Modify(ModifyKind::Name(mode));
+        assert_eq!(settle_time(&rename(RenameMode::From)), Some(DEBOUNCE));
+        assert_eq!(settle_time(&rename(RenameMode::To)), Some(Duration::ZERO));
+        assert_eq!(settle_time(&rename(RenameMode::Both)), None);
+        // Other platforms report a rename without saying which side this is.
+        assert_eq!(settle_time(&rename(RenameMode::Any)), Some(DEBOUNCE));
     }
 }
