@@ -644,7 +644,7 @@ impl RedisBackend {
         for (_, item) in counted() {
             self.key(&mut call, item, &mut buf);
         }
-        call.arg(i64::try_from(delta).unwrap_or(if delta < 0 { i64::MIN } else { i64::MAX }))
+        call.arg(delta)
             .arg(decimal(&mut buf, cost_usd))
             .arg(decimal(&mut buf, reservation.estimate.cost_usd));
         for (i, item) in counted() {
