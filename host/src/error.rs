@@ -15,6 +15,9 @@ pub enum ApiError {
         "the request's text with its variables filled in is larger than the limit of {0} bytes (max_expanded_bytes)"
     )]
     ExpansionTooLarge(usize),
+    /// An image, audio clip or document larger than `max_part_bytes` once decoded.
+    #[error("{param} is larger than the limit of {limit} bytes (max_part_bytes)")]
+    PartTooLarge { param: String, limit: usize },
     #[error("the request was not received within {0} s (request_read_timeout_secs)")]
     RequestTimeout(u64),
     #[error("{0}")]
@@ -103,9 +106,9 @@ pub enum ApiError {
 impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::BodyTooLarge(_) | ApiError::ExpansionTooLarge(_) => {
-                StatusCode::PAYLOAD_TOO_LARGE
-            }
+            ApiError::BodyTooLarge(_)
+            | ApiError::ExpansionTooLarge(_)
+            | ApiError::PartTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::BadRequest(_) | ApiError::InvalidParam { .. } => StatusCode::BAD_REQUEST,
             ApiError::MissingKey
@@ -228,6 +231,7 @@ impl ApiError {
             },
             other @ (ApiError::BodyTooLarge(_)
             | ApiError::ExpansionTooLarge(_)
+            | ApiError::PartTooLarge { .. }
             | ApiError::RequestTimeout(_)
             | ApiError::MissingKey
             | ApiError::InvalidKey

@@ -286,7 +286,12 @@ impl<'a> Answer<'a> {
             finish_reasons: completion
                 .choices
                 .iter()
-                .filter_map(|choice| choice.finish_reason.map(types::FinishReason::as_str))
+                .filter_map(|choice| {
+                    choice
+                        .finish_reason
+                        .as_ref()
+                        .map(types::FinishReason::as_str)
+                })
                 .collect(),
             usage: None,
             cost_usd: None,

@@ -53,8 +53,8 @@ use serde_json::Value;
 use crate::http::Response;
 use crate::sse::Event;
 use crate::{
-    Chunk, Completion, FinishReason, ProviderError, Sink, StreamAssembler, TextDelta,
-    ToolCallDelta, Usage,
+    Chunk, Completion, FinishReason, ProviderError, ReasoningDelta, Sink, StreamAssembler,
+    TextDelta, ToolCallDelta, Usage,
 };
 
 /// One provider's answer format: what [`read_completion`] and [`read_stream`]
@@ -121,6 +121,8 @@ pub struct Answer {
     unsent: Vec<TextDelta>,
     /// Tool-call pieces not yet sent to the caller.
     unsent_calls: Vec<ToolCallDelta>,
+    /// Reasoning pieces not yet sent to the caller.
+    unsent_reasoning: Vec<ReasoningDelta>,
     /// The calls, as `(choice, call)`, whose id / name the caller was sent.
     ids_sent: BTreeSet<(u32, u32)>,
     names_sent: BTreeSet<(u32, u32)>,
@@ -142,6 +144,7 @@ impl Answer {
             logprobs: BTreeMap::new(),
             unsent: Vec::new(),
             unsent_calls: Vec::new(),
+            unsent_reasoning: Vec::new(),
             ids_sent: BTreeSet::new(),
             names_sent: BTreeSet::new(),
             usage_unsent: false,
@@ -219,6 +222,64 @@ impl Answer {
         }
     }
 
+    /// Appends `text` to reasoning block `block` of choice `choice` and queues
+    /// it for the caller. Blocks are kept in the order of their numbers, which
+    /// need not start at 0 or follow each other (a provider's content block
+    /// index will do); the answer lists them before the choice's text.
+    pub fn reasoning(&mut self, choice: u32, block: u32, text: &str) {
+        self.assembler
+            .push_reasoning(choice, block, text, None, None);
+        if !text.is_empty() {
+            self.queue_reasoning(choice, block, text, None, None);
+        }
+    }
+
+    /// Sets the provider's signature of reasoning block `block` (Anthropic's
+    /// `signature_delta`), and queues it for the caller.
+    pub fn reasoning_signature(&mut self, choice: u32, block: u32, signature: &str) {
+        self.assembler
+            .push_reasoning(choice, block, "", Some(signature), None);
+        self.queue_reasoning(choice, block, "", Some(signature), None);
+    }
+
+    /// Adds reasoning block `block` the provider does not show, as the opaque
+    /// text to send back on the next turn (Anthropic's `redacted_thinking`,
+    /// OpenAI's `encrypted_content`), and queues it for the caller.
+    pub fn redacted_reasoning(&mut self, choice: u32, block: u32, data: &str) {
+        self.assembler
+            .push_reasoning(choice, block, "", None, Some(data));
+        self.queue_reasoning(choice, block, "", None, Some(data));
+    }
+
+    fn queue_reasoning(
+        &mut self,
+        choice: u32,
+        block: u32,
+        text: &str,
+        signature: Option<&str>,
+        redacted: Option<&str>,
+    ) {
+        match self.unsent_reasoning.last_mut() {
+            Some(last)
+                if last.index == choice
+                    && last.block == block
+                    && last.signature.is_none()
+                    && last.redacted.is_none() =>
+            {
+                last.text.push_str(text);
+                last.signature = signature.map(str::to_owned);
+                last.redacted = redacted.map(str::to_owned);
+            }
+            _ => self.unsent_reasoning.push(ReasoningDelta {
+                index: choice,
+                block,
+                text: text.to_owned(),
+                signature: signature.map(str::to_owned),
+                redacted: redacted.map(str::to_owned),
+            }),
+        }
+    }
+
     /// Adds a piece of the legacy single function call of choice `choice`.
     pub fn function_call(&mut self, choice: u32, name: Option<&str>, arguments: Option<&str>) {
         let name = name.filter(|name| !name.is_empty());
@@ -263,23 +324,25 @@ impl Answer {
         self.progress >= Progress::Complete
     }
 
-    /// The tool-call pieces the caller has not been sent yet.
-    fn take_unsent_calls(&mut self) -> Vec<ToolCallDelta> {
-        std::mem::take(&mut self.unsent_calls)
-    }
-
-    /// The text and usage the caller has not been sent yet, if any.
+    /// The text, reasoning, tool-call pieces and usage the caller has not
+    /// been sent yet, if any.
     fn take_unsent(&mut self) -> Option<Chunk> {
         let usage = if std::mem::take(&mut self.usage_unsent) {
             self.assembler.usage()
         } else {
             None
         };
-        if self.unsent.is_empty() && usage.is_none() {
+        if self.unsent.is_empty()
+            && self.unsent_reasoning.is_empty()
+            && self.unsent_calls.is_empty()
+            && usage.is_none()
+        {
             return None;
         }
         Some(Chunk {
             deltas: std::mem::take(&mut self.unsent),
+            reasoning: std::mem::take(&mut self.unsent_reasoning),
+            tool_calls: std::mem::take(&mut self.unsent_calls),
             usage,
         })
     }
@@ -377,14 +440,10 @@ pub fn read_stream(
 }
 
 fn send_unsent(answer: &mut Answer, sink: &mut Sink) -> Result<(), ProviderError> {
-    if let Some(chunk) = answer.take_unsent() {
-        sink.send(chunk)?;
+    match answer.take_unsent() {
+        Some(chunk) => sink.send(chunk),
+        None => Ok(()),
     }
-    let calls = answer.take_unsent_calls();
-    if calls.is_empty() {
-        return Ok(());
-    }
-    sink.send_tool_calls(calls)
 }
 
 #[cfg(test)]
@@ -571,11 +630,11 @@ mod tests {
         let mut answer = Answer::new("m");
         answer.tool_call(0, 0, Some("c1"), Some("f"), None);
         answer.tool_call(0, 0, None, None, Some("{\"a\""));
-        let first = answer.take_unsent_calls();
+        let first = answer.take_unsent().unwrap().tool_calls;
         answer.tool_call(0, 0, Some("c1"), Some("f"), Some(":1}"));
         answer.tool_call(0, 1, None, Some("g"), Some(""));
         answer.tool_call(0, 1, Some("c2"), None, Some("{}"));
-        let second = answer.take_unsent_calls();
+        let second = answer.take_unsent().unwrap().tool_calls;
         let seen =
             |deltas: &[ToolCallDelta]| -> Vec<(u32, Option<String>, Option<String>, String)> {
                 deltas
@@ -594,7 +653,7 @@ mod tests {
                 (1, Some("c2".into()), Some("g".into()), "{}".into()),
             ]
         );
-        assert!(answer.take_unsent_calls().is_empty());
+        assert!(answer.take_unsent().is_none());
         let completion = answer.finish();
         assert_eq!(completion.choices[0].tool_calls[0].arguments, "{\"a\":1}");
     }
@@ -625,6 +684,57 @@ mod tests {
         assert_eq!(calls[0].name.as_deref(), Some("f"));
         assert_eq!(calls[1].arguments, "{}");
         assert_eq!(completion.choices[0].tool_calls[0].arguments, "{}");
+    }
+
+    #[test]
+    fn reasoning_streams_before_text_and_is_kept_by_block() {
+        struct Thinking;
+        impl StreamDecoder for Thinking {
+            fn body(&mut self, _: &[u8], _: &mut Answer) -> Result<(), ProviderError> {
+                Ok(())
+            }
+            fn event(&mut self, event: &Event, answer: &mut Answer) -> Result<(), ProviderError> {
+                match event.data.split_once(' ') {
+                    Some(("think", text)) => answer.reasoning(0, 0, text),
+                    Some(("sign", signature)) => answer.reasoning_signature(0, 0, signature),
+                    Some(("hidden", data)) => answer.redacted_reasoning(0, 2, data),
+                    Some(("say", text)) => answer.text(0, text),
+                    _ => {
+                        answer.finish_reason(0, FinishReason::Stop);
+                        answer.end();
+                    }
+                }
+                Ok(())
+            }
+        }
+        let mut sink = Sink::buffered();
+        let events = ["think a", "think b", "sign S", "hidden H", "say hi", "end"];
+        let completion = read_stream(sse(&events), &mut sink, "m", Thinking).unwrap();
+        let sent: Vec<(u32, &str, Option<&str>, Option<&str>)> = (sink.sent_reasoning().iter())
+            .map(|d| {
+                (
+                    d.block,
+                    d.text.as_str(),
+                    d.signature.as_deref(),
+                    d.redacted.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            sent,
+            [
+                (0, "a", None, None),
+                (0, "b", None, None),
+                (0, "", Some("S"), None),
+                (2, "", None, Some("H")),
+            ]
+        );
+        let choice = &completion.choices[0];
+        assert_eq!(choice.text, "hi");
+        assert_eq!(choice.reasoning.len(), 2);
+        assert_eq!(choice.reasoning[0].text, "ab");
+        assert_eq!(choice.reasoning[0].signature.as_deref(), Some("S"));
+        assert_eq!(choice.reasoning[1].redacted.as_deref(), Some("H"));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::{Choice, Completion, FinishReason, FunctionCall, ToolCall, Usage};
+use crate::{Choice, Completion, FinishReason, FunctionCall, Reasoning, ToolCall, Usage};
 
 /// Assembles streamed choices into the final [`Completion`].
 ///
@@ -38,6 +38,8 @@ pub struct StreamAssembler {
 #[derive(Debug, Default)]
 struct PartialChoice {
     text: String,
+    /// By block number.
+    reasoning: BTreeMap<u32, Reasoning>,
     finish_reason: Option<FinishReason>,
     function_call: Option<PartialCall>,
     tool_calls: BTreeMap<u32, PartialCall>,
@@ -79,6 +81,32 @@ impl StreamAssembler {
     /// Appends `text` to choice `choice`.
     pub fn push_text(&mut self, choice: u32, text: &str) {
         self.choices.entry(choice).or_default().text.push_str(text);
+    }
+
+    /// Adds a piece of reasoning block `block` of choice `choice`: `text` is
+    /// appended, a signature or hidden content replaces the block's.
+    pub fn push_reasoning(
+        &mut self,
+        choice: u32,
+        block: u32,
+        text: &str,
+        signature: Option<&str>,
+        redacted: Option<&str>,
+    ) {
+        let reasoning = (self.choices.entry(choice).or_default().reasoning)
+            .entry(block)
+            .or_insert_with(|| Reasoning {
+                text: String::new(),
+                signature: None,
+                redacted: None,
+            });
+        reasoning.text.push_str(text);
+        if let Some(signature) = signature {
+            reasoning.signature = Some(signature.to_owned());
+        }
+        if let Some(redacted) = redacted {
+            reasoning.redacted = Some(redacted.to_owned());
+        }
     }
 
     /// Adds a piece of tool call `call_index` of choice `choice`.
@@ -161,6 +189,7 @@ impl StreamAssembler {
                 Choice {
                     index,
                     text: partial.text,
+                    reasoning: partial.reasoning.into_values().collect(),
                     finish_reason: partial.finish_reason,
                     function_call,
                     tool_calls,
@@ -188,6 +217,8 @@ mod tests {
             cached_prompt_tokens: None,
             cache_creation_tokens: None,
             reasoning_tokens: None,
+            image_prompt_tokens: None,
+            audio_prompt_tokens: None,
         }
     }
 

@@ -133,11 +133,12 @@ mod tests {
     fn message(tool_calls: Vec<ToolCall>, function_call: Option<FunctionCall>) -> Message {
         Message {
             role: Role::Assistant,
-            content: None,
+            parts: Vec::new(),
             name: None,
             function_call,
             tool_calls,
             tool_call_id: None,
+            is_error: false,
         }
     }
 

@@ -91,7 +91,8 @@
 //!         let mut body = params_object_except(&call.params, &owned)?;
 //!         let mut messages = Vec::new();
 //!         for message in call.prompt.messages().iter() {
-//!             messages.push(json!({"role": message.role.as_str(), "content": message.content}));
+//!             let content = message.text_only("minimal")?;
+//!             messages.push(json!({"role": message.role.as_str(), "content": content}));
 //!         }
 //!         body.insert("model".into(), json!(call.model));
 //!         body.insert("messages".into(), json!(messages));
@@ -173,6 +174,7 @@ pub mod http;
 pub mod json;
 pub mod log;
 mod params;
+mod parts;
 pub mod sse;
 mod upstream;
 
@@ -195,8 +197,36 @@ pub use wit::FunctionCall;
 /// names), the function's name and its arguments as JSON text.
 pub use wit::ToolCall;
 
-/// One message of a chat prompt.
+/// One message of a chat prompt: its role and content [`Part`]s, and what
+/// it says of function calls.
 pub use wit::Message;
+
+/// One piece of a message's content: text, an image, audio, a document, or
+/// (on assistant messages of earlier turns) the model's reasoning.
+pub use wit::Part;
+
+/// Where an image's or a document's bytes are: in the request
+/// ([`Source::base64`]), or at a URL ([`Source::url`]).
+pub use wit::Source;
+
+/// An image part: its source, media type and OpenAI's `detail`.
+pub use wit::Image;
+
+/// An audio part: the clip's bytes and format (`wav`, `mp3`, ...).
+pub use wit::Audio;
+
+/// A document part (a PDF, a text file): its source, media type and title.
+pub use wit::Document;
+
+/// The model's reasoning: readable text, the provider's signature over it,
+/// or hidden reasoning as opaque text. Send it back as it came.
+pub use wit::Reasoning;
+
+/// How hard a reasoning model should think, as OpenAI names it.
+pub use wit::ReasoningEffort;
+
+/// The caller's wish for reasoning: an effort, a token budget, or both.
+pub use wit::ReasoningConfig;
 
 /// A function the caller offers the model; `parameters` is a JSON Schema as JSON text.
 pub use wit::FunctionDef;
@@ -229,14 +259,19 @@ pub use wit::Completion;
 /// New text of one choice of a streamed completion.
 pub use wit::TextDelta;
 
-/// A partial result of a streamed completion: new text, and the usage so
-/// far when the upstream reported it.
+/// A partial result of a streamed completion: new text, reasoning and
+/// tool-call pieces, and the usage so far when the upstream reported it.
 pub use wit::Chunk;
 
 /// A piece of a streamed tool call: its choice and position, its id and
 /// function name on the first piece that knows them, and the next piece of
 /// its arguments. [`read_stream`] sends them for every [`Answer::tool_call`].
-pub use __private::gateway::provider::sink::ToolCallDelta;
+pub use wit::ToolCallDelta;
+
+/// A piece of streamed reasoning: its choice and block, the next piece of
+/// text, and the block's signature or hidden content when they arrive.
+/// [`read_stream`] sends them for every [`Answer::reasoning`].
+pub use wit::ReasoningDelta;
 
 /// Embeddings to compute, one vector per `input` string.
 pub use wit::EmbeddingRequest;
@@ -310,6 +345,20 @@ impl Usage {
             cached_prompt_tokens: None,
             cache_creation_tokens: None,
             reasoning_tokens: None,
+            image_prompt_tokens: None,
+            audio_prompt_tokens: None,
+        }
+    }
+}
+
+impl Default for Chunk {
+    /// A chunk with nothing in it, to fill with `..Chunk::default()`.
+    fn default() -> Self {
+        Chunk {
+            deltas: Vec::new(),
+            reasoning: Vec::new(),
+            tool_calls: Vec::new(),
+            usage: None,
         }
     }
 }
@@ -333,6 +382,7 @@ impl Prompt {
     /// written without the buffer growing (and copying) as it fills.
     pub fn json_size_hint(&self) -> usize {
         let text = |text: &Option<String>| text.as_ref().map_or(0, String::len);
+        let parts = |parts: &[Part]| parts.iter().map(Part::json_size_hint).sum::<usize>();
         match self {
             Prompt::Text(text) => text.len() + 64,
             Prompt::Chat(messages) => messages
@@ -343,7 +393,7 @@ impl Prompt {
                         .sum();
                     let function_call = (message.function_call.as_ref())
                         .map_or(0, |call| call.name.len() + call.arguments.len() + 64);
-                    text(&message.content)
+                    parts(&message.parts)
                         + text(&message.name)
                         + text(&message.tool_call_id)
                         + calls
@@ -359,21 +409,17 @@ impl Prompt {
     pub fn messages(&self) -> std::borrow::Cow<'_, [Message]> {
         match self {
             Prompt::Chat(messages) => std::borrow::Cow::Borrowed(messages),
-            Prompt::Text(text) => std::borrow::Cow::Owned(vec![Message {
-                role: Role::User,
-                content: Some(text.clone()),
-                name: None,
-                function_call: None,
-                tool_calls: Vec::new(),
-                tool_call_id: None,
-            }]),
+            Prompt::Text(text) => {
+                std::borrow::Cow::Owned(vec![Message::text_message(Role::User, text.clone())])
+            }
         }
     }
 }
 
 impl FinishReason {
-    /// The reason spelled as by [`FinishReason::as_str`] (and OpenAI-style
-    /// APIs); any other spelling is [`FinishReason::Other`].
+    /// The reason spelled as OpenAI-style APIs spell it (`"stop"`,
+    /// `"length"`, `"function_call"`, `"tool_calls"`, `"content_filter"`);
+    /// any other spelling is [`FinishReason::Other`].
     pub fn parse(reason: &str) -> Self {
         match reason {
             "stop" => FinishReason::Stop,
@@ -385,16 +431,19 @@ impl FinishReason {
         }
     }
 
-    /// The reason as the Commonbase API (and OpenAI) spell it: `"stop"`,
-    /// `"length"`, `"function_call"`, `"tool_calls"`, `"content_filter"` or
-    /// `"other"`.
-    pub fn as_str(self) -> &'static str {
+    /// The reason's name: `"stop"`, `"length"`, `"function_call"`,
+    /// `"tool_calls"`, `"content_filter"`, `"stop_sequence"`, `"pause"`,
+    /// `"refusal"` or `"other"`.
+    pub fn as_str(&self) -> &'static str {
         match self {
             FinishReason::Stop => "stop",
             FinishReason::Length => "length",
             FinishReason::FunctionCall => "function_call",
             FinishReason::ToolCalls => "tool_calls",
             FinishReason::ContentFilter => "content_filter",
+            FinishReason::StopSequence(_) => "stop_sequence",
+            FinishReason::Pause => "pause",
+            FinishReason::Refusal => "refusal",
             FinishReason::Other => "other",
         }
     }
@@ -523,8 +572,9 @@ pub mod prelude {
     pub use crate::sse::Event;
     pub use crate::{
         Answer, Completion, CompletionRequest, EmbeddingRequest, Embeddings, FinishReason,
-        HttpProvider, Message, ModelPrice, PluginInfo, Prompt, Provider, ProviderError, Role, Sink,
-        StreamDecoder, Usage, export_provider, params_object_except, read_completion, read_stream,
+        HttpProvider, Message, ModelPrice, Part, PluginInfo, Prompt, Provider, ProviderError, Role,
+        Sink, StreamDecoder, Usage, export_provider, params_object_except, read_completion,
+        read_stream,
     };
 }
 
@@ -579,10 +629,11 @@ pub struct Sink {
 #[derive(Debug)]
 enum SinkTarget {
     /// The host's `sink` import; `closed` once the caller has gone.
-    Host { closed: bool },
+    Host {
+        closed: bool,
+    },
     Buffer {
         chunks: Vec<Chunk>,
-        calls: Vec<ToolCallDelta>,
     },
 }
 
@@ -601,10 +652,7 @@ impl Sink {
     /// chunks back with [`Sink::sent`].
     pub fn buffered() -> Self {
         Sink {
-            target: SinkTarget::Buffer {
-                chunks: Vec::new(),
-                calls: Vec::new(),
-            },
+            target: SinkTarget::Buffer { chunks: Vec::new() },
         }
     }
 
@@ -618,11 +666,19 @@ impl Sink {
     }
 
     /// The tool-call pieces a [`Sink::buffered`] sink received, in order.
-    pub fn sent_tool_calls(&self) -> &[ToolCallDelta] {
-        match &self.target {
-            SinkTarget::Buffer { calls, .. } => calls,
-            SinkTarget::Host { .. } => &[],
-        }
+    pub fn sent_tool_calls(&self) -> Vec<&ToolCallDelta> {
+        self.sent()
+            .iter()
+            .flat_map(|chunk| &chunk.tool_calls)
+            .collect()
+    }
+
+    /// The reasoning pieces a [`Sink::buffered`] sink received, in order.
+    pub fn sent_reasoning(&self) -> Vec<&ReasoningDelta> {
+        self.sent()
+            .iter()
+            .flat_map(|chunk| &chunk.reasoning)
+            .collect()
     }
 
     /// Sends a chunk to the caller.
@@ -641,25 +697,6 @@ impl Sink {
             }
             SinkTarget::Buffer { chunks, .. } => {
                 chunks.push(chunk);
-                Ok(())
-            }
-        }
-    }
-
-    /// Sends pieces of tool calls to the caller ([`read_stream`] does it for
-    /// a [`StreamDecoder`]). Same errors as [`Sink::send`].
-    pub fn send_tool_calls(&mut self, deltas: Vec<ToolCallDelta>) -> Result<(), ProviderError> {
-        match &mut self.target {
-            SinkTarget::Host { closed: true } => Err(ProviderError::Failed(CALLER_GONE.into())),
-            SinkTarget::Host { closed } => {
-                if __private::gateway::provider::sink::send_tool_calls(&deltas).is_err() {
-                    *closed = true;
-                    return Err(ProviderError::Failed(CALLER_GONE.into()));
-                }
-                Ok(())
-            }
-            SinkTarget::Buffer { calls, .. } => {
-                calls.extend(deltas);
                 Ok(())
             }
         }
@@ -686,7 +723,7 @@ impl Sink {
         }
         self.send(Chunk {
             deltas,
-            usage: None,
+            ..Chunk::default()
         })
     }
 
@@ -700,7 +737,7 @@ impl Sink {
                 index,
                 text: text.to_owned(),
             }],
-            usage: None,
+            ..Chunk::default()
         })
     }
 }
@@ -802,6 +839,7 @@ mod tests {
             prompt: Prompt::Text("hi".into()),
             functions: Vec::new(),
             function_choice: None,
+            reasoning: None,
             params: String::new(),
         };
         let mut sink = Sink::buffered();
@@ -853,7 +891,7 @@ mod tests {
                         text: "two".into()
                     }
                 ],
-                usage: None,
+                ..Chunk::default()
             }]
         );
         let mut empty = StreamAssembler::new();
@@ -892,7 +930,7 @@ mod tests {
                     index: 1,
                     text: "a".into()
                 }],
-                usage: None,
+                ..Chunk::default()
             }]
         );
     }
@@ -903,5 +941,9 @@ mod tests {
         assert_eq!(Role::Tool.as_str(), "tool");
         assert_eq!(FinishReason::FunctionCall.as_str(), "function_call");
         assert_eq!(FinishReason::ContentFilter.as_str(), "content_filter");
+        assert_eq!(
+            FinishReason::StopSequence("END".into()).as_str(),
+            "stop_sequence"
+        );
     }
 }

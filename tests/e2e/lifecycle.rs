@@ -165,7 +165,7 @@ fn admin_plugins_needs_the_admin_token() {
     let echo = plugin_row(&gw, "echo");
     assert_eq!(echo["status"], "serving");
     assert_eq!(echo["version"], "0.1.0");
-    assert_eq!(echo["wit_version"], "0.1.2");
+    assert_eq!(echo["wit_version"], "0.2.0");
     assert_eq!(echo["hash"].as_str().map(str::len), Some(64), "{echo}");
     assert!(
         echo["loaded_at"].as_str().is_some_and(|t| t.ends_with('Z')),
@@ -305,7 +305,7 @@ fn config_edits_apply_without_restart_and_bad_ones_are_refused() {
 }
 
 /// `legacy.wasm` is built against the frozen `plugin-sdk/wit/frozen/0.1.0` world; the
-/// host serves 0.1.2. Plugins of an earlier compatible version keep working.
+/// host serves the 0.2 line and keeps the 0.1 bindings. Plugins of an earlier line keep working.
 #[test]
 fn a_plugin_built_against_the_previous_wit_version_still_serves() {
     let gw = Gateway::builder()
@@ -331,7 +331,7 @@ fn a_plugin_built_against_the_previous_wit_version_still_serves() {
     assert_eq!(frames.last().expect("a final frame")["completed"], true);
 
     assert_eq!(plugin_row(&gw, "legacy")["wit_version"], "0.1.0");
-    assert_eq!(plugin_row(&gw, "echo")["wit_version"], "0.1.2");
+    assert_eq!(plugin_row(&gw, "echo")["wit_version"], "0.2.0");
 }
 
 /// After a burst, [`PluginRuntime::recycle`] moves the plugins to a fresh pool:

@@ -23,6 +23,7 @@ mod lifecycle;
 mod limits;
 mod metrics;
 mod openai_surface;
+mod parts;
 mod providers;
 mod replicas;
 mod reports;

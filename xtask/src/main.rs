@@ -42,6 +42,7 @@ const PLUGINS: &[Plugin] = &[
     Plugin::test_only("faulty-plugin", "faulty"),
     Plugin::test_only("hostile-plugin", "hostile"),
     Plugin::test_only("legacy-plugin", "legacy"),
+    Plugin::test_only("legacy012-plugin", "legacy012"),
 ];
 
 impl Plugin {

@@ -12,11 +12,13 @@
 //!   `{"input": <the input text>}`.
 //! - Embeddings are 8-dimensional unit vectors derived from each input's bytes.
 //! - Model `fail` fails like an upstream error would.
+//! - Images, audio and documents are described after the text they came
+//!   with: `[image image/png, 68 bytes]`, `[document application/pdf, https://…]`.
 
 use gateway_plugin_sdk::{
     Choice, Completion, CompletionRequest, EmbeddingRequest, Embeddings, FinishReason,
-    FunctionCall, FunctionChoice, ModelPrice, PluginInfo, Prompt, Provider, ProviderError, Role,
-    Sink, UpstreamError, Usage, export_provider,
+    FunctionCall, FunctionChoice, Message, ModelPrice, Part, PluginInfo, Prompt, Provider,
+    ProviderError, Role, Sink, Source, UpstreamError, Usage, export_provider,
 };
 use serde_json::json;
 
@@ -39,18 +41,17 @@ impl Provider for Echo {
     fn complete(request: CompletionRequest) -> Result<Completion, ProviderError> {
         fail_if_asked(&request.model)?;
         let (input, input_words) = match &request.prompt {
-            Prompt::Text(text) => (text.as_str(), words(text)),
+            Prompt::Text(text) => (text.clone(), words(text)),
             Prompt::Chat(messages) => {
-                let last_user = messages
-                    .iter()
-                    .rev()
+                let last_user = (messages.iter().rev())
                     .find(|m| m.role == Role::User)
-                    .and_then(|m| m.content.as_deref())
-                    .unwrap_or("");
-                let all = messages.iter().filter_map(|m| m.content.as_deref());
-                (last_user, all.map(words).sum())
+                    .map(echoed)
+                    .unwrap_or_default();
+                let all = messages.iter().map(|m| words(&m.text()));
+                (last_user, all.sum())
             }
         };
+        let input = input.as_str();
 
         let (text, function_call, finish_reason) = match function_to_call(&request, input)? {
             Some(name) => {
@@ -70,6 +71,7 @@ impl Provider for Echo {
             choices: vec![Choice {
                 index: 0,
                 text,
+                reasoning: Vec::new(),
                 finish_reason: Some(finish_reason),
                 function_call,
                 tool_calls: Vec::new(),
@@ -142,6 +144,34 @@ fn function_to_call(
     }
 }
 
+/// A message's text, with each image, audio clip or document it carries
+/// described after it (`[image image/png, 68 bytes]`), so a caller can see
+/// what reached the plugin.
+fn echoed(message: &Message) -> String {
+    let mut echoed = message.text().into_owned();
+    for part in &message.parts {
+        let (media_type, source) = match part {
+            Part::Image(image) => (image.media_type(), &image.source),
+            Part::Document(document) => (document.media_type(), &document.source),
+            Part::Audio(audio) => {
+                echoed.push_str(&format!(
+                    " [audio {}, {} bytes]",
+                    audio.format,
+                    audio.data.len()
+                ));
+                continue;
+            }
+            Part::Text(_) | Part::Reasoning(_) => continue,
+        };
+        let size = match source {
+            Source::Bytes(bytes) => format!("{} bytes", bytes.len()),
+            Source::Url(url) => url.clone(),
+        };
+        echoed.push_str(&format!(" [{} {media_type}, {size}]", part.kind()));
+    }
+    echoed
+}
+
 fn words(text: &str) -> u32 {
     u32::try_from(text.split_whitespace().count()).unwrap_or(u32::MAX)
 }
@@ -154,6 +184,8 @@ fn usage(prompt_tokens: u32, completion_tokens: u32) -> Usage {
         cached_prompt_tokens: None,
         cache_creation_tokens: None,
         reasoning_tokens: None,
+        image_prompt_tokens: None,
+        audio_prompt_tokens: None,
     }
 }
 
@@ -223,19 +255,13 @@ mod tests {
             prompt,
             functions: Vec::new(),
             function_choice: None,
+            reasoning: None,
             params: "{}".into(),
         }
     }
 
     fn message(role: Role, content: &str) -> Message {
-        Message {
-            role,
-            content: Some(content.into()),
-            name: None,
-            function_call: None,
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-        }
+        Message::text_message(role, content)
     }
 
     #[test]

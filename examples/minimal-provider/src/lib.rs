@@ -19,7 +19,8 @@ impl HttpProvider for Minimal {
         let mut body = params_object_except(&call.params, &owned)?;
         let mut messages = Vec::new();
         for message in call.prompt.messages().iter() {
-            messages.push(json!({"role": message.role.as_str(), "content": message.content}));
+            let content = message.text_only("minimal")?;
+            messages.push(json!({"role": message.role.as_str(), "content": content}));
         }
         body.insert("model".into(), json!(call.model));
         body.insert("messages".into(), json!(messages));

@@ -178,6 +178,9 @@ pub struct Config {
     /// message contents together). Default: `max_body_bytes`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_expanded_bytes: Option<Positive<NonZeroUsize>>,
+    /// Cap on one image, audio clip or document of a request once decoded from base64; over
+    /// it: 413. The body holds it as base64 too, so `max_body_bytes` must leave room for it.
+    pub max_part_bytes: Positive<NonZeroUsize>,
     /// How long a client may take to send a request's headers and body (408 after that); a new
     /// connection whose first request's headers have not arrived by then is closed.
     pub request_read_timeout_secs: Positive<NonZeroU64>,
@@ -231,6 +234,8 @@ pub struct ModelTarget<'a> {
 // Checked when the crate compiles: a zero here is a build error, not a panic.
 const MAX_BODY_BYTES: Positive<NonZeroUsize> =
     Positive::new(NonZeroUsize::new(4 * 1024 * 1024).expect("not zero"));
+const MAX_PART_BYTES: Positive<NonZeroUsize> =
+    Positive::new(NonZeroUsize::new(20 * 1024 * 1024).expect("not zero"));
 const MAX_INFLIGHT_BODY_BYTES: Positive<NonZeroUsize> =
     Positive::new(NonZeroUsize::new(512 * 1024 * 1024).expect("not zero"));
 const REQUEST_TIMEOUT_SECS: Positive<NonZeroU64> =
@@ -273,6 +278,7 @@ impl Default for Config {
             request_timeout_secs: REQUEST_TIMEOUT_SECS,
             max_attempts: MAX_ATTEMPTS,
             max_expanded_bytes: None,
+            max_part_bytes: MAX_PART_BYTES,
             request_read_timeout_secs: REQUEST_READ_TIMEOUT_SECS,
             client_idle_timeout_secs: CLIENT_IDLE_TIMEOUT_SECS,
             max_connections: MAX_CONNECTIONS,

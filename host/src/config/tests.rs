@@ -151,6 +151,7 @@ fn zero_and_out_of_range_values_are_refused_with_their_key() {
         "max_plugin_instances",
         "max_body_bytes",
         "max_expanded_bytes",
+        "max_part_bytes",
         "record_retention_days",
         "max_attempts",
     ] {

@@ -73,6 +73,8 @@ pub enum Ask<C, E> {
         prompt: types::Prompt,
         functions: Vec<types::FunctionDef>,
         function_choice: Option<types::FunctionChoice>,
+        /// Set when the caller asked for reasoning (or for none).
+        reasoning: Option<types::ReasoningConfig>,
         codec: C,
     },
     Embed {
@@ -394,6 +396,7 @@ async fn flow<S: Surface>(
             prompt,
             functions,
             function_choice,
+            reasoning,
             codec,
         } => {
             let request = types::CompletionRequest {
@@ -402,6 +405,7 @@ async fn flow<S: Surface>(
                 prompt,
                 functions,
                 function_choice,
+                reasoning,
                 params: target.params,
             };
             if stream {

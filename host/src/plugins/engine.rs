@@ -6,14 +6,14 @@
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, EngineWeak, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::PluginRuntime;
 use super::imports::PluginState;
 use super::plugin::Plugin;
 use super::policy::MAX_MEMORY_LIMIT_BYTES;
-use super::wit::{Linked, Provider};
+use super::wit::{self, Linked};
 
 /// Plugin instances that may serve requests at once unless the config says
 /// otherwise (`max_plugin_instances`).
@@ -104,8 +104,7 @@ impl Pool {
         let mut linker = Linker::new(&engine);
         // Rust's std makes every wasip2 component import WASI; the context gives it nothing.
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(EngineError::Wasi)?;
-        Provider::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
-            .map_err(EngineError::Imports)?;
+        wit::add_to_linker(&mut linker).map_err(EngineError::Imports)?;
         Ok(Pool { engine, linker })
     }
 

@@ -69,15 +69,15 @@ pub(super) struct Instance {
 impl Instance {
     /// The call's outcome in host types: its value, the plugin's own error,
     /// or how the instance failed.
-    pub(super) fn settle<T, U: From<T>>(
+    pub(super) fn settle<T>(
         &self,
         plugin: &Plugin,
         ctx: &CallContext,
-        result: wasmtime::Result<Result<T, wit::types::ProviderError>>,
-    ) -> Result<U, PluginError> {
+        result: wit::CallResult<T>,
+    ) -> Result<T, PluginError> {
         match result {
-            Ok(Ok(value)) => Ok(value.into()),
-            Ok(Err(e)) => Err(PluginError::Provider(e.into())),
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => Err(PluginError::Provider(e)),
             Err(e) => {
                 // A panic message may quote what the plugin was sent.
                 let detail = format!("{e:?}");

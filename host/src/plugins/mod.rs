@@ -44,7 +44,7 @@ pub use policy::{AllowedHosts, HostsError, Limits, MAX_MEMORY_LIMIT_BYTES};
 pub use registry::{LoadError, NotLoaded, PluginReport};
 pub use sandbox::{Sandbox, SandboxError};
 pub use stats::{PluginCounts, TrapKind};
-pub use wit::{VersionError, WIT_LINE};
+pub use wit::{VersionError, WIT_LINES};
 
 use engine::Engines;
 use instance::{Instance, new_store};
@@ -207,10 +207,14 @@ impl PluginRuntime {
         request: CompletionRequest,
     ) -> Result<Completion, PluginError> {
         let mut instance = self.instantiate(plugin, ctx, None).await?;
-        let request = request.into();
         let result = instance
             .exports
-            .call_complete(instance.store.as_context_mut(), &request, false)
+            .call_complete(
+                instance.store.as_context_mut(),
+                request,
+                false,
+                &plugin.name,
+            )
             .await;
         instance.settle(plugin, ctx, result)
     }
@@ -225,10 +229,9 @@ impl PluginRuntime {
         sink: mpsc::Sender<Chunk>,
     ) -> Result<Completion, PluginError> {
         let mut instance = self.instantiate(plugin, ctx, Some(sink)).await?;
-        let request = request.into();
         let result = instance
             .exports
-            .call_complete(instance.store.as_context_mut(), &request, true)
+            .call_complete(instance.store.as_context_mut(), request, true, &plugin.name)
             .await;
         instance.settle(plugin, ctx, result)
     }
@@ -240,10 +243,9 @@ impl PluginRuntime {
         request: EmbeddingRequest,
     ) -> Result<Embeddings, PluginError> {
         let mut instance = self.instantiate(plugin, ctx, None).await?;
-        let request = request.into();
         let result = instance
             .exports
-            .call_embed(instance.store.as_context_mut(), &request)
+            .call_embed(instance.store.as_context_mut(), request)
             .await;
         instance.settle(plugin, ctx, result)
     }

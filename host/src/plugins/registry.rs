@@ -298,13 +298,12 @@ impl PluginRuntime {
             },
             None,
         );
-        let instance = linked
-            .provider_pre()
-            .instantiate_async(&mut store)
+        let info = match linked
+            .info(&mut store)
             .await
-            .map_err(LoadError::Instantiate)?;
-        let info = match instance.call_info(&mut store).await {
-            Ok(info) => info.into(),
+            .map_err(LoadError::Instantiate)?
+        {
+            Ok(info) => info,
             Err(e) => return Err(LoadError::Info(Failure::of(&e, store.data()))),
         };
         Ok(Arc::new(Plugin {

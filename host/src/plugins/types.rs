@@ -31,10 +31,122 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
+/// Where a part's bytes are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The bytes themselves, decoded.
+    Bytes(Vec<u8>),
+    /// An `https:` URL (or a provider's own file reference) the provider fetches.
+    Url(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Image {
+    pub source: Source,
+    /// Always set with bytes.
+    pub media_type: Option<String>,
+    /// OpenAI's `detail`: `auto`, `low` or `high`.
+    pub detail: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Audio {
+    pub data: Vec<u8>,
+    /// `wav`, `mp3`, ...
+    pub format: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Document {
+    pub source: Source,
+    /// Always set with bytes.
+    pub media_type: Option<String>,
+    pub title: Option<String>,
+}
+
+/// The model's reasoning, as the provider gave it; sent back unchanged on the next turn.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Reasoning {
+    pub text: String,
+    /// The provider's signature over `text`.
+    pub signature: Option<String>,
+    /// Reasoning the provider does not show, as opaque text.
+    pub redacted: Option<String>,
+}
+
+/// One piece of a message's content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Part {
+    Text(String),
+    Image(Image),
+    Audio(Audio),
+    Document(Document),
+    Reasoning(Reasoning),
+}
+
+/// The kinds of [`Part`], as errors and records name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartKind {
+    Text,
+    Image,
+    Audio,
+    Document,
+    Reasoning,
+}
+
+impl PartKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PartKind::Text => "text",
+            PartKind::Image => "image",
+            PartKind::Audio => "audio",
+            PartKind::Document => "document",
+            PartKind::Reasoning => "reasoning",
+        }
+    }
+}
+
+impl Part {
+    pub fn kind(&self) -> PartKind {
+        match self {
+            Part::Text(_) => PartKind::Text,
+            Part::Image(_) => PartKind::Image,
+            Part::Audio(_) => PartKind::Audio,
+            Part::Document(_) => PartKind::Document,
+            Part::Reasoning(_) => PartKind::Reasoning,
+        }
+    }
+
+    /// The bytes the part carries (its text, or its decoded media).
+    pub fn len(&self) -> usize {
+        match self {
+            Part::Text(text) => text.len(),
+            Part::Image(Image { source, .. }) | Part::Document(Document { source, .. }) => {
+                match source {
+                    Source::Bytes(bytes) => bytes.len(),
+                    Source::Url(url) => url.len(),
+                }
+            }
+            Part::Audio(audio) => audio.data.len(),
+            Part::Reasoning(reasoning) => {
+                reasoning.text.len()
+                    + reasoning.signature.as_ref().map_or(0, String::len)
+                    + reasoning.redacted.as_ref().map_or(0, String::len)
+            }
+        }
+    }
+
+    /// Whether the part is empty text.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
     pub role: Role,
-    pub content: Option<String>,
+    /// The content, in order; empty when the message has none.
+    pub parts: Vec<Part>,
     /// The function's name on `function` and `tool` messages; the author's name otherwise.
     pub name: Option<String>,
     /// On assistant messages that called a function.
@@ -43,6 +155,41 @@ pub struct Message {
     pub tool_calls: Vec<ToolCall>,
     /// On `tool` messages: the call this message answers.
     pub tool_call_id: Option<String>,
+    /// On `tool` messages: the tool failed.
+    pub is_error: bool,
+}
+
+impl Message {
+    /// A message of `role` with no name, calls or parts.
+    pub fn new(role: Role, parts: Vec<Part>) -> Message {
+        Message {
+            role,
+            parts,
+            name: None,
+            function_call: None,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            is_error: false,
+        }
+    }
+
+    /// The text parts joined with `"\n"`; `None` when the message has no text part.
+    pub fn text(&self) -> Option<std::borrow::Cow<'_, str>> {
+        let mut texts = self.parts.iter().filter_map(|part| match part {
+            Part::Text(text) => Some(text.as_str()),
+            _ => None,
+        });
+        let first = texts.next()?;
+        let Some(second) = texts.next() else {
+            return Some(std::borrow::Cow::Borrowed(first));
+        };
+        let mut joined = format!("{first}\n{second}");
+        for text in texts {
+            joined.push('\n');
+            joined.push_str(text);
+        }
+        Some(std::borrow::Cow::Owned(joined))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,6 +231,50 @@ pub struct Route {
     pub settings: String,
 }
 
+/// How hard a reasoning model should think, as OpenAI names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReasoningEffort {
+    None,
+    Minimal,
+    Low,
+    Medium,
+    High,
+    Xhigh,
+}
+
+impl ReasoningEffort {
+    pub fn parse(effort: &str) -> Option<ReasoningEffort> {
+        Some(match effort {
+            "none" => ReasoningEffort::None,
+            "minimal" => ReasoningEffort::Minimal,
+            "low" => ReasoningEffort::Low,
+            "medium" => ReasoningEffort::Medium,
+            "high" => ReasoningEffort::High,
+            "xhigh" => ReasoningEffort::Xhigh,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasoningEffort::None => "none",
+            ReasoningEffort::Minimal => "minimal",
+            ReasoningEffort::Low => "low",
+            ReasoningEffort::Medium => "medium",
+            ReasoningEffort::High => "high",
+            ReasoningEffort::Xhigh => "xhigh",
+        }
+    }
+}
+
+/// The caller's wish for the model's reasoning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReasoningConfig {
+    pub effort: Option<ReasoningEffort>,
+    /// At most this many tokens of reasoning.
+    pub budget_tokens: Option<u32>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompletionRequest {
     pub route: Route,
@@ -91,30 +282,53 @@ pub struct CompletionRequest {
     pub prompt: Prompt,
     pub functions: Vec<FunctionDef>,
     pub function_choice: Option<FunctionChoice>,
+    /// Set when the caller asked for reasoning (or for none).
+    pub reasoning: Option<ReasoningConfig>,
     /// Every other key of `providerConfig.params` as a JSON object.
     pub params: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FinishReason {
     Stop,
     Length,
     FunctionCall,
     ToolCalls,
     ContentFilter,
+    /// The model wrote this one of the request's stop sequences.
+    StopSequence(String),
+    /// The provider paused a long turn; sending the conversation back continues it.
+    Pause,
+    /// The model declined to answer.
+    Refusal,
     Other,
 }
 
 impl FinishReason {
-    /// The reason's canonical name (the Commonbase API's, and the traces').
-    pub fn as_str(self) -> &'static str {
+    /// The reason's canonical name (the traces' and the records').
+    pub fn as_str(&self) -> &'static str {
         match self {
             FinishReason::Stop => "stop",
             FinishReason::Length => "length",
             FinishReason::FunctionCall => "function_call",
             FinishReason::ToolCalls => "tool_calls",
             FinishReason::ContentFilter => "content_filter",
+            FinishReason::StopSequence(_) => "stop_sequence",
+            FinishReason::Pause => "pause",
+            FinishReason::Refusal => "refusal",
             FinishReason::Other => "other",
+        }
+    }
+
+    /// The reason as OpenAI (and the Commonbase API) name it: a stop sequence
+    /// is `stop`, a refusal `content_filter`, a pause `length` (the answer is
+    /// unfinished, as when it runs out of tokens).
+    pub fn openai_str(&self) -> &'static str {
+        match self {
+            FinishReason::StopSequence(_) => "stop",
+            FinishReason::Refusal => "content_filter",
+            FinishReason::Pause => "length",
+            other => other.as_str(),
         }
     }
 }
@@ -130,6 +344,10 @@ pub struct Usage {
     pub cache_creation_tokens: Option<u32>,
     /// Reasoning tokens (included in `completion_tokens`).
     pub reasoning_tokens: Option<u32>,
+    /// Prompt tokens of images (included in `prompt_tokens`).
+    pub image_prompt_tokens: Option<u32>,
+    /// Prompt tokens of audio (included in `prompt_tokens`).
+    pub audio_prompt_tokens: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,6 +355,8 @@ pub struct Choice {
     pub index: u32,
     /// The whole text of this choice (also at the end of a stream).
     pub text: String,
+    /// What the model reasoned before `text`, in order.
+    pub reasoning: Vec<Reasoning>,
     pub finish_reason: Option<FinishReason>,
     pub function_call: Option<FunctionCall>,
     pub tool_calls: Vec<ToolCall>,
@@ -159,7 +379,19 @@ pub struct TextDelta {
     pub text: String,
 }
 
-/// A piece of a streamed tool call (`sink.send-tool-calls`, WIT 0.1.2).
+/// A piece of streamed reasoning.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReasoningDelta {
+    /// The choice.
+    pub index: u32,
+    /// Identifies the block among the choice's (increasing, not necessarily dense).
+    pub block: u32,
+    pub text: String,
+    pub signature: Option<String>,
+    pub redacted: Option<String>,
+}
+
+/// A piece of a streamed tool call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolCallDelta {
     /// The choice.
@@ -172,14 +404,15 @@ pub struct ToolCallDelta {
     pub arguments: String,
 }
 
-/// One step of a streamed completion: text (`sink.send`) or tool-call pieces
-/// (`sink.send-tool-calls`), and the usage so far.
+/// One step of a streamed completion: text, reasoning and tool-call pieces,
+/// and the usage so far.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Chunk {
     pub deltas: Vec<TextDelta>,
+    pub reasoning: Vec<ReasoningDelta>,
+    pub tool_calls: Vec<ToolCallDelta>,
     /// Usage so far, when the provider reports it mid-stream.
     pub usage: Option<Usage>,
-    pub tool_calls: Vec<ToolCallDelta>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

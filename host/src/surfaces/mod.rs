@@ -9,3 +9,4 @@ pub mod commonbase;
 pub(crate) mod json;
 pub mod models;
 pub mod openai;
+mod parts;

@@ -1,18 +1,20 @@
 //! Mapping the gateway's requests to Anthropic's Messages API. Everything but sending is pure (no
 //! I/O), so it is unit-tested natively.
 
+use std::borrow::Cow;
 use std::num::NonZeroU64;
 
 use gateway_plugin_sdk::http::Request;
 use gateway_plugin_sdk::json::{to_value, with_entry};
 use gateway_plugin_sdk::{
-    CompletionRequest, FunctionChoice, FunctionDef, Message, OpenCall, OpenCalls, Prompt,
-    ProviderError, Role, Route, params_object_except,
+    CompletionRequest, Document, FunctionChoice, FunctionDef, Image, Message, OpenCall, OpenCalls,
+    Part, Prompt, ProviderError, Reasoning, ReasoningConfig, ReasoningEffort, Role, Route, Source,
+    params_object_except,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::wire::{Block, TextBlock, Tool, WireMessage};
+use crate::wire::{Block, MediaSource, Tool, WireMessage};
 
 /// The Messages API version the plugin speaks (sent as `anthropic-version`).
 const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -110,10 +112,63 @@ fn body_and_messages(
             body.insert("tool_choice".into(), choice);
         }
     }
+    if let Some(reasoning) = &request.reasoning {
+        thinking(&mut body, reasoning, settings.max_tokens());
+    }
     if stream {
         body.insert("stream".into(), Value::Bool(true));
     }
     Ok((body, conversation.messages))
+}
+
+/// The smallest `budget_tokens` Anthropic accepts.
+pub const MIN_THINKING_BUDGET: u32 = 1024;
+
+/// The thinking budget of a reasoning effort, `None` for no thinking.
+pub fn effort_budget(effort: ReasoningEffort) -> Option<u32> {
+    match effort {
+        ReasoningEffort::None => None,
+        ReasoningEffort::Minimal => Some(MIN_THINKING_BUDGET),
+        ReasoningEffort::Low => Some(2048),
+        ReasoningEffort::Medium => Some(8192),
+        ReasoningEffort::High => Some(16384),
+        ReasoningEffort::Xhigh => Some(32000),
+    }
+}
+
+/// Sets `thinking` from the caller's reasoning config (replacing a `thinking` of the params):
+///
+/// - effort `none` asks for no thinking, whatever the budget: `thinking` is left out (Anthropic's
+///   default, which every model accepts, unlike `{"type": "disabled"}` on models without
+///   extended thinking);
+/// - else `{"type": "enabled", "budget_tokens": N}`, N being the budget when given, else the
+///   effort's ([`effort_budget`]), at least [`MIN_THINKING_BUDGET`]; a config with neither
+///   leaves the body as it is;
+/// - Anthropic wants `budget_tokens` below `max_tokens`: a numeric `max_tokens` not above the
+///   budget becomes the budget plus `default_max_tokens` (the answer keeps the room it would
+///   have had without thinking).
+fn thinking(body: &mut Map<String, Value>, reasoning: &ReasoningConfig, default_max_tokens: u64) {
+    if reasoning.effort == Some(ReasoningEffort::None) {
+        body.remove("thinking");
+        return;
+    }
+    let Some(budget) = reasoning
+        .budget_tokens
+        .or_else(|| reasoning.effort.and_then(effort_budget))
+    else {
+        return;
+    };
+    let budget = budget.max(MIN_THINKING_BUDGET);
+    body.insert(
+        "thinking".into(),
+        json!({"type": "enabled", "budget_tokens": budget}),
+    );
+    if let Some(max_tokens) = body.get("max_tokens").and_then(Value::as_u64)
+        && max_tokens <= u64::from(budget)
+    {
+        let raised = u64::from(budget).saturating_add(default_max_tokens);
+        body.insert("max_tokens".into(), json!(raised));
+    }
 }
 
 /// `tool_choice` limited to one tool call per answer when `one` is set. A choice of `none` has
@@ -317,28 +372,47 @@ pub fn conversation(prompt: &Prompt) -> Result<Conversation, ProviderError> {
 
 /// Maps a chat conversation.
 ///
-/// - System messages, wherever they are, become the `system` field, joined with blank lines.
-/// - An assistant's `tool_calls` (else its `function_call`) become `tool_use` blocks after its
-///   text; calls without an id get `toolu_gw_{n}`.
+/// - System messages, wherever they are, become the `system` field (their text parts joined
+///   with blank lines); an image, audio or document on one is refused, as `system` takes only
+///   text, and reasoning on one is dropped.
+/// - User messages' parts become blocks in order ([`user_blocks`]); reasoning on them is
+///   dropped.
+/// - An assistant's reasoning parts become `thinking` / `redacted_thinking` blocks first
+///   ([`thinking_block`]), then its text, then its `tool_calls` (else its `function_call`) as
+///   `tool_use` blocks; calls without an id get `toolu_gw_{n}`. Media on an assistant message is
+///   refused: Anthropic takes none there.
 /// - `tool` and `function` messages become `tool_result` blocks of a user message, answering
-///   the call named by `tool_call_id`, else the latest open call of that name.
+///   the call named by `tool_call_id`, else the latest open call of that name, with their
+///   parts as content ([`tool_result`]) and `is_error` when the tool failed.
 /// - Consecutive messages of one role are merged, since Anthropic requires alternation, with
-///   tool results first in a user message, as Anthropic requires.
+///   tool results first in a user message and reasoning first in an assistant message, as
+///   Anthropic requires.
 pub fn chat(messages: &[Message]) -> Result<Conversation, ProviderError> {
-    let mut system: Vec<&str> = Vec::new();
+    let mut system: Vec<Cow<'_, str>> = Vec::new();
     let mut out: Vec<WireMessage> = Vec::with_capacity(messages.len());
     let mut open_calls = OpenCalls::new();
     let mut synthesized = 0usize;
     for (i, message) in messages.iter().enumerate() {
         match message.role {
             Role::System => {
-                if let Some(text) = message.content.as_deref().filter(|t| !t.is_empty()) {
+                if let Some(part) = message.first_media() {
+                    return Err(refused(i, part, "system"));
+                }
+                let text = message.text();
+                if !text.is_empty() {
                     system.push(text);
                 }
             }
-            Role::User => push_blocks(&mut out, "user", text_block(message.content.as_deref())),
+            Role::User => push_blocks(&mut out, "user", user_blocks(i, &message.parts)?),
             Role::Assistant => {
-                let mut blocks = text_block(message.content.as_deref());
+                let mut blocks = Vec::new();
+                for part in &message.parts {
+                    match part {
+                        Part::Reasoning(reasoning) => blocks.extend(thinking_block(reasoning)),
+                        Part::Text(text) => blocks.extend(text_block(Some(text))),
+                        media => return Err(refused(i, media, "assistant")),
+                    }
+                }
                 let mut calls = Vec::new();
                 for (j, call) in message.calls().into_iter().enumerate() {
                     let id = sanitize_id(&call.id).unwrap_or_else(|| {
@@ -378,13 +452,117 @@ pub fn chat(messages: &[Message]) -> Result<Conversation, ProviderError> {
                         }
                     )));
                 };
-                let result = tool_result(call.id, &message.content);
+                let result = tool_result(i, call.id, message)?;
                 push_blocks(&mut out, "user", vec![result]);
             }
         }
     }
     let system = (!system.is_empty()).then(|| system.join("\n\n"));
     finish_conversation(system, out)
+}
+
+/// The 400 for a part Anthropic does not take on a message of `role`.
+fn refused(i: usize, part: &Part, role: &str) -> ProviderError {
+    ProviderError::InvalidRequest(format!(
+        "messages[{i}]: anthropic does not take {} parts on {role} messages",
+        part.kind()
+    ))
+}
+
+/// The blocks of a user message's parts, in order: text (empty text left out), images and
+/// documents. Audio is refused (Anthropic takes none); reasoning is dropped (only an assistant
+/// turn carries it).
+fn user_blocks(i: usize, parts: &[Part]) -> Result<Vec<Block>, ProviderError> {
+    let mut blocks = Vec::with_capacity(parts.len());
+    for part in parts {
+        match part {
+            Part::Text(text) => blocks.extend(text_block(Some(text))),
+            Part::Image(image) => blocks.push(image_block(image)),
+            Part::Document(document) => blocks.push(document_block(i, document)?),
+            Part::Audio(_) => return Err(at(i, part.unsupported("anthropic"))),
+            Part::Reasoning(_) => {}
+        }
+    }
+    Ok(blocks)
+}
+
+/// `error`'s message prefixed with the message's position.
+fn at(i: usize, error: ProviderError) -> ProviderError {
+    match error {
+        ProviderError::InvalidRequest(message) => {
+            ProviderError::InvalidRequest(format!("messages[{i}]: {message}"))
+        }
+        other => other,
+    }
+}
+
+/// An `image` block: bytes as a base64 source with their media type, a URL as a URL source.
+/// OpenAI's `detail` has no Anthropic counterpart and is left out.
+fn image_block(image: &Image) -> Block {
+    let source = match &image.source {
+        Source::Bytes(_) => MediaSource::Base64 {
+            media_type: image.media_type().to_owned(),
+            data: image.source.base64().unwrap_or_default(),
+        },
+        Source::Url(url) => MediaSource::Url { url: url.clone() },
+    };
+    Block::Image { source }
+}
+
+/// A `document` block, with its title when given: a PDF's bytes as a base64 source, a text
+/// document's (any `text/*` type, as UTF-8) as a `text/plain` text source, a URL as a URL source
+/// (Anthropic fetches PDFs only). Other media types are refused: Anthropic reads PDFs and plain
+/// text only.
+fn document_block(i: usize, document: &Document) -> Result<Block, ProviderError> {
+    let source = match &document.source {
+        Source::Url(url) => MediaSource::Url { url: url.clone() },
+        Source::Bytes(bytes) => {
+            let media_type = document.media_type();
+            let essence = media_type.split(';').next().unwrap_or("").trim();
+            if essence.eq_ignore_ascii_case("application/pdf") {
+                MediaSource::Base64 {
+                    media_type: "application/pdf".to_owned(),
+                    data: document.source.base64().unwrap_or_default(),
+                }
+            } else if essence
+                .get(..5)
+                .is_some_and(|kind| kind.eq_ignore_ascii_case("text/"))
+            {
+                let text = String::from_utf8(bytes.clone()).map_err(|_| {
+                    ProviderError::InvalidRequest(format!(
+                        "messages[{i}]: a {media_type} document must be UTF-8 text"
+                    ))
+                })?;
+                MediaSource::Text {
+                    media_type: "text/plain",
+                    data: text,
+                }
+            } else {
+                return Err(ProviderError::InvalidRequest(format!(
+                    "messages[{i}]: anthropic does not take {media_type} documents (only \
+                     application/pdf and text)"
+                )));
+            }
+        }
+    };
+    Ok(Block::Document {
+        source,
+        title: document.title.clone().filter(|title| !title.is_empty()),
+    })
+}
+
+/// An assistant's reasoning of an earlier turn as Anthropic gave it: `redacted_thinking` with
+/// its data, else `thinking` with its signature. Reasoning with neither (another provider's, or
+/// a summary) cannot be checked by Anthropic, which refuses unsigned thinking: it is dropped.
+fn thinking_block(reasoning: &Reasoning) -> Option<Block> {
+    if let Some(data) = reasoning.redacted.as_ref().filter(|data| !data.is_empty()) {
+        return Some(Block::RedactedThinking { data: data.clone() });
+    }
+    let signature = reasoning.signature.as_ref().filter(|sig| !sig.is_empty())?;
+    Some(Block::Thinking {
+        thinking: reasoning.text.clone(),
+        signature: signature.clone(),
+    })
 }
 
 fn finish_conversation(
@@ -399,11 +577,13 @@ fn finish_conversation(
         ));
     }
     for message in &mut messages {
+        // Stable: the other blocks keep their order.
         if message.role == "user" {
-            // Stable: results keep their order, and so does the text after them.
             message
                 .content
                 .sort_by_key(|block| !matches!(block, Block::ToolResult { .. }));
+        } else {
+            message.content.sort_by_key(|block| !block.is_thinking());
         }
     }
     Ok(Conversation { system, messages })
@@ -434,17 +614,16 @@ fn text_block(text: Option<&str>) -> Vec<Block> {
     }
 }
 
-fn tool_result(tool_use_id: String, content: &Option<String>) -> Block {
-    let text = content.as_deref().filter(|text| !text.is_empty());
-    Block::ToolResult {
+/// A `tool_result` answering `tool_use_id` with the message's parts as blocks (as a user
+/// message's: text, images, documents; audio refused, reasoning dropped), no content when there
+/// are none, and `is_error` when the tool failed.
+fn tool_result(i: usize, tool_use_id: String, message: &Message) -> Result<Block, ProviderError> {
+    let blocks = user_blocks(i, &message.parts)?;
+    Ok(Block::ToolResult {
         tool_use_id,
-        content: text.map(|text| {
-            vec![TextBlock {
-                kind: "text",
-                text: text.to_owned(),
-            }]
-        }),
-    }
+        content: (!blocks.is_empty()).then_some(blocks),
+        is_error: message.is_error,
+    })
 }
 
 /// A call id as Anthropic accepts it (`^[a-zA-Z0-9_-]+$`): other providers' ids may hold other

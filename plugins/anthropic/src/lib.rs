@@ -16,6 +16,44 @@
 //! `logit_bias`). Anthropic's own fields (`top_k`, `metadata`, `thinking`, `service_tier`, ...)
 //! pass as they are. Details: `convert::caller_params`.
 //!
+//! Message parts (details: `convert::chat`):
+//!
+//! | part | user / tool result | system | assistant |
+//! |---|---|---|---|
+//! | text | `text` block (empty text left out) | joined into `system` | `text` block |
+//! | image, bytes | `image`, `{"type": "base64", media_type, data}` source | 400 | 400 |
+//! | image, URL | `image`, `{"type": "url", url}` source (`detail` is dropped) | 400 | 400 |
+//! | audio | 400 (Anthropic takes no audio) | 400 | 400 |
+//! | document, PDF bytes | `document`, base64 `application/pdf` source, `title` | 400 | 400 |
+//! | document, `text/*` bytes | `document`, `{"type": "text", "media_type": "text/plain", data}` (UTF-8, else 400), `title` | 400 | 400 |
+//! | document, other bytes | 400 (Anthropic reads PDFs and plain text only) | 400 | 400 |
+//! | document, URL | `document`, `{"type": "url", url}` source, `title` | 400 | 400 |
+//! | reasoning | dropped | dropped | `thinking` / `redacted_thinking`, first |
+//!
+//! A `tool` (or `function`) message's parts are its `tool_result`'s content blocks, with
+//! `"is_error": true` when the tool failed. An assistant's reasoning goes back as it came:
+//! `redacted_thinking` with its `redacted` data, else `thinking` with its text and `signature`;
+//! reasoning with neither (another provider's, a summary) is dropped, since Anthropic refuses
+//! thinking it cannot verify. Reasoning blocks go first in the assistant message, as Anthropic
+//! requires.
+//!
+//! Reasoning (`CompletionRequest::reasoning`, which replaces a `thinking` of the params):
+//! - effort `none`: no `thinking` (Anthropic's default, which every model accepts);
+//! - otherwise `"thinking": {"type": "enabled", "budget_tokens": N}`, N being the budget when
+//!   given, else by effort: minimal 1024, low 2048, medium 8192, high 16384, xhigh 32000; a
+//!   budget below 1024 (Anthropic's minimum) becomes 1024;
+//! - Anthropic wants `budget_tokens` below `max_tokens`: when `max_tokens` (the caller's, or the
+//!   default above) is not above the budget, it becomes the budget plus `default_max_tokens`.
+//!
+//! Answers: `thinking` blocks (whole, or streamed as `thinking_delta`s) are the choice's
+//! reasoning, one block per content block, with their `signature` (whole, or the streamed
+//! `signature_delta`); `redacted_thinking` blocks are reasoning with `redacted` = their data.
+//! Stop reasons: `end_turn` → stop, `stop_sequence` → stop-sequence(the answer's
+//! `stop_sequence`), `max_tokens` and `model_context_window_exceeded` → length, `tool_use` →
+//! tool calls, `pause_turn` → pause, `refusal` → refusal, others → other. Usage: cache reads and
+//! writes are reported (and counted in the prompt tokens); Anthropic reports no image, audio or
+//! thinking token counts apart.
+//!
 //! Anthropic has no embeddings API, so `embed` keeps the SDK's default (an invalid request).
 
 mod convert;

@@ -3,7 +3,8 @@
 //!
 //! Anthropic's stream: `message_start` (model, prompt usage), then per content block a
 //! `content_block_start`, `content_block_delta`s (`text_delta` text, `input_json_delta` pieces of
-//! a tool call's input) and a `content_block_stop`, then `message_delta` (stop reason, final
+//! a tool call's input, `thinking_delta` reasoning and the `signature_delta` that ends it) and a
+//! `content_block_stop`, then `message_delta` (stop reason, final
 //! usage) and `message_stop`, the only sign that the answer is whole. `ping`s may come anywhere;
 //! an `error` event ends the stream. The answer has one choice (index 0): there is no `n`.
 
@@ -48,7 +49,8 @@ impl StreamDecoder for Decoder {
             self.start_block(index, block, answer);
         }
         if let Some(reason) = response.stop_reason.as_deref() {
-            answer.finish_reason(0, finish_reason(reason));
+            let reason = finish_reason(reason, response.stop_sequence.as_deref());
+            answer.finish_reason(0, reason);
         }
         answer.complete();
         Ok(())
@@ -79,6 +81,12 @@ impl StreamDecoder for Decoder {
                         tool.pending = None;
                     }
                 }
+                BlockDelta::ThinkingDelta { thinking } => answer.reasoning(0, index, &thinking),
+                BlockDelta::SignatureDelta { signature } => {
+                    if !signature.is_empty() {
+                        answer.reasoning_signature(0, index, &signature);
+                    }
+                }
                 BlockDelta::Other => {}
             },
             StreamEvent::ContentBlockStop { index } => {
@@ -88,7 +96,8 @@ impl StreamDecoder for Decoder {
             }
             StreamEvent::MessageDelta { delta, usage } => {
                 if let Some(reason) = delta.stop_reason.as_deref() {
-                    answer.finish_reason(0, finish_reason(reason));
+                    let reason = finish_reason(reason, delta.stop_sequence.as_deref());
+                    answer.finish_reason(0, reason);
                 }
                 self.add_usage(usage.as_ref(), answer);
             }
@@ -131,6 +140,17 @@ impl Decoder {
                 });
                 self.tools.insert(index, ToolBlock { call, pending });
             }
+            // Reasoning is kept by its block index, so that blocks stay apart and in order.
+            ContentBlock::Thinking {
+                thinking,
+                signature,
+            } => {
+                answer.reasoning(0, index, &thinking);
+                if !signature.is_empty() {
+                    answer.reasoning_signature(0, index, &signature);
+                }
+            }
+            ContentBlock::RedactedThinking { data } => answer.redacted_reasoning(0, index, &data),
             ContentBlock::Other => {}
         }
     }
@@ -152,13 +172,19 @@ fn close(tool: ToolBlock, answer: &mut Answer) {
     }
 }
 
-/// Maps Anthropic's `stop_reason`.
-pub fn finish_reason(reason: &str) -> FinishReason {
+/// Maps Anthropic's `stop_reason`, with the answer's `stop_sequence` (the sequence the model
+/// wrote) for `"stop_sequence"`: an answer that names none ended as `Stop`.
+pub fn finish_reason(reason: &str, stop_sequence: Option<&str>) -> FinishReason {
     match reason {
-        "end_turn" | "stop_sequence" => FinishReason::Stop,
+        "end_turn" => FinishReason::Stop,
+        "stop_sequence" => match stop_sequence {
+            Some(sequence) => FinishReason::StopSequence(sequence.to_owned()),
+            None => FinishReason::Stop,
+        },
         "max_tokens" | "model_context_window_exceeded" => FinishReason::Length,
         "tool_use" => FinishReason::ToolCalls,
-        "refusal" => FinishReason::ContentFilter,
+        "pause_turn" => FinishReason::Pause,
+        "refusal" => FinishReason::Refusal,
         _ => FinishReason::Other,
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! Request types serialize exactly what the plugin sends. Response types are lenient: fields the
 //! plugin does not need are ignored, and content blocks, deltas and events of kinds it does not
-//! know (thinking, server tools, citations, event types added later) parse as `Other` instead of
+//! know (server tools, citations, event types added later) parse as `Other` instead of
 //! failing the whole answer, as Anthropic's versioning policy asks clients to do.
 
 use gateway_plugin_sdk::json;
@@ -24,6 +24,23 @@ pub enum Block {
     Text {
         text: String,
     },
+    Image {
+        source: MediaSource,
+    },
+    Document {
+        source: MediaSource,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+    },
+    /// The model's reasoning of an earlier turn, sent back with the signature Anthropic gave it.
+    Thinking {
+        thinking: String,
+        signature: String,
+    },
+    /// Reasoning Anthropic did not show, sent back as the opaque data it gave.
+    RedactedThinking {
+        data: String,
+    },
     ToolUse {
         id: String,
         name: String,
@@ -31,18 +48,40 @@ pub enum Block {
     },
     ToolResult {
         tool_use_id: String,
-        /// Absent for an empty result: Anthropic rejects empty text blocks.
+        /// Absent for an empty result: Anthropic rejects empty text blocks. Text, image and
+        /// document blocks only.
         #[serde(skip_serializing_if = "Option::is_none")]
-        content: Option<Vec<TextBlock>>,
+        content: Option<Vec<Block>>,
+        /// Only sent when set: the tool failed.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
     },
 }
 
-/// A text block inside a `tool_result`.
+impl Block {
+    /// Whether the block is reasoning (`thinking` or `redacted_thinking`), which Anthropic wants
+    /// first in an assistant message.
+    pub fn is_thinking(&self) -> bool {
+        matches!(
+            self,
+            Block::Thinking { .. } | Block::RedactedThinking { .. }
+        )
+    }
+}
+
+/// Where an image's or a document's content is (`source` of `image` and `document` blocks).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TextBlock {
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    pub text: String,
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum MediaSource {
+    /// The bytes, base64: images (`image/png`, ...) and PDFs (`application/pdf`).
+    Base64 { media_type: String, data: String },
+    /// A plain text document, as text (`media_type` is always `text/plain`).
+    Text {
+        media_type: &'static str,
+        data: String,
+    },
+    /// A URL Anthropic fetches itself.
+    Url { url: String },
 }
 
 /// An entry of the request's `tools`.
@@ -66,6 +105,9 @@ pub struct MessageResponse {
     pub content: Vec<ContentBlock>,
     #[serde(default)]
     pub stop_reason: Option<String>,
+    /// The stop sequence the model wrote, with `stop_reason: "stop_sequence"`.
+    #[serde(default)]
+    pub stop_sequence: Option<String>,
     #[serde(default)]
     pub usage: Option<WireUsage>,
     #[serde(default)]
@@ -88,7 +130,19 @@ pub enum ContentBlock {
         #[serde(default)]
         input: Value,
     },
-    /// Thinking, server tool results and other kinds that are not answer text.
+    /// The model's reasoning; a stream starts it empty and sends it in deltas.
+    Thinking {
+        #[serde(default)]
+        thinking: String,
+        #[serde(default)]
+        signature: String,
+    },
+    /// Reasoning Anthropic does not show: opaque data to send back as it came.
+    RedactedThinking {
+        #[serde(default)]
+        data: String,
+    },
+    /// Server tool results and other kinds that are not answer text.
     #[serde(other)]
     Other,
 }
@@ -185,7 +239,16 @@ pub enum BlockDelta {
         #[serde(default)]
         partial_json: String,
     },
-    /// Thinking, signatures, citations: not answer text.
+    ThinkingDelta {
+        #[serde(default)]
+        thinking: String,
+    },
+    /// The signature of a thinking block, just before the block ends.
+    SignatureDelta {
+        #[serde(default)]
+        signature: String,
+    },
+    /// Citations and kinds added later: not answer text.
     #[serde(other)]
     Other,
 }
@@ -195,4 +258,6 @@ pub enum BlockDelta {
 pub struct MessageDeltaBody {
     #[serde(default)]
     pub stop_reason: Option<String>,
+    #[serde(default)]
+    pub stop_sequence: Option<String>,
 }

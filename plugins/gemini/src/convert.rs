@@ -1,15 +1,19 @@
 //! The gateway's requests as Gemini API requests. Everything here is pure (no I/O), so it is
 //! unit-tested natively.
 
+use base64::Engine as _;
 use gateway_plugin_sdk::http::Request;
 use gateway_plugin_sdk::{
     CompletionRequest, EmbeddingRequest, FunctionChoice, FunctionDef, Message, OpenCall, OpenCalls,
-    Prompt, ProviderError, Role, Route, json, params_object_except,
+    Part as MessagePart, Prompt, ProviderError, ReasoningConfig, ReasoningEffort, Role, Route,
+    Source, json, params_object_except,
 };
 use serde_json::{Map, Value, json};
 
 use crate::schema;
-use crate::wire::{Content, FunctionCallOut, FunctionDeclaration, FunctionResponseOut, Part, Tool};
+use crate::wire::{
+    Blob, Content, FileData, FunctionCallOut, FunctionDeclaration, FunctionResponseOut, Part, Tool,
+};
 
 /// A JSON object: a request body, or a part of one.
 type Object = Map<String, Value>;
@@ -134,7 +138,15 @@ pub fn completion_call(
         ));
     }
 
-    let (generation_config, mut body) = generation_config(&request.params, &request.route.id)?;
+    let (mut generation_config, mut body) = generation_config(&request.params, &request.route.id)?;
+    if let Some(reasoning) = &request.reasoning {
+        thinking_config(
+            &mut generation_config,
+            reasoning,
+            &request.model,
+            &request.route.id,
+        )?;
+    }
     // `contents` is written into the body as it is serialized (below), not turned into a tree
     // of JSON values first (which would cost many times its text).
     body.remove("contents");
@@ -157,6 +169,83 @@ pub fn completion_call(
     }
     let size = request.params.len() + 256 + request.prompt.json_size_hint();
     http.json_sized(&json::with_entry(&body, "contents", &contents), size)
+}
+
+/// Gemini 2.5's `thinkingBudget` for each effort: Google's own mapping of OpenAI's
+/// `reasoning_effort` (its OpenAI-compatible endpoint: low 1,024, medium 8,192, high 24,576,
+/// none 0), with `minimal` at 512 (the smallest budget every 2.5 model takes but 0) and `xhigh`
+/// at 24,576 (the most 2.5 Flash takes).
+fn effort_budget(effort: ReasoningEffort) -> u32 {
+    match effort {
+        ReasoningEffort::None => 0,
+        ReasoningEffort::Minimal => 512,
+        ReasoningEffort::Low => 1024,
+        ReasoningEffort::Medium => 8192,
+        ReasoningEffort::High | ReasoningEffort::Xhigh => 24_576,
+    }
+}
+
+/// Gemini 3's `thinkingLevel` for each effort: the two levels every Gemini 3 model takes (`low`,
+/// `high`; `minimal` and `medium` are Flash's only, and thinking cannot be turned off).
+fn effort_level(effort: ReasoningEffort) -> &'static str {
+    match effort {
+        ReasoningEffort::None | ReasoningEffort::Minimal | ReasoningEffort::Low => "low",
+        ReasoningEffort::Medium | ReasoningEffort::High | ReasoningEffort::Xhigh => "high",
+    }
+}
+
+/// Sets `thinkingConfig` in `config` (the `generationConfig`) from the caller's reasoning
+/// settings, over any `thinkingConfig` the params gave:
+///
+/// - on Gemini 3 models (`gemini-3*` and later) an effort is `thinkingLevel`
+///   ([`effort_level`]); elsewhere, or without an effort, a budget is `thinkingBudget` as given
+///   and an effort is a budget ([`effort_budget`]). One of the two only: Gemini refuses both.
+/// - `includeThoughts: true` (unless the params say otherwise), so that Gemini returns the
+///   thought summaries the caller reads as reasoning; not when thinking is turned off (a budget
+///   of 0).
+fn thinking_config(
+    config: &mut Object,
+    reasoning: &ReasoningConfig,
+    model: &str,
+    route: &str,
+) -> Result<(), ProviderError> {
+    let mut thinking = match config.remove("thinkingConfig") {
+        None => Map::new(),
+        Some(Value::Object(thinking)) => thinking,
+        Some(_) => {
+            return Err(ProviderError::InvalidRequest(format!(
+                "route `{route}`: thinkingConfig must be an object"
+            )));
+        }
+    };
+    let leveled = requires_thought_signatures(model);
+    let setting = match (reasoning.effort, reasoning.budget_tokens) {
+        (Some(effort), _) if leveled => Some(("thinkingLevel", json!(effort_level(effort)))),
+        (_, Some(budget)) => Some(("thinkingBudget", json!(budget))),
+        (Some(effort), None) => Some(("thinkingBudget", json!(effort_budget(effort)))),
+        (None, None) => None,
+    };
+    let off = setting
+        .as_ref()
+        .is_some_and(|(_, value)| *value == json!(0));
+    if let Some((key, value)) = setting {
+        for named in [
+            "thinkingLevel",
+            "thinking_level",
+            "thinkingBudget",
+            "thinking_budget",
+        ] {
+            thinking.remove(named);
+        }
+        thinking.insert(key.to_owned(), value);
+    }
+    if !off && !thinking.contains_key("include_thoughts") {
+        thinking
+            .entry("includeThoughts")
+            .or_insert(Value::Bool(true));
+    }
+    config.insert("thinkingConfig".into(), Value::Object(thinking));
+    Ok(())
 }
 
 /// Builds the `batchEmbedContents` request: one `embedContent` request per input, in order.
@@ -210,10 +299,18 @@ fn push_content(contents: &mut Vec<Content>, role: &'static str, parts: Vec<Part
 
 /// Maps a chat conversation to the system instruction's parts and the turns.
 ///
-/// System messages (wherever they are) make the system instruction; user messages are `user`
-/// turns; assistant messages are `model` turns whose `tool_calls` (or legacy `function_call`)
-/// become `functionCall` parts; `tool` and `function` messages are `functionResponse` parts of a
-/// `user` turn, named after the call they answer.
+/// - System messages (wherever they are) make the system instruction: their text only, since
+///   Gemini's `systemInstruction` takes text only; an image, audio or document there is refused.
+/// - User messages are `user` turns: text, and media as `inlineData` (bytes) or `fileData` (URLs),
+///   in the message's order (see [`content_parts`]).
+/// - Assistant messages are `model` turns: their reasoning as Gemini wrote it (see
+///   [`model_turn`]), their content as a user message's, then their `tool_calls` (or legacy
+///   `function_call`) as `functionCall` parts.
+/// - `tool` and `function` messages are `functionResponse` parts of a `user` turn, named after
+///   the call they answer (see [`result_part`]).
+///
+/// Reasoning parts on messages other than the assistant's are left out: they say nothing Gemini
+/// reads.
 pub fn conversation(
     messages: &[Message],
     model: &str,
@@ -221,65 +318,253 @@ pub fn conversation(
     let mut system = Vec::new();
     let mut contents = Vec::new();
     let mut open = OpenCalls::new();
-    let signature = requires_thought_signatures(model).then_some(THOUGHT_SIGNATURE_SENTINEL);
+    let sentinel = requires_thought_signatures(model).then_some(THOUGHT_SIGNATURE_SENTINEL);
     for (i, message) in messages.iter().enumerate() {
-        let content = message.content.as_deref().unwrap_or("");
         let (role, parts) = match message.role {
             Role::System => {
-                system.extend(text_parts(content));
+                if let Some(part) = message.first_media() {
+                    return Err(refused(i, part, "system messages"));
+                }
+                system.extend(text_parts(&message.text()));
                 continue;
             }
-            Role::User => ("user", text_parts(content)),
-            Role::Assistant => {
-                let calls = message.calls();
-                open.replace(calls.iter().map(|call| OpenCall {
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                }));
-                let mut parts = text_parts(content);
-                for (j, call) in calls.into_iter().enumerate() {
-                    let args = call.arguments_object().ok_or_else(|| {
-                        let field = match message.tool_calls.is_empty() {
-                            true => "function_call".to_owned(),
-                            false => format!("tool_calls[{j}]"),
-                        };
-                        ProviderError::InvalidRequest(format!(
-                            "messages[{i}].{field}.arguments must be a JSON object"
-                        ))
-                    })?;
-                    let id = Some(call.id).filter(|id| !id.is_empty());
-                    parts.push(Part {
-                        function_call: Some(FunctionCallOut {
-                            id,
-                            name: call.name,
-                            args,
-                        }),
-                        thought_signature: signature.map(str::to_owned),
-                        ..Part::default()
-                    });
-                }
-                ("model", parts)
-            }
-            Role::Tool | Role::Function => {
-                let part = result_part(i, message, content, &mut open)?;
-                ("user", vec![part])
-            }
+            Role::User => ("user", content_parts(i, message)?),
+            Role::Assistant => ("model", model_turn(i, message, &mut open, sentinel)?),
+            Role::Tool | Role::Function => ("user", vec![result_part(i, message, &mut open)?]),
         };
         push_content(&mut contents, role, parts);
     }
     Ok((system, contents))
 }
 
-/// A `tool` or `function` message (the `i`th) as a `functionResponse` part: named after the
-/// message's name, else after the call it answers (by `tool_call_id`, else the first open call).
-/// The content is the response when it is a JSON object, else text under `output`, the key
-/// Google documents for a function's output.
-fn result_part(
+/// The 400 for `part` of the `i`th message, which Gemini does not take in `place`.
+fn refused(i: usize, part: &MessagePart, place: &str) -> ProviderError {
+    ProviderError::InvalidRequest(format!(
+        "messages[{i}]: gemini does not take {} parts in {place}",
+        part.kind()
+    ))
+}
+
+/// A message's content in order: each run of text parts as one text part (joined with `"\n"`,
+/// as a message of one string always was; empty text is left out), each image, audio and
+/// document as a media part (see [`media_part`]). Reasoning parts are left out.
+fn content_parts(i: usize, message: &Message) -> Result<Vec<Part>, ProviderError> {
+    let mut parts = Vec::new();
+    let mut run: Vec<&str> = Vec::new();
+    for part in &message.parts {
+        match part {
+            MessagePart::Text(text) => run.push(text),
+            MessagePart::Reasoning(_) => {}
+            media => {
+                parts.extend(text_parts(&run.join("\n")));
+                run.clear();
+                parts.push(media_part(i, media)?);
+            }
+        }
+    }
+    parts.extend(text_parts(&run.join("\n")));
+    Ok(parts)
+}
+
+/// An image, audio or document part of the `i`th message:
+///
+/// - bytes are `inlineData` of the part's media type (an image without one is `image/png`, a
+///   document `application/pdf`, as the SDK reads them); audio is `audio/{format}` (`audio/mp3`,
+///   `audio/wav`, the names Google lists);
+/// - a URL is `fileData` (Gemini fetches `https:` URLs, signed URLs, Files API and `gs://` URIs
+///   itself), whose `mimeType` Gemini needs: the part's media type, else one guessed from the
+///   URL's extension (`.png`, `.jpg`, `.pdf`, `.txt`, ...). An image URL that gives neither is
+///   refused rather than sent as `image/png` (which a JPEG is not); a document URL is
+///   `application/pdf`, as a document without a media type always is.
+///
+/// An image's `detail` and a document's `title` have no field in `generateContent` and are left
+/// out.
+fn media_part(i: usize, part: &MessagePart) -> Result<Part, ProviderError> {
+    let (source, media_type) = match part {
+        MessagePart::Image(image) => match &image.source {
+            Source::Bytes(_) => (&image.source, image.media_type().to_owned()),
+            Source::Url(url) => {
+                let media_type = given_media_type(image.media_type.as_deref())
+                    .or_else(|| guess_media_type(url).filter(|t| t.starts_with("image/")))
+                    .ok_or_else(|| {
+                        ProviderError::InvalidRequest(format!(
+                            "messages[{i}]: gemini needs the media type of an image URL; give \
+                             one, or a URL ending in .png, .jpg, .jpeg, .webp, .heic or .heif"
+                        ))
+                    })?;
+                (&image.source, media_type.to_owned())
+            }
+        },
+        MessagePart::Document(document) => {
+            let media_type = match &document.source {
+                Source::Url(url) => given_media_type(document.media_type.as_deref())
+                    .or_else(|| guess_media_type(url))
+                    .unwrap_or_else(|| document.media_type()),
+                Source::Bytes(_) => document.media_type(),
+            };
+            (&document.source, media_type.to_owned())
+        }
+        MessagePart::Audio(audio) => {
+            let format = audio.format.trim().to_ascii_lowercase();
+            let mime_type = match format.contains('/') {
+                true => format,
+                false => format!("audio/{format}"),
+            };
+            let data = base64::engine::general_purpose::STANDARD.encode(&audio.data);
+            return Ok(Part {
+                inline_data: Some(Blob { mime_type, data }),
+                ..Part::default()
+            });
+        }
+        MessagePart::Text(_) | MessagePart::Reasoning(_) => {
+            unreachable!("media_part is called for media parts only")
+        }
+    };
+    Ok(match source {
+        Source::Bytes(_) => Part {
+            inline_data: Some(Blob {
+                mime_type: media_type,
+                data: source.base64().unwrap_or_default(),
+            }),
+            ..Part::default()
+        },
+        Source::Url(url) => Part {
+            file_data: Some(FileData {
+                mime_type: media_type,
+                file_uri: url.clone(),
+            }),
+            ..Part::default()
+        },
+    })
+}
+
+/// A media type the caller gave, unless blank.
+fn given_media_type(media_type: Option<&str>) -> Option<&str> {
+    media_type.map(str::trim).filter(|t| !t.is_empty())
+}
+
+/// The media type of a file Gemini takes, from the extension of `url`'s path.
+fn guess_media_type(url: &str) -> Option<&'static str> {
+    let path = url.split(['?', '#']).next().unwrap_or(url);
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let (_, extension) = name.rsplit_once('.')?;
+    Some(match extension.to_ascii_lowercase().as_str() {
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "webp" => "image/webp",
+        "heic" => "image/heic",
+        "heif" => "image/heif",
+        "gif" => "image/gif",
+        "pdf" => "application/pdf",
+        "txt" => "text/plain",
+        "md" => "text/markdown",
+        "html" | "htm" => "text/html",
+        "csv" => "text/csv",
+        "xml" => "text/xml",
+        "mp3" => "audio/mp3",
+        "wav" => "audio/wav",
+        _ => return None,
+    })
+}
+
+/// An assistant message (the `i`th) as the parts of a `model` turn, and the calls it made
+/// registered in `open` for the results that follow.
+///
+/// Reasoning goes back as Gemini wrote it, signatures on the parts they came on (Google: "return
+/// the signature in the exact part it was received in"; see `stream` for how answers are read):
+///
+/// - a signed reasoning part with text (a thought summary) is a `{"thought": true, "text",
+///   "thoughtSignature"}` part, first in the turn, as thoughts come first in Gemini's answers;
+/// - a signed reasoning part without text is the signature of an answer part: on a message with
+///   calls, signatures go onto the calls in order (the first call's, the one Gemini 3 requires,
+///   first); one more than there are calls (or the only one of a message without calls) goes on
+///   the message's last content part, where Gemini puts it on answers without calls;
+/// - reasoning without a signature is left out: it is a summary Gemini does not read back, and
+///   so is redacted reasoning (Gemini has none).
+///
+/// Calls still without a signature go as they are, except on models that refuse that (Gemini 3,
+/// see [`requires_thought_signatures`]) when no call of the message has a signature: those get
+/// `sentinel`.
+fn model_turn(
     i: usize,
     message: &Message,
-    content: &str,
     open: &mut OpenCalls,
-) -> Result<Part, ProviderError> {
+    sentinel: Option<&str>,
+) -> Result<Vec<Part>, ProviderError> {
+    let calls = message.calls();
+    open.replace(calls.iter().map(|call| OpenCall {
+        id: call.id.clone(),
+        name: call.name.clone(),
+    }));
+    let mut parts = Vec::new();
+    let mut answer_signatures = Vec::new();
+    for reasoning in message.reasoning() {
+        let Some(signature) = reasoning.signature.as_deref().filter(|s| !s.is_empty()) else {
+            continue;
+        };
+        if reasoning.text.is_empty() {
+            answer_signatures.push(signature);
+        } else {
+            parts.push(Part {
+                text: Some(reasoning.text.clone()),
+                thought: Some(true),
+                thought_signature: Some(signature.to_owned()),
+                ..Part::default()
+            });
+        }
+    }
+    let thoughts = parts.len();
+    parts.extend(content_parts(i, message)?);
+    let surplus = answer_signatures.len().saturating_sub(calls.len());
+    let (content_signatures, call_signatures) = answer_signatures.split_at(surplus);
+    if let Some(signature) = content_signatures.last()
+        && parts.len() > thoughts
+        && let Some(last) = parts.last_mut()
+    {
+        last.thought_signature = Some((*signature).to_owned());
+    }
+    for (j, call) in calls.into_iter().enumerate() {
+        let args = call.arguments_object().ok_or_else(|| {
+            let field = match message.tool_calls.is_empty() {
+                true => "function_call".to_owned(),
+                false => format!("tool_calls[{j}]"),
+            };
+            ProviderError::InvalidRequest(format!(
+                "messages[{i}].{field}.arguments must be a JSON object"
+            ))
+        })?;
+        let signature = match call_signatures.get(j) {
+            Some(signature) => Some(*signature),
+            None if call_signatures.is_empty() => sentinel,
+            None => None,
+        };
+        let id = Some(call.id).filter(|id| !id.is_empty());
+        parts.push(Part {
+            function_call: Some(FunctionCallOut {
+                id,
+                name: call.name,
+                args,
+            }),
+            thought_signature: signature.map(str::to_owned),
+            ..Part::default()
+        });
+    }
+    Ok(parts)
+}
+
+/// A `tool` or `function` message (the `i`th) as a `functionResponse` part: named after the
+/// message's name, else after the call it answers (by `tool_call_id`, else the first open call).
+///
+/// The response is the content when it is a JSON object, else its text under `output`, the key
+/// Google documents for a function's output. A failed tool's (`is_error`) is `{"error": ...}`
+/// (the content, as an object when it is one), the key Google documents for error details.
+/// Gemini's function responses take no media here (only Gemini 3 takes media, in a separate
+/// list), so an image, audio or document is refused.
+fn result_part(i: usize, message: &Message, open: &mut OpenCalls) -> Result<Part, ProviderError> {
+    if let Some(part) = message.first_media() {
+        return Err(refused(i, part, "tool results"));
+    }
+    let content = message.text();
     let tool = message.role == Role::Tool;
     let id = message.tool_call_id.as_deref().filter(|_| tool);
     let answered = open.answer(id, message.name.as_deref());
@@ -298,9 +583,11 @@ fn result_part(
                 false => format!("messages[{i}]: a function message needs the function's name"),
             })
         })?;
-    let response = match serde_json::from_str::<Value>(content) {
-        Ok(object @ Value::Object(_)) => object,
-        _ => json!({ "output": content }),
+    let response = match (serde_json::from_str::<Value>(&content), message.is_error) {
+        (Ok(object @ Value::Object(_)), false) => object,
+        (Ok(object @ Value::Object(_)), true) => json!({ "error": object }),
+        (_, false) => json!({ "output": content }),
+        (_, true) => json!({ "error": content }),
     };
     let id = answered.map(|call| call.id).filter(|id| !id.is_empty());
     Ok(Part {

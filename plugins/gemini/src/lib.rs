@@ -5,12 +5,36 @@
 //! `x-goog-api-key` header, as Google documents, never in the URL (URLs end up in logs).
 //!
 //! What callers send maps as follows (details on the functions of `convert`):
-//! - system messages become `systemInstruction`; user and assistant messages `user` and `model`
-//!   turns; assistant function calls `functionCall` parts; `function`/`tool` results
-//!   `functionResponse` parts of a `user` turn (a JSON-object result is sent as it is, other text
-//!   as `{"output": text}`); consecutive messages of one role share a turn;
+//! - system messages become `systemInstruction` (text only: Gemini takes nothing else there, so
+//!   an image, audio or document on a system message is refused with 400); user and assistant
+//!   messages `user` and `model` turns; assistant function calls `functionCall` parts;
+//!   `function`/`tool` results `functionResponse` parts of a `user` turn (a JSON-object result is
+//!   sent as it is, other text as `{"output": text}`, a failed tool's (`is_error`) as
+//!   `{"error": content}`; media in a tool result is refused with 400); consecutive messages of
+//!   one role share a turn;
+//! - content parts, in order: each run of text parts is one text part (joined with `"\n"`);
+//!   image and document bytes are `inlineData {mimeType, data}` (base64) of their media type;
+//!   audio is `inlineData` of `audio/{format}` (`audio/mp3`, `audio/wav`); image and document
+//!   URLs are `fileData {mimeType, fileUri}` (Gemini fetches `https:`/signed URLs, Files API and
+//!   `gs://` URIs itself), the media type being the part's, else guessed from the URL's
+//!   extension; an image URL with neither is refused with 400 (never guessed as PNG), a document
+//!   URL with neither is `application/pdf`. An image's `detail` and a document's `title` have no
+//!   Gemini field and are dropped;
+//! - reasoning in history (assistant messages' reasoning parts) goes back as Gemini wrote it,
+//!   each signature on the kind of part it came on: a signed summary as `{"thought": true,
+//!   "text", "thoughtSignature"}`, a signature without text (one Gemini put on a function call or
+//!   on answer text) on the message's function calls in order, else on its last content part.
+//!   Unsigned summaries and redacted reasoning (which Gemini never sends) are dropped: Gemini
+//!   reads nothing from them. Reasoning parts on other messages are dropped;
 //! - `functions` become `functionDeclarations` (their JSON Schema rewritten to Gemini's OpenAPI
 //!   subset, see `schema`), `functionCall` becomes `toolConfig.functionCallingConfig`;
+//! - `reasoning` becomes `generationConfig.thinkingConfig`: on Gemini 3 (`gemini-3*` and later)
+//!   an effort is `thinkingLevel` (none, minimal, low: `"low"`; medium, high, xhigh: `"high"`,
+//!   the two levels every Gemini 3 model takes); otherwise a budget is `thinkingBudget` as given
+//!   and an effort a budget (none 0, minimal 512, low 1024, medium 8192, high and xhigh 24576:
+//!   Google's own mapping of OpenAI's efforts, extended). Only one of the two is sent (Gemini
+//!   refuses both); `includeThoughts: true` is added unless thinking is off (budget 0) or the
+//!   params set it, so that thought summaries come back as reasoning;
 //! - params (named as OpenAI names them): `temperature`, `top_p`, `top_k`, `max_tokens` (or
 //!   `max_completion_tokens`), `stop`, `n`, `presence_penalty`, `frequency_penalty`, `seed` and
 //!   `response_format` map to their `generationConfig` fields, `logprobs: true` to
@@ -21,16 +45,27 @@
 //!   `generationConfig` as is** (e.g. `thinkingConfig`). Refusals are invalid requests naming
 //!   the route and the param.
 //!
-//! Answers: each candidate is a choice; text parts are its text (thought summaries are not);
-//! `functionCall` parts are its tool calls (ids `call_{choice}_{position}` when Google gives none)
-//! and its `function_call` is the first one. Usage: completion tokens include thinking tokens,
-//! which are also reported as reasoning tokens; cached content tokens are cached prompt tokens.
-//! Google reports no usage for embeddings.
+//! Answers: each candidate is a choice; text parts are its text; `functionCall` parts are its
+//! tool calls (ids `call_{choice}_{position}` when Google gives none) and its `function_call` is
+//! the first one. Thought summaries (`"thought": true` parts) are reasoning, whole and streamed:
+//! a run of them is one reasoning block, ended by an answer part or by a signed thought part
+//! (whose signature is the block's). A `thoughtSignature` on an answer part (a function call,
+//! text, or the empty text part a stream ends with) is a reasoning block of its own, without
+//! text, which is how the request side knows to put it back on an answer part. Finish reasons:
+//! `STOP` is stop (tool calls after calls), `MAX_TOKENS` length, the safety reasons (`SAFETY`,
+//! `RECITATION`, `BLOCKLIST`, `PROHIBITED_CONTENT`, `SPII`, image ones) content filter, any other
+//! other; Gemini reports a stop sequence as `STOP` without saying which, and has no pause or
+//! refusal reason. Usage: completion tokens include thinking tokens, which are also reported as
+//! reasoning tokens; cached content tokens are cached prompt tokens; `promptTokensDetails`'
+//! `IMAGE` and `AUDIO` counts are the image and audio prompt tokens. Google reports no usage for
+//! embeddings.
 //!
-//! Thought signatures: the gateway's API has no place for the signatures Gemini attaches to
-//! function calls, so replayed calls go back without theirs. Gemini 2.x accepts that; Gemini 3
-//! and later refuse it, so for them the plugin sends the placeholder Google documents for calls
-//! whose signature is unknown.
+//! Thought signatures: Gemini 3 and later refuse replayed function calls without theirs. Calls
+//! replayed with the signature Gemini gave (through the reasoning the caller kept) go as they
+//! came: Gemini signs the first of parallel calls only. When none of a message's calls has a
+//! signature (history written by the client, or reasoning the caller dropped), Gemini 3 models
+//! are sent the placeholder Google documents on each call; earlier models accept calls without
+//! one and get none.
 
 mod convert;
 mod schema;

@@ -18,9 +18,30 @@ use crate::wire::{
 /// Reads `GenerateContentResponse`s into an [`Answer`].
 #[derive(Debug, Default)]
 pub struct Decoder {
-    /// Per choice: the function calls seen so far (they number the next one), and the finish
-    /// reason, set on the answer at its end because `STOP` after function calls is `ToolCalls`.
-    choices: BTreeMap<u32, (u32, Option<FinishReason>)>,
+    choices: BTreeMap<u32, ChoiceState>,
+}
+
+/// What the decoder keeps of one choice between events.
+#[derive(Debug, Default)]
+struct ChoiceState {
+    /// The function calls seen so far (they number the next one).
+    calls: u32,
+    /// The finish reason, set on the answer at its end because `STOP` after function calls is
+    /// `ToolCalls`.
+    reason: Option<FinishReason>,
+    /// The reasoning blocks opened so far (they number the next one).
+    blocks: u32,
+    /// The block thought summaries are being added to: the run of thought parts goes on until a
+    /// part that is not a thought, or a signed thought part, ends it.
+    open_thought: Option<u32>,
+}
+
+impl ChoiceState {
+    fn next_block(&mut self) -> u32 {
+        let block = self.blocks;
+        self.blocks += 1;
+        block
+    }
 }
 
 impl StreamDecoder for Decoder {
@@ -49,12 +70,12 @@ impl StreamDecoder for Decoder {
     }
 
     fn end(&mut self, answer: &mut Answer) -> Result<(), ProviderError> {
-        for (&index, &(calls, reason)) in &self.choices {
-            match reason {
-                Some(FinishReason::Stop) if calls > 0 => {
+        for (&index, state) in &self.choices {
+            match &state.reason {
+                Some(FinishReason::Stop) if state.calls > 0 => {
                     answer.finish_reason(index, FinishReason::ToolCalls)
                 }
-                Some(reason) => answer.finish_reason(index, reason),
+                Some(reason) => answer.finish_reason(index, reason.clone()),
                 None => {}
             }
         }
@@ -80,7 +101,7 @@ impl Decoder {
         if response.candidates.is_empty() && blocked.is_some() {
             // The prompt was refused: one empty, filtered choice says so.
             answer.text(0, "");
-            self.choices.entry(0).or_default().1 = Some(FinishReason::ContentFilter);
+            self.choices.entry(0).or_default().reason = Some(FinishReason::ContentFilter);
             answer.complete();
         }
         for (position, candidate) in response.candidates.into_iter().enumerate() {
@@ -92,24 +113,44 @@ impl Decoder {
             if let Some(result) = &candidate.logprobs_result {
                 answer.logprobs(index, logprobs(result));
             }
-            let (calls, reason) = self.choices.entry(index).or_default();
+            let state = self.choices.entry(index).or_default();
             for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
+                let signature = part.thought_signature.filter(|s| !s.is_empty());
+                if part.thought == Some(true) {
+                    // A thought summary: reasoning text, of the run's block.
+                    let block = match state.open_thought {
+                        Some(block) => block,
+                        None => state.next_block(),
+                    };
+                    state.open_thought = Some(block);
+                    answer.reasoning(index, block, part.text.as_deref().unwrap_or_default());
+                    if let Some(signature) = signature {
+                        answer.reasoning_signature(index, block, &signature);
+                        state.open_thought = None;
+                    }
+                    continue;
+                }
+                state.open_thought = None;
+                if let Some(signature) = signature {
+                    // The signature of an answer part (a function call, text): a block of its
+                    // own, without text, which `convert` puts back on the same kind of part.
+                    let block = state.next_block();
+                    answer.reasoning_signature(index, block, &signature);
+                }
                 if let Some(call) = part.function_call {
                     let arguments = match call.args {
                         None | Some(Value::Null) => "{}".to_owned(),
                         Some(args) => args.to_string(),
                     };
                     let (id, name) = (call.id.as_deref(), call.name.as_deref());
-                    answer.tool_call(index, *calls, id, name, Some(&arguments));
-                    *calls += 1;
-                } else if let Some(text) = part.text
-                    && part.thought != Some(true)
-                {
+                    answer.tool_call(index, state.calls, id, name, Some(&arguments));
+                    state.calls += 1;
+                } else if let Some(text) = part.text {
                     answer.text(index, &text);
                 }
             }
             if let Some(finish) = candidate.finish_reason.filter(|r| !r.is_empty()) {
-                *reason = Some(finish_reason(&finish));
+                state.reason = Some(finish_reason(&finish));
                 answer.complete();
             }
         }
@@ -168,6 +209,9 @@ pub fn logprobs(result: &LogprobsResult) -> Value {
 
 /// Maps `usageMetadata`.
 ///
+/// `promptTokensDetails` gives the prompt's image and audio tokens (its `IMAGE` and `AUDIO`
+/// entries; none when Gemini lists no such entry).
+///
 /// Thoughts are billed as output, so they count as completion tokens (and are reported as
 /// reasoning tokens); tool-use prompt tokens (results of built-in tools fed back to the model)
 /// are billed as input, so they count as prompt tokens. A missing total is the sum of the parts.
@@ -178,10 +222,20 @@ pub fn usage(wire: &UsageMetadata) -> Usage {
         prompt.saturating_add(wire.tool_use_prompt_token_count.unwrap_or(0)),
         completion.saturating_add(wire.thoughts_token_count.unwrap_or(0)),
     );
+    let modality = |name: &str| {
+        let mut counts = (wire.prompt_tokens_details.iter())
+            .filter(|detail| detail.modality.as_deref() == Some(name))
+            .filter_map(|detail| detail.token_count)
+            .peekable();
+        counts.peek()?;
+        Some(counts.fold(0u32, u32::saturating_add))
+    };
     Usage {
         total_tokens: wire.total_token_count.unwrap_or(usage.total_tokens),
         cached_prompt_tokens: wire.cached_content_token_count,
         reasoning_tokens: wire.thoughts_token_count,
+        image_prompt_tokens: modality("IMAGE"),
+        audio_prompt_tokens: modality("AUDIO"),
         ..usage
     }
 }

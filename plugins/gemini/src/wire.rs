@@ -21,19 +21,48 @@ pub struct Content {
     pub parts: Vec<Part>,
 }
 
-/// One part of a content: text, a function call the model made, or a function's result.
+/// One part of a content: text, a thought summary, media (inline or at a URI), a function call
+/// the model made, or a function's result.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Part {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// `true` on a replayed thought summary (a reasoning part of an earlier model turn).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thought: Option<bool>,
+    /// Media sent in the request, base64-encoded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inline_data: Option<Blob>,
+    /// Media Gemini fetches itself (an `https:` URL, a Files API or `gs://` URI).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file_data: Option<FileData>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub function_call: Option<FunctionCallOut>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub function_response: Option<FunctionResponseOut>,
-    /// Sent back on replayed function calls (see `convert::THOUGHT_SIGNATURE_SENTINEL`).
+    /// The signature Gemini put on this part when it wrote it, sent back on the same part
+    /// (see `convert::conversation`), or the placeholder of
+    /// `convert::THOUGHT_SIGNATURE_SENTINEL` on replayed function calls.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thought_signature: Option<String>,
+}
+
+/// Bytes of a media part (`inlineData`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Blob {
+    pub mime_type: String,
+    /// Standard base64.
+    pub data: String,
+}
+
+/// A media part at a URI (`fileData`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileData {
+    pub mime_type: String,
+    pub file_uri: String,
 }
 
 impl Part {
@@ -169,6 +198,9 @@ pub struct PartIn {
     pub thought: Option<bool>,
     #[serde(default)]
     pub function_call: Option<FunctionCallIn>,
+    /// The model's reasoning state behind this part, to send back on the same part.
+    #[serde(default)]
+    pub thought_signature: Option<String>,
 }
 
 /// A function call the model made; `args` arrives whole, never in pieces.
@@ -210,6 +242,19 @@ pub struct UsageMetadata {
     /// Results of built-in tools (search, code execution) fed back to the model, billed as input.
     #[serde(default, deserialize_with = "json::count_or_numeric_string")]
     pub tool_use_prompt_token_count: Option<u32>,
+    /// The prompt's tokens by modality (`TEXT`, `IMAGE`, `AUDIO`, `VIDEO`, `DOCUMENT`).
+    #[serde(default, deserialize_with = "json::null_as_default")]
+    pub prompt_tokens_details: Vec<ModalityTokenCount>,
+}
+
+/// Tokens of one modality.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModalityTokenCount {
+    #[serde(default)]
+    pub modality: Option<String>,
+    #[serde(default, deserialize_with = "json::count_or_numeric_string")]
+    pub token_count: Option<u32>,
 }
 
 /// An answer of `batchEmbedContents`.

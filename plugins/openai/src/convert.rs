@@ -2,16 +2,22 @@
 //! deployment's), the key's header and the body in the OpenAI wire format. Pure (the request is
 //! built, not sent), so it is unit-tested natively.
 
+use std::borrow::Cow;
+
 use gateway_plugin_sdk::http::Request;
 use gateway_plugin_sdk::{
-    CompletionRequest, EmbeddingRequest, FunctionChoice, FunctionDef, Message, OpenCall, OpenCalls,
-    Prompt, ProviderError, Role, Route, json, params_object_except,
+    CompletionRequest, Document, EmbeddingRequest, FunctionChoice, FunctionDef, Message, OpenCall,
+    OpenCalls, Part, Prompt, ProviderError, ReasoningConfig, ReasoningEffort, Role, Route, Source,
+    json, params_object_except,
 };
 use serde::Deserialize;
 use serde::de::{Deserializer, Error as _};
 use serde_json::{Value, json};
 
-use crate::wire::{ChatMessage, FunctionCallOut, Tool, ToolCallOut, ToolFunction};
+use crate::wire::{
+    Base64, ChatMessage, Content, ContentPart, DataUrl, FileData, FunctionCallOut, ImageUrl,
+    InputAudio, Tool, ToolCallOut, ToolFunction,
+};
 
 /// Body keys of `/chat/completions` the plugin sets itself; a caller's param never overrides them.
 const CHAT_OWNED_KEYS: &[&str] = &[
@@ -158,6 +164,10 @@ pub fn completion(request: &CompletionRequest, stream: bool) -> Result<Request, 
                 body.insert("tool_choice".into(), tool_choice(choice));
             }
         }
+        // The typed field wins over a `reasoning_effort` the caller's params still carry.
+        if let Some(effort) = request.reasoning.as_ref().and_then(reasoning_effort) {
+            body.insert("reasoning_effort".into(), json!(effort));
+        }
         if refuses_max_tokens(&request.model)
             && let Some(max) = body.remove("max_tokens").filter(|max| !max.is_null())
             && body.get("max_completion_tokens").is_none_or(Value::is_null)
@@ -191,6 +201,27 @@ pub fn completion(request: &CompletionRequest, stream: bool) -> Result<Request, 
             )
         }
     }
+}
+
+/// The `reasoning_effort` of a reasoning config: its effort under OpenAI's name, else one chosen
+/// from its token budget (see the crate docs); `None` when it has neither.
+pub fn reasoning_effort(config: &ReasoningConfig) -> Option<&'static str> {
+    let effort = match (config.effort, config.budget_tokens) {
+        (Some(effort), _) => effort,
+        (None, Some(0)) => ReasoningEffort::None,
+        (None, Some(budget)) if budget < 4096 => ReasoningEffort::Low,
+        (None, Some(budget)) if budget < 16384 => ReasoningEffort::Medium,
+        (None, Some(_)) => ReasoningEffort::High,
+        (None, None) => return None,
+    };
+    Some(match effort {
+        ReasoningEffort::None => "none",
+        ReasoningEffort::Minimal => "minimal",
+        ReasoningEffort::Low => "low",
+        ReasoningEffort::Medium => "medium",
+        ReasoningEffort::High => "high",
+        ReasoningEffort::Xhigh => "xhigh",
+    })
 }
 
 /// Whether `model` is one of OpenAI's reasoning models (o1, o3, o4-mini, gpt-5 and their
@@ -288,22 +319,29 @@ fn convert_messages<'a, E>(
     mut emit: impl FnMut(ChatMessage<'a>) -> Result<(), E>,
 ) -> Result<(), Stop<E>> {
     let mut open_calls = OpenCalls::new();
-    let tool_message = |call: OpenCall, content: Option<&'a str>| ChatMessage {
+    let tool_message = |call: OpenCall, content: Cow<'a, str>| ChatMessage {
         role: "tool",
-        content: Some(content.unwrap_or_default()),
+        content: Some(Content::Text(content)),
         tool_call_id: Some(call.id),
         ..ChatMessage::default()
     };
     for (i, message) in messages.iter().enumerate() {
-        let (content, name) = (message.content.as_deref(), message.name.as_deref());
+        let name = message.name.as_deref();
         let mapped = match message.role {
-            Role::System | Role::User => ChatMessage {
-                role: message.role.as_str(),
-                content: Some(content.unwrap_or_default()),
+            Role::User => ChatMessage {
+                role: "user",
+                content: Some(user_content(i, message).map_err(Stop::Invalid)?),
+                name,
+                ..ChatMessage::default()
+            },
+            Role::System => ChatMessage {
+                role: "system",
+                content: Some(Content::Text(text(i, message).map_err(Stop::Invalid)?)),
                 name,
                 ..ChatMessage::default()
             },
             Role::Assistant => {
+                let text = text(i, message).map_err(Stop::Invalid)?;
                 let tool_calls: Vec<ToolCallOut> = message
                     .calls()
                     .into_iter()
@@ -326,10 +364,12 @@ fn convert_messages<'a, E>(
                     id: call.id.clone(),
                     name: call.function.name.clone(),
                 }));
-                // OpenAI wants content on an assistant message unless it calls tools.
-                let content = match content {
-                    None if tool_calls.is_empty() => Some(""),
-                    content => content,
+                // OpenAI wants content on an assistant message unless it calls tools. Its
+                // reasoning parts are dropped: chat completions take no reasoning back.
+                let content = if message.has_text() || tool_calls.is_empty() {
+                    Some(Content::Text(text))
+                } else {
+                    None
                 };
                 ChatMessage {
                     role: "assistant",
@@ -340,6 +380,7 @@ fn convert_messages<'a, E>(
                 }
             }
             Role::Tool => {
+                let content = text(i, message).map_err(Stop::Invalid)?;
                 let id = message.tool_call_id.as_deref();
                 let Some(call) = open_calls.answer(id, name) else {
                     return Err(Stop::Invalid(ProviderError::InvalidRequest(format!(
@@ -348,20 +389,107 @@ fn convert_messages<'a, E>(
                 };
                 tool_message(call, content)
             }
-            Role::Function => match open_calls.answer(None, name) {
-                Some(call) => tool_message(call, content),
-                // Nothing to answer: keep the deprecated shape, which OpenAI still accepts.
-                None => ChatMessage {
-                    role: "function",
-                    content: Some(content.unwrap_or_default()),
-                    name,
-                    ..ChatMessage::default()
-                },
-            },
+            Role::Function => {
+                let content = text(i, message).map_err(Stop::Invalid)?;
+                match open_calls.answer(None, name) {
+                    Some(call) => tool_message(call, content),
+                    // Nothing to answer: keep the deprecated shape, which OpenAI still accepts.
+                    None => ChatMessage {
+                        role: "function",
+                        content: Some(Content::Text(content)),
+                        name,
+                        ..ChatMessage::default()
+                    },
+                }
+            }
         };
         emit(mapped).map_err(Stop::Emit)?;
     }
     Ok(())
+}
+
+/// The text of message `i`, which must have no media: OpenAI takes images, audio and files
+/// on user messages only. Reasoning parts are left out.
+fn text(i: usize, message: &Message) -> Result<Cow<'_, str>, ProviderError> {
+    match message.first_media() {
+        Some(part) => Err(ProviderError::InvalidRequest(format!(
+            "messages[{i}]: openai does not take {} parts on {} messages",
+            part.kind(),
+            message.role.as_str()
+        ))),
+        None => Ok(message.text()),
+    }
+}
+
+/// The content of user message `i`: its text as one string when it has no media, else its
+/// parts in order as OpenAI's content parts (reasoning parts left out).
+fn user_content(i: usize, message: &Message) -> Result<Content<'_>, ProviderError> {
+    if message.first_media().is_none() {
+        return Ok(Content::Text(message.text()));
+    }
+    let mut parts = Vec::with_capacity(message.parts.len());
+    for part in &message.parts {
+        parts.push(match part {
+            Part::Text(text) => ContentPart::Text { text },
+            Part::Image(image) => ContentPart::ImageUrl {
+                image_url: ImageUrl {
+                    url: DataUrl {
+                        source: &image.source,
+                        media_type: image.media_type(),
+                    },
+                    detail: image.detail.as_deref(),
+                },
+            },
+            Part::Audio(audio) => ContentPart::InputAudio {
+                input_audio: InputAudio {
+                    data: Base64(&audio.data),
+                    format: &audio.format,
+                },
+            },
+            Part::Document(document) => ContentPart::File {
+                file: file(i, document)?,
+            },
+            Part::Reasoning(_) => continue,
+        });
+    }
+    Ok(Content::Parts(parts))
+}
+
+/// A document as a file part: its bytes as a `data:` URL and its file name (the title, else
+/// `document` with the media type's extension: OpenAI refuses inline files without a name).
+/// Chat completions take no file URLs.
+fn file(i: usize, document: &Document) -> Result<FileData<'_>, ProviderError> {
+    if let Source::Url(_) = document.source {
+        return Err(ProviderError::InvalidRequest(format!(
+            "messages[{i}]: openai does not take document parts by URL; send the document's bytes"
+        )));
+    }
+    let media_type = document.media_type();
+    let filename = match &document.title {
+        Some(title) if !title.trim().is_empty() => title,
+        _ => default_filename(media_type),
+    };
+    Ok(FileData {
+        file_data: DataUrl {
+            source: &document.source,
+            media_type,
+        },
+        filename,
+    })
+}
+
+/// The name of a document without a title, by its media type.
+fn default_filename(media_type: &str) -> &'static str {
+    let essence = media_type.split(';').next().unwrap_or_default().trim();
+    match essence.to_ascii_lowercase().as_str() {
+        "application/pdf" => "document.pdf",
+        "text/plain" => "document.txt",
+        "text/markdown" => "document.md",
+        "text/html" => "document.html",
+        "text/csv" => "document.csv",
+        "application/json" => "document.json",
+        _ => "document",
+    }
 }
 
 /// Maps function definitions to `tools`.

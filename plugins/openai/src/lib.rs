@@ -17,6 +17,43 @@
 //! `max_completion_tokens` to OpenAI's reasoning models (o1, o3, o4, gpt-5), which refuse the
 //! older name.
 //!
+//! # Content parts
+//!
+//! A message whose parts are all text is sent with `content` as one string, its texts joined
+//! with `"\n"`, as before content parts existed (text-only requests are unchanged). A user
+//! message with media is sent with `content` as OpenAI's content parts, in order:
+//! - text: `{"type": "text", "text"}`;
+//! - an image: `{"type": "image_url", "image_url": {"url", "detail"?}}`, the URL as given or
+//!   the bytes as a `data:` URL of the image's media type;
+//! - audio: `{"type": "input_audio", "input_audio": {"data": base64, "format"}}`;
+//! - a document's bytes: `{"type": "file", "file": {"file_data": data: URL, "filename"}}`, the
+//!   filename the document's title, else `document.pdf` / `document.txt` / ... by media type
+//!   (OpenAI refuses inline files without one). A document by URL is refused (400): chat
+//!   completions take no file URLs.
+//!
+//! Media on system, assistant, tool and function messages is refused (400): OpenAI takes it on
+//! user messages only. A failed tool result (`is_error`) is sent as its text: OpenAI has no
+//! field for it. Reasoning parts are dropped on every message: chat completions have no way to
+//! send reasoning back.
+//!
+//! # Reasoning
+//!
+//! The request's reasoning config becomes `reasoning_effort`: its effort under OpenAI's name
+//! (`none`, `minimal`, `low`, `medium`, `high`, `xhigh`), else one chosen from its token budget
+//! (0: `none`; under 4096: `low`; under 16384: `medium`; more: `high`). It wins over a
+//! `reasoning_effort` among the params; without a config, params pass as they are. Legacy
+//! `/completions` take no reasoning: the config is not sent there.
+//!
+//! Reasoning in answers is read from `reasoning_content` (DeepSeek, vLLM, llama.cpp) or
+//! `reasoning` (Groq, OpenRouter, Ollama) of the message or of a stream's deltas (one of them,
+//! should a server send both), as the choice's one reasoning block. OpenAI itself returns no
+//! reasoning text in chat completions, nor signatures or encrypted reasoning.
+//!
+//! Usage: `prompt_tokens_details.cached_tokens` (or DeepSeek's `prompt_cache_hit_tokens`),
+//! `prompt_tokens_details.audio_tokens` and `completion_tokens_details.reasoning_tokens` are
+//! reported. Finish reasons are OpenAI's (`stop`, `length`, `tool_calls`, `function_call`,
+//! `content_filter`; anything else is `other`).
+//!
 //! # Azure OpenAI
 //!
 //! Azure OpenAI is a mode of this plugin rather than a plugin of its own because it speaks the

@@ -65,6 +65,13 @@ fn read(response: CompletionResponse, answer: &mut Answer, whole: bool) {
     for choice in response.choices {
         let index = choice.index;
         let message = if whole { choice.message } else { choice.delta }.unwrap_or_default();
+        // Before the text, which it came before. One of the two names: a server in the middle
+        // of renaming the field may send both.
+        let reasoning = (message.reasoning_content.filter(|text| !text.is_empty()))
+            .or(message.reasoning.filter(|text| !text.is_empty()));
+        if let Some(reasoning) = reasoning {
+            answer.reasoning(index, 0, &reasoning);
+        }
         // Also for empty text: registers the choice even if it never says anything.
         let text = message.content.or(choice.text).unwrap_or_default();
         answer.text(index, &text);
@@ -115,6 +122,10 @@ pub fn usage(wire: &WireUsage) -> Usage {
         .as_ref()
         .and_then(|d| d.cached_tokens)
         .or(wire.prompt_cache_hit_tokens);
+    usage.audio_prompt_tokens = wire
+        .prompt_tokens_details
+        .as_ref()
+        .and_then(|d| d.audio_tokens);
     usage.reasoning_tokens = wire
         .completion_tokens_details
         .as_ref()

@@ -4,24 +4,108 @@
 //! fields that OpenAI-compatible servers sometimes omit or send as `null` have defaults, so that
 //! Groq, llama.cpp, vLLM, Azure and friends parse as well as OpenAI itself.
 
-use gateway_plugin_sdk::json;
-use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::fmt;
+
+use base64::display::Base64Display;
+use base64::engine::general_purpose::STANDARD;
+use gateway_plugin_sdk::{Source, json};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-/// One message of a chat completions request, borrowing the texts of the conversation's
-/// message it stands for.
+/// One message of a chat completions request, borrowing the texts and media of the
+/// conversation's message it stands for.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ChatMessage<'a> {
     pub role: &'static str,
     /// Only absent on assistant messages that call tools.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub content: Option<&'a str>,
+    pub content: Option<Content<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<&'a str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCallOut>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+}
+
+/// A message's `content`: one string (every message whose parts are all text, so that
+/// text-only requests read as they always have), or content parts (a user message with media).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Content<'a> {
+    Text(Cow<'a, str>),
+    Parts(Vec<ContentPart<'a>>),
+}
+
+/// One of a user message's content parts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentPart<'a> {
+    Text { text: &'a str },
+    ImageUrl { image_url: ImageUrl<'a> },
+    InputAudio { input_audio: InputAudio<'a> },
+    File { file: FileData<'a> },
+}
+
+/// `image_url` of an image part: an `https:` URL, or the image as a `data:` URL.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ImageUrl<'a> {
+    pub url: DataUrl<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<&'a str>,
+}
+
+/// `input_audio` of an audio part: the clip in base64 and its format (`wav`, `mp3`, ...).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InputAudio<'a> {
+    pub data: Base64<'a>,
+    pub format: &'a str,
+}
+
+/// `file` of a file part: the document as a `data:` URL and its file name.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FileData<'a> {
+    pub file_data: DataUrl<'a>,
+    pub filename: &'a str,
+}
+
+/// A source as OpenAI's `url` and `file_data` take it: its URL, or its bytes as a `data:` URL
+/// of `media_type`, base64-encoded straight into the body as it is written (never into a
+/// string of its own first).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DataUrl<'a> {
+    pub source: &'a Source,
+    pub media_type: &'a str,
+}
+
+impl Serialize for DataUrl<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.source {
+            Source::Url(url) => serializer.serialize_str(url),
+            Source::Bytes(bytes) => serializer.collect_str(&format_args!(
+                "data:{};base64,{}",
+                self.media_type,
+                Base64Display::new(bytes, &STANDARD)
+            )),
+        }
+    }
+}
+
+/// Bytes as standard base64, encoded straight into the body as it is written.
+#[derive(Clone, PartialEq)]
+pub struct Base64<'a>(pub &'a [u8]);
+
+impl fmt::Debug for Base64<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Base64({} bytes)", self.0.len())
+    }
+}
+
+impl Serialize for Base64<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&Base64Display::new(self.0, &STANDARD))
+    }
 }
 
 /// A tool call on an assistant message of a request.
@@ -93,17 +177,31 @@ pub struct ResponseChoice {
     pub logprobs: Option<Value>,
 }
 
-/// The assistant message of a chat choice, or the new part of a streamed one.
-/// `reasoning_content` (llama.cpp, vLLM) and `refusal` are ignored on purpose: they are not
-/// answer text.
+/// The assistant message of a chat choice, or the new part of a streamed one. `refusal` is
+/// ignored on purpose: it is not answer text.
 #[derive(Debug, Default, Deserialize)]
 pub struct ResponseMessage {
     #[serde(default)]
     pub content: Option<String>,
+    /// The model's reasoning, as DeepSeek, vLLM and llama.cpp name it.
+    #[serde(default, deserialize_with = "string_or_none")]
+    pub reasoning_content: Option<String>,
+    /// The model's reasoning, as Groq, OpenRouter and Ollama name it.
+    #[serde(default, deserialize_with = "string_or_none")]
+    pub reasoning: Option<String>,
     #[serde(default, deserialize_with = "json::null_as_default")]
     pub tool_calls: Vec<ToolCallIn>,
     #[serde(default)]
     pub function_call: Option<FunctionCallIn>,
+}
+
+/// A string, else `None`: a field some servers fill with something else (an object, `null`)
+/// is not worth failing the answer over.
+fn string_or_none<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    Ok(match Value::deserialize(deserializer)? {
+        Value::String(text) => Some(text),
+        _ => None,
+    })
 }
 
 /// A tool call of an answer, or a piece of a streamed one (id and name come once, arguments in
@@ -153,6 +251,8 @@ pub struct WireUsage {
 pub struct PromptTokensDetails {
     #[serde(default, deserialize_with = "json::count")]
     pub cached_tokens: Option<u32>,
+    #[serde(default, deserialize_with = "json::count")]
+    pub audio_tokens: Option<u32>,
 }
 
 /// `usage.completion_tokens_details`.

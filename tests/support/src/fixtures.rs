@@ -8,14 +8,7 @@ use gateway_plugin_sdk::{FunctionCall, Message, ProviderError, Role, UpstreamErr
 
 /// A message of `role` with text `content` and nothing else.
 pub fn message(role: Role, content: &str) -> Message {
-    Message {
-        role,
-        content: Some(content.into()),
-        name: None,
-        function_call: None,
-        tool_calls: Vec::new(),
-        tool_call_id: None,
-    }
+    Message::text_message(role, content)
 }
 
 /// A message of `role` with text `content` from the participant `name`.
@@ -30,7 +23,7 @@ pub fn named(role: Role, name: &str, content: &str) -> Message {
 /// the legacy `function_call` way.
 pub fn calling(name: &str, arguments: &str) -> Message {
     Message {
-        content: None,
+        parts: Vec::new(),
         function_call: Some(FunctionCall {
             name: name.into(),
             arguments: arguments.into(),

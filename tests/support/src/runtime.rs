@@ -38,6 +38,7 @@ impl EchoCalls {
                 prompt: Prompt::Text(prompt.into()),
                 functions: Vec::new(),
                 function_choice: None,
+                reasoning: None,
                 params: "{}".into(),
             },
         }

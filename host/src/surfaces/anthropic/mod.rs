@@ -60,6 +60,7 @@ impl Surface for Messages {
             prompt: self.0.prompt()?,
             functions: self.0.functions()?,
             function_choice: self.0.function_choice()?,
+            reasoning: None,
             codec: MessageAnswer::default(),
         })
     }

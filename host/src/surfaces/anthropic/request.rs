@@ -279,14 +279,7 @@ impl MessagesRequest {
 }
 
 fn message(role: types::Role, content: Option<String>) -> types::Message {
-    types::Message {
-        role,
-        content,
-        name: None,
-        function_call: None,
-        tool_calls: Vec::new(),
-        tool_call_id: None,
-    }
+    types::Message::new(role, content.map(types::Part::Text).into_iter().collect())
 }
 
 fn block_type<'a>(block: &'a Value, place: &str) -> Result<&'a str, ApiError> {
@@ -591,7 +584,7 @@ mod tests {
             .map(|m| {
                 (
                     m.role,
-                    m.content.clone(),
+                    m.text().map(|text| text.into_owned()),
                     m.tool_call_id.clone(),
                     m.name.clone(),
                 )

@@ -114,14 +114,24 @@ fn stop_reason(choice: Option<&types::Choice>) -> &'static str {
         return "end_turn";
     };
     let called = !choice.tool_calls.is_empty() || choice.function_call.is_some();
-    match choice.finish_reason {
+    match &choice.finish_reason {
         Some(types::FinishReason::Length) => "max_tokens",
-        Some(types::FinishReason::ContentFilter) => "refusal",
+        Some(types::FinishReason::ContentFilter | types::FinishReason::Refusal) => "refusal",
         Some(types::FinishReason::ToolCalls | types::FinishReason::FunctionCall) => "tool_use",
+        Some(types::FinishReason::Pause) => "pause_turn",
         // Some providers end a turn that called tools as a plain stop; an
         // Anthropic client runs the tools only on `tool_use`.
         _ if called => "tool_use",
+        Some(types::FinishReason::StopSequence(_)) => "stop_sequence",
         Some(types::FinishReason::Stop | types::FinishReason::Other) | None => "end_turn",
+    }
+}
+
+/// The stop sequence the model wrote, when it stopped at one.
+fn stop_sequence(choice: Option<&types::Choice>) -> Value {
+    match choice.and_then(|choice| choice.finish_reason.as_ref()) {
+        Some(types::FinishReason::StopSequence(sequence)) => Value::String(sequence.clone()),
+        _ => Value::Null,
     }
 }
 
@@ -314,7 +324,7 @@ impl MessageAnswer {
             out,
             "message_delta",
             &json!({"type": "message_delta",
-                "delta": {"stop_reason": stop_reason(choice), "stop_sequence": null},
+                "delta": {"stop_reason": stop_reason(choice), "stop_sequence": stop_sequence(choice)},
                 "usage": usage}),
         );
         push_event(out, "message_stop", &json!({"type": "message_stop"}));
@@ -351,7 +361,7 @@ impl CompletionCodec for MessageAnswer {
             "model": model,
             "content": content,
             "stop_reason": stop_reason(choice),
-            "stop_sequence": null,
+            "stop_sequence": stop_sequence(choice),
             "usage": usage_json(usage.map(|m| m.usage)),
         })
         .to_string()
@@ -468,6 +478,7 @@ mod tests {
             choices: vec![types::Choice {
                 index: 0,
                 text: text.into(),
+                reasoning: Vec::new(),
                 finish_reason: Some(reason),
                 function_call: None,
                 tool_calls: calls

@@ -61,12 +61,18 @@ impl Surface for Completions {
     ) -> Result<Ask<CompletionAnswer, Infallible>, ApiError> {
         let mut body = self.0;
         // The conversation's texts move out of the body; its other fields stay for the rest.
-        let prompt = request::prompt(&mut body, kind, config.max_expanded_bytes())?;
+        let prompt = request::prompt(
+            &mut body,
+            kind,
+            config.max_expanded_bytes(),
+            config.max_part_bytes.get(),
+        )?;
         let body = &body;
         Ok(Ask::Complete {
             prompt,
             functions: request::functions(body)?,
             function_choice: request::function_choice(body)?,
+            reasoning: None,
             codec: CompletionAnswer {
                 show_usage: body.show_usage.unwrap_or(false),
             },

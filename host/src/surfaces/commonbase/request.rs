@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use crate::error::ApiError;
 use crate::flow::{Kind, Target};
 use crate::plugins::types;
+use crate::surfaces::parts::{self, ContentBody};
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -64,7 +65,8 @@ pub enum RoleBody {
 #[derive(Debug, Deserialize)]
 pub struct MessageBody {
     pub role: RoleBody,
-    pub content: Option<String>,
+    /// A string, or an array of parts in OpenAI's shape (text, images, audio, files).
+    pub content: Option<ContentBody>,
     pub name: Option<String>,
     pub function_call: Option<FunctionCallBody>,
     pub tool_calls: Option<Vec<ToolCallBody>>,
@@ -207,6 +209,7 @@ pub fn prompt(
     body: &mut CompletionBody,
     kind: Kind,
     max_expanded_bytes: usize,
+    max_part_bytes: usize,
 ) -> Result<types::Prompt, ApiError> {
     use super::variables::fill_owned;
     let mut budget = super::variables::Budget::new(max_expanded_bytes);
@@ -229,13 +232,19 @@ pub fn prompt(
             // Mapped in place: the parsed list's allocation becomes the prompt's.
             let message = |(i, message): (usize, MessageBody)| -> Result<_, ApiError> {
                 let content = match message.content {
-                    Some(content) => Some(fill_owned(
+                    Some(ContentBody::Text(content)) => vec![types::Part::Text(fill_owned(
                         content,
                         variables,
                         || format!("messages[{i}].content"),
                         &mut budget,
-                    )?),
-                    None => None,
+                    )?)],
+                    Some(ContentBody::Parts(parts)) => parts::read(
+                        parts,
+                        &|| format!("messages[{i}].content"),
+                        max_part_bytes,
+                        &mut |text, place| fill_owned(text, variables, place, &mut budget),
+                    )?,
+                    None => Vec::new(),
                 };
                 if matches!(message.role, RoleBody::Function) && message.name.is_none() {
                     return Err(ApiError::BadRequest(format!(
@@ -250,7 +259,7 @@ pub fn prompt(
                         RoleBody::Function => types::Role::Function,
                         RoleBody::Tool => types::Role::Tool,
                     },
-                    content,
+                    parts: content,
                     name: message.name,
                     function_call: message.function_call.map(|call| types::FunctionCall {
                         name: call.name,
@@ -267,6 +276,7 @@ pub fn prompt(
                         })
                         .collect(),
                     tool_call_id: message.tool_call_id,
+                    is_error: false,
                 })
             };
             let mut messages = (messages.into_iter().enumerate())
@@ -407,7 +417,7 @@ mod tests {
         let mut body = parse_body::<CompletionBody>(bytes)?;
         require_project_id(&body.project_id)?;
         let target = target(&body.provider_config)?;
-        prompt(&mut body, target.kind, 4096)?;
+        prompt(&mut body, target.kind, 4096, 4096)?;
         functions(&body)?;
         function_choice(&body)?;
         let embeddings = parse_body::<EmbeddingBody>(bytes)?;

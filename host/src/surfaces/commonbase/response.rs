@@ -77,9 +77,9 @@ impl EmbeddingCodec for EmbeddingAnswer {
     }
 }
 
-fn finish_reason(reason: Option<types::FinishReason>) -> Value {
+fn finish_reason(reason: Option<&types::FinishReason>) -> Value {
     reason.map_or(Value::Null, |reason| {
-        Value::String(reason.as_str().to_owned())
+        Value::String(reason.openai_str().to_owned())
     })
 }
 
@@ -88,7 +88,7 @@ fn choice(envelope: &Envelope<'_>, choice: &types::Choice, text: &str) -> Value 
     let mut out = json!({
         "text": text,
         "index": choice.index,
-        "finish_reason": finish_reason(choice.finish_reason),
+        "finish_reason": finish_reason(choice.finish_reason.as_ref()),
         "logprobs": choice.logprobs.as_deref().and_then(|l| serde_json::from_str::<Value>(l).ok()),
     });
     if envelope.kind == Kind::Chat {

@@ -79,8 +79,9 @@ pub trait CompletionFields: request::Fields {
     fn common(&self) -> &Common;
     /// The checks that need the whole body (after its fields' types).
     fn check(&self) -> Result<(), ApiError>;
-    /// What it asks of the plugin, its texts moved out of the body.
-    fn ask(self) -> Result<Ask<CompletionAnswer, Infallible>, ApiError>;
+    /// What it asks of the plugin, its texts moved out of the body; images,
+    /// audio and documents at most `max_part_bytes` each.
+    fn ask(self, max_part_bytes: usize) -> Result<Ask<CompletionAnswer, Infallible>, ApiError>;
 }
 
 impl CompletionFields for ChatFields {
@@ -92,13 +93,14 @@ impl CompletionFields for ChatFields {
     fn check(&self) -> Result<(), ApiError> {
         request::check_chat(self)
     }
-    fn ask(mut self) -> Result<Ask<CompletionAnswer, Infallible>, ApiError> {
+    fn ask(mut self, max_part_bytes: usize) -> Result<Ask<CompletionAnswer, Infallible>, ApiError> {
         // In the order of the errors a caller gets: the conversation's first.
-        let prompt = request::chat_prompt(&mut self)?;
+        let prompt = request::chat_prompt(&mut self, max_part_bytes)?;
         Ok(Ask::Complete {
             prompt,
             functions: request::functions(&self)?,
             function_choice: request::function_choice(&self)?,
+            reasoning: None,
             codec: CompletionAnswer::new(
                 Object::Chat,
                 request::legacy_functions(&self),
@@ -117,11 +119,12 @@ impl CompletionFields for TextFields {
     fn check(&self) -> Result<(), ApiError> {
         request::check_text(self)
     }
-    fn ask(mut self) -> Result<Ask<CompletionAnswer, Infallible>, ApiError> {
+    fn ask(mut self, _: usize) -> Result<Ask<CompletionAnswer, Infallible>, ApiError> {
         Ok(Ask::Complete {
             prompt: request::text_prompt(&mut self)?,
             functions: Vec::new(),
             function_choice: None,
+            reasoning: None,
             codec: CompletionAnswer::new(Object::Text, false, self.common.include_usage()),
         })
     }
@@ -162,8 +165,8 @@ impl<F: CompletionFields> Surface for Completion<F> {
     fn stream(&self) -> bool {
         self.0.fields.common().stream.unwrap_or(false)
     }
-    fn ask(self, _: Kind, _: &Config) -> Result<Ask<CompletionAnswer, Infallible>, ApiError> {
-        self.0.fields.ask()
+    fn ask(self, _: Kind, config: &Config) -> Result<Ask<CompletionAnswer, Infallible>, ApiError> {
+        self.0.fields.ask(config.max_part_bytes.get())
     }
     fn error_body(error: &ApiError, _: &Uuid) -> serde_json::Value {
         response::error_body(error)

@@ -19,6 +19,7 @@ use crate::error::ApiError;
 use crate::flow::Kind;
 use crate::plugins::types;
 use crate::surfaces::checks;
+use crate::surfaces::parts::{self, ContentBody};
 
 /// The fields of a body that the surface reads itself.
 pub trait Fields: Default {
@@ -348,22 +349,6 @@ pub struct MessageBody {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(untagged, expecting = "a string or an array of content parts")]
-pub enum ContentBody {
-    Text(String),
-    Parts(Vec<PartBody>),
-}
-
-#[derive(Debug, Deserialize)]
-pub struct PartBody {
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub text: Option<String>,
-    /// An assistant's refusal, sent back as part of the conversation.
-    pub refusal: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
 pub struct FunctionCallBody {
     pub name: String,
     #[serde(default)]
@@ -432,67 +417,36 @@ pub fn check_chat(body: &ChatFields) -> Result<(), ApiError> {
     }
 }
 
-/// A message's content as one text (moved, not copied): text parts joined by new lines.
-/// `place` names the content, for errors.
-fn content_text(content: ContentBody, place: impl Fn() -> String) -> Result<String, ApiError> {
-    let parts = match content {
-        ContentBody::Text(text) => return Ok(text),
-        ContentBody::Parts(parts) => parts,
-    };
-    let mut texts = Vec::with_capacity(parts.len());
-    for (j, part) in parts.iter().enumerate() {
-        let param = || format!("{}[{j}]", place());
-        let unsupported = |what: &str| invalid(param(), format!("{what} are not supported yet"));
-        match part.kind.as_str() {
-            "text" => match &part.text {
-                Some(text) => texts.push(text.as_str()),
-                None => {
-                    return Err(invalid(
-                        format!("{}.text", param()),
-                        "a text part needs text",
-                    ));
-                }
-            },
-            "refusal" => match &part.refusal {
-                Some(text) => texts.push(text.as_str()),
-                None => {
-                    return Err(invalid(
-                        format!("{}.refusal", param()),
-                        "a refusal part needs refusal",
-                    ));
-                }
-            },
-            "image_url" | "image" => return Err(unsupported("images")),
-            "input_audio" | "audio" => return Err(unsupported("audio inputs")),
-            "file" => return Err(unsupported("files")),
-            other => {
-                return Err(invalid(
-                    format!("{}.type", param()),
-                    format!("content part type {other:?} is not supported (only \"text\")"),
-                ));
-            }
-        }
-    }
-    Ok(texts.join("\n"))
-}
-
 /// The conversation, in the plugin's terms. Its texts are moved out of the body (which
 /// keeps its other fields): a large conversation is never held twice.
-pub fn chat_prompt(body: &mut ChatFields) -> Result<types::Prompt, ApiError> {
+pub fn chat_prompt(
+    body: &mut ChatFields,
+    max_part_bytes: usize,
+) -> Result<types::Prompt, ApiError> {
     let messages = body.messages.take().unwrap_or_default();
     // Mapped in place: the parsed list's allocation becomes the prompt's.
     let mut messages = (messages.into_iter().enumerate())
-        .map(|(i, message)| chat_message(i, message))
+        .map(|(i, message)| chat_message(i, message, max_part_bytes))
         .collect::<Result<Vec<_>, _>>()?;
     messages.shrink_to_fit();
     Ok(types::Prompt::Chat(messages))
 }
 
 /// Message `i` of the conversation, in the plugin's terms.
-fn chat_message(i: usize, message: MessageBody) -> Result<types::Message, ApiError> {
+fn chat_message(
+    i: usize,
+    message: MessageBody,
+    max_part_bytes: usize,
+) -> Result<types::Message, ApiError> {
     let place = || format!("messages[{i}]");
     let content = match message.content {
-        Some(content) => Some(content_text(content, || format!("{}.content", place()))?),
+        Some(ContentBody::Text(text)) => Some(vec![types::Part::Text(text)]),
+        Some(ContentBody::Parts(parts)) => Some(parts::read(
+            parts,
+            &|| format!("{}.content", place()),
+            max_part_bytes,
+            &mut |text, _| Ok(text),
+        )?),
         None => None,
     };
     let role = match message.role {
@@ -540,7 +494,7 @@ fn chat_message(i: usize, message: MessageBody) -> Result<types::Message, ApiErr
     }
     Ok(types::Message {
         role,
-        content,
+        parts: content.unwrap_or_default(),
         name: message.name,
         function_call: message.function_call.map(|call| types::FunctionCall {
             name: call.name,
@@ -548,6 +502,7 @@ fn chat_message(i: usize, message: MessageBody) -> Result<types::Message, ApiErr
         }),
         tool_calls,
         tool_call_id: message.tool_call_id,
+        is_error: false,
     })
 }
 
@@ -830,30 +785,30 @@ mod tests {
     }
 
     #[test]
-    fn content_parts_are_joined_and_images_refused_by_place() {
+    fn content_parts_are_read_and_bad_images_refused_by_place() {
         let mut body = chat(
             r#"{"model": "m", "messages": [
                 {"role": "developer", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
                 {"role": "user", "content": [{"type": "text", "text": "x"}, {"type": "image_url", "image_url": {"url": "u"}}]}]}"#,
         )
         .unwrap();
-        let err = chat_prompt(&mut body.fields).unwrap_err();
-        assert!(
-            err.to_string().contains("images are not supported yet"),
-            "{err}"
-        );
-        assert_eq!(param_of(err), "messages[1].content[1]");
+        let err = chat_prompt(&mut body.fields, 1 << 20).unwrap_err();
+        assert!(err.to_string().contains("must be https:"), "{err}");
+        assert_eq!(param_of(err), "messages[1].content[1].image_url.url");
 
         let mut body = chat(
             r#"{"model": "m", "messages": [
                 {"role": "developer", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]}"#,
         )
         .unwrap();
-        let types::Prompt::Chat(messages) = chat_prompt(&mut body.fields).unwrap() else {
+        let types::Prompt::Chat(messages) = chat_prompt(&mut body.fields, 1 << 20).unwrap() else {
             panic!("a chat prompt");
         };
         assert_eq!(messages[0].role, types::Role::System);
-        assert_eq!(messages[0].content.as_deref(), Some("a\nb"));
+        assert_eq!(
+            messages[0].parts,
+            [types::Part::Text("a".into()), types::Part::Text("b".into())]
+        );
     }
 
     #[test]
@@ -979,7 +934,7 @@ mod tests {
             let checked = parse_body::<Body<ChatFields>>(&bytes).and_then(|mut body| {
                 check_chat(&body.fields)?;
                 check_params(Kind::Chat, &body.params)?;
-                chat_prompt(&mut body.fields)?;
+                chat_prompt(&mut body.fields, 1 << 10)?;
                 functions(&body.fields)?;
                 function_choice(&body.fields)?;
                 Ok(())

@@ -107,15 +107,29 @@ impl CompletionAnswer {
         } else {
             "tool_calls"
         };
-        match choice.finish_reason {
-            Some(types::FinishReason::Length) => "length",
-            Some(types::FinishReason::ContentFilter) => "content_filter",
+        match &choice.finish_reason {
+            Some(types::FinishReason::Length | types::FinishReason::Pause) => "length",
+            Some(types::FinishReason::ContentFilter | types::FinishReason::Refusal) => {
+                "content_filter"
+            }
             Some(types::FinishReason::ToolCalls | types::FinishReason::FunctionCall) => call_reason,
             // OpenAI's reasons have no "other"; and an answer must end with one.
-            Some(types::FinishReason::Stop | types::FinishReason::Other) | None if has_calls => {
+            Some(
+                types::FinishReason::Stop
+                | types::FinishReason::StopSequence(_)
+                | types::FinishReason::Other,
+            )
+            | None
+                if has_calls =>
+            {
                 call_reason
             }
-            Some(types::FinishReason::Stop | types::FinishReason::Other) | None => "stop",
+            Some(
+                types::FinishReason::Stop
+                | types::FinishReason::StopSequence(_)
+                | types::FinishReason::Other,
+            )
+            | None => "stop",
         }
     }
 
@@ -466,7 +480,9 @@ pub fn error_body(error: &ApiError) -> Value {
         _ => ("invalid_request_error", None),
     };
     let param = match error {
-        ApiError::InvalidParam { param, .. } => json!(param),
+        ApiError::InvalidParam { param, .. } | ApiError::PartTooLarge { param, .. } => {
+            json!(param)
+        }
         ApiError::UnknownModel(_) | ApiError::UnknownRoute(_) => json!("model"),
         _ => Value::Null,
     };
@@ -576,6 +592,7 @@ mod tests {
         types::Choice {
             index: 0,
             text: text.into(),
+            reasoning: Vec::new(),
             finish_reason: reason,
             function_call: None,
             tool_calls: Vec::new(),

@@ -34,6 +34,7 @@ impl Provider for Faulty {
             choices: vec![Choice {
                 index: 0,
                 text: "fine".into(),
+                reasoning: Vec::new(),
                 finish_reason: Some(FinishReason::Stop),
                 function_call: None,
                 tool_calls: Vec::new(),

@@ -126,7 +126,7 @@ fn prompt_text(prompt: &Prompt) -> String {
         Prompt::Text(text) => text.clone(),
         Prompt::Chat(messages) => messages
             .last()
-            .and_then(|message| message.content.clone())
+            .map(|message| message.text().into_owned())
             .unwrap_or_default(),
     }
 }

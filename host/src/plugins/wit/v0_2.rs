@@ -1,15 +1,9 @@
-//! The edge between the host and the WIT bindings: the `bindgen!` output, the
-//! conversions between its types and the host's own ([`super::types`]), and
-//! the check of which `gateway:provider` version a component was built for.
-//!
-//! Nothing outside `plugins/` names a generated type. Conversions move every
-//! string and list (no copies): a request is converted once on its way in, a
-//! result or a streamed chunk once on its way out.
+//! The current line, `gateway:provider@0.2.x` (`plugin-sdk/wit/provider.wit`):
+//! its bindings, and the conversions between its types and the host's own.
+//! They move every string and list (no copies): a request is converted once on
+//! its way in, a result or a streamed chunk once on its way out.
 
-use wasmtime::Engine;
-use wasmtime::component::Component;
-
-use super::types as host;
+use crate::plugins::types as host;
 
 mod bindings {
     wasmtime::component::bindgen!({
@@ -18,166 +12,68 @@ mod bindings {
         imports: { default: async },
         exports: { default: async },
         with: {
-            "gateway:provider/http.incoming-body": super::super::imports::http::IncomingBody,
+            "gateway:provider/http.incoming-body": crate::plugins::imports::http::IncomingBody,
         },
     });
 }
 
-pub(super) use bindings::gateway::provider::{http, log, sink, types};
-pub(super) use bindings::{Provider, ProviderPre};
+use bindings::ProviderPre;
+pub(in crate::plugins) use bindings::gateway::provider::{http, log, sink, types};
 
-use wasmtime::component::{ComponentExportIndex, Func, Instance, InstancePre, TypedFunc};
+use wasmtime::component::{Func, HasSelf, InstancePre, Linker, TypedFunc};
 use wasmtime::{AsContextMut, StoreContextMut};
 
-use super::imports::PluginState;
+use super::CallResult;
+use crate::plugins::imports::PluginState;
 
 type CompleteFunc<'a> =
     TypedFunc<(&'a types::CompletionRequest,), (Result<types::Completion, types::ProviderError>,)>;
 type EmbedFunc<'a> =
     TypedFunc<(&'a types::EmbeddingRequest,), (Result<types::Embeddings, types::ProviderError>,)>;
 
-/// A provider linked to the host's imports, its exports found and their
-/// types checked once, here. `Provider` (bindgen's) checks every export's
-/// type again for each instance; an instance made from this checks none,
-/// and calls only the export its request needs (~1.5% of a request's CPU).
-pub(super) struct Linked {
-    pre: ProviderPre<PluginState>,
-    complete: ComponentExportIndex,
-    complete_stream: ComponentExportIndex,
-    embed: ComponentExportIndex,
+pub(super) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
+    bindings::Provider::add_to_linker::<_, HasSelf<_>>(linker, |state| state)
 }
 
-impl Linked {
-    pub(super) fn new(pre: InstancePre<PluginState>) -> wasmtime::Result<Linked> {
-        // Checks that every export of the provider world is there with its type.
-        let pre = ProviderPre::new(pre)?;
-        let component = pre.instance_pre().component();
-        let index = |name: &str| {
-            component
-                .get_export_index(None, name)
-                .ok_or_else(|| wasmtime::format_err!("no export `{name}` found"))
-        };
-        Ok(Linked {
-            complete: index("complete")?,
-            complete_stream: index("complete-stream")?,
-            embed: index("embed")?,
-            pre,
-        })
-    }
-
-    /// With bindgen's checked wrapper, for calls made once per load (`info`).
-    pub(super) fn provider_pre(&self) -> &ProviderPre<PluginState> {
-        &self.pre
-    }
-
-    pub(super) fn instance_pre(&self) -> &InstancePre<PluginState> {
-        self.pre.instance_pre()
-    }
-
-    pub(super) async fn instantiate(
-        &self,
-        mut store: impl AsContextMut<Data = PluginState>,
-    ) -> wasmtime::Result<Exports> {
-        let instance = self.instance_pre().instantiate_async(&mut store).await?;
-        Ok(Exports {
-            instance,
-            complete: self.complete,
-            complete_stream: self.complete_stream,
-            embed: self.embed,
-        })
-    }
+/// Checks that every export of the world is there with its type.
+pub(super) fn check(pre: &InstancePre<PluginState>) -> wasmtime::Result<()> {
+    ProviderPre::new(pre.clone()).map(drop)
 }
 
-/// One instance's exports, as [`Linked`] found them.
-pub(super) struct Exports {
-    instance: Instance,
-    complete: ComponentExportIndex,
-    complete_stream: ComponentExportIndex,
-    embed: ComponentExportIndex,
+/// Instantiates the plugin (the outer error) and calls its `info` (the inner one).
+pub(super) async fn info(
+    pre: &InstancePre<PluginState>,
+    mut store: impl AsContextMut<Data = PluginState>,
+) -> wasmtime::Result<wasmtime::Result<host::PluginInfo>> {
+    let provider = ProviderPre::new(pre.clone())?
+        .instantiate_async(&mut store)
+        .await?;
+    Ok(provider.call_info(&mut store).await.map(Into::into))
 }
 
-impl Exports {
-    fn func(
-        &self,
-        store: &mut StoreContextMut<'_, PluginState>,
-        index: ComponentExportIndex,
-    ) -> wasmtime::Result<Func> {
-        self.instance
-            .get_func(&mut *store, index)
-            .ok_or_else(|| wasmtime::format_err!("the plugin's export is not a function"))
-    }
-
-    pub(super) async fn call_complete(
-        &self,
-        mut store: StoreContextMut<'_, PluginState>,
-        request: &types::CompletionRequest,
-        stream: bool,
-    ) -> wasmtime::Result<Result<types::Completion, types::ProviderError>> {
-        let index = if stream {
-            self.complete_stream
-        } else {
-            self.complete
-        };
-        let func = self.func(&mut store, index)?;
-        // SAFETY: `Linked::new` had `ProviderPre::new` check this export's type
-        // against the world's, which this signature is (bindgen's own for it).
-        let typed: CompleteFunc<'_> = unsafe { TypedFunc::new_unchecked(func) };
-        let (result,) = typed.call_async(&mut store, (request,)).await?;
-        Ok(result)
-    }
-
-    pub(super) async fn call_embed(
-        &self,
-        mut store: StoreContextMut<'_, PluginState>,
-        request: &types::EmbeddingRequest,
-    ) -> wasmtime::Result<Result<types::Embeddings, types::ProviderError>> {
-        let func = self.func(&mut store, self.embed)?;
-        // SAFETY: as in `call_complete`.
-        let typed: EmbedFunc<'_> = unsafe { TypedFunc::new_unchecked(func) };
-        let (result,) = typed.call_async(&mut store, (request,)).await?;
-        Ok(result)
-    }
+pub(super) async fn complete(
+    func: Func,
+    mut store: StoreContextMut<'_, PluginState>,
+    request: host::CompletionRequest,
+) -> CallResult<host::Completion> {
+    let request = types::CompletionRequest::from(request);
+    // SAFETY: `check` had `ProviderPre::new` check this export's type against
+    // the world's, which this signature is (bindgen's own for it).
+    let typed: CompleteFunc<'_> = unsafe { TypedFunc::new_unchecked(func) };
+    let (result,) = typed.call_async(&mut store, (&request,)).await?;
+    Ok(result.map(Into::into).map_err(Into::into))
 }
 
-/// The `gateway:provider` release line this host serves: plugins built
-/// against any 0.1.x version (see plugin-sdk/wit/README.md for the policy).
-pub const WIT_LINE: &str = "0.1";
-
-/// Why a component is not a plugin this host can serve, by its WIT imports.
-#[derive(Debug, thiserror::Error)]
-pub enum VersionError {
-    #[error("it imports no gateway:provider interface: not a provider plugin")]
-    NotAProvider,
-    #[error("it was built for gateway:provider@{0}; this gateway serves {WIT_LINE}.x plugins")]
-    OtherLine(String),
-}
-
-/// The `gateway:provider` version a component imports, checked against the host's.
-pub(super) fn wit_version(component: &Component, engine: &Engine) -> Result<String, VersionError> {
-    let ty = component.component_type();
-    let version = ty
-        .imports(engine)
-        .filter_map(|(name, _)| name.strip_prefix("gateway:provider/"))
-        .filter_map(|rest| rest.split_once('@').map(|(_, v)| v.to_owned()))
-        .next()
-        .ok_or(VersionError::NotAProvider)?;
-    check_wit_version(&version)?;
-    Ok(version)
-}
-
-/// Semver compatibility with [`WIT_LINE`]: same major, and for 0.x the same minor.
-fn check_wit_version(version: &str) -> Result<(), VersionError> {
-    let mut parts = version.split('.');
-    let served = match (parts.next(), parts.next()) {
-        (Some("0"), Some(minor)) => WIT_LINE.strip_prefix("0.") == Some(minor),
-        (Some(major), _) => major == WIT_LINE,
-        (None, _) => false,
-    };
-    if served {
-        Ok(())
-    } else {
-        Err(VersionError::OtherLine(version.to_owned()))
-    }
+pub(super) async fn embed(
+    func: Func,
+    mut store: StoreContextMut<'_, PluginState>,
+    request: host::EmbeddingRequest,
+) -> CallResult<host::Embeddings> {
+    let request = types::EmbeddingRequest::from(request);
+    // SAFETY: as in `complete`.
+    let typed: EmbedFunc<'_> = unsafe { TypedFunc::new_unchecked(func) };
+    let (result,) = typed.call_async(&mut store, (&request,)).await?;
+    Ok(result.map(Into::into).map_err(Into::into))
 }
 
 // ---------------------------------------------------------------- into the plugin
@@ -218,15 +114,58 @@ impl From<host::ToolCall> for types::ToolCall {
     }
 }
 
+impl From<host::Source> for types::Source {
+    fn from(source: host::Source) -> types::Source {
+        match source {
+            host::Source::Bytes(bytes) => types::Source::Bytes(bytes),
+            host::Source::Url(url) => types::Source::Url(url),
+        }
+    }
+}
+
+impl From<host::Reasoning> for types::Reasoning {
+    fn from(reasoning: host::Reasoning) -> types::Reasoning {
+        types::Reasoning {
+            text: reasoning.text,
+            signature: reasoning.signature,
+            redacted: reasoning.redacted,
+        }
+    }
+}
+
+impl From<host::Part> for types::Part {
+    fn from(part: host::Part) -> types::Part {
+        match part {
+            host::Part::Text(text) => types::Part::Text(text),
+            host::Part::Image(image) => types::Part::Image(types::Image {
+                source: image.source.into(),
+                media_type: image.media_type,
+                detail: image.detail,
+            }),
+            host::Part::Audio(audio) => types::Part::Audio(types::Audio {
+                data: audio.data,
+                format: audio.format,
+            }),
+            host::Part::Document(document) => types::Part::Document(types::Document {
+                source: document.source.into(),
+                media_type: document.media_type,
+                title: document.title,
+            }),
+            host::Part::Reasoning(reasoning) => types::Part::Reasoning(reasoning.into()),
+        }
+    }
+}
+
 impl From<host::Message> for types::Message {
     fn from(message: host::Message) -> types::Message {
         types::Message {
             role: message.role.into(),
-            content: message.content,
+            parts: list(message.parts),
             name: message.name,
             function_call: message.function_call.map(Into::into),
             tool_calls: list(message.tool_calls),
             tool_call_id: message.tool_call_id,
+            is_error: message.is_error,
         }
     }
 }
@@ -272,6 +211,19 @@ impl From<host::Route> for types::Route {
     }
 }
 
+impl From<host::ReasoningEffort> for types::ReasoningEffort {
+    fn from(effort: host::ReasoningEffort) -> types::ReasoningEffort {
+        match effort {
+            host::ReasoningEffort::None => types::ReasoningEffort::None,
+            host::ReasoningEffort::Minimal => types::ReasoningEffort::Minimal,
+            host::ReasoningEffort::Low => types::ReasoningEffort::Low,
+            host::ReasoningEffort::Medium => types::ReasoningEffort::Medium,
+            host::ReasoningEffort::High => types::ReasoningEffort::High,
+            host::ReasoningEffort::Xhigh => types::ReasoningEffort::Xhigh,
+        }
+    }
+}
+
 impl From<host::CompletionRequest> for types::CompletionRequest {
     fn from(request: host::CompletionRequest) -> types::CompletionRequest {
         types::CompletionRequest {
@@ -280,6 +232,10 @@ impl From<host::CompletionRequest> for types::CompletionRequest {
             prompt: request.prompt.into(),
             functions: list(request.functions),
             function_choice: request.function_choice.map(Into::into),
+            reasoning: request.reasoning.map(|reasoning| types::ReasoningConfig {
+                effort: reasoning.effort.map(Into::into),
+                budget_tokens: reasoning.budget_tokens,
+            }),
             params: request.params,
         }
     }
@@ -325,6 +281,11 @@ impl From<types::FinishReason> for host::FinishReason {
             types::FinishReason::FunctionCall => host::FinishReason::FunctionCall,
             types::FinishReason::ToolCalls => host::FinishReason::ToolCalls,
             types::FinishReason::ContentFilter => host::FinishReason::ContentFilter,
+            types::FinishReason::StopSequence(sequence) => {
+                host::FinishReason::StopSequence(sequence)
+            }
+            types::FinishReason::Pause => host::FinishReason::Pause,
+            types::FinishReason::Refusal => host::FinishReason::Refusal,
             types::FinishReason::Other => host::FinishReason::Other,
         }
     }
@@ -339,6 +300,8 @@ impl From<types::Usage> for host::Usage {
             cached_prompt_tokens: usage.cached_prompt_tokens,
             cache_creation_tokens: usage.cache_creation_tokens,
             reasoning_tokens: usage.reasoning_tokens,
+            image_prompt_tokens: usage.image_prompt_tokens,
+            audio_prompt_tokens: usage.audio_prompt_tokens,
         }
     }
 }
@@ -348,6 +311,7 @@ impl From<types::Choice> for host::Choice {
         host::Choice {
             index: choice.index,
             text: choice.text,
+            reasoning: list(choice.reasoning),
             finish_reason: choice.finish_reason.map(Into::into),
             function_call: choice.function_call.map(Into::into),
             tool_calls: list(choice.tool_calls),
@@ -375,18 +339,41 @@ impl From<types::TextDelta> for host::TextDelta {
     }
 }
 
-impl From<types::Chunk> for host::Chunk {
-    fn from(chunk: types::Chunk) -> host::Chunk {
-        host::Chunk {
-            deltas: list(chunk.deltas),
-            usage: chunk.usage.map(Into::into),
-            tool_calls: Vec::new(),
+impl From<types::Reasoning> for host::Reasoning {
+    fn from(reasoning: types::Reasoning) -> host::Reasoning {
+        host::Reasoning {
+            text: reasoning.text,
+            signature: reasoning.signature,
+            redacted: reasoning.redacted,
         }
     }
 }
 
-impl From<sink::ToolCallDelta> for host::ToolCallDelta {
-    fn from(delta: sink::ToolCallDelta) -> host::ToolCallDelta {
+impl From<types::ReasoningDelta> for host::ReasoningDelta {
+    fn from(delta: types::ReasoningDelta) -> host::ReasoningDelta {
+        host::ReasoningDelta {
+            index: delta.index,
+            block: delta.block,
+            text: delta.text,
+            signature: delta.signature,
+            redacted: delta.redacted,
+        }
+    }
+}
+
+impl From<types::Chunk> for host::Chunk {
+    fn from(chunk: types::Chunk) -> host::Chunk {
+        host::Chunk {
+            deltas: list(chunk.deltas),
+            reasoning: list(chunk.reasoning),
+            tool_calls: list(chunk.tool_calls),
+            usage: chunk.usage.map(Into::into),
+        }
+    }
+}
+
+impl From<types::ToolCallDelta> for host::ToolCallDelta {
+    fn from(delta: types::ToolCallDelta) -> host::ToolCallDelta {
         host::ToolCallDelta {
             index: delta.index,
             call: delta.call,
@@ -442,22 +429,6 @@ impl From<types::PluginInfo> for host::PluginInfo {
             name: info.name,
             version: info.version,
             models: list(info.models),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::check_wit_version;
-
-    #[test]
-    fn only_the_served_release_line_is_accepted() {
-        for ok in ["0.1.0", "0.1.1", "0.1.2", "0.1.9"] {
-            assert!(check_wit_version(ok).is_ok(), "{ok}");
-        }
-        for refused in ["0.2.0", "1.0.0", "2.1.0", "0.0.9"] {
-            let err = check_wit_version(refused).unwrap_err().to_string();
-            assert!(err.contains(refused) && err.contains("0.1.x"), "{err}");
         }
     }
 }

@@ -1,0 +1,236 @@
+//! The edge between the host and the WIT bindings: one module per release
+//! line of `gateway:provider` the host serves, as Zed's extension host keeps
+//! one per version. `v0_2` is the current line (`plugin-sdk/wit/provider.wit`);
+//! `v0_1` serves every 0.1.x plugin through the frozen 0.1.2 world, converting
+//! its records to the current ones at this edge. Each line's module converts
+//! between its generated types and the host's own ([`super::types`]); nothing
+//! outside `plugins/` names a generated type, and the host's imports are
+//! written once, against the current line (`v0_1` forwards to them).
+//!
+//! This module finds which line a component was built for, checks its exports
+//! once at link time, and calls them.
+
+mod v0_1;
+mod v0_2;
+
+pub(super) use v0_2::{http, log, sink, types};
+
+use wasmtime::component::{Component, ComponentExportIndex, Func, Instance, InstancePre, Linker};
+use wasmtime::{AsContextMut, Engine, StoreContextMut};
+
+use super::imports::PluginState;
+use super::types as host;
+
+/// The `gateway:provider` release lines this host serves, newest first (see
+/// plugin-sdk/wit/README.md for the policy).
+pub const WIT_LINES: &str = "0.2.x and 0.1.x";
+
+/// A release line of the plugin interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Line {
+    V0_1,
+    V0_2,
+}
+
+impl Line {
+    /// The line of `version`: same major, and for 0.x the same minor.
+    fn of(version: &str) -> Option<Line> {
+        let mut parts = version.split('.');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some("0"), Some("1"), Some(_)) => Some(Line::V0_1),
+            (Some("0"), Some("2"), Some(_)) => Some(Line::V0_2),
+            _ => None,
+        }
+    }
+}
+
+/// Why a component is not a plugin this host can serve, by its WIT imports.
+#[derive(Debug, thiserror::Error)]
+pub enum VersionError {
+    #[error("it imports no gateway:provider interface: not a provider plugin")]
+    NotAProvider,
+    #[error("it was built for gateway:provider@{0}; this gateway serves {WIT_LINES} plugins")]
+    OtherLine(String),
+}
+
+/// The `gateway:provider` version a component imports, checked against the
+/// lines the host serves.
+pub(super) fn wit_version(component: &Component, engine: &Engine) -> Result<String, VersionError> {
+    let (version, _) = line_of(component, engine)?;
+    Ok(version)
+}
+
+fn line_of(component: &Component, engine: &Engine) -> Result<(String, Line), VersionError> {
+    let ty = component.component_type();
+    let version = ty
+        .imports(engine)
+        .filter_map(|(name, _)| name.strip_prefix("gateway:provider/"))
+        .filter_map(|rest| rest.split_once('@').map(|(_, v)| v.to_owned()))
+        .next()
+        .ok_or(VersionError::NotAProvider)?;
+    match Line::of(&version) {
+        Some(line) => Ok((version, line)),
+        None => Err(VersionError::OtherLine(version)),
+    }
+}
+
+/// Adds the imports of every line the host serves to `linker`.
+pub(super) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
+    v0_2::add_to_linker(linker)?;
+    v0_1::add_to_linker(linker)
+}
+
+/// Where a component's exports are, found once per load.
+#[derive(Clone, Copy)]
+struct ExportIndexes {
+    complete: ComponentExportIndex,
+    complete_stream: ComponentExportIndex,
+    embed: ComponentExportIndex,
+}
+
+impl ExportIndexes {
+    fn find(component: &Component) -> wasmtime::Result<ExportIndexes> {
+        let index = |name: &str| {
+            component
+                .get_export_index(None, name)
+                .ok_or_else(|| wasmtime::format_err!("no export `{name}` found"))
+        };
+        Ok(ExportIndexes {
+            complete: index("complete")?,
+            complete_stream: index("complete-stream")?,
+            embed: index("embed")?,
+        })
+    }
+}
+
+/// A provider linked to the host's imports, its line known and its exports
+/// found and their types checked once, here. bindgen's `Provider` checks every
+/// export's type again for each instance; an instance made from this checks
+/// none, and calls only the export its request needs (~1.5% of a request's CPU).
+pub(super) struct Linked {
+    pre: InstancePre<PluginState>,
+    line: Line,
+    exports: ExportIndexes,
+}
+
+impl Linked {
+    pub(super) fn new(pre: InstancePre<PluginState>) -> wasmtime::Result<Linked> {
+        let component = pre.component();
+        let (_, line) = line_of(component, component.engine())?;
+        // Checks that every export of the line's world is there with its type.
+        match line {
+            Line::V0_1 => v0_1::check(&pre)?,
+            Line::V0_2 => v0_2::check(&pre)?,
+        }
+        Ok(Linked {
+            exports: ExportIndexes::find(component)?,
+            line,
+            pre,
+        })
+    }
+
+    pub(super) fn instance_pre(&self) -> &InstancePre<PluginState> {
+        &self.pre
+    }
+
+    /// An instance (the outer error) and its `info` (the inner one), through
+    /// bindgen's checked wrapper: called once per load.
+    pub(super) async fn info(
+        &self,
+        store: impl AsContextMut<Data = PluginState>,
+    ) -> wasmtime::Result<wasmtime::Result<host::PluginInfo>> {
+        match self.line {
+            Line::V0_1 => v0_1::info(&self.pre, store).await,
+            Line::V0_2 => v0_2::info(&self.pre, store).await,
+        }
+    }
+
+    pub(super) async fn instantiate(
+        &self,
+        mut store: impl AsContextMut<Data = PluginState>,
+    ) -> wasmtime::Result<Exports> {
+        let instance = self.pre.instantiate_async(&mut store).await?;
+        Ok(Exports {
+            instance,
+            line: self.line,
+            exports: self.exports,
+        })
+    }
+}
+
+/// One instance's exports, as [`Linked`] found them.
+pub(super) struct Exports {
+    instance: Instance,
+    line: Line,
+    exports: ExportIndexes,
+}
+
+/// What a call of an export gives: the plugin's answer or its error (in host
+/// types), or how the instance failed.
+pub(super) type CallResult<T> = wasmtime::Result<Result<T, host::ProviderError>>;
+
+impl Exports {
+    fn func(
+        &self,
+        store: &mut StoreContextMut<'_, PluginState>,
+        index: ComponentExportIndex,
+    ) -> wasmtime::Result<Func> {
+        self.instance
+            .get_func(&mut *store, index)
+            .ok_or_else(|| wasmtime::format_err!("the plugin's export is not a function"))
+    }
+
+    /// `complete`, or `complete-stream` when `stream`. `plugin` names the
+    /// plugin in the refusal of what its line cannot take.
+    pub(super) async fn call_complete(
+        &self,
+        mut store: StoreContextMut<'_, PluginState>,
+        request: host::CompletionRequest,
+        stream: bool,
+        plugin: &str,
+    ) -> CallResult<host::Completion> {
+        let index = if stream {
+            self.exports.complete_stream
+        } else {
+            self.exports.complete
+        };
+        let func = self.func(&mut store, index)?;
+        match self.line {
+            Line::V0_1 => v0_1::complete(func, store, request, plugin).await,
+            Line::V0_2 => v0_2::complete(func, store, request).await,
+        }
+    }
+
+    pub(super) async fn call_embed(
+        &self,
+        mut store: StoreContextMut<'_, PluginState>,
+        request: host::EmbeddingRequest,
+    ) -> CallResult<host::Embeddings> {
+        let func = self.func(&mut store, self.exports.embed)?;
+        match self.line {
+            Line::V0_1 => v0_1::embed(func, store, request).await,
+            Line::V0_2 => v0_2::embed(func, store, request).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Line;
+
+    #[test]
+    fn the_served_release_lines_are_known_by_their_versions() {
+        for (version, line) in [
+            ("0.1.0", Line::V0_1),
+            ("0.1.2", Line::V0_1),
+            ("0.1.9", Line::V0_1),
+            ("0.2.0", Line::V0_2),
+            ("0.2.7", Line::V0_2),
+        ] {
+            assert_eq!(Line::of(version), Some(line), "{version}");
+        }
+        for refused in ["0.3.0", "1.0.0", "2.1.0", "0.0.9", "0.1", ""] {
+            assert_eq!(Line::of(refused), None, "{refused}");
+        }
+    }
+}

@@ -1,0 +1,491 @@
+//! The 0.1 line, `gateway:provider@0.1.x`, served through the frozen 0.1.2
+//! world (every 0.1.x plugin links against it: the line only ever added
+//! imports). Its requests are the current line's converted down: text parts
+//! joined as 0.1 surfaces joined them, reasoning history left out, a reasoning
+//! effort passed as the `reasoning_effort` param 0.1 plugins read; a request
+//! with an image, audio or a document is refused naming the plugin and the
+//! part kind. Its answers and its imports are converted up, and the imports
+//! forward to the current line's implementations.
+
+use crate::plugins::types as host;
+
+mod bindings {
+    wasmtime::component::bindgen!({
+        world: "provider",
+        path: "../plugin-sdk/wit/frozen/0.1.2",
+        imports: { default: async },
+        exports: { default: async },
+        with: {
+            "gateway:provider/http.incoming-body": crate::plugins::imports::http::IncomingBody,
+        },
+    });
+}
+
+use bindings::ProviderPre;
+use bindings::gateway::provider::{http, log, sink, types};
+
+use wasmtime::component::{Func, HasSelf, InstancePre, Linker, Resource, TypedFunc};
+use wasmtime::{AsContextMut, StoreContextMut};
+
+use super::{CallResult, v0_2};
+use crate::plugins::imports::PluginState;
+use crate::plugins::imports::http::IncomingBody;
+
+type CompleteFunc<'a> =
+    TypedFunc<(&'a types::CompletionRequest,), (Result<types::Completion, types::ProviderError>,)>;
+type EmbedFunc<'a> =
+    TypedFunc<(&'a types::EmbeddingRequest,), (Result<types::Embeddings, types::ProviderError>,)>;
+
+pub(super) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
+    bindings::Provider::add_to_linker::<_, HasSelf<_>>(linker, |state| state)
+}
+
+/// Checks that every export of the world is there with its type.
+pub(super) fn check(pre: &InstancePre<PluginState>) -> wasmtime::Result<()> {
+    ProviderPre::new(pre.clone()).map(drop)
+}
+
+/// Instantiates the plugin (the outer error) and calls its `info` (the inner one).
+pub(super) async fn info(
+    pre: &InstancePre<PluginState>,
+    mut store: impl AsContextMut<Data = PluginState>,
+) -> wasmtime::Result<wasmtime::Result<host::PluginInfo>> {
+    let provider = ProviderPre::new(pre.clone())?
+        .instantiate_async(&mut store)
+        .await?;
+    Ok(provider.call_info(&mut store).await.map(Into::into))
+}
+
+pub(super) async fn complete(
+    func: Func,
+    mut store: StoreContextMut<'_, PluginState>,
+    request: host::CompletionRequest,
+    plugin: &str,
+) -> CallResult<host::Completion> {
+    let request = match down(request, plugin) {
+        Ok(request) => request,
+        Err(refused) => return Ok(Err(refused)),
+    };
+    // SAFETY: `check` had `ProviderPre::new` check this export's type against
+    // the world's, which this signature is (bindgen's own for it).
+    let typed: CompleteFunc<'_> = unsafe { TypedFunc::new_unchecked(func) };
+    let (result,) = typed.call_async(&mut store, (&request,)).await?;
+    Ok(result.map(Into::into).map_err(Into::into))
+}
+
+pub(super) async fn embed(
+    func: Func,
+    mut store: StoreContextMut<'_, PluginState>,
+    request: host::EmbeddingRequest,
+) -> CallResult<host::Embeddings> {
+    let request = types::EmbeddingRequest {
+        route: route(request.route),
+        model: request.model,
+        input: request.input,
+        params: request.params,
+    };
+    // SAFETY: as in `complete`.
+    let typed: EmbedFunc<'_> = unsafe { TypedFunc::new_unchecked(func) };
+    let (result,) = typed.call_async(&mut store, (&request,)).await?;
+    Ok(result.map(Into::into).map_err(Into::into))
+}
+
+// ---------------------------------------------------------------- into the plugin
+
+fn route(route: host::Route) -> types::Route {
+    types::Route {
+        id: route.id,
+        base_url: route.base_url,
+        api_key: route.api_key,
+        settings: route.settings,
+    }
+}
+
+/// The request as a 0.1 plugin takes it, or why it cannot.
+fn down(
+    request: host::CompletionRequest,
+    plugin: &str,
+) -> Result<types::CompletionRequest, host::ProviderError> {
+    let prompt = match request.prompt {
+        host::Prompt::Text(text) => types::Prompt::Text(text),
+        host::Prompt::Chat(messages) => types::Prompt::Chat(
+            messages
+                .into_iter()
+                .map(|message| message_down(message, plugin))
+                .collect::<Result<_, _>>()?,
+        ),
+    };
+    let effort = request.reasoning.and_then(|reasoning| reasoning.effort);
+    Ok(types::CompletionRequest {
+        route: route(request.route),
+        model: request.model,
+        prompt,
+        functions: (request.functions.into_iter())
+            .map(|def| types::FunctionDef {
+                name: def.name,
+                description: def.description,
+                parameters: def.parameters,
+            })
+            .collect(),
+        function_choice: request.function_choice.map(|choice| match choice {
+            host::FunctionChoice::None => types::FunctionChoice::None,
+            host::FunctionChoice::Auto => types::FunctionChoice::Auto,
+            host::FunctionChoice::Required => types::FunctionChoice::Required,
+            host::FunctionChoice::Named(name) => types::FunctionChoice::Named(name),
+        }),
+        params: match effort {
+            Some(effort) => with_reasoning_effort(request.params, effort),
+            None => request.params,
+        },
+    })
+}
+
+fn message_down(
+    message: host::Message,
+    plugin: &str,
+) -> Result<types::Message, host::ProviderError> {
+    if let Some(part) = (message.parts.iter())
+        .find(|part| !matches!(part, host::Part::Text(_) | host::Part::Reasoning(_)))
+    {
+        return Err(host::ProviderError::InvalidRequest(format!(
+            "plugin `{plugin}` (built for gateway:provider@0.1) cannot take {} parts; \
+             it takes text only",
+            part.kind().as_str()
+        )));
+    }
+    Ok(types::Message {
+        role: match message.role {
+            host::Role::System => types::Role::System,
+            host::Role::User => types::Role::User,
+            host::Role::Assistant => types::Role::Assistant,
+            host::Role::Function => types::Role::Function,
+            host::Role::Tool => types::Role::Tool,
+        },
+        content: content(message.parts),
+        name: message.name,
+        function_call: message.function_call.map(|call| types::FunctionCall {
+            name: call.name,
+            arguments: call.arguments,
+        }),
+        tool_calls: (message.tool_calls.into_iter())
+            .map(|call| types::ToolCall {
+                id: call.id,
+                name: call.name,
+                arguments: call.arguments,
+            })
+            .collect(),
+        tool_call_id: message.tool_call_id,
+    })
+}
+
+/// Text parts joined with `"\n"` (as the surfaces joined an array of text
+/// parts before 0.2), the one text moved rather than copied; `None` without text.
+fn content(parts: Vec<host::Part>) -> Option<String> {
+    let mut texts = parts.into_iter().filter_map(|part| match part {
+        host::Part::Text(text) => Some(text),
+        _ => None,
+    });
+    let mut content = texts.next()?;
+    for text in texts {
+        content.push('\n');
+        content.push_str(&text);
+    }
+    Some(content)
+}
+
+/// `params` with `reasoning_effort` set, unless the caller's params set it.
+fn with_reasoning_effort(params: String, effort: host::ReasoningEffort) -> String {
+    let mut object = match serde_json::from_str::<serde_json::Value>(&params) {
+        Ok(serde_json::Value::Object(object)) => object,
+        _ if params.trim().is_empty() => serde_json::Map::new(),
+        // Not an object: the plugin will say so; leave it as the caller sent it.
+        _ => return params,
+    };
+    object
+        .entry("reasoning_effort")
+        .or_insert_with(|| effort.as_str().into());
+    serde_json::Value::Object(object).to_string()
+}
+
+// ---------------------------------------------------------------- out of the plugin
+
+impl From<types::FunctionCall> for host::FunctionCall {
+    fn from(call: types::FunctionCall) -> host::FunctionCall {
+        host::FunctionCall {
+            name: call.name,
+            arguments: call.arguments,
+        }
+    }
+}
+
+impl From<types::ToolCall> for host::ToolCall {
+    fn from(call: types::ToolCall) -> host::ToolCall {
+        host::ToolCall {
+            id: call.id,
+            name: call.name,
+            arguments: call.arguments,
+        }
+    }
+}
+
+impl From<types::Usage> for host::Usage {
+    fn from(usage: types::Usage) -> host::Usage {
+        host::Usage {
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+            total_tokens: usage.total_tokens,
+            cached_prompt_tokens: usage.cached_prompt_tokens,
+            cache_creation_tokens: usage.cache_creation_tokens,
+            reasoning_tokens: usage.reasoning_tokens,
+            image_prompt_tokens: None,
+            audio_prompt_tokens: None,
+        }
+    }
+}
+
+impl From<types::Completion> for host::Completion {
+    fn from(completion: types::Completion) -> host::Completion {
+        host::Completion {
+            model: completion.model,
+            choices: (completion.choices.into_iter())
+                .map(|choice| host::Choice {
+                    index: choice.index,
+                    text: choice.text,
+                    reasoning: Vec::new(),
+                    finish_reason: choice.finish_reason.map(|reason| match reason {
+                        types::FinishReason::Stop => host::FinishReason::Stop,
+                        types::FinishReason::Length => host::FinishReason::Length,
+                        types::FinishReason::FunctionCall => host::FinishReason::FunctionCall,
+                        types::FinishReason::ToolCalls => host::FinishReason::ToolCalls,
+                        types::FinishReason::ContentFilter => host::FinishReason::ContentFilter,
+                        types::FinishReason::Other => host::FinishReason::Other,
+                    }),
+                    function_call: choice.function_call.map(Into::into),
+                    tool_calls: choice.tool_calls.into_iter().map(Into::into).collect(),
+                    logprobs: choice.logprobs,
+                })
+                .collect(),
+            usage: completion.usage.map(Into::into),
+        }
+    }
+}
+
+impl From<types::Embeddings> for host::Embeddings {
+    fn from(embeddings: types::Embeddings) -> host::Embeddings {
+        host::Embeddings {
+            model: embeddings.model,
+            vectors: embeddings.vectors,
+            usage: embeddings.usage.map(Into::into),
+        }
+    }
+}
+
+impl From<types::ProviderError> for host::ProviderError {
+    fn from(error: types::ProviderError) -> host::ProviderError {
+        match error {
+            types::ProviderError::InvalidRequest(message) => {
+                host::ProviderError::InvalidRequest(message)
+            }
+            types::ProviderError::Upstream(e) => {
+                host::ProviderError::Upstream(host::UpstreamError {
+                    status: e.status,
+                    message: e.message,
+                    retry_after: e.retry_after,
+                })
+            }
+            types::ProviderError::Timeout(message) => host::ProviderError::Timeout(message),
+            types::ProviderError::Failed(message) => host::ProviderError::Failed(message),
+        }
+    }
+}
+
+impl From<types::PluginInfo> for host::PluginInfo {
+    fn from(info: types::PluginInfo) -> host::PluginInfo {
+        host::PluginInfo {
+            name: info.name,
+            version: info.version,
+            models: (info.models.into_iter())
+                .map(|price| host::ModelPrice {
+                    model: price.model,
+                    input_per_mtok: price.input_per_mtok,
+                    output_per_mtok: price.output_per_mtok,
+                })
+                .collect(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- the imports, forwarded
+
+impl types::Host for PluginState {}
+
+impl sink::Host for PluginState {
+    async fn send(&mut self, chunk: types::Chunk) -> Result<(), ()> {
+        let chunk = host::Chunk {
+            deltas: (chunk.deltas.into_iter())
+                .map(|delta| host::TextDelta {
+                    index: delta.index,
+                    text: delta.text,
+                })
+                .collect(),
+            usage: chunk.usage.map(Into::into),
+            ..host::Chunk::default()
+        };
+        self.send_chunk(chunk).await
+    }
+
+    async fn send_tool_calls(&mut self, deltas: Vec<sink::ToolCallDelta>) -> Result<(), ()> {
+        let chunk = host::Chunk {
+            tool_calls: (deltas.into_iter())
+                .map(|delta| host::ToolCallDelta {
+                    index: delta.index,
+                    call: delta.call,
+                    id: delta.id,
+                    name: delta.name,
+                    arguments: delta.arguments,
+                })
+                .collect(),
+            ..host::Chunk::default()
+        };
+        self.send_chunk(chunk).await
+    }
+}
+
+fn http_error(error: v0_2::http::HttpError) -> http::HttpError {
+    use v0_2::http::HttpError as Current;
+    match error {
+        Current::ForbiddenHost(host) => http::HttpError::ForbiddenHost(host),
+        Current::Timeout(message) => http::HttpError::Timeout(message),
+        Current::TooLarge(limit) => http::HttpError::TooLarge(limit),
+        Current::Transport(message) => http::HttpError::Transport(message),
+        Current::InvalidRequest(message) => http::HttpError::InvalidRequest(message),
+    }
+}
+
+impl http::Host for PluginState {
+    async fn send(&mut self, request: http::Request) -> Result<http::Response, http::HttpError> {
+        let request = v0_2::http::Request {
+            method: request.method,
+            url: request.url,
+            headers: request.headers,
+            body: request.body,
+        };
+        let response = v0_2::http::Host::send(self, request)
+            .await
+            .map_err(http_error)?;
+        Ok(http::Response {
+            status: response.status,
+            headers: response.headers,
+            body: response.body,
+        })
+    }
+}
+
+impl http::HostIncomingBody for PluginState {
+    async fn read(
+        &mut self,
+        body: Resource<IncomingBody>,
+    ) -> Result<Option<Vec<u8>>, http::HttpError> {
+        v0_2::http::HostIncomingBody::read(self, body)
+            .await
+            .map_err(http_error)
+    }
+
+    async fn drop(&mut self, body: Resource<IncomingBody>) -> wasmtime::Result<()> {
+        v0_2::http::HostIncomingBody::drop(self, body).await
+    }
+}
+
+fn level(level: log::Level) -> v0_2::log::Level {
+    match level {
+        log::Level::Trace => v0_2::log::Level::Trace,
+        log::Level::Debug => v0_2::log::Level::Debug,
+        log::Level::Info => v0_2::log::Level::Info,
+        log::Level::Warn => v0_2::log::Level::Warn,
+        log::Level::Error => v0_2::log::Level::Error,
+    }
+}
+
+impl log::Host for PluginState {
+    async fn enabled(&mut self, at: log::Level) -> bool {
+        v0_2::log::Host::enabled(self, level(at)).await
+    }
+
+    async fn log(&mut self, at: log::Level, message: String) {
+        v0_2::log::Host::log(self, level(at), message).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(parts: Vec<host::Part>) -> host::CompletionRequest {
+        host::CompletionRequest {
+            route: host::Route::default(),
+            model: "m".into(),
+            prompt: host::Prompt::Chat(vec![host::Message::new(host::Role::User, parts)]),
+            functions: Vec::new(),
+            function_choice: None,
+            reasoning: None,
+            params: r#"{"temperature":0}"#.into(),
+        }
+    }
+
+    fn content_of(request: &types::CompletionRequest) -> Option<&str> {
+        match &request.prompt {
+            types::Prompt::Chat(messages) => messages[0].content.as_deref(),
+            types::Prompt::Text(_) => None,
+        }
+    }
+
+    #[test]
+    fn text_parts_are_joined_and_reasoning_is_left_out() {
+        let parts = vec![
+            host::Part::Reasoning(host::Reasoning::default()),
+            host::Part::Text("a".into()),
+            host::Part::Text("b".into()),
+        ];
+        let down = down(request(parts), "p").unwrap();
+        assert_eq!(content_of(&down), Some("a\nb"));
+        assert_eq!(down.params, r#"{"temperature":0}"#);
+        let none = super::down(request(Vec::new()), "p").unwrap();
+        assert_eq!(content_of(&none), None);
+    }
+
+    #[test]
+    fn media_is_refused_naming_the_plugin_and_the_kind() {
+        let image = host::Part::Image(host::Image {
+            source: host::Source::Url("https://x/y.png".into()),
+            media_type: None,
+            detail: None,
+        });
+        let err = down(request(vec![host::Part::Text("a".into()), image]), "legacy").unwrap_err();
+        let host::ProviderError::InvalidRequest(message) = err else {
+            panic!("{err:?}")
+        };
+        assert!(
+            message.contains("`legacy`") && message.contains("image parts"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_reasoning_effort_becomes_the_param_unless_the_caller_set_it() {
+        let mut with_effort = request(vec![host::Part::Text("a".into())]);
+        with_effort.reasoning = Some(host::ReasoningConfig {
+            effort: Some(host::ReasoningEffort::Low),
+            budget_tokens: None,
+        });
+        let down_params = down(with_effort.clone(), "p").unwrap().params;
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&down_params).unwrap(),
+            serde_json::json!({"temperature": 0, "reasoning_effort": "low"})
+        );
+        with_effort.params = r#"{"reasoning_effort":"high"}"#.into();
+        assert_eq!(
+            down(with_effort, "p").unwrap().params,
+            r#"{"reasoning_effort":"high"}"#
+        );
+    }
+}
