@@ -13,6 +13,10 @@ JSON object:
   (`feed`: `id`, `name`, `arguments`) and the text that came with it (`feed_text`);
 - `tool_output`: the tool's result to send back;
 - `limited[PROVIDER]`: a model whose upstream always answers 429 with `retry_after` seconds;
+- `media[PROVIDER]`: a `model` answering the simple recorded `text` to requests with images,
+  audio and documents (the runner checks what each upstream received);
+- `thinking`: a `model` whose Anthropic upstream streams `thinking` with its `signature`, a
+  redacted block and `text`, stopping at the stop sequence `END`;
 - `aliases[NAME]`: the case an alias from `[models.NAME]` stands for;
 - `listed`: ids `GET /v1/models` must list;
 - `embeddings`, `legacy`: a route whose upstream computes embeddings and legacy completions,

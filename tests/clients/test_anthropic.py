@@ -2,6 +2,7 @@
 (`/v1/messages`), on routes of the openai, anthropic and gemini plugins replaying recorded
 traffic."""
 
+import base64
 import json
 
 import anthropic
@@ -242,21 +243,55 @@ def test_upstream_429_is_rate_limit_error(anthropic_client, scenario, provider, 
     assert raised.value.response.headers.get("retry-after") == scenario["retry_after"]
 
 
-def test_image_content_is_bad_request(anthropic_client, scenario):
-    """Images are refused with a 400 saying so, not dropped."""
-    model = scenario["cases"]["anthropic"]["simple"]["model"]
-    image = {
-        "type": "image",
-        "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
-    }
-    content = [{"type": "text", "text": "What is this?"}, image]
-    with pytest.raises(anthropic.BadRequestError) as raised:
-        anthropic_client.messages.create(
-            model=model, max_tokens=MAX_TOKENS, messages=[{"role": "user", "content": content}]
-        )
-    assert raised.value.status_code == 400
-    assert raised.value.type == "invalid_request_error"
-    assert "image" in str(raised.value).lower()
+# ------------------------------------------------------------------------------ media
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(64)).decode()
+PDF = base64.b64encode(b"%PDF-1.4\n" + bytes(64) + b"\n%%EOF").decode()
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_messages_with_an_image_and_a_pdf(anthropic_client, scenario, provider):
+    """Image and document blocks reach every provider (the runner checks each upstream got
+    them in its own format)."""
+    media = scenario["media"][provider]
+    content = [
+        {"type": "text", "text": "Compare these."},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
+        {
+            "type": "document",
+            "title": "Report",
+            "source": {"type": "base64", "media_type": "application/pdf", "data": PDF},
+        },
+    ]
+    message = anthropic_client.messages.create(
+        model=media["model"], max_tokens=MAX_TOKENS, messages=[{"role": "user", "content": content}]
+    )
+    assert message.content[-1].type == "text"
+    assert message.content[-1].text == media["text"]
+
+
+def test_streamed_thinking_reaches_the_client_with_its_signature(anthropic_client, scenario):
+    """`thinking` enabled: the thinking deltas and the block's signature stream to the SDK,
+    which assembles the blocks as Anthropic's own answer would give them."""
+    expected = scenario["thinking"]
+    with anthropic_client.messages.stream(
+        model=expected["model"],
+        max_tokens=4096,
+        thinking={"type": "enabled", "budget_tokens": 1024},
+        messages=[{"role": "user", "content": "Think, then say hi"}],
+    ) as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_message()
+    assert "thinking" in kinds and "signature" in kinds, kinds
+    assert kinds.index("thinking") < kinds.index("text"), kinds
+    thinking = final.content[0]
+    assert thinking.type == "thinking"
+    assert thinking.thinking == expected["thinking"]
+    assert thinking.signature == expected["signature"]
+    assert final.content[1].type == "redacted_thinking"
+    assert final.content[-1].text == expected["text"]
+    assert final.stop_reason == "stop_sequence"
+    assert final.stop_sequence == "END"
 
 
 # ------------------------------------------------------------------------------ models

@@ -387,12 +387,40 @@ def test_upstream_429_is_rate_limit_error(openai_client, scenario, provider, str
     assert raised.value.response.headers.get("retry-after") == scenario["retry_after"]
 
 
-def test_image_content_is_bad_request(openai_client, scenario):
-    """Images are refused with a 400 saying so, not dropped."""
-    model = scenario["cases"]["openai"]["simple"]["model"]
-    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+# ------------------------------------------------------------------------------ media
+
+# An 8-byte PNG signature and a WAV header, padded: what the SDK sends is all that matters.
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(64)).decode()
+WAV = base64.b64encode(b"RIFF" + bytes(64) + b"WAVEfmt ").decode()
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_chat_with_an_image_data_url(openai_client, scenario, provider):
+    """An `image_url` part with a data: URL reaches every provider (the runner checks each
+    upstream got it in its own format)."""
+    media = scenario["media"][provider]
+    image = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}", "detail": "low"}}
     messages = [{"role": "user", "content": [{"type": "text", "text": "What is this?"}, image]}]
+    completion = openai_client.chat.completions.create(model=media["model"], messages=messages)
+    assert completion.choices[0].message.content == media["text"]
+
+
+@pytest.mark.parametrize("provider", ("openai", "gemini"))
+def test_chat_with_input_audio(openai_client, scenario, provider):
+    media = scenario["media"][provider]
+    audio = {"type": "input_audio", "input_audio": {"data": WAV, "format": "wav"}}
+    messages = [{"role": "user", "content": [{"type": "text", "text": "Transcribe"}, audio]}]
+    completion = openai_client.chat.completions.create(model=media["model"], messages=messages)
+    assert completion.choices[0].message.content == media["text"]
+
+
+def test_audio_to_a_provider_without_audio_is_bad_request(openai_client, scenario):
+    """Anthropic takes no audio: a 400 naming the provider and the part, not a dropped part."""
+    model = scenario["media"]["anthropic"]["model"]
+    audio = {"type": "input_audio", "input_audio": {"data": WAV, "format": "wav"}}
+    messages = [{"role": "user", "content": [{"type": "text", "text": "Transcribe"}, audio]}]
     with pytest.raises(openai.BadRequestError) as raised:
         openai_client.chat.completions.create(model=model, messages=messages)
     assert raised.value.status_code == 400
-    assert "image" in raised.value.message.lower()
+    assert "audio" in raised.value.message.lower()
+    assert "anthropic" in raised.value.message.lower()

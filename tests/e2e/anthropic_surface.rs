@@ -1163,20 +1163,15 @@ fn invalid_requests_are_refused_naming_the_field() {
 
     let image = json!({"model": model, "max_tokens": 10, "messages": [{"role": "user", "content": [
         {"type": "text", "text": "What is this?"},
-        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+        {"type": "image", "source": {"type": "file", "file_id": "file_011"}},
     ]}]});
     let response = post_messages(&gw, WITH_PROVIDER_KEY, &image);
-    let body = assert_anthropic_error(
-        &response,
-        400,
-        "invalid_request_error",
-        "images are not supported yet",
-    );
+    let body = assert_anthropic_error(&response, 400, "invalid_request_error", "send the bytes");
     assert!(
         body["error"]["message"]
             .as_str()
             .expect("message")
-            .contains("messages[0].content[1]"),
+            .contains("messages[0].content[1].source.type"),
         "{body}"
     );
 

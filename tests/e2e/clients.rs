@@ -14,6 +14,7 @@ use std::process::Command;
 
 use gateway_test_support::harness::GatewayBuilder;
 use gateway_test_support::upstream::Provider;
+use gateway_test_support::upstream::anthropic::{THINKING, THINKING_SIGNATURE, THINKING_TEXT};
 use gateway_test_support::{
     AnthropicUpstream, FakeUpstream, Gateway, GeminiUpstream, Interaction, OpenAiUpstream,
     Recording, Reply, Route, fake_embedding,
@@ -169,6 +170,10 @@ struct Setup {
     listed: Vec<String>,
     /// (plugin, upstream index, the call fed back) of the tool-result routes.
     tool_results: Vec<(&'static str, usize, Value)>,
+    /// (plugin, upstream index) of the media routes.
+    media: Vec<(&'static str, usize)>,
+    /// The upstream index of `anthropic-thinking`.
+    thinking: Option<usize>,
 }
 
 impl Setup {
@@ -258,6 +263,50 @@ impl Setup {
         Value::Object(models)
     }
 
+    /// A route per family (`PLUGIN-media`) answering the simple recorded answer to the
+    /// suite's images, audio and documents, and `anthropic-thinking` streaming thinking;
+    /// returns what the suite is told of them.
+    fn media(&mut self) -> (Value, Value) {
+        let mut media = serde_json::Map::new();
+        for family in &FAMILIES {
+            let recording = Recording::load(&format!("{}__simple", family.recordings));
+            let interaction = recording.interaction(0);
+            let id = format!("{}-media", family.plugin);
+            let reply = Reply::recorded(interaction);
+            let (url, index) = self
+                .upstreams
+                .each_call(family.plugin, family.base_path, reply);
+            self.add(route(&id, family.plugin, &url, family.model));
+            let model = format!("{id}/{}", family.model);
+            self.listed.push(model.clone());
+            let text = (family.expected)(interaction)["text"].clone();
+            self.media.push((family.plugin, index));
+            media.insert(
+                family.plugin.to_owned(),
+                json!({"model": model, "text": text}),
+            );
+        }
+        let (url, index) =
+            self.upstreams
+                .each_call("anthropic", "/v1", Reply::anthropic_thinking_stream());
+        self.add(route(
+            "anthropic-thinking",
+            "anthropic",
+            &url,
+            "claude-sonnet-4-5",
+        ));
+        self.listed
+            .push("anthropic-thinking/claude-sonnet-4-5".to_owned());
+        self.thinking = Some(index);
+        let thinking = json!({
+            "model": "anthropic-thinking/claude-sonnet-4-5",
+            "thinking": THINKING,
+            "signature": THINKING_SIGNATURE,
+            "text": THINKING_TEXT,
+        });
+        (Value::Object(media), thinking)
+    }
+
     fn add(&mut self, route: Route) {
         self.builder = std::mem::take(&mut self.builder).route(route);
     }
@@ -271,12 +320,15 @@ fn official_sdks_against_the_gateway() {
         builder: Gateway::builder().env(UPSTREAM_KEY_VAR, "sk-clients-upstream-0123456789"),
         listed: Vec::new(),
         tool_results: Vec::new(),
+        media: Vec::new(),
+        thinking: None,
     };
     let mut cases = serde_json::Map::new();
     for family in &FAMILIES {
         cases.insert(family.plugin.to_owned(), setup.family(family));
     }
     let limited = setup.rate_limited();
+    let (media, thinking) = setup.media();
 
     // An OpenAI upstream that computes embeddings and legacy completions from the request.
     let computed = OpenAiUpstream::start();
@@ -298,6 +350,8 @@ fn official_sdks_against_the_gateway() {
         builder,
         mut listed,
         tool_results,
+        media: media_routes,
+        thinking: thinking_route,
     } = setup;
     let builder = builder
         .config_line("[models.fast]\nroute = \"openai-simple\"\nmodel = \"gpt-4o-mini\"")
@@ -310,6 +364,8 @@ fn official_sdks_against_the_gateway() {
         "key": gateway.key,
         "cases": cases,
         "limited": limited,
+        "media": media,
+        "thinking": thinking,
         "retry_after": RETRY_AFTER,
         "tool_output": TOOL_OUTPUT,
         "aliases": {
@@ -421,6 +477,75 @@ fn official_sdks_against_the_gateway() {
                 assert!(body.contains(id), "{plugin}: no call id {id} in {body}");
             }
         }
+    }
+    // The images, audio and PDFs the SDKs sent reached each provider in its own format.
+    for (plugin, index) in &media_routes {
+        let bodies: Vec<Value> = (upstreams.bodies(plugin, *index).iter())
+            .map(|body| serde_json::from_str(body).expect("a JSON body"))
+            .collect();
+        let sent = |what: &str, found: &dyn Fn(&Value) -> bool| {
+            assert!(
+                bodies.iter().any(|body| any_object(body, found)),
+                "{plugin}: no {what} in {bodies:?}"
+            );
+        };
+        let data_url = |object: &Value, field: &str, prefix: &str| {
+            object[field]
+                .as_str()
+                .is_some_and(|url| url.starts_with(prefix))
+        };
+        match *plugin {
+            "openai" => {
+                sent("image_url part", &|o| {
+                    o["type"] == "image_url"
+                        && data_url(&o["image_url"], "url", "data:image/png;base64,")
+                });
+                sent("input_audio part", &|o| {
+                    o["type"] == "input_audio" && o["input_audio"]["format"] == "wav"
+                });
+                sent("file part", &|o| {
+                    o["type"] == "file"
+                        && data_url(&o["file"], "file_data", "data:application/pdf;base64,")
+                });
+            }
+            "anthropic" => {
+                for (kind, media_type) in [("image", "image/png"), ("document", "application/pdf")]
+                {
+                    sent(kind, &|o| {
+                        o["type"] == kind
+                            && o["source"]["type"] == "base64"
+                            && o["source"]["media_type"] == media_type
+                    });
+                }
+            }
+            _ => {
+                for media_type in ["image/png", "application/pdf", "audio/wav"] {
+                    sent(media_type, &|o| o["inlineData"]["mimeType"] == media_type);
+                }
+            }
+        }
+    }
+    let thinking_bodies = upstreams.bodies("anthropic", thinking_route.expect("the route"));
+    assert!(
+        !thinking_bodies.is_empty(),
+        "anthropic-thinking was never called"
+    );
+    for body in thinking_bodies {
+        let body: Value = serde_json::from_str(&body).expect("a JSON body");
+        assert_eq!(
+            body["thinking"],
+            json!({"type": "enabled", "budget_tokens": 1024}),
+            "{body}"
+        );
+    }
+}
+
+/// Whether `found` holds for `value` or any object within it.
+fn any_object(value: &Value, found: &dyn Fn(&Value) -> bool) -> bool {
+    match value {
+        Value::Object(object) => found(value) || object.values().any(|v| any_object(v, found)),
+        Value::Array(items) => items.iter().any(|v| any_object(v, found)),
+        _ => false,
     }
 }
 

@@ -25,6 +25,7 @@ mod metrics;
 mod openai_surface;
 mod parts;
 mod providers;
+mod reasoning;
 mod replicas;
 mod reports;
 mod routing;

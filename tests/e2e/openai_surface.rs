@@ -1557,16 +1557,16 @@ fn errors_in_openai_shape() {
             "demo",
             json!([{"role": "user", "content": [
             {"type": "text", "text": "what is this?"},
-            {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]}]),
+            {"type": "image_url", "image_url": {"url": "ftp://example.com/a.png"}}]}]),
         ),
     );
     assert_openai_error(
         &image,
         400,
         "invalid_request_error",
-        Some("messages[0].content[1]"),
+        Some("messages[0].content[1].image_url.url"),
         None,
-        "images are not supported yet",
+        "must be https:",
     );
     let tool = post(
         &gw,

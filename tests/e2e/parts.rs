@@ -222,3 +222,109 @@ fn plugins_of_the_0_1_line_serve_text_and_refuse_media_naming_themselves() {
     streamed["stream"] = json!(false);
     ok(&post_openai(&gw, &streamed));
 }
+
+/// Anthropic's image and document blocks (base64 and URL sources) and a failed tool result
+/// with an image, through the Anthropic surface to an Anthropic route (as they came) and to a
+/// Gemini route (`inlineData`, `fileData`, `functionResponse.error`).
+#[test]
+fn anthropic_media_blocks_reach_every_provider() {
+    use gateway_test_support::anthropic_client::post_messages;
+    let anthropic = AnthropicUpstream::each_call(Reply::recorded(
+        Recording::load("Anthropic__claude-sonnet-4__simple").interaction(0),
+    ));
+    let gemini = GeminiUpstream::each_call(Reply::recorded(
+        Recording::load("Google__gemini-2.5-flash__simple").interaction(0),
+    ));
+    let gw = Gateway::builder()
+        .route(Route::new("an", "anthropic").base_url(&anthropic.base_url("/v1")))
+        .route(Route::new("ge", "gemini").base_url(&gemini.base_url("/v1beta")))
+        .start();
+    let image = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "aGkh"}});
+    let pdf = json!({"type": "document", "title": "Report",
+        "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERg=="}});
+    let remote =
+        json!({"type": "image", "source": {"type": "url", "url": "https://x.test/cat.jpg"}});
+    let body = |model: &str| {
+        json!({"model": model, "max_tokens": 100, "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Compare"}, image, pdf, remote]}]})
+    };
+    let headers = [("Provider-API-Key", "sk-test")];
+
+    let answer = post_messages(&gw, &headers, &body("an/claude-sonnet-4-20250514"));
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let sent = anthropic.single_request().json();
+    assert_eq!(
+        sent["messages"][0]["content"],
+        json!([{"type": "text", "text": "Compare"}, image, pdf, remote]),
+        "{sent}"
+    );
+
+    let answer = post_messages(&gw, &headers, &body("ge/gemini-2.5-flash"));
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let sent = gemini.single_request().json();
+    assert_eq!(
+        sent["contents"][0]["parts"],
+        json!([{"text": "Compare"},
+            {"inlineData": {"mimeType": "image/png", "data": "aGkh"}},
+            {"inlineData": {"mimeType": "application/pdf", "data": "JVBERg=="}},
+            {"fileData": {"mimeType": "image/jpeg", "fileUri": "https://x.test/cat.jpg"}}]),
+        "{sent}"
+    );
+
+    // A source the gateway cannot hand over is a 400 naming it.
+    let mut refused = body("an/claude-sonnet-4-20250514");
+    refused["messages"][0]["content"][1]["source"] = json!({"type": "file", "file_id": "file_1"});
+    let answer = post_messages(&gw, &headers, &refused);
+    assert_eq!(answer.status, 400, "{}", answer.text());
+    assert!(
+        answer.text().contains("messages[0].content[1].source.type"),
+        "{}",
+        answer.text()
+    );
+}
+
+/// With `record_bodies = "truncated"` (the default) a record keeps each media payload as
+/// `{kind, media_type, bytes, sha256}`, never its bytes; `full` keeps the body as it came.
+#[test]
+fn records_keep_a_summary_of_media_never_their_bytes() {
+    use base64::Engine as _;
+    let bytes: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
+    let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    let body = json!({"model": "demo/echo", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "see"},
+        {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{data}")}},
+        {"type": "input_audio", "input_audio": {"data": data, "format": "wav"}}]}]});
+    let gw = Gateway::builder().route(Route::echo("demo")).start();
+    let answer = post_openai(&gw, &body);
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let id = answer
+        .header("x-invocation-id")
+        .expect("x-invocation-id")
+        .to_owned();
+    let record = gw.record(&id);
+    // The record shows a JSON body as JSON.
+    let kept = &record["request"];
+    assert!(kept.is_object(), "{record}");
+    assert!(!kept.to_string().contains(&data[..100]), "{kept}");
+    let content = &kept["messages"][0]["content"];
+    assert_eq!(content[0]["text"], "see");
+    let image = &content[1]["image_url"]["url"];
+    assert_eq!(image["kind"], "image", "{kept}");
+    assert_eq!(image["media_type"], "image/png");
+    assert_eq!(image["bytes"], 3000);
+    assert_eq!(image["sha256"].as_str().map(str::len), Some(64));
+    assert_eq!(content[2]["input_audio"]["data"]["kind"], "audio", "{kept}");
+    assert_eq!(content[2]["input_audio"]["data"]["sha256"], image["sha256"]);
+
+    let full = Gateway::builder()
+        .route(Route::echo("demo"))
+        .config_line("record_bodies = \"full\"")
+        .start();
+    let answer = post_openai(&full, &body);
+    let id = answer
+        .header("x-invocation-id")
+        .expect("x-invocation-id")
+        .to_owned();
+    let record = full.record(&id);
+    assert!(record["request"].to_string().contains(&data), "{record}");
+}

@@ -11,6 +11,7 @@
 mod admit;
 mod call;
 mod failover;
+mod media;
 mod quota;
 mod record;
 mod stream;
@@ -157,6 +158,17 @@ pub trait CompletionCodec: Send + 'static {
         calls: &[types::ToolCallDelta],
     ) -> Option<Bytes> {
         let _ = (envelope, calls);
+        None
+    }
+    /// A stream frame carrying pieces of the model's reasoning (never empty),
+    /// if this surface shows reasoning; otherwise it goes out whole with the
+    /// last frame, or not at all.
+    fn reasoning_frame(
+        &mut self,
+        envelope: &Envelope<'_>,
+        pieces: &[types::ReasoningDelta],
+    ) -> Option<Bytes> {
+        let _ = (envelope, pieces);
         None
     }
     /// The stream's last frame(s), once the plugin is done: every text was

@@ -104,9 +104,16 @@ impl Draft {
     pub fn keep_bodies(&mut self, bodies: BodyPolicy) {
         self.bodies = bodies;
     }
-    /// Keeps what the policy allows of the request body.
+    /// Keeps what the policy allows of the request body; truncated, it never
+    /// keeps the bytes of images, audio or documents ([`super::media`]).
     pub fn request(&mut self, body: &[u8]) {
-        self.record.request = self.bodies.keep(body);
+        self.record.request = match self.bodies.keep {
+            RecordBodies::Truncated => match super::media::summarized(body) {
+                Some(summarized) => self.bodies.keep_text(summarized),
+                None => self.bodies.keep(body),
+            },
+            RecordBodies::Full | RecordBodies::None => self.bodies.keep(body),
+        };
     }
     /// The draft for a task that records the invocation itself from now on;
     /// this one is marked so that the request is not recorded twice, however

@@ -352,10 +352,21 @@ impl<C: CompletionCodec> Streamed<C> {
 }
 
 impl<C: CompletionCodec> Pump<'_, C> {
-    /// Sends one chunk's text and tool-call pieces to the caller; false when the caller is gone.
+    /// Sends one chunk's reasoning, text and tool-call pieces to the caller (the
+    /// model reasons before it answers); false when the caller is gone.
     async fn forward(&mut self, chunk: types::Chunk) -> bool {
         if let Some(usage) = chunk.usage {
             self.usage = Some(usage);
+        }
+        let reasoning: Vec<types::ReasoningDelta> = (chunk.reasoning.into_iter())
+            .filter(|piece| (piece.index as usize) < MAX_CHOICES)
+            .map(|mut piece| {
+                piece.text = self.secrets.redact_owned(std::mem::take(&mut piece.text));
+                piece
+            })
+            .collect();
+        if !self.forward_reasoning(reasoning).await {
+            return false;
         }
         let deltas = chunk
             .deltas
@@ -381,6 +392,20 @@ impl<C: CompletionCodec> Pump<'_, C> {
             })
             .collect();
         self.forward_calls(calls).await
+    }
+
+    /// Sends reasoning pieces (an empty list sends nothing); false when the caller is gone.
+    async fn forward_reasoning(&mut self, pieces: Vec<types::ReasoningDelta>) -> bool {
+        if pieces.is_empty() {
+            return true;
+        }
+        match self.codec.reasoning_frame(&self.envelope, &pieces) {
+            Some(frame) => {
+                self.mark_started();
+                self.frames.send(frame).await.is_ok()
+            }
+            None => true,
+        }
     }
 
     /// Sends tool-call pieces (an empty list sends nothing); false when the caller is gone.

@@ -122,13 +122,16 @@ pub fn remote_url(url: String, param: &str) -> Result<String, ApiError> {
     }
 }
 
+/// What becomes of a text part's text, given where it is (for errors).
+pub type TextFilter<'a> = dyn FnMut(String, &dyn Fn() -> String) -> Result<String, ApiError> + 'a;
+
 /// Reads `parts` (the content array at `place`) into the plugin's parts.
 /// Text parts pass through `text` (the Commonbase API fills its variables there).
 pub fn read(
     parts: Vec<PartBody>,
     place: &dyn Fn() -> String,
     max_part_bytes: usize,
-    text: &mut dyn FnMut(String, &dyn Fn() -> String) -> Result<String, ApiError>,
+    text: &mut TextFilter<'_>,
 ) -> Result<Vec<types::Part>, ApiError> {
     let mut out = Vec::with_capacity(parts.len());
     for (j, part) in parts.into_iter().enumerate() {

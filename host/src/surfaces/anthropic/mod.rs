@@ -55,12 +55,12 @@ impl Surface for Messages {
     fn stream(&self) -> bool {
         self.0.stream()
     }
-    fn ask(self, _: Kind, _: &Config) -> Result<Ask<MessageAnswer, Infallible>, ApiError> {
+    fn ask(self, _: Kind, config: &Config) -> Result<Ask<MessageAnswer, Infallible>, ApiError> {
         Ok(Ask::Complete {
-            prompt: self.0.prompt()?,
+            prompt: self.0.prompt(config.max_part_bytes.get())?,
             functions: self.0.functions()?,
             function_choice: self.0.function_choice()?,
-            reasoning: None,
+            reasoning: self.0.reasoning()?,
             codec: MessageAnswer::default(),
         })
     }

@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::error::ApiError;
 use crate::flow::{Kind, Target};
 use crate::plugins::types;
-use crate::surfaces::checks;
+use crate::surfaces::{checks, parts};
 
 /// The body as it reads, before the required fields are checked. One struct
 /// with one flattened map: a field read through a nested flatten would lose
@@ -31,8 +31,10 @@ pub struct MessagesBody {
     top_k: Option<u64>,
     metadata: Option<MetadataIn>,
     stream: Option<bool>,
-    /// Fields the surface does not read (`thinking`, `service_tier`, …): the
-    /// plugin gets them as they are.
+    /// Fields the surface does not read (`service_tier`, …): the plugin gets
+    /// them as they are. `thinking` is read from here into the request's
+    /// typed reasoning (and left here when it has a shape this surface does
+    /// not know, for the plugin to read).
     #[serde(flatten)]
     extra: Map<String, Value>,
 }
@@ -166,6 +168,9 @@ impl MessagesRequest {
     fn params(&self) -> Map<String, Value> {
         let body = &self.body;
         let mut params = body.extra.clone();
+        if matches!(self.reasoning(), Ok(Some(_))) {
+            params.remove("thinking");
+        }
         params.insert("max_tokens".into(), json!(self.max_tokens));
         if let Some(stop) = body.stop_sequences.as_ref().filter(|s| !s.is_empty()) {
             params.insert("stop".into(), json!(stop));
@@ -189,9 +194,45 @@ impl MessagesRequest {
         params
     }
 
+    /// `thinking` as the request's reasoning: `{"type": "enabled",
+    /// "budget_tokens": N}` is a budget, `{"type": "disabled"}` an effort of
+    /// none; any other type is left to the plugin as a parameter.
+    pub fn reasoning(&self) -> Result<Option<types::ReasoningConfig>, ApiError> {
+        let Some(thinking) = self.body.extra.get("thinking").filter(|t| !t.is_null()) else {
+            return Ok(None);
+        };
+        let kind = thinking.get("type").and_then(Value::as_str);
+        match kind {
+            Some("enabled") => {
+                let budget = thinking.get("budget_tokens").and_then(Value::as_u64);
+                let Some(budget) = budget.and_then(|b| u32::try_from(b).ok()) else {
+                    return Err(invalid(
+                        "thinking.budget_tokens",
+                        "thinking.budget_tokens: Field required (a positive integer)",
+                    ));
+                };
+                Ok(Some(types::ReasoningConfig {
+                    effort: None,
+                    budget_tokens: Some(budget),
+                }))
+            }
+            Some("disabled") => Ok(Some(types::ReasoningConfig {
+                effort: Some(types::ReasoningEffort::None),
+                budget_tokens: None,
+            })),
+            Some(_) => Ok(None),
+            None => Err(invalid(
+                "thinking.type",
+                "thinking.type: Field required (\"enabled\" or \"disabled\")",
+            )),
+        }
+    }
+
     /// The conversation: `system` first, then each message; a user
-    /// message's tool results become tool messages ahead of its text.
-    pub fn prompt(&self) -> Result<types::Prompt, ApiError> {
+    /// message's tool results become tool messages ahead of its other
+    /// content. Images and documents are decoded, each at most
+    /// `max_part_bytes`.
+    pub fn prompt(&self, max_part_bytes: usize) -> Result<types::Prompt, ApiError> {
         let mut out = Vec::with_capacity(self.messages.len() + 1);
         if let Some(system) = &self.body.system {
             let text = system_text(system)?;
@@ -204,7 +245,7 @@ impl MessagesRequest {
         let mut names: HashMap<String, String> = HashMap::new();
         for (i, m) in self.messages.iter().enumerate() {
             match m.role {
-                RoleIn::User => user_messages(i, &m.content, &names, &mut out)?,
+                RoleIn::User => user_messages(i, &m.content, &names, max_part_bytes, &mut out)?,
                 RoleIn::Assistant => out.push(assistant_message(i, &m.content, &mut names)?),
             }
         }
@@ -296,13 +337,90 @@ fn block_text<'a>(block: &'a Value, place: &str) -> Result<&'a str, ApiError> {
         .ok_or_else(|| invalid(place, format!("{place}.text: must be a string")))
 }
 
-fn unsupported_media(kind: &str, place: &str) -> ApiError {
-    let what = if kind == "image" {
-        "images"
-    } else {
-        "documents"
+/// A string field of a block, or a 400 naming it.
+fn required_str<'a>(block: &'a Value, field: &str, place: &str) -> Result<&'a str, ApiError> {
+    block.get(field).and_then(Value::as_str).ok_or_else(|| {
+        invalid(
+            format!("{place}.{field}"),
+            format!("{place}.{field}: required"),
+        )
+    })
+}
+
+/// An `image` or `document` block as a part: a `base64` or `url` source (and
+/// for documents a `text` one), with the document's `title`.
+fn media_block(
+    kind: &str,
+    block: &Value,
+    place: &str,
+    max_part_bytes: usize,
+) -> Result<types::Part, ApiError> {
+    let place = format!("{place}.source");
+    let Some(source) = block.get("source").filter(|s| s.is_object()) else {
+        return Err(invalid(place.clone(), format!("{place}: required")));
     };
-    invalid(place, format!("{place}: {what} are not supported yet"))
+    let media_type = (source.get("media_type").and_then(Value::as_str))
+        .map(|media_type| media_type.trim().to_ascii_lowercase());
+    let (source, media_type) = match source.get("type").and_then(Value::as_str) {
+        Some("base64") => {
+            let data = required_str(source, "data", &place)?;
+            let Some(media_type) = media_type else {
+                return Err(invalid(
+                    format!("{place}.media_type"),
+                    format!("{place}.media_type: required"),
+                ));
+            };
+            let param = format!("{place}.data");
+            let bytes = parts::decode_base64(data, &param, max_part_bytes)?;
+            (types::Source::Bytes(bytes), Some(media_type))
+        }
+        Some("url") => {
+            let url = required_str(source, "url", &place)?.to_owned();
+            let url = parts::remote_url(url, &format!("{place}.url"))?;
+            (types::Source::Url(url), media_type)
+        }
+        Some("text") if kind == "document" => {
+            let data = required_str(source, "data", &place)?;
+            if data.len() > max_part_bytes {
+                return Err(ApiError::PartTooLarge {
+                    param: format!("{place}.data"),
+                    limit: max_part_bytes,
+                });
+            }
+            let media_type = media_type.unwrap_or_else(|| "text/plain".to_owned());
+            (
+                types::Source::Bytes(data.as_bytes().to_vec()),
+                Some(media_type),
+            )
+        }
+        other => {
+            return Err(invalid(
+                format!("{place}.type"),
+                format!(
+                    "{place}.type: {:?} is not supported (\"base64\", \"url\"{}); files of \
+                     Anthropic's Files API cannot reach other providers: send the bytes",
+                    other.unwrap_or(""),
+                    if kind == "document" { ", \"text\"" } else { "" }
+                ),
+            ));
+        }
+    };
+    Ok(if kind == "image" {
+        types::Part::Image(types::Image {
+            source,
+            media_type,
+            detail: None,
+        })
+    } else {
+        types::Part::Document(types::Document {
+            source,
+            media_type,
+            title: block
+                .get("title")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        })
+    })
 }
 
 fn system_text(system: &SystemIn) -> Result<String, ApiError> {
@@ -329,11 +447,13 @@ fn system_text(system: &SystemIn) -> Result<String, ApiError> {
     }
 }
 
-/// A user message: its `tool_result` blocks as tool messages, then its text.
+/// A user message: its `tool_result` blocks as tool messages, then its text,
+/// images and documents.
 fn user_messages(
     i: usize,
     content: &ContentIn,
     names: &HashMap<String, String>,
+    max_part_bytes: usize,
     out: &mut Vec<types::Message>,
 ) -> Result<(), ApiError> {
     let blocks = match content {
@@ -343,14 +463,16 @@ fn user_messages(
         }
         ContentIn::Blocks(blocks) => blocks,
     };
-    let mut texts = Vec::new();
+    let mut content = Vec::new();
     let mut results = Vec::new();
     for (j, block) in blocks.iter().enumerate() {
         let place = format!("messages[{i}].content[{j}]");
         match block_type(block, &place)? {
-            "text" => texts.push(block_text(block, &place)?),
-            kind @ ("image" | "document") => return Err(unsupported_media(kind, &place)),
-            "tool_result" => results.push(tool_result(block, &place, names)?),
+            "text" => content.push(types::Part::Text(block_text(block, &place)?.to_owned())),
+            kind @ ("image" | "document") => {
+                content.push(media_block(kind, block, &place, max_part_bytes)?)
+            }
+            "tool_result" => results.push(tool_result(block, &place, names, max_part_bytes)?),
             other => {
                 return Err(invalid(
                     place.clone(),
@@ -359,21 +481,25 @@ fn user_messages(
             }
         }
     }
-    let text_too = !texts.is_empty() || results.is_empty();
+    let content_too = !content.is_empty() || results.is_empty();
     out.extend(results);
-    if text_too {
-        out.push(message(types::Role::User, Some(texts.join("\n"))));
+    if content.is_empty() && content_too {
+        // An empty message stays one, as the caller sent it.
+        content.push(types::Part::Text(String::new()));
+    }
+    if content_too {
+        out.push(types::Message::new(types::Role::User, content));
     }
     Ok(())
 }
 
-/// A `tool_result` block as a tool message. The canonical message has no
-/// error flag, so `is_error` is read (for its type) but not passed on: the
-/// result's text is what the model reads either way.
+/// A `tool_result` block as a tool message: its text, images and documents,
+/// and whether the tool failed (`is_error`).
 fn tool_result(
     block: &Value,
     place: &str,
     names: &HashMap<String, String>,
+    max_part_bytes: usize,
 ) -> Result<types::Message, ApiError> {
     let id = block
         .get("tool_use_id")
@@ -385,25 +511,30 @@ fn tool_result(
                 format!("{place}.tool_use_id: required"),
             )
         })?;
-    if block
-        .get("is_error")
-        .is_some_and(|e| !e.is_boolean() && !e.is_null())
-    {
-        return Err(invalid(
-            format!("{place}.is_error"),
-            format!("{place}.is_error: must be a boolean"),
-        ));
-    }
-    let text = match block.get("content") {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(text)) => text.clone(),
+    let is_error = match block.get("is_error") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(is_error)) => *is_error,
+        Some(_) => {
+            return Err(invalid(
+                format!("{place}.is_error"),
+                format!("{place}.is_error: must be a boolean"),
+            ));
+        }
+    };
+    let content = match block.get("content") {
+        None | Some(Value::Null) => vec![types::Part::Text(String::new())],
+        Some(Value::String(text)) => vec![types::Part::Text(text.clone())],
         Some(Value::Array(blocks)) => {
-            let mut texts = Vec::with_capacity(blocks.len());
+            let mut content = Vec::with_capacity(blocks.len());
             for (k, inner) in blocks.iter().enumerate() {
                 let place = format!("{place}.content[{k}]");
                 match block_type(inner, &place)? {
-                    "text" => texts.push(block_text(inner, &place)?),
-                    kind @ ("image" | "document") => return Err(unsupported_media(kind, &place)),
+                    "text" => {
+                        content.push(types::Part::Text(block_text(inner, &place)?.to_owned()))
+                    }
+                    kind @ ("image" | "document") => {
+                        content.push(media_block(kind, inner, &place, max_part_bytes)?)
+                    }
                     other => {
                         return Err(invalid(
                             place.clone(),
@@ -412,24 +543,25 @@ fn tool_result(
                     }
                 }
             }
-            texts.join("\n")
+            content
         }
         Some(_) => {
             return Err(invalid(
                 format!("{place}.content"),
-                format!("{place}.content: must be a string or an array of text blocks"),
+                format!("{place}.content: must be a string or an array of content blocks"),
             ));
         }
     };
     Ok(types::Message {
         name: names.get(id).cloned(),
         tool_call_id: Some(id.to_owned()),
-        ..message(types::Role::Tool, Some(text))
+        is_error,
+        ..types::Message::new(types::Role::Tool, content)
     })
 }
 
-/// An assistant message: its text, and its `tool_use` blocks as tool calls.
-/// Thinking blocks are the model's own notes, which no other provider reads.
+/// An assistant message: its thinking (sent back first, as Anthropic wants
+/// it), its text, and its `tool_use` blocks as tool calls.
 fn assistant_message(
     i: usize,
     content: &ContentIn,
@@ -439,12 +571,25 @@ fn assistant_message(
         ContentIn::Text(text) => return Ok(message(types::Role::Assistant, Some(text.clone()))),
         ContentIn::Blocks(blocks) => blocks,
     };
+    let mut reasoning = Vec::new();
     let mut texts = Vec::new();
     let mut calls = Vec::new();
     for (j, block) in blocks.iter().enumerate() {
         let place = format!("messages[{i}].content[{j}]");
         match block_type(block, &place)? {
-            "text" => texts.push(block_text(block, &place)?),
+            "text" => texts.push(types::Part::Text(block_text(block, &place)?.to_owned())),
+            "thinking" => reasoning.push(types::Part::Reasoning(types::Reasoning {
+                text: required_str(block, "thinking", &place)?.to_owned(),
+                signature: block
+                    .get("signature")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                redacted: None,
+            })),
+            "redacted_thinking" => reasoning.push(types::Part::Reasoning(types::Reasoning {
+                redacted: Some(required_str(block, "data", &place)?.to_owned()),
+                ..types::Reasoning::default()
+            })),
             "tool_use" => {
                 let field = |name: &str| {
                     block
@@ -470,8 +615,6 @@ fn assistant_message(
                     arguments,
                 });
             }
-            "thinking" | "redacted_thinking" => {}
-            kind @ ("image" | "document") => return Err(unsupported_media(kind, &place)),
             other => {
                 return Err(invalid(
                     place.clone(),
@@ -480,10 +623,13 @@ fn assistant_message(
             }
         }
     }
-    let content = (!texts.is_empty() || calls.is_empty()).then(|| texts.join("\n"));
+    if texts.is_empty() && calls.is_empty() {
+        texts.push(types::Part::Text(String::new()));
+    }
+    reasoning.extend(texts);
     Ok(types::Message {
         tool_calls: calls,
-        ..message(types::Role::Assistant, content)
+        ..types::Message::new(types::Role::Assistant, reasoning)
     })
 }
 
@@ -553,8 +699,14 @@ mod tests {
         assert_eq!(
             Value::Object(body.params()),
             json!({"max_tokens": 100, "stop": ["END"], "temperature": 0.5, "top_p": 0.9,
-                "top_k": 5, "user": "u1", "parallel_tool_calls": false,
-                "thinking": {"type": "enabled", "budget_tokens": 1024}})
+                "top_k": 5, "user": "u1", "parallel_tool_calls": false})
+        );
+        assert_eq!(
+            body.reasoning().unwrap(),
+            Some(types::ReasoningConfig {
+                effort: None,
+                budget_tokens: Some(1024)
+            })
         );
     }
 
@@ -576,7 +728,7 @@ mod tests {
             ],
         })))
         .unwrap();
-        let types::Prompt::Chat(messages) = body.prompt().unwrap() else {
+        let types::Prompt::Chat(messages) = body.prompt(1 << 20).unwrap() else {
             panic!("chat")
         };
         let summary: Vec<_> = messages
@@ -613,23 +765,30 @@ mod tests {
                 arguments: r#"{"x":1}"#.into()
             }]
         );
+        assert_eq!(
+            messages[2].parts[0],
+            types::Part::Reasoning(types::Reasoning {
+                text: "hmm".into(),
+                signature: Some("s".into()),
+                redacted: None,
+            })
+        );
+        assert!(messages[3].is_error);
+        assert!(!messages[4].is_error);
     }
 
     #[test]
-    fn images_server_tools_and_bad_choices_are_refused_by_place() {
-        let image = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}});
+    fn unservable_sources_server_tools_and_bad_choices_are_refused_by_place() {
+        let image = json!({"type": "image", "source": {"type": "file", "file_id": "file_1"}});
         let body = request(base(json!({"messages": [
             {"role": "user", "content": "x"},
             {"role": "assistant", "content": "y"},
             {"role": "user", "content": [{"type": "text", "text": "see"}, image]},
         ]})))
         .unwrap();
-        let err = body.prompt().unwrap_err();
-        assert!(
-            err.to_string().contains("images are not supported yet"),
-            "{err}"
-        );
-        assert_eq!(param_of(err), "messages[2].content[1]");
+        let err = body.prompt(1 << 20).unwrap_err();
+        assert!(err.to_string().contains("send the bytes"), "{err}");
+        assert_eq!(param_of(err), "messages[2].content[1].source.type");
 
         let body = request(base(json!({"tools": [
             {"name": "f", "input_schema": {"type": "object"}},
@@ -669,7 +828,7 @@ mod tests {
     fn validate(bytes: &[u8]) -> Result<(), ApiError> {
         let request = parse(bytes)?;
         request.target(&Config::default())?;
-        request.prompt()?;
+        request.prompt(1 << 10)?;
         request.functions()?;
         request.function_choice()?;
         Ok(())

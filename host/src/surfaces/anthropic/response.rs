@@ -32,19 +32,54 @@ pub struct MessageAnswer {
     text_sent: usize,
     /// Choice 0's streamed tool calls, by their position.
     calls: BTreeMap<u32, StreamedCall>,
+    /// Choice 0's reasoning went out as it came; else the last frame carries it.
+    reasoning_streamed: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Open {
-    Text { block: u32 },
-    Tool { block: u32 },
+    Text {
+        block: u32,
+    },
+    Tool {
+        block: u32,
+    },
+    /// A thinking block, with the plugin's id of the reasoning it streams.
+    Thinking {
+        block: u32,
+        reasoning: u32,
+    },
+    /// A `redacted_thinking` block: whole when it opens.
+    Redacted {
+        block: u32,
+    },
 }
 
 impl Open {
     fn block(self) -> u32 {
         match self {
-            Open::Text { block } | Open::Tool { block } => block,
+            Open::Text { block }
+            | Open::Tool { block }
+            | Open::Thinking { block, .. }
+            | Open::Redacted { block } => block,
         }
+    }
+}
+
+/// Whether a reasoning block is one an Anthropic client reads: thinking text,
+/// or hidden thinking. A signature alone (Gemini signs the parts of its answers
+/// that way) is not a thinking block, and could only be sent back to Gemini.
+fn shown(reasoning: &types::Reasoning) -> bool {
+    !reasoning.text.is_empty() || reasoning.redacted.is_some()
+}
+
+/// A reasoning block as a content block: `thinking` with its signature, or
+/// `redacted_thinking` with its data.
+fn thinking_block(reasoning: &types::Reasoning) -> Value {
+    match &reasoning.redacted {
+        Some(data) => json!({"type": "redacted_thinking", "data": data}),
+        None => json!({"type": "thinking", "thinking": reasoning.text,
+            "signature": reasoning.signature.as_deref().unwrap_or("")}),
     }
 }
 
@@ -231,6 +266,54 @@ impl MessageAnswer {
         self.text_sent += text.len();
     }
 
+    /// A piece of reasoning: a `redacted_thinking` block whole, or a
+    /// `thinking` block's `thinking_delta` and `signature_delta`, opening the
+    /// block on its first piece.
+    fn reasoning_piece(&mut self, out: &mut Vec<u8>, piece: &types::ReasoningDelta) {
+        self.reasoning_streamed = true;
+        let open_here =
+            matches!(self.open, Some(Open::Thinking { reasoning, .. }) if reasoning == piece.block);
+        if piece.text.is_empty() && piece.redacted.is_none() && !open_here {
+            // A signature alone: not a thinking block (see `shown`).
+            return;
+        }
+        if let Some(data) = &piece.redacted {
+            let block = self.open_block(out, json!({"type": "redacted_thinking", "data": data}));
+            self.open = Some(Open::Redacted { block });
+            return;
+        }
+        let block = match self.open {
+            Some(Open::Thinking { block, reasoning }) if reasoning == piece.block => block,
+            _ => {
+                let block = self.open_block(
+                    out,
+                    json!({"type": "thinking", "thinking": "", "signature": ""}),
+                );
+                self.open = Some(Open::Thinking {
+                    block,
+                    reasoning: piece.block,
+                });
+                block
+            }
+        };
+        if !piece.text.is_empty() {
+            push_event(
+                out,
+                "content_block_delta",
+                &json!({"type": "content_block_delta", "index": block,
+                    "delta": {"type": "thinking_delta", "thinking": piece.text}}),
+            );
+        }
+        if let Some(signature) = &piece.signature {
+            push_event(
+                out,
+                "content_block_delta",
+                &json!({"type": "content_block_delta", "index": block,
+                    "delta": {"type": "signature_delta", "signature": signature}}),
+            );
+        }
+    }
+
     fn json_delta(out: &mut Vec<u8>, block: u32, partial: &str) {
         if partial.is_empty() {
             return;
@@ -298,6 +381,20 @@ impl MessageAnswer {
     ) {
         let choice = first_choice(completion);
         if let Some(choice) = choice {
+            if !self.reasoning_streamed {
+                for (position, reasoning) in
+                    (choice.reasoning.iter().enumerate()).filter(|(_, reasoning)| shown(reasoning))
+                {
+                    let piece = types::ReasoningDelta {
+                        index: 0,
+                        block: u32::try_from(position).unwrap_or(u32::MAX),
+                        text: reasoning.text.clone(),
+                        signature: reasoning.signature.clone(),
+                        redacted: reasoning.redacted.clone(),
+                    };
+                    self.reasoning_piece(out, &piece);
+                }
+            }
             if let Some(rest) = choice.text.get(self.text_sent..) {
                 self.text(out, rest);
             }
@@ -341,6 +438,13 @@ impl CompletionCodec for MessageAnswer {
         let choice = first_choice(completion);
         let mut content = Vec::new();
         if let Some(choice) = choice {
+            content.extend(
+                choice
+                    .reasoning
+                    .iter()
+                    .filter(|r| shown(r))
+                    .map(thinking_block),
+            );
             if !choice.text.is_empty() {
                 content.push(json!({"type": "text", "text": choice.text}));
             }
@@ -374,6 +478,19 @@ impl CompletionCodec for MessageAnswer {
             self.text(&mut out, &delta.text);
         }
         Bytes::from(out)
+    }
+
+    fn reasoning_frame(
+        &mut self,
+        envelope: &Envelope<'_>,
+        pieces: &[types::ReasoningDelta],
+    ) -> Option<Bytes> {
+        let mut out = Vec::new();
+        self.start(&mut out, envelope);
+        for piece in pieces.iter().filter(|p| p.index == 0) {
+            self.reasoning_piece(&mut out, piece);
+        }
+        (!out.is_empty()).then(|| Bytes::from(out))
     }
 
     fn tool_call_frame(

@@ -100,7 +100,7 @@ impl CompletionFields for ChatFields {
             prompt,
             functions: request::functions(&self)?,
             function_choice: request::function_choice(&self)?,
-            reasoning: None,
+            reasoning: request::reasoning(&self)?,
             codec: CompletionAnswer::new(
                 Object::Chat,
                 request::legacy_functions(&self),

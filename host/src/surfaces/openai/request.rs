@@ -311,6 +311,9 @@ pub struct ChatFields {
     pub tool_choice: Option<ToolChoice>,
     pub functions: Option<Vec<FunctionBody>>,
     pub function_call: Option<FunctionCallChoice>,
+    /// Read here, not passed through: every plugin gets it as the typed
+    /// `reasoning` of the request, which it maps to what its provider takes.
+    pub reasoning_effort: Option<String>,
 }
 
 impl Fields for ChatFields {
@@ -321,6 +324,7 @@ impl Fields for ChatFields {
             "tool_choice" => read!(map, self.tool_choice),
             "functions" => read!(map, self.functions),
             "function_call" => read!(map, self.function_call),
+            "reasoning_effort" => read!(map, self.reasoning_effort),
             _ => self.common.read(key, map),
         }
     }
@@ -407,6 +411,7 @@ pub enum FunctionCallChoice {
 /// conversation.
 pub fn check_chat(body: &ChatFields) -> Result<(), ApiError> {
     body.common.check()?;
+    reasoning(body)?;
     match &body.messages {
         None => Err(invalid("messages", "you must provide a messages parameter")),
         Some(messages) if messages.is_empty() => Err(invalid(
@@ -414,6 +419,26 @@ pub fn check_chat(body: &ChatFields) -> Result<(), ApiError> {
             "messages must contain at least one message",
         )),
         Some(_) => Ok(()),
+    }
+}
+
+/// `reasoning_effort`, as the plugin's typed reasoning.
+pub fn reasoning(body: &ChatFields) -> Result<Option<types::ReasoningConfig>, ApiError> {
+    let Some(effort) = body.reasoning_effort.as_deref() else {
+        return Ok(None);
+    };
+    match types::ReasoningEffort::parse(effort) {
+        Some(effort) => Ok(Some(types::ReasoningConfig {
+            effort: Some(effort),
+            budget_tokens: None,
+        })),
+        None => Err(invalid(
+            "reasoning_effort",
+            format!(
+                "reasoning_effort must be one of \"none\", \"minimal\", \"low\", \"medium\", \
+                 \"high\", \"xhigh\", got {effort:?}"
+            ),
+        )),
     }
 }
 
@@ -755,7 +780,19 @@ mod tests {
         assert_eq!(user(&body.params).unwrap(), Some("u1"));
         assert_eq!(
             params_text(&body.params),
-            r#"{"reasoning_effort":"low","temperature":0.5,"user":"u1"}"#
+            r#"{"temperature":0.5,"user":"u1"}"#
+        );
+        assert_eq!(
+            reasoning(&body.fields).unwrap(),
+            Some(types::ReasoningConfig {
+                effort: Some(types::ReasoningEffort::Low),
+                budget_tokens: None,
+            })
+        );
+        let body = chat(r#"{"model": "m", "messages": [], "reasoning_effort": "max"}"#).unwrap();
+        assert_eq!(
+            param_of(check_chat(&body.fields).unwrap_err()),
+            "reasoning_effort"
         );
     }
 

@@ -40,6 +40,8 @@ pub struct CompletionAnswer {
     opened: Vec<u32>,
     /// Tool calls whose pieces went out as they came.
     streamed: Vec<StreamedCall>,
+    /// Reasoning went out as it came; else the last frame carries it whole.
+    reasoning_streamed: bool,
 }
 
 /// What a caller was sent of one tool call.
@@ -60,6 +62,7 @@ impl CompletionAnswer {
             include_usage,
             opened: Vec::new(),
             streamed: Vec::new(),
+            reasoning_streamed: false,
         }
     }
 
@@ -143,6 +146,9 @@ impl CompletionAnswer {
             json!(choice.text)
         };
         let mut message = json!({"role": "assistant", "content": content, "refusal": null});
+        if let Some(reasoning) = reasoning_text(choice) {
+            message["reasoning_content"] = json!(reasoning);
+        }
         if self.legacy_functions {
             if let Some(call) = calls.first() {
                 message["function_call"] = json!({"name": call.name, "arguments": call.arguments});
@@ -288,6 +294,34 @@ impl CompletionCodec for CompletionAnswer {
         frame.freeze()
     }
 
+    /// Reasoning as `reasoning_content` deltas, the field DeepSeek's API and
+    /// the OpenAI-compatible servers that show reasoning (vLLM, SGLang) use,
+    /// which their clients read.
+    fn reasoning_frame(
+        &mut self,
+        envelope: &Envelope<'_>,
+        pieces: &[types::ReasoningDelta],
+    ) -> Option<Bytes> {
+        if self.object != Object::Chat {
+            return None;
+        }
+        let mut chunks = Vec::new();
+        for piece in pieces.iter().filter(|piece| !piece.text.is_empty()) {
+            chunks.extend(self.open(piece.index, json!("")));
+            chunks.push(chat_delta(
+                piece.index,
+                json!({"reasoning_content": piece.text}),
+            ));
+            self.reasoning_streamed = true;
+        }
+        if chunks.is_empty() {
+            return None;
+        }
+        Some(frames(
+            chunks.into_iter().map(|c| self.chunk(envelope, vec![c])),
+        ))
+    }
+
     fn tool_call_frame(
         &mut self,
         envelope: &Envelope<'_>,
@@ -372,6 +406,13 @@ impl CompletionCodec for CompletionAnswer {
             };
             chunks.extend(self.open(choice.index, opening));
             if self.object == Object::Chat {
+                if let Some(reasoning) = reasoning_text(choice).filter(|_| !self.reasoning_streamed)
+                {
+                    chunks.push(chat_delta(
+                        choice.index,
+                        json!({"reasoning_content": reasoning}),
+                    ));
+                }
                 self.unsent_calls(choice, &mut chunks);
             }
             let finish_reason = self.finish_reason(choice);
@@ -493,6 +534,16 @@ pub fn error_body(error: &ApiError) -> Value {
         message = format!("{message}: {provider}");
     }
     json!({"error": {"message": message, "type": kind, "param": param, "code": code}})
+}
+
+/// A choice's readable reasoning, its blocks joined with a blank line; `None`
+/// when it has none (hidden reasoning has no text to show).
+fn reasoning_text(choice: &types::Choice) -> Option<String> {
+    let texts: Vec<&str> = (choice.reasoning.iter())
+        .map(|reasoning| reasoning.text.as_str())
+        .filter(|text| !text.is_empty())
+        .collect();
+    (!texts.is_empty()).then(|| texts.join("\n\n"))
 }
 
 /// `PREFIX` and the invocation id without its dashes (OpenAI's ids are one token).

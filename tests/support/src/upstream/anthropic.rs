@@ -59,6 +59,86 @@ impl Reply {
     }
 }
 
+/// The thinking a [`Reply::anthropic_thinking`] answer shows, its signature, and its text.
+pub const THINKING: &str = "Let me think.";
+pub const THINKING_SIGNATURE: &str = "sig-abc";
+pub const THINKING_TEXT: &str = "Olá";
+
+impl Reply {
+    /// A whole answer that thought first: a `thinking` block with its signature, then text.
+    pub fn anthropic_thinking() -> Reply {
+        Reply::json(
+            200,
+            &json!({"id": "msg_1", "type": "message", "role": "assistant",
+                "model": "claude-sonnet-4-5",
+                "content": [{"type": "thinking", "thinking": THINKING, "signature": THINKING_SIGNATURE},
+                    {"type": "text", "text": THINKING_TEXT}],
+                "stop_reason": "end_turn", "stop_sequence": null,
+                "usage": {"input_tokens": 10, "output_tokens": 20}}),
+        )
+    }
+
+    /// The same as a stream, as Anthropic streams thinking: `thinking_delta`s (the thinking in
+    /// two pieces), a `signature_delta`, a `redacted_thinking` block (`opaque`), then the text;
+    /// it stopped at the stop sequence `END`.
+    pub fn anthropic_thinking_stream() -> Reply {
+        let start = json!({"type": "message_start", "message": {"id": "msg_2", "type": "message",
+            "role": "assistant", "model": "claude-sonnet-4-5", "content": [], "stop_reason": null,
+            "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 1}}});
+        let delta = |index: u32, delta: Value| json!({"type": "content_block_delta", "index": index, "delta": delta});
+        let block = |index: u32, content_block: Value| json!({"type": "content_block_start", "index": index, "content_block": content_block});
+        let stop = |index: u32| json!({"type": "content_block_stop", "index": index});
+        let (first, rest) = THINKING.split_at(7);
+        Reply::anthropic_events(&[
+            ("message_start", start),
+            (
+                "content_block_start",
+                block(
+                    0,
+                    json!({"type": "thinking", "thinking": "", "signature": ""}),
+                ),
+            ),
+            (
+                "content_block_delta",
+                delta(0, json!({"type": "thinking_delta", "thinking": first})),
+            ),
+            (
+                "content_block_delta",
+                delta(0, json!({"type": "thinking_delta", "thinking": rest})),
+            ),
+            (
+                "content_block_delta",
+                delta(
+                    0,
+                    json!({"type": "signature_delta", "signature": THINKING_SIGNATURE}),
+                ),
+            ),
+            ("content_block_stop", stop(0)),
+            (
+                "content_block_start",
+                block(1, json!({"type": "redacted_thinking", "data": "opaque"})),
+            ),
+            ("content_block_stop", stop(1)),
+            (
+                "content_block_start",
+                block(2, json!({"type": "text", "text": ""})),
+            ),
+            (
+                "content_block_delta",
+                delta(2, json!({"type": "text_delta", "text": THINKING_TEXT})),
+            ),
+            ("content_block_stop", stop(2)),
+            (
+                "message_delta",
+                json!({"type": "message_delta",
+                "delta": {"stop_reason": "stop_sequence", "stop_sequence": "END"},
+                "usage": {"output_tokens": 20}}),
+            ),
+            ("message_stop", json!({"type": "message_stop"})),
+        ])
+    }
+}
+
 /// One SSE event as Anthropic writes it.
 pub fn sse(name: &str, data: &Value) -> String {
     format!("event: {name}\ndata: {data}\n\n")

@@ -1,0 +1,175 @@
+//! What a record keeps of a request's images, audio and documents: never
+//! their bytes. With `record_bodies = "truncated"` each base64 payload of the
+//! request body — a `data:` URL (OpenAI's `image_url` and `file_data`, the
+//! Responses API's `image_url`), or the `data` / `file_data` of a part
+//! (Anthropic's `base64` and `text` sources, OpenAI's `input_audio`) — is
+//! replaced by `{kind, media_type, bytes, sha256}` of the decoded bytes.
+//! Every surface's shape is covered by this one walk over the JSON, so a
+//! surface added later is covered too.
+//!
+//! Only bodies that can carry media are read again: the raw body is first
+//! searched for the markers every such shape has (`base64`, `input_audio`),
+//! so a text-only request costs one `memmem` scan.
+
+use base64::Engine as _;
+use base64::engine::DecodePaddingMode;
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+const BASE64: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
+
+/// Shorter strings are kept as they are: no media payload is this small, and
+/// a record may show them whole.
+const MIN_PAYLOAD: usize = 64;
+
+/// `body` with its media payloads summarized, `None` when it has none (or is
+/// not JSON): the caller keeps the body as it is.
+pub fn summarized(body: &[u8]) -> Option<String> {
+    let may_carry = memchr::memmem::find(body, b"base64").is_some()
+        || memchr::memmem::find(body, b"input_audio").is_some();
+    if !may_carry {
+        return None;
+    }
+    let mut value: Value = serde_json::from_slice(body).ok()?;
+    summarize(&mut value).then(|| value.to_string())
+}
+
+/// Replaces the payloads under `value`; whether it replaced any.
+fn summarize(value: &mut Value) -> bool {
+    match value {
+        Value::String(text) => match data_url(text) {
+            Some(summary) => {
+                *value = summary;
+                true
+            }
+            None => false,
+        },
+        Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |any, item| summarize(item) | any),
+        Value::Object(object) => summarize_object(object),
+        _ => false,
+    }
+}
+
+fn summarize_object(object: &mut Map<String, Value>) -> bool {
+    let media_type = (object.get("media_type").or_else(|| object.get("mime_type")))
+        .or_else(|| object.get("mimeType"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .or_else(|| {
+            let format = object.get("format")?.as_str()?;
+            Some(format!("audio/{format}"))
+        });
+    let mut any = false;
+    for (key, field) in object.iter_mut() {
+        let payload = matches!(key.as_str(), "data" | "file_data" | "bytes");
+        any |= match field {
+            Value::String(text) if payload && text.len() >= MIN_PAYLOAD => {
+                if let Some(summary) = data_url(text) {
+                    *field = summary;
+                    true
+                } else if let Some(bytes) = decoded(text) {
+                    *field = summary_of(media_type.as_deref(), &bytes);
+                    true
+                } else {
+                    false
+                }
+            }
+            other => summarize(other),
+        };
+    }
+    any
+}
+
+/// The summary of a `data:<media type>;base64,<data>` URL.
+fn data_url(text: &str) -> Option<Value> {
+    let rest = text.strip_prefix("data:")?;
+    let (media_type, data) = rest.split_once(";base64,")?;
+    let bytes = decoded(data)?;
+    Some(summary_of(Some(media_type), &bytes))
+}
+
+fn decoded(text: &str) -> Option<Vec<u8>> {
+    BASE64.decode(text.trim()).ok()
+}
+
+fn summary_of(media_type: Option<&str>, bytes: &[u8]) -> Value {
+    let kind = match media_type.and_then(|m| m.split('/').next()) {
+        Some("image") => "image",
+        Some("audio") => "audio",
+        _ => "document",
+    };
+    let sha256 = Sha256::digest(bytes);
+    let mut hex = String::with_capacity(64);
+    for byte in sha256 {
+        hex.push_str(&format!("{byte:02x}"));
+    }
+    json!({"kind": kind, "media_type": media_type, "bytes": bytes.len(), "sha256": hex})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 60 bytes, long enough to be taken for a payload once encoded.
+    fn payload() -> (String, Vec<u8>) {
+        let bytes: Vec<u8> = (0u8..60).collect();
+        (BASE64.encode(&bytes), bytes)
+    }
+
+    fn sha(bytes: &[u8]) -> String {
+        Sha256::digest(bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    #[test]
+    fn a_text_only_body_is_left_alone() {
+        assert_eq!(
+            summarized(br#"{"messages": [{"role": "user", "content": "hi"}]}"#),
+            None
+        );
+        // Mentions the word but carries nothing.
+        assert_eq!(
+            summarized(br#"{"messages": [{"content": "base64 is a code"}]}"#),
+            None
+        );
+    }
+
+    #[test]
+    fn every_surfaces_payloads_become_summaries() {
+        let (data, bytes) = payload();
+        let summary = |media_type: &str, kind: &str| json!({"kind": kind, "media_type": media_type, "bytes": 60, "sha256": sha(&bytes)});
+        let body = json!({"messages": [{"role": "user", "content": [
+            {"type": "text", "text": "look"},
+            {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{data}")}},
+            {"type": "input_audio", "input_audio": {"data": data, "format": "wav"}},
+            {"type": "file", "file": {"file_data": format!("data:application/pdf;base64,{data}")}},
+            {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": data}},
+        ]}]});
+        let kept: Value =
+            serde_json::from_str(&summarized(body.to_string().as_bytes()).unwrap()).unwrap();
+        let parts = &kept["messages"][0]["content"];
+        assert_eq!(parts[0]["text"], "look");
+        assert_eq!(parts[1]["image_url"]["url"], summary("image/png", "image"));
+        assert_eq!(
+            parts[2]["input_audio"]["data"],
+            summary("audio/wav", "audio")
+        );
+        assert_eq!(
+            parts[3]["file"]["file_data"],
+            summary("application/pdf", "document")
+        );
+        assert_eq!(
+            parts[4]["source"]["data"],
+            summary("application/pdf", "document")
+        );
+        assert!(!kept.to_string().contains(&data));
+    }
+}
