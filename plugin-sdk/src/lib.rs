@@ -306,6 +306,21 @@ impl Role {
     }
 }
 
+impl ReasoningEffort {
+    /// The effort as OpenAI names it (`reasoning_effort`, `reasoning.effort`): `"none"`,
+    /// `"minimal"`, `"low"`, `"medium"`, `"high"` or `"xhigh"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasoningEffort::None => "none",
+            ReasoningEffort::Minimal => "minimal",
+            ReasoningEffort::Low => "low",
+            ReasoningEffort::Medium => "medium",
+            ReasoningEffort::High => "high",
+            ReasoningEffort::Xhigh => "xhigh",
+        }
+    }
+}
+
 impl Route {
     /// The route's `base_url` without surrounding whitespace or trailing
     /// slashes, ready for `format!("{base}/path")`.

@@ -214,14 +214,7 @@ pub fn reasoning_effort(config: &ReasoningConfig) -> Option<&'static str> {
         (None, Some(_)) => ReasoningEffort::High,
         (None, None) => return None,
     };
-    Some(match effort {
-        ReasoningEffort::None => "none",
-        ReasoningEffort::Minimal => "minimal",
-        ReasoningEffort::Low => "low",
-        ReasoningEffort::Medium => "medium",
-        ReasoningEffort::High => "high",
-        ReasoningEffort::Xhigh => "xhigh",
-    })
+    Some(effort.as_str())
 }
 
 /// Whether `model` is one of OpenAI's reasoning models (o1, o3, o4-mini, gpt-5 and their

@@ -10,6 +10,75 @@
 //! This module finds which line a component was built for, checks its exports
 //! once at link time, and calls them.
 
+/// What every line's module does the same way against its own generated
+/// types (`bindings`, `types`, `ProviderPre` in scope where it is expanded):
+/// linking its imports, checking a component's exports, calling `info`, and
+/// calling `complete` / `embed` through the export found at link time.
+macro_rules! line_calls {
+    () => {
+        type CompleteFunc<'a> = wasmtime::component::TypedFunc<
+            (&'a types::CompletionRequest,),
+            (Result<types::Completion, types::ProviderError>,),
+        >;
+        type EmbedFunc<'a> = wasmtime::component::TypedFunc<
+            (&'a types::EmbeddingRequest,),
+            (Result<types::Embeddings, types::ProviderError>,),
+        >;
+
+        pub(super) fn add_to_linker(
+            linker: &mut wasmtime::component::Linker<PluginState>,
+        ) -> wasmtime::Result<()> {
+            bindings::Provider::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
+                linker,
+                |state| state,
+            )
+        }
+
+        /// Checks that every export of the world is there with its type.
+        pub(super) fn check(
+            pre: &wasmtime::component::InstancePre<PluginState>,
+        ) -> wasmtime::Result<()> {
+            ProviderPre::new(pre.clone()).map(drop)
+        }
+
+        /// Instantiates the plugin (the outer error) and calls its `info` (the inner one).
+        pub(super) async fn info(
+            pre: &wasmtime::component::InstancePre<PluginState>,
+            mut store: impl wasmtime::AsContextMut<Data = PluginState>,
+        ) -> wasmtime::Result<wasmtime::Result<host::PluginInfo>> {
+            let provider = ProviderPre::new(pre.clone())?
+                .instantiate_async(&mut store)
+                .await?;
+            Ok(provider.call_info(&mut store).await.map(Into::into))
+        }
+
+        async fn call_complete(
+            func: wasmtime::component::Func,
+            mut store: wasmtime::StoreContextMut<'_, PluginState>,
+            request: &types::CompletionRequest,
+        ) -> super::CallResult<host::Completion> {
+            // SAFETY: `check` had `ProviderPre::new` check this export's type
+            // against the world's, which this signature is (bindgen's own for it).
+            let typed: CompleteFunc<'_> =
+                unsafe { wasmtime::component::TypedFunc::new_unchecked(func) };
+            let (result,) = typed.call_async(&mut store, (request,)).await?;
+            Ok(result.map(Into::into).map_err(Into::into))
+        }
+
+        async fn call_embed(
+            func: wasmtime::component::Func,
+            mut store: wasmtime::StoreContextMut<'_, PluginState>,
+            request: &types::EmbeddingRequest,
+        ) -> super::CallResult<host::Embeddings> {
+            // SAFETY: as in `call_complete`.
+            let typed: EmbedFunc<'_> =
+                unsafe { wasmtime::component::TypedFunc::new_unchecked(func) };
+            let (result,) = typed.call_async(&mut store, (request,)).await?;
+            Ok(result.map(Into::into).map_err(Into::into))
+        }
+    };
+}
+
 mod v0_1;
 mod v0_2;
 

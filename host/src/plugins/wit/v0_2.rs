@@ -20,60 +20,28 @@ mod bindings {
 use bindings::ProviderPre;
 pub(in crate::plugins) use bindings::gateway::provider::{http, log, sink, types};
 
-use wasmtime::component::{Func, HasSelf, InstancePre, Linker, TypedFunc};
-use wasmtime::{AsContextMut, StoreContextMut};
+use wasmtime::StoreContextMut;
+use wasmtime::component::Func;
 
 use super::CallResult;
 use crate::plugins::imports::PluginState;
 
-type CompleteFunc<'a> =
-    TypedFunc<(&'a types::CompletionRequest,), (Result<types::Completion, types::ProviderError>,)>;
-type EmbedFunc<'a> =
-    TypedFunc<(&'a types::EmbeddingRequest,), (Result<types::Embeddings, types::ProviderError>,)>;
-
-pub(super) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
-    bindings::Provider::add_to_linker::<_, HasSelf<_>>(linker, |state| state)
-}
-
-/// Checks that every export of the world is there with its type.
-pub(super) fn check(pre: &InstancePre<PluginState>) -> wasmtime::Result<()> {
-    ProviderPre::new(pre.clone()).map(drop)
-}
-
-/// Instantiates the plugin (the outer error) and calls its `info` (the inner one).
-pub(super) async fn info(
-    pre: &InstancePre<PluginState>,
-    mut store: impl AsContextMut<Data = PluginState>,
-) -> wasmtime::Result<wasmtime::Result<host::PluginInfo>> {
-    let provider = ProviderPre::new(pre.clone())?
-        .instantiate_async(&mut store)
-        .await?;
-    Ok(provider.call_info(&mut store).await.map(Into::into))
-}
+line_calls!();
 
 pub(super) async fn complete(
     func: Func,
-    mut store: StoreContextMut<'_, PluginState>,
+    store: StoreContextMut<'_, PluginState>,
     request: host::CompletionRequest,
 ) -> CallResult<host::Completion> {
-    let request = types::CompletionRequest::from(request);
-    // SAFETY: `check` had `ProviderPre::new` check this export's type against
-    // the world's, which this signature is (bindgen's own for it).
-    let typed: CompleteFunc<'_> = unsafe { TypedFunc::new_unchecked(func) };
-    let (result,) = typed.call_async(&mut store, (&request,)).await?;
-    Ok(result.map(Into::into).map_err(Into::into))
+    call_complete(func, store, &types::CompletionRequest::from(request)).await
 }
 
 pub(super) async fn embed(
     func: Func,
-    mut store: StoreContextMut<'_, PluginState>,
+    store: StoreContextMut<'_, PluginState>,
     request: host::EmbeddingRequest,
 ) -> CallResult<host::Embeddings> {
-    let request = types::EmbeddingRequest::from(request);
-    // SAFETY: as in `complete`.
-    let typed: EmbedFunc<'_> = unsafe { TypedFunc::new_unchecked(func) };
-    let (result,) = typed.call_async(&mut store, (&request,)).await?;
-    Ok(result.map(Into::into).map_err(Into::into))
+    call_embed(func, store, &types::EmbeddingRequest::from(request)).await
 }
 
 // ---------------------------------------------------------------- into the plugin
