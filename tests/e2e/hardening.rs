@@ -18,7 +18,7 @@ const GENEROUS: Duration = Duration::from_secs(60);
 
 /// A kernel figure of the gateway process from /proc/PID/status, in KiB (e.g. `VmHWM`, the
 /// peak resident set).
-fn proc_status_kib(gw: &Gateway, field: &str) -> u64 {
+pub(crate) fn proc_status_kib(gw: &Gateway, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{}/status", gw.pid().expect("running")))
         .expect("status");
     status

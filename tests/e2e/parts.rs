@@ -328,3 +328,37 @@ fn records_keep_a_summary_of_media_never_their_bytes() {
     let record = full.record(&id);
     assert!(record["request"].to_string().contains(&data), "{record}");
 }
+
+/// A 20 MiB image (the default `max_part_bytes`) is served; a byte more is 413. The peak memory
+/// the request took is printed as a `[memory figure]`.
+#[test]
+fn a_20_mib_image_is_served_and_one_byte_more_is_413() {
+    use base64::Engine as _;
+    const MIB: usize = 1024 * 1024;
+    let gw = Gateway::builder()
+        .route(Route::echo("demo"))
+        .config_line(&format!("max_body_bytes = {}", 32 * MIB))
+        .start();
+    let image = |size: usize| {
+        let data = base64::engine::general_purpose::STANDARD.encode(vec![7u8; size]);
+        json!({"model": "demo/echo", "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "big"},
+            {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{data}")}}]}]})
+    };
+    let body = image(20 * MIB);
+    let before = crate::hardening::proc_status_kib(&gw, "VmHWM");
+    let answer = ok(&post_openai(&gw, &body));
+    let peak = crate::hardening::proc_status_kib(&gw, "VmHWM");
+    assert_eq!(
+        answer["choices"][0]["message"]["content"],
+        format!("big [image image/png, {} bytes]", 20 * MIB)
+    );
+    eprintln!(
+        "[memory figure] a 20 MiB image ({:.1} MB body): peak RSS {:.1} MB above the gateway's \
+         peak before it",
+        body.to_string().len() as f64 / 1e6,
+        peak.saturating_sub(before) as f64 * 1024.0 / 1e6
+    );
+    let over = post_openai(&gw, &image(20 * MIB + 1));
+    assert_eq!(over.status, 413, "{}", over.text());
+}

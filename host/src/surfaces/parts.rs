@@ -69,7 +69,9 @@ fn invalid(param: String, message: impl Into<String>) -> ApiError {
 /// larger than `max_part_bytes` before decoding it.
 pub fn decode_base64(data: &str, param: &str, max_part_bytes: usize) -> Result<Vec<u8>, ApiError> {
     let data = data.trim();
-    if data.len() / 4 * 3 > max_part_bytes {
+    // The decoded length, from the text's (padded or not): known before decoding anything.
+    let unpadded = data.trim_end_matches('=').len();
+    if unpadded / 4 * 3 + unpadded % 4 * 3 / 4 > max_part_bytes {
         return Err(ApiError::PartTooLarge {
             param: param.to_owned(),
             limit: max_part_bytes,
@@ -327,5 +329,10 @@ mod tests {
         assert_eq!(error.status(), hyper::StatusCode::PAYLOAD_TOO_LARGE);
         assert_eq!(param_of(error), "messages[0].content[0].input_audio.data");
         assert!(parts(&json, 3000).is_ok());
+        // Padding counts for nothing: "aGk=" decodes to 2 bytes, not 3.
+        let padded =
+            r#"[{"type": "input_audio", "input_audio": {"data": "aGk=", "format": "wav"}}]"#;
+        assert!(parts(padded, 2).is_ok());
+        assert!(parts(padded, 1).is_err());
     }
 }
