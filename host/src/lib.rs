@@ -22,6 +22,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod dir_watch;
+pub mod encoding;
 pub mod error;
 pub mod flow;
 pub mod http;

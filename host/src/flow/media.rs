@@ -2,8 +2,9 @@
 //! their bytes. With `record_bodies = "truncated"` each base64 payload of the
 //! request body — a `data:` URL (OpenAI's `image_url` and `file_data`, the
 //! Responses API's `image_url`), or the `data` / `file_data` of a part
-//! (Anthropic's `base64` and `text` sources, OpenAI's `input_audio`) — is
-//! replaced by `{kind, media_type, bytes, sha256}` of the decoded bytes.
+//! (Anthropic's `base64` sources, OpenAI's `input_audio`) — is
+//! replaced by `{kind, media_type, bytes, sha256}` of the decoded bytes (decoded a
+//! piece at a time into the hash: never held whole).
 //! Every surface's shape is covered by this one walk over the JSON, so a
 //! surface added later is covered too.
 //!
@@ -11,16 +12,9 @@
 //! searched for the markers every such shape has (`base64`, `input_audio`),
 //! so a text-only request costs one `memmem` scan.
 
-use base64::Engine as _;
-use base64::engine::DecodePaddingMode;
-use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use serde_json::{Map, Value, json};
-use sha2::{Digest, Sha256};
 
-const BASE64: GeneralPurpose = GeneralPurpose::new(
-    &base64::alphabet::STANDARD,
-    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
-);
+use crate::encoding::base64_sha256;
 
 /// Shorter strings are kept as they are: no media payload is this small, and
 /// a record may show them whole.
@@ -70,14 +64,12 @@ fn summarize_object(object: &mut Map<String, Value>) -> bool {
         let payload = matches!(key.as_str(), "data" | "file_data" | "bytes");
         any |= match field {
             Value::String(text) if payload && text.len() >= MIN_PAYLOAD => {
-                if let Some(summary) = data_url(text) {
-                    *field = summary;
-                    true
-                } else if let Some(bytes) = decoded(text) {
-                    *field = summary_of(media_type.as_deref(), &bytes);
-                    true
-                } else {
-                    false
+                match data_url(text).or_else(|| summary_of(media_type.as_deref(), text)) {
+                    Some(summary) => {
+                        *field = summary;
+                        true
+                    }
+                    None => false,
                 }
             }
             other => summarize(other),
@@ -90,43 +82,32 @@ fn summarize_object(object: &mut Map<String, Value>) -> bool {
 fn data_url(text: &str) -> Option<Value> {
     let rest = text.strip_prefix("data:")?;
     let (media_type, data) = rest.split_once(";base64,")?;
-    let bytes = decoded(data)?;
-    Some(summary_of(Some(media_type), &bytes))
+    summary_of(Some(media_type), data)
 }
 
-fn decoded(text: &str) -> Option<Vec<u8>> {
-    BASE64.decode(text.trim()).ok()
-}
-
-fn summary_of(media_type: Option<&str>, bytes: &[u8]) -> Value {
+/// The summary of base64 `data` of `media_type`; `None` when it is not base64.
+fn summary_of(media_type: Option<&str>, data: &str) -> Option<Value> {
+    let (bytes, sha256) = base64_sha256(data.trim())?;
     let kind = match media_type.and_then(|m| m.split('/').next()) {
         Some("image") => "image",
         Some("audio") => "audio",
         _ => "document",
     };
-    let sha256 = Sha256::digest(bytes);
-    let mut hex = String::with_capacity(64);
-    for byte in sha256 {
-        hex.push_str(&format!("{byte:02x}"));
-    }
-    json!({"kind": kind, "media_type": media_type, "bytes": bytes.len(), "sha256": hex})
+    Some(json!({"kind": kind, "media_type": media_type, "bytes": bytes, "sha256": sha256}))
 }
 
 #[cfg(test)]
 mod tests {
+    use base64::Engine as _;
+
     use super::*;
+    use crate::encoding::sha256_hex;
 
     /// 60 bytes, long enough to be taken for a payload once encoded.
     fn payload() -> (String, Vec<u8>) {
         let bytes: Vec<u8> = (0u8..60).collect();
-        (BASE64.encode(&bytes), bytes)
-    }
-
-    fn sha(bytes: &[u8]) -> String {
-        Sha256::digest(bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+        (data, bytes)
     }
 
     #[test]
@@ -145,7 +126,7 @@ mod tests {
     #[test]
     fn every_surfaces_payloads_become_summaries() {
         let (data, bytes) = payload();
-        let summary = |media_type: &str, kind: &str| json!({"kind": kind, "media_type": media_type, "bytes": 60, "sha256": sha(&bytes)});
+        let summary = |media_type: &str, kind: &str| json!({"kind": kind, "media_type": media_type, "bytes": 60, "sha256": sha256_hex(&bytes)});
         let body = json!({"messages": [{"role": "user", "content": [
             {"type": "text", "text": "look"},
             {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{data}")}},

@@ -200,7 +200,7 @@ fn prompt_size(prompt: &types::Prompt) -> usize {
         types::Prompt::Chat(messages) => messages
             .iter()
             .map(|m| {
-                m.parts.iter().map(types::Part::len).sum::<usize>()
+                m.parts.iter().map(types::Part::size).sum::<usize>()
                     + m.name.as_ref().map_or(0, String::len)
                     + m.function_call
                         .as_ref()

@@ -11,7 +11,6 @@ use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -28,13 +27,6 @@ pub enum CompileError {
 pub(super) struct CompiledCache {
     dir: Arc<PathBuf>,
     engine_hash: String,
-}
-
-pub(super) fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 impl CompiledCache {

@@ -16,7 +16,7 @@ use super::instance::new_store;
 use super::plugin::Plugin;
 use super::stats::StatsByPlugin;
 use super::wit::{VersionError, wit_version};
-use super::{CallContext, PluginRuntime, cache, trim};
+use super::{CallContext, PluginRuntime, trim};
 
 /// Why a plugin file was not loaded (the previous version, if any, keeps serving).
 #[derive(Debug, thiserror::Error)]
@@ -268,7 +268,7 @@ impl PluginRuntime {
 
     async fn prepare(&self, name: &Arc<str>, file: &Path) -> Result<Arc<Plugin>, LoadError> {
         let bytes = std::fs::read(file).map_err(LoadError::Read)?;
-        let hash = cache::sha256_hex(&bytes);
+        let hash = crate::encoding::sha256_hex(&bytes);
         if let Some(plugin) = self.registry.unchanged(name, &hash) {
             return Ok(plugin);
         }

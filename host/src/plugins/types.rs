@@ -117,8 +117,8 @@ impl Part {
         }
     }
 
-    /// The bytes the part carries (its text, or its decoded media).
-    pub fn len(&self) -> usize {
+    /// The bytes the part carries (its text, its decoded media, or its URL).
+    pub fn size(&self) -> usize {
         match self {
             Part::Text(text) => text.len(),
             Part::Image(Image { source, .. }) | Part::Document(Document { source, .. }) => {
@@ -134,11 +134,6 @@ impl Part {
                     + reasoning.redacted.as_ref().map_or(0, String::len)
             }
         }
-    }
-
-    /// Whether the part is empty text.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -171,24 +166,6 @@ impl Message {
             tool_call_id: None,
             is_error: false,
         }
-    }
-
-    /// The text parts joined with `"\n"`; `None` when the message has no text part.
-    pub fn text(&self) -> Option<std::borrow::Cow<'_, str>> {
-        let mut texts = self.parts.iter().filter_map(|part| match part {
-            Part::Text(text) => Some(text.as_str()),
-            _ => None,
-        });
-        let first = texts.next()?;
-        let Some(second) = texts.next() else {
-            return Some(std::borrow::Cow::Borrowed(first));
-        };
-        let mut joined = format!("{first}\n{second}");
-        for text in texts {
-            joined.push('\n');
-            joined.push_str(text);
-        }
-        Some(std::borrow::Cow::Owned(joined))
     }
 }
 

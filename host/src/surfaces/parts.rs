@@ -5,18 +5,11 @@
 //! and checked against `max_part_bytes`. Bases64 is read leniently about its
 //! padding, as OpenAI does.
 
-use base64::Engine as _;
-use base64::engine::DecodePaddingMode;
-use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use serde::Deserialize;
 
+use crate::encoding;
 use crate::error::ApiError;
 use crate::plugins::types;
-
-const BASE64: GeneralPurpose = GeneralPurpose::new(
-    &base64::alphabet::STANDARD,
-    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
-);
 
 /// A message's `content`: a string, or an array of parts.
 #[derive(Debug, Deserialize)]
@@ -69,15 +62,13 @@ fn invalid(param: String, message: impl Into<String>) -> ApiError {
 /// larger than `max_part_bytes` before decoding it.
 pub fn decode_base64(data: &str, param: &str, max_part_bytes: usize) -> Result<Vec<u8>, ApiError> {
     let data = data.trim();
-    // The decoded length, from the text's (padded or not): known before decoding anything.
-    let unpadded = data.trim_end_matches('=').len();
-    if unpadded / 4 * 3 + unpadded % 4 * 3 / 4 > max_part_bytes {
+    if encoding::base64_decoded_len(data) > max_part_bytes {
         return Err(ApiError::PartTooLarge {
             param: param.to_owned(),
             limit: max_part_bytes,
         });
     }
-    BASE64.decode(data).map_err(|e| {
+    encoding::base64_decode(data).map_err(|e| {
         invalid(
             param.to_owned(),
             format!("{param} is not valid base64: {e}"),

@@ -79,6 +79,155 @@ macro_rules! line_calls {
     };
 }
 
+/// The conversions of the records every line has the same (role, calls, function
+/// definitions and choice, route, embeddings, errors, plugin info), written once
+/// and expanded in each line's module against its own generated `types`.
+macro_rules! same_records {
+    () => {
+        impl From<host::Role> for types::Role {
+            fn from(role: host::Role) -> types::Role {
+                match role {
+                    host::Role::System => types::Role::System,
+                    host::Role::User => types::Role::User,
+                    host::Role::Assistant => types::Role::Assistant,
+                    host::Role::Function => types::Role::Function,
+                    host::Role::Tool => types::Role::Tool,
+                }
+            }
+        }
+
+        impl From<host::FunctionCall> for types::FunctionCall {
+            fn from(call: host::FunctionCall) -> types::FunctionCall {
+                types::FunctionCall {
+                    name: call.name,
+                    arguments: call.arguments,
+                }
+            }
+        }
+
+        impl From<host::ToolCall> for types::ToolCall {
+            fn from(call: host::ToolCall) -> types::ToolCall {
+                types::ToolCall {
+                    id: call.id,
+                    name: call.name,
+                    arguments: call.arguments,
+                }
+            }
+        }
+
+        impl From<host::FunctionDef> for types::FunctionDef {
+            fn from(def: host::FunctionDef) -> types::FunctionDef {
+                types::FunctionDef {
+                    name: def.name,
+                    description: def.description,
+                    parameters: def.parameters,
+                }
+            }
+        }
+
+        impl From<host::FunctionChoice> for types::FunctionChoice {
+            fn from(choice: host::FunctionChoice) -> types::FunctionChoice {
+                match choice {
+                    host::FunctionChoice::None => types::FunctionChoice::None,
+                    host::FunctionChoice::Auto => types::FunctionChoice::Auto,
+                    host::FunctionChoice::Required => types::FunctionChoice::Required,
+                    host::FunctionChoice::Named(name) => types::FunctionChoice::Named(name),
+                }
+            }
+        }
+
+        impl From<host::Route> for types::Route {
+            fn from(route: host::Route) -> types::Route {
+                types::Route {
+                    id: route.id,
+                    base_url: route.base_url,
+                    api_key: route.api_key,
+                    settings: route.settings,
+                }
+            }
+        }
+
+        impl From<host::EmbeddingRequest> for types::EmbeddingRequest {
+            fn from(request: host::EmbeddingRequest) -> types::EmbeddingRequest {
+                types::EmbeddingRequest {
+                    route: request.route.into(),
+                    model: request.model,
+                    input: request.input,
+                    params: request.params,
+                }
+            }
+        }
+
+        impl From<types::FunctionCall> for host::FunctionCall {
+            fn from(call: types::FunctionCall) -> host::FunctionCall {
+                host::FunctionCall {
+                    name: call.name,
+                    arguments: call.arguments,
+                }
+            }
+        }
+
+        impl From<types::ToolCall> for host::ToolCall {
+            fn from(call: types::ToolCall) -> host::ToolCall {
+                host::ToolCall {
+                    id: call.id,
+                    name: call.name,
+                    arguments: call.arguments,
+                }
+            }
+        }
+
+        impl From<types::Embeddings> for host::Embeddings {
+            fn from(embeddings: types::Embeddings) -> host::Embeddings {
+                host::Embeddings {
+                    model: embeddings.model,
+                    vectors: embeddings.vectors,
+                    usage: embeddings.usage.map(Into::into),
+                }
+            }
+        }
+
+        impl From<types::ProviderError> for host::ProviderError {
+            fn from(error: types::ProviderError) -> host::ProviderError {
+                match error {
+                    types::ProviderError::InvalidRequest(message) => {
+                        host::ProviderError::InvalidRequest(message)
+                    }
+                    types::ProviderError::Upstream(e) => {
+                        host::ProviderError::Upstream(host::UpstreamError {
+                            status: e.status,
+                            message: e.message,
+                            retry_after: e.retry_after,
+                        })
+                    }
+                    types::ProviderError::Timeout(message) => host::ProviderError::Timeout(message),
+                    types::ProviderError::Failed(message) => host::ProviderError::Failed(message),
+                }
+            }
+        }
+
+        impl From<types::ModelPrice> for host::ModelPrice {
+            fn from(price: types::ModelPrice) -> host::ModelPrice {
+                host::ModelPrice {
+                    model: price.model,
+                    input_per_mtok: price.input_per_mtok,
+                    output_per_mtok: price.output_per_mtok,
+                }
+            }
+        }
+
+        impl From<types::PluginInfo> for host::PluginInfo {
+            fn from(info: types::PluginInfo) -> host::PluginInfo {
+                host::PluginInfo {
+                    name: info.name,
+                    version: info.version,
+                    models: info.models.into_iter().map(Into::into).collect(),
+                }
+            }
+        }
+    };
+}
+
 mod v0_1;
 mod v0_2;
 

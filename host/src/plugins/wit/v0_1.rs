@@ -32,6 +32,7 @@ use crate::plugins::imports::PluginState;
 use crate::plugins::imports::http::IncomingBody;
 
 line_calls!();
+same_records!();
 
 pub(super) async fn complete(
     func: Func,
@@ -50,25 +51,10 @@ pub(super) async fn embed(
     store: StoreContextMut<'_, PluginState>,
     request: host::EmbeddingRequest,
 ) -> CallResult<host::Embeddings> {
-    let request = types::EmbeddingRequest {
-        route: route(request.route),
-        model: request.model,
-        input: request.input,
-        params: request.params,
-    };
-    call_embed(func, store, &request).await
+    call_embed(func, store, &request.into()).await
 }
 
 // ---------------------------------------------------------------- into the plugin
-
-fn route(route: host::Route) -> types::Route {
-    types::Route {
-        id: route.id,
-        base_url: route.base_url,
-        api_key: route.api_key,
-        settings: route.settings,
-    }
-}
 
 /// The request as a 0.1 plugin takes it, or why it cannot.
 fn down(
@@ -86,22 +72,11 @@ fn down(
     };
     let effort = request.reasoning.and_then(|reasoning| reasoning.effort);
     Ok(types::CompletionRequest {
-        route: route(request.route),
+        route: request.route.into(),
         model: request.model,
         prompt,
-        functions: (request.functions.into_iter())
-            .map(|def| types::FunctionDef {
-                name: def.name,
-                description: def.description,
-                parameters: def.parameters,
-            })
-            .collect(),
-        function_choice: request.function_choice.map(|choice| match choice {
-            host::FunctionChoice::None => types::FunctionChoice::None,
-            host::FunctionChoice::Auto => types::FunctionChoice::Auto,
-            host::FunctionChoice::Required => types::FunctionChoice::Required,
-            host::FunctionChoice::Named(name) => types::FunctionChoice::Named(name),
-        }),
+        functions: request.functions.into_iter().map(Into::into).collect(),
+        function_choice: request.function_choice.map(Into::into),
         params: match effort {
             Some(effort) => with_reasoning_effort(request.params, effort),
             None => request.params,
@@ -123,26 +98,11 @@ fn message_down(
         )));
     }
     Ok(types::Message {
-        role: match message.role {
-            host::Role::System => types::Role::System,
-            host::Role::User => types::Role::User,
-            host::Role::Assistant => types::Role::Assistant,
-            host::Role::Function => types::Role::Function,
-            host::Role::Tool => types::Role::Tool,
-        },
+        role: message.role.into(),
         content: content(message.parts),
         name: message.name,
-        function_call: message.function_call.map(|call| types::FunctionCall {
-            name: call.name,
-            arguments: call.arguments,
-        }),
-        tool_calls: (message.tool_calls.into_iter())
-            .map(|call| types::ToolCall {
-                id: call.id,
-                name: call.name,
-                arguments: call.arguments,
-            })
-            .collect(),
+        function_call: message.function_call.map(Into::into),
+        tool_calls: message.tool_calls.into_iter().map(Into::into).collect(),
         tool_call_id: message.tool_call_id,
     })
 }
@@ -177,25 +137,6 @@ fn with_reasoning_effort(params: String, effort: host::ReasoningEffort) -> Strin
 }
 
 // ---------------------------------------------------------------- out of the plugin
-
-impl From<types::FunctionCall> for host::FunctionCall {
-    fn from(call: types::FunctionCall) -> host::FunctionCall {
-        host::FunctionCall {
-            name: call.name,
-            arguments: call.arguments,
-        }
-    }
-}
-
-impl From<types::ToolCall> for host::ToolCall {
-    fn from(call: types::ToolCall) -> host::ToolCall {
-        host::ToolCall {
-            id: call.id,
-            name: call.name,
-            arguments: call.arguments,
-        }
-    }
-}
 
 impl From<types::Usage> for host::Usage {
     fn from(usage: types::Usage) -> host::Usage {
@@ -235,51 +176,6 @@ impl From<types::Completion> for host::Completion {
                 })
                 .collect(),
             usage: completion.usage.map(Into::into),
-        }
-    }
-}
-
-impl From<types::Embeddings> for host::Embeddings {
-    fn from(embeddings: types::Embeddings) -> host::Embeddings {
-        host::Embeddings {
-            model: embeddings.model,
-            vectors: embeddings.vectors,
-            usage: embeddings.usage.map(Into::into),
-        }
-    }
-}
-
-impl From<types::ProviderError> for host::ProviderError {
-    fn from(error: types::ProviderError) -> host::ProviderError {
-        match error {
-            types::ProviderError::InvalidRequest(message) => {
-                host::ProviderError::InvalidRequest(message)
-            }
-            types::ProviderError::Upstream(e) => {
-                host::ProviderError::Upstream(host::UpstreamError {
-                    status: e.status,
-                    message: e.message,
-                    retry_after: e.retry_after,
-                })
-            }
-            types::ProviderError::Timeout(message) => host::ProviderError::Timeout(message),
-            types::ProviderError::Failed(message) => host::ProviderError::Failed(message),
-        }
-    }
-}
-
-impl From<types::PluginInfo> for host::PluginInfo {
-    fn from(info: types::PluginInfo) -> host::PluginInfo {
-        host::PluginInfo {
-            name: info.name,
-            version: info.version,
-            models: (info.models.into_iter())
-                .map(|price| host::ModelPrice {
-                    model: price.model,
-                    input_per_mtok: price.input_per_mtok,
-                    output_per_mtok: price.output_per_mtok,
-                })
-                .collect(),
         }
     }
 }

@@ -27,6 +27,7 @@ use super::CallResult;
 use crate::plugins::imports::PluginState;
 
 line_calls!();
+same_records!();
 
 pub(super) async fn complete(
     func: Func,
@@ -49,37 +50,6 @@ pub(super) async fn embed(
 fn list<T, U: From<T>>(items: Vec<T>) -> Vec<U> {
     // Same-layout element types: collected in place, no new allocation.
     items.into_iter().map(U::from).collect()
-}
-
-impl From<host::Role> for types::Role {
-    fn from(role: host::Role) -> types::Role {
-        match role {
-            host::Role::System => types::Role::System,
-            host::Role::User => types::Role::User,
-            host::Role::Assistant => types::Role::Assistant,
-            host::Role::Function => types::Role::Function,
-            host::Role::Tool => types::Role::Tool,
-        }
-    }
-}
-
-impl From<host::FunctionCall> for types::FunctionCall {
-    fn from(call: host::FunctionCall) -> types::FunctionCall {
-        types::FunctionCall {
-            name: call.name,
-            arguments: call.arguments,
-        }
-    }
-}
-
-impl From<host::ToolCall> for types::ToolCall {
-    fn from(call: host::ToolCall) -> types::ToolCall {
-        types::ToolCall {
-            id: call.id,
-            name: call.name,
-            arguments: call.arguments,
-        }
-    }
 }
 
 impl From<host::Source> for types::Source {
@@ -138,43 +108,11 @@ impl From<host::Message> for types::Message {
     }
 }
 
-impl From<host::FunctionDef> for types::FunctionDef {
-    fn from(def: host::FunctionDef) -> types::FunctionDef {
-        types::FunctionDef {
-            name: def.name,
-            description: def.description,
-            parameters: def.parameters,
-        }
-    }
-}
-
-impl From<host::FunctionChoice> for types::FunctionChoice {
-    fn from(choice: host::FunctionChoice) -> types::FunctionChoice {
-        match choice {
-            host::FunctionChoice::None => types::FunctionChoice::None,
-            host::FunctionChoice::Auto => types::FunctionChoice::Auto,
-            host::FunctionChoice::Required => types::FunctionChoice::Required,
-            host::FunctionChoice::Named(name) => types::FunctionChoice::Named(name),
-        }
-    }
-}
-
 impl From<host::Prompt> for types::Prompt {
     fn from(prompt: host::Prompt) -> types::Prompt {
         match prompt {
             host::Prompt::Text(text) => types::Prompt::Text(text),
             host::Prompt::Chat(messages) => types::Prompt::Chat(list(messages)),
-        }
-    }
-}
-
-impl From<host::Route> for types::Route {
-    fn from(route: host::Route) -> types::Route {
-        types::Route {
-            id: route.id,
-            base_url: route.base_url,
-            api_key: route.api_key,
-            settings: route.settings,
         }
     }
 }
@@ -209,37 +147,7 @@ impl From<host::CompletionRequest> for types::CompletionRequest {
     }
 }
 
-impl From<host::EmbeddingRequest> for types::EmbeddingRequest {
-    fn from(request: host::EmbeddingRequest) -> types::EmbeddingRequest {
-        types::EmbeddingRequest {
-            route: request.route.into(),
-            model: request.model,
-            input: request.input,
-            params: request.params,
-        }
-    }
-}
-
 // ---------------------------------------------------------------- out of the plugin
-
-impl From<types::FunctionCall> for host::FunctionCall {
-    fn from(call: types::FunctionCall) -> host::FunctionCall {
-        host::FunctionCall {
-            name: call.name,
-            arguments: call.arguments,
-        }
-    }
-}
-
-impl From<types::ToolCall> for host::ToolCall {
-    fn from(call: types::ToolCall) -> host::ToolCall {
-        host::ToolCall {
-            id: call.id,
-            name: call.name,
-            arguments: call.arguments,
-        }
-    }
-}
 
 impl From<types::FinishReason> for host::FinishReason {
     fn from(reason: types::FinishReason) -> host::FinishReason {
@@ -348,55 +256,6 @@ impl From<types::ToolCallDelta> for host::ToolCallDelta {
             id: delta.id,
             name: delta.name,
             arguments: delta.arguments,
-        }
-    }
-}
-
-impl From<types::Embeddings> for host::Embeddings {
-    fn from(embeddings: types::Embeddings) -> host::Embeddings {
-        host::Embeddings {
-            model: embeddings.model,
-            vectors: embeddings.vectors,
-            usage: embeddings.usage.map(Into::into),
-        }
-    }
-}
-
-impl From<types::ProviderError> for host::ProviderError {
-    fn from(error: types::ProviderError) -> host::ProviderError {
-        match error {
-            types::ProviderError::InvalidRequest(message) => {
-                host::ProviderError::InvalidRequest(message)
-            }
-            types::ProviderError::Upstream(e) => {
-                host::ProviderError::Upstream(host::UpstreamError {
-                    status: e.status,
-                    message: e.message,
-                    retry_after: e.retry_after,
-                })
-            }
-            types::ProviderError::Timeout(message) => host::ProviderError::Timeout(message),
-            types::ProviderError::Failed(message) => host::ProviderError::Failed(message),
-        }
-    }
-}
-
-impl From<types::ModelPrice> for host::ModelPrice {
-    fn from(price: types::ModelPrice) -> host::ModelPrice {
-        host::ModelPrice {
-            model: price.model,
-            input_per_mtok: price.input_per_mtok,
-            output_per_mtok: price.output_per_mtok,
-        }
-    }
-}
-
-impl From<types::PluginInfo> for host::PluginInfo {
-    fn from(info: types::PluginInfo) -> host::PluginInfo {
-        host::PluginInfo {
-            name: info.name,
-            version: info.version,
-            models: list(info.models),
         }
     }
 }

@@ -710,6 +710,17 @@ mod tests {
         );
     }
 
+    /// A message's text parts joined with new lines; `None` without any.
+    fn texts(message: &types::Message) -> Option<String> {
+        let texts: Vec<&str> = (message.parts.iter())
+            .filter_map(|part| match part {
+                types::Part::Text(text) => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        (!texts.is_empty()).then(|| texts.join("\n"))
+    }
+
     #[test]
     fn blocks_become_messages_tool_calls_and_results() {
         let body = request(base(json!({
@@ -733,14 +744,7 @@ mod tests {
         };
         let summary: Vec<_> = messages
             .iter()
-            .map(|m| {
-                (
-                    m.role,
-                    m.text().map(|text| text.into_owned()),
-                    m.tool_call_id.clone(),
-                    m.name.clone(),
-                )
-            })
+            .map(|m| (m.role, texts(m), m.tool_call_id.clone(), m.name.clone()))
             .collect();
         assert_eq!(
             summary,

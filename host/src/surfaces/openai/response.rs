@@ -111,28 +111,16 @@ impl CompletionAnswer {
             "tool_calls"
         };
         match &choice.finish_reason {
-            Some(types::FinishReason::Length | types::FinishReason::Pause) => "length",
-            Some(types::FinishReason::ContentFilter | types::FinishReason::Refusal) => {
-                "content_filter"
-            }
             Some(types::FinishReason::ToolCalls | types::FinishReason::FunctionCall) => call_reason,
+            Some(
+                reason @ (types::FinishReason::Length
+                | types::FinishReason::Pause
+                | types::FinishReason::ContentFilter
+                | types::FinishReason::Refusal),
+            ) => reason.openai_str(),
             // OpenAI's reasons have no "other"; and an answer must end with one.
-            Some(
-                types::FinishReason::Stop
-                | types::FinishReason::StopSequence(_)
-                | types::FinishReason::Other,
-            )
-            | None
-                if has_calls =>
-            {
-                call_reason
-            }
-            Some(
-                types::FinishReason::Stop
-                | types::FinishReason::StopSequence(_)
-                | types::FinishReason::Other,
-            )
-            | None => "stop",
+            _ if has_calls => call_reason,
+            _ => "stop",
         }
     }
 

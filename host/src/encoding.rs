@@ -1,0 +1,81 @@
+//! Leaf: byte encodings more than one layer reads or writes. Base64 as
+//! callers send media (padding optional, as OpenAI and Anthropic accept it),
+//! with the decoded length told before decoding anything; SHA-256 as hex (the
+//! compiled-plugin cache's keys, the records' media summaries).
+
+use base64::Engine as _;
+use base64::engine::DecodePaddingMode;
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
+use sha2::{Digest, Sha256};
+
+/// Standard base64, padded or not.
+const BASE64: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
+
+/// How many bytes base64 `text` decodes to (its padding counts for nothing).
+pub fn base64_decoded_len(text: &str) -> usize {
+    let unpadded = text.trim_end_matches('=').len();
+    unpadded / 4 * 3 + unpadded % 4 * 3 / 4
+}
+
+/// The bytes of base64 `text`, padded or not.
+pub fn base64_decode(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
+    BASE64.decode(text)
+}
+
+/// The SHA-256 of `bytes` as lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+/// The length and SHA-256 (hex) of what base64 `text` decodes to, decoded a
+/// piece at a time into the hash: the bytes are never held whole. `None` when
+/// `text` is not base64.
+pub fn base64_sha256(text: &str) -> Option<(u64, String)> {
+    let mut decoder = base64::read::DecoderReader::new(text.as_bytes(), &BASE64);
+    let mut hasher = Sha256::new();
+    let bytes = std::io::copy(&mut decoder, &mut hasher).ok()?;
+    Some((bytes, hex(&hasher.finalize())))
+}
+
+fn hex(digest: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut hex = String::with_capacity(digest.len() * 2);
+    for byte in digest {
+        // Writing into a String cannot fail.
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decoded_lengths_are_known_before_decoding() {
+        for bytes in 0..10usize {
+            let data = vec![7u8; bytes];
+            let padded = base64::engine::general_purpose::STANDARD.encode(&data);
+            let unpadded = padded.trim_end_matches('=');
+            assert_eq!(base64_decoded_len(&padded), bytes, "{padded}");
+            assert_eq!(base64_decoded_len(unpadded), bytes, "{unpadded}");
+            assert_eq!(base64_decode(unpadded).unwrap(), data);
+            assert_eq!(base64_decode(&padded).unwrap(), data);
+            let summary = (bytes as u64, sha256_hex(&data));
+            assert_eq!(base64_sha256(&padded), Some(summary.clone()));
+            assert_eq!(base64_sha256(unpadded), Some(summary));
+        }
+        assert_eq!(base64_sha256("not base64!"), None);
+    }
+
+    #[test]
+    fn sha256_in_hex() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}
