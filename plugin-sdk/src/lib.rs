@@ -182,6 +182,7 @@ pub use answer::{Answer, StreamDecoder, read_completion, read_stream};
 pub use assembler::StreamAssembler;
 pub use calls::{OpenCall, OpenCalls};
 pub use params::{params_object, params_object_except};
+pub use parts::{Base64, DataUrl};
 pub use upstream::{embedded_error, upstream_error};
 
 use __private::gateway::provider::types as wit;
@@ -206,7 +207,7 @@ pub use wit::Message;
 pub use wit::Part;
 
 /// Where an image's or a document's bytes are: in the request
-/// ([`Source::base64`]), or at a URL ([`Source::url`]).
+/// ([`Source::as_base64`], [`DataUrl`]), or at a URL ([`Source::url`]).
 pub use wit::Source;
 
 /// An image part: its source, media type and OpenAI's `detail`.

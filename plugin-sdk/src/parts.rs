@@ -3,9 +3,11 @@
 //! `data:` URL).
 
 use std::borrow::Cow;
+use std::fmt;
 
-use base64::Engine as _;
+use base64::display::Base64Display;
 use base64::engine::general_purpose::STANDARD;
+use serde::{Serialize, Serializer};
 
 use crate::{Document, Image, Message, Part, ProviderError, Reasoning, Source};
 
@@ -103,11 +105,88 @@ impl Message {
     }
 }
 
+/// Bytes as standard base64 (with padding) in a serialized body: encoded
+/// straight into the body as it is written, never into a string of its own
+/// first (a 20 MiB image would otherwise take 27 MB more while the body is
+/// built). What provider APIs take as a `data` field of base64 (Anthropic's
+/// `base64` sources, Gemini's `inlineData`, OpenAI's `input_audio`).
+///
+/// ```
+/// use gateway_plugin_sdk::Base64;
+///
+/// let body = serde_json::json!({"data": Base64(b"hi!")});
+/// assert_eq!(body.to_string(), r#"{"data":"aGkh"}"#);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Base64<'a>(pub &'a [u8]);
+
+/// The byte count, not the bytes (which a log line has no use for).
+impl fmt::Debug for Base64<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Base64({} bytes)", self.0.len())
+    }
+}
+
+impl Serialize for Base64<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&Base64Display::new(self.0, &STANDARD))
+    }
+}
+
+/// A [`Source`] as OpenAI-style APIs take it in `image_url.url` and
+/// `file.file_data`: its URL as it is, or its bytes as a
+/// `data:<media type>;base64,<data>` URL of `media_type`, base64-encoded
+/// straight into the body as it is written (as [`Base64`] is).
+///
+/// ```
+/// use gateway_plugin_sdk::{DataUrl, Source};
+///
+/// let source = Source::Bytes(b"hi!".to_vec());
+/// let url = DataUrl { source: &source, media_type: "image/gif" };
+/// assert_eq!(serde_json::to_string(&url).unwrap(), r#""data:image/gif;base64,aGkh""#);
+/// ```
+#[derive(Clone, Copy, PartialEq)]
+pub struct DataUrl<'a> {
+    /// The URL, or the bytes.
+    pub source: &'a Source,
+    /// The media type of a `data:` URL (unused for a URL source).
+    pub media_type: &'a str,
+}
+
+/// The URL, or the media type and the byte count (not the bytes).
+impl fmt::Debug for DataUrl<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.source {
+            Source::Url(url) => f.debug_tuple("DataUrl").field(url).finish(),
+            Source::Bytes(bytes) => write!(
+                f,
+                "DataUrl(data:{};base64 of {} bytes)",
+                self.media_type,
+                bytes.len()
+            ),
+        }
+    }
+}
+
+impl Serialize for DataUrl<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.source {
+            Source::Url(url) => serializer.serialize_str(url),
+            Source::Bytes(bytes) => serializer.collect_str(&format_args!(
+                "data:{};base64,{}",
+                self.media_type,
+                Base64Display::new(bytes, &STANDARD)
+            )),
+        }
+    }
+}
+
 impl Source {
-    /// The bytes as standard base64 (with padding), `None` for a URL.
-    pub fn base64(&self) -> Option<String> {
+    /// The bytes as standard base64 (with padding), written straight into a
+    /// body as it is serialized (see [`Base64`]); `None` for a URL.
+    pub fn as_base64(&self) -> Option<Base64<'_>> {
         match self {
-            Source::Bytes(bytes) => Some(STANDARD.encode(bytes)),
+            Source::Bytes(bytes) => Some(Base64(bytes)),
             Source::Url(_) => None,
         }
     }
@@ -117,24 +196,6 @@ impl Source {
         match self {
             Source::Url(url) => Some(url),
             Source::Bytes(_) => None,
-        }
-    }
-
-    /// The URL, or the bytes as a `data:` URL of `media_type`: what
-    /// OpenAI-style APIs take in `image_url.url`.
-    pub fn url_or_data(&self, media_type: Option<&str>) -> Cow<'_, str> {
-        match self {
-            Source::Url(url) => Cow::Borrowed(url),
-            Source::Bytes(bytes) => {
-                let media_type = media_type.unwrap_or("application/octet-stream");
-                let mut url =
-                    String::with_capacity(media_type.len() + 13 + bytes.len() * 4 / 3 + 4);
-                url.push_str("data:");
-                url.push_str(media_type);
-                url.push_str(";base64,");
-                STANDARD.encode_string(bytes, &mut url);
-                Cow::Owned(url)
-            }
         }
     }
 
@@ -212,16 +273,65 @@ mod tests {
     #[test]
     fn sources_as_base64_and_data_urls() {
         let bytes = Source::Bytes(b"hi!".to_vec());
-        assert_eq!(bytes.base64().as_deref(), Some("aGkh"));
+        assert_eq!(bytes.as_base64(), Some(Base64(b"hi!")));
         assert_eq!(bytes.url(), None);
-        assert_eq!(
-            bytes.url_or_data(Some("image/gif")),
-            "data:image/gif;base64,aGkh"
-        );
         assert_eq!(bytes.json_size_hint(), 4);
         let url = Source::Url("https://x/y".into());
-        assert_eq!(url.base64(), None);
-        assert_eq!(url.url_or_data(None), "https://x/y");
+        assert_eq!(url.as_base64(), None);
+        assert_eq!(url.url(), Some("https://x/y"));
+    }
+
+    #[test]
+    fn base64_and_data_urls_serialize_as_strings() {
+        fn json(value: &impl Serialize) -> String {
+            serde_json::to_string(value).expect("serializes")
+        }
+        // Bytes: standard base64 with padding, as a JSON string.
+        assert_eq!(json(&Base64(b"hi!")), r#""aGkh""#);
+        assert_eq!(json(&Base64(b"%PDF")), r#""JVBERg==""#);
+        assert_eq!(json(&Base64(&[0xfb, 0xff])), r#""+/8=""#);
+        // Empty bytes: an empty string, and a data URL with no data.
+        assert_eq!(json(&Base64(b"")), r#""""#);
+        let empty = Source::Bytes(Vec::new());
+        let data_url = |source| DataUrl {
+            source,
+            media_type: "application/pdf",
+        };
+        assert_eq!(json(&data_url(&empty)), r#""data:application/pdf;base64,""#);
+        // Bytes as a data URL of the media type.
+        let bytes = Source::Bytes(b"hi!".to_vec());
+        assert_eq!(
+            json(&DataUrl {
+                source: &bytes,
+                media_type: "image/gif",
+            }),
+            r#""data:image/gif;base64,aGkh""#
+        );
+        // A URL as it is (escaped as any JSON string), whatever the media type.
+        let url = Source::Url("https://x/y?a=\"b\"".into());
+        assert_eq!(json(&data_url(&url)), r#""https://x/y?a=\"b\"""#);
+        // Inside a body, and through `serde_json::Value` too.
+        let body = serde_json::json!({"data": Base64(b"hi!"), "url": data_url(&bytes)});
+        assert_eq!(
+            body,
+            serde_json::json!({"data": "aGkh", "url": "data:application/pdf;base64,aGkh"})
+        );
+    }
+
+    #[test]
+    fn base64_and_data_urls_debug_the_byte_count_not_the_bytes() {
+        assert_eq!(format!("{:?}", Base64(&[7; 1000])), "Base64(1000 bytes)");
+        let bytes = Source::Bytes(vec![7; 1000]);
+        let url = Source::Url("https://x/y".into());
+        let data_url = |source| DataUrl {
+            source,
+            media_type: "image/png",
+        };
+        assert_eq!(
+            format!("{:?}", data_url(&bytes)),
+            "DataUrl(data:image/png;base64 of 1000 bytes)"
+        );
+        assert_eq!(format!("{:?}", data_url(&url)), r#"DataUrl("https://x/y")"#);
     }
 
     #[test]

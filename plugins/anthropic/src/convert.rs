@@ -7,9 +7,9 @@ use std::num::NonZeroU64;
 use gateway_plugin_sdk::http::Request;
 use gateway_plugin_sdk::json::{to_value, with_entry};
 use gateway_plugin_sdk::{
-    CompletionRequest, Document, FunctionChoice, FunctionDef, Image, Message, OpenCall, OpenCalls,
-    Part, Prompt, ProviderError, Reasoning, ReasoningConfig, ReasoningEffort, Role, Route, Source,
-    params_object_except,
+    Base64, CompletionRequest, Document, FunctionChoice, FunctionDef, Image, Message, OpenCall,
+    OpenCalls, Part, Prompt, ProviderError, Reasoning, ReasoningConfig, ReasoningEffort, Role,
+    Route, Source, params_object_except,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -86,12 +86,13 @@ pub fn message_body(
     Ok(body)
 }
 
-/// The body of a Messages API request without its `messages`, and those messages.
-fn body_and_messages(
-    request: &CompletionRequest,
+/// The body of a Messages API request without its `messages`, and those messages (borrowing the
+/// request's media).
+fn body_and_messages<'a>(
+    request: &'a CompletionRequest,
     settings: &Settings,
     stream: bool,
-) -> Result<(Map<String, Value>, Vec<WireMessage>), ProviderError> {
+) -> Result<(Map<String, Value>, Vec<WireMessage<'a>>), ProviderError> {
     let conversation = conversation(&request.prompt)?;
     let params = caller_params(&request.params, &request.route.id, settings.max_tokens())?;
     let mut body = params.body;
@@ -351,15 +352,15 @@ fn set_user_id(body: &mut Map<String, Value>, user: String) {
 }
 
 /// A prompt in the Messages API's shape: the system prompt apart, then strictly alternating
-/// user and assistant messages.
+/// user and assistant messages (borrowing the prompt's media).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Conversation {
+pub struct Conversation<'a> {
     pub system: Option<String>,
-    pub messages: Vec<WireMessage>,
+    pub messages: Vec<WireMessage<'a>>,
 }
 
 /// Maps the caller's prompt: a text prompt is one user message; a chat is mapped by [`chat`].
-pub fn conversation(prompt: &Prompt) -> Result<Conversation, ProviderError> {
+pub fn conversation(prompt: &Prompt) -> Result<Conversation<'_>, ProviderError> {
     match prompt {
         Prompt::Text(text) => {
             let mut messages = Vec::new();
@@ -387,9 +388,9 @@ pub fn conversation(prompt: &Prompt) -> Result<Conversation, ProviderError> {
 /// - Consecutive messages of one role are merged, since Anthropic requires alternation, with
 ///   tool results first in a user message and reasoning first in an assistant message, as
 ///   Anthropic requires.
-pub fn chat(messages: &[Message]) -> Result<Conversation, ProviderError> {
+pub fn chat(messages: &[Message]) -> Result<Conversation<'_>, ProviderError> {
     let mut system: Vec<Cow<'_, str>> = Vec::new();
-    let mut out: Vec<WireMessage> = Vec::with_capacity(messages.len());
+    let mut out: Vec<WireMessage<'_>> = Vec::with_capacity(messages.len());
     let mut open_calls = OpenCalls::new();
     let mut synthesized = 0usize;
     for (i, message) in messages.iter().enumerate() {
@@ -472,7 +473,7 @@ fn refused(i: usize, part: &Part, role: &str) -> ProviderError {
 /// The blocks of a user message's parts, in order: text (empty text left out), images and
 /// documents. Audio is refused (Anthropic takes none); reasoning is dropped (only an assistant
 /// turn carries it).
-fn user_blocks(i: usize, parts: &[Part]) -> Result<Vec<Block>, ProviderError> {
+fn user_blocks(i: usize, parts: &[Part]) -> Result<Vec<Block<'_>>, ProviderError> {
     let mut blocks = Vec::with_capacity(parts.len());
     for part in parts {
         match part {
@@ -498,13 +499,13 @@ fn at(i: usize, error: ProviderError) -> ProviderError {
 
 /// An `image` block: bytes as a base64 source with their media type, a URL as a URL source.
 /// OpenAI's `detail` has no Anthropic counterpart and is left out.
-fn image_block(image: &Image) -> Block {
+fn image_block(image: &Image) -> Block<'_> {
     let source = match &image.source {
-        Source::Bytes(_) => MediaSource::Base64 {
-            media_type: image.media_type().to_owned(),
-            data: image.source.base64().unwrap_or_default(),
+        Source::Bytes(bytes) => MediaSource::Base64 {
+            media_type: image.media_type(),
+            data: Base64(bytes),
         },
-        Source::Url(url) => MediaSource::Url { url: url.clone() },
+        Source::Url(url) => MediaSource::Url { url },
     };
     Block::Image { source }
 }
@@ -513,22 +514,22 @@ fn image_block(image: &Image) -> Block {
 /// document's (any `text/*` type, as UTF-8) as a `text/plain` text source, a URL as a URL source
 /// (Anthropic fetches PDFs only). Other media types are refused: Anthropic reads PDFs and plain
 /// text only.
-fn document_block(i: usize, document: &Document) -> Result<Block, ProviderError> {
+fn document_block(i: usize, document: &Document) -> Result<Block<'_>, ProviderError> {
     let source = match &document.source {
-        Source::Url(url) => MediaSource::Url { url: url.clone() },
+        Source::Url(url) => MediaSource::Url { url },
         Source::Bytes(bytes) => {
             let media_type = document.media_type();
             let essence = media_type.split(';').next().unwrap_or("").trim();
             if essence.eq_ignore_ascii_case("application/pdf") {
                 MediaSource::Base64 {
-                    media_type: "application/pdf".to_owned(),
-                    data: document.source.base64().unwrap_or_default(),
+                    media_type: "application/pdf",
+                    data: Base64(bytes),
                 }
             } else if essence
                 .get(..5)
                 .is_some_and(|kind| kind.eq_ignore_ascii_case("text/"))
             {
-                let text = String::from_utf8(bytes.clone()).map_err(|_| {
+                let text = std::str::from_utf8(bytes).map_err(|_| {
                     ProviderError::InvalidRequest(format!(
                         "messages[{i}]: a {media_type} document must be UTF-8 text"
                     ))
@@ -554,7 +555,7 @@ fn document_block(i: usize, document: &Document) -> Result<Block, ProviderError>
 /// An assistant's reasoning of an earlier turn as Anthropic gave it: `redacted_thinking` with
 /// its data, else `thinking` with its signature. Reasoning with neither (another provider's, or
 /// a summary) cannot be checked by Anthropic, which refuses unsigned thinking: it is dropped.
-fn thinking_block(reasoning: &Reasoning) -> Option<Block> {
+fn thinking_block(reasoning: &Reasoning) -> Option<Block<'static>> {
     if let Some(data) = reasoning.redacted.as_ref().filter(|data| !data.is_empty()) {
         return Some(Block::RedactedThinking { data: data.clone() });
     }
@@ -567,8 +568,8 @@ fn thinking_block(reasoning: &Reasoning) -> Option<Block> {
 
 fn finish_conversation(
     system: Option<String>,
-    mut messages: Vec<WireMessage>,
-) -> Result<Conversation, ProviderError> {
+    mut messages: Vec<WireMessage<'_>>,
+) -> Result<Conversation<'_>, ProviderError> {
     if messages.is_empty() {
         return Err(ProviderError::InvalidRequest(
             "the prompt has no user or assistant content; Anthropic needs at least one non-empty \
@@ -591,7 +592,7 @@ fn finish_conversation(
 
 /// Appends `blocks` to the conversation, merged into the last message when it has the same role.
 /// Nothing is appended for no blocks: Anthropic rejects messages without content.
-fn push_blocks(out: &mut Vec<WireMessage>, role: &'static str, blocks: Vec<Block>) {
+fn push_blocks<'a>(out: &mut Vec<WireMessage<'a>>, role: &'static str, blocks: Vec<Block<'a>>) {
     if blocks.is_empty() {
         return;
     }
@@ -605,7 +606,7 @@ fn push_blocks(out: &mut Vec<WireMessage>, role: &'static str, blocks: Vec<Block
 }
 
 /// A text block, or none for empty text (Anthropic rejects empty text blocks).
-fn text_block(text: Option<&str>) -> Vec<Block> {
+fn text_block(text: Option<&str>) -> Vec<Block<'static>> {
     match text {
         Some(text) if !text.is_empty() => vec![Block::Text {
             text: text.to_owned(),
@@ -617,7 +618,11 @@ fn text_block(text: Option<&str>) -> Vec<Block> {
 /// A `tool_result` answering `tool_use_id` with the message's parts as blocks (as a user
 /// message's: text, images, documents; audio refused, reasoning dropped), no content when there
 /// are none, and `is_error` when the tool failed.
-fn tool_result(i: usize, tool_use_id: String, message: &Message) -> Result<Block, ProviderError> {
+fn tool_result(
+    i: usize,
+    tool_use_id: String,
+    message: &Message,
+) -> Result<Block<'_>, ProviderError> {
     let blocks = user_blocks(i, &message.parts)?;
     Ok(Block::ToolResult {
         tool_use_id,

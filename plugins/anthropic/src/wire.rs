@@ -5,30 +5,31 @@
 //! know (server tools, citations, event types added later) parse as `Other` instead of
 //! failing the whole answer, as Anthropic's versioning policy asks clients to do.
 
-use gateway_plugin_sdk::json;
+use gateway_plugin_sdk::{Base64, json};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// One message of a Messages API request. Content is always a list of blocks, so that
-/// consecutive messages of one role can be merged into one.
+/// One message of a Messages API request, borrowing the media of the conversation's messages.
+/// Content is always a list of blocks, so that consecutive messages of one role can be merged
+/// into one.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WireMessage {
+pub struct WireMessage<'a> {
     pub role: &'static str,
-    pub content: Vec<Block>,
+    pub content: Vec<Block<'a>>,
 }
 
 /// A content block of a request message.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum Block {
+pub enum Block<'a> {
     Text {
         text: String,
     },
     Image {
-        source: MediaSource,
+        source: MediaSource<'a>,
     },
     Document {
-        source: MediaSource,
+        source: MediaSource<'a>,
         #[serde(skip_serializing_if = "Option::is_none")]
         title: Option<String>,
     },
@@ -51,14 +52,14 @@ pub enum Block {
         /// Absent for an empty result: Anthropic rejects empty text blocks. Text, image and
         /// document blocks only.
         #[serde(skip_serializing_if = "Option::is_none")]
-        content: Option<Vec<Block>>,
+        content: Option<Vec<Block<'a>>>,
         /// Only sent when set: the tool failed.
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         is_error: bool,
     },
 }
 
-impl Block {
+impl Block<'_> {
     /// Whether the block is reasoning (`thinking` or `redacted_thinking`), which Anthropic wants
     /// first in an assistant message.
     pub fn is_thinking(&self) -> bool {
@@ -69,19 +70,24 @@ impl Block {
     }
 }
 
-/// Where an image's or a document's content is (`source` of `image` and `document` blocks).
+/// Where an image's or a document's content is (`source` of `image` and `document` blocks),
+/// borrowed from the request's part.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum MediaSource {
-    /// The bytes, base64: images (`image/png`, ...) and PDFs (`application/pdf`).
-    Base64 { media_type: String, data: String },
+pub enum MediaSource<'a> {
+    /// The bytes, base64-encoded straight into the body as it is written: images (`image/png`,
+    /// ...) and PDFs (`application/pdf`).
+    Base64 {
+        media_type: &'a str,
+        data: Base64<'a>,
+    },
     /// A plain text document, as text (`media_type` is always `text/plain`).
     Text {
         media_type: &'static str,
-        data: String,
+        data: &'a str,
     },
     /// A URL Anthropic fetches itself.
-    Url { url: String },
+    Url { url: &'a str },
 }
 
 /// An entry of the request's `tools`.

@@ -1,12 +1,11 @@
 //! The gateway's requests as Gemini API requests. Everything here is pure (no I/O), so it is
 //! unit-tested natively.
 
-use base64::Engine as _;
 use gateway_plugin_sdk::http::Request;
 use gateway_plugin_sdk::{
-    CompletionRequest, EmbeddingRequest, FunctionChoice, FunctionDef, Message, OpenCall, OpenCalls,
-    Part as MessagePart, Prompt, ProviderError, ReasoningConfig, ReasoningEffort, Role, Route,
-    Source, json, params_object_except,
+    Base64, CompletionRequest, EmbeddingRequest, FunctionChoice, FunctionDef, Message, OpenCall,
+    OpenCalls, Part as MessagePart, Prompt, ProviderError, ReasoningConfig, ReasoningEffort, Role,
+    Route, Source, json, params_object_except,
 };
 use serde_json::{Map, Value, json};
 
@@ -274,7 +273,7 @@ pub fn embedding_call(request: &EmbeddingRequest) -> Result<Request, ProviderErr
 }
 
 /// A text part, or nothing for empty text: Gemini refuses empty text parts.
-fn text_parts(text: &str) -> Vec<Part> {
+fn text_parts(text: &str) -> Vec<Part<'static>> {
     if text.is_empty() {
         Vec::new()
     } else {
@@ -284,7 +283,7 @@ fn text_parts(text: &str) -> Vec<Part> {
 
 /// Appends `parts` as a `role` turn, merging into the last turn when it has the same role
 /// (Gemini wants one turn per speaker change; consecutive function results share one user turn).
-fn push_content(contents: &mut Vec<Content>, role: &'static str, parts: Vec<Part>) {
+fn push_content<'a>(contents: &mut Vec<Content<'a>>, role: &'static str, parts: Vec<Part<'a>>) {
     if parts.is_empty() {
         return;
     }
@@ -311,10 +310,10 @@ fn push_content(contents: &mut Vec<Content>, role: &'static str, parts: Vec<Part
 ///
 /// Reasoning parts on messages other than the assistant's are left out: they say nothing Gemini
 /// reads.
-pub fn conversation(
-    messages: &[Message],
+pub fn conversation<'a>(
+    messages: &'a [Message],
     model: &str,
-) -> Result<(Vec<Part>, Vec<Content>), ProviderError> {
+) -> Result<(Vec<Part<'a>>, Vec<Content<'a>>), ProviderError> {
     let mut system = Vec::new();
     let mut contents = Vec::new();
     let mut open = OpenCalls::new();
@@ -348,7 +347,7 @@ fn refused(i: usize, part: &MessagePart, place: &str) -> ProviderError {
 /// A message's content in order: each run of text parts as one text part (joined with `"\n"`,
 /// as a message of one string always was; empty text is left out), each image, audio and
 /// document as a media part (see [`media_part`]). Reasoning parts are left out.
-fn content_parts(i: usize, message: &Message) -> Result<Vec<Part>, ProviderError> {
+fn content_parts(i: usize, message: &Message) -> Result<Vec<Part<'_>>, ProviderError> {
     let mut parts = Vec::new();
     let mut run: Vec<&str> = Vec::new();
     for part in &message.parts {
@@ -379,7 +378,7 @@ fn content_parts(i: usize, message: &Message) -> Result<Vec<Part>, ProviderError
 ///
 /// An image's `detail` and a document's `title` have no field in `generateContent` and are left
 /// out.
-fn media_part(i: usize, part: &MessagePart) -> Result<Part, ProviderError> {
+fn media_part(i: usize, part: &MessagePart) -> Result<Part<'_>, ProviderError> {
     let (source, media_type) = match part {
         MessagePart::Image(image) => match &image.source {
             Source::Bytes(_) => (&image.source, image.media_type().to_owned()),
@@ -410,9 +409,11 @@ fn media_part(i: usize, part: &MessagePart) -> Result<Part, ProviderError> {
                 true => format,
                 false => format!("audio/{format}"),
             };
-            let data = base64::engine::general_purpose::STANDARD.encode(&audio.data);
             return Ok(Part {
-                inline_data: Some(Blob { mime_type, data }),
+                inline_data: Some(Blob {
+                    mime_type,
+                    data: Base64(&audio.data),
+                }),
                 ..Part::default()
             });
         }
@@ -421,10 +422,10 @@ fn media_part(i: usize, part: &MessagePart) -> Result<Part, ProviderError> {
         }
     };
     Ok(match source {
-        Source::Bytes(_) => Part {
+        Source::Bytes(bytes) => Part {
             inline_data: Some(Blob {
                 mime_type: media_type,
-                data: source.base64().unwrap_or_default(),
+                data: Base64(bytes),
             }),
             ..Part::default()
         },
@@ -485,12 +486,12 @@ fn guess_media_type(url: &str) -> Option<&'static str> {
 /// Calls still without a signature go as they are, except on models that refuse that (Gemini 3,
 /// see [`requires_thought_signatures`]) when no call of the message has a signature: those get
 /// `sentinel`.
-fn model_turn(
+fn model_turn<'a>(
     i: usize,
-    message: &Message,
+    message: &'a Message,
     open: &mut OpenCalls,
     sentinel: Option<&str>,
-) -> Result<Vec<Part>, ProviderError> {
+) -> Result<Vec<Part<'a>>, ProviderError> {
     let calls = message.calls();
     open.replace(calls.iter().map(|call| OpenCall {
         id: call.id.clone(),
@@ -560,7 +561,11 @@ fn model_turn(
 /// (the content, as an object when it is one), the key Google documents for error details.
 /// Gemini's function responses take no media here (only Gemini 3 takes media, in a separate
 /// list), so an image, audio or document is refused.
-fn result_part(i: usize, message: &Message, open: &mut OpenCalls) -> Result<Part, ProviderError> {
+fn result_part(
+    i: usize,
+    message: &Message,
+    open: &mut OpenCalls,
+) -> Result<Part<'static>, ProviderError> {
     if let Some(part) = message.first_media() {
         return Err(refused(i, part, "tool results"));
     }

@@ -5,27 +5,28 @@
 //! plugin does not need is ignored, and lists or counts that are missing or `null` take defaults,
 //! so a new field or an omitted one never fails an otherwise good answer.
 
-use gateway_plugin_sdk::json;
+use gateway_plugin_sdk::{Base64, json};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 // ---------------------------------------------------------------------------------------------
 // Requests
 
-/// One turn of the conversation (`contents[]`), or the `systemInstruction`.
+/// One turn of the conversation (`contents[]`), or the `systemInstruction`, borrowing the media
+/// of the conversation's messages.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Content {
+pub struct Content<'a> {
     /// `"user"` or `"model"`; absent on the system instruction.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<&'static str>,
-    pub parts: Vec<Part>,
+    pub parts: Vec<Part<'a>>,
 }
 
 /// One part of a content: text, a thought summary, media (inline or at a URI), a function call
 /// the model made, or a function's result.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Part {
+pub struct Part<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
     /// `true` on a replayed thought summary (a reasoning part of an earlier model turn).
@@ -33,7 +34,7 @@ pub struct Part {
     pub thought: Option<bool>,
     /// Media sent in the request, base64-encoded.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub inline_data: Option<Blob>,
+    pub inline_data: Option<Blob<'a>>,
     /// Media Gemini fetches itself (an `https:` URL, a Files API or `gs://` URI).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub file_data: Option<FileData>,
@@ -48,13 +49,13 @@ pub struct Part {
     pub thought_signature: Option<String>,
 }
 
-/// Bytes of a media part (`inlineData`).
+/// Bytes of a media part (`inlineData`), borrowed from the request's part.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Blob {
+pub struct Blob<'a> {
     pub mime_type: String,
-    /// Standard base64.
-    pub data: String,
+    /// Standard base64, encoded straight into the body as it is written.
+    pub data: Base64<'a>,
 }
 
 /// A media part at a URI (`fileData`).
@@ -65,7 +66,7 @@ pub struct FileData {
     pub file_uri: String,
 }
 
-impl Part {
+impl Part<'_> {
     /// A text part.
     pub fn text(text: impl Into<String>) -> Self {
         Part {

@@ -6,17 +6,17 @@ use std::borrow::Cow;
 
 use gateway_plugin_sdk::http::Request;
 use gateway_plugin_sdk::{
-    CompletionRequest, Document, EmbeddingRequest, FunctionChoice, FunctionDef, Message, OpenCall,
-    OpenCalls, Part, Prompt, ProviderError, ReasoningConfig, ReasoningEffort, Role, Route, Source,
-    json, params_object_except,
+    Base64, CompletionRequest, DataUrl, Document, EmbeddingRequest, FunctionChoice, FunctionDef,
+    Message, OpenCall, OpenCalls, Part, Prompt, ProviderError, ReasoningConfig, ReasoningEffort,
+    Role, Route, Source, json, params_object_except,
 };
 use serde::Deserialize;
 use serde::de::{Deserializer, Error as _};
 use serde_json::{Value, json};
 
 use crate::wire::{
-    Base64, ChatMessage, Content, ContentPart, DataUrl, FileData, FunctionCallOut, ImageUrl,
-    InputAudio, Tool, ToolCallOut, ToolFunction,
+    ChatMessage, Content, ContentPart, FileData, FunctionCallOut, ImageUrl, InputAudio, Tool,
+    ToolCallOut, ToolFunction,
 };
 
 /// Body keys of `/chat/completions` the plugin sets itself; a caller's param never overrides them.

@@ -5,12 +5,9 @@
 //! Groq, llama.cpp, vLLM, Azure and friends parse as well as OpenAI itself.
 
 use std::borrow::Cow;
-use std::fmt;
 
-use base64::display::Base64Display;
-use base64::engine::general_purpose::STANDARD;
-use gateway_plugin_sdk::{Source, json};
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use gateway_plugin_sdk::{Base64, DataUrl, json};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 /// One message of a chat completions request, borrowing the texts and media of the
@@ -68,44 +65,6 @@ pub struct InputAudio<'a> {
 pub struct FileData<'a> {
     pub file_data: DataUrl<'a>,
     pub filename: &'a str,
-}
-
-/// A source as OpenAI's `url` and `file_data` take it: its URL, or its bytes as a `data:` URL
-/// of `media_type`, base64-encoded straight into the body as it is written (never into a
-/// string of its own first).
-#[derive(Debug, Clone, PartialEq)]
-pub struct DataUrl<'a> {
-    pub source: &'a Source,
-    pub media_type: &'a str,
-}
-
-impl Serialize for DataUrl<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self.source {
-            Source::Url(url) => serializer.serialize_str(url),
-            Source::Bytes(bytes) => serializer.collect_str(&format_args!(
-                "data:{};base64,{}",
-                self.media_type,
-                Base64Display::new(bytes, &STANDARD)
-            )),
-        }
-    }
-}
-
-/// Bytes as standard base64, encoded straight into the body as it is written.
-#[derive(Clone, PartialEq)]
-pub struct Base64<'a>(pub &'a [u8]);
-
-impl fmt::Debug for Base64<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Base64({} bytes)", self.0.len())
-    }
-}
-
-impl Serialize for Base64<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(&Base64Display::new(self.0, &STANDARD))
-    }
 }
 
 /// A tool call on an assistant message of a request.
