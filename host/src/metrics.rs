@@ -72,17 +72,19 @@ struct RouteStats {
 struct ModelStats {
     /// By surface and HTTP status.
     requests: HashMap<(&'static str, u16), u64>,
-    /// prompt, completion, cached_prompt, cache_creation, reasoning.
-    tokens: [u64; 5],
+    /// prompt, completion, cached_prompt, cache_creation, reasoning, image_prompt, audio_prompt.
+    tokens: [u64; 7],
     cost_usd: f64,
 }
 
-const TOKEN_KINDS: [&str; 5] = [
+const TOKEN_KINDS: [&str; 7] = [
     "prompt",
     "completion",
     "cached_prompt",
     "cache_creation",
     "reasoning",
+    "image_prompt",
+    "audio_prompt",
 ];
 
 #[derive(Clone, Default)]
@@ -183,6 +185,8 @@ impl Metrics {
                 usage.cached_prompt_tokens,
                 usage.cache_creation_tokens,
                 usage.reasoning_tokens,
+                usage.image_prompt_tokens,
+                usage.audio_prompt_tokens,
             ];
             for (total, tokens) in stats.tokens.iter_mut().zip(kinds) {
                 *total += u64::from(tokens.unwrap_or(0));
@@ -487,7 +491,8 @@ impl Collector for Snapshot {
             encoder,
             "gateway_tokens",
             "Tokens the providers reported, by kind: prompt, completion, cached_prompt, \
-             cache_creation, reasoning.",
+             cache_creation, reasoning, image_prompt, audio_prompt (the last two, where \
+             providers tell them, are parts of prompt).",
             ["route", "model", "kind"],
             &self.tokens,
         )?;

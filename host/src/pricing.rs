@@ -135,15 +135,19 @@ fn specificity(name: &str, model: &str) -> Option<usize> {
 ///
 /// Each token class has its own price: prompt tokens read from the provider's cache at the
 /// cached-input price, prompt tokens written to it at the cache-write price, the remaining
-/// prompt tokens at the input price, and completion tokens at the output price. Reasoning
-/// (thinking) tokens are part of the completion tokens and billed as output, as every provider
-/// does. When the prompt is longer than the price's long-context threshold, the long-context
-/// prices apply to every token.
+/// (uncached) prompt tokens at the input price, and completion tokens at the output price.
+/// Where the price has an audio input price, the prompt's audio tokens are taken out of the
+/// uncached ones first (no more than there are) and billed at it instead: providers do not tell
+/// how much of the cached prompt was audio, so cached audio stays at the cached-input price.
+/// Reasoning (thinking) tokens are part of the completion tokens and billed as output, as every
+/// provider does. When the prompt is longer than the price's long-context threshold, the
+/// long-context prices apply to every token.
 ///
 /// The plugins report the classes this way: `prompt_tokens` includes both
 /// `cached_prompt_tokens` and `cache_creation_tokens` (OpenAI's `cached_tokens` and Gemini's
 /// `cachedContentTokenCount` are part of their prompt counts already; the Anthropic plugin adds
-/// `cache_read_input_tokens` and `cache_creation_input_tokens` to `input_tokens`).
+/// `cache_read_input_tokens` and `cache_creation_input_tokens` to `input_tokens`); it includes
+/// `audio_prompt_tokens` too (the Gemini plugin's `AUDIO` entry of `promptTokensDetails`).
 pub fn cost(usage: &TokenUsage, price: Price) -> f64 {
     let rates = Rates::of(&price, usage.prompt_tokens);
     let cached = usage.cached_prompt_tokens.unwrap_or(0);
@@ -153,7 +157,11 @@ pub fn cost(usage: &TokenUsage, price: Price) -> f64 {
         .prompt_tokens
         .saturating_sub(cached)
         .saturating_sub(written);
-    (f64::from(uncached) * rates.input
+    // More audio than uncached tokens is capped likewise: the rest of the audio was cached.
+    let audio = usage.audio_prompt_tokens.unwrap_or(0).min(uncached);
+    let other = uncached - audio;
+    (f64::from(other) * rates.input
+        + f64::from(audio) * rates.audio_input
         + f64::from(cached) * rates.cached_input
         + f64::from(written) * rates.cache_write
         + f64::from(usage.completion_tokens) * rates.output)
@@ -163,6 +171,7 @@ pub fn cost(usage: &TokenUsage, price: Price) -> f64 {
 /// The per-class prices that apply to one call.
 struct Rates {
     input: f64,
+    audio_input: f64,
     cached_input: f64,
     cache_write: f64,
     output: f64,
@@ -173,12 +182,14 @@ impl Rates {
         match price.long_context {
             Some(long) if prompt_tokens > long.above_prompt_tokens => Rates {
                 input: long.input_per_mtok,
+                audio_input: long.audio_input_per_mtok.unwrap_or(long.input_per_mtok),
                 cached_input: long.cached_input_per_mtok.unwrap_or(long.input_per_mtok),
                 cache_write: long.cache_write_per_mtok.unwrap_or(long.input_per_mtok),
                 output: long.output_per_mtok,
             },
             _ => Rates {
                 input: price.input_per_mtok,
+                audio_input: price.audio_input_per_mtok.unwrap_or(price.input_per_mtok),
                 cached_input: price.cached_input_per_mtok.unwrap_or(price.input_per_mtok),
                 cache_write: price.cache_write_per_mtok.unwrap_or(price.input_per_mtok),
                 output: price.output_per_mtok,
@@ -453,6 +464,7 @@ mod tests {
                 output_per_mtok: 15.0,
                 cached_input_per_mtok: Some(0.25),
                 cache_write_per_mtok: None,
+                audio_input_per_mtok: None,
             }),
             ..cached_price(1.25, 10.0, 0.125, 1.25)
         };
@@ -474,6 +486,107 @@ mod tests {
             // The long tier has no cache-write price: its input price applies.
             (100_000.0 * 2.50 + 100_000.0 * 0.25 + 2.50 + 1000.0 * 15.0) / 1e6,
         );
+    }
+
+    /// Gemini 2.5 Flash: text 0.30, audio 1.00, cache reads 0.03, output 2.50.
+    fn with_audio(audio: Option<f64>) -> Price {
+        Price {
+            audio_input_per_mtok: audio,
+            ..cached_price(0.30, 2.50, 0.03, 0.30)
+        }
+    }
+
+    #[test]
+    fn audio_prompt_tokens_are_billed_at_the_audio_price() {
+        // 1000 prompt tokens, 600 of them audio; 10 output.
+        let u = TokenUsage {
+            audio_prompt_tokens: Some(600),
+            image_prompt_tokens: Some(100),
+            ..usage(1000, 10)
+        };
+        assert_close(
+            cost(&u, with_audio(Some(1.00))),
+            // Images are billed as text.
+            (400.0 * 0.30 + 600.0 * 1.00 + 10.0 * 2.50) / 1e6,
+        );
+        // Cached tokens are taken out first, at the cached price whatever their modality; the
+        // audio is billed out of the uncached rest.
+        let cached = TokenUsage {
+            cached_prompt_tokens: Some(200),
+            ..u
+        };
+        assert_close(
+            cost(&cached, with_audio(Some(1.00))),
+            (200.0 * 0.30 + 600.0 * 1.00 + 200.0 * 0.03 + 10.0 * 2.50) / 1e6,
+        );
+    }
+
+    #[test]
+    fn an_absent_audio_price_is_the_input_price() {
+        let u = TokenUsage {
+            audio_prompt_tokens: Some(600),
+            ..usage(1000, 10)
+        };
+        assert_close(
+            cost(&u, with_audio(None)),
+            (1000.0 * 0.30 + 10.0 * 2.50) / 1e6,
+        );
+        assert_eq!(
+            cost(&u, with_audio(None)),
+            cost(&usage(1000, 10), with_audio(None))
+        );
+        // No audio tokens: the audio price changes nothing.
+        assert_eq!(
+            cost(&usage(1000, 10), with_audio(Some(1.00))),
+            cost(&usage(1000, 10), with_audio(None))
+        );
+    }
+
+    #[test]
+    fn more_audio_than_uncached_tokens_saturates() {
+        // 1000 prompt tokens, 900 of them cached; the provider says 600 were audio: only the
+        // 100 uncached ones can be billed at the audio price.
+        let u = TokenUsage {
+            cached_prompt_tokens: Some(900),
+            audio_prompt_tokens: Some(600),
+            ..usage(1000, 10)
+        };
+        assert_close(
+            cost(&u, with_audio(Some(1.00))),
+            (100.0 * 1.00 + 900.0 * 0.03 + 10.0 * 2.50) / 1e6,
+        );
+        // More audio than prompt tokens.
+        let over = TokenUsage {
+            audio_prompt_tokens: Some(u32::MAX),
+            ..usage(50, 0)
+        };
+        assert_close(cost(&over, with_audio(Some(1.00))), 50.0 * 1.00 / 1e6);
+    }
+
+    #[test]
+    fn the_long_context_tier_has_its_own_audio_price() {
+        let long = |audio| LongContextPrice {
+            above_prompt_tokens: 1000,
+            input_per_mtok: 2.0,
+            output_per_mtok: 4.0,
+            cached_input_per_mtok: None,
+            cache_write_per_mtok: None,
+            audio_input_per_mtok: audio,
+        };
+        let u = TokenUsage {
+            audio_prompt_tokens: Some(600),
+            ..usage(1001, 10)
+        };
+        let p = |audio| Price {
+            long_context: Some(long(audio)),
+            ..with_audio(Some(1.00))
+        };
+        assert_close(
+            cost(&u, p(Some(5.0))),
+            (401.0 * 2.0 + 600.0 * 5.0 + 10.0 * 4.0) / 1e6,
+        );
+        // Absent in the tier: the tier's input price, not the shorter tier's audio price.
+        assert_close(cost(&u, p(None)), (1001.0 * 2.0 + 10.0 * 4.0) / 1e6);
     }
 
     #[test]
@@ -531,6 +644,16 @@ mod tests {
             (0.30, 2.50, Some(0.03))
         );
         assert_eq!(get("gemini", "gemini-2.5-flash-lite").input_per_mtok, 0.10);
+        // Audio input, where Google prices it apart from text, image and video.
+        for (model, audio) in [
+            ("gemini-2.5-flash", Some(1.00)),
+            ("gemini-2.5-flash-lite", Some(0.30)),
+            ("gemini-2.0-flash-001", Some(0.70)),
+            ("gemini-2.5-pro", None),
+        ] {
+            assert_eq!(get("gemini", model).audio_input_per_mtok, audio, "{model}");
+        }
+        assert_eq!(get("openai", "gpt-4o-mini").audio_input_per_mtok, None);
         assert_eq!(get("gemini", "gemini-2.5-pro").input_per_mtok, 1.25);
         for model in [
             "gpt-4.1-mini",
@@ -555,6 +678,10 @@ mod tests {
                 // A cache read never costs more than a plain input token.
                 if let Some(cached) = price.cached_input_per_mtok {
                     assert!(cached <= price.input_per_mtok, "{place}");
+                }
+                // Audio input is never cheaper than text where a provider prices it apart.
+                if let Some(audio) = price.audio_input_per_mtok {
+                    assert!(audio >= price.input_per_mtok, "{place}");
                 }
                 if let Some(long) = price.long_context {
                     assert!(long.input_per_mtok >= price.input_per_mtok, "{place}");

@@ -214,8 +214,9 @@ pub enum ExportFormat {
     Csv,
 }
 
-/// The columns of a CSV export.
-pub const CSV_HEADER: [&str; 21] = [
+/// The columns of a CSV export. Columns added later come last, so that readers of the earlier
+/// ones by position keep working.
+pub const CSV_HEADER: [&str; 23] = [
     "id",
     "created_at",
     "project_id",
@@ -237,10 +238,12 @@ pub const CSV_HEADER: [&str; 21] = [
     "reasoning_tokens",
     "cost_usd",
     "error",
+    "image_prompt_tokens",
+    "audio_prompt_tokens",
 ];
 
 /// A record as a line of CSV, in [`CSV_HEADER`]'s order; empty where it has no value.
-fn csv_record(record: &Invocation) -> [String; 21] {
+fn csv_record(record: &Invocation) -> [String; 23] {
     let text = |value: &Option<String>| value.clone().unwrap_or_default();
     let number = |value: Option<u32>| value.map(|n| n.to_string()).unwrap_or_default();
     let usage = record.usage.as_ref();
@@ -266,6 +269,8 @@ fn csv_record(record: &Invocation) -> [String; 21] {
         number(usage.and_then(|u| u.reasoning_tokens)),
         record.cost_usd.map(|c| c.to_string()).unwrap_or_default(),
         text(&record.error),
+        number(usage.and_then(|u| u.image_prompt_tokens)),
+        number(usage.and_then(|u| u.audio_prompt_tokens)),
     ]
 }
 
@@ -421,6 +426,23 @@ mod tests {
         assert_eq!(line[10], "error");
         assert_eq!(line[13], "", "no usage: empty");
         assert_eq!(line[19], "0.0000001", "no exponent");
+        assert_eq!(line[21..], ["", ""], "no usage: no image or audio tokens");
+        record.usage = Some(crate::store::TokenUsage {
+            prompt_tokens: 1000,
+            audio_prompt_tokens: Some(600),
+            ..Default::default()
+        });
+        let line = csv_record(&record);
+        assert_eq!(line[13], "1000");
+        assert_eq!(
+            (line[21].as_str(), line[22].as_str()),
+            ("", "600"),
+            "the new columns come last, in CSV_HEADER's order"
+        );
+        assert_eq!(
+            CSV_HEADER[21..],
+            ["image_prompt_tokens", "audio_prompt_tokens"]
+        );
         let mut writer = csv::Writer::from_writer(Vec::new());
         writer.write_record(&line).unwrap();
         let bytes = writer.into_inner().unwrap();

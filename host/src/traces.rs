@@ -386,6 +386,19 @@ fn usage_attributes(into: &mut Vec<KeyValue>, usage: Option<&TokenUsage>, cost: 
                 i64::from(reasoning),
             ));
         }
+        // Parts of the input tokens, which the GenAI conventions do not name (yet).
+        if let Some(image) = usage.image_prompt_tokens {
+            into.push(KeyValue::new(
+                "gateway.usage.image.input_tokens",
+                i64::from(image),
+            ));
+        }
+        if let Some(audio) = usage.audio_prompt_tokens {
+            into.push(KeyValue::new(
+                "gateway.usage.audio.input_tokens",
+                i64::from(audio),
+            ));
+        }
     }
     if let Some(cost) = cost {
         into.push(KeyValue::new("gateway.cost_usd", cost));

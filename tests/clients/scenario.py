@@ -111,6 +111,30 @@ def openai_tools(case, strict=False):
     ]
 
 
+def responses_instructions(case):
+    return _PROMPTS[_base(case)][0]
+
+
+def responses_input(case):
+    """The case's user message as Responses API input items."""
+    return [{"role": "user", "content": [{"type": "input_text", "text": _PROMPTS[_base(case)][1]}]}]
+
+
+def responses_tools(case):
+    """The case's tools in the Responses API's flat shape."""
+    _, _, names = _PROMPTS[_base(case)]
+    return [
+        {
+            "type": "function",
+            "name": name,
+            "description": _FUNCTIONS[name][0],
+            "parameters": _schema(name),
+            "strict": False,
+        }
+        for name in names
+    ]
+
+
 def anthropic_system(case):
     return _PROMPTS[_base(case)][0]
 

@@ -9,7 +9,16 @@ import struct
 import openai
 import pytest
 
-from scenario import PROVIDERS, TOOL_CASES, openai_messages, openai_tools, record
+from scenario import (
+    PROVIDERS,
+    TOOL_CASES,
+    openai_messages,
+    openai_tools,
+    record,
+    responses_input,
+    responses_instructions,
+    responses_tools,
+)
 
 STREAM_OPTIONS = {"include_usage": True}
 
@@ -424,3 +433,141 @@ def test_audio_to_a_provider_without_audio_is_bad_request(openai_client, scenari
     assert raised.value.status_code == 400
     assert "audio" in raised.value.message.lower()
     assert "anthropic" in raised.value.message.lower()
+
+# ------------------------------------------------------------------------------ responses
+
+
+def respond(client, model, case, **params):
+    return client.responses.create(
+        model=model,
+        instructions=responses_instructions(case),
+        input=responses_input(case),
+        max_output_tokens=1000,
+        **params,
+    )
+
+
+def assert_response_usage(usage, expected):
+    assert usage is not None, "no usage"
+    got = (usage.input_tokens, usage.output_tokens, usage.total_tokens)
+    assert got == (expected["prompt"], expected["completion"], expected["total"])
+    if expected["reasoning"] is not None:
+        assert usage.output_tokens_details.reasoning_tokens == expected["reasoning"]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_responses_text_is_kept_and_read_back(openai_client, scenario, provider):
+    expected = scenario["cases"][provider]["simple"]
+    response = respond(openai_client, expected["model"], "simple")
+    assert response.object == "response"
+    assert response.id.startswith("resp_")
+    assert response.status == "completed"
+    assert response.output_text == expected["text"]
+    assert response.instructions == responses_instructions("simple")
+    assert response.store is True
+    assert_response_usage(response.usage, expected["usage"])
+    kept = openai_client.responses.retrieve(response.id)
+    assert kept.id == response.id
+    assert kept.output_text == expected["text"]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_responses_stream_helper(openai_client, scenario, provider):
+    """`client.responses.stream` rebuilds the response from the typed events; its final
+    response is `response.completed`'s."""
+    expected = scenario["cases"][provider]["simple_streaming"]
+    deltas = []
+    types = []
+    with openai_client.responses.stream(
+        model=expected["model"],
+        instructions=responses_instructions("simple"),
+        input=responses_input("simple"),
+        max_output_tokens=1000,
+    ) as stream:
+        for event in stream:
+            types.append(event.type)
+            if event.type == "response.output_text.delta":
+                deltas.append(event.delta)
+        final = stream.get_final_response()
+    assert types[:2] == ["response.created", "response.in_progress"]
+    assert types[-1] == "response.completed"
+    assert "response.output_item.added" in types and "response.output_item.done" in types
+    assert "".join(deltas) == expected["text"]
+    assert final.output_text == expected["text"]
+    assert final.status == "completed"
+    assert_response_usage(final.usage, expected["usage"])
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_responses_function_tool_round_trip_with_previous_response_id(
+    openai_client, scenario, provider
+):
+    """The model calls the function; the next request names the first response and sends only
+    the call's output: the provider gets the whole conversation back (the runner checks the
+    call and its result arrived) and answers with text."""
+    expected = scenario["cases"][provider]["tool"]
+    first = respond(openai_client, expected["model"], "tool", tools=responses_tools("tool"))
+    calls = [item for item in first.output if item.type == "function_call"]
+    assert [call.name for call in calls] == [call["name"] for call in expected["calls"]]
+    assert json.loads(calls[0].arguments) == json.loads(expected["calls"][0]["arguments"])
+    assert calls[0].call_id
+    answer = scenario["cases"][provider]["tool_result"]
+    second = openai_client.responses.create(
+        model=answer["model"],
+        previous_response_id=first.id,
+        input=[
+            {
+                "type": "function_call_output",
+                "call_id": calls[0].call_id,
+                "output": scenario["tool_output"],
+            }
+        ],
+        tools=responses_tools("tool"),
+        max_output_tokens=1000,
+    )
+    assert second.previous_response_id == first.id
+    assert second.output_text == answer["text"]
+    assert_response_usage(second.usage, answer["usage"])
+
+
+def test_responses_store_false_keeps_nothing(openai_client, scenario):
+    expected = scenario["cases"]["openai"]["simple"]
+    response = respond(openai_client, expected["model"], "simple", store=False)
+    assert response.output_text == expected["text"]
+    assert response.store is False
+    with pytest.raises(openai.NotFoundError):
+        openai_client.responses.retrieve(response.id)
+    with pytest.raises(openai.BadRequestError) as raised:
+        openai_client.responses.create(
+            model=expected["model"], previous_response_id=response.id, input="and then?"
+        )
+    assert raised.value.param == "previous_response_id"
+
+
+def test_responses_delete(openai_client, scenario):
+    expected = scenario["cases"]["anthropic"]["simple"]
+    response = respond(openai_client, expected["model"], "simple")
+    openai_client.responses.delete(response.id)
+    with pytest.raises(openai.NotFoundError):
+        openai_client.responses.retrieve(response.id)
+
+
+def test_responses_hosted_tool_is_bad_request(openai_client, scenario):
+    expected = scenario["cases"]["openai"]["simple"]
+    with pytest.raises(openai.BadRequestError) as raised:
+        respond(openai_client, expected["model"], "simple", tools=[{"type": "web_search"}])
+    assert "web_search" in raised.value.message
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_responses_with_an_image(openai_client, scenario, provider):
+    """An `input_image` data URL reaches every provider in its own format (the runner checks)."""
+    media = scenario["media"][provider]
+    content = [
+        {"type": "input_text", "text": "What is this?"},
+        {"type": "input_image", "image_url": f"data:image/png;base64,{PNG}", "detail": "low"},
+    ]
+    response = openai_client.responses.create(
+        model=media["model"], input=[{"role": "user", "content": content}]
+    )
+    assert response.output_text == media["text"]

@@ -1,8 +1,8 @@
 //! Usage and cost through the gateway: every token class priced on its own (uncached prompt,
-//! cache reads, cache writes, completion with reasoning), prices from the shipped table
-//! (host/prices.toml), a route's override, the plugin's own list, long-context tiers, and an
-//! unknown model recorded with a null cost and warned about once. Upstreams are fakes that
-//! answer with the usage details each provider reports.
+//! uncached audio prompt, cache reads, cache writes, completion with reasoning), prices from
+//! the shipped table (host/prices.toml), a route's override, the plugin's own list,
+//! long-context tiers, and an unknown model recorded with a null cost and warned about once.
+//! Upstreams are fakes that answer with the usage details each provider reports.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -181,11 +181,12 @@ fn cached_and_reasoning_tokens_are_priced_from_the_shipped_table() {
     assert!(expected < (PROMPT as f64 * 0.15 + COMPLETION as f64 * 0.60) / 1e6);
 
     let record = invocation_of(&gw, &body);
+    // OpenAI tells its audio tokens (none): the record keeps that too.
     assert_eq!(
         record["usage"],
         json!({"prompt_tokens": PROMPT, "completion_tokens": COMPLETION,
             "total_tokens": PROMPT + COMPLETION, "cached_prompt_tokens": CACHED,
-            "reasoning_tokens": REASONING}),
+            "reasoning_tokens": REASONING, "audio_prompt_tokens": 0}),
         "{record}"
     );
     assert_cost(&record["usageCost"], expected, &record);
@@ -429,4 +430,67 @@ fn gemini_context_cache_reads_have_their_own_price() {
             "cached_prompt_tokens": 8_000, "reasoning_tokens": 80}),
         "{record}"
     );
+}
+
+// ---------------------------------------------------------------- Gemini: audio input
+
+#[test]
+fn gemini_audio_prompt_tokens_are_priced_at_the_audio_price() {
+    let answer = json!({
+        "candidates": [{"content": {"role": "model", "parts": [{"text": "A beep."}]},
+            "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 1000, "candidatesTokenCount": 10,
+            "totalTokenCount": 1010,
+            "promptTokensDetails": [{"modality": "AUDIO", "tokenCount": 600},
+                {"modality": "TEXT", "tokenCount": 400}]},
+        "modelVersion": "gemini-2.5-flash"
+    });
+    let upstream = GeminiUpstream::script(vec![Reply::gemini_json(200, &answer.to_string())]);
+    let gw = Gateway::builder()
+        .route(Route::new("gem", "gemini").base_url(&upstream.base_url("/v1beta")))
+        .start();
+    let request = json!({"model": "gem/gemini-2.5-flash", "messages": [{"role": "user",
+        "content": [{"type": "text", "text": "What is this sound?"},
+            {"type": "input_audio", "input_audio": {"data": "aGk=", "format": "wav"}}]}]});
+    let response = gw.request(
+        "POST",
+        "/v1/chat/completions",
+        None,
+        &[
+            ("Authorization", &format!("Bearer {}", gw.key)),
+            ("Provider-API-Key", "AIza-test-cost"),
+            ("Content-Type", "application/json"),
+        ],
+        request.to_string().as_bytes(),
+    );
+    assert_eq!(response.status, 200, "{}", response.text());
+    let body = response.json();
+    assert_eq!(body["choices"][0]["message"]["content"], json!("A beep."));
+    let sent = upstream.single_request().json();
+    assert_eq!(
+        sent["contents"][0]["parts"][1],
+        json!({"inlineData": {"mimeType": "audio/wav", "data": "aGk="}}),
+        "{sent}"
+    );
+
+    // gemini-2.5-flash: text 0.30, audio 1.00, output 2.50 (USD per million tokens).
+    let expected = (400.0 * 0.30 + 600.0 * 1.00 + 10.0 * 2.50) / 1e6;
+    assert_eq!(
+        response.header("x-gateway-cost-usd"),
+        Some(format!("{expected:.10}").as_str()),
+        "{body}"
+    );
+    assert_eq!(response.header("x-gateway-cost-usd"), Some("0.0007450000"));
+
+    let id = response.header("x-invocation-id").expect("x-invocation-id");
+    let record = gw.record(id);
+    assert_eq!(
+        record["usage"],
+        json!({"prompt_tokens": 1000, "completion_tokens": 10, "total_tokens": 1010,
+            "audio_prompt_tokens": 600}),
+        "{record}"
+    );
+    assert_cost(&record["usageCost"], expected, &record);
+    // Not the input price for every prompt token.
+    assert!(expected > (1000.0 * 0.30 + 10.0 * 2.50) / 1e6);
 }

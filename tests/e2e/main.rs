@@ -28,6 +28,7 @@ mod providers;
 mod reasoning;
 mod replicas;
 mod reports;
+mod responses;
 mod routing;
 mod sandbox;
 mod tracing;

@@ -362,3 +362,39 @@ fn a_20_mib_image_is_served_and_one_byte_more_is_413() {
     let over = post_openai(&gw, &image(20 * MIB + 1));
     assert_eq!(over.status, 413, "{}", over.text());
 }
+
+/// The provider plugins write media into the upstream body as base64 straight from the bytes:
+/// a 20 MiB image reaches an Anthropic route within the sandbox's default memory limit.
+#[test]
+fn a_20_mib_image_reaches_an_anthropic_route_within_the_default_sandbox() {
+    use base64::Engine as _;
+    const MIB: usize = 1024 * 1024;
+    let anthropic = AnthropicUpstream::script(vec![Reply::recorded(
+        Recording::load("Anthropic__claude-sonnet-4__simple").interaction(0),
+    )]);
+    let gw = Gateway::builder()
+        .route(Route::new("an", "anthropic").base_url(&anthropic.base_url("/v1")))
+        .config_line(&format!("max_body_bytes = {}", 32 * MIB))
+        .start();
+    let data = base64::engine::general_purpose::STANDARD.encode(vec![7u8; 20 * MIB]);
+    let body = json!({"model": "an/claude-sonnet-4-20250514", "messages": [{"role": "user",
+        "content": [{"type": "text", "text": "big"},
+            {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{data}")}}]}]});
+    let before = crate::hardening::proc_status_kib(&gw, "VmHWM");
+    let answer = post_with_provider_key(&gw, "/v1/chat/completions", "sk-ant-test", &body);
+    let peak = crate::hardening::proc_status_kib(&gw, "VmHWM");
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let sent = anthropic.single_request().json();
+    let source = &sent["messages"][0]["content"][1]["source"];
+    assert_eq!(
+        source["type"], "base64",
+        "{}",
+        sent["messages"][0]["content"][0]
+    );
+    assert_eq!(source["data"].as_str().map(str::len), Some(data.len()));
+    eprintln!(
+        "[memory figure] a 20 MiB image to an anthropic route: peak RSS {:.1} MB above the \
+         gateway's peak before it",
+        peak.saturating_sub(before) as f64 * 1024.0 / 1e6
+    );
+}

@@ -18,8 +18,9 @@ const ROUTE: &str = "priced";
 const MODEL_A: &str = "gpt-4o-mini";
 const MODEL_B: &str = "o3-mini";
 
-/// The columns of `invocations export --format csv`, in order (the contract).
-const CSV_HEADER: [&str; 21] = [
+/// The columns of `invocations export --format csv`, in order (the contract; columns added
+/// later come last).
+const CSV_HEADER: [&str; 23] = [
     "id",
     "created_at",
     "project_id",
@@ -41,6 +42,8 @@ const CSV_HEADER: [&str; 21] = [
     "reasoning_tokens",
     "cost_usd",
     "error",
+    "image_prompt_tokens",
+    "audio_prompt_tokens",
 ];
 
 /// One scripted call: who makes it, for which model, as which user, and what the upstream
@@ -627,6 +630,8 @@ fn export_matches_the_records(gw: &Gateway, scenario: &Scenario, today: &str) {
             "total_tokens",
             "cached_prompt_tokens",
             "reasoning_tokens",
+            "image_prompt_tokens",
+            "audio_prompt_tokens",
         ] {
             let expected = record["usage"][kind]
                 .as_u64()

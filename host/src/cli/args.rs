@@ -305,8 +305,10 @@ GET /invocations/{id} present it (request and response bodies, attempts) plus ke
 --format csv: a header line, then one line a record (RFC 4180 quoting), without bodies:
   id, created_at, project_id, key_prefix, user_id, route, plugin, model, type, stream, status,
   http_status, duration_ms, prompt_tokens, completion_tokens, total_tokens,
-  cached_prompt_tokens, cache_creation_tokens, reasoning_tokens, cost_usd, error
-created_at is RFC 3339 (UTC, milliseconds); a missing value is an empty field.
+  cached_prompt_tokens, cache_creation_tokens, reasoning_tokens, cost_usd, error,
+  image_prompt_tokens, audio_prompt_tokens
+created_at is RFC 3339 (UTC, milliseconds); a missing value is an empty field (the image and
+audio tokens, part of prompt_tokens, are there only where the provider tells them).
 
 Records hold only the prefix of a project key, never a whole key, nor a provider key.";
 

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "PriceFields")]
 pub struct Price {
-    /// Prompt tokens neither read from nor written to the provider's cache.
+    /// Prompt tokens neither read from nor written to the provider's cache (audio tokens
+    /// aside where `audio_input_per_mtok` prices them).
     pub input_per_mtok: f64,
     /// Completion tokens, reasoning tokens included (providers bill them as output).
     pub output_per_mtok: f64,
@@ -23,6 +24,10 @@ pub struct Price {
     /// `input_per_mtok`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache_write_per_mtok: Option<f64>,
+    /// Audio prompt tokens neither read from nor written to the cache (Gemini's audio input
+    /// price). Absent: `input_per_mtok`. Cached audio is billed at the cache prices.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audio_input_per_mtok: Option<f64>,
     /// Higher prices for calls whose prompt is long (Gemini 2.5 Pro above 200k tokens, Claude
     /// Sonnet 4 and 4.5 above 200k): they apply to every token of such a call.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -30,8 +35,8 @@ pub struct Price {
 }
 
 /// The prices of a call whose prompt (cached and cache-written tokens included) has more than
-/// `above_prompt_tokens` tokens. Fields as in [`Price`]; absent cache prices fall back to this
-/// tier's `input_per_mtok`.
+/// `above_prompt_tokens` tokens. Fields as in [`Price`]; absent cache and audio prices fall back
+/// to this tier's `input_per_mtok` (not to the shorter tier's prices).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LongContextPrice {
@@ -42,6 +47,8 @@ pub struct LongContextPrice {
     pub cached_input_per_mtok: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_write_per_mtok: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio_input_per_mtok: Option<f64>,
 }
 
 /// A price that would make every cost it touches meaningless.
@@ -63,6 +70,8 @@ struct PriceFields {
     #[serde(default)]
     cache_write_per_mtok: Option<f64>,
     #[serde(default)]
+    audio_input_per_mtok: Option<f64>,
+    #[serde(default)]
     long_context: Option<LongContextPrice>,
 }
 
@@ -75,6 +84,7 @@ impl TryFrom<PriceFields> for Price {
             ("output_per_mtok", Some(fields.output_per_mtok)),
             ("cached_input_per_mtok", fields.cached_input_per_mtok),
             ("cache_write_per_mtok", fields.cache_write_per_mtok),
+            ("audio_input_per_mtok", fields.audio_input_per_mtok),
         ];
         if let Some(long) = &fields.long_context {
             values.extend([
@@ -87,6 +97,10 @@ impl TryFrom<PriceFields> for Price {
                 (
                     "long_context.cache_write_per_mtok",
                     long.cache_write_per_mtok,
+                ),
+                (
+                    "long_context.audio_input_per_mtok",
+                    long.audio_input_per_mtok,
                 ),
             ]);
         }
@@ -102,19 +116,22 @@ impl TryFrom<PriceFields> for Price {
             output_per_mtok: fields.output_per_mtok,
             cached_input_per_mtok: fields.cached_input_per_mtok,
             cache_write_per_mtok: fields.cache_write_per_mtok,
+            audio_input_per_mtok: fields.audio_input_per_mtok,
             long_context: fields.long_context,
         })
     }
 }
 
 impl Price {
-    /// A price with only input and output prices (cache reads and writes at the input price).
+    /// A price with only input and output prices (cache reads and writes, and audio, at the
+    /// input price).
     pub fn flat(input_per_mtok: f64, output_per_mtok: f64) -> Price {
         Price {
             input_per_mtok,
             output_per_mtok,
             cached_input_per_mtok: None,
             cache_write_per_mtok: None,
+            audio_input_per_mtok: None,
             long_context: None,
         }
     }

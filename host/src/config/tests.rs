@@ -367,12 +367,13 @@ fn prices_take_optional_cache_and_long_context_prices() {
     );
     let price = route_price(
         "input_per_mtok = 3\noutput_per_mtok = 15\ncached_input_per_mtok = 0.3\n\
-         cache_write_per_mtok = 3.75\n\
-         long_context = { above_prompt_tokens = 200000, input_per_mtok = 6, output_per_mtok = 22.5 }",
+         cache_write_per_mtok = 3.75\naudio_input_per_mtok = 5\n\
+         long_context = { above_prompt_tokens = 200000, input_per_mtok = 6, output_per_mtok = 22.5, audio_input_per_mtok = 8 }",
     )
     .expect("parses");
     assert_eq!(price.cached_input_per_mtok, Some(0.3));
     assert_eq!(price.cache_write_per_mtok, Some(3.75));
+    assert_eq!(price.audio_input_per_mtok, Some(5.0));
     assert_eq!(
         price.long_context,
         Some(LongContextPrice {
@@ -381,6 +382,7 @@ fn prices_take_optional_cache_and_long_context_prices() {
             output_per_mtok: 22.5,
             cached_input_per_mtok: None,
             cache_write_per_mtok: None,
+            audio_input_per_mtok: Some(8.0),
         })
     );
 }
@@ -401,6 +403,15 @@ fn bad_prices_are_rejected_with_their_place() {
             "input_per_mtok = 1\noutput_per_mtok = 1\n\
              long_context = { above_prompt_tokens = 10, input_per_mtok = -2, output_per_mtok = 1 }",
             "long_context.input_per_mtok",
+        ),
+        (
+            "input_per_mtok = 1\noutput_per_mtok = 1\naudio_input_per_mtok = -0.5",
+            "audio_input_per_mtok",
+        ),
+        (
+            "input_per_mtok = 1\noutput_per_mtok = 1\n\
+             long_context = { above_prompt_tokens = 10, input_per_mtok = 2, output_per_mtok = 1, audio_input_per_mtok = inf }",
+            "long_context.audio_input_per_mtok",
         ),
         // A misspelt key would otherwise silently bill at the input price.
         (

@@ -29,7 +29,7 @@ use crate::error::ApiError;
 use crate::http::{Body, error_response_with_body, json_text_response};
 use crate::plugins::types;
 use crate::state::AppState;
-use crate::store::{KeyScope, TokenUsage};
+use crate::store::{KeyScope, StoredResponse, TokenUsage};
 use crate::traces::Answer;
 use call::Call;
 
@@ -117,6 +117,26 @@ pub trait Surface: Sized {
     ) -> Result<Ask<Self::Completion, Self::Embeddings>, ApiError>;
     /// An error, as this surface's clients expect to read it.
     fn error_body(error: &ApiError, invocation_id: &Uuid) -> serde_json::Value;
+    /// The id of a kept answer this request continues (the Responses API's
+    /// `previous_response_id`): the flow reads it for the key's project, before
+    /// [`Surface::ask`], and hands it to [`Surface::continue_from`].
+    fn previous(&self) -> Option<&str> {
+        None
+    }
+    /// The conversation of the kept answer [`Surface::previous`] named.
+    fn continue_from(&mut self, earlier: StoredResponse) -> Result<(), ApiError> {
+        let _ = earlier;
+        Ok(())
+    }
+}
+
+/// What a surface keeps of an answer for later requests, beside its record (the
+/// Responses API's `store`): the answer's id and the conversation so far (JSON).
+/// The flow stores it, with the answer as the caller got it, before the caller
+/// has all of it, so that the next request finds it on any replica.
+pub struct Kept {
+    pub id: String,
+    pub context: String,
 }
 
 /// What every answer of one request shares.
@@ -181,6 +201,12 @@ pub trait CompletionCodec: Send + 'static {
     ) -> Bytes;
     /// A frame telling a caller whose stream had started how it failed.
     fn error_frame(&mut self, error: &ApiError, invocation_id: &Uuid) -> Bytes;
+    /// What to keep of the answer once it is whole (after [`CompletionCodec::completion`]
+    /// or, streamed, [`CompletionCodec::last_frame`]); nothing by default.
+    fn keep(&self, envelope: &Envelope<'_>, completion: &types::Completion) -> Option<Kept> {
+        let _ = (envelope, completion);
+        None
+    }
 }
 
 /// How a surface writes embeddings, with the call's usage when the plugin
@@ -358,6 +384,15 @@ async fn flow<S: Surface>(
     } = admit::admit::<S>(state, config, draft, headers, body).await?;
     draft.user(body.user_id());
     body.check_project(&key.project_id)?;
+    let mut body = body;
+    if let Some(previous) = body.previous() {
+        let earlier = state.store.response(&key.project_id, previous).await?;
+        let earlier = earlier.ok_or_else(|| ApiError::InvalidParam {
+            param: "previous_response_id".into(),
+            message: format!("previous response with id {previous:?} not found"),
+        })?;
+        body.continue_from(earlier)?;
+    }
     let target = body.target(config)?;
     let route = live.routes.get(&target.route)?;
     draft.route(&route.id, &route.config.plugin);
@@ -436,7 +471,12 @@ async fn flow<S: Surface>(
             draft.usage(usage, cost_usd);
             let id = draft.id().to_string();
             let usage = usage.as_ref().map(|usage| Metered { usage, cost_usd });
-            let text = codec.completion(&call.envelope(&id), &completion, usage);
+            let envelope = call.envelope(&id);
+            let mut text = codec.completion(&envelope, &completion, usage);
+            if let Some(kept) = codec.keep(&envelope, &completion) {
+                text = draft.redact_answer(text);
+                record::keep(state, draft, &text, kept).await;
+            }
             Ok(Reply::Json(text, call.answered()))
         }
         Ask::Embed { input, codec } => {

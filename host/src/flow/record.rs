@@ -11,7 +11,7 @@ use crate::metrics::RequestSample;
 use crate::plugins::types;
 use crate::redact::Secrets;
 use crate::state::AppState;
-use crate::store::{Attempt, Invocation, InvocationStatus, KeyRecord, TokenUsage};
+use crate::store::{Attempt, Invocation, InvocationStatus, KeyRecord, StoredResponse, TokenUsage};
 use crate::traces::RequestTrace;
 
 /// What a record keeps of the bodies (config `record_bodies`, `record_body_max_bytes`).
@@ -273,6 +273,26 @@ pub async fn save(state: &AppState, finished: Finished) {
     state.log.record(invocation).await;
 }
 
+/// Stores what a surface keeps of an answer (the Responses API's `store`), before the
+/// caller has the whole answer, so that its next request finds it on any replica. A
+/// database that fails here does not take the answer from the caller: it is logged, and a
+/// later `previous_response_id` naming it is refused as unknown.
+pub async fn keep(state: &AppState, draft: &Draft, answer: &str, kept: super::Kept) {
+    let project_id = draft.record.project_id.clone().unwrap_or_default();
+    let stored = StoredResponse {
+        id: kept.id,
+        project_id,
+        invocation_id: draft.id(),
+        created_at_ms: draft.record.created_at_ms,
+        body: answer.to_owned(),
+        context: draft.redact_answer(kept.context),
+    };
+    let id = stored.id.clone();
+    if let Err(error) = state.store.put_response(stored).await {
+        tracing::error!(response_id = %id, "the response could not be stored: {error}");
+    }
+}
+
 /// Whether `model` is one of `route`'s: its default model, a model it prices, one a
 /// `[models]` alias names on it, or one its plugin lists.
 fn knows_model(state: &AppState, route: Option<&str>, model: &str) -> bool {
@@ -311,6 +331,8 @@ impl From<&types::Usage> for TokenUsage {
             cached_prompt_tokens: u.cached_prompt_tokens,
             cache_creation_tokens: u.cache_creation_tokens,
             reasoning_tokens: u.reasoning_tokens,
+            image_prompt_tokens: u.image_prompt_tokens,
+            audio_prompt_tokens: u.audio_prompt_tokens,
         }
     }
 }

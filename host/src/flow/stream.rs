@@ -285,7 +285,11 @@ impl<C: CompletionCodec> Streamed<C> {
                     let last_frame = pump.codec.last_frame(&pump.envelope, &completion, usage);
                     // The record keeps the whole answer, as if it had not been streamed.
                     pump.fill_texts(&mut completion);
-                    let record = pump.codec.completion(&pump.envelope, &completion, usage);
+                    let mut record = pump.codec.completion(&pump.envelope, &completion, usage);
+                    if let Some(kept) = pump.codec.keep(&pump.envelope, &completion) {
+                        record = draft.redact_answer(record);
+                        record::keep(&state, &draft, &record, kept).await;
+                    }
                     // Record before the last frame: once the body ends, shutdown may proceed.
                     record::save(&state, draft.success(200, record)).await;
                     pump.mark_started();

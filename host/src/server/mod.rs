@@ -362,6 +362,17 @@ async fn dispatch(state: Arc<AppState>, request: Request<Incoming>) -> Response<
             (&Method::POST, "/v1/embeddings") => {
                 flow::serve::<openai::Embeddings>(state, request, id).await
             }
+            (&Method::POST, "/v1/responses") => {
+                flow::serve::<openai::Responses>(state, request, id).await
+            }
+            (&Method::GET, p) if p.starts_with("/v1/responses/") => {
+                let response_id = &p["/v1/responses/".len()..];
+                openai::responses::get(state, request, response_id, id).await
+            }
+            (&Method::DELETE, p) if p.starts_with("/v1/responses/") => {
+                let response_id = &p["/v1/responses/".len()..];
+                openai::responses::delete(state, request, response_id, id).await
+            }
             (&Method::GET, "/v1/models") => models::list(state, request, id).await,
             (&Method::GET, p) if p.starts_with("/v1/models/") => {
                 let model = &p["/v1/models/".len()..];
@@ -403,6 +414,12 @@ async fn dispatch(state: Arc<AppState>, request: Request<Incoming>) -> Response<
             }
             (_, "/v1/embeddings") => {
                 flow::refuse::<openai::Embeddings>(state, request, id, POST_ONLY).await
+            }
+            (_, "/v1/responses") => {
+                flow::refuse::<openai::Responses>(state, request, id, POST_ONLY).await
+            }
+            (_, p) if p.starts_with("/v1/responses/") => {
+                openai::error_response(&ApiError::MethodNotAllowed("GET, DELETE"), &id)
             }
             (_, p) if p == "/v1/models" || p.starts_with("/v1/models/") => {
                 models::error_response(request.headers(), &ApiError::MethodNotAllowed("GET"), &id)

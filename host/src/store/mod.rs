@@ -1,10 +1,13 @@
-//! Persistent state: projects, API keys, invocation records.
+//! Persistent state: projects, API keys, invocation records, and the Responses API's answers
+//! kept for later requests ([`StoredResponse`]).
 //!
 //! [`Store`] is the one interface the rest of the gateway uses, over two
 //! backends: SQLite (embedded, the default: one process, or several on one
 //! machine) and PostgreSQL (several replicas). Invocation records are written
 //! off the request path by [`writer`], through the local [`journal`] so that
-//! no answered request goes unrecorded.
+//! no answered request goes unrecorded. Kept responses are written when asked
+//! ([`Store::put_response`]), so that any replica can continue them at once;
+//! [`retention`] deletes both when they are old.
 //!
 //! The backends run the same statements ([`sql`], with each one's placeholders) and read
 //! their rows into the same types the same way ([`rows`]): what they keep apart is what their
@@ -289,6 +292,12 @@ pub struct TokenUsage {
     pub cache_creation_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning_tokens: Option<u32>,
+    /// Prompt tokens of images (included in `prompt_tokens`), where the provider tells them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_prompt_tokens: Option<u32>,
+    /// Prompt tokens of audio (included in `prompt_tokens`), where the provider tells them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audio_prompt_tokens: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -436,6 +445,23 @@ impl Invocation {
             })).collect::<Vec<_>>(),
         })
     }
+}
+
+/// A Responses API answer kept for later requests (`store: true`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredResponse {
+    /// `resp_` and 32 hex digits.
+    pub id: String,
+    pub project_id: String,
+    /// The invocation that answered it.
+    pub invocation_id: Uuid,
+    /// Unix ms, as an invocation's `created_at_ms`.
+    pub created_at_ms: i64,
+    /// The response object as the caller got it (JSON text), for `GET /v1/responses/{id}`.
+    pub body: String,
+    /// The conversation a `previous_response_id` continues: the request's input items
+    /// (its own earlier ones included) followed by the output items, as a JSON array text.
+    pub context: String,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -781,6 +807,69 @@ impl Store {
                 .map_err(|e| StoreError::Task(e.to_string()))?
             }
             Backend::Postgres(db) => db.invocations_page(range, after, bodies, limit).await,
+        }
+    }
+}
+
+/// The Responses API's kept answers. Each is its project's: another project's reads as absent.
+/// A write on SQLite may wait for another one's (the invocation writer's batch, a retention
+/// batch, another process's): it is made on a blocking thread, not on the serving one. On PostgreSQL,
+/// NUL (which its TEXT cannot hold, and JSON text never has) is kept as U+FFFD.
+impl Store {
+    /// Keeps `response`; an id already kept is replaced (a retried write is harmless).
+    /// Taken whole: a conversation may be large, and SQLite writes it on another thread.
+    pub async fn put_response(&self, response: StoredResponse) -> Result<(), StoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => {
+                let db = db.clone();
+                tokio::task::spawn_blocking(move || db.put_response(&response))
+                    .await
+                    .map_err(|e| StoreError::Task(e.to_string()))?
+            }
+            Backend::Postgres(db) => db.put_response(&response).await,
+        }
+    }
+
+    /// The kept response `id` of `project_id` (None when absent or another project's).
+    pub async fn response(
+        &self,
+        project_id: &str,
+        id: &str,
+    ) -> Result<Option<StoredResponse>, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.response(project_id, id),
+            Backend::Postgres(db) => db.response(project_id, id).await,
+        }
+    }
+
+    /// Deletes the kept response `id` of `project_id`; whether there was one.
+    pub async fn delete_response(&self, project_id: &str, id: &str) -> Result<bool, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => {
+                let (db, project_id, id) = (db.clone(), project_id.to_owned(), id.to_owned());
+                tokio::task::spawn_blocking(move || db.delete_response(&project_id, &id))
+                    .await
+                    .map_err(|e| StoreError::Task(e.to_string()))?
+            }
+            Backend::Postgres(db) => db.delete_response(project_id, id).await,
+        }
+    }
+
+    /// Deletes at most `limit` kept responses created before `cutoff_ms` (Unix ms); how many.
+    /// For [`retention`].
+    pub async fn delete_responses_before(
+        &self,
+        cutoff_ms: i64,
+        limit: u32,
+    ) -> Result<usize, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => {
+                let db = db.clone();
+                tokio::task::spawn_blocking(move || db.delete_responses_before(cutoff_ms, limit))
+                    .await
+                    .map_err(|e| StoreError::Task(e.to_string()))?
+            }
+            Backend::Postgres(db) => db.delete_responses_before(cutoff_ms, limit).await,
         }
     }
 }

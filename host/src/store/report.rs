@@ -396,6 +396,8 @@ pub(super) mod fixture {
             cached_prompt_tokens: cached,
             cache_creation_tokens: creation,
             reasoning_tokens: reasoning,
+            image_prompt_tokens: None,
+            audio_prompt_tokens: None,
         })
     }
 

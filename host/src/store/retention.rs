@@ -1,20 +1,22 @@
-//! Record retention: with `record_retention_days` set, invocation records older
-//! than that are deleted in the background, once at start and then every
-//! [`EVERY`].
+//! Record retention: with `record_retention_days` set, invocation records and
+//! kept responses (the Responses API's `store: true`) older than that are
+//! deleted in the background, once at start and then every [`EVERY`].
 //!
-//! A pass deletes in batches of [`BATCH`] records, each its own short
-//! transaction on a connection of its own, with a [`PAUSE`] between them: the
-//! invocation writer, which waits out a batch in SQLite's busy timeout, is
-//! never held up for more than one batch, and shutdown for more than one.
+//! A pass deletes in rounds: each deletes a batch of at most [`BATCH`] records
+//! and one of at most [`BATCH`] responses (while either has some left), each
+//! batch its own short transaction on a connection of its own, with a [`PAUSE`]
+//! between rounds: the invocation writer, which waits out a batch in SQLite's
+//! busy timeout, is never held up for more than one batch, and shutdown for
+//! more than one round.
 
 use std::time::Duration;
 
 use super::{Store, StoreError};
 use crate::clock::now_ms;
 
-/// Records per delete statement.
+/// Records (or responses) per delete statement.
 pub const BATCH: u32 = 1000;
-/// Between two batches of a pass: lets the invocation writer commit.
+/// Between two rounds of a pass: lets the invocation writer commit.
 pub const PAUSE: Duration = Duration::from_millis(50);
 /// Between two passes.
 pub const EVERY: Duration = Duration::from_secs(3600);
@@ -24,21 +26,27 @@ const DAY_MS: i64 = 24 * 60 * 60 * 1000;
 /// What one pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Pass {
+    /// Invocation records deleted.
     pub deleted: u64,
-    /// Delete statements run: one more than the full batches.
+    /// Kept responses deleted.
+    pub responses: u64,
+    /// Rounds of deletes run: one more than the most full batches of records or of responses
+    /// (the round that sees the end of both).
     pub batches: u32,
 }
 
-/// A pass that stopped on a database error, after deleting `deleted` records.
+/// A pass that stopped on a database error, after deleting `deleted` records and `responses`
+/// kept responses.
 #[derive(Debug, thiserror::Error)]
-#[error("{source} (after deleting {deleted} records)")]
+#[error("{source} (after deleting {deleted} records and {responses} responses)")]
 pub struct PassFailed {
     pub deleted: u64,
+    pub responses: u64,
     pub source: StoreError,
 }
 
-/// Starts deleting records older than `days` days: a pass now, then one every [`EVERY`].
-/// The task runs until the runtime ends.
+/// Starts deleting records and kept responses older than `days` days: a pass now, then one
+/// every [`EVERY`]. The task runs until the runtime ends.
 pub fn spawn(store: Store, days: u32) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut every = tokio::time::interval(EVERY);
@@ -47,18 +55,30 @@ pub fn spawn(store: Store, days: u32) -> tokio::task::JoinHandle<()> {
             every.tick().await;
             let cutoff_ms = now_ms().saturating_sub(i64::from(days) * DAY_MS);
             match pass(&store, cutoff_ms, BATCH, PAUSE).await {
-                Ok(Pass { deleted: 0, .. }) => {
-                    tracing::debug!(days, "no invocation records past the retention period")
-                }
-                Ok(Pass { deleted, batches }) => tracing::info!(
+                Ok(Pass {
+                    deleted: 0,
+                    responses: 0,
+                    ..
+                }) => tracing::debug!(
+                    days,
+                    "no invocation records or kept responses past the retention period"
+                ),
+                Ok(Pass {
                     deleted,
+                    responses,
+                    batches,
+                }) => tracing::info!(
+                    deleted,
+                    responses,
                     batches,
                     days,
-                    "deleted invocation records older than record_retention_days"
+                    "deleted invocation records and kept responses older than \
+                     record_retention_days"
                 ),
                 Err(e) => tracing::warn!(
                     days,
-                    "deleting old invocation records failed: {e}; retrying in {}s",
+                    "deleting old invocation records and kept responses failed: {e}; \
+                     retrying in {}s",
                     EVERY.as_secs()
                 ),
             }
@@ -66,8 +86,8 @@ pub fn spawn(store: Store, days: u32) -> tokio::task::JoinHandle<()> {
     })
 }
 
-/// Deletes every record created before `cutoff_ms`, `batch` at a time with
-/// `pause` between batches.
+/// Deletes every record and kept response created before `cutoff_ms`, in rounds of at most
+/// `batch` of each with `pause` between rounds.
 pub async fn pass(
     store: &Store,
     cutoff_ms: i64,
@@ -75,17 +95,35 @@ pub async fn pass(
     pause: Duration,
 ) -> Result<Pass, PassFailed> {
     let mut done = Pass::default();
+    let failed = |done: &Pass| {
+        let done = *done;
+        move |source| PassFailed {
+            deleted: done.deleted,
+            responses: done.responses,
+            source,
+        }
+    };
+    // Whether the last batch of each was full: more may be left.
+    let (mut records_left, mut responses_left) = (true, true);
     loop {
-        let deleted = store
-            .delete_invocations_before(cutoff_ms, batch)
-            .await
-            .map_err(|source| PassFailed {
-                deleted: done.deleted,
-                source,
-            })?;
+        if records_left {
+            let deleted = store
+                .delete_invocations_before(cutoff_ms, batch)
+                .await
+                .map_err(failed(&done))?;
+            done.deleted += deleted as u64;
+            records_left = deleted >= batch as usize;
+        }
+        if responses_left {
+            let deleted = store
+                .delete_responses_before(cutoff_ms, batch)
+                .await
+                .map_err(failed(&done))?;
+            done.responses += deleted as u64;
+            responses_left = deleted >= batch as usize;
+        }
         done.batches += 1;
-        done.deleted += deleted as u64;
-        if deleted < batch as usize {
+        if !records_left && !responses_left {
             return Ok(done);
         }
         tokio::time::sleep(pause).await;
@@ -131,6 +169,7 @@ mod tests {
             done,
             Pass {
                 deleted: 35,
+                responses: 0,
                 batches: 4
             }
         );
@@ -144,6 +183,7 @@ mod tests {
             again,
             Pass {
                 deleted: 0,
+                responses: 0,
                 batches: 1
             }
         );
@@ -161,6 +201,7 @@ mod tests {
             done,
             Pass {
                 deleted: 20,
+                responses: 0,
                 batches: 3
             }
         );

@@ -11,8 +11,8 @@ use uuid::Uuid;
 
 use super::report::{self, Cursor, GroupBy, UsageTally};
 use super::{
-    Attempt, Invocation, InvocationStatus, KeyRecord, KeyScope, LimitUpdate, Project, TokenUsage,
-    UsageTotals,
+    Attempt, Invocation, InvocationStatus, KeyRecord, KeyScope, LimitUpdate, Project,
+    StoredResponse, TokenUsage, UsageTotals,
 };
 use crate::limits::LimitSet;
 
@@ -100,6 +100,8 @@ pub(super) fn invocation<R: StoredRow + ?Sized>(row: &R) -> Result<Invocation, R
             cached_prompt_tokens: row.token_count(15)?,
             cache_creation_tokens: row.token_count(16)?,
             reasoning_tokens: row.token_count(17)?,
+            image_prompt_tokens: row.token_count(25)?,
+            audio_prompt_tokens: row.token_count(26)?,
         }),
     };
     Ok(Invocation {
@@ -123,6 +125,19 @@ pub(super) fn invocation<R: StoredRow + ?Sized>(row: &R) -> Result<Invocation, R
         response: row.optional_text(22)?,
         key_prefix: row.optional_text(23)?,
         attempts: row.attempts(24)?,
+    })
+}
+
+/// The row of [`super::sql::RESPONSE`]. An invocation id that is no UUID (written by hand)
+/// reads as the nil one: the response is still worth giving back.
+pub(super) fn stored_response<R: StoredRow + ?Sized>(row: &R) -> Result<StoredResponse, R::Error> {
+    Ok(StoredResponse {
+        id: row.text(0)?,
+        project_id: row.text(1)?,
+        invocation_id: Uuid::parse_str(&row.text(2)?).unwrap_or_default(),
+        created_at_ms: row.integer(3)?,
+        body: row.text(4)?,
+        context: row.text(5)?,
     })
 }
 

@@ -4,10 +4,10 @@
 //! once, on first use. Report queries ([`super::report`]) are built with the same two
 //! placeholder forms. What the dialects really disagree on stays with its backend, each place
 //! saying why: the migrations (types), how a batch of records is inserted (row by row with
-//! `INSERT OR IGNORE` against one statement of arrays with `ON CONFLICT`), how old records
-//! are found for deletion (SQLite's `rowid`), how a key's scope lists are stored (JSON text
-//! against `TEXT[]`) and how rows are locked for an update (SQLite's `IMMEDIATE` transaction
-//! against `FOR UPDATE`).
+//! `INSERT OR IGNORE` against one statement of arrays with `ON CONFLICT`), how old invocation
+//! records are found for deletion (SQLite's `rowid`), how a key's scope lists are stored (JSON
+//! text against `TEXT[]`) and how rows are locked for an update (SQLite's `IMMEDIATE`
+//! transaction against `FOR UPDATE`).
 
 use std::sync::OnceLock;
 
@@ -122,8 +122,35 @@ pub(super) static USAGE_SINCE: Sql = Sql::new(
      FROM invocations WHERE project_id = $1 AND created_at >= $2",
 );
 
+/// Keeps a response, replacing one of the same id (a retried write): `$1` to `$6` are the
+/// columns in [`RESPONSE`]'s order. `excluded` (the row that was refused) is both dialects'.
+pub(super) static PUT_RESPONSE: Sql = Sql::new(
+    "INSERT INTO responses (id, project_id, invocation_id, created_at, body, context)
+     VALUES ($1, $2, $3, $4, $5, $6)
+     ON CONFLICT (id) DO UPDATE SET project_id = excluded.project_id,
+        invocation_id = excluded.invocation_id, created_at = excluded.created_at,
+        body = excluded.body, context = excluded.context",
+);
+/// The kept response `$1` of project `$2`, as [`super::rows::stored_response`] reads it.
+pub(super) static RESPONSE: Sql = Sql::new(
+    "SELECT id, project_id, invocation_id, created_at, body, context
+     FROM responses WHERE id = $1 AND project_id = $2",
+);
+/// Deletes the kept response `$1` of project `$2`.
+pub(super) static DELETE_RESPONSE: Sql =
+    Sql::new("DELETE FROM responses WHERE id = $1 AND project_id = $2");
+/// At most `$2` kept responses created before `$1`. Unlike invocation records' (see the
+/// module's doc), one text for both: the subquery walks the created_at index and the delete
+/// finds each row by its primary key, a batch at a time (neither dialect has
+/// `DELETE ... LIMIT`).
+pub(super) static DELETE_OLD_RESPONSES: Sql = Sql::new(
+    "DELETE FROM responses WHERE id IN
+        (SELECT id FROM responses WHERE created_at < $1 LIMIT $2)",
+);
+
 /// The invocation columns, in the order both backends insert and [`super::rows::invocation`]
 /// reads them, `$bodies` standing for `request, response` and `$attempts` for `attempts`.
+/// Columns of later migrations come last, so that the earlier ones keep their positions.
 macro_rules! invocation_columns {
     ($bodies:literal, $attempts:literal) => {
         concat!(
@@ -132,7 +159,8 @@ macro_rules! invocation_columns {
     cache_creation_tokens, reasoning_tokens, cost_usd, created_at, duration_ms, ",
             $bodies,
             ", key_prefix, ",
-            $attempts
+            $attempts,
+            ", image_prompt_tokens, audio_prompt_tokens"
         )
     };
 }
@@ -289,6 +317,10 @@ mod tests {
             &SPENT_BY_PROJECT,
             &SPENT_BY_KEY,
             &USAGE_SINCE,
+            &PUT_RESPONSE,
+            &RESPONSE,
+            &DELETE_RESPONSE,
+            &DELETE_OLD_RESPONSES,
         ];
         for sql in all {
             let sqlite = sql.text(Dialect::Sqlite);

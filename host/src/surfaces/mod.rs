@@ -4,6 +4,7 @@
 //! does everything else (keys, limits, routes, plugin calls, records).
 
 pub mod anthropic;
+mod blocks;
 mod checks;
 pub mod commonbase;
 pub(crate) mod json;

@@ -233,7 +233,7 @@ const INSERT_INVOCATIONS: &str = concat!(
         $7::text[], $8::boolean[], $9::text[], $10::integer[], $11::text[], $12::text[],
         $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[],
         $19::double precision[], $20::bigint[], $21::bigint[], $22::text[], $23::text[],
-        $24::text[], $25::text[]::jsonb[])
+        $24::text[], $25::text[]::jsonb[], $26::bigint[], $27::bigint[])
     ON CONFLICT (id) DO NOTHING"
 );
 
@@ -268,6 +268,8 @@ struct Columns {
     key_prefix: Texts,
     /// JSON text, which the insert casts to JSONB: text needs no JSON support in the driver.
     attempts: Texts,
+    image_prompt_tokens: Counts,
+    audio_prompt_tokens: Counts,
 }
 
 impl Columns {
@@ -313,10 +315,12 @@ impl Columns {
                 .iter()
                 .map(|inv| attempts_json(&inv.attempts))
                 .collect(),
+            image_prompt_tokens: counts(|u| u.image_prompt_tokens),
+            audio_prompt_tokens: counts(|u| u.audio_prompt_tokens),
         }
     }
 
-    fn params(&self) -> [&(dyn ToSql + Sync); 25] {
+    fn params(&self) -> [&(dyn ToSql + Sync); 27] {
         [
             &self.id,
             &self.project_id,
@@ -343,6 +347,8 @@ impl Columns {
             &self.response,
             &self.key_prefix,
             &self.attempts,
+            &self.image_prompt_tokens,
+            &self.audio_prompt_tokens,
         ]
     }
 }
@@ -366,7 +372,7 @@ fn attempts_json(attempts: &[Attempt]) -> Option<String> {
 
 /// PostgreSQL's TEXT cannot hold NUL, which a raw (non-JSON) body may: one
 /// such record would fail its whole batch, again on every retry.
-fn storable(text: &str) -> String {
+pub(super) fn storable(text: &str) -> String {
     if text.contains('\0') {
         text.replace('\0', "\u{FFFD}")
     } else {

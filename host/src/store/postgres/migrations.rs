@@ -82,6 +82,28 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE invocations ADD COLUMN attempts JSONB;
 "#,
+    // The Responses API's answers kept for later requests (`store: true`): the response
+    // object as answered and the conversation a `previous_response_id` continues (JSON
+    // texts: TEXT, not JSONB, so that `GET /v1/responses/{id}` gives back the very text
+    // answered). created_at: Unix ms, indexed for retention.
+    r#"
+    CREATE TABLE responses (
+        id TEXT PRIMARY KEY,
+        project_id TEXT NOT NULL,
+        invocation_id TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        body TEXT NOT NULL,
+        context TEXT NOT NULL
+    );
+    CREATE INDEX responses_created ON responses(created_at);
+"#,
+    // The prompt's image and audio tokens (both part of prompt_tokens), where the provider
+    // tells them; NULL otherwise. Nullable without a default: added without rewriting the table.
+    r#"
+    ALTER TABLE invocations
+        ADD COLUMN image_prompt_tokens BIGINT,
+        ADD COLUMN audio_prompt_tokens BIGINT;
+"#,
 ];
 
 pub(super) const BACKEND: &str = "PostgreSQL";

@@ -17,6 +17,7 @@ mod invocations;
 mod keys;
 mod listen;
 pub(super) mod migrations;
+mod responses;
 mod rows;
 mod runtime;
 #[cfg(test)]

@@ -14,7 +14,7 @@ use super::migrations::MIGRATIONS;
 use crate::store::report::{self, GroupBy, RecordRange};
 use crate::store::tests::test_db::{TestDb, count};
 use crate::store::tests::{attempts, record};
-use crate::store::{Attempt, Invocation, KeyMatch, KeySpec, Migrated, StoreError};
+use crate::store::{Attempt, Invocation, KeyMatch, KeySpec, Migrated, StoreError, StoredResponse};
 
 async fn open(db: &TestDb) -> Postgres {
     let (pg, _) = Postgres::open(&db.url).await.unwrap();
@@ -241,6 +241,35 @@ async fn nul_is_stored_as_a_replacement_character_and_attempts_as_jsonb() {
         1
     );
     drop((pg, sql));
+}
+
+/// Kept responses are JSON texts, which never hold NUL; a body that did is kept with U+FFFD
+/// rather than refused, and an id with NUL (the caller's to give) is looked for without the
+/// server refusing the query.
+#[tokio::test]
+async fn nul_in_a_kept_response_is_stored_as_a_replacement_character() {
+    let Some(db) = TestDb::create().await else {
+        return;
+    };
+    let pg = open(&db).await;
+    let response = StoredResponse {
+        id: "resp_0123456789abcdef0123456789abcdef".into(),
+        project_id: "p".into(),
+        invocation_id: Uuid::now_v7(),
+        created_at_ms: 1,
+        body: "raw\0body".into(),
+        context: "[\0]".into(),
+    };
+    pg.put_response(&response).await.unwrap();
+    let read = pg.response("p", &response.id).await.unwrap().unwrap();
+    assert_eq!(
+        (read.body.as_str(), read.context.as_str()),
+        ("raw\u{FFFD}body", "[\u{FFFD}]")
+    );
+    assert_eq!(pg.response("p", "resp_\0").await.unwrap(), None);
+    assert_eq!(pg.response("p\0", &response.id).await.unwrap(), None);
+    assert!(!pg.delete_response("p\0", &response.id).await.unwrap());
+    assert!(pg.delete_response("p", &response.id).await.unwrap());
 }
 
 #[tokio::test]

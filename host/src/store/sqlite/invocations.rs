@@ -4,7 +4,7 @@
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use uuid::Uuid;
 
-use super::{Sqlite, lock, open_connection};
+use super::{Sqlite, lock, opened};
 use crate::limits::Subject;
 use crate::store::report::{
     self, Cursor, GroupBy, Page, RecordRange, SqlValue, UsageRow, UsageTally,
@@ -21,7 +21,7 @@ const INSERT_INVOCATION: &str = concat!(
     "INSERT OR IGNORE INTO invocations (",
     invocation_columns!("request, response", "attempts"),
     ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
-        ?19, ?20, ?21, ?22, ?23, ?24, ?25)"
+        ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)"
 );
 
 /// The bundled SQLite has no DELETE ... LIMIT; the subquery walks the
@@ -66,6 +66,8 @@ impl Sqlite {
                     inv.response,
                     inv.key_prefix,
                     attempts_json(&inv.attempts),
+                    usage.and_then(|u| u.image_prompt_tokens),
+                    usage.and_then(|u| u.audio_prompt_tokens),
                 ])?;
             }
         }
@@ -81,10 +83,7 @@ impl Sqlite {
         limit: u32,
     ) -> Result<usize, StoreError> {
         let mut pruner = lock(&self.pruner);
-        let conn = match &mut *pruner {
-            Some(conn) => conn,
-            empty => empty.insert(open_connection(&self.path)?),
-        };
+        let conn = opened(&mut pruner, &self.path)?;
         let mut stmt = conn.prepare_cached(DELETE_OLD_INVOCATIONS)?;
         Ok(stmt.execute(params![cutoff_ms, limit])?)
     }

@@ -77,6 +77,26 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE invocations ADD COLUMN attempts TEXT;
 "#,
+    // The Responses API's answers kept for later requests (`store: true`): the response
+    // object as answered and the conversation a `previous_response_id` continues (JSON
+    // texts). created_at: Unix ms, indexed for retention.
+    r#"
+    CREATE TABLE responses (
+        id TEXT PRIMARY KEY,
+        project_id TEXT NOT NULL,
+        invocation_id TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        context TEXT NOT NULL
+    );
+    CREATE INDEX responses_created ON responses(created_at);
+"#,
+    // The prompt's image and audio tokens (both part of prompt_tokens), where the provider
+    // tells them; NULL otherwise.
+    r#"
+    ALTER TABLE invocations ADD COLUMN image_prompt_tokens INTEGER;
+    ALTER TABLE invocations ADD COLUMN audio_prompt_tokens INTEGER;
+"#,
 ];
 
 /// Applies the migrations the database lacks, each in its own transaction

@@ -6,6 +6,7 @@
 mod invocations;
 mod keys;
 pub(super) mod migrations;
+mod responses;
 mod rows;
 #[cfg(test)]
 mod tests;
@@ -26,6 +27,9 @@ pub(super) struct Sqlite {
     /// Record retention's deletes, opened on first use: a batch of deletes holds
     /// neither the request path's nor the invocation writer's lock.
     pruner: Mutex<Option<Connection>>,
+    /// Kept responses' writes, opened on first use: one that waits out another's write lock
+    /// holds neither the key lookups' lock nor the invocation writer's.
+    responses: Mutex<Option<Connection>>,
     path: PathBuf,
     keys: KeyCache,
 }
@@ -45,6 +49,18 @@ fn lock<T>(conn: &Mutex<T>) -> MutexGuard<'_, T> {
     conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// The connection of a slot opened on first use (`pruner`, `responses`), opening it now if
+/// it is not yet.
+fn opened<'a>(
+    slot: &'a mut Option<Connection>,
+    path: &Path,
+) -> Result<&'a mut Connection, StoreError> {
+    match slot {
+        Some(conn) => Ok(conn),
+        empty => Ok(empty.insert(open_connection(path)?)),
+    }
+}
+
 impl Sqlite {
     pub(super) fn open(path: &Path) -> Result<(Sqlite, Migrated), StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -57,6 +73,7 @@ impl Sqlite {
             reader: Mutex::new(conn),
             writer: Mutex::new(open_connection(path)?),
             pruner: Mutex::new(None),
+            responses: Mutex::new(None),
             path: path.to_owned(),
             keys: KeyCache::open(path),
         };

@@ -201,3 +201,41 @@ fn an_export_page_walks_the_created_at_index() {
         "{plan:?}"
     );
 }
+
+#[test]
+fn kept_responses_are_found_by_id_and_deleted_by_age_through_indexes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir);
+    let plan = |sql: &str, values: &[&dyn rusqlite::ToSql]| -> Vec<String> {
+        let conn = lock(&db.reader);
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        stmt.query_map(values, |row| row.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    // Retention: a SCAN would read every kept response (and its bodies) on every pass.
+    let delete = plan(
+        sql::DELETE_OLD_RESPONSES.text(Dialect::Sqlite),
+        &[&0i64, &10i64],
+    );
+    assert!(
+        delete
+            .iter()
+            .any(|step| step.contains("USING INDEX responses_created (created_at<?)")),
+        "{delete:?}"
+    );
+    assert!(
+        !delete.iter().any(|step| step.starts_with("SCAN")),
+        "{delete:?}"
+    );
+    for sql in [&sql::RESPONSE, &sql::DELETE_RESPONSE] {
+        let found = plan(sql.text(Dialect::Sqlite), &[&"resp_x", &"p"]);
+        assert!(
+            found
+                .iter()
+                .any(|step| step.contains("USING INDEX sqlite_autoindex_responses_1 (id=?)")),
+            "{found:?}"
+        );
+    }
+}

@@ -33,6 +33,8 @@ pub(in crate::store) fn record(n: usize) -> Invocation {
             cached_prompt_tokens: None,
             cache_creation_tokens: None,
             reasoning_tokens: None,
+            image_prompt_tokens: None,
+            audio_prompt_tokens: None,
         }),
         cost_usd: Some(0.000_123),
         created_at_ms: 1_700_000_000_000 + n as i64,
@@ -123,6 +125,8 @@ pub(super) async fn invocations_round_trip_every_field(h: &Harness) {
             cached_prompt_tokens: Some(4),
             cache_creation_tokens: Some(5),
             reasoning_tokens: Some(u32::MAX),
+            image_prompt_tokens: Some(6),
+            audio_prompt_tokens: Some(u32::MAX - 1),
         }),
         cost_usd: Some(0.25),
         created_at_ms: 2_000,
@@ -152,6 +156,24 @@ pub(super) async fn invocations_round_trip_every_field(h: &Harness) {
         Some(bare.clone())
     );
     assert_eq!(store.invocation(&Uuid::now_v7()).await.unwrap(), None);
+
+    // Image and audio tokens in columns of their own, NULL where the usage tells none.
+    assert_eq!(
+        h.count(&format!(
+            "SELECT image_prompt_tokens + audio_prompt_tokens FROM invocations WHERE id = '{}'",
+            full.id
+        ))
+        .await,
+        6 + i64::from(u32::MAX - 1)
+    );
+    assert_eq!(
+        h.count(
+            "SELECT count(*) FROM invocations
+             WHERE image_prompt_tokens IS NULL AND audio_prompt_tokens IS NULL"
+        )
+        .await,
+        2
+    );
 
     // No attempts: NULL, not an empty array in every record.
     assert_eq!(
@@ -197,6 +219,25 @@ pub(super) async fn invocations_round_trip_every_field(h: &Harness) {
     assert_eq!(store.delete_invocations_before(2_500, 10).await.unwrap(), 0);
     assert!(store.invocation(&bare.id).await.unwrap().is_none());
     assert!(store.invocation(&later.id).await.unwrap().is_some());
+
+    // A usage without image or audio tokens reads back without them.
+    let text_only = record(0);
+    store
+        .insert_invocations(std::slice::from_ref(&text_only))
+        .unwrap();
+    assert_eq!(
+        store.invocation(&text_only.id).await.unwrap(),
+        Some(text_only.clone())
+    );
+    assert_eq!(
+        h.count(&format!(
+            "SELECT count(*) FROM invocations WHERE id = '{}'
+             AND image_prompt_tokens IS NULL AND audio_prompt_tokens IS NULL",
+            text_only.id
+        ))
+        .await,
+        1
+    );
 }
 
 pub(super) async fn attempts_that_do_not_read_as_attempts_read_as_none(h: &Harness) {

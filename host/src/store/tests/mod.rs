@@ -1,11 +1,12 @@
-//! The store's tests: each case of [`keys`], [`invocations`] and [`schema`] runs on both
-//! backends (`tests::sqlite::CASE` and `tests::postgres::CASE`), against [`Store`] and a
-//! [`Harness`] that does what a case needs behind the store's back. What only one backend has
-//! (SQLite's query plans and loose column types; PostgreSQL's URLs, TLS, pool and LISTEN) is
-//! tested with that backend.
+//! The store's tests: each case of [`keys`], [`invocations`], [`responses`] and [`schema`]
+//! runs on both backends (`tests::sqlite::CASE` and `tests::postgres::CASE`), against
+//! [`Store`] and a [`Harness`] that does what a case needs behind the store's back. What only
+//! one backend has (SQLite's query plans and loose column types; PostgreSQL's URLs, TLS, pool
+//! and LISTEN) is tested with that backend.
 
 mod invocations;
 mod keys;
+mod responses;
 mod schema;
 pub(super) mod test_db;
 
@@ -58,9 +59,17 @@ on_both_backends! {
     invocations::spend_and_usage_add_up_the_period_of_one_subject,
     invocations::usage_adds_up_each_group_with_nearest_rank_percentiles,
     invocations::an_export_reads_each_record_once_oldest_first_across_pages_of_equal_times,
+    responses::a_kept_response_is_read_back_by_its_project_only,
+    responses::unicode_and_large_bodies_round_trip_exactly,
+    responses::putting_an_id_again_replaces_what_it_keeps,
+    responses::a_response_is_deleted_once_and_only_by_its_project,
+    responses::responses_before_a_cutoff_are_deleted_a_limit_at_a_time,
+    responses::a_retention_pass_deletes_old_responses_with_old_records,
     schema::reopening_does_not_rerun_migrations,
     schema::a_v1_database_migrates_to_v2_and_keeps_its_keys_and_records,
     schema::a_v2_database_migrates_to_v3_and_keeps_its_records,
+    schema::a_v3_database_migrates_to_v4_and_gains_kept_responses,
+    schema::a_v4_database_migrates_to_v5_and_its_records_gain_image_and_audio_tokens,
 }
 
 /// Where a case's database is, and what differs between the backends' databases.
@@ -76,13 +85,17 @@ enum Place {
     Postgres(TestDb),
 }
 
-/// A schema before one of the migrations both backends made.
+/// A schema before one of the migrations both backends made: the one that added what it names.
 #[derive(Debug, Clone, Copy)]
-pub(super) enum OldSchema {
+pub(super) enum Before {
     /// Before the limits of projects and keys, keys' scopes and key prefixes of records.
-    BeforeLimits,
+    Limits,
     /// Before the attempts of records.
-    BeforeAttempts,
+    Attempts,
+    /// Before the Responses API's kept responses.
+    Responses,
+    /// Before the image and audio prompt tokens of records.
+    MediaTokens,
 }
 
 impl Harness {
@@ -161,12 +174,16 @@ impl Harness {
     }
 
     /// The schema version of `schema` (the backends count their versions differently).
-    pub(super) fn version_of(&self, schema: OldSchema) -> i64 {
+    pub(super) fn version_of(&self, schema: Before) -> i64 {
         match (&self.place, schema) {
-            (Place::Sqlite { .. }, OldSchema::BeforeLimits) => 2,
-            (Place::Sqlite { .. }, OldSchema::BeforeAttempts) => 3,
-            (Place::Postgres(_), OldSchema::BeforeLimits) => 1,
-            (Place::Postgres(_), OldSchema::BeforeAttempts) => 2,
+            (Place::Sqlite { .. }, Before::Limits) => 2,
+            (Place::Sqlite { .. }, Before::Attempts) => 3,
+            (Place::Sqlite { .. }, Before::Responses) => 4,
+            (Place::Sqlite { .. }, Before::MediaTokens) => 5,
+            (Place::Postgres(_), Before::Limits) => 1,
+            (Place::Postgres(_), Before::Attempts) => 2,
+            (Place::Postgres(_), Before::Responses) => 3,
+            (Place::Postgres(_), Before::MediaTokens) => 4,
         }
     }
 
@@ -179,7 +196,7 @@ impl Harness {
     }
 
     /// Makes the database one of `schema`, as a gateway of then left it (empty).
-    pub(super) async fn create_old_schema(&self, schema: OldSchema) {
+    pub(super) async fn create_old_schema(&self, schema: Before) {
         let version = self.version_of(schema);
         let migrations = match &self.place {
             Place::Sqlite { .. } => crate::store::sqlite::migrations::MIGRATIONS,

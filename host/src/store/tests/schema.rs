@@ -3,9 +3,11 @@
 use uuid::Uuid;
 
 use super::invocations::attempts;
-use super::{Harness, OldSchema};
+use super::{Before, Harness};
 use crate::limits::{LimitSet, Subject};
-use crate::store::{Invocation, KeyRecord, KeyScope, Migrated, Project};
+use crate::store::{
+    Invocation, KeyRecord, KeyScope, Migrated, Project, StoredResponse, TokenUsage,
+};
 
 pub(super) async fn reopening_does_not_rerun_migrations(h: &Harness) {
     let store = h.open().await;
@@ -29,7 +31,7 @@ pub(super) async fn reopening_does_not_rerun_migrations(h: &Harness) {
 const OLD_ID: &str = "0190b3a2-0000-7000-8000-000000000001";
 
 pub(super) async fn a_v1_database_migrates_to_v2_and_keeps_its_keys_and_records(h: &Harness) {
-    h.create_old_schema(OldSchema::BeforeLimits).await;
+    h.create_old_schema(Before::Limits).await;
     h.execute(&format!(
         "INSERT INTO projects (id, name, created_at) VALUES ('p1', 'old', 5);
          INSERT INTO api_keys (key_hash, prefix, project_id, created_at)
@@ -44,7 +46,7 @@ pub(super) async fn a_v1_database_migrates_to_v2_and_keeps_its_keys_and_records(
     assert_eq!(
         store.migrated(),
         Migrated {
-            from: h.version_of(OldSchema::BeforeLimits),
+            from: h.version_of(Before::Limits),
             to: h.known_version()
         }
     );
@@ -85,7 +87,7 @@ pub(super) async fn a_v1_database_migrates_to_v2_and_keeps_its_keys_and_records(
 }
 
 pub(super) async fn a_v2_database_migrates_to_v3_and_keeps_its_records(h: &Harness) {
-    h.create_old_schema(OldSchema::BeforeAttempts).await;
+    h.create_old_schema(Before::Attempts).await;
     h.execute(&format!(
         "INSERT INTO projects (id, name, created_at) VALUES ('p1', 'old', 5);
          INSERT INTO invocations (id, project_id, stream, status, http_status, cost_usd,
@@ -95,17 +97,15 @@ pub(super) async fn a_v2_database_migrates_to_v3_and_keeps_its_records(h: &Harne
     ))
     .await;
     let store = h.open().await;
-    let before = h.version_of(OldSchema::BeforeAttempts);
-    // The attempts were the last migration of both.
+    let before = h.version_of(Before::Attempts);
     assert_eq!(
         store.migrated(),
         Migrated {
             from: before,
-            to: before + 1
+            to: h.known_version()
         }
     );
-    assert_eq!(h.known_version(), before + 1);
-    assert_eq!(h.schema_version().await, before + 1);
+    assert_eq!(h.schema_version().await, h.known_version());
     let id = Uuid::parse_str(OLD_ID).unwrap();
     let old = store.invocation(&id).await.unwrap().unwrap();
     assert_eq!(
@@ -130,4 +130,105 @@ pub(super) async fn a_v2_database_migrates_to_v3_and_keeps_its_records(h: &Harne
         store.spent_since(&Subject::Project("p1"), 0).await.unwrap(),
         0.5
     );
+}
+
+pub(super) async fn a_v3_database_migrates_to_v4_and_gains_kept_responses(h: &Harness) {
+    h.create_old_schema(Before::Responses).await;
+    h.execute(&format!(
+        "INSERT INTO projects (id, name, created_at) VALUES ('p1', 'old', 5);
+         INSERT INTO invocations (id, project_id, stream, status, http_status, cost_usd,
+            created_at, duration_ms, response, key_prefix)
+            VALUES ('{OLD_ID}', 'p1', false, 'success', 200, 0.5, 10, 1, 'kept',
+                    'gw_0123456789ab');"
+    ))
+    .await;
+    let store = h.open().await;
+    let before = h.version_of(Before::Responses);
+    assert_eq!(
+        store.migrated(),
+        Migrated {
+            from: before,
+            to: h.known_version()
+        }
+    );
+    assert_eq!(h.schema_version().await, h.known_version());
+    let id = Uuid::parse_str(OLD_ID).unwrap();
+    let old = store.invocation(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (old.project_id.as_deref(), old.response.as_deref()),
+        (Some("p1"), Some("kept"))
+    );
+    assert_eq!(h.count("SELECT count(*) FROM responses").await, 0);
+    let response = StoredResponse {
+        id: "resp_0123456789abcdef0123456789abcdef".into(),
+        project_id: "p1".into(),
+        invocation_id: id,
+        created_at_ms: 20,
+        body: "{}".into(),
+        context: "[]".into(),
+    };
+    store.put_response(response.clone()).await.unwrap();
+    assert_eq!(
+        store.response("p1", &response.id).await.unwrap(),
+        Some(response)
+    );
+}
+
+pub(super) async fn a_v4_database_migrates_to_v5_and_its_records_gain_image_and_audio_tokens(
+    h: &Harness,
+) {
+    h.create_old_schema(Before::MediaTokens).await;
+    h.execute(&format!(
+        "INSERT INTO projects (id, name, created_at) VALUES ('p1', 'old', 5);
+         INSERT INTO invocations (id, project_id, stream, status, http_status, prompt_tokens,
+            completion_tokens, total_tokens, reasoning_tokens, cost_usd, created_at,
+            duration_ms, key_prefix)
+            VALUES ('{OLD_ID}', 'p1', false, 'success', 200, 10, 2, 12, 1, 0.5, 10, 1,
+                    'gw_0123456789ab');"
+    ))
+    .await;
+    let store = h.open().await;
+    let before = h.version_of(Before::MediaTokens);
+    // The image and audio tokens were the last migration of both.
+    assert_eq!(
+        store.migrated(),
+        Migrated {
+            from: before,
+            to: before + 1
+        }
+    );
+    assert_eq!(h.known_version(), before + 1);
+    assert_eq!(h.schema_version().await, before + 1);
+    // The old record has none.
+    let id = Uuid::parse_str(OLD_ID).unwrap();
+    let old = store.invocation(&id).await.unwrap().unwrap();
+    assert_eq!(
+        old.usage,
+        Some(TokenUsage {
+            prompt_tokens: 10,
+            completion_tokens: 2,
+            total_tokens: 12,
+            reasoning_tokens: Some(1),
+            ..TokenUsage::default()
+        })
+    );
+    // A new one keeps them.
+    let usage = TokenUsage {
+        prompt_tokens: 1000,
+        completion_tokens: 10,
+        total_tokens: 1010,
+        image_prompt_tokens: Some(258),
+        audio_prompt_tokens: Some(600),
+        ..TokenUsage::default()
+    };
+    let new = Invocation {
+        project_id: Some("p1".into()),
+        usage: Some(usage),
+        cost_usd: Some(0.25),
+        ..Invocation::begun(Uuid::now_v7(), 20)
+    };
+    store
+        .insert_invocations(std::slice::from_ref(&new))
+        .unwrap();
+    assert_eq!(store.invocation(&new.id).await.unwrap(), Some(new));
 }

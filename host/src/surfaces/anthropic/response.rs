@@ -6,8 +6,6 @@
 //! Anthropic answers with one message, so only choice 0 of a completion is
 //! written.
 
-use std::collections::BTreeMap;
-
 use bytes::Bytes;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -16,55 +14,19 @@ use crate::error::ApiError;
 use crate::flow::{CompletionCodec, Envelope, Metered};
 use crate::plugins::types;
 use crate::store::TokenUsage;
+use crate::surfaces::blocks::{Block, BlockEvents, Blocks, Kind, calls, first_choice};
 
 /// Writes one request's answer. A stream's state lives here: whether the
-/// opening events went out, which content block is open, which tool calls
-/// were streamed and how much of them.
+/// opening events went out, and its content blocks ([`Blocks`]).
 #[derive(Debug, Default)]
 pub struct MessageAnswer {
     /// `message_start` and `ping` were sent.
     started: bool,
-    /// The content block open now (Anthropic's streams open one at a time).
-    open: Option<Open>,
-    /// The index the next content block gets.
-    next_block: u32,
-    /// Bytes of choice 0's text sent in `text_delta`s.
-    text_sent: usize,
-    /// Choice 0's streamed tool calls, by their position.
-    calls: BTreeMap<u32, StreamedCall>,
-    /// Choice 0's reasoning went out as it came; else the last frame carries it.
-    reasoning_streamed: bool,
+    blocks: Blocks,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Open {
-    Text {
-        block: u32,
-    },
-    Tool {
-        block: u32,
-    },
-    /// A thinking block, with the plugin's id of the reasoning it streams.
-    Thinking {
-        block: u32,
-        reasoning: u32,
-    },
-    /// A `redacted_thinking` block: whole when it opens.
-    Redacted {
-        block: u32,
-    },
-}
-
-impl Open {
-    fn block(self) -> u32 {
-        match self {
-            Open::Text { block }
-            | Open::Tool { block }
-            | Open::Thinking { block, .. }
-            | Open::Redacted { block } => block,
-        }
-    }
-}
+/// Anthropic's content block events.
+struct Events;
 
 /// Whether a reasoning block is one an Anthropic client reads: thinking text,
 /// or hidden thinking. A signature alone (Gemini signs the parts of its answers
@@ -83,57 +45,12 @@ fn thinking_block(reasoning: &types::Reasoning) -> Value {
     }
 }
 
-/// What was streamed of one tool call.
-#[derive(Debug, Default)]
-struct StreamedCall {
-    id: Option<String>,
-    name: Option<String>,
-    /// Its content block, once it opened (a call opens when its name is known).
-    block: Option<u32>,
-    /// Arguments that came before the name, sent once the block opens.
-    pending: String,
-    /// Arguments sent in `input_json_delta`s.
-    sent: String,
-}
-
 /// `msg_` and the invocation id's hex digits, so a message id leads to its record.
 pub fn message_id(invocation_id: &str) -> String {
     let mut id = String::with_capacity(36);
     id.push_str("msg_");
     id.extend(invocation_id.chars().filter(|c| *c != '-'));
     id
-}
-
-/// A call the plugin left without an id gets the id the plugin SDK gives it
-/// at the end (`call_{choice}_{position}`), so streamed and whole answers agree.
-fn fallback_call_id(position: u32) -> String {
-    format!("call_0_{position}")
-}
-
-/// The choice Anthropic's single answer is made of.
-fn first_choice(completion: &types::Completion) -> Option<&types::Choice> {
-    completion
-        .choices
-        .iter()
-        .find(|c| c.index == 0)
-        .or(completion.choices.first())
-}
-
-/// A choice's calls as `(id, name, arguments)`: its tool calls, else its
-/// legacy function call.
-fn calls_of(choice: &types::Choice) -> Vec<(String, &str, &str)> {
-    if !choice.tool_calls.is_empty() {
-        return choice
-            .tool_calls
-            .iter()
-            .map(|c| (c.id.clone(), c.name.as_str(), c.arguments.as_str()))
-            .collect();
-    }
-    choice
-        .function_call
-        .iter()
-        .map(|c| (fallback_call_id(0), c.name.as_str(), c.arguments.as_str()))
-        .collect()
 }
 
 /// `input` of a `tool_use` block: the arguments when they are a JSON object.
@@ -198,6 +115,74 @@ fn push_event(out: &mut Vec<u8>, name: &str, data: &Value) {
     out.extend_from_slice(b"\n\n");
 }
 
+fn block_delta(out: &mut Vec<u8>, index: u32, delta: Value) {
+    push_event(
+        out,
+        "content_block_delta",
+        &json!({"type": "content_block_delta", "index": index, "delta": delta}),
+    );
+}
+
+impl BlockEvents for Events {
+    const AMENDS_CLOSED_CALLS: bool = true;
+    const SIGNATURES_ALONE: bool = false;
+    const ALWAYS_TEXT: bool = false;
+
+    fn open(&mut self, out: &mut Vec<u8>, block: &Block) {
+        let content_block = match (block.kind, &block.call) {
+            (Kind::Text, _) => json!({"type": "text", "text": ""}),
+            (Kind::Reasoning { .. }, _) => {
+                json!({"type": "thinking", "thinking": "", "signature": ""})
+            }
+            (Kind::Hidden, _) => json!({"type": "redacted_thinking", "data": block.content}),
+            (Kind::Call { .. }, call) => {
+                let (id, name) = call.clone().unwrap_or_default();
+                json!({"type": "tool_use", "id": id, "name": name, "input": {}})
+            }
+        };
+        push_event(
+            out,
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": block.index,
+                "content_block": content_block}),
+        );
+    }
+
+    fn text(&mut self, out: &mut Vec<u8>, block: &Block, piece: &str) {
+        block_delta(
+            out,
+            block.index,
+            json!({"type": "text_delta", "text": piece}),
+        );
+    }
+
+    fn reasoning(&mut self, out: &mut Vec<u8>, block: &Block, piece: &str) {
+        block_delta(
+            out,
+            block.index,
+            json!({"type": "thinking_delta", "thinking": piece}),
+        );
+    }
+
+    fn signature(&mut self, out: &mut Vec<u8>, block: &Block, signature: &str) {
+        let delta = json!({"type": "signature_delta", "signature": signature});
+        block_delta(out, block.index, delta);
+    }
+
+    fn arguments(&mut self, out: &mut Vec<u8>, index: u32, piece: &str) {
+        let delta = json!({"type": "input_json_delta", "partial_json": piece});
+        block_delta(out, index, delta);
+    }
+
+    fn close(&mut self, out: &mut Vec<u8>, block: Block) {
+        push_event(
+            out,
+            "content_block_stop",
+            &json!({"type": "content_block_stop", "index": block.index}),
+        );
+    }
+}
+
 impl MessageAnswer {
     /// `message_start` (no content, usage not known yet) and a `ping`, once.
     fn start(&mut self, out: &mut Vec<u8>, envelope: &Envelope<'_>) {
@@ -222,210 +207,6 @@ impl MessageAnswer {
         );
         push_event(out, "ping", &json!({"type": "ping"}));
     }
-
-    fn close_block(&mut self, out: &mut Vec<u8>) {
-        if let Some(open) = self.open.take() {
-            push_event(
-                out,
-                "content_block_stop",
-                &json!({"type": "content_block_stop", "index": open.block()}),
-            );
-        }
-    }
-
-    fn open_block(&mut self, out: &mut Vec<u8>, content_block: Value) -> u32 {
-        self.close_block(out);
-        let block = self.next_block;
-        self.next_block += 1;
-        push_event(
-            out,
-            "content_block_start",
-            &json!({"type": "content_block_start", "index": block, "content_block": content_block}),
-        );
-        block
-    }
-
-    fn text(&mut self, out: &mut Vec<u8>, text: &str) {
-        if text.is_empty() {
-            return;
-        }
-        let block = match self.open {
-            Some(Open::Text { block }) => block,
-            _ => {
-                let block = self.open_block(out, json!({"type": "text", "text": ""}));
-                self.open = Some(Open::Text { block });
-                block
-            }
-        };
-        push_event(
-            out,
-            "content_block_delta",
-            &json!({"type": "content_block_delta", "index": block,
-                "delta": {"type": "text_delta", "text": text}}),
-        );
-        self.text_sent += text.len();
-    }
-
-    /// A piece of reasoning: a `redacted_thinking` block whole, or a
-    /// `thinking` block's `thinking_delta` and `signature_delta`, opening the
-    /// block on its first piece.
-    fn reasoning_piece(&mut self, out: &mut Vec<u8>, piece: &types::ReasoningDelta) {
-        self.reasoning_streamed = true;
-        let open_here =
-            matches!(self.open, Some(Open::Thinking { reasoning, .. }) if reasoning == piece.block);
-        if piece.text.is_empty() && piece.redacted.is_none() && !open_here {
-            // A signature alone: not a thinking block (see `shown`).
-            return;
-        }
-        if let Some(data) = &piece.redacted {
-            let block = self.open_block(out, json!({"type": "redacted_thinking", "data": data}));
-            self.open = Some(Open::Redacted { block });
-            return;
-        }
-        let block = match self.open {
-            Some(Open::Thinking { block, reasoning }) if reasoning == piece.block => block,
-            _ => {
-                let block = self.open_block(
-                    out,
-                    json!({"type": "thinking", "thinking": "", "signature": ""}),
-                );
-                self.open = Some(Open::Thinking {
-                    block,
-                    reasoning: piece.block,
-                });
-                block
-            }
-        };
-        if !piece.text.is_empty() {
-            push_event(
-                out,
-                "content_block_delta",
-                &json!({"type": "content_block_delta", "index": block,
-                    "delta": {"type": "thinking_delta", "thinking": piece.text}}),
-            );
-        }
-        if let Some(signature) = &piece.signature {
-            push_event(
-                out,
-                "content_block_delta",
-                &json!({"type": "content_block_delta", "index": block,
-                    "delta": {"type": "signature_delta", "signature": signature}}),
-            );
-        }
-    }
-
-    fn json_delta(out: &mut Vec<u8>, block: u32, partial: &str) {
-        if partial.is_empty() {
-            return;
-        }
-        push_event(
-            out,
-            "content_block_delta",
-            &json!({"type": "content_block_delta", "index": block,
-                "delta": {"type": "input_json_delta", "partial_json": partial}}),
-        );
-    }
-
-    /// Opens a `tool_use` block (closing the open one), empty until its `input_json_delta`s.
-    fn open_call(&mut self, out: &mut Vec<u8>, id: &str, name: &str) -> u32 {
-        let block = self.open_block(
-            out,
-            json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
-        );
-        self.open = Some(Open::Tool { block });
-        block
-    }
-
-    /// A piece of call `delta.call`: its block opens once its name is known,
-    /// closing the block before it; its arguments follow as `input_json_delta`s.
-    fn tool_piece(&mut self, out: &mut Vec<u8>, delta: &types::ToolCallDelta) {
-        let mut call = self.calls.remove(&delta.call).unwrap_or_default();
-        if let Some(id) = delta.id.as_ref().filter(|id| !id.is_empty()) {
-            call.id = Some(id.clone());
-        }
-        if let Some(name) = delta.name.as_ref().filter(|name| !name.is_empty()) {
-            call.name = Some(name.clone());
-        }
-        match (call.block, call.name.clone()) {
-            (Some(block), _) => {
-                // Pieces of an earlier call after a later one opened (no
-                // provider streams calls interleaved) still go to that call's
-                // block: clients assemble blocks by index.
-                Self::json_delta(out, block, &delta.arguments);
-                call.sent.push_str(&delta.arguments);
-            }
-            (None, Some(name)) => {
-                let id = call
-                    .id
-                    .clone()
-                    .unwrap_or_else(|| fallback_call_id(delta.call));
-                let block = self.open_call(out, &id, &name);
-                call.block = Some(block);
-                let mut arguments = std::mem::take(&mut call.pending);
-                arguments.push_str(&delta.arguments);
-                Self::json_delta(out, block, &arguments);
-                call.sent.push_str(&arguments);
-            }
-            (None, None) => call.pending.push_str(&delta.arguments),
-        }
-        self.calls.insert(delta.call, call);
-    }
-
-    /// Whatever of choice 0 the deltas did not carry (the rest of its text,
-    /// its calls or the rest of their arguments), then the closing events.
-    fn finish(
-        &mut self,
-        out: &mut Vec<u8>,
-        completion: &types::Completion,
-        usage: Option<Metered<'_>>,
-    ) {
-        let choice = first_choice(completion);
-        if let Some(choice) = choice {
-            if !self.reasoning_streamed {
-                for (position, reasoning) in
-                    (choice.reasoning.iter().enumerate()).filter(|(_, reasoning)| shown(reasoning))
-                {
-                    let piece = types::ReasoningDelta {
-                        index: 0,
-                        block: u32::try_from(position).unwrap_or(u32::MAX),
-                        text: reasoning.text.clone(),
-                        signature: reasoning.signature.clone(),
-                        redacted: reasoning.redacted.clone(),
-                    };
-                    self.reasoning_piece(out, &piece);
-                }
-            }
-            if let Some(rest) = choice.text.get(self.text_sent..) {
-                self.text(out, rest);
-            }
-            for (position, (id, name, arguments)) in calls_of(choice).into_iter().enumerate() {
-                let position = u32::try_from(position).unwrap_or(u32::MAX);
-                let streamed = self.calls.get(&position).and_then(|call| {
-                    let block = call.block?;
-                    Some((block, arguments.strip_prefix(call.sent.as_str())))
-                });
-                match streamed {
-                    // A plugin whose final arguments differ from the pieces it
-                    // sent leaves the streamed ones: a block cannot be rewritten.
-                    Some((block, rest)) => Self::json_delta(out, block, rest.unwrap_or_default()),
-                    None => {
-                        let block = self.open_call(out, &id, name);
-                        Self::json_delta(out, block, arguments);
-                    }
-                }
-            }
-        }
-        self.close_block(out);
-        let usage = usage_json(usage.map(|m| m.usage));
-        push_event(
-            out,
-            "message_delta",
-            &json!({"type": "message_delta",
-                "delta": {"stop_reason": stop_reason(choice), "stop_sequence": stop_sequence(choice)},
-                "usage": usage}),
-        );
-        push_event(out, "message_stop", &json!({"type": "message_stop"}));
-    }
 }
 
 impl CompletionCodec for MessageAnswer {
@@ -448,9 +229,9 @@ impl CompletionCodec for MessageAnswer {
             if !choice.text.is_empty() {
                 content.push(json!({"type": "text", "text": choice.text}));
             }
-            for (id, name, arguments) in calls_of(choice) {
-                content.push(json!({"type": "tool_use", "id": id, "name": name,
-                    "input": tool_input(arguments)}));
+            for call in calls(choice) {
+                content.push(json!({"type": "tool_use", "id": call.id, "name": call.name,
+                    "input": tool_input(&call.arguments)}));
             }
         }
         let model = if completion.model.is_empty() {
@@ -475,7 +256,7 @@ impl CompletionCodec for MessageAnswer {
         let mut out = Vec::new();
         self.start(&mut out, envelope);
         for delta in deltas.iter().filter(|d| d.index == 0) {
-            self.text(&mut out, &delta.text);
+            self.blocks.text(&mut Events, &mut out, &delta.text);
         }
         Bytes::from(out)
     }
@@ -488,7 +269,7 @@ impl CompletionCodec for MessageAnswer {
         let mut out = Vec::new();
         self.start(&mut out, envelope);
         for piece in pieces.iter().filter(|p| p.index == 0) {
-            self.reasoning_piece(&mut out, piece);
+            self.blocks.reasoning(&mut Events, &mut out, piece);
         }
         (!out.is_empty()).then(|| Bytes::from(out))
     }
@@ -501,7 +282,7 @@ impl CompletionCodec for MessageAnswer {
         let mut out = Vec::new();
         self.start(&mut out, envelope);
         for call in calls.iter().filter(|c| c.index == 0) {
-            self.tool_piece(&mut out, call);
+            self.blocks.call(&mut Events, &mut out, call);
         }
         // Pieces of other choices only, once started: nothing to send.
         (!out.is_empty()).then(|| Bytes::from(out))
@@ -515,7 +296,16 @@ impl CompletionCodec for MessageAnswer {
     ) -> Bytes {
         let mut out = Vec::new();
         self.start(&mut out, envelope);
-        self.finish(&mut out, completion, usage);
+        let choice = first_choice(completion);
+        self.blocks.finish(&mut Events, &mut out, choice);
+        push_event(
+            &mut out,
+            "message_delta",
+            &json!({"type": "message_delta",
+                "delta": {"stop_reason": stop_reason(choice), "stop_sequence": stop_sequence(choice)},
+                "usage": usage_json(usage.map(|m| m.usage))}),
+        );
+        push_event(&mut out, "message_stop", &json!({"type": "message_stop"}));
         Bytes::from(out)
     }
 
@@ -641,6 +431,7 @@ mod tests {
             cached_prompt_tokens: Some(30),
             cache_creation_tokens: Some(20),
             reasoning_tokens: None,
+            ..TokenUsage::default()
         };
         let answer = MessageAnswer::default().completion(
             &envelope(),

@@ -1,5 +1,6 @@
 //! The OpenAI-compatible API: `POST /v1/chat/completions`, `POST
-//! /v1/completions` (legacy text) and `POST /v1/embeddings`, so that OpenAI's
+//! /v1/completions` (legacy text), `POST /v1/embeddings` and the Responses API
+//! ([`responses`]: `/v1/responses`), so that OpenAI's
 //! SDKs and the tools built on them reach every route (`GET /v1/models` is
 //! [`crate::surfaces::models`], shared with Anthropic's SDKs).
 //!
@@ -10,6 +11,7 @@
 
 mod request;
 mod response;
+pub mod responses;
 
 use std::convert::Infallible;
 
@@ -21,6 +23,8 @@ use crate::error::ApiError;
 use crate::flow::{Ask, Kind, Surface, Target};
 use request::{Body, ChatFields, Common, EmbeddingFields, TextFields};
 use response::{CompletionAnswer, EmbeddingAnswer, Object};
+
+pub use responses::Responses;
 
 /// `POST /v1/chat/completions`.
 pub type ChatCompletions = Completion<ChatFields>;

@@ -542,7 +542,7 @@ pub fn completion_id(prefix: &str, invocation_id: &str) -> String {
     id
 }
 
-fn unix_now() -> u64 {
+pub(super) fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -550,7 +550,7 @@ fn unix_now() -> u64 {
 
 /// A choice's calls as tool calls: a plugin that reports only the legacy
 /// `function_call` has one call, named after the choice.
-fn tool_calls(choice: &types::Choice) -> Vec<types::ToolCall> {
+pub(super) fn tool_calls(choice: &types::Choice) -> Vec<types::ToolCall> {
     if !choice.tool_calls.is_empty() {
         return choice.tool_calls.clone();
     }
@@ -728,6 +728,7 @@ mod tests {
             cached_prompt_tokens: Some(1),
             cache_creation_tokens: None,
             reasoning_tokens: Some(2),
+            ..TokenUsage::default()
         };
         let metered = Metered {
             usage: &usage,

@@ -1,0 +1,238 @@
+//! OpenAI's Responses API: `POST /v1/responses` over every route, and the kept
+//! responses (`store`, the default) that `previous_response_id` continues and
+//! `GET`/`DELETE /v1/responses/{id}` read and delete ([`get`], [`delete`]),
+//! for the key's project only.
+//!
+//! A request is read into the same chat request the other surfaces make
+//! (`instructions` as the system message, items as messages, function tools),
+//! so every plugin serves it; the answer is written as a `response` object or
+//! its typed events. Hosted tools (web search, file search, code interpreter...)
+//! are OpenAI's own and are refused naming them.
+
+mod answer;
+mod request;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use hyper::body::Incoming;
+use hyper::{HeaderMap, Request, Response, StatusCode};
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use super::request::Body;
+use super::response::error_body;
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::flow::{Ask, Kind, Surface, Target};
+use crate::state::AppState;
+use crate::store::StoredResponse;
+use answer::ResponseAnswer;
+use request::ResponsesFields;
+
+/// `POST /v1/responses`: a chat completion, whole or streamed, kept unless `store` is false.
+pub struct Responses {
+    body: Body<ResponsesFields>,
+    /// The items of the response `previous_response_id` names, as it kept them.
+    earlier: Vec<Value>,
+}
+
+impl Responses {
+    fn store(&self) -> bool {
+        self.body.fields.store.unwrap_or(true)
+    }
+
+    /// What the response object repeats of the request, as OpenAI's does.
+    fn echo(&self) -> Map<String, Value> {
+        let fields = &self.body.fields;
+        let params = &self.body.params;
+        let param = |name: &str| params.get(name).cloned().unwrap_or(Value::Null);
+        let reasoning = fields.reasoning.clone().unwrap_or_default();
+        let format = (fields.text.as_ref().and_then(|t| t.format.clone()))
+            .filter(|f| !f.is_null())
+            .unwrap_or_else(|| json!({"type": "text"}));
+        let mut echo = Map::new();
+        echo.insert("instructions".into(), json!(fields.instructions));
+        echo.insert(
+            "max_output_tokens".into(),
+            fields.max_output_tokens.clone().unwrap_or(Value::Null),
+        );
+        echo.insert(
+            "metadata".into(),
+            (fields.metadata.clone())
+                .filter(|m| !m.is_null())
+                .unwrap_or_else(|| json!({})),
+        );
+        echo.insert(
+            "parallel_tool_calls".into(),
+            params
+                .get("parallel_tool_calls")
+                .filter(|p| p.is_boolean())
+                .cloned()
+                .unwrap_or(Value::Bool(true)),
+        );
+        echo.insert(
+            "previous_response_id".into(),
+            json!(fields.previous_response_id),
+        );
+        echo.insert(
+            "reasoning".into(),
+            json!({"effort": reasoning.effort,
+                "summary": reasoning.summary.or(reasoning.generate_summary)}),
+        );
+        echo.insert("store".into(), json!(self.store()));
+        echo.insert("temperature".into(), param("temperature"));
+        echo.insert("text".into(), json!({"format": format}));
+        echo.insert(
+            "tool_choice".into(),
+            (fields.tool_choice.clone())
+                .filter(|c| !c.is_null())
+                .unwrap_or_else(|| json!("auto")),
+        );
+        echo.insert(
+            "tools".into(),
+            Value::Array(fields.tools.clone().unwrap_or_default()),
+        );
+        echo.insert("top_p".into(), param("top_p"));
+        echo.insert(
+            "truncation".into(),
+            json!(fields.truncation.as_deref().unwrap_or("disabled")),
+        );
+        echo.insert("user".into(), param("user"));
+        echo
+    }
+}
+
+impl Surface for Responses {
+    const NAME: &'static str = "openai";
+    type Completion = ResponseAnswer;
+    type Embeddings = Infallible;
+
+    fn project_key(headers: &HeaderMap) -> Result<&str, ApiError> {
+        crate::auth::api_key(headers)
+    }
+    fn parse(body: &[u8]) -> Result<Self, ApiError> {
+        let body: Body<ResponsesFields> = super::request::parse_body(body)?;
+        request::check(&body.fields, &body.params)?;
+        Ok(Responses {
+            body,
+            earlier: Vec::new(),
+        })
+    }
+    fn user_id(&self) -> Option<&str> {
+        let user = super::request::user(&self.body.params).ok().flatten();
+        user.or(self.body.fields.safety_identifier.as_deref())
+    }
+    fn check_project(&self, _: &str) -> Result<(), ApiError> {
+        Ok(())
+    }
+    fn target(&self, config: &Config) -> Result<Target, ApiError> {
+        let mut target = super::target(config, &self.body.fields.model, Kind::Chat, &Map::new())?;
+        target.params = request::params(&self.body.fields, &self.body.params)?;
+        Ok(target)
+    }
+    fn serves(kind: Kind) -> Result<(), ApiError> {
+        super::serves(kind, Kind::Chat, "/v1/responses")
+    }
+    fn stream(&self) -> bool {
+        self.body.fields.stream.unwrap_or(false)
+    }
+    fn previous(&self) -> Option<&str> {
+        self.body.fields.previous_response_id.as_deref()
+    }
+    fn continue_from(&mut self, earlier: StoredResponse) -> Result<(), ApiError> {
+        self.earlier = serde_json::from_str(&earlier.context).map_err(|e| {
+            ApiError::Internal(format!(
+                "the kept response {} does not read: {e}",
+                earlier.id
+            ))
+        })?;
+        Ok(())
+    }
+    fn ask(
+        mut self,
+        _: Kind,
+        config: &Config,
+    ) -> Result<Ask<ResponseAnswer, Infallible>, ApiError> {
+        let echo = self.echo();
+        let input = self.body.fields.input.take().unwrap_or(Value::Null);
+        let earlier = self.earlier.len();
+        let mut items = std::mem::take(&mut self.earlier);
+        items.extend(request::input_items(input));
+        let fields = &self.body.fields;
+        let prompt = request::prompt(
+            fields.instructions.as_deref(),
+            &items,
+            earlier,
+            config.max_part_bytes.get(),
+        )?;
+        // Kept, the items are stored as they came; else they go now (their media is decoded).
+        let context = self.store().then_some(items);
+        Ok(Ask::Complete {
+            prompt,
+            functions: request::functions(fields)?,
+            function_choice: request::function_choice(fields)?,
+            reasoning: request::reasoning(fields)?,
+            codec: ResponseAnswer::new(echo, context),
+        })
+    }
+    fn error_body(error: &ApiError, _: &Uuid) -> serde_json::Value {
+        error_body(error)
+    }
+}
+
+/// The project of the caller's key.
+async fn project(state: &AppState, request: &Request<Incoming>) -> Result<String, ApiError> {
+    let key = crate::auth::api_key(request.headers())?;
+    crate::auth::project_of(&state.store, key).await
+}
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::NotFound(format!("response with id {id:?} not found"))
+}
+
+/// `GET /v1/responses/{id}`: a kept response, as its caller got it.
+pub async fn get(
+    state: Arc<AppState>,
+    request: Request<Incoming>,
+    id: &str,
+    request_id: Uuid,
+) -> Response<crate::http::Body> {
+    let result = async {
+        let project = project(&state, &request).await?;
+        let kept = state.store.response(&project, id).await?;
+        kept.map(|kept| kept.body).ok_or_else(|| not_found(id))
+    }
+    .await;
+    match result {
+        Ok(body) => {
+            crate::http::json_text_response(StatusCode::OK, bytes::Bytes::from(body), &request_id)
+        }
+        Err(error) => super::error_response(&error, &request_id),
+    }
+}
+
+/// `DELETE /v1/responses/{id}`: forgets a kept response (its invocation record stays).
+pub async fn delete(
+    state: Arc<AppState>,
+    request: Request<Incoming>,
+    id: &str,
+    request_id: Uuid,
+) -> Response<crate::http::Body> {
+    let result = async {
+        let project = project(&state, &request).await?;
+        match state.store.delete_response(&project, id).await? {
+            true => Ok(()),
+            false => Err(not_found(id)),
+        }
+    }
+    .await;
+    match result {
+        Ok(()) => crate::http::json_response(
+            StatusCode::OK,
+            &json!({"id": id, "object": "response", "deleted": true}),
+            &request_id,
+        ),
+        Err(error) => super::error_response(&error, &request_id),
+    }
+}
