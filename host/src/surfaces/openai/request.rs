@@ -424,7 +424,15 @@ pub fn check_chat(body: &ChatFields) -> Result<(), ApiError> {
 
 /// `reasoning_effort`, as the plugin's typed reasoning.
 pub fn reasoning(body: &ChatFields) -> Result<Option<types::ReasoningConfig>, ApiError> {
-    let Some(effort) = body.reasoning_effort.as_deref() else {
+    effort(body.reasoning_effort.as_deref(), "reasoning_effort")
+}
+
+/// A reasoning effort the body gives at `param`, as the plugin's typed reasoning.
+pub fn effort(
+    effort: Option<&str>,
+    param: &str,
+) -> Result<Option<types::ReasoningConfig>, ApiError> {
+    let Some(effort) = effort else {
         return Ok(None);
     };
     match types::ReasoningEffort::parse(effort) {
@@ -433,10 +441,10 @@ pub fn reasoning(body: &ChatFields) -> Result<Option<types::ReasoningConfig>, Ap
             budget_tokens: None,
         })),
         None => Err(invalid(
-            "reasoning_effort",
+            param,
             format!(
-                "reasoning_effort must be one of \"none\", \"minimal\", \"low\", \"medium\", \
-                 \"high\", \"xhigh\", got {effort:?}"
+                "{param} must be one of \"none\", \"minimal\", \"low\", \"medium\", \"high\", \
+                 \"xhigh\", got {effort:?}"
             ),
         )),
     }

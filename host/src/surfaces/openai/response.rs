@@ -12,6 +12,7 @@ use crate::flow::{CompletionCodec, EmbeddingCodec, Envelope, Metered};
 use crate::http::sse_frame;
 use crate::plugins::types;
 use crate::store::TokenUsage;
+use crate::surfaces::blocks::calls;
 
 /// The end of an OpenAI stream, after the last chunk.
 const DONE: &[u8] = b"data: [DONE]\n\n";
@@ -126,7 +127,7 @@ impl CompletionAnswer {
 
     /// The choice's message (chat) as a whole answer has it.
     fn message(&self, choice: &types::Choice) -> Value {
-        let calls = tool_calls(choice);
+        let calls = calls(choice);
         let has_calls = !calls.is_empty();
         let content = if choice.text.is_empty() && has_calls {
             Value::Null
@@ -158,7 +159,7 @@ impl CompletionAnswer {
 
     /// Chunks with the parts of choice `choice`'s calls not streamed yet.
     fn unsent_calls(&mut self, choice: &types::Choice, chunks: &mut Vec<Value>) {
-        let calls = tool_calls(choice);
+        let calls = calls(choice);
         if self.legacy_functions {
             if let Some(call) = calls.first() {
                 chunks.push(chat_delta(
@@ -387,7 +388,7 @@ impl CompletionCodec for CompletionAnswer {
     ) -> Bytes {
         let mut chunks = Vec::new();
         for choice in &completion.choices {
-            let opening = if tool_calls(choice).is_empty() || !choice.text.is_empty() {
+            let opening = if calls(choice).is_empty() || !choice.text.is_empty() {
                 json!("")
             } else {
                 Value::Null
@@ -546,23 +547,6 @@ pub(super) fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
-}
-
-/// A choice's calls as tool calls: a plugin that reports only the legacy
-/// `function_call` has one call, named after the choice.
-pub(super) fn tool_calls(choice: &types::Choice) -> Vec<types::ToolCall> {
-    if !choice.tool_calls.is_empty() {
-        return choice.tool_calls.clone();
-    }
-    choice
-        .function_call
-        .iter()
-        .map(|call| types::ToolCall {
-            id: format!("call_{}_0", choice.index),
-            name: call.name.clone(),
-            arguments: call.arguments.clone(),
-        })
-        .collect()
 }
 
 fn logprobs(choice: &types::Choice) -> Value {

@@ -167,22 +167,8 @@ pub fn check(body: &ResponsesFields, params: &Map<String, Value>) -> Result<(), 
 
 /// `reasoning.effort`, as the plugin's typed reasoning.
 pub fn reasoning(body: &ResponsesFields) -> Result<Option<types::ReasoningConfig>, ApiError> {
-    let Some(effort) = body.reasoning.as_ref().and_then(|r| r.effort.as_deref()) else {
-        return Ok(None);
-    };
-    match types::ReasoningEffort::parse(effort) {
-        Some(effort) => Ok(Some(types::ReasoningConfig {
-            effort: Some(effort),
-            budget_tokens: None,
-        })),
-        None => Err(invalid(
-            "reasoning.effort",
-            format!(
-                "reasoning.effort must be one of \"none\", \"minimal\", \"low\", \"medium\", \
-                 \"high\", \"xhigh\", got {effort:?}"
-            ),
-        )),
-    }
+    let effort = body.reasoning.as_ref().and_then(|r| r.effort.as_deref());
+    chat::effort(effort, "reasoning.effort")
 }
 
 /// `text.format` as the chat API's `response_format` (`None` for plain text).
