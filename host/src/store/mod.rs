@@ -741,9 +741,7 @@ impl Store {
         match &self.backend {
             Backend::Sqlite(db) => {
                 let db = db.clone();
-                tokio::task::spawn_blocking(move || db.delete_invocations_before(cutoff_ms, limit))
-                    .await
-                    .map_err(|e| StoreError::Task(e.to_string()))?
+                blocking(move || db.delete_invocations_before(cutoff_ms, limit)).await
             }
             Backend::Postgres(db) => db.delete_invocations_before(cutoff_ms, limit).await,
         }
@@ -779,9 +777,7 @@ impl Store {
             Backend::Sqlite(db) => {
                 let (db, range, by) = (db.clone(), range.clone(), by.to_vec());
                 // A long range reads many rows: off the runtime's threads.
-                tokio::task::spawn_blocking(move || db.usage(&range, &by))
-                    .await
-                    .map_err(|e| StoreError::Task(e.to_string()))?
+                blocking(move || db.usage(&range, &by)).await
             }
             Backend::Postgres(db) => db.usage(range, by).await,
         }
@@ -800,11 +796,7 @@ impl Store {
         match &self.backend {
             Backend::Sqlite(db) => {
                 let (db, range, after) = (db.clone(), range.clone(), after.cloned());
-                tokio::task::spawn_blocking(move || {
-                    db.invocations_page(&range, after.as_ref(), bodies, limit)
-                })
-                .await
-                .map_err(|e| StoreError::Task(e.to_string()))?
+                blocking(move || db.invocations_page(&range, after.as_ref(), bodies, limit)).await
             }
             Backend::Postgres(db) => db.invocations_page(range, after, bodies, limit).await,
         }
@@ -822,9 +814,7 @@ impl Store {
         match &self.backend {
             Backend::Sqlite(db) => {
                 let db = db.clone();
-                tokio::task::spawn_blocking(move || db.put_response(&response))
-                    .await
-                    .map_err(|e| StoreError::Task(e.to_string()))?
+                blocking(move || db.put_response(&response)).await
             }
             Backend::Postgres(db) => db.put_response(&response).await,
         }
@@ -847,9 +837,7 @@ impl Store {
         match &self.backend {
             Backend::Sqlite(db) => {
                 let (db, project_id, id) = (db.clone(), project_id.to_owned(), id.to_owned());
-                tokio::task::spawn_blocking(move || db.delete_response(&project_id, &id))
-                    .await
-                    .map_err(|e| StoreError::Task(e.to_string()))?
+                blocking(move || db.delete_response(&project_id, &id)).await
             }
             Backend::Postgres(db) => db.delete_response(project_id, id).await,
         }
@@ -865,13 +853,21 @@ impl Store {
         match &self.backend {
             Backend::Sqlite(db) => {
                 let db = db.clone();
-                tokio::task::spawn_blocking(move || db.delete_responses_before(cutoff_ms, limit))
-                    .await
-                    .map_err(|e| StoreError::Task(e.to_string()))?
+                blocking(move || db.delete_responses_before(cutoff_ms, limit)).await
             }
             Backend::Postgres(db) => db.delete_responses_before(cutoff_ms, limit).await,
         }
     }
+}
+
+/// Runs `work` (SQLite's, which may wait in its busy timeout or read many rows) on a blocking
+/// thread, off the serving ones.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| StoreError::Task(e.to_string()))?
 }
 
 /// Budgets start from the spend the database recorded.
