@@ -20,7 +20,7 @@ use crate::error::ApiError;
 use crate::flow::{CompletionCodec, Envelope, Kept, Metered};
 use crate::plugins::types;
 use crate::store::TokenUsage;
-use crate::surfaces::blocks::{Block, BlockEvents, Blocks, Kind, calls, first_choice};
+use crate::surfaces::blocks::{Block, BlockEvents, Blocks, Kind, first_choice};
 
 /// Writes one request's answer. A stream's state lives here: its output items
 /// ([`Blocks`]) and its events' numbering.
@@ -95,38 +95,6 @@ fn message_item(id: String, status: &str, content: Vec<Value>) -> Value {
 fn call_item(id: String, status: &str, call_id: &str, name: &str, arguments: &str) -> Value {
     json!({"type": "function_call", "id": id, "call_id": call_id, "name": name,
         "arguments": arguments, "status": status})
-}
-
-/// A choice's output items, in order: reasoning, the text, the calls.
-fn output_items(invocation_id: &str, choice: Option<&types::Choice>) -> Vec<Value> {
-    let Some(choice) = choice else {
-        return vec![message_item(
-            item_id("msg", invocation_id, 0),
-            "completed",
-            vec![text_part("")],
-        )];
-    };
-    let mut items = Vec::new();
-    for reasoning in &choice.reasoning {
-        let id = item_id("rs", invocation_id, items.len());
-        items.push(reasoning_item(id, &reasoning.text, reasoning));
-    }
-    let calls = calls(choice);
-    if !choice.text.is_empty() || calls.is_empty() {
-        let id = item_id("msg", invocation_id, items.len());
-        items.push(message_item(id, "completed", vec![text_part(&choice.text)]));
-    }
-    for call in &calls {
-        let id = item_id("fc", invocation_id, items.len());
-        items.push(call_item(
-            id,
-            "completed",
-            &call.id,
-            &call.name,
-            &call.arguments,
-        ));
-    }
-    items
 }
 
 /// `status` and `incomplete_details` of a finished response.
@@ -380,13 +348,19 @@ impl ResponseAnswer {
             .event(out, "response.in_progress", json!({"response": response}));
     }
 
-    /// The output of a finished answer: as streamed, or made from the completion.
+    /// The output of a finished answer: as streamed, or, whole, the items the same blocks
+    /// make of the completion (their events unsent), so that both agree item for item.
     fn output(&self, invocation_id: &str, completion: &types::Completion) -> Vec<Value> {
         if self.finished {
-            self.events.done.clone()
-        } else {
-            output_items(invocation_id, first_choice(completion))
+            return self.events.done.clone();
         }
+        let mut events = Events {
+            invocation_id: invocation_id.to_owned(),
+            ..Events::default()
+        };
+        let choice = first_choice(completion);
+        Blocks::default().finish(&mut events, &mut Vec::new(), choice);
+        events.done
     }
 
     fn model<'a>(envelope: &'a Envelope<'_>, completion: &'a types::Completion) -> &'a str {
