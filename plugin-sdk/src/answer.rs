@@ -50,6 +50,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
+use crate::eventstream;
 use crate::http::Response;
 use crate::sse::Event;
 use crate::{
@@ -84,6 +85,28 @@ pub trait StreamDecoder {
             data => self.body(data.as_bytes(), answer)?,
         }
         Ok(())
+    }
+
+    /// Reads one message of an AWS event stream (a response whose
+    /// `Content-Type` is `application/vnd.amazon.eventstream`, as Amazon
+    /// Bedrock streams), as [`StreamDecoder::event`] reads one Server-Sent
+    /// Event.
+    ///
+    /// Default: an error the upstream sent in the stream (`:message-type`
+    /// `exception` or `error`, see [`eventstream::Message::exception`]) is
+    /// `ProviderError::Failed("<exception type>: <message>")`; any other
+    /// message's payload is read with [`StreamDecoder::body`]. Override it to
+    /// tell events apart by their `:event-type` header, or to map exceptions
+    /// to other errors (a throttling exception to an upstream 429).
+    fn message(
+        &mut self,
+        message: &eventstream::Message,
+        answer: &mut Answer,
+    ) -> Result<(), ProviderError> {
+        if let Some(exception) = message.exception() {
+            return Err(ProviderError::Failed(exception.to_string()));
+        }
+        self.body(&message.payload, answer)
     }
 
     /// Called once after the body or the last event of a complete answer,
@@ -405,8 +428,12 @@ pub fn read_completion(
 /// Reads a streamed answer with `decoder`, sending new text, tool-call pieces
 /// and usage through `sink` after each event.
 ///
-/// A JSON answer (a server that ignored the request to stream) is read whole
-/// with [`StreamDecoder::body`] and its text sent in one chunk. The stream
+/// The body is read as Server-Sent Events ([`StreamDecoder::event`]), or as
+/// AWS event-stream messages ([`StreamDecoder::message`]) when its
+/// `Content-Type` is `application/vnd.amazon.eventstream`; a malformed frame
+/// there is [`ProviderError::Failed`]. A JSON answer (a server that ignored
+/// the request to stream) is read whole with [`StreamDecoder::body`] and its
+/// text sent in one chunk. The stream
 /// must reach [`Answer::complete`] (or [`Answer::end`]) before the body ends;
 /// otherwise it was cut off and the result is
 /// `ProviderError::Failed("stream ended early")`, since its text may be
@@ -423,20 +450,36 @@ pub fn read_stream(
     if response.is_json() {
         decoder.body(&response.bytes()?, &mut answer)?;
         send_unsent(&mut answer, sink)?;
+    } else if response.is_event_stream() {
+        let messages = response.event_stream();
+        read_events(messages, &mut answer, sink, |m, a| decoder.message(m, a))?;
     } else {
-        for event in response.sse() {
-            decoder.event(&event?, &mut answer)?;
-            send_unsent(&mut answer, sink)?;
-            if answer.progress == Progress::Ended {
-                break;
-            }
-        }
+        let events = response.sse();
+        read_events(events, &mut answer, sink, |e, a| decoder.event(e, a))?;
     }
     if !answer.is_complete() {
         return Err(ProviderError::Failed("stream ended early".into()));
     }
     decoder.end(&mut answer)?;
     Ok(answer.finish())
+}
+
+/// The event loop of [`read_stream`], whatever the framing: `read` each
+/// event into `answer`, send what it added, stop at the end marker.
+fn read_events<E>(
+    events: impl Iterator<Item = Result<E, ProviderError>>,
+    answer: &mut Answer,
+    sink: &mut Sink,
+    mut read: impl FnMut(&E, &mut Answer) -> Result<(), ProviderError>,
+) -> Result<(), ProviderError> {
+    for event in events {
+        read(&event?, answer)?;
+        send_unsent(answer, sink)?;
+        if answer.progress == Progress::Ended {
+            break;
+        }
+    }
+    Ok(())
 }
 
 fn send_unsent(answer: &mut Answer, sink: &mut Sink) -> Result<(), ProviderError> {
@@ -735,6 +778,133 @@ mod tests {
         assert_eq!(choice.reasoning[0].text, "ab");
         assert_eq!(choice.reasoning[0].signature.as_deref(), Some("S"));
         assert_eq!(choice.reasoning[1].redacted.as_deref(), Some("H"));
+    }
+
+    /// Bedrock-like messages: `:event-type` `delta` carries text, `stop`
+    /// completes, `usage` carries `P C`; the rest through the default.
+    struct Frames;
+
+    impl StreamDecoder for Frames {
+        fn body(&mut self, body: &[u8], answer: &mut Answer) -> Result<(), ProviderError> {
+            Script.body(body, answer)
+        }
+
+        fn message(
+            &mut self,
+            message: &eventstream::Message,
+            answer: &mut Answer,
+        ) -> Result<(), ProviderError> {
+            match message.str_header(":event-type") {
+                Some("delta") => answer.text(0, &String::from_utf8_lossy(&message.payload)),
+                Some("stop") => {
+                    answer.finish_reason(0, FinishReason::Stop);
+                    answer.complete();
+                }
+                _ => return Script.message(message, answer),
+            }
+            Ok(())
+        }
+    }
+
+    fn frame(event_type: &str, payload: &str) -> Vec<u8> {
+        eventstream::encode(
+            &[
+                (":event-type", event_type.into()),
+                (":content-type", "application/json".into()),
+                (":message-type", "event".into()),
+            ],
+            payload.as_bytes(),
+        )
+    }
+
+    fn exception(kind: &str, message: &str) -> Vec<u8> {
+        eventstream::encode(
+            &[
+                (":exception-type", kind.into()),
+                (":content-type", "application/json".into()),
+                (":message-type", "exception".into()),
+            ],
+            serde_json::json!({ "message": message })
+                .to_string()
+                .as_bytes(),
+        )
+    }
+
+    fn event_stream(chunks: Vec<Vec<u8>>) -> Response {
+        let content_type = "application/vnd.amazon.eventstream";
+        Response::from_chunks(
+            200,
+            vec![("Content-Type".into(), content_type.into())],
+            chunks,
+        )
+    }
+
+    #[test]
+    fn event_streams_are_read_message_by_message() {
+        let body = [
+            frame("delta", "Hel"),
+            frame("delta", "lo"),
+            frame("other", "usage 3 2"),
+            frame("stop", "{}"),
+        ]
+        .concat();
+        // Chunks that cut frames anywhere.
+        let chunks: Vec<Vec<u8>> = body.chunks(7).map(<[u8]>::to_vec).collect();
+        let mut sink = Sink::buffered();
+        let completion = read_stream(event_stream(chunks), &mut sink, "m", Frames).unwrap();
+        assert_eq!(completion.choices[0].text, "Hello");
+        assert_eq!(completion.usage, Some(Usage::new(3, 2)));
+        let sent: Vec<usize> = sink.sent().iter().map(|c| c.deltas.len()).collect();
+        assert_eq!(sent, [1, 1, 0]);
+
+        // Without its end: cut off, what arrived still sent.
+        let mut sink = Sink::buffered();
+        let error = read_stream(
+            event_stream(vec![frame("delta", "Hel")]),
+            &mut sink,
+            "m",
+            Frames,
+        );
+        assert_eq!(
+            error,
+            Err(ProviderError::Failed("stream ended early".into()))
+        );
+        assert_eq!(sink.sent().len(), 1);
+    }
+
+    #[test]
+    fn a_damaged_frame_ends_the_call() {
+        let mut damaged = frame("delta", "lo");
+        let last = damaged.len() - 1;
+        damaged[last] ^= 0x40;
+        let body = [frame("delta", "Hel"), damaged, frame("stop", "{}")].concat();
+        let mut sink = Sink::buffered();
+        match read_stream(event_stream(vec![body]), &mut sink, "m", Frames) {
+            Err(ProviderError::Failed(message)) => assert!(
+                message.contains("invalid event stream: message checksum mismatch"),
+                "{message}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // The frame before the damage was read and sent.
+        assert_eq!(sink.sent().len(), 1);
+    }
+
+    #[test]
+    fn exceptions_in_an_event_stream_fail_the_call() {
+        let body = [
+            frame("delta", "Hel"),
+            exception("modelStreamErrorException", "the model broke"),
+            frame("stop", "{}"),
+        ]
+        .concat();
+        let error = read_stream(event_stream(vec![body]), &mut Sink::buffered(), "m", Frames);
+        assert_eq!(
+            error,
+            Err(ProviderError::Failed(
+                "modelStreamErrorException: the model broke".into()
+            ))
+        );
     }
 
     #[test]

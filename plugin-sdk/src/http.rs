@@ -29,7 +29,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::__private::gateway::provider::http as host;
-use crate::{ProviderError, sse, upstream_error};
+use crate::{ProviderError, eventstream, sse, upstream_error};
 
 /// An outbound HTTP request, built with chained calls and performed by
 /// [`Request::send`].
@@ -281,11 +281,19 @@ impl Response {
     /// parameters and letter case). Useful where a stream was asked for: some
     /// servers ignore the request to stream and answer in one JSON piece.
     pub fn is_json(&self) -> bool {
-        self.header("content-type").is_some_and(|t| {
-            t.trim_start()
-                .to_ascii_lowercase()
-                .starts_with("application/json")
-        })
+        self.content_type_is("application/json")
+    }
+
+    /// Whether the `Content-Type` header says an AWS event stream
+    /// (`application/vnd.amazon.eventstream`, any parameters and letter
+    /// case), which [`Response::event_stream`] reads.
+    pub fn is_event_stream(&self) -> bool {
+        self.content_type_is("application/vnd.amazon.eventstream")
+    }
+
+    fn content_type_is(&self, media_type: &str) -> bool {
+        self.header("content-type")
+            .is_some_and(|t| t.trim_start().to_ascii_lowercase().starts_with(media_type))
     }
 
     /// Whether the status is 2xx.
@@ -372,6 +380,82 @@ impl Response {
             parser: sse::Parser::new(),
             ready: VecDeque::new(),
             ended: false,
+        }
+    }
+
+    /// Iterates the body as AWS event-stream messages
+    /// ([`eventstream::Message`]), reading chunks lazily.
+    ///
+    /// The iterator yields each message once its frame is whole, and ends
+    /// with the body. A malformed frame (see [`eventstream::FrameError`]),
+    /// a body that ends inside a frame, or a failed read yields one `Err`
+    /// (after the messages before it), then the iterator ends.
+    ///
+    /// ```
+    /// use gateway_plugin_sdk::eventstream::encode;
+    /// use gateway_plugin_sdk::http::Response;
+    ///
+    /// let frame = encode(&[(":event-type", "messageStop".into())], b"{}");
+    /// let (head, tail) = frame.split_at(5);
+    /// let response = Response::from_chunks(200, Vec::new(), vec![head.to_vec(), tail.to_vec()]);
+    /// let messages: Vec<_> = response.event_stream().collect();
+    /// assert_eq!(messages[0].as_ref().unwrap().str_header(":event-type"), Some("messageStop"));
+    /// assert_eq!(messages.len(), 1);
+    /// ```
+    pub fn event_stream(self) -> EventStream {
+        EventStream {
+            response: self,
+            parser: eventstream::Parser::new(),
+            ready: VecDeque::new(),
+            ended: false,
+        }
+    }
+}
+
+/// The body of a [`Response`] as AWS event-stream messages; see
+/// [`Response::event_stream`].
+#[derive(Debug)]
+pub struct EventStream {
+    response: Response,
+    parser: eventstream::Parser,
+    /// Messages parsed and not yet yielded, then the error that ended the
+    /// stream, if one did.
+    ready: VecDeque<Result<eventstream::Message, ProviderError>>,
+    ended: bool,
+}
+
+impl Iterator for EventStream {
+    type Item = Result<eventstream::Message, ProviderError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(item) = self.ready.pop_front() {
+                return Some(item);
+            }
+            if self.ended {
+                return None;
+            }
+            let read = match self.response.chunk() {
+                Ok(Some(chunk)) => self.parser.push(&chunk).and_then(|messages| {
+                    self.ready.extend(messages.into_iter().map(Ok));
+                    // A fault after those messages is held back until the
+                    // next push: ask now rather than wait for more bytes.
+                    self.parser.push(&[]).map(drop)
+                }),
+                Ok(None) => {
+                    self.ended = true;
+                    std::mem::take(&mut self.parser).finish()
+                }
+                Err(e) => {
+                    self.ended = true;
+                    self.ready.push_back(Err(e));
+                    continue;
+                }
+            };
+            if let Err(e) = read {
+                self.ended = true;
+                self.ready.push_back(Err(e.into()));
+            }
         }
     }
 }
@@ -573,6 +657,51 @@ mod tests {
             .map(|e| e.unwrap().data)
             .collect();
         assert_eq!(events, ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn event_stream_content_type() {
+        let eventstream = "application/vnd.amazon.eventstream";
+        assert!(response(200, &[("Content-Type", eventstream)], &[]).is_event_stream());
+        assert!(!response(200, &[("Content-Type", eventstream)], &[]).is_json());
+        assert!(!response(200, &[("Content-Type", "text/event-stream")], &[]).is_event_stream());
+    }
+
+    #[test]
+    fn event_stream_ends_after_an_error() {
+        use eventstream::{HeaderValue, encode};
+
+        let one = encode(&[("n", HeaderValue::Int(1))], b"a");
+        let two = encode(&[("n", HeaderValue::Int(2))], b"b");
+        let mut bad = encode(&[], b"c");
+        bad[13] ^= 1;
+        let chunks = vec![
+            one[..3].to_vec(),
+            [&one[3..], &two[..], &bad[..], &one[..]].concat(),
+            one.clone(),
+        ];
+        let items: Vec<_> = Response::from_chunks(200, Vec::new(), chunks)
+            .event_stream()
+            .collect();
+        assert_eq!(items.len(), 3, "{items:?}");
+        assert_eq!(items[0].as_ref().unwrap().payload, b"a");
+        assert_eq!(items[1].as_ref().unwrap().payload, b"b");
+        match &items[2] {
+            Err(ProviderError::Failed(message)) => {
+                assert!(message.contains("message checksum mismatch"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+
+        // Cut inside a frame: the messages before it, then an error.
+        let chunks = vec![[&one[..], &two[..5]].concat()];
+        let items: Vec<_> = Response::from_chunks(200, Vec::new(), chunks)
+            .event_stream()
+            .collect();
+        assert_eq!(items.len(), 2, "{items:?}");
+        assert!(
+            matches!(&items[1], Err(ProviderError::Failed(m)) if m.contains("ended inside a frame"))
+        );
     }
 
     #[test]

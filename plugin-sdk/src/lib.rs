@@ -170,6 +170,7 @@
 mod answer;
 mod assembler;
 mod calls;
+pub mod eventstream;
 pub mod http;
 pub mod json;
 pub mod log;
