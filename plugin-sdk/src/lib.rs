@@ -173,6 +173,7 @@ mod calls;
 pub mod eventstream;
 pub mod http;
 pub mod json;
+pub mod kv;
 pub mod log;
 mod params;
 mod parts;
@@ -240,7 +241,8 @@ pub use wit::FunctionChoice;
 pub use wit::Prompt;
 
 /// The route a request came by: its id, the upstream's `base_url`, the
-/// provider key to use and the operator's plugin settings.
+/// provider key to use, the operator's plugin settings and the secrets they
+/// name ([`Route::secret`]).
 pub use wit::Route;
 
 /// A completion to perform, already validated by the gateway.
@@ -339,6 +341,29 @@ impl Route {
             )));
         }
         Ok(base)
+    }
+
+    /// The secret the route's settings name as `NAME_env` (or `NAME_file_env`, then
+    /// `name` is `NAME_file`): the value the host read from its environment when the
+    /// route loaded, if the variable was set.
+    ///
+    /// ```
+    /// # use gateway_plugin_sdk::Route;
+    /// let route = Route {
+    ///     id: "bedrock".into(),
+    ///     base_url: String::new(),
+    ///     api_key: None,
+    ///     settings: r#"{"aws_secret_access_key_env": "AWS_SECRET_ACCESS_KEY"}"#.into(),
+    ///     secrets: vec![("aws_secret_access_key".into(), "wJalr...".into())],
+    /// };
+    /// assert_eq!(route.secret("aws_secret_access_key"), Some("wJalr..."));
+    /// assert_eq!(route.secret("aws_session_token"), None);
+    /// ```
+    pub fn secret(&self, name: &str) -> Option<&str> {
+        self.secrets
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, value)| value.as_str())
     }
 }
 
@@ -845,6 +870,7 @@ mod tests {
             base_url: String::new(),
             api_key: None,
             settings: String::new(),
+            secrets: Vec::new(),
         }
     }
 

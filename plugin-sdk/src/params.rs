@@ -62,6 +62,7 @@ impl Route {
     ///     base_url: "https://x".into(),
     ///     api_key: None,
     ///     settings: settings.into(),
+    ///     secrets: Vec::new(),
     /// };
     /// assert!(route(r#"{"legacy": true}"#).settings::<Settings>().unwrap().legacy);
     /// assert!(!route("").settings::<Settings>().unwrap().legacy);
@@ -113,6 +114,7 @@ mod tests {
             base_url: String::new(),
             api_key: None,
             settings: settings.into(),
+            secrets: Vec::new(),
         }
     }
 

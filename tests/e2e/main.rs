@@ -24,6 +24,7 @@ mod limits;
 mod metrics;
 mod openai_surface;
 mod parts;
+mod plugin_state;
 mod providers;
 mod reasoning;
 mod replicas;

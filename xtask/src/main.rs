@@ -43,6 +43,7 @@ const PLUGINS: &[Plugin] = &[
     Plugin::test_only("hostile-plugin", "hostile"),
     Plugin::test_only("legacy-plugin", "legacy"),
     Plugin::test_only("legacy012-plugin", "legacy012"),
+    Plugin::test_only("stateful-plugin", "stateful"),
 ];
 
 impl Plugin {

@@ -250,6 +250,7 @@ mod tests {
                 base_url: String::new(),
                 api_key: None,
                 settings: "{}".into(),
+                secrets: Vec::new(),
             },
             model: model.into(),
             prompt,

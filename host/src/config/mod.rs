@@ -360,6 +360,13 @@ pub struct RouteConfig {
     pub max_response_bytes: Option<Positive<NonZeroU64>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_http_requests: Option<Positive<NonZeroU32>>,
+    /// Entries the route's plugin may keep between requests (the `kv` import: a minted access
+    /// token); over it the oldest go. Default 256.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_max_entries: Option<Positive<NonZeroU32>>,
+    /// Bytes (keys and values) those entries may take; over it the oldest go. Default 1 MiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_max_bytes: Option<Positive<NonZeroU64>>,
     /// Further tries of a failed call on this route (upstream 429/5xx, connection failure,
     /// connect or first-byte timeout), with exponential backoff and full jitter.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -729,6 +736,8 @@ impl RouteConfig {
             idle_timeout_ms: None,
             max_response_bytes: None,
             max_http_requests: None,
+            kv_max_entries: None,
+            kv_max_bytes: None,
             retries: 0,
             retry_backoff_ms: None,
             fallbacks: Vec::new(),
@@ -789,13 +798,18 @@ impl RouteConfig {
     }
 
     /// The plugin settings of a call to `target`: the route's, with the target's laid over them.
-    pub fn target_settings_json(&self, target: &TargetConfig) -> String {
+    pub fn target_settings(&self, target: &TargetConfig) -> std::borrow::Cow<'_, toml::Table> {
         if target.settings.is_empty() {
-            return self.settings_json();
+            return std::borrow::Cow::Borrowed(&self.settings);
         }
         let mut settings = self.settings.clone();
         settings.extend(target.settings.clone());
-        serde_json::to_string(&settings).unwrap_or_else(|_| "{}".to_owned())
+        std::borrow::Cow::Owned(settings)
+    }
+
+    /// [`RouteConfig::target_settings`] as the JSON object the plugin reads.
+    pub fn target_settings_json(&self, target: &TargetConfig) -> String {
+        serde_json::to_string(&self.target_settings(target)).unwrap_or_else(|_| "{}".to_owned())
     }
 }
 

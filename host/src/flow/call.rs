@@ -64,6 +64,7 @@ impl Call {
     pub fn context(&self, attempt: &Try) -> CallContext {
         CallContext {
             invocation_id: self.invocation_id,
+            route: Arc::from(attempt.leg.route.id.as_str()),
             sandbox: attempt.target().sandbox.clone(),
             secrets: self.secrets.clone(),
             trace: Arc::new(UpstreamTrace::default()),
@@ -171,6 +172,7 @@ impl Call {
         let route = &leg.route;
         let cost = match pricing::price_for(
             &route.config.pricing,
+            self.failover.prices(),
             &route.config.plugin,
             &leg.plugin.info.models,
             &leg.model,

@@ -20,18 +20,11 @@ pub(super) fn new_store(
     plugin: &Arc<str>,
     ctx: &CallContext,
     sink: Option<mpsc::Sender<Chunk>>,
+    kv: &Arc<super::kv::Kv>,
 ) -> Store<PluginState> {
     let cpu_budget_ticks =
         (ctx.sandbox.limits.cpu_time.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64;
-    let state = PluginState::new(
-        ctx.sandbox.clone(),
-        sink,
-        ctx.invocation_id,
-        plugin.clone(),
-        ctx.secrets.clone(),
-        ctx.trace.clone(),
-        ctx.trace_headers.clone(),
-    );
+    let state = PluginState::new(ctx, sink, plugin.clone(), kv.clone());
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.limiter);
     // Count only ticks that land while plugin code runs (waiting in a host

@@ -6,7 +6,8 @@
 //! module); the `registry` of plugin files (load, unload, status); the
 //! `engine` with its instance pool, epoch ticker and recycling; one
 //! `instance` per call, whose store carries the state of the host `imports`
-//! (`http`, `sink`, `log`); the route's `policy` ([`Limits`],
+//! (`http`, `sink`, `log`, `kv`: the entries plugins keep between requests, per
+//! route, in [`kv`]); the route's `policy` ([`Limits`],
 //! [`AllowedHosts`]) and its [`Sandbox`] (the policy with the route's `upstream`
 //! connections). The WIT bindings stay behind `wit`: everything else,
 //! here and in the rest of the host, uses the host's own [`types`].
@@ -19,6 +20,7 @@ mod failure;
 pub mod hot_reload;
 mod imports;
 mod instance;
+mod kv;
 mod plugin;
 mod policy;
 mod registry;
@@ -39,6 +41,7 @@ use wasmtime::AsContextMut;
 
 pub use engine::{DEFAULT_MAX_INSTANCES, EngineError, LinkError, RecycleError};
 pub use failure::Failure;
+pub use kv::KvBounds;
 pub use plugin::Plugin;
 pub use policy::{AllowedHosts, HostsError, Limits, MAX_MEMORY_LIMIT_BYTES};
 pub use registry::{LoadError, NotLoaded, PluginReport};
@@ -80,6 +83,8 @@ pub enum RuntimeError {
 /// Where and how a call runs: the request's identity and the route's sandbox.
 pub struct CallContext {
     pub invocation_id: Uuid,
+    /// The route the call serves: the `kv` import's entries are its own.
+    pub route: Arc<str>,
     pub sandbox: Arc<Sandbox>,
     /// The request's provider keys: kept out of the plugin's log lines.
     pub secrets: crate::redact::Secrets,
@@ -132,6 +137,8 @@ pub struct PluginRuntime {
     /// stable contract, and it belongs to one engine while the cap must hold
     /// across [`PluginRuntime::recycle`] (old and new pools serve together).
     request_slots: Arc<Semaphore>,
+    /// What plugins keep between requests, per route and plugin.
+    kv: Arc<kv::Kv>,
 }
 
 impl PluginRuntime {
@@ -156,6 +163,7 @@ impl PluginRuntime {
             offline: Arc::new(Sandbox::offline()?),
             instances_started: AtomicU64::new(0),
             request_slots: Arc::new(Semaphore::new(max_instances as usize)),
+            kv: Arc::default(),
         })
     }
 
@@ -183,7 +191,7 @@ impl PluginRuntime {
             .map_err(|_| PluginError::Busy(self.max_instances()))?;
         self.instances_started.fetch_add(1, Ordering::Relaxed);
         let serving = plugin.stats.serving();
-        let mut store = new_store(&plugin.engine, &plugin.name, ctx, sink);
+        let mut store = new_store(&plugin.engine, &plugin.name, ctx, sink, &self.kv);
         let exports = match plugin.linked.instantiate(&mut store).await {
             Ok(exports) => exports,
             Err(e) => {

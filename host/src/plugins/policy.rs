@@ -22,6 +22,8 @@ pub struct Limits {
     pub max_response_bytes: u64,
     /// Outbound requests one call may make.
     pub max_http_requests: u32,
+    /// What the route's `kv` space may hold.
+    pub kv: super::kv::KvBounds,
 }
 
 impl Default for Limits {
@@ -34,6 +36,7 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(60),
             max_response_bytes: 64 * 1024 * 1024,
             max_http_requests: 32,
+            kv: super::kv::KvBounds::default(),
         }
     }
 }

@@ -291,12 +291,15 @@ impl PluginRuntime {
             name,
             &CallContext {
                 invocation_id: Uuid::nil(),
+                route: Arc::from(""),
                 sandbox: self.offline.clone(),
                 secrets: Default::default(),
                 trace: Default::default(),
                 trace_headers: None,
             },
             None,
+            // `info` keeps nothing for later requests.
+            &Arc::default(),
         );
         let info = match linked
             .info(&mut store)

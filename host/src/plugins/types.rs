@@ -206,6 +206,8 @@ pub struct Route {
     pub api_key: Option<String>,
     /// The route's plugin-specific settings from the config, as a JSON object.
     pub settings: String,
+    /// The values its settings name by `NAME_env` / `NAME_file_env` (0.2 plugins only).
+    pub secrets: Vec<(String, String)>,
 }
 
 /// How hard a reasoning model should think, as OpenAI names it.

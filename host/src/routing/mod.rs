@@ -2,6 +2,7 @@
 //! which upstreams ([`Target`]s), keys, sandboxes and prices.
 
 mod sandbox;
+mod secrets;
 mod target;
 
 use std::collections::HashMap;
@@ -129,12 +130,16 @@ impl Route {
             let health = previous
                 .and_then(|route| route.target_at(target.base_url.as_str()))
                 .map_or_else(|| Arc::new(Health::default()), |t| t.health.clone());
+            let settings = config.target_settings(target);
             built.push(Target::new(
                 index,
                 Some(target.base_url.as_str()),
                 sandbox::sandbox(config, Some(&target.base_url)).map_err(error)?,
                 key,
-                config.target_settings_json(target),
+                (
+                    config.target_settings_json(target),
+                    secrets::read(id, &settings),
+                ),
                 target.weight.get(),
                 health,
             ));
@@ -146,7 +151,7 @@ impl Route {
                 None,
                 sandbox::sandbox(config, None).map_err(error)?,
                 route_key,
-                config.settings_json(),
+                (config.settings_json(), secrets::read(id, &config.settings)),
                 1,
                 Arc::new(Health::default()),
             ));
@@ -178,9 +183,15 @@ impl Route {
         self.targets.len()
     }
 
-    /// The gateway's own provider keys of this route (of each of its targets).
+    /// The gateway's own provider keys of this route (of each of its targets), and the
+    /// secrets its settings name.
     pub fn configured_keys(&self) -> impl Iterator<Item = &str> {
-        self.targets.iter().filter_map(Target::configured_key)
+        self.targets.iter().flat_map(|target| {
+            target
+                .configured_key()
+                .into_iter()
+                .chain(target.secret_values())
+        })
     }
 
     /// Whether a request with (or without) the caller's own provider key can be sent

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::config::RouteConfig;
 use crate::config::types::{BaseUrl, MemoryMb, Positive};
-use crate::plugins::{AllowedHosts, HostsError, Limits, Sandbox, SandboxError};
+use crate::plugins::{AllowedHosts, HostsError, KvBounds, Limits, Sandbox, SandboxError};
 
 /// Why a route's sandbox could not be set up. The hosts were checked as the config was read:
 /// the sandbox refusing them now would be a change of its rules.
@@ -41,6 +41,14 @@ fn limits(route: &RouteConfig) -> Limits {
         max_http_requests: route
             .max_http_requests
             .map_or(defaults.max_http_requests, Positive::get),
+        kv: KvBounds {
+            max_entries: route
+                .kv_max_entries
+                .map_or(defaults.kv.max_entries, |n| n.get() as usize),
+            max_bytes: route.kv_max_bytes.map_or(defaults.kv.max_bytes, |n| {
+                usize::try_from(n.get()).unwrap_or(usize::MAX)
+            }),
+        },
     }
 }
 

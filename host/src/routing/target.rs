@@ -23,6 +23,8 @@ pub struct Target {
     base_url: String,
     configured_key: Option<String>,
     settings: String,
+    /// What `settings` name by `NAME_env` / `NAME_file_env`, read when the route was built.
+    secrets: Vec<(String, String)>,
     weight: u32,
     pub(super) health: Arc<Health>,
 }
@@ -33,7 +35,7 @@ impl Target {
         base_url: Option<&str>,
         sandbox: crate::plugins::Sandbox,
         configured_key: Option<String>,
-        settings: String,
+        (settings, secrets): (String, Vec<(String, String)>),
         weight: u32,
         health: Arc<Health>,
     ) -> Target {
@@ -48,6 +50,7 @@ impl Target {
             base_url: base_url.unwrap_or("").trim_end_matches('/').to_owned(),
             configured_key,
             settings,
+            secrets,
             weight,
             health,
         }
@@ -62,6 +65,11 @@ impl Target {
         self.configured_key.as_deref()
     }
 
+    /// The values of the secrets its settings name (never to be shown: to redact).
+    pub fn secret_values(&self) -> impl Iterator<Item = &str> {
+        self.secrets.iter().map(|(_, value)| value.as_str())
+    }
+
     /// The route as the plugin sees it on a call to this target.
     pub fn wit_route(&self, route_id: &str, api_key: Option<String>) -> types::Route {
         types::Route {
@@ -69,6 +77,7 @@ impl Target {
             base_url: self.base_url.clone(),
             api_key,
             settings: self.settings.clone(),
+            secrets: self.secrets.clone(),
         }
     }
 }
@@ -283,7 +292,7 @@ mod tests {
             )
             .expect("a sandbox"),
             None,
-            "{}".to_owned(),
+            ("{}".to_owned(), Vec::new()),
             weight,
             Arc::new(Health::default()),
         )

@@ -30,6 +30,7 @@ fn route(settings: &str) -> Route {
         base_url: "http://127.0.0.1:9/v1".into(),
         api_key: Some("sk-ant-test".into()),
         settings: settings.into(),
+        secrets: Vec::new(),
     }
 }
 

@@ -33,6 +33,7 @@ fn route() -> Route {
         base_url: "http://127.0.0.1:9/v1beta".into(),
         api_key: Some(KEY.into()),
         settings: "{}".into(),
+        secrets: Vec::new(),
     }
 }
 

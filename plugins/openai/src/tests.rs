@@ -26,6 +26,7 @@ fn route(settings: &str) -> Route {
         base_url: "http://127.0.0.1:9/v1".into(),
         api_key: Some("sk-test".into()),
         settings: settings.into(),
+        secrets: Vec::new(),
     }
 }
 
@@ -284,6 +285,7 @@ fn azure_route(base_url: &str, settings: &str) -> Route {
         base_url: base_url.into(),
         api_key: Some("azure-key-0123".into()),
         settings: settings.into(),
+        secrets: Vec::new(),
     }
 }
 

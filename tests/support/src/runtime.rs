@@ -33,6 +33,7 @@ impl EchoCalls {
                     base_url: String::new(),
                     api_key: None,
                     settings: "{}".into(),
+                    secrets: Vec::new(),
                 },
                 model: "echo".into(),
                 prompt: Prompt::Text(prompt.into()),
@@ -59,6 +60,7 @@ impl EchoCalls {
         let (runtime, request) = (self.runtime.clone(), self.request.clone());
         let ctx = CallContext {
             invocation_id: uuid::Uuid::nil(),
+            route: Arc::from("direct"),
             sandbox: self.sandbox.clone(),
             secrets: Default::default(),
             trace: Default::default(),

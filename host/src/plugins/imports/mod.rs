@@ -1,9 +1,10 @@
 //! The host side of a plugin instance: the state its store carries, and one
-//! module per host import it may call ([`http`], [`sink`], [`log`]). WASI is
+//! module per host import it may call ([`http`], [`sink`], [`log`], [`kv`]). WASI is
 //! linked too (Rust's std imports it) but gives nothing: no arguments,
 //! environment, files or sockets, and stdout/stderr go to the log.
 
 pub(super) mod http;
+mod kv;
 mod log;
 mod sink;
 
@@ -16,6 +17,7 @@ use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::UpstreamTrace;
+use super::kv::{Kv, Space};
 use super::sandbox::Sandbox;
 use super::types::Chunk;
 use super::wit;
@@ -38,18 +40,21 @@ pub struct PluginState {
     trace: Arc<UpstreamTrace>,
     /// Added to every upstream request of the call.
     trace_headers: Option<crate::plugins::TraceHeaders>,
+    /// The route of the call: the `kv` import's entries are its (and the plugin's).
+    route: Arc<str>,
+    kv: Arc<Kv>,
+    /// The route's space, once a `kv` call looked it up.
+    kv_space: Option<Arc<std::sync::Mutex<Space>>>,
 }
 
 impl PluginState {
     pub(super) fn new(
-        sandbox: Arc<Sandbox>,
+        ctx: &crate::plugins::CallContext,
         sink: Option<mpsc::Sender<Chunk>>,
-        invocation_id: Uuid,
         plugin: Arc<str>,
-        secrets: Secrets,
-        trace: Arc<UpstreamTrace>,
-        trace_headers: Option<crate::plugins::TraceHeaders>,
+        kv: Arc<Kv>,
     ) -> PluginState {
+        let (invocation_id, secrets) = (ctx.invocation_id, ctx.secrets.clone());
         let (stdout, stderr) = log::stdio(invocation_id, &plugin, &secrets);
         // No arguments, environment, preopened directories or sockets: the
         // HTTP import is the only way out. Output goes to the log.
@@ -57,16 +62,19 @@ impl PluginState {
         PluginState {
             wasi,
             table: ResourceTable::new(),
-            limiter: MemoryLimiter::new(sandbox.limits.memory_bytes),
-            sandbox,
+            limiter: MemoryLimiter::new(ctx.sandbox.limits.memory_bytes),
+            sandbox: ctx.sandbox.clone(),
             http_requests: 0,
             sink,
             invocation_id,
             plugin,
             cpu_ticks: 0,
             secrets,
-            trace,
-            trace_headers,
+            trace: ctx.trace.clone(),
+            trace_headers: ctx.trace_headers.clone(),
+            route: ctx.route.clone(),
+            kv,
+            kv_space: None,
         }
     }
 }

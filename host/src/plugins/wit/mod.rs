@@ -80,7 +80,7 @@ macro_rules! line_calls {
 }
 
 /// The conversions of the records every line has the same (role, calls, function
-/// definitions and choice, route, embeddings, errors, plugin info), written once
+/// definitions and choice, embeddings, errors, plugin info), written once
 /// and expanded in each line's module against its own generated `types`.
 macro_rules! same_records {
     () => {
@@ -132,17 +132,6 @@ macro_rules! same_records {
                     host::FunctionChoice::Auto => types::FunctionChoice::Auto,
                     host::FunctionChoice::Required => types::FunctionChoice::Required,
                     host::FunctionChoice::Named(name) => types::FunctionChoice::Named(name),
-                }
-            }
-        }
-
-        impl From<host::Route> for types::Route {
-            fn from(route: host::Route) -> types::Route {
-                types::Route {
-                    id: route.id,
-                    base_url: route.base_url,
-                    api_key: route.api_key,
-                    settings: route.settings,
                 }
             }
         }
@@ -231,7 +220,7 @@ macro_rules! same_records {
 mod v0_1;
 mod v0_2;
 
-pub(super) use v0_2::{http, log, sink, types};
+pub(super) use v0_2::{http, kv, log, sink, types};
 
 use wasmtime::component::{Component, ComponentExportIndex, Func, Instance, InstancePre, Linker};
 use wasmtime::{AsContextMut, Engine, StoreContextMut};

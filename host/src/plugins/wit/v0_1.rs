@@ -56,6 +56,18 @@ pub(super) async fn embed(
 
 // ---------------------------------------------------------------- into the plugin
 
+impl From<host::Route> for types::Route {
+    /// 0.1 has no `secrets`: its plugins never asked for any.
+    fn from(route: host::Route) -> types::Route {
+        types::Route {
+            id: route.id,
+            base_url: route.base_url,
+            api_key: route.api_key,
+            settings: route.settings,
+        }
+    }
+}
+
 /// The request as a 0.1 plugin takes it, or why it cannot.
 fn down(
     request: host::CompletionRequest,

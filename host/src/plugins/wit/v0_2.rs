@@ -18,7 +18,7 @@ mod bindings {
 }
 
 use bindings::ProviderPre;
-pub(in crate::plugins) use bindings::gateway::provider::{http, log, sink, types};
+pub(in crate::plugins) use bindings::gateway::provider::{http, kv, log, sink, types};
 
 use wasmtime::StoreContextMut;
 use wasmtime::component::Func;
@@ -50,6 +50,18 @@ pub(super) async fn embed(
 fn list<T, U: From<T>>(items: Vec<T>) -> Vec<U> {
     // Same-layout element types: collected in place, no new allocation.
     items.into_iter().map(U::from).collect()
+}
+
+impl From<host::Route> for types::Route {
+    fn from(route: host::Route) -> types::Route {
+        types::Route {
+            id: route.id,
+            base_url: route.base_url,
+            api_key: route.api_key,
+            settings: route.settings,
+            secrets: route.secrets,
+        }
+    }
 }
 
 impl From<host::Source> for types::Source {
