@@ -56,15 +56,29 @@ pub fn upstream_request(
     stream: bool,
 ) -> Result<Request, ProviderError> {
     let settings = request.route.settings::<Settings>()?;
-    let (body, messages) = body_and_messages(request, &settings, stream)?;
+    let http = Request::post(messages_url(&request.route)?)
+        .streaming(stream)
+        .header("anthropic-version", ANTHROPIC_VERSION)
+        .api_key(Some("x-api-key"), request.route.api_key.as_deref());
+    with_body(http, request, &settings, stream, |_| {})
+}
+
+/// `http` with the Messages API body of `request` as JSON, `adjust` applied to the body's
+/// fields before the messages are written into it: Claude on Vertex AI takes the same body but
+/// for the model (in its URL) and the API version (in the body).
+pub fn with_body(
+    http: Request,
+    request: &CompletionRequest,
+    settings: &Settings,
+    stream: bool,
+    adjust: impl FnOnce(&mut Map<String, Value>),
+) -> Result<Request, ProviderError> {
+    let (mut body, messages) = body_and_messages(request, settings, stream)?;
+    adjust(&mut body);
     // The conversation is written into the body as it is serialized, not turned into a tree
     // of JSON values first (which would cost many times its text).
     let size = request.params.len() + 256 + request.prompt.json_size_hint();
-    Request::post(messages_url(&request.route)?)
-        .streaming(stream)
-        .header("anthropic-version", ANTHROPIC_VERSION)
-        .api_key(Some("x-api-key"), request.route.api_key.as_deref())
-        .json_sized(&with_entry(&body, "messages", &messages), size)
+    http.json_sized(&with_entry(&body, "messages", &messages), size)
 }
 
 /// The URL of the Messages API on the route (whose base URL loses a trailing slash).

@@ -60,15 +60,17 @@ mod convert;
 mod stream;
 mod wire;
 
+// What the vertex plugin shares: the same request bodies and answers under other URLs.
+pub use convert::{Settings, with_body};
+pub use stream::Decoder;
+
 use gateway_plugin_sdk::http::Request;
-use gateway_plugin_sdk::{
-    CompletionRequest, HttpProvider, ModelPrice, PluginInfo, ProviderError, export_provider,
-};
+use gateway_plugin_sdk::{CompletionRequest, HttpProvider, ModelPrice, PluginInfo, ProviderError};
 
 /// Default list prices in USD per million tokens: (model, input, output). The gateway matches
 /// dated snapshots (`claude-sonnet-4-20250514`) and `-latest` aliases by the longest name here
 /// followed by `-`.
-const MODEL_PRICES: &[(&str, f64, f64)] = &[
+pub const MODEL_PRICES: &[(&str, f64, f64)] = &[
     ("claude-opus-4-1", 15.00, 75.00),
     ("claude-opus-4", 15.00, 75.00),
     ("claude-sonnet-4-5", 3.00, 15.00),
@@ -95,7 +97,10 @@ impl HttpProvider for Anthropic {
     }
 }
 
-export_provider!(Anthropic);
+// Only the wasm component exports: natively (unit tests, and other plugins' tests linking this
+// crate) two plugins' exports of the same names would clash at link time.
+#[cfg(all(feature = "component", target_arch = "wasm32"))]
+gateway_plugin_sdk::export_provider!(Anthropic);
 
 #[cfg(test)]
 mod tests;

@@ -122,7 +122,19 @@ pub fn completion_call(
     } else {
         "generateContent"
     };
-    let http = post(&request.route, &request.model, method, stream)?;
+    completion_body(
+        post(&request.route, &request.model, method, stream)?,
+        request,
+    )
+}
+
+/// `http` (a `POST` to a `generateContent` or `streamGenerateContent` URL, with its
+/// credentials) with the body of `request` as JSON. The Gemini API and Vertex AI take the same
+/// body; only the URL and the credentials differ.
+pub fn completion_body(
+    http: Request,
+    request: &CompletionRequest,
+) -> Result<Request, ProviderError> {
     let (system, contents) = match &request.prompt {
         Prompt::Text(text) => {
             let mut contents = Vec::new();

@@ -72,15 +72,19 @@ mod schema;
 mod stream;
 mod wire;
 
+// What the vertex plugin shares: the same request bodies and answers under other URLs.
+pub use convert::completion_body;
+pub use stream::Decoder;
+
 use gateway_plugin_sdk::http::Request;
 use gateway_plugin_sdk::{
     CompletionRequest, EmbeddingRequest, Embeddings, HttpProvider, ModelPrice, PluginInfo,
-    ProviderError, export_provider,
+    ProviderError,
 };
 
 /// Default list prices in USD per million tokens (paid tier, prompts up to 200k tokens):
 /// (model, input, output).
-const MODEL_PRICES: &[(&str, f64, f64)] = &[
+pub const MODEL_PRICES: &[(&str, f64, f64)] = &[
     ("gemini-2.5-pro", 1.25, 10.00),
     ("gemini-2.5-flash", 0.30, 2.50),
     ("gemini-2.5-flash-lite", 0.10, 0.40),
@@ -113,7 +117,10 @@ impl HttpProvider for Gemini {
     }
 }
 
-export_provider!(Gemini);
+// Only the wasm component exports: natively (unit tests, and other plugins' tests linking this
+// crate) two plugins' exports of the same names would clash at link time.
+#[cfg(all(feature = "component", target_arch = "wasm32"))]
+gateway_plugin_sdk::export_provider!(Gemini);
 
 #[cfg(test)]
 mod tests;
