@@ -1,7 +1,8 @@
 //! The gateway under test: the real release binary with a generated config
 //! (its own temporary directory, SQLite database and plugins directory), one
-//! route served by the real `openai.wasm` pointed at the fake upstream, and a
-//! project and key made with the gateway's own CLI.
+//! route served by the real `openai.wasm` (or `bedrock.wasm`, signing each request
+//! with SigV4) pointed at the fake upstream, and a project and key made with the
+//! gateway's own CLI.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -24,12 +25,36 @@ const KEY_ENV: &str = "BENCH_UPSTREAM_KEY";
 const UPSTREAM_KEY: &str = "sk-bench-not-a-real-key";
 /// The same key as a direct caller sends it.
 const UPSTREAM_BEARER: &str = "Bearer sk-bench-not-a-real-key";
+/// The variables of the bedrock route's (fake) AWS credentials, which it signs with.
+const AWS_KEY_ID_ENV: &str = "BENCH_AWS_ACCESS_KEY_ID";
+const AWS_SECRET_ENV: &str = "BENCH_AWS_SECRET_ACCESS_KEY";
+
+/// The plugin serving the gateway's route, and so the upstream API it calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Provider {
+    /// `openai.wasm`, `POST /v1/chat/completions`.
+    Openai,
+    /// `bedrock.wasm`, `POST /model/MODEL/converse`, signed with SigV4 (whole answers only).
+    Bedrock,
+}
+
+impl Provider {
+    /// The plugin's file stem.
+    pub fn plugin(self) -> &'static str {
+        match self {
+            Provider::Openai => "openai",
+            Provider::Bedrock => "bedrock",
+        }
+    }
+}
 
 /// Where the binary and the plugin come from, and how the gateway logs.
 #[derive(Debug, Clone)]
 pub struct GatewayBuild {
     pub binary: PathBuf,
-    pub openai_wasm: PathBuf,
+    /// The plugin serving the route: `openai.wasm` or `bedrock.wasm` (see `provider`).
+    pub plugin_wasm: PathBuf,
+    pub provider: Provider,
     /// `RUST_LOG` for `serve`; `None` runs with the gateway's default (`info`).
     pub log_filter: Option<String>,
     /// The API surface the gateway's requests use.
@@ -76,10 +101,10 @@ impl GatewayBuild {
                 self.binary.display()
             ));
         }
-        if !self.openai_wasm.is_file() {
+        if !self.plugin_wasm.is_file() {
             return Err(format!(
                 "{} not found: build the plugins with `cargo xtask plugins` (or use `cargo xtask bench`)",
-                self.openai_wasm.display()
+                self.plugin_wasm.display()
             ));
         }
         Ok(())
@@ -88,14 +113,15 @@ impl GatewayBuild {
     /// Copies the binary and the plugin into `dir` and returns the copies.
     pub fn snapshot(&self, dir: &Path) -> Result<GatewayBuild, String> {
         let binary = dir.join("gateway");
-        let openai_wasm = dir.join("openai.wasm");
-        for (from, to) in [(&self.binary, &binary), (&self.openai_wasm, &openai_wasm)] {
+        let plugin_wasm = dir.join(format!("{}.wasm", self.provider.plugin()));
+        for (from, to) in [(&self.binary, &binary), (&self.plugin_wasm, &plugin_wasm)] {
             std::fs::copy(from, to)
                 .map_err(|e| format!("cannot copy {} to {}: {e}", from.display(), to.display()))?;
         }
         Ok(GatewayBuild {
             binary,
-            openai_wasm,
+            plugin_wasm,
+            provider: self.provider,
             log_filter: self.log_filter.clone(),
             surface: self.surface,
             database: self.database.clone(),
@@ -133,8 +159,9 @@ impl Setup {
             let path = dir.path().join(sub);
             std::fs::create_dir(&path).map_err(|e| format!("cannot create {path:?}: {e}"))?;
         }
-        std::fs::copy(&build.openai_wasm, plugins.join("openai.wasm"))
-            .map_err(|e| format!("cannot copy {}: {e}", build.openai_wasm.display()))?;
+        let plugin = build.provider.plugin();
+        std::fs::copy(&build.plugin_wasm, plugins.join(format!("{plugin}.wasm")))
+            .map_err(|e| format!("cannot copy {}: {e}", build.plugin_wasm.display()))?;
 
         let mut config = String::new();
         let _ = writeln!(config, "listen = \"127.0.0.1:0\"");
@@ -173,10 +200,21 @@ impl Setup {
         }
         config.push_str(extra);
         let _ = writeln!(config, "\n[providers.{ROUTE}]");
-        let _ = writeln!(config, "plugin = \"openai\"");
-        let _ = writeln!(config, "base_url = \"http://{upstream}/v1\"");
-        let _ = writeln!(config, "api_key_env = \"{KEY_ENV}\"");
+        let _ = writeln!(config, "plugin = \"{plugin}\"");
         let _ = writeln!(config, "default_model = \"bench\"");
+        match build.provider {
+            Provider::Openai => {
+                let _ = writeln!(config, "base_url = \"http://{upstream}/v1\"");
+                let _ = writeln!(config, "api_key_env = \"{KEY_ENV}\"");
+            }
+            Provider::Bedrock => {
+                let _ = writeln!(config, "base_url = \"http://{upstream}\"");
+                let _ = writeln!(config, "[providers.{ROUTE}.settings]");
+                let _ = writeln!(config, "region = \"us-east-1\"");
+                let _ = writeln!(config, "aws_access_key_id_env = \"{AWS_KEY_ID_ENV}\"");
+                let _ = writeln!(config, "aws_secret_access_key_env = \"{AWS_SECRET_ENV}\"");
+            }
+        }
         let config_path = dir.path().join("etc/gateway.toml");
         std::fs::write(&config_path, &config)
             .map_err(|e| format!("cannot write {}: {e}", config_path.display()))?;
@@ -234,7 +272,9 @@ impl Setup {
             .arg(&self.config)
             .current_dir(self.dir.path())
             .env_remove("GATEWAY_CONFIG")
-            .env(KEY_ENV, UPSTREAM_KEY);
+            .env(KEY_ENV, UPSTREAM_KEY)
+            .env(AWS_KEY_ID_ENV, "AKIDBENCHNOTAREALKEY")
+            .env(AWS_SECRET_ENV, "bench/not/a/real/secret/access/key0000");
         match &self.build.log_filter {
             Some(filter) => command.env("RUST_LOG", filter),
             None => command.env_remove("RUST_LOG"),

@@ -104,6 +104,12 @@ pub struct Options {
     /// (`POST /completions`) or `openai` (`POST /v1/chat/completions`, model `ROUTE/MODEL`).
     #[arg(long, value_enum, default_value_t = gateway::Surface::Commonbase)]
     pub surface: gateway::Surface,
+    /// The plugin serving the gateway's route: `openai` (the fake upstream's chat completions)
+    /// or `bedrock` (its Bedrock Converse, each request signed with SigV4: the cost of a cloud
+    /// provider's plugin; whole answers only, so not for `streaming` and `memory`). The
+    /// `direct` and `proxy` paths always call the OpenAI-compatible endpoint.
+    #[arg(long, value_enum, default_value_t = gateway::Provider::Openai)]
+    pub provider: gateway::Provider,
     /// The gateways' `database`: a `postgres://` URL of an existing database, shared by the
     /// run's gateways (default: a SQLite file each). A gateway older than PostgreSQL support
     /// refuses it.

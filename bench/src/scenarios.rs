@@ -14,7 +14,7 @@ use tempfile::TempDir;
 use crate::Options;
 use crate::SoakOptions;
 use crate::child::Server;
-use crate::gateway::{GatewayBuild, Setup, openai_target};
+use crate::gateway::{GatewayBuild, Provider, Setup, openai_target};
 use crate::load::{self, LoadResult, StreamResult, Target};
 use crate::report::{Check, Report, Table, Verdict, median, mib, ms, ms_signed, today};
 use crate::sys;
@@ -170,17 +170,19 @@ impl Bench {
             .unwrap_or_else(|| target_dir().join("release/gateway"));
         let paths = format!(
             "paths: `direct` = load generator → fake upstream; `proxy` = → bare hyper reverse proxy → upstream; \
-             `gateway` = → `{}` (auth, validation, openai.wasm plugin instance, SQLite invocation log) → upstream. \
+             `gateway` = → `{}` (auth, validation, {}.wasm plugin instance, SQLite invocation log) → upstream. \
              All on 127.0.0.1, HTTP/1.1 keep-alive. Times in ms.",
-            binary.display()
+            binary.display(),
+            options.provider.plugin()
         );
         let build = GatewayBuild {
             binary,
-            openai_wasm: options
+            plugin_wasm: options
                 .plugins_dir
                 .clone()
                 .unwrap_or_else(|| target_dir().join("wasm32-wasip2/plugin"))
-                .join("openai.wasm"),
+                .join(format!("{}.wasm", options.provider.plugin())),
+            provider: options.provider,
             log_filter: options.gateway_log.clone(),
             surface: options.surface,
             database: options.database.clone(),
@@ -590,8 +592,22 @@ impl Bench {
         Ok(())
     }
 
+    /// Whether the route's plugin streams against the fake upstream (bedrock's does not).
+    fn streams(&self, scenario: &str) -> bool {
+        let streams = self.build.provider == Provider::Openai;
+        if !streams {
+            eprintln!(
+                "bench: ({scenario}) skipped: the fake upstream streams only for `--provider openai`"
+            );
+        }
+        streams
+    }
+
     fn streaming(&mut self) -> Result<(), String> {
         eprintln!("bench: (3) streaming");
+        if !self.streams("3") {
+            return Ok(());
+        }
         let frames = self.plan.stream_frames;
         let model = stream_model(frames, self.plan.stream_gap);
         let targets = self.targets(&model, true)?;
@@ -702,6 +718,9 @@ impl Bench {
 
     fn memory(&mut self) -> Result<(), String> {
         eprintln!("bench: (4) memory");
+        if !self.streams("4") {
+            return Ok(());
+        }
         let plan = &self.plan;
         let count = plan.held_streams;
         let frames = plan.held_frames;

@@ -1,6 +1,8 @@
 //! The fake upstream: an OpenAI-compatible `POST .../chat/completions` that
 //! answers at once with a fixed small body, as JSON or as Server-Sent Events;
-//! and an OTLP/HTTP sink (`POST /v1/traces`: read, then 200) for the gateway's spans.
+//! Bedrock's `POST /model/MODEL/converse` with the same answer in its shape (the
+//! signature is not checked: the gateway's e2e tests do that); and an OTLP/HTTP
+//! sink (`POST /v1/traces`: read, then 200) for the gateway's spans.
 //!
 //! The stream's shape travels in the model name, because that is the one
 //! request field the gateway's openai plugin passes through unchanged:
@@ -34,6 +36,9 @@ const MAX_GAP_US: u64 = 10_000_000;
 /// The fixed non-streamed answer (about 300 bytes, like a short real one).
 const COMPLETION: &str = r#"{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"bench","choices":[{"index":0,"message":{"role":"assistant","content":"Hello! How can I help you today?"},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":9,"total_tokens":18}}"#;
 
+/// The same answer as Bedrock's Converse gives it.
+const CONVERSE: &str = r#"{"output":{"message":{"role":"assistant","content":[{"text":"Hello! How can I help you today?"}]}},"stopReason":"end_turn","usage":{"inputTokens":9,"outputTokens":9,"totalTokens":18},"metrics":{"latencyMs":1}}"#;
+
 /// The marker before each content frame's timestamp.
 pub const TS_MARKER: &[u8] = b"@ts=";
 
@@ -58,6 +63,7 @@ type AnswerBody = Either<Full<Bytes>, FrameBody>;
 
 async fn answer(request: Request<Incoming>) -> Result<Response<AnswerBody>, Infallible> {
     let is_chat = request.uri().path().ends_with("/chat/completions");
+    let is_converse = request.uri().path().ends_with("/converse");
     let is_traces = request.uri().path() == "/v1/traces";
     let body = match request.into_body().collect().await {
         Ok(collected) => collected.to_bytes(),
@@ -72,8 +78,20 @@ async fn answer(request: Request<Incoming>) -> Result<Response<AnswerBody>, Infa
         );
         return Ok(response);
     }
+    if is_converse {
+        let mut response = Response::new(Either::Left(Full::new(Bytes::from_static(
+            CONVERSE.as_bytes(),
+        ))));
+        response
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        return Ok(response);
+    }
     if !is_chat {
-        return Ok(plain(StatusCode::NOT_FOUND, "only /chat/completions"));
+        return Ok(plain(
+            StatusCode::NOT_FOUND,
+            "only /chat/completions and /model/MODEL/converse",
+        ));
     }
     if !contains(&body, b"\"stream\":true") {
         let mut response = Response::new(Either::Left(Full::new(Bytes::from_static(
