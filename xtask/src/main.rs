@@ -38,6 +38,7 @@ const PLUGINS: &[Plugin] = &[
     Plugin::bundled("openai", "openai"),
     Plugin::bundled("anthropic", "anthropic"),
     Plugin::bundled("gemini", "gemini"),
+    Plugin::bundled("bedrock", "bedrock"),
     Plugin::test_only("minimal-provider", "minimal"),
     Plugin::test_only("faulty-plugin", "faulty"),
     Plugin::test_only("hostile-plugin", "hostile"),
