@@ -33,3 +33,4 @@ mod responses;
 mod routing;
 mod sandbox;
 mod tracing;
+mod vertex;

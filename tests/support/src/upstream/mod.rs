@@ -22,6 +22,7 @@ pub mod gemini;
 pub mod hostile;
 pub mod openai;
 mod server;
+pub mod vertex;
 
 use std::collections::VecDeque;
 use std::marker::PhantomData;
@@ -48,6 +49,8 @@ pub type OpenAiUpstream = FakeUpstream<OpenAi>;
 pub type AnthropicUpstream = FakeUpstream<Anthropic>;
 /// A fake Gemini API.
 pub type GeminiUpstream = FakeUpstream<Gemini>;
+/// A fake Vertex AI with Google's token endpoint.
+pub type VertexUpstream = FakeUpstream<vertex::Vertex>;
 
 /// Pause between the pieces of a streamed reply, so each travels in its own write and the
 /// plugin sees the stream arrive piece by piece.
