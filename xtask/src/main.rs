@@ -38,6 +38,7 @@ const PLUGINS: &[Plugin] = &[
     Plugin::bundled("openai", "openai"),
     Plugin::bundled("anthropic", "anthropic"),
     Plugin::bundled("gemini", "gemini"),
+    Plugin::bundled("vertex", "vertex"),
     Plugin::bundled("bedrock", "bedrock"),
     Plugin::test_only("minimal-provider", "minimal"),
     Plugin::test_only("faulty-plugin", "faulty"),
@@ -64,6 +65,12 @@ impl Plugin {
         }
     }
 }
+
+/// Plugins that link other plugins' crates as libraries without their `component` feature (their
+/// exports: vertex links gemini and anthropic). Cargo unifies a crate's features over one build,
+/// so built together with those other plugins they would link the exports too (two components'
+/// exports in one: a link error); each is built by a cargo run of its own.
+const BUILT_APART: &[&str] = &["vertex"];
 
 /// The gateway's default `plugins_dir`, relative to its working directory.
 const DEFAULT_PLUGINS_DIR: &str = "data/plugins";
@@ -168,12 +175,22 @@ fn ensure_wasm_target() -> Result<(), String> {
 /// Builds `plugins`; returns the directory holding the `.wasm` files.
 fn build_plugins<'a>(plugins: impl Iterator<Item = &'a Plugin> + Clone) -> Result<PathBuf, String> {
     ensure_wasm_target()?;
-    let mut command = cargo("build");
-    command.args(["--profile", "plugin", "--target", WASM_TARGET]);
-    for plugin in plugins.clone() {
-        command.args(["-p", plugin.package]);
+    let (apart, together): (Vec<&Plugin>, Vec<&Plugin>) = plugins
+        .clone()
+        .partition(|plugin| BUILT_APART.contains(&plugin.package));
+    // The others last, so that what their build writes is what stays in the output directory.
+    let builds = apart
+        .into_iter()
+        .map(|plugin| vec![plugin])
+        .chain([together]);
+    for build in builds.filter(|build| !build.is_empty()) {
+        let mut command = cargo("build");
+        command.args(["--profile", "plugin", "--target", WASM_TARGET]);
+        for plugin in build {
+            command.args(["-p", plugin.package]);
+        }
+        run(command)?;
     }
-    run(command)?;
     let dir = target_dir().join(WASM_TARGET).join("plugin");
     for plugin in plugins {
         let path = dir.join(format!("{}.wasm", plugin.file));
