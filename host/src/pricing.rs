@@ -1,14 +1,17 @@
 //! What a call cost: each token class of its usage times that class's price.
 //!
-//! Prices come from three places, most specific model name first (see [`price_for`]): the
-//! route's `pricing` table in the config, the price table shipped with the gateway
-//! (`host/prices.toml`, embedded at build time, dated by its `as_of`), and the models the plugin
-//! lists in its `info()`.
+//! Prices come from four places, most specific model name first (see [`price_for`]): the
+//! route's `pricing` table in the config, the config's `prices_file` (a table in the same format,
+//! written by `gateway prices import` from the community price list, see [`litellm`], and
+//! reloaded when it changes), the price table shipped with the gateway (`host/prices.toml`,
+//! embedded at build time, dated by its `as_of`), and the models the plugin lists in its
+//! `info()`.
+
+pub mod litellm;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
 use std::sync::{LazyLock, Mutex};
-
-use serde::Deserialize;
 
 use crate::config::Price;
 use crate::plugins::types;
@@ -18,21 +21,75 @@ use crate::store::TokenUsage;
 const SHIPPED_PRICES: &str = include_str!("../prices.toml");
 
 /// Prices per plugin and model, with the date they were taken.
-// No `deny_unknown_fields`: serde cannot combine it with `flatten`; every other key is a
-// plugin, and a misspelt plugin name shows as that plugin having no prices.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PriceTable {
     /// The day the prices were read from the providers' pricing pages (`YYYY-MM-DD`).
     pub as_of: String,
-    /// Plugin name (a route's `plugin`) -> model -> price.
-    #[serde(flatten)]
+    /// Plugin name (a route's `plugin`) -> model -> price. Every key of the file but `as_of`
+    /// is a plugin: a misspelt plugin name shows as that plugin having no prices.
     pub plugins: BTreeMap<String, BTreeMap<String, Price>>,
+}
+
+/// What is wrong with a price table, in words that begin with the key they name.
+#[derive(Debug, thiserror::Error)]
+pub enum PriceTableError {
+    /// Not TOML.
+    #[error("{0}")]
+    Syntax(#[source] Box<toml::de::Error>),
+    #[error("as_of: {0}")]
+    AsOf(&'static str),
+    #[error("{0}: a plugin's prices must be a table of models")]
+    NotATable(String),
+    /// An entry that is not a price: `plugin."model": why`.
+    #[error("{plugin}.{model:?}: {problem}")]
+    Entry {
+        plugin: String,
+        model: String,
+        problem: String,
+    },
 }
 
 impl PriceTable {
     /// Parses a price table in the format of `host/prices.toml`.
-    pub fn parse(text: &str) -> Result<PriceTable, toml::de::Error> {
-        toml::from_str(text)
+    ///
+    /// Entry by entry, so that a refusal names the plugin and model of the entry at fault (serde
+    /// tells no place through a flattened map).
+    pub fn parse(text: &str) -> Result<PriceTable, PriceTableError> {
+        let document: toml::Table = text
+            .parse()
+            .map_err(|e| PriceTableError::Syntax(Box::new(e)))?;
+        let mut table = PriceTable::default();
+        for (key, value) in document {
+            if key == "as_of" {
+                table.as_of = match value {
+                    toml::Value::String(date) => date,
+                    _ => return Err(PriceTableError::AsOf("must be a date as a string")),
+                };
+                continue;
+            }
+            let toml::Value::Table(models) = value else {
+                return Err(PriceTableError::NotATable(key));
+            };
+            let mut prices = BTreeMap::new();
+            for (model, price) in models {
+                let price: Price =
+                    price
+                        .try_into()
+                        .map_err(|e: toml::de::Error| PriceTableError::Entry {
+                            plugin: key.clone(),
+                            model: model.clone(),
+                            problem: e.message().trim_end().to_owned(),
+                        })?;
+                prices.insert(model, price);
+            }
+            table.plugins.insert(key, prices);
+        }
+        if table.as_of.is_empty() {
+            return Err(PriceTableError::AsOf(
+                "missing: the day the prices were read",
+            ));
+        }
+        Ok(table)
     }
 
     /// The table shipped with the gateway. A unit test guarantees it parses; should it ever
@@ -53,45 +110,184 @@ impl PriceTable {
     pub fn plugin(&self, plugin: &str) -> Option<&BTreeMap<String, Price>> {
         self.plugins.get(plugin)
     }
+
+    /// Reads a prices file (the config's `prices_file`).
+    pub fn load(path: &Path) -> Result<PriceTable, PricesFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PricesFileError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        PriceTable::parse(&text).map_err(|source| PricesFileError::Parse {
+            path: path.display().to_string(),
+            source,
+        })
+    }
+
+    /// Models priced, every plugin's together.
+    pub fn len(&self) -> usize {
+        self.plugins.values().map(BTreeMap::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The table in the format of `host/prices.toml`, one line per model, after `header` (each
+    /// of its lines made a comment). [`PriceTable::parse`] reads back the same table.
+    pub fn to_toml(&self, header: &str) -> String {
+        let mut text = String::new();
+        for line in header.lines() {
+            text.push_str(format!("# {line}").trim_end());
+            text.push('\n');
+        }
+        text.push_str(&format!("\nas_of = {}\n", toml_string(&self.as_of)));
+        for (plugin, models) in &self.plugins {
+            let bare = !plugin.is_empty()
+                && plugin
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            if bare {
+                text.push_str(&format!("\n[{plugin}]\n"));
+            } else {
+                text.push_str(&format!("\n[{}]\n", toml_string(plugin)));
+            }
+            for (model, price) in models {
+                text.push_str(&format!("{} = {}\n", toml_string(model), price_toml(price)));
+            }
+        }
+        text
+    }
+}
+
+/// Why a prices file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PricesFileError {
+    #[error("cannot read prices file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("invalid prices file {path}: {source}")]
+    Parse {
+        path: String,
+        source: PriceTableError,
+    },
+}
+
+/// `text` as a TOML basic string.
+fn toml_string(text: &str) -> String {
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => quoted.push_str("\\\""),
+            '\\' => quoted.push_str("\\\\"),
+            c if c.is_control() => quoted.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => quoted.push(c),
+        }
+    }
+    quoted.push('"');
+    quoted
+}
+
+/// A price as a TOML inline table, in the field order of `host/prices.toml`.
+fn price_toml(price: &Price) -> String {
+    // `{:?}` is the shortest decimal that reads back as the same double, with a `.0` on whole
+    // numbers (and an exponent for very small ones): a TOML float either way.
+    let mut fields = vec![format!("input_per_mtok = {:?}", price.input_per_mtok)];
+    let optional = [
+        ("audio_input_per_mtok", price.audio_input_per_mtok),
+        ("cached_input_per_mtok", price.cached_input_per_mtok),
+        ("cache_write_per_mtok", price.cache_write_per_mtok),
+    ];
+    fields.extend(
+        optional
+            .iter()
+            .filter_map(|(key, value)| value.map(|value| format!("{key} = {value:?}"))),
+    );
+    fields.push(format!("output_per_mtok = {:?}", price.output_per_mtok));
+    if let Some(long) = &price.long_context {
+        let mut tier = vec![
+            format!("above_prompt_tokens = {}", long.above_prompt_tokens),
+            format!("input_per_mtok = {:?}", long.input_per_mtok),
+        ];
+        let optional = [
+            ("audio_input_per_mtok", long.audio_input_per_mtok),
+            ("cached_input_per_mtok", long.cached_input_per_mtok),
+            ("cache_write_per_mtok", long.cache_write_per_mtok),
+        ];
+        tier.extend(
+            optional
+                .iter()
+                .filter_map(|(key, value)| value.map(|value| format!("{key} = {value:?}"))),
+        );
+        tier.push(format!("output_per_mtok = {:?}", long.output_per_mtok));
+        fields.push(format!("long_context = {{ {} }}", tier.join(", ")));
+    }
+    format!("{{ {} }}", fields.join(", "))
 }
 
 /// The price of `model` on a route served by the plugin named `plugin`.
 ///
-/// Sources, in order of precedence: the route's `pricing` table, the shipped table's entries
-/// for `plugin`, and the plugin's own `info()` list. The most specific name wins across all
-/// of them: an exact name first, otherwise the longest known name that `model` extends with
-/// a `-suffix` (dated snapshots such as `gpt-4o-mini-2024-07-18`); for the same name, the
-/// earlier source wins. So a route's `gpt-4o` price covers `gpt-4o-2024-08-06` but not
-/// `gpt-4o-mini`, which the shipped table names exactly.
+/// Sources, in order of precedence: the route's `pricing` table, the prices file's entries for
+/// `plugin` (`imported`, the config's `prices_file`; empty without one), the shipped table's,
+/// and the plugin's own `info()` list. The most specific name wins across all of them: an
+/// exact name first, otherwise the longest known name that `model` extends with a `-suffix`
+/// (dated snapshots such as `gpt-4o-mini-2024-07-18`) or an `@version` (Vertex's
+/// `claude-sonnet-4@20250514`); for the same name, the earlier source wins. So a route's
+/// `gpt-4o` price covers `gpt-4o-2024-08-06` but not `gpt-4o-mini`, which the shipped table
+/// names exactly.
+///
+/// A Bedrock cross-region inference profile (`us.anthropic.claude-...`, `eu.`, `apac.`,
+/// `global.`, ...) is priced by its own name where a source has it (some regions' profiles
+/// cost more), else by the model's name without the geography.
 pub fn price_for(
     route: &BTreeMap<String, Price>,
+    imported: &PriceTable,
     plugin: &str,
     plugin_models: &[types::ModelPrice],
     model: &str,
 ) -> Option<Price> {
-    price_in(
-        route,
+    let tables = [
+        imported.plugin(plugin),
         PriceTable::shipped().plugin(plugin),
-        plugin_models,
-        model,
-    )
+    ];
+    price_in(route, &tables, plugin_models, model).or_else(|| {
+        let base = without_geography(model)?;
+        price_in(route, &tables, plugin_models, base)
+    })
 }
 
-/// [`price_for`] against a given table instead of the shipped one.
+/// The geographies of Bedrock's cross-region inference profiles, the first part of their ids.
+const PROFILE_GEOGRAPHIES: &[&str] = &[
+    "us", "eu", "apac", "au", "jp", "ca", "in", "us-gov", "global",
+];
+
+/// `model` without the geography of a cross-region inference profile id
+/// (`us.anthropic.claude-sonnet-4-20250514-v1:0` -> `anthropic.claude-sonnet-4-20250514-v1:0`):
+/// a geography, then a provider and its model.
+fn without_geography(model: &str) -> Option<&str> {
+    let (geography, rest) = model.split_once('.')?;
+    (PROFILE_GEOGRAPHIES.contains(&geography) && rest.contains('.')).then_some(rest)
+}
+
+/// [`price_for`] against given tables (in precedence order) instead of the imported and
+/// shipped ones.
 fn price_in(
     route: &BTreeMap<String, Price>,
-    table: Option<&BTreeMap<String, Price>>,
+    tables: &[Option<&BTreeMap<String, Price>>],
     plugin_models: &[types::ModelPrice],
     model: &str,
 ) -> Option<Price> {
-    // Visited in precedence order: route, table, plugin.
+    // Visited in precedence order: route, tables, plugin.
     let known = route
         .iter()
         .map(|(name, price)| (name.as_str(), *price))
         .chain(
-            table
-                .into_iter()
+            tables
+                .iter()
                 .flatten()
+                .flat_map(|table| table.iter())
                 .map(|(name, price)| (name.as_str(), *price)),
         )
         .chain(plugin_models.iter().map(|p| {
@@ -115,17 +311,23 @@ fn price_in(
 }
 
 /// How well the known name `name` matches the requested `model`: exact beats everything, then
-/// the longer of the names `model` extends with `-suffix`. `None` when it does not match.
+/// the longer of the names `model` extends with `-suffix` or `@version`. `None` when it does not
+/// match.
 ///
 /// A suffix that starts with a number of one or two digits is a new version of the model
-/// (`claude-opus-4` → `claude-opus-4-1`), which has its own price; snapshot suffixes are dates
-/// (`-2024-07-18`, `-20250929`, `-0613`, `-001`) or words (`-latest`, `-preview-09-2025`).
+/// (`claude-opus-4` → `claude-opus-4-1`, `claude-opus-4-1@20250805`), which has its own price;
+/// snapshot suffixes are dates (`-2024-07-18`, `-20250929`, `-0613`, `-001`) or words
+/// (`-latest`, `-preview-09-2025`), and Vertex's `@` versions (`@20250514`, `@default`).
 fn specificity(name: &str, model: &str) -> Option<usize> {
     if name == model {
         return Some(usize::MAX);
     }
-    let suffix = model.strip_prefix(name)?.strip_prefix('-')?;
-    let first = suffix.split('-').next().unwrap_or_default();
+    let rest = model.strip_prefix(name)?;
+    if let Some(version) = rest.strip_prefix('@') {
+        return (!version.is_empty()).then_some(name.len());
+    }
+    let suffix = rest.strip_prefix('-')?;
+    let first = suffix.split(['-', '@']).next().unwrap_or_default();
     let is_version =
         !first.is_empty() && first.len() <= 2 && first.bytes().all(|b| b.is_ascii_digit());
     (!suffix.is_empty() && !is_version).then_some(name.len())
@@ -342,7 +544,7 @@ mod tests {
             ("gpt-4o-mini".to_owned(), price(0.15, 0.6)),
         ]);
         let plugin = vec![plugin_model("o4-mini", 1.1, 4.4)];
-        let find = |model| price_in(&route, None, &plugin, model);
+        let find = |model| price_in(&route, &[], &plugin, model);
         assert_eq!(find("gpt-4o"), Some(price(2.5, 10.0)));
         assert_eq!(find("gpt-4o-mini-2024-07-18"), Some(price(0.15, 0.6)));
         assert_eq!(find("o4-mini"), Some(price(1.1, 4.4)));
@@ -362,7 +564,7 @@ mod tests {
             plugin_model("t", 3.0, 3.0),
             plugin_model("p", 3.0, 3.0),
         ];
-        let find = |model| price_in(&route, Some(&table), &plugin, model);
+        let find = |model| price_in(&route, &[Some(&table)], &plugin, model);
         assert_eq!(find("m"), Some(price(1.0, 1.0)));
         assert_eq!(find("m-2025-01-01"), Some(price(1.0, 1.0)));
         assert_eq!(find("t"), Some(price(2.0, 2.0)));
@@ -375,7 +577,7 @@ mod tests {
         // The route prices gpt-4o; gpt-4o-mini is a different model, priced by the table.
         let route = BTreeMap::from([("gpt-4o".to_owned(), price(9.0, 9.0))]);
         let table = BTreeMap::from([("gpt-4o-mini".to_owned(), price(0.15, 0.6))]);
-        let find = |model| price_in(&route, Some(&table), &[], model);
+        let find = |model| price_in(&route, &[Some(&table)], &[], model);
         assert_eq!(find("gpt-4o-mini"), Some(price(0.15, 0.6)));
         assert_eq!(find("gpt-4o-mini-2024-07-18"), Some(price(0.15, 0.6)));
         assert_eq!(find("gpt-4o-2024-08-06"), Some(price(9.0, 9.0)));
@@ -388,13 +590,168 @@ mod tests {
             ("gemini-2.0-flash".to_owned(), price(0.1, 0.4)),
             ("gpt-4".to_owned(), price(30.0, 60.0)),
         ]);
-        let find = |model| price_in(&BTreeMap::new(), Some(&table), &[], model);
+        let find = |model| price_in(&BTreeMap::new(), &[Some(&table)], &[], model);
         assert_eq!(find("claude-opus-4-1"), None);
         assert_eq!(find("claude-opus-4-6-20260101"), None);
         assert_eq!(find("claude-opus-4-20250514"), Some(price(15.0, 75.0)));
         assert_eq!(find("gemini-2.0-flash-001"), Some(price(0.1, 0.4)));
         assert_eq!(find("gpt-4-0613"), Some(price(30.0, 60.0)));
         assert_eq!(find("gpt-4-latest"), Some(price(30.0, 60.0)));
+    }
+
+    #[test]
+    fn vertex_at_versions_are_snapshots_of_their_model() {
+        let table = BTreeMap::from([
+            ("claude-sonnet-4".to_owned(), price(3.0, 15.0)),
+            ("claude-opus-4".to_owned(), price(15.0, 75.0)),
+            ("claude-opus-4-1".to_owned(), price(15.0, 75.0)),
+            ("claude-opus-4-5".to_owned(), price(5.0, 25.0)),
+        ]);
+        let find = |model| price_in(&BTreeMap::new(), &[Some(&table)], &[], model);
+        assert_eq!(find("claude-sonnet-4@20250514"), Some(price(3.0, 15.0)));
+        assert_eq!(find("claude-opus-4-5@20251101"), Some(price(5.0, 25.0)));
+        assert_eq!(find("claude-opus-4-1@20250805"), Some(price(15.0, 75.0)));
+        // A new version with an @ version is not the older model's snapshot.
+        assert_eq!(find("claude-opus-4-6@default"), None);
+        assert_eq!(find("claude-sonnet-4@"), None);
+    }
+
+    fn table_of(entries: &[(&str, &str, Price)]) -> PriceTable {
+        let mut table = PriceTable {
+            as_of: "2026-11-27".into(),
+            ..PriceTable::default()
+        };
+        for (plugin, model, price) in entries {
+            table
+                .plugins
+                .entry((*plugin).to_owned())
+                .or_default()
+                .insert((*model).to_owned(), *price);
+        }
+        table
+    }
+
+    #[test]
+    fn cross_region_profiles_are_priced_by_their_own_name_else_by_the_model() {
+        let base = "anthropic.claude-sonnet-4-20250514-v1:0";
+        let imported = table_of(&[
+            ("bedrock", base, price(3.0, 15.0)),
+            ("bedrock", "us.anthropic.claude-test-9-v1", price(5.5, 27.5)),
+            ("bedrock", "anthropic.claude-test-9-v1", price(5.0, 25.0)),
+        ]);
+        let find = |model: &str| price_for(&BTreeMap::new(), &imported, "bedrock", &[], model);
+        for profile in ["us", "eu", "apac", "global", "us-gov", "jp"] {
+            assert_eq!(
+                find(&format!("{profile}.{base}")),
+                Some(price(3.0, 15.0)),
+                "{profile}"
+            );
+        }
+        assert_eq!(
+            find("us.anthropic.claude-test-9-v1"),
+            Some(price(5.5, 27.5))
+        );
+        assert_eq!(
+            find("eu.anthropic.claude-test-9-v1"),
+            Some(price(5.0, 25.0))
+        );
+        // Not a geography, or no provider after it.
+        assert_eq!(find(&format!("xx.{base}")), None);
+        assert_eq!(without_geography("us.model"), None);
+        // A route's price of the profile itself comes first.
+        let route = BTreeMap::from([(format!("us.{base}"), price(1.0, 1.0))]);
+        assert_eq!(
+            price_for(&route, &imported, "bedrock", &[], &format!("us.{base}")),
+            Some(price(1.0, 1.0))
+        );
+    }
+
+    #[test]
+    fn the_prices_file_comes_after_the_route_and_before_the_shipped_table() {
+        let imported = table_of(&[
+            ("openai", "gpt-4o-mini", price(1.0, 2.0)),
+            ("openai", "my-model", price(3.0, 4.0)),
+        ]);
+        let find = |route: &BTreeMap<String, Price>, model: &str| {
+            price_for(route, &imported, "openai", &[], model)
+        };
+        let none = BTreeMap::new();
+        assert_eq!(find(&none, "gpt-4o-mini-2024-07-18"), Some(price(1.0, 2.0)));
+        assert_eq!(find(&none, "my-model"), Some(price(3.0, 4.0)));
+        // What the file does not have: the shipped table's.
+        assert_eq!(find(&none, "gpt-4.1").map(|p| p.input_per_mtok), Some(2.0));
+        let route = BTreeMap::from([("gpt-4o-mini".to_owned(), price(9.0, 9.0))]);
+        assert_eq!(find(&route, "gpt-4o-mini"), Some(price(9.0, 9.0)));
+        // Another plugin's entries do not price this one's models.
+        assert_eq!(
+            price_for(&none, &imported, "anthropic", &[], "my-model"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_written_table_reads_back_the_same() {
+        let full = Price {
+            audio_input_per_mtok: Some(0.7),
+            long_context: Some(LongContextPrice {
+                above_prompt_tokens: 200_000,
+                input_per_mtok: 2.5,
+                output_per_mtok: 15.0,
+                cached_input_per_mtok: Some(0.25),
+                cache_write_per_mtok: Some(0.0125),
+                audio_input_per_mtok: None,
+            }),
+            ..cached_price(1.25, 10.0, 0.125, 1.5625)
+        };
+        let table = table_of(&[
+            ("vertex", "claude-sonnet-4@20250514", full),
+            (
+                "bedrock",
+                "us.amazon.nova-micro-v1:0",
+                cached_price(0.035, 0.14, 0.00875, 0.035),
+            ),
+            ("openai", "odd \"name\" \\ here", price(1e-9, 0.0)),
+            ("some plugin", "m", price(1.0, 2.0)),
+        ]);
+        let text = table.to_toml("Written by a test.\nSecond line.");
+        assert!(
+            text.starts_with("# Written by a test.\n# Second line.\n"),
+            "{text}"
+        );
+        assert!(text.contains("\n[bedrock]\n"), "{text}");
+        let read = PriceTable::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(read.as_of, table.as_of);
+        assert_eq!(read.plugins, table.plugins);
+        assert!(text.contains(
+            "\"us.amazon.nova-micro-v1:0\" = { input_per_mtok = 0.035, cached_input_per_mtok = 0.00875, cache_write_per_mtok = 0.035, output_per_mtok = 0.14 }"
+        ), "{text}");
+    }
+
+    #[test]
+    fn a_table_that_does_not_parse_names_the_entry_at_fault() {
+        let refused = |text: &str| PriceTable::parse(text).expect_err("refused").to_string();
+        let message = refused(
+            "as_of = \"2026-11-27\"\n[openai]\n\"ok\" = { input_per_mtok = 1.0, output_per_mtok = 1.0 }\n\
+             \"gpt-x\" = { input_per_mtok = \"3\", output_per_mtok = 1.0 }\n",
+        );
+        assert!(
+            message.starts_with("openai.\"gpt-x\": ") && message.contains("string"),
+            "{message}"
+        );
+        let message = refused(
+            "as_of = \"d\"\n[openai]\n\"m\" = { input_per_mtok = -1.0, output_per_mtok = 1.0 }\n",
+        );
+        assert!(
+            message.contains("input_per_mtok must be a finite number"),
+            "{message}"
+        );
+        let message = refused(
+            "as_of = \"d\"\n[openai]\n\"m\" = { input_per_mtk = 1.0, output_per_mtok = 1.0 }\n",
+        );
+        assert!(message.contains("input_per_mtk"), "{message}");
+        assert!(refused("[openai]\n").starts_with("as_of: missing"));
+        assert!(refused("as_of = \"d\"\nopenai = 3\n").starts_with("openai: "));
+        assert!(refused("as_of = ").contains("TOML parse error"));
     }
 
     #[test]
@@ -604,14 +961,14 @@ mod tests {
             "as_of must be YYYY-MM-DD: {:?}",
             table.as_of
         );
-        for plugin in ["openai", "anthropic", "gemini"] {
+        for plugin in ["openai", "anthropic", "gemini", "bedrock", "vertex"] {
             assert!(
                 table.plugin(plugin).is_some_and(|m| !m.is_empty()),
                 "no prices for {plugin}"
             );
         }
         let get = |plugin: &str, model: &str| {
-            price_in(&BTreeMap::new(), table.plugin(plugin), &[], model)
+            price_in(&BTreeMap::new(), &[table.plugin(plugin)], &[], model)
                 .unwrap_or_else(|| panic!("no price for {plugin}/{model}"))
         };
         let gpt4o_mini = get("openai", "gpt-4o-mini-2024-07-18");
@@ -667,6 +1024,87 @@ mod tests {
         // The first gpt-4o snapshot has its own price; later ones are gpt-4o's.
         assert_eq!(get("openai", "gpt-4o-2024-05-13").input_per_mtok, 5.0);
         assert_eq!(get("openai", "gpt-4o-2024-11-20").input_per_mtok, 2.5);
+    }
+
+    #[test]
+    fn shipped_table_prices_bedrock_and_vertex_models() {
+        let get = |plugin: &str, model: &str| {
+            price_for(&BTreeMap::new(), &PriceTable::default(), plugin, &[], model)
+                .unwrap_or_else(|| panic!("no price for {plugin}/{model}"))
+        };
+        let io = |price: Price| (price.input_per_mtok, price.output_per_mtok);
+        let sonnet = get("bedrock", "anthropic.claude-sonnet-4-5-20250929-v1:0");
+        assert_eq!(
+            (
+                io(sonnet),
+                sonnet.cached_input_per_mtok,
+                sonnet.cache_write_per_mtok
+            ),
+            ((3.0, 15.0), Some(0.30), Some(3.75))
+        );
+        assert!(sonnet.long_context.is_some());
+        // A geography's profile costs 10% more; a global one is the model's price.
+        assert_eq!(
+            io(get(
+                "bedrock",
+                "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+            )),
+            (3.30, 16.50)
+        );
+        assert_eq!(
+            io(get(
+                "bedrock",
+                "global.anthropic.claude-sonnet-4-5-20250929-v1:0"
+            )),
+            (3.0, 15.0)
+        );
+        // Profiles priced as their model: every geography of an older one.
+        assert_eq!(
+            io(get(
+                "bedrock",
+                "us.anthropic.claude-3-5-haiku-20241022-v1:0"
+            )),
+            (0.80, 4.0)
+        );
+        assert_eq!(
+            io(get("bedrock", "us.meta.llama3-3-70b-instruct-v1:0")),
+            (0.72, 0.72)
+        );
+        for model in [
+            "anthropic.claude-sonnet-4-20250514-v1:0",
+            "anthropic.claude-haiku-4-5-20251001-v1:0",
+            "anthropic.claude-opus-4-1-20250805-v1:0",
+            "anthropic.claude-opus-4-6-v1",
+            "amazon.nova-micro-v1:0",
+            "amazon.nova-lite-v1:0",
+            "amazon.nova-pro-v1:0",
+            "meta.llama4-maverick-17b-instruct-v1:0",
+            "mistral.mistral-large-2407-v1:0",
+        ] {
+            get("bedrock", model);
+        }
+        assert_eq!(io(get("bedrock", "amazon.nova-micro-v1:0")), (0.035, 0.14));
+        for (model, input) in [
+            ("amazon.titan-embed-text-v2:0", 0.02),
+            ("cohere.embed-english-v3", 0.10),
+            ("cohere.embed-multilingual-v3", 0.10),
+        ] {
+            assert_eq!(io(get("bedrock", model)), (input, 0.0), "{model}");
+        }
+        // Vertex: Gemini at Vertex's prices, Claude by its `@` versions.
+        let pro = get("vertex", "gemini-2.5-pro");
+        assert_eq!(io(pro), (1.25, 10.0));
+        assert_eq!(pro.long_context.map(|l| l.input_per_mtok), Some(2.50));
+        assert_eq!(io(get("vertex", "gemini-2.5-flash")), (0.30, 2.50));
+        assert_eq!(io(get("vertex", "gemini-2.5-flash-lite")), (0.10, 0.40));
+        assert_eq!(io(get("vertex", "gemini-2.0-flash-001")), (0.15, 0.60));
+        assert_eq!(io(get("vertex", "claude-sonnet-4@20250514")), (3.0, 15.0));
+        assert_eq!(io(get("vertex", "claude-sonnet-4-5@20250929")), (3.0, 15.0));
+        assert_eq!(io(get("vertex", "claude-haiku-4-5@20251001")), (1.0, 5.0));
+        assert_eq!(io(get("vertex", "claude-opus-4-1@20250805")), (15.0, 75.0));
+        assert_eq!(io(get("vertex", "claude-opus-4-5@20251101")), (5.0, 25.0));
+        assert_eq!(io(get("vertex", "text-embedding-005")), (0.10, 0.0));
+        assert_eq!(io(get("vertex", "gemini-embedding-001")), (0.15, 0.0));
     }
 
     #[test]

@@ -25,6 +25,7 @@ mod metrics;
 mod openai_surface;
 mod parts;
 mod plugin_state;
+mod prices;
 mod providers;
 mod reasoning;
 mod replicas;

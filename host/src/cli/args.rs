@@ -56,6 +56,28 @@ pub(super) enum Command {
         #[command(subcommand)]
         command: PluginsCommand,
     },
+    /// Manage the prices file (the config's `prices_file`).
+    Prices {
+        #[command(subcommand)]
+        command: PricesCommand,
+    },
+}
+
+#[derive(Subcommand)]
+pub(super) enum PricesCommand {
+    /// Write the prices file from the community price list (LiteLLM's
+    /// model_prices_and_context_window.json): every model a gateway plugin serves that is
+    /// priced per token. Prints how many models were added, changed, unchanged and removed,
+    /// and what was skipped and why. A file that does not read as such a list is refused and
+    /// the prices file is left as it was; otherwise the prices file is replaced whole, in one
+    /// rename (a running gateway reloads it).
+    Import {
+        /// The price list (JSON).
+        file: PathBuf,
+        /// Where to write the prices (default: the config's `prices_file`).
+        #[arg(long, value_name = "PATH")]
+        out: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]

@@ -6,6 +6,7 @@ mod args;
 mod invocations;
 mod key;
 mod plugins;
+mod prices;
 mod project;
 mod usage;
 
@@ -19,7 +20,7 @@ use crate::plugins::RuntimeError;
 use crate::reports::ReportError;
 use crate::server::app::StartError;
 use crate::store::{Store, StoreError};
-use args::{Cli, Command, PluginsCommand};
+use args::{Cli, Command, PluginsCommand, PricesCommand};
 
 /// Why a command failed; printed as `error: ...`.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +48,8 @@ enum CliError {
     PluginRuntime(#[from] RuntimeError),
     #[error(transparent)]
     Start(#[from] StartError),
+    #[error(transparent)]
+    Prices(#[from] prices::PricesError),
 }
 
 /// `RUST_LOG`, or `info`. tokio-postgres logs every statement's parameters at debug level:
@@ -117,7 +120,8 @@ pub fn run() -> ExitCode {
     }
 }
 
-/// Runs `command`; every command but `plugins list` opens the store first (migrating it).
+/// Runs `command`; every command but `plugins list` and `prices import` opens the store first
+/// (migrating it).
 async fn execute(
     command: Command,
     config: Config,
@@ -128,6 +132,9 @@ async fn execute(
         Command::Plugins {
             command: PluginsCommand::List,
         } => plugins::list(&config).await,
+        Command::Prices {
+            command: PricesCommand::Import { file, out },
+        } => prices::import(&config, config_path.as_deref(), &file, out.as_deref()),
         Command::Serve => {
             let store = store().await?;
             crate::server::app::serve(config, config_path, store).await?;

@@ -205,6 +205,12 @@ pub struct Config {
     /// Records older than this many days are deleted in the background (absent: kept forever).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub record_retention_days: Option<Positive<NonZeroU32>>,
+    /// A price table in the format of `host/prices.toml` (written by `gateway prices import`)
+    /// whose prices come before the shipped table's, after the routes' `pricing` tables.
+    /// Watched and reloaded when it changes; an edit that does not parse is refused and the
+    /// prices already loaded stay.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prices_file: Option<PathBuf>,
     pub providers: BTreeMap<String, RouteConfig>,
     /// `[models.ALIAS]`: names the OpenAI- and Anthropic-format endpoints
     /// accept as `model`, each standing for a route and one of its models.
@@ -288,6 +294,7 @@ impl Default for Config {
             record_bodies: RecordBodies::default(),
             record_body_max_bytes: 64 * 1024,
             record_retention_days: None,
+            prices_file: None,
             providers: BTreeMap::new(),
             models: BTreeMap::new(),
         }

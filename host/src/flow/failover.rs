@@ -340,6 +340,11 @@ impl Failover {
         &self.current
     }
 
+    /// The prices file's table of the config snapshot the request started with.
+    pub fn prices(&self) -> &crate::pricing::PriceTable {
+        &self.live.prices
+    }
+
     /// The target of the last try.
     pub fn current_target(&self) -> &Target {
         self.current.route.target(self.target)

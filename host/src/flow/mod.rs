@@ -414,7 +414,7 @@ async fn flow<S: Surface>(
     // Last before the call: a request refused for anything else takes nothing from its limits.
     let project = key.project_id.clone();
     let quota = quota::Quota::admit(state, key, || {
-        quota::estimate(&ask, &target.params, &route, &plugin, &model)
+        quota::estimate(&ask, &target.params, &route, &plugin, &model, &live.prices)
     })
     .await?;
     // Each try sets the route of its upstream (`Try::aim`).

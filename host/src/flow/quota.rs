@@ -10,7 +10,7 @@ use super::Ask;
 use crate::error::ApiError;
 use crate::limits::{Admitted, Check, Estimate, Limiter, Reservation, Subject};
 use crate::plugins::{Plugin, types};
-use crate::pricing;
+use crate::pricing::{self, PriceTable};
 use crate::routing::Route;
 use crate::state::AppState;
 use crate::store::{KeyRecord, TokenUsage};
@@ -148,6 +148,7 @@ pub(super) fn estimate<C, E>(
     route: &Route,
     plugin: &Plugin,
     model: &str,
+    prices: &PriceTable,
 ) -> Estimate {
     let (prompt_bytes, completion_tokens) = match ask {
         Ask::Complete {
@@ -183,6 +184,7 @@ pub(super) fn estimate<C, E>(
     };
     let price = pricing::price_for(
         &route.config.pricing,
+        prices,
         &route.config.plugin,
         &plugin.info.models,
         model,

@@ -44,6 +44,8 @@ pub enum StartError {
     Serve(#[from] ServeError),
     #[error("traces: {0}")]
     Traces(#[from] crate::traces::TracesError),
+    #[error(transparent)]
+    Prices(#[from] crate::pricing::PricesFileError),
 }
 
 pub async fn serve(
@@ -51,7 +53,9 @@ pub async fn serve(
     config_path: Option<PathBuf>,
     store: Store,
 ) -> Result<(), StartError> {
-    // First: a second process on the same journal directory is refused
+    // A prices file that cannot be read is refused before anything starts.
+    let prices = crate::state::reload::load_prices(&config)?;
+    // Then: a second process on the same journal directory is refused
     // before it changes anything.
     let journal = match config.journal_dir() {
         Some(dir) => Some(Journal::open(&dir)?),
@@ -113,7 +117,9 @@ pub async fn serve(
     let traces = crate::traces::Traces::start(&config)?;
     // Not the state: the invocation writer ends only once every handle of the state is gone.
     let flushing = traces.clone();
-    let state = Arc::new(AppState::new(config, routes, runtime, store, log, traces));
+    let state = Arc::new(AppState::new(
+        config, routes, prices, runtime, store, log, traces,
+    ));
     let metrics_server = metrics_listener.map(|(address, listener)| {
         println!("metrics on http://{address}/metrics");
         tokio::spawn(super::serve_metrics(listener, Arc::downgrade(&state)))

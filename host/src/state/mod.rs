@@ -1,7 +1,7 @@
 //! What every request reads: the serving config (hot-reloadable, one snapshot
 //! per request), the plugin runtime, the store and the invocation log, and the
 //! signal that shutdown's grace period is over. [`reload`] swaps the serving config when its
-//! file changes.
+//! file changes, and the prices when the config's `prices_file` does.
 
 pub mod reload;
 
@@ -12,6 +12,7 @@ use tokio::sync::watch;
 use crate::config::Config;
 use crate::limits::Limiter;
 use crate::plugins::PluginRuntime;
+use crate::pricing::PriceTable;
 use crate::routing::Routes;
 use crate::store::{InvocationLog, Store};
 
@@ -40,7 +41,10 @@ pub struct AppState {
 /// The hot-reloadable part of the state: a request uses one snapshot throughout.
 pub struct Live {
     pub config: Config,
-    pub routes: Routes,
+    /// Shared with the next snapshot when only the prices change.
+    pub routes: Arc<Routes>,
+    /// The config's `prices_file` as last loaded (empty without one).
+    pub prices: Arc<PriceTable>,
     pub loaded_at_ms: i64,
 }
 
@@ -48,6 +52,7 @@ impl AppState {
     pub fn new(
         config: Config,
         routes: Routes,
+        prices: PriceTable,
         runtime: Arc<PluginRuntime>,
         store: Store,
         log: InvocationLog,
@@ -74,7 +79,8 @@ impl AppState {
             traces,
             live: RwLock::new(Arc::new(Live {
                 config,
-                routes,
+                routes: Arc::new(routes),
+                prices: Arc::new(prices),
                 loaded_at_ms: crate::clock::now_ms(),
             })),
             config_error: RwLock::new(None),
@@ -104,14 +110,31 @@ impl AppState {
         self.live.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Swaps in a new config; requests already running keep the one they started with.
-    pub fn replace_config(&self, config: Config, routes: Routes) {
-        *self.live.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Live {
+    /// Swaps in a new config, with new prices or (`None`) those serving; requests already
+    /// running keep the snapshot they started with.
+    pub fn replace_config(&self, config: Config, routes: Routes, prices: Option<PriceTable>) {
+        let mut live = self.live.write().unwrap_or_else(|p| p.into_inner());
+        // Taken under the lock, so that prices reloaded meanwhile are not lost.
+        let prices = prices.map_or_else(|| live.prices.clone(), Arc::new);
+        *live = Arc::new(Live {
             config,
-            routes,
+            routes: Arc::new(routes),
+            prices,
             loaded_at_ms: crate::clock::now_ms(),
         });
+        drop(live);
         *self.config_error.write().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// Swaps in new prices, the config and routes unchanged (`loaded_at_ms` is the config's).
+    pub fn replace_prices(&self, prices: PriceTable) {
+        let mut live = self.live.write().unwrap_or_else(|p| p.into_inner());
+        *live = Arc::new(Live {
+            config: live.config.clone(),
+            routes: live.routes.clone(),
+            prices: Arc::new(prices),
+            loaded_at_ms: live.loaded_at_ms,
+        });
     }
 
     pub fn reject_config(&self, reason: String) {

@@ -1,0 +1,643 @@
+//! Reading the community price list: LiteLLM's `model_prices_and_context_window.json`, one
+//! object per model with its `litellm_provider`, `mode` and per-token prices in dollars.
+//!
+//! What the gateway can price (a chat, completion or embedding model of a provider one of its
+//! plugins serves, priced per token) becomes a [`Price`] under that plugin's name; everything
+//! else is counted as skipped, by reason. A file that is not such a list, or an entry the
+//! gateway would price whose price fields are not numbers, is refused as a whole and names the
+//! entry: an import writes all of a file or nothing.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use super::PriceTable;
+use crate::config::{LongContextPrice, Price};
+
+/// The plugin that serves a provider of the file (its `litellm_provider`), if any.
+///
+/// Azure is left out on purpose: Azure deployments are named by their owner, so its prices
+/// belong in the route's `pricing` table, under the deployment's name.
+fn plugin_of(provider: &str) -> Option<&'static str> {
+    match provider {
+        "openai" | "text-completion-openai" => Some("openai"),
+        "anthropic" => Some("anthropic"),
+        "gemini" => Some("gemini"),
+        "bedrock" | "bedrock_converse" => Some("bedrock"),
+        // `vertex_ai-language-models` (Gemini), `-anthropic_models`, `-embedding-models`, and the
+        // partner models (`-llama_models`, `-mistral_models`, ...) alike.
+        provider if provider == "vertex_ai" || provider.starts_with("vertex_ai-") => Some("vertex"),
+        _ => None,
+    }
+}
+
+/// The name prefixes the file puts before some models' names (`gemini/gemini-2.5-pro`,
+/// `vertex_ai/claude-sonnet-4-5@20250929`, `bedrock/us-east-1/...`): a plugin is asked for the
+/// model by its name without them.
+const NAME_PREFIXES: &[&str] = &[
+    "openai/",
+    "text-completion-openai/",
+    "anthropic/",
+    "gemini/",
+    "vertex_ai/",
+    "bedrock/",
+    "bedrock_converse/",
+];
+
+/// The modes whose calls are priced per token by the gateway. An entry without a mode is
+/// taken as a chat model, as LiteLLM does.
+const PRICED_MODES: &[&str] = &["chat", "completion", "embedding", "responses"];
+
+/// Why an entry of the file was not imported.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Skip {
+    /// Its provider has no gateway plugin (the provider's name).
+    Provider(String),
+    /// Not a chat, completion or embedding model (the mode).
+    Mode(String),
+    /// No `input_cost_per_token`: priced per character, image, second, request...
+    NotPerToken,
+    /// A chat or completion model without `output_cost_per_token`.
+    NoOutputPrice,
+    /// A name qualified by a region or a purchase option (`bedrock/us-east-1/...`,
+    /// `bedrock/*/1-month-commitment/...`): the gateway prices a model by its name alone.
+    Qualified,
+    /// Another name of the file gives the same plugin and model (`vertex_ai/gemini-2.5-pro`
+    /// beside `gemini-2.5-pro`): the bare name's entry is the one imported.
+    Duplicate,
+}
+
+impl std::fmt::Display for Skip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Skip::Provider(_) => write!(f, "provider without a gateway plugin"),
+            Skip::Mode(_) => write!(f, "not a chat, completion or embedding model"),
+            Skip::NotPerToken => write!(
+                f,
+                "not priced per token (per character, image, second or request only)"
+            ),
+            Skip::NoOutputPrice => write!(f, "no output_cost_per_token"),
+            Skip::Qualified => write!(f, "name qualified by a region or commitment"),
+            Skip::Duplicate => write!(f, "another name for a model already imported"),
+        }
+    }
+}
+
+/// What an import made of a file.
+#[derive(Debug, Default)]
+pub struct Imported {
+    /// The prices, per plugin and model (`as_of` is left for the caller to set).
+    pub table: PriceTable,
+    /// The entries not imported, each with why.
+    pub skipped: Vec<(String, Skip)>,
+}
+
+/// Why a file cannot be imported. Nothing is written then.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("not JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("not a model price list: the file must be a JSON object of model entries")]
+    NotAnObject,
+    #[error("entry {entry:?}: {problem}")]
+    Entry { entry: String, problem: String },
+    #[error(
+        "no model the gateway can price: is this LiteLLM's model_prices_and_context_window.json?"
+    )]
+    Empty,
+}
+
+fn entry_error(entry: &str, problem: impl Into<String>) -> ImportError {
+    ImportError::Entry {
+        entry: entry.to_owned(),
+        problem: problem.into(),
+    }
+}
+
+/// Reads a price list in LiteLLM's format.
+pub fn import(text: &str) -> Result<Imported, ImportError> {
+    let Value::Object(entries) = serde_json::from_str::<Value>(text)? else {
+        return Err(ImportError::NotAnObject);
+    };
+    let mut imported = Imported::default();
+    // (plugin, model) -> the name of the entry imported there.
+    let mut seen: BTreeMap<(&'static str, String), String> = BTreeMap::new();
+    for (name, entry) in &entries {
+        // The format's own documentation entry, with words where the prices go.
+        if name == "sample_spec" {
+            continue;
+        }
+        let Value::Object(fields) = entry else {
+            return Err(entry_error(name, "not a JSON object"));
+        };
+        let provider = match fields.get("litellm_provider") {
+            Some(Value::String(provider)) => provider.as_str(),
+            Some(other) => {
+                return Err(entry_error(
+                    name,
+                    format!("litellm_provider must be a string, not {}", kind(other)),
+                ));
+            }
+            None => {
+                imported
+                    .skipped
+                    .push((name.clone(), Skip::Provider(String::new())));
+                continue;
+            }
+        };
+        let Some(plugin) = plugin_of(provider) else {
+            imported
+                .skipped
+                .push((name.clone(), Skip::Provider(provider.to_owned())));
+            continue;
+        };
+        match fields.get("mode") {
+            None => {}
+            Some(Value::String(mode)) if PRICED_MODES.contains(&mode.as_str()) => {}
+            Some(Value::String(mode)) => {
+                imported
+                    .skipped
+                    .push((name.clone(), Skip::Mode(mode.clone())));
+                continue;
+            }
+            Some(other) => {
+                return Err(entry_error(
+                    name,
+                    format!("mode must be a string, not {}", kind(other)),
+                ));
+            }
+        }
+        let model = NAME_PREFIXES
+            .iter()
+            .find_map(|prefix| name.strip_prefix(prefix))
+            .unwrap_or(name);
+        // Vertex names its partner models by publisher (`meta/llama-...`); a Bedrock name with
+        // a slash left is a region's or a commitment's price.
+        if model.is_empty() || (plugin == "bedrock" && model.contains('/')) {
+            imported.skipped.push((name.clone(), Skip::Qualified));
+            continue;
+        }
+        let price = match price_of(name, fields)? {
+            Ok(price) => price,
+            Err(skip) => {
+                imported.skipped.push((name.clone(), skip));
+                continue;
+            }
+        };
+        let key = (plugin, model.to_owned());
+        if let Some(earlier) = seen.get(&key) {
+            // The bare name's entry is kept, whichever of the two comes first.
+            if earlier == model || name != model {
+                imported.skipped.push((name.clone(), Skip::Duplicate));
+                continue;
+            }
+            imported.skipped.push((earlier.clone(), Skip::Duplicate));
+        }
+        seen.insert(key, name.clone());
+        imported
+            .table
+            .plugins
+            .entry(plugin.to_owned())
+            .or_default()
+            .insert(model.to_owned(), price);
+    }
+    if imported.table.plugins.values().all(BTreeMap::is_empty) {
+        return Err(ImportError::Empty);
+    }
+    Ok(imported)
+}
+
+/// The entry's price, or why it has none the gateway can use; `Err` when a price field is
+/// not a number, negative or not finite.
+fn price_of(name: &str, fields: &Map<String, Value>) -> Result<Result<Price, Skip>, ImportError> {
+    let mode = fields.get("mode").and_then(Value::as_str).unwrap_or("chat");
+    let get = |field: &str| -> Result<Option<f64>, ImportError> {
+        match fields.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(number)) => match number.as_f64() {
+                Some(value) if value.is_finite() && value >= 0.0 => {
+                    Ok(Some(per_million(value).ok_or_else(|| {
+                        entry_error(name, format!("{field}: {value} cannot be converted"))
+                    })?))
+                }
+                _ => Err(entry_error(
+                    name,
+                    format!("{field} must be a dollar amount, not negative (got {number})"),
+                )),
+            },
+            Some(other) => Err(entry_error(
+                name,
+                format!("{field} must be a number, not {}", kind(other)),
+            )),
+        }
+    };
+    let Some(input) = get("input_cost_per_token")? else {
+        return Ok(Err(Skip::NotPerToken));
+    };
+    let output = match get("output_cost_per_token")? {
+        Some(output) => output,
+        // Embeddings produce no tokens to bill.
+        None if mode == "embedding" => 0.0,
+        None => return Ok(Err(Skip::NoOutputPrice)),
+    };
+    let cached = get("cache_read_input_token_cost")?;
+    let write = get("cache_creation_input_token_cost")?;
+    // Equal to the input price it changes nothing: left out, as the shipped table does.
+    let audio = get("input_cost_per_audio_token")?.filter(|audio| *audio != input);
+    let mut long_context = None;
+    // The lowest threshold the entry prices (LiteLLM names one per tier, in thousands of
+    // prompt tokens: `input_cost_per_token_above_200k_tokens`); the gateway has one tier.
+    let threshold = fields
+        .keys()
+        .filter_map(|key| {
+            key.strip_prefix("input_cost_per_token_above_")?
+                .strip_suffix("k_tokens")?
+                .parse::<u32>()
+                .ok()
+        })
+        .min();
+    if let Some(thousands) = threshold {
+        let tier = |field: &str| get(&format!("{field}_above_{thousands}k_tokens"));
+        if let Some(long_input) = tier("input_cost_per_token")? {
+            // What the tier does not price is priced as below it, as LiteLLM bills it.
+            long_context = Some(LongContextPrice {
+                above_prompt_tokens: thousands.saturating_mul(1000),
+                input_per_mtok: long_input,
+                output_per_mtok: tier("output_cost_per_token")?.unwrap_or(output),
+                cached_input_per_mtok: tier("cache_read_input_token_cost")?.or(cached),
+                cache_write_per_mtok: tier("cache_creation_input_token_cost")?.or(write),
+                audio_input_per_mtok: tier("input_cost_per_audio_token")?.or(audio),
+            });
+        }
+    }
+    Ok(Ok(Price {
+        input_per_mtok: input,
+        output_per_mtok: output,
+        cached_input_per_mtok: cached,
+        cache_write_per_mtok: write,
+        audio_input_per_mtok: audio,
+        long_context,
+    }))
+}
+
+/// A per-token price as the price per million tokens, exactly as the file writes it.
+///
+/// Multiplying by a million in binary floating point is not exact (`1.25e-08 * 1e6` is
+/// `0.012499999999999999`), and a price stored that way would make every cost a hair off the
+/// one computed from the file. So the decimal point is moved instead: the shortest decimal
+/// that reads back as the same double (the digits the file wrote, for any file written by a
+/// program) has its exponent raised by six, and is read again as the nearest double, as a TOML
+/// file writing `0.0125` would be.
+pub fn per_million(per_token: f64) -> Option<f64> {
+    let text = format!("{per_token:e}");
+    let (digits, exponent) = text.split_once('e')?;
+    let exponent: i32 = exponent.parse().ok()?;
+    format!("{digits}e{}", exponent + 6).parse().ok()
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// How an import changes the prices file it replaces.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// `plugin/model` of the models new to the file.
+    pub added: Vec<String>,
+    /// `plugin/model` of the models whose price changed.
+    pub changed: Vec<String>,
+    pub unchanged: usize,
+    /// `plugin/model` of the models the new file no longer has.
+    pub removed: Vec<String>,
+}
+
+/// What replacing `old` by `new` adds, changes and removes.
+pub fn changes(old: &PriceTable, new: &PriceTable) -> Changes {
+    let flat = |table: &PriceTable| -> BTreeMap<String, Price> {
+        table
+            .plugins
+            .iter()
+            .flat_map(|(plugin, models)| {
+                models
+                    .iter()
+                    .map(move |(model, price)| (format!("{plugin}/{model}"), *price))
+            })
+            .collect()
+    };
+    let (old, new) = (flat(old), flat(new));
+    let mut changes = Changes::default();
+    for (name, price) in &new {
+        match old.get(name) {
+            None => changes.added.push(name.clone()),
+            Some(before) if before != price => changes.changed.push(name.clone()),
+            Some(_) => changes.unchanged += 1,
+        }
+    }
+    changes.removed = old
+        .keys()
+        .filter(|name| !new.contains_key(*name))
+        .cloned()
+        .collect();
+    changes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn one(name: &str, entry: Value) -> Result<Imported, ImportError> {
+        import(&json!({ name: entry }).to_string())
+    }
+
+    fn price(imported: &Imported, plugin: &str, model: &str) -> Price {
+        *imported
+            .table
+            .plugin(plugin)
+            .and_then(|models| models.get(model))
+            .unwrap_or_else(|| panic!("no {plugin}/{model} in {:?}", imported.table))
+    }
+
+    #[test]
+    fn per_token_prices_become_exact_per_million_prices() {
+        for (per_token, per_million_text) in [
+            (3e-06, "3"),
+            (1.25e-08, "0.0125"),
+            (4.2e-09, "0.0042"),
+            (3.3e-07, "0.33"),
+            (5.46875e-07, "0.546875"),
+            (2.0345052083e-09, "0.0020345052083"),
+            (1.5e-05, "15"),
+            (0.0001375, "137.5"),
+            (0.0, "0"),
+        ] {
+            let expected: f64 = per_million_text.parse().expect("a number");
+            assert_eq!(per_million(per_token), Some(expected), "{per_token}");
+        }
+        // What multiplying would have stored instead.
+        assert_ne!(1.25e-08 * 1e6, 0.0125);
+    }
+
+    #[test]
+    fn every_price_class_and_the_long_context_tier_are_read() {
+        let imported = one(
+            "gemini/gemini-2.5-pro",
+            json!({
+                "litellm_provider": "gemini", "mode": "chat",
+                "input_cost_per_token": 1.25e-06, "output_cost_per_token": 1e-05,
+                "cache_read_input_token_cost": 1.25e-07,
+                "input_cost_per_audio_token": 1.25e-06,
+                "input_cost_per_token_above_200k_tokens": 2.5e-06,
+                "output_cost_per_token_above_200k_tokens": 1.5e-05,
+                "cache_read_input_token_cost_above_200k_tokens": 2.5e-07,
+                "output_cost_per_reasoning_token": 1e-05,
+                "max_input_tokens": 1048576
+            }),
+        )
+        .expect("imports");
+        assert_eq!(
+            price(&imported, "gemini", "gemini-2.5-pro"),
+            Price {
+                input_per_mtok: 1.25,
+                output_per_mtok: 10.0,
+                cached_input_per_mtok: Some(0.125),
+                cache_write_per_mtok: None,
+                // The same as the input price: left out.
+                audio_input_per_mtok: None,
+                long_context: Some(LongContextPrice {
+                    above_prompt_tokens: 200_000,
+                    input_per_mtok: 2.5,
+                    output_per_mtok: 15.0,
+                    cached_input_per_mtok: Some(0.25),
+                    cache_write_per_mtok: None,
+                    audio_input_per_mtok: None,
+                }),
+            }
+        );
+        let imported = one(
+            "anthropic.claude-haiku-5-5",
+            json!({
+                "litellm_provider": "bedrock_converse", "mode": "chat",
+                "input_cost_per_token": 1e-07, "output_cost_per_token": 5e-07,
+                "cache_read_input_token_cost": 1e-08, "cache_creation_input_token_cost": 1.25e-07,
+                "cache_creation_input_token_cost_above_1hr": 2e-07,
+                "input_cost_per_token_above_100k_tokens": 5e-07,
+                "output_cost_per_token_above_100k_tokens": 2.5e-06,
+                "input_cost_per_audio_token": 7e-07
+            }),
+        )
+        .expect("imports");
+        let haiku = price(&imported, "bedrock", "anthropic.claude-haiku-5-5");
+        assert_eq!(
+            (
+                haiku.cached_input_per_mtok,
+                haiku.cache_write_per_mtok,
+                haiku.audio_input_per_mtok
+            ),
+            (Some(0.01), Some(0.125), Some(0.7))
+        );
+        // Cache prices the tier leaves out are those below it.
+        assert_eq!(
+            haiku.long_context,
+            Some(LongContextPrice {
+                above_prompt_tokens: 100_000,
+                input_per_mtok: 0.5,
+                output_per_mtok: 2.5,
+                cached_input_per_mtok: Some(0.01),
+                cache_write_per_mtok: Some(0.125),
+                audio_input_per_mtok: Some(0.7),
+            })
+        );
+    }
+
+    #[test]
+    fn providers_map_to_plugins_and_names_lose_their_prefixes() {
+        let chat = |provider: &str| {
+            json!({"litellm_provider": provider, "mode": "chat",
+                "input_cost_per_token": 1e-06, "output_cost_per_token": 2e-06})
+        };
+        let file = json!({
+            "gpt-4o": chat("openai"),
+            "gpt-3.5-turbo-instruct": chat("text-completion-openai"),
+            "claude-sonnet-4-5": chat("anthropic"),
+            "gemini/gemini-2.5-flash": chat("gemini"),
+            "gemini-2.5-flash": chat("vertex_ai-language-models"),
+            "vertex_ai/claude-sonnet-4-5@20250929": chat("vertex_ai-anthropic_models"),
+            "vertex_ai/meta/llama-4-scout-17b-16e-instruct-maas": chat("vertex_ai-llama_models"),
+            "us.anthropic.claude-opus-4-6-v1": chat("bedrock_converse"),
+            "meta.llama3-3-70b-instruct-v1:0": chat("bedrock"),
+            "bedrock/us-east-1/anthropic.claude-3-haiku-20240307-v1:0": chat("bedrock"),
+            "azure/gpt-4o": chat("azure"),
+            "accounts/fireworks/models/llama": chat("fireworks_ai"),
+        });
+        let imported = import(&file.to_string()).expect("imports");
+        let names: Vec<String> = imported
+            .table
+            .plugins
+            .iter()
+            .flat_map(|(plugin, models)| models.keys().map(move |m| format!("{plugin}/{m}")))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "anthropic/claude-sonnet-4-5",
+                "bedrock/meta.llama3-3-70b-instruct-v1:0",
+                "bedrock/us.anthropic.claude-opus-4-6-v1",
+                "gemini/gemini-2.5-flash",
+                "openai/gpt-3.5-turbo-instruct",
+                "openai/gpt-4o",
+                "vertex/claude-sonnet-4-5@20250929",
+                "vertex/gemini-2.5-flash",
+                "vertex/meta/llama-4-scout-17b-16e-instruct-maas",
+            ]
+        );
+        let mut skipped = imported.skipped.clone();
+        skipped.sort();
+        assert_eq!(
+            skipped,
+            [
+                (
+                    "accounts/fireworks/models/llama".to_owned(),
+                    Skip::Provider("fireworks_ai".into())
+                ),
+                ("azure/gpt-4o".to_owned(), Skip::Provider("azure".into())),
+                (
+                    "bedrock/us-east-1/anthropic.claude-3-haiku-20240307-v1:0".to_owned(),
+                    Skip::Qualified
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn what_is_not_priced_per_token_is_skipped_with_its_reason() {
+        let file = json!({
+            "sample_spec": {"input_cost_per_token": 0.0, "max_tokens": "words, not a number",
+                "litellm_provider": "one of https://docs.litellm.ai/docs/providers"},
+            "dall-e-3": {"litellm_provider": "openai", "mode": "image_generation",
+                "output_cost_per_image": 0.04},
+            "whisper-1": {"litellm_provider": "openai", "mode": "audio_transcription",
+                "input_cost_per_second": 0.0001},
+            "multimodalembedding": {"litellm_provider": "vertex_ai-embedding-models",
+                "mode": "embedding", "input_cost_per_character": 2e-07},
+            "text-embedding-005": {"litellm_provider": "vertex_ai-embedding-models",
+                "mode": "embedding", "input_cost_per_character": 2.5e-08,
+                "input_cost_per_token": 1e-07},
+            "gpt-image-1": {"litellm_provider": "openai", "mode": "chat",
+                "input_cost_per_token": 5e-06},
+            "gemini-2.5-pro": {"litellm_provider": "vertex_ai-language-models",
+                "input_cost_per_token": 1.25e-06, "output_cost_per_token": 1e-05},
+            "vertex_ai/gemini-2.5-pro": {"litellm_provider": "vertex_ai-language-models",
+                "input_cost_per_token": 9e-06, "output_cost_per_token": 9e-05},
+        });
+        let imported = import(&file.to_string()).expect("imports");
+        let mut skipped = imported.skipped.clone();
+        skipped.sort();
+        let reason = |name: &str, skip| (name.to_owned(), skip);
+        assert_eq!(
+            skipped,
+            [
+                reason("dall-e-3", Skip::Mode("image_generation".into())),
+                reason("gpt-image-1", Skip::NoOutputPrice),
+                reason("multimodalembedding", Skip::NotPerToken),
+                reason("vertex_ai/gemini-2.5-pro", Skip::Duplicate),
+                reason("whisper-1", Skip::Mode("audio_transcription".into())),
+            ]
+        );
+        // An embedding model has no output price to give.
+        assert_eq!(
+            price(&imported, "vertex", "text-embedding-005"),
+            Price::flat(0.1, 0.0)
+        );
+        // The bare name's entry wins over the prefixed one, whichever comes first.
+        assert_eq!(
+            price(&imported, "vertex", "gemini-2.5-pro").input_per_mtok,
+            1.25
+        );
+    }
+
+    #[test]
+    fn a_malformed_file_or_entry_is_refused_naming_the_entry() {
+        let refused = |text: &str| import(text).expect_err("refused").to_string();
+        assert!(refused("{\"gpt-4o\": ").starts_with("not JSON"));
+        assert!(refused("[1, 2]").contains("JSON object of model entries"));
+        assert!(refused("{}").contains("no model the gateway can price"));
+        let message = refused(
+            &json!({"gpt-4o": {"litellm_provider": "openai", "mode": "chat",
+                "input_cost_per_token": "2.5e-06", "output_cost_per_token": 1e-05}})
+            .to_string(),
+        );
+        assert_eq!(
+            message,
+            "entry \"gpt-4o\": input_cost_per_token must be a number, not a string"
+        );
+        let message = refused(
+            &json!({"gpt-4o": {"litellm_provider": "openai",
+                "input_cost_per_token": -1e-06, "output_cost_per_token": 1e-05}})
+            .to_string(),
+        );
+        assert!(
+            message.starts_with("entry \"gpt-4o\": input_cost_per_token"),
+            "{message}"
+        );
+        assert!(refused(&json!({"gpt-4o": 3}).to_string()).contains("not a JSON object"));
+        assert!(
+            refused(&json!({"gpt-4o": {"litellm_provider": 7}}).to_string())
+                .contains("litellm_provider must be a string")
+        );
+        // Entries the gateway would not import are not held to its types.
+        let imported = import(
+            &json!({
+                "gpt-4o": {"litellm_provider": "openai", "input_cost_per_token": 1e-06,
+                    "output_cost_per_token": 1e-06},
+                "bedrock/guardrails": {"litellm_provider": "bedrock", "mode": "guardrail",
+                    "guardrail_cost_per_unit": {"units": 0.1}},
+                "other/model": {"litellm_provider": "elsewhere", "input_cost_per_token": "?"}
+            })
+            .to_string(),
+        )
+        .expect("imports");
+        assert_eq!(imported.skipped.len(), 2);
+    }
+
+    #[test]
+    fn changes_count_added_changed_unchanged_and_removed_models() {
+        let table = |entries: &[(&str, &str, f64)]| {
+            let mut table = PriceTable::default();
+            for (plugin, model, input) in entries {
+                table
+                    .plugins
+                    .entry((*plugin).to_owned())
+                    .or_default()
+                    .insert((*model).to_owned(), Price::flat(*input, 1.0));
+            }
+            table
+        };
+        let old = table(&[
+            ("openai", "a", 1.0),
+            ("openai", "b", 1.0),
+            ("vertex", "c", 1.0),
+        ]);
+        let new = table(&[
+            ("openai", "a", 1.0),
+            ("openai", "b", 2.0),
+            ("bedrock", "d", 1.0),
+        ]);
+        assert_eq!(
+            changes(&old, &new),
+            Changes {
+                added: vec!["bedrock/d".into()],
+                changed: vec!["openai/b".into()],
+                unchanged: 1,
+                removed: vec!["vertex/c".into()],
+            }
+        );
+    }
+}
