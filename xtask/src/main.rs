@@ -72,6 +72,12 @@ impl Plugin {
 /// exports in one: a link error); each is built by a cargo run of its own.
 const BUILT_APART: &[&str] = &["vertex"];
 
+/// Plugins whose crate is also a library (`crate-type = ["cdylib", "rlib"]`: vertex links
+/// them). Cargo skips link-time optimisation for a crate with an rlib output, which made their
+/// components 25% larger (anthropic.wasm 543 KB against 464 KB); each is built with
+/// `cargo rustc --crate-type cdylib`, which makes the component alone, whole-program optimised.
+const LIBRARIES_TOO: &[&str] = &["anthropic", "gemini"];
+
 /// The gateway's default `plugins_dir`, relative to its working directory.
 const DEFAULT_PLUGINS_DIR: &str = "data/plugins";
 
@@ -175,16 +181,27 @@ fn ensure_wasm_target() -> Result<(), String> {
 /// Builds `plugins`; returns the directory holding the `.wasm` files.
 fn build_plugins<'a>(plugins: impl Iterator<Item = &'a Plugin> + Clone) -> Result<PathBuf, String> {
     ensure_wasm_target()?;
-    let (apart, together): (Vec<&Plugin>, Vec<&Plugin>) = plugins
-        .clone()
-        .partition(|plugin| BUILT_APART.contains(&plugin.package));
-    // The others last, so that what their build writes is what stays in the output directory.
+    let (mut apart, together): (Vec<&Plugin>, Vec<&Plugin>) =
+        plugins.clone().partition(|plugin| {
+            BUILT_APART.contains(&plugin.package) || LIBRARIES_TOO.contains(&plugin.package)
+        });
+    // Those that link libraries first: their build also writes the libraries' `.wasm` (without
+    // exports), which the libraries' own builds then replace. The others last, so that what
+    // their build writes is what stays in the output directory.
+    apart.sort_by_key(|plugin| !BUILT_APART.contains(&plugin.package));
     let builds = apart
         .into_iter()
         .map(|plugin| vec![plugin])
         .chain([together]);
     for build in builds.filter(|build| !build.is_empty()) {
-        let mut command = cargo("build");
+        let mut command = match build.as_slice() {
+            [plugin] if LIBRARIES_TOO.contains(&plugin.package) => {
+                let mut command = cargo("rustc");
+                command.args(["--lib", "--crate-type", "cdylib"]);
+                command
+            }
+            _ => cargo("build"),
+        };
         command.args(["--profile", "plugin", "--target", WASM_TARGET]);
         for plugin in build {
             command.args(["-p", plugin.package]);

@@ -27,10 +27,13 @@ impl Default for KvBounds {
     }
 }
 
+/// The spaces, by route and plugin.
+type Spaces = HashMap<(Arc<str>, Arc<str>), Arc<Mutex<Space>>>;
+
 /// Every route's space, shared by the serving threads.
 #[derive(Debug, Default)]
 pub struct Kv {
-    spaces: Mutex<HashMap<(Arc<str>, Arc<str>), Arc<Mutex<Space>>>>,
+    spaces: Mutex<Spaces>,
 }
 
 impl Kv {
