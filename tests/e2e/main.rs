@@ -14,6 +14,7 @@ mod anthropic;
 mod anthropic_surface;
 mod api;
 mod azure;
+mod bedrock;
 mod clients;
 mod config;
 mod cost;

@@ -18,6 +18,7 @@
 //! [`hostile`] is a different kind of fake: answers no provider sends, for the sandbox tests.
 
 pub mod anthropic;
+pub mod bedrock;
 pub mod gemini;
 pub mod hostile;
 pub mod openai;
