@@ -186,6 +186,33 @@ fn commonbase_whole_and_streamed() {
     upstream.assert_all_signed();
 }
 
+/// The gateway adds the caller's trace context to the upstream request after the plugin signed
+/// it: unsigned, it breaks nothing.
+#[test]
+fn a_trace_context_the_gateway_adds_is_not_signed() {
+    let keys = Keys::new();
+    let upstream = BedrockUpstream::start(keys.auth(), vec![BedrockReply::text("Olá!", 12, 3)]);
+    let gw = gateway_for(&upstream, &keys, |r| r);
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let response = gw.post_with_headers(
+        "/completions",
+        Some(&gw.key),
+        &[("traceparent", traceparent)],
+        &hi_request(&gw, MODEL),
+    );
+    assert_ok(&response);
+    let sent = upstream.single_request();
+    assert!(
+        sent.header("traceparent")
+            .is_some_and(|t| t.contains("4bf92f3577b34da6a3ce929d0e0e4736")),
+        "{:?}",
+        sent.headers
+    );
+    let authorization = sent.header("authorization").unwrap_or_default();
+    assert!(!authorization.contains("traceparent"), "{authorization}");
+    upstream.assert_all_signed();
+}
+
 /// A streamed answer that calls a tool, with its input in pieces, then a whole one.
 #[test]
 fn tool_use_streamed_and_whole() {
