@@ -393,7 +393,9 @@ pub fn effort_budget(effort: ReasoningEffort) -> Option<u32> {
 ///   values it sets;
 /// - `top_k` goes to `additionalModelRequestFields.top_k` (Claude's name for it);
 /// - dropped: `seed` (best-effort in OpenAI too), `stream_options` (the plugin owns
-///   streaming), `user` (Converse has no end-user field), and the values that ask for the
+///   streaming), `user` and `metadata` (OpenAI's and Anthropic's labels of a call: Converse
+///   has no end-user field, and its `requestMetadata` takes only strings), `store` (OpenAI's
+///   keeping of the answer, which the gateway does itself), and the values that ask for the
 ///   default: `n: 1`, `response_format: {"type": "text"}`, zero penalties, `logprobs: false`,
 ///   `top_logprobs: 0`, `logit_bias: {}`, `parallel_tool_calls: true`, and `null` for any;
 /// - refused: any other value of those;
@@ -467,7 +469,7 @@ pub fn caller_params(params: &str, route: &str) -> Result<Map<String, Value>, Pr
         }
     }
 
-    for dropped in ["seed", "stream_options", "user"] {
+    for dropped in ["seed", "stream_options", "user", "metadata", "store"] {
         body.remove(dropped);
     }
     if let Some(n) = body.remove("n")

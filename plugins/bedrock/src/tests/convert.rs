@@ -223,6 +223,7 @@ fn tool_choices() {
 fn params_map_to_inference_config() {
     let params = json!({"max_tokens": 300, "temperature": 0.2, "top_p": 0.9, "stop": "END",
         "stop_sequences": ["STOP", "END"], "top_k": 40, "seed": 7, "user": "u-1", "n": 1,
+        "metadata": {"user_id": "u-1"}, "store": false,
         "presence_penalty": 0, "response_format": {"type": "text"}, "stream_options": {},
         "parallel_tool_calls": true, "guardrailConfig": {"guardrailIdentifier": "g"}});
     let body = caller_params(&params.to_string(), "bedrock").unwrap();
