@@ -74,8 +74,8 @@ fn gateway_for(
         .setting("aws_access_key_id_env", &format!("\"{}\"", vars[0]))
         .setting("aws_secret_access_key_env", &format!("\"{}\"", vars[1]))
         .setting("aws_session_token_env", &format!("\"{}\"", vars[2]))
-        // The route signs with its AWS keys: it needs no provider API key.
-        .key("api_key_required", "false")
+        // The route signs with its AWS keys: callers need send no provider key (the secrets
+        // count as the route's credentials, without `api_key_required = false`).
         .price(MODEL, PRICE.0, PRICE.1);
     Gateway::builder()
         .route(configure(route))

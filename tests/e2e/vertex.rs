@@ -55,7 +55,6 @@ fn setup(models: &VertexUpstream, query: &str, how: Key, allow_token_host: bool)
     let mut route = Route::new(ROUTE, "vertex")
         .base_url(&models.base_url(""))
         .default_model(GEMINI)
-        .key("api_key_required", "false")
         .setting("project", &format!("\"{PROJECT}\""))
         .setting("location", &format!("\"{LOCATION}\""))
         .setting(setting, &format!("\"{var}\""));

@@ -181,10 +181,9 @@ fn ensure_wasm_target() -> Result<(), String> {
 /// Builds `plugins`; returns the directory holding the `.wasm` files.
 fn build_plugins<'a>(plugins: impl Iterator<Item = &'a Plugin> + Clone) -> Result<PathBuf, String> {
     ensure_wasm_target()?;
-    let (mut apart, together): (Vec<&Plugin>, Vec<&Plugin>) =
-        plugins.clone().partition(|plugin| {
-            BUILT_APART.contains(&plugin.package) || LIBRARIES_TOO.contains(&plugin.package)
-        });
+    let (mut apart, together): (Vec<&Plugin>, Vec<&Plugin>) = plugins.clone().partition(|plugin| {
+        BUILT_APART.contains(&plugin.package) || LIBRARIES_TOO.contains(&plugin.package)
+    });
     // Those that link libraries first: their build also writes the libraries' `.wasm` (without
     // exports), which the libraries' own builds then replace. The others last, so that what
     // their build writes is what stays in the output directory.

@@ -211,8 +211,13 @@ impl Route {
     }
 
     /// Whether a call to `target` would have a key, if it needs one.
+    /// Whether a call to `target` has credentials: the caller's key, the target's own, or
+    /// secrets its settings name (AWS keys it signs with, a service-account key).
     fn usable(&self, target: &Target, caller_key: bool) -> bool {
-        caller_key || target.configured_key().is_some() || !self.config.needs_api_key()
+        caller_key
+            || target.configured_key().is_some()
+            || target.has_secrets()
+            || !self.config.needs_api_key()
     }
 
     /// The provider key of a call to `target`: the caller's wins, else the target's own.

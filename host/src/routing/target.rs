@@ -65,6 +65,11 @@ impl Target {
         self.configured_key.as_deref()
     }
 
+    /// Whether its settings name secrets the gateway could read.
+    pub fn has_secrets(&self) -> bool {
+        !self.secrets.is_empty()
+    }
+
     /// The values of the secrets its settings name (never to be shown: to redact).
     pub fn secret_values(&self) -> impl Iterator<Item = &str> {
         self.secrets.iter().map(|(_, value)| value.as_str())
