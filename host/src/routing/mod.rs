@@ -210,7 +210,6 @@ impl Route {
         )))
     }
 
-    /// Whether a call to `target` would have a key, if it needs one.
     /// Whether a call to `target` has credentials: the caller's key, the target's own, or
     /// secrets its settings name (AWS keys it signs with, a service-account key).
     fn usable(&self, target: &Target, caller_key: bool) -> bool {
