@@ -1,7 +1,8 @@
 //! Access tokens: a service account's key signs a JWT (RS256), which Google's token endpoint
 //! exchanges for an access token (OAuth 2.0's JWT bearer grant, RFC 7523); the token is kept in
 //! the host's `kv` store until shortly before it expires, so one token serves every request of
-//! the route (and of every route of the same account) in this gateway process.
+//! the route in this gateway process (the store is the route's: another route of the same
+//! account mints its own; keyed by the account, so two accounts never share one).
 //!
 //! Nothing here logs or returns the key, the JWT or the token in an error.
 
