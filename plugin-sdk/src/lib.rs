@@ -183,7 +183,7 @@ mod upstream;
 pub use answer::{Answer, StreamDecoder, read_completion, read_stream};
 pub use assembler::StreamAssembler;
 pub use calls::{OpenCall, OpenCalls};
-pub use params::{params_object, params_object_except};
+pub use params::{params_object, params_object_except, take_default_only_params};
 pub use parts::{Base64, DataUrl};
 pub use upstream::{embedded_error, upstream_error};
 

@@ -38,6 +38,75 @@ pub fn params_object_except(
     Ok(object)
 }
 
+/// Takes out of `params` OpenAI's params that an API without them serves only at their
+/// defaults: `n` (1), `response_format` (`{"type": "text"}`), `presence_penalty` and
+/// `frequency_penalty` (0), `logprobs` (false), `top_logprobs` (0) and `logit_bias` (`{}`).
+/// Null counts as the default. Any other value is [`ProviderError::InvalidRequest`] naming it:
+/// "route `ROUTE`: n = 2 is not supported by API (why)", `api` naming the provider's API
+/// ("Anthropic's Messages API").
+///
+/// ```
+/// use gateway_plugin_sdk::{params_object, take_default_only_params};
+///
+/// let mut params = params_object(r#"{"n": 1, "temperature": 0.2}"#).unwrap();
+/// take_default_only_params(&mut params, "r", "the API").unwrap();
+/// assert_eq!(params.len(), 1);
+/// let mut params = params_object(r#"{"logit_bias": {"42": 1}}"#).unwrap();
+/// assert!(take_default_only_params(&mut params, "r", "the API").is_err());
+/// ```
+pub fn take_default_only_params(
+    params: &mut Map<String, Value>,
+    route: &str,
+    api: &str,
+) -> Result<(), ProviderError> {
+    let unsupported = |what: String, why: &str| {
+        ProviderError::InvalidRequest(format!(
+            "route `{route}`: {what} is not supported by {api} ({why})"
+        ))
+    };
+    if let Some(n) = params.remove("n")
+        && !(n.is_null() || n.as_f64() == Some(1.0))
+    {
+        let why = "it answers with one choice; leave n out or set it to 1";
+        return Err(unsupported(format!("n = {n}"), why));
+    }
+    if let Some(format) = params.remove("response_format")
+        && !(format.is_null() || format.get("type").and_then(Value::as_str) == Some("text"))
+    {
+        let what = match format.get("type") {
+            Some(kind) => format!("response_format of type {kind}"),
+            None => "response_format".to_owned(),
+        };
+        return Err(unsupported(what, "only {\"type\": \"text\"} can be served"));
+    }
+    for penalty in ["presence_penalty", "frequency_penalty"] {
+        if let Some(value) = params.remove(penalty)
+            && !(value.is_null() || value.as_f64() == Some(0.0))
+        {
+            let why = "it has no repetition penalties; leave it out or set it to 0";
+            return Err(unsupported(format!("{penalty} = {value}"), why));
+        }
+    }
+    if let Some(logprobs) = params.remove("logprobs")
+        && !(logprobs.is_null() || logprobs == Value::Bool(false))
+    {
+        let why = "it returns no log probabilities";
+        return Err(unsupported(format!("logprobs = {logprobs}"), why));
+    }
+    if let Some(top) = params.remove("top_logprobs")
+        && !(top.is_null() || top.as_f64() == Some(0.0))
+    {
+        let why = "it returns no log probabilities";
+        return Err(unsupported(format!("top_logprobs = {top}"), why));
+    }
+    if let Some(bias) = params.remove("logit_bias")
+        && !(bias.is_null() || bias.as_object().is_some_and(Map::is_empty))
+    {
+        return Err(unsupported("logit_bias".into(), "it has no logit bias"));
+    }
+    Ok(())
+}
+
 impl Route {
     /// The route's plugin settings (the operator's `[providers.ID.settings]`
     /// table, which the gateway passes on without reading it) as `T`.

@@ -9,7 +9,7 @@ use gateway_plugin_sdk::json::{to_value, with_entry};
 use gateway_plugin_sdk::{
     Base64, CompletionRequest, Document, FunctionChoice, FunctionDef, Image, Message, OpenCall,
     OpenCalls, Part, Prompt, ProviderError, Reasoning, ReasoningConfig, ReasoningEffort, Role,
-    Route, Source, params_object_except,
+    Route, Source, params_object_except, take_default_only_params,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -234,11 +234,6 @@ pub fn caller_params(
     default_max_tokens: u64,
 ) -> Result<CallerParams, ProviderError> {
     let mut body = params_object_except(params, OWNED_KEYS)?;
-    let unsupported = |what: String, why: &str| {
-        ProviderError::InvalidRequest(format!(
-            "route `{route}`: {what} is not supported by Anthropic's Messages API ({why})"
-        ))
-    };
 
     let max_completion = body
         .remove("max_completion_tokens")
@@ -277,46 +272,7 @@ pub fn caller_params(
     for dropped in ["seed", "stream_options"] {
         body.remove(dropped);
     }
-    if let Some(n) = body.remove("n")
-        && !(n.is_null() || n.as_f64() == Some(1.0))
-    {
-        let why = "it answers with one choice; leave n out or set it to 1";
-        return Err(unsupported(format!("n = {n}"), why));
-    }
-    if let Some(format) = body.remove("response_format")
-        && !(format.is_null() || format.get("type").and_then(Value::as_str) == Some("text"))
-    {
-        let what = match format.get("type") {
-            Some(kind) => format!("response_format of type {kind}"),
-            None => "response_format".to_owned(),
-        };
-        return Err(unsupported(what, "only {\"type\": \"text\"} can be served"));
-    }
-    for penalty in ["presence_penalty", "frequency_penalty"] {
-        if let Some(value) = body.remove(penalty)
-            && !(value.is_null() || value.as_f64() == Some(0.0))
-        {
-            let why = "it has no repetition penalties; leave it out or set it to 0";
-            return Err(unsupported(format!("{penalty} = {value}"), why));
-        }
-    }
-    if let Some(logprobs) = body.remove("logprobs")
-        && !(logprobs.is_null() || logprobs == Value::Bool(false))
-    {
-        let why = "it returns no log probabilities";
-        return Err(unsupported(format!("logprobs = {logprobs}"), why));
-    }
-    if let Some(top) = body.remove("top_logprobs")
-        && !(top.is_null() || top.as_f64() == Some(0.0))
-    {
-        let why = "it returns no log probabilities";
-        return Err(unsupported(format!("top_logprobs = {top}"), why));
-    }
-    if let Some(bias) = body.remove("logit_bias")
-        && !(bias.is_null() || bias.as_object().is_some_and(Map::is_empty))
-    {
-        return Err(unsupported("logit_bias".into(), "it has no logit bias"));
-    }
+    take_default_only_params(&mut body, route, "Anthropic's Messages API")?;
 
     let one_tool_call = match body.remove("parallel_tool_calls") {
         None | Some(Value::Null | Value::Bool(true)) => false,
