@@ -12,7 +12,7 @@ use crate::plugins::types as host;
 mod bindings {
     wasmtime::component::bindgen!({
         world: "provider",
-        path: "../plugin-sdk/wit/frozen/0.1.2",
+        path: "../wit/frozen/0.1.2",
         imports: { default: async },
         exports: { default: async },
         with: {

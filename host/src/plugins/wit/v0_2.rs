@@ -8,7 +8,7 @@ use crate::plugins::types as host;
 mod bindings {
     wasmtime::component::bindgen!({
         world: "provider",
-        path: "../plugin-sdk/wit",
+        path: "../wit",
         imports: { default: async },
         exports: { default: async },
         with: {

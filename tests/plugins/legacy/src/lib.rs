@@ -11,7 +11,7 @@
 
 wit_bindgen::generate!({
     world: "provider",
-    path: "../../../plugin-sdk/wit/frozen/0.1.0",
+    path: "../../../wit/frozen/0.1.0",
 });
 
 const NAME: &str = "legacy";

@@ -9,7 +9,7 @@
 
 wit_bindgen::generate!({
     world: "provider",
-    path: "../../../plugin-sdk/wit/frozen/0.1.2",
+    path: "../../../wit/frozen/0.1.2",
 });
 
 const NAME: &str = "legacy012";
