@@ -1,0 +1,26 @@
+"""Write gateway plugins in Python, on top of componentize-py's bindings of `wit/`.
+
+- `gateway_plugin.provider`: `HttpProvider` (build the upstream request, decode one answer or
+  one Server-Sent Event), the drivers, `Request`/`Response`, `Sink`, `provider_world`;
+- `gateway_plugin.guard`: `Guard` (check requests and answers), `guard_world`;
+- shared: `ProviderError` and the upstream error mapping (`errors`), `usage`, `openai_usage`,
+  `finish_reason` (`common`), the gateway's `log` and `kv`.
+
+Import the world module your plugin is (`provider` or `guard`): each imports only what its WIT
+world provides, so a guard never imports the provider's `http` or `sink`.
+"""
+
+from .common import finish_reason, openai_usage, role_name, usage
+from .errors import ProviderError, embedded_error, upstream_error
+
+__all__ = [
+    "ProviderError",
+    "embedded_error",
+    "finish_reason",
+    "openai_usage",
+    "role_name",
+    "upstream_error",
+    "usage",
+]
+
+__version__ = "0.1.0"

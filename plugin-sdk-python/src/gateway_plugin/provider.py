@@ -1,0 +1,784 @@
+"""Provider plugins: the Python counterpart of the Rust SDK's `HttpProvider`.
+
+A provider that answers each completion with one upstream HTTP request subclasses
+`HttpProvider`:
+
+- `request(call, stream)` builds the upstream `Request` from the `Call` (the prompt as chat
+  messages, the caller's params, the route's base URL, key and settings);
+- `body(data, answer)` reads one whole answer into the `Answer` (text, tool calls, finish
+  reason, usage); `event(event, answer)` reads one Server-Sent Event (default: `[DONE]` ends
+  the answer, any other data is read with `body`);
+- the drivers (`read_completion`, `read_stream`) do the rest: the status check and error
+  mapping, the SSE loop, text and usage sent to the caller as they arrive (through the host's
+  `sink`), a stream cut short reported as an error rather than a short answer.
+
+The module ends with `WitWorld = provider_world(MyProvider)`: componentize-py exports the class
+named `WitWorld` of the app module as the component's `provider` world.
+"""
+
+import json
+import traceback
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+from componentize_py_types import Err
+from wit_world.imports import http as _http
+from wit_world.imports import sink as _sink
+from wit_world.imports import types
+
+from . import log
+from .common import (
+    check_settings,
+    finish_reason,
+    json_object,
+    openai_usage,
+    role_name,
+    usage,
+)
+from .errors import ProviderError, embedded_error, upstream_error
+from .sse import Event, Parser
+
+__all__ = [
+    "Answer",
+    "Call",
+    "Event",
+    "HttpProvider",
+    "ProviderError",
+    "Request",
+    "Response",
+    "Sink",
+    "StreamDecoder",
+    "embedded_error",
+    "finish_reason",
+    "openai_usage",
+    "provider_world",
+    "read_completion",
+    "read_stream",
+    "types",
+    "upstream_error",
+    "usage",
+]
+
+
+# ---------------------------------------------------------------------------------- the call
+
+
+class Call:
+    """A completion (or embeddings) request, already validated by the gateway: the WIT record
+    (`call.request`) with the helpers a provider needs."""
+
+    def __init__(self, request: Any) -> None:
+        self.request = request
+        self.route: types.Route = request.route
+        self.model: str = request.model
+
+    @property
+    def prompt(self) -> types.Prompt:
+        return self.request.prompt
+
+    @property
+    def text(self) -> Optional[str]:
+        """The prompt of a `type: text` request, `None` for a chat."""
+        prompt = self.request.prompt
+        return prompt.value if isinstance(prompt, types.Prompt_Text) else None
+
+    def messages(self, provider: str = "this provider") -> List[Dict[str, str]]:
+        """The prompt as chat messages `{"role", "content"}` (a text prompt is one user
+        message), each message's text parts joined with `\\n`. A message with an image, audio
+        or a document is refused (400) naming `provider`: this helper is for text-only APIs;
+        read `call.prompt` for the parts themselves."""
+        prompt = self.request.prompt
+        if isinstance(prompt, types.Prompt_Text):
+            return [{"role": "user", "content": prompt.value}]
+        messages = []
+        for message in prompt.value:
+            texts = []
+            for part in message.parts:
+                if isinstance(part, types.Part_Text):
+                    texts.append(part.value)
+                elif not isinstance(part, types.Part_Reasoning):
+                    kind = type(part).__name__.split("_", 1)[-1].lower()
+                    raise ProviderError.invalid_request(f"{provider} does not take {kind} parts")
+            messages.append({"role": role_name(message.role), "content": "\n".join(texts)})
+        return messages
+
+    def params(self, *owned: str) -> Dict[str, Any]:
+        """The caller's pass-through params (temperature, max_tokens, ...) as a dict, without
+        the `owned` keys the plugin sets itself (`model`, `messages`, `stream`, ...)."""
+        params = json_object(self.request.params, "params", ProviderError.invalid_request)
+        for key in owned:
+            params.pop(key, None)
+        return params
+
+    def settings(self, **defaults: Any) -> Dict[str, Any]:
+        """The route's plugin settings (`[providers.ID.settings]`) with `defaults` for the keys
+        it leaves out. Given defaults, a key not among them or of another type than its default
+        is refused (502 naming the route and the setting), so a misspelt setting is not
+        silently ignored."""
+        where = f"route `{self.route.id}`"
+        values = json_object(self.route.settings, f"{where}: settings")
+        if defaults:
+            check_settings(values, defaults, where)
+            for key, default in defaults.items():
+                value = values.get(key)
+                if value is None:
+                    values[key] = default
+                elif default is not None and not isinstance(value, type(default)):
+                    kind = type(default).__name__
+                    raise ProviderError.failed(f"{where}: setting `{key}` must be a {kind}")
+        return values
+
+    def base_url(self, example: str = "https://api.example.com/v1") -> str:
+        """The route's `base_url` without trailing slashes; an empty one is the operator's
+        mistake, refused saying to set it to `example`."""
+        base = self.route.base_url.strip().rstrip("/")
+        if not base:
+            raise ProviderError.failed(
+                f"route `{self.route.id}` has no base_url; set it to {example}"
+            )
+        return base
+
+    @property
+    def api_key(self) -> Optional[str]:
+        """The provider key: the caller's `Provider-API-Key`, else the route's configured one."""
+        return self.route.api_key
+
+    def secret(self, name: str) -> Optional[str]:
+        """What the route's settings name as `NAME_env` (or `NAME_file_env`, then `name` is
+        `NAME_file`): the value the gateway read from its environment."""
+        for key, value in self.route.secrets:
+            if key == name:
+                return value
+        return None
+
+
+# ---------------------------------------------------------------------------------- HTTP
+
+
+def _http_error(error: Any, doing: str) -> ProviderError:
+    """The host's HTTP errors, as the Rust SDK maps them."""
+    if isinstance(error, _http.HttpError_Timeout):
+        return ProviderError.timeout(
+            f"the provider did not answer in time ({doing}): {error.value}"
+        )
+    if isinstance(error, _http.HttpError_ForbiddenHost):
+        return ProviderError.failed(
+            f"the gateway does not allow requests to {error.value}; "
+            "only the route's base_url is reachable"
+        )
+    if isinstance(error, _http.HttpError_TooLarge):
+        return ProviderError.failed(
+            f"the provider's answer is larger than the gateway allows ({error.value} bytes)"
+        )
+    if isinstance(error, _http.HttpError_Transport):
+        return ProviderError.failed(f"HTTP failure {doing}: {error.value}")
+    return ProviderError.failed(f"invalid HTTP request: {getattr(error, 'value', error)}")
+
+
+class Request:
+    """An outbound HTTP request, built with chained calls and performed by `send`. Only the
+    host of the route's `base_url` (and its `allowed_hosts`) is reachable."""
+
+    def __init__(self, method: str, url: str) -> None:
+        self.method = method
+        self.url = url
+        self.headers: List[Tuple[str, str]] = []
+        self.body = b""
+
+    @classmethod
+    def post(cls, url: str) -> "Request":
+        return cls("POST", url)
+
+    @classmethod
+    def get(cls, url: str) -> "Request":
+        return cls("GET", url)
+
+    def header(self, name: str, value: str) -> "Request":
+        """Adds a header (headers with the same name are all sent)."""
+        self.headers.append((name, value))
+        return self
+
+    def replace_header(self, name: str, value: str) -> "Request":
+        lower = name.lower()
+        self.headers = [(n, v) for n, v in self.headers if n.lower() != lower]
+        return self.header(name, value)
+
+    def header_value(self, name: str) -> Optional[str]:
+        lower = name.lower()
+        return next((v for n, v in self.headers if n.lower() == lower), None)
+
+    def bearer(self, key: str) -> "Request":
+        return self.replace_header("authorization", f"Bearer {key}")
+
+    def api_key(self, key: Optional[str], header: Optional[str] = None) -> "Request":
+        """Adds the provider key when there is one (local servers often need none): in
+        `header` (e.g. `x-api-key`), or as `Authorization: Bearer` when `header` is None."""
+        if not key:
+            return self
+        return self.header(header, key) if header else self.bearer(key)
+
+    def streaming(self, stream: bool) -> "Request":
+        """`Accept: text/event-stream` when `stream`, else `application/json`."""
+        return self.replace_header("accept", "text/event-stream" if stream else "application/json")
+
+    def json(self, value: Any) -> "Request":
+        """The body as JSON, with `Content-Type: application/json`."""
+        self.body = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+        return self.replace_header("content-type", "application/json")
+
+    def send(self) -> "Response":
+        """Sends the request through the gateway; returns once status and headers arrived.
+        Every status is a successful send (see `Response.error_for_status`); failures are
+        `ProviderError.timeout` or `ProviderError.failed` (a forbidden host among them)."""
+        request = _http.Request(self.method, self.url, list(self.headers), bytes(self.body))
+        try:
+            response = _http.send(request)
+        except Err as e:
+            raise _http_error(e.value, "sending the request") from None
+        return Response(response.status, list(response.headers), _HostBody(response.body))
+
+    def send_logged(self) -> "Response":
+        """`send`, first logging the request line at debug level when the gateway keeps debug
+        lines (headers and body are never logged)."""
+        if log.enabled(log.Level.DEBUG):
+            log.debug(f"{self.method} {self.url}")
+        return self.send()
+
+    def __repr__(self) -> str:
+        # Header names only: values carry the provider key.
+        names = [n for n, _ in self.headers]
+        return f"Request({self.method} {self.url}, headers={names}, body={len(self.body)} bytes)"
+
+
+class _HostBody:
+    """The host's `incoming-body`, released as soon as it ends or fails."""
+
+    def __init__(self, body: Any) -> None:
+        self._body = body
+
+    def read(self) -> Optional[bytes]:
+        if self._body is None:
+            return None
+        try:
+            chunk = self._body.read()
+        except Err as e:
+            self.close()
+            raise _http_error(e.value, "reading the answer") from None
+        if chunk is None:
+            self.close()
+        return chunk
+
+    def close(self) -> None:
+        body, self._body = self._body, None
+        if body is not None:
+            body.__exit__(None, None, None)
+
+
+class _ChunkBody:
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self._chunks = list(chunks)
+
+    def read(self) -> Optional[bytes]:
+        return self._chunks.pop(0) if self._chunks else None
+
+
+class Response:
+    """A response: status and headers, and a body read in chunks as it arrives."""
+
+    def __init__(self, status: int, headers: List[Tuple[str, str]], body: Any) -> None:
+        self.status = status
+        self.headers = headers
+        self._body = body
+
+    @classmethod
+    def from_chunks(
+        cls, status: int, headers: Sequence[Tuple[str, str]], chunks: Iterable[bytes]
+    ) -> "Response":
+        """A response whose body is `chunks`: for testing a provider without the gateway."""
+        return cls(status, list(headers), _ChunkBody(chunks))
+
+    def header(self, name: str) -> Optional[str]:
+        lower = name.lower()
+        return next((v for n, v in self.headers if n.lower() == lower), None)
+
+    def is_success(self) -> bool:
+        return 200 <= self.status < 300
+
+    def is_json(self) -> bool:
+        """Whether `Content-Type` says JSON (a server that ignored the request to stream)."""
+        kind = self.header("content-type") or ""
+        return kind.strip().lower().startswith("application/json")
+
+    def chunks(self) -> Iterator[bytes]:
+        """The body's chunks as they arrive (`ProviderError` when reading fails)."""
+        while True:
+            chunk = self._body.read()
+            if chunk is None:
+                return
+            if chunk:
+                yield bytes(chunk)
+
+    def read(self) -> bytes:
+        """The whole body."""
+        return b"".join(self.chunks())
+
+    def json(self) -> Any:
+        """The body parsed as JSON (`ProviderError.malformed` when it is not)."""
+        try:
+            return json.loads(self.read())
+        except ValueError as e:
+            raise ProviderError.malformed(e) from None
+
+    def error_for_status(self) -> "Response":
+        """The response itself when its status is 2xx; else raises `ProviderError.upstream`
+        with the status, the provider's message and the `Retry-After` seconds."""
+        if self.is_success():
+            return self
+        try:
+            body = self.read()
+        except ProviderError:
+            # The status says what matters; a body that fails to arrive only costs the message.
+            body = b""
+        raise upstream_error(self.status, body, self.header("retry-after"))
+
+    def sse(self) -> Iterator[Event]:
+        """The body as Server-Sent Events, each yielded once complete."""
+        parser = Parser()
+        for chunk in self.chunks():
+            yield from parser.push(chunk)
+        last = parser.finish()
+        if last is not None:
+            yield last
+
+
+# ---------------------------------------------------------------------------------- the sink
+
+
+class Sink:
+    """Partial results of a streamed completion, delivered to the caller as they arrive."""
+
+    CALLER_GONE = "the caller disconnected"
+
+    def __init__(self, buffered: bool = False) -> None:
+        self._buffered = buffered
+        self._closed = False
+        #: What a `Sink.buffered()` sink received, in order.
+        self.sent: List[types.Chunk] = []
+
+    @classmethod
+    def buffered(cls) -> "Sink":
+        """A sink that keeps every chunk in `sent` instead of sending it: for tests."""
+        return cls(buffered=True)
+
+    def send(self, chunk: types.Chunk) -> None:
+        """Sends a chunk; raises `ProviderError.failed("the caller disconnected")` once the
+        caller is gone: stop working and let it propagate."""
+        if self._buffered:
+            self.sent.append(chunk)
+            return
+        if self._closed:
+            raise ProviderError.failed(self.CALLER_GONE)
+        try:
+            _sink.send(chunk)
+        except Err:
+            self._closed = True
+            raise ProviderError.failed(self.CALLER_GONE) from None
+
+    def text(self, index: int, text: str) -> None:
+        """Sends new text of choice `index` (nothing for empty text)."""
+        if text:
+            self.send(types.Chunk([types.TextDelta(index, text)], [], [], None))
+
+
+# ---------------------------------------------------------------------------------- answers
+
+
+class _Call:
+    __slots__ = ("id", "name", "arguments")
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.arguments = ""
+
+    def push(self, id_: Optional[str], name: Optional[str], arguments: Optional[str]) -> None:
+        # Providers send the id and name with the first piece: the first non-empty one wins.
+        if id_ and not self.id:
+            self.id = id_
+        if name and not self.name:
+            self.name = name
+        if arguments:
+            self.arguments += arguments
+
+
+class _Choice:
+    __slots__ = ("text", "reasoning", "finish", "function_call", "tool_calls", "logprobs")
+
+    def __init__(self) -> None:
+        self.text: List[str] = []
+        self.reasoning: Dict[int, types.Reasoning] = {}
+        self.finish: Optional[types.FinishReason] = None
+        self.function_call: Optional[_Call] = None
+        self.tool_calls: Dict[int, _Call] = {}
+        self.logprobs: Any = None
+
+
+_OPEN, _COMPLETE, _ENDED = 0, 1, 2
+
+
+class Answer:
+    """The answer being read: the completion so far, and what the caller was not sent yet.
+    Streamed text, tool-call pieces, reasoning and usage given to it reach the caller after
+    each event (by `read_stream`); everything reaches the final completion."""
+
+    def __init__(self, requested_model: str) -> None:
+        self._model = requested_model
+        self._choices: Dict[int, _Choice] = {}
+        self._usage: Optional[types.Usage] = None
+        self._usage_unsent = False
+        self._unsent: List[types.TextDelta] = []
+        self._unsent_calls: List[types.ToolCallDelta] = []
+        self._unsent_reasoning: List[types.ReasoningDelta] = []
+        self._ids_sent: set = set()
+        self._names_sent: set = set()
+        self._progress = _OPEN
+
+    def _choice(self, index: int) -> _Choice:
+        choice = self._choices.get(index)
+        if choice is None:
+            choice = self._choices[index] = _Choice()
+        return choice
+
+    def model(self, model: Optional[str]) -> None:
+        """The model the upstream says answered (an empty name is ignored; the last wins)."""
+        if model:
+            self._model = model
+
+    def text(self, choice: int, text: Optional[str]) -> None:
+        """Appends `text` to choice `choice` and queues it for the caller. Empty text sends
+        nothing but makes the choice part of the answer."""
+        self._choice(choice).text.append(text or "")
+        if not text:
+            return
+        last = self._unsent[-1] if self._unsent else None
+        if last is not None and last.index == choice:
+            last.text += text
+        else:
+            self._unsent.append(types.TextDelta(choice, text))
+
+    def tool_call(
+        self,
+        choice: int,
+        call: int,
+        id: Optional[str] = None,  # noqa: A002 (the WIT field's name)
+        name: Optional[str] = None,
+        arguments: Optional[str] = None,
+    ) -> None:
+        """Adds a piece of tool call `call` of choice `choice`: the id and name count once, the
+        `arguments` pieces are appended (and queued for the caller)."""
+        id_ = id or None
+        name = name or None
+        self._choice(choice).tool_calls.setdefault(call, _Call()).push(id_, name, arguments)
+        key = (choice, call)
+        if id_ is not None and key in self._ids_sent:
+            id_ = None
+        if name is not None and key in self._names_sent:
+            name = None
+        if id_ is not None:
+            self._ids_sent.add(key)
+        if name is not None:
+            self._names_sent.add(key)
+        arguments = arguments or ""
+        if id_ is None and name is None and not arguments:
+            return
+        last = self._unsent_calls[-1] if self._unsent_calls else None
+        if (
+            last is not None
+            and (last.index, last.call) == key
+            and (id_ is None or last.id is None)
+            and (name is None or last.name is None)
+        ):
+            last.id = last.id or id_
+            last.name = last.name or name
+            last.arguments += arguments
+        else:
+            self._unsent_calls.append(types.ToolCallDelta(choice, call, id_, name, arguments))
+
+    def function_call(
+        self, choice: int, name: Optional[str] = None, arguments: Optional[str] = None
+    ) -> None:
+        """Adds a piece of the legacy single function call of choice `choice`."""
+        entry = self._choice(choice)
+        if entry.function_call is None:
+            entry.function_call = _Call()
+        entry.function_call.push(None, name, arguments)
+
+    def reasoning(
+        self,
+        choice: int,
+        block: int,
+        text: str = "",
+        signature: Optional[str] = None,
+        redacted: Optional[str] = None,
+    ) -> None:
+        """Appends `text` to reasoning block `block` of choice `choice` (and its signature or
+        hidden content when they come), and queues it for the caller."""
+        blocks = self._choice(choice).reasoning
+        entry = blocks.get(block)
+        if entry is None:
+            entry = blocks[block] = types.Reasoning("", None, None)
+        entry.text += text
+        if signature is not None:
+            entry.signature = signature
+        if redacted is not None:
+            entry.redacted = redacted
+        if not text and signature is None and redacted is None:
+            return
+        last = self._unsent_reasoning[-1] if self._unsent_reasoning else None
+        if (
+            last is not None
+            and (last.index, last.block) == (choice, block)
+            and last.signature is None
+            and last.redacted is None
+        ):
+            last.text += text
+            last.signature = signature
+            last.redacted = redacted
+        else:
+            delta = types.ReasoningDelta(choice, block, text, signature, redacted)
+            self._unsent_reasoning.append(delta)
+
+    def finish_reason(self, choice: int, reason: Any) -> None:
+        """Why choice `choice` ended: a name (`"stop"`, OpenAI's spelling) or a WIT value."""
+        if isinstance(reason, str):
+            reason = finish_reason(reason)
+        self._choice(choice).finish = reason
+
+    def usage(self, value: Optional[types.Usage]) -> None:
+        """The usage so far (the last value wins: providers report totals), queued for the
+        gateway so that a stream cut short is still recorded with what it used."""
+        if value is not None:
+            self._usage = value
+            self._usage_unsent = True
+
+    def logprobs(self, choice: int, value: Any) -> None:
+        """Adds logprobs of choice `choice`: arrays are concatenated with earlier pieces."""
+        if value is None:
+            return
+        entry = self._choice(choice)
+        if isinstance(entry.logprobs, dict) and isinstance(value, dict):
+            for key, piece in value.items():
+                have = entry.logprobs.get(key)
+                if isinstance(have, list) and isinstance(piece, list):
+                    have.extend(piece)
+                elif have is None:
+                    entry.logprobs[key] = piece
+        elif entry.logprobs is None:
+            entry.logprobs = value
+
+    def complete(self) -> None:
+        """The upstream said the answer is whole; later events are still read."""
+        self._progress = max(self._progress, _COMPLETE)
+
+    def end(self) -> None:
+        """The upstream's end marker: the answer is whole and no more events are read."""
+        self._progress = _ENDED
+
+    @property
+    def is_complete(self) -> bool:
+        return self._progress >= _COMPLETE
+
+    @property
+    def is_ended(self) -> bool:
+        return self._progress == _ENDED
+
+    def take_unsent(self) -> Optional[types.Chunk]:
+        """The text, reasoning, tool-call pieces and usage the caller was not sent yet."""
+        usage_now = self._usage if self._usage_unsent else None
+        self._usage_unsent = False
+        if not (self._unsent or self._unsent_reasoning or self._unsent_calls or usage_now):
+            return None
+        chunk = types.Chunk(self._unsent, self._unsent_reasoning, self._unsent_calls, usage_now)
+        self._unsent, self._unsent_reasoning, self._unsent_calls = [], [], []
+        return chunk
+
+    def finish(self) -> types.Completion:
+        """The completion: choices by index, calls without an id given `call_{choice}_{n}`, and
+        `function_call` mirroring the first tool call when a choice has none."""
+        choices = []
+        for index in sorted(self._choices):
+            entry = self._choices[index]
+            calls = []
+            for position, key in enumerate(sorted(entry.tool_calls)):
+                call = entry.tool_calls[key]
+                call_id = call.id or f"call_{index}_{position}"
+                calls.append(types.ToolCall(call_id, call.name, call.arguments))
+            if entry.function_call is not None:
+                function_call = entry.function_call
+                function = types.FunctionCall(function_call.name, function_call.arguments)
+            elif calls:
+                function = types.FunctionCall(calls[0].name, calls[0].arguments)
+            else:
+                function = None
+            logprobs = None if entry.logprobs is None else json.dumps(entry.logprobs)
+            reasoning = [entry.reasoning[block] for block in sorted(entry.reasoning)]
+            choices.append(
+                types.Choice(
+                    index, "".join(entry.text), reasoning, entry.finish, function, calls, logprobs
+                )
+            )
+        return types.Completion(self._model, choices, self._usage)
+
+
+class StreamDecoder:
+    """One provider's answer format: what `read_completion` and `read_stream` need of it."""
+
+    def body(self, data: bytes, answer: Answer) -> None:
+        """Reads a whole answer (or one event's JSON data, by the default `event`). Call
+        `answer.complete()` when it is a complete answer."""
+        raise NotImplementedError("a StreamDecoder reads answers in `body`")
+
+    def event(self, event: Event, answer: Answer) -> None:
+        """Reads one event of a streamed answer. Default, for APIs whose events each carry a
+        JSON piece of the answer: `data: [DONE]` ends the answer, empty data is skipped, any
+        other data is read with `body`."""
+        data = event.data.strip()
+        if data == "[DONE]":
+            answer.end()
+        elif data:
+            self.body(data.encode(), answer)
+
+    def end(self, answer: Answer) -> None:
+        """Called once after a complete answer, before the completion is built."""
+
+
+def _send_unsent(answer: Answer, sink: Sink) -> None:
+    chunk = answer.take_unsent()
+    if chunk is not None:
+        sink.send(chunk)
+
+
+def read_completion(
+    response: Response, requested_model: str, decoder: StreamDecoder
+) -> types.Completion:
+    """A whole answer: the status checked (errors mapped), the body read by `decoder`."""
+    response = response.error_for_status()
+    answer = Answer(requested_model)
+    decoder.body(response.read(), answer)
+    decoder.end(answer)
+    return answer.finish()
+
+
+def read_stream(
+    response: Response, sink: Sink, requested_model: str, decoder: StreamDecoder
+) -> types.Completion:
+    """A streamed answer: the status checked, each Server-Sent Event read by `decoder` and what
+    it added sent to the caller at once; a JSON answer (a server that ignored the request to
+    stream) is read whole. A stream that ends before the answer is complete is an error."""
+    response = response.error_for_status()
+    answer = Answer(requested_model)
+    if response.is_json():
+        decoder.body(response.read(), answer)
+        _send_unsent(answer, sink)
+    else:
+        for event in response.sse():
+            decoder.event(event, answer)
+            _send_unsent(answer, sink)
+            if answer.is_ended:
+                break
+    if not answer.is_complete:
+        raise ProviderError.failed("stream ended early")
+    decoder.end(answer)
+    return answer.finish()
+
+
+# ---------------------------------------------------------------------------------- providers
+
+
+class HttpProvider(StreamDecoder):
+    """A provider answering each completion with one upstream HTTP request.
+
+    Set `NAME`, `VERSION` and `MODELS` (rows of `(model, input $/Mtok, output $/Mtok)`),
+    implement `request` and `body` (and `event` when the stream's events are not each a JSON
+    piece of the answer). A fresh instance serves each call, so attributes set while reading an
+    answer are that call's decoder state.
+    """
+
+    NAME = "python-provider"
+    VERSION = "0.1.0"
+    MODELS: Sequence[Tuple[str, float, float]] = ()
+
+    def info(self) -> types.PluginInfo:
+        """Describes the plugin; called once when the gateway loads it."""
+        models = [types.ModelPrice(m, float(i), float(o)) for m, i, o in self.MODELS]
+        return types.PluginInfo(self.NAME, self.VERSION, models)
+
+    def request(self, call: Call, stream: bool) -> Request:
+        """The upstream request for `call`, asking for an event stream when `stream`."""
+        raise NotImplementedError("an HttpProvider builds its upstream request in `request`")
+
+    def decoder(self) -> StreamDecoder:
+        """Reads this call's answer; default: the provider itself (fresh for every call)."""
+        return self
+
+    def complete(self, call: Call) -> types.Completion:
+        response = self.request(call, False).send_logged()
+        return read_completion(response, call.model, self.decoder())
+
+    def complete_stream(self, call: Call, sink: Sink) -> types.Completion:
+        response = self.request(call, True).send_logged()
+        return read_stream(response, sink, call.model, self.decoder())
+
+    def embed(self, call: Call) -> types.Embeddings:
+        """Embeddings, one vector per `call.request.input`; default: not supported (400)."""
+        raise ProviderError.invalid_request(f"{self.NAME} does not support embeddings")
+
+
+def _report(error: BaseException) -> None:
+    """Logs an exception that is about to end the instance, so the operator sees why a call
+    failed with 502 (the gateway's log carries the invocation id)."""
+    try:
+        if isinstance(error, MemoryError):
+            message = "plugin raised MemoryError"
+        else:
+            message = "plugin raised " + "".join(traceback.format_exception(error)).strip()
+        log.error(message)
+    except BaseException:  # noqa: BLE001 (nothing more to do: the trap follows)
+        pass
+
+
+def run(action: Callable[[], Any]) -> Any:
+    """Runs an export: a `ProviderError` becomes the WIT error the gateway expects; any other
+    exception is logged, then ends the instance (a trap: the gateway answers 502)."""
+    try:
+        return action()
+    except ProviderError as e:
+        raise Err(e.to_wit()) from None
+    except Err:
+        raise
+    except BaseException as e:
+        _report(e)
+        raise
+
+
+def provider_world(provider: type) -> type:
+    """The `WitWorld` class componentize-py exports for `provider` (an `HttpProvider`, or any
+    class with `info`, `complete(call)`, `complete_stream(call, sink)` and `embed(call)`):
+
+        WitWorld = provider_world(MyProvider)
+    """
+
+    class WitWorld:
+        def info(self) -> types.PluginInfo:
+            return run(lambda: provider().info())
+
+        def complete(self, request: types.CompletionRequest) -> types.Completion:
+            return run(lambda: provider().complete(Call(request)))
+
+        def complete_stream(self, request: types.CompletionRequest) -> types.Completion:
+            return run(lambda: provider().complete_stream(Call(request), Sink()))
+
+        def embed(self, request: types.EmbeddingRequest) -> types.Embeddings:
+            return run(lambda: provider().embed(Call(request)))
+
+    WitWorld.__qualname__ = WitWorld.__name__ = "WitWorld"
+    return WitWorld
