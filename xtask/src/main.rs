@@ -10,6 +10,8 @@
 //!   then the gateway's integration tests again on PostgreSQL (`GATEWAY_TEST_POSTGRES`,
 //!   default the local server).
 //! - `cargo xtask plugins`: only builds the plugins.
+//! - `cargo xtask plugin python DIR [--out FILE]`: builds the Python plugin in `DIR` with
+//!   componentize-py (see `python.rs`).
 //! - `cargo xtask cycles [--print]`: checks that no two modules of `host/src` depend on each
 //!   other (see `cycles.rs`); `--print` lists which modules use which.
 //! - `cargo xtask bench [ARGS]`: builds the plugins, the gateway (the `production` profile, as
@@ -18,6 +20,7 @@
 //!   with `--smoke`, on the test suite's build (see `smoke_build`).
 
 mod cycles;
+mod python;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -87,6 +90,10 @@ fn main() -> ExitCode {
         Some("serve") => serve(&args[1..]),
         Some("test") => test(&args[1..]),
         Some("plugins") => build_plugins(PLUGINS.iter()).map(|_| ()),
+        Some("plugin") => match args.get(1).map(String::as_str) {
+            Some("python") => python::command(&args[2..]),
+            _ => Err("usage: cargo xtask plugin python DIR [--out FILE]".into()),
+        },
         Some("bench") => bench(&args[1..]),
         Some("cycles") => check_cycles(args.get(1).is_some_and(|a| a == "--print")),
         _ => {
@@ -352,6 +359,9 @@ fn configured_plugins_dir(path: &Path) -> Result<Option<PathBuf>, ConfigError> {
 
 fn test(args: &[String]) -> Result<(), String> {
     let built = build_plugins(PLUGINS.iter())?;
+    // The Python plugins the e2e tests load, beside the others; and the Python SDK's own tests.
+    python::build_for_tests(&built)?;
+    python::test_sdk()?;
     let python = clients_venv()?;
     let mut command = cargo("test");
     command
