@@ -171,6 +171,7 @@ mod answer;
 mod assembler;
 mod calls;
 pub mod eventstream;
+pub mod guard;
 pub mod http;
 pub mod json;
 pub mod kv;
@@ -829,7 +830,7 @@ pub mod __private {
 
     /// Sends panic messages to the host's log before the instance traps, so
     /// the operator can see why a call failed with 502.
-    fn report_panics() {
+    pub(crate) fn report_panics() {
         static INSTALL: std::sync::Once = std::sync::Once::new();
         INSTALL.call_once(|| {
             std::panic::set_hook(Box::new(|panic| {
