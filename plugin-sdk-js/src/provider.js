@@ -1,0 +1,128 @@
+// A provider plugin: the functions the gateway calls, and the drivers that make an `HttpProvider`
+// (one upstream request per completion) a whole provider.
+
+import { readCompletion, readStream, Sink } from './answer.js';
+import { ProviderError, toWitError } from './errors.js';
+import { hostImport } from './host.js';
+import { log } from './log.js';
+
+/**
+ * One provider's answer format: what `readCompletion` and `readStream` need to know of it.
+ * Subclasses implement `body`; the default `event` suits APIs whose events each carry a JSON piece
+ * of the answer.
+ */
+export class StreamDecoder {
+  /**
+   * Reads a whole answer (or the JSON answer a server sent in one piece although a stream was
+   * asked for). Call `answer.complete()` when the body is a complete answer.
+   *
+   * @param {string} body
+   * @param {import('./answer.js').Answer} answer
+   */
+  body(body, answer) {
+    throw new Error(`${this.constructor.name} does not implement body(body, answer)`);
+  }
+
+  /**
+   * Reads one event of a streamed answer. Call `answer.complete()` when the upstream says the
+   * answer is whole, `answer.end()` at its end marker (no more events are read).
+   *
+   * Default: `data: [DONE]` (OpenAI's end marker) ends the answer, empty data is skipped, any
+   * other data is read with `body`.
+   *
+   * @param {import('./sse.js').SseEvent} event
+   * @param {import('./answer.js').Answer} answer
+   */
+  event(event, answer) {
+    const data = event.data.trim();
+    if (data === '[DONE]') {
+      answer.end();
+    } else if (data !== '') {
+      this.body(data, answer);
+    }
+  }
+
+  /** Called once after the body or the last event of a complete answer. Default: nothing. */
+  end(answer) {}
+}
+
+/**
+ * A provider that answers each completion with one upstream HTTP request: implement `info()`,
+ * `request(call, stream)` and the decoder's `body(body, answer)` (a provider is its own
+ * `StreamDecoder`: a fresh instance of its class reads each answer, so it may keep state between
+ * the events of one stream). Export it with `exportProvider`.
+ */
+export class HttpProvider extends StreamDecoder {
+  /**
+   * Describes the plugin: `{name, version, models}` (see `modelPrices`). Called once at load.
+   * @returns {{name: string, version: string, models: {model: string, inputPerMtok: number, outputPerMtok: number}[]}}
+   */
+  info() {
+    throw new Error(`${this.constructor.name} does not implement info()`);
+  }
+
+  /**
+   * The upstream request for `call` (a `completion-request`), asking for an event stream when
+   * `stream`.
+   * @returns {import('./http.js').Request}
+   */
+  request(call, stream) {
+    throw new Error(`${this.constructor.name} does not implement request(call, stream)`);
+  }
+
+  /** The decoder of one call's answer: by default a fresh instance of the provider's class. */
+  decoder() {
+    return new this.constructor();
+  }
+
+  /** Performs a completion and returns the whole answer. */
+  complete(call) {
+    const response = this.request(call, false).send();
+    return readCompletion(response, call.model, this.decoder());
+  }
+
+  /** Performs a completion, sending its pieces through `sink` as they arrive. */
+  completeStream(call, sink) {
+    const response = this.request(call, true).send();
+    return readStream(response, sink, call.model, this.decoder());
+  }
+
+  /** Computes embeddings (`{model, vectors, usage}`). Default: not supported (400). */
+  embed(call) {
+    throw ProviderError.invalidRequest(`${this.info().name} does not support embeddings`);
+  }
+}
+
+/**
+ * The functions the component exports (the `provider` world's `info`, `complete`,
+ * `complete-stream`, `embed`) for `provider` (an `HttpProvider`, or any object with `info`,
+ * `complete(call)`, `completeStream(call, sink)` and `embed(call)`). Export them from the plugin's
+ * module:
+ *
+ *     export const { info, complete, completeStream, embed } = exportProvider(new MyProvider());
+ *
+ * Thrown `ProviderError`s become the WIT's `provider-error`; any other exception is logged and
+ * becomes `failed` (502).
+ */
+export function exportProvider(provider) {
+  const call = (what, run) => {
+    try {
+      return run();
+    } catch (error) {
+      if (!(error instanceof ProviderError)) {
+        log.error(`plugin error in ${what}: ${error?.stack ?? error}`);
+      }
+      // The bindings return a thrown value's `payload` as the result's error.
+      throw { payload: toWitError(error) };
+    }
+  };
+  return {
+    info: () => provider.info(),
+    complete: (request) => call('complete', () => provider.complete(request)),
+    completeStream: (request) =>
+      call('complete-stream', () =>
+        provider.completeStream(request, new Sink((chunk) => hostImport('sink').send(chunk))),
+      ),
+    embed: (request) => call('embed', () => provider.embed(request)),
+  };
+}

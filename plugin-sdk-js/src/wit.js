@@ -1,0 +1,26 @@
+// The component's imports (the `provider` world of wit/provider.wit), handed to the SDK. The
+// bundler keeps these specifiers as they are; componentize-js binds them to the host's functions.
+import * as http from 'gateway:provider/http@0.2.0';
+import * as sink from 'gateway:provider/sink@0.2.0';
+import * as log from 'gateway:provider/log@0.2.0';
+import * as kv from 'gateway:provider/kv@0.2.0';
+import { installHost } from './host.js';
+
+installHost({ http, sink, log, kv });
+
+// The host gives the plugin no stdout or stderr: `console` writes to the gateway's log instead.
+const write = (level) => (...args) => {
+  if (log.enabled(level)) {
+    log.log(level, args.map((arg) => (typeof arg === 'string' ? arg : String(arg))).join(' '));
+  }
+};
+for (const [method, level] of [
+  ['trace', 'trace'],
+  ['debug', 'debug'],
+  ['log', 'info'],
+  ['info', 'info'],
+  ['warn', 'warn'],
+  ['error', 'error'],
+]) {
+  globalThis.console[method] = write(level);
+}

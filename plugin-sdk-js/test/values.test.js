@@ -1,0 +1,123 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { installHost } from '../src/host.js';
+import { Request, Response } from '../src/http.js';
+import { HttpProvider, exportProvider } from '../src/provider.js';
+import {
+  checkedBaseUrl,
+  finishReason,
+  messages,
+  openAiUsage,
+  paramsObject,
+  routeSettings,
+  secret,
+  textOnly,
+} from '../src/values.js';
+
+const route = (settings = '') => ({ id: 'r', baseUrl: ' https://api.example.com/v1// ', settings, secrets: [['token', 's3']] });
+
+test('params without the keys the plugin owns', () => {
+  assert.deepEqual(paramsObject(''), {});
+  assert.deepEqual(paramsObject('{"temperature":0.5,"model":"x"}', ['model']), { temperature: 0.5 });
+  assert.throws(() => paramsObject('[1]'), (e) => e.kind === 'invalid-request');
+  assert.throws(() => paramsObject('{'), (e) => e.kind === 'invalid-request');
+});
+
+test('prompts as messages, text only', () => {
+  const [message] = messages({ tag: 'text', val: 'Say hi' });
+  assert.equal(message.role, 'user');
+  assert.equal(textOnly(message, 'p'), 'Say hi');
+  const chat = [
+    { role: 'user', parts: [{ tag: 'text', val: 'a' }, { tag: 'reasoning', val: {} }, { tag: 'text', val: 'b' }] },
+  ];
+  assert.equal(messages({ tag: 'chat', val: chat }), chat);
+  assert.equal(textOnly(chat[0], 'p'), 'a\nb');
+  const image = { role: 'user', parts: [{ tag: 'image', val: {} }] };
+  assert.throws(() => textOnly(image, 'acme'), { message: 'acme does not take image parts' });
+});
+
+test('route: base URL, settings, secrets', () => {
+  assert.equal(checkedBaseUrl(route(), 'X'), 'https://api.example.com/v1');
+  assert.throws(() => checkedBaseUrl({ id: 'r', baseUrl: ' / ' }, 'https://x/v1'), {
+    message: 'route `r` has no base_url; set it to https://x/v1',
+  });
+  assert.deepEqual(routeSettings(route('{"legacy": true}'), { legacy: false, depth: 2 }), {
+    legacy: true,
+    depth: 2,
+  });
+  assert.throws(() => routeSettings(route('{"legacy": 1}'), { legacy: false }), {
+    message: 'route `r`: setting `legacy`: expected a boolean, got a number',
+  });
+  assert.throws(() => routeSettings(route('{"legasy": true}'), { legacy: false }), /unknown setting `legasy`/);
+  assert.deepEqual(routeSettings(route('{"any": [1]}')), { any: [1] });
+  assert.equal(secret(route(), 'token'), 's3');
+  assert.equal(secret(route(), 'other'), undefined);
+});
+
+test("OpenAI's usage and finish reasons", () => {
+  assert.deepEqual(openAiUsage({ prompt_tokens: 9, completion_tokens: 3.0 }), {
+    promptTokens: 9,
+    completionTokens: 3,
+    totalTokens: 12,
+  });
+  assert.deepEqual(
+    openAiUsage({ prompt_tokens: 9, completion_tokens: 3, total_tokens: 13, prompt_tokens_details: { cached_tokens: 4 } }),
+    { promptTokens: 9, completionTokens: 3, totalTokens: 13, cachedPromptTokens: 4 },
+  );
+  assert.equal(openAiUsage(null), undefined);
+  assert.deepEqual(finishReason('tool_calls'), { tag: 'tool-calls' });
+  assert.deepEqual(finishReason('weird'), { tag: 'other' });
+});
+
+class Echo extends HttpProvider {
+  info() {
+    return { name: 'echo', version: '1', models: [] };
+  }
+
+  request(call, stream) {
+    return Request.post(`${checkedBaseUrl(call.route, 'X')}/chat`).streaming(stream).apiKey(call.route.apiKey).json({ model: call.model });
+  }
+
+  body(body, answer) {
+    const reply = JSON.parse(body);
+    answer.text(0, reply.text);
+    answer.finishReason(0, finishReason('stop'));
+    answer.complete();
+  }
+}
+
+test('exported functions drive an HttpProvider through the host', () => {
+  const sent = [];
+  installHost({
+    http: {
+      send(request) {
+        sent.push(request);
+        if (request.url.includes('fail')) {
+          throw { payload: { tag: 'forbidden-host', val: 'fail.example' } };
+        }
+        const chunks = [new TextEncoder().encode('{"text":"hi"}')];
+        return { status: 200, headers: [['content-type', 'application/json']], body: { read: () => chunks.shift() } };
+      },
+    },
+    sink: { send: () => {} },
+  });
+  const { info, complete, completeStream, embed } = exportProvider(new Echo());
+  assert.equal(info().name, 'echo');
+  const call = { route: { ...route(), apiKey: 'k' }, model: 'm', params: '' };
+  assert.equal(complete(call).choices[0].text, 'hi');
+  assert.equal(completeStream(call).choices[0].text, 'hi');
+  assert.equal(sent[0].url, 'https://api.example.com/v1/chat');
+  assert.deepEqual(sent[0].headers, [
+    ['accept', 'application/json'],
+    ['authorization', 'Bearer k'],
+    ['content-type', 'application/json'],
+  ]);
+  assert.equal(new TextDecoder().decode(sent[0].body), '{"model":"m"}');
+  assert.throws(
+    () => complete({ ...call, route: { ...call.route, baseUrl: 'https://fail.example' } }),
+    (thrown) => thrown.payload.tag === 'failed' && thrown.payload.val.includes('fail.example'),
+  );
+  assert.throws(() => embed({}), (thrown) => thrown.payload.tag === 'invalid-request');
+  assert.equal(Response.fromChunks(200, [], ['a', '', 'b']).text(), 'ab');
+});
