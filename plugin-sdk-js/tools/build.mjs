@@ -59,7 +59,7 @@ const { component } = await componentize({
 const componentized = performance.now();
 
 // What the component imports, as `jco wit` prints it.
-const imports = [...componentWit(component).matchAll(/^\s*import ([^;]+);/gm)].map((m) => m[1]);
+const imports = [...(await componentWit(component)).matchAll(/^\s*import ([^;]+);/gm)].map((m) => m[1]);
 const forbidden = imports.filter((name) => name.startsWith('wasi:http'));
 if (forbidden.length > 0) {
   console.error(`build.mjs: the component imports ${forbidden.join(', ')}, which the gateway does not link`);
