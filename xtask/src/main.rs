@@ -12,6 +12,8 @@
 //! - `cargo xtask plugins`: only builds the plugins.
 //! - `cargo xtask plugin python DIR [--out FILE]`: builds the Python plugin in `DIR` with
 //!   componentize-py (see `python.rs`).
+//! - `cargo xtask plugin js DIR [--out FILE]`: builds the JavaScript plugin in `DIR` with
+//!   componentize-js (see `js.rs`).
 //! - `cargo xtask cycles [--print]`: checks that no two modules of `host/src` depend on each
 //!   other (see `cycles.rs`); `--print` lists which modules use which.
 //! - `cargo xtask bench [ARGS]`: builds the plugins, the gateway (the `production` profile, as
@@ -20,6 +22,7 @@
 //!   with `--smoke`, on the test suite's build (see `smoke_build`).
 
 mod cycles;
+mod js;
 mod python;
 
 use std::path::{Path, PathBuf};
@@ -92,7 +95,8 @@ fn main() -> ExitCode {
         Some("plugins") => build_plugins(PLUGINS.iter()).map(|_| ()),
         Some("plugin") => match args.get(1).map(String::as_str) {
             Some("python") => python::command(&args[2..]),
-            _ => Err("usage: cargo xtask plugin python DIR [--out FILE]".into()),
+            Some("js") => js::command(&args[2..]),
+            _ => Err("usage: cargo xtask plugin python|js DIR [--out FILE]".into()),
         },
         Some("bench") => bench(&args[1..]),
         Some("cycles") => check_cycles(args.get(1).is_some_and(|a| a == "--print")),
@@ -362,6 +366,8 @@ fn test(args: &[String]) -> Result<(), String> {
     // The Python plugins the e2e tests load, beside the others; and the Python SDK's own tests.
     python::build_for_tests(&built)?;
     python::test_sdk()?;
+    // The JavaScript plugins the e2e tests load, beside the others; and the JavaScript SDK's tests.
+    js::build_test_plugins(&built)?;
     let python = clients_venv()?;
     let mut command = cargo("test");
     command
