@@ -207,7 +207,11 @@ fn stamp_of(paths: &[&Path]) -> Result<String, String> {
         hasher.write(file.to_string_lossy().as_bytes());
         hasher.write(&read(file)?);
     }
-    Ok(format!("{:016x} over {} files", hasher.finish(), files.len()))
+    Ok(format!(
+        "{:016x} over {} files",
+        hasher.finish(),
+        files.len()
+    ))
 }
 
 fn collect(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
@@ -259,7 +263,9 @@ mod tests {
         let root = workspace_root();
         for dir in TEST_PLUGINS {
             assert!(
-                ENTRIES.iter().any(|entry| root.join(dir).join(entry).is_file()),
+                ENTRIES
+                    .iter()
+                    .any(|entry| root.join(dir).join(entry).is_file()),
                 "{dir} has no entry module"
             );
         }
