@@ -46,6 +46,7 @@ const PLUGINS: &[Plugin] = &[
     Plugin::bundled("gemini", "gemini"),
     Plugin::bundled("vertex", "vertex"),
     Plugin::bundled("bedrock", "bedrock"),
+    Plugin::bundled("pii-guard", "pii-guard"),
     Plugin::test_only("minimal-provider", "minimal"),
     Plugin::test_only("faulty-plugin", "faulty"),
     Plugin::test_only("hostile-plugin", "hostile"),
@@ -221,6 +222,12 @@ fn build_plugins<'a>(plugins: impl Iterator<Item = &'a Plugin> + Clone) -> Resul
     let dir = target_dir().join(WASM_TARGET).join("plugin");
     for plugin in plugins {
         let path = dir.join(format!("{}.wasm", plugin.file));
+        // Cargo names a library's file after its crate, whose name cannot hold a hyphen: a
+        // plugin named with one (`pii-guard`) is the build's `pii_guard.wasm`, under its name.
+        let built = dir.join(format!("{}.wasm", plugin.file.replace('-', "_")));
+        if plugin.file.contains('-') && built.exists() {
+            install(&built, &dir, plugin.file)?;
+        }
         if !path.exists() {
             return Err(format!("the build did not produce {}", path.display()));
         }
