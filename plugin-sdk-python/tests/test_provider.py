@@ -99,8 +99,12 @@ class CallTest(unittest.TestCase):
     def test_settings_defaults_and_checks(self):
         self.assertEqual(call().settings(legacy=False), {"legacy": False})
         self.assertEqual(call(settings='{"legacy": true}').settings(legacy=False), {"legacy": True})
+        self.assertEqual(call(settings='{"t": 1}').settings(t=0.5), {"t": 1})
+        with self.assertRaises(ProviderError) as caught:
+            call(settings='{"n": true}').settings(n=0)
+        self.assertEqual(caught.exception.message, "route `r`: setting `n` must be an integer")
         for bad, says in [
-            ('{"legacy": 1}', "route `r`: setting `legacy` must be a bool"),
+            ('{"legacy": 1}', "route `r`: setting `legacy` must be a boolean"),
             ('{"legcy": true}', "route `r`: unknown setting `legcy` (known: legacy)"),
             ("[]", "route `r`: settings must be a JSON object"),
         ]:

@@ -2,7 +2,7 @@
 passes as text (a route's or a guard's settings, the caller's params)."""
 
 import json
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Dict, Optional
 
 from wit_world.imports import types
 
@@ -134,11 +134,41 @@ def json_object(text: str, what: str, error=ProviderError.failed) -> Dict[str, A
     return value
 
 
-def check_settings(values: Dict[str, Any], known: Iterable[str], where: str) -> None:
-    """Raises `ProviderError.failed` naming the first key of `values` not in `known`: a
-    misspelt setting is refused rather than silently ignored."""
-    allowed = set(known)
+def settings_object(text: str, where: str, defaults: Dict[str, Any]) -> Dict[str, Any]:
+    """Settings (a JSON object as text) with `defaults` for the keys they leave out. Given
+    defaults, a key not among them, or a value of another type than its default's, raises
+    `ProviderError.failed` naming `where` and the key: a misspelt setting is refused rather
+    than silently ignored. An int is taken where the default is a float."""
+    values = json_object(text, f"{where}: settings")
+    if not defaults:
+        return values
     for key in values:
-        if key not in allowed:
-            names = ", ".join(sorted(allowed)) or "none"
+        if key not in defaults:
+            names = ", ".join(sorted(defaults))
             raise ProviderError.failed(f"{where}: unknown setting `{key}` (known: {names})")
+    for key, default in defaults.items():
+        value = values.get(key)
+        if value is None:
+            values[key] = default
+        elif default is not None and not _same_kind(value, default):
+            kind = _KINDS.get(type(default), f"a {type(default).__name__}")
+            raise ProviderError.failed(f"{where}: setting `{key}` must be {kind}")
+    return values
+
+
+_KINDS = {
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    list: "a list",
+    dict: "a table",
+}
+
+
+def _same_kind(value: Any, default: Any) -> bool:
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(default, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float))
+    return isinstance(value, type(default))

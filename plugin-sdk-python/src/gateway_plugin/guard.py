@@ -18,8 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 from wit_world.imports import guard_types, types
 
 from . import log
-from .common import check_settings, json_object
-from .errors import ProviderError
+from .common import json_object, settings_object
 
 __all__ = [
     "Allow",
@@ -88,18 +87,7 @@ class GuardRequest:
         """The guard's `settings` from the config, with `defaults` for the keys it leaves out;
         given defaults, other keys and values of another type than their default are refused
         (the guard fails, and the gateway with it refuses the request)."""
-        where = f"guard `{self.guard}`"
-        values = json_object(self.raw.settings, f"{where}: settings")
-        if defaults:
-            check_settings(values, defaults, where)
-            for key, default in defaults.items():
-                value = values.get(key)
-                if value is None:
-                    values[key] = default
-                elif default is not None and not isinstance(value, type(default)):
-                    kind = type(default).__name__
-                    raise ProviderError.failed(f"{where}: setting `{key}` must be a {kind}")
-        return values
+        return settings_object(self.raw.settings, f"guard `{self.guard}`", defaults)
 
     def params(self) -> Dict[str, Any]:
         return json_object(self.raw.params, "params")

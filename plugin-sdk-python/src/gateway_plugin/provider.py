@@ -27,11 +27,11 @@ from wit_world.imports import types
 
 from . import log
 from .common import (
-    check_settings,
     finish_reason,
     json_object,
     openai_usage,
     role_name,
+    settings_object,
     usage,
 )
 from .errors import ProviderError, embedded_error, upstream_error
@@ -114,18 +114,7 @@ class Call:
         it leaves out. Given defaults, a key not among them or of another type than its default
         is refused (502 naming the route and the setting), so a misspelt setting is not
         silently ignored."""
-        where = f"route `{self.route.id}`"
-        values = json_object(self.route.settings, f"{where}: settings")
-        if defaults:
-            check_settings(values, defaults, where)
-            for key, default in defaults.items():
-                value = values.get(key)
-                if value is None:
-                    values[key] = default
-                elif default is not None and not isinstance(value, type(default)):
-                    kind = type(default).__name__
-                    raise ProviderError.failed(f"{where}: setting `{key}` must be a {kind}")
-        return values
+        return settings_object(self.route.settings, f"route `{self.route.id}`", defaults)
 
     def base_url(self, example: str = "https://api.example.com/v1") -> str:
         """The route's `base_url` without trailing slashes; an empty one is the operator's
