@@ -68,6 +68,8 @@ pub struct GatewayBuild {
     pub limits: bool,
     /// Top-level config lines added as they are (`metrics = false`).
     pub config_lines: Vec<String>,
+    /// A guard plugin every request goes through, and its settings (a TOML inline table).
+    pub guard: Option<(PathBuf, String)>,
 }
 
 /// What `limits` sets, on the project and on the key: the most checks a request can meet.
@@ -128,6 +130,7 @@ impl GatewayBuild {
             redis: self.redis.clone(),
             limits: self.limits,
             config_lines: self.config_lines.clone(),
+            guard: self.guard.clone(),
         })
     }
 }
@@ -197,6 +200,16 @@ impl Setup {
         for line in &build.config_lines {
             let line = line.replace("{upstream}", &upstream.to_string());
             let _ = writeln!(config, "{line}");
+        }
+        if let Some((wasm, settings)) = &build.guard {
+            let stem = wasm.file_stem().and_then(|s| s.to_str()).unwrap_or("guard");
+            std::fs::copy(wasm, plugins.join(format!("{stem}.wasm")))
+                .map_err(|e| format!("cannot copy {}: {e}", wasm.display()))?;
+            let _ = writeln!(config, "global_guards = [\"bench\"]");
+            let _ = writeln!(
+                config,
+                "guards.bench = {{ plugin = \"{stem}\", settings = {settings} }}"
+            );
         }
         config.push_str(extra);
         let _ = writeln!(config, "\n[providers.{ROUTE}]");

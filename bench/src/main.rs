@@ -128,6 +128,13 @@ pub struct Options {
     /// `/v1/traces` is an OTLP sink (`--config-line 'otlp_endpoint = "http://{upstream}"'`).
     #[arg(long = "config-line")]
     pub config_lines: Vec<String>,
+    /// A guard plugin (`.wasm`) every request goes through (`global_guards`), with its
+    /// `[guards.bench.settings]` given as TOML by `--guard-settings`: the cost of a guard.
+    #[arg(long)]
+    pub guard: Option<std::path::PathBuf>,
+    /// The guard's settings, a TOML inline table (`{ mode = "redact" }`).
+    #[arg(long, default_value = "{}")]
+    pub guard_settings: String,
 }
 
 /// Options of `soak`.

@@ -189,6 +189,7 @@ impl Bench {
             redis: options.redis.clone(),
             limits: options.limits,
             config_lines: options.config_lines.clone(),
+            guard: (options.guard.clone()).map(|wasm| (wasm, options.guard_settings.clone())),
         };
         build.check()?;
         let logs = tempfile::Builder::new()

@@ -6,6 +6,7 @@ use serde_json::json;
 
 use crate::plugins::{PluginError, types};
 use crate::redact::Secrets;
+use crate::store::GuardStage;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -88,6 +89,20 @@ pub enum ApiError {
         "every upstream of provider {route:?} is out of rotation after failing repeatedly; retry in {retry_after} s"
     )]
     Ejected { route: String, retry_after: u32 },
+    /// A guard refused the request, or the answer (`stage`).
+    #[error("{} was blocked by guard {guard:?}: {reason}", refused(.stage))]
+    GuardDenied {
+        guard: String,
+        stage: GuardStage,
+        reason: String,
+    },
+    /// A guard crashed, ran out of its limits or answered something unusable: guards fail
+    /// closed, so the request is refused rather than let through unchecked.
+    #[error("guard {guard:?} failed, and the request is refused unchecked: {reason}")]
+    GuardFailed { guard: String, reason: String },
+    /// A guard the request must go through is not loaded (or not defined).
+    #[error("guard {guard:?} is unavailable: {reason}")]
+    GuardUnavailable { guard: String, reason: String },
     #[error("the gateway is shutting down: the request was ended before it was complete")]
     ShuttingDown,
     #[error("the gateway's database is unreachable; retry shortly")]
@@ -103,6 +118,14 @@ pub enum ApiError {
     },
 }
 
+/// What a guard refused, in words: the request, or the answer.
+fn refused(stage: &GuardStage) -> &'static str {
+    match stage {
+        GuardStage::Request => "the request",
+        GuardStage::Response => "the answer",
+    }
+}
+
 impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
@@ -110,7 +133,9 @@ impl ApiError {
             | ApiError::ExpansionTooLarge(_)
             | ApiError::PartTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            ApiError::BadRequest(_) | ApiError::InvalidParam { .. } => StatusCode::BAD_REQUEST,
+            ApiError::BadRequest(_)
+            | ApiError::InvalidParam { .. }
+            | ApiError::GuardDenied { .. } => StatusCode::BAD_REQUEST,
             ApiError::MissingKey
             | ApiError::InvalidKey
             | ApiError::KeyExpired(_)
@@ -129,12 +154,14 @@ impl ApiError {
             | ApiError::BodiesInFlight(_)
             | ApiError::Ejected { .. }
             | ApiError::DatabaseUnavailable(_)
+            | ApiError::GuardUnavailable { .. }
             | ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             // Rate limits pass through so clients' retry logic works as it does upstream.
             ApiError::Upstream { status: 429, .. } => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::Upstream { .. } | ApiError::ProviderFailed(_) | ApiError::PluginFailed(_) => {
-                StatusCode::BAD_GATEWAY
-            }
+            ApiError::Upstream { .. }
+            | ApiError::ProviderFailed(_)
+            | ApiError::PluginFailed(_)
+            | ApiError::GuardFailed { .. } => StatusCode::BAD_GATEWAY,
             ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::Exhausted { last, .. } => last.status(),
@@ -185,7 +212,20 @@ impl ApiError {
         if let Some(provider_error) = self.provider_error() {
             body["providerError"] = json!(provider_error);
         }
+        if let Some(guard) = self.guard() {
+            body["guard"] = json!(guard);
+        }
         body
+    }
+
+    /// The guard that refused the request, or failed it.
+    pub fn guard(&self) -> Option<&str> {
+        match self {
+            ApiError::GuardDenied { guard, .. }
+            | ApiError::GuardFailed { guard, .. }
+            | ApiError::GuardUnavailable { guard, .. } => Some(guard),
+            _ => None,
+        }
     }
 }
 
@@ -225,6 +265,23 @@ impl ApiError {
             ApiError::PluginUnavailable(m) => ApiError::PluginUnavailable(clean(m)),
             ApiError::Internal(m) => ApiError::Internal(clean(m)),
             ApiError::DatabaseUnavailable(m) => ApiError::DatabaseUnavailable(clean(m)),
+            ApiError::GuardDenied {
+                guard,
+                stage,
+                reason,
+            } => ApiError::GuardDenied {
+                guard,
+                stage,
+                reason: clean(reason),
+            },
+            ApiError::GuardFailed { guard, reason } => ApiError::GuardFailed {
+                guard,
+                reason: clean(reason),
+            },
+            ApiError::GuardUnavailable { guard, reason } => ApiError::GuardUnavailable {
+                guard,
+                reason: clean(reason),
+            },
             ApiError::Exhausted { last, attempts } => ApiError::Exhausted {
                 last: Box::new(last.redacted(secrets)),
                 attempts,

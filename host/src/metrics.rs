@@ -55,6 +55,8 @@ pub struct RequestSample<'a> {
 struct Shard {
     routes: HashMap<String, RouteStats>,
     rate_limited: HashMap<&'static str, u64>,
+    /// By guard id, stage and verdict.
+    guard_verdicts: HashMap<(std::sync::Arc<str>, &'static str, &'static str), u64>,
 }
 
 #[derive(Default)]
@@ -230,6 +232,31 @@ impl Metrics {
         }
     }
 
+    /// Guard `guard` judged a request's `stage` (`request`, `response`): `verdict` is
+    /// `allow`, `deny`, `rewrite` or `error`. Guard ids are the config's: bounded.
+    pub fn guard_verdict(
+        &self,
+        guard: &std::sync::Arc<str>,
+        stage: &'static str,
+        verdict: &'static str,
+    ) {
+        if !self.enabled {
+            return;
+        }
+        let mut shard = self.shard();
+        match shard
+            .guard_verdicts
+            .get_mut(&(guard.clone(), stage, verdict))
+        {
+            Some(count) => *count += 1,
+            None => {
+                shard
+                    .guard_verdicts
+                    .insert((guard.clone(), stage, verdict), 1);
+            }
+        }
+    }
+
     /// Every metric in the Prometheus text format (version 0.0.4), with the invocation
     /// writer's state and the plugins' counts read now.
     pub fn render(&self, writer: WriterState, plugins: Vec<PluginCounts>) -> String {
@@ -274,6 +301,7 @@ struct Snapshot {
     cost: Vec<([String; 2], f64)>,
     attempts: Vec<([String; 2], u64)>,
     rate_limited: Vec<([String; 1], u64)>,
+    guard_verdicts: Vec<([String; 3], u64)>,
     writer: WriterState,
     instances: Vec<([String; 1], i64)>,
     reloads: Vec<([String; 2], u64)>,
@@ -308,8 +336,18 @@ impl Snapshot {
         let mut cost: HashMap<[String; 2], f64> = HashMap::new();
         let mut attempts: HashMap<[String; 2], u64> = HashMap::new();
         let mut rate_limited: HashMap<&'static str, u64> = HashMap::new();
+        let mut guard_verdicts: HashMap<[String; 3], u64> = HashMap::new();
         for shard in metrics.shards.iter() {
             let shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
+            for ((guard, stage, verdict), count) in &shard.guard_verdicts {
+                *guard_verdicts
+                    .entry([
+                        guard.to_string(),
+                        (*stage).to_owned(),
+                        (*verdict).to_owned(),
+                    ])
+                    .or_default() += count;
+            }
             for (scope, count) in &shard.rate_limited {
                 *rate_limited.entry(scope).or_default() += count;
             }
@@ -384,6 +422,7 @@ impl Snapshot {
                 .into_iter()
                 .map(|(scope, count)| ([scope.to_owned()], count))
                 .collect(),
+            guard_verdicts: sorted(guard_verdicts),
             writer,
             ..Snapshot::default()
         }
@@ -518,6 +557,14 @@ impl Collector for Snapshot {
             "Requests refused by a rate limit or budget, by whose: project or key.",
             ["scope"],
             &self.rate_limited,
+        )?;
+        counters(
+            encoder,
+            "gateway_guard_verdicts",
+            "Guard checks by guard, stage (request, response) and verdict (allow, deny, \
+             rewrite, error).",
+            ["guard", "stage", "verdict"],
+            &self.guard_verdicts,
         )?;
         let depth = prometheus_client::metrics::gauge::ConstGauge::new(
             i64::try_from(self.writer.queue_depth).unwrap_or(i64::MAX),

@@ -221,6 +221,23 @@ impl RequestTrace {
         }
     }
 
+    /// A guard's check of the request (`stage`: `request` or `response`) begins: its span,
+    /// a child of the request's.
+    pub fn guard(&self, guard: &str, stage: &'static str) -> GuardSpan {
+        let (Some(cx), Some(tracer)) = (&self.cx, &self.tracer) else {
+            return GuardSpan { span: None };
+        };
+        let span = tracer
+            .span_builder(format!("guard {guard}"))
+            .with_kind(SpanKind::Internal)
+            .with_attributes(vec![
+                KeyValue::new("gateway.guard.id", guard.to_owned()),
+                KeyValue::new("gateway.guard.stage", stage),
+            ])
+            .start_with_context(tracer, cx);
+        GuardSpan { span: Some(span) }
+    }
+
     /// The request is over, as `record` says: its span gets the outcome and ends.
     pub fn end(self, record: &Invocation) {
         let Some(cx) = self.cx.filter(|_| self.tracer.is_some()) else {
@@ -253,6 +270,24 @@ impl RequestTrace {
         if record.http_status >= 500 {
             let message = record.error.clone().unwrap_or_default();
             span.set_status(Status::error(message));
+        }
+        span.end();
+    }
+}
+
+/// One guard check's span.
+pub struct GuardSpan {
+    span: Option<Span>,
+}
+
+impl GuardSpan {
+    /// The check ended with `verdict` (`allow`, `deny`, `rewrite`, `error`).
+    pub fn end(self, verdict: &'static str) {
+        use opentelemetry::trace::Span as _;
+        let Some(mut span) = self.span else { return };
+        span.set_attribute(KeyValue::new("gateway.guard.verdict", verdict));
+        if verdict == "error" {
+            span.set_status(Status::error("the guard failed"));
         }
         span.end();
     }

@@ -19,6 +19,7 @@ mod clients;
 mod config;
 mod cost;
 mod gemini;
+mod guards;
 mod hardening;
 mod lifecycle;
 mod limits;

@@ -53,6 +53,7 @@ const PLUGINS: &[Plugin] = &[
     Plugin::test_only("legacy-plugin", "legacy"),
     Plugin::test_only("legacy012-plugin", "legacy012"),
     Plugin::test_only("stateful-plugin", "stateful"),
+    Plugin::test_only("test-guard-plugin", "test-guard"),
 ];
 
 impl Plugin {

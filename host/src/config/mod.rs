@@ -103,6 +103,12 @@ pub enum Problem {
         "providers.{route}.eject_secs: needs eject_after_failures (without it the route never ejects an upstream)"
     )]
     EjectSecs { route: String },
+    /// A guard id that no `[guards.ID]` defines.
+    #[error("{at}: no guard {id:?} is defined (add a [guards.{id}] table)")]
+    UnknownGuard { at: String, id: String },
+    /// The same guard twice in one list.
+    #[error("{at}: guard {id:?} is already in the list")]
+    GuardTwice { at: String, id: String },
     /// More `retries` than a request's one deadline could sensibly hold.
     #[error(
         "providers.{route}.retries: must be at most {max}, not {retries}",
@@ -212,10 +218,52 @@ pub struct Config {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prices_file: Option<PathBuf>,
     pub providers: BTreeMap<String, RouteConfig>,
+    /// `[guards.ID]`: guard plugins that check requests before they reach a provider and
+    /// answers before they reach the caller. A route, `global_guards` or a project names them.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub guards: BTreeMap<String, GuardConfig>,
+    /// Guards every request goes through, on every route, before the route's own. (Not a
+    /// top-level `guards = [...]`: TOML cannot make `guards` both this list and the
+    /// `[guards.ID]` tables.)
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub global_guards: Vec<String>,
     /// `[models.ALIAS]`: names the OpenAI- and Anthropic-format endpoints
     /// accept as `model`, each standing for a route and one of its models.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub models: BTreeMap<String, ModelAlias>,
+}
+
+/// `[guards.ID]`: a guard plugin and its settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuardConfig {
+    /// File stem of the guard plugin.
+    pub plugin: String,
+    /// How a streamed answer meets this guard (see [`GuardStream`]).
+    #[serde(default)]
+    pub guard_stream: GuardStream,
+    /// Memory of one guard instance (default: a route's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_limit_mb: Option<MemoryMb>,
+    /// CPU time of one check (default: a route's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_time_ms: Option<Positive<NonZeroU64>>,
+    /// `[guards.ID.settings]`: handed to the guard as JSON with every check.
+    #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
+    pub settings: toml::Table,
+}
+
+/// How a guard judges a streamed answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GuardStream {
+    /// The stream is held until the whole answer is checked, then sent (rewritten, or refused):
+    /// the guard decides what the caller sees, and the caller sees nothing until the end.
+    #[default]
+    Buffer,
+    /// The stream goes to the caller as it comes; the whole answer is checked at its end and
+    /// the verdict recorded and counted, but not applied: nothing waits, nothing is enforced.
+    Observe,
 }
 
 /// `[models.ALIAS]`: what a model alias stands for.
@@ -296,6 +344,8 @@ impl Default for Config {
             record_retention_days: None,
             prices_file: None,
             providers: BTreeMap::new(),
+            guards: BTreeMap::new(),
+            global_guards: Vec::new(),
             models: BTreeMap::new(),
         }
     }
@@ -413,6 +463,9 @@ pub struct RouteConfig {
     pub eject_secs: Option<Positive<NonZeroU64>>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub pricing: BTreeMap<String, Price>,
+    /// Guards (`[guards.ID]`) this route's requests go through, after `global_guards`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guards: Vec<String>,
     /// `[providers.ID.settings]`: plugin-specific settings, handed to the plugin as JSON. The
     /// gateway does not read them; the plugin checks them on each call.
     #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
@@ -499,7 +552,40 @@ impl Config {
             ));
         }
         config.check_routing(origin)?;
+        config.check_guards(origin)?;
         Ok(config)
+    }
+
+    /// Every guard a route or `global_guards` names is a `[guards.ID]`.
+    fn check_guards(&self, origin: &str) -> Result<(), ConfigError> {
+        let lists = std::iter::once(("global_guards".to_owned(), &self.global_guards)).chain(
+            self.providers
+                .iter()
+                .map(|(id, route)| (format!("providers.{id}.guards"), &route.guards)),
+        );
+        for (at, list) in lists {
+            for (index, id) in list.iter().enumerate() {
+                if !self.guards.contains_key(id) {
+                    return Err(ConfigError::new(
+                        origin,
+                        Problem::UnknownGuard {
+                            at: format!("{at}[{index}]"),
+                            id: id.clone(),
+                        },
+                    ));
+                }
+                if list[..index].contains(id) {
+                    return Err(ConfigError::new(
+                        origin,
+                        Problem::GuardTwice {
+                            at: format!("{at}[{index}]"),
+                            id: id.clone(),
+                        },
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The checks of `retries` and `fallbacks` that span routes, so that the request flow can
@@ -755,6 +841,7 @@ impl RouteConfig {
             eject_after_failures: None,
             eject_secs: None,
             pricing: BTreeMap::new(),
+            guards: Vec::new(),
             settings: toml::Table::new(),
         }
     }

@@ -11,6 +11,7 @@
 mod admit;
 mod call;
 mod failover;
+mod guard;
 mod media;
 mod quota;
 mod record;
@@ -257,6 +258,13 @@ enum Reply {
     Json(String, Answered),
     /// A stream whose task records the invocation itself.
     Stream(Response<Body>),
+    /// A stream answered whole (held for its guards), its frames made: still to be
+    /// recorded (`record`: the answer as a record keeps a stream's).
+    Replay {
+        frames: Vec<Bytes>,
+        record: String,
+        answered: Answered,
+    },
     /// A failure the stream task has already recorded.
     Recorded(ApiError),
 }
@@ -347,6 +355,23 @@ async fn finish<S: Surface>(
             response
         }
         Ok(Reply::Stream(response)) => response,
+        Ok(Reply::Replay {
+            frames,
+            record,
+            answered,
+        }) => {
+            let record = draft.redact_answer(record);
+            let (sender, frames_rx) = tokio::sync::mpsc::channel(frames.len().max(1));
+            for frame in frames {
+                // The channel has room for every frame.
+                let _ = sender.try_send(frame);
+            }
+            drop(sender);
+            let mut response = crate::http::sse_response(frames_rx, &id);
+            answered.set_headers(response.headers_mut());
+            record::save(state, draft.success(200, record)).await;
+            response
+        }
         Ok(Reply::Recorded(error)) => error_response(&error),
         // Cut short by shutdown after the stream task took over the record:
         // the task records it (a task that vanished is recorded below).
@@ -411,6 +436,7 @@ async fn flow<S: Surface>(
     } else {
         key.scope.clone()
     };
+    let chain = (live.routes.guards()).for_request(&route.guards, &key.project_guards)?;
     // Last before the call: a request refused for anything else takes nothing from its limits.
     let project = key.project_id.clone();
     let quota = quota::Quota::admit(state, key, || {
@@ -446,6 +472,28 @@ async fn flow<S: Surface>(
             reasoning,
             codec,
         } => {
+            let (prompt, mut guarded) = if chain.is_empty() {
+                (prompt, None)
+            } else {
+                let leg = call.leg();
+                let (input, guarded) = guard::check_request(
+                    state,
+                    draft,
+                    chain,
+                    &leg.route.id,
+                    &leg.model,
+                    types::GuardInput::Prompt(prompt),
+                    &functions,
+                    &target.params,
+                )
+                .await?;
+                let types::GuardInput::Prompt(prompt) = input else {
+                    return Err(ApiError::Internal(
+                        "a guard's rewrite changed the input".into(),
+                    ));
+                };
+                (prompt, Some(guarded))
+            };
             let request = types::CompletionRequest {
                 route: wit_route,
                 model: call.leg().model.clone(),
@@ -455,8 +503,22 @@ async fn flow<S: Surface>(
                 reasoning,
                 params: target.params,
             };
-            if stream {
-                return stream::start(state.clone(), call, request, codec, draft.hand_over()).await;
+            // A stream whose guards judge the whole answer first is served whole, then sent
+            // as the stream it would have been.
+            let buffered = stream
+                && guarded
+                    .as_ref()
+                    .is_some_and(guard::Guarded::buffers_streams);
+            if stream && !buffered {
+                return stream::start(
+                    state.clone(),
+                    call,
+                    request,
+                    codec,
+                    draft.hand_over(),
+                    guarded,
+                )
+                .await;
             }
             let completion = call.complete(&state.runtime, request).await;
             call.note(draft);
@@ -469,9 +531,28 @@ async fn flow<S: Surface>(
             });
             call.quota.settle(usage.as_ref(), cost_usd).await;
             draft.usage(usage, cost_usd);
+            let mut completion = match &mut guarded {
+                Some(guarded) => guarded.check_answer(state, draft, completion).await?,
+                None => completion,
+            };
             let id = draft.id().to_string();
             let usage = usage.as_ref().map(|usage| Metered { usage, cost_usd });
             let envelope = call.envelope(&id);
+            if buffered {
+                let mut codec = codec;
+                stream::redact_completion(draft.current_secrets(), &mut completion);
+                let frames = stream::replay(&mut codec, &envelope, &completion, usage);
+                let mut record = codec.completion(&envelope, &completion, usage);
+                if let Some(kept) = codec.keep(&envelope, &completion) {
+                    record = draft.redact_answer(record);
+                    record::keep(state, draft, &record, kept).await;
+                }
+                return Ok(Reply::Replay {
+                    frames,
+                    record,
+                    answered: call.answered(),
+                });
+            }
             let mut text = codec.completion(&envelope, &completion, usage);
             if let Some(kept) = codec.keep(&envelope, &completion) {
                 text = draft.redact_answer(text);
@@ -481,6 +562,28 @@ async fn flow<S: Surface>(
         }
         Ask::Embed { input, codec } => {
             let inputs = input.len();
+            let input = if chain.is_empty() {
+                input
+            } else {
+                let leg = call.leg();
+                let (input, _) = guard::check_request(
+                    state,
+                    draft,
+                    chain,
+                    &leg.route.id,
+                    &leg.model,
+                    types::GuardInput::Embedding(input),
+                    &[],
+                    &target.params,
+                )
+                .await?;
+                let types::GuardInput::Embedding(input) = input else {
+                    return Err(ApiError::Internal(
+                        "a guard's rewrite changed the input".into(),
+                    ));
+                };
+                input
+            };
             let request = types::EmbeddingRequest {
                 route: wit_route,
                 model: call.leg().model.clone(),

@@ -169,6 +169,10 @@ impl Draft {
             self.record.model = Some(model.to_owned());
         }
     }
+    /// What a guard decided of the request or its answer.
+    pub fn guarded(&mut self, outcome: crate::store::GuardOutcome) {
+        self.record.guards.push(outcome);
+    }
     /// The tries of a request that had more than one.
     pub fn attempts(&mut self, attempts: Vec<Attempt>) {
         self.record.attempts = attempts;
@@ -197,6 +201,7 @@ impl Draft {
             // Not the request's fault: it was cut short, like a client leaving.
             ApiError::ShuttingDown => InvocationStatus::Cancelled,
             ApiError::RateLimited(_) => InvocationStatus::RateLimited,
+            ApiError::GuardDenied { .. } => InvocationStatus::Blocked,
             _ => InvocationStatus::Error,
         };
         self.record.http_status = error.status().as_u16();

@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::call::{Call, Served, timeout_error};
+use super::guard::Guarded;
 use super::record::{self, Draft};
 use super::{CompletionCodec, Envelope, Metered, Reply};
 use crate::error::ApiError;
@@ -42,6 +43,8 @@ struct Streamed<C> {
     call: Call,
     codec: C,
     draft: Draft,
+    /// Guards that judge the answer once it has been sent (`guard_stream = "observe"`).
+    guarded: Option<Guarded>,
 }
 
 /// Starts the stream; answers once the plugin has produced its first result.
@@ -51,6 +54,7 @@ pub(super) async fn start<C: CompletionCodec>(
     request: types::CompletionRequest,
     codec: C,
     draft: Draft,
+    guarded: Option<Guarded>,
 ) -> Result<Reply, ApiError> {
     let id = draft.id();
     let mut headers = HeaderMap::new();
@@ -62,6 +66,7 @@ pub(super) async fn start<C: CompletionCodec>(
         call,
         codec,
         draft,
+        guarded,
     };
     tokio::spawn(streamed.run(request, frames_tx, started_tx));
     match started_rx.await {
@@ -141,6 +146,7 @@ impl<C: CompletionCodec> Streamed<C> {
             mut call,
             codec,
             mut draft,
+            mut guarded,
         } = self;
         let id = draft.id().to_string();
         let mut template = Some(request);
@@ -285,6 +291,10 @@ impl<C: CompletionCodec> Streamed<C> {
                     let last_frame = pump.codec.last_frame(&pump.envelope, &completion, usage);
                     // The record keeps the whole answer, as if it had not been streamed.
                     pump.fill_texts(&mut completion);
+                    if let Some(guarded) = &mut guarded {
+                        // Sent already: the verdicts are recorded and counted, not applied.
+                        completion = guarded.observe_answer(&state, &mut draft, completion).await;
+                    }
                     let mut record = pump.codec.completion(&pump.envelope, &completion, usage);
                     if let Some(kept) = pump.codec.keep(&pump.envelope, &completion) {
                         record = draft.redact_answer(record);
@@ -558,7 +568,7 @@ impl<C: CompletionCodec> Pump<'_, C> {
 
 /// The plugin's whole answer without the request's provider keys, in every text a caller
 /// or a record gets of it.
-fn redact_completion(secrets: &Secrets, completion: &mut types::Completion) {
+pub(super) fn redact_completion(secrets: &Secrets, completion: &mut types::Completion) {
     if secrets.is_empty() {
         return;
     }
@@ -579,4 +589,55 @@ fn redact_completion(secrets: &Secrets, completion: &mut types::Completion) {
             redact(logprobs);
         }
     }
+}
+
+/// The frames a stream of `completion` would have been, made at once: what a stream
+/// request answered whole (held for its guards) sends.
+pub(super) fn replay<C: CompletionCodec>(
+    codec: &mut C,
+    envelope: &Envelope<'_>,
+    completion: &types::Completion,
+    usage: Option<Metered<'_>>,
+) -> Vec<Bytes> {
+    let mut frames = Vec::new();
+    for choice in &completion.choices {
+        let index = choice.index;
+        let reasoning: Vec<types::ReasoningDelta> = (choice.reasoning.iter().enumerate())
+            .map(|(block, reasoning)| types::ReasoningDelta {
+                index,
+                block: u32::try_from(block).unwrap_or(u32::MAX),
+                text: reasoning.text.clone(),
+                signature: reasoning.signature.clone(),
+                redacted: reasoning.redacted.clone(),
+            })
+            .collect();
+        if !reasoning.is_empty()
+            && let Some(frame) = codec.reasoning_frame(envelope, &reasoning)
+        {
+            frames.push(frame);
+        }
+        if !choice.text.is_empty() {
+            let delta = types::TextDelta {
+                index,
+                text: choice.text.clone(),
+            };
+            frames.push(codec.delta_frame(envelope, &[delta]));
+        }
+        let calls: Vec<types::ToolCallDelta> = (choice.tool_calls.iter().enumerate())
+            .map(|(call, tool)| types::ToolCallDelta {
+                index,
+                call: u32::try_from(call).unwrap_or(u32::MAX),
+                id: Some(tool.id.clone()),
+                name: Some(tool.name.clone()),
+                arguments: tool.arguments.clone(),
+            })
+            .collect();
+        if !calls.is_empty()
+            && let Some(frame) = codec.tool_call_frame(envelope, &calls)
+        {
+            frames.push(frame);
+        }
+    }
+    frames.push(codec.last_frame(envelope, completion, usage));
+    frames
 }

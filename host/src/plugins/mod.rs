@@ -52,7 +52,10 @@ pub use wit::{VersionError, WIT_LINES};
 use engine::Engines;
 use instance::{Instance, new_store};
 use registry::Registry;
-use types::{Chunk, Completion, CompletionRequest, EmbeddingRequest, Embeddings, ProviderError};
+use types::{
+    AnswerVerdict, CheckedRequest, Chunk, Completion, CompletionRequest, EmbeddingRequest,
+    Embeddings, ProviderError, RequestVerdict,
+};
 
 /// Why a plugin call gave no result.
 #[derive(Debug, thiserror::Error)]
@@ -256,5 +259,51 @@ impl PluginRuntime {
             .call_embed(instance.store.as_context_mut(), request)
             .await;
         instance.settle(plugin, ctx, result)
+    }
+
+    /// A guard's check of a request. The request comes back whatever the verdict,
+    /// so that the answer's check sees it without a copy.
+    pub async fn check_request(
+        &self,
+        plugin: &Plugin,
+        ctx: &CallContext,
+        request: CheckedRequest,
+    ) -> (CheckedRequest, Result<RequestVerdict, PluginError>) {
+        let mut instance = match self.instantiate(plugin, ctx, None).await {
+            Ok(instance) => instance,
+            Err(e) => return (request, Err(e)),
+        };
+        let (request, result) = instance
+            .exports
+            .check_request(instance.store.as_context_mut(), request)
+            .await;
+        (request, instance.settle(plugin, ctx, result.map(Ok)))
+    }
+
+    /// A guard's check of an answer; the request and the answer come back.
+    pub async fn check_response(
+        &self,
+        plugin: &Plugin,
+        ctx: &CallContext,
+        request: CheckedRequest,
+        answer: Completion,
+    ) -> (
+        CheckedRequest,
+        Completion,
+        Result<AnswerVerdict, PluginError>,
+    ) {
+        let mut instance = match self.instantiate(plugin, ctx, None).await {
+            Ok(instance) => instance,
+            Err(e) => return (request, answer, Err(e)),
+        };
+        let (request, answer, result) = instance
+            .exports
+            .check_response(instance.store.as_context_mut(), request, answer)
+            .await;
+        (
+            request,
+            answer,
+            instance.settle(plugin, ctx, result.map(Ok)),
+        )
     }
 }

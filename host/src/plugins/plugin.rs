@@ -26,3 +26,15 @@ pub struct Plugin {
     /// The metrics' counters of this plugin's name (shared by its versions).
     pub(super) stats: Arc<PluginStats>,
 }
+
+impl Plugin {
+    /// Whether this is a guard plugin (the `guard` world), not a provider.
+    pub fn is_guard(&self) -> bool {
+        self.linked.is_guard()
+    }
+
+    /// The world it serves, as listings name it: `provider` or `guard`.
+    pub fn world(&self) -> &'static str {
+        if self.is_guard() { "guard" } else { "provider" }
+    }
+}

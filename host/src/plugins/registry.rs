@@ -74,6 +74,9 @@ pub struct PluginReport {
     pub name: Option<String>,
     pub version: Option<String>,
     pub wit_version: Option<String>,
+    /// `provider` or `guard`, once loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world: Option<String>,
     pub file: String,
     pub hash: Option<String>,
     pub loaded_at: Option<String>,
@@ -191,6 +194,7 @@ impl Registry {
                     name: serving.map(|p| p.info.name.clone()),
                     version: serving.map(|p| p.info.version.clone()),
                     wit_version: serving.map(|p| p.wit_version.clone()),
+                    world: serving.map(|p| p.world().to_owned()),
                     file: slot.file.display().to_string(),
                     hash: serving.map(|p| p.hash.clone()),
                     loaded_at: serving.map(|p| crate::clock::format_time_ms(p.loaded_at_ms)),
@@ -255,10 +259,17 @@ impl PluginRuntime {
 
     /// The serving version of `plugin`, which route `route` is served by.
     pub fn for_route(&self, route: &str, plugin: &str) -> Result<Arc<Plugin>, NotLoaded> {
-        self.get(plugin).ok_or_else(|| NotLoaded {
-            route: route.to_owned(),
-            plugin: plugin.to_owned(),
-        })
+        self.get(plugin)
+            .filter(|plugin| !plugin.is_guard())
+            .ok_or_else(|| NotLoaded {
+                route: route.to_owned(),
+                plugin: plugin.to_owned(),
+            })
+    }
+
+    /// The guard plugin `plugin` of guard `guard`, if it is loaded (and is a guard).
+    pub fn for_guard(&self, plugin: &str) -> Option<Arc<Plugin>> {
+        self.get(plugin).filter(|plugin| plugin.is_guard())
     }
 
     /// Every plugin file the runtime has seen, by name.

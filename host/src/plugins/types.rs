@@ -454,3 +454,54 @@ pub struct PluginInfo {
     /// Models the plugin knows, with default prices (routes may override them).
     pub models: Vec<ModelPrice>,
 }
+
+/// What a guard is shown of a request (`guard.wit`): never the route's keys or secrets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedRequest {
+    /// The guard's id in the config.
+    pub guard: String,
+    /// The guard's settings, as a JSON object.
+    pub settings: String,
+    pub route: String,
+    pub model: String,
+    pub input: GuardInput,
+    pub functions: Vec<FunctionDef>,
+    pub params: String,
+}
+
+/// What a request asks the model, as a guard sees (and may rewrite) it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GuardInput {
+    Prompt(Prompt),
+    Embedding(Vec<String>),
+}
+
+/// What a rewrite changed: how many of one kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub kind: String,
+    pub count: u32,
+}
+
+/// A guard's decision on a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequestVerdict {
+    Allow,
+    Deny(String),
+    Rewrite {
+        input: GuardInput,
+        changes: Vec<Change>,
+    },
+}
+
+/// A guard's decision on an answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AnswerVerdict {
+    Allow,
+    Deny(String),
+    /// The text of each choice, in order.
+    Rewrite {
+        texts: Vec<String>,
+        changes: Vec<Change>,
+    },
+}

@@ -1,6 +1,7 @@
 //! Provider routes: which plugin serves a `providerConfig.provider` id, with
 //! which upstreams ([`Target`]s), keys, sandboxes and prices.
 
+mod guards;
 mod sandbox;
 mod secrets;
 mod target;
@@ -9,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use guards::{Chain, Guard, GuardError, Guards};
 pub use target::{Pick, Target, Tried, random_u64};
 
 use crate::config::{Config, RouteConfig, TargetConfig};
@@ -31,18 +33,26 @@ pub struct Route {
     /// The gateway's own keys a request to this route may carry upstream: its targets' and
     /// its fallbacks', made into finders once per config.
     pub secrets: Secrets,
+    /// The guards its requests go through (`global_guards`, then its own), before a
+    /// project's.
+    pub guards: Chain,
 }
 
 pub struct Routes {
     routes: HashMap<String, Arc<Route>>,
+    guards: Guards,
 }
 
-/// A route of the config that cannot be served.
+/// A route (or a guard) of the config that cannot be served.
 #[derive(Debug, thiserror::Error)]
-#[error("providers.{id}.{source}")]
-pub struct RouteError {
-    id: String,
-    source: RouteSandboxError,
+pub enum RouteError {
+    #[error("providers.{id}.{source}")]
+    Route {
+        id: String,
+        source: RouteSandboxError,
+    },
+    #[error(transparent)]
+    Guard(#[from] GuardError),
 }
 
 impl Routes {
@@ -50,12 +60,19 @@ impl Routes {
     /// (the routes being replaced by a reload) also had keeps its ejection state: editing a
     /// price does not put a sick upstream back into rotation.
     pub fn from_config(config: &Config, previous: Option<&Routes>) -> Result<Routes, RouteError> {
+        let guards = Guards::from_config(config)?;
         let mut routes = config
             .providers
             .iter()
             .map(|(id, route)| {
                 let previous = previous.and_then(|routes| routes.routes.get(id));
-                let route = Route::new(id, route, config, previous.map(Arc::as_ref))?;
+                let mut route = Route::new(id, route, config, previous.map(Arc::as_ref))?;
+                route.guards = guards.chain(
+                    config
+                        .global_guards
+                        .iter()
+                        .chain(route.config.guards.iter()),
+                );
                 Ok((id.clone(), route))
             })
             .collect::<Result<HashMap<String, Route>, RouteError>>()?;
@@ -80,7 +97,12 @@ impl Routes {
             .into_iter()
             .map(|(id, route)| (id, Arc::new(route)))
             .collect();
-        Ok(Routes { routes })
+        Ok(Routes { routes, guards })
+    }
+
+    /// Every guard of the config.
+    pub fn guards(&self) -> &Guards {
+        &self.guards
     }
 
     pub fn get(&self, id: &str) -> Result<Arc<Route>, ApiError> {
@@ -117,7 +139,7 @@ impl Route {
         let ejection = config
             .ejection()
             .map(|(after, out_for)| Ejection { after, out_for });
-        let error = |source| RouteError {
+        let error = |source| RouteError::Route {
             id: id.to_owned(),
             source,
         };
@@ -164,6 +186,7 @@ impl Route {
             targets: built.into_boxed_slice(),
             ejection,
             secrets: Secrets::default(),
+            guards: Chain::from([]),
             config: config.clone(),
         })
     }

@@ -175,6 +175,8 @@ pub struct GatewayBuilder {
     env: Vec<(String, String)>,
     demo_project: bool,
     extra_config: Vec<String>,
+    /// Plugins the config's `[guards.ID]` name, installed beside the routes'.
+    guard_plugins: Vec<String>,
     database: Option<SharedDatabase>,
     own_plugin_cache: bool,
 }
@@ -242,6 +244,16 @@ impl GatewayBuilder {
     /// the tests of the cache itself.
     pub fn own_plugin_cache(mut self) -> Self {
         self.own_plugin_cache = true;
+        self
+    }
+
+    /// A guard `[guards.ID]` served by `plugin` (installed with the routes' plugins);
+    /// `rest` is more of its table in TOML (`settings = { mode = "deny" }`,
+    /// `guard_stream = "observe"`), or empty.
+    pub fn guard(mut self, id: &str, plugin: &str, rest: &str) -> Self {
+        self.extra_config
+            .push(format!("[guards.{id}]\nplugin = {plugin:?}\n{rest}"));
+        self.guard_plugins.push(plugin.to_owned());
         self
     }
 
@@ -372,7 +384,7 @@ impl Gateway {
             .expect("create a temporary directory");
         let plugins = dir.path().join("plugins");
         std::fs::create_dir(&plugins).expect("create the plugins directory");
-        install_plugins(&builder.routes, &plugins);
+        install_plugins(&builder.routes, &builder.guard_plugins, &plugins);
 
         // An explicit journal directory with PostgreSQL: its default is relative to the working
         // directory, which the CLI commands do not share with `serve`.
@@ -1060,11 +1072,12 @@ pub fn shared_plugin_cache() -> &'static Path {
 /// Copies the plugins the routes use into the test's own plugins directory,
 /// so each gateway compiles only what it serves. Copies, not links: a
 /// rebuild of the plugins during a test run must not change a running test.
-fn install_plugins(routes: &[Route], into: &Path) {
+fn install_plugins(routes: &[Route], guards: &[String], into: &Path) {
     let source = built_plugins_dir();
     let mut installed: Vec<&str> = Vec::new();
-    for route in routes {
-        let name = route.config.plugin.as_str();
+    let names = (routes.iter().map(|route| route.config.plugin.as_str()))
+        .chain(guards.iter().map(String::as_str));
+    for name in names {
         if installed.contains(&name) {
             continue;
         }

@@ -217,6 +217,7 @@ macro_rules! same_records {
     };
 }
 
+mod guard;
 mod v0_1;
 mod v0_2;
 
@@ -284,7 +285,8 @@ fn line_of(component: &Component, engine: &Engine) -> Result<(String, Line), Ver
 /// Adds the imports of every line the host serves to `linker`.
 pub(super) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
     v0_2::add_to_linker(linker)?;
-    v0_1::add_to_linker(linker)
+    v0_1::add_to_linker(linker)?;
+    guard::add_to_linker(linker)
 }
 
 /// Where a component's exports are, found once per load.
@@ -310,34 +312,56 @@ impl ExportIndexes {
     }
 }
 
-/// A provider linked to the host's imports, its line known and its exports
-/// found and their types checked once, here. bindgen's `Provider` checks every
-/// export's type again for each instance; an instance made from this checks
-/// none, and calls only the export its request needs (~1.5% of a request's CPU).
+/// Which world a component serves, with where its exports are.
+#[derive(Clone, Copy)]
+enum World {
+    Provider { line: Line, exports: ExportIndexes },
+    Guard(guard::GuardExports),
+}
+
+/// A plugin linked to the host's imports, its world (and a provider's line)
+/// known and its exports found and their types checked once, here. bindgen's
+/// `Provider` checks every export's type again for each instance; an instance
+/// made from this checks none, and calls only the export its request needs
+/// (~1.5% of a request's CPU).
 pub(super) struct Linked {
     pre: InstancePre<PluginState>,
-    line: Line,
-    exports: ExportIndexes,
+    world: World,
 }
 
 impl Linked {
     pub(super) fn new(pre: InstancePre<PluginState>) -> wasmtime::Result<Linked> {
         let component = pre.component();
         let (_, line) = line_of(component, component.engine())?;
-        // Checks that every export of the line's world is there with its type.
-        match line {
-            Line::V0_1 => v0_1::check(&pre)?,
-            Line::V0_2 => v0_2::check(&pre)?,
-        }
-        Ok(Linked {
-            exports: ExportIndexes::find(component)?,
-            line,
-            pre,
-        })
+        let world = if guard::is_guard(component) {
+            if line != Line::V0_2 {
+                return Err(wasmtime::format_err!(
+                    "a guard is built on gateway:provider 0.2"
+                ));
+            }
+            guard::check(&pre)?;
+            World::Guard(guard::GuardExports::find(component)?)
+        } else {
+            // Checks that every export of the line's world is there with its type.
+            match line {
+                Line::V0_1 => v0_1::check(&pre)?,
+                Line::V0_2 => v0_2::check(&pre)?,
+            }
+            World::Provider {
+                line,
+                exports: ExportIndexes::find(component)?,
+            }
+        };
+        Ok(Linked { world, pre })
     }
 
     pub(super) fn instance_pre(&self) -> &InstancePre<PluginState> {
         &self.pre
+    }
+
+    /// Whether the plugin is a guard (else a provider).
+    pub(super) fn is_guard(&self) -> bool {
+        matches!(self.world, World::Guard(_))
     }
 
     /// An instance (the outer error) and its `info` (the inner one), through
@@ -346,9 +370,14 @@ impl Linked {
         &self,
         store: impl AsContextMut<Data = PluginState>,
     ) -> wasmtime::Result<wasmtime::Result<host::PluginInfo>> {
-        match self.line {
-            Line::V0_1 => v0_1::info(&self.pre, store).await,
-            Line::V0_2 => v0_2::info(&self.pre, store).await,
+        match self.world {
+            World::Provider {
+                line: Line::V0_1, ..
+            } => v0_1::info(&self.pre, store).await,
+            World::Provider {
+                line: Line::V0_2, ..
+            } => v0_2::info(&self.pre, store).await,
+            World::Guard(_) => guard::info(&self.pre, store).await,
         }
     }
 
@@ -359,8 +388,7 @@ impl Linked {
         let instance = self.pre.instantiate_async(&mut store).await?;
         Ok(Exports {
             instance,
-            line: self.line,
-            exports: self.exports,
+            world: self.world,
         })
     }
 }
@@ -368,8 +396,7 @@ impl Linked {
 /// One instance's exports, as [`Linked`] found them.
 pub(super) struct Exports {
     instance: Instance,
-    line: Line,
-    exports: ExportIndexes,
+    world: World,
 }
 
 /// What a call of an export gives: the plugin's answer or its error (in host
@@ -387,6 +414,26 @@ impl Exports {
             .ok_or_else(|| wasmtime::format_err!("the plugin's export is not a function"))
     }
 
+    /// A provider's line and exports; a guard is refused (the registry hands
+    /// routes providers only: this is the last line of that defence).
+    fn provider(&self) -> wasmtime::Result<(Line, &ExportIndexes)> {
+        match &self.world {
+            World::Provider { line, exports } => Ok((*line, exports)),
+            World::Guard(_) => Err(wasmtime::format_err!(
+                "a guard plugin serves no model calls"
+            )),
+        }
+    }
+
+    fn guard(&self) -> wasmtime::Result<&guard::GuardExports> {
+        match &self.world {
+            World::Guard(exports) => Ok(exports),
+            World::Provider { .. } => {
+                Err(wasmtime::format_err!("a provider plugin is not a guard"))
+            }
+        }
+    }
+
     /// `complete`, or `complete-stream` when `stream`. `plugin` names the
     /// plugin in the refusal of what its line cannot take.
     pub(super) async fn call_complete(
@@ -396,13 +443,14 @@ impl Exports {
         stream: bool,
         plugin: &str,
     ) -> CallResult<host::Completion> {
+        let (line, exports) = self.provider()?;
         let index = if stream {
-            self.exports.complete_stream
+            exports.complete_stream
         } else {
-            self.exports.complete
+            exports.complete
         };
         let func = self.func(&mut store, index)?;
-        match self.line {
+        match line {
             Line::V0_1 => v0_1::complete(func, store, request, plugin).await,
             Line::V0_2 => v0_2::complete(func, store, request).await,
         }
@@ -413,11 +461,49 @@ impl Exports {
         mut store: StoreContextMut<'_, PluginState>,
         request: host::EmbeddingRequest,
     ) -> CallResult<host::Embeddings> {
-        let func = self.func(&mut store, self.exports.embed)?;
-        match self.line {
+        let (line, exports) = self.provider()?;
+        let func = self.func(&mut store, exports.embed)?;
+        match line {
             Line::V0_1 => v0_1::embed(func, store, request).await,
             Line::V0_2 => v0_2::embed(func, store, request).await,
         }
+    }
+
+    /// A guard's `check-request`; the request comes back whatever happened.
+    pub(super) async fn check_request(
+        &self,
+        mut store: StoreContextMut<'_, PluginState>,
+        request: host::CheckedRequest,
+    ) -> (host::CheckedRequest, wasmtime::Result<host::RequestVerdict>) {
+        let func = match self
+            .guard()
+            .and_then(|exports| self.func(&mut store, exports.check_request()))
+        {
+            Ok(func) => func,
+            Err(e) => return (request, Err(e)),
+        };
+        guard::check_request(func, store, request).await
+    }
+
+    /// A guard's `check-response`; the request and the answer come back whatever happened.
+    pub(super) async fn check_response(
+        &self,
+        mut store: StoreContextMut<'_, PluginState>,
+        request: host::CheckedRequest,
+        answer: host::Completion,
+    ) -> (
+        host::CheckedRequest,
+        host::Completion,
+        wasmtime::Result<host::AnswerVerdict>,
+    ) {
+        let func = match self
+            .guard()
+            .and_then(|exports| self.func(&mut store, exports.check_response()))
+        {
+            Ok(func) => func,
+            Err(e) => return (request, answer, Err(e)),
+        };
+        guard::check_response(func, store, request, answer).await
     }
 }
 

@@ -5,7 +5,7 @@
 
 use crate::plugins::types as host;
 
-mod bindings {
+pub(super) mod bindings {
     wasmtime::component::bindgen!({
         world: "provider",
         path: "../wit",

@@ -501,6 +501,7 @@ pub fn error_body(error: &ApiError) -> Value {
         (ApiError::MissingKey | ApiError::InvalidKey, _) => {
             ("authentication_error", Some("invalid_api_key"))
         }
+        (ApiError::GuardDenied { .. }, _) => ("invalid_request_error", Some("guard_blocked")),
         (_, 401) => ("authentication_error", None),
         (_, 403) => ("permission_error", None),
         (_, 429) => ("rate_limit_error", Some("rate_limit_exceeded")),

@@ -1,0 +1,347 @@
+//! The `guard` world (`wit/guard.wit`), on the current line: its bindings, which
+//! share the provider world's `types`, `log` and `kv` (one copy of each, linked
+//! once), and the conversions of what a guard is shown and says. Like the
+//! provider's, they move every string and list: a request goes in and comes
+//! back out, so the flow keeps it for the answer's check without a copy.
+
+use wasmtime::StoreContextMut;
+use wasmtime::component::{Component, ComponentExportIndex, Func, InstancePre, Linker, TypedFunc};
+
+use super::v0_2::types;
+use crate::plugins::imports::PluginState;
+use crate::plugins::types as host;
+
+mod bindings {
+    wasmtime::component::bindgen!({
+        world: "guard",
+        path: "../wit",
+        imports: { default: async },
+        exports: { default: async },
+        with: {
+            "gateway:provider/types": crate::plugins::wit::v0_2::bindings::gateway::provider::types,
+            "gateway:provider/log": crate::plugins::wit::v0_2::bindings::gateway::provider::log,
+            "gateway:provider/kv": crate::plugins::wit::v0_2::bindings::gateway::provider::kv,
+        },
+    });
+}
+
+use bindings::GuardPre;
+use bindings::gateway::provider::guard_types as g;
+
+/// The guard world's one interface of its own (types only); the others are the
+/// provider world's, linked by it.
+pub(super) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
+    linker.instance("gateway:provider/guard-types@0.2.0")?;
+    Ok(())
+}
+
+/// Whether a component is a guard: it exports `check-request`.
+pub(super) fn is_guard(component: &Component) -> bool {
+    component.get_export_index(None, "check-request").is_some()
+}
+
+/// Checks that every export of the world is there with its type.
+pub(super) fn check(pre: &InstancePre<PluginState>) -> wasmtime::Result<()> {
+    GuardPre::new(pre.clone()).map(drop)
+}
+
+pub(super) async fn info(
+    pre: &InstancePre<PluginState>,
+    mut store: impl wasmtime::AsContextMut<Data = PluginState>,
+) -> wasmtime::Result<wasmtime::Result<host::PluginInfo>> {
+    let guard = GuardPre::new(pre.clone())?
+        .instantiate_async(&mut store)
+        .await?;
+    Ok(guard.call_info(&mut store).await.map(Into::into))
+}
+
+/// Where a guard's exports are, found once per load.
+#[derive(Clone, Copy)]
+pub(super) struct GuardExports {
+    check_request: ComponentExportIndex,
+    check_response: ComponentExportIndex,
+}
+
+impl GuardExports {
+    pub(super) fn find(component: &Component) -> wasmtime::Result<GuardExports> {
+        let index = |name: &str| {
+            component
+                .get_export_index(None, name)
+                .ok_or_else(|| wasmtime::format_err!("no export `{name}` found"))
+        };
+        Ok(GuardExports {
+            check_request: index("check-request")?,
+            check_response: index("check-response")?,
+        })
+    }
+
+    pub(super) fn check_request(&self) -> ComponentExportIndex {
+        self.check_request
+    }
+
+    pub(super) fn check_response(&self) -> ComponentExportIndex {
+        self.check_response
+    }
+}
+
+type CheckRequestFunc<'a> = TypedFunc<(&'a g::CheckedRequest,), (g::RequestVerdict,)>;
+type CheckResponseFunc<'a> =
+    TypedFunc<(&'a g::CheckedRequest, &'a types::Completion), (g::AnswerVerdict,)>;
+
+/// Calls `check-request`. The request comes back whatever happened, for the
+/// answer's check.
+pub(super) async fn check_request(
+    func: Func,
+    mut store: StoreContextMut<'_, PluginState>,
+    request: host::CheckedRequest,
+) -> (host::CheckedRequest, wasmtime::Result<host::RequestVerdict>) {
+    let request = g::CheckedRequest::from(request);
+    // SAFETY: `check` had `GuardPre::new` check this export's type against the
+    // world's, which this signature is (bindgen's own for it).
+    let typed: CheckRequestFunc<'_> = unsafe { TypedFunc::new_unchecked(func) };
+    let result = typed.call_async(&mut store, (&request,)).await;
+    let verdict = result.map(|(verdict,)| verdict.into());
+    (request.into(), verdict)
+}
+
+/// Calls `check-response`; the request and the answer come back whatever happened.
+pub(super) async fn check_response(
+    func: Func,
+    mut store: StoreContextMut<'_, PluginState>,
+    request: host::CheckedRequest,
+    answer: host::Completion,
+) -> (
+    host::CheckedRequest,
+    host::Completion,
+    wasmtime::Result<host::AnswerVerdict>,
+) {
+    let request = g::CheckedRequest::from(request);
+    let answer = types::Completion::from(answer);
+    // SAFETY: as in `check_request`.
+    let typed: CheckResponseFunc<'_> = unsafe { TypedFunc::new_unchecked(func) };
+    let result = typed.call_async(&mut store, (&request, &answer)).await;
+    let verdict = result.map(|(verdict,)| verdict.into());
+    (request.into(), answer.into(), verdict)
+}
+
+// ---------------------------------------------------------------- into the guard
+
+impl From<host::CheckedRequest> for g::CheckedRequest {
+    fn from(request: host::CheckedRequest) -> g::CheckedRequest {
+        g::CheckedRequest {
+            guard: request.guard,
+            settings: request.settings,
+            route: request.route,
+            model: request.model,
+            input: request.input.into(),
+            functions: request.functions.into_iter().map(Into::into).collect(),
+            params: request.params,
+        }
+    }
+}
+
+impl From<host::GuardInput> for g::Input {
+    fn from(input: host::GuardInput) -> g::Input {
+        match input {
+            host::GuardInput::Prompt(prompt) => g::Input::Prompt(prompt.into()),
+            host::GuardInput::Embedding(texts) => g::Input::Embedding(texts),
+        }
+    }
+}
+
+impl From<host::Completion> for types::Completion {
+    fn from(completion: host::Completion) -> types::Completion {
+        types::Completion {
+            model: completion.model,
+            choices: completion.choices.into_iter().map(Into::into).collect(),
+            usage: completion.usage.map(Into::into),
+        }
+    }
+}
+
+impl From<host::Choice> for types::Choice {
+    fn from(choice: host::Choice) -> types::Choice {
+        types::Choice {
+            index: choice.index,
+            text: choice.text,
+            reasoning: choice.reasoning.into_iter().map(Into::into).collect(),
+            finish_reason: choice.finish_reason.map(Into::into),
+            function_call: choice.function_call.map(Into::into),
+            tool_calls: choice.tool_calls.into_iter().map(Into::into).collect(),
+            logprobs: choice.logprobs,
+        }
+    }
+}
+
+impl From<host::Usage> for types::Usage {
+    fn from(usage: host::Usage) -> types::Usage {
+        types::Usage {
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+            total_tokens: usage.total_tokens,
+            cached_prompt_tokens: usage.cached_prompt_tokens,
+            cache_creation_tokens: usage.cache_creation_tokens,
+            reasoning_tokens: usage.reasoning_tokens,
+            image_prompt_tokens: usage.image_prompt_tokens,
+            audio_prompt_tokens: usage.audio_prompt_tokens,
+        }
+    }
+}
+
+impl From<host::FinishReason> for types::FinishReason {
+    fn from(reason: host::FinishReason) -> types::FinishReason {
+        match reason {
+            host::FinishReason::Stop => types::FinishReason::Stop,
+            host::FinishReason::Length => types::FinishReason::Length,
+            host::FinishReason::FunctionCall => types::FinishReason::FunctionCall,
+            host::FinishReason::ToolCalls => types::FinishReason::ToolCalls,
+            host::FinishReason::ContentFilter => types::FinishReason::ContentFilter,
+            host::FinishReason::StopSequence(sequence) => {
+                types::FinishReason::StopSequence(sequence)
+            }
+            host::FinishReason::Pause => types::FinishReason::Pause,
+            host::FinishReason::Refusal => types::FinishReason::Refusal,
+            host::FinishReason::Other => types::FinishReason::Other,
+        }
+    }
+}
+
+// ---------------------------------------------------------------- out of the guard
+
+impl From<g::CheckedRequest> for host::CheckedRequest {
+    fn from(request: g::CheckedRequest) -> host::CheckedRequest {
+        host::CheckedRequest {
+            guard: request.guard,
+            settings: request.settings,
+            route: request.route,
+            model: request.model,
+            input: request.input.into(),
+            functions: request.functions.into_iter().map(Into::into).collect(),
+            params: request.params,
+        }
+    }
+}
+
+impl From<g::Input> for host::GuardInput {
+    fn from(input: g::Input) -> host::GuardInput {
+        match input {
+            g::Input::Prompt(prompt) => host::GuardInput::Prompt(prompt.into()),
+            g::Input::Embedding(texts) => host::GuardInput::Embedding(texts),
+        }
+    }
+}
+
+impl From<g::RequestVerdict> for host::RequestVerdict {
+    fn from(verdict: g::RequestVerdict) -> host::RequestVerdict {
+        match verdict {
+            g::RequestVerdict::Allow => host::RequestVerdict::Allow,
+            g::RequestVerdict::Deny(reason) => host::RequestVerdict::Deny(reason),
+            g::RequestVerdict::Rewrite(rewrite) => host::RequestVerdict::Rewrite {
+                input: rewrite.input.into(),
+                changes: changes(rewrite.changes),
+            },
+        }
+    }
+}
+
+impl From<g::AnswerVerdict> for host::AnswerVerdict {
+    fn from(verdict: g::AnswerVerdict) -> host::AnswerVerdict {
+        match verdict {
+            g::AnswerVerdict::Allow => host::AnswerVerdict::Allow,
+            g::AnswerVerdict::Deny(reason) => host::AnswerVerdict::Deny(reason),
+            g::AnswerVerdict::Rewrite(rewrite) => host::AnswerVerdict::Rewrite {
+                texts: rewrite.texts,
+                changes: changes(rewrite.changes),
+            },
+        }
+    }
+}
+
+fn changes(changes: Vec<g::Change>) -> Vec<host::Change> {
+    changes
+        .into_iter()
+        .map(|change| host::Change {
+            kind: change.kind,
+            count: change.count,
+        })
+        .collect()
+}
+
+impl From<types::FunctionDef> for host::FunctionDef {
+    fn from(def: types::FunctionDef) -> host::FunctionDef {
+        host::FunctionDef {
+            name: def.name,
+            description: def.description,
+            parameters: def.parameters,
+        }
+    }
+}
+
+impl From<types::Prompt> for host::Prompt {
+    fn from(prompt: types::Prompt) -> host::Prompt {
+        match prompt {
+            types::Prompt::Text(text) => host::Prompt::Text(text),
+            types::Prompt::Chat(messages) => {
+                host::Prompt::Chat(messages.into_iter().map(Into::into).collect())
+            }
+        }
+    }
+}
+
+impl From<types::Message> for host::Message {
+    fn from(message: types::Message) -> host::Message {
+        host::Message {
+            role: message.role.into(),
+            parts: message.parts.into_iter().map(Into::into).collect(),
+            name: message.name,
+            function_call: message.function_call.map(Into::into),
+            tool_calls: message.tool_calls.into_iter().map(Into::into).collect(),
+            tool_call_id: message.tool_call_id,
+            is_error: message.is_error,
+        }
+    }
+}
+
+impl From<types::Role> for host::Role {
+    fn from(role: types::Role) -> host::Role {
+        match role {
+            types::Role::System => host::Role::System,
+            types::Role::User => host::Role::User,
+            types::Role::Assistant => host::Role::Assistant,
+            types::Role::Function => host::Role::Function,
+            types::Role::Tool => host::Role::Tool,
+        }
+    }
+}
+
+impl From<types::Source> for host::Source {
+    fn from(source: types::Source) -> host::Source {
+        match source {
+            types::Source::Bytes(bytes) => host::Source::Bytes(bytes),
+            types::Source::Url(url) => host::Source::Url(url),
+        }
+    }
+}
+
+impl From<types::Part> for host::Part {
+    fn from(part: types::Part) -> host::Part {
+        match part {
+            types::Part::Text(text) => host::Part::Text(text),
+            types::Part::Image(image) => host::Part::Image(host::Image {
+                source: image.source.into(),
+                media_type: image.media_type,
+                detail: image.detail,
+            }),
+            types::Part::Audio(audio) => host::Part::Audio(host::Audio {
+                data: audio.data,
+                format: audio.format,
+            }),
+            types::Part::Document(document) => host::Part::Document(host::Document {
+                source: document.source.into(),
+                media_type: document.media_type,
+                title: document.title,
+            }),
+            types::Part::Reasoning(reasoning) => host::Part::Reasoning(reasoning.into()),
+        }
+    }
+}
