@@ -420,3 +420,99 @@ fn a_0_1_provider_still_serves_beside_guards() {
     );
     assert_eq!(text_of(&response), "legacy: [REWRITTEN]");
 }
+
+// ------------------------------------------------------------------ the shipped guards
+
+/// One of each kind `pii-guard` finds, with its placeholder.
+const PII: [(&str, &str); 6] = [
+    (
+        "write to jane.doe@example.com today",
+        "write to [EMAIL] today",
+    ),
+    ("call +44 20 7946 0958 now", "call [PHONE] now"),
+    ("card 4111 1111 1111 1111 please", "card [CARD] please"),
+    ("iban GB82 WEST 1234 5698 7654 32 ok", "iban [IBAN] ok"),
+    ("host 192.168.10.20 down", "host [IP] down"),
+    ("key AKIAIOSFODNN7EXAMPLE leaked", "key [SECRET] leaked"),
+];
+
+#[test]
+fn the_pii_guard_redacts_each_kind_before_the_provider_and_in_answers() {
+    for (text, redacted) in PII {
+        let upstream = OpenAiUpstream::script(vec![answer(&format!("you said: {text}"))]);
+        let gw = Gateway::builder()
+            .route(openai_guarded("o", &upstream, r#"["pii"]"#))
+            .guard("pii", "pii-guard", "")
+            .start();
+        let body = chat_request(
+            &gw.project_id,
+            "o",
+            MODEL,
+            json!([{"role": "user", "content": text}]),
+        );
+        let response = post_keyed(&gw, "/completions", &body);
+        assert_eq!(sent_text(&upstream), redacted, "the provider never sees it");
+        assert_eq!(
+            text_of(&response),
+            format!("you said: {redacted}"),
+            "nor the caller in the answer"
+        );
+        let record = record_of(&gw, &response);
+        for outcome in record["guards"].as_array().into_iter().flatten() {
+            assert_eq!(outcome["verdict"], json!("rewrite"), "{record}");
+            assert!(!outcome.to_string().contains(text), "{record}");
+        }
+    }
+}
+
+#[test]
+fn the_pii_guard_in_deny_mode_refuses_with_the_kind_never_the_value() {
+    let upstream = OpenAiUpstream::start();
+    let gw = Gateway::builder()
+        .route(openai_guarded("o", &upstream, r#"["pii"]"#))
+        .guard("pii", "pii-guard", r#"settings = { mode = "deny" }"#)
+        .start();
+    let body = text_request(
+        &gw.project_id,
+        "o",
+        MODEL,
+        "mail jane.doe@example.com the card 4111111111111111",
+    );
+    let response = post_keyed(&gw, "/completions", &body);
+    let message = refusal(&response, 400, "guard \"pii\"");
+    assert!(message.contains("email address"), "{message}");
+    assert!(message.contains("payment card"), "{message}");
+    assert!(!message.contains("jane.doe"), "{message}");
+    assert_eq!(upstream.request_count(), 0);
+}
+
+#[test]
+fn a_python_guard_denies_a_listed_word() {
+    let gw = Gateway::builder()
+        .route(echo_guarded("e", r#"["words"]"#))
+        .guard(
+            "words",
+            "python-guard",
+            r#"settings = { words = ["bluebird"], patterns = ["(?i)top\\s+secret"] }"#,
+        )
+        .start();
+    let denied = gw.post(
+        "/completions",
+        &text_request(&gw.project_id, "e", "echo", "tell me about Bluebird"),
+    );
+    let message = refusal(&denied, 400, "guard \"words\"");
+    assert!(
+        message.contains("words #1"),
+        "the rule, not the text: {message}"
+    );
+    let denied = gw.post(
+        "/completions",
+        &text_request(&gw.project_id, "e", "echo", "this is TOP   secret"),
+    );
+    refusal(&denied, 400, "patterns #1");
+    let fine = gw.post(
+        "/completions",
+        &text_request(&gw.project_id, "e", "echo", "blue birds are fine"),
+    );
+    assert_eq!(text_of(&fine), "blue birds are fine");
+}
