@@ -9,7 +9,7 @@ use serde::ser::SerializeMap;
 
 use crate::clock::format_time_ms;
 use crate::store::report::{GroupBy, RecordRange, UsageRow};
-use crate::store::{Invocation, Store, StoreError};
+use crate::store::{GuardOutcome, Invocation, Store, StoreError};
 
 /// Records an export reads at a time: its memory stays that of one page, however long the range.
 const EXPORT_PAGE: u32 = 1000;
@@ -204,7 +204,7 @@ pub fn usage_table(by: &[GroupBy], rows: &[UsageRow]) -> String {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExportFormat {
     /// One JSON object a line: [`Invocation::to_json`] (what `GET /invocations/{id}` answers,
-    /// bodies and attempts included) plus `keyPrefix`.
+    /// bodies, attempts and guard outcomes included) plus `keyPrefix`.
     #[value(
         help = "One JSON object a line, as `invocations show` prints it plus keyPrefix; bodies included"
     )]
@@ -216,7 +216,7 @@ pub enum ExportFormat {
 
 /// The columns of a CSV export. Columns added later come last, so that readers of the earlier
 /// ones by position keep working.
-pub const CSV_HEADER: [&str; 23] = [
+pub const CSV_HEADER: [&str; 24] = [
     "id",
     "created_at",
     "project_id",
@@ -240,10 +240,11 @@ pub const CSV_HEADER: [&str; 23] = [
     "error",
     "image_prompt_tokens",
     "audio_prompt_tokens",
+    "guards",
 ];
 
 /// A record as a line of CSV, in [`CSV_HEADER`]'s order; empty where it has no value.
-fn csv_record(record: &Invocation) -> [String; 23] {
+fn csv_record(record: &Invocation) -> [String; 24] {
     let text = |value: &Option<String>| value.clone().unwrap_or_default();
     let number = |value: Option<u32>| value.map(|n| n.to_string()).unwrap_or_default();
     let usage = record.usage.as_ref();
@@ -271,7 +272,18 @@ fn csv_record(record: &Invocation) -> [String; 23] {
         text(&record.error),
         number(usage.and_then(|u| u.image_prompt_tokens)),
         number(usage.and_then(|u| u.audio_prompt_tokens)),
+        guards_cell(&record.guards),
     ]
+}
+
+/// A record's guard outcomes in a CSV cell: the JSON array JSON lines hold (what each guard
+/// decided, at which stage, with its reason and counts), empty when no guard ran.
+fn guards_cell(guards: &[GuardOutcome]) -> String {
+    if guards.is_empty() {
+        return String::new();
+    }
+    let outcomes: Vec<_> = guards.iter().map(GuardOutcome::to_json).collect();
+    serde_json::Value::Array(outcomes).to_string()
 }
 
 /// Writes the records of `range` to `out` in `format`, oldest first, a page at a time;
@@ -426,7 +438,8 @@ mod tests {
         assert_eq!(line[10], "error");
         assert_eq!(line[13], "", "no usage: empty");
         assert_eq!(line[19], "0.0000001", "no exponent");
-        assert_eq!(line[21..], ["", ""], "no usage: no image or audio tokens");
+        assert_eq!(line[21..23], ["", ""], "no usage: no image or audio tokens");
+        assert_eq!(line[23], "", "no guard ran: empty");
         record.usage = Some(crate::store::TokenUsage {
             prompt_tokens: 1000,
             audio_prompt_tokens: Some(600),
@@ -441,7 +454,24 @@ mod tests {
         );
         assert_eq!(
             CSV_HEADER[21..],
-            ["image_prompt_tokens", "audio_prompt_tokens"]
+            ["image_prompt_tokens", "audio_prompt_tokens", "guards"]
+        );
+        record.status = crate::store::InvocationStatus::Blocked;
+        record.guards = vec![crate::store::GuardOutcome {
+            guard: "words".into(),
+            stage: crate::store::GuardStage::Request,
+            verdict: crate::store::GuardVerdictKind::Deny,
+            reason: Some("says \"x\", twice".into()),
+            changes: Default::default(),
+            applied: true,
+        }];
+        let line = csv_record(&record);
+        assert_eq!(line[10], "blocked");
+        let guards: serde_json::Value = serde_json::from_str(&line[23]).unwrap();
+        assert_eq!(
+            guards,
+            serde_json::json!([{"guard": "words", "stage": "request", "verdict": "deny",
+                "reason": "says \"x\", twice", "changes": {}, "applied": true}])
         );
         let mut writer = csv::Writer::from_writer(Vec::new());
         writer.write_record(&line).unwrap();

@@ -20,7 +20,7 @@ const MODEL_B: &str = "o3-mini";
 
 /// The columns of `invocations export --format csv`, in order (the contract; columns added
 /// later come last).
-const CSV_HEADER: [&str; 23] = [
+const CSV_HEADER: [&str; 24] = [
     "id",
     "created_at",
     "project_id",
@@ -44,6 +44,7 @@ const CSV_HEADER: [&str; 23] = [
     "error",
     "image_prompt_tokens",
     "audio_prompt_tokens",
+    "guards",
 ];
 
 /// One scripted call: who makes it, for which model, as which user, and what the upstream
@@ -644,6 +645,7 @@ fn export_matches_the_records(gw: &Gateway, scenario: &Scenario, today: &str) {
             None => assert_eq!(value("cost_usd"), ""),
         }
         assert_eq!(value("error"), record["error"].as_str().unwrap_or(""));
+        assert_eq!(value("guards"), "", "no guard ran");
     }
     assert!(
         rows.iter().any(|r| !r[20].is_empty()),

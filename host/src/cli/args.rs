@@ -91,7 +91,7 @@ pub(super) enum PluginsCommand {
 pub(super) enum ProjectCommand {
     /// Create a project; prints its id as the last line.
     Create { name: String },
-    /// List every project with its limits, oldest first.
+    /// List every project with its limits and guards, oldest first.
     List,
     /// Change a project's rate limits and budgets (shared by all its keys); prints them after
     /// the change.
@@ -99,6 +99,18 @@ pub(super) enum ProjectCommand {
         project_id: String,
         #[command(flatten)]
         limits: LimitArgs,
+    },
+    /// Print a project's guards: the ids of the config's `[guards.ID]` its requests go through
+    /// (after the top-level ones and the route's), in order. --set replaces them, --clear
+    /// removes them; either prints them after the change.
+    Guards {
+        project_id: String,
+        /// The guards, in the order they run; each must be a `[guards.ID]` of the config.
+        #[arg(long, value_delimiter = ',', value_name = "GUARD,...", num_args = 1, conflicts_with = "clear")]
+        set: Option<Vec<String>>,
+        /// Remove every guard of the project.
+        #[arg(long)]
+        clear: bool,
     },
     /// Requests, tokens and spend of a project since the current UTC day or month began.
     Usage {
@@ -235,7 +247,8 @@ asked for; null, in the table `-`, where the records have none) and these number
   JSON                   TABLE
   requests               REQUESTS        every record, whatever its outcome
   errors                 ERRORS          records whose status is not success: error,
-                                         rate_limited and cancelled all count
+                                         rate_limited, blocked (by a guard) and
+                                         cancelled all count
   prompt_tokens          PROMPT          tokens as the providers reported them
   completion_tokens      COMPLETION
   total_tokens           TOTAL
@@ -322,15 +335,16 @@ analysis elsewhere. Records are read a thousand at a time: an export of any leng
 page in memory.
 
 --format jsonl (the default): one JSON object a line, the record as `invocations show` and
-GET /invocations/{id} present it (request and response bodies, attempts) plus keyPrefix.
+GET /invocations/{id} present it (request and response bodies, attempts, guards) plus keyPrefix.
 
 --format csv: a header line, then one line a record (RFC 4180 quoting), without bodies:
   id, created_at, project_id, key_prefix, user_id, route, plugin, model, type, stream, status,
   http_status, duration_ms, prompt_tokens, completion_tokens, total_tokens,
   cached_prompt_tokens, cache_creation_tokens, reasoning_tokens, cost_usd, error,
-  image_prompt_tokens, audio_prompt_tokens
+  image_prompt_tokens, audio_prompt_tokens, guards
 created_at is RFC 3339 (UTC, milliseconds); a missing value is an empty field (the image and
-audio tokens, part of prompt_tokens, are there only where the provider tells them).
+audio tokens, part of prompt_tokens, are there only where the provider tells them). guards is
+what each guard decided (the JSON array of the JSON lines), empty when no guard ran.
 
 Records hold only the prefix of a project key, never a whole key, nor a provider key.";
 
@@ -412,6 +426,40 @@ mod tests {
         );
         assert!(!limits.is_empty());
         assert!(LimitArgs::default().is_empty());
+    }
+
+    #[test]
+    fn project_guards_are_shown_set_or_cleared() {
+        let guards = |args: &[&str]| match parse(args) {
+            Ok(Command::Project {
+                command:
+                    ProjectCommand::Guards {
+                        project_id,
+                        set,
+                        clear,
+                    },
+            }) => Ok((project_id, set, clear)),
+            Ok(_) => panic!("not parsed as `project guards`"),
+            Err(e) => Err(e.kind()),
+        };
+        assert_eq!(
+            guards(&["project", "guards", "p1"]),
+            Ok(("p1".into(), None, false))
+        );
+        assert_eq!(
+            guards(&["project", "guards", "p1", "--set", "pii,words"]),
+            Ok(("p1".into(), Some(vec!["pii".into(), "words".into()]), false))
+        );
+        assert_eq!(
+            guards(&["project", "guards", "p1", "--clear"]),
+            Ok(("p1".into(), None, true))
+        );
+        assert_eq!(
+            guards(&["project", "guards", "p1", "--set", "pii", "--clear"]),
+            Err(clap::error::ErrorKind::ArgumentConflict)
+        );
+        assert!(guards(&["project", "guards", "p1", "--set"]).is_err());
+        assert!(guards(&["project", "guards"]).is_err());
     }
 
     #[test]

@@ -34,6 +34,12 @@ enum CliError {
          --monthly-budget-usd (0 clears one)"
     )]
     NoLimitGiven,
+    /// A guard id that no `[guards.ID]` of the config defines.
+    #[error(
+        "no guard {id:?} is defined in the config ({defined}): add a [guards.{id}] table, or \
+         give the --config that has it"
+    )]
+    UnknownGuard { id: String, defined: String },
     #[error("{0:?} is not an invocation id")]
     NotAnInvocationId(String),
     #[error("no invocation {0}")]
@@ -141,7 +147,7 @@ async fn execute(
             Ok(ExitCode::SUCCESS)
         }
         Command::Migrate => migrate(&store().await?),
-        Command::Project { command } => project::run(&store().await?, command).await,
+        Command::Project { command } => project::run(&store().await?, &config, command).await,
         Command::Key { command } => key::run(&store().await?, command).await,
         Command::Invocations { command } => invocations::run(&store().await?, command).await,
         Command::Usage(args) => usage::usage(&store().await?, args).await,

@@ -1,14 +1,19 @@
-//! `gateway project create|list|limit|usage`.
+//! `gateway project create|list|limit|guards|usage`.
 
 use std::process::ExitCode;
 
 use super::CliError;
 use super::args::ProjectCommand;
 use crate::clock::{format_time_ms, now_ms};
+use crate::config::Config;
 use crate::limits::LimitSet;
 use crate::store::{Store, StoreError};
 
-pub(super) async fn run(store: &Store, command: ProjectCommand) -> Result<ExitCode, CliError> {
+pub(super) async fn run(
+    store: &Store,
+    config: &Config,
+    command: ProjectCommand,
+) -> Result<ExitCode, CliError> {
     match command {
         ProjectCommand::Create { name } => {
             let project = store.create_project(&name).await?;
@@ -17,14 +22,15 @@ pub(super) async fn run(store: &Store, command: ProjectCommand) -> Result<ExitCo
         }
         ProjectCommand::List => {
             let projects = store.projects().await?;
-            println!("ID  NAME  CREATED_AT  LIMITS");
+            println!("ID  NAME  CREATED_AT  LIMITS  GUARDS");
             for project in projects {
                 println!(
-                    "{}  {}  {}  {}",
+                    "{}  {}  {}  {}  {}",
                     project.id,
                     project.name,
                     format_time_ms(project.created_at_ms),
-                    limits_summary(&project.limits)
+                    limits_summary(&project.limits),
+                    guards_summary(&project.guards)
                 );
             }
         }
@@ -37,6 +43,35 @@ pub(super) async fn run(store: &Store, command: ProjectCommand) -> Result<ExitCo
                 .await?;
             println!("limits of project {project_id}:");
             print_limits(&now);
+        }
+        ProjectCommand::Guards {
+            project_id,
+            set,
+            clear,
+        } => {
+            let guards = match (set, clear) {
+                (Some(guards), _) => {
+                    check_guards(config, &guards)?;
+                    store.set_project_guards(&project_id, &guards).await?;
+                    guards
+                }
+                (None, true) => {
+                    store.set_project_guards(&project_id, &[]).await?;
+                    Vec::new()
+                }
+                (None, false) => {
+                    let project = store.project(&project_id).await?;
+                    project
+                        .ok_or_else(|| StoreError::UnknownProject(project_id.clone()))?
+                        .guards
+                }
+            };
+            let shown = if guards.is_empty() {
+                "none".to_owned()
+            } else {
+                guards.join(", ")
+            };
+            println!("guards of project {project_id}: {shown}");
         }
         ProjectCommand::Usage { project_id, period } => {
             if store.project(&project_id).await?.is_none() {
@@ -89,5 +124,31 @@ fn limits_summary(limits: &LimitSet) -> String {
         "-".to_owned()
     } else {
         parts.join(",")
+    }
+}
+
+/// Refuses a guard id that no `[guards.ID]` of the config defines, naming the ones it does.
+fn check_guards(config: &Config, guards: &[String]) -> Result<(), CliError> {
+    let Some(unknown) = guards.iter().find(|id| !config.guards.contains_key(*id)) else {
+        return Ok(());
+    };
+    let defined = if config.guards.is_empty() {
+        "it defines none".to_owned()
+    } else {
+        let ids: Vec<&str> = config.guards.keys().map(String::as_str).collect();
+        format!("it defines {}", ids.join(", "))
+    };
+    Err(CliError::UnknownGuard {
+        id: unknown.clone(),
+        defined,
+    })
+}
+
+/// A project's guards for a table, in order: `pii,words` or `-`.
+fn guards_summary(guards: &[String]) -> String {
+    if guards.is_empty() {
+        "-".to_owned()
+    } else {
+        guards.join(",")
     }
 }

@@ -245,6 +245,7 @@ mod tests {
                 models: models.iter().map(|m| m.to_string()).collect(),
                 expires_at_ms: None,
             },
+            project_guards: Default::default(),
         }
     }
 

@@ -1,6 +1,6 @@
 //! Operator endpoints under `/admin`, behind the config's `admin_token`: plugins and config,
-//! and projects, keys, their limits and usage (what the CLI does, for operators without a
-//! shell on a replica).
+//! and projects, keys, their limits, guards and usage (what the CLI does, for operators without
+//! a shell on a replica).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -147,6 +147,13 @@ struct NewProject {
     limits: Option<LimitsBody>,
 }
 
+/// A `PUT` body of a project's guards: the whole list, in order (`[]`: none).
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GuardsBody {
+    guards: Vec<String>,
+}
+
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 struct NewKey {
@@ -171,14 +178,17 @@ fn project_json(project: &Project) -> serde_json::Value {
         "name": project.name,
         "createdAt": format_time_ms(project.created_at_ms),
         "limits": limits_json(&project.limits),
+        "guards": project.guards,
     })
 }
 
 /// One of the project, key and usage endpoints, by the path's segments after `/admin`.
 enum Endpoint<'a> {
     Projects,
+    Project(&'a str),
     ProjectKeys(&'a str),
     ProjectLimits(&'a str),
+    ProjectGuards(&'a str),
     ProjectUsage(&'a str),
     Key(&'a str),
     KeyLimits(&'a str),
@@ -191,8 +201,10 @@ impl<'a> Endpoint<'a> {
         // An empty id or prefix (`/admin/keys/`) names nothing.
         Some(match segments[..] {
             ["projects"] => Endpoint::Projects,
+            ["projects", id] if !id.is_empty() => Endpoint::Project(id),
             ["projects", id, "keys"] if !id.is_empty() => Endpoint::ProjectKeys(id),
             ["projects", id, "limits"] if !id.is_empty() => Endpoint::ProjectLimits(id),
+            ["projects", id, "guards"] if !id.is_empty() => Endpoint::ProjectGuards(id),
             ["projects", id, "usage"] if !id.is_empty() => Endpoint::ProjectUsage(id),
             ["keys", prefix] if !prefix.is_empty() => Endpoint::Key(prefix),
             ["keys", prefix, "limits"] if !prefix.is_empty() => Endpoint::KeyLimits(prefix),
@@ -204,7 +216,9 @@ impl<'a> Endpoint<'a> {
     fn allowed(&self) -> &'static str {
         match self {
             Endpoint::Projects => "GET, POST",
+            Endpoint::Project(_) => "GET",
             Endpoint::ProjectKeys(_) => "POST",
+            Endpoint::ProjectGuards(_) => "GET, PUT",
             Endpoint::ProjectLimits(_) | Endpoint::KeyLimits(_) => "PUT",
             Endpoint::ProjectUsage(_) => "GET",
             Endpoint::Key(_) => "DELETE",
@@ -236,9 +250,16 @@ pub(super) async fn manage(
     let answer = match endpoint {
         Endpoint::Projects if method == Method::GET => list_projects(&state).await,
         Endpoint::Projects => create_project(&state, request).await,
+        Endpoint::Project(project_id) => show_project(&state, project_id).await,
         Endpoint::ProjectKeys(project_id) => create_key(&state, request, project_id).await,
         Endpoint::ProjectLimits(project_id) => {
             set_project_limits(&state, request, project_id).await
+        }
+        Endpoint::ProjectGuards(project_id) if method == Method::GET => {
+            project_guards(&state, project_id).await
+        }
+        Endpoint::ProjectGuards(project_id) => {
+            set_project_guards(&state, request, project_id).await
         }
         Endpoint::ProjectUsage(project_id) => usage(&state, &request, project_id).await,
         Endpoint::Key(prefix) => revoke_keys(&state, prefix).await,
@@ -276,6 +297,64 @@ async fn list_projects(state: &AppState) -> Answer {
     let projects = state.store.projects().await?;
     let rows: Vec<_> = projects.iter().map(project_json).collect();
     Ok((StatusCode::OK, json!({ "projects": rows })))
+}
+
+/// The project `project_id`, or 404.
+async fn project(state: &AppState, project_id: &str) -> Result<Project, ApiError> {
+    let project = state.store.project(project_id).await?;
+    Ok(project.ok_or_else(|| StoreError::UnknownProject(project_id.to_owned()))?)
+}
+
+async fn show_project(state: &AppState, project_id: &str) -> Answer {
+    Ok((StatusCode::OK, project_json(&project(state, project_id).await?)))
+}
+
+fn guards_json(project_id: &str, guards: &[String]) -> serde_json::Value {
+    json!({ "projectId": project_id, "guards": guards })
+}
+
+async fn project_guards(state: &AppState, project_id: &str) -> Answer {
+    let project = project(state, project_id).await?;
+    Ok((StatusCode::OK, guards_json(project_id, &project.guards)))
+}
+
+/// `PUT /admin/projects/{id}/guards`: replaces the project's guards with the body's list, each
+/// an id of the serving config's `[guards.ID]`.
+async fn set_project_guards(
+    state: &AppState,
+    request: Request<Incoming>,
+    project_id: &str,
+) -> Answer {
+    let bytes = read_json_body(state, request).await?;
+    if is_blank(&bytes) {
+        return Err(ApiError::BadRequest(
+            "send the guards as a JSON object: {\"guards\": [\"ID\", ...]} ([] clears them)"
+                .into(),
+        ));
+    }
+    let body: GuardsBody = parse_json(&bytes)?;
+    {
+        let live = state.live();
+        let defined = &live.config.guards;
+        if let Some(unknown) = body.guards.iter().find(|id| !defined.contains_key(*id)) {
+            let ids: Vec<&str> = defined.keys().map(String::as_str).collect();
+            let listed = if ids.is_empty() {
+                "it defines none".to_owned()
+            } else {
+                format!("it defines {}", ids.join(", "))
+            };
+            return Err(ApiError::InvalidParam {
+                param: "guards".into(),
+                message: format!("guards: no guard {unknown:?} is defined in the config ({listed})"),
+            });
+        }
+    }
+    state
+        .store
+        .set_project_guards(project_id, &body.guards)
+        .await?;
+    tracing::info!(project = %project_id, guards = ?body.guards, "admin API: set the project's guards");
+    Ok((StatusCode::OK, guards_json(project_id, &body.guards)))
 }
 
 async fn create_project(state: &AppState, request: Request<Incoming>) -> Answer {

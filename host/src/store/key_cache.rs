@@ -289,6 +289,7 @@ mod tests {
                 models: Vec::new(),
                 expires_at_ms: Some(1),
             },
+            project_guards: Arc::from(["pii".to_owned()]),
         }))
     }
 

@@ -24,6 +24,7 @@ mod sql;
 mod sqlite;
 pub mod writer;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -123,6 +124,10 @@ pub struct KeyRecord {
     /// Its project's limits (shared by all the project's keys).
     pub project_limits: LimitSet,
     pub scope: KeyScope,
+    /// Its project's guards (ids of `[guards.ID]`), in the order they run after the
+    /// top-level and the route's. Shared, not copied: the flow reads them on every request
+    /// and a cache hit clones the record.
+    pub project_guards: Arc<[String]>,
 }
 
 /// What a key may be used for. Empty `routes` and `models`: every route and
@@ -266,6 +271,9 @@ pub struct Project {
     /// Unix ms.
     pub created_at_ms: i64,
     pub limits: LimitSet,
+    /// The guards (ids of `[guards.ID]`) its requests go through after the top-level and
+    /// the route's, in order.
+    pub guards: Vec<String>,
 }
 
 /// What a project's calls added up to over a period.
@@ -309,6 +317,9 @@ pub enum InvocationStatus {
     Cancelled,
     /// Refused by a rate limit or budget before reaching a plugin.
     RateLimited,
+    /// Refused by a guard: the request before it reached the provider, or the answer
+    /// before it reached the caller.
+    Blocked,
 }
 
 impl InvocationStatus {
@@ -318,6 +329,7 @@ impl InvocationStatus {
             InvocationStatus::Error => "error",
             InvocationStatus::Cancelled => "cancelled",
             InvocationStatus::RateLimited => "rate_limited",
+            InvocationStatus::Blocked => "blocked",
         }
     }
 
@@ -326,6 +338,7 @@ impl InvocationStatus {
             "success" => InvocationStatus::Success,
             "cancelled" => InvocationStatus::Cancelled,
             "rate_limited" => InvocationStatus::RateLimited,
+            "blocked" => InvocationStatus::Blocked,
             _ => InvocationStatus::Error,
         }
     }
@@ -366,6 +379,70 @@ pub struct Invocation {
     /// journal lines written before it existed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attempts: Vec<Attempt>,
+    /// What each guard that checked the request or its answer decided, in the order they
+    /// ran; empty when no guard ran. Absent from journal lines written before it existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guards: Vec<GuardOutcome>,
+}
+
+/// What one guard decided of a request or of its answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct GuardOutcome {
+    /// Its id in the config (`[guards.ID]`).
+    pub guard: String,
+    pub stage: GuardStage,
+    pub verdict: GuardVerdictKind,
+    /// Why it denied, or what went wrong with it (`error`).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// What a rewrite changed, counted by kind (`email` → 2); empty unless `rewrite`. Never
+    /// the text removed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub changes: BTreeMap<String, u32>,
+    /// Whether the verdict took effect: false when it came after the stream it judged had
+    /// been sent (a guard with `guard_stream = "observe"`).
+    pub applied: bool,
+}
+
+/// Which side of a call a guard checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GuardStage {
+    /// The request, before the provider.
+    Request,
+    /// The answer, before the caller (for a stream: once it has ended).
+    Response,
+}
+
+impl GuardStage {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GuardStage::Request => "request",
+            GuardStage::Response => "response",
+        }
+    }
+}
+
+/// A guard's verdict, as recorded (without what it carries).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GuardVerdictKind {
+    Allow,
+    Deny,
+    Rewrite,
+    /// The guard failed (crashed, timed out, answered what cannot be used).
+    Error,
+}
+
+impl GuardVerdictKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GuardVerdictKind::Allow => "allow",
+            GuardVerdictKind::Deny => "deny",
+            GuardVerdictKind::Rewrite => "rewrite",
+            GuardVerdictKind::Error => "error",
+        }
+    }
 }
 
 /// One try of a request at an upstream: which route and host, how it ended, how long it took.
@@ -407,6 +484,7 @@ impl Invocation {
             request: None,
             response: None,
             attempts: Vec::new(),
+            guards: Vec::new(),
         }
     }
 
@@ -443,6 +521,21 @@ impl Invocation {
                 "error": a.error,
                 "durationMs": a.duration_ms,
             })).collect::<Vec<_>>(),
+            "guards": self.guards.iter().map(GuardOutcome::to_json).collect::<Vec<_>>(),
+        })
+    }
+}
+
+impl GuardOutcome {
+    /// The outcome as a record's `guards` shows it (`GET /invocations/{id}`, exports).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "guard": self.guard,
+            "stage": self.stage.as_str(),
+            "verdict": self.verdict.as_str(),
+            "reason": self.reason,
+            "changes": self.changes,
+            "applied": self.applied,
         })
     }
 }
@@ -638,6 +731,36 @@ impl Store {
         match &self.backend {
             Backend::Sqlite(db) => db.update_project_limits(project_id, update),
             Backend::Postgres(db) => db.update_project_limits(project_id, update).await,
+        }
+    }
+
+    /// Replaces a project's guards (ids of `[guards.ID]`, in the order they run; empty: none).
+    /// Whether the config has them is the caller's to check (the store has no config); names
+    /// the store would not keep, and an id given twice, are refused. Like its limits, every
+    /// replica applies them from its next request: they travel with the cached keys.
+    pub async fn set_project_guards(
+        &self,
+        project_id: &str,
+        guards: &[String],
+    ) -> Result<(), StoreError> {
+        for (n, guard) in guards.iter().enumerate() {
+            check_name("guards", guard)?;
+            if guard.is_empty() {
+                return Err(StoreError::Invalid {
+                    field: "guards",
+                    message: "a guard id is empty".into(),
+                });
+            }
+            if guards[..n].contains(guard) {
+                return Err(StoreError::Invalid {
+                    field: "guards",
+                    message: format!("{guard:?} is named twice"),
+                });
+            }
+        }
+        match &self.backend {
+            Backend::Sqlite(db) => db.set_project_guards(project_id, guards),
+            Backend::Postgres(db) => db.set_project_guards(project_id, guards).await,
         }
     }
 

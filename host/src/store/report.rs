@@ -76,7 +76,7 @@ pub struct UsageRow {
     pub group: Vec<Option<String>>,
     /// Invocation records, whatever their outcome.
     pub requests: u64,
-    /// Records whose status is not `success` (`error`, `rate_limited`, `cancelled`).
+    /// Records whose status is not `success` (`error`, `rate_limited`, `blocked`, `cancelled`).
     pub errors: u64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,

@@ -7,11 +7,13 @@
 //! columns stored differently (a key's scope lists, a record's attempts). Which column is
 //! which, and what becomes of it, is written once here.
 
+use std::sync::Arc;
+
 use uuid::Uuid;
 
 use super::report::{self, Cursor, GroupBy, UsageTally};
 use super::{
-    Attempt, Invocation, InvocationStatus, KeyRecord, KeyScope, LimitUpdate, Project,
+    Attempt, GuardOutcome, Invocation, InvocationStatus, KeyRecord, KeyScope, LimitUpdate, Project,
     StoredResponse, TokenUsage, UsageTotals,
 };
 use crate::limits::LimitSet;
@@ -39,23 +41,25 @@ pub(super) trait StoredRow {
     /// A key's scope list. Unlike a limit, one that cannot be read is an error: read as empty
     /// it would let the key use every route.
     fn list(&self, index: usize) -> Result<Vec<String>, Self::Error>;
-    /// A record's attempts. What does not read as a list of attempts (a hand-edited value)
-    /// reads as none: the record is still worth showing, and nothing is decided from its
-    /// attempts.
-    fn attempts(&self, index: usize) -> Result<Vec<Attempt>, Self::Error>;
+    /// The text of a record's JSON column (its attempts, its guards' outcomes); None for NULL
+    /// or for what is no text (SQLite keeps whatever a hand-written `UPDATE` put).
+    fn json_text(&self, index: usize) -> Result<Option<String>, Self::Error>;
 }
 
-/// A row of [`super::sql::PROJECTS`] or [`super::sql::PROJECT`].
+/// A row of [`super::sql::PROJECTS`] or [`super::sql::PROJECT`]. Its guards, like a key's
+/// scope, are an error when they cannot be read: read as none, the project's requests would
+/// go unchecked.
 pub(super) fn project<R: StoredRow + ?Sized>(row: &R) -> Result<Project, R::Error> {
     Ok(Project {
         id: row.text(0)?,
         name: row.text(1)?,
         created_at_ms: row.integer(2)?,
         limits: row.limits(3)?,
+        guards: row.list(7)?,
     })
 }
 
-/// The row of [`super::sql::FIND_KEY`].
+/// The row of [`super::sql::FIND_KEY`]: the key, its project's limits and guards.
 pub(super) fn key_record<R: StoredRow + ?Sized>(row: &R) -> Result<KeyRecord, R::Error> {
     Ok(KeyRecord {
         project_id: row.text(0)?,
@@ -67,6 +71,7 @@ pub(super) fn key_record<R: StoredRow + ?Sized>(row: &R) -> Result<KeyRecord, R:
             models: row.list(11)?,
             expires_at_ms: row.optional_integer(12)?,
         },
+        project_guards: Arc::from(row.list(13)?),
     })
 }
 
@@ -124,7 +129,8 @@ pub(super) fn invocation<R: StoredRow + ?Sized>(row: &R) -> Result<Invocation, R
         request: row.optional_text(21)?,
         response: row.optional_text(22)?,
         key_prefix: row.optional_text(23)?,
-        attempts: row.attempts(24)?,
+        attempts: json_list(row.json_text(24)?),
+        guards: json_list(row.json_text(27)?),
     })
 }
 
@@ -193,9 +199,20 @@ pub(super) fn attempts_json(attempts: &[Attempt]) -> Option<String> {
     serde_json::to_string(attempts).ok()
 }
 
-/// Attempts from the JSON text of their column; none from what is not a list of attempts.
-pub(super) fn attempts_from(json: &[u8]) -> Vec<Attempt> {
-    serde_json::from_slice(json).unwrap_or_default()
+/// A record's guard outcomes as stored: NULL when no guard ran, else a JSON array.
+pub(super) fn guards_json(guards: &[GuardOutcome]) -> Option<String> {
+    if guards.is_empty() {
+        return None;
+    }
+    serde_json::to_string(guards).ok()
+}
+
+/// A record's attempts or guard outcomes from the JSON text of their column. What does not
+/// read as such a list (a hand-edited value) reads as none: the record is still worth showing,
+/// and nothing is decided from these.
+fn json_list<T: serde::de::DeserializeOwned>(json: Option<String>) -> Vec<T> {
+    json.and_then(|json| serde_json::from_str(&json).ok())
+        .unwrap_or_default()
 }
 
 /// One subject's limits as their four columns hold them (NULL: no limit).

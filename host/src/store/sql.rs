@@ -69,7 +69,8 @@ fn question_marks(text: &str) -> String {
 /// Projects as [`super::rows::project`] reads them.
 macro_rules! select_project {
     () => {
-        "SELECT id, name, created_at, rpm, tpm, daily_budget_usd, monthly_budget_usd FROM projects"
+        "SELECT id, name, created_at, rpm, tpm, daily_budget_usd, monthly_budget_usd, guards
+         FROM projects"
     };
 }
 
@@ -86,6 +87,9 @@ pub(super) static UPDATE_PROJECT_LIMITS: Sql = Sql::new(
     "UPDATE projects SET rpm = $2, tpm = $3, daily_budget_usd = $4, monthly_budget_usd = $5
      WHERE id = $1",
 );
+/// `$1` names the project; `$2` is its guards as the backend stores a list (NULL when none).
+pub(super) static UPDATE_PROJECT_GUARDS: Sql =
+    Sql::new("UPDATE projects SET guards = $2 WHERE id = $1");
 pub(super) static UPDATE_KEY_LIMITS: Sql = Sql::new(
     "UPDATE api_keys SET rpm = $2, tpm = $3, daily_budget_usd = $4, monthly_budget_usd = $5
      WHERE key_hash = $1",
@@ -98,7 +102,8 @@ pub(super) static INSERT_KEY: Sql = Sql::new(
 /// The live key of a hash, as [`super::rows::key_record`] reads it.
 pub(super) static FIND_KEY: Sql = Sql::new(
     "SELECT k.project_id, k.prefix, k.rpm, k.tpm, k.daily_budget_usd, k.monthly_budget_usd,
-        p.rpm, p.tpm, p.daily_budget_usd, p.monthly_budget_usd, k.routes, k.models, k.expires_at
+        p.rpm, p.tpm, p.daily_budget_usd, p.monthly_budget_usd, k.routes, k.models, k.expires_at,
+        p.guards
      FROM api_keys k JOIN projects p ON p.id = k.project_id
      WHERE k.key_hash = $1 AND k.revoked_at IS NULL",
 );
@@ -149,10 +154,11 @@ pub(super) static DELETE_OLD_RESPONSES: Sql = Sql::new(
 );
 
 /// The invocation columns, in the order both backends insert and [`super::rows::invocation`]
-/// reads them, `$bodies` standing for `request, response` and `$attempts` for `attempts`.
-/// Columns of later migrations come last, so that the earlier ones keep their positions.
+/// reads them, `$bodies` standing for `request, response`, `$attempts` for `attempts` and
+/// `$guards` for `guards`. Columns of later migrations come last, so that the earlier ones keep
+/// their positions.
 macro_rules! invocation_columns {
-    ($bodies:literal, $attempts:literal) => {
+    ($bodies:literal, $attempts:literal, $guards:literal) => {
         concat!(
             "id, project_id, user_id, route, plugin, model, type, stream, status, http_status,
     error, provider_error, prompt_tokens, completion_tokens, total_tokens, cached_prompt_tokens,
@@ -160,32 +166,38 @@ macro_rules! invocation_columns {
             $bodies,
             ", key_prefix, ",
             $attempts,
-            ", image_prompt_tokens, audio_prompt_tokens"
+            ", image_prompt_tokens, audio_prompt_tokens, ",
+            $guards
         )
     };
 }
 pub(super) use invocation_columns;
 
-/// `SELECT` of every invocation column; `$attempts` is how the backend reads the attempts
-/// column as text.
+/// `SELECT` of every invocation column; `$attempts` and `$guards` are how the backend reads
+/// those JSON columns as text.
 macro_rules! select_invocation {
-    ($bodies:literal, $attempts:literal) => {
+    ($bodies:literal, $attempts:literal, $guards:literal) => {
         concat!(
             "SELECT ",
-            invocation_columns!($bodies, $attempts),
+            invocation_columns!($bodies, $attempts, $guards),
             " FROM invocations"
         )
     };
 }
-/// PostgreSQL keeps attempts as JSONB, which the driver reads only as text; SQLite keeps the
-/// text itself (and a cast would make a hand-written blob read as attempts).
-const SQLITE_SELECT_INVOCATION: &str = select_invocation!("request, response", "attempts");
-const POSTGRES_SELECT_INVOCATION: &str = select_invocation!("request, response", "attempts::text");
+/// PostgreSQL keeps attempts and guards as JSONB, which the driver reads only as text; SQLite
+/// keeps the text itself (and a cast would make a hand-written blob read as attempts).
+const SQLITE_SELECT_INVOCATION: &str =
+    select_invocation!("request, response", "attempts", "guards");
+const POSTGRES_SELECT_INVOCATION: &str =
+    select_invocation!("request, response", "attempts::text", "guards::text");
 /// An export without bodies: they are most of a record's bytes.
 const SQLITE_WITHOUT_BODIES: &str =
-    select_invocation!("CAST(NULL AS TEXT), CAST(NULL AS TEXT)", "attempts");
-const POSTGRES_WITHOUT_BODIES: &str =
-    select_invocation!("CAST(NULL AS TEXT), CAST(NULL AS TEXT)", "attempts::text");
+    select_invocation!("CAST(NULL AS TEXT), CAST(NULL AS TEXT)", "attempts", "guards");
+const POSTGRES_WITHOUT_BODIES: &str = select_invocation!(
+    "CAST(NULL AS TEXT), CAST(NULL AS TEXT)",
+    "attempts::text",
+    "guards::text"
+);
 
 /// Where the selected invocation columns have `id` and `created_at`: an export page's cursor.
 pub(super) const ID_COLUMN: usize = 0;
@@ -311,6 +323,7 @@ mod tests {
             &PROJECT,
             &PROJECT_LIMITS,
             &UPDATE_PROJECT_LIMITS,
+            &UPDATE_PROJECT_GUARDS,
             &UPDATE_KEY_LIMITS,
             &INSERT_KEY,
             &FIND_KEY,

@@ -13,7 +13,9 @@ use crate::store::report::{
 };
 use crate::store::rows as read;
 use crate::store::sql::{self, Dialect, invocation_columns};
-use crate::store::{Attempt, Invocation, InvocationFilter, StoreError, TokenUsage, UsageTotals};
+use crate::store::{
+    Attempt, GuardOutcome, Invocation, InvocationFilter, StoreError, TokenUsage, UsageTotals,
+};
 
 const POSTGRES: Dialect = Dialect::Postgres;
 
@@ -227,13 +229,13 @@ fn sql_params(values: &[SqlValue]) -> Vec<&(dyn ToSql + Sync)> {
 /// a record as SQLite's. Records already stored are skipped.
 const INSERT_INVOCATIONS: &str = concat!(
     "INSERT INTO invocations (",
-    invocation_columns!("request, response", "attempts"),
+    invocation_columns!("request, response", "attempts", "guards"),
     ")
     SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
         $7::text[], $8::boolean[], $9::text[], $10::integer[], $11::text[], $12::text[],
         $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[],
         $19::double precision[], $20::bigint[], $21::bigint[], $22::text[], $23::text[],
-        $24::text[], $25::text[]::jsonb[], $26::bigint[], $27::bigint[])
+        $24::text[], $25::text[]::jsonb[], $26::bigint[], $27::bigint[], $28::text[]::jsonb[])
     ON CONFLICT (id) DO NOTHING"
 );
 
@@ -270,6 +272,8 @@ struct Columns {
     attempts: Texts,
     image_prompt_tokens: Counts,
     audio_prompt_tokens: Counts,
+    /// JSON text, as `attempts`.
+    guards: Texts,
 }
 
 impl Columns {
@@ -317,10 +321,11 @@ impl Columns {
                 .collect(),
             image_prompt_tokens: counts(|u| u.image_prompt_tokens),
             audio_prompt_tokens: counts(|u| u.audio_prompt_tokens),
+            guards: batch.iter().map(|inv| guards_json(&inv.guards)).collect(),
         }
     }
 
-    fn params(&self) -> [&(dyn ToSql + Sync); 27] {
+    fn params(&self) -> [&(dyn ToSql + Sync); 28] {
         [
             &self.id,
             &self.project_id,
@@ -349,6 +354,7 @@ impl Columns {
             &self.attempts,
             &self.image_prompt_tokens,
             &self.audio_prompt_tokens,
+            &self.guards,
         ]
     }
 }
@@ -368,6 +374,27 @@ fn attempts_json(attempts: &[Attempt]) -> Option<String> {
         })
         .collect();
     read::attempts_json(&cleaned)
+}
+
+/// A record's guard outcomes as stored (see [`read::guards_json`]), NULs as in [`storable`]:
+/// a deny reason or a guard's error may quote what it was shown.
+fn guards_json(guards: &[GuardOutcome]) -> Option<String> {
+    let cleaned: Vec<GuardOutcome> = guards
+        .iter()
+        .map(|g| GuardOutcome {
+            guard: storable(&g.guard),
+            reason: g.reason.as_deref().map(storable),
+            changes: g
+                .changes
+                .iter()
+                .map(|(kind, count)| (storable(kind), *count))
+                .collect(),
+            stage: g.stage,
+            verdict: g.verdict,
+            applied: g.applied,
+        })
+        .collect();
+    read::guards_json(&cleaned)
 }
 
 /// PostgreSQL's TEXT cannot hold NUL, which a raw (non-JSON) body may: one

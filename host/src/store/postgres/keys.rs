@@ -34,6 +34,7 @@ impl Postgres {
             name: name.to_owned(),
             created_at_ms: now_ms(),
             limits: LimitSet::default(),
+            guards: Vec::new(),
         };
         let (id, name, created_at) = (
             project.id.clone(),
@@ -115,6 +116,36 @@ impl Postgres {
             .await?;
         self.changes.changed();
         Ok(limits)
+    }
+
+    pub(in crate::store) async fn set_project_guards(
+        &self,
+        project_id: &str,
+        guards: &[String],
+    ) -> Result<(), StoreError> {
+        let project_id = project_id.to_owned();
+        // TEXT[], NULL when empty.
+        let guards = (!guards.is_empty()).then(|| guards.to_vec());
+        self.run(move |pool| async move {
+            let mut client = connection(&pool).await?;
+            let tx = client.transaction().await?;
+            let updated = tx
+                .execute(
+                    sql::UPDATE_PROJECT_GUARDS.text(POSTGRES),
+                    &[&project_id, &guards],
+                )
+                .await?;
+            if updated == 0 {
+                return Err(StoreError::UnknownProject(project_id));
+            }
+            // A project's guards travel inside every cached key of the project.
+            notify(&tx, KEYS_CHANGED).await?;
+            tx.commit().await?;
+            Ok(())
+        })
+        .await?;
+        self.changes.changed();
+        Ok(())
     }
 
     pub(in crate::store) async fn insert_key(

@@ -104,6 +104,15 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
         ADD COLUMN image_prompt_tokens BIGINT,
         ADD COLUMN audio_prompt_tokens BIGINT;
 "#,
+    // Guards. projects.guards: the ids of the guards a project's requests go through, in
+    // order (NULL when none). invocations.guards: what each guard decided of the request or
+    // its answer (a JSON array of `GuardOutcome`s, NULL when none; JSONB, so that an operator
+    // can ask which records a guard denied: `guards @> '[{"verdict": "deny"}]'`). Nullable
+    // without a default: added without rewriting the tables.
+    r#"
+    ALTER TABLE projects ADD COLUMN guards TEXT[];
+    ALTER TABLE invocations ADD COLUMN guards JSONB;
+"#,
 ];
 
 pub(super) const BACKEND: &str = "PostgreSQL";

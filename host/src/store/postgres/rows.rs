@@ -1,12 +1,11 @@
 //! PostgreSQL's reading of a column: its types are checked by the server, so only what the
-//! driver reads differs from SQLite's (a key's scope lists are `TEXT[]`, a record's attempts
-//! JSONB selected as text).
+//! driver reads differs from SQLite's (a key's scope lists and a project's guards are `TEXT[]`,
+//! a record's attempts and guards JSONB selected as text).
 
 use tokio_postgres::Row;
 
 use crate::limits::LimitSet;
-use crate::store::Attempt;
-use crate::store::rows::{StoredLimits, StoredRow, attempts_from};
+use crate::store::rows::{StoredLimits, StoredRow};
 
 impl StoredRow for Row {
     type Error = tokio_postgres::Error;
@@ -65,18 +64,16 @@ impl StoredRow for Row {
         .limits())
     }
 
-    /// A `TEXT[]`, NULL when empty. A NULL element (SQL by hand) is an error rather than
-    /// dropped.
+    /// A `TEXT[]`, NULL when empty (a key's scope, a project's guards). A NULL element (SQL
+    /// by hand) is an error rather than dropped.
     fn list(&self, index: usize) -> Result<Vec<String>, Self::Error> {
         Ok(self
             .try_get::<_, Option<Vec<String>>>(index)?
             .unwrap_or_default())
     }
 
-    fn attempts(&self, index: usize) -> Result<Vec<Attempt>, Self::Error> {
-        Ok(self
-            .try_get::<_, Option<&str>>(index)?
-            .map(|json| attempts_from(json.as_bytes()))
-            .unwrap_or_default())
+    /// JSONB, selected as text.
+    fn json_text(&self, index: usize) -> Result<Option<String>, Self::Error> {
+        self.try_get(index)
     }
 }

@@ -13,8 +13,11 @@ use super::invocations::DURATIONS_PER_FETCH;
 use super::migrations::MIGRATIONS;
 use crate::store::report::{self, GroupBy, RecordRange};
 use crate::store::tests::test_db::{TestDb, count};
-use crate::store::tests::{attempts, record};
-use crate::store::{Attempt, Invocation, KeyMatch, KeySpec, Migrated, StoreError, StoredResponse};
+use crate::store::tests::{attempts, guard_outcomes, record};
+use crate::store::{
+    Attempt, GuardOutcome, GuardStage, GuardVerdictKind, Invocation, KeyMatch, KeySpec, Migrated,
+    StoreError, StoredResponse,
+};
 
 async fn open(db: &TestDb) -> Postgres {
     let (pg, _) = Postgres::open(&db.url).await.unwrap();
@@ -193,8 +196,8 @@ async fn while_not_listening_every_lookup_reads_the_database() {
 }
 
 /// PostgreSQL's TEXT and JSONB cannot hold NUL, which a raw body or an error may: it is
-/// stored as U+FFFD rather than failing its whole batch. Attempts are JSONB, which an operator
-/// can query. (The round trip of every field is a case of both backends.)
+/// stored as U+FFFD rather than failing its whole batch. Attempts and guard outcomes are JSONB,
+/// which an operator can query. (The round trip of every field is a case of both backends.)
 #[tokio::test]
 async fn nul_is_stored_as_a_replacement_character_and_attempts_as_jsonb() {
     let Some(db) = TestDb::create().await else {
@@ -203,6 +206,7 @@ async fn nul_is_stored_as_a_replacement_character_and_attempts_as_jsonb() {
     let pg = open(&db).await;
     let full = Invocation {
         attempts: attempts(),
+        guards: guard_outcomes(),
         ..Invocation::begun(Uuid::now_v7(), 2_000)
     };
     let with_nul = Invocation {
@@ -213,6 +217,14 @@ async fn nul_is_stored_as_a_replacement_character_and_attempts_as_jsonb() {
             status: None,
             error: Some("cut\0off".into()),
             duration_ms: 1,
+        }],
+        guards: vec![GuardOutcome {
+            guard: "g\0".into(),
+            stage: GuardStage::Response,
+            verdict: GuardVerdictKind::Rewrite,
+            reason: Some("\0".into()),
+            changes: [("e\0mail".to_owned(), 1)].into(),
+            applied: true,
         }],
         ..Invocation::begun(Uuid::now_v7(), 3_000)
     };
@@ -231,11 +243,30 @@ async fn nul_is_stored_as_a_replacement_character_and_attempts_as_jsonb() {
             duration_ms: 1,
         }]
     );
+    assert_eq!(
+        read_with_nul.guards,
+        [GuardOutcome {
+            guard: "g\u{FFFD}".into(),
+            stage: GuardStage::Response,
+            verdict: GuardVerdictKind::Rewrite,
+            reason: Some("\u{FFFD}".into()),
+            changes: [("e\u{FFFD}mail".to_owned(), 1)].into(),
+            applied: true,
+        }]
+    );
     let sql = db.sql().await;
     assert_eq!(
         count(
             &sql,
             r#"SELECT count(*) FROM invocations WHERE attempts @> '[{"route": "fallback"}]'"#
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        count(
+            &sql,
+            r#"SELECT count(*) FROM invocations WHERE guards @> '[{"verdict": "deny", "applied": false}]'"#
         )
         .await,
         1

@@ -9,7 +9,7 @@ use crate::limits::Subject;
 use crate::store::report::{
     self, Cursor, GroupBy, Page, RecordRange, SqlValue, UsageRow, UsageTally,
 };
-use crate::store::rows::{self as read, attempts_json};
+use crate::store::rows::{self as read, attempts_json, guards_json};
 use crate::store::sql::{self, Dialect, invocation_columns};
 use crate::store::{Invocation, InvocationFilter, StoreError, UsageTotals};
 
@@ -19,9 +19,9 @@ const SQLITE: Dialect = Dialect::Sqlite;
 /// them needs functions SQLite lacks, and one row's insert is cheap within a transaction.
 const INSERT_INVOCATION: &str = concat!(
     "INSERT OR IGNORE INTO invocations (",
-    invocation_columns!("request, response", "attempts"),
+    invocation_columns!("request, response", "attempts", "guards"),
     ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
-        ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)"
+        ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)"
 );
 
 /// The bundled SQLite has no DELETE ... LIMIT; the subquery walks the
@@ -68,6 +68,7 @@ impl Sqlite {
                     attempts_json(&inv.attempts),
                     usage.and_then(|u| u.image_prompt_tokens),
                     usage.and_then(|u| u.audio_prompt_tokens),
+                    guards_json(&inv.guards),
                 ])?;
             }
         }

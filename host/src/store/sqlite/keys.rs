@@ -20,6 +20,7 @@ impl Sqlite {
             name: name.to_owned(),
             created_at_ms: now_ms(),
             limits: LimitSet::default(),
+            guards: Vec::new(),
         };
         lock(&self.reader).execute(
             sql::INSERT_PROJECT.text(SQLITE),
@@ -70,6 +71,23 @@ impl Sqlite {
         // Project limits travel inside every cached key of the project.
         self.keys_changed();
         Ok(limits)
+    }
+
+    pub(in crate::store) fn set_project_guards(
+        &self,
+        project_id: &str,
+        guards: &[String],
+    ) -> Result<(), StoreError> {
+        let updated = lock(&self.reader).execute(
+            sql::UPDATE_PROJECT_GUARDS.text(SQLITE),
+            params![project_id, json_list(guards)],
+        )?;
+        if updated == 0 {
+            return Err(StoreError::UnknownProject(project_id.to_owned()));
+        }
+        // A project's guards travel inside every cached key of the project.
+        self.keys_changed();
+        Ok(())
     }
 
     pub(in crate::store) fn insert_key(

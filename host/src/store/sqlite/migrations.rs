@@ -97,6 +97,13 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
     ALTER TABLE invocations ADD COLUMN image_prompt_tokens INTEGER;
     ALTER TABLE invocations ADD COLUMN audio_prompt_tokens INTEGER;
 "#,
+    // Guards. projects.guards: the ids of the guards a project's requests go through, in
+    // order (a JSON array of strings, NULL when none). invocations.guards: what each guard
+    // decided of the request or its answer (a JSON array of `GuardOutcome`s, NULL when none).
+    r#"
+    ALTER TABLE projects ADD COLUMN guards TEXT;
+    ALTER TABLE invocations ADD COLUMN guards TEXT;
+"#,
 ];
 
 /// Applies the migrations the database lacks, each in its own transaction

@@ -1,13 +1,12 @@
 //! SQLite's reading of a column. SQLite stores whatever a hand-written `UPDATE` put in a
-//! column, whatever its declared type: a limit or an attempts list of another type reads as
-//! none, as an out-of-range one does.
+//! column, whatever its declared type: a limit or a JSON column (attempts, guards) of another
+//! type reads as none, as an out-of-range one does.
 
 use rusqlite::Row;
 use rusqlite::types::{Type, ValueRef};
 
 use crate::limits::LimitSet;
-use crate::store::Attempt;
-use crate::store::rows::{StoredLimits, StoredRow, attempts_from};
+use crate::store::rows::{StoredLimits, StoredRow};
 
 impl StoredRow for Row<'_> {
     type Error = rusqlite::Error;
@@ -75,7 +74,8 @@ impl StoredRow for Row<'_> {
         .limits())
     }
 
-    /// A JSON array of strings, NULL when empty (SQLite has no arrays).
+    /// A JSON array of strings, NULL when empty (SQLite has no arrays): a key's scope, a
+    /// project's guards.
     fn list(&self, index: usize) -> rusqlite::Result<Vec<String>> {
         let Some(text) = self.get::<_, Option<String>>(index)? else {
             return Ok(Vec::new());
@@ -84,10 +84,10 @@ impl StoredRow for Row<'_> {
             .map_err(|e| rusqlite::Error::FromSqlConversionFailure(index, Type::Text, Box::new(e)))
     }
 
-    fn attempts(&self, index: usize) -> rusqlite::Result<Vec<Attempt>> {
+    fn json_text(&self, index: usize) -> rusqlite::Result<Option<String>> {
         Ok(match self.get_ref(index)? {
-            ValueRef::Text(json) => attempts_from(json),
-            _ => Vec::new(),
+            ValueRef::Text(json) => Some(String::from_utf8_lossy(json).into_owned()),
+            _ => None,
         })
     }
 }

@@ -7,7 +7,8 @@ use crate::limits::Subject;
 use crate::store::report::fixture::{self, DAY0, DAY1};
 use crate::store::report::{GroupBy, RecordRange, UsageRow};
 use crate::store::{
-    Attempt, Invocation, InvocationFilter, InvocationStatus, Store, TokenUsage, UsageTotals,
+    Attempt, GuardOutcome, GuardStage, GuardVerdictKind, Invocation, InvocationFilter,
+    InvocationStatus, Store, TokenUsage, UsageTotals,
 };
 
 /// A record of the size of a real one, the `n`th of a batch.
@@ -48,7 +49,47 @@ pub(in crate::store) fn record(n: usize) -> Invocation {
             "world ".repeat(100)
         )),
         attempts: Vec::new(),
+        guards: Vec::new(),
     }
+}
+
+/// One outcome of each kind: a rewrite of the request, an allow, a deny of the answer seen too
+/// late to apply (observe), a guard's error.
+pub(in crate::store) fn guard_outcomes() -> Vec<GuardOutcome> {
+    vec![
+        GuardOutcome {
+            guard: "pii".into(),
+            stage: GuardStage::Request,
+            verdict: GuardVerdictKind::Rewrite,
+            reason: None,
+            changes: [("email".to_owned(), 2), ("phone".to_owned(), u32::MAX)].into(),
+            applied: true,
+        },
+        GuardOutcome {
+            guard: "words".into(),
+            stage: GuardStage::Request,
+            verdict: GuardVerdictKind::Allow,
+            reason: None,
+            changes: Default::default(),
+            applied: true,
+        },
+        GuardOutcome {
+            guard: "words".into(),
+            stage: GuardStage::Response,
+            verdict: GuardVerdictKind::Deny,
+            reason: Some("the answer names \"project x\"\n".into()),
+            changes: Default::default(),
+            applied: false,
+        },
+        GuardOutcome {
+            guard: "crashy".into(),
+            stage: GuardStage::Response,
+            verdict: GuardVerdictKind::Error,
+            reason: Some("the guard crashed: unreachable".into()),
+            changes: Default::default(),
+            applied: true,
+        },
+    ]
 }
 
 pub(in crate::store) fn attempts() -> Vec<Attempt> {
@@ -134,6 +175,7 @@ pub(super) async fn invocations_round_trip_every_field(h: &Harness) {
         request: Some(r#"{"a":1}"#.into()),
         response: Some("not json".into()),
         attempts: attempts(),
+        guards: guard_outcomes(),
     };
     let bare = Invocation {
         http_status: 400,
@@ -191,6 +233,24 @@ pub(super) async fn invocations_round_trip_every_field(h: &Harness) {
     let json: serde_json::Value = serde_json::from_str(&stored).unwrap();
     assert_eq!(json[0]["target"], "a.example:8443");
     assert_eq!(json[2]["duration_ms"], i64::MAX);
+    // Guard outcomes likewise: NULL when none ran, else a JSON array.
+    assert_eq!(
+        h.count("SELECT count(*) FROM invocations WHERE guards IS NULL")
+            .await,
+        2
+    );
+    let stored = h
+        .text(&format!(
+            "SELECT CAST(guards AS TEXT) FROM invocations WHERE id = '{}'",
+            full.id
+        ))
+        .await
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_str(&stored).unwrap();
+    assert_eq!(json[0]["verdict"], "rewrite");
+    assert_eq!(json[0]["changes"]["email"], 2);
+    assert_eq!(json[2]["stage"], "response");
+    assert_eq!(json[2]["applied"], false);
 
     // Newest first.
     let all = store.list_invocations(&listing(10)).await.unwrap();
@@ -259,6 +319,100 @@ pub(super) async fn attempts_that_do_not_read_as_attempts_read_as_none(h: &Harne
         assert!(read.attempts.is_empty(), "{value}");
         assert_eq!(read.id, record.id);
     }
+}
+
+pub(super) async fn guard_outcomes_that_do_not_read_as_such_read_as_none(h: &Harness) {
+    let store = h.open().await;
+    let record = Invocation {
+        guards: guard_outcomes(),
+        attempts: attempts(),
+        ..Invocation::begun(Uuid::now_v7(), 1)
+    };
+    store
+        .insert_invocations(std::slice::from_ref(&record))
+        .unwrap();
+    // The attempts column's unreadable values are no guard outcomes either.
+    for value in h.unreadable_attempts() {
+        h.execute(&format!(
+            "UPDATE invocations SET guards = {value} WHERE id = '{}'",
+            record.id
+        ))
+        .await;
+        let read = store.invocation(&record.id).await.unwrap().unwrap();
+        assert!(read.guards.is_empty(), "{value}");
+        assert_eq!(read.attempts, record.attempts);
+    }
+}
+
+pub(super) async fn a_blocked_record_counts_as_a_request_and_an_error_without_tokens(
+    h: &Harness,
+) {
+    let store = h.open().await;
+    // Denied before the provider: no usage, no cost.
+    let denied = Invocation {
+        project_id: Some("p".into()),
+        key_prefix: Some("gw_p1".into()),
+        status: InvocationStatus::Blocked,
+        http_status: 400,
+        error: Some("guard words denied the request: banned word".into()),
+        guards: vec![GuardOutcome {
+            guard: "words".into(),
+            stage: GuardStage::Request,
+            verdict: GuardVerdictKind::Deny,
+            reason: Some("banned word".into()),
+            changes: Default::default(),
+            applied: true,
+        }],
+        duration_ms: 2,
+        ..Invocation::begun(Uuid::now_v7(), 1_000)
+    };
+    // Denied after the provider answered: its tokens and cost were spent.
+    let answered = Invocation {
+        id: Uuid::now_v7(),
+        usage: Some(TokenUsage {
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            total_tokens: 15,
+            ..TokenUsage::default()
+        }),
+        cost_usd: Some(0.5),
+        created_at_ms: 1_001,
+        ..denied.clone()
+    };
+    store
+        .insert_invocations(&[denied.clone(), answered.clone()])
+        .unwrap();
+    let read = store.invocation(&denied.id).await.unwrap().unwrap();
+    assert_eq!(read, denied);
+    assert_eq!(read.status.as_str(), "blocked");
+    assert_eq!(read.to_json()["status"], "blocked");
+    assert_eq!(read.to_json()["guards"][0]["verdict"], "deny");
+
+    assert_eq!(
+        store.usage_since("p", 0).await.unwrap(),
+        UsageTotals {
+            requests: 2,
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            total_tokens: 15,
+            cost_usd: 0.5,
+        }
+    );
+    assert_eq!(
+        store.spent_since(&Subject::Key("gw_p1"), 0).await.unwrap(),
+        0.5
+    );
+    let rows = read_usage(&store, &RecordRange::default(), &[]).await;
+    assert_eq!((rows[0].requests, rows[0].errors), (2, 2));
+    assert_eq!(rows[0].total_tokens, 15);
+
+    // An export's page reads the outcomes, bodies or not.
+    let page = store
+        .invocations_page(&RecordRange::default(), None, false, 10)
+        .await
+        .unwrap();
+    assert_eq!(page.records[0].guards, denied.guards);
+    assert_eq!(page.records[0].status, InvocationStatus::Blocked);
 }
 
 pub(super) async fn a_record_stored_twice_is_kept_once(h: &Harness) {

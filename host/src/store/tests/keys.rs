@@ -1,5 +1,7 @@
 //! Projects, keys, their limits and scopes, and how a change reaches the caches.
 
+use std::sync::Arc;
+
 use super::{Harness, seen_within};
 use crate::limits::LimitSet;
 use crate::store::{KeyMatch, KeyRecord, KeyScope, KeySpec, LimitUpdate, Store, StoreError};
@@ -33,6 +35,7 @@ pub(super) async fn keys_are_found_until_revoked_and_prefixes_are_literal(h: &Ha
             limits: LimitSet::default(),
             project_limits: LimitSet::default(),
             scope: KeyScope::default(),
+            project_guards: Arc::from([]),
         })
     );
     assert_eq!(store.revoke(&KeyMatch::of("gw_abcdef")).await.unwrap(), 1);
@@ -383,4 +386,160 @@ pub(super) async fn a_revoke_through_another_handle_is_seen(h: &Harness) {
     })
     .await;
     eprintln!("the other handle refused the key after {took:?}");
+}
+
+/// `names` as owned ids.
+fn ids(names: &[&str]) -> Vec<String> {
+    names.iter().map(|n| n.to_string()).collect()
+}
+
+pub(super) async fn project_guards_round_trip_in_order_and_travel_with_the_keys(h: &Harness) {
+    let store = h.open().await;
+    let first = store.create_project("first").await.unwrap();
+    let second = store.create_project("second").await.unwrap();
+    assert!(first.guards.is_empty());
+    store
+        .insert_key(&first.id, "gw_guarded000001", &[5; 32], &KeySpec::default())
+        .await
+        .unwrap();
+    assert!(
+        store
+            .find_key(&[5; 32])
+            .await
+            .unwrap()
+            .unwrap()
+            .project_guards
+            .is_empty()
+    );
+
+    // In the order given (not sorted), replacing what was there.
+    let set = ids(&["words", "pii"]);
+    store.set_project_guards(&first.id, &set).await.unwrap();
+    let read = store.project(&first.id).await.unwrap().unwrap();
+    assert_eq!(read.guards, set);
+    assert_eq!(read.name, "first");
+    assert_eq!(store.projects().await.unwrap()[0].guards, set);
+    // The key's cached record is the project's new one at once.
+    let record = store.find_key(&[5; 32]).await.unwrap().unwrap();
+    assert_eq!(&record.project_guards[..], &set[..]);
+    // The other project is untouched.
+    assert!(
+        store
+            .project(&second.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .guards
+            .is_empty()
+    );
+    let replaced = ids(&["pii"]);
+    store.set_project_guards(&first.id, &replaced).await.unwrap();
+    assert_eq!(
+        &store.find_key(&[5; 32]).await.unwrap().unwrap().project_guards[..],
+        &replaced[..]
+    );
+
+    // Limits and guards are changed apart: neither undoes the other.
+    store
+        .update_project_limits(&first.id, &LimitUpdate::replace(limits(60, 1000, 1.0, 2.0)))
+        .await
+        .unwrap();
+    let read = store.project(&first.id).await.unwrap().unwrap();
+    assert_eq!(read.guards, replaced);
+    assert_eq!(read.limits, limits(60, 1000, 1.0, 2.0));
+
+    // Cleared: none, stored as NULL (not an empty list).
+    store.set_project_guards(&first.id, &[]).await.unwrap();
+    assert!(
+        store
+            .project(&first.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .guards
+            .is_empty()
+    );
+    assert!(
+        store
+            .find_key(&[5; 32])
+            .await
+            .unwrap()
+            .unwrap()
+            .project_guards
+            .is_empty()
+    );
+    assert_eq!(
+        h.count("SELECT count(*) FROM projects WHERE guards IS NULL")
+            .await,
+        2
+    );
+
+    // Refused: an unknown project, ids the store would not keep, an id twice.
+    assert!(matches!(
+        store.set_project_guards("nope", &ids(&["pii"])).await,
+        Err(StoreError::UnknownProject(id)) if id == "nope"
+    ));
+    for refused in [
+        ids(&["pii", "pii"]),
+        ids(&["pi\ni"]),
+        ids(&[""]),
+        vec!["g".repeat(300)],
+    ] {
+        assert!(
+            matches!(
+                store.set_project_guards(&first.id, &refused).await,
+                Err(StoreError::Invalid {
+                    field: "guards",
+                    ..
+                })
+            ),
+            "{refused:?}"
+        );
+    }
+    assert!(
+        store
+            .project(&first.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .guards
+            .is_empty()
+    );
+}
+
+/// The guards of key `[9; 32]`'s project, as `store` serves them.
+async fn project_guards(store: &Store) -> Vec<String> {
+    let record = store.find_key(&[9; 32]).await.unwrap().unwrap();
+    record.project_guards.to_vec()
+}
+
+pub(super) async fn a_guards_change_through_another_handle_is_seen_by_every_handle(h: &Harness) {
+    let (first, second) = (h.open().await, h.open().await);
+    first.wait_until_listening().await;
+    second.wait_until_listening().await;
+    let project = first.create_project("p").await.unwrap();
+    insert_key_behind_the_back(h, &project.id).await;
+    assert!(project_guards(&first).await.is_empty());
+    assert!(project_guards(&second).await.is_empty());
+    // Cached: a change behind the store's back goes unseen (so what follows is seen through
+    // invalidation, not a fresh read).
+    h.execute(&format!("UPDATE projects SET guards = {}", h.list(&["x"])))
+        .await;
+    assert!(project_guards(&first).await.is_empty());
+
+    let set = ids(&["pii", "words"]);
+    second.set_project_guards(&project.id, &set).await.unwrap();
+    // At once on the handle that made it.
+    assert_eq!(project_guards(&second).await, set);
+    let took = seen_within(h.propagation(), "the project's new guards", || async {
+        project_guards(&first).await == set
+    })
+    .await;
+    eprintln!("the other handle saw the guards after {took:?}");
+
+    second.set_project_guards(&project.id, &[]).await.unwrap();
+    seen_within(h.propagation(), "the project's cleared guards", || async {
+        project_guards(&first).await.is_empty()
+    })
+    .await;
 }

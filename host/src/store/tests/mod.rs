@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use super::*;
 use test_db::TestDb;
 
-pub(super) use invocations::{attempts, record};
+pub(super) use invocations::{attempts, guard_outcomes, record};
 
 /// One test per backend for each case. The PostgreSQL ones pass without running when no
 /// server is reachable, unless CI is set (see [`TestDb::create`]).
@@ -51,8 +51,12 @@ on_both_backends! {
     keys::key_scopes_and_expiry_round_trip,
     keys::a_limit_change_through_another_handle_is_seen_by_every_handle,
     keys::a_revoke_through_another_handle_is_seen,
+    keys::project_guards_round_trip_in_order_and_travel_with_the_keys,
+    keys::a_guards_change_through_another_handle_is_seen_by_every_handle,
     invocations::invocations_round_trip_every_field,
     invocations::attempts_that_do_not_read_as_attempts_read_as_none,
+    invocations::guard_outcomes_that_do_not_read_as_such_read_as_none,
+    invocations::a_blocked_record_counts_as_a_request_and_an_error_without_tokens,
     invocations::a_record_stored_twice_is_kept_once,
     invocations::batches_are_idempotent,
     invocations::the_key_prefix_of_a_record_round_trips,
@@ -70,6 +74,7 @@ on_both_backends! {
     schema::a_v2_database_migrates_to_v3_and_keeps_its_records,
     schema::a_v3_database_migrates_to_v4_and_gains_kept_responses,
     schema::a_v4_database_migrates_to_v5_and_its_records_gain_image_and_audio_tokens,
+    schema::a_v5_database_migrates_to_v6_and_projects_and_records_gain_guards,
 }
 
 /// Where a case's database is, and what differs between the backends' databases.
@@ -96,6 +101,8 @@ pub(super) enum Before {
     Responses,
     /// Before the image and audio prompt tokens of records.
     MediaTokens,
+    /// Before projects' guards and records' guard outcomes.
+    Guards,
 }
 
 impl Harness {
@@ -173,6 +180,17 @@ impl Harness {
         }
     }
 
+    /// `items` as a literal of a list column (a key's scope, a project's guards).
+    pub(super) fn list(&self, items: &[&str]) -> String {
+        match &self.place {
+            Place::Sqlite { .. } => format!("'{}'", serde_json::to_string(items).unwrap()),
+            Place::Postgres(_) => {
+                let quoted: Vec<String> = items.iter().map(|i| format!("'{i}'")).collect();
+                format!("ARRAY[{}]::text[]", quoted.join(", "))
+            }
+        }
+    }
+
     /// The schema version of `schema` (the backends count their versions differently).
     pub(super) fn version_of(&self, schema: Before) -> i64 {
         match (&self.place, schema) {
@@ -180,10 +198,12 @@ impl Harness {
             (Place::Sqlite { .. }, Before::Attempts) => 3,
             (Place::Sqlite { .. }, Before::Responses) => 4,
             (Place::Sqlite { .. }, Before::MediaTokens) => 5,
+            (Place::Sqlite { .. }, Before::Guards) => 6,
             (Place::Postgres(_), Before::Limits) => 1,
             (Place::Postgres(_), Before::Attempts) => 2,
             (Place::Postgres(_), Before::Responses) => 3,
             (Place::Postgres(_), Before::MediaTokens) => 4,
+            (Place::Postgres(_), Before::Guards) => 5,
         }
     }
 
@@ -393,4 +413,44 @@ impl Store {
         ids.sort();
         ids
     }
+}
+
+/// A journal line (a record's serde form) keeps a record's guard outcomes and status; a line
+/// written before guards existed reads as a record without any.
+#[test]
+fn journal_lines_keep_guard_outcomes_and_older_lines_have_none() {
+    let record = Invocation {
+        status: InvocationStatus::Blocked,
+        guards: guard_outcomes(),
+        ..Invocation::begun(Uuid::now_v7(), 1)
+    };
+    let line = serde_json::to_string(&record).unwrap();
+    assert!(line.contains(r#""status":"blocked""#), "{line}");
+    assert!(
+        line.contains(r#""stage":"request","verdict":"rewrite""#),
+        "{line}"
+    );
+    assert_eq!(
+        serde_json::from_str::<Invocation>(&line).unwrap(),
+        record
+    );
+    let bare = Invocation::begun(Uuid::now_v7(), 1);
+    let old_line = serde_json::to_string(&bare).unwrap();
+    assert!(!old_line.contains("guards"), "{old_line}");
+    assert_eq!(
+        serde_json::from_str::<Invocation>(&old_line).unwrap(),
+        bare
+    );
+    // As `GET /invocations/{id}` shows them.
+    let shown = record.to_json();
+    assert_eq!(shown["status"], "blocked");
+    assert_eq!(
+        shown["guards"][0],
+        serde_json::json!({
+            "guard": "pii", "stage": "request", "verdict": "rewrite", "reason": null,
+            "changes": {"email": 2, "phone": u32::MAX}, "applied": true,
+        })
+    );
+    assert_eq!(shown["guards"][2]["applied"], false);
+    assert_eq!(bare.to_json()["guards"], serde_json::json!([]));
 }

@@ -1,12 +1,15 @@
 //! Migrations: run once, and databases of older schemas keep what they hold.
 
+use std::sync::Arc;
+
 use uuid::Uuid;
 
 use super::invocations::attempts;
 use super::{Before, Harness};
 use crate::limits::{LimitSet, Subject};
 use crate::store::{
-    Invocation, KeyRecord, KeyScope, Migrated, Project, StoredResponse, TokenUsage,
+    Invocation, InvocationStatus, KeyRecord, KeyScope, Migrated, Project, StoredResponse,
+    TokenUsage,
 };
 
 pub(super) async fn reopening_does_not_rerun_migrations(h: &Harness) {
@@ -58,6 +61,7 @@ pub(super) async fn a_v1_database_migrates_to_v2_and_keeps_its_keys_and_records(
             limits: LimitSet::default(),
             project_limits: LimitSet::default(),
             scope: KeyScope::default(),
+            project_guards: Arc::from([]),
         })
     );
     assert_eq!(
@@ -67,6 +71,7 @@ pub(super) async fn a_v1_database_migrates_to_v2_and_keeps_its_keys_and_records(
             name: "old".into(),
             created_at_ms: 5,
             limits: LimitSet::default(),
+            guards: Vec::new(),
         }]
     );
     let id = Uuid::parse_str(OLD_ID).unwrap();
@@ -189,16 +194,14 @@ pub(super) async fn a_v4_database_migrates_to_v5_and_its_records_gain_image_and_
     .await;
     let store = h.open().await;
     let before = h.version_of(Before::MediaTokens);
-    // The image and audio tokens were the last migration of both.
     assert_eq!(
         store.migrated(),
         Migrated {
             from: before,
-            to: before + 1
+            to: h.known_version()
         }
     );
-    assert_eq!(h.known_version(), before + 1);
-    assert_eq!(h.schema_version().await, before + 1);
+    assert_eq!(h.schema_version().await, h.known_version());
     // The old record has none.
     let id = Uuid::parse_str(OLD_ID).unwrap();
     let old = store.invocation(&id).await.unwrap().unwrap();
@@ -231,4 +234,56 @@ pub(super) async fn a_v4_database_migrates_to_v5_and_its_records_gain_image_and_
         .insert_invocations(std::slice::from_ref(&new))
         .unwrap();
     assert_eq!(store.invocation(&new.id).await.unwrap(), Some(new));
+}
+
+pub(super) async fn a_v5_database_migrates_to_v6_and_projects_and_records_gain_guards(
+    h: &Harness,
+) {
+    h.create_old_schema(Before::Guards).await;
+    h.execute(&format!(
+        "INSERT INTO projects (id, name, created_at, rpm) VALUES ('p1', 'old', 5, 60);
+         INSERT INTO api_keys (key_hash, prefix, project_id, created_at)
+            VALUES ({}, 'gw_0123456789ab', 'p1', 6);
+         INSERT INTO invocations (id, project_id, stream, status, http_status, created_at,
+            duration_ms) VALUES ('{OLD_ID}', 'p1', false, 'success', 200, 10, 1);",
+        h.blob(&[7; 32])
+    ))
+    .await;
+    let store = h.open().await;
+    let before = h.version_of(Before::Guards);
+    // The guards were the last migration of both.
+    assert_eq!(
+        store.migrated(),
+        Migrated {
+            from: before,
+            to: before + 1
+        }
+    );
+    assert_eq!(h.known_version(), before + 1);
+    assert_eq!(h.schema_version().await, before + 1);
+    // The old project has no guards, its key none either; its limits are kept.
+    let project = store.project("p1").await.unwrap().unwrap();
+    assert!(project.guards.is_empty());
+    assert_eq!(project.limits.rpm, Some(60));
+    let key = store.find_key(&[7; 32]).await.unwrap().unwrap();
+    assert!(key.project_guards.is_empty());
+    assert_eq!(key.project_limits.rpm, Some(60));
+    // The old record has no guard outcomes; a new one keeps them.
+    let id = Uuid::parse_str(OLD_ID).unwrap();
+    assert!(store.invocation(&id).await.unwrap().unwrap().guards.is_empty());
+    let new = Invocation {
+        project_id: Some("p1".into()),
+        status: InvocationStatus::Blocked,
+        http_status: 400,
+        guards: super::invocations::guard_outcomes(),
+        ..Invocation::begun(Uuid::now_v7(), 20)
+    };
+    store
+        .insert_invocations(std::slice::from_ref(&new))
+        .unwrap();
+    assert_eq!(store.invocation(&new.id).await.unwrap(), Some(new));
+    // And the project takes guards.
+    let guards = vec!["pii".to_owned(), "words".to_owned()];
+    store.set_project_guards("p1", &guards).await.unwrap();
+    assert_eq!(store.project("p1").await.unwrap().unwrap().guards, guards);
 }
