@@ -1,0 +1,352 @@
+//! JavaScript plugins (`plugin-sdk-js/`): `examples/js-provider`, built from source by
+//! `cargo xtask test` (`cargo xtask plugin js`), is loaded from `plugins_dir` like any plugin and
+//! serves a text prompt, a chat and a stream through the fake OpenAI upstream, on the Commonbase
+//! and the OpenAI surfaces, with usage, cost and records. A JavaScript plugin that loops forever
+//! (`tests/plugins/js-hostile`) is stopped by the route's CPU budget like any other.
+
+use gateway_test_support::scrape::{scrape, value};
+use gateway_test_support::sse::{event_data, split_events};
+use gateway_test_support::upstream::fake_embedding;
+use gateway_test_support::{
+    Gateway, OpenAiUpstream, Reply, Response, Route, assert_error_where, assert_ok,
+    assert_stream_finished, assert_usage, built_plugins_dir, chat_request, list_cost,
+    split_stream, streamed_record, streamed_text, success_record, text_request, unique, with,
+};
+use serde_json::{Value, json};
+
+/// The JavaScript provider's route and plugin.
+const ROUTE: &str = "js";
+const PLUGIN: &str = "js-provider";
+/// The looping plugin's route and plugin.
+const HOSTILE: &str = "jsloop";
+const HOSTILE_PLUGIN: &str = "js-hostile";
+const MODEL: &str = "gpt-4o-mini";
+/// The route's prices for [`MODEL`], so that every answer has a cost.
+const PRICE: (f64, f64) = (0.15, 0.60);
+const PROVIDER_KEY: &str = "sk-js-provider-test-0123456789";
+
+/// Asserts the JavaScript plugins were built (by `cargo xtask test`).
+fn assert_built() {
+    for plugin in [PLUGIN, HOSTILE_PLUGIN] {
+        let path = built_plugins_dir().join(format!("{plugin}.wasm"));
+        assert!(
+            path.is_file(),
+            "{} is missing: build it with `cargo xtask plugin js` (cargo xtask test does)",
+            path.display()
+        );
+    }
+}
+
+/// A gateway with the JavaScript provider's route against `upstream` (keyed by the gateway) and
+/// the looping plugin's route with a CPU budget of 300 ms.
+fn gateway(upstream: &OpenAiUpstream) -> Gateway {
+    assert_built();
+    let var = unique("JS_PLUGINS_KEY_");
+    Gateway::builder()
+        .route(
+            Route::new(ROUTE, PLUGIN)
+                .base_url(&upstream.base_url("/v1"))
+                .api_key_env(&var)
+                .price(MODEL, PRICE.0, PRICE.1),
+        )
+        .route(
+            Route::new(HOSTILE, HOSTILE_PLUGIN)
+                .base_url(&upstream.base_url("/v1"))
+                .api_key_env(&var)
+                .key("cpu_time_ms", "300"),
+        )
+        .env(&var, PROVIDER_KEY)
+        .start()
+}
+
+fn usage(prompt: u64, completion: u64) -> Value {
+    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
+}
+
+/// A chat completion answer saying `text`, with usage.
+fn answer(text: &str, prompt: u64, completion: u64) -> Reply {
+    Reply::openai_answer(MODEL, text, usage(prompt, completion))
+}
+
+/// A chat completion stream of `pieces`, then the finish reason, the usage and `[DONE]`.
+fn stream(pieces: &[&str], prompt: u64, completion: u64) -> Reply {
+    let chunk = |delta: Value, finish: Value, usage: Value| {
+        let choices = if usage.is_null() {
+            json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}])
+        } else {
+            json!([])
+        };
+        let chunk = json!({"id": "chatcmpl-js", "object": "chat.completion.chunk", "created": 0,
+            "model": MODEL, "choices": choices, "usage": usage});
+        format!("data: {chunk}\n\n")
+    };
+    let mut events = vec![chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+        Value::Null,
+    )];
+    for piece in pieces {
+        events.push(chunk(json!({"content": piece}), Value::Null, Value::Null));
+    }
+    events.push(chunk(json!({}), json!("stop"), Value::Null));
+    events.push(chunk(Value::Null, Value::Null, usage(prompt, completion)));
+    events.push("data: [DONE]\n\n".to_owned());
+    Reply::events(events)
+}
+
+/// The body the plugin sent upstream (request `n`), with its `Authorization` header.
+fn sent(upstream: &OpenAiUpstream, n: usize) -> (Value, Option<String>) {
+    let request = upstream.requests()[n].clone();
+    assert_eq!(request.path, "/v1/chat/completions");
+    let authorization = (request.headers.iter())
+        .find(|(name, _)| name == "authorization")
+        .map(|(_, value)| value.clone());
+    let body = serde_json::from_slice(&request.body).expect("a JSON body");
+    (body, authorization)
+}
+
+/// The record of invocation `id`, once written: a success on the JavaScript route with `usage`.
+fn recorded(gw: &Gateway, id: &str, (prompt, completion): (u64, u64)) -> Value {
+    let record = gw.wait_for_record(id, |r| r["status"] == json!("success"));
+    assert_eq!(record["route"], json!(ROUTE), "{record}");
+    assert_eq!(record["plugin"], json!(PLUGIN), "{record}");
+    assert_eq!(record["usage"]["prompt_tokens"], json!(prompt), "{record}");
+    assert_eq!(
+        record["usage"]["completion_tokens"],
+        json!(completion),
+        "{record}"
+    );
+    record
+}
+
+#[test]
+fn serves_a_text_prompt_a_chat_and_a_stream_on_the_commonbase_surface() {
+    let upstream = OpenAiUpstream::script(vec![
+        answer("Hi there!", 9, 3),
+        answer("Paris.", 20, 2),
+        stream(&["Hel", "lo ", "world"], 7, 3),
+    ]);
+    let gw = gateway(&upstream);
+
+    // A text prompt: one user message upstream.
+    let mut body = text_request(&gw.project_id, ROUTE, MODEL, "Say hi");
+    body["showUsage"] = json!(true);
+    let answer = assert_ok(&gw.post("/completions", &body));
+    assert_eq!(answer["choices"][0]["text"], json!("Hi there!"), "{answer}");
+    assert_usage(&answer, (9, 3, 12), list_cost(9, 3, PRICE));
+    let (request, authorization) = sent(&upstream, 0);
+    assert_eq!(
+        request["messages"],
+        json!([{"role": "user", "content": "Say hi"}])
+    );
+    assert_eq!(request["model"], json!(MODEL));
+    assert_eq!(request["stream"], json!(false));
+    assert_eq!(authorization, Some(format!("Bearer {PROVIDER_KEY}")));
+    success_record(&gw, &answer, ROUTE, PLUGIN);
+    recorded(&gw, answer["invocationId"].as_str().expect("id"), (9, 3));
+
+    // A chat, with a caller's param passed through.
+    let messages = json!([
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Capital of France?"}
+    ]);
+    let mut body = chat_request(&gw.project_id, ROUTE, MODEL, messages.clone());
+    body["providerConfig"]["params"]["temperature"] = json!(0.25);
+    body["showUsage"] = json!(true);
+    let answer = assert_ok(&gw.post("/completions", &body));
+    assert_eq!(answer["choices"][0]["text"], json!("Paris."), "{answer}");
+    assert_eq!(answer["choices"][0]["finish_reason"], json!("stop"));
+    assert_usage(&answer, (20, 2, 22), list_cost(20, 2, PRICE));
+    let (request, _) = sent(&upstream, 1);
+    assert_eq!(request["messages"], messages);
+    assert_eq!(request["temperature"], json!(0.25));
+    recorded(&gw, answer["invocationId"].as_str().expect("id"), (20, 2));
+
+    // A stream: the text as it arrives, the usage in the last frame.
+    let mut body = with(
+        chat_request(
+            &gw.project_id,
+            ROUTE,
+            MODEL,
+            json!([{"role": "user", "content": "Greet the world"}]),
+        ),
+        "stream",
+        json!(true),
+    );
+    body["showUsage"] = json!(true);
+    let response = gw.post_stream("/completions", &body);
+    let (partial, last) = split_stream(&response);
+    assert!(partial.len() >= 3, "not streamed: {}", response.raw);
+    assert_eq!(streamed_text(&partial, 0), "Hello world");
+    assert_stream_finished(&last, Some("stop"));
+    assert_usage(&last, (7, 3, 10), list_cost(7, 3, PRICE));
+    let (request, _) = sent(&upstream, 2);
+    assert_eq!(request["stream"], json!(true));
+    assert_eq!(request["stream_options"], json!({"include_usage": true}));
+    let record = streamed_record(&gw, &last);
+    assert_eq!(record["usage"]["completion_tokens"], json!(3), "{record}");
+
+    // Counted like any plugin's calls.
+    let samples = scrape(&gw, None);
+    let tokens = |kind| {
+        value(
+            &samples,
+            "gateway_tokens_total",
+            &[("route", ROUTE), ("model", MODEL), ("kind", kind)],
+        )
+    };
+    assert_eq!(tokens("prompt"), 36.0);
+    assert_eq!(tokens("completion"), 8.0);
+}
+
+/// POSTs an OpenAI-format body with `Authorization: Bearer KEY`, as OpenAI's SDKs do.
+fn post_openai(gw: &Gateway, path: &str, body: &Value) -> Response {
+    let bearer = format!("Bearer {}", gw.key);
+    gw.request(
+        "POST",
+        path,
+        None,
+        &[
+            ("Authorization", &bearer),
+            ("Content-Type", "application/json"),
+        ],
+        body.to_string().as_bytes(),
+    )
+}
+
+#[test]
+fn serves_chat_text_a_stream_and_embeddings_on_the_openai_surface() {
+    let upstream = OpenAiUpstream::script(vec![
+        answer("Paris.", 20, 2),
+        answer("Hi!", 4, 1),
+        stream(&["One", ", two"], 6, 2),
+    ]);
+    let gw = gateway(&upstream);
+    let target = format!("{ROUTE}/{MODEL}");
+
+    let body = json!({"model": target, "messages": [{"role": "user", "content": "Capital of France?"}]});
+    let response = post_openai(&gw, "/v1/chat/completions", &body);
+    assert_eq!(response.status, 200, "{}", response.text());
+    let answer = response.json();
+    assert_eq!(answer["object"], json!("chat.completion"), "{answer}");
+    assert_eq!(
+        answer["choices"][0]["message"]["content"],
+        json!("Paris."),
+        "{answer}"
+    );
+    assert_eq!(answer["usage"]["prompt_tokens"], json!(20), "{answer}");
+    assert_eq!(answer["usage"]["completion_tokens"], json!(2), "{answer}");
+    let id = response.header("x-invocation-id").expect("an invocation id");
+    recorded(&gw, id, (20, 2));
+
+    // The legacy text completion: the plugin gets a text prompt.
+    let body = json!({"model": target, "prompt": "Say hi"});
+    let response = post_openai(&gw, "/v1/completions", &body);
+    assert_eq!(response.status, 200, "{}", response.text());
+    let answer = response.json();
+    assert_eq!(answer["choices"][0]["text"], json!("Hi!"), "{answer}");
+    let (request, _) = sent(&upstream, 1);
+    assert_eq!(
+        request["messages"],
+        json!([{"role": "user", "content": "Say hi"}])
+    );
+    let id = response.header("x-invocation-id").expect("an invocation id");
+    recorded(&gw, id, (4, 1));
+
+    // A stream, with the usage chunk the caller asked for.
+    let body = json!({"model": target, "stream": true, "stream_options": {"include_usage": true},
+        "messages": [{"role": "user", "content": "Count"}]});
+    let bearer = format!("Bearer {}", gw.key);
+    let mut connection = gw.open_stream_with_headers(
+        "/v1/chat/completions",
+        None,
+        &[("Authorization", &bearer)],
+        &body,
+    );
+    assert_eq!(connection.status, 200);
+    let id = connection
+        .header("x-invocation-id")
+        .expect("an invocation id")
+        .to_owned();
+    let raw = String::from_utf8_lossy(&connection.read_to_end()).into_owned();
+    let datas: Vec<String> = (split_events(&raw).iter())
+        .filter_map(|event| event_data(event))
+        .collect();
+    assert_eq!(datas.last().map(String::as_str), Some("[DONE]"), "{raw}");
+    let chunks: Vec<Value> = (datas.iter().filter(|d| *d != "[DONE]"))
+        .map(|d| serde_json::from_str(d).expect("a JSON chunk"))
+        .collect();
+    let text: String = (chunks.iter())
+        .filter_map(|chunk| chunk["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(text, "One, two", "{raw}");
+    let usage = chunks.last().expect("chunks")["usage"].clone();
+    assert_eq!(usage["prompt_tokens"], json!(6), "{raw}");
+    assert_eq!(usage["completion_tokens"], json!(2), "{raw}");
+    recorded(&gw, &id, (6, 2));
+
+    // Embeddings, which the fake computes from the input.
+    let body = json!({"model": target, "input": ["a", "bc"]});
+    let response = post_openai(&gw, "/v1/embeddings", &body);
+    assert_eq!(response.status, 200, "{}", response.text());
+    let answer = response.json();
+    let vectors = answer["data"].as_array().expect("data");
+    assert_eq!(vectors.len(), 2, "{answer}");
+    let first: Vec<f64> = (vectors[0]["embedding"].as_array().expect("a vector").iter())
+        .map(|x| x.as_f64().expect("a number"))
+        .collect();
+    let expected = fake_embedding(0, "a");
+    assert_eq!(first.len(), expected.len());
+    for (got, want) in first.iter().zip(&expected) {
+        assert!((got - want).abs() < 1e-6, "{got} != {want}");
+    }
+}
+
+#[test]
+fn an_upstream_error_keeps_its_status_and_message() {
+    let upstream = OpenAiUpstream::script(vec![Reply::openai_error(
+        429,
+        "slow down",
+        "rate_limit_exceeded",
+        Some("7"),
+    )]);
+    let gw = gateway(&upstream);
+    let body = text_request(&gw.project_id, ROUTE, MODEL, "hi");
+    let response = gw.post("/completions", &body);
+    assert_error_where(&response, 429, "the upstream's message", |message| {
+        message.contains("slow down")
+    });
+    assert_eq!(response.header("retry-after"), Some("7"));
+}
+
+#[test]
+fn a_plugin_that_loops_forever_hits_the_cpu_budget_and_the_gateway_keeps_serving() {
+    let upstream = OpenAiUpstream::script(vec![answer("still here", 2, 2)]);
+    let gw = gateway(&upstream);
+    for stream in [false, true] {
+        let body = with(
+            text_request(&gw.project_id, HOSTILE, MODEL, "loop"),
+            "stream",
+            json!(stream),
+        );
+        let response = gw.post("/completions", &body);
+        let id = assert_error_where(&response, 502, "the CPU budget", |message| {
+            message.to_lowercase().contains("cpu")
+        });
+        let record = gw.wait_for_record(&id, |r| r["status"] == json!("error"));
+        assert_eq!(record["httpStatus"], json!(502), "{record}");
+    }
+    let samples = scrape(&gw, None);
+    let traps = value(
+        &samples,
+        "gateway_plugin_traps_total",
+        &[("plugin", HOSTILE_PLUGIN), ("kind", "cpu")],
+    );
+    assert_eq!(traps, 2.0);
+    // The JavaScript provider still answers.
+    let body = text_request(&gw.project_id, ROUTE, MODEL, "hi");
+    let answer = assert_ok(&gw.post("/completions", &body));
+    assert_eq!(answer["choices"][0]["text"], json!("still here"));
+    assert_eq!(gw.get("/healthz", None).status, 200);
+    assert_eq!(upstream.requests().len(), 1);
+}
