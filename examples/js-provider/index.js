@@ -65,7 +65,10 @@ class OpenAiCompatible extends HttpProvider {
       .send()
       .errorForStatus()
       .json();
-    const vectors = (reply.data ?? []).map((item) => Float32Array.from(item.embedding));
+    const vectors = [];
+    for (const item of reply.data ?? []) {
+      vectors[item.index] = Float32Array.from(item.embedding);
+    }
     return { model: reply.model ?? call.model, vectors, usage: openAiUsage(reply.usage) };
   }
 }
