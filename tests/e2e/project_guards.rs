@@ -21,7 +21,11 @@ fn guarded_gateway() -> Gateway {
         .route(Route::echo("demo"))
         .guard("pii", "pii-guard", "")
         .guard("words", "pii-guard", "")
-        .guard("deny", "pii-guard", "settings = { mode = \"deny\", kinds = [\"email\"] }")
+        .guard(
+            "deny",
+            "pii-guard",
+            "settings = { mode = \"deny\", kinds = [\"email\"] }",
+        )
         .config_line(&format!("admin_token = \"{ADMIN_TOKEN}\""))
         .start()
 }
@@ -123,7 +127,9 @@ fn the_cli_shows_sets_and_clears_a_projects_guards() {
         let unknown = gw.cli(&full);
         assert!(!unknown.status.success(), "{args:?}: {}", unknown.stdout);
         assert!(
-            unknown.stderr.contains("no project with id no-such-project"),
+            unknown
+                .stderr
+                .contains("no project with id no-such-project"),
             "{args:?}: {}",
             unknown.stderr
         );
@@ -157,7 +163,10 @@ fn the_admin_api_shows_and_replaces_a_projects_guards() {
         &admin(&gw, "PUT", &guards_path, r#"{"guards": ["words", "pii"]}"#),
         200,
     );
-    assert_eq!(answer, json!({"projectId": project, "guards": ["words", "pii"]}));
+    assert_eq!(
+        answer,
+        json!({"projectId": project, "guards": ["words", "pii"]})
+    );
     assert_eq!(
         expect(&admin(&gw, "GET", &path, ""), 200)["guards"],
         json!(["words", "pii"])
@@ -204,7 +213,12 @@ fn the_admin_api_shows_and_replaces_a_projects_guards() {
 
     // An unknown project: 404, for each endpoint.
     let message = expect_error(
-        &admin(&gw, "PUT", "/admin/projects/nope/guards", r#"{"guards": ["pii"]}"#),
+        &admin(
+            &gw,
+            "PUT",
+            "/admin/projects/nope/guards",
+            r#"{"guards": ["pii"]}"#,
+        ),
         404,
     );
     assert!(message.contains("no project with id nope"), "{message}");
@@ -274,7 +288,12 @@ fn with_email(gw: &Gateway) -> Response {
     gw.post_as(
         "/completions",
         Some(&gw.key),
-        &text_request(&gw.project_id, "demo", "echo", "write to me at a.b@example.com"),
+        &text_request(
+            &gw.project_id,
+            "demo",
+            "echo",
+            "write to me at a.b@example.com",
+        ),
     )
 }
 

@@ -106,7 +106,13 @@ pub(super) enum ProjectCommand {
     Guards {
         project_id: String,
         /// The guards, in the order they run; each must be a `[guards.ID]` of the config.
-        #[arg(long, value_delimiter = ',', value_name = "GUARD,...", num_args = 1, conflicts_with = "clear")]
+        #[arg(
+            long,
+            value_delimiter = ',',
+            value_name = "GUARD,...",
+            num_args = 1,
+            conflicts_with = "clear"
+        )]
         set: Option<Vec<String>>,
         /// Remove every guard of the project.
         #[arg(long)]

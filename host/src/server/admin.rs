@@ -306,7 +306,10 @@ async fn project(state: &AppState, project_id: &str) -> Result<Project, ApiError
 }
 
 async fn show_project(state: &AppState, project_id: &str) -> Answer {
-    Ok((StatusCode::OK, project_json(&project(state, project_id).await?)))
+    Ok((
+        StatusCode::OK,
+        project_json(&project(state, project_id).await?),
+    ))
 }
 
 fn guards_json(project_id: &str, guards: &[String]) -> serde_json::Value {
@@ -328,8 +331,7 @@ async fn set_project_guards(
     let bytes = read_json_body(state, request).await?;
     if is_blank(&bytes) {
         return Err(ApiError::BadRequest(
-            "send the guards as a JSON object: {\"guards\": [\"ID\", ...]} ([] clears them)"
-                .into(),
+            "send the guards as a JSON object: {\"guards\": [\"ID\", ...]} ([] clears them)".into(),
         ));
     }
     let body: GuardsBody = parse_json(&bytes)?;
@@ -345,7 +347,9 @@ async fn set_project_guards(
             };
             return Err(ApiError::InvalidParam {
                 param: "guards".into(),
-                message: format!("guards: no guard {unknown:?} is defined in the config ({listed})"),
+                message: format!(
+                    "guards: no guard {unknown:?} is defined in the config ({listed})"
+                ),
             });
         }
     }

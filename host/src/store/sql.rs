@@ -191,8 +191,11 @@ const SQLITE_SELECT_INVOCATION: &str =
 const POSTGRES_SELECT_INVOCATION: &str =
     select_invocation!("request, response", "attempts::text", "guards::text");
 /// An export without bodies: they are most of a record's bytes.
-const SQLITE_WITHOUT_BODIES: &str =
-    select_invocation!("CAST(NULL AS TEXT), CAST(NULL AS TEXT)", "attempts", "guards");
+const SQLITE_WITHOUT_BODIES: &str = select_invocation!(
+    "CAST(NULL AS TEXT), CAST(NULL AS TEXT)",
+    "attempts",
+    "guards"
+);
 const POSTGRES_WITHOUT_BODIES: &str = select_invocation!(
     "CAST(NULL AS TEXT), CAST(NULL AS TEXT)",
     "attempts::text",

@@ -344,9 +344,7 @@ pub(super) async fn guard_outcomes_that_do_not_read_as_such_read_as_none(h: &Har
     }
 }
 
-pub(super) async fn a_blocked_record_counts_as_a_request_and_an_error_without_tokens(
-    h: &Harness,
-) {
+pub(super) async fn a_blocked_record_counts_as_a_request_and_an_error_without_tokens(h: &Harness) {
     let store = h.open().await;
     // Denied before the provider: no usage, no cost.
     let denied = Invocation {

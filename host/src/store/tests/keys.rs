@@ -433,9 +433,17 @@ pub(super) async fn project_guards_round_trip_in_order_and_travel_with_the_keys(
             .is_empty()
     );
     let replaced = ids(&["pii"]);
-    store.set_project_guards(&first.id, &replaced).await.unwrap();
+    store
+        .set_project_guards(&first.id, &replaced)
+        .await
+        .unwrap();
     assert_eq!(
-        &store.find_key(&[5; 32]).await.unwrap().unwrap().project_guards[..],
+        &store
+            .find_key(&[5; 32])
+            .await
+            .unwrap()
+            .unwrap()
+            .project_guards[..],
         &replaced[..]
     );
 

@@ -430,17 +430,11 @@ fn journal_lines_keep_guard_outcomes_and_older_lines_have_none() {
         line.contains(r#""stage":"request","verdict":"rewrite""#),
         "{line}"
     );
-    assert_eq!(
-        serde_json::from_str::<Invocation>(&line).unwrap(),
-        record
-    );
+    assert_eq!(serde_json::from_str::<Invocation>(&line).unwrap(), record);
     let bare = Invocation::begun(Uuid::now_v7(), 1);
     let old_line = serde_json::to_string(&bare).unwrap();
     assert!(!old_line.contains("guards"), "{old_line}");
-    assert_eq!(
-        serde_json::from_str::<Invocation>(&old_line).unwrap(),
-        bare
-    );
+    assert_eq!(serde_json::from_str::<Invocation>(&old_line).unwrap(), bare);
     // As `GET /invocations/{id}` shows them.
     let shown = record.to_json();
     assert_eq!(shown["status"], "blocked");

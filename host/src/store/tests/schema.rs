@@ -236,9 +236,7 @@ pub(super) async fn a_v4_database_migrates_to_v5_and_its_records_gain_image_and_
     assert_eq!(store.invocation(&new.id).await.unwrap(), Some(new));
 }
 
-pub(super) async fn a_v5_database_migrates_to_v6_and_projects_and_records_gain_guards(
-    h: &Harness,
-) {
+pub(super) async fn a_v5_database_migrates_to_v6_and_projects_and_records_gain_guards(h: &Harness) {
     h.create_old_schema(Before::Guards).await;
     h.execute(&format!(
         "INSERT INTO projects (id, name, created_at, rpm) VALUES ('p1', 'old', 5, 60);
@@ -270,7 +268,15 @@ pub(super) async fn a_v5_database_migrates_to_v6_and_projects_and_records_gain_g
     assert_eq!(key.project_limits.rpm, Some(60));
     // The old record has no guard outcomes; a new one keeps them.
     let id = Uuid::parse_str(OLD_ID).unwrap();
-    assert!(store.invocation(&id).await.unwrap().unwrap().guards.is_empty());
+    assert!(
+        store
+            .invocation(&id)
+            .await
+            .unwrap()
+            .unwrap()
+            .guards
+            .is_empty()
+    );
     let new = Invocation {
         project_id: Some("p1".into()),
         status: InvocationStatus::Blocked,
