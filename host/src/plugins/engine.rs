@@ -21,6 +21,13 @@ pub const DEFAULT_MAX_INSTANCES: u32 = 1000;
 /// Pool slots beyond the cap, for validating plugins as they load: a reload
 /// while every request slot is busy must not reject a good plugin.
 const LOAD_SLOTS: u32 = 4;
+/// Core module instances a slot's component may hold. A Rust plugin has 3 (its module and the
+/// shim and fixup modules that wire its imports); a Python one built with componentize-py has
+/// 14 (CPython, libc and the other C libraries are dynamically linked modules, each its own
+/// instance). The pool's total is only a counter (nothing is reserved per core instance), so
+/// sizing it for Python costs nothing; at 4 per slot the pool held 286 concurrent Python calls
+/// (1004 slots x 4 / 14) and the next would fail to instantiate although slots were free.
+const CORE_INSTANCES_PER_SLOT: u32 = 16;
 /// How often the epoch advances; the unit of the CPU budget.
 pub(super) const EPOCH_TICK: Duration = Duration::from_millis(10);
 
@@ -80,7 +87,7 @@ impl Pool {
             .total_memories(slots)
             .total_tables(slots.saturating_mul(2))
             .total_stacks(slots)
-            .total_core_instances(slots.saturating_mul(4))
+            .total_core_instances(slots.saturating_mul(CORE_INSTANCES_PER_SLOT))
             // Routes set their own, smaller limits per store.
             .max_memory_size(MAX_MEMORY_LIMIT_BYTES)
             // Keeping memory resident between instances avoids page faults on
