@@ -1,6 +1,7 @@
 //! The admin API for projects, keys, limits and usage, and the CLI verbs that do the same
 //! (`project list|limit|usage`, `key create` with limits and a scope, `key limit`), end to end
 //! against a real gateway (SQLite by default; PostgreSQL with `GATEWAY_TEST_POSTGRES`).
+//! A project's guards are tested in `project_guards`.
 //!
 //! Enforcing the limits (429s) is tested elsewhere; here only that they are stored and shown.
 
@@ -123,6 +124,13 @@ fn every_endpoint_needs_the_admin_token() {
         ("PUT", format!("/admin/keys/{prefix}/limits"), "{}"),
         ("DELETE", format!("/admin/keys/{prefix}"), ""),
         ("GET", format!("/admin/projects/{project}/usage"), ""),
+        ("GET", format!("/admin/projects/{project}"), ""),
+        ("GET", format!("/admin/projects/{project}/guards"), ""),
+        (
+            "PUT",
+            format!("/admin/projects/{project}/guards"),
+            r#"{"guards":[]}"#,
+        ),
     ];
     for (method, path, body) in &endpoints {
         for token in [None, Some("not-the-token"), Some(gw.key.as_str())] {
@@ -517,6 +525,12 @@ fn wrong_methods_and_unknown_paths() {
         ("GET", format!("/admin/keys/{prefix}/limits"), "PUT"),
         ("GET", format!("/admin/keys/{prefix}"), "DELETE"),
         ("POST", format!("/admin/projects/{project}/usage"), "GET"),
+        ("DELETE", format!("/admin/projects/{project}"), "GET"),
+        (
+            "POST",
+            format!("/admin/projects/{project}/guards"),
+            "GET, PUT",
+        ),
     ] {
         // Without the token too: the method is wrong whoever asks.
         for token in [Some(ADMIN_TOKEN), None] {
@@ -527,8 +541,8 @@ fn wrong_methods_and_unknown_paths() {
     }
     for path in [
         "/admin/projects/".to_owned(),
-        format!("/admin/projects/{project}"),
         format!("/admin/projects/{project}/keys/x"),
+        format!("/admin/projects/{project}/guards/x"),
         "/admin/keys/".to_owned(),
         "/admin/nothing".to_owned(),
     ] {
