@@ -64,14 +64,9 @@ pub(super) struct GuardExports {
 
 impl GuardExports {
     pub(super) fn find(component: &Component) -> wasmtime::Result<GuardExports> {
-        let index = |name: &str| {
-            component
-                .get_export_index(None, name)
-                .ok_or_else(|| wasmtime::format_err!("no export `{name}` found"))
-        };
         Ok(GuardExports {
-            check_request: index("check-request")?,
-            check_response: index("check-response")?,
+            check_request: super::export_index(component, "check-request")?,
+            check_response: super::export_index(component, "check-response")?,
         })
     }
 

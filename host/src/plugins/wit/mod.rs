@@ -299,17 +299,19 @@ struct ExportIndexes {
 
 impl ExportIndexes {
     fn find(component: &Component) -> wasmtime::Result<ExportIndexes> {
-        let index = |name: &str| {
-            component
-                .get_export_index(None, name)
-                .ok_or_else(|| wasmtime::format_err!("no export `{name}` found"))
-        };
         Ok(ExportIndexes {
-            complete: index("complete")?,
-            complete_stream: index("complete-stream")?,
-            embed: index("embed")?,
+            complete: export_index(component, "complete")?,
+            complete_stream: export_index(component, "complete-stream")?,
+            embed: export_index(component, "embed")?,
         })
     }
+}
+
+/// Where a component's top-level export `name` is, found once per load (both worlds').
+fn export_index(component: &Component, name: &str) -> wasmtime::Result<ComponentExportIndex> {
+    component
+        .get_export_index(None, name)
+        .ok_or_else(|| wasmtime::format_err!("no export `{name}` found"))
 }
 
 /// Which world a component serves, with where its exports are.
