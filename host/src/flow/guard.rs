@@ -17,6 +17,7 @@ use crate::plugins::{CallContext, PluginError};
 use crate::routing::{Chain, Guard};
 use crate::state::AppState;
 use crate::store::{GuardOutcome, GuardStage, GuardVerdictKind};
+use crate::traces::GuardSpan;
 
 /// A request that went through its guards: what they are shown of it again with its answer.
 pub(super) struct Guarded {
@@ -49,78 +50,33 @@ pub(super) async fn check_request(
     for guard in chain.iter() {
         aim(&mut request, guard);
         let span = draft.request_trace().guard(&guard.id, "request");
-        let plugin = match loaded(state, guard) {
-            Ok(plugin) => plugin,
-            Err(error) => {
-                span.end("error");
-                return Err(failed(
-                    state,
-                    draft,
-                    guard,
-                    GuardStage::Request,
-                    error,
-                    true,
-                ));
+        let step = match loaded(state, guard) {
+            Err(error) => Step::Failed(error),
+            Ok(plugin) => {
+                let ctx = context(draft, guard);
+                let (checked, verdict) = state.runtime.check_request(&plugin, &ctx, request).await;
+                request = checked;
+                match verdict {
+                    Ok(RequestVerdict::Allow) => Step::Allowed,
+                    Ok(RequestVerdict::Deny(reason)) => Step::Denied(reason),
+                    Ok(RequestVerdict::Rewrite { input, changes }) => {
+                        match same_shape(&request.input, &input) {
+                            Ok(()) => {
+                                request.input = input;
+                                Step::Rewrote(counted(changes))
+                            }
+                            Err(reason) => Step::Failed(ApiError::GuardFailed {
+                                guard: guard.id.to_string(),
+                                reason,
+                            }),
+                        }
+                    }
+                    Err(error) => Step::Failed(plugin_error(guard, error)),
+                }
             }
         };
-        let ctx = context(draft, guard);
-        let (checked, verdict) = state.runtime.check_request(&plugin, &ctx, request).await;
-        request = checked;
-        match verdict {
-            Ok(RequestVerdict::Allow) => {
-                span.end("allow");
-                note(state, draft, guard, GuardStage::Request, Verdict::Allow);
-            }
-            Ok(RequestVerdict::Deny(reason)) => {
-                span.end("deny");
-                return Err(denied(
-                    state,
-                    draft,
-                    guard,
-                    GuardStage::Request,
-                    reason,
-                    true,
-                ));
-            }
-            Ok(RequestVerdict::Rewrite { input, changes }) => {
-                if let Err(why) = same_shape(&request.input, &input) {
-                    span.end("error");
-                    let error = ApiError::GuardFailed {
-                        guard: guard.id.to_string(),
-                        reason: why,
-                    };
-                    return Err(failed(
-                        state,
-                        draft,
-                        guard,
-                        GuardStage::Request,
-                        error,
-                        true,
-                    ));
-                }
-                span.end("rewrite");
-                request.input = input;
-                let changes = counted(changes);
-                note(
-                    state,
-                    draft,
-                    guard,
-                    GuardStage::Request,
-                    Verdict::Rewrite(changes, true),
-                );
-            }
-            Err(error) => {
-                span.end("error");
-                let error = plugin_error(guard, error);
-                return Err(failed(
-                    state,
-                    draft,
-                    guard,
-                    GuardStage::Request,
-                    error,
-                    true,
-                ));
-            }
+        if let Some(error) = settle(state, draft, guard, GuardStage::Request, span, step, true) {
+            return Err(error);
         }
     }
     let input = request.input.clone();
@@ -169,77 +125,48 @@ impl Guarded {
         for guard in self.chain.clone().iter() {
             aim(&mut self.request, guard);
             let span = draft.request_trace().guard(&guard.id, "response");
-            let plugin = match loaded(state, guard) {
-                Ok(plugin) => plugin,
-                Err(error) => {
-                    span.end("error");
-                    let error = failed(state, draft, guard, GuardStage::Response, error, applied);
-                    if applied {
-                        return (answer, Some(error));
+            let step = match loaded(state, guard) {
+                Err(error) => Step::Failed(error),
+                Ok(plugin) => {
+                    let ctx = context(draft, guard);
+                    let request = std::mem::replace(&mut self.request, empty_request());
+                    let (request, checked, verdict) = state
+                        .runtime
+                        .check_response(&plugin, &ctx, request, answer)
+                        .await;
+                    self.request = request;
+                    answer = checked;
+                    match verdict {
+                        Ok(AnswerVerdict::Allow) => Step::Allowed,
+                        Ok(AnswerVerdict::Deny(reason)) => Step::Denied(reason),
+                        Ok(AnswerVerdict::Rewrite { texts, .. })
+                            if texts.len() != answer.choices.len() =>
+                        {
+                            Step::Failed(ApiError::GuardFailed {
+                                guard: guard.id.to_string(),
+                                reason: format!(
+                                    "its rewrite gave {} texts for an answer of {} choices",
+                                    texts.len(),
+                                    answer.choices.len()
+                                ),
+                            })
+                        }
+                        Ok(AnswerVerdict::Rewrite { texts, changes }) => {
+                            if applied {
+                                for (choice, text) in answer.choices.iter_mut().zip(texts) {
+                                    choice.text = text;
+                                }
+                            }
+                            Step::Rewrote(counted(changes))
+                        }
+                        Err(error) => Step::Failed(plugin_error(guard, error)),
                     }
-                    continue;
                 }
             };
-            let ctx = context(draft, guard);
-            let request = std::mem::replace(&mut self.request, empty_request());
-            let (request, checked, verdict) = state
-                .runtime
-                .check_response(&plugin, &ctx, request, answer)
-                .await;
-            self.request = request;
-            answer = checked;
-            match verdict {
-                Ok(AnswerVerdict::Allow) => {
-                    span.end("allow");
-                    note(state, draft, guard, GuardStage::Response, Verdict::Allow);
-                }
-                Ok(AnswerVerdict::Deny(reason)) => {
-                    span.end("deny");
-                    let error = denied(state, draft, guard, GuardStage::Response, reason, applied);
-                    if applied {
-                        return (answer, Some(error));
-                    }
-                }
-                Ok(AnswerVerdict::Rewrite { texts, changes }) => {
-                    if texts.len() != answer.choices.len() {
-                        span.end("error");
-                        let error = ApiError::GuardFailed {
-                            guard: guard.id.to_string(),
-                            reason: format!(
-                                "its rewrite gave {} texts for an answer of {} choices",
-                                texts.len(),
-                                answer.choices.len()
-                            ),
-                        };
-                        let error =
-                            failed(state, draft, guard, GuardStage::Response, error, applied);
-                        if applied {
-                            return (answer, Some(error));
-                        }
-                        continue;
-                    }
-                    span.end("rewrite");
-                    if applied {
-                        for (choice, text) in answer.choices.iter_mut().zip(texts) {
-                            choice.text = text;
-                        }
-                    }
-                    let changes = counted(changes);
-                    note(
-                        state,
-                        draft,
-                        guard,
-                        GuardStage::Response,
-                        Verdict::Rewrite(changes, applied),
-                    );
-                }
-                Err(error) => {
-                    span.end("error");
-                    let error = plugin_error(guard, error);
-                    let error = failed(state, draft, guard, GuardStage::Response, error, applied);
-                    if applied {
-                        return (answer, Some(error));
-                    }
+            let stage = GuardStage::Response;
+            if let Some(error) = settle(state, draft, guard, stage, span, step, applied) {
+                if applied {
+                    return (answer, Some(error));
                 }
             }
         }
@@ -344,79 +271,67 @@ fn plugin_error(guard: &Guard, error: PluginError) -> ApiError {
     }
 }
 
-enum Verdict {
-    Allow,
-    /// What changed, and whether it was applied.
-    Rewrite(BTreeMap<String, u32>, bool),
+/// What one guard's check came to.
+enum Step {
+    Allowed,
+    Denied(String),
+    /// What changed, by kind.
+    Rewrote(BTreeMap<String, u32>),
+    Failed(ApiError),
 }
 
-fn note(state: &AppState, draft: &mut Draft, guard: &Guard, stage: GuardStage, verdict: Verdict) {
-    let (kind, changes, applied) = match verdict {
-        Verdict::Allow => (GuardVerdictKind::Allow, BTreeMap::new(), true),
-        Verdict::Rewrite(changes, applied) => (GuardVerdictKind::Rewrite, changes, applied),
+/// Ends the guard's span, counts its verdict and records it with the invocation;
+/// the error the request ends with if the guard denied or failed (when `applied`:
+/// an observed answer's verdicts are kept, not obeyed).
+fn settle(
+    state: &AppState,
+    draft: &mut Draft,
+    guard: &Guard,
+    stage: GuardStage,
+    span: GuardSpan,
+    step: Step,
+    applied: bool,
+) -> Option<ApiError> {
+    let (verdict, reason, changes, error) = match step {
+        Step::Allowed => (GuardVerdictKind::Allow, None, BTreeMap::new(), None),
+        Step::Rewrote(changes) => (GuardVerdictKind::Rewrite, None, changes, None),
+        Step::Denied(reason) => {
+            let reason = draft.current_secrets().redact_owned(reason);
+            let error = ApiError::GuardDenied {
+                guard: guard.id.to_string(),
+                stage,
+                reason: reason.clone(),
+            };
+            (
+                GuardVerdictKind::Deny,
+                Some(reason),
+                BTreeMap::new(),
+                Some(error),
+            )
+        }
+        Step::Failed(error) => {
+            let error = draft.redact(error);
+            tracing::warn!(invocation_id = %draft.id(), guard = %guard.id, stage = stage.as_str(),
+                "guard failed: {}", error.message());
+            let reason = Some(error.message());
+            (
+                GuardVerdictKind::Error,
+                reason,
+                BTreeMap::new(),
+                Some(error),
+            )
+        }
     };
+    span.end(verdict.as_str());
     state
         .metrics
-        .guard_verdict(&guard.id, stage.as_str(), kind.as_str());
+        .guard_verdict(&guard.id, stage.as_str(), verdict.as_str());
     draft.guarded(GuardOutcome {
         guard: guard.id.to_string(),
         stage,
-        verdict: kind,
-        reason: None,
-        changes,
-        applied,
-    });
-}
-
-/// Records and counts a denial; the error the caller gets when it is `applied`.
-fn denied(
-    state: &AppState,
-    draft: &mut Draft,
-    guard: &Guard,
-    stage: GuardStage,
-    reason: String,
-    applied: bool,
-) -> ApiError {
-    let reason = draft.current_secrets().redact_owned(reason);
-    state
-        .metrics
-        .guard_verdict(&guard.id, stage.as_str(), GuardVerdictKind::Deny.as_str());
-    draft.guarded(GuardOutcome {
-        guard: guard.id.to_string(),
-        stage,
-        verdict: GuardVerdictKind::Deny,
-        reason: Some(reason.clone()),
-        changes: BTreeMap::new(),
-        applied,
-    });
-    ApiError::GuardDenied {
-        guard: guard.id.to_string(),
-        stage,
+        verdict,
         reason,
-    }
-}
-
-/// Records and counts a guard's failure; the error the request ends with.
-fn failed(
-    state: &AppState,
-    draft: &mut Draft,
-    guard: &Guard,
-    stage: GuardStage,
-    error: ApiError,
-    applied: bool,
-) -> ApiError {
-    let error = draft.redact(error);
-    tracing::warn!(invocation_id = %draft.id(), guard = %guard.id, stage = stage.as_str(),
-        "guard failed: {}", error.message());
-    state
-        .metrics
-        .guard_verdict(&guard.id, stage.as_str(), GuardVerdictKind::Error.as_str());
-    draft.guarded(GuardOutcome {
-        guard: guard.id.to_string(),
-        stage,
-        verdict: GuardVerdictKind::Error,
-        reason: Some(error.message()),
-        changes: BTreeMap::new(),
+        changes,
         applied,
     });
     error
