@@ -1,7 +1,8 @@
 //! The current line, `gateway:provider@0.2.x` (`plugin-sdk/wit/provider.wit`):
 //! its bindings, and the conversions between its types and the host's own.
 //! They move every string and list (no copies): a request is converted once on
-//! its way in, a result or a streamed chunk once on its way out.
+//! its way in, a result or a streamed chunk once on its way out. Guards (which
+//! share these types) take the other ways too: an answer in, a prompt back.
 
 use crate::plugins::types as host;
 
@@ -159,6 +160,65 @@ impl From<host::CompletionRequest> for types::CompletionRequest {
     }
 }
 
+// What a guard is shown of an answer: the way back of a plugin's result.
+
+impl From<host::Completion> for types::Completion {
+    fn from(completion: host::Completion) -> types::Completion {
+        types::Completion {
+            model: completion.model,
+            choices: completion.choices.into_iter().map(Into::into).collect(),
+            usage: completion.usage.map(Into::into),
+        }
+    }
+}
+
+impl From<host::Choice> for types::Choice {
+    fn from(choice: host::Choice) -> types::Choice {
+        types::Choice {
+            index: choice.index,
+            text: choice.text,
+            reasoning: choice.reasoning.into_iter().map(Into::into).collect(),
+            finish_reason: choice.finish_reason.map(Into::into),
+            function_call: choice.function_call.map(Into::into),
+            tool_calls: choice.tool_calls.into_iter().map(Into::into).collect(),
+            logprobs: choice.logprobs,
+        }
+    }
+}
+
+impl From<host::Usage> for types::Usage {
+    fn from(usage: host::Usage) -> types::Usage {
+        types::Usage {
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+            total_tokens: usage.total_tokens,
+            cached_prompt_tokens: usage.cached_prompt_tokens,
+            cache_creation_tokens: usage.cache_creation_tokens,
+            reasoning_tokens: usage.reasoning_tokens,
+            image_prompt_tokens: usage.image_prompt_tokens,
+            audio_prompt_tokens: usage.audio_prompt_tokens,
+        }
+    }
+}
+
+impl From<host::FinishReason> for types::FinishReason {
+    fn from(reason: host::FinishReason) -> types::FinishReason {
+        match reason {
+            host::FinishReason::Stop => types::FinishReason::Stop,
+            host::FinishReason::Length => types::FinishReason::Length,
+            host::FinishReason::FunctionCall => types::FinishReason::FunctionCall,
+            host::FinishReason::ToolCalls => types::FinishReason::ToolCalls,
+            host::FinishReason::ContentFilter => types::FinishReason::ContentFilter,
+            host::FinishReason::StopSequence(sequence) => {
+                types::FinishReason::StopSequence(sequence)
+            }
+            host::FinishReason::Pause => types::FinishReason::Pause,
+            host::FinishReason::Refusal => types::FinishReason::Refusal,
+            host::FinishReason::Other => types::FinishReason::Other,
+        }
+    }
+}
+
 // ---------------------------------------------------------------- out of the plugin
 
 impl From<types::FinishReason> for host::FinishReason {
@@ -268,6 +328,87 @@ impl From<types::ToolCallDelta> for host::ToolCallDelta {
             id: delta.id,
             name: delta.name,
             arguments: delta.arguments,
+        }
+    }
+}
+
+// What a guard hands back of a request: the way back of what a plugin is sent.
+
+impl From<types::FunctionDef> for host::FunctionDef {
+    fn from(def: types::FunctionDef) -> host::FunctionDef {
+        host::FunctionDef {
+            name: def.name,
+            description: def.description,
+            parameters: def.parameters,
+        }
+    }
+}
+
+impl From<types::Prompt> for host::Prompt {
+    fn from(prompt: types::Prompt) -> host::Prompt {
+        match prompt {
+            types::Prompt::Text(text) => host::Prompt::Text(text),
+            types::Prompt::Chat(messages) => {
+                host::Prompt::Chat(messages.into_iter().map(Into::into).collect())
+            }
+        }
+    }
+}
+
+impl From<types::Message> for host::Message {
+    fn from(message: types::Message) -> host::Message {
+        host::Message {
+            role: message.role.into(),
+            parts: message.parts.into_iter().map(Into::into).collect(),
+            name: message.name,
+            function_call: message.function_call.map(Into::into),
+            tool_calls: message.tool_calls.into_iter().map(Into::into).collect(),
+            tool_call_id: message.tool_call_id,
+            is_error: message.is_error,
+        }
+    }
+}
+
+impl From<types::Role> for host::Role {
+    fn from(role: types::Role) -> host::Role {
+        match role {
+            types::Role::System => host::Role::System,
+            types::Role::User => host::Role::User,
+            types::Role::Assistant => host::Role::Assistant,
+            types::Role::Function => host::Role::Function,
+            types::Role::Tool => host::Role::Tool,
+        }
+    }
+}
+
+impl From<types::Source> for host::Source {
+    fn from(source: types::Source) -> host::Source {
+        match source {
+            types::Source::Bytes(bytes) => host::Source::Bytes(bytes),
+            types::Source::Url(url) => host::Source::Url(url),
+        }
+    }
+}
+
+impl From<types::Part> for host::Part {
+    fn from(part: types::Part) -> host::Part {
+        match part {
+            types::Part::Text(text) => host::Part::Text(text),
+            types::Part::Image(image) => host::Part::Image(host::Image {
+                source: image.source.into(),
+                media_type: image.media_type,
+                detail: image.detail,
+            }),
+            types::Part::Audio(audio) => host::Part::Audio(host::Audio {
+                data: audio.data,
+                format: audio.format,
+            }),
+            types::Part::Document(document) => host::Part::Document(host::Document {
+                source: document.source.into(),
+                media_type: document.media_type,
+                title: document.title,
+            }),
+            types::Part::Reasoning(reasoning) => host::Part::Reasoning(reasoning.into()),
         }
     }
 }
