@@ -291,10 +291,19 @@ impl<C: CompletionCodec> Streamed<C> {
                     let last_frame = pump.codec.last_frame(&pump.envelope, &completion, usage);
                     // The record keeps the whole answer, as if it had not been streamed.
                     pump.fill_texts(&mut completion);
-                    if let Some(guarded) = &mut guarded {
-                        // Sent already: the verdicts are recorded and counted, not applied.
-                        completion = guarded.observe_answer(&state, &mut draft, completion).await;
-                    }
+                    let last_frame = match &mut guarded {
+                        Some(guarded) => {
+                            // Observing guards judge an answer the caller already has: it
+                            // gets its end first. The body stays open until the record is
+                            // saved, so shutdown still waits for the record.
+                            pump.mark_started();
+                            let _ = pump.frames.send(last_frame).await;
+                            completion =
+                                guarded.observe_answer(&state, &mut draft, completion).await;
+                            None
+                        }
+                        None => Some(last_frame),
+                    };
                     let mut record = pump.codec.completion(&pump.envelope, &completion, usage);
                     if let Some(kept) = pump.codec.keep(&pump.envelope, &completion) {
                         record = draft.redact_answer(record);
@@ -302,8 +311,10 @@ impl<C: CompletionCodec> Streamed<C> {
                     }
                     // Record before the last frame: once the body ends, shutdown may proceed.
                     record::save(&state, draft.success(200, record)).await;
-                    pump.mark_started();
-                    let _ = pump.frames.send(last_frame).await;
+                    if let Some(last_frame) = last_frame {
+                        pump.mark_started();
+                        let _ = pump.frames.send(last_frame).await;
+                    }
                 }
                 End::Finished(Err(error)) if !client_gone => {
                     // Text had flowed: the stream cannot be tried again.
