@@ -164,10 +164,11 @@ impl Guarded {
                 }
             };
             let stage = GuardStage::Response;
-            if let Some(error) = settle(state, draft, guard, stage, span, step, applied) {
-                if applied {
-                    return (answer, Some(error));
-                }
+            // An observed answer's errors are recorded, not obeyed.
+            if let Some(error) = settle(state, draft, guard, stage, span, step, applied)
+                && applied
+            {
+                return (answer, Some(error));
             }
         }
         (answer, None)
