@@ -309,7 +309,8 @@ impl<C: CompletionCodec> Streamed<C> {
                         record = draft.redact_answer(record);
                         record::keep(&state, &draft, &record, kept).await;
                     }
-                    // Record before the last frame: once the body ends, shutdown may proceed.
+                    // Record before the last frame (after it when guards observe, above, but
+                    // still before the body ends): once it ends, shutdown may proceed.
                     record::save(&state, draft.success(200, record)).await;
                     if let Some(last_frame) = last_frame {
                         pump.mark_started();
