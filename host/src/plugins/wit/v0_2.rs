@@ -166,7 +166,7 @@ impl From<host::Completion> for types::Completion {
     fn from(completion: host::Completion) -> types::Completion {
         types::Completion {
             model: completion.model,
-            choices: completion.choices.into_iter().map(Into::into).collect(),
+            choices: list(completion.choices),
             usage: completion.usage.map(Into::into),
         }
     }
@@ -177,10 +177,10 @@ impl From<host::Choice> for types::Choice {
         types::Choice {
             index: choice.index,
             text: choice.text,
-            reasoning: choice.reasoning.into_iter().map(Into::into).collect(),
+            reasoning: list(choice.reasoning),
             finish_reason: choice.finish_reason.map(Into::into),
             function_call: choice.function_call.map(Into::into),
-            tool_calls: choice.tool_calls.into_iter().map(Into::into).collect(),
+            tool_calls: list(choice.tool_calls),
             logprobs: choice.logprobs,
         }
     }
@@ -348,9 +348,7 @@ impl From<types::Prompt> for host::Prompt {
     fn from(prompt: types::Prompt) -> host::Prompt {
         match prompt {
             types::Prompt::Text(text) => host::Prompt::Text(text),
-            types::Prompt::Chat(messages) => {
-                host::Prompt::Chat(messages.into_iter().map(Into::into).collect())
-            }
+            types::Prompt::Chat(messages) => host::Prompt::Chat(list(messages)),
         }
     }
 }
@@ -359,10 +357,10 @@ impl From<types::Message> for host::Message {
     fn from(message: types::Message) -> host::Message {
         host::Message {
             role: message.role.into(),
-            parts: message.parts.into_iter().map(Into::into).collect(),
+            parts: list(message.parts),
             name: message.name,
             function_call: message.function_call.map(Into::into),
-            tool_calls: message.tool_calls.into_iter().map(Into::into).collect(),
+            tool_calls: list(message.tool_calls),
             tool_call_id: message.tool_call_id,
             is_error: message.is_error,
         }
