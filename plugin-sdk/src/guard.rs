@@ -9,8 +9,8 @@
 //! instead (recorded with counts by kind of what changed, never the removed
 //! text).
 //!
-//! 1. implement [`Guard`] for a unit struct (every check runs in a fresh
-//!    instance, so there is no state to keep);
+//! 1. implement [`Guard`] for a unit struct (each request has a fresh
+//!    instance, so there is no state to keep between requests);
 //! 2. call [`export_guard!`](crate::export_guard) with that struct;
 //! 3. build the crate as a `cdylib` for `wasm32-wasip2`, as a provider.
 //!
@@ -88,9 +88,10 @@ pub use __bindings::gateway::provider::guard_types::AnswerVerdict;
 /// A guard plugin: the checks the gateway calls.
 ///
 /// The functions take no `self` and their arguments by value, as
-/// [`Provider`](crate::Provider)'s do: each check runs in a fresh instance
-/// (nothing could live between calls), and owning the request lets a
-/// rewrite hand its input back without copying it.
+/// [`Provider`](crate::Provider)'s do: each request has a fresh instance
+/// (its answer's check usually runs in the instance that checked it, but may
+/// run in another, so keep nothing between them), and owning the request
+/// lets a rewrite hand its input back without copying it.
 ///
 /// Both checks allow by default, so a guard of requests only implements
 /// [`Guard::check_request`].

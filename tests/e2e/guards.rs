@@ -231,6 +231,40 @@ fn answers_are_denied_or_rewritten_before_the_caller_sees_them() {
 }
 
 #[test]
+fn one_fresh_instance_checks_a_request_and_then_its_answer() {
+    let gw = Gateway::builder()
+        .route(echo_guarded("e", r#"["t"]"#))
+        .guard("t", "test-guard", "")
+        .start();
+    // The instance that checked the request checks its answer (its second check), and the
+    // next request has an instance of its own (its count starts again).
+    for _ in 0..3 {
+        let response = gw.post(
+            "/completions",
+            &text_request(&gw.project_id, "e", "echo", "count-checks"),
+        );
+        assert_eq!(text_of(&response), "[CHECKS 2]");
+    }
+}
+
+#[test]
+fn a_guard_short_of_instances_checks_the_answer_in_a_fresh_one() {
+    // One slot: a guard's instance kept through the call would leave the provider none.
+    let gw = Gateway::builder()
+        .config_line("max_plugin_instances = 1")
+        .route(echo_guarded("e", r#"["t"]"#))
+        .guard("t", "test-guard", "")
+        .start();
+    for _ in 0..2 {
+        let response = gw.post(
+            "/completions",
+            &text_request(&gw.project_id, "e", "echo", "count-checks"),
+        );
+        assert_eq!(text_of(&response), "[CHECKS 1]");
+    }
+}
+
+#[test]
 fn a_buffering_guard_holds_a_stream_and_an_observing_one_only_records() {
     let gw = Gateway::builder()
         .route(echo_guarded("held", r#"["buffer"]"#))

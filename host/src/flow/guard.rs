@@ -1,6 +1,7 @@
 //! Guards in the flow: each guard of the request's chain checks the request before the
 //! provider is called (allow, deny, or rewrite what is sent), and the whole answer before
-//! the caller gets it. Every verdict is recorded with the invocation, counted, and traced.
+//! the caller gets it, in the same instance unless instances run short. Every verdict is
+//! recorded with the invocation, counted, and traced.
 //!
 //! Guards fail closed: a guard that crashes, runs out of its limits, is not loaded, or
 //! answers something unusable refuses the request rather than let it through unchecked.
@@ -13,15 +14,17 @@ use crate::error::ApiError;
 use crate::plugins::types::{
     AnswerVerdict, Change, CheckedRequest, Completion, FunctionDef, GuardInput, RequestVerdict,
 };
-use crate::plugins::{CallContext, PluginError};
+use crate::plugins::{CallContext, GuardInstance, PluginError};
 use crate::routing::{Chain, Guard};
 use crate::state::AppState;
 use crate::store::{GuardOutcome, GuardStage, GuardVerdictKind};
 use crate::traces::GuardSpan;
 
-/// A request that went through its guards: what they are shown of it again with its answer.
+/// A request that went through its guards: each guard's instance, kept to check the
+/// answer too (unless instances ran short), and what they are shown of the request again
+/// with the answer.
 pub(super) struct Guarded {
-    chain: Chain,
+    guards: Vec<(Arc<Guard>, Option<GuardInstance>)>,
     request: CheckedRequest,
 }
 
@@ -47,15 +50,19 @@ pub(super) async fn check_request(
         functions: functions.to_vec(),
         params: params.to_owned(),
     };
+    let mut guards = Vec::with_capacity(chain.len());
     for guard in chain.iter() {
         aim(&mut request, guard);
         let span = draft.request_trace().guard(&guard.id, "request");
-        let step = match loaded(state, guard) {
+        let step = match instance(state, draft, guard).await {
             Err(error) => Step::Failed(error),
-            Ok(plugin) => {
-                let ctx = context(draft, guard);
-                let (checked, verdict) = state.runtime.check_request(&plugin, &ctx, request).await;
+            Ok(mut instance) => {
+                let (checked, verdict) = instance.check_request(request).await;
                 request = checked;
+                // Starting a second instance for the answer costs about as much as the
+                // guard's own work; keeping this one costs a slot and its memory meanwhile.
+                let kept = state.runtime.has_room().then_some(instance);
+                guards.push((guard.clone(), kept));
                 match verdict {
                     Ok(RequestVerdict::Allow) => Step::Allowed,
                     Ok(RequestVerdict::Deny(reason)) => Step::Denied(reason),
@@ -80,13 +87,13 @@ pub(super) async fn check_request(
         }
     }
     let input = request.input.clone();
-    Ok((input, Guarded { chain, request }))
+    Ok((input, Guarded { guards, request }))
 }
 
 impl Guarded {
     /// Whether a guard of the chain holds a stream until its answer is checked.
     pub(super) fn buffers_streams(&self) -> bool {
-        (self.chain.iter()).any(|guard| guard.stream == crate::config::GuardStream::Buffer)
+        (self.guards.iter()).any(|(guard, _)| guard.stream == crate::config::GuardStream::Buffer)
     }
 
     /// Runs the answer's guards over `answer`: their verdicts decide what the caller gets
@@ -114,7 +121,8 @@ impl Guarded {
         self.judge(state, draft, answer, false).await.0
     }
 
-    /// The answer's guards in order; the first error that is `applied` ends them.
+    /// The answer's guards in order, each in the instance that checked the request if it
+    /// was kept; the first error that is `applied` ends them.
     async fn judge(
         &mut self,
         state: &AppState,
@@ -122,46 +130,47 @@ impl Guarded {
         mut answer: Completion,
         applied: bool,
     ) -> (Completion, Option<ApiError>) {
-        for guard in self.chain.clone().iter() {
+        for (guard, kept) in &mut self.guards {
+            let guard: &Guard = guard;
             aim(&mut self.request, guard);
             let span = draft.request_trace().guard(&guard.id, "response");
-            let step = match loaded(state, guard) {
-                Err(error) => Step::Failed(error),
-                Ok(plugin) => {
-                    let ctx = context(draft, guard);
+            let instance = match kept.take() {
+                Some(instance) => Ok(instance),
+                None => instance(state, draft, guard).await,
+            };
+            let verdict = match instance {
+                Err(error) => Err(error),
+                Ok(mut instance) => {
                     let request = std::mem::replace(&mut self.request, empty_request());
-                    let (request, checked, verdict) = state
-                        .runtime
-                        .check_response(&plugin, &ctx, request, answer)
-                        .await;
+                    let (request, checked, verdict) =
+                        instance.check_response(request, answer).await;
                     self.request = request;
                     answer = checked;
-                    match verdict {
-                        Ok(AnswerVerdict::Allow) => Step::Allowed,
-                        Ok(AnswerVerdict::Deny(reason)) => Step::Denied(reason),
-                        Ok(AnswerVerdict::Rewrite { texts, .. })
-                            if texts.len() != answer.choices.len() =>
-                        {
-                            Step::Failed(ApiError::GuardFailed {
-                                guard: guard.id.to_string(),
-                                reason: format!(
-                                    "its rewrite gave {} texts for an answer of {} choices",
-                                    texts.len(),
-                                    answer.choices.len()
-                                ),
-                            })
-                        }
-                        Ok(AnswerVerdict::Rewrite { texts, changes }) => {
-                            if applied {
-                                for (choice, text) in answer.choices.iter_mut().zip(texts) {
-                                    choice.text = text;
-                                }
-                            }
-                            Step::Rewrote(counted(changes))
-                        }
-                        Err(error) => Step::Failed(plugin_error(guard, error)),
-                    }
+                    verdict.map_err(|error| plugin_error(guard, error))
                 }
+            };
+            let step = match verdict {
+                Ok(AnswerVerdict::Allow) => Step::Allowed,
+                Ok(AnswerVerdict::Deny(reason)) => Step::Denied(reason),
+                Ok(AnswerVerdict::Rewrite { texts, .. }) if texts.len() != answer.choices.len() => {
+                    Step::Failed(ApiError::GuardFailed {
+                        guard: guard.id.to_string(),
+                        reason: format!(
+                            "its rewrite gave {} texts for an answer of {} choices",
+                            texts.len(),
+                            answer.choices.len()
+                        ),
+                    })
+                }
+                Ok(AnswerVerdict::Rewrite { texts, changes }) => {
+                    if applied {
+                        for (choice, text) in answer.choices.iter_mut().zip(texts) {
+                            choice.text = text;
+                        }
+                    }
+                    Step::Rewrote(counted(changes))
+                }
+                Err(error) => Step::Failed(error),
             };
             let stage = GuardStage::Response;
             // An observed answer's errors are recorded, not obeyed.
@@ -195,31 +204,31 @@ fn empty_request() -> CheckedRequest {
     }
 }
 
-/// The guard's plugin, if it is loaded and is a guard.
-fn loaded(state: &AppState, guard: &Guard) -> Result<Arc<crate::plugins::Plugin>, ApiError> {
-    state
-        .runtime
-        .for_guard(&guard.plugin)
-        .ok_or_else(|| ApiError::GuardUnavailable {
+/// An instance of the guard's plugin for this request, if its plugin is loaded and is
+/// a guard. It runs in the guard's own sandbox and `kv` space; the request's keys are
+/// kept out of its log lines.
+async fn instance(
+    state: &AppState,
+    draft: &Draft,
+    guard: &Guard,
+) -> Result<GuardInstance, ApiError> {
+    let plugin =
+        (state.runtime.for_guard(&guard.plugin)).ok_or_else(|| ApiError::GuardUnavailable {
             guard: guard.id.to_string(),
             reason: format!(
                 "its plugin {:?} is not loaded (or is not a guard)",
                 guard.plugin
             ),
-        })
-}
-
-/// Where a guard's instance runs: its own sandbox and `kv` space; the request's keys
-/// are kept out of its log lines.
-fn context(draft: &Draft, guard: &Guard) -> CallContext {
-    CallContext {
+        })?;
+    let ctx = CallContext {
         invocation_id: draft.id(),
         route: guard.space.clone(),
         sandbox: guard.sandbox.clone(),
         secrets: draft.current_secrets().clone(),
         trace: Arc::default(),
         trace_headers: None,
-    }
+    };
+    (state.runtime.guard(plugin, ctx).await).map_err(|error| plugin_error(guard, error))
 }
 
 /// A guard's rewrite must keep the kind of input (and, for texts, their number): the

@@ -4,13 +4,13 @@
 use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
-use wasmtime::{Engine, Store};
+use wasmtime::{AsContextMut, Engine, Store};
 
 use super::engine::EPOCH_TICK;
 use super::failure::Failure;
 use super::imports::PluginState;
 use super::plugin::Plugin;
-use super::types::Chunk;
+use super::types::{AnswerVerdict, CheckedRequest, Chunk, Completion, RequestVerdict};
 use super::wit::{self, Exports};
 use super::{CallContext, PluginError};
 
@@ -81,5 +81,58 @@ impl Instance {
                 Err(PluginError::Crashed(failure))
             }
         }
+    }
+}
+
+/// A guard's instance for one request ([`super::PluginRuntime::guard`]): the
+/// request's check, then the answer's, in the same sandbox.
+pub struct GuardInstance {
+    pub(super) instance: Instance,
+    pub(super) plugin: Arc<Plugin>,
+    pub(super) ctx: CallContext,
+}
+
+impl GuardInstance {
+    /// Each check has the whole CPU budget, counted from when it starts: the
+    /// epochs that passed while the instance waited for the provider are not its.
+    fn start_check(&mut self) {
+        self.instance.store.data_mut().cpu_ticks = 0;
+        self.instance.store.set_epoch_deadline(1);
+    }
+
+    /// `check-request`. The request comes back whatever the verdict, so that the
+    /// answer's check sees it without a copy.
+    pub async fn check_request(
+        &mut self,
+        request: CheckedRequest,
+    ) -> (CheckedRequest, Result<RequestVerdict, PluginError>) {
+        self.start_check();
+        let instance = &mut self.instance;
+        let (request, result) = instance
+            .exports
+            .check_request(instance.store.as_context_mut(), request)
+            .await;
+        let verdict = instance.settle(&self.plugin, &self.ctx, result.map(Ok));
+        (request, verdict)
+    }
+
+    /// `check-response`; the request and the answer come back.
+    pub async fn check_response(
+        &mut self,
+        request: CheckedRequest,
+        answer: Completion,
+    ) -> (
+        CheckedRequest,
+        Completion,
+        Result<AnswerVerdict, PluginError>,
+    ) {
+        self.start_check();
+        let instance = &mut self.instance;
+        let (request, answer, result) = instance
+            .exports
+            .check_response(instance.store.as_context_mut(), request, answer)
+            .await;
+        let verdict = instance.settle(&self.plugin, &self.ctx, result.map(Ok));
+        (request, answer, verdict)
     }
 }

@@ -50,12 +50,10 @@ pub use stats::{PluginCounts, TrapKind};
 pub use wit::{VersionError, WIT_LINES};
 
 use engine::Engines;
+pub use instance::GuardInstance;
 use instance::{Instance, new_store};
 use registry::Registry;
-use types::{
-    AnswerVerdict, CheckedRequest, Chunk, Completion, CompletionRequest, EmbeddingRequest,
-    Embeddings, ProviderError, RequestVerdict,
-};
+use types::{Chunk, Completion, CompletionRequest, EmbeddingRequest, Embeddings, ProviderError};
 
 /// Why a plugin call gave no result.
 #[derive(Debug, thiserror::Error)]
@@ -180,6 +178,13 @@ impl PluginRuntime {
         self.engines.max_instances()
     }
 
+    /// Whether at least half the instance slots are free: a guard's instance is kept
+    /// for the answer's check only then, so that guards never take the slots that
+    /// requests would be served with (a request with a kept guard holds two).
+    pub fn has_room(&self) -> bool {
+        self.request_slots.available_permits() as u64 * 2 >= u64::from(self.max_instances())
+    }
+
     async fn instantiate(
         &self,
         plugin: &Plugin,
@@ -261,49 +266,18 @@ impl PluginRuntime {
         instance.settle(plugin, ctx, result)
     }
 
-    /// A guard's check of a request. The request comes back whatever the verdict,
-    /// so that the answer's check sees it without a copy.
-    pub async fn check_request(
+    /// An instance of guard `plugin` for one request: it checks the request and, kept
+    /// through the provider's call (holding its slot and its memory), the answer too.
+    pub async fn guard(
         &self,
-        plugin: &Plugin,
-        ctx: &CallContext,
-        request: CheckedRequest,
-    ) -> (CheckedRequest, Result<RequestVerdict, PluginError>) {
-        let mut instance = match self.instantiate(plugin, ctx, None).await {
-            Ok(instance) => instance,
-            Err(e) => return (request, Err(e)),
-        };
-        let (request, result) = instance
-            .exports
-            .check_request(instance.store.as_context_mut(), request)
-            .await;
-        (request, instance.settle(plugin, ctx, result.map(Ok)))
-    }
-
-    /// A guard's check of an answer; the request and the answer come back.
-    pub async fn check_response(
-        &self,
-        plugin: &Plugin,
-        ctx: &CallContext,
-        request: CheckedRequest,
-        answer: Completion,
-    ) -> (
-        CheckedRequest,
-        Completion,
-        Result<AnswerVerdict, PluginError>,
-    ) {
-        let mut instance = match self.instantiate(plugin, ctx, None).await {
-            Ok(instance) => instance,
-            Err(e) => return (request, answer, Err(e)),
-        };
-        let (request, answer, result) = instance
-            .exports
-            .check_response(instance.store.as_context_mut(), request, answer)
-            .await;
-        (
-            request,
-            answer,
-            instance.settle(plugin, ctx, result.map(Ok)),
-        )
+        plugin: Arc<Plugin>,
+        ctx: CallContext,
+    ) -> Result<GuardInstance, PluginError> {
+        let instance = self.instantiate(&plugin, &ctx, None).await?;
+        Ok(GuardInstance {
+            instance,
+            plugin,
+            ctx,
+        })
     }
 }

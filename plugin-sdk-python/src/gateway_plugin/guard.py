@@ -155,8 +155,9 @@ def _changes(changes: Dict[str, int]) -> List[guard_types.Change]:
 
 
 class Guard:
-    """A guard. Set `NAME` and `VERSION`; override what it checks. A fresh instance serves
-    each check."""
+    """A guard. Set `NAME` and `VERSION`; override what it checks. Each request has a
+    fresh instance; its answer's check usually runs in the one that checked the request, but
+    may run in another, so keep nothing between them."""
 
     NAME = "python-guard"
     VERSION = "0.1.0"

@@ -10,7 +10,7 @@
 //! only; `placeholder = "<{kind}>"` writes placeholders otherwise (`{KIND}`
 //! is the upper-case name, `{kind}` the lower-case one).
 //!
-//! Each check runs in a fresh instance, twice a request, so the detectors
+//! Each request runs in a fresh instance, checked twice, so the detectors
 //! are hand-written byte scanners rather than regular expressions (nothing
 //! to compile at start, a small component): one pass over each text, and
 //! no allocation for a text with nothing to redact.

@@ -8,8 +8,9 @@
 //!   more for embeddings).
 //!
 //! Answers: `deny-answer` in the answer is denied; `rewrite-answer` is replaced by
-//! `[ANSWER REWRITTEN]`; `crash-answer` panics. The setting `tag` (if any) is appended to
-//! every reason, so that tests can tell two guards of this plugin apart.
+//! `[ANSWER REWRITTEN]`; `crash-answer` panics; `count-checks` is replaced by `[CHECKS n]`,
+//! n the checks its instance has made (2 when it checked the request too, 1 in a fresh one). The setting `tag` (if
+//! any) is appended to every reason, so that tests can tell two guards of this plugin apart.
 
 // The generated bindings take every record field as an argument.
 #![allow(clippy::too_many_arguments)]
@@ -25,6 +26,13 @@ use gateway::provider::guard_types::{AnswerRewrite, Change, Input, RequestRewrit
 use gateway::provider::types::{Part, Prompt};
 
 struct TestGuard;
+
+/// The checks this instance has made, both stages.
+static CHECKS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+fn checked() -> u32 {
+    CHECKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+}
 
 fn tag(request: &CheckedRequest) -> String {
     // Settings are a JSON object; the tag is a plain string value, read without a JSON crate.
@@ -91,6 +99,7 @@ impl Guest for TestGuard {
     }
 
     fn check_request(request: CheckedRequest) -> RequestVerdict {
+        checked();
         let all = texts(&request.input).join("\n");
         if all.contains("crash-me") {
             panic!("asked to crash");
@@ -135,6 +144,19 @@ impl Guest for TestGuard {
     fn check_response(request: CheckedRequest, answer: Completion) -> AnswerVerdict {
         let all: Vec<&str> = answer.choices.iter().map(|c| c.text.as_str()).collect();
         let all = all.join("\n");
+        let checks = checked();
+        if all.contains("count-checks") {
+            let marker = format!("[CHECKS {checks}]");
+            return AnswerVerdict::Rewrite(AnswerRewrite {
+                texts: (answer.choices.iter())
+                    .map(|choice| choice.text.replace("count-checks", &marker))
+                    .collect(),
+                changes: vec![Change {
+                    kind: "marker".into(),
+                    count: 1,
+                }],
+            });
+        }
         if all.contains("crash-answer") {
             panic!("asked to crash on the answer");
         }
