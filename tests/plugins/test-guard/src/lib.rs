@@ -9,8 +9,9 @@
 //!
 //! Answers: `deny-answer` in the answer is denied; `rewrite-answer` is replaced by
 //! `[ANSWER REWRITTEN]`; `crash-answer` panics; `count-checks` is replaced by `[CHECKS n]`,
-//! n the checks its instance has made (2 when it checked the request too, 1 in a fresh one). The setting `tag` (if
-//! any) is appended to every reason, so that tests can tell two guards of this plugin apart.
+//! n the checks its instance has made (2 when it checked the request too, 1 in a fresh
+//! one). The setting `tag` (if any) is appended to every reason, so that tests can tell two
+//! guards of this plugin apart.
 
 // The generated bindings take every record field as an argument.
 #![allow(clippy::too_many_arguments)]
