@@ -230,38 +230,37 @@ fn answers_are_denied_or_rewritten_before_the_caller_sees_them() {
     );
 }
 
-#[test]
-fn one_fresh_instance_checks_a_request_and_then_its_answer() {
-    let gw = Gateway::builder()
+/// The answers of `requests` requests through `test-guard`'s `count-checks`, on a gateway
+/// with `config_lines`: each says how many checks the instance that checked it had made.
+fn checks_counted(config_lines: &[&str], requests: usize) -> Vec<String> {
+    let gw = config_lines
+        .iter()
+        .fold(Gateway::builder(), |builder, line| {
+            builder.config_line(line)
+        })
         .route(echo_guarded("e", r#"["t"]"#))
         .guard("t", "test-guard", "")
         .start();
+    (0..requests)
+        .map(|_| {
+            let body = text_request(&gw.project_id, "e", "echo", "count-checks");
+            text_of(&gw.post("/completions", &body))
+        })
+        .collect()
+}
+
+#[test]
+fn one_fresh_instance_checks_a_request_and_then_its_answer() {
     // The instance that checked the request checks its answer (its second check), and the
     // next request has an instance of its own (its count starts again).
-    for _ in 0..3 {
-        let response = gw.post(
-            "/completions",
-            &text_request(&gw.project_id, "e", "echo", "count-checks"),
-        );
-        assert_eq!(text_of(&response), "[CHECKS 2]");
-    }
+    assert_eq!(checks_counted(&[], 3), ["[CHECKS 2]"; 3]);
 }
 
 #[test]
 fn a_guard_short_of_instances_checks_the_answer_in_a_fresh_one() {
     // One slot: a guard's instance kept through the call would leave the provider none.
-    let gw = Gateway::builder()
-        .config_line("max_plugin_instances = 1")
-        .route(echo_guarded("e", r#"["t"]"#))
-        .guard("t", "test-guard", "")
-        .start();
-    for _ in 0..2 {
-        let response = gw.post(
-            "/completions",
-            &text_request(&gw.project_id, "e", "echo", "count-checks"),
-        );
-        assert_eq!(text_of(&response), "[CHECKS 1]");
-    }
+    let answers = checks_counted(&["max_plugin_instances = 1"], 2);
+    assert_eq!(answers, ["[CHECKS 1]"; 2]);
 }
 
 #[test]
