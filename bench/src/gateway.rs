@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use bytes::Bytes;
-use hyper::header::HeaderValue;
+use hyper::header::{HeaderName, HeaderValue};
 use serde_json::json;
 use tempfile::TempDir;
 
@@ -68,6 +68,10 @@ pub struct GatewayBuild {
     pub limits: bool,
     /// Top-level config lines added as they are (`metrics = false`).
     pub config_lines: Vec<String>,
+    /// Lines added to the route's table as they are (`cache_ttl_secs = 3600`).
+    pub route_lines: Vec<String>,
+    /// Headers every request to the gateway carries.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
     /// A guard plugin every request goes through, and its settings (a TOML inline table).
     pub guard: Option<(PathBuf, String)>,
 }
@@ -130,6 +134,8 @@ impl GatewayBuild {
             redis: self.redis.clone(),
             limits: self.limits,
             config_lines: self.config_lines.clone(),
+            route_lines: self.route_lines.clone(),
+            headers: self.headers.clone(),
             guard: self.guard.clone(),
         })
     }
@@ -215,6 +221,9 @@ impl Setup {
         let _ = writeln!(config, "\n[providers.{ROUTE}]");
         let _ = writeln!(config, "plugin = \"{plugin}\"");
         let _ = writeln!(config, "default_model = \"bench\"");
+        for line in &build.route_lines {
+            let _ = writeln!(config, "{line}");
+        }
         match build.provider {
             Provider::Openai => {
                 let _ = writeln!(config, "base_url = \"http://{upstream}/v1\"");
@@ -311,6 +320,7 @@ impl Setup {
             let mut target = openai_target("gateway", addr, &format!("{ROUTE}/{model}"), stream);
             target.authorization = HeaderValue::from_str(&format!("Bearer {}", self.key))
                 .map_err(|e| format!("the key is not a header value: {e}"))?;
+            target.headers = self.build.headers.clone();
             return Ok(target);
         }
         let mut body = json!({
@@ -329,8 +339,17 @@ impl Setup {
                 .map_err(|e| format!("the key is not a header value: {e}"))?,
             body: Bytes::from(body.to_string()),
             stream,
+            headers: self.build.headers.clone(),
         })
     }
+}
+
+/// A `--header` value: `NAME: VALUE`.
+pub fn parse_header(text: &str) -> Result<(HeaderName, HeaderValue), String> {
+    let (name, value) = (text.split_once(':')).ok_or("expected NAME: VALUE")?;
+    let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|e| e.to_string())?;
+    let value = HeaderValue::from_str(value.trim()).map_err(|e| e.to_string())?;
+    Ok((name, value))
 }
 
 /// The same chat sent straight to an OpenAI-compatible server (the upstream
@@ -351,6 +370,7 @@ pub fn openai_target(label: &'static str, addr: SocketAddr, model: &str, stream:
         authorization: HeaderValue::from_static(UPSTREAM_BEARER),
         body: Bytes::from(body.to_string()),
         stream,
+        headers: Vec::new(),
     }
 }
 

@@ -53,12 +53,18 @@ pub struct Target {
     pub body: Bytes,
     /// Streamed answers expected (sets `Accept: text/event-stream`).
     pub stream: bool,
+    /// More headers (`--header`).
+    pub headers: Vec<(hyper::header::HeaderName, HeaderValue)>,
 }
 
 impl Target {
     fn request(&self) -> Result<Request<Full<Bytes>>, String> {
         let host = HeaderValue::from_str(&self.addr.to_string()).map_err(|e| e.to_string())?;
-        Request::builder()
+        let mut request = Request::builder();
+        for (name, value) in &self.headers {
+            request = request.header(name, value);
+        }
+        request
             .method(Method::POST)
             .uri(self.path.as_str())
             .header(HOST, host)

@@ -128,6 +128,15 @@ pub struct Options {
     /// `/v1/traces` is an OTLP sink (`--config-line 'otlp_endpoint = "http://{upstream}"'`).
     #[arg(long = "config-line")]
     pub config_lines: Vec<String>,
+    /// A line added to the gateways' route table, as it is (`--route-line "cache_ttl_secs =
+    /// 3600"`: every request after the first is answered from the response cache); repeatable.
+    #[arg(long = "route-line")]
+    pub route_lines: Vec<String>,
+    /// A header every request to the gateways carries, `NAME: VALUE` (`--header
+    /// "x-gateway-cache: no-cache"`: each request misses the cache and stores its answer);
+    /// repeatable.
+    #[arg(long = "header", value_parser = gateway::parse_header)]
+    pub headers: Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
     /// A guard plugin (`.wasm`) every request goes through (`global_guards`), with its
     /// `[guards.bench.settings]` given as TOML by `--guard-settings`: the cost of a guard.
     #[arg(long)]

@@ -189,6 +189,8 @@ impl Bench {
             redis: options.redis.clone(),
             limits: options.limits,
             config_lines: options.config_lines.clone(),
+            route_lines: options.route_lines.clone(),
+            headers: options.headers.clone(),
             guard: (options.guard.clone()).map(|wasm| (wasm, options.guard_settings.clone())),
         };
         build.check()?;

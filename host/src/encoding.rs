@@ -40,7 +40,8 @@ pub fn base64_sha256(text: &str) -> Option<(u64, String)> {
     Some((bytes, hex(&hasher.finalize())))
 }
 
-fn hex(digest: &[u8]) -> String {
+/// Bytes (a digest) as lowercase hex.
+pub fn hex(digest: &[u8]) -> String {
     use std::fmt::Write as _;
     let mut hex = String::with_capacity(digest.len() * 2);
     for byte in digest {

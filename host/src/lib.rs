@@ -18,6 +18,7 @@
 //! reports and record exports).
 
 pub mod auth;
+pub mod cache;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -33,6 +34,7 @@ pub mod metrics;
 pub mod plugins;
 pub mod pricing;
 pub mod redact;
+pub mod redis_link;
 pub mod reports;
 pub mod routing;
 pub mod server;

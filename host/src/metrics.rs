@@ -49,6 +49,10 @@ pub struct RequestSample<'a> {
     pub duration: Duration,
     pub usage: Option<&'a TokenUsage>,
     pub cost_usd: Option<f64>,
+    /// How the response cache served it (`hit`, `miss`, `skip`), on a route that caches.
+    pub cache: Option<&'static str>,
+    /// On a hit: what the answer cost when it was stored.
+    pub saved_usd: Option<f64>,
 }
 
 #[derive(Default)]
@@ -68,6 +72,9 @@ struct RouteStats {
     /// By result: `success`, or how the try failed.
     attempts: HashMap<String, u64>,
     models: HashMap<String, ModelStats>,
+    /// By the cache's result: `hit`, `miss`, `skip`.
+    cache: HashMap<&'static str, u64>,
+    cache_saved_usd: f64,
 }
 
 #[derive(Default)]
@@ -166,6 +173,10 @@ impl Metrics {
             .entry(sample.surface)
             .or_default()
             .observe(sample.duration);
+        if let Some(result) = sample.cache {
+            *route.cache.entry(result).or_default() += 1;
+            route.cache_saved_usd += sample.saved_usd.unwrap_or(0.0);
+        }
         let model = sample.model.unwrap_or(NONE);
         let model = if route.models.contains_key(model) || model == NONE || known_model(model) {
             model
@@ -258,10 +269,16 @@ impl Metrics {
     }
 
     /// Every metric in the Prometheus text format (version 0.0.4), with the invocation
-    /// writer's state and the plugins' counts read now.
-    pub fn render(&self, writer: WriterState, plugins: Vec<PluginCounts>) -> String {
+    /// writer's state, the plugins' counts and the response cache's bytes read now.
+    pub fn render(
+        &self,
+        writer: WriterState,
+        plugins: Vec<PluginCounts>,
+        cache_bytes: u64,
+    ) -> String {
         let mut registry = Registry::default();
         let mut snapshot = Snapshot::of(self, writer);
+        snapshot.cache_bytes = cache_bytes;
         snapshot.plugins(plugins);
         registry.register_collector(Box::new(snapshot));
         let mut text = String::new();
@@ -302,6 +319,9 @@ struct Snapshot {
     attempts: Vec<([String; 2], u64)>,
     rate_limited: Vec<([String; 1], u64)>,
     guard_verdicts: Vec<([String; 3], u64)>,
+    cache: Vec<([String; 2], u64)>,
+    cache_saved: Vec<([String; 1], f64)>,
+    cache_bytes: u64,
     writer: WriterState,
     instances: Vec<([String; 1], i64)>,
     reloads: Vec<([String; 2], u64)>,
@@ -337,6 +357,8 @@ impl Snapshot {
         let mut attempts: HashMap<[String; 2], u64> = HashMap::new();
         let mut rate_limited: HashMap<&'static str, u64> = HashMap::new();
         let mut guard_verdicts: HashMap<[String; 3], u64> = HashMap::new();
+        let mut cache: HashMap<[String; 2], u64> = HashMap::new();
+        let mut cache_saved: HashMap<[String; 1], f64> = HashMap::new();
         for shard in metrics.shards.iter() {
             let shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
             for ((guard, stage, verdict), count) in &shard.guard_verdicts {
@@ -372,6 +394,14 @@ impl Snapshot {
                 }
                 for (result, count) in &stats.attempts {
                     *attempts.entry([route.clone(), result.clone()]).or_default() += count;
+                }
+                for (result, count) in &stats.cache {
+                    *cache
+                        .entry([route.clone(), (*result).to_owned()])
+                        .or_default() += count;
+                }
+                if stats.cache.contains_key("hit") {
+                    *cache_saved.entry([route.clone()]).or_default() += stats.cache_saved_usd;
                 }
                 for (model, model_stats) in &stats.models {
                     for ((surface, status), count) in &model_stats.requests {
@@ -423,6 +453,8 @@ impl Snapshot {
                 .map(|(scope, count)| ([scope.to_owned()], count))
                 .collect(),
             guard_verdicts: sorted(guard_verdicts),
+            cache: sorted(cache),
+            cache_saved: sorted(cache_saved),
             writer,
             ..Snapshot::default()
         }
@@ -566,6 +598,32 @@ impl Collector for Snapshot {
             ["guard", "stage", "verdict"],
             &self.guard_verdicts,
         )?;
+        counters(
+            encoder,
+            "gateway_cache_requests",
+            "Requests to routes that cache answers, by the cache's result: hit (answered \
+             from the cache), miss (looked up, not found) or skip (the caller asked for no \
+             lookup: no-cache or no-store).",
+            ["route", "result"],
+            &self.cache,
+        )?;
+        counters(
+            encoder,
+            "gateway_cache_saved_usd",
+            "What the answers given from the cache cost when they were stored, in US dollars.",
+            ["route"],
+            &self.cache_saved,
+        )?;
+        let cache_bytes = prometheus_client::metrics::gauge::ConstGauge::new(
+            i64::try_from(self.cache_bytes).unwrap_or(i64::MAX),
+        );
+        cache_bytes.encode(encoder.encode_descriptor(
+            "gateway_cache_bytes",
+            "Bytes of the answers the response cache keeps in this process (with redis_url: \
+             those kept while Redis was unreachable).",
+            None,
+            cache_bytes.metric_type(),
+        )?)?;
         let depth = prometheus_client::metrics::gauge::ConstGauge::new(
             i64::try_from(self.writer.queue_depth).unwrap_or(i64::MAX),
         );
@@ -627,6 +685,8 @@ mod tests {
             duration: Duration::from_millis(30),
             usage: None,
             cost_usd: None,
+            cache: None,
+            saved_usd: None,
         }
     }
 
@@ -636,7 +696,7 @@ mod tests {
         metrics.request(&sample("r", "gpt-4o", 200), |model| model == "gpt-4o");
         metrics.request(&sample("r", "made-up-1", 200), |_| false);
         metrics.request(&sample("r", "made-up-2", 400), |_| false);
-        let text = metrics.render(WriterState::default(), Vec::new());
+        let text = metrics.render(WriterState::default(), Vec::new(), 0);
         assert!(
             text.contains(
                 r#"gateway_requests_total{surface="commonbase",route="r",model="gpt-4o",status="200"} 1"#
@@ -654,7 +714,7 @@ mod tests {
         metrics.attempt("r", "success", Some(Duration::from_millis(3)));
         metrics.attempt("r", "500", Some(Duration::from_millis(200)));
         metrics.attempt("r", "ejected", None);
-        let text = metrics.render(WriterState::default(), Vec::new());
+        let text = metrics.render(WriterState::default(), Vec::new(), 0);
         for line in [
             r#"gateway_upstream_duration_seconds_bucket{route="r",le="0.005"} 1"#,
             r#"gateway_upstream_duration_seconds_bucket{route="r",le="0.1"} 1"#,
@@ -673,7 +733,7 @@ mod tests {
         let metrics = Metrics::new(false, 1);
         metrics.request(&sample("r", "m", 200), |_| true);
         metrics.rate_limited("key");
-        let text = metrics.render(WriterState::default(), Vec::new());
+        let text = metrics.render(WriterState::default(), Vec::new(), 0);
         assert!(!text.contains("route=\"r\""), "{text}");
         assert!(!text.contains("scope="), "{text}");
     }

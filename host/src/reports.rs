@@ -9,7 +9,7 @@ use serde::ser::SerializeMap;
 
 use crate::clock::format_time_ms;
 use crate::store::report::{GroupBy, RecordRange, UsageRow};
-use crate::store::{GuardOutcome, Invocation, Store, StoreError};
+use crate::store::{CacheStatus, GuardOutcome, Invocation, Store, StoreError};
 
 /// Records an export reads at a time: its memory stays that of one page, however long the range.
 const EXPORT_PAGE: u32 = 1000;
@@ -216,7 +216,7 @@ pub enum ExportFormat {
 
 /// The columns of a CSV export. Columns added later come last, so that readers of the earlier
 /// ones by position keep working.
-pub const CSV_HEADER: [&str; 24] = [
+pub const CSV_HEADER: [&str; 26] = [
     "id",
     "created_at",
     "project_id",
@@ -241,10 +241,12 @@ pub const CSV_HEADER: [&str; 24] = [
     "image_prompt_tokens",
     "audio_prompt_tokens",
     "guards",
+    "cache",
+    "saved_cost_usd",
 ];
 
 /// A record as a line of CSV, in [`CSV_HEADER`]'s order; empty where it has no value.
-fn csv_record(record: &Invocation) -> [String; 24] {
+fn csv_record(record: &Invocation) -> [String; 26] {
     let text = |value: &Option<String>| value.clone().unwrap_or_default();
     let number = |value: Option<u32>| value.map(|n| n.to_string()).unwrap_or_default();
     let usage = record.usage.as_ref();
@@ -273,6 +275,15 @@ fn csv_record(record: &Invocation) -> [String; 24] {
         number(usage.and_then(|u| u.image_prompt_tokens)),
         number(usage.and_then(|u| u.audio_prompt_tokens)),
         guards_cell(&record.guards),
+        record
+            .cache
+            .map(CacheStatus::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        record
+            .saved_cost_usd
+            .map(|c| c.to_string())
+            .unwrap_or_default(),
     ]
 }
 
@@ -440,6 +451,7 @@ mod tests {
         assert_eq!(line[19], "0.0000001", "no exponent");
         assert_eq!(line[21..23], ["", ""], "no usage: no image or audio tokens");
         assert_eq!(line[23], "", "no guard ran: empty");
+        assert_eq!(line[24..], ["", ""], "no cache: empty");
         record.usage = Some(crate::store::TokenUsage {
             prompt_tokens: 1000,
             audio_prompt_tokens: Some(600),
@@ -454,7 +466,13 @@ mod tests {
         );
         assert_eq!(
             CSV_HEADER[21..],
-            ["image_prompt_tokens", "audio_prompt_tokens", "guards"]
+            [
+                "image_prompt_tokens",
+                "audio_prompt_tokens",
+                "guards",
+                "cache",
+                "saved_cost_usd"
+            ]
         );
         record.status = crate::store::InvocationStatus::Blocked;
         record.guards = vec![crate::store::GuardOutcome {
@@ -473,6 +491,13 @@ mod tests {
             serde_json::json!([{"guard": "words", "stage": "request", "verdict": "deny",
                 "reason": "says \"x\", twice", "changes": {}, "applied": true}])
         );
+        record.cache = Some(crate::store::CacheStatus::Hit);
+        record.saved_cost_usd = Some(0.000_012_3);
+        let line = csv_record(&record);
+        assert_eq!(line[24..], ["hit", "0.0000123"], "no exponent");
+        record.cache = Some(crate::store::CacheStatus::Skip);
+        record.saved_cost_usd = None;
+        assert_eq!(csv_record(&record)[24..], ["skip", ""]);
         let mut writer = csv::Writer::from_writer(Vec::new());
         writer.write_record(&line).unwrap();
         let bytes = writer.into_inner().unwrap();

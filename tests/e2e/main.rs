@@ -15,6 +15,7 @@ mod anthropic_surface;
 mod api;
 mod azure;
 mod bedrock;
+mod cache;
 mod clients;
 mod config;
 mod cost;

@@ -20,7 +20,7 @@ const MODEL_B: &str = "o3-mini";
 
 /// The columns of `invocations export --format csv`, in order (the contract; columns added
 /// later come last).
-const CSV_HEADER: [&str; 24] = [
+const CSV_HEADER: [&str; 26] = [
     "id",
     "created_at",
     "project_id",
@@ -45,6 +45,8 @@ const CSV_HEADER: [&str; 24] = [
     "image_prompt_tokens",
     "audio_prompt_tokens",
     "guards",
+    "cache",
+    "saved_cost_usd",
 ];
 
 /// One scripted call: who makes it, for which model, as which user, and what the upstream
@@ -646,6 +648,15 @@ fn export_matches_the_records(gw: &Gateway, scenario: &Scenario, today: &str) {
         }
         assert_eq!(value("error"), record["error"].as_str().unwrap_or(""));
         assert_eq!(value("guards"), "", "no guard ran");
+        assert_eq!(
+            (value("cache"), value("saved_cost_usd")),
+            (String::new(), String::new()),
+            "the route has no cache"
+        );
+        assert!(
+            record["cache"].is_null() && record["savedCost"].is_null(),
+            "{record}"
+        );
     }
     assert!(
         rows.iter().any(|r| !r[20].is_empty()),

@@ -217,6 +217,9 @@ pub struct Config {
     /// prices already loaded stay.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prices_file: Option<PathBuf>,
+    /// The bytes the response cache may keep in this process (entries of routes with
+    /// `cache_ttl_secs`; with `redis_url`, only while Redis is unreachable). Read at start.
+    pub cache_max_bytes: Positive<NonZeroU64>,
     pub providers: BTreeMap<String, RouteConfig>,
     /// `[guards.ID]`: guard plugins that check requests before they reach a provider and
     /// answers before they reach the caller. A route, `global_guards` or a project names them.
@@ -302,6 +305,8 @@ const MAX_CONNECTIONS: Positive<NonZeroUsize> =
     Positive::new(NonZeroUsize::new(4096).expect("not zero"));
 const MAX_PLUGIN_INSTANCES: Positive<NonZeroU32> =
     Positive::new(NonZeroU32::new(1000).expect("not zero"));
+const CACHE_MAX_BYTES: Positive<NonZeroU64> =
+    Positive::new(NonZeroU64::new(256 * 1024 * 1024).expect("not zero"));
 const MAX_ATTEMPTS: Positive<NonZeroU32> = Positive::new(NonZeroU32::new(6).expect("not zero"));
 /// The completion tokens reserved for a request without `max_tokens` on a route that names
 /// none: the output cap most models' APIs default to or allow without a long-output option.
@@ -343,6 +348,7 @@ impl Default for Config {
             record_body_max_bytes: 64 * 1024,
             record_retention_days: None,
             prices_file: None,
+            cache_max_bytes: CACHE_MAX_BYTES,
             providers: BTreeMap::new(),
             guards: BTreeMap::new(),
             global_guards: Vec::new(),
@@ -466,10 +472,34 @@ pub struct RouteConfig {
     /// Guards (`[guards.ID]`) this route's requests go through, after `global_guards`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub guards: Vec<String>,
+    /// How long a successful answer of this route is kept and given again to the same
+    /// request (absent: the route does not cache).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_ttl_secs: Option<Positive<NonZeroU64>>,
+    /// Who reads the route's cached answers (see [`CacheScope`]).
+    #[serde(default, skip_serializing_if = "CacheScope::is_default")]
+    pub cache_scope: CacheScope,
     /// `[providers.ID.settings]`: plugin-specific settings, handed to the plugin as JSON. The
     /// gateway does not read them; the plugin checks them on each call.
     #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
     pub settings: toml::Table,
+}
+
+/// Who may be given an answer a route cached.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheScope {
+    /// Only requests of the project whose request got it: a project never sees another's.
+    #[default]
+    Project,
+    /// Every caller of the route (answers to prompts no project keeps secret).
+    Route,
+}
+
+impl CacheScope {
+    fn is_default(&self) -> bool {
+        *self == CacheScope::Project
+    }
 }
 
 /// The most `retries` a route may have.
@@ -842,8 +872,16 @@ impl RouteConfig {
             eject_secs: None,
             pricing: BTreeMap::new(),
             guards: Vec::new(),
+            cache_ttl_secs: None,
+            cache_scope: CacheScope::default(),
             settings: toml::Table::new(),
         }
+    }
+
+    /// How long the route keeps its answers, if it caches them.
+    pub fn cache_ttl(&self) -> Option<Duration> {
+        self.cache_ttl_secs
+            .map(|secs| Duration::from_secs(secs.get()))
     }
 
     pub fn needs_api_key(&self) -> bool {

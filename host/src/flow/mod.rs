@@ -1,14 +1,16 @@
 //! The one request flow every model endpoint goes through, whatever its wire
 //! format and response mode: admit (declared size, key, body, project) ->
-//! route -> limits (the key's scope, rate limits and budgets) -> call the
-//! plugin -> answer (one JSON body, or an SSE stream) -> record. Every request that enters [`serve`] ends as exactly one invocation
-//! record, shutdown included.
+//! route -> cache (a hit is answered from it) -> limits (the key's scope, rate
+//! limits and budgets) -> call the plugin -> answer (one JSON body, or an SSE
+//! stream) -> record. Every request that enters [`serve`] ends as exactly one
+//! invocation record, shutdown included.
 //!
 //! What differs between API surfaces is how a body reads and how an answer
 //! writes: that is a [`Surface`], a codec (see [`crate::surfaces`]). A new
 //! surface adds a codec and a path in the server's dispatch, not a flow.
 
 mod admit;
+mod cache;
 mod call;
 mod failover;
 mod guard;
@@ -36,6 +38,7 @@ use call::Call;
 
 /// The response header with the cost of a call answered whole.
 pub const COST_HEADER: &str = "x-gateway-cost-usd";
+pub use cache::CACHE_HEADER;
 use record::Draft;
 
 /// What a request asks the plugin for, as the invocation record names it.
@@ -333,6 +336,48 @@ impl Answered {
     }
 }
 
+/// A whole completion to answer with: as JSON, or (a stream held for its guards, or a cached
+/// answer) as the frames its stream would have sent.
+struct Whole<'a, C> {
+    codec: C,
+    envelope: Envelope<'a>,
+    completion: types::Completion,
+    usage: Option<Metered<'a>>,
+    stream: bool,
+}
+
+impl<C: CompletionCodec> Whole<'_, C> {
+    async fn reply(self, state: &AppState, draft: &Draft, answered: Answered) -> Reply {
+        let Whole {
+            mut codec,
+            envelope,
+            mut completion,
+            usage,
+            stream,
+        } = self;
+        if stream {
+            stream::redact_completion(draft.current_secrets(), &mut completion);
+            let frames = stream::replay(&mut codec, &envelope, &completion, usage);
+            let mut record = codec.completion(&envelope, &completion, usage);
+            if let Some(kept) = codec.keep(&envelope, &completion) {
+                record = draft.redact_answer(record);
+                record::keep(state, draft, &record, kept).await;
+            }
+            return Reply::Replay {
+                frames,
+                record,
+                answered,
+            };
+        }
+        let mut text = codec.completion(&envelope, &completion, usage);
+        if let Some(kept) = codec.keep(&envelope, &completion) {
+            text = draft.redact_answer(text);
+            record::keep(state, draft, &text, kept).await;
+        }
+        Reply::Json(text, answered)
+    }
+}
+
 /// Records the flow's outcome and turns it into the response.
 async fn finish<S: Surface>(
     state: &AppState,
@@ -342,7 +387,9 @@ async fn finish<S: Surface>(
     let id = draft.id();
     let error_response =
         |error: &ApiError| error_response_with_body(error, &S::error_body(error, &id), &id);
-    match result {
+    // Errors say it too: a hit its guards refused is still a hit.
+    let cache = draft.cache_status();
+    let mut response = match result {
         Ok(Reply::Json(text, answered)) => {
             let text = draft.redact_answer(text);
             let mut response = json_text_response(StatusCode::OK, Bytes::from(text.clone()), &id);
@@ -382,7 +429,11 @@ async fn finish<S: Surface>(
             record::save(state, draft.failure(&error)).await;
             response
         }
+    };
+    if let Some(status) = cache {
+        cache::set_header(status, response.headers_mut());
     }
+    response
 }
 
 /// The call's cost in USD, in the `x-gateway-cost-usd` header.
@@ -437,6 +488,29 @@ async fn flow<S: Surface>(
         key.scope.clone()
     };
     let chain = (live.routes.guards()).for_request(&route.guards, &key.project_guards)?;
+    let caching = cache::Caching::of(
+        &route,
+        headers,
+        &key.project_id,
+        &model,
+        &ask,
+        &target.params,
+    )?;
+    if let Some(caching) = &caching
+        && let Some(hit) = caching.lookup(state, draft, target.kind).await
+    {
+        let asked = cache::Asked {
+            key,
+            route: &route,
+            kind: target.kind,
+            model: &model,
+            chain,
+            ask,
+            params: &target.params,
+            stream,
+        };
+        return hit.answer(state, draft, asked).await;
+    }
     // Last before the call: a request refused for anything else takes nothing from its limits.
     let project = key.project_id.clone();
     let quota = quota::Quota::admit(state, key, || {
@@ -517,6 +591,7 @@ async fn flow<S: Surface>(
                     codec,
                     draft.hand_over(),
                     guarded,
+                    caching,
                 )
                 .await;
             }
@@ -531,34 +606,24 @@ async fn flow<S: Surface>(
             });
             call.quota.settle(usage.as_ref(), cost_usd).await;
             draft.usage(usage, cost_usd);
-            let mut completion = match &mut guarded {
+            if let Some(caching) = &caching {
+                let mut kept = completion.clone();
+                stream::redact_completion(draft.current_secrets(), &mut kept);
+                (caching.store(state, crate::cache::Answer::Completion(kept), cost_usd)).await;
+            }
+            let completion = match &mut guarded {
                 Some(guarded) => guarded.check_answer(state, draft, completion).await?,
                 None => completion,
             };
             let id = draft.id().to_string();
-            let usage = usage.as_ref().map(|usage| Metered { usage, cost_usd });
-            let envelope = call.envelope(&id);
-            if buffered {
-                let mut codec = codec;
-                stream::redact_completion(draft.current_secrets(), &mut completion);
-                let frames = stream::replay(&mut codec, &envelope, &completion, usage);
-                let mut record = codec.completion(&envelope, &completion, usage);
-                if let Some(kept) = codec.keep(&envelope, &completion) {
-                    record = draft.redact_answer(record);
-                    record::keep(state, draft, &record, kept).await;
-                }
-                return Ok(Reply::Replay {
-                    frames,
-                    record,
-                    answered: call.answered(),
-                });
-            }
-            let mut text = codec.completion(&envelope, &completion, usage);
-            if let Some(kept) = codec.keep(&envelope, &completion) {
-                text = draft.redact_answer(text);
-                record::keep(state, draft, &text, kept).await;
-            }
-            Ok(Reply::Json(text, call.answered()))
+            let whole = Whole {
+                codec,
+                envelope: call.envelope(&id),
+                completion,
+                usage: usage.as_ref().map(|usage| Metered { usage, cost_usd }),
+                stream: buffered,
+            };
+            Ok(whole.reply(state, draft, call.answered()).await)
         }
         Ask::Embed { input, codec } => {
             let inputs = input.len();
@@ -608,6 +673,10 @@ async fn flow<S: Surface>(
             });
             call.quota.settle(usage.as_ref(), cost_usd).await;
             draft.usage(usage, cost_usd);
+            if let Some(caching) = &caching {
+                let kept = crate::cache::Answer::Embeddings(result.clone());
+                caching.store(state, kept, cost_usd).await;
+            }
             let id = draft.id().to_string();
             let usage = usage.as_ref().map(|usage| Metered { usage, cost_usd });
             let text = codec.embeddings(&call.envelope(&id), &result.vectors, usage);

@@ -75,6 +75,22 @@ impl Quota {
         })
     }
 
+    /// Admits a request answered from the response cache: it counts against the
+    /// requests-per-minute limits only (no provider spends tokens or money on it), so it
+    /// reserves nothing and is refused only by those.
+    pub async fn admit_cached(state: &AppState, key: KeyRecord) -> Result<Quota, ApiError> {
+        let requests_only = |limits: crate::limits::LimitSet| crate::limits::LimitSet {
+            rpm: limits.rpm,
+            ..Default::default()
+        };
+        let key = KeyRecord {
+            limits: requests_only(key.limits),
+            project_limits: requests_only(key.project_limits),
+            ..key
+        };
+        Quota::admit(state, key, Estimate::default).await
+    }
+
     /// Charges the call's tokens (prompt + completion) and cost, less what was reserved;
     /// without usage, gives the reservation back. Called once, when the request ends.
     pub async fn settle(&mut self, usage: Option<&TokenUsage>, cost_usd: Option<f64>) {

@@ -11,7 +11,9 @@ use crate::metrics::RequestSample;
 use crate::plugins::types;
 use crate::redact::Secrets;
 use crate::state::AppState;
-use crate::store::{Attempt, Invocation, InvocationStatus, KeyRecord, StoredResponse, TokenUsage};
+use crate::store::{
+    Attempt, CacheStatus, Invocation, InvocationStatus, KeyRecord, StoredResponse, TokenUsage,
+};
 use crate::traces::RequestTrace;
 
 /// What a record keeps of the bodies (config `record_bodies`, `record_body_max_bytes`).
@@ -185,6 +187,15 @@ impl Draft {
         self.record.usage = usage;
         self.record.cost_usd = cost;
     }
+    /// How the response cache served the request; on a hit, what its answer cost when it
+    /// was stored.
+    pub fn cache(&mut self, status: CacheStatus, saved_cost_usd: Option<f64>) {
+        self.record.cache = Some(status);
+        self.record.saved_cost_usd = saved_cost_usd;
+    }
+    pub fn cache_status(&self) -> Option<CacheStatus> {
+        self.record.cache
+    }
 
     pub fn success(mut self, http_status: u16, response: String) -> Finished {
         self.record.status = InvocationStatus::Success;
@@ -262,14 +273,18 @@ pub async fn save(state: &AppState, finished: Finished) {
         elapsed,
         trace,
     } = finished;
+    let hit = invocation.cache == Some(CacheStatus::Hit);
     let sample = RequestSample {
         surface,
         route: invocation.route.as_deref(),
         model: invocation.model.as_deref(),
         status: invocation.http_status,
         duration: elapsed,
-        usage: invocation.usage.as_ref(),
+        // A hit's tokens were the provider's once, when its answer was stored.
+        usage: invocation.usage.as_ref().filter(|_| !hit),
         cost_usd: invocation.cost_usd,
+        cache: invocation.cache.map(CacheStatus::as_str),
+        saved_usd: invocation.saved_cost_usd,
     };
     state
         .metrics

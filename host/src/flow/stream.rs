@@ -16,6 +16,7 @@ use hyper::HeaderMap;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
+use super::cache::Caching;
 use super::call::{Call, Served, timeout_error};
 use super::guard::Guarded;
 use super::record::{self, Draft};
@@ -45,6 +46,8 @@ struct Streamed<C> {
     draft: Draft,
     /// Guards that judge the answer once it has been sent (`guard_stream = "observe"`).
     guarded: Option<Guarded>,
+    /// Where a complete answer is stored, on a route that caches.
+    caching: Option<Caching>,
 }
 
 /// Starts the stream; answers once the plugin has produced its first result.
@@ -55,10 +58,14 @@ pub(super) async fn start<C: CompletionCodec>(
     codec: C,
     draft: Draft,
     guarded: Option<Guarded>,
+    caching: Option<Caching>,
 ) -> Result<Reply, ApiError> {
     let id = draft.id();
     let mut headers = HeaderMap::new();
     call.quota.set_headers(&mut headers);
+    if let Some(status) = draft.cache_status() {
+        super::cache::set_header(status, &mut headers);
+    }
     let (frames_tx, frames_rx) = mpsc::channel(FRAME_BUFFER);
     let (started_tx, started_rx) = oneshot::channel();
     let streamed = Streamed {
@@ -67,6 +74,7 @@ pub(super) async fn start<C: CompletionCodec>(
         codec,
         draft,
         guarded,
+        caching,
     };
     tokio::spawn(streamed.run(request, frames_tx, started_tx));
     match started_rx.await {
@@ -147,6 +155,7 @@ impl<C: CompletionCodec> Streamed<C> {
             codec,
             mut draft,
             mut guarded,
+            caching,
         } = self;
         let id = draft.id().to_string();
         let mut template = Some(request);
@@ -291,6 +300,12 @@ impl<C: CompletionCodec> Streamed<C> {
                     let last_frame = pump.codec.last_frame(&pump.envelope, &completion, usage);
                     // The record keeps the whole answer, as if it had not been streamed.
                     pump.fill_texts(&mut completion);
+                    // Complete: the next request may have it (stored before the caller
+                    // learns the stream ended).
+                    if let Some(caching) = &caching {
+                        let kept = crate::cache::Answer::Completion(completion.clone());
+                        caching.store(&state, kept, cost_usd).await;
+                    }
                     let last_frame = match &mut guarded {
                         Some(guarded) => {
                             // Observing guards judge an answer the caller already has: it

@@ -76,7 +76,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use self::budget::Period;
-pub use self::redis::redis_failures;
+pub use crate::redis_link::redis_failures;
 
 /// One subject's limits, as stored (project or key). `None` = no limit; a
 /// zero (or, for budgets, a non-positive or non-finite value) is treated as

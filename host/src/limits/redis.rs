@@ -10,47 +10,25 @@
 //!   `LIMIT:TAT` (see `gcra.rs`) and expires once the bucket is full again;
 //!   `bd:{p|k}:ID:{d|m}:PERIOD` holds a period's spend in USD and expires a
 //!   day after the period ends.
-//! - One connection per worker thread (and runtime), made on first use
-//!   there: a connection's driver task belongs to the runtime that made it,
-//!   and every worker runs its own. Short timeouts (250 ms).
-//! - Fail open: when Redis does not answer, the in-process counters decide,
-//!   Redis is left alone for a second, one warning is logged per outage and
-//!   one info line when it is back; then the spend counted in process during
+//! - Connections, timeouts and outages are [`RedisLink`]'s.
+//! - Fail open: when Redis does not answer, the in-process counters decide
+//!   (Redis is left alone for a second, one warning is logged per outage and
+//!   one info line when it is back); then the spend counted in process during
 //!   the outage is added to Redis's budget counters that still exist (a
 //!   counter Redis lost starts again from the database, which has it). Rate
 //!   buckets resume from Redis.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
-use std::time::{Duration, Instant};
+use std::sync::{Mutex, PoisonError};
 
-use redis::aio::MultiplexedConnection;
-use redis::{
-    AsyncConnectionConfig, Cmd, ErrorKind, RedisError, RedisResult, Script, ServerErrorKind,
-};
+use redis::{Cmd, ErrorKind, RedisError, RedisResult, Script, ServerErrorKind};
 
 use super::local::Local;
 use super::{
     Admitted, Estimate, Item, Limit, LimitsError, Refused, Reservation, SpendSource, Verdict,
     conclude, spendable,
 };
-
-/// How long Redis may take to connect or answer before the request is
-/// decided in process.
-const TIMEOUT: Duration = Duration::from_millis(250);
-/// How long after a failure Redis is left alone (no per-request timeouts
-/// during an outage).
-const BACKOFF_US: i64 = 1_000_000;
-
-static FAILURES: AtomicU64 = AtomicU64::new(0);
-
-/// How many Redis calls have failed (timeouts, refused connections, errors)
-/// since the process started.
-pub fn redis_failures() -> u64 {
-    FAILURES.load(Ordering::Relaxed)
-}
+use crate::redis_link::RedisLink;
 
 /// Shared by the scripts: the rate clock in units (see `gcra.rs`) and the
 /// budget periods (see `budget.rs`), in Lua 5.1, where numbers are doubles:
@@ -281,33 +259,12 @@ end
 return 0
 ";
 
-thread_local! {
-    /// This thread's connections, one per backend and runtime.
-    static CONNECTIONS: RefCell<Vec<Cached>> = const { RefCell::new(Vec::new()) };
-}
-
-struct Cached {
-    /// The backend's liveness token: a dropped backend's connections go.
-    owner: Weak<()>,
-    runtime: tokio::runtime::Id,
-    conn: MultiplexedConnection,
-}
-
 pub(crate) struct RedisBackend {
-    client: redis::Client,
+    link: RedisLink,
     prefix: String,
-    alive: Arc<()>,
     admit: Lua,
     settle: Lua,
     resync: Lua,
-    started: Instant,
-    /// µs since `started` before which Redis is not tried again.
-    retry_at_us: AtomicI64,
-    down: AtomicBool,
-    /// This backend's failed calls and outages (the global count is
-    /// [`redis_failures`]).
-    failures: AtomicU64,
-    outages: AtomicU64,
     /// Spend counted in process while Redis was down, by full counter name.
     pending: Mutex<HashMap<String, f64>>,
 }
@@ -321,99 +278,23 @@ enum Answer {
 
 impl RedisBackend {
     pub(crate) fn new(url: &str, prefix: &str) -> Result<RedisBackend, LimitsError> {
-        let client =
-            redis::Client::open(url).map_err(|e| LimitsError::InvalidUrl(e.to_string()))?;
+        let link = RedisLink::new(url, "limits", "counting in this process")
+            .map_err(|e| LimitsError::InvalidUrl(e.to_string()))?;
         Ok(RedisBackend {
-            client,
+            link,
             prefix: prefix.to_owned(),
-            alive: Arc::new(()),
             admit: Lua::new(format!("{HELPERS}{ADMIT}")),
             settle: Lua::new(format!("{HELPERS}{SETTLE}")),
             resync: Lua::new(RESYNC.to_owned()),
-            started: Instant::now(),
-            retry_at_us: AtomicI64::new(0),
-            down: AtomicBool::new(false),
-            failures: AtomicU64::new(0),
-            outages: AtomicU64::new(0),
             pending: Mutex::new(HashMap::new()),
         })
-    }
-
-    fn mono_us(&self) -> i64 {
-        i64::try_from(self.started.elapsed().as_micros()).unwrap_or(i64::MAX)
-    }
-
-    /// Whether Redis may be tried now (not within a second of a failure).
-    /// During an outage, one caller a second probes Redis (the one that
-    /// moves the retry time on); the others keep counting in process rather
-    /// than each paying a timeout.
-    fn available(&self) -> bool {
-        let now = self.mono_us();
-        let retry_at = self.retry_at_us.load(Ordering::Relaxed);
-        if now < retry_at {
-            return false;
-        }
-        !self.down.load(Ordering::Relaxed)
-            || self
-                .retry_at_us
-                .compare_exchange(
-                    retry_at,
-                    now + BACKOFF_US,
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                )
-                .is_ok()
-    }
-
-    /// This thread's connection, made on first use.
-    async fn connection(&self) -> RedisResult<MultiplexedConnection> {
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|e| RedisError::from(std::io::Error::other(e.to_string())))?
-            .id();
-        let found = CONNECTIONS.with(|cached| {
-            let mut cached = cached.borrow_mut();
-            cached.retain(|c| c.owner.strong_count() > 0);
-            cached
-                .iter()
-                .find(|c| self.owns(c) && c.runtime == runtime)
-                .map(|c| c.conn.clone())
-        });
-        if let Some(conn) = found {
-            return Ok(conn);
-        }
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(TIMEOUT))
-            .set_response_timeout(Some(TIMEOUT));
-        let conn = self
-            .client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await?;
-        CONNECTIONS.with(|cached| {
-            let mut cached = cached.borrow_mut();
-            cached.retain(|c| !(self.owns(c) && c.runtime == runtime));
-            cached.push(Cached {
-                owner: Arc::downgrade(&self.alive),
-                runtime,
-                conn: conn.clone(),
-            });
-        });
-        Ok(conn)
-    }
-
-    fn owns(&self, cached: &Cached) -> bool {
-        std::ptr::eq(cached.owner.as_ptr(), Arc::as_ptr(&self.alive))
-    }
-
-    /// Drops this thread's connection: the next try makes a new one.
-    fn forget_connection(&self) {
-        CONNECTIONS.with(|cached| cached.borrow_mut().retain(|c| !self.owns(c)));
     }
 
     /// Runs a script call (see [`Lua::call`]) with the timeout around all
     /// of it, connecting included.
     async fn run<T: redis::FromRedisValue>(&self, lua: &Lua, call: &Cmd) -> RedisResult<T> {
         let answer = async {
-            let mut conn = self.connection().await?;
+            let mut conn = self.link.connection().await?;
             match call.query_async(&mut conn).await {
                 // A Redis restarted (or flushed) has forgotten its scripts.
                 Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
@@ -427,35 +308,17 @@ impl RedisBackend {
                 answer => answer,
             }
         };
-        // The connection's own timeouts apply per step; this bounds the
-        // whole (connect, then EVALSHA, then SCRIPT LOAD and EVALSHA after a
-        // NOSCRIPT).
-        match tokio::time::timeout(TIMEOUT * 2, answer).await {
-            Ok(answer) => answer,
-            Err(_) => Err(RedisError::from(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "redis call timed out",
-            ))),
-        }
+        // Bounds the whole: connect, then EVALSHA, then SCRIPT LOAD and EVALSHA after a
+        // NOSCRIPT.
+        RedisLink::timed(answer).await
     }
 
     fn failed(&self, e: &RedisError) {
-        FAILURES.fetch_add(1, Ordering::Relaxed);
-        self.failures.fetch_add(1, Ordering::Relaxed);
-        self.forget_connection();
-        self.retry_at_us
-            .store(self.mono_us() + BACKOFF_US, Ordering::Relaxed);
-        if !self.down.swap(true, Ordering::Relaxed) {
-            self.outages.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(
-                "limits: Redis unreachable ({e}): counting in this process until it is back"
-            );
-        }
+        self.link.failed(e);
     }
 
     async fn succeeded(&self, fallback: &Local) {
-        if self.down.load(Ordering::Relaxed) && self.down.swap(false, Ordering::Relaxed) {
-            tracing::info!("limits: Redis is back: counting in Redis again");
+        if self.link.answered() {
             // The next outage starts again from the database, not from
             // counters that missed what Redis counted meanwhile.
             fallback.clear();
@@ -542,7 +405,7 @@ impl RedisBackend {
         estimate: Estimate,
         fallback: &Local,
     ) -> Option<Result<(Admitted, Reservation), Refused>> {
-        if !self.available() {
+        if !self.link.available() {
             return None;
         }
         let mut seeds = vec![String::new(); items.len()];
@@ -628,7 +491,7 @@ impl RedisBackend {
         cost_usd: f64,
         fallback: &Local,
     ) -> bool {
-        if !self.available() {
+        if !self.link.available() {
             return false;
         }
         // Request rates have nothing to settle: the script is not handed them.
@@ -720,10 +583,7 @@ fn parse(values: &[i64], items: usize) -> Option<Answer> {
 impl RedisBackend {
     /// (failed calls, outages) of this backend.
     pub(crate) fn failure_counts(&self) -> (u64, u64) {
-        (
-            self.failures.load(Ordering::Relaxed),
-            self.outages.load(Ordering::Relaxed),
-        )
+        self.link.failure_counts()
     }
 }
 

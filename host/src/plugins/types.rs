@@ -5,9 +5,12 @@
 //! change of the WIT bindings stays inside `plugins/`. The `wit` module converts
 //! at the edge, once per call, moving strings and lists rather than copying
 //! them.
+//!
+//! The request's types are `Hash`: the response cache keys an answer by them (`cache`). The
+//! answer's types are serde's: the cache keeps them, in Redis as JSON.
 
 /// Who wrote a chat message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Role {
     System,
     User,
@@ -17,14 +20,14 @@ pub enum Role {
 }
 
 /// A function the model asked to call. `arguments` is JSON text as the model wrote it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct FunctionCall {
     pub name: String,
     pub arguments: String,
 }
 
 /// A function call in the OpenAI `tool_calls` shape.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct ToolCall {
     pub id: String,
     pub name: String,
@@ -32,7 +35,7 @@ pub struct ToolCall {
 }
 
 /// Where a part's bytes are.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Source {
     /// The bytes themselves, decoded.
     Bytes(Vec<u8>),
@@ -40,7 +43,7 @@ pub enum Source {
     Url(String),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Image {
     pub source: Source,
     /// Always set with bytes.
@@ -49,14 +52,14 @@ pub struct Image {
     pub detail: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Audio {
     pub data: Vec<u8>,
     /// `wav`, `mp3`, ...
     pub format: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Document {
     pub source: Source,
     /// Always set with bytes.
@@ -65,7 +68,7 @@ pub struct Document {
 }
 
 /// The model's reasoning, as the provider gave it; sent back unchanged on the next turn.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Reasoning {
     pub text: String,
     /// The provider's signature over `text`.
@@ -75,7 +78,7 @@ pub struct Reasoning {
 }
 
 /// One piece of a message's content.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Part {
     Text(String),
     Image(Image),
@@ -137,7 +140,7 @@ impl Part {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Message {
     pub role: Role,
     /// The content, in order; empty when the message has none.
@@ -169,7 +172,7 @@ impl Message {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FunctionDef {
     pub name: String,
     pub description: Option<String>,
@@ -177,7 +180,7 @@ pub struct FunctionDef {
     pub parameters: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum FunctionChoice {
     None,
     Auto,
@@ -187,7 +190,7 @@ pub enum FunctionChoice {
     Named(String),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Prompt {
     /// `type: "text"`: a single prompt string.
     Text(String),
@@ -211,7 +214,7 @@ pub struct Route {
 }
 
 /// How hard a reasoning model should think, as OpenAI names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ReasoningEffort {
     None,
     Minimal,
@@ -247,7 +250,7 @@ impl ReasoningEffort {
 }
 
 /// The caller's wish for the model's reasoning.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub struct ReasoningConfig {
     pub effort: Option<ReasoningEffort>,
     /// At most this many tokens of reasoning.
@@ -267,7 +270,7 @@ pub struct CompletionRequest {
     pub params: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum FinishReason {
     Stop,
     Length,
@@ -312,7 +315,7 @@ impl FinishReason {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Usage {
     pub prompt_tokens: u32,
     pub completion_tokens: u32,
@@ -329,7 +332,7 @@ pub struct Usage {
     pub audio_prompt_tokens: Option<u32>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Choice {
     pub index: u32,
     /// The whole text of this choice (also at the end of a stream).
@@ -343,7 +346,7 @@ pub struct Choice {
     pub logprobs: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Completion {
     /// The model that answered, as the provider names it.
     pub model: String,
@@ -403,7 +406,7 @@ pub struct EmbeddingRequest {
     pub params: String,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Embeddings {
     pub model: String,
     /// One vector per input, in input order.

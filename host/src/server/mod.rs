@@ -264,6 +264,7 @@ fn metrics_text(state: &AppState, request: &Request<Incoming>, id: &Uuid) -> Res
             write_failures: writer.write_failures,
         },
         state.runtime.counts(),
+        state.cache.bytes(),
     );
     crate::http::typed_response(
         StatusCode::OK,

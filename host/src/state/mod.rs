@@ -25,6 +25,8 @@ pub struct AppState {
     pub log: InvocationLog,
     /// Rate-limit and budget counters (in process, or in the config's Redis).
     pub limiter: Limiter,
+    /// Answers kept for routes with `cache_ttl_secs` (in process, or in the config's Redis).
+    pub cache: crate::cache::ResponseCache,
     /// What `GET /metrics` shows.
     pub metrics: Arc<crate::metrics::Metrics>,
     /// `metrics_listen` as the gateway started: where `/metrics` is served instead of the
@@ -68,6 +70,10 @@ impl AppState {
                 })
             }
         };
+        let cache = crate::cache::ResponseCache::new(
+            config.cache_max_bytes.get(),
+            (config.redis_url.as_ref()).map(|url| (url.as_str(), config.redis_key_prefix.as_str())),
+        );
         let workers = match config.workers {
             0 => crate::worker::default_count(),
             n => n,
@@ -88,6 +94,7 @@ impl AppState {
             store,
             log,
             limiter,
+            cache,
             inflight: crate::inflight::InflightBodies::default(),
             abort: watch::Sender::new(false),
         }

@@ -205,7 +205,10 @@ fn reload(state: &AppState, file: &Path) -> Option<Option<PathBuf>> {
                 log_format,
                 max_connections,
                 max_plugin_instances,
-                record_retention_days
+                record_retention_days,
+                redis_url,
+                redis_key_prefix,
+                cache_max_bytes
             );
             for (key, changed) in restart_only {
                 if changed {

@@ -383,6 +383,48 @@ pub struct Invocation {
     /// ran; empty when no guard ran. Absent from journal lines written before it existed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub guards: Vec<GuardOutcome>,
+    /// How the response cache served the request; None when its route has no cache (and in
+    /// journal lines written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheStatus>,
+    /// On a cache hit, what the answer cost when it was stored: the hit itself costs nothing
+    /// (`cost_usd` 0), and this is what it saved. None otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved_cost_usd: Option<f64>,
+}
+
+/// How the response cache served a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheStatus {
+    /// Answered from the cache, without a plugin call.
+    Hit,
+    /// Looked up and not found: the answer, if successful, was stored for the next request.
+    Miss,
+    /// The caller asked the cache not to be read: `no-cache` (whose answer still refreshes the
+    /// entry) or `no-store`.
+    Skip,
+}
+
+impl CacheStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheStatus::Hit => "hit",
+            CacheStatus::Miss => "miss",
+            CacheStatus::Skip => "skip",
+        }
+    }
+
+    /// None for what is no status (a hand-edited column, or a status a newer gateway wrote):
+    /// the record is still worth reading, and nothing is decided from it.
+    pub fn parse(text: &str) -> Option<CacheStatus> {
+        match text {
+            "hit" => Some(CacheStatus::Hit),
+            "miss" => Some(CacheStatus::Miss),
+            "skip" => Some(CacheStatus::Skip),
+            _ => None,
+        }
+    }
 }
 
 /// What one guard decided of a request or of its answer.
@@ -485,6 +527,8 @@ impl Invocation {
             response: None,
             attempts: Vec::new(),
             guards: Vec::new(),
+            cache: None,
+            saved_cost_usd: None,
         }
     }
 
@@ -522,6 +566,8 @@ impl Invocation {
                 "durationMs": a.duration_ms,
             })).collect::<Vec<_>>(),
             "guards": self.guards.iter().map(GuardOutcome::to_json).collect::<Vec<_>>(),
+            "cache": self.cache.map(CacheStatus::as_str),
+            "savedCost": self.saved_cost_usd,
         })
     }
 }

@@ -13,8 +13,8 @@ use uuid::Uuid;
 
 use super::report::{self, Cursor, GroupBy, UsageTally};
 use super::{
-    Attempt, GuardOutcome, Invocation, InvocationStatus, KeyRecord, KeyScope, LimitUpdate, Project,
-    StoredResponse, TokenUsage, UsageTotals,
+    Attempt, CacheStatus, GuardOutcome, Invocation, InvocationStatus, KeyRecord, KeyScope,
+    LimitUpdate, Project, StoredResponse, TokenUsage, UsageTotals,
 };
 use crate::limits::LimitSet;
 
@@ -131,6 +131,11 @@ pub(super) fn invocation<R: StoredRow + ?Sized>(row: &R) -> Result<Invocation, R
         key_prefix: row.optional_text(23)?,
         attempts: json_list(row.json_text(24)?),
         guards: json_list(row.json_text(27)?),
+        cache: row
+            .optional_text(28)?
+            .as_deref()
+            .and_then(CacheStatus::parse),
+        saved_cost_usd: row.optional_real(29)?,
     })
 }
 

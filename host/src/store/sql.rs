@@ -167,7 +167,8 @@ macro_rules! invocation_columns {
             ", key_prefix, ",
             $attempts,
             ", image_prompt_tokens, audio_prompt_tokens, ",
-            $guards
+            $guards,
+            ", cache, saved_cost_usd"
         )
     };
 }

@@ -14,7 +14,8 @@ use crate::store::report::{
 use crate::store::rows as read;
 use crate::store::sql::{self, Dialect, invocation_columns};
 use crate::store::{
-    Attempt, GuardOutcome, Invocation, InvocationFilter, StoreError, TokenUsage, UsageTotals,
+    Attempt, CacheStatus, GuardOutcome, Invocation, InvocationFilter, StoreError, TokenUsage,
+    UsageTotals,
 };
 
 const POSTGRES: Dialect = Dialect::Postgres;
@@ -235,7 +236,8 @@ const INSERT_INVOCATIONS: &str = concat!(
         $7::text[], $8::boolean[], $9::text[], $10::integer[], $11::text[], $12::text[],
         $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[],
         $19::double precision[], $20::bigint[], $21::bigint[], $22::text[], $23::text[],
-        $24::text[], $25::text[]::jsonb[], $26::bigint[], $27::bigint[], $28::text[]::jsonb[])
+        $24::text[], $25::text[]::jsonb[], $26::bigint[], $27::bigint[], $28::text[]::jsonb[],
+        $29::text[], $30::double precision[])
     ON CONFLICT (id) DO NOTHING"
 );
 
@@ -274,6 +276,8 @@ struct Columns {
     audio_prompt_tokens: Counts,
     /// JSON text, as `attempts`.
     guards: Texts,
+    cache: Vec<Option<&'static str>>,
+    saved_cost_usd: Vec<Option<f64>>,
 }
 
 impl Columns {
@@ -322,10 +326,15 @@ impl Columns {
             image_prompt_tokens: counts(|u| u.image_prompt_tokens),
             audio_prompt_tokens: counts(|u| u.audio_prompt_tokens),
             guards: batch.iter().map(|inv| guards_json(&inv.guards)).collect(),
+            cache: batch
+                .iter()
+                .map(|inv| inv.cache.map(CacheStatus::as_str))
+                .collect(),
+            saved_cost_usd: batch.iter().map(|inv| inv.saved_cost_usd).collect(),
         }
     }
 
-    fn params(&self) -> [&(dyn ToSql + Sync); 28] {
+    fn params(&self) -> [&(dyn ToSql + Sync); 30] {
         [
             &self.id,
             &self.project_id,
@@ -355,6 +364,8 @@ impl Columns {
             &self.image_prompt_tokens,
             &self.audio_prompt_tokens,
             &self.guards,
+            &self.cache,
+            &self.saved_cost_usd,
         ]
     }
 }

@@ -113,6 +113,15 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
     ALTER TABLE projects ADD COLUMN guards TEXT[];
     ALTER TABLE invocations ADD COLUMN guards JSONB;
 "#,
+    // The response cache. cache: how it served the request (hit, miss, skip), NULL when the
+    // route has none. saved_cost_usd: on a hit, what the answer cost when it was stored (the
+    // hit's own cost_usd is 0), NULL otherwise. Nullable without a default: added without
+    // rewriting the table.
+    r#"
+    ALTER TABLE invocations
+        ADD COLUMN cache TEXT,
+        ADD COLUMN saved_cost_usd DOUBLE PRECISION;
+"#,
 ];
 
 pub(super) const BACKEND: &str = "PostgreSQL";

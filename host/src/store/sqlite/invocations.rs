@@ -11,7 +11,7 @@ use crate::store::report::{
 };
 use crate::store::rows::{self as read, attempts_json, guards_json};
 use crate::store::sql::{self, Dialect, invocation_columns};
-use crate::store::{Invocation, InvocationFilter, StoreError, UsageTotals};
+use crate::store::{CacheStatus, Invocation, InvocationFilter, StoreError, UsageTotals};
 
 const SQLITE: Dialect = Dialect::Sqlite;
 
@@ -21,7 +21,7 @@ const INSERT_INVOCATION: &str = concat!(
     "INSERT OR IGNORE INTO invocations (",
     invocation_columns!("request, response", "attempts", "guards"),
     ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
-        ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)"
+        ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)"
 );
 
 /// The bundled SQLite has no DELETE ... LIMIT; the subquery walks the
@@ -69,6 +69,8 @@ impl Sqlite {
                     usage.and_then(|u| u.image_prompt_tokens),
                     usage.and_then(|u| u.audio_prompt_tokens),
                     guards_json(&inv.guards),
+                    inv.cache.map(CacheStatus::as_str),
+                    inv.saved_cost_usd,
                 ])?;
             }
         }

@@ -104,6 +104,13 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
     ALTER TABLE projects ADD COLUMN guards TEXT;
     ALTER TABLE invocations ADD COLUMN guards TEXT;
 "#,
+    // The response cache. cache: how it served the request (hit, miss, skip), NULL when the
+    // route has none. saved_cost_usd: on a hit, what the answer cost when it was stored (the
+    // hit's own cost_usd is 0), NULL otherwise.
+    r#"
+    ALTER TABLE invocations ADD COLUMN cache TEXT;
+    ALTER TABLE invocations ADD COLUMN saved_cost_usd REAL;
+"#,
 ];
 
 /// Applies the migrations the database lacks, each in its own transaction

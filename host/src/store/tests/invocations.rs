@@ -7,7 +7,7 @@ use crate::limits::Subject;
 use crate::store::report::fixture::{self, DAY0, DAY1};
 use crate::store::report::{GroupBy, RecordRange, UsageRow};
 use crate::store::{
-    Attempt, GuardOutcome, GuardStage, GuardVerdictKind, Invocation, InvocationFilter,
+    Attempt, CacheStatus, GuardOutcome, GuardStage, GuardVerdictKind, Invocation, InvocationFilter,
     InvocationStatus, Store, TokenUsage, UsageTotals,
 };
 
@@ -50,6 +50,8 @@ pub(in crate::store) fn record(n: usize) -> Invocation {
         )),
         attempts: Vec::new(),
         guards: Vec::new(),
+        cache: None,
+        saved_cost_usd: None,
     }
 }
 
@@ -176,6 +178,8 @@ pub(super) async fn invocations_round_trip_every_field(h: &Harness) {
         response: Some("not json".into()),
         attempts: attempts(),
         guards: guard_outcomes(),
+        cache: Some(CacheStatus::Hit),
+        saved_cost_usd: Some(0.0123),
     };
     let bare = Invocation {
         http_status: 400,
@@ -251,6 +255,21 @@ pub(super) async fn invocations_round_trip_every_field(h: &Harness) {
     assert_eq!(json[0]["changes"]["email"], 2);
     assert_eq!(json[2]["stage"], "response");
     assert_eq!(json[2]["applied"], false);
+    // The cache's columns: its status as text, NULL for a route without a cache.
+    assert_eq!(
+        h.text(&format!(
+            "SELECT cache FROM invocations WHERE id = '{}'",
+            full.id
+        ))
+        .await
+        .as_deref(),
+        Some("hit")
+    );
+    assert_eq!(
+        h.count("SELECT count(*) FROM invocations WHERE cache IS NULL AND saved_cost_usd IS NULL")
+            .await,
+        2
+    );
 
     // Newest first.
     let all = store.list_invocations(&listing(10)).await.unwrap();
@@ -341,6 +360,46 @@ pub(super) async fn guard_outcomes_that_do_not_read_as_such_read_as_none(h: &Har
         let read = store.invocation(&record.id).await.unwrap().unwrap();
         assert!(read.guards.is_empty(), "{value}");
         assert_eq!(read.attempts, record.attempts);
+    }
+}
+
+pub(super) async fn every_cache_status_round_trips_and_an_unknown_one_reads_as_none(h: &Harness) {
+    let store = h.open().await;
+    let records: Vec<Invocation> = [
+        (Some(CacheStatus::Hit), Some(0.0123)),
+        (Some(CacheStatus::Miss), None),
+        (Some(CacheStatus::Skip), None),
+        (None, None),
+    ]
+    .into_iter()
+    .map(|(cache, saved_cost_usd)| Invocation {
+        cache,
+        saved_cost_usd,
+        ..Invocation::begun(Uuid::now_v7(), 1)
+    })
+    .collect();
+    store.insert_invocations(&records).unwrap();
+    for record in &records {
+        assert_eq!(
+            store.invocation(&record.id).await.unwrap().as_ref(),
+            Some(record)
+        );
+    }
+    // What a newer gateway or a hand-written UPDATE put there: the record still reads, its
+    // saved cost kept.
+    let hit = &records[0];
+    for value in ["'HIT'", "'stale'", "''"] {
+        h.execute(&format!(
+            "UPDATE invocations SET cache = {value} WHERE id = '{}'",
+            hit.id
+        ))
+        .await;
+        let read = store.invocation(&hit.id).await.unwrap().unwrap();
+        assert_eq!(
+            (read.cache, read.saved_cost_usd),
+            (None, Some(0.0123)),
+            "{value}"
+        );
     }
 }
 

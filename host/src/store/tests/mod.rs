@@ -56,6 +56,7 @@ on_both_backends! {
     invocations::invocations_round_trip_every_field,
     invocations::attempts_that_do_not_read_as_attempts_read_as_none,
     invocations::guard_outcomes_that_do_not_read_as_such_read_as_none,
+    invocations::every_cache_status_round_trips_and_an_unknown_one_reads_as_none,
     invocations::a_blocked_record_counts_as_a_request_and_an_error_without_tokens,
     invocations::a_record_stored_twice_is_kept_once,
     invocations::batches_are_idempotent,
@@ -75,6 +76,7 @@ on_both_backends! {
     schema::a_v3_database_migrates_to_v4_and_gains_kept_responses,
     schema::a_v4_database_migrates_to_v5_and_its_records_gain_image_and_audio_tokens,
     schema::a_v5_database_migrates_to_v6_and_projects_and_records_gain_guards,
+    schema::a_v6_database_migrates_to_v7_and_its_records_gain_the_cache_columns,
 }
 
 /// Where a case's database is, and what differs between the backends' databases.
@@ -103,6 +105,8 @@ pub(super) enum Before {
     MediaTokens,
     /// Before projects' guards and records' guard outcomes.
     Guards,
+    /// Before records' response cache status and saved cost.
+    Cache,
 }
 
 impl Harness {
@@ -199,11 +203,13 @@ impl Harness {
             (Place::Sqlite { .. }, Before::Responses) => 4,
             (Place::Sqlite { .. }, Before::MediaTokens) => 5,
             (Place::Sqlite { .. }, Before::Guards) => 6,
+            (Place::Sqlite { .. }, Before::Cache) => 7,
             (Place::Postgres(_), Before::Limits) => 1,
             (Place::Postgres(_), Before::Attempts) => 2,
             (Place::Postgres(_), Before::Responses) => 3,
             (Place::Postgres(_), Before::MediaTokens) => 4,
             (Place::Postgres(_), Before::Guards) => 5,
+            (Place::Postgres(_), Before::Cache) => 6,
         }
     }
 
@@ -447,4 +453,75 @@ fn journal_lines_keep_guard_outcomes_and_older_lines_have_none() {
     );
     assert_eq!(shown["guards"][2]["applied"], false);
     assert_eq!(bare.to_json()["guards"], serde_json::json!([]));
+}
+
+/// A journal line keeps how the response cache served the record; a line written before the
+/// cache existed reads as a record served without one.
+#[test]
+fn journal_lines_keep_the_cache_status_and_older_lines_have_none() {
+    let record = Invocation {
+        status: InvocationStatus::Success,
+        cost_usd: Some(0.0),
+        cache: Some(CacheStatus::Hit),
+        saved_cost_usd: Some(0.0123),
+        ..Invocation::begun(Uuid::now_v7(), 1)
+    };
+    let line = serde_json::to_string(&record).unwrap();
+    assert!(
+        line.contains(r#""cache":"hit","saved_cost_usd":0.0123"#),
+        "{line}"
+    );
+    assert_eq!(serde_json::from_str::<Invocation>(&line).unwrap(), record);
+    for status in [CacheStatus::Miss, CacheStatus::Skip] {
+        let record = Invocation {
+            cache: Some(status),
+            ..record.clone()
+        };
+        let line = serde_json::to_string(&record).unwrap();
+        assert!(
+            line.contains(&format!(r#""cache":"{}""#, status.as_str())),
+            "{line}"
+        );
+        assert_eq!(serde_json::from_str::<Invocation>(&line).unwrap(), record);
+    }
+    // A line as a gateway without the cache wrote it.
+    let old_line = format!(
+        r#"{{"id":"{}","project_id":"p","key_prefix":null,"user_id":null,"route":"r","plugin":null,"model":null,"kind":"chat","stream":false,"status":"success","http_status":200,"error":null,"provider_error":null,"usage":null,"cost_usd":0.5,"created_at_ms":1,"duration_ms":2,"request":null,"response":null}}"#,
+        record.id
+    );
+    let old = serde_json::from_str::<Invocation>(&old_line).unwrap();
+    assert_eq!((old.cache, old.saved_cost_usd), (None, None));
+    assert_eq!(old.cost_usd, Some(0.5));
+    // Nor does a record without them write them.
+    let bare = serde_json::to_string(&Invocation::begun(Uuid::now_v7(), 1)).unwrap();
+    assert!(!bare.contains("cache"), "{bare}");
+    // As `GET /invocations/{id}` shows them: null when the route has no cache.
+    let shown = record.to_json();
+    assert_eq!(
+        (&shown["cache"], &shown["savedCost"], &shown["usageCost"]),
+        (
+            &serde_json::json!("hit"),
+            &serde_json::json!(0.0123),
+            &serde_json::json!(0.0)
+        )
+    );
+    let bare = Invocation::begun(Uuid::now_v7(), 1).to_json();
+    assert!(
+        bare["cache"].is_null() && bare["savedCost"].is_null(),
+        "{bare}"
+    );
+}
+
+#[test]
+fn a_cache_status_parses_what_it_writes_and_nothing_else() {
+    for status in [CacheStatus::Hit, CacheStatus::Miss, CacheStatus::Skip] {
+        assert_eq!(CacheStatus::parse(status.as_str()), Some(status));
+        assert_eq!(
+            serde_json::to_value(status).unwrap(),
+            serde_json::json!(status.as_str())
+        );
+    }
+    for text in ["", "HIT", "hit ", "stale"] {
+        assert_eq!(CacheStatus::parse(text), None, "{text:?}");
+    }
 }

@@ -8,8 +8,8 @@ use super::invocations::attempts;
 use super::{Before, Harness};
 use crate::limits::{LimitSet, Subject};
 use crate::store::{
-    Invocation, InvocationStatus, KeyRecord, KeyScope, Migrated, Project, StoredResponse,
-    TokenUsage,
+    CacheStatus, Invocation, InvocationStatus, KeyRecord, KeyScope, Migrated, Project,
+    StoredResponse, TokenUsage,
 };
 
 pub(super) async fn reopening_does_not_rerun_migrations(h: &Harness) {
@@ -249,16 +249,14 @@ pub(super) async fn a_v5_database_migrates_to_v6_and_projects_and_records_gain_g
     .await;
     let store = h.open().await;
     let before = h.version_of(Before::Guards);
-    // The guards were the last migration of both.
     assert_eq!(
         store.migrated(),
         Migrated {
             from: before,
-            to: before + 1
+            to: h.known_version()
         }
     );
-    assert_eq!(h.known_version(), before + 1);
-    assert_eq!(h.schema_version().await, before + 1);
+    assert_eq!(h.schema_version().await, h.known_version());
     // The old project has no guards, its key none either; its limits are kept.
     let project = store.project("p1").await.unwrap().unwrap();
     assert!(project.guards.is_empty());
@@ -292,4 +290,53 @@ pub(super) async fn a_v5_database_migrates_to_v6_and_projects_and_records_gain_g
     let guards = vec!["pii".to_owned(), "words".to_owned()];
     store.set_project_guards("p1", &guards).await.unwrap();
     assert_eq!(store.project("p1").await.unwrap().unwrap().guards, guards);
+}
+
+pub(super) async fn a_v6_database_migrates_to_v7_and_its_records_gain_the_cache_columns(
+    h: &Harness,
+) {
+    h.create_old_schema(Before::Cache).await;
+    h.execute(&format!(
+        "INSERT INTO projects (id, name, created_at) VALUES ('p1', 'old', 5);
+         INSERT INTO invocations (id, project_id, stream, status, http_status, cost_usd,
+            created_at, duration_ms) VALUES ('{OLD_ID}', 'p1', false, 'success', 200, 0.5, 10, 1);"
+    ))
+    .await;
+    let store = h.open().await;
+    let before = h.version_of(Before::Cache);
+    // The cache's columns were the last migration of both.
+    assert_eq!(
+        store.migrated(),
+        Migrated {
+            from: before,
+            to: before + 1
+        }
+    );
+    assert_eq!(h.known_version(), before + 1);
+    assert_eq!(h.schema_version().await, before + 1);
+    // The old record was served without a cache; a new one keeps how it was.
+    let id = Uuid::parse_str(OLD_ID).unwrap();
+    let old = store.invocation(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (old.cache, old.saved_cost_usd, old.cost_usd),
+        (None, None, Some(0.5))
+    );
+    let new = Invocation {
+        project_id: Some("p1".into()),
+        status: InvocationStatus::Success,
+        http_status: 200,
+        cost_usd: Some(0.0),
+        cache: Some(CacheStatus::Hit),
+        saved_cost_usd: Some(0.0123),
+        ..Invocation::begun(Uuid::now_v7(), 20)
+    };
+    store
+        .insert_invocations(std::slice::from_ref(&new))
+        .unwrap();
+    assert_eq!(store.invocation(&new.id).await.unwrap(), Some(new));
+    // A hit costs nothing: the project's spend is still the old record's.
+    assert_eq!(
+        store.spent_since(&Subject::Project("p1"), 0).await.unwrap(),
+        0.5
+    );
 }

@@ -1,0 +1,335 @@
+//! The cache step, on routes with `cache_ttl_secs`: a request the route answered before is
+//! answered again from the response cache ([`crate::cache`]) without a plugin call, in the
+//! caller's surface and mode (a stream as the frames a live answer makes); a successful,
+//! complete answer of a request that missed is stored for the next one.
+//!
+//! A hit still goes through the request's guards (the answer was cached as the provider gave
+//! it, before its guards judged it), counts against requests-per-minute limits but not
+//! tokens-per-minute or budgets, and is recorded with `cache: "hit"`, cost 0 and what it
+//! saved. The caller steers it with `x-gateway-cache` or `Cache-Control`: `no-cache` skips
+//! the lookup and stores the new answer, `no-store` neither reads nor writes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::HeaderMap;
+use hyper::header::{CACHE_CONTROL, HeaderValue};
+
+use super::call::Served;
+use super::quota::Quota;
+use super::record::Draft;
+use super::{Answered, Ask, CompletionCodec, EmbeddingCodec, Envelope, Kind, Metered, Reply};
+use crate::cache::{Answer, CacheKey, Entry, Question, Scope};
+use crate::config::CacheScope;
+use crate::error::ApiError;
+use crate::plugins::types;
+use crate::routing::{Chain, Route};
+use crate::state::AppState;
+use crate::store::{CacheStatus, KeyRecord, TokenUsage};
+
+/// The request and response header of the cache: the caller's wish (`no-cache`,
+/// `no-store`), and how the answer was served (`hit`, `miss`, `skip`).
+pub const CACHE_HEADER: &str = "x-gateway-cache";
+
+/// What the caller asked of the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Directive {
+    /// Read, and store what misses.
+    Use,
+    /// `no-cache`: do not read; store the new answer.
+    Refresh,
+    /// `no-store`: neither read nor store.
+    Bypass,
+}
+
+/// The caller's directive: `x-gateway-cache` (one value, or 400), else `Cache-Control`'s
+/// `no-store` or `no-cache` among its directives (the others are not the gateway's).
+fn directive(headers: &HeaderMap) -> Result<Directive, ApiError> {
+    if let Some(value) = headers.get(CACHE_HEADER) {
+        let value = value.to_str().unwrap_or_default().trim();
+        return if value.eq_ignore_ascii_case("no-store") {
+            Ok(Directive::Bypass)
+        } else if value.eq_ignore_ascii_case("no-cache") {
+            Ok(Directive::Refresh)
+        } else {
+            Err(ApiError::BadRequest(format!(
+                "{CACHE_HEADER}: must be no-cache or no-store, not {value:?}"
+            )))
+        };
+    }
+    let mut wish = Directive::Use;
+    for value in headers.get_all(CACHE_CONTROL) {
+        let Ok(value) = value.to_str() else { continue };
+        for part in value.split(',').map(str::trim) {
+            if part.eq_ignore_ascii_case("no-store") {
+                return Ok(Directive::Bypass);
+            }
+            if part.eq_ignore_ascii_case("no-cache") {
+                wish = Directive::Refresh;
+            }
+        }
+    }
+    Ok(wish)
+}
+
+/// A request to a route that caches: its key, and what becomes of its answer.
+pub(super) struct Caching {
+    key: CacheKey,
+    ttl: Duration,
+    directive: Directive,
+}
+
+impl Caching {
+    /// The request's caching, if its route caches (`None` costs nothing more).
+    pub fn of<C, E>(
+        route: &Route,
+        headers: &HeaderMap,
+        project: &str,
+        model: &str,
+        ask: &Ask<C, E>,
+        params: &str,
+    ) -> Result<Option<Caching>, ApiError> {
+        let Some(ttl) = route.config.cache_ttl() else {
+            return Ok(None);
+        };
+        let directive = directive(headers)?;
+        let scope = match route.config.cache_scope {
+            CacheScope::Project => Scope::Project(project),
+            CacheScope::Route => Scope::Route,
+        };
+        let question = match ask {
+            Ask::Complete {
+                prompt,
+                functions,
+                function_choice,
+                reasoning,
+                ..
+            } => Question::Complete {
+                prompt,
+                functions,
+                function_choice: function_choice.as_ref(),
+                reasoning: reasoning.as_ref(),
+            },
+            Ask::Embed { input, .. } => Question::Embed { input },
+        };
+        let key = crate::cache::key(scope, &route.id, model, question, params);
+        Ok(Some(Caching {
+            key,
+            ttl,
+            directive,
+        }))
+    }
+
+    /// The cached answer of this request, when the caller lets it be read; notes in the
+    /// record how the cache served it.
+    pub async fn lookup(&self, state: &AppState, draft: &mut Draft, kind: Kind) -> Option<Hit> {
+        if self.directive != Directive::Use {
+            draft.cache(CacheStatus::Skip, None);
+            return None;
+        }
+        let entry = state.cache.get(&self.key).await;
+        // The kind is part of the key; an entry of another is another version's mistake.
+        match entry.filter(|entry| is_embeddings(&entry.answer) == (kind == Kind::Embeddings)) {
+            Some(entry) => {
+                draft.cache(CacheStatus::Hit, entry.cost_usd);
+                Some(Hit(entry))
+            }
+            None => {
+                draft.cache(CacheStatus::Miss, None);
+                None
+            }
+        }
+    }
+
+    /// Stores a successful, complete answer (`cost_usd`: what it cost), unless the caller
+    /// said `no-store`. Awaited before the answer goes out, so that the caller's next
+    /// request finds it.
+    pub async fn store(&self, state: &AppState, answer: Answer, cost_usd: Option<f64>) {
+        if self.directive == Directive::Bypass {
+            return;
+        }
+        let entry = Entry { answer, cost_usd };
+        state.cache.put(self.key, entry, self.ttl).await;
+    }
+}
+
+fn is_embeddings(answer: &Answer) -> bool {
+    matches!(answer, Answer::Embeddings(_))
+}
+
+/// The answer's `x-gateway-cache` header.
+pub(super) fn set_header(status: CacheStatus, headers: &mut HeaderMap) {
+    headers.insert(CACHE_HEADER, HeaderValue::from_static(status.as_str()));
+}
+
+/// A cached answer found for the request.
+pub(super) struct Hit(Arc<Entry>);
+
+/// What a hit is answered with besides its entry: the request as the flow has it.
+pub(super) struct Asked<'a, C, E> {
+    pub key: KeyRecord,
+    pub route: &'a Route,
+    pub kind: Kind,
+    pub model: &'a str,
+    pub chain: Chain,
+    pub ask: Ask<C, E>,
+    pub params: &'a str,
+    pub stream: bool,
+}
+
+impl Hit {
+    /// Answers the request from the cache (see the module's description).
+    pub async fn answer<C: CompletionCodec, E: EmbeddingCodec>(
+        self,
+        state: &AppState,
+        draft: &mut Draft,
+        asked: Asked<'_, C, E>,
+    ) -> Result<Reply, ApiError> {
+        let Asked {
+            key,
+            route,
+            kind,
+            model,
+            chain,
+            ask,
+            params,
+            stream,
+        } = asked;
+        let project = key.project_id.clone();
+        let quota = Quota::admit_cached(state, key).await?;
+        let mut limits = HeaderMap::new();
+        quota.set_headers(&mut limits);
+        let answered = Answered {
+            served: Served {
+                route: route.header.clone(),
+                target: None,
+            },
+            limits,
+        };
+        let id = draft.id().to_string();
+        let envelope = Envelope {
+            invocation_id: &id,
+            project_id: &project,
+            kind,
+            model,
+        };
+        match (ask, &self.0.answer) {
+            (
+                Ask::Complete {
+                    prompt,
+                    functions,
+                    codec,
+                    ..
+                },
+                Answer::Completion(completion),
+            ) => {
+                let mut guarded = None;
+                if !chain.is_empty() {
+                    let input = types::GuardInput::Prompt(prompt);
+                    let (_, checked) = super::guard::check_request(
+                        state, draft, chain, &route.id, model, input, &functions, params,
+                    )
+                    .await?;
+                    guarded = Some(checked);
+                }
+                let usage = completion.usage.as_ref().map(TokenUsage::from);
+                draft.usage(usage, Some(0.0));
+                let mut completion = completion.clone();
+                if let Some(guarded) = &mut guarded {
+                    completion = guarded.check_answer(state, draft, completion).await?;
+                }
+                let usage = usage.as_ref().map(|usage| Metered {
+                    usage,
+                    cost_usd: Some(0.0),
+                });
+                let whole = super::Whole {
+                    codec,
+                    envelope,
+                    completion,
+                    usage,
+                    stream,
+                };
+                Ok(whole.reply(state, draft, answered).await)
+            }
+            (Ask::Embed { input, codec }, Answer::Embeddings(embeddings)) => {
+                if !chain.is_empty() {
+                    let input = types::GuardInput::Embedding(input);
+                    super::guard::check_request(
+                        state,
+                        draft,
+                        chain,
+                        &route.id,
+                        model,
+                        input,
+                        &[],
+                        params,
+                    )
+                    .await?;
+                }
+                let usage = embeddings.usage.as_ref().map(TokenUsage::from);
+                draft.usage(usage, Some(0.0));
+                let usage = usage.as_ref().map(|usage| Metered {
+                    usage,
+                    cost_usd: Some(0.0),
+                });
+                let text = codec.embeddings(&envelope, &embeddings.vectors, usage);
+                Ok(Reply::Json(text, answered))
+            }
+            _ => Err(ApiError::Internal(
+                "a cached answer of another kind than its request".into(),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(
+                hyper::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        headers
+    }
+
+    #[test]
+    fn the_caller_steers_the_cache_by_either_header() {
+        let of = |pairs: &[(&str, &str)]| directive(&headers(pairs)).ok();
+        assert_eq!(of(&[]), Some(Directive::Use));
+        assert_eq!(
+            of(&[("x-gateway-cache", "no-cache")]),
+            Some(Directive::Refresh)
+        );
+        assert_eq!(
+            of(&[("x-gateway-cache", "No-Store")]),
+            Some(Directive::Bypass)
+        );
+        assert_eq!(of(&[("x-gateway-cache", "sometimes")]), None);
+        assert_eq!(
+            of(&[("cache-control", "no-cache")]),
+            Some(Directive::Refresh)
+        );
+        assert_eq!(
+            of(&[("cache-control", "max-age=0, no-store")]),
+            Some(Directive::Bypass)
+        );
+        assert_eq!(
+            of(&[("cache-control", "no-cache"), ("cache-control", "no-store")]),
+            Some(Directive::Bypass)
+        );
+        assert_eq!(of(&[("cache-control", "max-age=60")]), Some(Directive::Use));
+        // The gateway's own header decides when both are sent.
+        assert_eq!(
+            of(&[
+                ("x-gateway-cache", "no-cache"),
+                ("cache-control", "no-store")
+            ]),
+            Some(Directive::Refresh)
+        );
+    }
+}
