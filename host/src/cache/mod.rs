@@ -61,7 +61,10 @@ impl ResponseCache {
         if let Some(shared) = &self.shared
             && shared.link.available()
         {
-            match shared.get(key).await {
+            // Boxed here and below: a Redis call's future (connecting included) is large; boxed,
+            // it takes a pointer's room in every request's future, which is copied as it
+            // starts, whether the route caches or not.
+            match Box::pin(shared.get(key)).await {
                 Ok(found) => {
                     shared.link.answered();
                     return found.map(Arc::new);
@@ -78,7 +81,7 @@ impl ResponseCache {
             && shared.link.available()
         {
             match serde_json::to_vec(&entry) {
-                Ok(json) => match shared.put(&key, &json, ttl).await {
+                Ok(json) => match Box::pin(shared.put(&key, &json, ttl)).await {
                     Ok(()) => {
                         shared.link.answered();
                         return;

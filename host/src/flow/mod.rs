@@ -509,7 +509,10 @@ async fn flow<S: Surface>(
             params: &target.params,
             stream,
         };
-        return hit.answer(state, draft, asked).await;
+        // Boxed: inline, its state (the guards' checks, the answer's rendering) enlarges every
+        // request's future, which is copied as it starts (callgrind: ~5k instructions of
+        // memcpy on each request, cached or not).
+        return Box::pin(hit.answer(state, draft, asked)).await;
     }
     // Last before the call: a request refused for anything else takes nothing from its limits.
     let project = key.project_id.clone();
