@@ -10,7 +10,6 @@
 //!   One warning is logged per outage and one info line when Redis is back.
 
 use std::cell::RefCell;
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -20,6 +19,8 @@ use redis::{AsyncConnectionConfig, RedisError, RedisResult};
 
 /// How long Redis may take to connect or answer before the caller falls back.
 pub const TIMEOUT: Duration = Duration::from_millis(250);
+/// The bound on a whole call (the connection's own timeouts apply per step).
+pub const CALL_TIMEOUT: Duration = Duration::from_millis(500);
 /// How long after a failure Redis is left alone.
 const BACKOFF_US: i64 = 1_000_000;
 
@@ -140,16 +141,17 @@ impl RedisLink {
         std::ptr::eq(cached.owner.as_ptr(), Arc::as_ptr(&self.alive))
     }
 
-    /// `call` (connecting included) within twice [`TIMEOUT`]: the connection's own timeouts
-    /// apply per step, this bounds the whole.
-    pub async fn timed<T>(call: impl Future<Output = RedisResult<T>>) -> RedisResult<T> {
-        match tokio::time::timeout(TIMEOUT * 2, call).await {
-            Ok(answer) => answer,
-            Err(_) => Err(RedisError::from(std::io::Error::new(
+    /// A call's whole answer, connecting included, as `tokio::time::timeout(CALL_TIMEOUT, call)`
+    /// gave it: a call over the time is a Redis error. Not an `async fn` taking the call: its
+    /// future would hold the call's twice (the argument, then the awaited timeout), and the
+    /// limits' calls are part of every request's future.
+    pub fn timed<T>(answer: Result<RedisResult<T>, tokio::time::error::Elapsed>) -> RedisResult<T> {
+        answer.unwrap_or_else(|_| {
+            Err(RedisError::from(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
                 "redis call timed out",
-            ))),
-        }
+            )))
+        })
     }
 
     /// Counts a failed call, drops this thread's connection (the next try makes a new one)

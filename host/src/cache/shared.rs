@@ -7,7 +7,7 @@ use std::time::Duration;
 use redis::RedisResult;
 
 use super::{CacheKey, Entry};
-use crate::redis_link::RedisLink;
+use crate::redis_link::{CALL_TIMEOUT, RedisLink};
 
 pub(super) struct Shared {
     pub link: RedisLink,
@@ -30,18 +30,19 @@ impl Shared {
     /// is none.
     pub async fn get(&self, key: &CacheKey) -> RedisResult<Option<Entry>> {
         let name = self.name(key);
-        let found: Option<Vec<u8>> = RedisLink::timed(async {
+        let call = async {
             let mut conn = self.link.connection().await?;
             redis::cmd("GET").arg(&name).query_async(&mut conn).await
-        })
-        .await?;
+        };
+        let found: Option<Vec<u8>> =
+            RedisLink::timed(tokio::time::timeout(CALL_TIMEOUT, call).await)?;
         Ok(found.and_then(|json| serde_json::from_slice(&json).ok()))
     }
 
     pub async fn put(&self, key: &CacheKey, json: &[u8], ttl: Duration) -> RedisResult<()> {
         let name = self.name(key);
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
-        RedisLink::timed(async {
+        let call = async {
             let mut conn = self.link.connection().await?;
             redis::cmd("SET")
                 .arg(&name)
@@ -50,7 +51,7 @@ impl Shared {
                 .arg(ttl_ms)
                 .query_async::<()>(&mut conn)
                 .await
-        })
-        .await
+        };
+        RedisLink::timed(tokio::time::timeout(CALL_TIMEOUT, call).await)
     }
 }

@@ -28,7 +28,7 @@ use super::{
     Admitted, Estimate, Item, Limit, LimitsError, Refused, Reservation, SpendSource, Verdict,
     conclude, spendable,
 };
-use crate::redis_link::RedisLink;
+use crate::redis_link::{CALL_TIMEOUT, RedisLink};
 
 /// Shared by the scripts: the rate clock in units (see `gcra.rs`) and the
 /// budget periods (see `budget.rs`), in Lua 5.1, where numbers are doubles:
@@ -310,7 +310,7 @@ impl RedisBackend {
         };
         // Bounds the whole: connect, then EVALSHA, then SCRIPT LOAD and EVALSHA after a
         // NOSCRIPT.
-        RedisLink::timed(answer).await
+        RedisLink::timed(tokio::time::timeout(CALL_TIMEOUT, answer).await)
     }
 
     fn failed(&self, e: &RedisError) {
