@@ -51,9 +51,33 @@ pub fn hex(digest: &[u8]) -> String {
     hex
 }
 
+/// What lowercase or uppercase hex `text` stands for; `None` for anything else (an odd length,
+/// another character).
+pub fn unhex(text: &str) -> Option<Vec<u8>> {
+    let digit = |byte: u8| char::from(byte).to_digit(16);
+    let bytes = text.as_bytes();
+    if !bytes.len().is_multiple_of(2) {
+        return None;
+    }
+    bytes
+        .chunks_exact(2)
+        .map(|pair| Some((digit(pair[0])? * 16 + digit(pair[1])?) as u8))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hex_reads_back_and_refuses_what_is_not_hex() {
+        let bytes = [0u8, 1, 0xab, 0xff];
+        assert_eq!(unhex(&hex(&bytes)), Some(bytes.to_vec()));
+        assert_eq!(unhex("ABff"), Some(vec![0xab, 0xff]));
+        for bad in ["a", "zz", "0g", "+1"] {
+            assert_eq!(unhex(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn decoded_lengths_are_known_before_decoding() {

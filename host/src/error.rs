@@ -46,6 +46,11 @@ pub enum ApiError {
     Conflict(String),
     #[error("admin endpoints need the config's admin_token as a Bearer token")]
     AdminUnauthorized,
+    #[error("wrong admin token")]
+    WrongAdminToken,
+    /// A change asked with the console's session cookie but without its CSRF token.
+    #[error("a change from the admin console needs the session's x-csrf-token header")]
+    CsrfRefused,
     #[error("GET /metrics needs the config's metrics_token as a Bearer token")]
     MetricsUnauthorized,
     #[error("this API key does not belong to project {0}")]
@@ -140,8 +145,11 @@ impl ApiError {
             | ApiError::InvalidKey
             | ApiError::KeyExpired(_)
             | ApiError::AdminUnauthorized
+            | ApiError::WrongAdminToken
             | ApiError::MetricsUnauthorized => StatusCode::UNAUTHORIZED,
-            ApiError::WrongProject(_) | ApiError::OutOfScope(_) => StatusCode::FORBIDDEN,
+            ApiError::WrongProject(_) | ApiError::OutOfScope(_) | ApiError::CsrfRefused => {
+                StatusCode::FORBIDDEN
+            }
             ApiError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::UnknownRoute(_) | ApiError::UnknownModel(_) | ApiError::NotFound(_) => {
@@ -295,6 +303,8 @@ impl ApiError {
             | ApiError::KeyExpired(_)
             | ApiError::RateLimited(_)
             | ApiError::AdminUnauthorized
+            | ApiError::WrongAdminToken
+            | ApiError::CsrfRefused
             | ApiError::MetricsUnauthorized
             | ApiError::MethodNotAllowed(_)
             | ApiError::Busy(_)

@@ -83,12 +83,24 @@ fn set_invocation_header(headers: &mut HeaderMap, id: &Uuid) {
 
 /// A Server-Sent Events response whose frames arrive through `frames`.
 pub fn sse_response(frames: mpsc::Receiver<Bytes>, id: &Uuid) -> Response<Body> {
-    let mut response = Response::new(ChannelBody { frames }.boxed());
+    let mut response = channel_response(frames, "text/event-stream", id);
     let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     // Reverse proxies (nginx) would otherwise buffer the stream.
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+/// A 200 response of `content_type` whose body arrives through `chunks`, as they are made;
+/// it ends when the sender is dropped.
+pub fn channel_response(
+    chunks: mpsc::Receiver<Bytes>,
+    content_type: &'static str,
+    id: &Uuid,
+) -> Response<Body> {
+    let mut response = Response::new(ChannelBody { frames: chunks }.boxed());
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     set_invocation_header(headers, id);
     response
 }

@@ -303,49 +303,64 @@ pub async fn export(
     store: &Store,
     range: &RecordRange,
     format: ExportFormat,
-    out: impl Write,
+    mut out: impl Write,
 ) -> Result<u64, ReportError> {
+    let count = export_pages(store, range, format, |chunk| {
+        std::future::ready(out.write_all(&chunk))
+    })
+    .await?;
+    out.flush()?;
+    Ok(count)
+}
+
+/// The records of `range` in `format`, oldest first, handed to `sink` a page's lines at a time
+/// (the CSV header with the first): a sink that sends them on (an HTTP body) holds no more than
+/// a page. Returns how many records there were; stops at the sink's first error.
+pub async fn export_pages<Sent>(
+    store: &Store,
+    range: &RecordRange,
+    format: ExportFormat,
+    mut sink: impl FnMut(Vec<u8>) -> Sent,
+) -> Result<u64, ReportError>
+where
+    Sent: std::future::Future<Output = std::io::Result<()>>,
+{
     let bodies = format == ExportFormat::Jsonl;
-    let mut csv = None;
-    let mut lines = None;
-    match format {
-        ExportFormat::Csv => {
-            let mut writer = csv::Writer::from_writer(out);
-            writer.write_record(CSV_HEADER)?;
-            csv = Some(writer);
-        }
-        ExportFormat::Jsonl => lines = Some(std::io::BufWriter::new(out)),
-    }
     let mut count = 0;
     let mut after = None;
     loop {
         let page = store
             .invocations_page(range, after.as_ref(), bodies, EXPORT_PAGE)
             .await?;
-        for record in &page.records {
-            if let Some(writer) = &mut csv {
-                writer.write_record(csv_record(record))?;
-            }
-            if let Some(lines) = &mut lines {
-                let mut json = record.to_json();
-                if let Some(object) = json.as_object_mut() {
-                    object.insert("keyPrefix".to_owned(), record.key_prefix.clone().into());
+        let mut chunk = Vec::new();
+        match format {
+            ExportFormat::Csv => {
+                let mut writer = csv::Writer::from_writer(&mut chunk);
+                if after.is_none() {
+                    writer.write_record(CSV_HEADER)?;
                 }
-                serde_json::to_writer(&mut *lines, &json).map_err(std::io::Error::from)?;
-                lines.write_all(b"\n")?;
+                for record in &page.records {
+                    writer.write_record(csv_record(record))?;
+                }
+                writer.flush()?;
             }
-            count += 1;
+            ExportFormat::Jsonl => {
+                for record in &page.records {
+                    let mut json = record.to_json();
+                    if let Some(object) = json.as_object_mut() {
+                        object.insert("keyPrefix".to_owned(), record.key_prefix.clone().into());
+                    }
+                    serde_json::to_writer(&mut chunk, &json).map_err(std::io::Error::from)?;
+                    chunk.push(b'\n');
+                }
+            }
         }
+        count += page.records.len() as u64;
+        sink(chunk).await?;
         match page.next {
             Some(next) => after = Some(next),
             None => break,
         }
-    }
-    if let Some(mut writer) = csv {
-        writer.flush()?;
-    }
-    if let Some(mut lines) = lines {
-        lines.flush()?;
     }
     Ok(count)
 }
@@ -418,6 +433,7 @@ mod tests {
             project_id: Some("p".into()),
             since_ms: Some(1_777_593_600_000),
             until_ms: None,
+            ..RecordRange::default()
         };
         let by = [GroupBy::Model, GroupBy::Key];
         let rows = [row(vec![Some("m"), None])];

@@ -520,7 +520,11 @@ fn wrong_methods_and_unknown_paths() {
     let prefix = &gw.key[..16];
     for (method, path, allowed) in [
         ("DELETE", "/admin/projects".to_owned(), "GET, POST"),
-        ("GET", format!("/admin/projects/{project}/keys"), "POST"),
+        (
+            "PUT",
+            format!("/admin/projects/{project}/keys"),
+            "GET, POST",
+        ),
         ("POST", format!("/admin/projects/{project}/limits"), "PUT"),
         ("GET", format!("/admin/keys/{prefix}/limits"), "PUT"),
         ("GET", format!("/admin/keys/{prefix}"), "DELETE"),

@@ -18,6 +18,7 @@ mod bedrock;
 mod cache;
 mod clients;
 mod config;
+mod console;
 mod cost;
 mod gemini;
 mod guards;

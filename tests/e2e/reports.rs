@@ -720,7 +720,7 @@ fn bad_dates_empty_ranges_and_unknown_projects_are_refused_naming_the_flag() {
         (&["usage", "--since", "yesterday"][..], "--since"),
         (&["usage", "--until", "2026-02-30"], "--until"),
         (&["usage", "--since", "2026-05-01T25:00:00Z"], "--since"),
-        (&["usage", "--by", "hour"], "--by"),
+        (&["usage", "--by", "minute"], "--by"),
         (&["invocations", "export", "--since", "soon"], "--since"),
         (
             &[

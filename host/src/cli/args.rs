@@ -312,6 +312,8 @@ impl UsageArgs {
 pub(super) enum ByArg {
     /// The UTC date of the record's creation.
     Day,
+    /// The UTC hour of the record's creation (its start, RFC 3339).
+    Hour,
     Model,
     /// The route id.
     Route,
@@ -326,6 +328,7 @@ impl ByArg {
     pub(super) fn group(self) -> GroupBy {
         match self {
             ByArg::Day => GroupBy::Day,
+            ByArg::Hour => GroupBy::Hour,
             ByArg::Model => GroupBy::Model,
             ByArg::Route => GroupBy::Route,
             ByArg::User => GroupBy::User,

@@ -65,5 +65,6 @@ async fn record_range(
         project_id,
         since_ms,
         until_ms,
+        ..RecordRange::default()
     })
 }

@@ -145,6 +145,11 @@ pub struct Config {
     /// Bearer token for the `/admin/...` endpoints; without one they answer 401.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_token: Option<String>,
+    /// Whether `/ui` serves the admin console (only where `admin_token` is set: it signs in
+    /// with it).
+    pub console: bool,
+    /// How long a console session lasts after signing in.
+    pub console_session_secs: Positive<NonZeroU64>,
     /// Whether requests are counted for `GET /metrics` (false: nothing is recorded and
     /// `/metrics` answers 404). Read at start.
     pub metrics: bool,
@@ -299,6 +304,9 @@ const REQUEST_TIMEOUT_SECS: Positive<NonZeroU64> =
     Positive::new(NonZeroU64::new(120).expect("not zero"));
 const REQUEST_READ_TIMEOUT_SECS: Positive<NonZeroU64> =
     Positive::new(NonZeroU64::new(30).expect("not zero"));
+/// Twelve hours: a working day, signed in once.
+const CONSOLE_SESSION_SECS: Positive<NonZeroU64> =
+    Positive::new(NonZeroU64::new(12 * 3600).expect("not zero"));
 const CLIENT_IDLE_TIMEOUT_SECS: Positive<NonZeroU64> =
     Positive::new(NonZeroU64::new(60).expect("not zero"));
 const MAX_CONNECTIONS: Positive<NonZeroUsize> =
@@ -324,6 +332,8 @@ impl Default for Config {
             redis_url: None,
             redis_key_prefix: "gateway:".to_owned(),
             admin_token: None,
+            console: true,
+            console_session_secs: CONSOLE_SESSION_SECS,
             metrics: true,
             metrics_token: None,
             metrics_listen: None,

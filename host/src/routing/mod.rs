@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use guards::{Chain, Guard, GuardError, Guards};
-pub use target::{Pick, Target, Tried, random_u64};
+pub use target::{MASK, Pick, Target, TargetView, Tried, random_u64};
 
 use crate::config::{Config, RouteConfig, TargetConfig};
 use crate::error::ApiError;
@@ -103,6 +103,11 @@ impl Routes {
     /// Every guard of the config.
     pub fn guards(&self) -> &Guards {
         &self.guards
+    }
+
+    /// Every route, by id.
+    pub fn all(&self) -> impl Iterator<Item = &Arc<Route>> {
+        self.routes.values()
     }
 
     pub fn get(&self, id: &str) -> Result<Arc<Route>, ApiError> {
@@ -294,6 +299,21 @@ impl Route {
                     .as_ref()
                     .is_none_or(|_| target.health.in_rotation(now, self.timeout))
         })
+    }
+
+    /// Its targets as the admin console shows them, ejection state included.
+    pub fn target_views(&self) -> Vec<TargetView> {
+        let now = Instant::now();
+        self.targets
+            .iter()
+            .map(|target| {
+                let out = self
+                    .ejection
+                    .as_ref()
+                    .and_then(|_| target.out_for(now, self.timeout));
+                target.view(out)
+            })
+            .collect()
     }
 
     /// What became of a try on `target`: `Some(true)` it answered, `Some(false)` it failed

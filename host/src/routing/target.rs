@@ -60,6 +60,22 @@ impl Target {
         &self.base_url
     }
 
+    /// The target as operators see it (the admin console): `ejected_for` how long it stays out
+    /// of rotation, where its route ejects and it is out.
+    pub(super) fn view(&self, ejected_for: Option<Duration>) -> TargetView {
+        TargetView {
+            base_url: self.base_url.clone(),
+            weight: self.weight,
+            ejected_for,
+            settings: masked_settings(&self.settings, self.secret_values()),
+        }
+    }
+
+    /// How long the target stays out of rotation: `None` when it is in.
+    pub(super) fn out_for(&self, now: Instant, probe_limit: Duration) -> Option<Duration> {
+        Some(self.health.back_in(now, probe_limit)).filter(|left| !left.is_zero())
+    }
+
     /// The gateway's own provider key for this target, if it has one.
     pub fn configured_key(&self) -> Option<&str> {
         self.configured_key.as_deref()
@@ -117,6 +133,45 @@ pub enum Pick {
 pub(super) struct Ejection {
     pub after: u32,
     pub out_for: Duration,
+}
+
+/// A target as the admin console shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetView {
+    pub base_url: String,
+    pub weight: u32,
+    /// How long it stays out of rotation, when ejected.
+    pub ejected_for: Option<Duration>,
+    /// The plugin's settings, secrets masked.
+    pub settings: serde_json::Map<String, serde_json::Value>,
+}
+
+/// What a setting's value is shown as when it may be a secret.
+pub const MASK: &str = "••••";
+
+/// `settings` (the plugin's JSON object) with every value that may be a secret replaced by
+/// [`MASK`]: one whose name says key, secret, token, password or credential (but not the name
+/// of the environment variable a `NAME_env` setting points at), and one equal to a secret
+/// the gateway read for it.
+fn masked_settings<'a>(
+    settings: &str,
+    secrets: impl Iterator<Item = &'a str>,
+) -> serde_json::Map<String, serde_json::Value> {
+    let secrets: Vec<&str> = secrets.collect();
+    let mut object: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(settings).unwrap_or_default();
+    for (name, value) in object.iter_mut() {
+        let lower = name.to_ascii_lowercase();
+        let names_variable = lower.ends_with("_env");
+        let secret_name = ["key", "secret", "token", "password", "credential"]
+            .iter()
+            .any(|word| lower.contains(word));
+        let secret_value = value.as_str().is_some_and(|text| secrets.contains(&text));
+        if secret_value || (secret_name && !names_variable) {
+            *value = serde_json::Value::String(MASK.to_owned());
+        }
+    }
+    object
 }
 
 /// Whether a target is in rotation. A mutex: it is taken only on routes that eject, for a few
@@ -392,5 +447,21 @@ mod tests {
             pick(&[&a], Some(&ejection), Instant::now(), limit),
             Pick::Target(0)
         );
+    }
+
+    #[test]
+    fn settings_that_may_be_secrets_are_masked() {
+        let settings = r#"{"api_key_header": "api-key", "access_key_env": "AWS_KEY",
+            "region": "eu-west-1", "session_token": "abc", "project": "read-secret"}"#;
+        let masked = masked_settings(settings, ["read-secret"].into_iter());
+        assert_eq!(masked["api_key_header"], MASK, "a name with key in it");
+        assert_eq!(
+            masked["access_key_env"], "AWS_KEY",
+            "a variable's name is no secret"
+        );
+        assert_eq!(masked["region"], "eu-west-1");
+        assert_eq!(masked["session_token"], MASK);
+        assert_eq!(masked["project"], MASK, "a secret the gateway read");
+        assert!(masked_settings("not json", std::iter::empty()).is_empty());
     }
 }

@@ -6,7 +6,9 @@
 pub mod admin;
 pub mod app;
 mod connection;
+mod console;
 mod invocations;
+mod session;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -385,14 +387,11 @@ async fn dispatch(state: Arc<AppState>, request: Request<Incoming>) -> Response<
             (&Method::GET, "/metrics") => metrics(&state, &request, &id),
             (&Method::GET, "/admin/plugins") => admin::plugins(state, request, &id),
             (&Method::GET, "/admin/config") => admin::config(state, request, &id),
-            // Projects, keys, limits, usage: admin.rs answers every method (405s included).
-            (_, p)
-                if p == "/admin/projects"
-                    || p.starts_with("/admin/projects/")
-                    || p.starts_with("/admin/keys/") =>
-            {
-                admin::manage(state, request, &id).await
-            }
+            // Projects, keys, limits, usage, records, routes: `admin` answers every method
+            // (405s included). Boxed, as the console's: the operators' endpoints add nothing
+            // to the size of every model request's future.
+            (_, p) if admin::manages(p) => Box::pin(admin::manage(state, request, &id)).await,
+            (_, p) if console::serves(p) => Box::pin(console::serve(state, request, &id)).await,
             (&Method::GET, p) if p.starts_with("/invocations/") => {
                 let invocation_id = &p["/invocations/".len()..];
                 invocations::get(state, request, invocation_id, id).await

@@ -33,7 +33,7 @@ use uuid::Uuid;
 
 use crate::clock::format_time_ms;
 use crate::limits::{LimitSet, Subject};
-use report::{Cursor, GroupBy, Page, RecordRange, UsageRow};
+use report::{Cursor, GroupBy, Order, Page, RecordRange, UsageRow};
 pub use writer::InvocationLog;
 
 #[derive(Debug, thiserror::Error)]
@@ -128,6 +128,17 @@ pub struct KeyRecord {
     /// top-level and the route's. Shared, not copied: the flow reads them on every request
     /// and a cache hit clones the record.
     pub project_guards: Arc<[String]>,
+}
+
+/// A key as operators see it: never the key itself (only its hash is stored).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyInfo {
+    pub prefix: String,
+    /// Unix ms.
+    pub created_at_ms: i64,
+    pub revoked_at_ms: Option<i64>,
+    pub limits: LimitSet,
+    pub scope: KeyScope,
 }
 
 /// What a key may be used for. Empty `routes` and `models`: every route and
@@ -323,6 +334,14 @@ pub enum InvocationStatus {
 }
 
 impl InvocationStatus {
+    pub const ALL: [InvocationStatus; 5] = [
+        InvocationStatus::Success,
+        InvocationStatus::Error,
+        InvocationStatus::Cancelled,
+        InvocationStatus::RateLimited,
+        InvocationStatus::Blocked,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             InvocationStatus::Success => "success",
@@ -810,6 +829,14 @@ impl Store {
         }
     }
 
+    /// The keys of `project_id`, revoked ones too, newest first.
+    pub async fn project_keys(&self, project_id: &str) -> Result<Vec<KeyInfo>, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.project_keys(project_id),
+            Backend::Postgres(db) => db.project_keys(project_id).await,
+        }
+    }
+
     /// Creates a key for `project_id` and returns it; only its hash is stored.
     pub async fn create_key(&self, project_id: &str, spec: &KeySpec) -> Result<String, StoreError> {
         spec.check()?;
@@ -962,12 +989,41 @@ impl Store {
         bodies: bool,
         limit: u32,
     ) -> Result<Page, StoreError> {
+        self.page(range, after, Order::OldestFirst, bodies, limit)
+            .await
+    }
+
+    /// At most `limit` records of `range` without their bodies, newest first (by
+    /// `created_at`, then id), older than `before` (from the newest when `None`): the admin
+    /// console's list, a page at a time.
+    pub async fn recent_invocations(
+        &self,
+        range: &RecordRange,
+        before: Option<&Cursor>,
+        limit: u32,
+    ) -> Result<Page, StoreError> {
+        self.page(range, before, Order::NewestFirst, false, limit)
+            .await
+    }
+
+    async fn page(
+        &self,
+        range: &RecordRange,
+        after: Option<&Cursor>,
+        order: Order,
+        bodies: bool,
+        limit: u32,
+    ) -> Result<Page, StoreError> {
         match &self.backend {
             Backend::Sqlite(db) => {
                 let (db, range, after) = (db.clone(), range.clone(), after.cloned());
-                blocking(move || db.invocations_page(&range, after.as_ref(), bodies, limit)).await
+                blocking(move || db.invocations_page(&range, after.as_ref(), order, bodies, limit))
+                    .await
             }
-            Backend::Postgres(db) => db.invocations_page(range, after, bodies, limit).await,
+            Backend::Postgres(db) => {
+                db.invocations_page(range, after, order, bodies, limit)
+                    .await
+            }
         }
     }
 }

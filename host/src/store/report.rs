@@ -7,15 +7,30 @@
 
 use std::collections::HashMap;
 
-use super::Invocation;
+use super::{Invocation, InvocationStatus};
 
 /// Which invocation records a report covers: those created in `[since, until)` (Unix ms; an
-/// absent bound is open), of one project or of all.
+/// absent bound is open), of one project or of all, and of one user, route, model or outcome
+/// where one is given (the admin console's filters).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecordRange {
     pub project_id: Option<String>,
     pub since_ms: Option<i64>,
     pub until_ms: Option<i64>,
+    pub user_id: Option<String>,
+    pub route: Option<String>,
+    pub model: Option<String>,
+    pub status: Option<InvocationStatus>,
+}
+
+/// Which records a page starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Order {
+    /// Exports: `(created_at, id)` ascending.
+    #[default]
+    OldestFirst,
+    /// The admin console's list: descending.
+    NewestFirst,
 }
 
 /// What usage rows are grouped by.
@@ -23,6 +38,8 @@ pub struct RecordRange {
 pub enum GroupBy {
     /// The UTC date of `created_at`.
     Day,
+    /// The UTC hour of `created_at`, named by its start (RFC 3339).
+    Hour,
     Model,
     Route,
     User,
@@ -32,6 +49,7 @@ pub enum GroupBy {
 }
 
 const MS_PER_DAY: i64 = 86_400_000;
+const MS_PER_HOUR: i64 = 3_600_000;
 
 impl GroupBy {
     /// The group's field in a usage row (`--json`) and, upper-cased, its table column: the
@@ -39,6 +57,7 @@ impl GroupBy {
     pub fn field(self) -> &'static str {
         match self {
             GroupBy::Day => "day",
+            GroupBy::Hour => "hour",
             GroupBy::Model => "model",
             GroupBy::Route => "route",
             GroupBy::User => "user_id",
@@ -52,6 +71,7 @@ impl GroupBy {
     fn expression(self) -> &'static str {
         match self {
             GroupBy::Day => "created_at / 86400000",
+            GroupBy::Hour => "created_at / 3600000",
             GroupBy::Model => "model",
             GroupBy::Route => "route",
             GroupBy::User => "user_id",
@@ -59,6 +79,11 @@ impl GroupBy {
             GroupBy::Project => "project_id",
         }
     }
+}
+
+/// The RFC 3339 start of the UTC hour `hours` after 1970 (what [`GroupBy::Hour`] selects).
+pub(super) fn hour_name(hours: i64) -> String {
+    crate::clock::format_time_ms(hours.saturating_mul(MS_PER_HOUR))
 }
 
 /// `YYYY-MM-DD` of the UTC day `days` after 1970-01-01 (what [`GroupBy::Day`] selects).
@@ -154,6 +179,21 @@ impl Binder {
                 "created_at < {}",
                 self.bind(SqlValue::Integer(until))
             ));
+        }
+        let texts = [
+            ("user_id", &range.user_id),
+            ("route", &range.route),
+            ("model", &range.model),
+        ];
+        for (column, value) in texts {
+            if let Some(value) = value {
+                let bound = self.bind(SqlValue::Text(value.clone()));
+                conditions.push(format!("{column} = {bound}"));
+            }
+        }
+        if let Some(status) = range.status {
+            let bound = self.bind(SqlValue::Text(status.as_str().to_owned()));
+            conditions.push(format!("status = {bound}"));
         }
         conditions
     }
@@ -254,6 +294,18 @@ impl Cursor {
     pub(super) fn new(created_at_ms: i64, id: String) -> Cursor {
         Cursor { created_at_ms, id }
     }
+
+    /// The cursor as the admin API hands it out: `CREATED_AT_MS.ID`.
+    pub fn token(&self) -> String {
+        format!("{}.{}", self.created_at_ms, self.id)
+    }
+
+    /// A cursor [`Cursor::token`] made; `None` for any other text.
+    pub fn parse(token: &str) -> Option<Cursor> {
+        let (at, id) = token.split_once('.')?;
+        let id = uuid::Uuid::parse_str(id).ok()?;
+        Some(Cursor::new(at.parse().ok()?, id.to_string()))
+    }
 }
 
 /// Records of an export, oldest first.
@@ -277,26 +329,32 @@ impl Page {
 }
 
 /// At most `limit` records of `range` after `after` (from the start when `None`), in
-/// `(created_at, id)` order. `select` is the backend's `SELECT columns FROM invocations`.
+/// `(created_at, id)` order, ascending or descending. `select` is the backend's
+/// `SELECT columns FROM invocations`.
 pub(super) fn page_query(
     select: &str,
     range: &RecordRange,
     after: Option<&Cursor>,
+    order: Order,
     limit: u32,
     placeholder: fn(usize) -> String,
 ) -> Query {
     let mut binder = Binder::new(placeholder);
     let mut conditions = binder.range(range);
+    let (past, direction) = match order {
+        Order::OldestFirst => (">", ""),
+        Order::NewestFirst => ("<", " DESC"),
+    };
     if let Some(after) = after {
         // Keyset: `created_at >= x` walks the index; the rest skips what was already read.
         let at = binder.bind(SqlValue::Integer(after.created_at_ms));
         let id = binder.bind(SqlValue::Text(after.id.clone()));
         conditions.push(format!(
-            "created_at >= {at} AND (created_at > {at} OR id > {id})"
+            "created_at {past}= {at} AND (created_at {past} {at} OR id {past} {id})"
         ));
     }
     let sql = format!(
-        "{select}{} ORDER BY created_at, id LIMIT {limit}",
+        "{select}{} ORDER BY created_at{direction}, id{direction} LIMIT {limit}",
         where_clause(&conditions)
     );
     binder.query(sql)
@@ -477,6 +535,7 @@ pub(super) mod fixture {
             project_id: None,
             since_ms: Some(DAY0 + 2_000),
             until_ms: Some(DAY1 + 5),
+            ..RecordRange::default()
         };
         let b = RecordRange {
             project_id: Some("b".into()),
@@ -607,6 +666,7 @@ mod tests {
             project_id: Some("p".into()),
             since_ms: Some(10),
             until_ms: Some(20),
+            ..RecordRange::default()
         };
         let grouped = totals_query(&range, &[GroupBy::Day, GroupBy::Model], question);
         assert!(
@@ -636,6 +696,7 @@ mod tests {
             "SELECT x FROM invocations",
             &range,
             Some(&after),
+            Order::OldestFirst,
             7,
             question,
         );
@@ -648,5 +709,61 @@ mod tests {
             page.sql
         );
         assert_eq!(page.values.len(), 5);
+
+        let newest = page_query(
+            "SELECT x FROM invocations",
+            &range,
+            Some(&after),
+            Order::NewestFirst,
+            7,
+            question,
+        );
+        assert!(
+            newest.sql.ends_with(
+                "created_at <= ?4 AND (created_at < ?4 OR id < ?5) \
+                 ORDER BY created_at DESC, id DESC LIMIT 7"
+            ),
+            "{}",
+            newest.sql
+        );
+    }
+
+    #[test]
+    fn filters_bind_each_column_given() {
+        let range = RecordRange {
+            user_id: Some("u".into()),
+            model: Some("m".into()),
+            status: Some(InvocationStatus::RateLimited),
+            ..RecordRange::default()
+        };
+        let query = totals_query(&range, &[GroupBy::Hour], question);
+        assert!(
+            query
+                .sql
+                .contains("WHERE user_id = ?1 AND model = ?2 AND status = ?3 GROUP BY 1"),
+            "{}",
+            query.sql
+        );
+        assert!(query.sql.starts_with("SELECT created_at / 3600000, "));
+        assert_eq!(query.values[2], SqlValue::Text("rate_limited".into()));
+    }
+
+    #[test]
+    fn hours_are_named_by_their_start() {
+        assert_eq!(hour_name(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            hour_name(1_777_679_999_999 / MS_PER_HOUR),
+            "2026-05-01T23:00:00.000Z"
+        );
+    }
+
+    #[test]
+    fn a_cursor_reads_back_its_token_and_nothing_else() {
+        let id = uuid::Uuid::now_v7().to_string();
+        let cursor = Cursor::new(1_234, id.clone());
+        assert_eq!(Cursor::parse(&cursor.token()), Some(cursor));
+        for bad in ["", "1234", "x.y", &format!("x.{id}"), "12.not-a-uuid"] {
+            assert_eq!(Cursor::parse(bad), None, "{bad:?}");
+        }
     }
 }

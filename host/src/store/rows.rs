@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::report::{self, Cursor, GroupBy, UsageTally};
 use super::{
-    Attempt, CacheStatus, GuardOutcome, Invocation, InvocationStatus, KeyRecord, KeyScope,
+    Attempt, CacheStatus, GuardOutcome, Invocation, InvocationStatus, KeyInfo, KeyRecord, KeyScope,
     LimitUpdate, Project, StoredResponse, TokenUsage, UsageTotals,
 };
 use crate::limits::LimitSet;
@@ -72,6 +72,21 @@ pub(super) fn key_record<R: StoredRow + ?Sized>(row: &R) -> Result<KeyRecord, R:
             expires_at_ms: row.optional_integer(12)?,
         },
         project_guards: Arc::from(row.list(13)?),
+    })
+}
+
+/// A row of [`super::sql::PROJECT_KEYS`].
+pub(super) fn key_info<R: StoredRow + ?Sized>(row: &R) -> Result<KeyInfo, R::Error> {
+    Ok(KeyInfo {
+        prefix: row.text(0)?,
+        created_at_ms: row.integer(1)?,
+        revoked_at_ms: row.optional_integer(2)?,
+        limits: row.limits(3)?,
+        scope: KeyScope {
+            routes: row.list(7)?,
+            models: row.list(8)?,
+            expires_at_ms: row.optional_integer(9)?,
+        },
     })
 }
 
@@ -166,6 +181,7 @@ fn group<R: StoredRow + ?Sized>(row: &R, by: &[GroupBy]) -> Result<Vec<Option<St
         .enumerate()
         .map(|(index, group)| match group {
             GroupBy::Day => Ok(row.optional_integer(index)?.map(report::day_name)),
+            GroupBy::Hour => Ok(row.optional_integer(index)?.map(report::hour_name)),
             _ => row.optional_text(index),
         })
         .collect()

@@ -11,7 +11,7 @@
 
 use std::sync::OnceLock;
 
-use super::report::{self, Cursor, Query, RecordRange, SqlValue};
+use super::report::{self, Cursor, Order, Query, RecordRange, SqlValue};
 use super::{InvocationFilter, KeyMatch};
 
 /// Which backend a statement is for.
@@ -98,6 +98,12 @@ pub(super) static INSERT_KEY: Sql = Sql::new(
     "INSERT INTO api_keys (key_hash, prefix, project_id, created_at, rpm, tpm,
         daily_budget_usd, monthly_budget_usd, routes, models, expires_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+);
+/// A project's keys, revoked ones too, newest first, as [`super::rows::key_info`] reads them.
+pub(super) static PROJECT_KEYS: Sql = Sql::new(
+    "SELECT prefix, created_at, revoked_at, rpm, tpm, daily_budget_usd, monthly_budget_usd,
+        routes, models, expires_at
+     FROM api_keys WHERE project_id = $1 ORDER BY created_at DESC, prefix",
 );
 /// The live key of a hash, as [`super::rows::key_record`] reads it.
 pub(super) static FIND_KEY: Sql = Sql::new(
@@ -222,11 +228,12 @@ pub(super) fn invocations_page(
     dialect: Dialect,
     range: &RecordRange,
     after: Option<&Cursor>,
+    order: Order,
     bodies: bool,
     limit: u32,
 ) -> Query {
     let select = select_invocation(dialect, bodies);
-    report::page_query(select, range, after, limit, dialect.placeholder())
+    report::page_query(select, range, after, order, limit, dialect.placeholder())
 }
 
 /// One invocation by id.
@@ -331,6 +338,7 @@ mod tests {
             &UPDATE_KEY_LIMITS,
             &INSERT_KEY,
             &FIND_KEY,
+            &PROJECT_KEYS,
             &SPENT_BY_PROJECT,
             &SPENT_BY_KEY,
             &USAGE_SINCE,

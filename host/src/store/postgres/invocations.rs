@@ -9,7 +9,7 @@ use super::Postgres;
 use super::connect::connection;
 use crate::limits::Subject;
 use crate::store::report::{
-    self, Cursor, GroupBy, Page, RecordRange, SqlValue, UsageRow, UsageTally,
+    self, Cursor, GroupBy, Order, Page, RecordRange, SqlValue, UsageRow, UsageTally,
 };
 use crate::store::rows as read;
 use crate::store::sql::{self, Dialect, invocation_columns};
@@ -196,10 +196,11 @@ impl Postgres {
         &self,
         range: &RecordRange,
         after: Option<&Cursor>,
+        order: Order,
         bodies: bool,
         limit: u32,
     ) -> Result<Page, StoreError> {
-        let query = sql::invocations_page(POSTGRES, range, after, bodies, limit);
+        let query = sql::invocations_page(POSTGRES, range, after, order, bodies, limit);
         self.run(move |pool| async move {
             let client = connection(&pool).await?;
             let statement = client.prepare_cached(&query.sql).await?;

@@ -16,7 +16,7 @@ use crate::limits::LimitSet;
 use crate::store::key_cache::Lookup;
 use crate::store::rows::{self as read, StoredLimits, StoredRow};
 use crate::store::sql::{self, Dialect, KeyValue, Sql};
-use crate::store::{KeyMatch, KeyRecord, KeySpec, LimitUpdate, Project, StoreError};
+use crate::store::{KeyInfo, KeyMatch, KeyRecord, KeySpec, LimitUpdate, Project, StoreError};
 
 const POSTGRES: Dialect = Dialect::Postgres;
 
@@ -73,6 +73,21 @@ impl Postgres {
             let client = connection(&pool).await?;
             let rows = client.query(sql::PROJECTS.text(POSTGRES), &[]).await?;
             Ok(rows.iter().map(read::project).collect::<Result<_, _>>()?)
+        })
+        .await
+    }
+
+    pub(in crate::store) async fn project_keys(
+        &self,
+        id: &str,
+    ) -> Result<Vec<KeyInfo>, StoreError> {
+        let id = id.to_owned();
+        self.run(move |pool| async move {
+            let client = connection(&pool).await?;
+            let rows = client
+                .query(sql::PROJECT_KEYS.text(POSTGRES), &[&id])
+                .await?;
+            Ok(rows.iter().map(read::key_info).collect::<Result<_, _>>()?)
         })
         .await
     }

@@ -7,7 +7,7 @@ use uuid::Uuid;
 use super::{Sqlite, lock, opened};
 use crate::limits::Subject;
 use crate::store::report::{
-    self, Cursor, GroupBy, Page, RecordRange, SqlValue, UsageRow, UsageTally,
+    self, Cursor, GroupBy, Order, Page, RecordRange, SqlValue, UsageRow, UsageTally,
 };
 use crate::store::rows::{self as read, attempts_json, guards_json};
 use crate::store::sql::{self, Dialect, invocation_columns};
@@ -168,10 +168,11 @@ impl Sqlite {
         &self,
         range: &RecordRange,
         after: Option<&Cursor>,
+        order: Order,
         bodies: bool,
         limit: u32,
     ) -> Result<Page, StoreError> {
-        let query = sql::invocations_page(SQLITE, range, after, bodies, limit);
+        let query = sql::invocations_page(SQLITE, range, after, order, bodies, limit);
         let conn = lock(&self.reader);
         let mut stmt = conn.prepare_cached(&query.sql)?;
         let mut rows = stmt.query(rusqlite::params_from_iter(&query.values))?;

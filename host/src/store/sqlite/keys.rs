@@ -9,7 +9,7 @@ use crate::clock::now_ms;
 use crate::limits::LimitSet;
 use crate::store::rows::{self as read, StoredLimits};
 use crate::store::sql::{self, Dialect, KeyValue, Sql};
-use crate::store::{KeyMatch, KeyRecord, KeySpec, LimitUpdate, Project, StoreError};
+use crate::store::{KeyInfo, KeyMatch, KeyRecord, KeySpec, LimitUpdate, Project, StoreError};
 
 const SQLITE: Dialect = Dialect::Sqlite;
 
@@ -40,6 +40,13 @@ impl Sqlite {
         let conn = lock(&self.reader);
         let mut stmt = conn.prepare_cached(sql::PROJECTS.text(SQLITE))?;
         let rows = stmt.query_map([], |row| read::project(row))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    pub(in crate::store) fn project_keys(&self, id: &str) -> Result<Vec<KeyInfo>, StoreError> {
+        let conn = lock(&self.reader);
+        let mut stmt = conn.prepare_cached(sql::PROJECT_KEYS.text(SQLITE))?;
+        let rows = stmt.query_map([id], |row| read::key_info(row))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 

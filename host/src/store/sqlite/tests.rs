@@ -174,6 +174,7 @@ fn an_export_page_walks_the_created_at_index() {
         sql::select_invocation(Dialect::Sqlite, true),
         &range,
         Some(&after),
+        report::Order::OldestFirst,
         1000,
         Dialect::Sqlite.placeholder(),
     );

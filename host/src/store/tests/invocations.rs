@@ -5,7 +5,7 @@ use uuid::Uuid;
 use super::Harness;
 use crate::limits::Subject;
 use crate::store::report::fixture::{self, DAY0, DAY1};
-use crate::store::report::{GroupBy, RecordRange, UsageRow};
+use crate::store::report::{GroupBy, Page, RecordRange, UsageRow};
 use crate::store::{
     Attempt, CacheStatus, GuardOutcome, GuardStage, GuardVerdictKind, Invocation, InvocationFilter,
     InvocationStatus, Store, TokenUsage, UsageTotals,
@@ -658,6 +658,7 @@ pub(super) async fn usage_adds_up_each_group_with_nearest_rank_percentiles(h: &H
         project_id: None,
         since_ms: Some(DAY0 + 2_000),
         until_ms: Some(DAY1 + 5),
+        ..RecordRange::default()
     };
     assert_eq!(read_usage(&store, &middle, &[]).await[0].requests, 3);
     let b = RecordRange {
@@ -743,6 +744,7 @@ pub(super) async fn an_export_reads_each_record_once_oldest_first_across_pages_o
         project_id: Some("b".into()),
         since_ms: Some(1_001),
         until_ms: Some(1_006),
+        ..RecordRange::default()
     };
     let (read, _) = export_all(&store, &range, false, 3).await;
     let expected: Vec<_> = records
@@ -778,4 +780,69 @@ pub(super) async fn an_export_reads_each_record_once_oldest_first_across_pages_o
     assert_eq!(page.records.len(), 9);
     assert!(page.next.is_none());
     assert!(page.records.iter().all(|r| r.request.is_none()));
+}
+
+pub(super) async fn recent_invocations_are_filtered_and_paged_newest_first(h: &Harness) {
+    let store = h.open().await;
+    let statuses = [InvocationStatus::Success, InvocationStatus::Error];
+    let records: Vec<Invocation> = (0..10)
+        .map(|n: i64| Invocation {
+            project_id: Some(if n % 2 == 0 { "a" } else { "b" }.into()),
+            user_id: Some(format!("user-{}", n % 3)),
+            route: Some("r".into()),
+            model: Some(if n < 5 { "m1" } else { "m2" }.into()),
+            status: statuses[(n % 4 == 0) as usize],
+            request: Some("body".into()),
+            ..Invocation::begun(Uuid::from_u128(n as u128 + 1), 1_000 + n / 2)
+        })
+        .collect();
+    store.insert_invocations(&records).unwrap();
+    let ids = |page: &Page| -> Vec<u128> { page.records.iter().map(|r| r.id.as_u128()).collect() };
+
+    let all = RecordRange::default();
+    let first = store.recent_invocations(&all, None, 4).await.unwrap();
+    assert_eq!(
+        ids(&first),
+        [10, 9, 8, 7],
+        "newest first, ties by id descending"
+    );
+    assert!(
+        first.records.iter().all(|r| r.request.is_none()),
+        "no bodies"
+    );
+    let second = store
+        .recent_invocations(&all, first.next.as_ref(), 4)
+        .await
+        .unwrap();
+    assert_eq!(ids(&second), [6, 5, 4, 3]);
+    let last = store
+        .recent_invocations(&all, second.next.as_ref(), 4)
+        .await
+        .unwrap();
+    assert_eq!(ids(&last), [2, 1]);
+    assert!(last.next.is_none());
+
+    let filtered = RecordRange {
+        project_id: Some("a".into()),
+        model: Some("m2".into()),
+        status: Some(InvocationStatus::Success),
+        ..RecordRange::default()
+    };
+    let page = store.recent_invocations(&filtered, None, 10).await.unwrap();
+    // n = 6 (project a, model m2, success); n = 8 is an error (8 % 4 == 0).
+    assert_eq!(ids(&page), [7]);
+    let by_user = RecordRange {
+        user_id: Some("user-0".into()),
+        route: Some("r".into()),
+        since_ms: Some(1_002),
+        ..RecordRange::default()
+    };
+    let page = store.recent_invocations(&by_user, None, 10).await.unwrap();
+    // user-0: n = 0, 3, 6, 9; created at 1000, 1001, 1003, 1004.
+    assert_eq!(ids(&page), [10, 7]);
+    // The same filters add up usage by hour.
+    let rows = store.usage(&by_user, &[GroupBy::Hour]).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].group, [Some("1970-01-01T00:00:00.000Z".to_owned())]);
+    assert_eq!(rows[0].requests, 2);
 }

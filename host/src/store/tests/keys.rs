@@ -551,3 +551,48 @@ pub(super) async fn a_guards_change_through_another_handle_is_seen_by_every_hand
     })
     .await;
 }
+
+pub(super) async fn a_projects_keys_are_listed_newest_first_revoked_ones_too(h: &Harness) {
+    let store = h.open().await;
+    let project = store.create_project("p").await.unwrap();
+    let other = store.create_project("other").await.unwrap();
+    let scoped = KeySpec {
+        limits: limits(5, 100, 1.0, 2.0),
+        scope: KeyScope {
+            routes: vec!["openai".into()],
+            models: vec![],
+            expires_at_ms: Some(1_900_000_000_000),
+        },
+    };
+    let first = store
+        .create_key(&project.id, &KeySpec::default())
+        .await
+        .unwrap();
+    // Keys made in one millisecond are still told apart (by prefix), and listed once each.
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    let second = store.create_key(&project.id, &scoped).await.unwrap();
+    store
+        .create_key(&other.id, &KeySpec::default())
+        .await
+        .unwrap();
+    store
+        .revoke_keys(crate::keys::key_prefix(&first))
+        .await
+        .unwrap();
+
+    let keys = store.project_keys(&project.id).await.unwrap();
+    let prefixes: Vec<&str> = keys.iter().map(|key| key.prefix.as_str()).collect();
+    assert_eq!(
+        prefixes,
+        [
+            crate::keys::key_prefix(&second),
+            crate::keys::key_prefix(&first)
+        ]
+    );
+    assert_eq!(keys[0].limits, scoped.limits);
+    assert_eq!(keys[0].scope, scoped.scope);
+    assert_eq!(keys[0].revoked_at_ms, None);
+    assert!(keys[1].revoked_at_ms.is_some());
+    assert!(keys[0].created_at_ms >= keys[1].created_at_ms);
+    assert!(store.project_keys("nope").await.unwrap().is_empty());
+}

@@ -1,6 +1,9 @@
-//! Operator endpoints under `/admin`, behind the config's `admin_token`: plugins and config,
-//! and projects, keys, their limits, guards and usage (what the CLI does, for operators without
-//! a shell on a replica).
+//! Operator endpoints under `/admin`, behind the config's `admin_token` (or the admin
+//! console's session, `super::session`): plugins, routes and config; projects, keys, their
+//! limits, guards and usage (what the CLI does, for operators without a shell on a replica);
+//! the invocation records, their usage over time and their export (`records`).
+
+mod records;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +22,9 @@ use crate::http::{Body, check_declared_length, error_response, json_response, re
 use crate::limits::{LimitSet, Period};
 use crate::plugins::{PluginReport, PluginRuntime};
 use crate::state::AppState;
-use crate::store::{KeyScope, KeySpec, LimitUpdate, Project, StoreError};
+use crate::store::{KeyInfo, KeyScope, KeySpec, LimitUpdate, Project, StoreError};
+
+use super::session::Session;
 // Bodies are read as the API surfaces read theirs: a wrong value is refused naming its field
 // (`limits.rpm`).
 use crate::surfaces::json::parse_object as parse_json;
@@ -30,10 +35,27 @@ pub struct PluginRow {
     #[serde(flatten)]
     pub report: PluginReport,
     pub routes: Vec<String>,
+    /// Its instances and loads since the gateway started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instances: Option<InstanceCounts>,
+}
+
+/// A plugin's counts as the admin API shows them.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct InstanceCounts {
+    /// Serving calls now.
+    pub active: u64,
+    /// Loads of its file that made it serve.
+    pub loaded: u64,
+    /// Loads of its file that were refused.
+    pub rejected: u64,
+    /// Calls it crashed.
+    pub traps: u64,
 }
 
 /// Every plugin `runtime` knows, with the routes of `config` that use it.
 pub fn plugin_rows(runtime: &PluginRuntime, config: &Config) -> Vec<PluginRow> {
+    let counts = runtime.counts();
     runtime
         .report()
         .into_iter()
@@ -44,17 +66,42 @@ pub fn plugin_rows(runtime: &PluginRuntime, config: &Config) -> Vec<PluginRow> {
                 .filter(|(_, route)| route.plugin == report.plugin)
                 .map(|(id, _)| id.clone())
                 .collect(),
+            instances: counts
+                .iter()
+                .find(|counts| counts.plugin == report.plugin)
+                .map(|counts| InstanceCounts {
+                    active: counts.active,
+                    loaded: counts.loaded,
+                    rejected: counts.rejected,
+                    traps: counts.traps.iter().sum(),
+                }),
             report,
         })
         .collect()
 }
 
-fn authorized(state: &AppState, request: &Request<Incoming>) -> bool {
+/// Whether the request may use the admin API: it carries the admin token, or the console's
+/// session cookie and, to change anything, that session's CSRF token.
+fn access(state: &AppState, request: &Request<Incoming>) -> Result<(), ApiError> {
     let live = state.live();
     let Some(token) = live.config.admin_token.as_deref().filter(|t| !t.is_empty()) else {
-        return false;
+        return Err(ApiError::AdminUnauthorized);
     };
-    crate::auth::carries_token(request.headers(), token)
+    if crate::auth::carries_token(request.headers(), token) {
+        return Ok(());
+    }
+    if !live.config.console {
+        return Err(ApiError::AdminUnauthorized);
+    }
+    let Some(session) = Session::of_request(request.headers(), token, now_ms()) else {
+        return Err(ApiError::AdminUnauthorized);
+    };
+    let reads = matches!(*request.method(), Method::GET | Method::HEAD);
+    if reads || session.csrf_ok(request.headers(), token) {
+        Ok(())
+    } else {
+        Err(ApiError::CsrfRefused)
+    }
 }
 
 /// `GET /admin/plugins`: every plugin, its status and the routes using it.
@@ -63,8 +110,8 @@ pub(super) fn plugins(
     request: Request<Incoming>,
     id: &Uuid,
 ) -> Response<Body> {
-    if !authorized(&state, &request) {
-        return error_response(&ApiError::AdminUnauthorized, id);
+    if let Err(error) = access(&state, &request) {
+        return error_response(&error, id);
     }
     let live = state.live();
     let rows = plugin_rows(&state.runtime, &live.config);
@@ -78,8 +125,8 @@ pub(super) fn config(
     request: Request<Incoming>,
     id: &Uuid,
 ) -> Response<Body> {
-    if !authorized(&state, &request) {
-        return error_response(&ApiError::AdminUnauthorized, id);
+    if let Err(error) = access(&state, &request) {
+        return error_response(&error, id);
     }
     let live = state.live();
     let routes: Vec<&String> = live.config.providers.keys().collect();
@@ -192,6 +239,11 @@ enum Endpoint<'a> {
     ProjectUsage(&'a str),
     Key(&'a str),
     KeyLimits(&'a str),
+    Invocations,
+    Invocation(&'a str),
+    InvocationsCsv,
+    Usage,
+    Routes,
 }
 
 impl<'a> Endpoint<'a> {
@@ -208,6 +260,11 @@ impl<'a> Endpoint<'a> {
             ["projects", id, "usage"] if !id.is_empty() => Endpoint::ProjectUsage(id),
             ["keys", prefix] if !prefix.is_empty() => Endpoint::Key(prefix),
             ["keys", prefix, "limits"] if !prefix.is_empty() => Endpoint::KeyLimits(prefix),
+            ["invocations"] => Endpoint::Invocations,
+            ["invocations.csv"] => Endpoint::InvocationsCsv,
+            ["invocations", id] if !id.is_empty() => Endpoint::Invocation(id),
+            ["usage"] => Endpoint::Usage,
+            ["routes"] => Endpoint::Routes,
             _ => return None,
         })
     }
@@ -217,16 +274,27 @@ impl<'a> Endpoint<'a> {
         match self {
             Endpoint::Projects => "GET, POST",
             Endpoint::Project(_) => "GET",
-            Endpoint::ProjectKeys(_) => "POST",
+            Endpoint::ProjectKeys(_) => "GET, POST",
             Endpoint::ProjectGuards(_) => "GET, PUT",
             Endpoint::ProjectLimits(_) | Endpoint::KeyLimits(_) => "PUT",
-            Endpoint::ProjectUsage(_) => "GET",
+            Endpoint::ProjectUsage(_)
+            | Endpoint::Invocations
+            | Endpoint::Invocation(_)
+            | Endpoint::InvocationsCsv
+            | Endpoint::Usage
+            | Endpoint::Routes => "GET",
             Endpoint::Key(_) => "DELETE",
         }
     }
 }
 
-/// `/admin/projects...` and `/admin/keys/...`: projects, keys, their limits, usage.
+/// Whether `path` is one of [`manage`]'s.
+pub(super) fn manages(path: &str) -> bool {
+    Endpoint::of(path).is_some()
+}
+
+/// `/admin/projects...`, `/admin/keys/...`, `/admin/invocations...`, `/admin/usage` and
+/// `/admin/routes`: projects, keys, their limits; records, usage, routes.
 pub(super) async fn manage(
     state: Arc<AppState>,
     request: Request<Incoming>,
@@ -244,10 +312,18 @@ pub(super) async fn manage(
     if !known {
         return error_response(&ApiError::MethodNotAllowed(endpoint.allowed()), id);
     }
-    if !authorized(&state, &request) {
-        return error_response(&ApiError::AdminUnauthorized, id);
+    if let Err(error) = access(&state, &request) {
+        return error_response(&error, id);
     }
     let answer = match endpoint {
+        Endpoint::InvocationsCsv => return records::export(state, &request, id).await,
+        Endpoint::Invocations => records::list(&state, &request).await,
+        Endpoint::Invocation(invocation) => records::show(&state, invocation).await,
+        Endpoint::Usage => records::usage(&state, &request).await,
+        Endpoint::Routes => Ok(routes(&state)),
+        Endpoint::ProjectKeys(project_id) if method == Method::GET => {
+            project_keys(&state, project_id).await
+        }
         Endpoint::Projects if method == Method::GET => list_projects(&state).await,
         Endpoint::Projects => create_project(&state, request).await,
         Endpoint::Project(project_id) => show_project(&state, project_id).await,
@@ -438,6 +514,79 @@ async fn create_key(state: &AppState, request: Request<Incoming>, project_id: &s
             "expiresAt": spec.scope.expires_at_ms.map(format_time_ms),
         }),
     ))
+}
+
+fn key_json(key: &KeyInfo) -> serde_json::Value {
+    json!({
+        "prefix": key.prefix,
+        "createdAt": format_time_ms(key.created_at_ms),
+        "revokedAt": key.revoked_at_ms.map(format_time_ms),
+        "expiresAt": key.scope.expires_at_ms.map(format_time_ms),
+        "limits": limits_json(&key.limits),
+        "routes": key.scope.routes,
+        "models": key.scope.models,
+    })
+}
+
+/// `GET /admin/projects/{id}/keys`: its keys (never more of one than its prefix), newest first.
+async fn project_keys(state: &AppState, project_id: &str) -> Answer {
+    project(state, project_id).await?;
+    let keys = state.store.project_keys(project_id).await?;
+    let keys: Vec<_> = keys.iter().map(key_json).collect();
+    Ok((
+        StatusCode::OK,
+        json!({ "projectId": project_id, "keys": keys }),
+    ))
+}
+
+/// `GET /admin/routes`: the serving routes, their targets' ejection state and their plugins'
+/// settings with what may be a secret masked.
+fn routes(state: &AppState) -> (StatusCode, serde_json::Value) {
+    let live = state.live();
+    let plugins = state.runtime.report();
+    let now = now_ms();
+    let mut routes: Vec<_> = live.routes.all().collect();
+    routes.sort_by(|a, b| a.id.cmp(&b.id));
+    let rows: Vec<_> = routes
+        .iter()
+        .map(|route| {
+            let config = &route.config;
+            let targets: Vec<_> = route
+                .target_views()
+                .into_iter()
+                .map(|target| {
+                    let left_ms = target
+                        .ejected_for
+                        .map(|left| i64::try_from(left.as_millis()).unwrap_or(i64::MAX));
+                    json!({
+                        "baseUrl": target.base_url,
+                        "weight": target.weight,
+                        "ejected": left_ms.is_some(),
+                        "ejectedUntil": left_ms.map(|left| format_time_ms(now.saturating_add(left))),
+                        "settings": target.settings,
+                    })
+                })
+                .collect();
+            let status = plugins
+                .iter()
+                .find(|plugin| plugin.plugin == config.plugin)
+                .map(|plugin| plugin.status.clone());
+            json!({
+                "id": route.id,
+                "plugin": config.plugin,
+                "pluginStatus": status,
+                "defaultModel": config.default_model,
+                "cacheTtlSecs": config.cache_ttl_secs.map(|ttl| ttl.get()),
+                "cacheScope": config.cache_scope,
+                "guards": config.guards,
+                "fallbacks": config.fallbacks,
+                "retries": config.retries,
+                "settings": targets.first().map(|target| target["settings"].clone()),
+                "targets": targets,
+            })
+        })
+        .collect();
+    (StatusCode::OK, json!({ "routes": rows }))
 }
 
 async fn revoke_keys(state: &AppState, prefix: &str) -> Answer {

@@ -1,0 +1,226 @@
+//! The admin console at `/ui/`: its page and assets, embedded in the binary (`host/ui/`), and
+//! signing in and out. What its pages show comes from the admin API (`admin`), which takes the
+//! session's cookie as it takes the admin token. On where `admin_token` is set and `console`
+//! is not turned off.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use hyper::header::{
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, HeaderName, HeaderValue, LOCATION, SET_COOKIE,
+};
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::json;
+use uuid::Uuid;
+
+use super::session::{Session, clear_cookie};
+use crate::clock::{format_time_ms, now_ms};
+use crate::error::ApiError;
+use crate::http::{Body, error_response, json_response, read_body, typed_response};
+use crate::state::AppState;
+use crate::surfaces::json::parse_object;
+
+/// A file of the console, served at `/ui/assets/{name}`.
+struct Asset {
+    name: &'static str,
+    content_type: &'static str,
+    bytes: &'static [u8],
+}
+
+const ASSETS: [Asset; 5] = [
+    Asset {
+        name: "app.js",
+        content_type: "text/javascript; charset=utf-8",
+        bytes: include_bytes!("../../ui/app.js"),
+    },
+    Asset {
+        name: "app.css",
+        content_type: "text/css; charset=utf-8",
+        bytes: include_bytes!("../../ui/app.css"),
+    },
+    // uPlot (MIT), unchanged from its npm package: see host/ui/vendor/README.md.
+    Asset {
+        name: "uPlot.iife.min.js",
+        content_type: "text/javascript; charset=utf-8",
+        bytes: include_bytes!("../../ui/vendor/uPlot.iife.min.js"),
+    },
+    Asset {
+        name: "uPlot.min.css",
+        content_type: "text/css; charset=utf-8",
+        bytes: include_bytes!("../../ui/vendor/uPlot.min.css"),
+    },
+    Asset {
+        name: "uPlot.LICENSE",
+        content_type: "text/plain; charset=utf-8",
+        bytes: include_bytes!("../../ui/vendor/uPlot.LICENSE"),
+    },
+];
+
+const INDEX: &[u8] = include_bytes!("../../ui/index.html");
+
+/// Scripts and styles of the gateway's own only, no inline ones, not framed by another site:
+/// what the page shows of the records (anyone's text) can never run.
+const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
+                   img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; \
+                   base-uri 'none'; form-action 'self'";
+
+/// A sign-in's body: `{"token": "..."}`.
+const MAX_LOGIN_BODY: usize = 4 * 1024;
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Login {
+    token: String,
+}
+
+/// Whether `path` is the console's.
+pub(super) fn serves(path: &str) -> bool {
+    path == "/ui" || path.starts_with("/ui/")
+}
+
+/// `/ui`, `/ui/` (the page), `/ui/assets/{name}`, `/ui/session`, `/ui/login`, `/ui/logout`.
+pub(super) async fn serve(
+    state: Arc<AppState>,
+    request: Request<Incoming>,
+    id: &Uuid,
+) -> Response<Body> {
+    let token = {
+        let live = state.live();
+        match live.config.admin_token.as_deref().filter(|t| !t.is_empty()) {
+            Some(token) if live.config.console => token.to_owned(),
+            _ => {
+                let error = ApiError::NotFound(
+                    "the admin console is off: it needs the config's admin_token (and console \
+                     not set to false)"
+                        .into(),
+                );
+                return error_response(&error, id);
+            }
+        }
+    };
+    let path = request.uri().path().to_owned();
+    let method = request.method().clone();
+    let answer = match (path.as_str(), &method) {
+        // The page's assets are named relative to `/ui/`.
+        ("/ui", &Method::GET | &Method::HEAD) => {
+            let mut response = typed_response(StatusCode::PERMANENT_REDIRECT, "text/plain", "", id);
+            response
+                .headers_mut()
+                .insert(LOCATION, HeaderValue::from_static("/ui/"));
+            return response;
+        }
+        ("/ui/", &Method::GET | &Method::HEAD) => Ok(page("text/html; charset=utf-8", INDEX, id)),
+        ("/ui/session", &Method::GET) => session(&request, &token, id),
+        ("/ui/login", &Method::POST) => login(&state, request, &token, id).await,
+        ("/ui/logout", &Method::POST) => logout(&request, &token, id),
+        (asset, &Method::GET | &Method::HEAD) if asset.starts_with("/ui/assets/") => {
+            let name = &asset["/ui/assets/".len()..];
+            ASSETS
+                .iter()
+                .find(|asset| asset.name == name)
+                .map(|asset| page(asset.content_type, asset.bytes, id))
+                .ok_or_else(|| ApiError::NotFound(format!("no such file: {asset}")))
+        }
+        ("/ui" | "/ui/", _) => Err(ApiError::MethodNotAllowed("GET")),
+        ("/ui/session", _) => Err(ApiError::MethodNotAllowed("GET")),
+        ("/ui/login" | "/ui/logout", _) => Err(ApiError::MethodNotAllowed("POST")),
+        _ => Err(ApiError::NotFound(format!("no such page: {path}"))),
+    };
+    answer.unwrap_or_else(|error| error_response(&error, id))
+}
+
+/// The page or one of its files, with the headers that keep it from being framed, sniffed or
+/// kept stale after an upgrade.
+fn page(content_type: &'static str, bytes: &'static [u8], id: &Uuid) -> Response<Body> {
+    let mut response = typed_response(StatusCode::OK, content_type, bytes, id);
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert(
+        HeaderName::from_static("x-content-type-options"),
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        HeaderName::from_static("referrer-policy"),
+        HeaderValue::from_static("no-referrer"),
+    );
+    response
+}
+
+/// What a signed-in page is told of its session.
+fn session_json(session: &Session, token: &str) -> serde_json::Value {
+    json!({
+        "csrf": session.csrf_token(token),
+        "expiresAt": format_time_ms(session.expires_at_ms),
+    })
+}
+
+/// `GET /ui/session`: the browser's session and its CSRF token, or 401.
+fn session(
+    request: &Request<Incoming>,
+    token: &str,
+    id: &Uuid,
+) -> Result<Response<Body>, ApiError> {
+    let session = Session::of_request(request.headers(), token, now_ms())
+        .ok_or(ApiError::AdminUnauthorized)?;
+    Ok(json_response(
+        StatusCode::OK,
+        &session_json(&session, token),
+        id,
+    ))
+}
+
+/// `POST /ui/login`: a session for the admin token, in an HttpOnly, SameSite=Strict cookie.
+async fn login(
+    state: &AppState,
+    request: Request<Incoming>,
+    token: &str,
+    id: &Uuid,
+) -> Result<Response<Body>, ApiError> {
+    let (lifetime, read_timeout) = {
+        let live = state.live();
+        (
+            live.config.console_session_secs.get(),
+            Duration::from_secs(live.config.request_read_timeout_secs.get()),
+        )
+    };
+    // Behind a proxy that ends TLS the cookie is sent over HTTPS only.
+    let secure = request
+        .headers()
+        .get("x-forwarded-proto")
+        .is_some_and(|proto| proto.as_bytes().eq_ignore_ascii_case(b"https"));
+    crate::http::check_declared_length(request.headers(), MAX_LOGIN_BODY)?;
+    let bytes = read_body(request.into_body(), MAX_LOGIN_BODY, read_timeout).await?;
+    let login: Login = parse_object(&bytes)?;
+    // Compared as hashes: the time taken tells nothing of how much of the token was right.
+    if crate::keys::hash_key(login.token.trim()) != crate::keys::hash_key(token) {
+        tracing::warn!("admin console: a sign-in with a wrong admin token was refused");
+        return Err(ApiError::WrongAdminToken);
+    }
+    let now = now_ms();
+    let session = Session::issue(token, now, lifetime);
+    let mut response = json_response(StatusCode::OK, &session_json(&session, token), id);
+    set_cookie(&mut response, &session.set_cookie(now, secure));
+    tracing::info!("admin console: signed in");
+    Ok(response)
+}
+
+/// `POST /ui/logout`: the cookie cleared. With a session, only with its CSRF token (another
+/// site cannot sign the operator out).
+fn logout(request: &Request<Incoming>, token: &str, id: &Uuid) -> Result<Response<Body>, ApiError> {
+    if let Some(session) = Session::of_request(request.headers(), token, now_ms())
+        && !session.csrf_ok(request.headers(), token)
+    {
+        return Err(ApiError::CsrfRefused);
+    }
+    let mut response = typed_response(StatusCode::NO_CONTENT, "text/plain", "", id);
+    set_cookie(&mut response, &clear_cookie());
+    Ok(response)
+}
+
+fn set_cookie(response: &mut Response<Body>, cookie: &str) {
+    if let Ok(value) = HeaderValue::from_str(cookie) {
+        response.headers_mut().insert(SET_COOKIE, value);
+    }
+}

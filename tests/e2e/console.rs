@@ -1,0 +1,475 @@
+//! The admin console (`/ui/`) and the admin API it reads: signing in (HttpOnly, SameSite=Strict
+//! session cookie; CSRF token on every change), the records list, one record, usage over time,
+//! the CSV export, a project's keys, the routes with masked settings; and the whole console in
+//! a real browser (Debian's Chromium driven by Playwright, `tests/console/console_test.py`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use gateway_test_support::{Gateway, OpenAiUpstream, Reply, Response, Route};
+use serde_json::{Value, json};
+
+const ADMIN_TOKEN: &str = "admin-secret-for-console-tests";
+const MODEL: &str = "gpt-4o-mini";
+/// The interpreter with Playwright and the OpenAI SDK (`tests/clients/requirements.txt`).
+const PYTHON_VAR: &str = "GATEWAY_CLIENTS_PYTHON";
+/// The browser the console test drives; Debian's `chromium` package puts it here.
+const CHROMIUM_VAR: &str = "GATEWAY_TEST_CHROMIUM";
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// An upstream that answers every chat completion.
+fn upstream() -> OpenAiUpstream {
+    let usage = json!({"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12});
+    OpenAiUpstream::each_call(Reply::openai_answer(MODEL, "hello from upstream", usage))
+}
+
+/// The JSON body of `response`, which must have `status`.
+fn expect(response: &Response, status: u16) -> Value {
+    assert_eq!(response.status, status, "{}", response.text());
+    response.json()
+}
+
+fn ok(response: &Response) -> Value {
+    expect(response, 200)
+}
+
+fn created(response: &Response) -> Value {
+    expect(response, 201)
+}
+
+fn console_gateway(upstream: &OpenAiUpstream) -> Gateway {
+    Gateway::builder()
+        .route(
+            Route::openai("openai", &upstream.base_url("/v1"))
+                .key("api_key_required", "false")
+                .key(
+                    "settings",
+                    "{ legacy_completions = false, api_key_header = \"x-hidden-header\" }",
+                )
+                .price(MODEL, 1.0, 2.0),
+        )
+        .config_line(&format!("admin_token = \"{ADMIN_TOKEN}\""))
+        .start()
+}
+
+fn chat(gw: &Gateway, key: &str, text: &str) -> Response {
+    let body = json!({
+        "model": format!("openai/{MODEL}"),
+        "messages": [{"role": "user", "content": text}],
+        "max_tokens": 8,
+    });
+    gw.post_as("/v1/chat/completions", Some(key), &body)
+}
+
+/// The `name=value` of the response's `Set-Cookie`.
+fn cookie_of(response: &Response) -> String {
+    let set = response
+        .header("set-cookie")
+        .unwrap_or_else(|| panic!("no Set-Cookie: {:?}", response.headers));
+    set.split(';').next().unwrap_or_default().to_owned()
+}
+
+/// Signs in; returns the cookie and the CSRF token.
+fn sign_in(gw: &Gateway) -> (String, String) {
+    let body = json!({ "token": ADMIN_TOKEN }).to_string();
+    let response = gw.request("POST", "/ui/login", None, &[], body.as_bytes());
+    let session = ok(&response);
+    let set = response.header("set-cookie").unwrap_or_default().to_owned();
+    for part in ["HttpOnly", "SameSite=Strict", "Path=/", "Max-Age=43200"] {
+        assert!(set.contains(part), "{set}");
+    }
+    let csrf = session["csrf"].as_str().expect("a CSRF token").to_owned();
+    (cookie_of(&response), csrf)
+}
+
+/// An admin API call with the session's cookie (and its CSRF token when given).
+fn with_session(
+    gw: &Gateway,
+    method: &str,
+    path: &str,
+    cookie: &str,
+    csrf: Option<&str>,
+    body: &str,
+) -> Response {
+    let mut headers = vec![("cookie", cookie)];
+    if let Some(csrf) = csrf {
+        headers.push(("x-csrf-token", csrf));
+    }
+    gw.request(method, path, None, &headers, body.as_bytes())
+}
+
+fn admin_get(gw: &Gateway, path: &str) -> Value {
+    ok(&gw.get(path, Some(ADMIN_TOKEN)))
+}
+
+#[test]
+fn the_page_and_its_assets_are_served_with_a_strict_policy() {
+    let upstream = upstream();
+    let gw = console_gateway(&upstream);
+    let redirect = gw.get("/ui", None);
+    assert_eq!(redirect.status, 308);
+    assert_eq!(redirect.header("location"), Some("/ui/"));
+    let page = gw.get("/ui/", None);
+    assert_eq!(page.status, 200);
+    assert!(page.text().contains("assets/app.js"), "{}", page.text());
+    let csp = page.header("content-security-policy").unwrap_or_default();
+    assert!(csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"));
+    assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
+    for (asset, kind) in [
+        ("app.js", "text/javascript"),
+        ("app.css", "text/css"),
+        ("uPlot.iife.min.js", "text/javascript"),
+        ("uPlot.min.css", "text/css"),
+    ] {
+        let response = gw.get(&format!("/ui/assets/{asset}"), None);
+        assert_eq!(response.status, 200, "{asset}");
+        assert!(
+            response
+                .header("content-type")
+                .unwrap_or_default()
+                .starts_with(kind),
+            "{asset}"
+        );
+        assert!(!response.body.is_empty());
+    }
+    assert_eq!(gw.get("/ui/assets/../../Cargo.toml", None).status, 404);
+    assert_eq!(gw.get("/ui/nothing", None).status, 404);
+    // No admin token, no console.
+    let plain = Gateway::builder().route(Route::echo("demo")).start();
+    let off = plain.get("/ui/", None);
+    assert_eq!(off.status, 404);
+    assert!(off.text().contains("admin_token"), "{}", off.text());
+}
+
+#[test]
+fn a_session_reads_with_its_cookie_and_changes_only_with_its_csrf_token() {
+    let upstream = upstream();
+    let gw = console_gateway(&upstream);
+    // A wrong token: 401, no cookie.
+    let wrong = gw.request("POST", "/ui/login", None, &[], br#"{"token": "guess"}"#);
+    assert_eq!(wrong.status, 401, "{}", wrong.text());
+    assert!(wrong.header("set-cookie").is_none());
+    assert!(wrong.json()["invocationId"].is_string());
+    assert_eq!(gw.get("/ui/session", None).status, 401);
+
+    let (cookie, csrf) = sign_in(&gw);
+    let session = with_session(&gw, "GET", "/ui/session", &cookie, None, "");
+    assert_eq!(ok(&session)["csrf"], csrf.as_str());
+    // Reads: the cookie is enough.
+    let projects = with_session(&gw, "GET", "/admin/projects", &cookie, None, "");
+    ok(&projects);
+    // Changes: not without the session's CSRF token, nor with another's.
+    let create = r#"{"name": "from the console"}"#;
+    let refused = with_session(&gw, "POST", "/admin/projects", &cookie, None, create);
+    assert_eq!(refused.status, 403, "{}", refused.text());
+    let (_, other_csrf) = sign_in(&gw);
+    let refused = with_session(
+        &gw,
+        "POST",
+        "/admin/projects",
+        &cookie,
+        Some(&other_csrf),
+        create,
+    );
+    assert_eq!(refused.status, 403, "{}", refused.text());
+    let created = with_session(&gw, "POST", "/admin/projects", &cookie, Some(&csrf), create);
+    assert_eq!(created.status, 201, "{}", created.text());
+    // A forged cookie is no session.
+    let forged = format!("{}0", &cookie[..cookie.len() - 1]);
+    let forged = with_session(&gw, "GET", "/admin/projects", &forged, None, "");
+    assert_eq!(forged.status, 401);
+    // Signing out clears the cookie (a stateless session ends in the browser).
+    let out = with_session(&gw, "POST", "/ui/logout", &cookie, Some(&csrf), "");
+    assert_eq!(out.status, 204);
+    assert!(
+        out.header("set-cookie")
+            .unwrap_or_default()
+            .contains("Max-Age=0")
+    );
+}
+
+#[test]
+fn records_are_listed_newest_first_filtered_paged_and_exported() {
+    let upstream = upstream();
+    let gw = console_gateway(&upstream);
+    let project = created(&gw.request(
+        "POST",
+        "/admin/projects",
+        Some(&format!("Bearer {ADMIN_TOKEN}")),
+        &[],
+        br#"{"name": "listed"}"#,
+    ));
+    let project_id = project["id"].as_str().unwrap().to_owned();
+    let key = created(&gw.request(
+        "POST",
+        &format!("/admin/projects/{project_id}/keys"),
+        Some(&format!("Bearer {ADMIN_TOKEN}")),
+        &[],
+        b"{}",
+    ));
+    let key = key["key"].as_str().unwrap().to_owned();
+    let ids: Vec<String> = (0..3)
+        .map(|n| {
+            let response = chat(&gw, &key, &format!("hello {n}"));
+            ok(&response);
+            response.header("x-invocation-id").unwrap().to_owned()
+        })
+        .collect();
+    // Another project's traffic (the demo project's), which the filter leaves out.
+    ok(&chat(&gw, &gw.key, "other"));
+
+    let first = admin_get(
+        &gw,
+        &format!("/admin/invocations?projectId={project_id}&limit=2"),
+    );
+    let page: Vec<&str> = first["invocations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|record| record["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(page, [ids[2].as_str(), ids[1].as_str()], "newest first");
+    let next = first["next"].as_str().expect("a next page");
+    let second = admin_get(
+        &gw,
+        &format!("/admin/invocations?projectId={project_id}&limit=2&cursor={next}"),
+    );
+    assert_eq!(second["invocations"][0]["id"], ids[0].as_str());
+    assert_eq!(second["next"], Value::Null);
+    let record = &second["invocations"][0];
+    assert_eq!(record["status"], "success");
+    assert_eq!(
+        record["keyPrefix"],
+        &key[..record["keyPrefix"].as_str().unwrap().len()]
+    );
+    assert_eq!(
+        record["request"],
+        Value::Null,
+        "the list leaves the bodies out"
+    );
+
+    // Every filter narrows; a bad one is a 400 naming it.
+    let none = admin_get(&gw, "/admin/invocations?status=error");
+    assert_eq!(none["invocations"].as_array().unwrap().len(), 0);
+    let since = admin_get(&gw, "/admin/invocations?since=2999-01-01");
+    assert_eq!(since["invocations"].as_array().unwrap().len(), 0);
+    let by_model = admin_get(
+        &gw,
+        &format!("/admin/invocations?model={MODEL}&route=openai"),
+    );
+    assert_eq!(by_model["invocations"].as_array().unwrap().len(), 4);
+    for bad in [
+        "status=fine",
+        "since=yesterday",
+        "limit=0",
+        "cursor=x",
+        "colour=red",
+    ] {
+        let response = gw.get(&format!("/admin/invocations?{bad}"), Some(ADMIN_TOKEN));
+        assert_eq!(response.status, 400, "{bad}: {}", response.text());
+    }
+
+    // One record, its body included.
+    let one = admin_get(&gw, &format!("/admin/invocations/{}", ids[0]));
+    assert_eq!(one["request"]["messages"][0]["content"], "hello 0");
+    assert_eq!(one["bodiesTruncated"], false);
+    assert_eq!(one["usage"]["total_tokens"], 12);
+    assert!(one["usageCost"].as_f64().unwrap() > 0.0, "{one}");
+    let missing = gw.get(
+        "/admin/invocations/0190b8a0-0000-7000-8000-000000000000",
+        Some(ADMIN_TOKEN),
+    );
+    assert_eq!(missing.status, 404);
+
+    // Usage by hour and model; the top projects.
+    let usage = admin_get(&gw, "/admin/usage?bucket=hour&by=model");
+    let rows = usage["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{usage}");
+    assert_eq!(rows[0]["group"], MODEL);
+    assert_eq!(rows[0]["requests"], 4);
+    assert!(rows[0]["bucket"].as_str().unwrap().ends_with(":00:00.000Z"));
+    let top = admin_get(&gw, "/admin/usage?by=project");
+    let ours = top["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["group"] == project_id.as_str())
+        .unwrap_or_else(|| panic!("{top}"));
+    assert_eq!(ours["requests"], 3);
+    assert!(ours["costUsd"].as_f64().unwrap() > 0.0);
+
+    // The CSV of the filtered range: a header and three lines.
+    let csv = gw.get(
+        &format!("/admin/invocations.csv?projectId={project_id}"),
+        Some(ADMIN_TOKEN),
+    );
+    assert_eq!(csv.status, 200);
+    assert!(
+        csv.header("content-type")
+            .unwrap_or_default()
+            .starts_with("text/csv")
+    );
+    assert!(
+        csv.header("content-disposition")
+            .unwrap_or_default()
+            .contains("attachment")
+    );
+    let text = csv.text();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(lines[0].starts_with("id,created_at,project_id"));
+    assert!(lines[1].starts_with(&ids[0]), "oldest first: {text}");
+}
+
+#[test]
+fn keys_and_routes_show_no_secret() {
+    let upstream = upstream();
+    let gw = console_gateway(&upstream);
+    let bearer = format!("Bearer {ADMIN_TOKEN}");
+    let project = created(&gw.request(
+        "POST",
+        "/admin/projects",
+        Some(&bearer),
+        &[],
+        br#"{"name": "keys"}"#,
+    ));
+    let id = project["id"].as_str().unwrap();
+    let path = format!("/admin/projects/{id}/keys");
+    let first = created(&gw.request("POST", &path, Some(&bearer), &[], b"{}"));
+    // Keys of one millisecond are listed by prefix: these two are a millisecond apart.
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let scoped = br#"{"routes": ["openai"], "expires": "30d", "limits": {"rpm": 5}}"#;
+    let second = created(&gw.request("POST", &path, Some(&bearer), &[], scoped));
+    let prefix = first["prefix"].as_str().unwrap();
+    let revoked = gw.request(
+        "DELETE",
+        &format!("/admin/keys/{prefix}"),
+        Some(&bearer),
+        &[],
+        b"",
+    );
+    ok(&revoked);
+
+    let listed = admin_get(&gw, &path);
+    let text = listed.to_string();
+    for key in [&first["key"], &second["key"]] {
+        assert!(
+            !text.contains(key.as_str().unwrap()),
+            "a whole key is listed: {text}"
+        );
+    }
+    let keys = listed["keys"].as_array().unwrap();
+    assert_eq!(keys.len(), 2);
+    assert_eq!(keys[0]["prefix"], second["prefix"], "newest first");
+    assert_eq!(keys[0]["routes"], json!(["openai"]));
+    assert_eq!(keys[0]["limits"]["rpm"], 5);
+    assert!(keys[0]["expiresAt"].is_string() && keys[0]["revokedAt"].is_null());
+    assert!(keys[1]["revokedAt"].is_string());
+    let unknown = gw.get("/admin/projects/nope/keys", Some(ADMIN_TOKEN));
+    assert_eq!(unknown.status, 404);
+
+    let routes = admin_get(&gw, "/admin/routes");
+    let route = &routes["routes"][0];
+    assert_eq!(route["id"], "openai");
+    assert_eq!(route["pluginStatus"], "serving");
+    assert_eq!(route["targets"][0]["ejected"], false);
+    assert_eq!(route["settings"]["legacy_completions"], false);
+    assert_eq!(route["settings"]["api_key_header"], "••••");
+    assert!(!routes.to_string().contains("x-hidden-header"), "{routes}");
+
+    let plugins = admin_get(&gw, "/admin/plugins");
+    let openai = plugins["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|plugin| plugin["plugin"] == "openai")
+        .unwrap_or_else(|| panic!("{plugins}"));
+    assert!(
+        openai["instances"]["loaded"].as_u64().unwrap() >= 1,
+        "{openai}"
+    );
+}
+
+/// The whole console in Chromium: `tests/console/console_test.py` signs in (a wrong token
+/// refused), creates a project and a key, sends requests with the OpenAI SDK, finds them in the
+/// invocations and the overview, opens one, sets a budget, revokes the key (the next request is
+/// a 401) and signs out, with no JavaScript error; screenshots in `target/ui-screenshots/`.
+#[test]
+fn the_console_in_a_real_browser() {
+    let python = std::env::var_os(PYTHON_VAR)
+        .filter(|path| !path.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            panic!(
+                "{PYTHON_VAR} is not set: run `cargo xtask test`, which creates \
+                 target/clients-venv from tests/clients/requirements.txt (Playwright included)"
+            )
+        });
+    let chromium = std::env::var(CHROMIUM_VAR).unwrap_or_else(|_| CHROMIUM.to_owned());
+    assert!(
+        Path::new(&chromium).exists(),
+        "no browser at {chromium}: install Debian's chromium package (.ci/run does), or set \
+         {CHROMIUM_VAR}"
+    );
+    let upstream = upstream();
+    let gw = console_gateway(&upstream);
+    let root = workspace_root();
+    let screenshots = root.join("target").join("ui-screenshots");
+    std::fs::create_dir_all(&screenshots).unwrap();
+    let scenario = json!({
+        "url": gw.url(),
+        "adminToken": ADMIN_TOKEN,
+        "model": format!("openai/{MODEL}"),
+        "chromium": chromium,
+        "screenshots": screenshots,
+    });
+    let mut command = Command::new(&python);
+    command
+        .arg("tests/console/console_test.py")
+        .current_dir(&root)
+        .env("GATEWAY_CONSOLE_SCENARIO", scenario.to_string())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("NO_PROXY", "*");
+    for var in [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+    ] {
+        command.env_remove(var);
+    }
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", python.display()));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stdout}");
+    assert!(
+        output.status.success(),
+        "the console test failed ({}):\n{stdout}\n{stderr}\n--- gateway log ---\n{}",
+        output.status,
+        gw.logs()
+    );
+    for page in [
+        "login",
+        "project",
+        "invocations",
+        "invocation",
+        "overview",
+        "plugins",
+    ] {
+        let shot = screenshots.join(format!("{page}.png"));
+        assert!(shot.exists(), "no screenshot {}", shot.display());
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .expect("the host crate lives in the workspace")
+}
