@@ -401,13 +401,13 @@ fn test(args: &[String]) -> Result<(), String> {
         .args(["--release", "--workspace", "--no-fail-fast"])
         .args(args)
         .env("GATEWAY_TEST_PLUGINS_DIR", &built)
-        .env("GATEWAY_CLIENTS_PYTHON", python)
+        .env("GATEWAY_CLIENTS_PYTHON", &python)
         // The first pass is the SQLite one; the PostgreSQL-only tests find the server here.
         .env_remove("GATEWAY_TEST_POSTGRES")
         .env("GATEWAY_TEST_POSTGRES_SERVER", postgres_url());
     let sqlite = run(command);
     // Both passes run whatever the first one found: every failure at once.
-    let postgres = test_on_postgres(args, &built);
+    let postgres = test_on_postgres(args, &built, &python);
     match (sqlite, postgres) {
         (Ok(()), Ok(())) => Ok(()),
         (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
@@ -435,7 +435,7 @@ const NOT_ON_POSTGRES: [&str; 5] = [
 /// (`GATEWAY_TEST_POSTGRES`): the same tests hold on both stores. What follows `--` in the
 /// first pass (filters such as `routing::`, `--nocapture`) carries over; a first pass of other
 /// packages or test targets only has no PostgreSQL pass.
-fn test_on_postgres(args: &[String], plugins: &Path) -> Result<(), String> {
+fn test_on_postgres(args: &[String], plugins: &Path, python: &Path) -> Result<(), String> {
     let (cargo_args, test_args) = match args.iter().position(|a| a == "--") {
         Some(at) => args.split_at(at),
         None => (args, &[][..]),
@@ -476,6 +476,8 @@ fn test_on_postgres(args: &[String], plugins: &Path) -> Result<(), String> {
     }
     command
         .env("GATEWAY_TEST_PLUGINS_DIR", plugins)
+        // The admin console's browser test (`console`) runs its Python on both stores.
+        .env("GATEWAY_CLIENTS_PYTHON", python)
         .env("GATEWAY_TEST_POSTGRES", &url);
     eprintln!(
         "xtask: the integration tests again on PostgreSQL ({url}), all areas but {}",
