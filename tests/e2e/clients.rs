@@ -9,9 +9,6 @@
 //! `GATEWAY_CLIENTS_SCENARIO`, a JSON text this runner writes: the expected answers are read
 //! from the same recordings the upstreams replay, so the Python side holds no copy of them.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
 use gateway_test_support::harness::GatewayBuilder;
 use gateway_test_support::upstream::Provider;
 use gateway_test_support::upstream::anthropic::{THINKING, THINKING_SIGNATURE, THINKING_TEXT};
@@ -21,8 +18,8 @@ use gateway_test_support::{
 };
 use serde_json::{Value, json};
 
-/// The interpreter of the suite's virtual environment.
-const PYTHON_VAR: &str = "GATEWAY_CLIENTS_PYTHON";
+use crate::venv;
+
 /// Extra pytest arguments (e.g. `-k stream -x`), split at whitespace, for running a part.
 const PYTEST_ARGS_VAR: &str = "GATEWAY_CLIENTS_PYTEST_ARGS";
 /// The scenario the suite reads.
@@ -314,7 +311,7 @@ impl Setup {
 
 #[test]
 fn official_sdks_against_the_gateway() {
-    let python = python();
+    let python = venv::python();
     let mut setup = Setup {
         upstreams: Upstreams::default(),
         builder: Gateway::builder().env(UPSTREAM_KEY_VAR, "sk-clients-upstream-0123456789"),
@@ -393,7 +390,7 @@ fn official_sdks_against_the_gateway() {
         },
     });
 
-    let mut command = Command::new(&python);
+    let mut command = venv::command(&python);
     command
         .args([
             "-m",
@@ -404,30 +401,7 @@ fn official_sdks_against_the_gateway() {
             "no:cacheprovider",
         ])
         .args(pytest_args())
-        .current_dir(workspace_root())
-        .env(SCENARIO_VAR, scenario.to_string())
-        // No __pycache__ left in the source tree.
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        // Requests go to 127.0.0.1: a proxy from the environment must not take them.
-        .env("NO_PROXY", "*");
-    for var in [
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "all_proxy",
-        // The SDKs read these when the code does not say; the suite always says.
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "OPENAI_ORG_ID",
-        "OPENAI_PROJECT_ID",
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_AUTH_TOKEN",
-        "ANTHROPIC_BASE_URL",
-    ] {
-        command.env_remove(var);
-    }
+        .env(SCENARIO_VAR, scenario.to_string());
     let output = command
         .output()
         .unwrap_or_else(|e| panic!("cannot run {} -m pytest: {e}", python.display()));
@@ -549,30 +523,10 @@ fn any_object(value: &Value, found: &dyn Fn(&Value) -> bool) -> bool {
     }
 }
 
-/// The suite's interpreter; a missing one fails the test: a suite that silently skips would
-/// let the SDK tests rot.
-fn python() -> PathBuf {
-    match std::env::var_os(PYTHON_VAR) {
-        Some(path) if !path.is_empty() => PathBuf::from(path),
-        _ => panic!(
-            "{PYTHON_VAR} is not set: run `cargo xtask test`, which creates the virtual \
-             environment target/clients-venv from tests/clients/requirements.txt and sets it \
-             (or set it to a Python with those packages installed)"
-        ),
-    }
-}
-
 fn pytest_args() -> Vec<String> {
     std::env::var(PYTEST_ARGS_VAR)
         .map(|args| args.split_whitespace().map(str::to_owned).collect())
         .unwrap_or_default()
-}
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .expect("the host crate lives in the workspace")
 }
 
 fn cases_of(cases: &serde_json::Map<String, Value>, plugin: &str, case: &str) -> Value {

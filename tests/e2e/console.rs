@@ -3,16 +3,15 @@
 //! the CSV export, a project's keys, the routes with masked settings; and the whole console in
 //! a real browser (Debian's Chromium driven by Playwright, `tests/console/console_test.py`).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use gateway_test_support::{Gateway, OpenAiUpstream, Reply, Response, Route};
 use serde_json::{Value, json};
 
+use crate::venv;
+
 const ADMIN_TOKEN: &str = "admin-secret-for-console-tests";
 const MODEL: &str = "gpt-4o-mini";
-/// The interpreter with Playwright and the OpenAI SDK (`tests/clients/requirements.txt`).
-const PYTHON_VAR: &str = "GATEWAY_CLIENTS_PYTHON";
 /// The browser the console test drives; Debian's `chromium` package puts it here.
 const CHROMIUM_VAR: &str = "GATEWAY_TEST_CHROMIUM";
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -396,15 +395,7 @@ fn keys_and_routes_show_no_secret() {
 /// a 401) and signs out, with no JavaScript error; screenshots in `target/ui-screenshots/`.
 #[test]
 fn the_console_in_a_real_browser() {
-    let python = std::env::var_os(PYTHON_VAR)
-        .filter(|path| !path.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            panic!(
-                "{PYTHON_VAR} is not set: run `cargo xtask test`, which creates \
-                 target/clients-venv from tests/clients/requirements.txt (Playwright included)"
-            )
-        });
+    let python = venv::python();
     let chromium = std::env::var(CHROMIUM_VAR).unwrap_or_else(|_| CHROMIUM.to_owned());
     assert!(
         Path::new(&chromium).exists(),
@@ -413,8 +404,7 @@ fn the_console_in_a_real_browser() {
     );
     let upstream = upstream();
     let gw = console_gateway(&upstream);
-    let root = workspace_root();
-    let screenshots = root.join("target").join("ui-screenshots");
+    let screenshots = venv::workspace_root().join("target").join("ui-screenshots");
     std::fs::create_dir_all(&screenshots).unwrap();
     let scenario = json!({
         "url": gw.url(),
@@ -423,25 +413,10 @@ fn the_console_in_a_real_browser() {
         "chromium": chromium,
         "screenshots": screenshots,
     });
-    let mut command = Command::new(&python);
+    let mut command = venv::command(&python);
     command
         .arg("tests/console/console_test.py")
-        .current_dir(&root)
-        .env("GATEWAY_CONSOLE_SCENARIO", scenario.to_string())
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("NO_PROXY", "*");
-    for var in [
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "all_proxy",
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-    ] {
-        command.env_remove(var);
-    }
+        .env("GATEWAY_CONSOLE_SCENARIO", scenario.to_string());
     let output = command
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", python.display()));
@@ -465,11 +440,4 @@ fn the_console_in_a_real_browser() {
         let shot = screenshots.join(format!("{page}.png"));
         assert!(shot.exists(), "no screenshot {}", shot.display());
     }
-}
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .expect("the host crate lives in the workspace")
 }

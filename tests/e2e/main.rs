@@ -41,4 +41,5 @@ mod responses;
 mod routing;
 mod sandbox;
 mod tracing;
+mod venv;
 mod vertex;
