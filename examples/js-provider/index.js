@@ -14,6 +14,8 @@ import {
 } from 'gateway-plugin-sdk';
 
 class OpenAiCompatible extends HttpProvider {
+  static OUTPUT = { maxTokens: [['max_tokens'], ['max_completion_tokens']], choices: [['n']] };
+
   info() {
     return { name: 'js-provider', version: '0.1.0', models: [] };
   }
@@ -27,6 +29,12 @@ class OpenAiCompatible extends HttpProvider {
       content: textOnly(message, 'js-provider'),
     }));
     body.stream = stream;
+    if (call.output?.maxTokens !== undefined) {
+      // What the gateway reserved: ask for no more, under every name the API reads.
+      delete body.max_completion_tokens;
+      body.max_tokens = call.output.maxTokens;
+      body.n = call.output.choices;
+    }
     if (stream) {
       body.stream_options = { include_usage: true };
     }

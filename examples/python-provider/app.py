@@ -10,6 +10,7 @@ from gateway_plugin.provider import (
     Answer,
     Call,
     HttpProvider,
+    OutputFields,
     ProviderError,
     Request,
     embedded_error,
@@ -25,6 +26,7 @@ class OpenAiCompatible(HttpProvider):
     NAME = "python-provider"
     VERSION = "0.1.0"
     MODELS = [("gpt-4o-mini", 0.15, 0.60), ("gpt-3.5-turbo-instruct", 1.50, 2.00)]
+    OUTPUT = OutputFields([("max_tokens",), ("max_completion_tokens",)], [("n",)])
 
     def request(self, call: Call, stream: bool) -> Request:
         legacy = call.settings(legacy_completions=False)["legacy_completions"]
@@ -36,6 +38,11 @@ class OpenAiCompatible(HttpProvider):
         else:
             body["messages"] = call.messages(self.NAME)
         body["stream"] = stream
+        if call.output.max_tokens is not None:
+            # What the gateway reserved: ask for no more, under every name the API reads.
+            body.pop("max_completion_tokens", None)
+            body["max_tokens"] = call.output.max_tokens
+            body["n"] = call.output.choices
         if stream:
             body["stream_options"] = {"include_usage": True}
         path = "completions" if legacy else "chat/completions"

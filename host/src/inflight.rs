@@ -6,6 +6,18 @@
 //! gives the bytes back, so the count cannot leak.
 
 use std::sync::Arc;
+
+/// What each item of a request (a message, a text part, a tool call, a function, an input to
+/// embed) costs the gateway while the request runs, beyond its bytes in the body: the item in
+/// the host's types, in the WIT's layout twice (the host's copy the plugin call borrows, the
+/// plugin's), and in the plugin's own types. Measured ~0.4-0.8 KB an item for one-character
+/// items (tests/e2e/hardening.rs, `[memory figure]`); a body of many tiny items costs many
+/// times its size, so each is counted as this much more than its bytes, and the sum of what
+/// requests in flight hold stays near what they take from the machine.
+pub const ITEM_BYTES: usize = 1024;
+/// The same for an image, audio clip or document part: its decoded bytes, its media type and
+/// the summary its record keeps besides (measured ~1.0 KB a tiny image, up to ~2.6 KB).
+pub const MEDIA_ITEM_BYTES: usize = 3 * 1024;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The bytes of the request bodies in flight (shared by every serving thread).
@@ -47,6 +59,31 @@ impl BodyBytes {
         self.bytes
     }
 
+    /// Counts `more` bytes as well if the sum of all stays within `limit` (what the request
+    /// turned out to hold beyond its body: see [`ITEM_BYTES`]); `false` (nothing more
+    /// counted) if not.
+    pub fn grow(&mut self, more: usize, limit: usize) -> bool {
+        let grown = self
+            .count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                held.checked_add(more).filter(|&sum| sum <= limit)
+            });
+        if grown.is_ok() {
+            self.bytes += more;
+        }
+        grown.is_ok()
+    }
+
+    /// Counts `bytes` instead, more or fewer, more only if the sum of all stays within `limit`
+    /// (`false`, and the count as it was, if not).
+    pub fn resize(&mut self, bytes: usize, limit: usize) -> bool {
+        if bytes <= self.bytes {
+            self.shrink_to(bytes);
+            return true;
+        }
+        self.grow(bytes - self.bytes, limit)
+    }
+
     /// Counts `bytes` instead (a body read shorter than it was declared; never more): what
     /// is given back is what is counted.
     pub fn shrink_to(&mut self, bytes: usize) {
@@ -81,6 +118,15 @@ mod tests {
         assert_eq!(inflight.current(), 100);
         drop(second);
         assert_eq!(inflight.current(), 0);
+        let mut third = inflight.reserve(100, 1000).expect("fits");
+        assert!(third.grow(700, 1000), "800 in all fits");
+        assert!(!third.grow(201, 1000), "over the limit");
+        assert_eq!((third.bytes(), inflight.current()), (800, 800));
+        assert!(third.resize(300, 1000) && third.bytes() == 300);
+        assert!(!third.resize(1001, 1000) && third.bytes() == 300);
+        assert!(third.resize(1000, 1000) && inflight.current() == 1000);
+        drop(third);
+        assert_eq!(inflight.current(), 0, "what grew is given back too");
         assert!(inflight.reserve(usize::MAX, usize::MAX).is_some());
         assert!(
             inflight.reserve(1, usize::MAX).is_some(),

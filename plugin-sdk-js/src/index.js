@@ -8,7 +8,7 @@ export { ProviderError, embeddedError, upstreamError } from './errors.js';
 export { Request, Response } from './http.js';
 export { kv } from './kv.js';
 export { log } from './log.js';
-export { HttpProvider, StreamDecoder, exportProvider } from './provider.js';
+export { HttpProvider, StreamDecoder, checkOutput, exportProvider } from './provider.js';
 export { SseParser } from './sse.js';
 export {
   checkedBaseUrl,

@@ -46,6 +46,65 @@ export class StreamDecoder {
   end(answer) {}
 }
 
+const decoder = new TextDecoder();
+
+/**
+ * Refuses (`failed`: the plugin's fault, not the caller's) an upstream `body` that asks for more
+ * than the gateway's output `limit` (`call.output`: `maxTokens` a choice, reasoning included, and
+ * `choices`), or that leaves the answer's length to the provider while the gateway set one. The
+ * gateway reserved the request's tokens and cost for exactly that limit. Without one (`maxTokens`
+ * absent) every body passes. `fields` says where the body states the length: paths of object keys
+ * from its top, `{maxTokens: [['max_tokens']], choices: [['n']]}` (`HttpProvider`'s `OUTPUT`).
+ * A key that repeats in the body is read as `JSON.parse` reads it (its last occurrence).
+ *
+ * @param {{maxTokens?: number, choices: number}} limit
+ * @param {{maxTokens: string[][], choices?: string[][]} | undefined} fields
+ * @param {Uint8Array} body
+ */
+export function checkOutput(limit, fields, body) {
+  const most = limit?.maxTokens;
+  if (most === undefined || most === null) {
+    return;
+  }
+  if (!fields) {
+    throw ProviderError.failed(
+      `the plugin names no OUTPUT fields, so the gateway's output limit cannot be checked (${most} tokens reserved): the request was not sent`,
+    );
+  }
+  let parsed;
+  try {
+    parsed = JSON.parse(decoder.decode(body));
+  } catch (error) {
+    throw ProviderError.failed(`the upstream request is not JSON: ${error?.message ?? error}`);
+  }
+  const at = (path) =>
+    path.reduce((value, key) => (value !== null && typeof value === 'object' && !Array.isArray(value) ? value[key] : undefined), parsed);
+  let bounded = false;
+  for (const [paths, bound, tokens] of [
+    [fields.maxTokens ?? [], most, true],
+    [fields.choices ?? [], limit.choices, false],
+  ]) {
+    for (const path of paths) {
+      const value = at(path);
+      if (value === undefined || (value === null && !tokens)) {
+        continue;
+      }
+      if (!Number.isSafeInteger(value) || value < 0 || value > bound) {
+        throw ProviderError.failed(
+          `the plugin asked its upstream for ${path.join('.')} = ${JSON.stringify(value)}, more than the gateway's limit of ${bound} (which is what it reserved): the request was not sent`,
+        );
+      }
+      bounded ||= tokens;
+    }
+  }
+  if (!bounded) {
+    const names = (fields.maxTokens ?? []).map((path) => path.join('.')).join(' or ');
+    throw ProviderError.failed(
+      `the plugin left the answer's length to its upstream (no ${names}), but the gateway reserved ${most} tokens a choice: the request was not sent`,
+    );
+  }
+}
+
 /**
  * A provider that answers each completion with one upstream HTTP request: implement `info()`,
  * `request(call, stream)` and the decoder's `body(body, answer)` (a provider is its own
@@ -63,7 +122,9 @@ export class HttpProvider extends StreamDecoder {
 
   /**
    * The upstream request for `call` (a `completion-request`), asking for an event stream when
-   * `stream`.
+   * `stream`, for no more than `call.output`: write that limit into the body, and name where in
+   * the class's `static OUTPUT = {maxTokens: [[...]], choices: [[...]]}` (see `checkOutput`; a
+   * class without one is refused whenever the gateway sets a limit).
    * @returns {import('./http.js').Request}
    */
   request(call, stream) {
@@ -75,15 +136,22 @@ export class HttpProvider extends StreamDecoder {
     return new this.constructor();
   }
 
+  /** `request`, unless it asks for more than the gateway's output limit (`checkOutput`). */
+  checkedRequest(call, stream) {
+    const request = this.request(call, stream);
+    checkOutput(call.output, this.constructor.OUTPUT, request.bodyBytes);
+    return request;
+  }
+
   /** Performs a completion and returns the whole answer. */
   complete(call) {
-    const response = this.request(call, false).send();
+    const response = this.checkedRequest(call, false).send();
     return readCompletion(response, call.model, this.decoder());
   }
 
   /** Performs a completion, sending its pieces through `sink` as they arrive. */
   completeStream(call, sink) {
-    const response = this.request(call, true).send();
+    const response = this.checkedRequest(call, true).send();
     return readStream(response, sink, call.model, this.decoder());
   }
 

@@ -98,6 +98,16 @@ export interface ReasoningConfig {
   budgetTokens?: number;
 }
 
+/**
+ * How much the answer may hold, as the gateway decided and reserved it: ask the upstream for no
+ * more (`maxTokens` a choice, reasoning included; `choices` choices), whatever `params` say.
+ */
+export interface OutputLimit {
+  /** Absent when the caller set none and no limit counts tokens or cost. */
+  maxTokens?: number;
+  choices: number;
+}
+
 export interface CompletionRequest {
   route: Route;
   model: string;
@@ -105,6 +115,8 @@ export interface CompletionRequest {
   functions: FunctionDef[];
   functionChoice?: FunctionChoice;
   reasoning?: ReasoningConfig;
+  /** The answer's size, which the plugin keeps to. */
+  output: OutputLimit;
   /** Every other caller parameter (temperature, max_tokens, ...) as JSON text (see `paramsObject`). */
   params: string;
 }
@@ -350,8 +362,19 @@ export abstract class StreamDecoder implements Decoder {
   end(answer: Answer): void;
 }
 
+/** Where an upstream body states the answer's length: paths of object keys from its top. */
+export interface OutputFields {
+  maxTokens: string[][];
+  choices?: string[][];
+}
+
+/** Refuses (`failed`) a body that asks for more than the gateway's output limit. */
+export function checkOutput(limit: OutputLimit, fields: OutputFields | undefined, body: Uint8Array): void;
+
 /** A provider answering each completion with one upstream request; its class is its decoder. */
 export abstract class HttpProvider extends StreamDecoder {
+  /** Where its bodies state the answer's length; the drivers refuse one over `call.output`. */
+  static OUTPUT?: OutputFields;
   abstract info(): PluginInfo;
   abstract request(call: CompletionRequest, stream: boolean): Request;
   /** A fresh decoder per call: by default `new this.constructor()`. */

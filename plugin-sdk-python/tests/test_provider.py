@@ -40,7 +40,8 @@ def chat(*texts):
 
 def call(prompt=None, params="", settings=""):
     prompt = prompt or types.Prompt_Text("hi")
-    request = types.CompletionRequest(route(settings), "m-1", prompt, [], None, None, params)
+    output = types.OutputLimit(None, 1)
+    request = types.CompletionRequest(route(settings), "m-1", prompt, [], None, None, output, params)
     return Call(request)
 
 
@@ -364,3 +365,47 @@ def iter_body(chunks):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class OutputTest(unittest.TestCase):
+    """The gateway's output limit: what it reserved is all a body may ask for."""
+
+    def setUp(self):
+        from gateway_plugin.provider import OutputFields
+
+        self.fields = OutputFields(
+            [("max_completion_tokens",), ("generationConfig", "maxOutputTokens")], [("n",)]
+        )
+
+    def check(self, max_tokens, body, choices=1, fields="default"):
+        from gateway_plugin.provider import check_output
+
+        fields = self.fields if fields == "default" else fields
+        check_output(types.OutputLimit(max_tokens, choices), fields, json.dumps(body).encode())
+
+    def refused(self, *args, **kwargs):
+        with self.assertRaises(ProviderError) as caught:
+            self.check(*args, **kwargs)
+        self.assertEqual(caught.exception.kind, "failed")
+        return str(caught.exception)
+
+    def test_within_the_limit_passes(self):
+        self.check(50, {"max_completion_tokens": 50})
+        self.check(50, {"generationConfig": {"maxOutputTokens": 10}, "n": 2}, choices=2)
+        self.check(None, {"n": 9})
+        self.check(None, {}, fields=None)
+
+    def test_over_the_limit_or_unbounded_is_refused(self):
+        self.assertIn("max_completion_tokens = 51", self.refused(50, {"max_completion_tokens": 51}))
+        self.refused(50, {"generationConfig": {"maxOutputTokens": 500}, "max_completion_tokens": 5})
+        self.refused(50, {"max_completion_tokens": 50, "n": 2})
+        self.refused(50, {"max_completion_tokens": "50"})
+        self.refused(50, {"temperature": 0})
+        self.assertIn("names no OUTPUT", self.refused(50, {"max_tokens": 1}, fields=None))
+
+    def test_a_repeated_key_is_held_to_the_limit_each_time(self):
+        from gateway_plugin.provider import check_output
+
+        body = b'{"max_completion_tokens": 5, "max_completion_tokens": 500}'
+        with self.assertRaises(ProviderError):
+            check_output(types.OutputLimit(50, 1), self.fields, body)

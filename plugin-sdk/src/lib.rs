@@ -80,6 +80,10 @@
 //!
 //! impl HttpProvider for Minimal {
 //!     type Decoder = Minimal;
+//!     const OUTPUT: OutputFields = OutputFields {
+//!         max_tokens: &[&["max_completion_tokens"], &["max_tokens"]],
+//!         choices: &[&["n"]],
+//!     };
 //!
 //!     fn info() -> PluginInfo {
 //!         PluginInfo::new("minimal", env!("CARGO_PKG_VERSION"), Vec::new())
@@ -97,6 +101,12 @@
 //!         body.insert("model".into(), json!(call.model));
 //!         body.insert("messages".into(), json!(messages));
 //!         body.insert("stream".into(), json!(stream));
+//!         if let Some(max) = call.output.max_tokens {
+//!             // What the gateway reserved: ask for no more, under every name the API reads.
+//!             body.remove("max_completion_tokens");
+//!             body.insert("max_tokens".into(), json!(max));
+//!             body.insert("n".into(), json!(call.output.choices));
+//!         }
 //!         if stream {
 //!             body.insert("stream_options".into(), json!({"include_usage": true}));
 //!         }
@@ -176,6 +186,7 @@ pub mod http;
 pub mod json;
 pub mod kv;
 pub mod log;
+pub mod output;
 mod params;
 mod parts;
 pub mod sse;
@@ -184,6 +195,7 @@ mod upstream;
 pub use answer::{Answer, StreamDecoder, read_completion, read_stream};
 pub use assembler::StreamAssembler;
 pub use calls::{OpenCall, OpenCalls};
+pub use output::check_output;
 pub use params::{params_object, params_object_except, take_default_only_params};
 pub use parts::{Base64, DataUrl};
 pub use upstream::{embedded_error, upstream_error};
@@ -248,6 +260,10 @@ pub use wit::Route;
 
 /// A completion to perform, already validated by the gateway.
 pub use wit::CompletionRequest;
+
+/// How much the answer may hold, as the gateway decided and reserved it: ask the upstream for
+/// no more (see [`output`]).
+pub use wit::OutputLimit;
 
 /// Why the model stopped.
 pub use wit::FinishReason;
@@ -572,8 +588,13 @@ pub trait HttpProvider {
     /// Describes the plugin. Called once when the gateway loads it.
     fn info() -> PluginInfo;
 
+    /// Where the bodies [`request`](HttpProvider::request) builds say how long the answer may
+    /// be. The drivers refuse to send a body that asks for more than the request's
+    /// [`OutputLimit`] ([`check_output`]), so `request` must write that limit there.
+    const OUTPUT: output::OutputFields;
+
     /// The upstream request for `request`, asking for an event stream when
-    /// `stream`.
+    /// `stream`: for no more than `request.output` (see [`output`]).
     fn request(request: &CompletionRequest, stream: bool) -> Result<http::Request, ProviderError>;
 
     /// Computes embeddings, as [`Provider::embed`] (whose default this is).
@@ -592,7 +613,7 @@ impl<T: HttpProvider> Provider for T {
     }
 
     fn complete(request: CompletionRequest) -> Result<Completion, ProviderError> {
-        let response = T::request(&request, false)?.send_logged()?;
+        let response = checked_request::<T>(&request, false)?.send_logged()?;
         read_completion(response, &request.model, T::Decoder::default())
     }
 
@@ -600,7 +621,7 @@ impl<T: HttpProvider> Provider for T {
         request: CompletionRequest,
         sink: &mut Sink,
     ) -> Result<Completion, ProviderError> {
-        let response = T::request(&request, true)?.send_logged()?;
+        let response = checked_request::<T>(&request, true)?.send_logged()?;
         read_stream(response, sink, &request.model, T::Decoder::default())
     }
 
@@ -609,15 +630,26 @@ impl<T: HttpProvider> Provider for T {
     }
 }
 
+/// `T`'s upstream request, unless it asks for more than the host's output limit.
+fn checked_request<T: HttpProvider>(
+    request: &CompletionRequest,
+    stream: bool,
+) -> Result<http::Request, ProviderError> {
+    let upstream = T::request(request, stream)?;
+    check_output(&request.output, &T::OUTPUT, upstream.body_bytes())?;
+    Ok(upstream)
+}
+
 /// The items most plugins use, for `use gateway_plugin_sdk::prelude::*;`.
 pub mod prelude {
     pub use crate::http::{Request, Response};
+    pub use crate::output::OutputFields;
     pub use crate::sse::Event;
     pub use crate::{
         Answer, Completion, CompletionRequest, EmbeddingRequest, Embeddings, FinishReason,
-        HttpProvider, Message, ModelPrice, Part, PluginInfo, Prompt, Provider, ProviderError, Role,
-        Sink, StreamDecoder, Usage, export_provider, params_object_except, read_completion,
-        read_stream,
+        HttpProvider, Message, ModelPrice, OutputLimit, Part, PluginInfo, Prompt, Provider,
+        ProviderError, Role, Sink, StreamDecoder, Usage, export_provider, params_object_except,
+        read_completion, read_stream,
     };
 }
 
@@ -884,6 +916,7 @@ mod tests {
             functions: Vec::new(),
             function_choice: None,
             reasoning: None,
+            output: OutputLimit::NONE,
             params: String::new(),
         };
         let mut sink = Sink::buffered();

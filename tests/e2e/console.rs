@@ -395,6 +395,13 @@ fn keys_and_routes_show_no_secret() {
 /// a 401) and signs out, with no JavaScript error; screenshots in `target/ui-screenshots/`.
 #[test]
 fn the_console_in_a_real_browser() {
+    // `cargo xtask test` found no browser and could not install one: said loudly, and a
+    // failure under CI, which must run everything.
+    if let Ok(why) = std::env::var("GATEWAY_TEST_NO_BROWSER") {
+        assert!(std::env::var_os("CI").is_none(), "{why}");
+        eprintln!("*** SKIPPED the console's browser test: {why} ***");
+        return;
+    }
     let python = venv::python();
     let chromium = std::env::var(CHROMIUM_VAR).unwrap_or_else(|_| CHROMIUM.to_owned());
     assert!(

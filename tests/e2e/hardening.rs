@@ -4,7 +4,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use gateway_test_support::client::{self, parse_sse};
 use gateway_test_support::{
@@ -1192,6 +1192,8 @@ fn rss_per_request_in_flight(api: Api, messages: Value) -> (u64, u64) {
     let stuck = OpenAiUpstream::hang();
     let gw = Gateway::builder()
         .route(Route::openai("stuck", &stuck.base_url("/v1")))
+        // Room for all of them however they are counted: this measures, it does not bound.
+        .config_line("max_inflight_body_bytes = 8589934592")
         .start();
     // The plugin loaded and instantiated once, the upstream connection pool built.
     let (path, small) = large_request(&gw, api, json!([{"role": "user", "content": "hi"}]));
@@ -1349,5 +1351,114 @@ fn once_bodies_left(send: impl Fn() -> client::Response) -> client::Response {
             "the bodies of ended requests were still counted after {GENEROUS:?}"
         );
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+// ------------------------------------------- 46.3: many tiny items within max_inflight_body_bytes
+
+/// Requests of one shape sent at once in [`burst_of_tiny_items`].
+const BURST: usize = 12;
+
+/// 115,000 one-character Responses API input items (~3.3 MB).
+fn tiny_responses_items() -> Value {
+    let items: Vec<Value> = (0..115_000)
+        .map(|_| json!({"role": "user", "content": "a"}))
+        .collect();
+    json!({"model": "stuck/gpt-4o-mini", "input": items, "store": false})
+}
+
+/// 100,000 chat messages of one character (~3.2 MB).
+fn tiny_chat_messages() -> Value {
+    let messages: Vec<Value> = (0..100_000)
+        .map(|_| json!({"role": "user", "content": "a"}))
+        .collect();
+    json!({"model": "stuck/gpt-4o-mini", "messages": messages})
+}
+
+/// One message of 50,000 tiny images (a data URL of 3 bytes each, ~3.6 MB).
+fn tiny_image_parts() -> Value {
+    let parts: Vec<Value> = (0..50_000)
+        .map(|_| json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}))
+        .collect();
+    json!({"model": "stuck/gpt-4o-mini", "messages": [{"role": "user", "content": parts}]})
+}
+
+/// Whether the answer on `stream` (a request sent with [`send_unanswered`]) has begun with a
+/// 503; `false` while nothing came.
+fn refused_with_503(stream: &TcpStream) -> bool {
+    stream
+        .set_read_timeout(Some(Duration::from_millis(20)))
+        .expect("read timeout");
+    let mut head = [0u8; 12];
+    match stream.peek(&mut head) {
+        Ok(n) => head[..n].starts_with(b"HTTP/1.1 503"),
+        Err(_) => false,
+    }
+}
+
+/// [`BURST`] requests of `body` to `path` at once, against an upstream that never answers,
+/// under the default `max_inflight_body_bytes`: the growth of the gateway's RSS once each has
+/// reached the upstream or been refused, and how many were refused.
+fn burst_of_tiny_items(path: &str, body: &Value) -> (u64, usize) {
+    let stuck = OpenAiUpstream::hang();
+    let gw = Gateway::builder()
+        .route(Route::openai("stuck", &stuck.base_url("/v1")))
+        .start();
+    let small =
+        json!({"model": "stuck/gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]});
+    let _warm = send_unanswered(&gw, "/v1/chat/completions", small.to_string().as_bytes());
+    stuck.wait_until("the first request", |u| u.request_count() == 1);
+    let before = proc_status_kib(&gw, "VmRSS") * 1024;
+    let body = body.to_string().into_bytes();
+    let held: Vec<TcpStream> = (0..BURST)
+        .map(|_| send_unanswered(&gw, path, &body))
+        .collect();
+    // A liveness bound, not a timing assertion.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let refused = loop {
+        let refused = held.iter().filter(|s| refused_with_503(s)).count();
+        if stuck.request_count() - 1 + refused == BURST {
+            break refused;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{refused} refused, {} upstream",
+            stuck.request_count() - 1
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let during = proc_status_kib(&gw, "VmRSS") * 1024;
+    drop(held);
+    (during.saturating_sub(before), refused)
+}
+
+#[test]
+fn many_tiny_items_in_flight_keep_the_gateway_within_max_inflight_body_bytes() {
+    // The default bound, which the requests' bodies (~3.5 MB each, 42 MB together) are far
+    // below: counted by their bytes alone, all twelve were held, at ~34x their bodies.
+    const BOUND: u64 = 512 * 1024 * 1024;
+    for (shape, path, body) in [
+        ("Responses items", "/v1/responses", tiny_responses_items()),
+        (
+            "chat messages",
+            "/v1/chat/completions",
+            tiny_chat_messages(),
+        ),
+        ("image parts", "/v1/chat/completions", tiny_image_parts()),
+    ] {
+        let (grown, refused) = burst_of_tiny_items(path, &body);
+        eprintln!(
+            "[memory figure] {BURST} requests of tiny {shape} ({:.1} MB each) at once: {refused} \
+             refused with 503, RSS +{:.0} MB",
+            body.to_string().len() as f64 / 1e6,
+            grown as f64 / 1e6
+        );
+        assert!(
+            grown <= BOUND,
+            "{shape}: the gateway grew by {} MB with {} requests held, over the {} MB bound",
+            grown / 1_000_000,
+            BURST - refused,
+            BOUND / 1_000_000
+        );
     }
 }

@@ -1106,7 +1106,7 @@ fn sigterm_finishes_an_in_flight_stream_and_records_it() {
     assert_eq!(gw.record(&id)["status"], json!("success"));
 }
 
-/// The SDK's proof: `examples/minimal-provider`, a whole provider in under 60
+/// The SDK's proof: `examples/minimal-provider`, a whole provider in under 70
 /// lines, serves the recorded OpenAI traffic with text, usage and cost, as a
 /// plain answer and as a stream.
 mod minimal_example {

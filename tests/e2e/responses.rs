@@ -563,3 +563,38 @@ fn a_response_kept_by_one_replica_is_continued_on_another() {
         "{sent}"
     );
 }
+
+#[test]
+fn a_conversation_over_max_conversation_bytes_is_refused_and_a_kept_one_counts_in_flight() {
+    let upstream =
+        OpenAiUpstream::each_call(Reply::openai_answer("gpt-4o-mini", "Noted.", json!({})));
+    // A conversation of ~1.5 MB is kept, then continued with a turn of 0.6 MB: a cap of 1 MiB
+    // refuses that; a gateway with room for 2 MB of bodies in flight refuses it for now (503:
+    // the kept conversation counts, which it did not before); one with the default room serves
+    // it.
+    let start = |lines: &[&str]| {
+        let mut builder = Gateway::builder().route(Route::openai("gpt", &upstream.base_url("/v1")));
+        for line in lines {
+            builder = builder.config_line(line);
+        }
+        builder.start()
+    };
+    let long = "x".repeat(1_500_000);
+    for (lines, expected) in [
+        (vec!["max_conversation_bytes = 1048576"], 400),
+        (vec!["max_inflight_body_bytes = 2000000"], 503),
+        (vec![], 200),
+    ] {
+        let gw = start(&lines);
+        let first = respond(&gw, &json!({"model": "gpt/gpt-4o-mini", "input": long}));
+        let next = json!({"model": "gpt/gpt-4o-mini", "previous_response_id": first["id"],
+            "input": "y".repeat(600_000)});
+        let response = respond_as(&gw, &gw.key, &next);
+        assert_eq!(response.status, expected, "{lines:?}: {}", response.text());
+        if expected == 400 {
+            assert_eq!(refused_param(&response), "previous_response_id");
+            let message = response.json()["error"]["message"].to_string();
+            assert!(message.contains("max_conversation_bytes"), "{message}");
+        }
+    }
+}

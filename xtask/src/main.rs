@@ -395,6 +395,7 @@ fn test(args: &[String]) -> Result<(), String> {
     // The JavaScript plugins the e2e tests load, beside the others; and the JavaScript SDK's tests.
     js::build_test_plugins(&built)?;
     let python = clients_venv()?;
+    let browser = browser();
     let mut command = cargo("test");
     command
         // Every failure at once, not just the first test binary's.
@@ -402,12 +403,13 @@ fn test(args: &[String]) -> Result<(), String> {
         .args(args)
         .env("GATEWAY_TEST_PLUGINS_DIR", &built)
         .env("GATEWAY_CLIENTS_PYTHON", &python)
+        .envs(browser.iter().map(|why| (NO_BROWSER, why)))
         // The first pass is the SQLite one; the PostgreSQL-only tests find the server here.
         .env_remove("GATEWAY_TEST_POSTGRES")
         .env("GATEWAY_TEST_POSTGRES_SERVER", postgres_url());
     let sqlite = run(command);
     // Both passes run whatever the first one found: every failure at once.
-    let postgres = test_on_postgres(args, &built, &python);
+    let postgres = test_on_postgres(args, &built, &python, browser.as_deref());
     match (sqlite, postgres) {
         (Ok(()), Ok(())) => Ok(()),
         (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
@@ -435,7 +437,12 @@ const NOT_ON_POSTGRES: [&str; 5] = [
 /// (`GATEWAY_TEST_POSTGRES`): the same tests hold on both stores. What follows `--` in the
 /// first pass (filters such as `routing::`, `--nocapture`) carries over; a first pass of other
 /// packages or test targets only has no PostgreSQL pass.
-fn test_on_postgres(args: &[String], plugins: &Path, python: &Path) -> Result<(), String> {
+fn test_on_postgres(
+    args: &[String],
+    plugins: &Path,
+    python: &Path,
+    no_browser: Option<&str>,
+) -> Result<(), String> {
     let (cargo_args, test_args) = match args.iter().position(|a| a == "--") {
         Some(at) => args.split_at(at),
         None => (args, &[][..]),
@@ -478,6 +485,7 @@ fn test_on_postgres(args: &[String], plugins: &Path, python: &Path) -> Result<()
         .env("GATEWAY_TEST_PLUGINS_DIR", plugins)
         // The admin console's browser test (`console`) runs its Python on both stores.
         .env("GATEWAY_CLIENTS_PYTHON", python)
+        .envs(no_browser.map(|why| (NO_BROWSER, why)))
         .env("GATEWAY_TEST_POSTGRES", &url);
     eprintln!(
         "xtask: the integration tests again on PostgreSQL ({url}), all areas but {}",
@@ -536,6 +544,50 @@ fn option_values(args: &[String], short: &str, long: &str) -> Vec<String> {
         }
     }
     values
+}
+
+/// The browser the admin console's test drives (`tests/e2e/console.rs`): Debian's chromium.
+const CHROMIUM: &str = "/usr/bin/chromium";
+/// Set for the tests when there is no browser and none could be installed: why. The console's
+/// browser test then skips, saying so (under `CI` it fails instead).
+const NO_BROWSER: &str = "GATEWAY_TEST_NO_BROWSER";
+
+/// Makes sure the console's browser test has a browser: `GATEWAY_TEST_CHROMIUM`, else Debian's
+/// `chromium`, installed with apt-get when it is missing and this user may (root, or sudo
+/// without a password), as `.ci/run` does. `None` when there is one; else why there is none.
+fn browser() -> Option<String> {
+    if std::env::var_os("GATEWAY_TEST_CHROMIUM").is_some() || Path::new(CHROMIUM).exists() {
+        return None;
+    }
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| out.stdout.trim_ascii() == b"0");
+    let sudo = !root
+        && Command::new("sudo")
+            .args(["-n", "true"])
+            .status()
+            .is_ok_and(|s| s.success());
+    if !(root || sudo) || !Path::new("/usr/bin/apt-get").exists() {
+        return Some(format!(
+            "no browser at {CHROMIUM}, and this user cannot install Debian's chromium package \
+             (apt-get as root or with sudo): install it, or set GATEWAY_TEST_CHROMIUM"
+        ));
+    }
+    eprintln!("xtask: installing Debian's chromium for the admin console's browser test (once)");
+    let apt = |args: &[&str]| {
+        let mut command = Command::new(if sudo { "sudo" } else { "apt-get" });
+        if sudo {
+            command.args(["-n", "apt-get"]);
+        }
+        command.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+        run(command)
+    };
+    match apt(&["update", "-q"]).and_then(|()| apt(&["install", "-y", "-q", "chromium"])) {
+        Ok(()) if Path::new(CHROMIUM).exists() => None,
+        Ok(()) => Some(format!("apt-get installed chromium, but not at {CHROMIUM}")),
+        Err(e) => Some(format!("installing Debian's chromium failed: {e}")),
+    }
 }
 
 /// The Python environment of the official-SDK suite (`tests/clients`): `target/clients-venv`,

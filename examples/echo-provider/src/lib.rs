@@ -257,6 +257,7 @@ mod tests {
             functions: Vec::new(),
             function_choice: None,
             reasoning: None,
+            output: gateway_plugin_sdk::OutputLimit::NONE,
             params: "{}".into(),
         }
     }

@@ -8,6 +8,10 @@ struct Minimal;
 
 impl HttpProvider for Minimal {
     type Decoder = Minimal;
+    const OUTPUT: OutputFields = OutputFields {
+        max_tokens: &[&["max_completion_tokens"], &["max_tokens"]],
+        choices: &[&["n"]],
+    };
 
     fn info() -> PluginInfo {
         PluginInfo::new("minimal", env!("CARGO_PKG_VERSION"), Vec::new())
@@ -25,6 +29,12 @@ impl HttpProvider for Minimal {
         body.insert("model".into(), json!(call.model));
         body.insert("messages".into(), json!(messages));
         body.insert("stream".into(), json!(stream));
+        if let Some(max) = call.output.max_tokens {
+            // What the gateway reserved: ask for no more, under every name the API reads.
+            body.remove("max_completion_tokens");
+            body.insert("max_tokens".into(), json!(max));
+            body.insert("n".into(), json!(call.output.choices));
+        }
         if stream {
             body.insert("stream_options".into(), json!({"include_usage": true}));
         }

@@ -1,7 +1,8 @@
 //! The key of a cached answer: SHA-256 over the request as the plugin receives it, in the
 //! host's surface-independent types (so an OpenAI- and an Anthropic-format request that mean
-//! the same thing share it), with whose it is. Never the caller's headers or keys: the
-//! route's key and settings are not part of it either.
+//! the same thing share it), with whose it is. Never the caller's headers, nor the route's key
+//! and settings; the caller's own provider key (`Provider-API-Key`) only as its digest, so that
+//! an answer one caller's key paid for is never served to a caller with another key.
 
 use std::hash::{Hash, Hasher};
 
@@ -11,7 +12,7 @@ use crate::plugins::types;
 
 /// Changes whenever what goes into a key does, so that replicas of another version miss
 /// rather than read an entry meant for another request.
-const VERSION: &[u8] = b"gateway response cache 1\0";
+const VERSION: &[u8] = b"gateway response cache 2\0";
 
 /// A SHA-256 digest naming one cached answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -39,6 +40,8 @@ pub enum Question<'a> {
         functions: &'a [types::FunctionDef],
         function_choice: Option<&'a types::FunctionChoice>,
         reasoning: Option<&'a types::ReasoningConfig>,
+        /// What the answer may hold: a request capped lower (under a limit) is another question.
+        output: types::OutputLimit,
     },
     Embed {
         input: &'a [String],
@@ -46,9 +49,11 @@ pub enum Question<'a> {
 }
 
 /// The key of `question` to `model` of `route`, with its pass-through `params` (a JSON object
-/// text: read and written again, so that the order of its keys does not matter).
+/// text: read and written again, so that the order of its keys does not matter), asked with
+/// the caller's own provider key `caller_key` when it brought one.
 pub fn key(
     scope: Scope<'_>,
+    caller_key: Option<&str>,
     route: &str,
     model: &str,
     question: Question<'_>,
@@ -60,6 +65,11 @@ pub fn key(
         Scope::Project(project) => Some(project).hash(&mut hasher),
         Scope::Route => None::<&str>.hash(&mut hasher),
     }
+    // The key's digest, not the key: the hasher's input is never kept, but this way the key
+    // is not even copied.
+    caller_key
+        .map(|key| <[u8; 32]>::from(Sha256::digest(key.as_bytes())))
+        .hash(&mut hasher);
     route.hash(&mut hasher);
     model.hash(&mut hasher);
     match question {
@@ -68,12 +78,14 @@ pub fn key(
             functions,
             function_choice,
             reasoning,
+            output,
         } => {
             0u8.hash(&mut hasher);
             prompt.hash(&mut hasher);
             functions.hash(&mut hasher);
             function_choice.hash(&mut hasher);
             reasoning.hash(&mut hasher);
+            output.hash(&mut hasher);
         }
         Question::Embed { input } => {
             1u8.hash(&mut hasher);
@@ -122,8 +134,9 @@ mod tests {
             functions: &[],
             function_choice: None,
             reasoning: None,
+            output: types::OutputLimit::default(),
         };
-        key(scope, "r", model, question, params)
+        key(scope, None, "r", model, question, params)
     }
 
     #[test]
@@ -169,6 +182,7 @@ mod tests {
         assert_ne!(base, of(Scope::Route, "m", &split, "{}"));
         let embed = key(
             Scope::Route,
+            None,
             "r",
             "m",
             Question::Embed {
@@ -179,6 +193,7 @@ mod tests {
         assert_ne!(base, embed);
         let with_tools = key(
             Scope::Route,
+            None,
             "r",
             "m",
             Question::Complete {
@@ -190,9 +205,41 @@ mod tests {
                 }],
                 function_choice: None,
                 reasoning: None,
+                output: types::OutputLimit::default(),
             },
             "{}",
         );
         assert_ne!(base, with_tools);
+        let capped = |max_tokens| {
+            let question = Question::Complete {
+                prompt: &prompt,
+                functions: &[],
+                function_choice: None,
+                reasoning: None,
+                output: types::OutputLimit {
+                    max_tokens,
+                    choices: 1,
+                },
+            };
+            key(Scope::Route, None, "r", "m", question, "{}")
+        };
+        assert_eq!(base, capped(None));
+        assert_ne!(base, capped(Some(5)));
+    }
+
+    #[test]
+    fn a_callers_own_provider_key_has_entries_of_its_own() {
+        let prompt = chat("hi");
+        let question = Question::Complete {
+            prompt: &prompt,
+            functions: &[],
+            function_choice: None,
+            reasoning: None,
+            output: types::OutputLimit::default(),
+        };
+        let with = |caller_key| key(Scope::Route, caller_key, "r", "m", question, "{}");
+        assert_ne!(with(None), with(Some("sk-a")));
+        assert_ne!(with(Some("sk-a")), with(Some("sk-b")));
+        assert_eq!(with(Some("sk-a")), with(Some("sk-a")));
     }
 }

@@ -152,6 +152,7 @@ mod tests {
         let input = [text.to_owned()];
         key(
             Scope::Route,
+            None,
             "r",
             "m",
             Question::Embed { input: &input },

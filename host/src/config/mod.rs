@@ -180,6 +180,10 @@ pub struct Config {
     /// the moment it is read (or, when its `Content-Length` is declared, before reading it)
     /// until its request ends, stream included.
     pub max_inflight_body_bytes: Positive<NonZeroUsize>,
+    /// Cap on a Responses API conversation continued with `previous_response_id`: the kept
+    /// conversation and the new request together, in bytes; over it: 400 naming
+    /// `previous_response_id`.
+    pub max_conversation_bytes: Positive<NonZeroUsize>,
     pub demo_project: bool,
     pub request_timeout_secs: Positive<NonZeroU64>,
     /// Tries at upstreams one request may make at most, retries, other targets and fallbacks
@@ -300,6 +304,9 @@ const MAX_PART_BYTES: Positive<NonZeroUsize> =
     Positive::new(NonZeroUsize::new(20 * 1024 * 1024).expect("not zero"));
 const MAX_INFLIGHT_BODY_BYTES: Positive<NonZeroUsize> =
     Positive::new(NonZeroUsize::new(512 * 1024 * 1024).expect("not zero"));
+/// Four bodies of the largest size: a long agent's conversation, not an unbounded one.
+const MAX_CONVERSATION_BYTES: Positive<NonZeroUsize> =
+    Positive::new(NonZeroUsize::new(16 * 1024 * 1024).expect("not zero"));
 const REQUEST_TIMEOUT_SECS: Positive<NonZeroU64> =
     Positive::new(NonZeroU64::new(120).expect("not zero"));
 const REQUEST_READ_TIMEOUT_SECS: Positive<NonZeroU64> =
@@ -343,6 +350,7 @@ impl Default for Config {
             workers: 0,
             max_body_bytes: MAX_BODY_BYTES,
             max_inflight_body_bytes: MAX_INFLIGHT_BODY_BYTES,
+            max_conversation_bytes: MAX_CONVERSATION_BYTES,
             demo_project: true,
             request_timeout_secs: REQUEST_TIMEOUT_SECS,
             max_attempts: MAX_ATTEMPTS,

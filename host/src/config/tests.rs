@@ -152,6 +152,7 @@ fn zero_and_out_of_range_values_are_refused_with_their_key() {
         "max_body_bytes",
         "max_expanded_bytes",
         "max_part_bytes",
+        "max_conversation_bytes",
         "record_retention_days",
         "max_attempts",
     ] {

@@ -13,7 +13,7 @@ use super::record::{BodyPolicy, Draft};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::http::{check_declared_length, declared_length, discard_body, read_body};
-use crate::inflight::BodyBytes;
+use crate::inflight::{BodyBytes, ITEM_BYTES};
 use crate::state::AppState;
 use crate::store::KeyRecord;
 
@@ -22,8 +22,11 @@ pub(super) struct Admitted<S> {
     /// The caller's key: its project, scope and limits.
     pub key: KeyRecord,
     pub body: S,
-    /// The body's bytes in the count of those in flight: held until the request ends.
+    /// The body's bytes in the count of those in flight (and, until the flow counts its
+    /// items, an allowance for each JSON object in it): held until the request ends.
     pub inflight: BodyBytes,
+    /// The body's length.
+    pub body_bytes: usize,
 }
 
 pub(super) async fn admit<S: Surface>(
@@ -82,7 +85,17 @@ pub(super) async fn admit<S: Surface>(
             .reserve(bytes.len(), limit)
             .ok_or(ApiError::BodiesInFlight(limit))?,
     };
+    // Each JSON object becomes an item or more once parsed, which costs many times its bytes
+    // (see `ITEM_BYTES`): counted before the parse, so that a body of many tiny items is
+    // refused before it costs that. A brace inside a string counts too; the flow counts the
+    // items themselves once they are parsed.
     draft.request(&bytes);
+    let mut inflight = inflight;
+    let objects = memchr::memchr_iter(b'{', &bytes).count();
+    if !inflight.grow(objects.saturating_mul(ITEM_BYTES), limit) {
+        return Err(ApiError::BodiesInFlight(limit));
+    }
+    let body_bytes = bytes.len();
     // The raw body goes as soon as it is parsed: the request holds only its parsed form.
     let body = S::parse(&bytes)?;
     drop(bytes);
@@ -90,6 +103,7 @@ pub(super) async fn admit<S: Surface>(
         key,
         body,
         inflight,
+        body_bytes,
     })
 }
 

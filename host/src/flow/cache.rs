@@ -85,8 +85,10 @@ impl Caching {
         route: &Route,
         headers: &HeaderMap,
         project: &str,
+        caller_key: Option<&str>,
         model: &str,
         ask: &Ask<C, E>,
+        output: types::OutputLimit,
         params: &str,
     ) -> Result<Option<Caching>, ApiError> {
         let Some(ttl) = route.config.cache_ttl() else {
@@ -109,10 +111,11 @@ impl Caching {
                 functions,
                 function_choice: function_choice.as_ref(),
                 reasoning: reasoning.as_ref(),
+                output,
             },
             Ask::Embed { input, .. } => Question::Embed { input },
         };
-        let key = crate::cache::key(scope, &route.id, model, question, params);
+        let key = crate::cache::key(scope, caller_key, &route.id, model, question, params);
         Ok(Some(Caching {
             key,
             ttl,

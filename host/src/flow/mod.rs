@@ -30,6 +30,7 @@ use uuid::Uuid;
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::http::{Body, error_response_with_body, json_text_response};
+use crate::inflight::{ITEM_BYTES, MEDIA_ITEM_BYTES};
 use crate::plugins::types;
 use crate::state::AppState;
 use crate::store::{KeyScope, StoredResponse, TokenUsage};
@@ -456,8 +457,12 @@ async fn flow<S: Surface>(
     let admit::Admitted {
         key,
         body,
-        inflight,
+        mut inflight,
+        body_bytes,
     } = admit::admit::<S>(state, config, draft, headers, body).await?;
+    let inflight_limit = config.max_inflight_body_bytes.get();
+    // What the request holds beyond its body's bytes, counted as it becomes known.
+    let mut held = body_bytes;
     draft.user(body.user_id());
     body.check_project(&key.project_id)?;
     let mut body = body;
@@ -467,6 +472,23 @@ async fn flow<S: Surface>(
             param: "previous_response_id".into(),
             message: format!("previous response with id {previous:?} not found"),
         })?;
+        // The conversation goes to the plugin with the new turn: it is held like a body.
+        let size = earlier.context.len();
+        let cap = config.max_conversation_bytes.get();
+        if size.saturating_add(body_bytes) > cap {
+            return Err(ApiError::InvalidParam {
+                param: "previous_response_id".into(),
+                message: format!(
+                    "the conversation of previous response {previous:?} is {size} bytes, which \
+                     with this request's is over the gateway's max_conversation_bytes ({cap}): \
+                     start a new conversation, without previous_response_id"
+                ),
+            });
+        }
+        held += size;
+        if !inflight.grow(size, inflight_limit) {
+            return Err(ApiError::BodiesInFlight(inflight_limit));
+        }
         body.continue_from(earlier)?;
     }
     let target = body.target(config)?;
@@ -480,6 +502,21 @@ async fn flow<S: Surface>(
     let caller_key = call::caller_key(draft, &route, headers)?;
     route.check_key(caller_key.is_some())?;
     let ask = body.ask(target.kind, config)?;
+    // Many tiny items cost the gateway many times their bytes: each is counted as more (in
+    // place of admission's count of the body's JSON objects).
+    let (items, media) = match &ask {
+        Ask::Complete {
+            prompt, functions, ..
+        } => {
+            let (items, media) = prompt.items();
+            (items + functions.len(), media)
+        }
+        Ask::Embed { input, .. } => (input.len(), 0),
+    };
+    held += items.saturating_mul(ITEM_BYTES) + media.saturating_mul(MEDIA_ITEM_BYTES);
+    if !inflight.resize(held, inflight_limit) {
+        return Err(ApiError::BodiesInFlight(inflight_limit));
+    }
     let plugin = state.runtime.for_route(&route.id, &route.config.plugin)?;
     // Fallbacks are held to the scope too; a route without any needs no copy of it.
     let scope = if route.config.fallbacks.is_empty() {
@@ -488,12 +525,23 @@ async fn flow<S: Surface>(
         key.scope.clone()
     };
     let chain = (live.routes.guards()).for_request(&route.guards, &key.project_guards)?;
+    let output = match &ask {
+        Ask::Complete { reasoning, .. } => quota::output_limit(
+            &target.params,
+            reasoning.as_ref(),
+            route.config.reserve_max_tokens(),
+            quota::reserves(&key),
+        ),
+        Ask::Embed { .. } => types::OutputLimit::default(),
+    };
     let caching = cache::Caching::of(
         &route,
         headers,
         &key.project_id,
+        caller_key.as_deref(),
         &model,
         &ask,
+        output,
         &target.params,
     )?;
     if let Some(caching) = &caching
@@ -517,7 +565,7 @@ async fn flow<S: Surface>(
     // Last before the call: a request refused for anything else takes nothing from its limits.
     let project = key.project_id.clone();
     let quota = quota::Quota::admit(state, key, || {
-        quota::estimate(&ask, &target.params, &route, &plugin, &model, &live.prices)
+        quota::estimate(&ask, output, &route, &plugin, &model, &live.prices)
     })
     .await?;
     // Each try sets the route of its upstream (`Try::aim`).
@@ -578,6 +626,7 @@ async fn flow<S: Surface>(
                 functions,
                 function_choice,
                 reasoning,
+                output,
                 params: target.params,
             };
             // A stream whose guards judge the whole answer first is served whole, then sent

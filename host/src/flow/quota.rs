@@ -54,7 +54,7 @@ impl Quota {
         key: KeyRecord,
         estimate: impl FnOnce() -> Estimate,
     ) -> Result<Quota, ApiError> {
-        let estimate = if key.limits.reserves() || key.project_limits.reserves() {
+        let estimate = if reserves(&key) {
             estimate()
         } else {
             Estimate::default()
@@ -144,8 +144,8 @@ impl Drop for Quota {
 /// token); an estimate only decides admission, the reported usage is what is charged.
 const BYTES_PER_TOKEN: u64 = 4;
 
-/// The completion sizes a request's pass-through parameters ask for (OpenAI's names, which
-/// every surface uses).
+/// The answer sizes a request's pass-through parameters ask for (OpenAI's names, which
+/// every surface writes).
 #[derive(Default, Deserialize)]
 struct Sizes {
     max_tokens: Option<u64>,
@@ -153,14 +153,53 @@ struct Sizes {
     n: Option<u64>,
 }
 
-/// What a request is expected to consume: its prompt's bytes / 4 in tokens, plus
-/// `max_tokens` (else the route's [`reserve_max_tokens`]) for each of its `n` choices, at
-/// the price of the model it asks for (0 when the price is unknown).
+/// How much the answer may hold: what the request's tokens and cost are reserved for, and
+/// what the plugin asks its upstream for (it writes this over every name its provider has
+/// for it, so the two are one number by construction, whatever else the params say):
+///
+/// - per choice: the caller's `max_completion_tokens`, else `max_tokens`; without either,
+///   `room` (the route's [`reserve_max_tokens`]) when `reserves` (a limit counts tokens or
+///   cost, so the provider's default, unknown here, cannot be left to stand), else none;
+/// - an explicit reasoning budget that leaves the answer no room (Anthropic and Bedrock count
+///   thinking in `max_tokens`, and want it below it) adds `room` above the budget, as the
+///   plugins did before the host decided it;
+/// - choices: the caller's `n`, at least 1.
 ///
 /// [`reserve_max_tokens`]: crate::config::RouteConfig::reserve_max_tokens
+pub(super) fn output_limit(
+    params: &str,
+    reasoning: Option<&types::ReasoningConfig>,
+    room: u64,
+    reserves: bool,
+) -> types::OutputLimit {
+    // Unreadable parameters are the plugin's to refuse; they ask for the defaults. (No
+    // cheaper test of the text first: a key may be spelt with JSON escapes.)
+    let sizes: Sizes = serde_json::from_str(params).unwrap_or_default();
+    let mut per_choice = sizes
+        .max_completion_tokens
+        .or(sizes.max_tokens)
+        .or_else(|| reserves.then_some(room));
+    let budget = reasoning
+        .filter(|r| r.effort != Some(types::ReasoningEffort::None))
+        .and_then(|r| r.budget_tokens);
+    if let (Some(max), Some(budget)) = (per_choice, budget)
+        && max <= u64::from(budget)
+    {
+        per_choice = Some(u64::from(budget).saturating_add(room));
+    }
+    let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    types::OutputLimit {
+        max_tokens: per_choice.map(clamp),
+        choices: clamp(sizes.n.unwrap_or(1).max(1)),
+    }
+}
+
+/// What a request is expected to consume: its prompt's bytes / 4 in tokens, plus its
+/// [`output_limit`] (every choice's tokens), at the price of the model it asks for (0 when
+/// the price is unknown).
 pub(super) fn estimate<C, E>(
     ask: &Ask<C, E>,
-    params: &str,
+    output: types::OutputLimit,
     route: &Route,
     plugin: &Plugin,
     model: &str,
@@ -170,13 +209,9 @@ pub(super) fn estimate<C, E>(
         Ask::Complete {
             prompt, functions, ..
         } => {
-            // Unreadable parameters are the plugin's to refuse; they reserve the default.
-            let sizes: Sizes = serde_json::from_str(params).unwrap_or_default();
-            let per_choice = sizes
-                .max_completion_tokens
-                .or(sizes.max_tokens)
-                .unwrap_or_else(|| route.config.reserve_max_tokens());
-            let choices = sizes.n.unwrap_or(1).max(1);
+            let per_choice = output
+                .max_tokens
+                .map_or_else(|| route.config.reserve_max_tokens(), u64::from);
             let functions: usize = functions
                 .iter()
                 .map(|f| {
@@ -187,7 +222,7 @@ pub(super) fn estimate<C, E>(
                 .sum();
             (
                 prompt_size(prompt) + functions,
-                per_choice.saturating_mul(choices),
+                per_choice.saturating_mul(u64::from(output.choices)),
             )
         }
         Ask::Embed { input, .. } => (input.iter().map(String::len).sum(), 0),
@@ -232,6 +267,11 @@ fn prompt_size(prompt: &types::Prompt) -> usize {
     }
 }
 
+/// Whether a request of `key` reserves its estimated tokens and cost when it is admitted.
+pub(super) fn reserves(key: &KeyRecord) -> bool {
+    key.limits.reserves() || key.project_limits.reserves()
+}
+
 fn checks(key: &KeyRecord) -> [Check<'_>; 2] {
     [
         Check {
@@ -263,6 +303,56 @@ mod tests {
             },
             project_guards: Default::default(),
         }
+    }
+
+    #[test]
+    fn the_output_limit_is_the_callers_else_the_routes_under_a_limit() {
+        let limit = |params, reasoning, reserves| {
+            let l = output_limit(params, reasoning, 4096, reserves);
+            (l.max_tokens, l.choices)
+        };
+        assert_eq!(limit("{}", None, false), (None, 1));
+        assert_eq!(limit("", None, false), (None, 1));
+        assert_eq!(limit("{}", None, true), (Some(4096), 1));
+        let both = r#"{"max_tokens": 7, "max_completion_tokens": 9, "n": 3}"#;
+        assert_eq!(limit(both, None, false), (Some(9), 3));
+        // Escaped names are the same names.
+        assert_eq!(
+            limit(r#"{"max\u005ftokens": 7}"#, None, false),
+            (Some(7), 1)
+        );
+        // Unreadable sizes: the route's under a limit (the plugin writes it over them).
+        assert_eq!(
+            limit(r#"{"max_tokens": "many"}"#, None, true),
+            (Some(4096), 1)
+        );
+        assert_eq!(limit(r#"{"n": 0}"#, None, false), (None, 1));
+        assert_eq!(
+            limit(r#"{"max_tokens": 99999999999}"#, None, false),
+            (Some(u32::MAX), 1)
+        );
+        let budget = |budget_tokens, effort| types::ReasoningConfig {
+            effort,
+            budget_tokens: Some(budget_tokens),
+        };
+        // A budget that leaves no room raises the limit by the route's room; one that does
+        // not, or one turned off, leaves it.
+        let thinking = budget(30_000, None);
+        assert_eq!(
+            limit(r#"{"max_tokens": 1}"#, Some(&thinking), false),
+            (Some(34_096), 1)
+        );
+        assert_eq!(limit("{}", Some(&thinking), true), (Some(34_096), 1));
+        assert_eq!(limit("{}", Some(&thinking), false), (None, 1));
+        assert_eq!(
+            limit(r#"{"max_tokens": 40000}"#, Some(&thinking), false),
+            (Some(40_000), 1)
+        );
+        let off = budget(30_000, Some(types::ReasoningEffort::None));
+        assert_eq!(
+            limit(r#"{"max_tokens": 1}"#, Some(&off), false),
+            (Some(1), 1)
+        );
     }
 
     #[test]

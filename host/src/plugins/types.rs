@@ -109,6 +109,28 @@ impl PartKind {
     }
 }
 
+impl Prompt {
+    /// Its items, each of which costs the gateway memory beyond its bytes while the request
+    /// runs: the messages, their text parts and tool calls (a text prompt is one), and apart
+    /// from them the media parts (images, audio, documents), which cost more.
+    pub fn items(&self) -> (usize, usize) {
+        match self {
+            Prompt::Text(_) => (1, 0),
+            Prompt::Chat(messages) => messages.iter().fold((0, 0), |(items, media), m| {
+                let media_parts = m
+                    .parts
+                    .iter()
+                    .filter(|p| !matches!(p, Part::Text(_) | Part::Reasoning(_)))
+                    .count();
+                (
+                    items + 1 + m.parts.len() - media_parts + m.tool_calls.len(),
+                    media + media_parts,
+                )
+            }),
+        }
+    }
+}
+
 impl Part {
     pub fn kind(&self) -> PartKind {
         match self {
@@ -257,6 +279,26 @@ pub struct ReasoningConfig {
     pub budget_tokens: Option<u32>,
 }
 
+/// How much an answer may hold, as the host decided it: what its limits reserved, and what
+/// the plugin asks its upstream for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct OutputLimit {
+    /// Completion tokens per choice, reasoning included; `None`: the caller set none and no
+    /// limit needs one (the provider's default applies).
+    pub max_tokens: Option<u32>,
+    /// The most choices (OpenAI's `n`), at least 1.
+    pub choices: u32,
+}
+
+impl Default for OutputLimit {
+    fn default() -> Self {
+        OutputLimit {
+            max_tokens: None,
+            choices: 1,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompletionRequest {
     pub route: Route,
@@ -266,6 +308,8 @@ pub struct CompletionRequest {
     pub function_choice: Option<FunctionChoice>,
     /// Set when the caller asked for reasoning (or for none).
     pub reasoning: Option<ReasoningConfig>,
+    /// The answer's size, which the plugin keeps to.
+    pub output: OutputLimit,
     /// Every other key of `providerConfig.params` as a JSON object.
     pub params: String,
 }

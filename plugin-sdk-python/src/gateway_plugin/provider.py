@@ -140,6 +140,86 @@ class Call:
         return None
 
 
+    @property
+    def output(self) -> types.OutputLimit:
+        """How much the answer may hold, as the gateway decided and reserved it: `max_tokens` a
+        choice (reasoning included; `None` when no limit applies) and `choices`. Write it into
+        the upstream body over the caller's params, and name where in `HttpProvider.OUTPUT`."""
+        return self.request.output
+
+
+# ---------------------------------------------------------------------------------- output
+
+
+class OutputFields:
+    """Where an upstream body says how long the answer may be: paths of object keys from the
+    body's top, e.g. `("generationConfig", "maxOutputTokens")`. `max_tokens` bound each
+    choice's tokens (one at least must be present under a limit, none above it); `choices` ask
+    for several choices (absent means one)."""
+
+    def __init__(self, max_tokens: Sequence[Sequence[str]], choices: Sequence[Sequence[str]] = ()):
+        self.max_tokens = [tuple(p) for p in max_tokens]
+        self.choices = [tuple(p) for p in choices]
+
+
+def _values_at(pairs: Any, path: Sequence[str]) -> List[Any]:
+    """Every value at `path` of a body parsed into lists of pairs (every occurrence of a key
+    that repeats: an upstream may read either)."""
+    if not path:
+        return [pairs]
+    if not isinstance(pairs, list) or not all(isinstance(p, tuple) for p in pairs):
+        return []
+    found: List[Any] = []
+    for key, value in pairs:
+        if key == path[0]:
+            found.extend(_values_at(value, path[1:]))
+    return found
+
+
+def check_output(limit: types.OutputLimit, fields: Optional[OutputFields], body: bytes) -> None:
+    """Refuses (`ProviderError.failed`: the plugin's fault) an upstream `body` that asks for
+    more than `limit`, or leaves the answer's length to the provider while the gateway set
+    one. Without a limit every body passes. `HttpProvider` calls it before every send."""
+    if limit.max_tokens is None:
+        return
+    if fields is None:
+        raise ProviderError.failed(
+            "the plugin names no OUTPUT fields, so the gateway's output limit cannot be "
+            f"checked ({limit.max_tokens} tokens reserved): the request was not sent"
+        )
+    try:
+        parsed = json.loads(body or b"null", object_pairs_hook=lambda pairs: pairs)
+    except ValueError as e:
+        raise ProviderError.failed(f"the upstream request is not JSON: {e}") from None
+
+    def count(value: Any) -> Optional[int]:
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    bounded = False
+    for paths, most, is_tokens in (
+        (fields.max_tokens, limit.max_tokens, True),
+        (fields.choices, limit.choices, False),
+    ):
+        for path in paths:
+            for value in _values_at(parsed, path):
+                if value is None and not is_tokens:
+                    continue
+                asked = count(value)
+                if asked is None or asked < 0 or asked > most:
+                    raise ProviderError.failed(
+                        f"the plugin asked its upstream for {'.'.join(path)} = "
+                        f"{json.dumps(value)}, more than the gateway's limit of {most} (which is "
+                        "what it reserved): the request was not sent"
+                    )
+                bounded = bounded or is_tokens
+    if not bounded:
+        names = " or ".join(".".join(p) for p in fields.max_tokens)
+        raise ProviderError.failed(
+            f"the plugin left the answer's length to its upstream (no {names}), but the "
+            f"gateway reserved {limit.max_tokens} tokens a choice: the request was not sent"
+        )
+
+
 # ---------------------------------------------------------------------------------- HTTP
 
 
@@ -701,20 +781,31 @@ class HttpProvider(StreamDecoder):
         models = [types.ModelPrice(m, float(i), float(o)) for m, i, o in self.MODELS]
         return types.PluginInfo(self.NAME, self.VERSION, models)
 
+    # Where the bodies `request` builds say how long the answer may be: the drivers refuse to
+    # send one that asks for more than `call.output` (see `check_output`), so `request` writes
+    # that limit there. `None` (not named) is refused whenever the gateway sets a limit.
+    OUTPUT: Optional[OutputFields] = None
+
     def request(self, call: Call, stream: bool) -> Request:
-        """The upstream request for `call`, asking for an event stream when `stream`."""
+        """The upstream request for `call`, asking for an event stream when `stream`, for no
+        more than `call.output`."""
         raise NotImplementedError("an HttpProvider builds its upstream request in `request`")
 
     def decoder(self) -> StreamDecoder:
         """Reads this call's answer; default: the provider itself (fresh for every call)."""
         return self
 
+    def _checked_request(self, call: Call, stream: bool) -> Request:
+        request = self.request(call, stream)
+        check_output(call.output, self.OUTPUT, request.body)
+        return request
+
     def complete(self, call: Call) -> types.Completion:
-        response = self.request(call, False).send_logged()
+        response = self._checked_request(call, False).send_logged()
         return read_completion(response, call.model, self.decoder())
 
     def complete_stream(self, call: Call, sink: Sink) -> types.Completion:
-        response = self.request(call, True).send_logged()
+        response = self._checked_request(call, True).send_logged()
         return read_stream(response, sink, call.model, self.decoder())
 
     def embed(self, call: Call) -> types.Embeddings:

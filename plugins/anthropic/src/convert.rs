@@ -6,10 +6,11 @@ use std::num::NonZeroU64;
 
 use gateway_plugin_sdk::http::Request;
 use gateway_plugin_sdk::json::{to_value, with_entry};
+use gateway_plugin_sdk::output::OutputFields;
 use gateway_plugin_sdk::{
     Base64, CompletionRequest, Document, FunctionChoice, FunctionDef, Image, Message, OpenCall,
-    OpenCalls, Part, Prompt, ProviderError, Reasoning, ReasoningConfig, ReasoningEffort, Role,
-    Route, Source, params_object_except, take_default_only_params,
+    OpenCalls, OutputLimit, Part, Prompt, ProviderError, Reasoning, ReasoningConfig,
+    ReasoningEffort, Role, Route, Source, params_object_except, take_default_only_params,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -130,10 +131,48 @@ fn body_and_messages<'a>(
     if let Some(reasoning) = &request.reasoning {
         thinking(&mut body, reasoning, settings.max_tokens());
     }
+    output_limit(&mut body, &request.output, &request.route.id)?;
     if stream {
         body.insert("stream".into(), Value::Bool(true));
     }
     Ok((body, conversation.messages))
+}
+
+/// Where a Messages API body says how long the answer may be (one choice only).
+pub const OUTPUT: OutputFields = OutputFields {
+    max_tokens: &[&["max_tokens"]],
+    choices: &[],
+};
+
+/// Writes the host's output limit as `max_tokens` (over the caller's, its aliases', and the
+/// room [`thinking`] added), and fits a thinking budget inside it: Anthropic counts thinking in
+/// `max_tokens` and wants the budget below it, so a budget that does not fit becomes half the
+/// limit (at least [`MIN_THINKING_BUDGET`]); a limit with no room for that is refused.
+pub fn output_limit(
+    body: &mut Map<String, Value>,
+    output: &OutputLimit,
+    route: &str,
+) -> Result<(), ProviderError> {
+    let Some(max) = output.max_tokens else {
+        return Ok(());
+    };
+    body.insert("max_tokens".into(), json!(max));
+    let Some(budget) = body
+        .get_mut("thinking")
+        .and_then(|thinking| thinking.get_mut("budget_tokens"))
+    else {
+        return Ok(());
+    };
+    let asked = budget.as_u64().unwrap_or(u64::MAX);
+    let Some(fitted) = OutputLimit::fit_budget(asked, max, MIN_THINKING_BUDGET) else {
+        return Err(ProviderError::InvalidRequest(format!(
+            "route `{route}`: max_tokens = {max} leaves no room for thinking (Anthropic's \
+             smallest thinking budget is {MIN_THINKING_BUDGET} tokens, and max_tokens must \
+             exceed it): raise max_tokens, or ask for no reasoning"
+        )));
+    };
+    *budget = json!(fitted);
+    Ok(())
 }
 
 /// The smallest `budget_tokens` Anthropic accepts.

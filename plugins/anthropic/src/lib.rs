@@ -61,10 +61,11 @@ mod stream;
 mod wire;
 
 // What the vertex plugin shares: the same request bodies and answers under other URLs.
-pub use convert::{Settings, with_body};
+pub use convert::{OUTPUT, Settings, with_body};
 pub use stream::Decoder;
 
 use gateway_plugin_sdk::http::Request;
+use gateway_plugin_sdk::output::OutputFields;
 use gateway_plugin_sdk::{CompletionRequest, HttpProvider, ModelPrice, PluginInfo, ProviderError};
 
 /// Default list prices in USD per million tokens: (model, input, output). The gateway matches
@@ -86,6 +87,7 @@ pub struct Anthropic;
 
 impl HttpProvider for Anthropic {
     type Decoder = stream::Decoder;
+    const OUTPUT: OutputFields = convert::OUTPUT;
 
     fn info() -> PluginInfo {
         let models = ModelPrice::table(MODEL_PRICES);

@@ -6,10 +6,11 @@ use std::num::NonZeroU64;
 
 use gateway_plugin_sdk::http::Request;
 use gateway_plugin_sdk::json::{to_value, with_entry};
+use gateway_plugin_sdk::output::OutputFields;
 use gateway_plugin_sdk::{
     Base64, CompletionRequest, Document, FunctionChoice, FunctionDef, Image, Message, OpenCall,
-    OpenCalls, Part, Prompt, ProviderError, Reasoning, ReasoningConfig, ReasoningEffort, Role,
-    Route, Source, params_object_except, take_default_only_params,
+    OpenCalls, OutputLimit, Part, Prompt, ProviderError, Reasoning, ReasoningConfig,
+    ReasoningEffort, Role, Route, Source, params_object_except, take_default_only_params,
 };
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
@@ -257,7 +258,68 @@ fn body_and_messages<'a>(
     {
         thinking(&mut body, reasoning, settings.max_tokens());
     }
+    output_limit(&mut body, &request.output, &request.route.id)?;
     Ok((body, conversation.messages))
+}
+
+/// Where a Converse body says how long the answer may be: `inferenceConfig.maxTokens`, and
+/// the models' own names for it in `additionalModelRequestFields` (Claude's `max_tokens`,
+/// Llama's `max_gen_len`, Mistral's and others' `max_new_tokens`), which a caller may pass
+/// through. Converse answers with one choice.
+pub const OUTPUT: OutputFields = OutputFields {
+    max_tokens: &[
+        &["inferenceConfig", "maxTokens"],
+        &["additionalModelRequestFields", "max_tokens"],
+        &["additionalModelRequestFields", "max_gen_len"],
+        &["additionalModelRequestFields", "max_new_tokens"],
+    ],
+    choices: &[],
+};
+
+/// Writes the host's output limit as `inferenceConfig.maxTokens` and over the models' own
+/// names a caller passed through ([`OUTPUT`]); fits a Claude thinking budget inside it
+/// ([`OutputLimit::fit_budget`]), or refuses a limit with no room for one.
+fn output_limit(
+    body: &mut Map<String, Value>,
+    output: &OutputLimit,
+    route: &str,
+) -> Result<(), ProviderError> {
+    let Some(max) = output.max_tokens else {
+        return Ok(());
+    };
+    let inference = body
+        .entry("inferenceConfig")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Some(inference) = inference.as_object_mut() else {
+        return Err(ProviderError::InvalidRequest(format!(
+            "route `{route}`: inferenceConfig must be an object"
+        )));
+    };
+    inference.insert("maxTokens".into(), json!(max));
+    let Some(Value::Object(fields)) = body.get_mut("additionalModelRequestFields") else {
+        return Ok(());
+    };
+    for path in &OUTPUT.max_tokens[1..] {
+        if let Some(value) = fields.get_mut(path[1]) {
+            *value = json!(max);
+        }
+    }
+    let Some(budget) = fields
+        .get_mut("thinking")
+        .and_then(|thinking| thinking.get_mut("budget_tokens"))
+    else {
+        return Ok(());
+    };
+    let asked = budget.as_u64().unwrap_or(u64::MAX);
+    let Some(fitted) = OutputLimit::fit_budget(asked, max, MIN_THINKING_BUDGET) else {
+        return Err(ProviderError::InvalidRequest(format!(
+            "route `{route}`: max_tokens = {max} leaves no room for thinking (Claude's \
+             smallest thinking budget is {MIN_THINKING_BUDGET} tokens, and the answer's \
+             maximum must exceed it): raise max_tokens, or ask for no reasoning"
+        )));
+    };
+    *budget = json!(fitted);
+    Ok(())
 }
 
 /// Whether `model` (a model id, an inference profile id such as `us.anthropic.claude-…`, or an

@@ -70,7 +70,7 @@ mod wire;
 use gateway_plugin_sdk::http::{Request, Response};
 use gateway_plugin_sdk::{
     Completion, CompletionRequest, EmbeddingRequest, Embeddings, PluginInfo, Provider,
-    ProviderError, Sink, read_completion, read_stream,
+    ProviderError, Sink, check_output, read_completion, read_stream,
 };
 
 use crate::sigv4::AmzDate;
@@ -85,6 +85,7 @@ impl Provider for Bedrock {
 
     fn complete(request: CompletionRequest) -> Result<Completion, ProviderError> {
         let upstream = convert::upstream_request(&request, false, &AmzDate::now())?;
+        check_output(&request.output, &convert::OUTPUT, upstream.body_bytes())?;
         read_completion(send(upstream)?, &request.model, stream::Decoder::default())
     }
 
@@ -93,6 +94,7 @@ impl Provider for Bedrock {
         sink: &mut Sink,
     ) -> Result<Completion, ProviderError> {
         let upstream = convert::upstream_request(&request, true, &AmzDate::now())?;
+        check_output(&request.output, &convert::OUTPUT, upstream.body_bytes())?;
         read_stream(
             send(upstream)?,
             sink,

@@ -2,10 +2,11 @@
 //! unit-tested natively.
 
 use gateway_plugin_sdk::http::Request;
+use gateway_plugin_sdk::output::OutputFields;
 use gateway_plugin_sdk::{
     Base64, CompletionRequest, EmbeddingRequest, FunctionChoice, FunctionDef, Message, OpenCall,
-    OpenCalls, Part as MessagePart, Prompt, ProviderError, ReasoningConfig, ReasoningEffort, Role,
-    Route, Source, json, params_object_except,
+    OpenCalls, OutputLimit, Part as MessagePart, Prompt, ProviderError, ReasoningConfig,
+    ReasoningEffort, Role, Route, Source, json, params_object_except,
 };
 use serde_json::{Map, Value, json};
 
@@ -158,6 +159,7 @@ pub fn completion_body(
             &request.route.id,
         )?;
     }
+    output_limit(&mut generation_config, &request.output);
     // `contents` is written into the body as it is serialized (below), not turned into a tree
     // of JSON values first (which would cost many times its text).
     body.remove("contents");
@@ -180,6 +182,46 @@ pub fn completion_body(
     }
     let size = request.params.len() + 256 + request.prompt.json_size_hint();
     http.json_sized(&json::with_entry(&body, "contents", &contents), size)
+}
+
+/// Where a Gemini body says how long the answer may be, under every name Gemini reads (its
+/// JSON parser takes the fields' snake_case names too).
+pub const OUTPUT: OutputFields = OutputFields {
+    max_tokens: &[
+        &["generationConfig", "maxOutputTokens"],
+        &["generationConfig", "max_output_tokens"],
+    ],
+    choices: &[
+        &["generationConfig", "candidateCount"],
+        &["generationConfig", "candidate_count"],
+    ],
+};
+
+/// Writes the host's output limit into `config` (the `generationConfig`) over every name the
+/// caller's params used for it: `maxOutputTokens`, which Gemini counts thoughts in as well,
+/// and `candidateCount`; a `thinkingBudget` above it (or dynamic, -1) is brought down to it.
+fn output_limit(config: &mut Object, output: &OutputLimit) {
+    let Some(max) = output.max_tokens else {
+        return;
+    };
+    for aliases in [&GENERATION_ALIASES[3], &GENERATION_ALIASES[5]] {
+        for alias in *aliases {
+            config.remove(*alias);
+        }
+    }
+    config.insert("maxOutputTokens".into(), json!(max));
+    if output.choices > 1 {
+        config.insert("candidateCount".into(), json!(output.choices));
+    }
+    if let Some(Value::Object(thinking)) = config.get_mut("thinkingConfig") {
+        for name in ["thinkingBudget", "thinking_budget"] {
+            if let Some(budget) = thinking.get_mut(name)
+                && budget.as_i64().is_none_or(|b| b < 0 || b > i64::from(max))
+            {
+                *budget = json!(max);
+            }
+        }
+    }
 }
 
 /// Gemini 2.5's `thinkingBudget` for each effort: Google's own mapping of OpenAI's

@@ -73,10 +73,11 @@ mod stream;
 mod wire;
 
 // What the vertex plugin shares: the same request bodies and answers under other URLs.
-pub use convert::completion_body;
+pub use convert::{OUTPUT, completion_body};
 pub use stream::Decoder;
 
 use gateway_plugin_sdk::http::Request;
+use gateway_plugin_sdk::output::OutputFields;
 use gateway_plugin_sdk::{
     CompletionRequest, EmbeddingRequest, Embeddings, HttpProvider, ModelPrice, PluginInfo,
     ProviderError,
@@ -99,6 +100,7 @@ pub struct Gemini;
 
 impl HttpProvider for Gemini {
     type Decoder = stream::Decoder;
+    const OUTPUT: OutputFields = convert::OUTPUT;
 
     fn info() -> PluginInfo {
         let models = ModelPrice::table(MODEL_PRICES);

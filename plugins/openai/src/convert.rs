@@ -5,14 +5,15 @@
 use std::borrow::Cow;
 
 use gateway_plugin_sdk::http::Request;
+use gateway_plugin_sdk::output::OutputFields;
 use gateway_plugin_sdk::{
     Base64, CompletionRequest, DataUrl, Document, EmbeddingRequest, FunctionChoice, FunctionDef,
-    Message, OpenCall, OpenCalls, Part, Prompt, ProviderError, ReasoningConfig, ReasoningEffort,
-    Role, Route, Source, json, params_object_except,
+    Message, OpenCall, OpenCalls, OutputLimit, Part, Prompt, ProviderError, ReasoningConfig,
+    ReasoningEffort, Role, Route, Source, json, params_object_except,
 };
 use serde::Deserialize;
 use serde::de::{Deserializer, Error as _};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::wire::{
     ChatMessage, Content, ContentPart, FileData, FunctionCallOut, ImageUrl, InputAudio, Tool,
@@ -175,6 +176,13 @@ pub fn completion(request: &CompletionRequest, stream: bool) -> Result<Request, 
             body.insert("max_completion_tokens".into(), max);
         }
     }
+    output_limit(
+        &mut body,
+        &request.output,
+        legacy,
+        &request.model,
+        &request.route.id,
+    )?;
     if stream {
         body.insert("stream".into(), Value::Bool(true));
         // Without this OpenAI sends no usage at all in a stream.
@@ -201,6 +209,57 @@ pub fn completion(request: &CompletionRequest, stream: bool) -> Result<Request, 
             )
         }
     }
+}
+
+/// Where an OpenAI body says how long the answer may be.
+pub const OUTPUT: OutputFields = OutputFields {
+    max_tokens: &[&["max_completion_tokens"], &["max_tokens"]],
+    choices: &[&["n"], &["best_of"]],
+};
+
+/// Writes the host's output limit over the caller's: under the name the caller used
+/// (`max_completion_tokens` when it did or the model refuses `max_tokens`, else `max_tokens`,
+/// which every OpenAI-compatible server knows; legacy completions know only `max_tokens`), the
+/// other name removed, and `n`. `best_of` (legacy completions: the upstream writes and bills
+/// that many candidates) is refused above `n`, which is what the host reserved.
+fn output_limit(
+    body: &mut Map<String, Value>,
+    output: &OutputLimit,
+    legacy: bool,
+    model: &str,
+    route: &str,
+) -> Result<(), ProviderError> {
+    let Some(max) = output.max_tokens else {
+        return Ok(());
+    };
+    let newer = !legacy
+        && (body
+            .get("max_completion_tokens")
+            .is_some_and(|v| !v.is_null())
+            || refuses_max_tokens(model));
+    body.remove("max_tokens");
+    body.remove("max_completion_tokens");
+    let name = if newer {
+        "max_completion_tokens"
+    } else {
+        "max_tokens"
+    };
+    body.insert(name.into(), json!(max));
+    body.remove("n");
+    if output.choices > 1 {
+        body.insert("n".into(), json!(output.choices));
+    }
+    if let Some(best_of) = body.remove("best_of")
+        && !best_of.is_null()
+        && best_of.as_u64() != Some(u64::from(output.choices))
+    {
+        return Err(ProviderError::InvalidRequest(format!(
+            "route `{route}`: best_of = {best_of} is not served under a token or spend limit: \
+             the gateway reserves n = {} choices (leave best_of out, or set it to n)",
+            output.choices
+        )));
+    }
+    Ok(())
 }
 
 /// The `reasoning_effort` of a reasoning config: its effort under OpenAI's name, else one chosen

@@ -75,6 +75,7 @@ mod stream;
 mod wire;
 
 use gateway_plugin_sdk::http::Request;
+use gateway_plugin_sdk::output::OutputFields;
 use gateway_plugin_sdk::{
     CompletionRequest, EmbeddingRequest, Embeddings, HttpProvider, ModelPrice, PluginInfo,
     ProviderError, export_provider,
@@ -105,6 +106,7 @@ pub struct OpenAi;
 
 impl HttpProvider for OpenAi {
     type Decoder = stream::Decoder;
+    const OUTPUT: OutputFields = convert::OUTPUT;
 
     fn info() -> PluginInfo {
         let models = ModelPrice::table(MODEL_PRICES);

@@ -59,7 +59,7 @@ mod embed;
 use gateway_plugin_sdk::http::{Request, Response};
 use gateway_plugin_sdk::{
     Completion, CompletionRequest, EmbeddingRequest, Embeddings, ModelPrice, PluginInfo, Provider,
-    ProviderError, Route, Sink, read_completion, read_stream,
+    ProviderError, Route, Sink, check_output, read_completion, read_stream,
 };
 
 use crate::auth::Credentials;
@@ -148,6 +148,11 @@ fn completion_request(
             })?
         }
     };
+    let fields = match publisher {
+        Publisher::Google => &gemini::OUTPUT,
+        Publisher::Anthropic => &anthropic::OUTPUT,
+    };
+    check_output(&request.output, fields, http.body_bytes())?;
     Ok((http, publisher))
 }
 

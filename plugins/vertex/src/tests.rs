@@ -68,6 +68,7 @@ fn request(route: Route, model: &str) -> CompletionRequest {
         functions: Vec::new(),
         function_choice: None,
         reasoning: None,
+        output: gateway_plugin_sdk::OutputLimit::NONE,
         params: r#"{"max_tokens": 50}"#.into(),
     }
 }

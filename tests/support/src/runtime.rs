@@ -40,6 +40,7 @@ impl EchoCalls {
                 functions: Vec::new(),
                 function_choice: None,
                 reasoning: None,
+                output: Default::default(),
                 params: "{}".into(),
             },
         }

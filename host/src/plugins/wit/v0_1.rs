@@ -89,10 +89,7 @@ fn down(
         prompt,
         functions: request.functions.into_iter().map(Into::into).collect(),
         function_choice: request.function_choice.map(Into::into),
-        params: match effort {
-            Some(effort) => with_reasoning_effort(request.params, effort),
-            None => request.params,
-        },
+        params: params_down(request.params, effort, request.output),
     })
 }
 
@@ -135,16 +132,36 @@ fn content(parts: Vec<host::Part>) -> Option<String> {
 }
 
 /// `params` with `reasoning_effort` set, unless the caller's params set it.
-fn with_reasoning_effort(params: String, effort: host::ReasoningEffort) -> String {
+fn params_down(
+    params: String,
+    effort: Option<host::ReasoningEffort>,
+    output: host::OutputLimit,
+) -> String {
+    if effort.is_none() && output.max_tokens.is_none() && output.choices <= 1 {
+        return params;
+    }
     let mut object = match serde_json::from_str::<serde_json::Value>(&params) {
         Ok(serde_json::Value::Object(object)) => object,
         _ if params.trim().is_empty() => serde_json::Map::new(),
         // Not an object: the plugin will say so; leave it as the caller sent it.
         _ => return params,
     };
-    object
-        .entry("reasoning_effort")
-        .or_insert_with(|| effort.as_str().into());
+    if let Some(effort) = effort {
+        object
+            .entry("reasoning_effort")
+            .or_insert_with(|| effort.as_str().into());
+    }
+    // 0.1 has no output limit: its plugins read OpenAI's names, so the limit is written
+    // over them (an upstream asked by another name is beyond the host's reach).
+    if let Some(max) = output.max_tokens {
+        object.insert("max_tokens".into(), max.into());
+        if object.contains_key("max_completion_tokens") {
+            object.insert("max_completion_tokens".into(), max.into());
+        }
+    }
+    if object.contains_key("n") || output.choices > 1 {
+        object.insert("n".into(), output.choices.into());
+    }
     serde_json::Value::Object(object).to_string()
 }
 
@@ -305,6 +322,7 @@ mod tests {
             functions: Vec::new(),
             function_choice: None,
             reasoning: None,
+            output: host::OutputLimit::default(),
             params: r#"{"temperature":0}"#.into(),
         }
     }
@@ -363,6 +381,21 @@ mod tests {
         assert_eq!(
             down(with_effort, "p").unwrap().params,
             r#"{"reasoning_effort":"high"}"#
+        );
+    }
+
+    #[test]
+    fn the_output_limit_is_written_over_openais_names() {
+        let mut capped = request(vec![host::Part::Text("a".into())]);
+        capped.params = r#"{"max_completion_tokens":90000,"max_tokens":90000,"n":7}"#.into();
+        capped.output = host::OutputLimit {
+            max_tokens: Some(5),
+            choices: 2,
+        };
+        let down_params = down(capped, "p").unwrap().params;
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&down_params).unwrap(),
+            serde_json::json!({"max_completion_tokens": 5, "max_tokens": 5, "n": 2})
         );
     }
 }

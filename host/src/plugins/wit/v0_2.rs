@@ -155,6 +155,10 @@ impl From<host::CompletionRequest> for types::CompletionRequest {
                 effort: reasoning.effort.map(Into::into),
                 budget_tokens: reasoning.budget_tokens,
             }),
+            output: types::OutputLimit {
+                max_tokens: request.output.max_tokens,
+                choices: request.output.choices,
+            },
             params: request.params,
         }
     }

@@ -37,6 +37,7 @@ fn request(prompt: Prompt) -> CompletionRequest {
         functions: Vec::new(),
         function_choice: None,
         reasoning: None,
+        output: gateway_plugin_sdk::OutputLimit::NONE,
         params: "{}".into(),
     }
 }
@@ -533,4 +534,40 @@ fn model_ids_are_one_path_segment() {
         model_url(&no_base, "m", "converse"),
         Err(ProviderError::Failed(_))
     ));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The host's output limit
+
+#[test]
+fn the_output_limit_is_max_tokens_under_every_name_and_holds_the_thinking_budget() {
+    let mut req = request(Prompt::Text("hi".into()));
+    req.params = r#"{"inferenceConfig": {"maxTokens": 90000},
+        "additionalModelRequestFields": {"max_tokens": 90000, "top_k": 5}}"#
+        .into();
+    req.reasoning = Some(ReasoningConfig {
+        effort: Some(ReasoningEffort::High),
+        budget_tokens: None,
+    });
+    req.output = gateway_plugin_sdk::OutputLimit {
+        max_tokens: Some(3000),
+        choices: 1,
+    };
+    let sent = body(&req);
+    assert_eq!(sent["inferenceConfig"]["maxTokens"], json!(3000));
+    let fields = &sent["additionalModelRequestFields"];
+    assert_eq!(fields["max_tokens"], json!(3000));
+    assert_eq!(fields["thinking"]["budget_tokens"], json!(1500));
+    assert_eq!(fields["top_k"], json!(5));
+    let http =
+        upstream_request(&req, false, &AmzDate::from_unix(1_700_000_000)).expect("request builds");
+    gateway_plugin_sdk::check_output(&req.output, &crate::convert::OUTPUT, http.body_bytes())
+        .expect("what the plugin builds passes");
+    req.output.max_tokens = Some(1000);
+    let message = invalid_request(upstream_request(
+        &req,
+        false,
+        &AmzDate::from_unix(1_700_000_000),
+    ));
+    assert!(message.contains("max_tokens = 1000"), "{message}");
 }

@@ -212,7 +212,12 @@ enum Script {
     EachCall(Reply),
     /// Every request, whatever its path, gets this reply.
     Always(Reply),
+    /// Every generation call gets the reply computed from it.
+    Computed(Compute),
 }
+
+/// How a reply is computed from the request it answers.
+pub type Compute = Arc<dyn Fn(&ReceivedRequest) -> Reply + Send + Sync>;
 
 /// The server side: the script and what happened.
 struct Upstream<P> {
@@ -256,6 +261,12 @@ impl<P: Provider> FakeUpstream<P> {
     /// Answers every generation call with `reply`.
     pub fn each_call(reply: Reply) -> Self {
         Self::with(Script::EachCall(reply))
+    }
+
+    /// Answers every generation call with the reply `compute` makes of it (a model that writes
+    /// as much as it was allowed, say).
+    pub fn computing(compute: impl Fn(&ReceivedRequest) -> Reply + Send + Sync + 'static) -> Self {
+        Self::with(Script::Computed(Arc::new(compute)))
     }
 
     /// Answers every request, whatever its path, with `reply`.
@@ -317,6 +328,7 @@ impl<P: Provider> Upstream<P> {
                 P::error(500, &format!("no reply left in the script for {path}"))
             }),
             Script::EachCall(reply) | Script::Always(reply) => reply.clone(),
+            Script::Computed(compute) => compute(request),
         }
     }
 }
