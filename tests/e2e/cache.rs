@@ -514,3 +514,43 @@ fn guards_check_every_hit_as_they_check_a_call() {
     assert_eq!(hit.status, 400, "{}", hit.text());
     assert!(!hit.text().contains("jane.doe"), "{}", hit.text());
 }
+
+#[test]
+fn a_callers_own_provider_key_never_reads_an_answer_another_key_paid_for() {
+    let upstream = OpenAiUpstream::each_call(answer("paid for"));
+    // A route that takes the caller's key, its answers shared by every project.
+    let gw = gateway(vec![
+        Route::openai("byok", &upstream.base_url("/v1"))
+            .key("cache_ttl_secs", "60")
+            .key("cache_scope", "\"route\"")
+            .price(MODEL, 1.0, 1.0),
+    ]);
+    let other = gw.create_project("other");
+    let body = openai_chat("byok", "same question");
+    let ask = |key: &str, provider_key: &str| {
+        let bearer = format!("Bearer {key}");
+        let headers = [
+            ("Authorization", bearer.as_str()),
+            ("Provider-API-Key", provider_key),
+        ];
+        let response = gw.post_with_headers("/v1/chat/completions", None, &headers, &body);
+        assert_ok(&response);
+        cache_header(&response).map(str::to_owned)
+    };
+    assert_eq!(ask(&gw.key, "sk-payer").as_deref(), Some("miss"));
+    // Another key (made up, say), in the same project or another: its own entry.
+    assert_eq!(ask(&gw.key, "garbage").as_deref(), Some("miss"));
+    assert_eq!(ask(&other.key, "sk-other").as_deref(), Some("miss"));
+    // The same key, from any project: the answer it paid for.
+    assert_eq!(ask(&other.key, "sk-payer").as_deref(), Some("hit"));
+    assert_eq!(upstream.request_count(), 3);
+    let keys: Vec<Option<String>> = upstream
+        .requests()
+        .iter()
+        .map(|r| r.header("authorization").map(str::to_owned))
+        .collect();
+    assert_eq!(
+        keys,
+        ["Bearer sk-payer", "Bearer garbage", "Bearer sk-other"].map(|k| Some(k.to_owned()))
+    );
+}

@@ -245,8 +245,7 @@ fn output_limit(
         "max_tokens"
     };
     body.insert(name.into(), json!(max));
-    body.remove("n");
-    if output.choices > 1 {
+    if output.choices > 1 || body.get("n").is_some_and(|n| !n.is_null()) {
         body.insert("n".into(), json!(output.choices));
     }
     if let Some(best_of) = body.remove("best_of")

@@ -1907,6 +1907,10 @@ fn the_output_limit_is_written_over_every_name_of_the_callers() {
     let sent = body(&req, false);
     assert_eq!(sent["max_tokens"], json!(50));
     assert!(sent.get("n").is_none() && sent.get("max_completion_tokens").is_none());
+    // The caller's own `n` stays, at the limit's.
+    req.params = r#"{"max_tokens": 90000, "n": 1}"#.into();
+    assert_eq!(body(&req, false)["n"], json!(1));
+    req.params = r#"{"max_tokens": 90000}"#.into();
     // A reasoning model refuses `max_tokens`.
     req.model = "o3-mini".into();
     assert_eq!(body(&req, false)["max_completion_tokens"], json!(50));
