@@ -519,6 +519,111 @@ fn the_pii_guard_in_deny_mode_refuses_with_the_kind_never_the_value() {
     assert_eq!(upstream.request_count(), 0);
 }
 
+/// What the upstream was sent: each message's `content` and `name`.
+fn sent_messages(upstream: &OpenAiUpstream) -> Vec<(Value, Value)> {
+    let request = upstream.single_request().json();
+    (request["messages"].as_array().into_iter().flatten())
+        .map(|m| (m["content"].clone(), m["name"].clone()))
+        .collect()
+}
+
+#[test]
+fn the_pii_guard_finds_an_address_or_card_split_across_messages() {
+    let messages = json!([
+        {"role": "user", "content": "my email is jane.doe@exa"},
+        {"role": "user", "content": "mple.com, and my card 4111 1111 "},
+        {"role": "user", "content": "1111 1111 thanks"},
+    ]);
+    let upstream = OpenAiUpstream::script(vec![answer("noted")]);
+    let gw = Gateway::builder()
+        .route(openai_guarded("o", &upstream, r#"["pii"]"#))
+        .guard("pii", "pii-guard", "")
+        .start();
+    let body = chat_request(&gw.project_id, "o", MODEL, messages.clone());
+    let response = post_keyed(&gw, "/completions", &body);
+    assert_eq!(text_of(&response), "noted");
+    let contents: Vec<Value> = (sent_messages(&upstream).into_iter())
+        .map(|(content, _)| content)
+        .collect();
+    assert_eq!(
+        contents,
+        [
+            json!("my email is [EMAIL]"),
+            json!("[EMAIL], and my card [CARD]"),
+            json!("[CARD] thanks")
+        ],
+        "each piece is replaced where it was"
+    );
+    let record = record_of(&gw, &response);
+    let outcome = &record["guards"][0];
+    assert_eq!(outcome["verdict"], json!("rewrite"), "{record}");
+    assert_eq!(
+        outcome["changes"],
+        json!({"email": 1, "card": 1}),
+        "{record}"
+    );
+
+    let upstream = OpenAiUpstream::start();
+    let gw = Gateway::builder()
+        .route(openai_guarded("o", &upstream, r#"["pii"]"#))
+        .guard("pii", "pii-guard", r#"settings = { mode = "deny" }"#)
+        .start();
+    let body = chat_request(&gw.project_id, "o", MODEL, messages);
+    let message = refusal(
+        &post_keyed(&gw, "/completions", &body),
+        400,
+        "guard \"pii\"",
+    );
+    assert!(
+        message.contains("an email address and a payment card number"),
+        "{message}"
+    );
+    assert_eq!(upstream.request_count(), 0);
+}
+
+#[test]
+fn the_pii_guard_reads_the_authors_name_of_a_message() {
+    let messages = json!([
+        {"role": "system", "content": "be brief", "name": "ops"},
+        {"role": "user", "content": "hello", "name": "jane.doe＠example.com"},
+    ]);
+    let upstream = OpenAiUpstream::script(vec![answer("hi")]);
+    let gw = Gateway::builder()
+        .route(openai_guarded("o", &upstream, r#"["pii"]"#))
+        .guard("pii", "pii-guard", "")
+        .start();
+    let body = chat_request(&gw.project_id, "o", MODEL, messages.clone());
+    let response = post_keyed(&gw, "/completions", &body);
+    assert_eq!(text_of(&response), "hi");
+    assert_eq!(
+        sent_messages(&upstream),
+        [
+            (json!("be brief"), json!("ops")),
+            (json!("hello"), json!("[EMAIL]"))
+        ]
+    );
+    let record = record_of(&gw, &response);
+    assert_eq!(
+        record["guards"][0]["changes"],
+        json!({"email": 1}),
+        "{record}"
+    );
+
+    let upstream = OpenAiUpstream::start();
+    let gw = Gateway::builder()
+        .route(openai_guarded("o", &upstream, r#"["pii"]"#))
+        .guard("pii", "pii-guard", r#"settings = { mode = "deny" }"#)
+        .start();
+    let body = chat_request(&gw.project_id, "o", MODEL, messages);
+    let message = refusal(
+        &post_keyed(&gw, "/completions", &body),
+        400,
+        "guard \"pii\"",
+    );
+    assert!(message.contains("an email address"), "{message}");
+    assert_eq!(upstream.request_count(), 0);
+}
+
 #[test]
 fn a_python_guard_denies_a_listed_word() {
     let gw = Gateway::builder()

@@ -4,25 +4,35 @@
 //!
 //! `mode = "redact"` (the default) replaces each with a placeholder
 //! (`[EMAIL]`) in every text of a request (the prompt, every message's text,
-//! tool results included, embedding inputs) and of an answer (each choice's
-//! text); `mode = "deny"` refuses the request or answer instead, naming the
-//! kinds found, never the values. `kinds = ["email", "card"]` looks for those
-//! only; `placeholder = "<{kind}>"` writes placeholders otherwise (`{KIND}`
-//! is the upper-case name, `{kind}` the lower-case one).
+//! tool results included, the authors' names, embedding inputs) and of an
+//! answer (each choice's text); `mode = "deny"` refuses the request or answer
+//! instead, naming the kinds found, never the values. `kinds = ["email",
+//! "card"]` looks for those only; `placeholder = "<{kind}>"` writes
+//! placeholders otherwise (`{KIND}` is the upper-case name, `{kind}` the
+//! lower-case one).
+//!
+//! Texts are read normalised (NFKC, without invisible characters: `＠`,
+//! fullwidth digits, no-break spaces, a zero-width space inside a domain),
+//! and a chat's texts also as one, so that an address cut between two
+//! messages is found (`run.rs`); what is replaced is the original text.
 //!
 //! Each request runs in a fresh instance, checked twice, so the detectors
 //! are hand-written byte scanners rather than regular expressions (nothing
 //! to compile at start, a small component): one pass over each text, and
-//! no allocation for a text with nothing to redact.
+//! no copy of an ASCII text (or one NFKC leaves as it is) with nothing to
+//! redact.
 
 mod contact;
+mod normalize;
 mod numbers;
+mod run;
 mod scan;
 mod secrets;
 
 use gateway_plugin_sdk::guard::*;
 use serde::Deserialize;
 
+use run::{Edit, Run};
 pub use scan::{Kind, Kinds, Match, Scanner};
 
 struct PiiGuard;
@@ -86,24 +96,50 @@ impl Policy {
     /// Replaces what `text` holds of the policy's kinds, counting each kind
     /// in `changes`. A text with nothing to replace is not copied.
     fn redact(&self, text: &mut String, changes: &mut Changes) {
-        let mut counts = [0u32; Kind::ALL.len()];
-        let mut redacted: Option<String> = None;
-        let mut copied = 0;
-        for found in Scanner::new(text, self.kinds) {
-            let out = redacted.get_or_insert_with(|| String::with_capacity(text.len()));
-            out.push_str(&text[copied..found.start]);
-            self.write_placeholder(out, found.kind);
-            copied = found.end;
-            counts[found.kind as usize] += 1;
-        }
-        let Some(mut out) = redacted else {
-            return;
+        self.redact_run(&mut [text], changes);
+    }
+
+    /// Replaces what `texts`, read as one ([`Run`]), hold of the policy's
+    /// kinds, counting each finding once, in the order found. A finding
+    /// that spans texts leaves its placeholder in each of them, so that no
+    /// text is emptied (some providers refuse an empty text part).
+    fn redact_run(&self, texts: &mut [&mut String], changes: &mut Changes) {
+        let (findings, edits) = {
+            let run = Run::new(texts.iter().map(|text| text.as_str()));
+            let (_, findings) = run.scan(self.kinds);
+            if findings.is_empty() {
+                return;
+            }
+            let edits = run.edits(&findings);
+            (findings, edits)
         };
+        for found in &findings {
+            changes.add(found.kind.name(), 1);
+        }
+        for (text, edits) in texts.iter_mut().zip(edits) {
+            self.rewrite(text, &edits);
+        }
+    }
+
+    /// Writes a placeholder over each of `edits` (ranges of `text`, in order).
+    fn rewrite(&self, text: &mut String, edits: &[Edit]) {
+        if edits.is_empty() {
+            return;
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut copied = 0;
+        for edit in edits {
+            // Two findings in what one character was normalised to: its
+            // placeholder stands for both.
+            if edit.range.end <= copied {
+                continue;
+            }
+            out.push_str(&text[copied..edit.range.start.max(copied)]);
+            self.write_placeholder(&mut out, edit.kind);
+            copied = edit.range.end;
+        }
         out.push_str(&text[copied..]);
         *text = out;
-        for kind in Kind::ALL {
-            changes.add(kind.name(), counts[kind as usize]);
-        }
     }
 
     fn write_placeholder(&self, out: &mut String, kind: Kind) {
@@ -122,20 +158,59 @@ impl Policy {
         }
     }
 
-    /// The kinds of the policy that `texts` hold, reading no further once
+    /// The kinds of the policy that `runs` hold, reading no further once
     /// every kind was found.
-    fn find<'a>(&self, texts: impl Iterator<Item = &'a str>) -> Kinds {
+    fn find<'a>(&self, runs: impl IntoIterator<Item = Vec<&'a str>>) -> Kinds {
         let mut found = Kinds::default();
-        for text in texts {
-            for matched in Scanner::new(text, self.kinds) {
-                found.insert(matched.kind);
-                if found.covers(self.kinds) {
-                    return found;
-                }
+        for texts in runs {
+            let (kinds, _) = Run::new(texts).scan(self.kinds);
+            found = found.union(kinds);
+            if found.covers(self.kinds) {
+                break;
             }
         }
         found
     }
+}
+
+/// The texts of `input` the guard reads, in runs read as one ([`Run`]): a
+/// chat's text parts, every message's one after the other; each author's
+/// `name` on its own; a text prompt; each embedding input on its own (each
+/// is embedded alone, so an address cut in two is in none of them).
+///
+/// The `name` of a `function` or `tool` message is the function's, which
+/// the provider matches with the call it answers: it is left, as are the
+/// calls and the function definitions.
+fn runs(input: &mut Input) -> Vec<Vec<&mut String>> {
+    match input {
+        Input::Prompt(Prompt::Text(text)) => vec![vec![text]],
+        Input::Embedding(texts) => texts.iter_mut().map(|text| vec![text]).collect(),
+        Input::Prompt(Prompt::Chat(messages)) => {
+            let mut parts = Vec::new();
+            let mut names = Vec::new();
+            for message in messages {
+                for part in &mut message.parts {
+                    if let Part::Text(text) = part {
+                        parts.push(text);
+                    }
+                }
+                let author = matches!(message.role, Role::System | Role::User | Role::Assistant);
+                if let Some(name) = message.name.as_mut().filter(|_| author) {
+                    names.push(vec![name]);
+                }
+            }
+            let mut runs = vec![parts];
+            runs.extend(names);
+            runs
+        }
+    }
+}
+
+/// Immutable views of [`runs`].
+fn read_runs(input: &mut Input) -> Vec<Vec<&str>> {
+    (runs(input).into_iter())
+        .map(|run| run.into_iter().map(|text| &**text).collect())
+        .collect()
 }
 
 /// `"the request contains an email address and a payment card number"`.
@@ -158,11 +233,16 @@ impl Guard for PiiGuard {
 
     fn check_request(request: CheckedRequest) -> RequestVerdict {
         let policy = Policy::of(&request);
+        let mut input = request.input;
         match policy.mode {
-            Mode::Redact => RequestVerdict::rewrite_texts(request.input, |text, changes| {
-                policy.redact(text, changes)
-            }),
-            Mode::Deny => match policy.find(request.input.texts()) {
+            Mode::Redact => {
+                let mut changes = Changes::new();
+                for mut run in runs(&mut input) {
+                    policy.redact_run(&mut run, &mut changes);
+                }
+                RequestVerdict::rewrite(input, changes)
+            }
+            Mode::Deny => match policy.find(read_runs(&mut input)) {
                 found if found.is_empty() => RequestVerdict::Allow,
                 found => RequestVerdict::deny(reason("request", found)),
             },
@@ -175,7 +255,7 @@ impl Guard for PiiGuard {
             Mode::Redact => {
                 AnswerVerdict::rewrite_texts(answer, |text, changes| policy.redact(text, changes))
             }
-            Mode::Deny => match policy.find(answer.choices.iter().map(|c| c.text.as_str())) {
+            Mode::Deny => match policy.find(answer.choices.iter().map(|c| vec![c.text.as_str()])) {
                 found if found.is_empty() => AnswerVerdict::Allow,
                 found => AnswerVerdict::deny(reason("answer", found)),
             },

@@ -5,7 +5,7 @@
 use crate::scan::{is_word, number_goes_on, run};
 
 /// The end of the payment card number at `i`: 13 to 19 digits, together or
-/// in groups of 3 to 6 split by one space or `-` (the same throughout), with
+/// in groups of 3 to 6 split by one space, `-` or `.` (the same throughout), with
 /// an issuer's first digits (2221-2720, 3, 4, 5, 6: Mastercard, Amex, Diners,
 /// JCB, Visa, Discover, UnionPay, Maestro) and a valid Luhn check digit.
 ///
@@ -24,7 +24,7 @@ pub fn card(s: &[u8], i: usize) -> Option<usize> {
     }
     let mut end = i + first;
     let sep = match s.get(end) {
-        Some(&b) if (b == b' ' || b == b'-') && (3..=6).contains(&first) => b,
+        Some(&b) if matches!(b, b' ' | b'-' | b'.') && (3..=6).contains(&first) => b,
         _ => 0,
     };
     let mut group = (i, first);

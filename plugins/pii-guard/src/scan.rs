@@ -94,6 +94,10 @@ impl Kinds {
         self.0 == 0
     }
 
+    pub fn union(self, other: Kinds) -> Kinds {
+        Kinds(self.0 | other.0)
+    }
+
     /// Whether every kind of `other` is in `self`.
     pub fn covers(self, other: Kinds) -> bool {
         self.0 & other.0 == other.0
@@ -189,7 +193,7 @@ impl<'a> Scanner<'a> {
                 return None;
             }
             let grouped = (3..=6).contains(&len)
-                && matches!(after, b' ' | b'-')
+                && matches!(after, b' ' | b'-' | b'.')
                 && (s.get(end + 1..end + 4)).is_some_and(|g| g.iter().all(u8::is_ascii_digit));
             let card = (b'2'..=b'6').contains(&first) && (len >= 13 || grouped);
             let ipv4 = len <= 3 && after == b'.';

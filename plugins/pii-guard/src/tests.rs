@@ -231,6 +231,300 @@ fn redacts_every_text_of_a_request() {
     );
 }
 
+fn chat(messages: Vec<Message>) -> Input {
+    Input::Prompt(Prompt::Chat(messages))
+}
+
+fn user(parts: &[&str]) -> Message {
+    Message {
+        parts: parts.iter().map(|&text| Part::Text(text.into())).collect(),
+        ..Message::text_message(Role::User, "")
+    }
+}
+
+/// The texts of a chat's messages after the default redaction, one list a
+/// message, and the changes counted.
+fn chat_redacted(messages: Vec<Message>) -> (Vec<Vec<String>>, Vec<(String, u32)>) {
+    let input = chat(messages.clone());
+    let (input, changes) = match PiiGuard::check_request(request("{}", input)) {
+        RequestVerdict::Rewrite(rewrite) => (rewrite.input, rewrite.changes),
+        RequestVerdict::Allow => (chat(messages), Vec::new()),
+        other => panic!("{other:?}"),
+    };
+    let Input::Prompt(Prompt::Chat(messages)) = input else {
+        panic!("{input:?}");
+    };
+    let texts = (messages.iter())
+        .map(|m| {
+            (m.parts.iter())
+                .filter_map(|p| match p {
+                    Part::Text(text) => Some(text.clone()),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect();
+    let changes = changes.into_iter().map(|c| (c.kind, c.count)).collect();
+    (texts, changes)
+}
+
+fn strings(texts: &[&[&str]]) -> Vec<Vec<String>> {
+    (texts.iter())
+        .map(|t| t.iter().map(|&s| s.to_owned()).collect())
+        .collect()
+}
+
+#[test]
+fn an_address_or_number_split_across_messages_is_found() {
+    for (messages, redacted, kind) in [
+        (
+            &[&["my email is jane.doe@exa"][..], &["mple.com, thanks"]][..],
+            &[&["my email is [EMAIL]"][..], &["[EMAIL], thanks"]][..],
+            "email",
+        ),
+        (
+            &[&["write to jane.doe"], &["@example.com"]],
+            &[&["write to [EMAIL]"], &["[EMAIL]"]],
+            "email",
+        ),
+        (
+            &[&["card 4111 1111 "], &["1111 1111 exp 12/27"]],
+            &[&["card [CARD]"], &["[CARD] exp 12/27"]],
+            "card",
+        ),
+        (
+            &[&["card 41111111"], &["11111111"]],
+            &[&["card [CARD]"], &["[CARD]"]],
+            "card",
+        ),
+        // Cut in three, the middle message a piece of the domain alone.
+        (
+            &[&["jane@"], &["exa"], &["mple.com"]],
+            &[&["[EMAIL]"], &["[EMAIL]"], &["[EMAIL]"]],
+            "email",
+        ),
+        (
+            &[&["key AKIAIOSFOD"], &["NN7EXAMPLE ok"]],
+            &[&["key [SECRET]"], &["[SECRET] ok"]],
+            "secret",
+        ),
+    ] {
+        let messages: Vec<Message> = messages.iter().map(|parts| user(parts)).collect();
+        assert_eq!(
+            chat_redacted(messages.clone()),
+            (strings(redacted), counts(&[(kind, 1)])),
+            "{messages:?}"
+        );
+    }
+}
+
+#[test]
+fn an_address_split_across_parts_of_a_message_is_found() {
+    let (texts, changes) = chat_redacted(vec![user(&["mail jane.doe@example", ".com today"])]);
+    assert_eq!(texts, strings(&[&["mail [EMAIL]", "[EMAIL] today"]]));
+    assert_eq!(changes, counts(&[("email", 1)]));
+    // Across a part that is not text (an image), as the model reads them.
+    let mut message = user(&["phone +44 20 ", "7946 0958"]);
+    message.parts.insert(
+        1,
+        Part::Image(gateway_plugin_sdk::Image {
+            source: gateway_plugin_sdk::Source::Url("https://x/y.png".into()),
+            media_type: None,
+            detail: None,
+        }),
+    );
+    let (texts, changes) = chat_redacted(vec![message]);
+    assert_eq!(texts, strings(&[&["phone [PHONE]", "[PHONE]"]]));
+    assert_eq!(changes, counts(&[("phone", 1)]));
+    // Deny mode reads across them too.
+    let input = chat(vec![user(&["jane.doe@exa"]), user(&["mple.com"])]);
+    assert_eq!(
+        PiiGuard::check_request(request(r#"{"mode": "deny"}"#, input)),
+        RequestVerdict::Deny("the request contains an email address".into())
+    );
+}
+
+#[test]
+fn joining_texts_neither_hides_nor_invents_findings() {
+    for messages in [
+        &[&["hello"][..], &["world"]][..],
+        &[&["total 12"], &["34 items"]],
+        &[&["version 1.2"], &[".3 is out"]],
+        &[&["jane"], &["doe"]],
+        &[&["41111111"], &["1111111"]],
+    ] {
+        let messages: Vec<Message> = messages.iter().map(|parts| user(parts)).collect();
+        let (texts, changes) = chat_redacted(messages.clone());
+        assert!(changes.is_empty(), "{messages:?}: {texts:?}");
+    }
+    // A digit at the start of the next message does not hide the card
+    // before it (read joined, it is a longer number).
+    let (texts, _) = chat_redacted(vec![user(&["card 4111 1111 1111 1111"]), user(&["2 more"])]);
+    assert_eq!(texts, strings(&[&["card [CARD]"], &["2 more"]]));
+    let (texts, _) = chat_redacted(vec![user(&["4111111111111111"]), user(&["5"])]);
+    assert_eq!(texts, strings(&[&["[CARD]"], &["5"]]));
+    // An address whole in one message, its first letters touching the
+    // message before: the word before is replaced too, nothing is left.
+    let (texts, changes) = chat_redacted(vec![user(&["write to"]), user(&["a@example.com"])]);
+    assert_eq!(texts, strings(&[&["write [EMAIL]"], &["[EMAIL]"]]));
+    assert_eq!(changes, counts(&[("email", 1)]));
+}
+
+#[test]
+fn fullwidth_at_signs_and_digits_are_found() {
+    for (input, output, kind) in [
+        (
+            "mail jane.doe＠example.com now",
+            "mail [EMAIL] now",
+            "email",
+        ),
+        (
+            "mail jane.doe﹫example.com now",
+            "mail [EMAIL] now",
+            "email",
+        ),
+        (
+            "mail ｊａｎｅ＠ｅｘａｍｐｌｅ．ｃｏｍ now",
+            "mail [EMAIL] now",
+            "email",
+        ),
+        (
+            "card ４１１１ １１１１ １１１１ １１１１ ok",
+            "card [CARD] ok",
+            "card",
+        ),
+        (
+            "card ４１１１１１１１１１１１１１１１ ok",
+            "card [CARD] ok",
+            "card",
+        ),
+        (
+            "call ＋４４ ２０ ７９４６ ０９５８ ok",
+            "call [PHONE] ok",
+            "phone",
+        ),
+        ("host １９２．１６８．０．１２ ok", "host [IP] ok", "ip"),
+    ] {
+        assert_eq!(
+            redacted(input),
+            (output.to_owned(), counts(&[(kind, 1)])),
+            "{input}"
+        );
+    }
+}
+
+#[test]
+fn zero_width_characters_and_soft_hyphens_inside_an_address_are_found() {
+    for input in [
+        "mail jane@exa\u{200B}mple.com now",
+        "mail jane@exam\u{AD}ple.com now",
+        "mail jane@example\u{2060}.com now",
+        "mail ja\u{200C}ne@example.\u{FEFF}com now",
+        "mail jane\u{200D}@\u{200B}example.com now",
+    ] {
+        assert_eq!(
+            redacted(input),
+            ("mail [EMAIL] now".to_owned(), counts(&[("email", 1)])),
+            "{input:?}"
+        );
+    }
+    let (text, _) = redacted("card 4111\u{AD}1111\u{200B}1111\u{AD}1111 ok");
+    assert_eq!(text, "card [CARD] ok");
+    // Skipped before a finding, left before its placeholder.
+    let (text, _) = redacted("\u{200B}(0@example.com");
+    assert_eq!(text, "\u{200B}([EMAIL]");
+}
+
+#[test]
+fn card_digits_split_by_no_break_spaces_or_dots_are_found() {
+    for input in [
+        "card 4111\u{A0}1111\u{A0}1111\u{A0}1111 ok",
+        "card 4111\u{202F}1111\u{202F}1111\u{202F}1111 ok",
+        "card 4111\u{2009}1111\u{2009}1111\u{2009}1111 ok",
+        "card 4111.1111.1111.1111 ok",
+        "card 3782.822463.10005 ok",
+    ] {
+        assert_eq!(
+            redacted(input),
+            ("card [CARD] ok".to_owned(), counts(&[("card", 1)])),
+            "{input:?}"
+        );
+    }
+    for text in [
+        "card 4111.1111.1111.1112",
+        "version 4111.1111.1111.1111.5",
+        "255.255.255.255.255",
+    ] {
+        assert!(
+            redacted(text).1.iter().all(|(kind, _)| kind != "card"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn only_the_finding_is_replaced_the_rest_keeps_its_characters() {
+    let text = "ﬁle №5 for ＡＢＣ\u{A0}co\u{200B}rp: jane＠exa\u{AD}mple.com, e\u{301}te\u{301} ①";
+    let (out, changes) = redacted(text);
+    assert_eq!(
+        out,
+        "ﬁle №5 for ＡＢＣ\u{A0}co\u{200B}rp: [EMAIL], e\u{301}te\u{301} ①"
+    );
+    assert_eq!(changes, counts(&[("email", 1)]));
+}
+
+#[test]
+fn the_authors_name_of_a_message_is_scanned() {
+    let mut named = Message::text_message(Role::User, "hello");
+    named.name = Some("jane.doe@example.com".into());
+    let mut function = Message::text_message(Role::Tool, "42");
+    function.tool_call_id = Some("call_1".into());
+    function.name = Some("lookup_10.0.0.1".into());
+    let input = chat(vec![named.clone(), function.clone()]);
+    let RequestVerdict::Rewrite(rewrite) = PiiGuard::check_request(request("{}", input)) else {
+        panic!("no rewrite");
+    };
+    let Input::Prompt(Prompt::Chat(messages)) = &rewrite.input else {
+        panic!("{:?}", rewrite.input);
+    };
+    assert_eq!(messages[0].name.as_deref(), Some("[EMAIL]"));
+    assert_eq!(messages[0].parts, vec![Part::Text("hello".into())]);
+    // A tool's name is the function's, matched with its call: left as is.
+    assert_eq!(messages[1].name.as_deref(), Some("lookup_10.0.0.1"));
+    assert_eq!(
+        rewrite.changes,
+        vec![Change {
+            kind: "email".into(),
+            count: 1
+        }]
+    );
+    // Read on its own, not joined to the messages' texts.
+    let mut name_only = Message::text_message(Role::User, "@example.com");
+    name_only.name = Some("jane".into());
+    assert_eq!(
+        PiiGuard::check_request(request("{}", chat(vec![name_only]))),
+        RequestVerdict::Allow
+    );
+    let settings = r#"{"mode": "deny"}"#;
+    assert_eq!(
+        PiiGuard::check_request(request(settings, chat(vec![named]))),
+        RequestVerdict::Deny("the request contains an email address".into())
+    );
+    assert_eq!(
+        PiiGuard::check_request(request(settings, chat(vec![function]))),
+        RequestVerdict::Allow
+    );
+}
+
+#[test]
+fn embedding_inputs_are_read_each_on_its_own() {
+    let input = Input::Embedding(vec!["jane.doe@exa".into(), "mple.com".into()]);
+    assert_eq!(
+        PiiGuard::check_request(request("{}", input)),
+        RequestVerdict::Allow
+    );
+}
+
 #[test]
 fn clean_request_is_allowed_not_rewritten() {
     let verdict = PiiGuard::check_request(request(r#"{"mode": "redact"}"#, text("hello")));
@@ -350,7 +644,7 @@ fn info_names_the_plugin() {
 const ALPHABET: &[char] = &[
     '0', '1', '2', '4', '5', '9', 'a', 'e', 'f', 'k', 'x', 'y', 'A', 'D', 'E', 'I', 'K', 'S', 'J',
     '@', '.', '-', '_', '+', '(', ')', ':', ' ', '/', '[', ']', '\n', 'é', 'ü', 'ß', '×', '日',
-    '🙂',
+    '🙂', '＠', '４', '\u{A0}', '\u{200B}', '\u{AD}', '\u{301}', 'ﬃ', '①', '．', '\u{1160}',
 ];
 
 fn tricky_text() -> impl Strategy<Value = String> {
@@ -398,6 +692,24 @@ proptest! {
         let (out, _) = redacted(&text);
         prop_assert!(out.len() <= text.len() + 8 * text.len());
     }
+
+    /// Texts read as one redact without panicking, and are left as they
+    /// were when nothing is found.
+    #[test]
+    fn runs_never_panic(texts in prop::collection::vec(tricky_text(), 1..5)) {
+        let policy = Policy {
+            mode: Mode::Redact,
+            kinds: Kinds::ALL,
+            placeholder: None,
+        };
+        let mut out = texts.clone();
+        let mut run: Vec<&mut String> = out.iter_mut().collect();
+        let mut changes = Changes::new();
+        policy.redact_run(&mut run, &mut changes);
+        if changes.is_empty() {
+            prop_assert_eq!(out, texts);
+        }
+    }
 }
 
 #[test]
@@ -409,12 +721,34 @@ fn speed() {
     let numbers = "The quarterly report for 2024-01-15 shows revenue of $1,234.56 per unit, \
         up 3.5% from version 2.14.0; see ticket ORD-2024-000123 and the notes of the meeting at \
         10:30:00 with the team (room 101). Deploy with `std::collections::HashMap` as before. ";
-    let paragraph = if std::env::var("PII_PROSE").is_ok() {
-        prose
-    } else {
-        numbers
+    // Text that normalising changes: German with its `ß`, fullwidth and
+    // no-break characters, a soft hyphen, Japanese.
+    let unicode = "Grüße aus Köln: die Ｒｅｃｈｎｕｎｇ Nr.\u{A0}４７１１ ist be\u{AD}zahlt. \
+        お問い合わせはサポートまでどうぞ。次回の打ち合わせは来週です。 ";
+    // The same, already as NFKC reads it.
+    let unicode_nfkc = "Grüße aus Köln: die Rechnung Nr. 4711 ist bezahlt. \
+        お問い合わせはサポートまでどうぞ。次回の打ち合わせは来週です。 ";
+    let paragraph = match std::env::var("PII_TEXT").as_deref() {
+        Ok("prose") => prose,
+        Ok("unicode") => unicode,
+        Ok("unicode-nfkc") => unicode_nfkc,
+        _ => numbers,
     };
     let text = paragraph.repeat(10_000 / paragraph.len() + 1);
+    // The text cut into this many messages (at character boundaries), read
+    // as one run.
+    let parts: usize = std::env::var("PII_PARTS").map_or(1, |n| n.parse().unwrap());
+    let mut pieces: Vec<String> = Vec::new();
+    let mut rest = text.as_str();
+    for n in (1..=parts).rev() {
+        let mut cut = rest.len() / n;
+        while !rest.is_char_boundary(cut) {
+            cut += 1;
+        }
+        let (piece, after) = rest.split_at(cut);
+        pieces.push(piece.to_owned());
+        rest = after;
+    }
     let policy = Policy {
         mode: Mode::Redact,
         kinds: Kinds::ALL,
@@ -423,14 +757,15 @@ fn speed() {
     let start = std::time::Instant::now();
     let rounds = std::env::var("PII_ROUNDS").map_or(2000, |n| n.parse().unwrap());
     for _ in 0..rounds {
-        let mut t = text.clone();
+        let mut texts = pieces.clone();
+        let mut run: Vec<&mut String> = texts.iter_mut().collect();
         let mut changes = Changes::new();
-        policy.redact(&mut t, &mut changes);
+        policy.redact_run(&mut run, &mut changes);
         assert!(changes.is_empty());
     }
     let per = start.elapsed() / rounds;
     eprintln!(
-        "{} bytes: {per:?} per scan ({:.2} ns/byte)",
+        "{} bytes in {parts} texts: {per:?} per scan ({:.2} ns/byte)",
         text.len(),
         per.as_nanos() as f64 / text.len() as f64
     );
