@@ -5,10 +5,16 @@
 //! so a file being copied is not read half-written (and if it were, it would
 //! fail validation and the previous version would keep serving).
 //!
-//! Only events that can change what a file holds count. Opening and reading
-//! one does not: the handler itself reads the file it is handed, and so do
+//! Only events that can change what a file holds are asked of the platform
+//! ([`EVENT_KINDS`]): a writer closing a file, a rename, a file created or
+//! removed, its permissions changed. Not every write: a log or a SQLite
+//! database beside the config is written all the time, and on Linux the
+//! watch is on the directory, so each of its writes would wake the watcher
+//! (~13% of the gateway's CPU at saturation, BENCHMARKS.md). Not opening or
+//! reading either: the handler itself reads the file it is handed, and so do
 //! `cat`, `sha256sum` and every CLI call, so counting reads would reload
-//! forever.
+//! forever. A file written in place is handed over when its writer closes
+//! it, complete.
 //!
 //! The directory itself may be deleted and made again, or replaced: the
 //! watch is on the directory, not on its path, so it is placed again on the
@@ -22,7 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use notify::event::{AccessKind, AccessMode, EventKind, MetadataKind, ModifyKind, RenameMode};
-use notify::{RecursiveMode, Watcher};
+use notify::{EventKindMask, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 
@@ -31,6 +37,27 @@ const DEBOUNCE: Duration = Duration::from_millis(250);
 /// How often the watched path is checked to still be the watched directory
 /// (or, while it is missing, for its return).
 const CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// What a watch asks the platform to report. On Linux this is the inotify mask itself
+/// (`IN_CLOSE_WRITE`, `IN_MOVED_FROM`/`IN_MOVED_TO`, `IN_CREATE`, `IN_DELETE`, `IN_ATTRIB`,
+/// and the directory's own deletion or move): no `IN_MODIFY` nor `IN_OPEN`, which every write
+/// or read of any file in the directory sets off.
+const EVENT_KINDS: EventKindMask = EventKindMask::ACCESS_CLOSE
+    .union(EventKindMask::MODIFY_NAME)
+    .union(EventKindMask::CREATE)
+    .union(EventKindMask::REMOVE)
+    // A `chmod` can make a file that could not be read readable; writes do not set it off.
+    .union(EventKindMask::MODIFY_META);
+
+/// The platform's watcher, reporting [`EVENT_KINDS`] to `handler`.
+fn platform_watcher(
+    handler: impl notify::EventHandler,
+) -> notify::Result<notify::RecommendedWatcher> {
+    notify::RecommendedWatcher::new(
+        handler,
+        notify::Config::default().with_event_kinds(EVENT_KINDS),
+    )
+}
 
 /// How long a path must be quiet after `kind` before it is handled; `None`
 /// for what cannot change a file's content.
@@ -51,7 +78,10 @@ fn settle_time(kind: &EventKind) -> Option<Duration> {
         EventKind::Access(_)
         | EventKind::Modify(ModifyKind::Metadata(MetadataKind::AccessTime)) => None,
         // Other metadata counts: a `chmod` can make a file that could not be
-        // read readable, and `touch` is how operators ask for a reload.
+        // read readable. (`touch` is how operators ask for a reload: it opens
+        // the file to write and closes it.) A file created is handed over
+        // again when its writer closes it; a write itself is not reported on
+        // Linux, but may be elsewhere.
         EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_) | EventKind::Any => {
             Some(DEBOUNCE)
         }
@@ -167,38 +197,37 @@ fn place_watch(
     };
     let (wanted, tx, given) = (wanted.clone(), tx.clone(), dir.to_owned());
     let watched = root.clone();
-    let mut watcher =
-        notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
-            Ok(event) => {
-                // A send fails only once the task has ended: nobody listens then.
-                if event.need_rescan() {
-                    let _ = tx.send(Signal::Rescan);
-                }
-                let leaves = matches!(
-                    event.kind,
-                    EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(RenameMode::From))
-                );
-                if leaves && event.paths.contains(&root) {
-                    let _ = tx.send(Signal::DirGone(generation));
-                    return;
-                }
-                let Some(settle) = settle_time(&event.kind) else {
-                    return;
-                };
-                let paths = event
-                    .paths
-                    .into_iter()
-                    .map(|path| match path.strip_prefix(&root) {
-                        Ok(name) => given.join(name),
-                        Err(_) => path,
-                    });
-                for path in paths.filter(|p| wanted(p)) {
-                    let _ = tx.send(Signal::Changed(path, settle));
-                }
+    let mut watcher = platform_watcher(move |event: notify::Result<notify::Event>| match event {
+        Ok(event) => {
+            // A send fails only once the task has ended: nobody listens then.
+            if event.need_rescan() {
+                let _ = tx.send(Signal::Rescan);
             }
-            Err(e) => tracing::warn!("file watch error: {e}"),
-        })
-        .map_err(notify_error)?;
+            let leaves = matches!(
+                event.kind,
+                EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(RenameMode::From))
+            );
+            if leaves && event.paths.contains(&root) {
+                let _ = tx.send(Signal::DirGone(generation));
+                return;
+            }
+            let Some(settle) = settle_time(&event.kind) else {
+                return;
+            };
+            let paths = event
+                .paths
+                .into_iter()
+                .map(|path| match path.strip_prefix(&root) {
+                    Ok(name) => given.join(name),
+                    Err(_) => path,
+                });
+            for path in paths.filter(|p| wanted(p)) {
+                let _ = tx.send(Signal::Changed(path, settle));
+            }
+        }
+        Err(e) => tracing::warn!("file watch error: {e}"),
+    })
+    .map_err(notify_error)?;
     watcher
         .watch(&watched, RecursiveMode::NonRecursive)
         .map_err(notify_error)?;
@@ -351,5 +380,110 @@ mod tests {
         assert_eq!(settle_time(&rename(RenameMode::Both)), None);
         // Other platforms report a rename without saying which side this is.
         assert_eq!(settle_time(&rename(RenameMode::Any)), Some(DEBOUNCE));
+    }
+
+    /// Every event the platform's watcher reports on `dir`, until one about `last` that
+    /// `is_last` accepts arrives (a file's events arrive in the order they happened, so
+    /// whatever earlier writes set off is in by then). A generous bound: the event must come.
+    fn events_until(
+        rx: &std::sync::mpsc::Receiver<notify::Result<notify::Event>>,
+        last: &Path,
+        is_last: impl Fn(&EventKind) -> bool,
+    ) -> Vec<notify::Event> {
+        let mut seen = Vec::new();
+        loop {
+            let event = rx
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("no closing event for {last:?}; got {seen:#?}"))
+                .expect("a watch event");
+            let done = event.paths.iter().any(|p| p.ends_with(last)) && is_last(&event.kind);
+            seen.push(event);
+            if done {
+                return seen;
+            }
+        }
+    }
+
+    fn watching(
+        dir: &Path,
+    ) -> (
+        notify::RecommendedWatcher,
+        std::sync::mpsc::Receiver<notify::Result<notify::Event>>,
+    ) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut watcher = platform_watcher(move |event| {
+            let _ = tx.send(event);
+        })
+        .expect("a watcher");
+        watcher
+            .watch(dir, RecursiveMode::NonRecursive)
+            .expect("watch the directory");
+        (watcher, rx)
+    }
+
+    /// A log or a database beside the config, written and read all the time, does not wake the
+    /// watcher at all; nor does the config being written, until its writer closes it.
+    #[test]
+    fn writes_and_reads_of_files_in_the_directory_are_not_reported_until_closed() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let (log, config) = (
+            dir.path().join("gateway.log"),
+            dir.path().join("gateway.toml"),
+        );
+        std::fs::write(&log, "").unwrap();
+        std::fs::write(&config, "listen = \"127.0.0.1:0\"\n").unwrap();
+        let (_watcher, rx) = watching(dir.path());
+
+        let mut appending = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        for line in 0..2_000 {
+            writeln!(appending, "line {line}").unwrap();
+            if line % 100 == 0 {
+                appending.sync_data().unwrap();
+                std::fs::read(&log).unwrap();
+                std::fs::read(&config).unwrap();
+            }
+        }
+        let mut editing = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&config)
+            .unwrap();
+        for _ in 0..100 {
+            editing.write_all(b"# a comment\n").unwrap();
+        }
+        drop(editing);
+
+        let closed =
+            |kind: &EventKind| *kind == EventKind::Access(AccessKind::Close(AccessMode::Write));
+        let seen = events_until(&rx, &config, closed);
+        assert_eq!(
+            seen.len(),
+            1,
+            "only the config's close is reported: {seen:#?}"
+        );
+        drop(appending);
+    }
+
+    /// What editors and `gateway prices import` do: write another file, rename it over the
+    /// config. The config's new name is reported (and the temporary file's events, which
+    /// `wanted` leaves out).
+    #[test]
+    fn a_file_renamed_over_the_config_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("gateway.toml");
+        std::fs::write(&config, "a = 1\n").unwrap();
+        let (_watcher, rx) = watching(dir.path());
+        let temporary = dir.path().join("gateway.toml.swp");
+        std::fs::write(&temporary, "a = 2\n").unwrap();
+        std::fs::rename(&temporary, &config).unwrap();
+        let renamed = |kind: &EventKind| settle_time(kind) == Some(Duration::ZERO);
+        let seen = events_until(&rx, &config, renamed);
+        assert!(
+            seen.iter().all(|e| e
+                .paths
+                .iter()
+                .all(|p| p.ends_with("gateway.toml.swp") || p.ends_with("gateway.toml"))),
+            "{seen:#?}"
+        );
     }
 }
