@@ -48,6 +48,9 @@ pub enum ApiError {
     AdminUnauthorized,
     #[error("wrong admin token")]
     WrongAdminToken,
+    /// Too many wrong admin tokens from the client's address: the token was not compared.
+    #[error("too many wrong admin tokens from this address; retry in {0} s")]
+    SignInThrottled(u32),
     /// A change asked with the console's session cookie but without its CSRF token.
     #[error("a change from the admin console needs the session's x-csrf-token header")]
     CsrfRefused,
@@ -150,7 +153,9 @@ impl ApiError {
             ApiError::WrongProject(_) | ApiError::OutOfScope(_) | ApiError::CsrfRefused => {
                 StatusCode::FORBIDDEN
             }
-            ApiError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::RateLimited(_) | ApiError::SignInThrottled(_) => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::UnknownRoute(_) | ApiError::UnknownModel(_) | ApiError::NotFound(_) => {
                 StatusCode::NOT_FOUND
@@ -194,7 +199,9 @@ impl ApiError {
             // Bodies leave with their requests, most within seconds.
             ApiError::BodiesInFlight(_) => Some(1),
             ApiError::DatabaseUnavailable(_) => Some(5),
-            ApiError::Ejected { retry_after, .. } => Some(*retry_after),
+            ApiError::Ejected { retry_after, .. } | ApiError::SignInThrottled(retry_after) => {
+                Some(*retry_after)
+            }
             ApiError::RateLimited(refused) => {
                 Some(u32::try_from(refused.retry_after_secs()).unwrap_or(u32::MAX))
             }
@@ -304,6 +311,7 @@ impl ApiError {
             | ApiError::RateLimited(_)
             | ApiError::AdminUnauthorized
             | ApiError::WrongAdminToken
+            | ApiError::SignInThrottled(_)
             | ApiError::CsrfRefused
             | ApiError::MetricsUnauthorized
             | ApiError::MethodNotAllowed(_)
@@ -312,6 +320,12 @@ impl ApiError {
             | ApiError::Ejected { .. }
             | ApiError::ShuttingDown) => other,
         }
+    }
+}
+
+impl From<crate::limits::Throttled> for ApiError {
+    fn from(throttled: crate::limits::Throttled) -> ApiError {
+        ApiError::SignInThrottled(u32::try_from(throttled.retry_after_secs).unwrap_or(u32::MAX))
     }
 }
 

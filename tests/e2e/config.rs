@@ -10,7 +10,7 @@ use gateway_test_support::{
 };
 use serde_json::{Value, json};
 
-const ADMIN_TOKEN: &str = "admin-secret-for-config-tests";
+const ADMIN_TOKEN: &str = "admin-secret-for-the-config-tests-0123456789";
 const PROVIDER_KEY: &str = "sk-test-caller-config";
 /// How long a refused config may take to end `gateway serve`, or a reload to be seen: a
 /// liveness bound on a slow shared machine, not a timing assertion.

@@ -4,13 +4,15 @@
 //! a real browser (Debian's Chromium driven by Playwright, `tests/console/console_test.py`).
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
-use gateway_test_support::{Gateway, OpenAiUpstream, Reply, Response, Route};
+use gateway_test_support::refused::refused_start;
+use gateway_test_support::{Gateway, OpenAiUpstream, Reply, Response, Route, TestDatabase};
 use serde_json::{Value, json};
 
 use crate::venv;
 
-const ADMIN_TOKEN: &str = "admin-secret-for-console-tests";
+const ADMIN_TOKEN: &str = "admin-secret-for-the-console-tests-0123456789";
 const MODEL: &str = "gpt-4o-mini";
 /// The browser the console test drives; Debian's `chromium` package puts it here.
 const CHROMIUM_VAR: &str = "GATEWAY_TEST_CHROMIUM";
@@ -37,7 +39,16 @@ fn created(response: &Response) -> Value {
 }
 
 fn console_gateway(upstream: &OpenAiUpstream) -> Gateway {
-    Gateway::builder()
+    console_gateway_on(upstream, None)
+}
+
+/// The console's gateway, on `db` when given (a replica of every other gateway on it).
+fn console_gateway_on(upstream: &OpenAiUpstream, db: Option<&TestDatabase>) -> Gateway {
+    let builder = match db {
+        Some(db) => Gateway::builder().database(db),
+        None => Gateway::builder(),
+    };
+    builder
         .route(
             Route::openai("openai", &upstream.base_url("/v1"))
                 .key("api_key_required", "false")
@@ -79,6 +90,12 @@ fn sign_in(gw: &Gateway) -> (String, String) {
     }
     let csrf = session["csrf"].as_str().expect("a CSRF token").to_owned();
     (cookie_of(&response), csrf)
+}
+
+/// `POST /ui/login` with `token`.
+fn login(gw: &Gateway, token: &str) -> Response {
+    let body = json!({ "token": token }).to_string();
+    gw.request("POST", "/ui/login", None, &[], body.as_bytes())
 }
 
 /// An admin API call with the session's cookie (and its CSRF token when given).
@@ -177,13 +194,171 @@ fn a_session_reads_with_its_cookie_and_changes_only_with_its_csrf_token() {
     let forged = format!("{}0", &cookie[..cookie.len() - 1]);
     let forged = with_session(&gw, "GET", "/admin/projects", &forged, None, "");
     assert_eq!(forged.status, 401);
-    // Signing out clears the cookie (a stateless session ends in the browser).
+    // Signing out clears the cookie (and signs it out: see below).
     let out = with_session(&gw, "POST", "/ui/logout", &cookie, Some(&csrf), "");
     assert_eq!(out.status, 204);
     assert!(
         out.header("set-cookie")
             .unwrap_or_default()
             .contains("Max-Age=0")
+    );
+}
+
+/// Ten wrong tokens a minute from one address, at the console's sign-in and as the admin API's
+/// bearer alike; then the address is refused (429, `Retry-After`) without its token being
+/// compared: the right one too.
+#[test]
+fn wrong_admin_tokens_are_throttled_per_client_address() {
+    let upstream = upstream();
+    let gw = console_gateway(&upstream);
+    // A right token does not count, however often.
+    for _ in 0..20 {
+        sign_in(&gw);
+        ok(&gw.get("/admin/projects", Some(ADMIN_TOKEN)));
+    }
+    for n in 0..5 {
+        let wrong = login(&gw, &format!("guess-{n}"));
+        assert_eq!(wrong.status, 401, "{}", wrong.text());
+        let wrong = gw.get("/admin/projects", Some(&format!("guess-{n}")));
+        assert_eq!(wrong.status, 401, "{}", wrong.text());
+    }
+    for throttled in [
+        login(&gw, "guess-10"),
+        login(&gw, ADMIN_TOKEN),
+        gw.get("/admin/projects", Some(ADMIN_TOKEN)),
+        gw.get("/admin/plugins", Some(ADMIN_TOKEN)),
+    ] {
+        let body = expect(&throttled, 429);
+        assert!(
+            body["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("too many wrong admin tokens")),
+            "{body}"
+        );
+        assert!(body["invocationId"].is_string(), "{body}");
+        let retry_after: u64 = throttled
+            .header("retry-after")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no Retry-After: {:?}", throttled.headers));
+        assert!((1..=6).contains(&retry_after), "{retry_after}");
+        assert!(throttled.header("set-cookie").is_none());
+    }
+    // What takes no token is not held back.
+    assert_eq!(gw.get("/ui/", None).status, 200);
+    ok(&chat(&gw, &gw.key, "still served"));
+    // The log names the address of the wrong tokens, never a token.
+    let logs = gw.logs();
+    assert!(
+        logs.contains("wrong admin token") && logs.contains("127.0.0.1"),
+        "{logs}"
+    );
+    assert!(
+        !logs.contains("guess-") && !logs.contains(ADMIN_TOKEN),
+        "{logs}"
+    );
+}
+
+/// An admin token that could be guessed is refused at start, naming the key, not the token.
+#[test]
+fn a_gateway_with_an_admin_token_shorter_than_32_bytes_does_not_start() {
+    let stderr = refused_start("admin_token = \"short-but-secret\"\n");
+    assert!(
+        stderr.contains("admin_token: must be at least 32 bytes, not 16"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("short-but-secret"), "{stderr}");
+}
+
+/// Signed out, a session's cookie is refused: the browser's (which it clears) and every copy
+/// of it; the operator's other sessions stay signed in.
+#[test]
+fn a_cookie_signed_out_is_refused_even_copied() {
+    let upstream = upstream();
+    let gw = console_gateway(&upstream);
+    let (cookie, csrf) = sign_in(&gw);
+    let (other, other_csrf) = sign_in(&gw);
+    ok(&with_session(
+        &gw,
+        "GET",
+        "/admin/projects",
+        &cookie,
+        None,
+        "",
+    ));
+    let out = with_session(&gw, "POST", "/ui/logout", &cookie, Some(&csrf), "");
+    assert_eq!(out.status, 204, "{}", out.text());
+    assert!(
+        out.header("set-cookie")
+            .unwrap_or_default()
+            .contains("Max-Age=0")
+    );
+    let create = r#"{"name": "after sign-out"}"#;
+    for (method, path, body) in [
+        ("GET", "/ui/session", ""),
+        ("GET", "/admin/projects", ""),
+        ("GET", "/admin/plugins", ""),
+        ("POST", "/admin/projects", create),
+    ] {
+        let copied = with_session(&gw, method, path, &cookie, Some(&csrf), body);
+        assert_eq!(copied.status, 401, "{method} {path}: {}", copied.text());
+    }
+    // Signing the dead cookie out again has nothing left to do.
+    let again = with_session(&gw, "POST", "/ui/logout", &cookie, Some(&csrf), "");
+    assert_eq!(again.status, 204, "{}", again.text());
+    let still = with_session(
+        &gw,
+        "POST",
+        "/admin/projects",
+        &other,
+        Some(&other_csrf),
+        create,
+    );
+    assert_eq!(still.status, 201, "{}", still.text());
+}
+
+/// On PostgreSQL, a sign-out on one replica reaches the other: the cookie both accepted is
+/// refused by both.
+#[test]
+fn a_cookie_signed_out_on_one_replica_is_refused_by_the_other() {
+    let Some(db) = TestDatabase::create() else {
+        return;
+    };
+    let upstream = upstream();
+    let a = console_gateway_on(&upstream, Some(&db));
+    let b = console_gateway_on(&upstream, Some(&db));
+    let (cookie, csrf) = sign_in(&a);
+    for gw in [&a, &b] {
+        ok(&with_session(
+            gw,
+            "GET",
+            "/admin/projects",
+            &cookie,
+            None,
+            "",
+        ));
+    }
+    let out = with_session(&a, "POST", "/ui/logout", &cookie, Some(&csrf), "");
+    assert_eq!(out.status, 204, "{}", out.text());
+    assert_eq!(
+        with_session(&a, "GET", "/admin/projects", &cookie, None, "").status,
+        401
+    );
+    // B hears of it by the database's notification: a moment, not a request.
+    let signed_out = Instant::now();
+    let refused = loop {
+        let status = with_session(&b, "GET", "/admin/projects", &cookie, None, "").status;
+        if status == 401 || signed_out.elapsed() > Duration::from_secs(10) {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        refused, 401,
+        "replica B still accepts the signed-out cookie"
+    );
+    println!(
+        "replica B refused the cookie after {:?}",
+        signed_out.elapsed()
     );
 }
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use gateway_test_support::{Gateway, Route, built_plugins_dir, text_request};
 use serde_json::Value;
 
-const ADMIN_TOKEN: &str = "admin-secret-for-tests";
+const ADMIN_TOKEN: &str = "admin-secret-for-the-lifecycle-tests-0123456789";
 
 /// Installs a plugin the safe way: a temporary name, then a rename.
 fn install(gw: &Gateway, built: &str, as_name: &str) {

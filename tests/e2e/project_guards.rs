@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use gateway_test_support::{Gateway, Response, Route, text_request};
 use serde_json::{Value, json};
 
-const ADMIN_TOKEN: &str = "admin-secret-for-project-guards";
+const ADMIN_TOKEN: &str = "admin-secret-for-the-project-guards-0123456789";
 
 /// A gateway whose config defines the guards `pii` and `words` (both of the pii-guard plugin:
 /// only their ids matter here) and `deny`, which refuses a request with an email address.

@@ -109,6 +109,13 @@ pub enum Problem {
     /// The same guard twice in one list.
     #[error("{at}: guard {id:?} is already in the list")]
     GuardTwice { at: String, id: String },
+    /// An `admin_token` that could be guessed (its length only: the token is never repeated).
+    #[error(
+        "admin_token: must be at least {min} bytes, not {len} (it signs in to the admin API and \
+         the console; make one with `openssl rand -hex 32`, or leave the key out to turn both off)",
+        min = MIN_ADMIN_TOKEN_BYTES
+    )]
+    AdminTokenTooShort { len: usize },
     /// More `retries` than a request's one deadline could sensibly hold.
     #[error(
         "providers.{route}.retries: must be at most {max}, not {retries}",
@@ -142,7 +149,8 @@ pub struct Config {
     pub redis_url: Option<RedisUrl>,
     /// Prefix of every Redis key the gateway writes.
     pub redis_key_prefix: String,
-    /// Bearer token for the `/admin/...` endpoints; without one they answer 401.
+    /// Bearer token for the `/admin/...` endpoints; without one they answer 401. At least
+    /// [`MIN_ADMIN_TOKEN_BYTES`] bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_token: Option<String>,
     /// Whether `/ui` serves the admin console (only where `admin_token` is set: it signs in
@@ -522,6 +530,9 @@ impl CacheScope {
 
 /// The most `retries` a route may have.
 const MAX_RETRIES: u32 = 10;
+/// The shortest `admin_token` a config may set: with sign-ins throttled per client address
+/// (`limits::signin`), a random token of 32 bytes is out of reach of guessing.
+pub const MIN_ADMIN_TOKEN_BYTES: usize = 32;
 /// The most `targets` a route may have (a request keeps which it tried in one word).
 pub const MAX_TARGETS: usize = 64;
 const DEFAULT_EJECT_SECS: u64 = 30;
@@ -597,6 +608,16 @@ impl Config {
                     alias: alias.clone(),
                     route: target.route.clone(),
                 },
+            ));
+        }
+        if let Some(token) = config
+            .admin_token
+            .as_deref()
+            .filter(|token| token.len() < MIN_ADMIN_TOKEN_BYTES)
+        {
+            return Err(ConfigError::new(
+                origin,
+                Problem::AdminTokenTooShort { len: token.len() },
             ));
         }
         config.check_routing(origin)?;

@@ -199,6 +199,27 @@ fn zero_and_out_of_range_values_are_refused_with_their_key() {
     assert_eq!((config.workers, config.shutdown_grace_secs), (0, 0));
 }
 
+/// An admin token that could be guessed is refused naming the key and its length, never
+/// repeating the token; 32 bytes pass.
+#[test]
+fn an_admin_token_shorter_than_32_bytes_is_refused() {
+    for token in ["", "hunter2", "a-31-byte-token-for-the-console"] {
+        let text = format!("admin_token = {token:?}\n");
+        let err = Config::parse(&text, "test").expect_err(token).to_string();
+        assert!(
+            err.contains(&format!(
+                "admin_token: must be at least 32 bytes, not {}",
+                token.len()
+            )),
+            "{err}"
+        );
+        assert!(token.is_empty() || !err.contains(token), "{err}");
+    }
+    let token = "a-32-byte-token-for-the-console!";
+    let config = Config::parse(&format!("admin_token = {token:?}\n"), "test").expect("parses");
+    assert_eq!(config.admin_token.as_deref(), Some(token));
+}
+
 #[test]
 fn bad_trace_settings_are_refused_with_their_key() {
     for (text, key) in [
@@ -234,7 +255,7 @@ fn a_config_round_trips_through_toml() {
         Config::parse(&example_with_commented_routes(), "example").expect("parses"),
     ];
     let mut full = Config::parse(
-        "admin_token = \"t\"\nplugin_cache_dir = \"\"\nmax_expanded_bytes = 10\n\
+        "admin_token = \"0123456789abcdef0123456789abcdef\"\nplugin_cache_dir = \"\"\nmax_expanded_bytes = 10\n\
          redis_url = \"redis://127.0.0.1:6379/2\"\nredis_key_prefix = \"gw:\"\n\
          record_retention_days = 7\nrecord_bodies = \"full\"\n\
          [providers.x]\nplugin = \"openai\"\nbase_url = \"https://a.example/v1\"\n\

@@ -1,4 +1,5 @@
-//! Rate limits and spend budgets: the counting and the decisions.
+//! Rate limits and spend budgets: the counting and the decisions. (And, on the same GCRA,
+//! failed admin sign-ins per client address: [`SignInThrottle`].)
 //!
 //! Each request is checked against its project's and its key's [`LimitSet`]
 //! before the plugin is called ([`Limiter::admit`]) and charged with what it
@@ -68,6 +69,7 @@ mod budget;
 mod gcra;
 mod local;
 mod redis;
+mod signin;
 
 use std::fmt;
 use std::future::Future;
@@ -76,6 +78,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use self::budget::Period;
+pub use self::signin::{Attempt, FAILURES_PER_MINUTE, SignInThrottle, Throttled};
 pub use crate::redis_link::redis_failures;
 
 /// One subject's limits, as stored (project or key). `None` = no limit; a

@@ -3,6 +3,7 @@
 //! session's cookie as it takes the admin token. On where `admin_token` is set and `console`
 //! is not turned off.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -79,11 +80,13 @@ pub(super) fn serves(path: &str) -> bool {
     path == "/ui" || path.starts_with("/ui/")
 }
 
-/// `/ui`, `/ui/` (the page), `/ui/assets/{name}`, `/ui/session`, `/ui/login`, `/ui/logout`.
+/// `/ui`, `/ui/` (the page), `/ui/assets/{name}`, `/ui/session`, `/ui/login`, `/ui/logout`;
+/// `client` is the address the request came from (whose wrong tokens are counted).
 pub(super) async fn serve(
     state: Arc<AppState>,
     request: Request<Incoming>,
     id: &Uuid,
+    client: IpAddr,
 ) -> Response<Body> {
     let token = {
         let live = state.live();
@@ -111,9 +114,9 @@ pub(super) async fn serve(
             return response;
         }
         ("/ui/", &Method::GET | &Method::HEAD) => Ok(page("text/html; charset=utf-8", INDEX, id)),
-        ("/ui/session", &Method::GET) => session(&request, &token, id),
-        ("/ui/login", &Method::POST) => login(&state, request, &token, id).await,
-        ("/ui/logout", &Method::POST) => logout(&request, &token, id),
+        ("/ui/session", &Method::GET) => session(&state, &request, &token, id).await,
+        ("/ui/login", &Method::POST) => login(&state, request, &token, id, client).await,
+        ("/ui/logout", &Method::POST) => return logout(&state, &request, &token, id).await,
         (asset, &Method::GET | &Method::HEAD) if asset.starts_with("/ui/assets/") => {
             let name = &asset["/ui/assets/".len()..];
             ASSETS
@@ -157,12 +160,14 @@ fn session_json(session: &Session, token: &str) -> serde_json::Value {
 }
 
 /// `GET /ui/session`: the browser's session and its CSRF token, or 401.
-fn session(
+async fn session(
+    state: &AppState,
     request: &Request<Incoming>,
     token: &str,
     id: &Uuid,
 ) -> Result<Response<Body>, ApiError> {
-    let session = Session::of_request(request.headers(), token, now_ms())
+    let session = Session::live(&state.store, request.headers(), token, now_ms())
+        .await?
         .ok_or(ApiError::AdminUnauthorized)?;
     Ok(json_response(
         StatusCode::OK,
@@ -172,12 +177,18 @@ fn session(
 }
 
 /// `POST /ui/login`: a session for the admin token, in an HttpOnly, SameSite=Strict cookie.
+/// An address that sent too many wrong tokens is refused (429) before anything is read.
 async fn login(
     state: &AppState,
     request: Request<Incoming>,
     token: &str,
     id: &Uuid,
+    client: IpAddr,
 ) -> Result<Response<Body>, ApiError> {
+    let attempt = state.sign_ins.attempt(client).inspect_err(|throttled| {
+        tracing::debug!(%client, retry_after_secs = throttled.retry_after_secs,
+            "admin console: a sign-in was refused unread: too many wrong tokens");
+    })?;
     let (lifetime, read_timeout) = {
         let live = state.live();
         (
@@ -195,9 +206,10 @@ async fn login(
     let login: Login = parse_object(&bytes)?;
     // Compared as hashes: the time taken tells nothing of how much of the token was right.
     if crate::keys::hash_key(login.token.trim()) != crate::keys::hash_key(token) {
-        tracing::warn!("admin console: a sign-in with a wrong admin token was refused");
+        tracing::warn!(%client, "admin console: a sign-in with a wrong admin token was refused");
         return Err(ApiError::WrongAdminToken);
     }
+    attempt.succeeded();
     let now = now_ms();
     let session = Session::issue(token, now, lifetime);
     let mut response = json_response(StatusCode::OK, &session_json(&session, token), id);
@@ -206,17 +218,37 @@ async fn login(
     Ok(response)
 }
 
-/// `POST /ui/logout`: the cookie cleared. With a session, only with its CSRF token (another
-/// site cannot sign the operator out).
-fn logout(request: &Request<Incoming>, token: &str, id: &Uuid) -> Result<Response<Body>, ApiError> {
-    if let Some(session) = Session::of_request(request.headers(), token, now_ms())
-        && !session.csrf_ok(request.headers(), token)
-    {
-        return Err(ApiError::CsrfRefused);
-    }
-    let mut response = typed_response(StatusCode::NO_CONTENT, "text/plain", "", id);
+/// `POST /ui/logout`: the session signed out (its cookie refused from then on, copies
+/// included, by every replica) and the cookie cleared. With a session, only with its CSRF
+/// token (another site cannot sign the operator out).
+async fn logout(
+    state: &AppState,
+    request: &Request<Incoming>,
+    token: &str,
+    id: &Uuid,
+) -> Response<Body> {
+    let signed_out = match Session::live(&state.store, request.headers(), token, now_ms()).await {
+        Ok(Some(session)) if !session.csrf_ok(request.headers(), token) => {
+            return error_response(&ApiError::CsrfRefused, id);
+        }
+        Ok(Some(session)) => session.sign_out(&state.store).await.map_err(ApiError::from),
+        // Expired, signed out already, or no session: only the browser's cookie to clear.
+        Ok(None) => Ok(()),
+        Err(error) => Err(ApiError::from(error)),
+    };
+    let mut response = match signed_out {
+        Ok(()) => {
+            tracing::info!("admin console: signed out");
+            typed_response(StatusCode::NO_CONTENT, "text/plain", "", id)
+        }
+        // The browser forgets the cookie all the same; the error says it was not revoked.
+        Err(error) => {
+            tracing::error!("admin console: a sign-out could not be recorded: {error}");
+            error_response(&error, id)
+        }
+    };
     set_cookie(&mut response, &clear_cookie());
-    Ok(response)
+    response
 }
 
 fn set_cookie(response: &mut Response<Body>, cookie: &str) {

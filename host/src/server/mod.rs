@@ -178,7 +178,7 @@ async fn accept_loop(
                 let in_flight = activity.begin();
                 let state = state.clone();
                 async move {
-                    let response = dispatch(state, request).await;
+                    let response = dispatch(state, request, peer.ip()).await;
                     Ok::<_, Infallible>(
                         response.map(|body| connection::Tracked::new(body, in_flight)),
                     )
@@ -336,7 +336,13 @@ pub async fn serve_metrics(listener: TcpListener, state: std::sync::Weak<AppStat
     }
 }
 
-async fn dispatch(state: Arc<AppState>, request: Request<Incoming>) -> Response<Body> {
+/// Answers `request`, which came from `client` (the connection's peer: behind a proxy, the
+/// proxy).
+async fn dispatch(
+    state: Arc<AppState>,
+    request: Request<Incoming>,
+    client: std::net::IpAddr,
+) -> Response<Body> {
     let id = Uuid::now_v7();
     // `trace_id` is recorded by model endpoints whose request has a trace.
     let span = tracing::info_span!("request", invocation_id = %id,
@@ -385,13 +391,21 @@ async fn dispatch(state: Arc<AppState>, request: Request<Incoming>) -> Response<
                 json_response(StatusCode::OK, &json!({"status": "ok"}), &id)
             }
             (&Method::GET, "/metrics") => metrics(&state, &request, &id),
-            (&Method::GET, "/admin/plugins") => admin::plugins(state, request, &id),
-            (&Method::GET, "/admin/config") => admin::config(state, request, &id),
+            (&Method::GET, "/admin/plugins") => {
+                Box::pin(admin::plugins(state, request, &id, client)).await
+            }
+            (&Method::GET, "/admin/config") => {
+                Box::pin(admin::config(state, request, &id, client)).await
+            }
             // Projects, keys, limits, usage, records, routes: `admin` answers every method
             // (405s included). Boxed, as the console's: the operators' endpoints add nothing
             // to the size of every model request's future.
-            (_, p) if admin::manages(p) => Box::pin(admin::manage(state, request, &id)).await,
-            (_, p) if console::serves(p) => Box::pin(console::serve(state, request, &id)).await,
+            (_, p) if admin::manages(p) => {
+                Box::pin(admin::manage(state, request, &id, client)).await
+            }
+            (_, p) if console::serves(p) => {
+                Box::pin(console::serve(state, request, &id, client)).await
+            }
             (&Method::GET, p) if p.starts_with("/invocations/") => {
                 let invocation_id = &p["/invocations/".len()..];
                 invocations::get(state, request, invocation_id, id).await

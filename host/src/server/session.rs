@@ -1,15 +1,18 @@
 //! The admin console's sessions: a cookie signed (HMAC-SHA256) with the config's
-//! `admin_token`, so that no state is kept, every replica with the same token accepts it, and
-//! changing the token signs everyone out. A session's CSRF token is the same key's MAC of the
-//! cookie: a page of another site can neither read it nor send the header it goes in without
-//! a CORS preflight, which the gateway never grants.
+//! `admin_token`, so that every replica with the same token accepts it, and changing the token
+//! signs everyone out. Signing out records the cookie's SHA-256 in the store until the cookie
+//! would have expired ([`crate::store::Store::sign_out_session`]): the cookie, and any copy of
+//! it, is refused from then on by every replica of the database. A session's CSRF token is the
+//! same key's MAC of the cookie: a page of another site can neither read it nor send the header
+//! it goes in without a CORS preflight, which the gateway never grants.
 
 use hmac::{Hmac, Mac};
 use hyper::HeaderMap;
 use hyper::header::COOKIE;
-use sha2::Sha256;
+use sha2::{Digest, Sha256};
 
 use crate::encoding::{hex, unhex};
+use crate::store::{Store, StoreError};
 
 /// The cookie's name.
 pub const COOKIE_NAME: &str = "gateway_session";
@@ -87,6 +90,32 @@ impl Session {
         })
     }
 
+    /// The live session the request carries: signed with `admin_token`, not expired, and not
+    /// signed out (which the store is asked, from its cache mostly).
+    pub async fn live(
+        store: &Store,
+        headers: &HeaderMap,
+        admin_token: &str,
+        now_ms: i64,
+    ) -> Result<Option<Session>, StoreError> {
+        let Some(session) = Session::of_request(headers, admin_token, now_ms) else {
+            return Ok(None);
+        };
+        let signed_out = store.session_signed_out(&session.id()).await?;
+        Ok((!signed_out).then_some(session))
+    }
+
+    /// What the store knows the session by: its cookie's SHA-256 (the cookie itself, which
+    /// signs in, is never stored).
+    pub fn id(&self) -> [u8; 32] {
+        Sha256::digest(self.value.as_bytes()).into()
+    }
+
+    /// Signs the session out: its cookie, wherever it was copied, no longer signs in.
+    pub async fn sign_out(&self, store: &Store) -> Result<(), StoreError> {
+        store.sign_out_session(&self.id(), self.expires_at_ms).await
+    }
+
     /// The session's CSRF token, which the page sends in [`CSRF_HEADER`].
     pub fn csrf_token(&self, admin_token: &str) -> String {
         hex(&mac(admin_token, "csrf", &self.value)
@@ -131,7 +160,7 @@ mod tests {
     use super::*;
     use hyper::header::HeaderValue;
 
-    const TOKEN: &str = "admin-token-0123456789";
+    const TOKEN: &str = "admin-token-0123456789-0123456789";
 
     fn cookie_headers(cookie: &str) -> HeaderMap {
         let mut headers = HeaderMap::new();
@@ -196,6 +225,40 @@ mod tests {
         );
         assert!(session.csrf_ok(&headers, TOKEN));
         assert!(!session.csrf_ok(&headers, "another-token"));
+    }
+
+    /// Signed out, a session's cookie (and any copy of it) is refused by every handle on the
+    /// database; another session is not.
+    #[tokio::test]
+    async fn a_signed_out_session_is_no_longer_live() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.db");
+        let (gateway, replica) = (
+            Store::open_sqlite(&path).unwrap(),
+            Store::open_sqlite(&path).unwrap(),
+        );
+        let session = Session::issue(TOKEN, 0, 60);
+        let other = Session::issue(TOKEN, 0, 60);
+        let headers = cookie_headers(&cookie_of(&session));
+        let others = cookie_headers(&cookie_of(&other));
+        for store in [&gateway, &replica] {
+            let live = Session::live(store, &headers, TOKEN, 1).await.unwrap();
+            assert_eq!(live, Some(session.clone()));
+        }
+        session.sign_out(&gateway).await.unwrap();
+        for store in [&gateway, &replica] {
+            assert_eq!(
+                Session::live(store, &headers, TOKEN, 1).await.unwrap(),
+                None
+            );
+            assert!(
+                Session::live(store, &others, TOKEN, 1)
+                    .await
+                    .unwrap()
+                    .is_some()
+            );
+        }
+        assert_ne!(session.id(), other.id());
     }
 
     #[test]

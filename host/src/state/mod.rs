@@ -36,6 +36,8 @@ pub struct AppState {
     pub traces: crate::traces::Traces,
     /// The request bodies in flight (`max_inflight_body_bytes`).
     pub inflight: crate::inflight::InflightBodies,
+    /// Wrong admin tokens per client address (the console's sign-in, the admin API's bearer).
+    pub sign_ins: crate::limits::SignInThrottle,
     /// Set when shutdown's grace period is over: requests still running end now.
     abort: watch::Sender<bool>,
 }
@@ -96,6 +98,7 @@ impl AppState {
             limiter,
             cache,
             inflight: crate::inflight::InflightBodies::default(),
+            sign_ins: crate::limits::SignInThrottle::default(),
             abort: watch::Sender::new(false),
         }
     }

@@ -1,6 +1,8 @@
 //! API keys verified recently, kept in memory so the request path does not
 //! read the database on every request (a SQLite read transaction per request
-//! was ~10% of a serving thread's CPU; BENCHMARKS.md).
+//! was ~10% of a serving thread's CPU; BENCHMARKS.md). The admin console's
+//! sessions are kept the same way, whether each was signed out or not, in a
+//! cache of their own under the same stamp.
 //!
 //! Revocation must still take effect on the very next request, also when it
 //! is made by another process (`gateway key revoke`) or another replica. The
@@ -34,9 +36,10 @@ pub(super) const MAX_STALE: Duration = Duration::from_secs(15 * 60);
 /// Beyond this many keys the cache starts over rather than grow without bound.
 const MAX_ENTRIES: usize = 10_000;
 
-pub(super) struct KeyCache {
+/// What is known of each hash (a key's record; whether a session was signed out).
+pub(super) struct KeyCache<V = KeyRecord> {
     source: Source,
-    cached: Mutex<Cached>,
+    cached: Mutex<Cached<V>>,
 }
 
 enum Source {
@@ -47,19 +50,18 @@ enum Source {
     Notified(Arc<Changes>),
 }
 
-#[derive(Default)]
-struct Cached {
+struct Cached<V> {
     /// The stamp the entries were verified under.
     stamp: u64,
-    entries: HashMap<[u8; 32], (KeyRecord, Instant)>,
+    entries: HashMap<[u8; 32], (V, Instant)>,
 }
 
 /// What the cache knows of a key.
 // Moved once, straight to the caller: boxing the record would cost an
 // allocation on every cache hit, the request path's common case.
 #[allow(clippy::large_enum_variant)]
-pub(super) enum Lookup {
-    Hit(KeyRecord),
+pub(super) enum Lookup<V = KeyRecord> {
+    Hit(V),
     /// Read the database, then hand the answer to [`KeyCache::keep`] with this.
     Miss(Miss),
 }
@@ -67,9 +69,9 @@ pub(super) enum Lookup {
 /// The stamp a lookup started under (None: do not cache its answer).
 pub(super) struct Miss(Option<u64>);
 
-impl KeyCache {
+impl<V: Clone> KeyCache<V> {
     /// The cache of the SQLite database at `db_path`; creates its stamp file if needed.
-    pub(super) fn open(db_path: &Path) -> KeyCache {
+    pub(super) fn open(db_path: &Path) -> KeyCache<V> {
         if db_path.as_os_str() == ":memory:" {
             // No other process can change its keys, and no file to stamp beside it.
             return KeyCache::with_source(Source::StampFile(None));
@@ -102,14 +104,17 @@ impl KeyCache {
     }
 
     /// A cache trusted only while `changes` says notifications are received.
-    pub(super) fn notified(changes: Arc<Changes>) -> KeyCache {
+    pub(super) fn notified(changes: Arc<Changes>) -> KeyCache<V> {
         KeyCache::with_source(Source::Notified(changes))
     }
 
-    fn with_source(source: Source) -> KeyCache {
+    fn with_source(source: Source) -> KeyCache<V> {
         KeyCache {
             source,
-            cached: Mutex::new(Cached::default()),
+            cached: Mutex::new(Cached {
+                stamp: 0,
+                entries: HashMap::new(),
+            }),
         }
     }
 
@@ -118,8 +123,8 @@ impl KeyCache {
     pub(super) fn find<E>(
         &self,
         hash: &[u8; 32],
-        fetch: impl FnOnce() -> Result<Option<KeyRecord>, E>,
-    ) -> Result<Option<KeyRecord>, E> {
+        fetch: impl FnOnce() -> Result<Option<V>, E>,
+    ) -> Result<Option<V>, E> {
         let miss = match self.lookup(hash) {
             Lookup::Hit(record) => return Ok(Some(record)),
             Lookup::Miss(miss) => miss,
@@ -133,7 +138,7 @@ impl KeyCache {
 
     /// The first half of [`KeyCache::find`], for a caller that reads the
     /// database asynchronously.
-    pub(super) fn lookup(&self, hash: &[u8; 32]) -> Lookup {
+    pub(super) fn lookup(&self, hash: &[u8; 32]) -> Lookup<V> {
         // Read before the database, so a change racing the lookup is not cached.
         let Some(stamp) = self.stamp() else {
             return Lookup::Miss(Miss(None));
@@ -145,7 +150,7 @@ impl KeyCache {
     }
 
     /// The second half: remembers what the database said after a [`Lookup::Miss`].
-    pub(super) fn keep(&self, hash: &[u8; 32], record: &KeyRecord, miss: Miss) {
+    pub(super) fn keep(&self, hash: &[u8; 32], record: &V, miss: Miss) {
         if let Miss(Some(stamp)) = miss {
             self.insert(hash, record, stamp);
         }
@@ -156,7 +161,7 @@ impl KeyCache {
     /// A gateway that cannot reach its database keeps serving the callers it
     /// knows (a key cannot be revoked in a database nobody can reach, short
     /// of a network partition between replicas), rather than failing them all.
-    pub(super) fn stale(&self, hash: &[u8; 32]) -> Option<KeyRecord> {
+    pub(super) fn stale(&self, hash: &[u8; 32]) -> Option<V> {
         let cached = self.lock();
         let (record, verified) = cached.entries.get(hash)?;
         (verified.elapsed() < MAX_STALE).then(|| record.clone())
@@ -175,7 +180,7 @@ impl KeyCache {
         }
     }
 
-    fn get(&self, hash: &[u8; 32], stamp: u64) -> Option<KeyRecord> {
+    fn get(&self, hash: &[u8; 32], stamp: u64) -> Option<V> {
         let mut cached = self.lock();
         if cached.stamp != stamp {
             cached.entries.clear();
@@ -188,7 +193,7 @@ impl KeyCache {
         }
     }
 
-    fn insert(&self, hash: &[u8; 32], record: &KeyRecord, stamp: u64) {
+    fn insert(&self, hash: &[u8; 32], record: &V, stamp: u64) {
         let mut cached = self.lock();
         if cached.stamp != stamp {
             // Keys changed since this lookup started: its answer may be stale.
@@ -216,7 +221,7 @@ impl KeyCache {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Cached> {
+    fn lock(&self) -> MutexGuard<'_, Cached<V>> {
         self.cached.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -305,7 +310,7 @@ mod tests {
     fn a_key_change_from_another_handle_empties_the_cache() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("g.db");
-        let (gateway, cli) = (KeyCache::open(&db), KeyCache::open(&db));
+        let (gateway, cli): (KeyCache, KeyCache) = (KeyCache::open(&db), KeyCache::open(&db));
         assert_eq!(
             gateway
                 .find(&[1; 32], || found("p"))
@@ -329,7 +334,7 @@ mod tests {
     fn an_answer_read_while_keys_changed_is_not_kept() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("g.db");
-        let (gateway, cli) = (KeyCache::open(&db), KeyCache::open(&db));
+        let (gateway, cli): (KeyCache, KeyCache) = (KeyCache::open(&db), KeyCache::open(&db));
         let racing = gateway.find(&[1; 32], || {
             cli.keys_changed().unwrap();
             found("p")

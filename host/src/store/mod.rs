@@ -1085,6 +1085,34 @@ impl Store {
     }
 }
 
+/// The admin console's sessions signed out before they expired (`server::session`), each by
+/// the SHA-256 of its cookie. A row is kept until its cookie expires (each sign-out deletes
+/// those past it), so there are never more than the sign-outs of one session lifetime. Whether
+/// a session was signed out is cached with the keys, under their stamp or epoch: a sign-out
+/// reaches every process and replica as a key revocation does.
+impl Store {
+    /// Records that the session `session` (its cookie's SHA-256) was signed out; its cookie
+    /// expires at `expires_at_ms`.
+    pub async fn sign_out_session(
+        &self,
+        session: &[u8; 32],
+        expires_at_ms: i64,
+    ) -> Result<(), StoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.sign_out_session(session, expires_at_ms),
+            Backend::Postgres(db) => db.sign_out_session(session, expires_at_ms).await,
+        }
+    }
+
+    /// Whether the session `session` was signed out.
+    pub async fn session_signed_out(&self, session: &[u8; 32]) -> Result<bool, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.session_signed_out(session),
+            Backend::Postgres(db) => db.session_signed_out(session).await,
+        }
+    }
+}
+
 /// Runs `work` (SQLite's, which may wait in its busy timeout or read many rows) on a blocking
 /// thread, off the serving ones.
 async fn blocking<T: Send + 'static>(

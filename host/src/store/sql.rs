@@ -114,6 +114,19 @@ pub(super) static FIND_KEY: Sql = Sql::new(
      WHERE k.key_hash = $1 AND k.revoked_at IS NULL",
 );
 
+/// Records that the console session `$1` (its cookie's SHA-256) was signed out; `$2` is when
+/// the cookie expires, until which the row is kept. Signed out twice: kept once.
+pub(super) static SIGN_OUT_SESSION: Sql = Sql::new(
+    "INSERT INTO console_signouts (session_hash, expires_at) VALUES ($1, $2)
+     ON CONFLICT (session_hash) DO NOTHING",
+);
+/// Forgets the sign-outs of cookies expired by `$1`: they are refused anyway.
+pub(super) static DELETE_EXPIRED_SIGN_OUTS: Sql =
+    Sql::new("DELETE FROM console_signouts WHERE expires_at <= $1");
+/// 1 when the console session `$1` was signed out, else 0.
+pub(super) static SESSION_SIGNED_OUT: Sql =
+    Sql::new("SELECT count(*) FROM console_signouts WHERE session_hash = $1");
+
 // The sums are cast so that both backends give one type (BIGINT, DOUBLE PRECISION) and 0, not
 // NULL, over no records. Each walks its (subject, created_at) index.
 pub(super) static SPENT_BY_PROJECT: Sql = Sql::new(

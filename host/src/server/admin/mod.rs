@@ -5,6 +5,7 @@
 
 mod records;
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -81,23 +82,38 @@ pub fn plugin_rows(runtime: &PluginRuntime, config: &Config) -> Vec<PluginRow> {
 }
 
 /// Whether the request may use the admin API: it carries the admin token, or the console's
-/// session cookie and, to change anything, that session's CSRF token.
-fn access(state: &AppState, request: &Request<Incoming>) -> Result<(), ApiError> {
-    let live = state.live();
-    let Some(token) = live.config.admin_token.as_deref().filter(|t| !t.is_empty()) else {
-        return Err(ApiError::AdminUnauthorized);
+/// live session cookie and, to change anything, that session's CSRF token. A token is counted
+/// against `client`'s wrong ones (and not compared once there were too many), as the console's
+/// sign-in is.
+async fn access(
+    state: &AppState,
+    request: &Request<Incoming>,
+    client: IpAddr,
+) -> Result<(), ApiError> {
+    let (token, console) = {
+        let live = state.live();
+        let Some(token) = live.config.admin_token.clone().filter(|t| !t.is_empty()) else {
+            return Err(ApiError::AdminUnauthorized);
+        };
+        (token, live.config.console)
     };
-    if crate::auth::carries_token(request.headers(), token) {
-        return Ok(());
+    let headers = request.headers();
+    if headers.contains_key(hyper::header::AUTHORIZATION) {
+        let attempt = state.sign_ins.attempt(client)?;
+        if crate::auth::carries_token(headers, &token) {
+            attempt.succeeded();
+            return Ok(());
+        }
+        tracing::warn!(%client, "admin API: a request with a wrong admin token was refused");
     }
-    if !live.config.console {
+    if !console {
         return Err(ApiError::AdminUnauthorized);
     }
-    let Some(session) = Session::of_request(request.headers(), token, now_ms()) else {
+    let Some(session) = Session::live(&state.store, headers, &token, now_ms()).await? else {
         return Err(ApiError::AdminUnauthorized);
     };
     let reads = matches!(*request.method(), Method::GET | Method::HEAD);
-    if reads || session.csrf_ok(request.headers(), token) {
+    if reads || session.csrf_ok(headers, &token) {
         Ok(())
     } else {
         Err(ApiError::CsrfRefused)
@@ -105,12 +121,13 @@ fn access(state: &AppState, request: &Request<Incoming>) -> Result<(), ApiError>
 }
 
 /// `GET /admin/plugins`: every plugin, its status and the routes using it.
-pub(super) fn plugins(
+pub(super) async fn plugins(
     state: Arc<AppState>,
     request: Request<Incoming>,
     id: &Uuid,
+    client: IpAddr,
 ) -> Response<Body> {
-    if let Err(error) = access(&state, &request) {
+    if let Err(error) = access(&state, &request, client).await {
         return error_response(&error, id);
     }
     let live = state.live();
@@ -120,12 +137,13 @@ pub(super) fn plugins(
 
 /// `GET /admin/config`: when the serving config was loaded, and why the last
 /// edit was refused, if it was.
-pub(super) fn config(
+pub(super) async fn config(
     state: Arc<AppState>,
     request: Request<Incoming>,
     id: &Uuid,
+    client: IpAddr,
 ) -> Response<Body> {
-    if let Err(error) = access(&state, &request) {
+    if let Err(error) = access(&state, &request, client).await {
         return error_response(&error, id);
     }
     let live = state.live();
@@ -299,6 +317,7 @@ pub(super) async fn manage(
     state: Arc<AppState>,
     request: Request<Incoming>,
     id: &Uuid,
+    client: IpAddr,
 ) -> Response<Body> {
     let path = request.uri().path().to_owned();
     let Some(endpoint) = Endpoint::of(&path) else {
@@ -312,7 +331,7 @@ pub(super) async fn manage(
     if !known {
         return error_response(&ApiError::MethodNotAllowed(endpoint.allowed()), id);
     }
-    if let Err(error) = access(&state, &request) {
+    if let Err(error) = access(&state, &request, client).await {
         return error_response(&error, id);
     }
     let answer = match endpoint {

@@ -15,6 +15,8 @@ use crate::store::key_cache::Changes;
 /// The channel of change notifications; the payload names what changed.
 const CHANNEL: &str = "gateway_changes";
 pub(super) const KEYS_CHANGED: &str = "keys";
+/// An admin console session was signed out.
+pub(super) const SESSIONS_CHANGED: &str = "sessions";
 /// Even with the listener connected every cached key is dropped this often:
 /// a notification can be lost (a connection half-dead without an error).
 const FULL_REFRESH: Duration = Duration::from_secs(30);

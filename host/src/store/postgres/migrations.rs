@@ -122,6 +122,14 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
         ADD COLUMN cache TEXT,
         ADD COLUMN saved_cost_usd DOUBLE PRECISION;
 "#,
+    // The admin console's sessions signed out before they expired: each cookie's SHA-256, and
+    // when the cookie expires (Unix ms), until which the row is kept.
+    r#"
+    CREATE TABLE console_signouts (
+        session_hash BYTEA PRIMARY KEY,
+        expires_at BIGINT NOT NULL
+    );
+"#,
 ];
 
 pub(super) const BACKEND: &str = "PostgreSQL";

@@ -7,10 +7,10 @@
 //! spawned onto this runtime and awaited from wherever it was asked for (any
 //! runtime), and the invocation writer's blocking call waits on a channel.
 //!
-//! Key changes reach every replica through `NOTIFY gateway_changes`, sent in
-//! the transaction of the change; a listener task on a connection of its own
-//! turns each notification into a new [`Changes`] epoch, which empties the key
-//! cache.
+//! Key changes (and console sign-outs) reach every replica through `NOTIFY
+//! gateway_changes`, sent in the transaction of the change; a listener task on a
+//! connection of its own turns each notification into a new [`Changes`] epoch,
+//! which empties the key and session caches.
 
 pub(super) mod connect;
 mod invocations;
@@ -20,6 +20,7 @@ pub(super) mod migrations;
 mod responses;
 mod rows;
 mod runtime;
+mod sessions;
 #[cfg(test)]
 mod tests;
 mod tls;
@@ -41,6 +42,8 @@ const POOL_SIZE: usize = 8;
 pub(super) struct Postgres {
     pool: Pool,
     keys: KeyCache,
+    /// Whether each console session looked up was signed out.
+    sessions: KeyCache<bool>,
     /// When a key lookup last found the database unreachable.
     down_since: std::sync::Mutex<Option<Instant>>,
     changes: Arc<Changes>,
@@ -79,6 +82,7 @@ impl Postgres {
         let db = Postgres {
             pool,
             keys: KeyCache::notified(changes.clone()),
+            sessions: KeyCache::notified(changes.clone()),
             down_since: std::sync::Mutex::new(None),
             changes,
             runtime,

@@ -111,6 +111,14 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
     ALTER TABLE invocations ADD COLUMN cache TEXT;
     ALTER TABLE invocations ADD COLUMN saved_cost_usd REAL;
 "#,
+    // The admin console's sessions signed out before they expired: each cookie's SHA-256, and
+    // when the cookie expires (Unix ms), until which the row is kept.
+    r#"
+    CREATE TABLE console_signouts (
+        session_hash BLOB PRIMARY KEY,
+        expires_at INTEGER NOT NULL
+    );
+"#,
 ];
 
 /// Applies the migrations the database lacks, each in its own transaction

@@ -8,6 +8,7 @@ mod keys;
 pub(super) mod migrations;
 mod responses;
 mod rows;
+mod sessions;
 #[cfg(test)]
 mod tests;
 
@@ -32,6 +33,8 @@ pub(super) struct Sqlite {
     responses: Mutex<Option<Connection>>,
     path: PathBuf,
     keys: KeyCache,
+    /// Whether each console session looked up was signed out, under the keys' stamp.
+    sessions: KeyCache<bool>,
 }
 
 fn open_connection(path: &Path) -> Result<Connection, StoreError> {
@@ -76,6 +79,7 @@ impl Sqlite {
             responses: Mutex::new(None),
             path: path.to_owned(),
             keys: KeyCache::open(path),
+            sessions: KeyCache::open(path),
         };
         Ok((db, migrated))
     }

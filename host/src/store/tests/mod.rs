@@ -8,6 +8,7 @@ mod invocations;
 mod keys;
 mod responses;
 mod schema;
+mod sessions;
 pub(super) mod test_db;
 
 use std::path::PathBuf;
@@ -66,6 +67,7 @@ on_both_backends! {
     invocations::usage_adds_up_each_group_with_nearest_rank_percentiles,
     invocations::an_export_reads_each_record_once_oldest_first_across_pages_of_equal_times,
     invocations::recent_invocations_are_filtered_and_paged_newest_first,
+    sessions::a_sign_out_is_seen_by_every_handle_and_kept_until_the_cookie_expires,
     responses::a_kept_response_is_read_back_by_its_project_only,
     responses::unicode_and_large_bodies_round_trip_exactly,
     responses::putting_an_id_again_replaces_what_it_keeps,
@@ -79,6 +81,7 @@ on_both_backends! {
     schema::a_v4_database_migrates_to_v5_and_its_records_gain_image_and_audio_tokens,
     schema::a_v5_database_migrates_to_v6_and_projects_and_records_gain_guards,
     schema::a_v6_database_migrates_to_v7_and_its_records_gain_the_cache_columns,
+    schema::a_v7_database_migrates_to_v8_and_gains_console_sign_outs,
 }
 
 /// Where a case's database is, and what differs between the backends' databases.
@@ -109,6 +112,8 @@ pub(super) enum Before {
     Guards,
     /// Before records' response cache status and saved cost.
     Cache,
+    /// Before the admin console's sign-outs.
+    SignOuts,
 }
 
 impl Harness {
@@ -206,12 +211,14 @@ impl Harness {
             (Place::Sqlite { .. }, Before::MediaTokens) => 5,
             (Place::Sqlite { .. }, Before::Guards) => 6,
             (Place::Sqlite { .. }, Before::Cache) => 7,
+            (Place::Sqlite { .. }, Before::SignOuts) => 8,
             (Place::Postgres(_), Before::Limits) => 1,
             (Place::Postgres(_), Before::Attempts) => 2,
             (Place::Postgres(_), Before::Responses) => 3,
             (Place::Postgres(_), Before::MediaTokens) => 4,
             (Place::Postgres(_), Before::Guards) => 5,
             (Place::Postgres(_), Before::Cache) => 6,
+            (Place::Postgres(_), Before::SignOuts) => 7,
         }
     }
 

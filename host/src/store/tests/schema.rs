@@ -304,16 +304,14 @@ pub(super) async fn a_v6_database_migrates_to_v7_and_its_records_gain_the_cache_
     .await;
     let store = h.open().await;
     let before = h.version_of(Before::Cache);
-    // The cache's columns were the last migration of both.
     assert_eq!(
         store.migrated(),
         Migrated {
             from: before,
-            to: before + 1
+            to: h.known_version()
         }
     );
-    assert_eq!(h.known_version(), before + 1);
-    assert_eq!(h.schema_version().await, before + 1);
+    assert_eq!(h.schema_version().await, h.known_version());
     // The old record was served without a cache; a new one keeps how it was.
     let id = Uuid::parse_str(OLD_ID).unwrap();
     let old = store.invocation(&id).await.unwrap().unwrap();
@@ -339,4 +337,29 @@ pub(super) async fn a_v6_database_migrates_to_v7_and_its_records_gain_the_cache_
         store.spent_since(&Subject::Project("p1"), 0).await.unwrap(),
         0.5
     );
+}
+
+pub(super) async fn a_v7_database_migrates_to_v8_and_gains_console_sign_outs(h: &Harness) {
+    h.create_old_schema(Before::SignOuts).await;
+    h.execute("INSERT INTO projects (id, name, created_at) VALUES ('p1', 'old', 5);")
+        .await;
+    let store = h.open().await;
+    let before = h.version_of(Before::SignOuts);
+    // The sign-outs were the last migration of both.
+    assert_eq!(
+        store.migrated(),
+        Migrated {
+            from: before,
+            to: before + 1
+        }
+    );
+    assert_eq!(h.known_version(), before + 1);
+    assert_eq!(h.schema_version().await, before + 1);
+    assert!(!store.session_signed_out(&[3; 32]).await.unwrap());
+    store
+        .sign_out_session(&[3; 32], crate::clock::now_ms() + 1_000)
+        .await
+        .unwrap();
+    assert!(store.session_signed_out(&[3; 32]).await.unwrap());
+    assert_eq!(store.project("p1").await.unwrap().unwrap().name, "old");
 }
