@@ -131,6 +131,7 @@ fn the_page_and_its_assets_are_served_with_a_strict_policy() {
     let csp = page.header("content-security-policy").unwrap_or_default();
     assert!(csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"));
     assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(page.header("x-frame-options"), Some("DENY"));
     for (asset, kind) in [
         ("app.js", "text/javascript"),
         ("app.css", "text/css"),
@@ -147,6 +148,7 @@ fn the_page_and_its_assets_are_served_with_a_strict_policy() {
             "{asset}"
         );
         assert!(!response.body.is_empty());
+        assert_eq!(response.header("x-frame-options"), Some("DENY"), "{asset}");
     }
     assert_eq!(gw.get("/ui/assets/../../Cargo.toml", None).status, 404);
     assert_eq!(gw.get("/ui/nothing", None).status, 404);

@@ -139,6 +139,12 @@ fn page(content_type: &'static str, bytes: &'static [u8], id: &Uuid) -> Response
     let mut response = typed_response(StatusCode::OK, content_type, bytes, id);
     let headers = response.headers_mut();
     headers.insert(CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    // CSP's `frame-ancestors` for the browsers that predate it (and for proxies that strip
+    // CSP): the same refusal to be framed.
+    headers.insert(
+        HeaderName::from_static("x-frame-options"),
+        HeaderValue::from_static("DENY"),
+    );
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert(
         HeaderName::from_static("x-content-type-options"),
