@@ -322,6 +322,11 @@ fn a_second_import_counts_its_changes_and_a_malformed_list_changes_nothing() {
     let sample_text = std::fs::read_to_string(sample_path()).expect("read");
     let mut wrong_type = sample();
     wrong_type["gpt-4o-mini"]["output_cost_per_token"] = json!("6e-07");
+    // Infinite per million tokens, and finite but absurd: written, the next start would fail.
+    let mut infinite = sample();
+    infinite["gpt-4o-mini"]["output_cost_per_token"] = json!(1e308);
+    let mut absurd = sample();
+    absurd["gpt-4o-mini"]["input_cost_per_token"] = json!(1.5);
     let cases = [
         (
             "truncated",
@@ -334,6 +339,17 @@ fn a_second_import_counts_its_changes_and_a_malformed_list_changes_nothing() {
             "entry \"gpt-4o-mini\": output_cost_per_token must be a number, not a string",
         ),
         ("empty", "{}".to_owned(), "no model the gateway can price"),
+        (
+            "infinite",
+            Value::Object(infinite).to_string(),
+            "entry \"gpt-4o-mini\": output_cost_per_token of 1e+308 dollars a token is over the \
+             most a price may be: 1000000 dollars per million tokens",
+        ),
+        (
+            "absurd",
+            Value::Object(absurd).to_string(),
+            "entry \"gpt-4o-mini\": input_cost_per_token of 1.5 dollars a token is over the most",
+        ),
     ];
     for (name, text, reason) in cases {
         let bad = dir.path().join(format!("{name}.json"));

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use price::{BadPrice, LongContextPrice, Price};
+pub use price::{BadPrice, LongContextPrice, MAX_PER_MTOK, Price, valid_per_mtok};
 use types::{BaseUrl, HostEntry, MemoryMb, Positive};
 pub use types::{OtlpEndpoint, OtlpHeaders, RedisUrl, SampleRatio};
 

@@ -51,12 +51,28 @@ pub struct LongContextPrice {
     pub audio_input_per_mtok: Option<f64>,
 }
 
+/// The most a token class may cost, in dollars per million tokens. The dearest models are
+/// priced in tens of dollars per million tokens; a million dollars per million (a dollar a
+/// token) is no price but a mistake (a per-token price written per million, a corrupted
+/// list), and a cost computed from it would exhaust every budget at once.
+pub const MAX_PER_MTOK: f64 = 1_000_000.0;
+
 /// A price that would make every cost it touches meaningless.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{key} must be a finite number of dollars, not negative (got {value})")]
+#[error(
+    "{key} must be a finite number of dollars per million tokens, from 0 to {MAX_PER_MTOK} \
+     (got {value})"
+)]
 pub struct BadPrice {
     key: &'static str,
     value: f64,
+}
+
+/// Whether `value` may be a price per million tokens: a number from 0 to [`MAX_PER_MTOK`]
+/// (not NaN, not infinite). The one rule for the config, the prices files and `prices
+/// import`, so that an import never writes a file the gateway would refuse to load.
+pub fn valid_per_mtok(value: f64) -> bool {
+    (0.0..=MAX_PER_MTOK).contains(&value)
 }
 
 /// [`Price`] as written, before its values are checked.
@@ -106,7 +122,7 @@ impl TryFrom<PriceFields> for Price {
         }
         for (key, value) in values {
             if let Some(value) = value
-                && !(value.is_finite() && value >= 0.0)
+                && !valid_per_mtok(value)
             {
                 return Err(BadPrice { key, value });
             }

@@ -430,6 +430,11 @@ fn bad_prices_are_rejected_with_their_place() {
             "input_per_mtok = 1\noutput_per_mtok = 1\naudio_input_per_mtok = -0.5",
             "audio_input_per_mtok",
         ),
+        // A dollar a token is the most (MAX_PER_MTOK): past it, a mistake.
+        (
+            "input_per_mtok = 1\noutput_per_mtok = 1000000.5",
+            "output_per_mtok must be a finite number of dollars per million tokens, from 0 to 1000000",
+        ),
         (
             "input_per_mtok = 1\noutput_per_mtok = 1\n\
              long_context = { above_prompt_tokens = 10, input_per_mtok = 2, output_per_mtok = 1, audio_input_per_mtok = inf }",

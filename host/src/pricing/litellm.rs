@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::PriceTable;
-use crate::config::{LongContextPrice, Price};
+use crate::config::{LongContextPrice, MAX_PER_MTOK, Price, valid_per_mtok};
 
 /// The plugin that serves a provider of the file (its `litellm_provider`), if any.
 ///
@@ -216,9 +216,22 @@ fn price_of(name: &str, fields: &Map<String, Value>) -> Result<Result<Price, Ski
             None | Some(Value::Null) => Ok(None),
             Some(Value::Number(number)) => match number.as_f64() {
                 Some(value) if value.is_finite() && value >= 0.0 => {
-                    Ok(Some(per_million(value).ok_or_else(|| {
+                    let per_mtok = per_million(value).ok_or_else(|| {
                         entry_error(name, format!("{field}: {value} cannot be converted"))
-                    })?))
+                    })?;
+                    // Held to the rule the gateway loads the file with: a price it would
+                    // refuse (1e308 a token is infinite per million) is refused, not written.
+                    if !valid_per_mtok(per_mtok) {
+                        return Err(entry_error(
+                            name,
+                            format!(
+                                "{field} of {number} dollars a token is over the most a price \
+                                 may be: {MAX_PER_MTOK} dollars per million tokens ({} dollar a token)",
+                                MAX_PER_MTOK / 1e6
+                            ),
+                        ));
+                    }
+                    Ok(Some(per_mtok))
                 }
                 _ => Err(entry_error(
                     name,
@@ -605,6 +618,51 @@ mod tests {
         )
         .expect("imports");
         assert_eq!(imported.skipped.len(), 2);
+    }
+
+    #[test]
+    fn a_price_the_gateway_would_not_load_is_refused_naming_the_entry_and_the_value() {
+        for (field, per_token) in [
+            // Infinite per million tokens.
+            ("input_cost_per_token", "1e308"),
+            ("output_cost_per_token", "1.5"),
+            ("cache_read_input_token_cost", "1e300"),
+            ("input_cost_per_token_above_200k_tokens", "2"),
+        ] {
+            // Written as the list writes numbers (a JSON literal), beside sane prices.
+            let mut entry = json!({"litellm_provider": "openai", "mode": "chat",
+                "input_cost_per_token": 1e-06, "output_cost_per_token": 2e-06});
+            entry[field] = serde_json::from_str(per_token).unwrap();
+            // As the list wrote it, in serde_json's notation (`1e+308`).
+            let per_token = entry[field].to_string();
+            let file = json!({"gpt-4o": {"litellm_provider": "openai",
+                "input_cost_per_token": 1e-06, "output_cost_per_token": 1e-06},
+                "gpt-absurd": entry});
+            let message = import(&file.to_string()).expect_err(field).to_string();
+            assert_eq!(
+                message,
+                format!(
+                    "entry \"gpt-absurd\": {field} of {per_token} dollars a token is over the \
+                     most a price may be: 1000000 dollars per million tokens (1 dollar a token)"
+                )
+            );
+        }
+        // The bound itself is a price.
+        let mut at_bound = one(
+            "gpt-dear",
+            json!({"litellm_provider": "openai", "input_cost_per_token": 1,
+                "output_cost_per_token": 1}),
+        )
+        .expect("imports");
+        assert_eq!(
+            price(&at_bound, "openai", "gpt-dear"),
+            Price::flat(MAX_PER_MTOK, MAX_PER_MTOK)
+        );
+        at_bound.table.as_of = "2026-11-28".into();
+        let text = at_bound.table.to_toml("");
+        let loaded = crate::pricing::PriceTable::parse(&text)
+            .unwrap_or_else(|e| panic!("what an import writes loads: {e}\n{text}"));
+        assert_eq!(loaded, at_bound.table);
     }
 
     #[test]
