@@ -236,6 +236,86 @@ fn previous_response_id_sends_the_kept_conversation_back_with_the_calls_output()
     assert_eq!(upstream.requests().len(), 3);
 }
 
+/// A key of the gateway's project made with `scope` (`--routes ...` / `--models ...`).
+fn a_scoped_key(gw: &Gateway, scope: &[&str]) -> String {
+    let mut args = vec!["key", "create", gw.project_id.as_str()];
+    args.extend_from_slice(scope);
+    gw.cli(&args).checked("key create").last_line()
+}
+
+#[test]
+fn a_scoped_key_reads_deletes_and_continues_only_the_responses_of_its_scope() {
+    let usage = json!({"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6});
+    let upstream = OpenAiUpstream::each_call(Reply::openai_answer("gpt-4o-mini", "Hi.", usage));
+    let gw = Gateway::builder()
+        .route(Route::openai("gpt", &upstream.base_url("/v1")))
+        .route(Route::openai("other", &upstream.base_url("/v1")))
+        .start();
+    let make = |model: &str| {
+        let answer = respond(&gw, &json!({"model": model, "input": "Say hi"}));
+        answer["id"].as_str().expect("an id").to_owned()
+    };
+    // Made by the project's key of every route.
+    let on_gpt = make("gpt/gpt-4o-mini");
+    let on_other = make("other/gpt-4o-mini");
+    let other_model = make("other/gpt-4o");
+    let gpt_only = a_scoped_key(&gw, &["--routes", "gpt"]);
+    let one_model = a_scoped_key(&gw, &["--models", "other/gpt-4o-mini"]);
+    let path = |id: &str| format!("/v1/responses/{id}");
+    let unknown = "resp_0123456789abcdef0123456789abcdef";
+
+    // Outside the scope: answered as an id that does not exist, whatever it is asked.
+    let missing = kept(&gw, &gpt_only, unknown);
+    assert_eq!(missing.status, 404);
+    let shape = |response: &Response| {
+        let mut body = response.json();
+        body["error"]["message"] = json!("");
+        body
+    };
+    for (key, id) in [
+        (&gpt_only, &on_other),
+        (&gpt_only, &other_model),
+        (&one_model, &on_gpt),
+        (&one_model, &other_model),
+    ] {
+        let read = kept(&gw, key, id);
+        assert_eq!(read.status, 404, "{id}: {}", read.text());
+        assert_eq!(shape(&read), shape(&missing), "{id}");
+        assert_eq!(
+            read.json()["error"]["message"],
+            format!("response with id {id:?} not found")
+        );
+        let deleted = request(&gw, "DELETE", &path(id), key, None);
+        assert_eq!(deleted.status, 404, "{id}: {}", deleted.text());
+        // Continued on a route of its scope: the earlier conversation is not read either.
+        let calls = upstream.request_count();
+        let body = json!({"model": if key == &gpt_only { "gpt/gpt-4o-mini" }
+                else { "other/gpt-4o-mini" },
+            "previous_response_id": id, "input": "again"});
+        assert_eq!(
+            refused_param(&respond_as(&gw, key, &body)),
+            "previous_response_id"
+        );
+        assert_eq!(upstream.request_count(), calls, "nothing went upstream");
+    }
+    // None of them was deleted.
+    for id in [&on_gpt, &on_other, &other_model] {
+        assert_eq!(kept(&gw, &gw.key, id).status, 200, "{id}");
+    }
+
+    // Within the scope: read, continued and deleted.
+    assert_eq!(kept(&gw, &gpt_only, &on_gpt).status, 200);
+    assert_eq!(kept(&gw, &one_model, &on_other).status, 200);
+    let body = json!({"model": "gpt/gpt-4o-mini", "previous_response_id": on_gpt,
+        "input": "again"});
+    ok(&respond_as(&gw, &gpt_only, &body));
+    ok(&request(&gw, "DELETE", &path(&on_gpt), &gpt_only, None));
+    ok(&request(&gw, "DELETE", &path(&on_other), &one_model, None));
+    // The key of every route still has the one no scoped key could reach.
+    assert_eq!(kept(&gw, &gw.key, &on_gpt).status, 404);
+    ok(&request(&gw, "DELETE", &path(&other_model), &gw.key, None));
+}
+
 #[test]
 fn store_false_keeps_nothing_beyond_the_record() {
     let gw = Gateway::builder().route(Route::echo("demo")).start();

@@ -468,6 +468,9 @@ async fn flow<S: Surface>(
     let mut body = body;
     if let Some(previous) = body.previous() {
         let earlier = state.store.response(&key.project_id, previous).await?;
+        // Another scope's is not found, as another project's: its conversation would reach
+        // the caller through the model, and a refusal would tell that it exists.
+        let earlier = earlier.filter(|earlier| key.scope.allows_origin(&earlier.origin));
         let earlier = earlier.ok_or_else(|| ApiError::InvalidParam {
             param: "previous_response_id".into(),
             message: format!("previous response with id {previous:?} not found"),

@@ -12,7 +12,8 @@ use crate::plugins::types;
 use crate::redact::Secrets;
 use crate::state::AppState;
 use crate::store::{
-    Attempt, CacheStatus, Invocation, InvocationStatus, KeyRecord, StoredResponse, TokenUsage,
+    Attempt, CacheStatus, Invocation, InvocationStatus, KeyRecord, Origin, StoredResponse,
+    TokenUsage,
 };
 use crate::traces::RequestTrace;
 
@@ -306,6 +307,11 @@ pub async fn keep(state: &AppState, draft: &Draft, answer: &str, kept: super::Ke
         created_at_ms: draft.record.created_at_ms,
         body: answer.to_owned(),
         context: draft.redact_answer(kept.context),
+        // The route and model that served it (a fallback's, which the key's scope allowed).
+        origin: Origin {
+            route: draft.record.route.clone(),
+            model: draft.record.model.clone(),
+        },
     };
     let id = stored.id.clone();
     if let Err(error) = state.store.put_response(stored).await {

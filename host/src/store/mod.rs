@@ -165,6 +165,16 @@ impl KeyScope {
                 .any(|m| m.split_once('/') == Some((route, model)))
     }
 
+    /// Whether a key of this scope may see a kept response made with `origin`: as it may use
+    /// that route and model ([`KeyScope::allows`]). One of unknown origin is only for keys
+    /// of every route and model.
+    pub fn allows_origin(&self, origin: &Origin) -> bool {
+        match (&origin.route, &origin.model) {
+            (Some(route), Some(model)) => self.allows(route, model),
+            _ => self.routes.is_empty() && self.models.is_empty(),
+        }
+    }
+
     /// When the key expired, if it had by `now_ms`.
     pub fn expired(&self, now_ms: i64) -> Option<i64> {
         self.expires_at_ms.filter(|at| now_ms >= *at)
@@ -620,6 +630,18 @@ pub struct StoredResponse {
     /// The conversation a `previous_response_id` continues: the request's input items
     /// (its own earlier ones included) followed by the output items, as a JSON array text.
     pub context: String,
+    /// What it was made with, which a key's scope is held to.
+    pub origin: Origin,
+}
+
+/// The route and model that served a kept response (its record's `route` and `model`): a key
+/// limited to some routes or models reads, deletes and continues only the kept responses it
+/// could have made. `None` for one kept before they were stored whose record was gone when
+/// the schema gained them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Origin {
+    pub route: Option<String>,
+    pub model: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -1054,6 +1076,19 @@ impl Store {
         match &self.backend {
             Backend::Sqlite(db) => db.response(project_id, id),
             Backend::Postgres(db) => db.response(project_id, id).await,
+        }
+    }
+
+    /// What the kept response `id` of `project_id` was made with, if there is one: what
+    /// [`Store::response`] reads without the response itself (which may be large).
+    pub async fn response_origin(
+        &self,
+        project_id: &str,
+        id: &str,
+    ) -> Result<Option<Origin>, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.response_origin(project_id, id),
+            Backend::Postgres(db) => db.response_origin(project_id, id).await,
         }
     }
 

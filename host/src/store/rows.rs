@@ -14,7 +14,7 @@ use uuid::Uuid;
 use super::report::{self, Cursor, GroupBy, UsageTally};
 use super::{
     Attempt, CacheStatus, GuardOutcome, Invocation, InvocationStatus, KeyInfo, KeyRecord, KeyScope,
-    LimitUpdate, Project, StoredResponse, TokenUsage, UsageTotals,
+    LimitUpdate, Origin, Project, StoredResponse, TokenUsage, UsageTotals,
 };
 use crate::limits::LimitSet;
 
@@ -164,6 +164,20 @@ pub(super) fn stored_response<R: StoredRow + ?Sized>(row: &R) -> Result<StoredRe
         created_at_ms: row.integer(3)?,
         body: row.text(4)?,
         context: row.text(5)?,
+        origin: origin(row, 6)?,
+    })
+}
+
+/// The row of [`super::sql::RESPONSE_ORIGIN`].
+pub(super) fn response_origin<R: StoredRow + ?Sized>(row: &R) -> Result<Origin, R::Error> {
+    origin(row, 0)
+}
+
+/// A kept response's route and model, the columns from `at` on.
+fn origin<R: StoredRow + ?Sized>(row: &R, at: usize) -> Result<Origin, R::Error> {
+    Ok(Origin {
+        route: row.optional_text(at)?,
+        model: row.optional_text(at + 1)?,
     })
 }
 

@@ -146,20 +146,26 @@ pub(super) static USAGE_SINCE: Sql = Sql::new(
      FROM invocations WHERE project_id = $1 AND created_at >= $2",
 );
 
-/// Keeps a response, replacing one of the same id (a retried write): `$1` to `$6` are the
+/// Keeps a response, replacing one of the same id (a retried write): `$1` to `$8` are the
 /// columns in [`RESPONSE`]'s order. `excluded` (the row that was refused) is both dialects'.
 pub(super) static PUT_RESPONSE: Sql = Sql::new(
-    "INSERT INTO responses (id, project_id, invocation_id, created_at, body, context)
-     VALUES ($1, $2, $3, $4, $5, $6)
+    "INSERT INTO responses (id, project_id, invocation_id, created_at, body, context, route,
+        model)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
      ON CONFLICT (id) DO UPDATE SET project_id = excluded.project_id,
         invocation_id = excluded.invocation_id, created_at = excluded.created_at,
-        body = excluded.body, context = excluded.context",
+        body = excluded.body, context = excluded.context, route = excluded.route,
+        model = excluded.model",
 );
 /// The kept response `$1` of project `$2`, as [`super::rows::stored_response`] reads it.
 pub(super) static RESPONSE: Sql = Sql::new(
-    "SELECT id, project_id, invocation_id, created_at, body, context
+    "SELECT id, project_id, invocation_id, created_at, body, context, route, model
      FROM responses WHERE id = $1 AND project_id = $2",
 );
+/// What the kept response `$1` of project `$2` was made with, as
+/// [`super::rows::response_origin`] reads it.
+pub(super) static RESPONSE_ORIGIN: Sql =
+    Sql::new("SELECT route, model FROM responses WHERE id = $1 AND project_id = $2");
 /// Deletes the kept response `$1` of project `$2`.
 pub(super) static DELETE_RESPONSE: Sql =
     Sql::new("DELETE FROM responses WHERE id = $1 AND project_id = $2");

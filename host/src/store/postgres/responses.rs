@@ -6,7 +6,7 @@ use super::connect::connection;
 use super::invocations::storable;
 use crate::store::rows as read;
 use crate::store::sql::{self, Dialect};
-use crate::store::{StoreError, StoredResponse};
+use crate::store::{Origin, StoreError, StoredResponse};
 
 const POSTGRES: Dialect = Dialect::Postgres;
 
@@ -23,6 +23,10 @@ impl Postgres {
             response.created_at_ms,
         );
         let (body, context) = (storable(&response.body), storable(&response.context));
+        let (route, model) = (
+            response.origin.route.as_deref().map(storable),
+            response.origin.model.as_deref().map(storable),
+        );
         self.run(move |pool| async move {
             let client = connection(&pool).await?;
             let statement = client
@@ -38,6 +42,8 @@ impl Postgres {
                         &created_at,
                         &body,
                         &context,
+                        &route,
+                        &model,
                     ],
                 )
                 .await?;
@@ -60,6 +66,26 @@ impl Postgres {
             let statement = client.prepare_cached(sql::RESPONSE.text(POSTGRES)).await?;
             let row = client.query_opt(&statement, &[&id, &project_id]).await?;
             Ok(row.as_ref().map(read::stored_response).transpose()?)
+        })
+        .await
+    }
+
+    pub(in crate::store) async fn response_origin(
+        &self,
+        project_id: &str,
+        id: &str,
+    ) -> Result<Option<Origin>, StoreError> {
+        if unstorable(project_id, id) {
+            return Ok(None);
+        }
+        let (project_id, id) = (project_id.to_owned(), id.to_owned());
+        self.run(move |pool| async move {
+            let client = connection(&pool).await?;
+            let statement = client
+                .prepare_cached(sql::RESPONSE_ORIGIN.text(POSTGRES))
+                .await?;
+            let row = client.query_opt(&statement, &[&id, &project_id]).await?;
+            Ok(row.as_ref().map(read::response_origin).transpose()?)
         })
         .await
     }

@@ -290,6 +290,7 @@ async fn nul_in_a_kept_response_is_stored_as_a_replacement_character() {
         created_at_ms: 1,
         body: "raw\0body".into(),
         context: "[\0]".into(),
+        origin: Default::default(),
     };
     pg.put_response(&response).await.unwrap();
     let read = pg.response("p", &response.id).await.unwrap().unwrap();

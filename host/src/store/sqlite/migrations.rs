@@ -119,6 +119,17 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
         expires_at INTEGER NOT NULL
     );
 "#,
+    // The route and model a kept response was made with (its record's), which a key's scope
+    // is held to: filled from the records of those kept before; NULL where the record is
+    // gone (such a response is then only for keys of every route and model).
+    r#"
+    ALTER TABLE responses ADD COLUMN route TEXT;
+    ALTER TABLE responses ADD COLUMN model TEXT;
+    UPDATE responses
+       SET route = (SELECT i.route FROM invocations i WHERE i.id = responses.invocation_id),
+           model = (SELECT i.model FROM invocations i WHERE i.id = responses.invocation_id)
+     WHERE EXISTS (SELECT 1 FROM invocations i WHERE i.id = responses.invocation_id);
+"#,
 ];
 
 /// Applies the migrations the database lacks, each in its own transaction

@@ -7,7 +7,7 @@ use rusqlite::{OptionalExtension, params};
 use super::{Sqlite, lock, opened};
 use crate::store::rows as read;
 use crate::store::sql::{self, Dialect};
-use crate::store::{StoreError, StoredResponse};
+use crate::store::{Origin, StoreError, StoredResponse};
 
 const SQLITE: Dialect = Dialect::Sqlite;
 
@@ -26,6 +26,8 @@ impl Sqlite {
             response.created_at_ms,
             response.body,
             response.context,
+            response.origin.route,
+            response.origin.model,
         ])?;
         Ok(())
     }
@@ -39,6 +41,18 @@ impl Sqlite {
         let mut stmt = conn.prepare_cached(sql::RESPONSE.text(SQLITE))?;
         Ok(stmt
             .query_row(params![id, project_id], |row| read::stored_response(row))
+            .optional()?)
+    }
+
+    pub(in crate::store) fn response_origin(
+        &self,
+        project_id: &str,
+        id: &str,
+    ) -> Result<Option<Origin>, StoreError> {
+        let conn = lock(&self.reader);
+        let mut stmt = conn.prepare_cached(sql::RESPONSE_ORIGIN.text(SQLITE))?;
+        Ok(stmt
+            .query_row(params![id, project_id], |row| read::response_origin(row))
             .optional()?)
     }
 

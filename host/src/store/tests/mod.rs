@@ -82,6 +82,7 @@ on_both_backends! {
     schema::a_v5_database_migrates_to_v6_and_projects_and_records_gain_guards,
     schema::a_v6_database_migrates_to_v7_and_its_records_gain_the_cache_columns,
     schema::a_v7_database_migrates_to_v8_and_gains_console_sign_outs,
+    schema::a_v8_database_migrates_to_v9_and_kept_responses_gain_their_route_and_model,
 }
 
 /// Where a case's database is, and what differs between the backends' databases.
@@ -114,6 +115,8 @@ pub(super) enum Before {
     Cache,
     /// Before the admin console's sign-outs.
     SignOuts,
+    /// Before kept responses' route and model.
+    ResponseOrigin,
 }
 
 impl Harness {
@@ -212,6 +215,7 @@ impl Harness {
             (Place::Sqlite { .. }, Before::Guards) => 6,
             (Place::Sqlite { .. }, Before::Cache) => 7,
             (Place::Sqlite { .. }, Before::SignOuts) => 8,
+            (Place::Sqlite { .. }, Before::ResponseOrigin) => 9,
             (Place::Postgres(_), Before::Limits) => 1,
             (Place::Postgres(_), Before::Attempts) => 2,
             (Place::Postgres(_), Before::Responses) => 3,
@@ -219,6 +223,7 @@ impl Harness {
             (Place::Postgres(_), Before::Guards) => 5,
             (Place::Postgres(_), Before::Cache) => 6,
             (Place::Postgres(_), Before::SignOuts) => 7,
+            (Place::Postgres(_), Before::ResponseOrigin) => 8,
         }
     }
 

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::Harness;
 use crate::store::retention::{Pass, pass};
-use crate::store::{Invocation, Store, StoredResponse};
+use crate::store::{Invocation, Origin, Store, StoredResponse};
 
 /// A kept response of `project`, created at `created_at_ms`, with a new id.
 fn kept(project: &str, created_at_ms: i64) -> StoredResponse {
@@ -19,6 +19,10 @@ fn kept(project: &str, created_at_ms: i64) -> StoredResponse {
         project_id: project.into(),
         invocation_id: Uuid::now_v7(),
         created_at_ms,
+        origin: Origin {
+            route: Some("openai".into()),
+            model: Some("gpt-4o-mini".into()),
+        },
     }
 }
 
@@ -47,6 +51,13 @@ pub(super) async fn a_kept_response_is_read_back_by_its_project_only(h: &Harness
         Some(mine.clone())
     );
 
+    // What it was made with, read alone.
+    assert_eq!(
+        store.response_origin("p1", &mine.id).await.unwrap(),
+        Some(mine.origin.clone())
+    );
+    assert_eq!(store.response_origin("p2", &mine.id).await.unwrap(), None);
+
     // Another project's, an unknown id and the id in another case are absent alike.
     assert_eq!(store.response("p2", &mine.id).await.unwrap(), None);
     assert_eq!(store.response("", &mine.id).await.unwrap(), None);
@@ -64,6 +75,11 @@ pub(super) async fn a_kept_response_is_read_back_by_its_project_only(h: &Harness
     // What no stored id can be (SQL's wildcards, NUL) finds nothing, and is no error.
     for id in ["%", "resp_%", "_", "resp\0", "' OR 1=1 --"] {
         assert_eq!(store.response("p1", id).await.unwrap(), None, "{id:?}");
+        assert_eq!(
+            store.response_origin("p1", id).await.unwrap(),
+            None,
+            "{id:?}"
+        );
         assert!(!store.delete_response("p1", id).await.unwrap(), "{id:?}");
     }
     assert_eq!(store.response("p1\0", &mine.id).await.unwrap(), None);
@@ -132,6 +148,10 @@ pub(super) async fn putting_an_id_again_replaces_what_it_keeps(h: &Harness) {
         created_at_ms: 2_000,
         body: r#"{"status":"incomplete"}"#.into(),
         context: "[]".into(),
+        origin: Origin {
+            route: Some("fallback".into()),
+            model: Some("other".into()),
+        },
         ..first.clone()
     };
     store.put_response(replaced.clone()).await.unwrap();

@@ -8,7 +8,7 @@ use super::invocations::attempts;
 use super::{Before, Harness};
 use crate::limits::{LimitSet, Subject};
 use crate::store::{
-    CacheStatus, Invocation, InvocationStatus, KeyRecord, KeyScope, Migrated, Project,
+    CacheStatus, Invocation, InvocationStatus, KeyRecord, KeyScope, Migrated, Origin, Project,
     StoredResponse, TokenUsage,
 };
 
@@ -171,6 +171,10 @@ pub(super) async fn a_v3_database_migrates_to_v4_and_gains_kept_responses(h: &Ha
         created_at_ms: 20,
         body: "{}".into(),
         context: "[]".into(),
+        origin: Origin {
+            route: Some("r".into()),
+            model: Some("m".into()),
+        },
     };
     store.put_response(response.clone()).await.unwrap();
     assert_eq!(
@@ -345,7 +349,45 @@ pub(super) async fn a_v7_database_migrates_to_v8_and_gains_console_sign_outs(h: 
         .await;
     let store = h.open().await;
     let before = h.version_of(Before::SignOuts);
-    // The sign-outs were the last migration of both.
+    assert_eq!(
+        store.migrated(),
+        Migrated {
+            from: before,
+            to: h.known_version()
+        }
+    );
+    assert_eq!(h.schema_version().await, h.known_version());
+    assert!(!store.session_signed_out(&[3; 32]).await.unwrap());
+    store
+        .sign_out_session(&[3; 32], crate::clock::now_ms() + 1_000)
+        .await
+        .unwrap();
+    assert!(store.session_signed_out(&[3; 32]).await.unwrap());
+    assert_eq!(store.project("p1").await.unwrap().unwrap().name, "old");
+}
+
+pub(super) async fn a_v8_database_migrates_to_v9_and_kept_responses_gain_their_route_and_model(
+    h: &Harness,
+) {
+    h.create_old_schema(Before::ResponseOrigin).await;
+    let (with_record, without) = (
+        "resp_0123456789abcdef0123456789abcdef",
+        "resp_fedcba9876543210fedcba9876543210",
+    );
+    h.execute(&format!(
+        "INSERT INTO projects (id, name, created_at) VALUES ('p1', 'old', 5);
+         INSERT INTO invocations (id, project_id, route, model, stream, status, http_status,
+            created_at, duration_ms)
+            VALUES ('{OLD_ID}', 'p1', 'openai', 'gpt-4o', false, 'success', 200, 10, 1);
+         INSERT INTO responses (id, project_id, invocation_id, created_at, body, context)
+            VALUES ('{with_record}', 'p1', '{OLD_ID}', 10, '{{}}', '[]'),
+                   ('{without}', 'p1', '{}', 11, '{{}}', '[]');",
+        Uuid::now_v7()
+    ))
+    .await;
+    let store = h.open().await;
+    let before = h.version_of(Before::ResponseOrigin);
+    // The responses' origin was the last migration of both.
     assert_eq!(
         store.migrated(),
         Migrated {
@@ -355,11 +397,22 @@ pub(super) async fn a_v7_database_migrates_to_v8_and_gains_console_sign_outs(h: 
     );
     assert_eq!(h.known_version(), before + 1);
     assert_eq!(h.schema_version().await, before + 1);
-    assert!(!store.session_signed_out(&[3; 32]).await.unwrap());
-    store
-        .sign_out_session(&[3; 32], crate::clock::now_ms() + 1_000)
-        .await
-        .unwrap();
-    assert!(store.session_signed_out(&[3; 32]).await.unwrap());
-    assert_eq!(store.project("p1").await.unwrap().unwrap().name, "old");
+    // Filled from the record; without one, unknown.
+    let origin = |route: &str, model: &str| Origin {
+        route: Some(route.into()),
+        model: Some(model.into()),
+    };
+    let kept = store.response("p1", with_record).await.unwrap().unwrap();
+    assert_eq!(kept.origin, origin("openai", "gpt-4o"));
+    assert_eq!(
+        store.response_origin("p1", with_record).await.unwrap(),
+        Some(origin("openai", "gpt-4o"))
+    );
+    let kept = store.response("p1", without).await.unwrap().unwrap();
+    assert_eq!(kept.origin, Origin::default());
+    assert_eq!(
+        store.response_origin("p1", without).await.unwrap(),
+        Some(Origin::default())
+    );
+    assert_eq!(store.response_origin("p2", without).await.unwrap(), None);
 }

@@ -1,7 +1,7 @@
 //! OpenAI's Responses API: `POST /v1/responses` over every route, and the kept
 //! responses (`store`, the default) that `previous_response_id` continues and
 //! `GET`/`DELETE /v1/responses/{id}` read and delete ([`get`], [`delete`]),
-//! for the key's project only.
+//! for the key's project only, and within its scope.
 //!
 //! A request is read into the same chat request the other surfaces make
 //! (`instructions` as the system message, items as messages, function tools),
@@ -26,7 +26,7 @@ use crate::config::Config;
 use crate::error::ApiError;
 use crate::flow::{Ask, Kind, Surface, Target};
 use crate::state::AppState;
-use crate::store::StoredResponse;
+use crate::store::{KeyRecord, StoredResponse};
 use answer::ResponseAnswer;
 use request::ResponsesFields;
 
@@ -181,12 +181,15 @@ impl Surface for Responses {
     }
 }
 
-/// The project of the caller's key.
-async fn project(state: &AppState, request: &Request<Incoming>) -> Result<String, ApiError> {
+/// The caller's key.
+async fn caller(state: &AppState, request: &Request<Incoming>) -> Result<KeyRecord, ApiError> {
     let key = crate::auth::api_key(request.headers())?;
-    crate::auth::project_of(&state.store, key).await
+    crate::auth::key_record(&state.store, key).await
 }
 
+/// What a key is told of a kept response of another project, or of a route or model outside
+/// its scope (made by another of its project's keys): that there is none. A 403 would tell
+/// a key limited to one route which ids exist on the others.
 fn not_found(id: &str) -> ApiError {
     ApiError::NotFound(format!("response with id {id:?} not found"))
 }
@@ -199,9 +202,11 @@ pub async fn get(
     request_id: Uuid,
 ) -> Response<crate::http::Body> {
     let result = async {
-        let project = project(&state, &request).await?;
-        let kept = state.store.response(&project, id).await?;
-        kept.map(|kept| kept.body).ok_or_else(|| not_found(id))
+        let key = caller(&state, &request).await?;
+        let kept = state.store.response(&key.project_id, id).await?;
+        kept.filter(|kept| key.scope.allows_origin(&kept.origin))
+            .map(|kept| kept.body)
+            .ok_or_else(|| not_found(id))
     }
     .await;
     match result {
@@ -220,8 +225,12 @@ pub async fn delete(
     request_id: Uuid,
 ) -> Response<crate::http::Body> {
     let result = async {
-        let project = project(&state, &request).await?;
-        match state.store.delete_response(&project, id).await? {
+        let key = caller(&state, &request).await?;
+        let origin = state.store.response_origin(&key.project_id, id).await?;
+        if !origin.is_some_and(|origin| key.scope.allows_origin(&origin)) {
+            return Err(not_found(id));
+        }
+        match state.store.delete_response(&key.project_id, id).await? {
             true => Ok(()),
             false => Err(not_found(id)),
         }
