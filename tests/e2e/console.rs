@@ -39,16 +39,23 @@ fn created(response: &Response) -> Value {
 }
 
 fn console_gateway(upstream: &OpenAiUpstream) -> Gateway {
-    console_gateway_on(upstream, None)
+    console_gateway_on(upstream, None, &[])
 }
 
-/// The console's gateway, on `db` when given (a replica of every other gateway on it).
-fn console_gateway_on(upstream: &OpenAiUpstream, db: Option<&TestDatabase>) -> Gateway {
+/// The console's gateway, on `db` when given (a replica of every other gateway on it), with
+/// more `routes` before its own.
+fn console_gateway_on(
+    upstream: &OpenAiUpstream,
+    db: Option<&TestDatabase>,
+    routes: &[Route],
+) -> Gateway {
     let builder = match db {
         Some(db) => Gateway::builder().database(db),
         None => Gateway::builder(),
     };
-    builder
+    routes
+        .iter()
+        .fold(builder, |builder, route| builder.route(route.clone()))
         .route(
             Route::openai("openai", &upstream.base_url("/v1"))
                 .key("api_key_required", "false")
@@ -326,8 +333,8 @@ fn a_cookie_signed_out_on_one_replica_is_refused_by_the_other() {
         return;
     };
     let upstream = upstream();
-    let a = console_gateway_on(&upstream, Some(&db));
-    let b = console_gateway_on(&upstream, Some(&db));
+    let a = console_gateway_on(&upstream, Some(&db), &[]);
+    let b = console_gateway_on(&upstream, Some(&db), &[]);
     let (cookie, csrf) = sign_in(&a);
     for gw in [&a, &b] {
         ok(&with_session(
@@ -607,7 +614,12 @@ fn yesterday() -> String {
 #[test]
 fn keys_and_routes_show_no_secret() {
     let upstream = upstream();
-    let gw = console_gateway(&upstream);
+    // An upstream that takes its credentials in its URL (never called here).
+    let in_url = Route::openai(
+        "in-url",
+        "https://operator:pa55word-in-url@upstream.example/v1?key=query-value-1&sig=query-value-2",
+    );
+    let gw = console_gateway_on(&upstream, None, &[in_url]);
     let bearer = format!("Bearer {ADMIN_TOKEN}");
     let project = created(&gw.request(
         "POST",
@@ -653,6 +665,15 @@ fn keys_and_routes_show_no_secret() {
 
     let routes = admin_get(&gw, "/admin/routes");
     let route = &routes["routes"][0];
+    assert_eq!(route["id"], "in-url");
+    assert_eq!(
+        route["targets"][0]["baseUrl"],
+        "https://operator:••••@upstream.example/v1?key=••••&sig=••••"
+    );
+    for secret in ["pa55word-in-url", "query-value-1", "query-value-2"] {
+        assert!(!routes.to_string().contains(secret), "{secret}: {routes}");
+    }
+    let route = &routes["routes"][1];
     assert_eq!(route["id"], "openai");
     assert_eq!(route["pluginStatus"], "serving");
     assert_eq!(route["targets"][0]["ejected"], false);

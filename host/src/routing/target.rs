@@ -64,7 +64,7 @@ impl Target {
     /// of rotation, where its route ejects and it is out.
     pub(super) fn view(&self, ejected_for: Option<Duration>) -> TargetView {
         TargetView {
-            base_url: self.base_url.clone(),
+            base_url: masked_url(&self.base_url),
             weight: self.weight,
             ejected_for,
             settings: masked_settings(&self.settings, self.secret_values()),
@@ -138,6 +138,7 @@ pub(super) struct Ejection {
 /// A target as the admin console shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TargetView {
+    /// Its `base_url`, its password and query values masked.
     pub base_url: String,
     pub weight: u32,
     /// How long it stays out of rotation, when ejected.
@@ -172,6 +173,59 @@ fn masked_settings<'a>(
         }
     }
     object
+}
+
+/// `url` as operators may see it: a password in it (`https://user:PASSWORD@host`) and every
+/// value of its query string (`?key=VALUE`, and an item without `=` whole) as [`MASK`]; the
+/// rest as written. Some upstreams take their key there.
+fn masked_url(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (Some(scheme), rest),
+        None => (None, url),
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, rest) = rest.split_at(authority_end);
+    let (path, rest) = rest.split_at(rest.find(['?', '#']).unwrap_or(rest.len()));
+    let (query, fragment) = match rest.strip_prefix('?') {
+        Some(after) => after.split_at(after.find('#').unwrap_or(after.len())),
+        None => ("", rest),
+    };
+    let mut masked = String::with_capacity(url.len());
+    if let Some(scheme) = scheme {
+        masked.push_str(scheme);
+        masked.push_str("://");
+    }
+    // The host is after the last `@`: a password may hold one (unescaped).
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            match userinfo.split_once(':') {
+                Some((user, _password)) => {
+                    masked.push_str(user);
+                    masked.push(':');
+                    masked.push_str(MASK);
+                }
+                None => masked.push_str(userinfo),
+            }
+            masked.push('@');
+            masked.push_str(host);
+        }
+        None => masked.push_str(authority),
+    }
+    masked.push_str(path);
+    if rest.starts_with('?') {
+        masked.push('?');
+        let items: Vec<String> = query
+            .split('&')
+            .map(|item| match item.split_once('=') {
+                Some((name, _value)) => format!("{name}={MASK}"),
+                None if item.is_empty() => String::new(),
+                None => MASK.to_owned(),
+            })
+            .collect();
+        masked.push_str(&items.join("&"));
+    }
+    masked.push_str(fragment);
+    masked
 }
 
 /// Whether a target is in rotation. A mutex: it is taken only on routes that eject, for a few
@@ -447,6 +501,52 @@ mod tests {
             pick(&[&a], Some(&ejection), Instant::now(), limit),
             Pick::Target(0)
         );
+    }
+
+    #[test]
+    fn a_base_urls_password_and_query_values_are_masked() {
+        for (url, shown) in [
+            (
+                "https://user:secret@host.example/v1?key=abc",
+                "https://user:••••@host.example/v1?key=••••",
+            ),
+            (
+                "https://user:p@ss:w@rd@host.example:8443/v1",
+                "https://user:••••@host.example:8443/v1",
+            ),
+            (
+                "https://user@host.example/v1",
+                "https://user@host.example/v1",
+            ),
+            (
+                "http://127.0.0.1:8081/v1?api-version=2024-10-21&sig=x%3Dy&&bare#frag",
+                "http://127.0.0.1:8081/v1?api-version=••••&sig=••••&&••••#frag",
+            ),
+            (
+                "https://host.example?token=abc",
+                "https://host.example?token=••••",
+            ),
+            ("https://host.example/v1?", "https://host.example/v1?"),
+            ("https://host.example/v1", "https://host.example/v1"),
+            ("", ""),
+        ] {
+            assert_eq!(masked_url(url), shown, "{url}");
+        }
+        let view = Target::new(
+            0,
+            Some("https://u:hunter2@h.example/v1?key=k3y/"),
+            Sandbox::new(
+                crate::plugins::AllowedHosts::none(),
+                crate::plugins::Limits::default(),
+            )
+            .expect("a sandbox"),
+            None,
+            ("{}".to_owned(), Vec::new()),
+            1,
+            Arc::new(Health::default()),
+        )
+        .view(None);
+        assert_eq!(view.base_url, "https://u:••••@h.example/v1?key=••••");
     }
 
     #[test]
