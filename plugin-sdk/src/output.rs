@@ -11,7 +11,7 @@
 
 use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::{OutputLimit, ProviderError};
 
@@ -42,6 +42,35 @@ impl OutputLimit {
         }
         Some((max / 2).max(least)).filter(|fitted| *fitted < max)
     }
+}
+
+/// Fits a thinking budget below `max` where Claude's APIs take it, `thinking.budget_tokens` of
+/// `fields` (a Messages API body, or Bedrock's `additionalModelRequestFields`), with
+/// [`OutputLimit::fit_budget`] (at least `least`, the provider's smallest budget); refuses the
+/// request ([`ProviderError::InvalidRequest`] naming the route) when even that does not fit.
+/// Fields without a budget are left as they are.
+pub fn fit_thinking_budget(
+    fields: &mut Map<String, Value>,
+    max: u32,
+    least: u32,
+    route: &str,
+) -> Result<(), ProviderError> {
+    let Some(budget) = fields
+        .get_mut("thinking")
+        .and_then(|thinking| thinking.get_mut("budget_tokens"))
+    else {
+        return Ok(());
+    };
+    let asked = budget.as_u64().unwrap_or(u64::MAX);
+    let Some(fitted) = OutputLimit::fit_budget(asked, max, least) else {
+        return Err(ProviderError::InvalidRequest(format!(
+            "route `{route}`: max_tokens = {max} leaves no room for thinking (the smallest \
+             thinking budget is {least} tokens, and max_tokens must exceed it): raise \
+             max_tokens, or ask for no reasoning"
+        )));
+    };
+    *budget = Value::from(fitted);
+    Ok(())
 }
 
 /// Where an upstream body says how long its answer may be: paths of object keys from the

@@ -6,7 +6,7 @@ use std::num::NonZeroU64;
 
 use gateway_plugin_sdk::http::Request;
 use gateway_plugin_sdk::json::{to_value, with_entry};
-use gateway_plugin_sdk::output::OutputFields;
+use gateway_plugin_sdk::output::{OutputFields, fit_thinking_budget};
 use gateway_plugin_sdk::{
     Base64, CompletionRequest, Document, FunctionChoice, FunctionDef, Image, Message, OpenCall,
     OpenCalls, OutputLimit, Part, Prompt, ProviderError, Reasoning, ReasoningConfig,
@@ -157,22 +157,7 @@ pub fn output_limit(
         return Ok(());
     };
     body.insert("max_tokens".into(), json!(max));
-    let Some(budget) = body
-        .get_mut("thinking")
-        .and_then(|thinking| thinking.get_mut("budget_tokens"))
-    else {
-        return Ok(());
-    };
-    let asked = budget.as_u64().unwrap_or(u64::MAX);
-    let Some(fitted) = OutputLimit::fit_budget(asked, max, MIN_THINKING_BUDGET) else {
-        return Err(ProviderError::InvalidRequest(format!(
-            "route `{route}`: max_tokens = {max} leaves no room for thinking (Anthropic's \
-             smallest thinking budget is {MIN_THINKING_BUDGET} tokens, and max_tokens must \
-             exceed it): raise max_tokens, or ask for no reasoning"
-        )));
-    };
-    *budget = json!(fitted);
-    Ok(())
+    fit_thinking_budget(body, max, MIN_THINKING_BUDGET, route)
 }
 
 /// The smallest `budget_tokens` Anthropic accepts.

@@ -6,7 +6,7 @@ use std::num::NonZeroU64;
 
 use gateway_plugin_sdk::http::Request;
 use gateway_plugin_sdk::json::{to_value, with_entry};
-use gateway_plugin_sdk::output::OutputFields;
+use gateway_plugin_sdk::output::{OutputFields, fit_thinking_budget};
 use gateway_plugin_sdk::{
     Base64, CompletionRequest, Document, FunctionChoice, FunctionDef, Image, Message, OpenCall,
     OpenCalls, OutputLimit, Part, Prompt, ProviderError, Reasoning, ReasoningConfig,
@@ -304,22 +304,7 @@ fn output_limit(
             *value = json!(max);
         }
     }
-    let Some(budget) = fields
-        .get_mut("thinking")
-        .and_then(|thinking| thinking.get_mut("budget_tokens"))
-    else {
-        return Ok(());
-    };
-    let asked = budget.as_u64().unwrap_or(u64::MAX);
-    let Some(fitted) = OutputLimit::fit_budget(asked, max, MIN_THINKING_BUDGET) else {
-        return Err(ProviderError::InvalidRequest(format!(
-            "route `{route}`: max_tokens = {max} leaves no room for thinking (Claude's \
-             smallest thinking budget is {MIN_THINKING_BUDGET} tokens, and the answer's \
-             maximum must exceed it): raise max_tokens, or ask for no reasoning"
-        )));
-    };
-    *budget = json!(fitted);
-    Ok(())
+    fit_thinking_budget(fields, max, MIN_THINKING_BUDGET, route)
 }
 
 /// Whether `model` (a model id, an inference profile id such as `us.anthropic.claude-…`, or an
