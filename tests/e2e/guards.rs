@@ -531,7 +531,7 @@ fn sent_messages(upstream: &OpenAiUpstream) -> Vec<(Value, Value)> {
 fn the_pii_guard_finds_an_address_or_card_split_across_messages() {
     let messages = json!([
         {"role": "user", "content": "my email is jane.doe@exa"},
-        {"role": "user", "content": "mple.com, and my card 4111 1111 "},
+        {"role": "user", "content": "mple.com, and my card 4111 1111"},
         {"role": "user", "content": "1111 1111 thanks"},
     ]);
     let upstream = OpenAiUpstream::script(vec![answer("noted")]);

@@ -319,6 +319,57 @@ fn an_address_or_number_split_across_messages_is_found() {
 }
 
 #[test]
+fn a_number_in_groups_cut_between_two_groups_is_found() {
+    for (messages, redacted, kind) in [
+        (
+            &[&["card 4111 1111"][..], &["1111 1111 ok"]][..],
+            &[&["card [CARD]"][..], &["[CARD] ok"]][..],
+            "card",
+        ),
+        (
+            &[&["card 4111-1111-1111"], &["1111"]],
+            &[&["card [CARD]"], &["[CARD]"]],
+            "card",
+        ),
+        (
+            &[&["card 4111"], &["1111 1111 1111 ok"]],
+            &[&["card [CARD]"], &["[CARD] ok"]],
+            "card",
+        ),
+        (
+            &[&["call +44 20"], &["7946 0958"]],
+            &[&["call [PHONE]"], &["[PHONE]"]],
+            "phone",
+        ),
+        (
+            &[&["iban DE89 3704"], &["0044 0532 0130 00"]],
+            &[&["iban [IBAN]"], &["[IBAN]"]],
+            "iban",
+        ),
+    ] {
+        let messages: Vec<Message> = messages.iter().map(|parts| user(parts)).collect();
+        assert_eq!(
+            chat_redacted(messages.clone()),
+            (strings(redacted), counts(&[(kind, 1)])),
+            "{messages:?}"
+        );
+    }
+    // Numbers that only touch are left alone.
+    for messages in [
+        &[&["total 12"][..], &["34 items"]][..],
+        &[&["in 2024"], &["15 people came"]],
+        &[&["rooms 101 102"], &["103 104"]],
+        // Cut inside a group, a dotted number is not read with a dot.
+        &[&["version 2.1"], &["4.0 is out"]],
+        &[&["see 10.0.0"], &["1 and on"]],
+    ] {
+        let messages: Vec<Message> = messages.iter().map(|parts| user(parts)).collect();
+        let (texts, changes) = chat_redacted(messages.clone());
+        assert!(changes.is_empty(), "{messages:?}: {texts:?}");
+    }
+}
+
+#[test]
 fn an_address_split_across_parts_of_a_message_is_found() {
     let (texts, changes) = chat_redacted(vec![user(&["mail jane.doe@example", ".com today"])]);
     assert_eq!(texts, strings(&[&["mail [EMAIL]", "[EMAIL] today"]]));
