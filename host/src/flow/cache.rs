@@ -72,6 +72,13 @@ fn directive(headers: &HeaderMap) -> Result<Directive, ApiError> {
     Ok(wish)
 }
 
+/// Whose a request is, as its entry's key covers it: its project (under `cache_scope =
+/// "project"`), and the caller's own provider key (always: an answer that key paid for).
+pub(super) struct Whose<'a> {
+    pub project: &'a str,
+    pub caller_key: Option<&'a str>,
+}
+
 /// A request to a route that caches: its key, and what becomes of its answer.
 pub(super) struct Caching {
     key: CacheKey,
@@ -84,8 +91,7 @@ impl Caching {
     pub fn of<C, E>(
         route: &Route,
         headers: &HeaderMap,
-        project: &str,
-        caller_key: Option<&str>,
+        whose: Whose<'_>,
         model: &str,
         ask: &Ask<C, E>,
         output: types::OutputLimit,
@@ -96,7 +102,7 @@ impl Caching {
         };
         let directive = directive(headers)?;
         let scope = match route.config.cache_scope {
-            CacheScope::Project => Scope::Project(project),
+            CacheScope::Project => Scope::Project(whose.project),
             CacheScope::Route => Scope::Route,
         };
         let question = match ask {
@@ -115,7 +121,7 @@ impl Caching {
             },
             Ask::Embed { input, .. } => Question::Embed { input },
         };
-        let key = crate::cache::key(scope, caller_key, &route.id, model, question, params);
+        let key = crate::cache::key(scope, whose.caller_key, &route.id, model, question, params);
         Ok(Some(Caching {
             key,
             ttl,

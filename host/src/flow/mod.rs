@@ -540,8 +540,10 @@ async fn flow<S: Surface>(
     let caching = cache::Caching::of(
         &route,
         headers,
-        &key.project_id,
-        caller_key.as_deref(),
+        cache::Whose {
+            project: &key.project_id,
+            caller_key: caller_key.as_deref(),
+        },
         &model,
         &ask,
         output,
