@@ -268,7 +268,7 @@ fn config_edits_apply_without_restart_and_bad_ones_are_refused() {
 
     // A new route, priced.
     let with_route = format!(
-        "{original}\n[providers.added]\nplugin = \"echo\"\n[providers.added.pricing.echo]\ninput_per_mtok = 1000000.0\noutput_per_mtok = 2000000.0\n"
+        "{original}\n[providers.added]\nplugin = \"echo\"\n[providers.added.pricing.echo]\ninput_per_mtok = 500000.0\noutput_per_mtok = 1000000.0\n"
     );
     gw.rewrite_config(&with_route);
     eventually(&gw, "added", "the new route serving", |status, _| {
@@ -277,8 +277,8 @@ fn config_edits_apply_without_restart_and_bad_ones_are_refused() {
     let mut request = text_request(&gw.project_id, "added", "echo", "two words");
     request["showUsage"] = Value::Bool(true);
     let body = gw.post("/completions", &request).json();
-    // 2 prompt words at $1/token, 2 completion words at $2/token.
-    assert_eq!(body["usage_cost"], serde_json::json!(6.0), "{body}");
+    // 2 prompt words at $0.50/token, 2 completion words at $1/token.
+    assert_eq!(body["usage_cost"], serde_json::json!(3.0), "{body}");
     assert!(gw.admin_config(ADMIN_TOKEN)["rejected"].is_null());
 
     // A broken edit: refused with its reason, the previous config keeps serving.

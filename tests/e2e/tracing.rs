@@ -44,7 +44,7 @@ fn gateway(
     extra: &[&str],
 ) -> Gateway {
     let route = Route::openai(ROUTE, &upstream.base_url("/v1"))
-        .price(MODEL, 1_000_000.0, 2_000_000.0)
+        .price(MODEL, 500_000.0, 1_000_000.0)
         .key("retries", "1")
         .key("retry_backoff_ms", "1");
     let mut builder = Gateway::builder()
@@ -197,7 +197,7 @@ fn spans_join_the_callers_trace_with_genai_attributes_and_the_upstream_gets_each
         ("gen_ai.request.model", json!(MODEL)),
         ("gen_ai.usage.input_tokens", json!(3)),
         ("gen_ai.usage.output_tokens", json!(2)),
-        ("gateway.cost_usd", json!(7.0)),
+        ("gateway.cost_usd", json!(3.5)),
     ] {
         assert_eq!(attribute(request, key), want, "request span {key}");
     }
@@ -234,7 +234,7 @@ fn spans_join_the_callers_trace_with_genai_attributes_and_the_upstream_gets_each
         ("gen_ai.response.finish_reasons", json!(["stop"])),
         ("gen_ai.usage.input_tokens", json!(3)),
         ("gen_ai.usage.output_tokens", json!(2)),
-        ("gateway.cost_usd", json!(7.0)),
+        ("gateway.cost_usd", json!(3.5)),
     ] {
         assert_eq!(attribute(served, key), want, "the serving try's {key}");
     }
