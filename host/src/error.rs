@@ -171,6 +171,14 @@ impl ApiError {
             | ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             // Rate limits pass through so clients' retry logic works as it does upstream.
             ApiError::Upstream { status: 429, .. } => StatusCode::TOO_MANY_REQUESTS,
+            // The provider refused the caller's request itself (a value out of its range, a
+            // model it does not have, a body too large for it): the caller's fault, and a 4xx
+            // so that clients do not send it again as they would after a 502. An upstream
+            // 401/403 stays a 502: the route's key is the operator's to fix.
+            ApiError::Upstream { status: 400, .. } => StatusCode::BAD_REQUEST,
+            ApiError::Upstream { status: 404, .. } => StatusCode::NOT_FOUND,
+            ApiError::Upstream { status: 413, .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Upstream { status: 422, .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Upstream { .. }
             | ApiError::ProviderFailed(_)
             | ApiError::PluginFailed(_)
@@ -379,5 +387,38 @@ impl From<crate::store::StoreError> for ApiError {
             crate::store::StoreError::AmbiguousKey { .. } => ApiError::Conflict(e.to_string()),
             e => ApiError::Internal(e.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn upstream(status: u16) -> ApiError {
+        ApiError::Upstream {
+            status,
+            message: "limit must be <= 4096".into(),
+            retry_after: None,
+        }
+    }
+
+    #[test]
+    fn upstream_client_errors_are_the_callers_and_the_rest_a_bad_gateway() {
+        for status in [400, 404, 413, 422, 429] {
+            assert_eq!(upstream(status).status().as_u16(), status);
+        }
+        for status in [401, 403, 409, 500, 502, 503, 529] {
+            assert_eq!(
+                upstream(status).status(),
+                StatusCode::BAD_GATEWAY,
+                "{status}"
+            );
+        }
+        let exhausted = ApiError::Exhausted {
+            last: Box::new(upstream(400)),
+            attempts: 2,
+        };
+        assert_eq!(exhausted.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(exhausted.provider_error(), Some("limit must be <= 4096"));
     }
 }

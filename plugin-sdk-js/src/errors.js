@@ -5,8 +5,9 @@ const MAX_MESSAGE_CHARS = 1000;
 
 /**
  * Why a call failed; the gateway turns it into the caller's HTTP status: `invalid-request` → 400,
- * `upstream` with status 429 → 429 (with `Retry-After`), other `upstream` and `failed` → 502,
- * `timeout` → 504. Throw one from any method of a provider.
+ * `upstream` with status 429 → 429 (with `Retry-After`), with 400, 404, 413 or 422 → that status
+ * (the provider refused the caller's request), other `upstream` and `failed` → 502, `timeout` →
+ * 504. Throw one from any method of a provider.
  */
 export class ProviderError extends Error {
   /**

@@ -234,7 +234,8 @@ export type ProviderErrorKind = 'invalid-request' | 'upstream' | 'timeout' | 'fa
 
 /**
  * Why a call failed; the gateway answers the caller: `invalid-request` 400, `upstream` 429 for a
- * 429 (with `Retry-After`) and 502 otherwise, `failed` 502, `timeout` 504.
+ * 429 (with `Retry-After`), the status itself for 400, 404, 413 and 422, and 502 otherwise,
+ * `failed` 502, `timeout` 504.
  */
 export class ProviderError extends Error {
   constructor(kind: ProviderErrorKind, message: string, upstream?: { status: number; retryAfter?: number });

@@ -156,9 +156,13 @@
 //!   it passes ([`ProviderError::Timeout`]).
 //! - Errors map to HTTP statuses for the caller:
 //!   [`ProviderError::InvalidRequest`] → 400, [`ProviderError::Upstream`] with
-//!   status 429 → 429 (with `Retry-After`), other upstream errors and
-//!   [`ProviderError::Failed`] → 502, [`ProviderError::Timeout`] → 504. A panic
-//!   traps the instance and becomes a 502.
+//!   status 429 → 429 (with `Retry-After`), with 400, 404, 413 or 422 (the
+//!   provider refused the caller's request) → that status, other upstream
+//!   errors and [`ProviderError::Failed`] → 502, [`ProviderError::Timeout`] →
+//!   504. [`read_completion`] and [`read_stream`] give an error status as
+//!   [`ProviderError::Upstream`] with the provider's message, so a plugin gets
+//!   this mapping without a line of its own. A panic traps the instance and
+//!   becomes a 502.
 //!
 //! # Streaming
 //!

@@ -13,6 +13,7 @@ JSON object:
   (`feed`: `id`, `name`, `arguments`) and the text that came with it (`feed_text`);
 - `tool_output`: the tool's result to send back;
 - `limited[PROVIDER]`: a model whose upstream always answers 429 with `retry_after` seconds;
+- `refused`: a `model` whose upstream always refuses the request with 400 and `message`;
 - `media[PROVIDER]`: a `model` answering the simple recorded `text` to requests with images,
   audio and documents (the runner checks what each upstream received);
 - `thinking`: a `model` whose Anthropic upstream streams `thinking` with its `signature`, a

@@ -243,6 +243,17 @@ def test_upstream_429_is_rate_limit_error(anthropic_client, scenario, provider, 
     assert raised.value.response.headers.get("retry-after") == scenario["retry_after"]
 
 
+def test_upstream_400_is_bad_request_and_not_retried(scenario):
+    """As with OpenAI's SDK: the provider's 400 is `BadRequestError`, sent once even with the
+    SDK's default retries on."""
+    client = anthropic.Anthropic(base_url=scenario["url"], api_key=scenario["key"])
+    with pytest.raises(anthropic.BadRequestError) as raised:
+        client.messages.create(**request(scenario["refused"]["model"], "simple"))
+    assert raised.value.status_code == 400
+    assert raised.value.type == "invalid_request_error"
+    assert scenario["refused"]["message"] in raised.value.message
+
+
 # ------------------------------------------------------------------------------ media
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(64)).decode()

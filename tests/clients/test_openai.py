@@ -396,6 +396,18 @@ def test_upstream_429_is_rate_limit_error(openai_client, scenario, provider, str
     assert raised.value.response.headers.get("retry-after") == scenario["retry_after"]
 
 
+def test_upstream_400_is_bad_request_and_not_retried(scenario):
+    """The provider refusing the request (its 400) is the SDK's `BadRequestError` with the
+    provider's message. With the SDK's default retries on: a 502 would be sent twice more (the
+    runner checks the refusing upstream was called once per test)."""
+    client = openai.OpenAI(base_url=f"{scenario['url']}/v1", api_key=scenario["key"])
+    with pytest.raises(openai.BadRequestError) as raised:
+        chat(client, scenario["refused"]["model"], "simple")
+    assert raised.value.status_code == 400
+    assert raised.value.type == "invalid_request_error"
+    assert scenario["refused"]["message"] in raised.value.message
+
+
 # ------------------------------------------------------------------------------ media
 
 # An 8-byte PNG signature and a WAV header, padded: what the SDK sends is all that matters.

@@ -1254,6 +1254,46 @@ fn an_upstream_rate_limit_is_a_rate_limit_error_with_retry_after() {
     assert_eq!(error["error"]["type"], json!("rate_limit_error"), "{error}");
 }
 
+/// A request the provider refuses as the caller's own fault is the caller's 4xx with
+/// Anthropic's error type for it and the provider's message (never the key), tried once; an
+/// upstream 5xx stays a 502 `api_error` (issue 46 item 7).
+#[test]
+fn an_upstream_client_error_is_the_callers_in_anthropic_shape() {
+    let cases = [
+        (400, "invalid_request_error", 400, "invalid_request_error"),
+        (404, "not_found_error", 404, "not_found_error"),
+        (413, "request_too_large", 413, "request_too_large"),
+        (422, "invalid_request_error", 422, "invalid_request_error"),
+        (500, "api_error", 502, "api_error"),
+    ];
+    for (status, upstream_kind, status_out, kind) in cases {
+        let message = format!("max_tokens: 50000 > 32000 (key {PROVIDER_KEY})");
+        let upstream = AnthropicUpstream::always(Reply::anthropic_error(
+            status,
+            upstream_kind,
+            &message,
+            None,
+        ));
+        let gw = Gateway::builder()
+            .route(
+                Route::new("claude", "anthropic")
+                    .base_url(&upstream.base_url("/v1"))
+                    .key("retries", "1")
+                    .key("retry_backoff_ms", "1"),
+            )
+            .start();
+        let response = post_messages(
+            &gw,
+            WITH_PROVIDER_KEY,
+            &hi("claude/claude-sonnet-4-20250514"),
+        );
+        let body = assert_anthropic_error(&response, status_out, kind, "max_tokens: 50000 > 32000");
+        assert!(!response.text().contains(PROVIDER_KEY), "{body}");
+        let tries = if status < 500 { 1 } else { 2 };
+        assert_eq!(upstream.requests().len(), tries, "HTTP {status}: {body}");
+    }
+}
+
 #[test]
 fn an_error_after_the_stream_started_is_an_error_event() {
     let events = [

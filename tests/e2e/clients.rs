@@ -87,6 +87,10 @@ const EMBED_INPUTS: [&str; 2] = ["hello gateway world", "sdk"];
 const TOOL_OUTPUT: &str = "40 C";
 /// The prompt of the legacy completion test.
 const LEGACY_PROMPT: &str = "Say this is a test";
+/// What the refusing upstream says, with 400, to every request.
+const REFUSED: &str = "max_tokens is too large: limit must be <= 4096";
+/// The tests that call the refusing route, one call each (one per SDK).
+const REFUSED_CALLS: usize = 2;
 
 /// The fake upstreams, kept running until the suite is done.
 #[derive(Default)]
@@ -325,6 +329,14 @@ fn official_sdks_against_the_gateway() {
         cases.insert(family.plugin.to_owned(), setup.family(family));
     }
     let limited = setup.rate_limited();
+    // An upstream that refuses every request as the caller's fault.
+    let (url, refused_upstream) = setup.upstreams.each_call(
+        "openai",
+        "/v1",
+        Reply::openai_error(400, REFUSED, "invalid_value", None),
+    );
+    setup.add(route("openai-refused", "openai", &url, "gpt-4o-mini"));
+    setup.listed.push("openai-refused/gpt-4o-mini".to_owned());
     let (media, thinking) = setup.media();
 
     // An OpenAI upstream that computes embeddings and legacy completions from the request.
@@ -361,6 +373,7 @@ fn official_sdks_against_the_gateway() {
         "key": gateway.key,
         "cases": cases,
         "limited": limited,
+        "refused": {"model": "openai-refused/gpt-4o-mini", "message": REFUSED},
         "media": media,
         "thinking": thinking,
         "retry_after": RETRY_AFTER,
@@ -431,6 +444,12 @@ fn official_sdks_against_the_gateway() {
         reached(upstream.requests().len(), "a Gemini upstream");
     }
     reached(computed.requests().len(), "the computing OpenAI upstream");
+    // The SDKs retry a 5xx by default, never a 400: one upstream call per call of a test.
+    assert_eq!(
+        upstreams.openai[refused_upstream].requests().len(),
+        REFUSED_CALLS,
+        "the refused request was sent again"
+    );
     // Whatever format the call and its result came in, the provider got them back: the
     // result, and the call's id where the provider has ids.
     for (plugin, index, call) in &tool_results {

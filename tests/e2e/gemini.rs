@@ -549,7 +549,7 @@ fn the_key_goes_in_x_goog_api_key_and_nowhere_else() {
     // Without the caller's key, the route's own key is used.
     assert_ok(&gw.post("/completions", &request));
     let failed = gw.post_with_headers("/completions", Some(&gw.key), &headers, &request);
-    let failed_id = assert_error(&failed, 502, "");
+    let failed_id = assert_error(&failed, 400, "");
 
     let requests = upstream.requests();
     let keys: Vec<Option<&str>> = requests
@@ -690,14 +690,15 @@ fn check_google_error(status: u16, message: &str, status_name: &str, expected_st
     );
 }
 
+/// Google answers a wrong key with 400 `INVALID_ARGUMENT`, which the caller gets as it is (an
+/// upstream 400 is the caller's: issue 46 item 7), with Google's message.
 #[test]
-fn an_invalid_key_is_502_with_googles_message() {
-    // What Google answers for a wrong key.
+fn an_invalid_key_is_googles_400_with_its_message() {
     check_google_error(
         400,
         "API key not valid. Please pass a valid API key.",
         "INVALID_ARGUMENT",
-        502,
+        400,
     );
 }
 
@@ -774,7 +775,7 @@ fn embeddings_errors_are_reported() {
     let gw = gateway(&upstream);
     let request = embeddings_request(&gw.project_id, ROUTE, "nope", json!("x"));
     let response = post(&gw, "/embeddings", &request);
-    assert_error(&response, 502, "");
+    assert_error(&response, 404, "");
     assert_eq!(response.json()["providerError"], json!(message));
 }
 

@@ -1665,6 +1665,87 @@ fn upstream_rate_limit_passes_through() {
     assert_eq!(error["error"]["type"], json!("rate_limit_error"));
 }
 
+/// A request the provider refuses as the caller's own fault (400, 404, 413, 422: issue 46 item
+/// 7) is the caller's 4xx in OpenAI's shape, with the provider's message (never the key it was
+/// sent), and it is tried once: no retry, no fallback, so that a client sees at once what to
+/// fix and does not send it again as it does after a 502. An upstream 5xx stays a 502.
+#[test]
+fn upstream_client_errors_are_the_callers_and_tried_once() {
+    let var = unique("OPENAI_SURFACE_KEY_");
+    let spare = OpenAiUpstream::each_call(Reply::openai_answer(
+        OpenAi.model(),
+        "served by the fallback",
+        json!({"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}),
+    ));
+    let message = format!("limit must be <= 4096 (key {PROVIDER_KEY})");
+    let statuses = [400, 404, 413, 422, 500];
+    let refusing: Vec<OpenAiUpstream> = (statuses.iter())
+        .map(|&status| {
+            let reply = Reply::openai_error(status, &message, "invalid_value", None);
+            OpenAiUpstream::always(reply)
+        })
+        .collect();
+    let mut builder = Gateway::builder()
+        .route(
+            Route::new("spare", "openai")
+                .base_url(&spare.base_url("/v1"))
+                .api_key_env(&var),
+        )
+        .env(&var, PROVIDER_KEY);
+    for (status, upstream) in statuses.iter().zip(&refusing) {
+        let route = Route::new(&format!("r{status}"), "openai")
+            .base_url(&upstream.base_url("/v1"))
+            .api_key_env(&var)
+            .key("retries", "2")
+            .key("retry_backoff_ms", "1");
+        // The 5xx route has no fallback: what reaches the caller is the 502 itself.
+        let route = if *status < 500 {
+            route.key("fallbacks", "[\"spare\"]")
+        } else {
+            route
+        };
+        builder = builder.route(route);
+    }
+    let gw = builder.start();
+    let chat = |status: u16| {
+        json!({"model": format!("r{status}/{}", OpenAi.model()),
+            "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5000})
+    };
+    for (status, upstream) in statuses.iter().zip(&refusing) {
+        let response = post(&gw, "/v1/chat/completions", &chat(*status));
+        let (status_out, kind) = match status {
+            500 => (502, "api_error"),
+            client => (*client, "invalid_request_error"),
+        };
+        let error = assert_openai_error(
+            &response,
+            status_out,
+            kind,
+            None,
+            None,
+            "limit must be <= 4096",
+        );
+        assert!(!response.text().contains(PROVIDER_KEY), "{error}");
+        let tries = if *status == 500 { 3 } else { 1 };
+        assert_eq!(upstream.requests().len(), tries, "HTTP {status}: {error}");
+        let id = response.header("x-invocation-id").expect("id");
+        let record = gw.wait_for_record(id, |r| r["status"] == json!("error"));
+        assert_eq!(record["httpStatus"], json!(status_out), "{record}");
+        assert!(!record.to_string().contains(PROVIDER_KEY), "{record}");
+    }
+    assert!(spare.requests().is_empty(), "no fallback was tried");
+    // Before a stream has started, its status is the error's own too.
+    let streamed = post_stream(&gw, "/v1/chat/completions", &with_stream(chat(400)));
+    assert_eq!(streamed.status, 400, "{}", streamed.raw);
+    let error: Value = parse_json(&streamed.raw);
+    assert_eq!(
+        error["error"]["type"],
+        json!("invalid_request_error"),
+        "{error}"
+    );
+    assert_eq!(refusing[0].requests().len(), 2);
+}
+
 fn with_stream(mut body: Value) -> Value {
     body["stream"] = json!(true);
     body

@@ -935,13 +935,14 @@ fn upstream_401_is_502_with_provider_error() {
     );
 }
 
+/// The caller asked for a model the provider does not have: the caller's 404 (issue 46 item 7).
 #[test]
-fn upstream_404_is_502_with_provider_error() {
+fn upstream_404_is_404_with_provider_error() {
     check_upstream_failure(
         404,
         "The model `gpt-9` does not exist or you do not have access to it.",
         "model_not_found",
-        502,
+        404,
     );
 }
 

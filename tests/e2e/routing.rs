@@ -604,7 +604,9 @@ fn a_stream_that_already_sent_text_is_not_retried_nor_fallen_back() {
 
 /// An upstream answering `status` to every call, behind a route with retries and a fallback:
 /// one call, no fallback, and the status the gateway gives that answer today.
-fn check_not_retried(status: u16, message: &str, code: &str) {
+/// An upstream `status` ends the request at once, with `caller_status` (the upstream's own for
+/// the caller's faults: 400, 404, 413, 422; 502 for the route's key).
+fn check_not_retried(status: u16, message: &str, code: &str, caller_status: u16) {
     let primary = OpenAiUpstream::always(Reply::openai_error(status, message, code, None));
     let backup = OpenAiUpstream::script(vec![answer("from the backup")]);
     let gw = start(vec![
@@ -612,7 +614,7 @@ fn check_not_retried(status: u16, message: &str, code: &str) {
         forwarded(FALLBACK, &backup),
     ]);
     let response = post(&gw, &hi(&gw, PRIMARY));
-    let id = assert_error(&response, 502, "");
+    let id = assert_error(&response, caller_status, "");
     assert_eq!(response.json()["providerError"], json!(message));
     let error = response.json()["error"]
         .as_str()
@@ -622,7 +624,7 @@ fn check_not_retried(status: u16, message: &str, code: &str) {
     assert_eq!(primary.requests().len(), 1, "a {status} was retried");
     assert!(backup.requests().is_empty(), "a {status} fell back");
     let record = record(&gw, &id);
-    assert_eq!(record["httpStatus"], json!(502), "{record}");
+    assert_eq!(record["httpStatus"], json!(caller_status), "{record}");
     assert_eq!(record["providerError"], json!(message), "{record}");
     assert_eq!(record["attempts"], json!([]), "{record}");
 }
@@ -633,17 +635,23 @@ fn an_upstream_400_is_never_retried() {
         400,
         "Invalid value for 'temperature': must be at most 2.",
         "invalid_value",
+        400,
     );
 }
 
 #[test]
 fn an_upstream_401_is_never_retried() {
-    check_not_retried(401, "Incorrect API key provided.", "invalid_api_key");
+    check_not_retried(401, "Incorrect API key provided.", "invalid_api_key", 502);
 }
 
 #[test]
 fn an_upstream_404_is_never_retried() {
-    check_not_retried(404, "The model `gpt-9` does not exist.", "model_not_found");
+    check_not_retried(
+        404,
+        "The model `gpt-9` does not exist.",
+        "model_not_found",
+        404,
+    );
 }
 
 #[test]

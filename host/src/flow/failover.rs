@@ -562,7 +562,7 @@ mod tests {
         for status in [429, 500, 502, 503, 504] {
             assert_eq!(retryable(&upstream(status, Some(3)), &trace), Some(Some(3)));
         }
-        for status in [400, 401, 403, 404, 409, 422, 501] {
+        for status in [400, 401, 403, 404, 409, 413, 422, 501] {
             assert_eq!(retryable(&upstream(status, None), &trace), None);
         }
         assert_eq!(

@@ -10,8 +10,8 @@
 //! | `ServiceUnavailableException`, `ModelNotReadyException` | upstream 503 | 502, retried |
 //! | `InternalServerException`, `ModelStreamErrorException` | upstream 500 | 502, retried |
 //! | `ModelTimeoutException` | upstream 504 | 502, retried |
-//! | `ResourceNotFoundException` | upstream 404 | 502 |
-//! | anything else | upstream, with the answer's status | 502 (429 for a 429) |
+//! | `ResourceNotFoundException` | upstream 404 | 404 (a model the caller named that is not there) |
+//! | anything else | upstream, with the answer's status | 502 (429, 400, 404, 413 and 422 as themselves) |
 //!
 //! A signature error's message is cut before the canonical request AWS quotes in it (which
 //! holds the session token when there is one).
