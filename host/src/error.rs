@@ -8,6 +8,10 @@ use crate::plugins::{PluginError, types};
 use crate::redact::Secrets;
 use crate::store::GuardStage;
 
+/// The `code` of a provider plugin's crash (a panic, an uncaught exception, a trap, its CPU
+/// or memory limit), whatever the API surface.
+pub const PLUGIN_ERROR: &str = "plugin_error";
+
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     #[error("the request body is larger than the limit of {0} bytes")]
@@ -223,15 +227,41 @@ impl ApiError {
         self.to_string()
     }
 
+    /// A stable code for errors the status alone does not tell apart, for the body's `code`.
+    pub fn code(&self) -> Option<&'static str> {
+        match self {
+            ApiError::PluginFailed(_) => Some(PLUGIN_ERROR),
+            ApiError::Exhausted { last, .. } => last.code(),
+            _ => None,
+        }
+    }
+
+    /// [`ApiError::message`] as the answer to invocation `invocation_id` says it: a plugin's
+    /// crash points to the log, which has what the plugin's panic or exception said (the
+    /// caller never sees that text: it may quote anything the plugin was sent or holds).
+    pub fn message_for(&self, invocation_id: &uuid::Uuid) -> String {
+        let message = self.message();
+        if self.code() == Some(PLUGIN_ERROR) {
+            format!(
+                "{message} ({PLUGIN_ERROR}: the gateway's log has why, under invocation {invocation_id})"
+            )
+        } else {
+            message
+        }
+    }
+
     /// The gateway's own error body (Commonbase's shape), for its own
     /// endpoints and the Commonbase surface. Another API surface writes its
     /// own shape ([`crate::flow::Surface::error_body`]) from the same status
     /// and message, so that the status of every failure is decided here.
     pub fn body(&self, invocation_id: &uuid::Uuid) -> serde_json::Value {
         let mut body = json!({
-            "error": self.message(),
+            "error": self.message_for(invocation_id),
             "invocationId": invocation_id.to_string(),
         });
+        if let Some(code) = self.code() {
+            body["code"] = json!(code);
+        }
         if let Some(provider_error) = self.provider_error() {
             body["providerError"] = json!(provider_error);
         }
@@ -420,5 +450,25 @@ mod tests {
         };
         assert_eq!(exhausted.status(), StatusCode::BAD_REQUEST);
         assert_eq!(exhausted.provider_error(), Some("limit must be <= 4096"));
+    }
+
+    #[test]
+    fn a_plugin_crash_has_its_code_and_points_to_the_log() {
+        let id = uuid::Uuid::nil();
+        let crashed = ApiError::from(PluginError::Crashed(crate::plugins::Failure::Panicked));
+        assert_eq!(crashed.status(), StatusCode::BAD_GATEWAY);
+        assert_eq!(crashed.code(), Some(PLUGIN_ERROR));
+        let body = crashed.body(&id);
+        assert_eq!(body["code"], json!(PLUGIN_ERROR));
+        let message = body["error"].as_str().unwrap_or_default();
+        assert!(message.contains(&id.to_string()), "{message}");
+        assert!(message.contains("plugin_error"), "{message}");
+        // A provider's own error is no crash.
+        let refused = ApiError::from(PluginError::Provider(types::ProviderError::InvalidRequest(
+            "temperature must be at most 1".into(),
+        )));
+        assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(refused.code(), None);
+        assert_eq!(refused.message_for(&id), "temperature must be at most 1");
     }
 }

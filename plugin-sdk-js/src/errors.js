@@ -7,7 +7,7 @@ const MAX_MESSAGE_CHARS = 1000;
  * Why a call failed; the gateway turns it into the caller's HTTP status: `invalid-request` → 400,
  * `upstream` with status 429 → 429 (with `Retry-After`), with 400, 404, 413 or 422 → that status
  * (the provider refused the caller's request), other `upstream` and `failed` → 502, `timeout` →
- * 504. Throw one from any method of a provider.
+ * 504. Throw one from any method of a provider; any other exception is a bug (see `crash.js`).
  */
 export class ProviderError extends Error {
   /**
@@ -59,19 +59,6 @@ export class ProviderError extends Error {
     }
     return { tag: this.kind, val: this.message };
   }
-}
-
-/**
- * Any error thrown by a provider as the WIT's `provider-error`: a `ProviderError` as it says; any
- * other exception (a bug: a `TypeError`, ...) is `failed`, its message kept, as a Rust plugin's
- * panic is a 502.
- */
-export function toWitError(error) {
-  if (error instanceof ProviderError) {
-    return error.toWit();
-  }
-  const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
-  return { tag: 'failed', val: `the plugin failed: ${message}` };
 }
 
 /**

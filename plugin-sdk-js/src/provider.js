@@ -2,9 +2,9 @@
 // (one upstream request per completion) a whole provider.
 
 import { readCompletion, readStream, Sink } from './answer.js';
-import { ProviderError, toWitError } from './errors.js';
+import { callPlugin, crash } from './crash.js';
+import { ProviderError } from './errors.js';
 import { hostImport } from './host.js';
-import { log } from './log.js';
 
 /**
  * One provider's answer format: what `readCompletion` and `readStream` need to know of it.
@@ -169,28 +169,28 @@ export class HttpProvider extends StreamDecoder {
  *
  *     export const { info, complete, completeStream, embed } = exportProvider(new MyProvider());
  *
- * Thrown `ProviderError`s become the WIT's `provider-error`; any other exception is logged and
- * becomes `failed` (502).
+ * Thrown `ProviderError`s become the WIT's `provider-error`; any other exception is a bug: logged
+ * once and ending the instance (`crash`), the caller gets the gateway's `plugin_error` (502).
  */
 export function exportProvider(provider) {
-  const call = (what, run) => {
+  const call = (run) => {
     try {
-      return run();
+      return callPlugin(run);
     } catch (error) {
       if (!(error instanceof ProviderError)) {
-        log.error(`plugin error in ${what}: ${error?.stack ?? error}`);
+        return crash(error);
       }
       // The bindings return a thrown value's `payload` as the result's error.
-      throw { payload: toWitError(error) };
+      throw { payload: error.toWit() };
     }
   };
   return {
     info: () => provider.info(),
-    complete: (request) => call('complete', () => provider.complete(request)),
+    complete: (request) => call(() => provider.complete(request)),
     completeStream: (request) =>
-      call('complete-stream', () =>
+      call(() =>
         provider.completeStream(request, new Sink((chunk) => hostImport('sink').send(chunk))),
       ),
-    embed: (request) => call('embed', () => provider.embed(request)),
+    embed: (request) => call(() => provider.embed(request)),
   };
 }

@@ -6,7 +6,12 @@ from unittest import mock
 import fake_host  # noqa: F401 (the log, natively)
 from wit_world.imports import guard_types, types
 
+from gateway_plugin import crash
 from gateway_plugin.guard import Guard, allow, deny, guard_world, rewrite, texts
+
+
+class Aborted(Exception):
+    """Stands for the trap `crash.end` ends the instance with."""
 
 
 def message(role, *parts):
@@ -86,19 +91,25 @@ class GuardTest(unittest.TestCase):
         verdict = world.check_response(checked(CHAT), answer("ok", "sk-1!"))
         self.assertEqual(verdict.value.texts, ["ok", "[key]!"])
 
-    def test_a_failing_guard_is_logged_and_raises(self):
+    def test_a_failing_guard_is_logged_once_and_ends_the_instance(self):
         with mock.patch("wit_world.imports.log.log") as log:
-            with self.assertRaises(Exception):
-                guard_world(Redact)().check_request(checked(CHAT, '{"mood": 1}'))
+            with mock.patch.object(crash, "_abort", side_effect=Aborted) as abort:
+                with self.assertRaises(Aborted):
+                    guard_world(Redact)().check_request(checked(CHAT, '{"mood": 1}'))
+        abort.assert_called_once()
+        log.assert_called_once()
+        self.assertTrue(log.call_args.args[1].startswith("guard raised "), log.call_args)
         self.assertIn("unknown setting `mood`", log.call_args.args[1])
 
         class Wrong(Guard):
             def check_response(self, request, answer_):
                 return rewrite(["only one"])
 
-        with mock.patch("wit_world.imports.log.log"):
-            with self.assertRaises(ValueError):
-                guard_world(Wrong)().check_response(checked(CHAT), answer("a", "b"))
+        with mock.patch("wit_world.imports.log.log") as log:
+            with mock.patch.object(crash, "_abort", side_effect=Aborted):
+                with self.assertRaises(Aborted):
+                    guard_world(Wrong)().check_response(checked(CHAT), answer("a", "b"))
+        self.assertIn("ValueError: an answer rewrite has 1 texts", log.call_args.args[1])
 
 
 if __name__ == "__main__":

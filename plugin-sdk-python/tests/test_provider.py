@@ -10,7 +10,7 @@ from componentize_py_types import Err
 import fake_host  # noqa: F401 (the log, natively)
 from wit_world.imports import http, types
 
-from gateway_plugin import ProviderError, embedded_error, openai_usage, upstream_error, usage
+from gateway_plugin import ProviderError, crash, embedded_error, openai_usage, upstream_error, usage
 from gateway_plugin.provider import (
     Answer,
     Call,
@@ -24,6 +24,10 @@ from gateway_plugin.provider import (
     read_stream,
 )
 from gateway_plugin.sse import Event
+
+
+class Aborted(Exception):
+    """Stands for the trap `crash.end` ends the instance with."""
 
 
 def route(settings="", base_url="http://up/v1", api_key="sk-1"):
@@ -331,16 +335,41 @@ class WorldTest(unittest.TestCase):
             caught.exception.value, types.ProviderError_InvalidRequest("echo-py does not support embeddings")
         )
 
-    def test_other_exceptions_are_logged_and_end_the_instance(self):
+    def test_other_exceptions_are_logged_once_and_end_the_instance(self):
+        class Broken(Echo):
+            def request(self, call, stream):
+                return self.lookup({})
+
+            def lookup(self, table):
+                return table["model"]
+
+        with mock.patch("wit_world.imports.log.log") as log:
+            with mock.patch.object(crash, "_abort", side_effect=Aborted) as abort:
+                with self.assertRaises(Aborted):
+                    provider_world(Broken)().complete(self.request())
+        abort.assert_called_once()
+        log.assert_called_once()
+        level, message = log.call_args.args
+        self.assertEqual(level.name, "ERROR")
+        first, *frames = message.splitlines()
+        self.assertEqual(first, "plugin raised KeyError: 'model'")
+        # The plugin's own frames, innermost last; not the SDK's, nor a second traceback.
+        self.assertIn("in request", frames[0])
+        self.assertIn("in lookup", frames[-2])
+        self.assertEqual(frames[-1].strip(), 'return table["model"]')
+        self.assertNotIn("gateway_plugin", message)
+        self.assertNotIn("Traceback", message)
+
+    def test_an_exception_inside_the_sdk_keeps_the_plugins_frames(self):
         answer = http.Response(200, [], iter_body([b"not json"]))
         with mock.patch.object(http, "send", return_value=answer):
             with mock.patch("wit_world.imports.log.log") as log:
-                with self.assertRaises(ValueError):
-                    self.world().complete(self.request())
-        level, message = log.call_args.args
-        self.assertEqual(level.name, "ERROR")
-        self.assertIn("plugin raised Traceback", message)
-        self.assertIn("JSONDecodeError", message)
+                with mock.patch.object(crash, "_abort", side_effect=Aborted):
+                    with self.assertRaises(Aborted):
+                        self.world().complete(self.request())
+        message = log.call_args.args[1]
+        self.assertTrue(message.startswith("plugin raised json.decoder.JSONDecodeError: "), message)
+        self.assertIn("in body", message)
 
     def test_the_caller_leaving_ends_a_stream(self):
         body = iter_body([b'data: {"text":"a"}\n\n', b"data: [DONE]\n\n"])

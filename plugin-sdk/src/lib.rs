@@ -161,8 +161,9 @@
 //!   errors and [`ProviderError::Failed`] → 502, [`ProviderError::Timeout`] →
 //!   504. [`read_completion`] and [`read_stream`] give an error status as
 //!   [`ProviderError::Upstream`] with the provider's message, so a plugin gets
-//!   this mapping without a line of its own. A panic traps the instance and
-//!   becomes a 502.
+//!   this mapping without a line of its own. A panic is logged (its message
+//!   and place) and traps the instance: the caller gets a 502 `plugin_error`
+//!   naming the invocation, not the panic's text.
 //!
 //! # Streaming
 //!

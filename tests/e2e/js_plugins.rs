@@ -8,9 +8,10 @@ use gateway_test_support::scrape::{scrape, value};
 use gateway_test_support::sse::{event_data, split_events};
 use gateway_test_support::upstream::fake_embedding;
 use gateway_test_support::{
-    Gateway, OpenAiUpstream, Reply, Response, Route, assert_error_where, assert_ok,
-    assert_stream_finished, assert_usage, built_plugins_dir, chat_request, list_cost, split_stream,
-    streamed_record, streamed_text, success_record, text_request, unique, with,
+    Gateway, OpenAiUpstream, Reply, Response, Route, assert_crash_logged_once, assert_error_where,
+    assert_ok, assert_plugin_error, assert_stream_finished, assert_usage, built_plugins_dir,
+    chat_request, list_cost, split_stream, streamed_record, streamed_text, success_record,
+    text_request, unique, with,
 };
 use serde_json::{Value, json};
 use std::sync::Once;
@@ -416,4 +417,64 @@ fn is_hot_loaded_into_a_running_gateway_like_any_plugin() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// A JavaScript exception the plugin did not catch (a bug: a `TypeError` naming the prompt)
+/// reaches the caller as the gateway's stable `plugin_error` with the invocation id, on the
+/// Commonbase and the OpenAI surfaces, never as the exception's text; the log has its type,
+/// message and the plugin's own frame once (issue 46 item 15). A deliberate refusal
+/// (`ProviderError.invalidRequest`) is no crash: a 400 with its message.
+#[test]
+fn an_exception_is_a_stable_plugin_error_logged_once() {
+    let upstream = OpenAiUpstream::script(vec![answer("still here", 2, 2)]);
+    let gw = gateway_with(&upstream, |var| {
+        Some(route(HOSTILE, HOSTILE_PLUGIN, &upstream, var))
+    });
+    for stream in [false, true] {
+        let prompt = unique("throw-");
+        let body = with(
+            text_request(&gw.project_id, HOSTILE, MODEL, &prompt),
+            "stream",
+            json!(stream),
+        );
+        let response = gw.post("/completions", &body);
+        let id = assert_plugin_error(&gw, &response, &[&prompt, "TypeError"]);
+        assert_crash_logged_once(
+            &gw,
+            &id,
+            &format!("plugin raised TypeError: can't access property \"{prompt}\""),
+            Some("settingOf@"),
+            &["exportProvider", "callPlugin"],
+        );
+    }
+
+    let prompt = unique("throw-");
+    let body = json!({"model": format!("{HOSTILE}/{MODEL}"), "prompt": prompt});
+    let response = post_openai(&gw, "/v1/completions", &body);
+    assert_eq!(response.status, 502, "{}", response.text());
+    let error = &response.json()["error"];
+    assert_eq!(error["code"], json!("plugin_error"), "{error}");
+    let id = response.header("x-invocation-id").expect("x-invocation-id");
+    assert!(
+        error["message"].as_str().is_some_and(|m| m.contains(id)),
+        "{error}"
+    );
+    assert!(!response.text().contains(&prompt), "{error}");
+    assert_crash_logged_once(&gw, id, &prompt, Some("settingOf@"), &[]);
+
+    let refused = gw.post(
+        "/completions",
+        &text_request(&gw.project_id, HOSTILE, MODEL, "refuse"),
+    );
+    assert_error_where(&refused, 400, "the plugin's reason", |m| {
+        m == "js-hostile refuses this temperature"
+    });
+    assert!(refused.json().get("code").is_none(), "{}", refused.text());
+    let samples = scrape(&gw, None);
+    let traps = value(
+        &samples,
+        "gateway_plugin_traps_total",
+        &[("plugin", HOSTILE_PLUGIN), ("kind", "trap")],
+    );
+    assert_eq!(traps, 3.0, "each exception ended its instance");
 }

@@ -11,9 +11,9 @@ use std::sync::Mutex;
 use gateway_test_support::sse::{event_data, split_events};
 use gateway_test_support::upstream::openai::{legacy_text, slow_word};
 use gateway_test_support::{
-    Gateway, OpenAiUpstream, Reply, Response, Route, assert_error_where, assert_ok,
-    built_plugins_dir, chat_request, split_stream, streamed_text, text_request, unique, with,
-    with_param,
+    Gateway, OpenAiUpstream, Reply, Response, Route, assert_crash_logged_once, assert_error_where,
+    assert_ok, assert_plugin_error, built_plugins_dir, chat_request, split_stream, streamed_text,
+    text_request, unique, with, with_param,
 };
 use serde_json::{Value, json};
 
@@ -480,5 +480,61 @@ fn python_request_to_another_host_is_refused() {
         upstream.requests().is_empty(),
         "the upstream was not asked either"
     );
+    assert_still_serving(&gw, true);
+}
+
+/// A Python exception the plugin did not catch (a bug: a `KeyError` quoting the prompt) reaches
+/// the caller as the gateway's stable `plugin_error` with the invocation id, on the Commonbase
+/// and the OpenAI surfaces, never as the exception's text; the log has the exception's type,
+/// message and the plugin's own frame once, without a second traceback (issue 46 item 15). A
+/// deliberate refusal (`ProviderError.invalid_request`) is no crash: a 400 with its message.
+#[test]
+fn python_exception_is_a_stable_plugin_error_logged_once() {
+    let upstream =
+        OpenAiUpstream::each_call(Reply::openai_answer(MODEL, "still here", usage(1, 2)));
+    let gw = hostile_gateway(&upstream, 128);
+    let prompt = unique("python-raises-");
+    let response = gw.post(
+        "/completions",
+        &text_request(&gw.project_id, "hostile", "raise", &prompt),
+    );
+    let id = assert_plugin_error(&gw, &response, &[&prompt, "KeyError"]);
+    assert_crash_logged_once(
+        &gw,
+        &id,
+        &format!("plugin raised KeyError: '{prompt}'"),
+        Some("in settings_of"),
+        &["Traceback", "unexpected exception", "gateway_plugin"],
+    );
+
+    let prompt = unique("python-raises-");
+    let body = json!({"model": "hostile/raise", "prompt": prompt});
+    let response = post_openai(&gw, "/v1/completions", &body);
+    assert_eq!(response.status, 502, "{}", response.text());
+    let error = &response.json()["error"];
+    assert_eq!(error["code"], json!("plugin_error"), "{error}");
+    assert_eq!(error["type"], json!("api_error"), "{error}");
+    let id = response.header("x-invocation-id").expect("x-invocation-id");
+    assert!(
+        error["message"].as_str().is_some_and(|m| m.contains(id)),
+        "{error}"
+    );
+    assert!(!response.text().contains(&prompt), "{error}");
+    assert_crash_logged_once(
+        &gw,
+        id,
+        &format!("KeyError: '{prompt}'"),
+        Some("in settings_of"),
+        &[],
+    );
+
+    let refused = gw.post(
+        "/completions",
+        &text_request(&gw.project_id, "hostile", "refuse", "hi"),
+    );
+    assert_error_where(&refused, 400, "the plugin's reason", |m| {
+        m == "python-hostile refuses this temperature"
+    });
+    assert!(refused.json().get("code").is_none(), "{}", refused.text());
     assert_still_serving(&gw, true);
 }

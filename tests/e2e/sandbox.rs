@@ -18,9 +18,9 @@ use gateway_test_support::scrape;
 use gateway_test_support::upstream::hostile::{self, HostileUpstream};
 use gateway_test_support::upstream::{OpenAiUpstream, fake_embedding};
 use gateway_test_support::{
-    Connection, Gateway, Response, Route, assert_error_where, assert_ok, built_plugins_dir,
-    embeddings_request, post_with_provider_key, split_stream, streamed_text, text_request, unique,
-    with, with_param,
+    Connection, Gateway, Response, Route, assert_crash_logged_once, assert_error_where, assert_ok,
+    built_plugins_dir, embeddings_request, post_with_provider_key, split_stream, streamed_text,
+    text_request, unique, with, with_param,
 };
 use serde_json::{Value, json};
 
@@ -352,12 +352,24 @@ fn memory_bomb_fails_its_request_and_the_memory_comes_back() {
 
 // ---------------------------------------------------------------- crashes
 
-/// `model` crashes its instance: 502 mentioning one of `needles`.
-fn crash(model: &str, needles: &[&str]) {
+/// `model` crashes its instance: 502 with the stable `plugin_error` code, mentioning one of
+/// `needles`; when the plugin logs what it said (`logged`, a panic's message), the caller does
+/// not get that text and the log has it once, without the wasm backtrace (issue 46 item 15).
+fn crash(model: &str, needles: &[&str], logged: Option<&str>) {
     let upstream = HostileUpstream::start();
     let gw = start(&upstream, vec![]);
     let response = gw.post("/completions", &ask(&gw, HOSTILE, model));
-    expect_failure(&gw, &response, 502, needles);
+    let id = expect_failure(&gw, &response, 502, needles);
+    assert_eq!(
+        response.json()["code"],
+        json!("plugin_error"),
+        "{}",
+        response.text()
+    );
+    if let Some(said) = logged {
+        assert!(!response.text().contains(said), "{}", response.text());
+        assert_crash_logged_once(&gw, &id, said, None, &["wasm backtrace"]);
+    }
     // Streamed, the crash comes before any text: a plain error too.
     let streamed = gw.post_stream(
         "/completions",
@@ -374,17 +386,17 @@ fn crash(model: &str, needles: &[&str]) {
 
 #[test]
 fn panic_is_a_502() {
-    crash("panic", &["panic", "unreachable"]);
+    crash("panic", &["crashed"], Some("hostile: asked to panic"));
 }
 
 #[test]
 fn trap_is_a_502() {
-    crash("trap", &["trap", "unreachable"]);
+    crash("trap", &["crashed"], None);
 }
 
 #[test]
 fn stack_overflow_is_a_502() {
-    crash("stack", &["stack overflow"]);
+    crash("stack", &["stack overflow"], None);
 }
 
 // ---------------------------------------------------------------- hosts

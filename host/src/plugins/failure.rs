@@ -13,7 +13,10 @@ pub enum Failure {
     CpuBudget,
     #[error("stack overflow")]
     StackOverflow,
-    #[error("it panicked (wasm trap: unreachable)")]
+    /// A Rust panic, or an exception the plugin did not catch (the SDKs end the instance
+    /// with this trap once they have logged it): what it said is in the log, not here, since
+    /// it may quote anything the plugin was sent.
+    #[error("it crashed")]
     Panicked,
     /// The store's limiter refused to grow its memory to `asked` bytes.
     #[error("it went over its memory limit ({cause})")]

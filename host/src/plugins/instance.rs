@@ -72,11 +72,16 @@ impl Instance {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => Err(PluginError::Provider(e)),
             Err(e) => {
+                let failure = Failure::of(&e, self.store.data());
+                // One line: the plugin logged its panic or exception itself (the SDKs do),
+                // and the wasm backtrace is the interpreter's for a Python or JavaScript
+                // plugin, hundreds of lines that say nothing of its code.
+                tracing::error!(invocation_id = %ctx.invocation_id, plugin = %plugin.name,
+                    "plugin crashed: {}", ctx.secrets.redact(&failure.to_string()));
                 // A panic message may quote what the plugin was sent.
                 let detail = format!("{e:?}");
-                tracing::error!(invocation_id = %ctx.invocation_id, plugin = %plugin.name,
-                    "plugin crashed: {}", ctx.secrets.redact(&detail));
-                let failure = Failure::of(&e, self.store.data());
+                tracing::debug!(invocation_id = %ctx.invocation_id, plugin = %plugin.name,
+                    "the plugin's crash: {}", ctx.secrets.redact(&detail));
                 plugin.stats.crashed(&failure);
                 Err(PluginError::Crashed(failure))
             }

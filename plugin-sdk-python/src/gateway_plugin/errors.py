@@ -3,9 +3,9 @@
 Raise a `ProviderError` anywhere in a provider; the SDK hands it to the gateway, which answers
 the caller with its status: `invalid_request` 400, `upstream` 429 as 429 (with `Retry-After`),
 400, 404, 413 and 422 as themselves (the provider refused the caller's request) and other
-statuses 502, `failed` 502, `timeout` 504. Any other exception is a bug: the SDK logs
-its traceback through the gateway's log and lets it end the instance (a trap: 502), as a panic
-does in a Rust plugin.
+statuses 502, `failed` 502, `timeout` 504. Any other exception is a bug: the SDK logs it once
+(`crash`) and ends the instance, as a panic does in a Rust plugin; the caller gets a 502
+`plugin_error`.
 """
 
 import json

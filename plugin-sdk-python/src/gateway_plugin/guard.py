@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 from wit_world.imports import guard_types, types
 
-from . import log
+from . import crash, log
 from .common import json_object, settings_object
 
 __all__ = [
@@ -174,19 +174,13 @@ class Guard:
         return Allow()
 
 
-def _report(error: BaseException) -> None:
-    try:
-        log.error(f"guard raised {type(error).__name__}: {error}")
-    except BaseException:  # noqa: BLE001 (the trap follows)
-        pass
-
-
 def _checked(action: Any) -> Any:
+    """Runs an export; an exception is a bug, logged once and ending the instance
+    (`crash.end`): the guard failed, and the gateway refuses the request unchecked."""
     try:
         return action()
-    except BaseException as e:
-        _report(e)
-        raise
+    except BaseException as e:  # noqa: BLE001 (every exception ends the check)
+        crash.end(e, "guard")
 
 
 def guard_world(guard: type) -> type:

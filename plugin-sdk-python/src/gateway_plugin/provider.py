@@ -17,7 +17,6 @@ named `WitWorld` of the app module as the component's `provider` world.
 """
 
 import json
-import traceback
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from componentize_py_types import Err
@@ -25,7 +24,7 @@ from wit_world.imports import http as _http
 from wit_world.imports import sink as _sink
 from wit_world.imports import types
 
-from . import log
+from . import crash, log
 from .common import (
     finish_reason,
     json_object,
@@ -813,31 +812,18 @@ class HttpProvider(StreamDecoder):
         raise ProviderError.invalid_request(f"{self.NAME} does not support embeddings")
 
 
-def _report(error: BaseException) -> None:
-    """Logs an exception that is about to end the instance, so the operator sees why a call
-    failed with 502 (the gateway's log carries the invocation id)."""
-    try:
-        if isinstance(error, MemoryError):
-            message = "plugin raised MemoryError"
-        else:
-            message = "plugin raised " + "".join(traceback.format_exception(error)).strip()
-        log.error(message)
-    except BaseException:  # noqa: BLE001 (nothing more to do: the trap follows)
-        pass
-
-
 def run(action: Callable[[], Any]) -> Any:
     """Runs an export: a `ProviderError` becomes the WIT error the gateway expects; any other
-    exception is logged, then ends the instance (a trap: the gateway answers 502)."""
+    exception is a bug, logged once and ending the instance (`crash.end`: the caller gets the
+    gateway's `plugin_error`, 502)."""
     try:
         return action()
     except ProviderError as e:
         raise Err(e.to_wit()) from None
     except Err:
         raise
-    except BaseException as e:
-        _report(e)
-        raise
+    except BaseException as e:  # noqa: BLE001 (every exception ends the call)
+        crash.end(e)
 
 
 def provider_world(provider: type) -> type:

@@ -9,6 +9,8 @@ The request's model picks the attack:
 | `loop`      | spins forever in the interpreter, never calling the host |
 | `memory`    | allocates 1 MiB blocks, writing each, keeping them all |
 | `forbidden` | sends `GET` to `providerConfig.params.url` (default `http://127.0.0.1:1/`), a host the route does not allow; answers `reached URL: HTTP STATUS` if the gateway let it through |
+| `raise`     | a bug: looks up a missing key, so a `KeyError` quoting the prompt escapes the plugin |
+| `refuse`    | refuses the request as invalid (`ProviderError.invalid_request`), a deliberate 400 |
 | any other   | answers `ok` |
 """
 
@@ -22,7 +24,7 @@ from gateway_plugin.provider import (
     types,
 )
 
-MODELS = ["loop", "memory", "forbidden", "ok"]
+MODELS = ["loop", "memory", "forbidden", "raise", "refuse", "ok"]
 DEFAULT_FORBIDDEN_URL = "http://127.0.0.1:1/"
 
 
@@ -47,6 +49,15 @@ def forbidden(call: Call) -> str:
     return f"reached {url}: HTTP {response.status}"
 
 
+def settings_of(call: Call) -> dict:
+    # The prompt as a key nobody set: the KeyError's message quotes it.
+    return {}[call.text]
+
+
+def raise_key_error(call: Call) -> str:
+    return settings_of(call)["model"]
+
+
 class Hostile:
     def info(self):
         models = [types.ModelPrice(model, 0.0, 0.0) for model in MODELS]
@@ -57,6 +68,10 @@ class Hostile:
             spin()
         if call.model == "memory":
             memory_bomb()
+        if call.model == "raise":
+            raise_key_error(call)
+        if call.model == "refuse":
+            raise ProviderError.invalid_request("python-hostile refuses this temperature")
         text = forbidden(call) if call.model == "forbidden" else "ok"
         answer = Answer(call.model)
         answer.text(0, text)

@@ -391,3 +391,76 @@ pub fn open_stream_with_provider_key(gw: &Gateway, provider_key: &str, body: &Va
         body,
     )
 }
+
+/// Asserts a plugin's crash as the Commonbase API answers it (issue 46 item 15): 502 with the
+/// stable `code` `plugin_error`, a message naming the invocation, and none of `raw` (what the
+/// plugin's exception said) in the body or the record's error. Returns the invocation id.
+pub fn assert_plugin_error(gw: &Gateway, response: &Response, raw: &[&str]) -> String {
+    let id = assert_error_where(response, 502, "the invocation", |_| true);
+    let body = response.json();
+    assert_eq!(body["code"], json!("plugin_error"), "{body}");
+    let message = body["error"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("plugin_error") && message.contains(&id),
+        "{body}"
+    );
+    let record = gw.wait_for_record(&id, |r| r["status"] == json!("error"));
+    assert_eq!(record["httpStatus"], json!(502), "{record}");
+    let recorded = format!("{} {}", record["error"], record["providerError"]);
+    for text in raw {
+        assert!(
+            !response.text().contains(text),
+            "the body quotes {text:?}: {body}"
+        );
+        assert!(
+            !recorded.contains(text),
+            "the record's error quotes {text:?}: {record}"
+        );
+    }
+    id
+}
+
+/// Asserts the gateway's log tells invocation `id`'s crash once: one line saying `exception`
+/// (the plugin's exception, its type and message) and the invocation, followed by the plugin's
+/// frames, `frame` among them when given; and no other line saying `exception` or `also_not`.
+pub fn assert_crash_logged_once(
+    gw: &Gateway,
+    id: &str,
+    exception: &str,
+    frame: Option<&str>,
+    also_not: &[&str],
+) {
+    // The host's line comes after the plugin's.
+    let crashed = format!("plugin crashed: it crashed invocation_id={id}");
+    let logs = || gw.logs();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !logs().contains(&crashed) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no crash of {id} logged:\n{}",
+            logs()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let logs = logs();
+    let lines: Vec<&str> = logs.lines().collect();
+    let told: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].contains(exception))
+        .collect();
+    assert_eq!(told.len(), 1, "the exception is logged once:\n{logs}");
+    // The frames follow the first line (whose span names the request), up to the line of the
+    // fields that end the log record.
+    let rest = &lines[told[0] + 1..];
+    let end = rest.iter().position(|line| line.contains("invocation_id="));
+    let record = lines[told[0]..=told[0] + end.map_or(0, |end| end + 1)].join("\n");
+    assert!(record.contains(&format!("invocation_id={id}")), "{record}");
+    if let Some(frame) = frame {
+        assert!(
+            record.contains(frame),
+            "the plugin's frame {frame:?} is logged:\n{record}"
+        );
+    }
+    for text in also_not {
+        assert!(!logs.contains(text), "the log says {text:?}:\n{logs}");
+    }
+}

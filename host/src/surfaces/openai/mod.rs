@@ -42,7 +42,7 @@ pub struct Embeddings(Body<EmbeddingFields>);
 /// An error of one of this surface's paths that no request flow answers
 /// (a wrong method), in OpenAI's shape.
 pub fn error_response(error: &ApiError, id: &Uuid) -> Response<crate::http::Body> {
-    crate::http::error_response_with_body(error, &response::error_body(error), id)
+    crate::http::error_response_with_body(error, &response::error_body(error, id), id)
 }
 
 /// Where `model` points, with the rest of the body as the plugin's parameters.
@@ -172,8 +172,8 @@ impl<F: CompletionFields> Surface for Completion<F> {
     fn ask(self, _: Kind, config: &Config) -> Result<Ask<CompletionAnswer, Infallible>, ApiError> {
         self.0.fields.ask(config.max_part_bytes.get())
     }
-    fn error_body(error: &ApiError, _: &Uuid) -> serde_json::Value {
-        response::error_body(error)
+    fn error_body(error: &ApiError, invocation_id: &Uuid) -> serde_json::Value {
+        response::error_body(error, invocation_id)
     }
 }
 
@@ -220,7 +220,7 @@ impl Surface for Embeddings {
             },
         })
     }
-    fn error_body(error: &ApiError, _: &Uuid) -> serde_json::Value {
-        response::error_body(error)
+    fn error_body(error: &ApiError, invocation_id: &Uuid) -> serde_json::Value {
+        response::error_body(error, invocation_id)
     }
 }

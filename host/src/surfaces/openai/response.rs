@@ -437,8 +437,8 @@ impl CompletionCodec for CompletionAnswer {
         frame.freeze()
     }
 
-    fn error_frame(&mut self, error: &ApiError, _: &Uuid) -> Bytes {
-        sse_frame(&error_body(error))
+    fn error_frame(&mut self, error: &ApiError, invocation_id: &Uuid) -> Bytes {
+        sse_frame(&error_body(error, invocation_id))
     }
 }
 
@@ -489,10 +489,10 @@ impl EmbeddingCodec for EmbeddingAnswer {
     }
 }
 
-/// An error as OpenAI writes it. The status is the error's own
-/// ([`ApiError::status`]); `type` and `code` follow it so that OpenAI's
-/// clients raise their typed exceptions.
-pub fn error_body(error: &ApiError) -> Value {
+/// An error as OpenAI writes it, of invocation `invocation_id`. The status is the error's own
+/// ([`ApiError::status`]); `type` and `code` follow it so that OpenAI's clients raise their
+/// typed exceptions.
+pub fn error_body(error: &ApiError, invocation_id: &Uuid) -> Value {
     let status = error.status().as_u16();
     let (kind, code) = match (error, status) {
         (ApiError::UnknownModel(_) | ApiError::UnknownRoute(_), _) => {
@@ -507,7 +507,7 @@ pub fn error_body(error: &ApiError) -> Value {
         (_, 429) => ("rate_limit_error", Some("rate_limit_exceeded")),
         (_, 503) => ("server_error", None),
         (_, 504) => ("api_error", Some("timeout")),
-        (_, 500..) => ("api_error", None),
+        (_, 500..) => ("api_error", error.code()),
         _ => ("invalid_request_error", None),
     };
     let param = match error {
@@ -517,7 +517,7 @@ pub fn error_body(error: &ApiError) -> Value {
         ApiError::UnknownModel(_) | ApiError::UnknownRoute(_) => json!("model"),
         _ => Value::Null,
     };
-    let mut message = error.message();
+    let mut message = error.message_for(invocation_id);
     if let Some(provider) = error.provider_error()
         && !message.contains(provider)
     {
@@ -814,21 +814,24 @@ mod tests {
 
     #[test]
     fn errors_take_openai_types_and_codes() {
-        let body = error_body(&ApiError::UnknownModel("x".into()));
+        let body = error_body(&ApiError::UnknownModel("x".into()), &Uuid::nil());
         assert_eq!(body["error"]["code"], json!("model_not_found"));
         assert_eq!(body["error"]["param"], json!("model"));
-        let body = error_body(&ApiError::Upstream {
-            status: 429,
-            message: "slow down".into(),
-            retry_after: Some(3),
-        });
+        let body = error_body(
+            &ApiError::Upstream {
+                status: 429,
+                message: "slow down".into(),
+                retry_after: Some(3),
+            },
+            &Uuid::nil(),
+        );
         assert_eq!(body["error"]["type"], json!("rate_limit_error"));
         assert!(
             body["error"]["message"]
                 .as_str()
                 .is_some_and(|m| m.contains("slow down"))
         );
-        let body = error_body(&ApiError::InvalidKey);
+        let body = error_body(&ApiError::InvalidKey, &Uuid::nil());
         assert_eq!(body["error"]["type"], json!("authentication_error"));
     }
 }

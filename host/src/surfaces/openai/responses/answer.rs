@@ -461,7 +461,7 @@ impl CompletionCodec for ResponseAnswer {
         let mut out = Vec::new();
         let model = self.model.clone();
         self.start(&mut out, &id, &model);
-        let body = error_body(error);
+        let body = error_body(error, invocation_id);
         let detail = body.get("error").cloned().unwrap_or(Value::Null);
         let code = detail
             .get("code")

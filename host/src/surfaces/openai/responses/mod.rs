@@ -176,8 +176,8 @@ impl Surface for Responses {
             codec: ResponseAnswer::new(echo, context),
         })
     }
-    fn error_body(error: &ApiError, _: &Uuid) -> serde_json::Value {
-        error_body(error)
+    fn error_body(error: &ApiError, invocation_id: &Uuid) -> serde_json::Value {
+        error_body(error, invocation_id)
     }
 }
 

@@ -1,0 +1,55 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { callPlugin, describe } from '../src/crash.js';
+import { installHost } from '../src/host.js';
+import { exportProvider } from '../src/provider.js';
+import { ProviderError } from '../src/errors.js';
+
+function lookup(table) {
+  return table.model.name;
+}
+
+function complete() {
+  return lookup({});
+}
+
+function thrownBy(run) {
+  try {
+    callPlugin(run);
+  } catch (error) {
+    return error;
+  }
+  throw new Error('nothing was thrown');
+}
+
+test("a crash is told by its type, its message and the plugin's frames only", () => {
+  const lines = describe(thrownBy(() => complete())).split('\n');
+  assert.match(lines[0], /^plugin raised TypeError: .*name/);
+  assert.match(lines[1], /lookup/);
+  assert.match(lines[2], /complete/);
+  // The arrow calling the plugin, `callPlugin` and what called it are the SDK's.
+  assert.equal(lines.length, 3, lines.join('\n'));
+  assert.equal(describe('a string'), 'plugin raised string: a string');
+});
+
+test('an exception is logged once and ends the instance; a ProviderError is the error', async () => {
+  const logged = [];
+  installHost({ log: { log: (level, message) => logged.push([level, message]), enabled: () => true } });
+  const { complete: exported, embed } = exportProvider({
+    complete: () => complete(),
+    embed: () => {
+      throw ProviderError.invalidRequest('no embeddings here');
+    },
+  });
+  const ended = exported({});
+  assert.ok(ended instanceof Promise, 'the export returns a promise that never settles');
+  const settled = await Promise.race([ended.then(() => 'settled'), new Promise((r) => setTimeout(() => r('pending'), 10))]);
+  assert.equal(settled, 'pending');
+  assert.equal(logged.length, 1);
+  assert.equal(logged[0][0], 'error');
+  assert.match(logged[0][1], /^plugin raised TypeError: [^\n]*\n {2}.*lookup/);
+  assert.throws(() => embed({}), (thrown) => thrown.payload.tag === 'invalid-request' && thrown.payload.val === 'no embeddings here');
+  assert.equal(logged.length, 1);
+  installHost({ log: undefined });
+});
