@@ -397,9 +397,13 @@ mod tests {
     use super::*;
 
     fn target(index: usize, weight: u32) -> Target {
+        target_at(index, weight, "http://127.0.0.1:9/v1")
+    }
+
+    fn target_at(index: usize, weight: u32, base_url: &str) -> Target {
         Target::new(
             index,
-            Some("http://127.0.0.1:9/v1"),
+            Some(base_url),
             Sandbox::new(
                 crate::plugins::AllowedHosts::none(),
                 crate::plugins::Limits::default(),
@@ -532,20 +536,7 @@ mod tests {
         ] {
             assert_eq!(masked_url(url), shown, "{url}");
         }
-        let view = Target::new(
-            0,
-            Some("https://u:hunter2@h.example/v1?key=k3y/"),
-            Sandbox::new(
-                crate::plugins::AllowedHosts::none(),
-                crate::plugins::Limits::default(),
-            )
-            .expect("a sandbox"),
-            None,
-            ("{}".to_owned(), Vec::new()),
-            1,
-            Arc::new(Health::default()),
-        )
-        .view(None);
+        let view = target_at(0, 1, "https://u:hunter2@h.example/v1?key=k3y/").view(None);
         assert_eq!(view.base_url, "https://u:••••@h.example/v1?key=••••");
     }
 
