@@ -678,3 +678,76 @@ fn a_conversation_over_max_conversation_bytes_is_refused_and_a_kept_one_counts_i
         }
     }
 }
+
+#[test]
+fn each_turn_keeps_its_own_items_once_and_a_deleted_turn_is_named_when_continued() {
+    let upstream =
+        OpenAiUpstream::each_call(Reply::openai_answer("gpt-4o-mini", "Noted.", json!({})));
+    let gw = Gateway::builder()
+        .route(Route::openai("gpt", &upstream.base_url("/v1")))
+        .start();
+    // A 200 KB first turn, continued ten times with a few bytes each: kept whole at each
+    // turn (as before), the database would hold 2.2 MB of conversations; each turn apart,
+    // the first one's 200 KB once.
+    let long = "x".repeat(200_000);
+    let mut ids = vec![
+        respond(&gw, &json!({"model": "gpt/gpt-4o-mini", "input": long}))["id"]
+            .as_str()
+            .expect("an id")
+            .to_owned(),
+    ];
+    for turn in 1..=10 {
+        let next = respond(
+            &gw,
+            &json!({"model": "gpt/gpt-4o-mini", "previous_response_id": ids.last(),
+                "input": format!("turn {turn}")}),
+        );
+        assert_eq!(next["previous_response_id"], json!(ids.last()));
+        ids.push(next["id"].as_str().expect("an id").to_owned());
+    }
+    let kept_bytes = gw.number("SELECT CAST(sum(length(context)) AS BIGINT) FROM responses");
+    assert!(
+        (200_000..300_000).contains(&kept_bytes),
+        "the kept turns hold {kept_bytes} bytes"
+    );
+    // The last call had the whole conversation: 11 user turns, 10 answers between them.
+    let sent = upstream.requests().last().expect("calls").json();
+    let messages = sent["messages"].as_array().expect("messages");
+    assert_eq!(messages.len(), 21, "{:?}", &messages[1..]);
+    assert_eq!(messages[0]["content"], long.as_str());
+    assert_eq!(messages[19]["content"], "Noted.");
+    assert_eq!(messages[20]["content"], "turn 10");
+
+    // A turn deleted: those after it are still read back, but their conversation cannot be
+    // continued (a 400 naming the deleted one); those before it continue as ever.
+    let deleted = &ids[5];
+    let response = request(
+        &gw,
+        "DELETE",
+        &format!("/v1/responses/{deleted}"),
+        &gw.key,
+        None,
+    );
+    assert_eq!(response.status, 200, "{}", response.text());
+    let later = ok(&kept(&gw, &gw.key, &ids[8]));
+    assert_eq!(later["id"], ids[8].as_str());
+    let refused = respond_as(
+        &gw,
+        &gw.key,
+        &json!({"model": "gpt/gpt-4o-mini", "previous_response_id": ids[8], "input": "more"}),
+    );
+    assert_eq!(refused_param(&refused), "previous_response_id");
+    let message = refused.json()["error"]["message"].to_string();
+    assert!(
+        message.contains(deleted.as_str()) && message.contains("deleted"),
+        "{message}"
+    );
+    let calls = upstream.requests().len();
+    respond(
+        &gw,
+        &json!({"model": "gpt/gpt-4o-mini", "previous_response_id": ids[4], "input": "more"}),
+    );
+    assert_eq!(upstream.requests().len(), calls + 1);
+    let sent = upstream.requests().last().expect("calls").json();
+    assert_eq!(sent["messages"].as_array().map(Vec::len), Some(11));
+}

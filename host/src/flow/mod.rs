@@ -33,7 +33,7 @@ use crate::http::{Body, error_response_with_body, json_text_response};
 use crate::inflight::{ITEM_BYTES, MEDIA_ITEM_BYTES};
 use crate::plugins::types;
 use crate::state::AppState;
-use crate::store::{KeyScope, StoredResponse, TokenUsage};
+use crate::store::{Conversation, KeyRecord, KeyScope, TokenUsage};
 use crate::traces::Answer;
 use call::Call;
 
@@ -128,20 +128,32 @@ pub trait Surface: Sized {
     fn previous(&self) -> Option<&str> {
         None
     }
-    /// The conversation of the kept answer [`Surface::previous`] named.
-    fn continue_from(&mut self, earlier: StoredResponse) -> Result<(), ApiError> {
-        let _ = earlier;
+    /// The conversation of the kept answer [`Surface::previous`] named: each turn's
+    /// [`Kept::context`], the first turn first.
+    fn continue_from(&mut self, turns: Vec<String>) -> Result<(), ApiError> {
+        let _ = turns;
         Ok(())
     }
 }
 
 /// What a surface keeps of an answer for later requests, beside its record (the
-/// Responses API's `store`): the answer's id and the conversation so far (JSON).
+/// Responses API's `store`): the answer's id and this turn of the conversation (JSON).
 /// The flow stores it, with the answer as the caller got it, before the caller
 /// has all of it, so that the next request finds it on any replica.
 pub struct Kept {
     pub id: String,
+    /// This turn's items: the request's own and the answer's, not those it continues.
     pub context: String,
+    /// What it continues, if it continues a kept answer.
+    pub parent: Option<Parent>,
+}
+
+/// The kept answer a [`Kept`] one continues.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parent {
+    pub id: String,
+    /// The bytes of its whole conversation, as loaded.
+    pub conversation_bytes: u64,
 }
 
 /// What every answer of one request shares.
@@ -328,6 +340,52 @@ struct Answered {
     limits: HeaderMap,
 }
 
+/// The conversation of the kept response `previous` names, for `key`: its size, read alone,
+/// is held to `max_conversation_bytes` before any of it is loaded.
+async fn continued(
+    state: &AppState,
+    config: &Config,
+    key: &KeyRecord,
+    previous: &str,
+    body_bytes: usize,
+) -> Result<Vec<String>, ApiError> {
+    let not_found = || ApiError::InvalidParam {
+        param: "previous_response_id".into(),
+        message: format!("previous response with id {previous:?} not found"),
+    };
+    let head = state.store.response_head(&key.project_id, previous).await?;
+    // Another scope's is not found, as another project's: its conversation would reach
+    // the caller through the model, and a refusal would tell that it exists.
+    let head = head.filter(|head| key.scope.allows_origin(&head.origin));
+    let head = head.ok_or_else(not_found)?;
+    let size = usize::try_from(head.conversation_bytes).unwrap_or(usize::MAX);
+    let cap = config.max_conversation_bytes.get();
+    if size.saturating_add(body_bytes) > cap {
+        return Err(ApiError::InvalidParam {
+            param: "previous_response_id".into(),
+            message: format!(
+                "the conversation of previous response {previous:?} is {size} bytes, which \
+                 with this request's is over the gateway's max_conversation_bytes ({cap}): \
+                 start a new conversation, without previous_response_id"
+            ),
+        });
+    }
+    match state.store.conversation(&key.project_id, previous).await? {
+        // Deleted since its head was read.
+        None => Err(not_found()),
+        Some(Conversation::Whole(turns)) => Ok(turns),
+        Some(Conversation::Broken { deleted }) => Err(ApiError::InvalidParam {
+            param: "previous_response_id".into(),
+            message: format!(
+                "previous response {previous:?} continues response {deleted:?}, which was \
+                 deleted (by DELETE /v1/responses/{{id}} or the gateway's \
+                 record_retention_days): its conversation cannot be continued; \
+                 start a new conversation, without previous_response_id"
+            ),
+        }),
+    }
+}
+
 impl Answered {
     fn set_headers(self, headers: &mut HeaderMap) {
         self.served.set_headers(headers);
@@ -466,33 +524,15 @@ async fn flow<S: Surface>(
     draft.user(body.user_id());
     body.check_project(&key.project_id)?;
     let mut body = body;
-    if let Some(previous) = body.previous() {
-        let earlier = state.store.response(&key.project_id, previous).await?;
-        // Another scope's is not found, as another project's: its conversation would reach
-        // the caller through the model, and a refusal would tell that it exists.
-        let earlier = earlier.filter(|earlier| key.scope.allows_origin(&earlier.origin));
-        let earlier = earlier.ok_or_else(|| ApiError::InvalidParam {
-            param: "previous_response_id".into(),
-            message: format!("previous response with id {previous:?} not found"),
-        })?;
+    if let Some(previous) = body.previous().map(str::to_owned) {
+        let conversation = continued(state, config, &key, &previous, body_bytes).await?;
+        let size: usize = conversation.iter().map(String::len).sum();
         // The conversation goes to the plugin with the new turn: it is held like a body.
-        let size = earlier.context.len();
-        let cap = config.max_conversation_bytes.get();
-        if size.saturating_add(body_bytes) > cap {
-            return Err(ApiError::InvalidParam {
-                param: "previous_response_id".into(),
-                message: format!(
-                    "the conversation of previous response {previous:?} is {size} bytes, which \
-                     with this request's is over the gateway's max_conversation_bytes ({cap}): \
-                     start a new conversation, without previous_response_id"
-                ),
-            });
-        }
         held += size;
         if !inflight.grow(size, inflight_limit) {
             return Err(ApiError::BodiesInFlight(inflight_limit));
         }
-        body.continue_from(earlier)?;
+        body.continue_from(conversation)?;
     }
     let target = body.target(config)?;
     let route = live.routes.get(&target.route)?;

@@ -300,13 +300,20 @@ pub async fn save(state: &AppState, finished: Finished) {
 /// later `previous_response_id` naming it is refused as unknown.
 pub async fn keep(state: &AppState, draft: &Draft, answer: &str, kept: super::Kept) {
     let project_id = draft.record.project_id.clone().unwrap_or_default();
+    let context = draft.redact_answer(kept.context);
+    let (parent, earlier) = match kept.parent {
+        Some(parent) => (Some(parent.id), parent.conversation_bytes),
+        None => (None, 0),
+    };
     let stored = StoredResponse {
         id: kept.id,
         project_id,
         invocation_id: draft.id(),
         created_at_ms: draft.record.created_at_ms,
         body: answer.to_owned(),
-        context: draft.redact_answer(kept.context),
+        conversation_bytes: earlier.saturating_add(context.len() as u64),
+        context,
+        parent,
         // The route and model that served it (a fallback's, which the key's scope allowed).
         origin: Origin {
             route: draft.record.route.clone(),

@@ -627,11 +627,44 @@ pub struct StoredResponse {
     pub created_at_ms: i64,
     /// The response object as the caller got it (JSON text), for `GET /v1/responses/{id}`.
     pub body: String,
-    /// The conversation a `previous_response_id` continues: the request's input items
-    /// (its own earlier ones included) followed by the output items, as a JSON array text.
+    /// This turn of the conversation a `previous_response_id` continues: the request's own
+    /// input items followed by the output items, as a JSON array text. The turns before it
+    /// are its `parent`'s (and theirs), each kept once however many turns continue it.
     pub context: String,
+    /// The kept response this one continued (its `previous_response_id`), if any.
+    pub parent: Option<String>,
+    /// The bytes of the whole conversation up to and with this turn: its `context` and its
+    /// parents'. What a continuation would load, told before loading it.
+    pub conversation_bytes: u64,
     /// What it was made with, which a key's scope is held to.
     pub origin: Origin,
+}
+
+/// The most turns a conversation is read back through: the parents of a response are older
+/// ones, so they end; this only bounds a walk through rows written by hand.
+pub const CONVERSATION_TURNS: i32 = 1_000_000;
+
+/// What a continuation checks of the kept response it names before loading its conversation
+/// ([`Store::response_head`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResponseHead {
+    pub origin: Origin,
+    /// [`StoredResponse::conversation_bytes`].
+    pub conversation_bytes: u64,
+}
+
+/// A kept response's conversation, read from its turn back through its parents
+/// ([`Store::conversation`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Conversation {
+    /// Every turn's items (a JSON array text each), the first turn first.
+    Whole(Vec<String>),
+    /// A response it continues was deleted (by `DELETE /v1/responses/{id}` or retention):
+    /// the turns before it are gone, so the conversation cannot be continued.
+    Broken {
+        /// The id of the deleted response.
+        deleted: String,
+    },
 }
 
 /// The route and model that served a kept response (its record's `route` and `model`): a key
@@ -1079,16 +1112,31 @@ impl Store {
         }
     }
 
-    /// What the kept response `id` of `project_id` was made with, if there is one: what
-    /// [`Store::response`] reads without the response itself (which may be large).
-    pub async fn response_origin(
+    /// What the kept response `id` of `project_id` was made with and how large its
+    /// conversation is, if there is one: what [`Store::response`] and
+    /// [`Store::conversation`] read without the texts (which may be large).
+    pub async fn response_head(
         &self,
         project_id: &str,
         id: &str,
-    ) -> Result<Option<Origin>, StoreError> {
+    ) -> Result<Option<ResponseHead>, StoreError> {
         match &self.backend {
-            Backend::Sqlite(db) => db.response_origin(project_id, id),
-            Backend::Postgres(db) => db.response_origin(project_id, id).await,
+            Backend::Sqlite(db) => db.response_head(project_id, id),
+            Backend::Postgres(db) => db.response_head(project_id, id).await,
+        }
+    }
+
+    /// The conversation the kept response `id` of `project_id` ends (None when absent or
+    /// another project's): its turn and those of the responses it continues, in one query.
+    /// A walk stops after [`CONVERSATION_TURNS`] turns.
+    pub async fn conversation(
+        &self,
+        project_id: &str,
+        id: &str,
+    ) -> Result<Option<Conversation>, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => db.conversation(project_id, id),
+            Backend::Postgres(db) => db.conversation(project_id, id).await,
         }
     }
 

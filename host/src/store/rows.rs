@@ -13,8 +13,9 @@ use uuid::Uuid;
 
 use super::report::{self, Cursor, GroupBy, UsageTally};
 use super::{
-    Attempt, CacheStatus, GuardOutcome, Invocation, InvocationStatus, KeyInfo, KeyRecord, KeyScope,
-    LimitUpdate, Origin, Project, StoredResponse, TokenUsage, UsageTotals,
+    Attempt, CacheStatus, Conversation, GuardOutcome, Invocation, InvocationStatus, KeyInfo,
+    KeyRecord, KeyScope, LimitUpdate, Origin, Project, ResponseHead, StoredResponse, TokenUsage,
+    UsageTotals,
 };
 use crate::limits::LimitSet;
 
@@ -164,13 +165,31 @@ pub(super) fn stored_response<R: StoredRow + ?Sized>(row: &R) -> Result<StoredRe
         created_at_ms: row.integer(3)?,
         body: row.text(4)?,
         context: row.text(5)?,
-        origin: origin(row, 6)?,
+        parent: row.optional_text(6)?,
+        conversation_bytes: row.integer(7)?.max(0) as u64,
+        origin: origin(row, 8)?,
     })
 }
 
-/// The row of [`super::sql::RESPONSE_ORIGIN`].
-pub(super) fn response_origin<R: StoredRow + ?Sized>(row: &R) -> Result<Origin, R::Error> {
-    origin(row, 0)
+/// The row of [`super::sql::RESPONSE_HEAD`].
+pub(super) fn response_head<R: StoredRow + ?Sized>(row: &R) -> Result<ResponseHead, R::Error> {
+    Ok(ResponseHead {
+        origin: origin(row, 0)?,
+        conversation_bytes: row.integer(2)?.max(0) as u64,
+    })
+}
+
+/// The rows of [`super::sql::CONVERSATION`], each `(parent, context)`, the first turn first.
+pub(super) fn conversation(rows: Vec<(Option<String>, String)>) -> Option<Conversation> {
+    let (first_parent, _) = rows.first()?;
+    if let Some(deleted) = first_parent {
+        return Some(Conversation::Broken {
+            deleted: deleted.clone(),
+        });
+    }
+    Some(Conversation::Whole(
+        rows.into_iter().map(|(_, context)| context).collect(),
+    ))
 }
 
 /// A kept response's route and model, the columns from `at` on.

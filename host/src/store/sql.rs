@@ -146,26 +146,42 @@ pub(super) static USAGE_SINCE: Sql = Sql::new(
      FROM invocations WHERE project_id = $1 AND created_at >= $2",
 );
 
-/// Keeps a response, replacing one of the same id (a retried write): `$1` to `$8` are the
+/// Keeps a response, replacing one of the same id (a retried write): `$1` to `$10` are the
 /// columns in [`RESPONSE`]'s order. `excluded` (the row that was refused) is both dialects'.
 pub(super) static PUT_RESPONSE: Sql = Sql::new(
-    "INSERT INTO responses (id, project_id, invocation_id, created_at, body, context, route,
-        model)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+    "INSERT INTO responses (id, project_id, invocation_id, created_at, body, context, parent,
+        conversation_bytes, route, model)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
      ON CONFLICT (id) DO UPDATE SET project_id = excluded.project_id,
         invocation_id = excluded.invocation_id, created_at = excluded.created_at,
-        body = excluded.body, context = excluded.context, route = excluded.route,
+        body = excluded.body, context = excluded.context, parent = excluded.parent,
+        conversation_bytes = excluded.conversation_bytes, route = excluded.route,
         model = excluded.model",
 );
 /// The kept response `$1` of project `$2`, as [`super::rows::stored_response`] reads it.
 pub(super) static RESPONSE: Sql = Sql::new(
-    "SELECT id, project_id, invocation_id, created_at, body, context, route, model
+    "SELECT id, project_id, invocation_id, created_at, body, context, parent,
+        conversation_bytes, route, model
      FROM responses WHERE id = $1 AND project_id = $2",
 );
-/// What the kept response `$1` of project `$2` was made with, as
-/// [`super::rows::response_origin`] reads it.
-pub(super) static RESPONSE_ORIGIN: Sql =
-    Sql::new("SELECT route, model FROM responses WHERE id = $1 AND project_id = $2");
+/// What the kept response `$1` of project `$2` was made with and how large its conversation
+/// is, as [`super::rows::response_head`] reads it.
+pub(super) static RESPONSE_HEAD: Sql = Sql::new(
+    "SELECT route, model, conversation_bytes FROM responses WHERE id = $1 AND project_id = $2",
+);
+/// The conversation of the kept response `$1` of project `$2`: its turn and its parents',
+/// each row `parent, context`, the first turn first, at most `$3` + 1 of them. When the first
+/// row still names a parent, that parent is gone (or the walk reached `$3`).
+pub(super) static CONVERSATION: Sql = Sql::new(
+    "WITH RECURSIVE chain(parent, context, depth) AS (
+        SELECT parent, context, 0 FROM responses WHERE id = $1 AND project_id = $2
+        UNION ALL
+        SELECT r.parent, r.context, chain.depth + 1
+          FROM responses r JOIN chain ON r.id = chain.parent
+         WHERE r.project_id = $2 AND chain.depth < $3
+     )
+     SELECT parent, context FROM chain ORDER BY depth DESC",
+);
 /// Deletes the kept response `$1` of project `$2`.
 pub(super) static DELETE_RESPONSE: Sql =
     Sql::new("DELETE FROM responses WHERE id = $1 AND project_id = $2");

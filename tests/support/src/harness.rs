@@ -627,21 +627,26 @@ impl Gateway {
     /// How many rows `table` of the gateway's database holds (`api_keys`: every key made,
     /// revoked or not), read from the database itself rather than through the gateway.
     pub fn row_count(&self, table: &str) -> u64 {
-        let sql = format!("SELECT count(*) FROM {table}");
+        let count = self.number(&format!("SELECT count(*) FROM {table}"));
+        u64::try_from(count).unwrap_or_else(|_| panic!("{table}: a count of {count}"))
+    }
+
+    /// The whole number `sql` selects (one row, one column), read from the gateway's
+    /// database itself: `SELECT count(*) ...`, `SELECT CAST(sum(...) AS BIGINT) ...`.
+    pub fn number(&self, sql: &str) -> i64 {
         match &self.database {
             GatewayDatabase::Sqlite => {
                 let db = rusqlite::Connection::open(self.dir.path().join("gateway.db"))
                     .expect("open the gateway's SQLite database");
-                db.query_row(&sql, [], |row| row.get::<_, i64>(0))
-                    .map(|n| n as u64)
+                db.query_row(sql, [], |row| row.get::<_, i64>(0))
                     .unwrap_or_else(|e| panic!("{sql}: {e}"))
             }
-            GatewayDatabase::Postgres { url, .. } => postgres::simple_query(url, &sql)
+            GatewayDatabase::Postgres { url, .. } => postgres::simple_query(url, sql)
                 .unwrap_or_else(|e| panic!("{sql}: {e}"))
                 .first()
                 .and_then(|row| row.first().cloned().flatten())
-                .and_then(|count| count.parse().ok())
-                .unwrap_or_else(|| panic!("{sql}: no count")),
+                .and_then(|number| number.parse().ok())
+                .unwrap_or_else(|| panic!("{sql}: no number")),
         }
     }
 

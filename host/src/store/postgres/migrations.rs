@@ -142,6 +142,15 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
            model = (SELECT i.model FROM invocations i WHERE i.id = responses.invocation_id)
      WHERE EXISTS (SELECT 1 FROM invocations i WHERE i.id = responses.invocation_id);
 "#,
+    // Each kept response keeps its own turn only (its `context`), with the response it
+    // continued (`parent`) and the bytes of its whole conversation; one kept before is its
+    // conversation's only turn.
+    r#"
+    ALTER TABLE responses
+        ADD COLUMN parent TEXT,
+        ADD COLUMN conversation_bytes BIGINT NOT NULL DEFAULT 0;
+    UPDATE responses SET conversation_bytes = octet_length(context);
+"#,
 ];
 
 pub(super) const BACKEND: &str = "PostgreSQL";

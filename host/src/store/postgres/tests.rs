@@ -290,6 +290,8 @@ async fn nul_in_a_kept_response_is_stored_as_a_replacement_character() {
         created_at_ms: 1,
         body: "raw\0body".into(),
         context: "[\0]".into(),
+        parent: Some("resp_\0".into()),
+        conversation_bytes: 3,
         origin: Default::default(),
     };
     pg.put_response(&response).await.unwrap();
@@ -298,7 +300,10 @@ async fn nul_in_a_kept_response_is_stored_as_a_replacement_character() {
         (read.body.as_str(), read.context.as_str()),
         ("raw\u{FFFD}body", "[\u{FFFD}]")
     );
+    assert_eq!(read.parent.as_deref(), Some("resp_\u{FFFD}"));
     assert_eq!(pg.response("p", "resp_\0").await.unwrap(), None);
+    assert_eq!(pg.conversation("p", "resp_\0").await.unwrap(), None);
+    assert_eq!(pg.response_head("p\0", &response.id).await.unwrap(), None);
     assert_eq!(pg.response("p\0", &response.id).await.unwrap(), None);
     assert!(!pg.delete_response("p\0", &response.id).await.unwrap());
     assert!(pg.delete_response("p", &response.id).await.unwrap());

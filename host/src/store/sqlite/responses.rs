@@ -7,7 +7,7 @@ use rusqlite::{OptionalExtension, params};
 use super::{Sqlite, lock, opened};
 use crate::store::rows as read;
 use crate::store::sql::{self, Dialect};
-use crate::store::{Origin, StoreError, StoredResponse};
+use crate::store::{CONVERSATION_TURNS, Conversation, ResponseHead, StoreError, StoredResponse};
 
 const SQLITE: Dialect = Dialect::Sqlite;
 
@@ -26,6 +26,8 @@ impl Sqlite {
             response.created_at_ms,
             response.body,
             response.context,
+            response.parent,
+            i64::try_from(response.conversation_bytes).unwrap_or(i64::MAX),
             response.origin.route,
             response.origin.model,
         ])?;
@@ -44,16 +46,31 @@ impl Sqlite {
             .optional()?)
     }
 
-    pub(in crate::store) fn response_origin(
+    pub(in crate::store) fn response_head(
         &self,
         project_id: &str,
         id: &str,
-    ) -> Result<Option<Origin>, StoreError> {
+    ) -> Result<Option<ResponseHead>, StoreError> {
         let conn = lock(&self.reader);
-        let mut stmt = conn.prepare_cached(sql::RESPONSE_ORIGIN.text(SQLITE))?;
+        let mut stmt = conn.prepare_cached(sql::RESPONSE_HEAD.text(SQLITE))?;
         Ok(stmt
-            .query_row(params![id, project_id], |row| read::response_origin(row))
+            .query_row(params![id, project_id], |row| read::response_head(row))
             .optional()?)
+    }
+
+    pub(in crate::store) fn conversation(
+        &self,
+        project_id: &str,
+        id: &str,
+    ) -> Result<Option<Conversation>, StoreError> {
+        let conn = lock(&self.reader);
+        let mut stmt = conn.prepare_cached(sql::CONVERSATION.text(SQLITE))?;
+        let rows = stmt
+            .query_map(params![id, project_id, CONVERSATION_TURNS], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(read::conversation(rows))
     }
 
     pub(in crate::store) fn delete_response(

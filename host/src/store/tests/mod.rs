@@ -74,6 +74,7 @@ on_both_backends! {
     responses::a_response_is_deleted_once_and_only_by_its_project,
     responses::responses_before_a_cutoff_are_deleted_a_limit_at_a_time,
     responses::a_retention_pass_deletes_old_responses_with_old_records,
+    responses::a_conversation_is_read_through_its_parents_and_a_deleted_one_breaks_it,
     schema::reopening_does_not_rerun_migrations,
     schema::a_v1_database_migrates_to_v2_and_keeps_its_keys_and_records,
     schema::a_v2_database_migrates_to_v3_and_keeps_its_records,
@@ -83,6 +84,7 @@ on_both_backends! {
     schema::a_v6_database_migrates_to_v7_and_its_records_gain_the_cache_columns,
     schema::a_v7_database_migrates_to_v8_and_gains_console_sign_outs,
     schema::a_v8_database_migrates_to_v9_and_kept_responses_gain_their_route_and_model,
+    schema::a_v9_database_migrates_to_v10_and_its_kept_conversations_continue_whole,
 }
 
 /// Where a case's database is, and what differs between the backends' databases.
@@ -117,6 +119,8 @@ pub(super) enum Before {
     SignOuts,
     /// Before kept responses' route and model.
     ResponseOrigin,
+    /// Before kept responses kept their own turn only, with their parent.
+    ResponseTurns,
 }
 
 impl Harness {
@@ -216,6 +220,7 @@ impl Harness {
             (Place::Sqlite { .. }, Before::Cache) => 7,
             (Place::Sqlite { .. }, Before::SignOuts) => 8,
             (Place::Sqlite { .. }, Before::ResponseOrigin) => 9,
+            (Place::Sqlite { .. }, Before::ResponseTurns) => 10,
             (Place::Postgres(_), Before::Limits) => 1,
             (Place::Postgres(_), Before::Attempts) => 2,
             (Place::Postgres(_), Before::Responses) => 3,
@@ -224,6 +229,7 @@ impl Harness {
             (Place::Postgres(_), Before::Cache) => 6,
             (Place::Postgres(_), Before::SignOuts) => 7,
             (Place::Postgres(_), Before::ResponseOrigin) => 8,
+            (Place::Postgres(_), Before::ResponseTurns) => 9,
         }
     }
 

@@ -7,14 +7,17 @@ use uuid::Uuid;
 
 use super::Harness;
 use crate::store::retention::{Pass, pass};
-use crate::store::{Invocation, Origin, Store, StoredResponse};
+use crate::store::{Conversation, Invocation, Origin, ResponseHead, Store, StoredResponse};
 
 /// A kept response of `project`, created at `created_at_ms`, with a new id.
 fn kept(project: &str, created_at_ms: i64) -> StoredResponse {
     let id = format!("resp_{}", Uuid::now_v7().simple());
+    let context = r#"[{"role":"user","content":"hi"},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"hello"}]}]"#;
     StoredResponse {
         body: format!(r#"{{"id":"{id}","object":"response","status":"completed","output":[]}}"#),
-        context: r#"[{"role":"user","content":"hi"},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"hello"}]}]"#.into(),
+        context: context.into(),
+        parent: None,
+        conversation_bytes: context.len() as u64,
         id,
         project_id: project.into(),
         invocation_id: Uuid::now_v7(),
@@ -51,12 +54,15 @@ pub(super) async fn a_kept_response_is_read_back_by_its_project_only(h: &Harness
         Some(mine.clone())
     );
 
-    // What it was made with, read alone.
+    // What it was made with and its conversation's size, read alone.
     assert_eq!(
-        store.response_origin("p1", &mine.id).await.unwrap(),
-        Some(mine.origin.clone())
+        store.response_head("p1", &mine.id).await.unwrap(),
+        Some(ResponseHead {
+            origin: mine.origin.clone(),
+            conversation_bytes: mine.conversation_bytes
+        })
     );
-    assert_eq!(store.response_origin("p2", &mine.id).await.unwrap(), None);
+    assert_eq!(store.response_head("p2", &mine.id).await.unwrap(), None);
 
     // Another project's, an unknown id and the id in another case are absent alike.
     assert_eq!(store.response("p2", &mine.id).await.unwrap(), None);
@@ -75,11 +81,8 @@ pub(super) async fn a_kept_response_is_read_back_by_its_project_only(h: &Harness
     // What no stored id can be (SQL's wildcards, NUL) finds nothing, and is no error.
     for id in ["%", "resp_%", "_", "resp\0", "' OR 1=1 --"] {
         assert_eq!(store.response("p1", id).await.unwrap(), None, "{id:?}");
-        assert_eq!(
-            store.response_origin("p1", id).await.unwrap(),
-            None,
-            "{id:?}"
-        );
+        assert_eq!(store.response_head("p1", id).await.unwrap(), None, "{id:?}");
+        assert_eq!(store.conversation("p1", id).await.unwrap(), None, "{id:?}");
         assert!(!store.delete_response("p1", id).await.unwrap(), "{id:?}");
     }
     assert_eq!(store.response("p1\0", &mine.id).await.unwrap(), None);
@@ -302,4 +305,82 @@ pub(super) async fn a_retention_pass_deletes_old_responses_with_old_records(h: &
         }
     );
     assert_eq!(h.count("SELECT count(*) FROM responses").await, 3);
+}
+
+/// A turn of `parent`'s conversation: its own items only.
+fn continuing(parent: &StoredResponse, context: &str) -> StoredResponse {
+    StoredResponse {
+        context: context.into(),
+        parent: Some(parent.id.clone()),
+        conversation_bytes: parent.conversation_bytes + context.len() as u64,
+        ..kept(&parent.project_id, parent.created_at_ms + 1)
+    }
+}
+
+pub(super) async fn a_conversation_is_read_through_its_parents_and_a_deleted_one_breaks_it(
+    h: &Harness,
+) {
+    let store = h.open().await;
+    let first = kept("p1", 1_000);
+    let second = continuing(&first, r#"[{"role":"user","content":"two"}]"#);
+    let third = continuing(&second, r#"[{"role":"user","content":"three"}]"#);
+    // Another branch from the same turn: each continuation keeps its own turn only.
+    let branch = continuing(&first, r#"[{"role":"user","content":"other"}]"#);
+    for response in [&first, &second, &third, &branch] {
+        store.put_response(response.clone()).await.unwrap();
+    }
+    let turns = |rs: &[&StoredResponse]| {
+        Some(Conversation::Whole(
+            rs.iter().map(|r| r.context.clone()).collect(),
+        ))
+    };
+    assert_eq!(
+        store.conversation("p1", &third.id).await.unwrap(),
+        turns(&[&first, &second, &third])
+    );
+    assert_eq!(
+        store.conversation("p1", &branch.id).await.unwrap(),
+        turns(&[&first, &branch])
+    );
+    assert_eq!(
+        store.conversation("p1", &first.id).await.unwrap(),
+        turns(&[&first])
+    );
+    // Read through another handle too; another project reads none of it.
+    assert_eq!(
+        h.open().await.conversation("p1", &third.id).await.unwrap(),
+        turns(&[&first, &second, &third])
+    );
+    assert_eq!(store.conversation("p2", &third.id).await.unwrap(), None);
+    let head = store.response_head("p1", &third.id).await.unwrap().unwrap();
+    let whole: usize = [&first, &second, &third]
+        .iter()
+        .map(|r| r.context.len())
+        .sum();
+    assert_eq!(head.conversation_bytes, whole as u64);
+
+    // A deleted turn leaves the later ones readable, their conversation broken at it.
+    assert!(store.delete_response("p1", &second.id).await.unwrap());
+    assert_eq!(
+        store.response("p1", &third.id).await.unwrap(),
+        Some(third.clone())
+    );
+    assert_eq!(
+        store.conversation("p1", &third.id).await.unwrap(),
+        Some(Conversation::Broken {
+            deleted: second.id.clone()
+        })
+    );
+    assert_eq!(
+        store.conversation("p1", &branch.id).await.unwrap(),
+        turns(&[&first, &branch])
+    );
+    // The first turn gone by retention breaks the branch too.
+    assert_eq!(store.delete_responses_before(1_001, 10).await.unwrap(), 1);
+    assert_eq!(
+        store.conversation("p1", &branch.id).await.unwrap(),
+        Some(Conversation::Broken {
+            deleted: first.id.clone()
+        })
+    );
 }

@@ -171,6 +171,8 @@ pub(super) async fn a_v3_database_migrates_to_v4_and_gains_kept_responses(h: &Ha
         created_at_ms: 20,
         body: "{}".into(),
         context: "[]".into(),
+        parent: None,
+        conversation_bytes: 2,
         origin: Origin {
             route: Some("r".into()),
             model: Some("m".into()),
@@ -387,7 +389,62 @@ pub(super) async fn a_v8_database_migrates_to_v9_and_kept_responses_gain_their_r
     .await;
     let store = h.open().await;
     let before = h.version_of(Before::ResponseOrigin);
-    // The responses' origin was the last migration of both.
+    assert_eq!(
+        store.migrated(),
+        Migrated {
+            from: before,
+            to: h.known_version()
+        }
+    );
+    assert_eq!(h.schema_version().await, h.known_version());
+    // Filled from the record; without one, unknown.
+    let origin = |route: &str, model: &str| Origin {
+        route: Some(route.into()),
+        model: Some(model.into()),
+    };
+    let kept = store.response("p1", with_record).await.unwrap().unwrap();
+    assert_eq!(kept.origin, origin("openai", "gpt-4o"));
+    assert_eq!(
+        store
+            .response_head("p1", with_record)
+            .await
+            .unwrap()
+            .map(|head| head.origin),
+        Some(origin("openai", "gpt-4o"))
+    );
+    let kept = store.response("p1", without).await.unwrap().unwrap();
+    assert_eq!(kept.origin, Origin::default());
+    assert_eq!(
+        store
+            .response_head("p1", without)
+            .await
+            .unwrap()
+            .map(|head| head.origin),
+        Some(Origin::default())
+    );
+    assert_eq!(store.response_head("p2", without).await.unwrap(), None);
+}
+
+pub(super) async fn a_v9_database_migrates_to_v10_and_its_kept_conversations_continue_whole(
+    h: &Harness,
+) {
+    h.create_old_schema(Before::ResponseTurns).await;
+    // Kept before: the whole conversation in one response's context.
+    let (old, context) = (
+        "resp_0123456789abcdef0123456789abcdef",
+        r#"[{"role":"user","content":"héllo"},{"type":"message","role":"assistant","content":[]}]"#,
+    );
+    h.execute(&format!(
+        "INSERT INTO projects (id, name, created_at) VALUES ('p1', 'old', 5);
+         INSERT INTO responses (id, project_id, invocation_id, created_at, body, context, route,
+            model)
+            VALUES ('{old}', 'p1', '{}', 10, '{{}}', '{context}', 'r', 'm');",
+        Uuid::now_v7()
+    ))
+    .await;
+    let store = h.open().await;
+    let before = h.version_of(Before::ResponseTurns);
+    // Kept responses' turns apart were the last migration of both.
     assert_eq!(
         store.migrated(),
         Migrated {
@@ -397,22 +454,24 @@ pub(super) async fn a_v8_database_migrates_to_v9_and_kept_responses_gain_their_r
     );
     assert_eq!(h.known_version(), before + 1);
     assert_eq!(h.schema_version().await, before + 1);
-    // Filled from the record; without one, unknown.
-    let origin = |route: &str, model: &str| Origin {
-        route: Some(route.into()),
-        model: Some(model.into()),
-    };
-    let kept = store.response("p1", with_record).await.unwrap().unwrap();
-    assert_eq!(kept.origin, origin("openai", "gpt-4o"));
+    // It is its conversation's only turn, its size in bytes (not characters) told.
+    let kept = store.response("p1", old).await.unwrap().unwrap();
     assert_eq!(
-        store.response_origin("p1", with_record).await.unwrap(),
-        Some(origin("openai", "gpt-4o"))
+        (kept.parent, kept.conversation_bytes),
+        (None, context.len() as u64)
     );
-    let kept = store.response("p1", without).await.unwrap().unwrap();
-    assert_eq!(kept.origin, Origin::default());
     assert_eq!(
-        store.response_origin("p1", without).await.unwrap(),
-        Some(Origin::default())
+        store.response_head("p1", old).await.unwrap(),
+        Some(crate::store::ResponseHead {
+            origin: Origin {
+                route: Some("r".into()),
+                model: Some("m".into()),
+            },
+            conversation_bytes: context.len() as u64,
+        })
     );
-    assert_eq!(store.response_origin("p2", without).await.unwrap(), None);
+    assert_eq!(
+        store.conversation("p1", old).await.unwrap(),
+        Some(crate::store::Conversation::Whole(vec![context.to_owned()]))
+    );
 }

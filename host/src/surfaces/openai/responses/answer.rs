@@ -17,7 +17,7 @@ use uuid::Uuid;
 use super::super::response::{completion_id, error_body, unix_now};
 use super::request::REDACTED;
 use crate::error::ApiError;
-use crate::flow::{CompletionCodec, Envelope, Kept, Metered};
+use crate::flow::{CompletionCodec, Envelope, Kept, Metered, Parent};
 use crate::plugins::types;
 use crate::store::TokenUsage;
 use crate::surfaces::blocks::{Block, BlockEvents, Blocks, Kind, first_choice};
@@ -30,9 +30,9 @@ pub struct ResponseAnswer {
     /// settings).
     echo: Map<String, Value>,
     created_at: u64,
-    /// The conversation to keep: the earlier response's items and this
-    /// request's input. `None`: `store` is false.
-    context: Option<Vec<Value>>,
+    /// This turn's input items to keep, with the response it continues. `None`: `store` is
+    /// false.
+    keep: Option<ToKeep>,
     /// `response.created` and `response.in_progress` went out.
     started: bool,
     /// The model the stream's response object names.
@@ -41,6 +41,14 @@ pub struct ResponseAnswer {
     events: Events,
     /// The last frame went out: the events' items are the whole output.
     finished: bool,
+}
+
+/// What a kept answer keeps beside its output: this request's input items (not those of the
+/// responses it continues, kept with them), and the response it continues.
+#[derive(Debug)]
+pub struct ToKeep {
+    pub input: Vec<Value>,
+    pub parent: Option<Parent>,
 }
 
 /// The Responses API's events for output items, numbered, with the items they closed.
@@ -295,11 +303,11 @@ impl BlockEvents for Events {
 }
 
 impl ResponseAnswer {
-    pub fn new(echo: Map<String, Value>, context: Option<Vec<Value>>) -> ResponseAnswer {
+    pub fn new(echo: Map<String, Value>, keep: Option<ToKeep>) -> ResponseAnswer {
         ResponseAnswer {
             echo,
             created_at: unix_now(),
-            context,
+            keep,
             started: false,
             model: String::new(),
             blocks: Blocks::default(),
@@ -478,14 +486,15 @@ impl CompletionCodec for ResponseAnswer {
     }
 
     fn keep(&self, envelope: &Envelope<'_>, completion: &types::Completion) -> Option<Kept> {
-        let input = self.context.as_ref()?;
+        let keep = self.keep.as_ref()?;
         let output = self.output(envelope.invocation_id, completion);
-        let mut items = Vec::with_capacity(input.len() + output.len());
-        items.extend(input.iter());
+        let mut items = Vec::with_capacity(keep.input.len() + output.len());
+        items.extend(keep.input.iter());
         items.extend(output.iter());
         Some(Kept {
             id: response_id(envelope.invocation_id),
             context: serde_json::to_string(&items).unwrap_or_else(|_| "[]".into()),
+            parent: keep.parent.clone(),
         })
     }
 }

@@ -24,17 +24,20 @@ use super::request::Body;
 use super::response::error_body;
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::flow::{Ask, Kind, Surface, Target};
+use crate::flow::{Ask, Kind, Parent, Surface, Target};
 use crate::state::AppState;
-use crate::store::{KeyRecord, StoredResponse};
-use answer::ResponseAnswer;
+use crate::store::KeyRecord;
+use answer::{ResponseAnswer, ToKeep};
 use request::ResponsesFields;
 
 /// `POST /v1/responses`: a chat completion, whole or streamed, kept unless `store` is false.
 pub struct Responses {
     body: Body<ResponsesFields>,
-    /// The items of the response `previous_response_id` names, as it kept them.
+    /// The items of the response `previous_response_id` names and of those it continues,
+    /// as they kept them.
     earlier: Vec<Value>,
+    /// What `previous_response_id` names, with the bytes its conversation was read from.
+    parent: Option<Parent>,
 }
 
 impl Responses {
@@ -117,6 +120,7 @@ impl Surface for Responses {
         Ok(Responses {
             body,
             earlier: Vec::new(),
+            parent: None,
         })
     }
     fn user_id(&self) -> Option<&str> {
@@ -140,13 +144,24 @@ impl Surface for Responses {
     fn previous(&self) -> Option<&str> {
         self.body.fields.previous_response_id.as_deref()
     }
-    fn continue_from(&mut self, earlier: StoredResponse) -> Result<(), ApiError> {
-        self.earlier = serde_json::from_str(&earlier.context).map_err(|e| {
-            ApiError::Internal(format!(
-                "the kept response {} does not read: {e}",
-                earlier.id
-            ))
-        })?;
+    fn continue_from(&mut self, turns: Vec<String>) -> Result<(), ApiError> {
+        let Some(id) = self.body.fields.previous_response_id.clone() else {
+            return Ok(());
+        };
+        let mut bytes = 0;
+        for turn in turns {
+            bytes += turn.len() as u64;
+            let items: Vec<Value> = serde_json::from_str(&turn).map_err(|e| {
+                ApiError::Internal(format!(
+                    "the conversation of the kept response {id} does not read: {e}"
+                ))
+            })?;
+            self.earlier.extend(items);
+        }
+        self.parent = Some(Parent {
+            id,
+            conversation_bytes: bytes,
+        });
         Ok(())
     }
     fn ask(
@@ -166,14 +181,19 @@ impl Surface for Responses {
             earlier,
             config.max_part_bytes.get(),
         )?;
-        // Kept, the items are stored as they came; else they go now (their media is decoded).
-        let context = self.store().then_some(items);
+        // Kept, this request's items are stored as they came (the earlier ones are their
+        // responses'); else they go now (their media is decoded).
+        let keep = self.store().then(|| ToKeep {
+            input: items.split_off(earlier),
+            parent: self.parent.take(),
+        });
+        let fields = &self.body.fields;
         Ok(Ask::Complete {
             prompt,
             functions: request::functions(fields)?,
             function_choice: request::function_choice(fields)?,
             reasoning: request::reasoning(fields)?,
-            codec: ResponseAnswer::new(echo, context),
+            codec: ResponseAnswer::new(echo, keep),
         })
     }
     fn error_body(error: &ApiError, invocation_id: &Uuid) -> serde_json::Value {
@@ -226,8 +246,8 @@ pub async fn delete(
 ) -> Response<crate::http::Body> {
     let result = async {
         let key = caller(&state, &request).await?;
-        let origin = state.store.response_origin(&key.project_id, id).await?;
-        if !origin.is_some_and(|origin| key.scope.allows_origin(&origin)) {
+        let head = state.store.response_head(&key.project_id, id).await?;
+        if !head.is_some_and(|head| key.scope.allows_origin(&head.origin)) {
             return Err(not_found(id));
         }
         match state.store.delete_response(&key.project_id, id).await? {
