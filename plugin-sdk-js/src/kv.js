@@ -1,8 +1,13 @@
 // State a plugin keeps between requests (each request has a fresh instance): an access token
 // minted by one request, used by the next ones until it expires. Entries belong to the route and
-// plugin of the call, live in one gateway process's memory and are bounded per route.
+// plugin of the call, live in one gateway process's memory and are bounded per route. A credential
+// the plugin mints is also declared with `secret`, so that the gateway redacts it from what the
+// route's requests answer, record and log; `getOrRefresh` does both.
 
 import { hostImport } from './host.js';
+
+/** How long after its time to live a value `getOrRefresh` minted is still redacted. */
+export const SECRET_GRACE_MS = 15 * 60 * 1000;
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -38,8 +43,22 @@ export const kv = {
   },
 
   /**
-   * The text under `key`, or `refresh()`'s `{value, ttlMs}` kept there and returned: a token
-   * minted once and reused until it expires.
+   * Declares `value` a secret of the route for `ttlMs` milliseconds (0: until the route's
+   * plugins have declared 64 newer ones): from now on, this request included, the gateway
+   * replaces it with `[redacted]` in everything the route's requests answer, record and log.
+   * Call it for every credential the plugin mints and sends upstream. A value shorter than 8
+   * bytes or longer than 16 KiB is not taken (the gateway logs a warning).
+   * @param {string} value
+   * @param {number} [ttlMs]
+   */
+  secret(value, ttlMs = 0) {
+    hostImport('kv').secret(value, BigInt(Math.max(0, Math.floor(ttlMs))));
+  },
+
+  /**
+   * The text under `key`, or `refresh()`'s `{value, ttlMs}`: declared secret for its lifetime
+   * and `SECRET_GRACE_MS` more, kept for `ttlMs` (0: until evicted) and returned: a
+   * token minted once and reused until it expires.
    */
   getOrRefresh(key, refresh) {
     const kept = kv.getText(key);
@@ -47,6 +66,7 @@ export const kv = {
       return kept;
     }
     const { value, ttlMs } = refresh();
+    kv.secret(value, ttlMs > 0 ? ttlMs + SECRET_GRACE_MS : 0);
     kv.set(key, value, ttlMs);
     return value;
   },

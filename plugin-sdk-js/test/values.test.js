@@ -121,3 +121,29 @@ test('exported functions drive an HttpProvider through the host', () => {
   assert.throws(() => embed({}), (thrown) => thrown.payload.tag === 'invalid-request');
   assert.equal(Response.fromChunks(200, [], ['a', '', 'b']).text(), 'ab');
 });
+
+test('kv.getOrRefresh declares what it mints secret, once, for its lifetime and a grace', async () => {
+  const { kv, SECRET_GRACE_MS } = await import('../src/kv.js');
+  const entries = new Map();
+  const secrets = [];
+  installHost({
+    kv: {
+      get: (key) => entries.get(key),
+      set: (key, value, ttl) => entries.set(key, value),
+      delete: (key) => entries.delete(key),
+      secret: (value, ttl) => secrets.push([value, ttl]),
+    },
+  });
+  let minted = 0;
+  for (let i = 0; i < 3; i += 1) {
+    const token = kv.getOrRefresh('t', () => {
+      minted += 1;
+      return { value: 'ya29.minted', ttlMs: 60_000 };
+    });
+    assert.equal(token, 'ya29.minted');
+  }
+  assert.equal(minted, 1);
+  assert.deepEqual(secrets, [['ya29.minted', BigInt(60_000 + SECRET_GRACE_MS)]]);
+  kv.secret('declared-by-hand', 5);
+  assert.deepEqual(secrets.at(-1), ['declared-by-hand', 5n]);
+});

@@ -432,5 +432,8 @@ export const kv: {
   getText(key: string): string | undefined;
   set(key: string, value: string | Uint8Array, ttlMs?: number): void;
   delete(key: string): void;
+  /** Declares a minted credential secret: the gateway redacts it from the route's answers, records and logs. */
+  secret(value: string, ttlMs?: number): void;
+  /** The kept text, or `refresh()`'s value: declared secret, kept for `ttlMs` (0: until evicted). */
   getOrRefresh(key: string, refresh: () => { value: string; ttlMs: number }): string;
 };

@@ -438,3 +438,28 @@ class OutputTest(unittest.TestCase):
         body = b'{"max_completion_tokens": 5, "max_completion_tokens": 500}'
         with self.assertRaises(ProviderError):
             check_output(types.OutputLimit(50, 1), self.fields, body)
+
+
+class MintedSecretsTest(unittest.TestCase):
+    """What `kv.get_or_refresh` mints is declared secret for its lifetime and a grace, once."""
+
+    def test_a_minted_value_is_declared_secret_once_and_kept(self):
+        from gateway_plugin import kv
+        from wit_world.imports import kv as host
+
+        entries, secrets = {}, []
+        with mock.patch.object(host, "get", side_effect=entries.get), mock.patch.object(
+            host, "set", side_effect=lambda key, value, ttl: entries.__setitem__(key, value)
+        ), mock.patch.object(
+            host, "secret", side_effect=lambda value, ttl: secrets.append((value, ttl)), create=True
+        ):
+            minted = []
+            for _ in range(3):
+                token = kv.get_or_refresh("t", lambda: minted.append(1) or ("ya29.minted", 60_000))
+                self.assertEqual(token, b"ya29.minted")
+            self.assertEqual(len(minted), 1)
+            self.assertEqual(secrets, [("ya29.minted", 60_000 + kv.SECRET_GRACE_MS)])
+            # Used once (no lifetime): declared until displaced, not kept.
+            self.assertEqual(kv.get_or_refresh("once", lambda: ("once-token", 0)), b"once-token")
+            self.assertNotIn("once", entries)
+            self.assertEqual(secrets[-1], ("once-token", 0))

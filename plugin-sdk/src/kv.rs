@@ -46,8 +46,24 @@ pub fn delete(key: &str) {
     imp::delete(key);
 }
 
+/// Declares `value` a secret of the route for `ttl` (zero: until the route's plugins have
+/// declared 64 newer ones): from now on, this request included, the gateway replaces it with
+/// `[redacted]` in everything the route's requests answer, record and log, as it does the
+/// route's configured keys. Call it for every credential the plugin mints and sends upstream;
+/// [`get_or_refresh`] and [`get_or_refresh_with`] call it for what they mint. A value shorter
+/// than 8 bytes or longer than 16 KiB is not taken (the gateway logs a warning).
+pub fn secret(value: &str, ttl: Duration) {
+    imp::secret(value, millis(ttl));
+}
+
+/// How long after its `ttl` a value [`get_or_refresh_with`] minted is still redacted: a
+/// request that read it just before it expired may still be answering with it.
+pub const SECRET_GRACE: Duration = Duration::from_secs(15 * 60);
+
 /// The value under `key`; when there is none, `mint` makes it and it is kept
 /// for `ttl` (zero: not kept). An error of `mint` is returned and nothing is kept.
+/// What `mint` makes is a credential: it is declared [`secret`] (when it is text) for its
+/// `ttl` and [`SECRET_GRACE`] more.
 pub fn get_or_refresh<E>(
     key: &str,
     ttl: Duration,
@@ -67,16 +83,32 @@ pub fn get_or_refresh_with<E>(
         return Ok(value);
     }
     let (value, ttl) = mint()?;
+    if let Ok(text) = std::str::from_utf8(&value) {
+        let lifetime = if ttl.is_zero() {
+            ttl
+        } else {
+            ttl.saturating_add(SECRET_GRACE)
+        };
+        secret(text, lifetime);
+    }
     if !ttl.is_zero() {
         set(key, &value, ttl);
     }
     Ok(value)
 }
 
-/// Empties the current thread's store (native builds only: unit tests).
+/// Empties the current thread's store and its declared secrets (native builds only: unit
+/// tests).
 #[cfg(not(target_arch = "wasm32"))]
 pub fn clear() {
     imp::clear();
+}
+
+/// The secrets declared on the current thread, each with its time to live in milliseconds,
+/// in order (native builds only: a plugin's unit tests check that it declares what it mints).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn declared_secrets() -> Vec<(String, u64)> {
+    imp::secrets()
 }
 
 /// Milliseconds, at least 1 for a non-zero duration (zero means "no expiry").
@@ -102,6 +134,10 @@ mod imp {
     pub fn delete(key: &str) {
         host::delete(key);
     }
+
+    pub fn secret(value: &str, ttl_ms: u64) {
+        host::secret(value, ttl_ms);
+    }
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -115,6 +151,15 @@ mod imp {
 
     thread_local! {
         static ENTRIES: RefCell<Entries> = RefCell::new(HashMap::new());
+        static SECRETS: RefCell<Vec<(String, u64)>> = const { RefCell::new(Vec::new()) };
+    }
+
+    pub fn secret(value: &str, ttl_ms: u64) {
+        SECRETS.with_borrow_mut(|secrets| secrets.push((value.to_owned(), ttl_ms)));
+    }
+
+    pub fn secrets() -> Vec<(String, u64)> {
+        SECRETS.with_borrow(Clone::clone)
     }
 
     pub fn get(key: &str) -> Option<Vec<u8>> {
@@ -145,6 +190,7 @@ mod imp {
 
     pub fn clear() {
         ENTRIES.with_borrow_mut(HashMap::clear);
+        SECRETS.with_borrow_mut(Vec::clear);
     }
 }
 
@@ -190,6 +236,27 @@ mod tests {
         let once = get_or_refresh_with("z", || Ok::<_, ()>((b"z".to_vec(), Duration::ZERO)));
         assert_eq!(once.as_deref(), Ok(&b"z"[..]));
         assert_eq!(get("z"), None);
+        // Still a secret, until newer ones displace it.
+        assert_eq!(declared_secrets(), [("z".to_owned(), 0)]);
+    }
+
+    #[test]
+    fn what_is_minted_is_declared_secret_once_for_its_lifetime_and_a_grace() {
+        clear();
+        for _ in 0..3 {
+            let token = get_or_refresh_with("t", || {
+                Ok::<_, ()>((b"ya29.minted".to_vec(), Duration::from_secs(3000)))
+            });
+            assert_eq!(token.as_deref(), Ok(&b"ya29.minted"[..]));
+        }
+        let lifetime = Duration::from_secs(3000) + SECRET_GRACE;
+        assert_eq!(
+            declared_secrets(),
+            [("ya29.minted".to_owned(), lifetime.as_millis() as u64)]
+        );
+        // What is no text is no secret the gateway can look for.
+        let _ = get_or_refresh_with("b", || Ok::<_, ()>((vec![0xff, 0xfe], Duration::ZERO)));
+        assert_eq!(declared_secrets().len(), 1);
     }
 
     #[test]

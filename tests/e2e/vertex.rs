@@ -281,6 +281,103 @@ fn twenty_requests_mint_one_token_that_no_answer_record_or_log_shows() {
     assert!(!logs.contains(&tokens[0]), "the log shows the token");
 }
 
+/// A Gemini answer on Vertex whose text is `text`.
+fn gemini_answer_of(text: &str) -> Value {
+    json!({"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
+        "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 5, "totalTokenCount": 8},
+        "modelVersion": GEMINI})
+}
+
+#[test]
+fn a_minted_token_the_upstream_echoes_is_redacted_whole_streamed_and_in_errors() {
+    // An upstream that says the token it was sent: in a whole answer, cut in two over a
+    // stream's events, and in the message of a refusal.
+    let models = VertexUpstream::computing(|request| {
+        let token = request
+            .header("authorization")
+            .and_then(|header| header.strip_prefix("Bearer "))
+            .unwrap_or_default()
+            .to_owned();
+        let body = String::from_utf8_lossy(&request.body).into_owned();
+        if body.contains("refuse me") {
+            return Reply::json(
+                403,
+                &json!({"error": {"code": 403, "status": "PERMISSION_DENIED",
+                    "message": format!("token {token} may not call this model")}}),
+            );
+        }
+        if request.path_only().ends_with(":streamGenerateContent") {
+            let (first, rest) = token.split_at(token.len() / 2);
+            let event = |text: &str, last: bool| {
+                let mut answer = gemini_answer_of(text);
+                if !last {
+                    answer["candidates"][0]
+                        .as_object_mut()
+                        .map(|c| c.remove("finishReason"));
+                    answer.as_object_mut().map(|a| a.remove("usageMetadata"));
+                }
+                format!("data: {answer}\r\n\r\n")
+            };
+            return Reply::events(vec![
+                event(&format!("you sent {first}"), false),
+                event(&format!("{rest} as your token"), true),
+            ]);
+        }
+        Reply::json(
+            200,
+            &gemini_answer_of(&format!("you sent {token} as your token")),
+        )
+    });
+    let setup = setup(&models, "", Key::File, true);
+    let gw = &setup.gw;
+
+    let whole = chat(gw, GEMINI);
+    assert_eq!(whole.status, 200, "{}", whole.text());
+    let text = whole.json()["choices"][0]["message"]["content"].to_string();
+    assert!(text.contains("you sent [redacted] as your token"), "{text}");
+    assert_no_secret(&whole.text(), "an answer");
+
+    let (stream_id, raw, chunks) = chat_stream(gw, GEMINI);
+    let streamed = streamed_text(&chunks);
+    assert!(
+        streamed.contains("you sent [redacted] as your token"),
+        "{streamed}"
+    );
+    assert_no_secret(&raw, "a stream");
+
+    let refused = post(
+        gw,
+        "/v1/chat/completions",
+        &json!({"model": format!("{ROUTE}/{GEMINI}"), "max_tokens": 100,
+            "messages": [{"role": "user", "content": "refuse me"}]}),
+    );
+    assert!(refused.status >= 400, "{}", refused.text());
+    assert!(
+        refused.text().contains("may not call"),
+        "{}",
+        refused.text()
+    );
+    assert_no_secret(&refused.text(), "an error");
+
+    // One token, minted once, was what every call carried.
+    let tokens = bearers(&models);
+    assert_eq!(tokens.len(), 3);
+    assert!(tokens.iter().all(|token| token.starts_with(TOKEN_PREFIX)));
+    let ids = [
+        whole.header("x-invocation-id").expect("id").to_owned(),
+        stream_id,
+        refused.header("x-invocation-id").expect("id").to_owned(),
+    ];
+    let last = ids.last().expect("ids");
+    assert_no_secret(&gw.record(last).to_string(), "a record");
+    for id in &ids {
+        assert_no_secret(&gw.get_invocation(id).text(), "a record");
+    }
+    let logs = gw.logs();
+    assert_no_secret(&logs, "the gateway's log");
+}
+
 #[test]
 fn an_expired_token_is_minted_again() {
     let models = VertexUpstream::each_call(Reply::recorded(&gemini_recording("simple")));

@@ -10,6 +10,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::redact::MintedByRoute;
+
 /// How much one route's space may hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KvBounds {
@@ -30,13 +32,26 @@ impl Default for KvBounds {
 /// The spaces, by route and plugin.
 type Spaces = HashMap<(Arc<str>, Arc<str>), Arc<Mutex<Space>>>;
 
-/// Every route's space, shared by the serving threads.
-#[derive(Debug, Default)]
+/// Every route's space, shared by the serving threads, and the secrets each route's plugins
+/// declared (`kv.secret`), which live as long.
+#[derive(Default)]
 pub struct Kv {
     spaces: Mutex<Spaces>,
+    minted: MintedByRoute,
+}
+
+impl std::fmt::Debug for Kv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Kv")
+    }
 }
 
 impl Kv {
+    /// What each route's plugins declared secret.
+    pub fn minted(&self) -> &MintedByRoute {
+        &self.minted
+    }
+
     /// The space of `plugin` serving `route`, made on first use.
     pub fn space(&self, route: &Arc<str>, plugin: &Arc<str>) -> Arc<Mutex<Space>> {
         let mut spaces = self.spaces.lock().unwrap_or_else(PoisonError::into_inner);

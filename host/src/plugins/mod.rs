@@ -168,6 +168,11 @@ impl PluginRuntime {
         })
     }
 
+    /// What each route's plugins declared secret (`kv.secret`): a route's requests redact it.
+    pub fn minted(&self) -> &crate::redact::MintedByRoute {
+        self.kv.minted()
+    }
+
     /// Every plugin name's counts for the metrics: instances serving, loads, crashes.
     pub fn counts(&self) -> Vec<PluginCounts> {
         self.registry.stats.snapshot()

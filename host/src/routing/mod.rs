@@ -15,7 +15,7 @@ pub use target::{MASK, Pick, Target, TargetView, Tried, random_u64};
 
 use crate::config::{Config, RouteConfig, TargetConfig};
 use crate::error::ApiError;
-use crate::redact::Secrets;
+use crate::redact::{MintedByRoute, Secrets};
 pub use sandbox::RouteSandboxError;
 use target::{Ejection, Health};
 
@@ -58,8 +58,13 @@ pub enum RouteError {
 impl Routes {
     /// The routes of a validated config (see [`Config::parse`]). An upstream that `previous`
     /// (the routes being replaced by a reload) also had keeps its ejection state: editing a
-    /// price does not put a sick upstream back into rotation.
-    pub fn from_config(config: &Config, previous: Option<&Routes>) -> Result<Routes, RouteError> {
+    /// price does not put a sick upstream back into rotation. Each route's requests redact
+    /// what the plugins of it and its fallbacks declare secret (`minted`).
+    pub fn from_config(
+        config: &Config,
+        previous: Option<&Routes>,
+        minted: &MintedByRoute,
+    ) -> Result<Routes, RouteError> {
         let guards = Guards::from_config(config)?;
         let mut routes = config
             .providers
@@ -85,7 +90,11 @@ impl Routes {
                         .filter_map(|id| routes.get(id))
                         .flat_map(Route::configured_keys),
                 );
-                (id.clone(), Secrets::new(keys.map(Some)))
+                let declared = std::iter::once(id)
+                    .chain(route.config.fallbacks.iter())
+                    .map(|id| minted.of(id))
+                    .collect();
+                (id.clone(), Secrets::new(keys.map(Some)).minted_by(declared))
             })
             .collect();
         for (id, secrets) in secrets {
@@ -349,7 +358,7 @@ settings = { api_key_header = "x-key" }
     #[test]
     fn each_target_reaches_its_own_host_with_its_settings_laid_over_the_routes() {
         let config = Config::parse(POOL, "test").expect("parses");
-        let routes = Routes::from_config(&config, None).expect("builds");
+        let routes = Routes::from_config(&config, None, &MintedByRoute::default()).expect("builds");
         let pool = routes.get("pool").expect("the route");
         assert_eq!(pool.target_count(), 2);
         assert!(
@@ -391,7 +400,7 @@ settings = { api_key_header = "x-key" }
     #[test]
     fn without_a_key_anywhere_the_route_asks_the_caller_for_one() {
         let config = Config::parse(POOL, "test").expect("parses");
-        let routes = Routes::from_config(&config, None).expect("builds");
+        let routes = Routes::from_config(&config, None, &MintedByRoute::default()).expect("builds");
         let pool = routes.get("pool").expect("the route");
         assert!(matches!(
             pool.check_key(false),
@@ -404,11 +413,12 @@ settings = { api_key_header = "x-key" }
     #[test]
     fn a_reload_keeps_the_health_of_the_targets_it_keeps() {
         let config = Config::parse(POOL, "test").expect("parses");
-        let before = Routes::from_config(&config, None).expect("builds");
+        let before = Routes::from_config(&config, None, &MintedByRoute::default()).expect("builds");
         let moved = POOL.replace("https://b.example/v1/", "https://c.example/v1");
         let after = Routes::from_config(
             &Config::parse(&moved, "test").expect("parses"),
             Some(&before),
+            &MintedByRoute::default(),
         )
         .expect("builds");
         let (old, new) = (

@@ -113,7 +113,7 @@ pub async fn serve(
         }
         None => None,
     };
-    let routes = Routes::from_config(&config, None)?;
+    let routes = Routes::from_config(&config, None, runtime.minted())?;
     let traces = crate::traces::Traces::start(&config)?;
     // Not the state: the invocation writer ends only once every handle of the state is gone.
     let flushing = traces.clone();

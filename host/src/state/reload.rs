@@ -166,12 +166,12 @@ fn reload(state: &AppState, file: &Path) -> Option<Option<PathBuf>> {
     let loaded = Config::load(Some(file))
         .map_err(ReloadError::from)
         .and_then(|config| {
-            let routes = Routes::from_config(&config, Some(&current.routes)).map_err(|source| {
-                ReloadError::Routes {
-                    origin: file.display().to_string(),
-                    source,
-                }
-            })?;
+            let routes =
+                Routes::from_config(&config, Some(&current.routes), state.runtime.minted())
+                    .map_err(|source| ReloadError::Routes {
+                        origin: file.display().to_string(),
+                        source,
+                    })?;
             // The same file as before is the prices watch's to reload.
             let prices = if config.prices_file == current.config.prices_file {
                 None

@@ -494,6 +494,13 @@ fn one_token_serves_until_shortly_before_it_expires() {
         assert_eq!(token, "ya29.minted-1");
     }
     assert_eq!(calls.get(), 1, "twenty calls, one token");
+    // Declared secret once, for as long as it is kept and the SDK's grace: the gateway
+    // redacts it from whatever the upstream echoes.
+    let lifetime = Duration::from_secs(3599) - auth::EXPIRY_MARGIN + kv::SECRET_GRACE;
+    assert_eq!(
+        kv::declared_secrets(),
+        [("ya29.minted-1".to_owned(), lifetime.as_millis() as u64)]
+    );
 
     // Kept under the account's email: another account mints its own.
     let mut other: Value = serde_json::from_str(TEST_KEY).unwrap();

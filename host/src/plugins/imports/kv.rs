@@ -1,5 +1,6 @@
 //! The `kv` import: the entries a plugin keeps between requests, in its route's space
-//! ([`crate::plugins::kv`]). Values are secrets to the host: never logged.
+//! ([`crate::plugins::kv`]). Values are secrets to the host: never logged. `secret` adds a value
+//! the plugin minted to its route's redaction set ([`crate::redact::Minted`]).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -41,5 +42,19 @@ impl kv::Host for PluginState {
         let space = self.kv_space();
         let mut space = space.lock().unwrap_or_else(PoisonError::into_inner);
         space.remove(&key);
+    }
+
+    async fn secret(&mut self, value: String, ttl_ms: u64) {
+        let ttl = (ttl_ms > 0).then(|| Duration::from_millis(ttl_ms));
+        let minted = self.kv.minted().of(&self.route);
+        if let Err(refused) = minted.declare(&value, ttl, Instant::now()) {
+            // Never the value: a secret refused is still a secret.
+            tracing::warn!(
+                plugin = %self.plugin,
+                route = %self.route,
+                invocation_id = %self.invocation_id,
+                "a secret the plugin declared was not taken: {refused}"
+            );
+        }
     }
 }
