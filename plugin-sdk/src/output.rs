@@ -197,19 +197,23 @@ impl<'de> Visitor<'de> for Find<'_, '_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            let paths: Vec<(usize, &[&str])> = (self.paths.iter())
-                .filter(|(_, path)| path.first() == Some(&key.as_ref()))
+        // Every key of a large body goes by here: borrowed, and matched before anything is
+        // allocated for it (callgrind: an owned key and a path list each cost ~3% of a
+        // request's instructions with limits on the key).
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            let wanted = |(_, path): &&(usize, &[&str])| path.first() == Some(&key.as_ref());
+            if !self.paths.iter().any(|path| wanted(&path)) {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            let paths = (self.paths.iter())
+                .filter(wanted)
                 .map(|(slot, path)| (*slot, &path[1..]))
                 .collect();
-            if paths.is_empty() {
-                map.next_value::<IgnoredAny>()?;
-            } else {
-                map.next_value_seed(Find {
-                    paths,
-                    found: &mut *self.found,
-                })?;
-            }
+            map.next_value_seed(Find {
+                paths,
+                found: &mut *self.found,
+            })?;
         }
         Ok(())
     }
@@ -239,9 +243,44 @@ impl<'de> Visitor<'de> for Find<'_, '_> {
     }
 }
 
+/// An object's key, borrowed from the body when it holds no escape (as keys do).
+struct Key<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Key<'de>, D::Error> {
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+struct KeyVisitor;
+
+impl<'de> Visitor<'de> for KeyVisitor {
+    type Value = Key<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an object's key")
+    }
+    fn visit_borrowed_str<E>(self, key: &'de str) -> Result<Key<'de>, E> {
+        Ok(Key(std::borrow::Cow::Borrowed(key)))
+    }
+    fn visit_str<E>(self, key: &str) -> Result<Key<'de>, E> {
+        Ok(Key(std::borrow::Cow::Owned(key.to_owned())))
+    }
+    fn visit_string<E>(self, key: String) -> Result<Key<'de>, E> {
+        Ok(Key(std::borrow::Cow::Owned(key)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_escaped_key_is_read_as_its_text() {
+        let l = limit(10, 1);
+        assert!(check_output(&l, &OPENAI, br#"{"max\u005ftokens": 500}"#).is_err());
+        assert!(check_output(&l, &OPENAI, br#"{"max\u005ftokens": 10}"#).is_ok());
+    }
 
     const GEMINI: OutputFields = OutputFields {
         max_tokens: &[&["generationConfig", "maxOutputTokens"]],
