@@ -68,11 +68,6 @@ pub async fn key_record(store: &Store, key: &str) -> Result<KeyRecord, ApiError>
     Ok(record)
 }
 
-/// The project `key` belongs to; an unknown, revoked or expired key is refused.
-pub async fn project_of(store: &Store, key: &str) -> Result<String, ApiError> {
-    Ok(key_record(store, key).await?.project_id)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -927,6 +927,46 @@ fn another_projects_invocation_is_404() {
 }
 
 #[test]
+fn a_scoped_key_reads_its_own_records_and_those_of_its_scope_only() {
+    let gw = Gateway::builder()
+        .route(Route::echo("demo"))
+        .route(Route::echo("other"))
+        .start();
+    let on = |route: &str, key: &str| {
+        let body = text_request(&gw.project_id, route, "echo", "Hello");
+        let answer = assert_ok(&gw.post_as("/completions", Some(key), &body));
+        answer["invocationId"]
+            .as_str()
+            .expect("invocationId")
+            .to_owned()
+    };
+    let demo_only = gw
+        .cli(&["key", "create", &gw.project_id, "--routes", "demo"])
+        .checked("key create")
+        .last_line();
+    let (on_demo, on_other) = (on("demo", &gw.key), on("other", &gw.key));
+    // Its own request, refused for its scope: its record is the key's to read.
+    let refused = gw.post_as(
+        "/completions",
+        Some(&demo_only),
+        &text_request(&gw.project_id, "other", "echo", "Hello"),
+    );
+    assert_eq!(refused.status, 403, "{}", refused.text());
+    let own = refused.json()["invocationId"]
+        .as_str()
+        .expect("invocationId")
+        .to_owned();
+    let read = |id: &str, key: &str| gw.get(&format!("/invocations/{id}"), Some(key)).status;
+    assert_eq!(read(&on_demo, &demo_only), 200);
+    assert_eq!(read(&own, &demo_only), 200);
+    // Another route's request and answer, made by another key: as if there were none.
+    assert_eq!(read(&on_other, &demo_only), 404);
+    for id in [&on_demo, &on_other, &own] {
+        assert_eq!(read(id, &gw.key), 200, "{id}");
+    }
+}
+
+#[test]
 fn unknown_invocation_is_404() {
     let gw = Gateway::demo();
     let response = gw.get_invocation("01890000-0000-7000-8000-000000000000");

@@ -257,7 +257,9 @@ fn wrong_admin_tokens_are_throttled_per_client_address() {
     // What takes no token is not held back.
     assert_eq!(gw.get("/ui/", None).status, 200);
     ok(&chat(&gw, &gw.key, "still served"));
-    // The log names the address of the wrong tokens, never a token.
+    // The log names the address of the wrong tokens, never a token (the ten refusals' lines
+    // may reach the log a moment after their answers).
+    gw.wait_for_log("wrong admin token was refused", 10);
     let logs = gw.logs();
     assert!(
         logs.contains("wrong admin token") && logs.contains("127.0.0.1"),
