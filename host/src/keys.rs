@@ -14,7 +14,10 @@ const KEY_LEN: usize = KEY_PREFIX.len() + RANDOM_BYTES * 2;
 
 pub fn generate_key() -> String {
     let mut bytes = [0u8; RANDOM_BYTES];
-    // The OS RNG failing means the machine cannot make secrets at all.
+    #[allow(
+        clippy::expect_used,
+        reason = "the OS RNG failing means the machine cannot make secrets at all"
+    )]
     getrandom::fill(&mut bytes).expect("the operating system's random source failed");
     let mut key = String::with_capacity(KEY_LEN);
     key.push_str(KEY_PREFIX);

@@ -263,16 +263,41 @@ fn matching_brace(text: &str, open: usize) -> Option<usize> {
 fn declared_modules(code: &str) -> Vec<String> {
     let mut names = Vec::new();
     for line in code.lines() {
-        let line = line.trim();
-        let line = line
-            .strip_prefix("pub(crate) ")
-            .or_else(|| line.strip_prefix("pub "))
-            .unwrap_or(line);
+        let mut line = line.trim();
+        // Attributes before it on the same line (`#[cfg(unix)] mod x;`).
+        while let Some(rest) = line.strip_prefix("#[") {
+            match matching_bracket(rest) {
+                Some(end) => line = rest[end + 1..].trim_start(),
+                None => break,
+            }
+        }
+        // Any visibility: `pub`, `pub(crate)`, `pub(super)`, `pub(in crate::x)`, `pub(self)`.
+        if let Some(rest) = line.strip_prefix("pub") {
+            line = match rest.trim_start().strip_prefix('(') {
+                Some(inner) => inner.find(')').map_or(rest, |end| &inner[end + 1..]),
+                None => rest,
+            }
+            .trim_start();
+        }
         if let Some(name) = line.strip_prefix("mod ").and_then(|r| r.strip_suffix(';')) {
             names.push(name.trim().to_owned());
         }
     }
     names
+}
+
+/// Where the `]` that closes an attribute whose text (after `#[`) is `text` stands.
+fn matching_bracket(text: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    for (at, c) in text.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' if depth == 0 => return Some(at),
+            ']' => depth -= 1,
+            _ => {}
+        }
+    }
+    None
 }
 
 fn is_ident(c: char) -> bool {
@@ -494,6 +519,30 @@ mod tests {
         let error = check(dir.path()).err().expect("a cycle");
         assert!(error.contains("children of crate: a, b"), "{error}");
         assert!(error.contains("a::x uses b"), "{error}");
+    }
+
+    #[test]
+    fn modules_declared_with_any_visibility_or_an_attribute_are_read() {
+        assert_eq!(
+            declared_modules(
+                "pub(super) mod a;\npub(in crate::x) mod b;\npub(crate) mod c;\npub mod d;\n\
+                 #[cfg(unix)] mod e;\n#[cfg(all(unix, feature = \"x\"))] pub(super) mod f;\n\
+                 mod g;\npub(self) mod h;\nmod inline {}\n"
+            ),
+            ["a", "b", "c", "d", "e", "f", "g", "h"]
+        );
+        // Siblings that use each other through `super::`, declared `pub(super)`: a cycle.
+        let dir = tree(&[
+            ("lib.rs", "mod a;\n"),
+            ("a/mod.rs", "pub(super) mod x;\npub(super) mod y;\n"),
+            ("a/x.rs", "use super::y::Y;\npub struct X;\n"),
+            ("a/y.rs", "use super::x::X;\npub struct Y;\n"),
+        ]);
+        let error = check(dir.path()).map(|_| ()).unwrap_err();
+        assert!(
+            error.contains("cycle among the children of a: x, y"),
+            "{error}"
+        );
     }
 
     #[test]

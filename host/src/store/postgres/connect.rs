@@ -9,7 +9,7 @@ use tokio_postgres::Config;
 use tokio_postgres::config::SslMode;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::tls::{root_store, rustls_config};
+use super::tls::{Verify, root_store, rustls_config};
 use crate::store::StoreError;
 
 /// Used when the URL sets no `connect_timeout`: a down server must fail in
@@ -24,18 +24,6 @@ const DEAD_PEER_TIMEOUT: Duration = Duration::from_secs(30);
 pub(super) enum Tls {
     Plain,
     Rustls(MakeRustlsConnect),
-}
-
-/// How much of the server's certificate is checked when TLS is used, after
-/// libpq's `sslmode`: `prefer` and `require` encrypt without checking it (a
-/// stock Debian server offers a self-signed `localhost` certificate),
-/// `verify-ca` checks it chains to a trusted root, `verify-full` also that it
-/// names the host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Verify {
-    Nothing,
-    Chain,
-    Full,
 }
 
 /// The roots a certificate is checked against, after libpq's `sslrootcert`.

@@ -8,9 +8,10 @@ use tokio_postgres::config::SslMode;
 use uuid::Uuid;
 
 use super::Postgres;
-use super::connect::{CONNECT_TIMEOUT, Roots, Tls, Trust, Verify, connection, parse_url, tls_for};
+use super::connect::{CONNECT_TIMEOUT, Roots, Tls, Trust, connection, parse_url, tls_for};
 use super::invocations::DURATIONS_PER_FETCH;
 use super::migrations::MIGRATIONS;
+use super::tls::Verify;
 use crate::store::report::{self, GroupBy, RecordRange};
 use crate::store::tests::test_db::{TestDb, count};
 use crate::store::tests::{attempts, guard_outcomes, record};

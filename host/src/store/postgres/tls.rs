@@ -7,8 +7,19 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
 use rustls_platform_verifier::Verifier;
 
-use super::connect::Verify;
 use crate::store::StoreError;
+
+/// How much of the server's certificate is checked when TLS is used, after
+/// libpq's `sslmode`: `prefer` and `require` encrypt without checking it (a
+/// stock Debian server offers a self-signed `localhost` certificate),
+/// `verify-ca` checks it chains to a trusted root, `verify-full` also that it
+/// names the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Verify {
+    Nothing,
+    Chain,
+    Full,
+}
 
 /// The certificates of `sslrootcert`'s PEM file.
 pub(super) fn root_store(path: &std::path::Path) -> Result<rustls::RootCertStore, StoreError> {
