@@ -139,6 +139,15 @@ fn refused(stage: &GuardStage) -> &'static str {
 }
 
 impl ApiError {
+    /// A 400 naming the request's field `param` (`messages[2].content`) and what is wrong with
+    /// it, as every surface reports a bad field.
+    pub fn invalid(param: impl Into<String>, message: impl Into<String>) -> ApiError {
+        ApiError::InvalidParam {
+            param: param.into(),
+            message: message.into(),
+        }
+    }
+
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::BodyTooLarge(_)

@@ -51,13 +51,6 @@ pub struct FileBody {
     pub file_id: Option<String>,
 }
 
-fn invalid(param: String, message: impl Into<String>) -> ApiError {
-    ApiError::InvalidParam {
-        param,
-        message: message.into(),
-    }
-}
-
 /// Decodes base64 `data` of the part at `param`, refusing (413) what would be
 /// larger than `max_part_bytes` before decoding it.
 pub fn decode_base64(data: &str, param: &str, max_part_bytes: usize) -> Result<Vec<u8>, ApiError> {
@@ -69,7 +62,7 @@ pub fn decode_base64(data: &str, param: &str, max_part_bytes: usize) -> Result<V
         });
     }
     encoding::base64_decode(data).map_err(|e| {
-        invalid(
+        ApiError::invalid(
             param.to_owned(),
             format!("{param} is not valid base64: {e}"),
         )
@@ -86,14 +79,14 @@ pub fn data_url(
         return Ok(None);
     };
     let Some((media_type, data)) = rest.split_once(";base64,") else {
-        return Err(invalid(
+        return Err(ApiError::invalid(
             param.to_owned(),
             format!("{param}: a data URL must be data:<media type>;base64,<data>"),
         ));
     };
     let media_type = media_type.trim().to_ascii_lowercase();
     if media_type.is_empty() || !media_type.contains('/') {
-        return Err(invalid(
+        return Err(ApiError::invalid(
             param.to_owned(),
             format!("{param}: the data URL names no media type"),
         ));
@@ -108,7 +101,7 @@ pub fn remote_url(url: String, param: &str) -> Result<String, ApiError> {
     if lower.starts_with("https://") || lower.starts_with("http://") {
         Ok(url)
     } else {
-        Err(invalid(
+        Err(ApiError::invalid(
             param.to_owned(),
             format!("{param}: the URL must be https:, http: or a data: URL"),
         ))
@@ -131,7 +124,7 @@ pub fn read(
         let param = || format!("{}[{j}]", place());
         let missing = |field: &str| {
             let param = format!("{}.{field}", param());
-            invalid(param, format!("a {} part needs {field}", part.kind))
+            ApiError::invalid(param, format!("a {} part needs {field}", part.kind))
         };
         let read = match part.kind.as_str() {
             "text" => match part.text {
@@ -182,7 +175,7 @@ pub fn read(
                         }
                         None => "a file part needs file_data",
                     };
-                    return Err(invalid(format!("{param}.file_data"), why));
+                    return Err(ApiError::invalid(format!("{param}.file_data"), why));
                 };
                 let data_param = format!("{param}.file_data");
                 let (media_type, bytes) = match data_url(&data, &data_param, max_part_bytes)? {
@@ -200,7 +193,7 @@ pub fn read(
                 })
             }
             other => {
-                return Err(invalid(
+                return Err(ApiError::invalid(
                     format!("{}.type", param()),
                     format!(
                         "content part type {other:?} is not supported (\"text\", \"image_url\", \

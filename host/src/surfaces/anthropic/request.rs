@@ -101,35 +101,33 @@ struct MetadataIn {
     user_id: Option<String>,
 }
 
-fn invalid(param: impl Into<String>, message: impl Into<String>) -> ApiError {
-    ApiError::InvalidParam {
-        param: param.into(),
-        message: message.into(),
-    }
-}
-
 /// Parses a body: one JSON object and nothing after it, with `model`,
 /// `max_tokens` and `messages` (Anthropic requires all three).
 pub fn parse(bytes: &[u8]) -> Result<MessagesRequest, ApiError> {
     let mut body: MessagesBody = crate::surfaces::json::parse_object(bytes)?;
     let model = match body.model.take() {
         Some(model) if !model.trim().is_empty() => model,
-        Some(_) => return Err(invalid("model", "model: must not be empty")),
-        None => return Err(invalid("model", "model: Field required")),
+        Some(_) => return Err(ApiError::invalid("model", "model: must not be empty")),
+        None => return Err(ApiError::invalid("model", "model: Field required")),
     };
     let max_tokens = match body.max_tokens {
         Some(max_tokens) => checks::in_range("max_tokens", max_tokens, 1..=u64::MAX)?,
-        None => return Err(invalid("max_tokens", "max_tokens: Field required")),
+        None => {
+            return Err(ApiError::invalid(
+                "max_tokens",
+                "max_tokens: Field required",
+            ));
+        }
     };
     let messages = match body.messages.take() {
         Some(messages) if !messages.is_empty() => messages,
         Some(_) => {
-            return Err(invalid(
+            return Err(ApiError::invalid(
                 "messages",
                 "messages: at least one message is required",
             ));
         }
-        None => return Err(invalid("messages", "messages: Field required")),
+        None => return Err(ApiError::invalid("messages", "messages: Field required")),
     };
     let user_id = body.metadata.as_ref().and_then(|m| m.user_id.as_deref());
     checks::user_id("metadata.user_id", user_id)?;
@@ -206,7 +204,7 @@ impl MessagesRequest {
             Some("enabled") => {
                 let budget = thinking.get("budget_tokens").and_then(Value::as_u64);
                 let Some(budget) = budget.and_then(|b| u32::try_from(b).ok()) else {
-                    return Err(invalid(
+                    return Err(ApiError::invalid(
                         "thinking.budget_tokens",
                         "thinking.budget_tokens: Field required (a positive integer)",
                     ));
@@ -221,7 +219,7 @@ impl MessagesRequest {
                 budget_tokens: None,
             })),
             Some(_) => Ok(None),
-            None => Err(invalid(
+            None => Err(ApiError::invalid(
                 "thinking.type",
                 "thinking.type: Field required (\"enabled\" or \"disabled\")",
             )),
@@ -260,7 +258,7 @@ impl MessagesRequest {
             match tool.kind.as_deref() {
                 None | Some("custom") => {}
                 Some(other) => {
-                    return Err(invalid(
+                    return Err(ApiError::invalid(
                         format!("tools[{i}].type"),
                         format!(
                             "tools[{i}].type: {other:?} is not supported: only custom tools \
@@ -272,7 +270,7 @@ impl MessagesRequest {
             let name = match tool.name.as_deref() {
                 Some(name) if !name.trim().is_empty() => name,
                 _ => {
-                    return Err(invalid(
+                    return Err(ApiError::invalid(
                         format!("tools[{i}].name"),
                         format!("tools[{i}].name: a non-empty name is required"),
                     ));
@@ -300,14 +298,14 @@ impl MessagesRequest {
                     types::FunctionChoice::Named(name.to_owned())
                 }
                 _ => {
-                    return Err(invalid(
+                    return Err(ApiError::invalid(
                         "tool_choice.name",
                         "tool_choice.name: required when tool_choice.type is \"tool\"",
                     ));
                 }
             },
             other => {
-                return Err(invalid(
+                return Err(ApiError::invalid(
                     "tool_choice.type",
                     format!(
                         "tool_choice.type: {other:?} is not one of \"auto\", \"any\", \"tool\", \"none\""
@@ -324,23 +322,22 @@ fn message(role: types::Role, content: Option<String>) -> types::Message {
 }
 
 fn block_type<'a>(block: &'a Value, place: &str) -> Result<&'a str, ApiError> {
-    block
-        .get("type")
-        .and_then(Value::as_str)
-        .ok_or_else(|| invalid(place, format!("{place}.type: a content block needs a type")))
+    block.get("type").and_then(Value::as_str).ok_or_else(|| {
+        ApiError::invalid(place, format!("{place}.type: a content block needs a type"))
+    })
 }
 
 fn block_text<'a>(block: &'a Value, place: &str) -> Result<&'a str, ApiError> {
     block
         .get("text")
         .and_then(Value::as_str)
-        .ok_or_else(|| invalid(place, format!("{place}.text: must be a string")))
+        .ok_or_else(|| ApiError::invalid(place, format!("{place}.text: must be a string")))
 }
 
 /// A string field of a block, or a 400 naming it.
 fn required_str<'a>(block: &'a Value, field: &str, place: &str) -> Result<&'a str, ApiError> {
     block.get(field).and_then(Value::as_str).ok_or_else(|| {
-        invalid(
+        ApiError::invalid(
             format!("{place}.{field}"),
             format!("{place}.{field}: required"),
         )
@@ -357,7 +354,10 @@ fn media_block(
 ) -> Result<types::Part, ApiError> {
     let place = format!("{place}.source");
     let Some(source) = block.get("source").filter(|s| s.is_object()) else {
-        return Err(invalid(place.clone(), format!("{place}: required")));
+        return Err(ApiError::invalid(
+            place.clone(),
+            format!("{place}: required"),
+        ));
     };
     let media_type = (source.get("media_type").and_then(Value::as_str))
         .map(|media_type| media_type.trim().to_ascii_lowercase());
@@ -365,7 +365,7 @@ fn media_block(
         Some("base64") => {
             let data = required_str(source, "data", &place)?;
             let Some(media_type) = media_type else {
-                return Err(invalid(
+                return Err(ApiError::invalid(
                     format!("{place}.media_type"),
                     format!("{place}.media_type: required"),
                 ));
@@ -394,7 +394,7 @@ fn media_block(
             )
         }
         other => {
-            return Err(invalid(
+            return Err(ApiError::invalid(
                 format!("{place}.type"),
                 format!(
                     "{place}.type: {:?} is not supported (\"base64\", \"url\"{}); files of \
@@ -433,7 +433,7 @@ fn system_text(system: &SystemIn) -> Result<String, ApiError> {
                 match block_type(block, &place)? {
                     "text" => texts.push(block_text(block, &place)?),
                     other => {
-                        return Err(invalid(
+                        return Err(ApiError::invalid(
                             place.clone(),
                             format!(
                                 "{place}.type: {other:?} is not supported in system (only text)"
@@ -474,7 +474,7 @@ fn user_messages(
             }
             "tool_result" => results.push(tool_result(block, &place, names, max_part_bytes)?),
             other => {
-                return Err(invalid(
+                return Err(ApiError::invalid(
                     place.clone(),
                     format!("{place}.type: {other:?} is not supported in a user message"),
                 ));
@@ -506,7 +506,7 @@ fn tool_result(
         .and_then(Value::as_str)
         .filter(|id| !id.is_empty())
         .ok_or_else(|| {
-            invalid(
+            ApiError::invalid(
                 format!("{place}.tool_use_id"),
                 format!("{place}.tool_use_id: required"),
             )
@@ -515,7 +515,7 @@ fn tool_result(
         None | Some(Value::Null) => false,
         Some(Value::Bool(is_error)) => *is_error,
         Some(_) => {
-            return Err(invalid(
+            return Err(ApiError::invalid(
                 format!("{place}.is_error"),
                 format!("{place}.is_error: must be a boolean"),
             ));
@@ -536,7 +536,7 @@ fn tool_result(
                         content.push(media_block(kind, inner, &place, max_part_bytes)?)
                     }
                     other => {
-                        return Err(invalid(
+                        return Err(ApiError::invalid(
                             place.clone(),
                             format!("{place}.type: {other:?} is not supported in a tool result"),
                         ));
@@ -546,7 +546,7 @@ fn tool_result(
             content
         }
         Some(_) => {
-            return Err(invalid(
+            return Err(ApiError::invalid(
                 format!("{place}.content"),
                 format!("{place}.content: must be a string or an array of content blocks"),
             ));
@@ -597,7 +597,7 @@ fn assistant_message(
                         .and_then(Value::as_str)
                         .filter(|v| !v.is_empty())
                         .ok_or_else(|| {
-                            invalid(
+                            ApiError::invalid(
                                 format!("{place}.{name}"),
                                 format!("{place}.{name}: required"),
                             )
@@ -616,7 +616,7 @@ fn assistant_message(
                 });
             }
             other => {
-                return Err(invalid(
+                return Err(ApiError::invalid(
                     place.clone(),
                     format!("{place}.type: {other:?} is not supported in an assistant message"),
                 ));

@@ -89,13 +89,6 @@ impl<'de, T> DeserializeSeed<'de> for Duplicate<'_, T> {
 /// are a request another reader could understand differently).
 pub use crate::surfaces::json::parse_object as parse_body;
 
-fn invalid(param: impl Into<String>, message: impl Into<String>) -> ApiError {
-    ApiError::InvalidParam {
-        param: param.into(),
-        message: message.into(),
-    }
-}
-
 /// Reads one typed field: `read!(map, self.field)`.
 macro_rules! read {
     ($map:expr, $field:expr) => {{
@@ -137,7 +130,7 @@ impl Common {
     fn check(&self) -> Result<(), ApiError> {
         require_model(&self.model)?;
         if self.stream_options.is_some() && self.stream != Some(true) {
-            return Err(invalid(
+            return Err(ApiError::invalid(
                 "stream_options",
                 "stream_options is only allowed when stream is true",
             ));
@@ -158,8 +151,13 @@ impl Common {
 /// `model` must be present and not blank.
 pub fn require_model(model: &Option<String>) -> Result<&str, ApiError> {
     match model.as_deref() {
-        None => Err(invalid("model", "you must provide a model parameter")),
-        Some(model) if model.trim().is_empty() => Err(invalid("model", "model must not be empty")),
+        None => Err(ApiError::invalid(
+            "model",
+            "you must provide a model parameter",
+        )),
+        Some(model) if model.trim().is_empty() => {
+            Err(ApiError::invalid("model", "model must not be empty"))
+        }
         Some(model) => Ok(model),
     }
 }
@@ -170,7 +168,7 @@ pub fn user(params: &Map<String, Value>) -> Result<Option<&str>, ApiError> {
     match params.get("user") {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(user)) => checks::user_id("user", Some(user)),
-        Some(_) => Err(invalid("user", "user must be a string")),
+        Some(_) => Err(ApiError::invalid("user", "user must be a string")),
     }
 }
 
@@ -227,7 +225,7 @@ fn type_of(value: &Value) -> &'static str {
 
 fn integer(param: &str, value: &Value, range: RangeInclusive<i64>) -> Result<(), ApiError> {
     let Some(n) = value.as_number().and_then(serde_json::Number::as_i128) else {
-        return Err(invalid(
+        return Err(ApiError::invalid(
             param,
             format!("{param} must be an integer, got {}", type_of(value)),
         ));
@@ -239,7 +237,7 @@ fn integer(param: &str, value: &Value, range: RangeInclusive<i64>) -> Result<(),
 fn number(param: &str, value: &Value, range: RangeInclusive<f64>) -> Result<(), ApiError> {
     match value.as_f64() {
         Some(x) => checks::in_range(param, x, range).map(drop),
-        None => Err(invalid(
+        None => Err(ApiError::invalid(
             param,
             format!("{param} must be a number, got {}", type_of(value)),
         )),
@@ -250,7 +248,7 @@ fn boolean(param: &str, value: &Value) -> Result<(), ApiError> {
     if value.is_boolean() {
         return Ok(());
     }
-    Err(invalid(
+    Err(ApiError::invalid(
         param,
         format!("{param} must be a boolean, got {}", type_of(value)),
     ))
@@ -262,7 +260,7 @@ fn stop(value: &Value) -> Result<(), ApiError> {
         Value::String(_) => return Ok(()),
         Value::Array(items) => items,
         other => {
-            return Err(invalid(
+            return Err(ApiError::invalid(
                 "stop",
                 format!(
                     "stop must be a string or an array of strings, got {}",
@@ -272,7 +270,7 @@ fn stop(value: &Value) -> Result<(), ApiError> {
         }
     };
     if items.len() > MAX_STOP {
-        return Err(invalid(
+        return Err(ApiError::invalid(
             "stop",
             format!(
                 "stop may hold at most {MAX_STOP} sequences, got {}",
@@ -281,7 +279,7 @@ fn stop(value: &Value) -> Result<(), ApiError> {
         ));
     }
     match items.iter().position(|item| !item.is_string()) {
-        Some(i) => Err(invalid(
+        Some(i) => Err(ApiError::invalid(
             "stop",
             format!("stop[{i}] must be a string, got {}", type_of(&items[i])),
         )),
@@ -413,8 +411,11 @@ pub fn check_chat(body: &ChatFields) -> Result<(), ApiError> {
     body.common.check()?;
     reasoning(body)?;
     match &body.messages {
-        None => Err(invalid("messages", "you must provide a messages parameter")),
-        Some(messages) if messages.is_empty() => Err(invalid(
+        None => Err(ApiError::invalid(
+            "messages",
+            "you must provide a messages parameter",
+        )),
+        Some(messages) if messages.is_empty() => Err(ApiError::invalid(
             "messages",
             "messages must contain at least one message",
         )),
@@ -440,7 +441,7 @@ pub fn effort(
             effort: Some(effort),
             budget_tokens: None,
         })),
-        None => Err(invalid(
+        None => Err(ApiError::invalid(
             param,
             format!(
                 "{param} must be one of \"none\", \"minimal\", \"low\", \"medium\", \"high\", \
@@ -494,19 +495,19 @@ fn chat_message(
     let needs_content = !matches!(role, types::Role::Assistant | types::Role::Function);
     if needs_content && content.is_none() {
         let place = place();
-        return Err(invalid(
+        return Err(ApiError::invalid(
             format!("{place}.content"),
             format!("{place}.content is required on this role's messages"),
         ));
     }
     if role == types::Role::Tool && message.tool_call_id.is_none() {
-        return Err(invalid(
+        return Err(ApiError::invalid(
             format!("{}.tool_call_id", place()),
             "tool messages need the tool_call_id of the call they answer",
         ));
     }
     if role == types::Role::Function && message.name.is_none() {
-        return Err(invalid(
+        return Err(ApiError::invalid(
             format!("{}.name", place()),
             "function messages need the name of the function",
         ));
@@ -514,7 +515,7 @@ fn chat_message(
     let mut tool_calls = Vec::new();
     for (j, call) in message.tool_calls.into_iter().flatten().enumerate() {
         if call.kind.as_deref().is_some_and(|kind| kind != "function") {
-            return Err(invalid(
+            return Err(ApiError::invalid(
                 format!("{}.tool_calls[{j}].type", place()),
                 "only \"function\" tool calls are supported",
             ));
@@ -541,12 +542,15 @@ fn chat_message(
 
 fn function_def(f: &FunctionBody, place: &str) -> Result<types::FunctionDef, ApiError> {
     if f.name.trim().is_empty() {
-        return Err(invalid(format!("{place}.name"), "a function needs a name"));
+        return Err(ApiError::invalid(
+            format!("{place}.name"),
+            "a function needs a name",
+        ));
     }
     if let Some(parameters) = &f.parameters
         && !parameters.is_object()
     {
-        return Err(invalid(
+        return Err(ApiError::invalid(
             format!("{place}.parameters"),
             "parameters must be a JSON Schema object",
         ));
@@ -563,7 +567,7 @@ pub fn functions(body: &ChatFields) -> Result<Vec<types::FunctionDef>, ApiError>
     let mut out = Vec::new();
     for (i, tool) in body.tools.iter().flatten().enumerate() {
         if tool.kind != "function" {
-            return Err(invalid(
+            return Err(ApiError::invalid(
                 format!("tools[{i}].type"),
                 format!(
                     "tool type {:?} is not supported (only \"function\")",
@@ -572,7 +576,7 @@ pub fn functions(body: &ChatFields) -> Result<Vec<types::FunctionDef>, ApiError>
             ));
         }
         let function = tool.function.as_ref().ok_or_else(|| {
-            invalid(
+            ApiError::invalid(
                 format!("tools[{i}].function"),
                 "a function tool needs its function",
             )
@@ -590,7 +594,7 @@ fn choice_mode(mode: &str, param: &str) -> Result<types::FunctionChoice, ApiErro
         "none" => Ok(types::FunctionChoice::None),
         "auto" => Ok(types::FunctionChoice::Auto),
         "required" => Ok(types::FunctionChoice::Required),
-        other => Err(invalid(
+        other => Err(ApiError::invalid(
             param,
             format!("{other:?} is not one of \"none\", \"auto\", \"required\""),
         )),
@@ -603,13 +607,13 @@ pub fn function_choice(body: &ChatFields) -> Result<Option<types::FunctionChoice
         Some(ToolChoice::Mode(mode)) => return choice_mode(mode, "tool_choice").map(Some),
         Some(ToolChoice::Named { kind, function }) => {
             if kind != "function" {
-                return Err(invalid(
+                return Err(ApiError::invalid(
                     "tool_choice.type",
                     format!("tool_choice type {kind:?} is not supported (only \"function\")"),
                 ));
             }
             let function = function.as_ref().ok_or_else(|| {
-                invalid(
+                ApiError::invalid(
                     "tool_choice.function",
                     "tool_choice needs the function's name",
                 )
@@ -620,7 +624,7 @@ pub fn function_choice(body: &ChatFields) -> Result<Option<types::FunctionChoice
     }
     match &body.function_call {
         None => Ok(None),
-        Some(FunctionCallChoice::Mode(mode)) if mode == "required" => Err(invalid(
+        Some(FunctionCallChoice::Mode(mode)) if mode == "required" => Err(ApiError::invalid(
             "function_call",
             "\"required\" is not one of \"none\", \"auto\"",
         )),
@@ -666,7 +670,10 @@ pub enum PromptBody {
 pub fn check_text(body: &TextFields) -> Result<(), ApiError> {
     body.common.check()?;
     if body.prompt.is_none() {
-        return Err(invalid("prompt", "you must provide a prompt parameter"));
+        return Err(ApiError::invalid(
+            "prompt",
+            "you must provide a prompt parameter",
+        ));
     }
     Ok(())
 }
@@ -674,16 +681,22 @@ pub fn check_text(body: &TextFields) -> Result<(), ApiError> {
 /// The one prompt: a string, or a list of one string (moved out of the body).
 pub fn text_prompt(body: &mut TextFields) -> Result<types::Prompt, ApiError> {
     match body.prompt.take() {
-        None => Err(invalid("prompt", "you must provide a prompt parameter")),
+        None => Err(ApiError::invalid(
+            "prompt",
+            "you must provide a prompt parameter",
+        )),
         Some(PromptBody::One(text)) => Ok(types::Prompt::Text(text)),
         Some(PromptBody::Many(mut list)) => match list.as_mut_slice() {
             [Value::String(text)] => Ok(types::Prompt::Text(std::mem::take(text))),
-            [] => Err(invalid("prompt", "prompt must not be an empty list")),
-            [_] => Err(invalid(
+            [] => Err(ApiError::invalid(
+                "prompt",
+                "prompt must not be an empty list",
+            )),
+            [_] => Err(ApiError::invalid(
                 "prompt",
                 "token arrays are not supported: send the prompt as text",
             )),
-            _ => Err(invalid(
+            _ => Err(ApiError::invalid(
                 "prompt",
                 "only one prompt per request is supported",
             )),
@@ -723,7 +736,10 @@ impl Fields for EmbeddingFields {
 pub fn check_embeddings(body: &EmbeddingFields) -> Result<(), ApiError> {
     require_model(&body.model)?;
     if body.input.as_ref().is_none_or(Value::is_null) {
-        return Err(invalid("input", "you must provide an input parameter"));
+        return Err(ApiError::invalid(
+            "input",
+            "you must provide an input parameter",
+        ));
     }
     Ok(())
 }
@@ -731,29 +747,30 @@ pub fn check_embeddings(body: &EmbeddingFields) -> Result<(), ApiError> {
 /// The texts to embed: a string or a list of strings (moved out of the body).
 pub fn embedding_input(body: &mut EmbeddingFields) -> Result<Vec<String>, ApiError> {
     let tokens = || {
-        invalid(
+        ApiError::invalid(
             "input",
             "token arrays are not supported: send the input as text",
         )
     };
     match body.input.take() {
         Some(Value::String(text)) => Ok(vec![text]),
-        Some(Value::Array(list)) if list.is_empty() => {
-            Err(invalid("input", "input must not be an empty list"))
-        }
+        Some(Value::Array(list)) if list.is_empty() => Err(ApiError::invalid(
+            "input",
+            "input must not be an empty list",
+        )),
         Some(Value::Array(list)) => list
             .into_iter()
             .enumerate()
             .map(|(i, item)| match item {
                 Value::String(text) => Ok(text),
                 Value::Number(_) | Value::Array(_) => Err(tokens()),
-                _ => Err(invalid(
+                _ => Err(ApiError::invalid(
                     format!("input[{i}]"),
                     "input must be a string or an array of strings",
                 )),
             })
             .collect(),
-        _ => Err(invalid(
+        _ => Err(ApiError::invalid(
             "input",
             "input must be a string or an array of strings",
         )),

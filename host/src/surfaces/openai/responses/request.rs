@@ -14,13 +14,6 @@ use crate::error::ApiError;
 use crate::plugins::types;
 use crate::surfaces::parts;
 
-fn invalid(param: impl Into<String>, message: impl Into<String>) -> ApiError {
-    ApiError::InvalidParam {
-        param: param.into(),
-        message: message.into(),
-    }
-}
-
 /// The prefix of a reasoning item's `encrypted_content` that holds reasoning the
 /// provider hid (Anthropic's `redacted_thinking`), not a signature. Signatures are
 /// base64, which has no `:`.
@@ -124,16 +117,19 @@ pub fn check(body: &ResponsesFields, params: &Map<String, Value>) -> Result<(), 
                 }
                 _ => "prompt templates are not supported: send instructions and input",
             };
-            return Err(invalid(*name, why));
+            return Err(ApiError::invalid(*name, why));
         }
     }
     if body.input.as_ref().is_none_or(Value::is_null) {
-        return Err(invalid("input", "you must provide an input parameter"));
+        return Err(ApiError::invalid(
+            "input",
+            "you must provide an input parameter",
+        ));
     }
     if let Some(truncation) = body.truncation.as_deref()
         && !matches!(truncation, "auto" | "disabled")
     {
-        return Err(invalid(
+        return Err(ApiError::invalid(
             "truncation",
             format!("truncation must be \"auto\" or \"disabled\", got {truncation:?}"),
         ));
@@ -142,7 +138,7 @@ pub fn check(body: &ResponsesFields, params: &Map<String, Value>) -> Result<(), 
         && !max.is_null()
         && max.as_u64().is_none_or(|max| max == 0)
     {
-        return Err(invalid(
+        return Err(ApiError::invalid(
             "max_output_tokens",
             "max_output_tokens must be a positive integer",
         ));
@@ -150,7 +146,7 @@ pub fn check(body: &ResponsesFields, params: &Map<String, Value>) -> Result<(), 
     if let Some(previous) = body.previous_response_id.as_deref()
         && previous.trim().is_empty()
     {
-        return Err(invalid(
+        return Err(ApiError::invalid(
             "previous_response_id",
             "previous_response_id must not be empty",
         ));
@@ -185,13 +181,13 @@ pub fn response_format(body: &ResponsesFields) -> Result<Option<Value>, ApiError
         Some("json_object") => Ok(Some(json!({"type": "json_object"}))),
         Some("json_schema") => {
             let Some(name) = format.get("name").and_then(Value::as_str) else {
-                return Err(invalid(
+                return Err(ApiError::invalid(
                     "text.format.name",
                     "a json_schema format needs its name",
                 ));
             };
             let Some(schema) = format.get("schema").filter(|s| s.is_object()) else {
-                return Err(invalid(
+                return Err(ApiError::invalid(
                     "text.format.schema",
                     "a json_schema format needs its schema, a JSON Schema object",
                 ));
@@ -208,7 +204,7 @@ pub fn response_format(body: &ResponsesFields) -> Result<Option<Value>, ApiError
                 json!({"type": "json_schema", "json_schema": json_schema}),
             ))
         }
-        _ => Err(invalid(
+        _ => Err(ApiError::invalid(
             "text.format.type",
             "text.format.type must be \"text\", \"json_object\" or \"json_schema\"",
         )),
@@ -246,15 +242,18 @@ pub fn functions(body: &ResponsesFields) -> Result<Vec<types::FunctionDef>, ApiE
         let place = format!("tools[{i}]");
         let kind = tool.get("type").and_then(Value::as_str).unwrap_or("");
         if kind != "function" {
-            return Err(invalid(format!("{place}.type"), hosted(kind)));
+            return Err(ApiError::invalid(format!("{place}.type"), hosted(kind)));
         }
         let name = tool.get("name").and_then(Value::as_str).unwrap_or("");
         if name.trim().is_empty() {
-            return Err(invalid(format!("{place}.name"), "a function needs a name"));
+            return Err(ApiError::invalid(
+                format!("{place}.name"),
+                "a function needs a name",
+            ));
         }
         let parameters = tool.get("parameters").filter(|p| !p.is_null());
         if parameters.is_some_and(|p| !p.is_object()) {
-            return Err(invalid(
+            return Err(ApiError::invalid(
                 format!("{place}.parameters"),
                 "parameters must be a JSON Schema object",
             ));
@@ -281,7 +280,7 @@ pub fn function_choice(body: &ResponsesFields) -> Result<Option<types::FunctionC
             "none" => Ok(Some(types::FunctionChoice::None)),
             "auto" => Ok(Some(types::FunctionChoice::Auto)),
             "required" => Ok(Some(types::FunctionChoice::Required)),
-            other => Err(invalid(
+            other => Err(ApiError::invalid(
                 "tool_choice",
                 format!("{other:?} is not one of \"none\", \"auto\", \"required\""),
             )),
@@ -290,17 +289,17 @@ pub fn function_choice(body: &ResponsesFields) -> Result<Option<types::FunctionC
     match choice.get("type").and_then(Value::as_str) {
         Some("function") => match choice.get("name").and_then(Value::as_str) {
             Some(name) => Ok(Some(types::FunctionChoice::Named(name.to_owned()))),
-            None => Err(invalid(
+            None => Err(ApiError::invalid(
                 "tool_choice.name",
                 "tool_choice needs the function's name",
             )),
         },
-        Some("allowed_tools") => Err(invalid(
+        Some("allowed_tools") => Err(ApiError::invalid(
             "tool_choice.type",
             "allowed_tools is not supported: send the tools the model may call",
         )),
-        Some(kind) => Err(invalid("tool_choice.type", hosted(kind))),
-        None => Err(invalid(
+        Some(kind) => Err(ApiError::invalid("tool_choice.type", hosted(kind))),
+        None => Err(ApiError::invalid(
             "tool_choice",
             "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"name\": ...}",
         )),
@@ -335,7 +334,10 @@ pub fn prompt(
     max_part_bytes: usize,
 ) -> Result<types::Prompt, ApiError> {
     if items.is_empty() {
-        return Err(invalid("input", "input must hold at least one item"));
+        return Err(ApiError::invalid(
+            "input",
+            "input must hold at least one item",
+        ));
     }
     let mut messages = Vec::with_capacity(items.len() + 1);
     if let Some(instructions) = instructions {
@@ -350,18 +352,26 @@ pub fn prompt(
         let place = || place(i, earlier);
         let field = |name: &str| format!("{}.{name}", place());
         if !item.is_object() {
-            return Err(invalid(place(), "an input item must be an object"));
+            return Err(ApiError::invalid(
+                place(),
+                "an input item must be an object",
+            ));
         }
         // An item without `type` with a `role` is a message (the "easy input message").
         let kind = match item.get("type").and_then(Value::as_str) {
             Some(kind) => kind,
             None if item.get("role").is_some() => "message",
-            None => return Err(invalid(field("type"), "an input item needs its type")),
+            None => {
+                return Err(ApiError::invalid(
+                    field("type"),
+                    "an input item needs its type",
+                ));
+            }
         };
         let text = |name: &str| -> Result<String, ApiError> {
             match item.get(name).and_then(Value::as_str) {
                 Some(text) => Ok(text.to_owned()),
-                None => Err(invalid(
+                None => Err(ApiError::invalid(
                     field(name),
                     format!("a {kind} item needs {name}, a string"),
                 )),
@@ -375,7 +385,7 @@ pub fn prompt(
                     "system" | "developer" => types::Role::System,
                     "assistant" => types::Role::Assistant,
                     other => {
-                        return Err(invalid(
+                        return Err(ApiError::invalid(
                             field("role"),
                             format!(
                                 "role {other:?} is not one of \"user\", \"assistant\", \
@@ -432,14 +442,14 @@ pub fn prompt(
                 messages.push(answer);
             }
             "item_reference" => {
-                return Err(invalid(
+                return Err(ApiError::invalid(
                     field("type"),
                     "item_reference is not supported: send the item itself, or continue \
                      with previous_response_id",
                 ));
             }
             other => {
-                return Err(invalid(
+                return Err(ApiError::invalid(
                     field("type"),
                     format!(
                         "input item type {other:?} is not supported (\"message\", \
@@ -486,7 +496,7 @@ fn reasoning_item(item: &Value, place: &str) -> Result<types::Reasoning, ApiErro
         None | Some(Value::Null) => None,
         Some(Value::String(encrypted)) => Some(encrypted.as_str()),
         Some(_) => {
-            return Err(invalid(
+            return Err(ApiError::invalid(
                 format!("{place}.encrypted_content"),
                 "encrypted_content must be a string",
             ));
@@ -514,7 +524,7 @@ fn content_parts(
         Value::String(text) => return Ok(vec![types::Part::Text(text.clone())]),
         Value::Array(parts) => parts,
         _ => {
-            return Err(invalid(
+            return Err(ApiError::invalid(
                 place,
                 format!("{place} must be a string or an array of content parts"),
             ));
@@ -526,7 +536,7 @@ fn content_parts(
         let string = |name: &str| part.get(name).and_then(Value::as_str);
         let kind = string("type").unwrap_or("");
         let missing = |name: &str| {
-            invalid(
+            ApiError::invalid(
                 format!("{place}.{name}"),
                 format!("a {kind} part needs {name}"),
             )
@@ -547,7 +557,7 @@ fn content_parts(
                         Some(_) => "file_id is not supported (the gateway keeps no files): send image_url",
                         None => "an input_image part needs image_url",
                     };
-                    return Err(invalid(param, why));
+                    return Err(ApiError::invalid(param, why));
                 };
                 let (source, media_type) = match parts::data_url(url, &param, max_part_bytes)? {
                     Some((media_type, bytes)) => (types::Source::Bytes(bytes), Some(media_type)),
@@ -593,7 +603,7 @@ fn content_parts(
                         }
                         None => "an input_file part needs file_data or file_url",
                     };
-                    return Err(invalid(format!("{place}.file_data"), why));
+                    return Err(ApiError::invalid(format!("{place}.file_data"), why));
                 }
             }
             "input_audio" => {
@@ -601,7 +611,7 @@ fn content_parts(
                 let field = |name: &str| audio.and_then(|a| a.get(name)).and_then(Value::as_str);
                 let param = format!("{place}.input_audio.data");
                 let (Some(data), Some(format)) = (field("data"), field("format")) else {
-                    return Err(invalid(
+                    return Err(ApiError::invalid(
                         format!("{place}.input_audio"),
                         "an input_audio part needs input_audio.data and input_audio.format",
                     ));
@@ -612,7 +622,7 @@ fn content_parts(
                 })
             }
             other => {
-                return Err(invalid(
+                return Err(ApiError::invalid(
                     format!("{place}.type"),
                     format!(
                         "content part type {other:?} is not supported (\"input_text\", \
