@@ -519,6 +519,24 @@ fn the_pii_guard_in_deny_mode_refuses_with_the_kind_never_the_value() {
     assert_eq!(upstream.request_count(), 0);
 }
 
+/// The refusal of `messages` by the pii guard in deny mode (a 400 naming the guard), which
+/// never reached the upstream.
+fn refused_in_deny_mode(messages: Value) -> String {
+    let upstream = OpenAiUpstream::start();
+    let gw = Gateway::builder()
+        .route(openai_guarded("o", &upstream, r#"["pii"]"#))
+        .guard("pii", "pii-guard", r#"settings = { mode = "deny" }"#)
+        .start();
+    let body = chat_request(&gw.project_id, "o", MODEL, messages);
+    let message = refusal(
+        &post_keyed(&gw, "/completions", &body),
+        400,
+        "guard \"pii\"",
+    );
+    assert_eq!(upstream.request_count(), 0);
+    message
+}
+
 /// What the upstream was sent: each message's `content` and `name`.
 fn sent_messages(upstream: &OpenAiUpstream) -> Vec<(Value, Value)> {
     let request = upstream.single_request().json();
@@ -563,22 +581,11 @@ fn the_pii_guard_finds_an_address_or_card_split_across_messages() {
         "{record}"
     );
 
-    let upstream = OpenAiUpstream::start();
-    let gw = Gateway::builder()
-        .route(openai_guarded("o", &upstream, r#"["pii"]"#))
-        .guard("pii", "pii-guard", r#"settings = { mode = "deny" }"#)
-        .start();
-    let body = chat_request(&gw.project_id, "o", MODEL, messages);
-    let message = refusal(
-        &post_keyed(&gw, "/completions", &body),
-        400,
-        "guard \"pii\"",
-    );
+    let message = refused_in_deny_mode(messages);
     assert!(
         message.contains("an email address and a payment card number"),
         "{message}"
     );
-    assert_eq!(upstream.request_count(), 0);
 }
 
 #[test]
@@ -609,19 +616,8 @@ fn the_pii_guard_reads_the_authors_name_of_a_message() {
         "{record}"
     );
 
-    let upstream = OpenAiUpstream::start();
-    let gw = Gateway::builder()
-        .route(openai_guarded("o", &upstream, r#"["pii"]"#))
-        .guard("pii", "pii-guard", r#"settings = { mode = "deny" }"#)
-        .start();
-    let body = chat_request(&gw.project_id, "o", MODEL, messages);
-    let message = refusal(
-        &post_keyed(&gw, "/completions", &body),
-        400,
-        "guard \"pii\"",
-    );
+    let message = refused_in_deny_mode(messages);
     assert!(message.contains("an email address"), "{message}");
-    assert_eq!(upstream.request_count(), 0);
 }
 
 #[test]
