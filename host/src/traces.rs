@@ -307,6 +307,7 @@ pub struct AttemptStart<'a> {
 }
 
 /// What a successful try answered, for its span.
+#[derive(Default)]
 pub struct Answer<'a> {
     pub response_model: Option<&'a str>,
     pub finish_reasons: Vec<&'static str>,

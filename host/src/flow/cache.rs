@@ -16,16 +16,19 @@ use hyper::HeaderMap;
 use hyper::header::{CACHE_CONTROL, HeaderValue};
 
 use super::call::Served;
+use super::guard::Guards;
 use super::quota::Quota;
 use super::record::Draft;
-use super::{Answered, Ask, CompletionCodec, EmbeddingCodec, Envelope, Kind, Metered, Reply};
+use super::route::{Request, Routed};
+use super::{
+    AnswerHeaders, Ask, CompletionCodec, EmbeddingCodec, Envelope, Kind, Metered, Reply, Whole,
+};
 use crate::cache::{Answer, CacheKey, Entry, Question, Scope};
 use crate::config::CacheScope;
 use crate::error::ApiError;
 use crate::plugins::types;
-use crate::routing::{Chain, Route};
 use crate::state::AppState;
-use crate::store::{CacheStatus, KeyRecord, TokenUsage};
+use crate::store::{CacheStatus, TokenUsage};
 
 /// The request and response header of the cache: the caller's wish (`no-cache`,
 /// `no-store`), and how the answer was served (`hit`, `miss`, `skip`).
@@ -72,13 +75,6 @@ fn directive(headers: &HeaderMap) -> Result<Directive, ApiError> {
     Ok(wish)
 }
 
-/// Whose a request is, as its entry's key covers it: its project (under `cache_scope =
-/// "project"`), and the caller's own provider key (always: an answer that key paid for).
-pub(super) struct Whose<'a> {
-    pub project: &'a str,
-    pub caller_key: Option<&'a str>,
-}
-
 /// A request to a route that caches: its key, and what becomes of its answer.
 pub(super) struct Caching {
     key: CacheKey,
@@ -89,20 +85,23 @@ pub(super) struct Caching {
 impl Caching {
     /// The request's caching, if its route caches (`None` costs nothing more).
     pub fn of<C, E>(
-        route: &Route,
+        request: &Request<C, E>,
         headers: &HeaderMap,
-        whose: Whose<'_>,
-        model: &str,
-        ask: &Ask<C, E>,
         output: types::OutputLimit,
-        params: &str,
     ) -> Result<Option<Caching>, ApiError> {
+        let Request {
+            routed,
+            ask,
+            params,
+            ..
+        } = request;
+        let route = &routed.route;
         let Some(ttl) = route.config.cache_ttl() else {
             return Ok(None);
         };
         let directive = directive(headers)?;
         let scope = match route.config.cache_scope {
-            CacheScope::Project => Scope::Project(whose.project),
+            CacheScope::Project => Scope::Project(&routed.key.project_id),
             CacheScope::Route => Scope::Route,
         };
         let question = match ask {
@@ -121,7 +120,9 @@ impl Caching {
             },
             Ask::Embed { input, .. } => Question::Embed { input },
         };
-        let key = crate::cache::key(scope, whose.caller_key, &route.id, model, question, params);
+        let caller_key = routed.caller_key.as_deref();
+        let model = &routed.model;
+        let key = crate::cache::key(scope, caller_key, &route.id, model, question, params);
         Ok(Some(Caching {
             key,
             ttl,
@@ -174,53 +175,48 @@ pub(super) fn set_header(status: CacheStatus, headers: &mut HeaderMap) {
 /// A cached answer found for the request.
 pub(super) struct Hit(Arc<Entry>);
 
-/// What a hit is answered with besides its entry: the request as the flow has it.
-pub(super) struct Asked<'a, C, E> {
-    pub key: KeyRecord,
-    pub route: &'a Route,
-    pub kind: Kind,
-    pub model: &'a str,
-    pub chain: Chain,
-    pub ask: Ask<C, E>,
-    pub params: &'a str,
-    pub stream: bool,
-}
-
 impl Hit {
-    /// Answers the request from the cache (see the module's description).
+    /// Answers `request` from the cache (see the module's description), after its guards
+    /// checked it.
     pub async fn answer<C: CompletionCodec, E: EmbeddingCodec>(
         self,
         state: &AppState,
         draft: &mut Draft,
-        asked: Asked<'_, C, E>,
+        request: Request<C, E>,
     ) -> Result<Reply, ApiError> {
-        let Asked {
-            key,
-            route,
-            kind,
-            model,
+        let Request {
+            routed,
             chain,
             ask,
             params,
             stream,
-        } = asked;
+        } = request;
+        let Routed {
+            key, route, model, ..
+        } = routed;
         let project = key.project_id.clone();
         let quota = Quota::admit_cached(state, key).await?;
         let mut limits = HeaderMap::new();
         quota.set_headers(&mut limits);
-        let answered = Answered {
+        let headers = AnswerHeaders {
             served: Served {
                 route: route.header.clone(),
                 target: None,
             },
             limits,
         };
+        let guards = Guards {
+            chain,
+            route: &route.id,
+            model: &model,
+            params: &params,
+        };
         let id = draft.id().to_string();
         let envelope = Envelope {
             invocation_id: &id,
             project_id: &project,
-            kind,
-            model,
+            kind: routed.kind,
+            model: &model,
         };
         match (ask, &self.0.answer) {
             (
@@ -232,62 +228,49 @@ impl Hit {
                 },
                 Answer::Completion(completion),
             ) => {
-                let mut guarded = None;
-                if !chain.is_empty() {
-                    let input = types::GuardInput::Prompt(prompt);
-                    let (_, checked) = super::guard::check_request(
-                        state, draft, chain, &route.id, model, input, &functions, params,
-                    )
+                let (_, mut guarded) = guards
+                    .check_prompt(state, draft, prompt, &functions)
                     .await?;
-                    guarded = Some(checked);
-                }
-                let usage = completion.usage.as_ref().map(TokenUsage::from);
-                draft.usage(usage, Some(0.0));
+                let usage = charge_nothing(draft, completion.usage.as_ref());
                 let mut completion = completion.clone();
                 if let Some(guarded) = &mut guarded {
                     completion = guarded.check_answer(state, draft, completion).await?;
                 }
-                let usage = usage.as_ref().map(|usage| Metered {
-                    usage,
-                    cost_usd: Some(0.0),
-                });
-                let whole = super::Whole {
+                let whole = Whole {
                     codec,
                     envelope,
                     completion,
-                    usage,
+                    usage: usage.as_ref().map(free),
                     stream,
                 };
-                Ok(whole.reply(state, draft, answered).await)
+                Ok(whole.reply(state, draft, headers).await)
             }
             (Ask::Embed { input, codec }, Answer::Embeddings(embeddings)) => {
-                if !chain.is_empty() {
-                    let input = types::GuardInput::Embedding(input);
-                    super::guard::check_request(
-                        state,
-                        draft,
-                        chain,
-                        &route.id,
-                        model,
-                        input,
-                        &[],
-                        params,
-                    )
-                    .await?;
-                }
-                let usage = embeddings.usage.as_ref().map(TokenUsage::from);
-                draft.usage(usage, Some(0.0));
-                let usage = usage.as_ref().map(|usage| Metered {
-                    usage,
-                    cost_usd: Some(0.0),
-                });
+                guards.check_embedding(state, draft, input).await?;
+                let usage = charge_nothing(draft, embeddings.usage.as_ref());
+                let usage = usage.as_ref().map(free);
                 let text = codec.embeddings(&envelope, &embeddings.vectors, usage);
-                Ok(Reply::Json(text, answered))
+                Ok(Reply::Json(text, headers))
             }
             _ => Err(ApiError::Internal(
                 "a cached answer of another kind than its request".into(),
             )),
         }
+    }
+}
+
+/// A hit's usage, in the record at no cost: the answer costs nothing this time.
+fn charge_nothing(draft: &mut Draft, usage: Option<&types::Usage>) -> Option<TokenUsage> {
+    let usage = usage.map(TokenUsage::from);
+    draft.usage(usage, Some(0.0));
+    usage
+}
+
+/// A hit's usage, at no cost.
+fn free(usage: &TokenUsage) -> Metered<'_> {
+    Metered {
+        usage,
+        cost_usd: Some(0.0),
     }
 }
 

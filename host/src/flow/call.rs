@@ -12,15 +12,18 @@ use uuid::Uuid;
 use super::failover::{Failover, Leg, Try};
 use super::quota::Quota;
 use super::record::Draft;
-use super::{Envelope, Kind};
+use super::route::Routed;
+use super::{AnswerHeaders, Envelope, Kind, Metered};
 use crate::error::ApiError;
-use crate::plugins::{CallContext, PluginError, PluginRuntime, UpstreamTrace, types};
+use crate::limits::Estimate;
+use crate::plugins::{CallContext, Plugin, PluginError, PluginRuntime, UpstreamTrace, types};
 use crate::pricing;
 use crate::redact::Secrets;
 use crate::routing::Route;
-use crate::store::TokenUsage;
+use crate::state::{AppState, Live};
+use crate::store::{KeyScope, TokenUsage};
+use crate::traces::Answer;
 
-const PROVIDER_KEY_HEADER: &str = "provider-api-key";
 /// The response header naming the route that served the request.
 pub const ROUTE_HEADER: &str = "x-gateway-route";
 /// The response header naming the upstream host that served the request.
@@ -35,16 +38,77 @@ pub(super) struct Call {
     /// The request's provider keys, kept out of plugin logs.
     pub secrets: Secrets,
     /// The project of the caller's key.
-    pub project: String,
+    pub project: Arc<str>,
     pub kind: Kind,
     /// What the call is charged to once it is over.
     pub quota: Quota,
     /// The request body's bytes in the count of those in flight, given back when the call
     /// (and its stream, which owns it then) ends.
-    pub _inflight: crate::inflight::BodyBytes,
+    _inflight: crate::inflight::BodyBytes,
+}
+
+/// What a call used and what that cost (`None` when the model's price is unknown).
+pub(super) struct Charged {
+    pub usage: Option<TokenUsage>,
+    pub cost_usd: Option<f64>,
+}
+
+impl Charged {
+    /// As an answer reports it.
+    pub fn metered(&self) -> Option<Metered<'_>> {
+        let cost_usd = self.cost_usd;
+        (self.usage.as_ref()).map(|usage| Metered { usage, cost_usd })
+    }
 }
 
 impl Call {
+    /// The call of `routed`, once its quota admits it: last before the call, so
+    /// that a request refused for anything else takes nothing from its limits. `estimate`
+    /// makes what the quota reserves for a call of a model on a route's plugin (only when a
+    /// limit counts tokens or cost).
+    pub async fn admit(
+        state: &AppState,
+        live: &Arc<Live>,
+        draft: &Draft,
+        routed: Routed,
+        estimate: impl FnOnce(&Route, &Plugin, &str) -> Estimate,
+    ) -> Result<Call, ApiError> {
+        let Routed {
+            key,
+            route,
+            plugin,
+            model,
+            kind,
+            caller_key,
+            inflight,
+        } = routed;
+        // Fallbacks are held to the scope too; a route without any needs no copy of it.
+        let scope = if route.config.fallbacks.is_empty() {
+            KeyScope::default()
+        } else {
+            key.scope.clone()
+        };
+        let project = Arc::from(key.project_id.as_str());
+        let quota = Quota::admit(state, key, || estimate(&route, &plugin, &model)).await?;
+        let failover = Failover::new(
+            live.clone(),
+            state.metrics.clone(),
+            Leg::first(route, plugin, model, caller_key),
+            scope,
+            draft.request_trace().clone(),
+            kind.as_str(),
+        );
+        Ok(Call {
+            failover,
+            invocation_id: draft.id(),
+            secrets: draft.current_secrets().clone(),
+            project,
+            kind,
+            quota,
+            _inflight: inflight,
+        })
+    }
+
     /// The route of the current try (the one that served, once one did).
     pub fn leg(&self) -> &Arc<Leg> {
         self.failover.current()
@@ -141,15 +205,39 @@ impl Call {
     }
 
     /// Puts the route that served (or failed last) and the tries in the record.
-    pub fn note(&mut self, draft: &mut Draft) {
-        self.failover.note(draft);
+    pub fn record_tries(&mut self, draft: &mut Draft) {
+        self.failover.record_tries(draft);
     }
 
-    /// The answer's headers: the serving route and upstream, the rate limits.
-    pub fn answered(&self) -> super::Answered {
+    /// The call is over, however it ended: the record gets the route and tries that served
+    /// and what the call used, priced, and the quota is charged with it. `answer` is what a
+    /// try that succeeded answered (it ends that try's span); `None` when the call failed
+    /// or was cut short (its span ended then).
+    pub async fn settle(
+        &mut self,
+        draft: &mut Draft,
+        usage: Option<&types::Usage>,
+        answer: Option<Answer<'_>>,
+    ) -> Charged {
+        self.record_tries(draft);
+        let (usage, cost_usd) = self.metered(usage);
+        if let Some(answer) = answer {
+            self.failover.end_span(&Answer {
+                usage: usage.as_ref(),
+                cost_usd,
+                ..answer
+            });
+        }
+        self.quota.settle(usage.as_ref(), cost_usd).await;
+        draft.usage(usage, cost_usd);
+        Charged { usage, cost_usd }
+    }
+
+    /// The headers of an answer sent whole: the serving route and upstream, the rate limits.
+    pub fn answer_headers(&self) -> AnswerHeaders {
         let mut limits = HeaderMap::new();
         self.quota.set_headers(&mut limits);
-        super::Answered {
+        AnswerHeaders {
             served: self.served(),
             limits,
         }
@@ -164,7 +252,7 @@ impl Call {
     }
 
     /// Usage and its cost (`None` when the model's price is unknown).
-    pub fn metered(&self, usage: Option<&types::Usage>) -> (Option<TokenUsage>, Option<f64>) {
+    fn metered(&self, usage: Option<&types::Usage>) -> (Option<TokenUsage>, Option<f64>) {
         let Some(usage) = usage.map(TokenUsage::from) else {
             return (None, None);
         };
@@ -196,22 +284,6 @@ pub(super) fn timeout_error(limit: std::time::Duration) -> ApiError {
     ))
 }
 
-/// The caller's own provider key, after noting every key the request may carry to an
-/// upstream (each target's of its route and of its fallbacks, and the caller's) in the draft
-/// so that none shows in answers, errors or records.
-pub(super) fn caller_key(
-    draft: &mut Draft,
-    route: &Route,
-    headers: &HeaderMap,
-) -> Result<Option<String>, ApiError> {
-    let from_caller = caller_provider_key(headers)?;
-    draft.secrets(match &from_caller {
-        Some(key) => route.secrets.with(key),
-        None => route.secrets.clone(),
-    });
-    Ok(from_caller)
-}
-
 /// The route and upstream that served, as the answer's head names them.
 #[derive(Clone, Default)]
 pub(super) struct Served {
@@ -226,25 +298,6 @@ impl Served {
         }
         if let Some(target) = self.target {
             headers.insert(TARGET_HEADER, target);
-        }
-    }
-}
-
-/// The caller's own provider key: `KEY` or `Bearer KEY` (any case of the
-/// scheme; the plugin adds the scheme its upstream wants).
-fn caller_provider_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
-    match headers.get(PROVIDER_KEY_HEADER) {
-        None => Ok(None),
-        Some(value) => {
-            let key = value
-                .to_str()
-                .map_err(|_| ApiError::BadRequest("Provider-API-Key is not valid text".into()))?
-                .trim();
-            let key = match key.split_once(char::is_whitespace) {
-                Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
-                _ => key,
-            };
-            Ok((!key.is_empty()).then(|| key.to_owned()))
         }
     }
 }

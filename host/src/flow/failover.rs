@@ -126,7 +126,7 @@ pub(super) struct Failover {
     /// The request's trace, and what the tries' spans say of their kind of call.
     trace: RequestTrace,
     kind: &'static str,
-    /// The span of the try under way (or that answered, until [`Failover::answered`]).
+    /// The span of the try under way (or that answered, until [`Failover::end_span`]).
     span: Option<TrySpan>,
 }
 
@@ -374,15 +374,15 @@ impl Failover {
         self.span.as_ref().and_then(TrySpan::headers)
     }
 
-    /// What the try that succeeded answered, for its span (which ends now).
-    pub fn answered(&mut self, answer: &Answer<'_>) {
+    /// Ends the span of the try that succeeded with what it answered.
+    pub fn end_span(&mut self, answer: &Answer<'_>) {
         if let Some(span) = self.span.take() {
             span.answered(answer);
         }
     }
 
     /// The try that started at `started` succeeded (its span ends with
-    /// [`Failover::answered`]).
+    /// [`Failover::end_span`]).
     pub fn succeeded(&mut self, started: Instant) {
         self.current.route.report(self.current_target(), Some(true));
         let route = &self.current.route.id;
@@ -480,7 +480,7 @@ impl Failover {
 
     /// Puts the route of the last try (the one that served, if one did) and
     /// the tries, when there was more than one, in the record.
-    pub fn note(&mut self, draft: &mut Draft) {
+    pub fn record_tries(&mut self, draft: &mut Draft) {
         let leg = &self.current;
         draft.route(&leg.route.id, &leg.route.config.plugin);
         draft.served_model(&leg.model);

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use super::record::Draft;
 use crate::error::ApiError;
 use crate::plugins::types::{
-    AnswerVerdict, Change, CheckedRequest, Completion, FunctionDef, GuardInput, RequestVerdict,
+    AnswerVerdict, Change, CheckedRequest, Completion, FunctionDef, GuardInput, Prompt,
+    RequestVerdict,
 };
 use crate::plugins::{CallContext, GuardInstance, PluginError};
 use crate::routing::{Chain, Guard};
@@ -28,10 +29,78 @@ pub(super) struct Guarded {
     request: CheckedRequest,
 }
 
+/// The guards of one request, with what they are shown beside its input.
+pub(super) struct Guards<'a> {
+    pub chain: Chain,
+    pub route: &'a str,
+    pub model: &'a str,
+    pub params: &'a str,
+}
+
+impl Guards<'_> {
+    /// The prompt the guards let through (as they rewrote it), and what the check of the
+    /// answer needs; without guards, the prompt as it is.
+    pub async fn check_prompt(
+        self,
+        state: &AppState,
+        draft: &mut Draft,
+        prompt: Prompt,
+        functions: &[FunctionDef],
+    ) -> Result<(Prompt, Option<Guarded>), ApiError> {
+        if self.chain.is_empty() {
+            return Ok((prompt, None));
+        }
+        let input = GuardInput::Prompt(prompt);
+        match self.check(state, draft, input, functions).await? {
+            (GuardInput::Prompt(prompt), guarded) => Ok((prompt, Some(guarded))),
+            _ => Err(changed_input()),
+        }
+    }
+
+    /// The embeddings' input the guards let through (as they rewrote it); without guards,
+    /// the input as it is.
+    pub async fn check_embedding(
+        self,
+        state: &AppState,
+        draft: &mut Draft,
+        input: Vec<String>,
+    ) -> Result<Vec<String>, ApiError> {
+        if self.chain.is_empty() {
+            return Ok(input);
+        }
+        let input = GuardInput::Embedding(input);
+        match self.check(state, draft, input, &[]).await? {
+            (GuardInput::Embedding(input), _) => Ok(input),
+            _ => Err(changed_input()),
+        }
+    }
+
+    async fn check(
+        self,
+        state: &AppState,
+        draft: &mut Draft,
+        input: GuardInput,
+        functions: &[FunctionDef],
+    ) -> Result<(GuardInput, Guarded), ApiError> {
+        let Guards {
+            chain,
+            route,
+            model,
+            params,
+        } = self;
+        check_request(state, draft, chain, route, model, input, functions, params).await
+    }
+}
+
+/// [`same_shape`] holds every rewrite to its input's kind: this is a bug if it shows.
+fn changed_input() -> ApiError {
+    ApiError::Internal("a guard's rewrite changed the input".into())
+}
+
 /// Runs the request's guards over `input`, in order, each seeing what the one before let
 /// through; answers the input to send, and what the answer's check needs.
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn check_request(
+async fn check_request(
     state: &AppState,
     draft: &mut Draft,
     chain: Chain,

@@ -17,7 +17,9 @@ mod guard;
 mod media;
 mod quota;
 mod record;
+mod route;
 mod stream;
+mod whole;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -30,11 +32,9 @@ use uuid::Uuid;
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::http::{Body, error_response_with_body, json_text_response};
-use crate::inflight::{ITEM_BYTES, MEDIA_ITEM_BYTES};
 use crate::plugins::types;
 use crate::state::AppState;
-use crate::store::{Conversation, KeyRecord, KeyScope, TokenUsage};
-use crate::traces::Answer;
+use crate::store::TokenUsage;
 use call::Call;
 
 /// The response header with the cost of a call answered whole.
@@ -271,7 +271,7 @@ impl EmbeddingCodec for Infallible {
 /// What the flow produced.
 enum Reply {
     /// A complete JSON answer, still to be recorded, with its headers.
-    Json(String, Answered),
+    Json(String, AnswerHeaders),
     /// A stream whose task records the invocation itself.
     Stream(Response<Body>),
     /// A stream answered whole (held for its guards), its frames made: still to be
@@ -279,7 +279,7 @@ enum Reply {
     Replay {
         frames: Vec<Bytes>,
         record: String,
-        answered: Answered,
+        headers: AnswerHeaders,
     },
     /// A failure the stream task has already recorded.
     Recorded(ApiError),
@@ -335,58 +335,12 @@ async fn run_flow(
 
 /// What the headers of a JSON answer say: the route and upstream that served it, its
 /// rate limits (an empty map, which allocates nothing, without limits).
-struct Answered {
+struct AnswerHeaders {
     served: call::Served,
     limits: HeaderMap,
 }
 
-/// The conversation of the kept response `previous` names, for `key`: its size, read alone,
-/// is held to `max_conversation_bytes` before any of it is loaded.
-async fn continued(
-    state: &AppState,
-    config: &Config,
-    key: &KeyRecord,
-    previous: &str,
-    body_bytes: usize,
-) -> Result<Vec<String>, ApiError> {
-    let not_found = || ApiError::InvalidParam {
-        param: "previous_response_id".into(),
-        message: format!("previous response with id {previous:?} not found"),
-    };
-    let head = state.store.response_head(&key.project_id, previous).await?;
-    // Another scope's is not found, as another project's: its conversation would reach
-    // the caller through the model, and a refusal would tell that it exists.
-    let head = head.filter(|head| key.scope.allows_origin(&head.origin));
-    let head = head.ok_or_else(not_found)?;
-    let size = usize::try_from(head.conversation_bytes).unwrap_or(usize::MAX);
-    let cap = config.max_conversation_bytes.get();
-    if size.saturating_add(body_bytes) > cap {
-        return Err(ApiError::InvalidParam {
-            param: "previous_response_id".into(),
-            message: format!(
-                "the conversation of previous response {previous:?} is {size} bytes, which \
-                 with this request's is over the gateway's max_conversation_bytes ({cap}): \
-                 start a new conversation, without previous_response_id"
-            ),
-        });
-    }
-    match state.store.conversation(&key.project_id, previous).await? {
-        // Deleted since its head was read.
-        None => Err(not_found()),
-        Some(Conversation::Whole(turns)) => Ok(turns),
-        Some(Conversation::Broken { deleted }) => Err(ApiError::InvalidParam {
-            param: "previous_response_id".into(),
-            message: format!(
-                "previous response {previous:?} continues response {deleted:?}, which was \
-                 deleted (by DELETE /v1/responses/{{id}} or the gateway's \
-                 record_retention_days): its conversation cannot be continued; \
-                 start a new conversation, without previous_response_id"
-            ),
-        }),
-    }
-}
-
-impl Answered {
+impl AnswerHeaders {
     fn set_headers(self, headers: &mut HeaderMap) {
         self.served.set_headers(headers);
         if !self.limits.is_empty() {
@@ -402,11 +356,12 @@ struct Whole<'a, C> {
     envelope: Envelope<'a>,
     completion: types::Completion,
     usage: Option<Metered<'a>>,
+    /// Whether the caller asked for a stream.
     stream: bool,
 }
 
 impl<C: CompletionCodec> Whole<'_, C> {
-    async fn reply(self, state: &AppState, draft: &Draft, answered: Answered) -> Reply {
+    async fn reply(self, state: &AppState, draft: &Draft, headers: AnswerHeaders) -> Reply {
         let Whole {
             mut codec,
             envelope,
@@ -425,7 +380,7 @@ impl<C: CompletionCodec> Whole<'_, C> {
             return Reply::Replay {
                 frames,
                 record,
-                answered,
+                headers,
             };
         }
         let mut text = codec.completion(&envelope, &completion, usage);
@@ -433,7 +388,7 @@ impl<C: CompletionCodec> Whole<'_, C> {
             text = draft.redact_answer(text);
             record::keep(state, draft, &text, kept).await;
         }
-        Reply::Json(text, answered)
+        Reply::Json(text, headers)
     }
 }
 
@@ -449,10 +404,10 @@ async fn finish<S: Surface>(
     // Errors say it too: a hit its guards refused is still a hit.
     let cache = draft.cache_status();
     let mut response = match result {
-        Ok(Reply::Json(text, answered)) => {
+        Ok(Reply::Json(text, headers)) => {
             let text = draft.redact_answer(text);
             let mut response = json_text_response(StatusCode::OK, Bytes::from(text.clone()), &id);
-            answered.set_headers(response.headers_mut());
+            headers.set_headers(response.headers_mut());
             // Neither OpenAI's nor Anthropic's answer has a field for it.
             if let Some(cost) = draft.cost_usd() {
                 set_cost_header(response.headers_mut(), cost);
@@ -464,7 +419,7 @@ async fn finish<S: Surface>(
         Ok(Reply::Replay {
             frames,
             record,
-            answered,
+            headers,
         }) => {
             let record = draft.redact_answer(record);
             let (sender, frames_rx) = tokio::sync::mpsc::channel(frames.len().max(1));
@@ -474,14 +429,14 @@ async fn finish<S: Surface>(
             }
             drop(sender);
             let mut response = crate::http::sse_response(frames_rx, &id);
-            answered.set_headers(response.headers_mut());
+            headers.set_headers(response.headers_mut());
             record::save(state, draft.success(200, record)).await;
             response
         }
         Ok(Reply::Recorded(error)) => error_response(&error),
         // Cut short by shutdown after the stream task took over the record:
         // the task records it (a task that vanished is recorded below).
-        Err(error @ ApiError::ShuttingDown) if draft.is_handed_over() => error_response(&error),
+        Err(error @ ApiError::ShuttingDown) if draft.recorded_by_stream() => error_response(&error),
         Err(error) => {
             let error = draft.redact(error);
             let response = error_response(&error);
@@ -502,8 +457,8 @@ fn set_cost_header(headers: &mut HeaderMap, cost: f64) {
     }
 }
 
-/// Admit -> route -> call the plugin -> answer. The record is the caller's
-/// ([`finish`]) unless a stream task takes it over ([`Draft::hand_over`]).
+/// Admit -> route -> cache -> quota -> call -> answer. The record is the caller's
+/// ([`finish`]) unless a stream task takes it over ([`Draft::give_to_stream`]).
 async fn flow<S: Surface>(
     state: &Arc<AppState>,
     draft: &mut Draft,
@@ -511,129 +466,37 @@ async fn flow<S: Surface>(
     body: Incoming,
 ) -> Result<Reply, ApiError> {
     let live = state.live();
-    let config = &live.config;
-    let admit::Admitted {
-        key,
-        body,
-        mut inflight,
-        body_bytes,
-    } = admit::admit::<S>(state, config, draft, headers, body).await?;
-    let inflight_limit = config.max_inflight_body_bytes.get();
-    // What the request holds beyond its body's bytes, counted as it becomes known.
-    let mut held = body_bytes;
-    draft.user(body.user_id());
-    body.check_project(&key.project_id)?;
-    let mut body = body;
-    if let Some(previous) = body.previous().map(str::to_owned) {
-        let conversation = continued(state, config, &key, &previous, body_bytes).await?;
-        let size: usize = conversation.iter().map(String::len).sum();
-        // The conversation goes to the plugin with the new turn: it is held like a body.
-        held += size;
-        if !inflight.grow(size, inflight_limit) {
-            return Err(ApiError::BodiesInFlight(inflight_limit));
-        }
-        body.continue_from(conversation)?;
-    }
-    let target = body.target(config)?;
-    let route = live.routes.get(&target.route)?;
-    draft.route(&route.id, &route.config.plugin);
-    S::serves(target.kind)?;
-    let stream = body.stream();
-    let model = route.model(target.model)?;
-    draft.model(&model, target.kind.as_str(), stream);
-    quota::check_scope(&key, &route.id, &model)?;
-    let caller_key = call::caller_key(draft, &route, headers)?;
-    route.check_key(caller_key.is_some())?;
-    let ask = body.ask(target.kind, config)?;
-    // Many tiny items cost the gateway many times their bytes: each is counted as more (in
-    // place of admission's count of the body's JSON objects).
-    let (items, media) = match &ask {
-        Ask::Complete {
-            prompt, functions, ..
-        } => {
-            let (items, media) = prompt.items();
-            (items + functions.len(), media)
-        }
-        Ask::Embed { input, .. } => (input.len(), 0),
-    };
-    held += items.saturating_mul(ITEM_BYTES) + media.saturating_mul(MEDIA_ITEM_BYTES);
-    if !inflight.resize(held, inflight_limit) {
-        return Err(ApiError::BodiesInFlight(inflight_limit));
-    }
-    let plugin = state.runtime.for_route(&route.id, &route.config.plugin)?;
-    // Fallbacks are held to the scope too; a route without any needs no copy of it.
-    let scope = if route.config.fallbacks.is_empty() {
-        KeyScope::default()
-    } else {
-        key.scope.clone()
-    };
-    let chain = (live.routes.guards()).for_request(&route.guards, &key.project_guards)?;
-    let output = match &ask {
-        Ask::Complete { reasoning, .. } => quota::output_limit(
-            &target.params,
-            reasoning.as_ref(),
-            route.config.reserve_max_tokens(),
-            quota::reserves(&key),
-        ),
-        Ask::Embed { .. } => types::OutputLimit::default(),
-    };
-    let caching = cache::Caching::of(
-        &route,
-        headers,
-        cache::Whose {
-            project: &key.project_id,
-            caller_key: caller_key.as_deref(),
-        },
-        &model,
-        &ask,
-        output,
-        &target.params,
-    )?;
+    let admitted = admit::admit::<S>(state, &live.config, draft, headers, body).await?;
+    let request = route::route(state, &live, draft, headers, admitted).await?;
+    let output = request.output_limit();
+    let caching = cache::Caching::of(&request, headers, output)?;
     if let Some(caching) = &caching
-        && let Some(hit) = caching.lookup(state, draft, target.kind).await
+        && let Some(hit) = caching.lookup(state, draft, request.routed.kind).await
     {
-        let asked = cache::Asked {
-            key,
-            route: &route,
-            kind: target.kind,
-            model: &model,
-            chain,
-            ask,
-            params: &target.params,
-            stream,
-        };
         // Boxed: inline, its state (the guards' checks, the answer's rendering) enlarges every
         // request's future, which is copied as it starts (callgrind: ~5k instructions of
         // memcpy on each request, cached or not).
-        return Box::pin(hit.answer(state, draft, asked)).await;
+        return Box::pin(hit.answer(state, draft, request)).await;
     }
-    // Last before the call: a request refused for anything else takes nothing from its limits.
-    let project = key.project_id.clone();
-    let quota = quota::Quota::admit(state, key, || {
-        quota::estimate(&ask, output, &route, &plugin, &model, &live.prices)
-    })
-    .await?;
-    // Each try sets the route of its upstream (`Try::aim`).
-    let wit_route = types::Route::default();
-    let first = failover::Leg::first(route, plugin, model, caller_key);
-    let failover = failover::Failover::new(
-        live.clone(),
-        state.metrics.clone(),
-        first,
-        scope,
-        draft.request_trace().clone(),
-        target.kind.as_str(),
-    );
-    let mut call = Call {
-        invocation_id: draft.id(),
-        secrets: draft.current_secrets().clone(),
-        failover,
-        project,
-        kind: target.kind,
-        quota,
-        _inflight: inflight,
+    let route::Request {
+        routed,
+        chain,
+        ask,
+        params,
+        stream,
+    } = request;
+    let prices = &live.prices;
+    let estimate = |route: &_, plugin: &_, model: &_| {
+        quota::estimate(&ask, output, route, plugin, model, prices)
     };
-
+    let call = Call::admit(state, &live, draft, routed, estimate).await?;
+    let leg = call.leg().clone();
+    let guards = guard::Guards {
+        chain,
+        route: &leg.route.id,
+        model: &leg.model,
+        params: &params,
+    };
     match ask {
         Ask::Complete {
             prompt,
@@ -642,142 +505,73 @@ async fn flow<S: Surface>(
             reasoning,
             codec,
         } => {
-            let (prompt, mut guarded) = if chain.is_empty() {
-                (prompt, None)
-            } else {
-                let leg = call.leg();
-                let (input, guarded) = guard::check_request(
-                    state,
-                    draft,
-                    chain,
-                    &leg.route.id,
-                    &leg.model,
-                    types::GuardInput::Prompt(prompt),
-                    &functions,
-                    &target.params,
-                )
+            let (prompt, guarded) = guards
+                .check_prompt(state, draft, prompt, &functions)
                 .await?;
-                let types::GuardInput::Prompt(prompt) = input else {
-                    return Err(ApiError::Internal(
-                        "a guard's rewrite changed the input".into(),
-                    ));
-                };
-                (prompt, Some(guarded))
-            };
             let request = types::CompletionRequest {
-                route: wit_route,
-                model: call.leg().model.clone(),
+                // Each try sets the route of its upstream (`Try::aim`).
+                route: types::Route::default(),
+                model: leg.model.clone(),
                 prompt,
                 functions,
                 function_choice,
                 reasoning,
                 output,
-                params: target.params,
+                params,
             };
-            // A stream whose guards judge the whole answer first is served whole, then sent
-            // as the stream it would have been.
-            let buffered = stream
-                && guarded
-                    .as_ref()
-                    .is_some_and(guard::Guarded::buffers_streams);
-            if stream && !buffered {
-                return stream::start(
-                    state.clone(),
-                    call,
-                    request,
-                    codec,
-                    draft.hand_over(),
-                    guarded,
-                    caching,
-                )
-                .await;
-            }
-            let completion = call.complete(&state.runtime, request).await;
-            call.note(draft);
-            let completion = completion?;
-            let (usage, cost_usd) = call.metered(completion.usage.as_ref());
-            call.failover.answered(&Answer {
-                usage: usage.as_ref(),
-                cost_usd,
-                ..Answer::of(&completion)
-            });
-            call.quota.settle(usage.as_ref(), cost_usd).await;
-            draft.usage(usage, cost_usd);
-            if let Some(caching) = &caching {
-                let mut kept = completion.clone();
-                stream::redact_completion(draft.current_secrets(), &mut kept);
-                (caching.store(state, crate::cache::Answer::Completion(kept), cost_usd)).await;
-            }
-            let completion = match &mut guarded {
-                Some(guarded) => guarded.check_answer(state, draft, completion).await?,
-                None => completion,
-            };
-            let id = draft.id().to_string();
-            let whole = Whole {
+            let answering = Answering {
                 codec,
-                envelope: call.envelope(&id),
-                completion,
-                usage: usage.as_ref().map(|usage| Metered { usage, cost_usd }),
-                stream: buffered,
+                guarded,
+                caching,
+                stream,
             };
-            Ok(whole.reply(state, draft, call.answered()).await)
+            complete(state, draft, call, request, answering).await
         }
         Ask::Embed { input, codec } => {
-            let inputs = input.len();
-            let input = if chain.is_empty() {
-                input
-            } else {
-                let leg = call.leg();
-                let (input, _) = guard::check_request(
-                    state,
-                    draft,
-                    chain,
-                    &leg.route.id,
-                    &leg.model,
-                    types::GuardInput::Embedding(input),
-                    &[],
-                    &target.params,
-                )
-                .await?;
-                let types::GuardInput::Embedding(input) = input else {
-                    return Err(ApiError::Internal(
-                        "a guard's rewrite changed the input".into(),
-                    ));
-                };
-                input
-            };
+            let input = guards.check_embedding(state, draft, input).await?;
             let request = types::EmbeddingRequest {
-                route: wit_route,
-                model: call.leg().model.clone(),
+                route: types::Route::default(),
+                model: leg.model.clone(),
                 input,
-                params: target.params,
+                params,
             };
-            let result = call.embed(&state.runtime, request).await;
-            call.note(draft);
-            let result = result?;
-            if result.vectors.len() != inputs {
-                return Err(ApiError::ProviderFailed(format!(
-                    "the provider returned {} embeddings for {inputs} inputs",
-                    result.vectors.len(),
-                )));
-            }
-            let (usage, cost_usd) = call.metered(result.usage.as_ref());
-            call.failover.answered(&Answer {
-                response_model: None,
-                finish_reasons: Vec::new(),
-                usage: usage.as_ref(),
-                cost_usd,
-            });
-            call.quota.settle(usage.as_ref(), cost_usd).await;
-            draft.usage(usage, cost_usd);
-            if let Some(caching) = &caching {
-                let kept = crate::cache::Answer::Embeddings(result.clone());
-                caching.store(state, kept, cost_usd).await;
-            }
-            let id = draft.id().to_string();
-            let usage = usage.as_ref().map(|usage| Metered { usage, cost_usd });
-            let text = codec.embeddings(&call.envelope(&id), &result.vectors, usage);
-            Ok(Reply::Json(text, call.answered()))
+            whole::embed(state, draft, call, request, codec, caching).await
         }
+    }
+}
+
+/// A completion, streamed as the plugin sends it or answered whole. A stream whose guards
+/// judge the whole answer first is answered whole, then sent as the stream it would have
+/// been.
+async fn complete<C: CompletionCodec>(
+    state: &Arc<AppState>,
+    draft: &mut Draft,
+    call: Call,
+    request: types::CompletionRequest,
+    answering: Answering<C>,
+) -> Result<Reply, ApiError> {
+    if answering.stream && !answering.buffers_stream() {
+        let draft = draft.give_to_stream();
+        return stream::start(state.clone(), call, request, answering, draft).await;
+    }
+    whole::complete(state, draft, call, request, answering).await
+}
+
+/// How a completion's answer is made, beside the call.
+struct Answering<C> {
+    /// The surface's writer of the answer.
+    codec: C,
+    /// The guards that judge the answer, with what they saw of the request.
+    guarded: Option<guard::Guarded>,
+    /// Where the whole answer is stored, on a route that caches.
+    caching: Option<cache::Caching>,
+    /// Whether the caller asked for a stream.
+    stream: bool,
+}
+
+impl<C> Answering<C> {
+    /// Whether its guards judge the whole answer before the caller gets any of it.
+    fn buffers_stream(&self) -> bool {
+        (self.guarded.as_ref()).is_some_and(guard::Guarded::buffers_streams)
     }
 }

@@ -75,8 +75,8 @@ pub struct Draft {
     bodies: BodyPolicy,
     /// The request's provider keys, once known: kept out of errors and records.
     secrets: Secrets,
-    /// A stream task took over the recording (see [`Draft::hand_over`]).
-    handed_over: bool,
+    /// A stream task took over the recording (see [`Draft::give_to_stream`]).
+    given_to_stream: bool,
     /// The request's trace; its span ends with the record.
     trace: RequestTrace,
 }
@@ -89,7 +89,7 @@ impl Draft {
             started: Instant::now(),
             bodies: BodyPolicy::NONE,
             secrets: Secrets::default(),
-            handed_over: false,
+            given_to_stream: false,
             trace,
         }
     }
@@ -118,16 +118,17 @@ impl Draft {
             RecordBodies::Full | RecordBodies::None => self.bodies.keep(body),
         };
     }
-    /// The draft for a task that records the invocation itself from now on;
+    /// The draft for a stream task, which records the invocation itself from now on;
     /// this one is marked so that the request is not recorded twice, however
     /// the flow ends.
-    pub fn hand_over(&mut self) -> Draft {
+    pub fn give_to_stream(&mut self) -> Draft {
         let draft = self.clone();
-        self.handed_over = true;
+        self.given_to_stream = true;
         draft
     }
-    pub fn is_handed_over(&self) -> bool {
-        self.handed_over
+    /// Whether a stream task records the invocation (see [`Draft::give_to_stream`]).
+    pub fn recorded_by_stream(&self) -> bool {
+        self.given_to_stream
     }
     pub fn secrets(&mut self, secrets: Secrets) {
         self.secrets = secrets;

@@ -9,7 +9,7 @@
 //! surface's last error frame.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hyper::HeaderMap;
@@ -18,12 +18,14 @@ use uuid::Uuid;
 
 use super::cache::Caching;
 use super::call::{Call, Served, timeout_error};
+use super::failover::{Leg, Try};
 use super::guard::Guarded;
 use super::record::{self, Draft};
-use super::{CompletionCodec, Envelope, Metered, Reply};
+use super::{Answering, CompletionCodec, Envelope, Kind, Metered, Reply};
 use crate::error::ApiError;
 use crate::http::sse_response;
-use crate::plugins::types;
+use crate::metrics::Metrics;
+use crate::plugins::{CallContext, types};
 use crate::redact::{Held, Secrets};
 use crate::state::AppState;
 use crate::traces::Answer;
@@ -39,10 +41,9 @@ const MAX_CHOICES: usize = 128;
 const MAX_CALLS: usize = 1024;
 
 /// A streamed request, as its task takes it over.
-struct Streamed<C> {
+struct Streamed {
     state: Arc<AppState>,
     call: Call,
-    codec: C,
     draft: Draft,
     /// Guards that judge the answer once it has been sent (`guard_stream = "observe"`).
     guarded: Option<Guarded>,
@@ -55,10 +56,8 @@ pub(super) async fn start<C: CompletionCodec>(
     state: Arc<AppState>,
     call: Call,
     request: types::CompletionRequest,
-    codec: C,
+    answering: Answering<C>,
     draft: Draft,
-    guarded: Option<Guarded>,
-    caching: Option<Caching>,
 ) -> Result<Reply, ApiError> {
     let id = draft.id();
     let mut headers = HeaderMap::new();
@@ -68,15 +67,34 @@ pub(super) async fn start<C: CompletionCodec>(
     }
     let (frames_tx, frames_rx) = mpsc::channel(FRAME_BUFFER);
     let (started_tx, started_rx) = oneshot::channel();
+    let pump = Pump {
+        id,
+        who: Who {
+            invocation_id: id.to_string(),
+            project: call.project.clone(),
+            kind: call.kind,
+            leg: call.leg().clone(),
+        },
+        served: Served::default(),
+        metrics: state.metrics.clone(),
+        arrived: draft.started(),
+        codec: answering.codec,
+        frames: frames_tx,
+        started: Some(started_tx),
+        texts: Vec::new(),
+        usage: None,
+        secrets: call.secrets.clone(),
+        held_texts: Vec::new(),
+        held_arguments: Vec::new(),
+    };
     let streamed = Streamed {
         state,
         call,
-        codec,
         draft,
-        guarded,
-        caching,
+        guarded: answering.guarded,
+        caching: answering.caching,
     };
-    tokio::spawn(streamed.run(request, frames_tx, started_tx));
+    tokio::spawn(streamed.run(request, pump));
     match started_rx.await {
         Ok(Ok(served)) => {
             let mut response = sse_response(frames_rx, &id);
@@ -91,10 +109,18 @@ pub(super) async fn start<C: CompletionCodec>(
     }
 }
 
+/// How a try of the stream ended.
 enum End {
     Finished(Result<types::Completion, ApiError>),
     ClientGone,
     /// Shutdown's grace period is over.
+    ShuttingDown,
+}
+
+/// Why the gateway cut a stream short.
+#[derive(Clone, Copy)]
+enum Cut {
+    ClientGone,
     ShuttingDown,
 }
 
@@ -103,29 +129,37 @@ enum End {
 /// answered with the error's own status).
 type Started = oneshot::Sender<Result<Served, ApiError>>;
 
-/// What one try of the stream hands to the next when it failed before
-/// anything was sent: the caller's side, untouched.
-struct Untouched<C> {
-    codec: C,
-    frames: mpsc::Sender<Bytes>,
-    started: Started,
+/// What every frame of the stream says of the request.
+struct Who {
+    invocation_id: String,
+    project: Arc<str>,
+    kind: Kind,
+    /// The route and model of the current try.
+    leg: Arc<Leg>,
 }
 
-/// What the metrics learn when the first frame goes out.
-struct FirstFrame<'a> {
-    metrics: &'a crate::metrics::Metrics,
-    route: &'a str,
-    /// When the request arrived.
-    arrived: Instant,
+impl Who {
+    fn envelope(&self) -> Envelope<'_> {
+        Envelope {
+            invocation_id: &self.invocation_id,
+            project_id: &self.project,
+            kind: self.kind,
+            model: &self.leg.model,
+        }
+    }
 }
 
-/// The plugin's chunks on their way to the caller, and what was sent so far.
-struct Pump<'a, C> {
+/// The plugin's chunks on their way to the caller, and what was sent so far. The caller's
+/// side (codec, frames, the response's head) goes from a try that sent nothing to the next.
+struct Pump<C> {
     id: Uuid,
-    envelope: Envelope<'a>,
+    who: Who,
     /// The route and upstream of this try, for the response's head.
     served: Served,
-    first_frame: FirstFrame<'a>,
+    /// Told when the first frame goes out.
+    metrics: Arc<Metrics>,
+    /// When the request arrived.
+    arrived: Instant,
     codec: C,
     frames: mpsc::Sender<Bytes>,
     /// `Some` until the first frame (or the error that replaces it) is sent.
@@ -142,257 +176,240 @@ struct Pump<'a, C> {
     held_arguments: Vec<((u32, u32), Held)>,
 }
 
-impl<C: CompletionCodec> Streamed<C> {
-    async fn run(
-        self,
+impl Streamed {
+    /// Tries until one answers, the caller leaves, or none is left, and records how the
+    /// request ended.
+    async fn run<C: CompletionCodec>(
+        mut self,
         request: types::CompletionRequest,
-        frames: mpsc::Sender<Bytes>,
-        started: Started,
+        mut pump: Pump<C>,
+    ) {
+        let mut template = Some(request);
+        loop {
+            let (attempt, request) = match self.next_try(&mut template).await {
+                Ok(next) => next,
+                Err(error) => return self.refused(pump, error).await,
+            };
+            let ctx = self.call.context(&attempt);
+            let try_started = Instant::now();
+            pump.begin_try(attempt.leg.clone(), self.call.served());
+            let limit = self.call.failover.try_timeout();
+            let end = pump
+                .run_try(&self.state, &attempt, &ctx, request, limit)
+                .await;
+            return match end {
+                End::Finished(Err(error)) if pump.nothing_sent() => {
+                    // Nothing reached the caller: another try (or the error with its own
+                    // status) may still answer it. What this try reported of its usage is
+                    // dropped with it.
+                    self.call.failover.failed(try_started, error, &ctx.trace);
+                    continue;
+                }
+                End::Finished(Ok(completion)) => {
+                    self.call.failover.succeeded(try_started);
+                    self.answered(pump, completion).await
+                }
+                End::Finished(Err(error)) => {
+                    // Text had flowed: the stream cannot be tried again.
+                    self.call.failover.failed(try_started, error, &ctx.trace);
+                    self.failed(pump).await
+                }
+                End::ShuttingDown => self.cut_short(pump, Cut::ShuttingDown, try_started).await,
+                End::ClientGone => self.cut_short(pump, Cut::ClientGone, try_started).await,
+            };
+        }
+    }
+
+    /// The next try, with its request aimed at it; the request's error once none is left.
+    async fn next_try(
+        &mut self,
+        template: &mut Option<types::CompletionRequest>,
+    ) -> Result<(Try, types::CompletionRequest), ApiError> {
+        let next = tokio::select! {
+            // A first try is ready at once: the abort signal is not even subscribed to.
+            biased;
+            attempt = self.call.failover.next(&self.state.runtime) => attempt.ok_or(None),
+            // Shutdown's grace is over while waiting out a backoff.
+            () = self.state.aborted() => Err(Some(ApiError::ShuttingDown)),
+        };
+        let attempt = match next {
+            Ok(attempt) => attempt,
+            Err(error) => {
+                self.call.record_tries(&mut self.draft);
+                let error = error.unwrap_or_else(|| self.call.failover.take_error());
+                return Err(self.draft.redact(error));
+            }
+        };
+        let Some(mut request) = self.call.failover.request(template) else {
+            return Err(ApiError::Internal("a try without its request".into()));
+        };
+        attempt.aim(&mut request.route, &mut request.model);
+        Ok((attempt, request))
+    }
+
+    /// No try is left (or shutdown came between tries) and nothing was sent: the caller
+    /// gets the error with its own status.
+    async fn refused<C: CompletionCodec>(self, mut pump: Pump<C>, error: ApiError) {
+        record::save(&self.state, self.draft.failure(&error)).await;
+        pump.tell_error(error).await;
+    }
+
+    /// The plugin's answer is whole: the caller gets its end, the record all of it.
+    async fn answered<C: CompletionCodec>(
+        self,
+        mut pump: Pump<C>,
+        mut completion: types::Completion,
     ) {
         let Streamed {
             state,
             mut call,
-            codec,
             mut draft,
             mut guarded,
             caching,
         } = self;
-        let id = draft.id().to_string();
-        let mut template = Some(request);
-        let mut untouched = Untouched {
-            codec,
-            frames,
-            started,
+        let answer = Some(Answer::of(&completion));
+        let charged = call
+            .settle(&mut draft, completion.usage.as_ref(), answer)
+            .await;
+        let usage = charged.metered();
+        // Held back in case a key went on: it did not.
+        pump.release_held().await;
+        // Before the last frame: a codec sends what the streamed pieces lack of the whole
+        // texts and arguments, which must be what was streamed.
+        redact_completion(&pump.secrets, &mut completion);
+        let envelope = pump.who.envelope();
+        let last_frame = pump.codec.last_frame(&envelope, &completion, usage);
+        // The record keeps the whole answer, as if it had not been streamed.
+        pump.fill_texts(&mut completion);
+        // Complete: the next request may have it (stored before the caller learns the
+        // stream ended).
+        if let Some(caching) = &caching {
+            let kept = crate::cache::Answer::Completion(completion.clone());
+            caching.store(&state, kept, charged.cost_usd).await;
+        }
+        let last_frame = match &mut guarded {
+            Some(guarded) => {
+                // Observing guards judge an answer the caller already has: it gets its end
+                // first. The body stays open until the record is saved, so shutdown still
+                // waits for the record.
+                pump.send_last(last_frame).await;
+                completion = guarded.observe_answer(&state, &mut draft, completion).await;
+                None
+            }
+            None => Some(last_frame),
         };
-        // One pass per try; a try that fails before anything reached the
-        // caller hands the caller's side to the next one.
-        loop {
-            let next = tokio::select! {
-                // A first try is ready at once: the abort signal is not even subscribed to.
-                biased;
-                attempt = call.failover.next(&state.runtime) => attempt,
-                // Shutdown's grace is over while waiting out a backoff.
-                () = state.aborted() => {
-                    call.failover.note(&mut draft);
-                    let error = ApiError::ShuttingDown;
-                    record::save(&state, draft.failure(&error)).await;
-                    let _ = untouched.started.send(Err(error));
-                    return;
-                }
-            };
-            let Some(attempt) = next else {
-                call.failover.note(&mut draft);
-                let error = draft.redact(call.failover.take_error());
-                record::save(&state, draft.failure(&error)).await;
-                let _ = untouched.started.send(Err(error));
-                return;
-            };
-            let Some(mut request) = call.failover.request(&mut template) else {
-                let error = ApiError::Internal("a try without its request".into());
-                record::save(&state, draft.failure(&error)).await;
-                let _ = untouched.started.send(Err(error));
-                return;
-            };
-            attempt.aim(&mut request.route, &mut request.model);
-            let ctx = call.context(&attempt);
-            let leg = &attempt.leg;
-            let limit = call.failover.try_timeout();
-            let try_started = Instant::now();
-            let mut pump = Pump {
-                id: call.invocation_id,
-                envelope: Envelope {
-                    invocation_id: &id,
-                    project_id: &call.project,
-                    kind: call.kind,
-                    model: &leg.model,
-                },
-                served: call.served(),
-                first_frame: FirstFrame {
-                    metrics: &state.metrics,
-                    route: &leg.route.id,
-                    arrived: draft.started(),
-                },
-                codec: untouched.codec,
-                frames: untouched.frames,
-                started: Some(untouched.started),
-                texts: Vec::new(),
-                usage: None,
-                secrets: call.secrets.clone(),
-                held_texts: Vec::new(),
-                held_arguments: Vec::new(),
-            };
+        let envelope = pump.who.envelope();
+        let mut record = pump.codec.completion(&envelope, &completion, usage);
+        if let Some(kept) = pump.codec.keep(&envelope, &completion) {
+            record = draft.redact_answer(record);
+            record::keep(&state, &draft, &record, kept).await;
+        }
+        // Record before the last frame (after it when guards observe, above, but still
+        // before the body ends): once it ends, shutdown may proceed.
+        record::save(&state, draft.success(200, record)).await;
+        if let Some(last_frame) = last_frame {
+            pump.send_last(last_frame).await;
+        }
+    }
 
-            let (chunks_tx, mut chunks) = mpsc::channel::<types::Chunk>(FRAME_BUFFER);
-            let plugin_call = tokio::time::timeout(
-                limit,
-                state
-                    .runtime
-                    .complete_stream(&leg.plugin, &ctx, request, chunks_tx),
-            );
-            tokio::pin!(plugin_call);
+    /// The try failed after text had flowed: the caller's stream ends with an error frame.
+    async fn failed<C: CompletionCodec>(mut self, mut pump: Pump<C>) {
+        let error = self.draft.redact(self.call.failover.take_error());
+        (self.call)
+            .settle(&mut self.draft, pump.usage.as_ref(), None)
+            .await;
+        record::save(&self.state, self.draft.failure(&error)).await;
+        pump.tell_error(error).await;
+    }
 
-            let end = loop {
-                tokio::select! {
-                    // Deliver what the plugin already sent before looking at how it ended.
-                    biased;
-                    Some(chunk) = chunks.recv() => {
-                        if !pump.forward(chunk).await {
-                            break End::ClientGone;
-                        }
-                    }
-                    result = &mut plugin_call => {
-                        let result = match result {
-                            Ok(result) => result.map_err(ApiError::from),
-                            Err(_) => Err(timeout_error(limit)),
-                        };
-                        break End::Finished(result);
-                    }
-                    _ = pump.frames.closed() => break End::ClientGone,
-                    () = state.aborted() => break End::ShuttingDown,
-                }
-            };
-            // Chunks sent just before the plugin returned are still queued.
-            let mut client_gone = matches!(end, End::ClientGone);
-            while !client_gone {
-                let Ok(chunk) = chunks.try_recv() else { break };
-                client_gone = !pump.forward(chunk).await;
+    /// The gateway ended the try (`cut`): the record keeps the part that was sent and its
+    /// usage so far; a caller still there learns why its answer stops here.
+    async fn cut_short<C: CompletionCodec>(
+        mut self,
+        mut pump: Pump<C>,
+        cut: Cut,
+        try_started: Instant,
+    ) {
+        let why = match cut {
+            Cut::ClientGone => "client_gone",
+            Cut::ShuttingDown => "shutdown",
+        };
+        self.call.failover.cut_short(try_started, why);
+        (self.call)
+            .settle(&mut self.draft, pump.usage.as_ref(), None)
+            .await;
+        let partial = Some(pump.partial_text());
+        let sent = !pump.nothing_sent();
+        match cut {
+            Cut::ClientGone => {
+                let status = if sent { 200 } else { CLIENT_CLOSED_REQUEST };
+                let cancelled = self
+                    .draft
+                    .cancelled(status, "the client disconnected", partial);
+                record::save(&self.state, cancelled).await;
             }
-
-            match end {
-                End::Finished(Err(error)) if !client_gone && pump.started.is_some() => {
-                    // Nothing reached the caller: another try (or the error
-                    // with its own status) may still answer it. What this
-                    // try reported of its usage is dropped with it.
-                    call.failover.failed(try_started, error, &ctx.trace);
-                    let Pump {
-                        codec,
-                        frames,
-                        started: Some(started),
-                        ..
-                    } = pump
-                    else {
-                        return;
-                    };
-                    untouched = Untouched {
-                        codec,
-                        frames,
-                        started,
-                    };
-                    continue;
-                }
-                End::Finished(Ok(mut completion)) if !client_gone => {
-                    call.failover.succeeded(try_started);
-                    call.failover.note(&mut draft);
-                    let (usage, cost_usd) = call.metered(completion.usage.as_ref());
-                    call.failover.answered(&Answer {
-                        usage: usage.as_ref(),
-                        cost_usd,
-                        ..Answer::of(&completion)
-                    });
-                    call.quota.settle(usage.as_ref(), cost_usd).await;
-                    draft.usage(usage, cost_usd);
-                    let usage = usage.as_ref().map(|usage| Metered { usage, cost_usd });
-                    // Held back in case a key went on: it did not.
-                    pump.release_held().await;
-                    // Before the last frame: a codec sends what the streamed pieces lack of
-                    // the whole texts and arguments, which must be what was streamed.
-                    redact_completion(&pump.secrets, &mut completion);
-                    let last_frame = pump.codec.last_frame(&pump.envelope, &completion, usage);
-                    // The record keeps the whole answer, as if it had not been streamed.
-                    pump.fill_texts(&mut completion);
-                    // Complete: the next request may have it (stored before the caller
-                    // learns the stream ended).
-                    if let Some(caching) = &caching {
-                        let kept = crate::cache::Answer::Completion(completion.clone());
-                        caching.store(&state, kept, cost_usd).await;
-                    }
-                    let last_frame = match &mut guarded {
-                        Some(guarded) => {
-                            // Observing guards judge an answer the caller already has: it
-                            // gets its end first. The body stays open until the record is
-                            // saved, so shutdown still waits for the record.
-                            pump.mark_started();
-                            let _ = pump.frames.send(last_frame).await;
-                            completion =
-                                guarded.observe_answer(&state, &mut draft, completion).await;
-                            None
-                        }
-                        None => Some(last_frame),
-                    };
-                    let mut record = pump.codec.completion(&pump.envelope, &completion, usage);
-                    if let Some(kept) = pump.codec.keep(&pump.envelope, &completion) {
-                        record = draft.redact_answer(record);
-                        record::keep(&state, &draft, &record, kept).await;
-                    }
-                    // Record before the last frame (after it when guards observe, above, but
-                    // still before the body ends): once it ends, shutdown may proceed.
-                    record::save(&state, draft.success(200, record)).await;
-                    if let Some(last_frame) = last_frame {
-                        pump.mark_started();
-                        let _ = pump.frames.send(last_frame).await;
-                    }
-                }
-                End::Finished(Err(error)) if !client_gone => {
-                    // Text had flowed: the stream cannot be tried again.
-                    call.failover.failed(try_started, error, &ctx.trace);
-                    call.failover.note(&mut draft);
-                    let error = draft.redact(call.failover.take_error());
-                    let (usage, cost) = call.metered(pump.usage.as_ref());
-                    call.quota.settle(usage.as_ref(), cost).await;
-                    draft.usage(usage, cost);
-                    record::save(&state, draft.failure(&error)).await;
-                    pump.tell_error(error).await;
-                }
-                End::ShuttingDown if !client_gone => {
-                    // The upstream call is dropped with `plugin_call`; the caller
-                    // learns why its answer stops here, and the record keeps the
-                    // part that was sent and its usage so far.
-                    call.failover.cut_short(try_started, "shutdown");
-                    call.failover.note(&mut draft);
-                    let (usage, cost) = call.metered(pump.usage.as_ref());
-                    call.quota.settle(usage.as_ref(), cost).await;
-                    draft.usage(usage, cost);
-                    let error = ApiError::ShuttingDown;
-                    let status = if pump.started.is_some() {
-                        error.status().as_u16()
-                    } else {
-                        200
-                    };
-                    let partial = pump.partial_text();
-                    record::save(
-                        &state,
-                        draft.cancelled(status, &error.message(), Some(partial)),
-                    )
-                    .await;
-                    pump.tell_error(error).await;
-                }
-                _ => {
-                    // The caller left: dropping the plugin call above cancelled the
-                    // upstream request. Keep what was known.
-                    call.failover.cut_short(try_started, "client_gone");
-                    call.failover.note(&mut draft);
-                    let (usage, cost) = call.metered(pump.usage.as_ref());
-                    call.quota.settle(usage.as_ref(), cost).await;
-                    draft.usage(usage, cost);
-                    let status = if pump.started.is_some() {
-                        CLIENT_CLOSED_REQUEST
-                    } else {
-                        200
-                    };
-                    let partial = pump.partial_text();
-                    record::save(
-                        &state,
-                        draft.cancelled(status, "the client disconnected", Some(partial)),
-                    )
-                    .await;
-                }
+            Cut::ShuttingDown => {
+                let error = ApiError::ShuttingDown;
+                let status = if sent { 200 } else { error.status().as_u16() };
+                let cancelled = self.draft.cancelled(status, &error.message(), partial);
+                record::save(&self.state, cancelled).await;
+                pump.tell_error(error).await;
             }
-            return;
         }
     }
 }
 
-impl<C: CompletionCodec> Pump<'_, C> {
+impl<C: CompletionCodec> Pump<C> {
+    /// Sends what one try's plugin streams until it ends, the caller leaves, or shutdown's
+    /// grace is over.
+    async fn run_try(
+        &mut self,
+        state: &AppState,
+        attempt: &Try,
+        ctx: &CallContext,
+        request: types::CompletionRequest,
+        limit: Duration,
+    ) -> End {
+        let (chunks_tx, mut chunks) = mpsc::channel::<types::Chunk>(FRAME_BUFFER);
+        let plugin = &attempt.leg.plugin;
+        let plugin_call = tokio::time::timeout(
+            limit,
+            (state.runtime).complete_stream(plugin, ctx, request, chunks_tx),
+        );
+        tokio::pin!(plugin_call);
+        let end = loop {
+            tokio::select! {
+                // Deliver what the plugin already sent before looking at how it ended.
+                biased;
+                Some(chunk) = chunks.recv() => {
+                    if !self.forward(chunk).await {
+                        break End::ClientGone;
+                    }
+                }
+                result = &mut plugin_call => {
+                    let result = match result {
+                        Ok(result) => result.map_err(ApiError::from),
+                        Err(_) => Err(timeout_error(limit)),
+                    };
+                    break End::Finished(result);
+                }
+                _ = self.frames.closed() => break End::ClientGone,
+                () = state.aborted() => break End::ShuttingDown,
+            }
+        };
+        if matches!(end, End::ClientGone) {
+            return end;
+        }
+        // Chunks sent just before the plugin returned are still queued. The upstream call
+        // is dropped with `plugin_call` when the caller left.
+        while let Ok(chunk) = chunks.try_recv() {
+            if !self.forward(chunk).await {
+                return End::ClientGone;
+            }
+        }
+        end
+    }
+
     /// Sends one chunk's reasoning, text and tool-call pieces to the caller (the
     /// model reasons before it answers); false when the caller is gone.
     async fn forward(&mut self, chunk: types::Chunk) -> bool {
@@ -440,7 +457,7 @@ impl<C: CompletionCodec> Pump<'_, C> {
         if pieces.is_empty() {
             return true;
         }
-        match self.codec.reasoning_frame(&self.envelope, &pieces) {
+        match self.codec.reasoning_frame(&self.who.envelope(), &pieces) {
             Some(frame) => {
                 self.mark_started();
                 self.frames.send(frame).await.is_ok()
@@ -454,7 +471,7 @@ impl<C: CompletionCodec> Pump<'_, C> {
         if calls.is_empty() {
             return true;
         }
-        match self.codec.tool_call_frame(&self.envelope, &calls) {
+        match self.codec.tool_call_frame(&self.who.envelope(), &calls) {
             Some(frame) => {
                 self.mark_started();
                 self.frames.send(frame).await.is_ok()
@@ -483,7 +500,7 @@ impl<C: CompletionCodec> Pump<'_, C> {
             self.texts[index].push_str(&delta.text);
         }
         self.mark_started();
-        let frame = self.codec.delta_frame(&self.envelope, &deltas);
+        let frame = self.codec.delta_frame(&self.who.envelope(), &deltas);
         self.frames.send(frame).await.is_ok()
     }
 
@@ -553,11 +570,30 @@ impl<C: CompletionCodec> Pump<'_, C> {
     fn mark_started(&mut self) {
         if let Some(started) = self.started.take() {
             let _ = started.send(Ok(std::mem::take(&mut self.served)));
-            let first = &self.first_frame;
-            first
-                .metrics
-                .first_token(first.route, first.arrived.elapsed());
+            let route = &self.who.leg.route.id;
+            self.metrics.first_token(route, self.arrived.elapsed());
         }
+    }
+
+    /// Whether the caller has seen nothing yet (not even the response's head).
+    fn nothing_sent(&self) -> bool {
+        self.started.is_some()
+    }
+
+    /// Sends the stream's last frame(s).
+    async fn send_last(&mut self, frame: Bytes) {
+        self.mark_started();
+        let _ = self.frames.send(frame).await;
+    }
+
+    /// A new try on `leg`, served by `served`, begins: nothing of the last one counts.
+    fn begin_try(&mut self, leg: Arc<Leg>, served: Served) {
+        self.who.leg = leg;
+        self.served = served;
+        self.texts.clear();
+        self.usage = None;
+        self.held_texts.clear();
+        self.held_arguments.clear();
     }
 
     /// Tells the caller how its request ended: with the error's own status

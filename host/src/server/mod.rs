@@ -11,6 +11,7 @@ mod invocations;
 mod session;
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,13 +22,13 @@ use hyper::{Method, Request, Response, StatusCode, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use serde_json::json;
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::flow;
+use crate::flow::{self, Surface};
 use crate::http::{Body, error_response, json_response};
 use crate::state::AppState;
 use crate::surfaces::{anthropic, commonbase, models, openai};
@@ -130,7 +131,7 @@ async fn accept_loop(
 ) {
     // Every connection holds a receiver until it ends: a send asks them to close, and
     // `closed` is when the last one did.
-    let (stop_connections, _) = tokio::sync::watch::channel(());
+    let (stop_connections, _) = watch::channel(());
     // HTTP/1.1 and HTTP/2 (prior knowledge, h2c) on the same socket. Headers that stop
     // coming are the connection's deadlines' business (`connection::serve`), for both.
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -162,42 +163,59 @@ async fn accept_loop(
             },
             _ = &mut stop => break,
         };
-        let _ = stream.set_nodelay(true);
-        let deadlines = {
-            let config = &state.live().config;
-            connection::Deadlines {
-                first_request: Duration::from_secs(config.request_read_timeout_secs.get()),
-                idle: Duration::from_secs(config.client_idle_timeout_secs.get()),
-            }
-        };
-        let activity = Arc::new(connection::Activity::default());
-        let service = service_fn({
-            let state = state.clone();
-            let activity = activity.clone();
-            move |request| {
-                let in_flight = activity.begin();
-                let state = state.clone();
-                async move {
-                    let response = dispatch(state, request, peer.ip()).await;
-                    Ok::<_, Infallible>(
-                        response.map(|body| connection::Tracked::new(body, in_flight)),
-                    )
-                }
-            }
-        });
-        let served = builder
-            .serve_connection(TokioIo::new(stream), service)
-            .into_owned();
         let stop = stop_connections.subscribe();
-        tokio::spawn(async move {
-            if let Err(e) = connection::serve(served, &activity, deadlines, stop).await {
-                tracing::debug!(%peer, "connection ended with an error: {e}");
-            }
-            drop(permit);
-            crate::plugins::trim::connection_closed();
-        });
+        serve_connection(&builder, &state, stream, peer, permit, stop);
     }
     drop(listener);
+    drain(&state, stop_connections).await;
+}
+
+/// Serves one accepted connection in a task of its own, which gives its `permit` back when
+/// the connection ends; `stop` asks it to close.
+fn serve_connection(
+    builder: &auto::Builder<TokioExecutor>,
+    state: &Arc<AppState>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    permit: OwnedSemaphorePermit,
+    stop: watch::Receiver<()>,
+) {
+    let _ = stream.set_nodelay(true);
+    let deadlines = {
+        let config = &state.live().config;
+        connection::Deadlines {
+            first_request: Duration::from_secs(config.request_read_timeout_secs.get()),
+            idle: Duration::from_secs(config.client_idle_timeout_secs.get()),
+        }
+    };
+    let activity = Arc::new(connection::Activity::default());
+    let service = service_fn({
+        let state = state.clone();
+        let activity = activity.clone();
+        move |request| {
+            let in_flight = activity.begin();
+            let state = state.clone();
+            async move {
+                let response = dispatch(state, request, peer.ip()).await;
+                Ok::<_, Infallible>(response.map(|body| connection::Tracked::new(body, in_flight)))
+            }
+        }
+    });
+    let served = builder
+        .serve_connection(TokioIo::new(stream), service)
+        .into_owned();
+    tokio::spawn(async move {
+        if let Err(e) = connection::serve(served, &activity, deadlines, stop).await {
+            tracing::debug!(%peer, "connection ended with an error: {e}");
+        }
+        drop(permit);
+        crate::plugins::trim::connection_closed();
+    });
+}
+
+/// Asks every connection to close once its request is answered, and waits for them for
+/// `shutdown_grace_secs`; then ends the requests still running (recorded as cancelled).
+async fn drain(state: &AppState, stop_connections: watch::Sender<()>) {
     let grace = Duration::from_secs(state.live().config.shutdown_grace_secs);
     stop_connections.send_replace(());
     let drained = stop_connections.closed();
@@ -336,6 +354,71 @@ pub async fn serve_metrics(listener: TcpListener, state: std::sync::Weak<AppStat
     }
 }
 
+/// A model endpoint: a POST runs the flow; any other method is refused, and recorded like
+/// every request that reaches one.
+async fn model<S: Surface>(
+    state: Arc<AppState>,
+    request: Request<Incoming>,
+    id: Uuid,
+) -> Response<Body> {
+    if request.method() == Method::POST {
+        flow::serve::<S>(state, request, id).await
+    } else {
+        flow::refuse::<S>(state, request, id, POST_ONLY).await
+    }
+}
+
+/// Every endpoint but the model endpoints, by its path and then its method.
+async fn other(
+    state: Arc<AppState>,
+    request: Request<Incoming>,
+    path: &str,
+    id: Uuid,
+    client: std::net::IpAddr,
+) -> Response<Body> {
+    let get = request.method() == Method::GET;
+    let only_get = || error_response(&ApiError::MethodNotAllowed("GET"), &id);
+    if let Some(response_id) = path.strip_prefix("/v1/responses/") {
+        return match *request.method() {
+            Method::GET => openai::responses::get(state, request, response_id, id).await,
+            Method::DELETE => openai::responses::delete(state, request, response_id, id).await,
+            _ => openai::error_response(&ApiError::MethodNotAllowed("GET, DELETE"), &id),
+        };
+    }
+    if path == "/v1/models" || path.starts_with("/v1/models/") {
+        if !get {
+            let error = ApiError::MethodNotAllowed("GET");
+            return models::error_response(request.headers(), &error, &id);
+        }
+        return match path.strip_prefix("/v1/models/") {
+            Some(model) => models::retrieve(state, request, model, id).await,
+            None => models::list(state, request, id).await,
+        };
+    }
+    if let Some(invocation_id) = path.strip_prefix("/invocations/") {
+        if !get {
+            return only_get();
+        }
+        return invocations::get(state, request, invocation_id, id).await;
+    }
+    match path {
+        "/healthz" | "/metrics" | "/admin/plugins" | "/admin/config" if !get => only_get(),
+        "/healthz" => json_response(StatusCode::OK, &json!({"status": "ok"}), &id),
+        "/metrics" => metrics(&state, &request, &id),
+        "/admin/plugins" => Box::pin(admin::plugins(state, request, &id, client)).await,
+        "/admin/config" => Box::pin(admin::config(state, request, &id, client)).await,
+        // Projects, keys, limits, usage, records, routes: `admin` answers every method
+        // (405s included). Boxed, as the console's: the operators' endpoints add nothing
+        // to the size of every model request's future.
+        p if admin::manages(p) => Box::pin(admin::manage(state, request, &id, client)).await,
+        p if console::serves(p) => Box::pin(console::serve(state, request, &id, client)).await,
+        _ => error_response(
+            &ApiError::NotFound(format!("no such endpoint: {path}")),
+            &id,
+        ),
+    }
+}
+
 /// Answers `request`, which came from `client` (the connection's peer: behind a proxy, the
 /// proxy).
 async fn dispatch(
@@ -352,102 +435,15 @@ async fn dispatch(
         let started = std::time::Instant::now();
         let path = request.uri().path().to_owned();
         let version = request.version();
-        let mut response = match (request.method(), path.as_str()) {
-            (&Method::POST, "/completions") => {
-                flow::serve::<commonbase::Completions>(state, request, id).await
-            }
-            (&Method::POST, "/embeddings") => {
-                flow::serve::<commonbase::Embeddings>(state, request, id).await
-            }
-            (&Method::POST, "/v1/messages") => {
-                flow::serve::<anthropic::Messages>(state, request, id).await
-            }
-            (&Method::POST, "/v1/chat/completions") => {
-                flow::serve::<openai::ChatCompletions>(state, request, id).await
-            }
-            (&Method::POST, "/v1/completions") => {
-                flow::serve::<openai::Completions>(state, request, id).await
-            }
-            (&Method::POST, "/v1/embeddings") => {
-                flow::serve::<openai::Embeddings>(state, request, id).await
-            }
-            (&Method::POST, "/v1/responses") => {
-                flow::serve::<openai::Responses>(state, request, id).await
-            }
-            (&Method::GET, p) if p.starts_with("/v1/responses/") => {
-                let response_id = &p["/v1/responses/".len()..];
-                openai::responses::get(state, request, response_id, id).await
-            }
-            (&Method::DELETE, p) if p.starts_with("/v1/responses/") => {
-                let response_id = &p["/v1/responses/".len()..];
-                openai::responses::delete(state, request, response_id, id).await
-            }
-            (&Method::GET, "/v1/models") => models::list(state, request, id).await,
-            (&Method::GET, p) if p.starts_with("/v1/models/") => {
-                let model = &p["/v1/models/".len()..];
-                models::retrieve(state, request, model, id).await
-            }
-            (&Method::GET, "/healthz") => {
-                json_response(StatusCode::OK, &json!({"status": "ok"}), &id)
-            }
-            (&Method::GET, "/metrics") => metrics(&state, &request, &id),
-            (&Method::GET, "/admin/plugins") => {
-                Box::pin(admin::plugins(state, request, &id, client)).await
-            }
-            (&Method::GET, "/admin/config") => {
-                Box::pin(admin::config(state, request, &id, client)).await
-            }
-            // Projects, keys, limits, usage, records, routes: `admin` answers every method
-            // (405s included). Boxed, as the console's: the operators' endpoints add nothing
-            // to the size of every model request's future.
-            (_, p) if admin::manages(p) => {
-                Box::pin(admin::manage(state, request, &id, client)).await
-            }
-            (_, p) if console::serves(p) => {
-                Box::pin(console::serve(state, request, &id, client)).await
-            }
-            (&Method::GET, p) if p.starts_with("/invocations/") => {
-                let invocation_id = &p["/invocations/".len()..];
-                invocations::get(state, request, invocation_id, id).await
-            }
-            // Model endpoints: recorded, like every request that reaches one.
-            (_, "/completions") => {
-                flow::refuse::<commonbase::Completions>(state, request, id, POST_ONLY).await
-            }
-            (_, "/embeddings") => {
-                flow::refuse::<commonbase::Embeddings>(state, request, id, POST_ONLY).await
-            }
-            (_, "/v1/messages") => {
-                flow::refuse::<anthropic::Messages>(state, request, id, POST_ONLY).await
-            }
-            (_, "/v1/chat/completions") => {
-                flow::refuse::<openai::ChatCompletions>(state, request, id, POST_ONLY).await
-            }
-            (_, "/v1/completions") => {
-                flow::refuse::<openai::Completions>(state, request, id, POST_ONLY).await
-            }
-            (_, "/v1/embeddings") => {
-                flow::refuse::<openai::Embeddings>(state, request, id, POST_ONLY).await
-            }
-            (_, "/v1/responses") => {
-                flow::refuse::<openai::Responses>(state, request, id, POST_ONLY).await
-            }
-            (_, p) if p.starts_with("/v1/responses/") => {
-                openai::error_response(&ApiError::MethodNotAllowed("GET, DELETE"), &id)
-            }
-            (_, p) if p == "/v1/models" || p.starts_with("/v1/models/") => {
-                models::error_response(request.headers(), &ApiError::MethodNotAllowed("GET"), &id)
-            }
-            (_, "/healthz" | "/metrics" | "/admin/plugins" | "/admin/config") => {
-                error_response(&ApiError::MethodNotAllowed("GET"), &id)
-            }
-            (_, p) if p.starts_with("/invocations/") => {
-                error_response(&ApiError::MethodNotAllowed("GET"), &id)
-            }
-            _ => error_response(
-                &ApiError::NotFound(format!("no such endpoint: {path}")),
-                &id,
-            ),
+        let mut response = match path.as_str() {
+            "/completions" => model::<commonbase::Completions>(state, request, id).await,
+            "/embeddings" => model::<commonbase::Embeddings>(state, request, id).await,
+            "/v1/messages" => model::<anthropic::Messages>(state, request, id).await,
+            "/v1/chat/completions" => model::<openai::ChatCompletions>(state, request, id).await,
+            "/v1/completions" => model::<openai::Completions>(state, request, id).await,
+            "/v1/embeddings" => model::<openai::Embeddings>(state, request, id).await,
+            "/v1/responses" => model::<openai::Responses>(state, request, id).await,
+            path => other(state, request, path, id, client).await,
         };
         // A client too slow to send its request does not keep the connection.
         if response.status() == StatusCode::REQUEST_TIMEOUT && version < Version::HTTP_2 {

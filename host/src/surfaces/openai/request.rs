@@ -41,6 +41,10 @@ impl<'de, F: Fields> Deserialize<'de> for Body<F> {
     }
 }
 
+/// Hand-written rather than `#[serde(flatten)]` into a typed struct beside a `Map` of the
+/// rest: serde buffers a flattened body into its own intermediate tree before either half
+/// reads it (every message parsed twice, on every request), and that tree forgets which
+/// keys came twice, which this surface refuses.
 struct BodyVisitor<F>(PhantomData<F>);
 
 impl<'de, F: Fields> Visitor<'de> for BodyVisitor<F> {
@@ -89,12 +93,13 @@ impl<'de, T> DeserializeSeed<'de> for Duplicate<'_, T> {
 /// are a request another reader could understand differently).
 pub use crate::surfaces::json::parse_object as parse_body;
 
-/// Reads one typed field: `read!(map, self.field)`.
-macro_rules! read {
-    ($map:expr, $field:expr) => {{
-        $field = $map.next_value()?;
-        Ok(true)
-    }};
+/// Reads one typed field, for [`Fields::read`]: true, it was consumed.
+pub fn read<'de, A: MapAccess<'de>, T: Deserialize<'de>>(
+    map: &mut A,
+    field: &mut T,
+) -> Result<bool, A::Error> {
+    *field = map.next_value()?;
+    Ok(true)
 }
 
 // ------------------------------------------------------------------ shared
@@ -117,9 +122,9 @@ pub struct Common {
 impl Common {
     fn read<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<bool, A::Error> {
         match key {
-            "model" => read!(map, self.model),
-            "stream" => read!(map, self.stream),
-            "stream_options" => read!(map, self.stream_options),
+            "model" => read(map, &mut self.model),
+            "stream" => read(map, &mut self.stream),
+            "stream_options" => read(map, &mut self.stream_options),
             // `user` stays a parameter (the plugin may pass it upstream); the
             // record's user is read from the parameters.
             _ => Ok(false),
@@ -317,12 +322,12 @@ pub struct ChatFields {
 impl Fields for ChatFields {
     fn read<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<bool, A::Error> {
         match key {
-            "messages" => read!(map, self.messages),
-            "tools" => read!(map, self.tools),
-            "tool_choice" => read!(map, self.tool_choice),
-            "functions" => read!(map, self.functions),
-            "function_call" => read!(map, self.function_call),
-            "reasoning_effort" => read!(map, self.reasoning_effort),
+            "messages" => read(map, &mut self.messages),
+            "tools" => read(map, &mut self.tools),
+            "tool_choice" => read(map, &mut self.tool_choice),
+            "functions" => read(map, &mut self.functions),
+            "function_call" => read(map, &mut self.function_call),
+            "reasoning_effort" => read(map, &mut self.reasoning_effort),
             _ => self.common.read(key, map),
         }
     }
@@ -654,7 +659,7 @@ pub struct TextFields {
 impl Fields for TextFields {
     fn read<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<bool, A::Error> {
         match key {
-            "prompt" => read!(map, self.prompt),
+            "prompt" => read(map, &mut self.prompt),
             _ => self.common.read(key, map),
         }
     }
@@ -725,9 +730,9 @@ pub enum EncodingFormat {
 impl Fields for EmbeddingFields {
     fn read<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<bool, A::Error> {
         match key {
-            "model" => read!(map, self.model),
-            "input" => read!(map, self.input),
-            "encoding_format" => read!(map, self.encoding_format),
+            "model" => read(map, &mut self.model),
+            "input" => read(map, &mut self.input),
+            "encoding_format" => read(map, &mut self.encoding_format),
             _ => Ok(false),
         }
     }

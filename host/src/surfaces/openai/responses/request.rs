@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde::de::MapAccess;
 use serde_json::{Map, Value, json};
 
-use super::super::request::{self as chat, Fields};
+use super::super::request::{self as chat, Fields, read};
 use crate::error::ApiError;
 use crate::plugins::types;
 use crate::surfaces::parts;
@@ -56,31 +56,23 @@ pub struct ReasoningBody {
     pub generate_summary: Option<String>,
 }
 
-/// Reads one typed field.
-macro_rules! read {
-    ($map:expr, $field:expr) => {{
-        $field = $map.next_value()?;
-        Ok(true)
-    }};
-}
-
 impl Fields for ResponsesFields {
     fn read<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<bool, A::Error> {
         match key {
-            "model" => read!(map, self.model),
-            "stream" => read!(map, self.stream),
-            "input" => read!(map, self.input),
-            "instructions" => read!(map, self.instructions),
-            "tools" => read!(map, self.tools),
-            "tool_choice" => read!(map, self.tool_choice),
-            "max_output_tokens" => read!(map, self.max_output_tokens),
-            "text" => read!(map, self.text),
-            "reasoning" => read!(map, self.reasoning),
-            "store" => read!(map, self.store),
-            "previous_response_id" => read!(map, self.previous_response_id),
-            "metadata" => read!(map, self.metadata),
-            "safety_identifier" => read!(map, self.safety_identifier),
-            "truncation" => read!(map, self.truncation),
+            "model" => read(map, &mut self.model),
+            "stream" => read(map, &mut self.stream),
+            "input" => read(map, &mut self.input),
+            "instructions" => read(map, &mut self.instructions),
+            "tools" => read(map, &mut self.tools),
+            "tool_choice" => read(map, &mut self.tool_choice),
+            "max_output_tokens" => read(map, &mut self.max_output_tokens),
+            "text" => read(map, &mut self.text),
+            "reasoning" => read(map, &mut self.reasoning),
+            "store" => read(map, &mut self.store),
+            "previous_response_id" => read(map, &mut self.previous_response_id),
+            "metadata" => read(map, &mut self.metadata),
+            "safety_identifier" => read(map, &mut self.safety_identifier),
+            "truncation" => read(map, &mut self.truncation),
             "background" | "conversation" | "prompt" => {
                 let name = match key {
                     "background" => "background",
