@@ -1,21 +1,22 @@
 //! An LLM inference gateway whose providers are sandboxed WebAssembly plugins.
 //!
 //! A request flows one way: [`server`] (HTTP transport: accept, dispatch by
-//! path) -> [`flow`] (admit: key and limits -> route -> plugin call -> answer,
-//! whole or streamed -> record), with the endpoint's [`surfaces`] codec
-//! reading the body and writing the answer in its wire format. The flow calls
-//! the provider plugin through [`plugins`] on the route [`routing`] picks, and
-//! ends as one invocation record in the [`store`].
+//! path) -> [`flow`] (admit: key and body -> route -> cache -> limits -> guards ->
+//! plugin call -> answer, whole or streamed -> record), with the endpoint's
+//! [`surfaces`] codec reading the body and writing the answer in its wire format.
+//! The flow calls the provider plugin through [`plugins`] on the route [`routing`]
+//! picks, and ends as one invocation record in the [`store`] (SQLite or PostgreSQL).
 //!
-//! Shared by those layers: [`state`] (what every request reads), [`http`]
-//! (bodies and responses), [`auth`] (the key a request carries), [`keys`] (what keys are
-//! made of), [`clock`] (times read, written and parsed), [`error`] (every failure
-//! and its HTTP status), [`redact`] (provider keys kept out of answers, records
-//! and logs). Around them: [`config`] (the TOML file, checked as it is read,
-//! and its hot reload), [`dir_watch`] (debounced directory watching, behind the
-//! config's and the plugins' hot reload), [`pricing`] (what a call cost),
-//! [`worker`] (which serving thread runs the code), [`cli`] and [`reports`] (its usage
-//! reports and record exports).
+//! Shared by those layers: [`state`] (what every request reads, and the config's hot
+//! reload), [`http`] (bodies and responses), [`error`] (every failure and its HTTP
+//! status), [`auth`] (the key a request carries), [`limits`] (rate limits and budgets),
+//! [`cache`] (the response cache), [`pricing`] (what a call cost), [`redact`] (provider
+//! keys kept out of answers, records and logs), [`metrics`] and [`traces`]. Around them:
+//! [`config`] (the TOML file, checked as it is read), [`cli`] and [`reports`] (its usage
+//! reports and record exports). Leaves: [`inflight`] (the bodies in flight), [`redis_link`],
+//! [`dir_watch`] (debounced directory watching, behind the hot reloads), [`worker`] (which
+//! serving thread runs the code), [`clock`], [`keys`] (what keys are made of) and
+//! [`encoding`]. ARCHITECTURE.md has the map and the rules.
 
 // No `unwrap()` or `expect()` outside tests (ARCHITECTURE.md's rule for the request path, held
 // for all of the host's code): the few that mean the machine itself failed say so where they

@@ -16,6 +16,8 @@
 //!   componentize-js (see `js.rs`).
 //! - `cargo xtask cycles [--print]`: checks that no two modules of `host/src` depend on each
 //!   other (see `cycles.rs`); `--print` lists which modules use which.
+//! - `cargo xtask links`: checks that every relative link and `#anchor` of the documentation
+//!   resolves (see `links.rs`).
 //! - `cargo xtask bench [ARGS]`: builds the plugins, the gateway (the `production` profile, as
 //!   deployed) and the benchmark harness (release), then runs `bench ARGS` (default: `all`; see
 //!   BENCHMARKS.md);
@@ -23,6 +25,7 @@
 
 mod cycles;
 mod js;
+mod links;
 mod python;
 
 use std::path::{Path, PathBuf};
@@ -102,8 +105,9 @@ fn main() -> ExitCode {
         },
         Some("bench") => bench(&args[1..]),
         Some("cycles") => check_cycles(args.get(1).is_some_and(|a| a == "--print")),
+        Some("links") => links::command(&workspace_root()),
         _ => {
-            Err("usage: cargo xtask serve [gateway args] | test [cargo test args] | plugins | bench [bench args] | cycles [--print]".into())
+            Err("usage: cargo xtask serve [gateway args] | test [cargo test args] | plugins | bench [bench args] | cycles [--print] | links".into())
         }
     };
     match result {

@@ -3,8 +3,10 @@
 //! The defaults are `gateway.example.toml` at the repository root, embedded in
 //! the binary, so the quick start needs no file at all. A config that parses is
 //! one the gateway can serve with: the values check themselves ([`types`]), and
-//! an unknown key is refused rather than silently ignored. Applying edits of the
-//! file while the gateway serves is the state's ([`crate::state::reload`]).
+//! an unknown key is refused rather than silently ignored. It builds nothing: the routes
+//! and sandboxes made from it are [`crate::routing`]'s, and applying edits of the file while
+//! the gateway serves is the state's ([`crate::state::reload`]). Every key is documented in
+//! `docs/configuration.md`, which a test holds to the keys serde accepts.
 
 mod price;
 pub mod types;

@@ -53,25 +53,34 @@ fn a_misspelt_route_key_is_refused_with_its_route_and_the_known_keys() {
     assert!(err.contains("[providers.ID.settings]"), "{err}");
 }
 
-/// The example config lists the keys a route may have; serde's "expected one of" list is
-/// the struct's own, so a key added to [`RouteConfig`] and not to the example fails here.
-#[test]
-fn the_example_names_every_route_key() {
-    let err = Config::parse("[providers.x]\nplugin = \"echo\"\nnot_a_key = 1\n", "test")
-        .expect_err("an unknown route key is refused")
+/// The keys serde accepts in a table: its "expected" list when `config`, which ends
+/// inside that table, gets a key it does not know. The struct's own list, so it cannot drift.
+fn accepted_keys(config: &str) -> Vec<String> {
+    let text = format!("{config}not_a_key = 1\n");
+    let err = Config::parse(&text, "test")
+        .expect_err("an unknown key is refused")
         .to_string();
+    // Serde writes "expected `a`", "expected `a` or `b`" or "expected one of `a`, `b`, ...".
     let (_, expected) = err
-        .split_once("expected one of")
-        .expect("serde lists the keys");
-    let keys: Vec<&str> = expected
+        .split_once("unknown field `not_a_key`, expected ")
+        .unwrap_or_else(|| panic!("serde lists the keys: {err}"));
+    expected
         .lines()
         .next()
         .unwrap_or_default()
         .split('`')
         .skip(1)
         .step_by(2)
-        .collect();
-    assert!(keys.contains(&"memory_limit_mb"), "{err}");
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The example config lists the keys a route may have; serde's "expected one of" list is
+/// the struct's own, so a key added to [`RouteConfig`] and not to the example fails here.
+#[test]
+fn the_example_names_every_route_key() {
+    let keys = accepted_keys("[providers.x]\nplugin = \"echo\"\n");
+    assert!(keys.iter().any(|k| k == "memory_limit_mb"), "{keys:?}");
     let documented = DEFAULT_CONFIG
         .split_once("# Route keys:")
         .map(|(_, rest)| {
@@ -84,10 +93,99 @@ fn the_example_names_every_route_key() {
         .collect();
     for key in keys {
         assert!(
-            words.contains(&key),
+            words.contains(&key.as_str()),
             "route key {key} is missing from the example's `Route keys:` paragraph"
         );
     }
+}
+
+/// The configuration reference (`docs/configuration.md`) has a `| key |` table per table of
+/// the file, under a heading naming it (`## Routes: `[providers.ID]``; the top level's names
+/// none): each must list exactly the keys serde accepts there, so a key added to the config
+/// without its row, or a row left after its key went, fails here.
+#[test]
+fn the_configuration_reference_documents_every_key_and_no_other() {
+    const ROUTE: &str = "[providers.x]\nplugin = \"echo\"\n";
+    const PRICE: &str = "[providers.x.pricing.m]\ninput_per_mtok = 1\noutput_per_mtok = 1\n";
+    // Each table's heading code span, and a config that ends inside that table.
+    let tables = [
+        ("", String::new()),
+        ("[providers.ID]", ROUTE.to_owned()),
+        (
+            "[[providers.ID.targets]]",
+            format!("{ROUTE}[[providers.x.targets]]\nbase_url = \"https://a.example\"\n"),
+        ),
+        (
+            "[providers.ID.pricing.\"MODEL\"]",
+            format!("{ROUTE}{PRICE}"),
+        ),
+        (
+            "long_context",
+            format!(
+                "{ROUTE}{PRICE}[providers.x.pricing.m.long_context]\nabove_prompt_tokens = 1\n\
+                 input_per_mtok = 1\noutput_per_mtok = 1\n"
+            ),
+        ),
+        ("[guards.ID]", "[guards.g]\nplugin = \"g\"\n".to_owned()),
+        (
+            "[models.ALIAS]",
+            format!("{ROUTE}[models.a]\nroute = \"x\"\n"),
+        ),
+    ];
+    let reference = include_str!("../../../docs/configuration.md");
+    // The `| key |` tables' first cells, by the last code span of the heading above them.
+    let mut documented: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let (mut heading, mut in_key_table) = ("", false);
+    for line in reference.lines() {
+        if line.starts_with('#') {
+            heading = line
+                .rsplit('`')
+                .nth(1)
+                .filter(|_| line.ends_with('`'))
+                .unwrap_or("");
+        } else if line.starts_with("| key |") {
+            in_key_table = true;
+            documented.entry(heading).or_default();
+        } else if !line.starts_with('|') {
+            in_key_table = false;
+        } else if in_key_table
+            && let Some(cell) = line.split('|').nth(1)
+            && let Some(key) = cell
+                .trim()
+                .strip_prefix('`')
+                .and_then(|k| k.strip_suffix('`'))
+        {
+            documented.entry(heading).or_default().push(key);
+        }
+    }
+    for (heading, config) in &tables {
+        let table = if heading.is_empty() {
+            "the top level"
+        } else {
+            heading
+        };
+        let mut accepted = accepted_keys(config);
+        accepted.sort();
+        let mut rows: Vec<String> = documented
+            .remove(heading)
+            .unwrap_or_else(|| panic!("docs/configuration.md has no `| key |` table for {table}"))
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        rows.sort();
+        let missing: Vec<&String> = accepted.iter().filter(|k| !rows.contains(k)).collect();
+        let unknown: Vec<&String> = rows.iter().filter(|k| !accepted.contains(k)).collect();
+        assert!(
+            missing.is_empty() && unknown.is_empty(),
+            "docs/configuration.md, {table}: keys the config accepts without a row: {missing:?}; \
+             rows of keys it does not accept: {unknown:?}"
+        );
+    }
+    assert!(
+        documented.is_empty(),
+        "docs/configuration.md has `| key |` tables this test does not check: {:?}",
+        documented.keys().collect::<Vec<_>>()
+    );
 }
 
 #[test]

@@ -2,6 +2,12 @@
 //! cap, HTTP/1.1 and HTTP/2, dispatch by method and path, graceful shutdown.
 //! What a model endpoint does with its request is the [`crate::flow`]'s
 //! business, in the wire format of its [`crate::surfaces`] codec.
+//!
+//! Beside the model endpoints it serves `GET /invocations/{id}` (`invocations`), `GET
+//! /metrics` (here, or only on the `metrics_listen` socket), the admin API ([`admin`]) and the
+//! admin console (`console`, signed in with a `session` cookie; wrong admin tokens are
+//! throttled per client address by [`crate::limits::SignInThrottle`]). `connection` holds
+//! each connection's deadlines, and [`app`] wires `gateway serve` top to bottom.
 
 pub mod admin;
 pub mod app;

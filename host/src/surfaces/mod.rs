@@ -2,6 +2,12 @@
 //! its endpoints' bodies into the request [`crate::flow`]'s terms and writes
 //! the flow's answers, stream frames and errors in its own shape; the flow
 //! does everything else (keys, limits, routes, plugin calls, records).
+//!
+//! The codecs are [`commonbase`], [`openai`] (its `responses` the Responses API) and
+//! [`anthropic`]; each reads model names through the config's aliases and `ROUTE/MODEL`.
+//! What they share is written once: `json` reads every body (the admin API's too), `parts`
+//! the content parts in OpenAI's shape, `checks` the value checks, `blocks` the stream state
+//! of answers written one block at a time; [`models`] answers `GET /v1/models`.
 
 pub mod anthropic;
 mod blocks;
