@@ -187,6 +187,8 @@ mod assembler;
 pub mod blocks;
 mod calls;
 pub mod eventstream;
+#[cfg(feature = "golden")]
+pub mod golden;
 pub mod guard;
 pub mod http;
 pub mod json;

@@ -1,6 +1,7 @@
 //! Unit tests of the pure mapping functions, partly against real recorded Anthropic traffic.
 
 mod convert;
+mod golden;
 mod http;
 mod info;
 mod output;

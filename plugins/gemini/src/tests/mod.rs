@@ -2,6 +2,7 @@
 
 mod convert;
 mod embed;
+mod golden;
 mod info;
 mod output;
 mod parts;

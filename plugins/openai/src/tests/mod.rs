@@ -4,6 +4,7 @@
 mod azure;
 mod convert;
 mod embed;
+mod golden;
 mod http;
 mod info;
 mod output;
