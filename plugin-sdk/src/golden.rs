@@ -33,13 +33,8 @@ const PIXEL_PNG: &[u8] = &[
 /// reasoning effort; the host's output limit.
 pub fn request(route: Route, model: &str) -> CompletionRequest {
     let message = |role: Role, parts: Vec<Part>| Message {
-        role,
         parts,
-        name: None,
-        function_call: None,
-        tool_calls: Vec::new(),
-        tool_call_id: None,
-        is_error: false,
+        ..Message::text_message(role, "")
     };
     let image = Image {
         source: Source::Bytes(PIXEL_PNG.to_vec()),
