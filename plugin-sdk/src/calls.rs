@@ -54,6 +54,29 @@ impl FunctionDef {
             }),
         }
     }
+
+    /// The function's `parameters` as a JSON Schema object with a `type` (`"object"` when it
+    /// names none; `{"type": "object"}` for no parameters), as APIs that require an object
+    /// schema take it (Anthropic's, Bedrock's); refused as [`FunctionDef::schema`] refuses, or
+    /// when the schema is not an object.
+    pub fn object_schema(&self, position: usize) -> Result<Value, ProviderError> {
+        let mut schema = match self.schema(position)? {
+            None => serde_json::Map::new(),
+            Some(Value::Object(schema)) => schema,
+            Some(_) => {
+                return Err(ProviderError::InvalidRequest(format!(
+                    "functions[{position}].parameters must be a JSON Schema object"
+                )));
+            }
+        };
+        schema.entry("type").or_insert_with(|| "object".into());
+        Ok(Value::Object(schema))
+    }
+
+    /// The function's description, `None` when it has none or an empty one.
+    pub fn description(&self) -> Option<String> {
+        self.description.clone().filter(|d| !d.is_empty())
+    }
 }
 
 /// A call of an assistant message: its id and the function's name.

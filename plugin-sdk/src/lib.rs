@@ -184,8 +184,11 @@
 
 mod answer;
 mod assembler;
+pub mod blocks;
 mod calls;
 pub mod eventstream;
+#[cfg(feature = "golden")]
+pub mod golden;
 pub mod guard;
 pub mod http;
 pub mod json;
@@ -196,14 +199,18 @@ mod params;
 mod parts;
 pub mod sse;
 mod upstream;
+mod usage;
 
 pub use answer::{Answer, StreamDecoder, read_completion, read_stream};
 pub use assembler::StreamAssembler;
 pub use calls::{OpenCall, OpenCalls};
 pub use output::check_output;
-pub use params::{params_object, params_object_except, take_default_only_params};
+pub use params::{
+    params_object, params_object_except, take_default_only_params, take_stop_sequences,
+};
 pub use parts::{Base64, DataUrl};
 pub use upstream::{embedded_error, upstream_error};
+pub use usage::TokenCounts;
 
 use __private::gateway::provider::types as wit;
 
@@ -396,21 +403,15 @@ impl ProviderError {
     pub fn malformed(error: impl std::fmt::Display) -> Self {
         ProviderError::Failed(format!("malformed response from upstream: {error}"))
     }
-}
 
-impl Usage {
-    /// Usage of `prompt` and `completion` tokens, their sum as the total and
-    /// no cache or reasoning details.
-    pub fn new(prompt: u32, completion: u32) -> Self {
-        Usage {
-            prompt_tokens: prompt,
-            completion_tokens: completion,
-            total_tokens: prompt.saturating_add(completion),
-            cached_prompt_tokens: None,
-            cache_creation_tokens: None,
-            reasoning_tokens: None,
-            image_prompt_tokens: None,
-            audio_prompt_tokens: None,
+    /// The error prefixed with the position of the message it is about (`messages[i]: `),
+    /// when it is the caller's ([`ProviderError::InvalidRequest`]); others as they are.
+    pub fn at_message(self, i: usize) -> Self {
+        match self {
+            ProviderError::InvalidRequest(message) => {
+                ProviderError::InvalidRequest(format!("messages[{i}]: {message}"))
+            }
+            other => other,
         }
     }
 }

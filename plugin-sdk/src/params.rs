@@ -173,6 +173,45 @@ impl Route {
     }
 }
 
+/// Takes OpenAI's `stop` and Anthropic's `stop_sequences` out of `params` (each a string or a
+/// list of strings), and returns their sequences merged in order, each once; refuses
+/// ([`ProviderError::InvalidRequest`] naming the route and the param) a value that is not text.
+///
+/// ```
+/// use gateway_plugin_sdk::{params_object, take_stop_sequences};
+/// use serde_json::json;
+///
+/// let mut params = params_object(r#"{"stop": ["a", "b"], "stop_sequences": "b"}"#).unwrap();
+/// assert_eq!(take_stop_sequences(&mut params, "r").unwrap(), [json!("b"), json!("a")]);
+/// assert!(params.is_empty());
+/// let mut params = params_object(r#"{"stop": 1}"#).unwrap();
+/// assert!(take_stop_sequences(&mut params, "r").is_err());
+/// ```
+pub fn take_stop_sequences(
+    params: &mut Map<String, Value>,
+    route: &str,
+) -> Result<Vec<Value>, ProviderError> {
+    let mut sequences: Vec<Value> = Vec::new();
+    for name in ["stop_sequences", "stop"] {
+        let items = match params.remove(name) {
+            None | Some(Value::Null) => continue,
+            Some(Value::Array(items)) => items,
+            Some(single) => vec![single],
+        };
+        for item in items {
+            if !item.is_string() {
+                return Err(ProviderError::InvalidRequest(format!(
+                    "route `{route}`: {name} must be a string or a list of strings"
+                )));
+            }
+            if !sequences.contains(&item) {
+                sequences.push(item);
+            }
+        }
+    }
+    Ok(sequences)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

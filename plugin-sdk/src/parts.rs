@@ -30,6 +30,16 @@ impl Part {
     pub fn unsupported(&self, provider: &str) -> ProviderError {
         ProviderError::InvalidRequest(format!("{provider} does not take {} parts", self.kind()))
     }
+
+    /// The error for a part the provider cannot take on message `i`, of `role`:
+    /// [`ProviderError::InvalidRequest`] naming the message, `provider`, the part's kind and
+    /// the role (the gateway answers 400).
+    pub fn unsupported_on(&self, i: usize, provider: &str, role: &str) -> ProviderError {
+        ProviderError::InvalidRequest(format!(
+            "messages[{i}]: {provider} does not take {} parts on {role} messages",
+            self.kind()
+        ))
+    }
 }
 
 impl Message {
@@ -77,6 +87,16 @@ impl Message {
     pub fn text_only(&self, provider: &str) -> Result<Cow<'_, str>, ProviderError> {
         match self.first_media() {
             Some(part) => Err(part.unsupported(provider)),
+            None => Ok(self.text()),
+        }
+    }
+
+    /// [`Message::text_only`] for message `i` of a conversation: the error of
+    /// [`Part::unsupported_on`] naming the message, `provider` and the message's role when it
+    /// has an image, audio or a document.
+    pub fn text_only_at(&self, i: usize, provider: &str) -> Result<Cow<'_, str>, ProviderError> {
+        match self.first_media() {
+            Some(part) => Err(part.unsupported_on(i, provider, self.role.as_str())),
             None => Ok(self.text()),
         }
     }

@@ -4,13 +4,16 @@
 use std::borrow::Cow;
 use std::num::NonZeroU64;
 
+use gateway_plugin_sdk::blocks::{
+    MIN_THINKING_BUDGET, Thinking, ToolCalls, finish_turns, push_blocks,
+};
 use gateway_plugin_sdk::http::Request;
 use gateway_plugin_sdk::json::{to_value, with_entry};
 use gateway_plugin_sdk::output::{OutputFields, fit_thinking_budget};
 use gateway_plugin_sdk::{
-    Base64, CompletionRequest, Document, FunctionChoice, FunctionDef, Image, Message, OpenCall,
-    OpenCalls, OutputLimit, Part, Prompt, ProviderError, Reasoning, ReasoningConfig,
-    ReasoningEffort, Role, Route, Source, params_object_except, take_default_only_params,
+    Base64, CompletionRequest, Document, FunctionChoice, FunctionDef, Image, Message, Part, Prompt,
+    ProviderError, Reasoning, ReasoningConfig, Role, Route, Source, params_object_except,
+    take_default_only_params, take_stop_sequences,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -131,7 +134,9 @@ fn body_and_messages<'a>(
     if let Some(reasoning) = &request.reasoning {
         thinking(&mut body, reasoning, settings.max_tokens());
     }
-    output_limit(&mut body, &request.output, &request.route.id)?;
+    if let Some(max) = request.output.max_tokens {
+        output_limit(&mut body, max, &request.route.id)?;
+    }
     if stream {
         body.insert("stream".into(), Value::Bool(true));
     }
@@ -144,35 +149,13 @@ pub const OUTPUT: OutputFields = OutputFields {
     choices: &[],
 };
 
-/// Writes the host's output limit as `max_tokens` (over the caller's, its aliases', and the
-/// room [`thinking`] added), and fits a thinking budget inside it: Anthropic counts thinking in
-/// `max_tokens` and wants the budget below it, so a budget that does not fit becomes half the
+/// Writes the host's output limit, `max`, as `max_tokens` (over the caller's, its aliases', and
+/// the room [`thinking`] added), and fits a thinking budget inside it: Anthropic counts thinking
+/// in `max_tokens` and wants the budget below it, so a budget that does not fit becomes half the
 /// limit (at least [`MIN_THINKING_BUDGET`]); a limit with no room for that is refused.
-pub fn output_limit(
-    body: &mut Map<String, Value>,
-    output: &OutputLimit,
-    route: &str,
-) -> Result<(), ProviderError> {
-    let Some(max) = output.max_tokens else {
-        return Ok(());
-    };
+fn output_limit(body: &mut Map<String, Value>, max: u32, route: &str) -> Result<(), ProviderError> {
     body.insert("max_tokens".into(), json!(max));
     fit_thinking_budget(body, max, MIN_THINKING_BUDGET, route)
-}
-
-/// The smallest `budget_tokens` Anthropic accepts.
-pub const MIN_THINKING_BUDGET: u32 = 1024;
-
-/// The thinking budget of a reasoning effort, `None` for no thinking.
-pub fn effort_budget(effort: ReasoningEffort) -> Option<u32> {
-    match effort {
-        ReasoningEffort::None => None,
-        ReasoningEffort::Minimal => Some(MIN_THINKING_BUDGET),
-        ReasoningEffort::Low => Some(2048),
-        ReasoningEffort::Medium => Some(8192),
-        ReasoningEffort::High => Some(16384),
-        ReasoningEffort::Xhigh => Some(32000),
-    }
 }
 
 /// Sets `thinking` from the caller's reasoning config (replacing a `thinking` of the params):
@@ -181,27 +164,21 @@ pub fn effort_budget(effort: ReasoningEffort) -> Option<u32> {
 ///   default, which every model accepts, unlike `{"type": "disabled"}` on models without
 ///   extended thinking);
 /// - else `{"type": "enabled", "budget_tokens": N}`, N being the budget when given, else the
-///   effort's ([`effort_budget`]), at least [`MIN_THINKING_BUDGET`]; a config with neither
-///   leaves the body as it is;
+///   effort's, at least [`MIN_THINKING_BUDGET`] ([`Thinking::of`]); a config with neither leaves
+///   the body as it is;
 /// - Anthropic wants `budget_tokens` below `max_tokens`: a numeric `max_tokens` not above the
 ///   budget becomes the budget plus `default_max_tokens` (the answer keeps the room it would
 ///   have had without thinking).
 fn thinking(body: &mut Map<String, Value>, reasoning: &ReasoningConfig, default_max_tokens: u64) {
-    if reasoning.effort == Some(ReasoningEffort::None) {
-        body.remove("thinking");
-        return;
-    }
-    let Some(budget) = reasoning
-        .budget_tokens
-        .or_else(|| reasoning.effort.and_then(effort_budget))
-    else {
-        return;
+    let budget = match Thinking::of(reasoning) {
+        None => return,
+        Some(Thinking::Off) => {
+            body.remove("thinking");
+            return;
+        }
+        Some(Thinking::Budget(budget)) => budget,
     };
-    let budget = budget.max(MIN_THINKING_BUDGET);
-    body.insert(
-        "thinking".into(),
-        json!({"type": "enabled", "budget_tokens": budget}),
-    );
+    body.insert("thinking".into(), Thinking::enabled(budget));
     if let Some(max_tokens) = body.get("max_tokens").and_then(Value::as_u64)
         && max_tokens <= u64::from(budget)
     {
@@ -271,24 +248,7 @@ pub fn caller_params(
     }
 
     // `stop` is OpenAI's name, `stop_sequences` Anthropic's; both may be a string or a list.
-    let mut sequences: Vec<Value> = Vec::new();
-    for name in ["stop_sequences", "stop"] {
-        let items = match body.remove(name) {
-            None | Some(Value::Null) => continue,
-            Some(Value::Array(items)) => items,
-            Some(single) => vec![single],
-        };
-        for item in items {
-            if !item.is_string() {
-                return Err(ProviderError::InvalidRequest(format!(
-                    "route `{route}`: {name} must be a string or a list of strings"
-                )));
-            }
-            if !sequences.contains(&item) {
-                sequences.push(item);
-            }
-        }
-    }
+    let sequences = take_stop_sequences(&mut body, route)?;
     if !sequences.is_empty() {
         body.insert("stop_sequences".into(), Value::Array(sequences));
     }
@@ -385,15 +345,11 @@ pub fn conversation(prompt: &Prompt) -> Result<Conversation<'_>, ProviderError> 
 pub fn chat(messages: &[Message]) -> Result<Conversation<'_>, ProviderError> {
     let mut system: Vec<Cow<'_, str>> = Vec::new();
     let mut out: Vec<WireMessage<'_>> = Vec::with_capacity(messages.len());
-    let mut open_calls = OpenCalls::new();
-    let mut synthesized = 0usize;
+    let mut calls = ToolCalls::new("Anthropic", "toolu_gw_", usize::MAX);
     for (i, message) in messages.iter().enumerate() {
         match message.role {
             Role::System => {
-                if let Some(part) = message.first_media() {
-                    return Err(refused(i, part, "system"));
-                }
-                let text = message.text();
+                let text = message.text_only_at(i, "anthropic")?;
                 if !text.is_empty() {
                     system.push(text);
                 }
@@ -408,45 +364,14 @@ pub fn chat(messages: &[Message]) -> Result<Conversation<'_>, ProviderError> {
                         media => return Err(refused(i, media, "assistant")),
                     }
                 }
-                let mut calls = Vec::new();
-                for (j, call) in message.calls().into_iter().enumerate() {
-                    let id = sanitize_id(&call.id).unwrap_or_else(|| {
-                        synthesized += 1;
-                        format!("toolu_gw_{}", synthesized - 1)
-                    });
-                    let input = call.arguments_object().ok_or_else(|| {
-                        ProviderError::InvalidRequest(format!(
-                            "messages[{i}]: the arguments of call {j} must be a JSON object, as \
-                             Anthropic requires"
-                        ))
-                    })?;
-                    let name = call.name;
-                    calls.push(OpenCall {
-                        id: id.clone(),
-                        name: name.clone(),
-                    });
+                for call in calls.calls(i, message)? {
+                    let (id, name, input) = (call.id, call.name, call.input);
                     blocks.push(Block::ToolUse { id, name, input });
                 }
-                open_calls.replace(calls);
                 push_blocks(&mut out, "assistant", blocks);
             }
             Role::Tool | Role::Function => {
-                // A function message answers by name only; a tool message by id, else by name.
-                let id = match message.role {
-                    Role::Tool => message.tool_call_id.as_deref().and_then(sanitize_id),
-                    _ => None,
-                };
-                let Some(call) = open_calls.answer(id.as_deref(), message.name.as_deref()) else {
-                    return Err(ProviderError::InvalidRequest(format!(
-                        "messages[{i}]: {}",
-                        if message.role == Role::Tool {
-                            "a tool message needs tool_call_id (or the name of a call it answers)"
-                        } else {
-                            "a function message must answer a function call of the assistant \
-                             message before it"
-                        }
-                    )));
-                };
+                let call = calls.answered(i, message)?;
                 let result = tool_result(i, call.id, message)?;
                 push_blocks(&mut out, "user", vec![result]);
             }
@@ -458,10 +383,7 @@ pub fn chat(messages: &[Message]) -> Result<Conversation<'_>, ProviderError> {
 
 /// The 400 for a part Anthropic does not take on a message of `role`.
 fn refused(i: usize, part: &Part, role: &str) -> ProviderError {
-    ProviderError::InvalidRequest(format!(
-        "messages[{i}]: anthropic does not take {} parts on {role} messages",
-        part.kind()
-    ))
+    part.unsupported_on(i, "anthropic", role)
 }
 
 /// The blocks of a user message's parts, in order: text (empty text left out), images and
@@ -474,21 +396,11 @@ fn user_blocks(i: usize, parts: &[Part]) -> Result<Vec<Block<'_>>, ProviderError
             Part::Text(text) => blocks.extend(text_block(Some(text))),
             Part::Image(image) => blocks.push(image_block(image)),
             Part::Document(document) => blocks.push(document_block(i, document)?),
-            Part::Audio(_) => return Err(at(i, part.unsupported("anthropic"))),
+            Part::Audio(_) => return Err(part.unsupported("anthropic").at_message(i)),
             Part::Reasoning(_) => {}
         }
     }
     Ok(blocks)
-}
-
-/// `error`'s message prefixed with the message's position.
-fn at(i: usize, error: ProviderError) -> ProviderError {
-    match error {
-        ProviderError::InvalidRequest(message) => {
-            ProviderError::InvalidRequest(format!("messages[{i}]: {message}"))
-        }
-        other => other,
-    }
 }
 
 /// An `image` block: bytes as a base64 source with their media type, a URL as a URL source.
@@ -564,39 +476,8 @@ fn finish_conversation(
     system: Option<String>,
     mut messages: Vec<WireMessage<'_>>,
 ) -> Result<Conversation<'_>, ProviderError> {
-    if messages.is_empty() {
-        return Err(ProviderError::InvalidRequest(
-            "the prompt has no user or assistant content; Anthropic needs at least one non-empty \
-             message"
-                .into(),
-        ));
-    }
-    for message in &mut messages {
-        // Stable: the other blocks keep their order.
-        if message.role == "user" {
-            message
-                .content
-                .sort_by_key(|block| !matches!(block, Block::ToolResult { .. }));
-        } else {
-            message.content.sort_by_key(|block| !block.is_thinking());
-        }
-    }
+    finish_turns(&mut messages, "Anthropic")?;
     Ok(Conversation { system, messages })
-}
-
-/// Appends `blocks` to the conversation, merged into the last message when it has the same role.
-/// Nothing is appended for no blocks: Anthropic rejects messages without content.
-fn push_blocks<'a>(out: &mut Vec<WireMessage<'a>>, role: &'static str, blocks: Vec<Block<'a>>) {
-    if blocks.is_empty() {
-        return;
-    }
-    match out.last_mut() {
-        Some(last) if last.role == role => last.content.extend(blocks),
-        _ => out.push(WireMessage {
-            role,
-            content: blocks,
-        }),
-    }
 }
 
 /// A text block, or none for empty text (Anthropic rejects empty text blocks).
@@ -625,37 +506,14 @@ fn tool_result(
     })
 }
 
-/// A call id as Anthropic accepts it (`^[a-zA-Z0-9_-]+$`): other providers' ids may hold other
-/// characters, which become `_`. The same mapping applies to calls and their results, so they
-/// still match. `None` for an empty id.
-fn sanitize_id(id: &str) -> Option<String> {
-    let id = id.trim();
-    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
-    (!id.is_empty()).then(|| {
-        id.chars()
-            .map(|c| if allowed(c) { c } else { '_' })
-            .collect()
-    })
-}
-
 /// Maps the caller's functions to `tools`. A function without parameters takes an empty object
 /// (Anthropic requires an `input_schema` of type object).
 pub fn tools(functions: &[FunctionDef]) -> Result<Vec<Tool>, ProviderError> {
     let tool = |(i, function): (usize, &FunctionDef)| {
-        let mut schema = match function.schema(i)? {
-            None => Map::new(),
-            Some(Value::Object(schema)) => schema,
-            Some(_) => {
-                return Err(ProviderError::InvalidRequest(format!(
-                    "functions[{i}].parameters must be a JSON Schema object"
-                )));
-            }
-        };
-        schema.entry("type").or_insert_with(|| json!("object"));
         Ok(Tool {
             name: function.name.clone(),
-            description: function.description.clone().filter(|d| !d.is_empty()),
-            input_schema: Value::Object(schema),
+            description: function.description(),
+            input_schema: function.object_schema(i)?,
         })
     };
     functions.iter().enumerate().map(tool).collect()

@@ -8,32 +8,21 @@
 //! usage) and `message_stop`, the only sign that the answer is whole. `ping`s may come anywhere;
 //! an `error` event ends the stream. The answer has one choice (index 0): there is no `n`.
 
-use std::collections::BTreeMap;
-
+use gateway_plugin_sdk::blocks::{self, ToolBlocks, arguments};
 use gateway_plugin_sdk::sse::Event;
-use gateway_plugin_sdk::{
-    Answer, FinishReason, ProviderError, StreamDecoder, UpstreamError, Usage,
-};
-use serde_json::Value;
+use gateway_plugin_sdk::{Answer, FinishReason, ProviderError, StreamDecoder, UpstreamError};
+
+pub use gateway_plugin_sdk::blocks::usage;
 
 use crate::wire::{BlockDelta, ContentBlock, ErrorBody, MessageResponse, StreamEvent, WireUsage};
-
-/// A `tool_use` block not closed yet: the tool call's position, and the arguments it gets if no
-/// input arrives in deltas.
-#[derive(Debug)]
-struct ToolBlock {
-    call: u32,
-    pending: Option<String>,
-}
 
 /// Reads one answer, whole or streamed.
 #[derive(Debug, Default)]
 pub struct Decoder {
     /// The counts reported so far: `message_delta` reports only some of them.
     usage: WireUsage,
-    /// Open `tool_use` blocks by their index in the answer.
-    tools: BTreeMap<u32, ToolBlock>,
-    tool_calls: u32,
+    /// Open `tool_use` blocks.
+    tools: ToolBlocks,
 }
 
 impl StreamDecoder for Decoder {
@@ -70,16 +59,7 @@ impl StreamDecoder for Decoder {
             StreamEvent::ContentBlockDelta { index, delta } => match delta {
                 BlockDelta::TextDelta { text } => answer.text(0, &text),
                 BlockDelta::InputJsonDelta { partial_json } => {
-                    let Some(tool) = self.tools.get_mut(&index) else {
-                        return Err(ProviderError::malformed(format!(
-                            "tool input for content block {index}, which is not an open tool_use \
-                             block"
-                        )));
-                    };
-                    if !partial_json.is_empty() {
-                        answer.tool_call(0, tool.call, None, None, Some(&partial_json));
-                        tool.pending = None;
-                    }
+                    (self.tools).input(index, &partial_json, "tool_use", answer)?;
                 }
                 BlockDelta::ThinkingDelta { thinking } => answer.reasoning(0, index, &thinking),
                 BlockDelta::SignatureDelta { signature } => {
@@ -89,11 +69,7 @@ impl StreamDecoder for Decoder {
                 }
                 BlockDelta::Other => {}
             },
-            StreamEvent::ContentBlockStop { index } => {
-                if let Some(tool) = self.tools.remove(&index) {
-                    close(tool, answer);
-                }
-            }
+            StreamEvent::ContentBlockStop { index } => self.tools.stop(index, answer),
             StreamEvent::MessageDelta { delta, usage } => {
                 if let Some(reason) = delta.stop_reason.as_deref() {
                     let reason = finish_reason(reason, delta.stop_sequence.as_deref());
@@ -109,12 +85,7 @@ impl StreamDecoder for Decoder {
     }
 
     fn end(&mut self, answer: &mut Answer) -> Result<(), ProviderError> {
-        for tool in std::mem::take(&mut self.tools).into_values() {
-            close(tool, answer);
-        }
-        // Report the choice even if the model never said anything.
-        answer.text(0, "");
-        Ok(())
+        self.tools.end(answer)
     }
 }
 
@@ -128,17 +99,10 @@ impl Decoder {
     fn start_block(&mut self, index: u32, block: ContentBlock, answer: &mut Answer) {
         match block {
             ContentBlock::Text { text } => answer.text(0, &text),
+            // A stream starts with `"input": {}` and sends the input in deltas; an input given
+            // whole at the start is only used when no delta follows.
             ContentBlock::ToolUse { id, name, input } => {
-                let call = self.tool_calls;
-                self.tool_calls += 1;
-                answer.tool_call(0, call, Some(&id), Some(&name), None);
-                // A stream starts with `"input": {}` and sends the input in deltas; an input
-                // given whole at the start is only used when no delta follows.
-                let pending = Some(match input {
-                    Value::Null => "{}".to_owned(),
-                    input => input.to_string(),
-                });
-                self.tools.insert(index, ToolBlock { call, pending });
+                (self.tools).start(index, &id, &name, arguments(input), answer);
             }
             // Reasoning is kept by its block index, so that blocks stay apart and in order.
             ContentBlock::Thinking {
@@ -164,45 +128,13 @@ impl Decoder {
     }
 }
 
-/// Ends a `tool_use` block: a call whose input never arrived in pieces gets the input given at
-/// its start (`{}` for a tool without parameters).
-fn close(tool: ToolBlock, answer: &mut Answer) {
-    if let Some(arguments) = tool.pending {
-        answer.tool_call(0, tool.call, None, None, Some(&arguments));
-    }
-}
-
 /// Maps Anthropic's `stop_reason`, with the answer's `stop_sequence` (the sequence the model
 /// wrote) for `"stop_sequence"`: an answer that names none ended as `Stop`.
 pub fn finish_reason(reason: &str, stop_sequence: Option<&str>) -> FinishReason {
     match reason {
-        "end_turn" => FinishReason::Stop,
-        "stop_sequence" => match stop_sequence {
-            Some(sequence) => FinishReason::StopSequence(sequence.to_owned()),
-            None => FinishReason::Stop,
-        },
-        "max_tokens" | "model_context_window_exceeded" => FinishReason::Length,
-        "tool_use" => FinishReason::ToolCalls,
         "pause_turn" => FinishReason::Pause,
         "refusal" => FinishReason::Refusal,
-        _ => FinishReason::Other,
-    }
-}
-
-/// Maps Anthropic's usage. Its `input_tokens` excludes cached tokens, while the gateway's
-/// `prompt_tokens` includes them (with the cached and cache-written parts reported apart).
-pub fn usage(wire: &WireUsage) -> Usage {
-    let cache_read = wire.cache_read_input_tokens;
-    let cache_creation = wire.cache_creation_input_tokens;
-    let prompt_tokens = wire
-        .input_tokens
-        .unwrap_or(0)
-        .saturating_add(cache_read.unwrap_or(0))
-        .saturating_add(cache_creation.unwrap_or(0));
-    Usage {
-        cached_prompt_tokens: cache_read,
-        cache_creation_tokens: cache_creation,
-        ..Usage::new(prompt_tokens, wire.output_tokens.unwrap_or(0))
+        _ => blocks::finish_reason(reason, stop_sequence),
     }
 }
 

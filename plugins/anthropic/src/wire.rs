@@ -5,18 +5,14 @@
 //! know (server tools, citations, event types added later) parse as `Other` instead of
 //! failing the whole answer, as Anthropic's versioning policy asks clients to do.
 
-use gateway_plugin_sdk::{Base64, json};
+use gateway_plugin_sdk::Base64;
+use gateway_plugin_sdk::blocks::{Turn, TurnBlock};
+use gateway_plugin_sdk::json;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// One message of a Messages API request, borrowing the media of the conversation's messages.
-/// Content is always a list of blocks, so that consecutive messages of one role can be merged
-/// into one.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WireMessage<'a> {
-    pub role: &'static str,
-    pub content: Vec<Block<'a>>,
-}
+pub type WireMessage<'a> = Turn<Block<'a>>;
 
 /// A content block of a request message.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -59,10 +55,13 @@ pub enum Block<'a> {
     },
 }
 
-impl Block<'_> {
-    /// Whether the block is reasoning (`thinking` or `redacted_thinking`), which Anthropic wants
-    /// first in an assistant message.
-    pub fn is_thinking(&self) -> bool {
+impl TurnBlock for Block<'_> {
+    fn is_tool_result(&self) -> bool {
+        matches!(self, Block::ToolResult { .. })
+    }
+
+    /// `thinking` or `redacted_thinking`.
+    fn is_reasoning(&self) -> bool {
         matches!(
             self,
             Block::Thinking { .. } | Block::RedactedThinking { .. }
@@ -155,39 +154,7 @@ pub enum ContentBlock {
 
 /// Token counts as Anthropic reports them. `input_tokens` excludes the cached part: cache reads
 /// and cache writes are counted separately.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Deserialize)]
-pub struct WireUsage {
-    #[serde(default, deserialize_with = "json::count")]
-    pub input_tokens: Option<u32>,
-    #[serde(default, deserialize_with = "json::count")]
-    pub output_tokens: Option<u32>,
-    #[serde(default, deserialize_with = "json::count")]
-    pub cache_creation_input_tokens: Option<u32>,
-    #[serde(default, deserialize_with = "json::count")]
-    pub cache_read_input_tokens: Option<u32>,
-}
-
-impl WireUsage {
-    /// Takes every count `newer` reports; the others keep their value. Stream events report
-    /// cumulative counts, so the latest value of each field is the right one.
-    pub fn update(&mut self, newer: &WireUsage) {
-        let take = |ours: &mut Option<u32>, theirs: Option<u32>| {
-            if theirs.is_some() {
-                *ours = theirs;
-            }
-        };
-        take(&mut self.input_tokens, newer.input_tokens);
-        take(&mut self.output_tokens, newer.output_tokens);
-        take(
-            &mut self.cache_creation_input_tokens,
-            newer.cache_creation_input_tokens,
-        );
-        take(
-            &mut self.cache_read_input_tokens,
-            newer.cache_read_input_tokens,
-        );
-    }
-}
+pub use gateway_plugin_sdk::blocks::WireUsage;
 
 /// Anthropic's error object: `{"type": "overloaded_error", "message": "Overloaded"}`.
 #[derive(Debug, Default, Clone, Deserialize)]

@@ -4,13 +4,16 @@
 
 use std::num::NonZeroU64;
 
+use gateway_plugin_sdk::blocks::{
+    MIN_THINKING_BUDGET, Thinking, ToolCalls, finish_turns, push_blocks,
+};
 use gateway_plugin_sdk::http::Request;
 use gateway_plugin_sdk::json::{to_value, with_entry};
 use gateway_plugin_sdk::output::{OutputFields, fit_thinking_budget};
 use gateway_plugin_sdk::{
-    Base64, CompletionRequest, Document, FunctionChoice, FunctionDef, Image, Message, OpenCall,
-    OpenCalls, OutputLimit, Part, Prompt, ProviderError, Reasoning, ReasoningConfig,
-    ReasoningEffort, Role, Route, Source, params_object_except, take_default_only_params,
+    Base64, CompletionRequest, Document, FunctionChoice, FunctionDef, Image, Message, Part, Prompt,
+    ProviderError, Reasoning, ReasoningConfig, Role, Route, Source, params_object_except,
+    take_default_only_params, take_stop_sequences,
 };
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
@@ -33,9 +36,6 @@ const OWNED_KEYS: &[&str] = &["messages", "system", "toolConfig", "stream", "mod
 
 /// `maxTokens` added to a Claude thinking budget when the caller gives no room for the answer.
 pub const DEFAULT_MAX_TOKENS: u64 = 4096;
-
-/// The smallest thinking budget Claude accepts.
-pub const MIN_THINKING_BUDGET: u32 = 1024;
 
 /// A model id as a path segment: everything but the unreserved characters encoded, so that a
 /// version suffix `:0` travels as `%3A0` and an ARN's `/` as `%2F`.
@@ -258,7 +258,9 @@ fn body_and_messages<'a>(
     {
         thinking(&mut body, reasoning, settings.max_tokens());
     }
-    output_limit(&mut body, &request.output, &request.route.id)?;
+    if let Some(max) = request.output.max_tokens {
+        output_limit(&mut body, max, &request.route.id)?;
+    }
     Ok((body, conversation.messages))
 }
 
@@ -276,17 +278,10 @@ pub const OUTPUT: OutputFields = OutputFields {
     choices: &[],
 };
 
-/// Writes the host's output limit as `inferenceConfig.maxTokens` and over the models' own
-/// names a caller passed through ([`OUTPUT`]); fits a Claude thinking budget inside it
-/// ([`OutputLimit::fit_budget`]), or refuses a limit with no room for one.
-fn output_limit(
-    body: &mut Map<String, Value>,
-    output: &OutputLimit,
-    route: &str,
-) -> Result<(), ProviderError> {
-    let Some(max) = output.max_tokens else {
-        return Ok(());
-    };
+/// Writes the host's output limit, `max`, as `inferenceConfig.maxTokens` and over the models'
+/// own names a caller passed through ([`OUTPUT`]); fits a Claude thinking budget inside it
+/// ([`fit_thinking_budget`]), or refuses a limit with no room for one.
+fn output_limit(body: &mut Map<String, Value>, max: u32, route: &str) -> Result<(), ProviderError> {
     let inference = body
         .entry("inferenceConfig")
         .or_insert_with(|| Value::Object(Map::new()));
@@ -344,23 +339,12 @@ fn tool_config(
 /// empty object (Bedrock requires an input schema).
 pub fn tools(functions: &[FunctionDef]) -> Result<Vec<Tool>, ProviderError> {
     let tool = |(i, function): (usize, &FunctionDef)| {
-        let mut schema = match function.schema(i)? {
-            None => Map::new(),
-            Some(Value::Object(schema)) => schema,
-            Some(_) => {
-                return Err(ProviderError::InvalidRequest(format!(
-                    "functions[{i}].parameters must be a JSON Schema object"
-                )));
-            }
-        };
-        schema.entry("type").or_insert_with(|| json!("object"));
+        let json = function.object_schema(i)?;
         Ok(Tool {
             tool_spec: ToolSpec {
                 name: function.name.clone(),
-                description: function.description.clone().filter(|d| !d.is_empty()),
-                input_schema: InputSchema {
-                    json: Value::Object(schema),
-                },
+                description: function.description(),
+                input_schema: InputSchema { json },
             },
         })
     };
@@ -373,7 +357,8 @@ pub fn tools(functions: &[FunctionDef]) -> Result<Vec<Tool>, ProviderError> {
 /// - effort `none` asks for no thinking: `thinking` is left out;
 /// - else `{"type": "enabled", "budget_tokens": N}`, N being the budget when given, else by
 ///   effort (minimal 1024, low 2048, medium 8192, high 16384, xhigh 32000), at least
-///   [`MIN_THINKING_BUDGET`]; a config with neither leaves the body as it is;
+///   [`MIN_THINKING_BUDGET`] ([`Thinking::of`]); a config with neither leaves the body as it
+///   is;
 /// - Claude wants `budget_tokens` below the answer's maximum: a `maxTokens` that is not above
 ///   the budget, or none, becomes the budget plus `default_max_tokens`.
 fn thinking(body: &mut Map<String, Value>, reasoning: &ReasoningConfig, default_max_tokens: u64) {
@@ -384,27 +369,17 @@ fn thinking(body: &mut Map<String, Value>, reasoning: &ReasoningConfig, default_
         // Not an object: Bedrock refuses it, saying so; nothing to add to.
         return;
     };
-    if reasoning.effort == Some(ReasoningEffort::None) {
+    let thinking = Thinking::of(reasoning);
+    if thinking == Some(Thinking::Off) {
         fields.remove("thinking");
-        if fields.is_empty() {
-            body.remove("additionalModelRequestFields");
-        }
-        return;
     }
-    let budget = reasoning
-        .budget_tokens
-        .or_else(|| reasoning.effort.and_then(effort_budget));
-    let Some(budget) = budget else {
+    let Some(Thinking::Budget(budget)) = thinking else {
         if fields.is_empty() {
             body.remove("additionalModelRequestFields");
         }
         return;
     };
-    let budget = budget.max(MIN_THINKING_BUDGET);
-    fields.insert(
-        "thinking".into(),
-        json!({"type": "enabled", "budget_tokens": budget}),
-    );
+    fields.insert("thinking".into(), Thinking::enabled(budget));
     let inference = body
         .entry("inferenceConfig")
         .or_insert_with(|| Value::Object(Map::new()));
@@ -414,18 +389,6 @@ fn thinking(body: &mut Map<String, Value>, reasoning: &ReasoningConfig, default_
             let raised = u64::from(budget).saturating_add(default_max_tokens);
             inference.insert("maxTokens".into(), json!(raised));
         }
-    }
-}
-
-/// The thinking budget of a reasoning effort, `None` for no thinking.
-pub fn effort_budget(effort: ReasoningEffort) -> Option<u32> {
-    match effort {
-        ReasoningEffort::None => None,
-        ReasoningEffort::Minimal => Some(MIN_THINKING_BUDGET),
-        ReasoningEffort::Low => Some(2048),
-        ReasoningEffort::Medium => Some(8192),
-        ReasoningEffort::High => Some(16384),
-        ReasoningEffort::Xhigh => Some(32000),
     }
 }
 
@@ -480,24 +443,7 @@ pub fn caller_params(params: &str, route: &str) -> Result<Map<String, Value>, Pr
         }
     }
 
-    let mut sequences: Vec<Value> = Vec::new();
-    for name in ["stop_sequences", "stop"] {
-        let items = match body.remove(name) {
-            None | Some(Value::Null) => continue,
-            Some(Value::Array(items)) => items,
-            Some(single) => vec![single],
-        };
-        for item in items {
-            if !item.is_string() {
-                return Err(ProviderError::InvalidRequest(format!(
-                    "route `{route}`: {name} must be a string or a list of strings"
-                )));
-            }
-            if !sequences.contains(&item) {
-                sequences.push(item);
-            }
-        }
-    }
+    let sequences = take_stop_sequences(&mut body, route)?;
     if !sequences.is_empty() {
         inference
             .entry("stopSequences")
@@ -574,17 +520,13 @@ pub fn conversation(prompt: &Prompt) -> Result<Conversation<'_>, ProviderError> 
 pub fn chat(messages: &[Message]) -> Result<Conversation<'_>, ProviderError> {
     let mut system: Vec<String> = Vec::new();
     let mut out: Vec<WireMessage<'_>> = Vec::with_capacity(messages.len());
-    let mut open_calls = OpenCalls::new();
-    let mut synthesized = 0usize;
+    let mut calls = ToolCalls::new("Bedrock", "tooluse_gw_", 64);
     let mut has_tool_blocks = false;
     let mut documents = DocumentNames::default();
     for (i, message) in messages.iter().enumerate() {
         match message.role {
             Role::System => {
-                if let Some(part) = message.first_media() {
-                    return Err(refused(i, part, "system"));
-                }
-                let text = message.text();
+                let text = message.text_only_at(i, "bedrock")?;
                 if !text.is_empty() {
                     system.push(text.into_owned());
                 }
@@ -602,50 +544,18 @@ pub fn chat(messages: &[Message]) -> Result<Conversation<'_>, ProviderError> {
                         media => return Err(refused(i, media, "assistant")),
                     }
                 }
-                let mut calls = Vec::new();
-                for (j, call) in message.calls().into_iter().enumerate() {
-                    let id = sanitize_id(&call.id).unwrap_or_else(|| {
-                        synthesized += 1;
-                        format!("tooluse_gw_{}", synthesized - 1)
-                    });
-                    let input = call.arguments_object().ok_or_else(|| {
-                        ProviderError::InvalidRequest(format!(
-                            "messages[{i}]: the arguments of call {j} must be a JSON object, as \
-                             Bedrock requires"
-                        ))
-                    })?;
-                    let name = call.name;
-                    calls.push(OpenCall {
-                        id: id.clone(),
-                        name: name.clone(),
-                    });
+                for call in calls.calls(i, message)? {
                     has_tool_blocks = true;
                     blocks.push(Block::ToolUse(ToolUse {
-                        tool_use_id: id,
-                        name,
-                        input,
+                        tool_use_id: call.id,
+                        name: call.name,
+                        input: call.input,
                     }));
                 }
-                open_calls.replace(calls);
                 push_blocks(&mut out, "assistant", blocks);
             }
             Role::Tool | Role::Function => {
-                // A function message answers by name only; a tool message by id, else by name.
-                let id = match message.role {
-                    Role::Tool => message.tool_call_id.as_deref().and_then(sanitize_id),
-                    _ => None,
-                };
-                let Some(call) = open_calls.answer(id.as_deref(), message.name.as_deref()) else {
-                    return Err(ProviderError::InvalidRequest(format!(
-                        "messages[{i}]: {}",
-                        if message.role == Role::Tool {
-                            "a tool message needs tool_call_id (or the name of a call it answers)"
-                        } else {
-                            "a function message must answer a function call of the assistant \
-                             message before it"
-                        }
-                    )));
-                };
+                let call = calls.answered(i, message)?;
                 has_tool_blocks = true;
                 let content = user_blocks(i, &message.parts, &mut documents)?;
                 let result = Block::ToolResult(ToolResult {
@@ -665,43 +575,12 @@ fn finish_conversation(
     mut messages: Vec<WireMessage<'_>>,
     has_tool_blocks: bool,
 ) -> Result<Conversation<'_>, ProviderError> {
-    if messages.is_empty() {
-        return Err(ProviderError::InvalidRequest(
-            "the prompt has no user or assistant content; Bedrock needs at least one non-empty \
-             message"
-                .into(),
-        ));
-    }
-    for message in &mut messages {
-        // Stable: the other blocks keep their order.
-        if message.role == "user" {
-            message
-                .content
-                .sort_by_key(|block| !matches!(block, Block::ToolResult(_)));
-        } else {
-            message.content.sort_by_key(|block| !block.is_reasoning());
-        }
-    }
+    finish_turns(&mut messages, "Bedrock")?;
     Ok(Conversation {
         system,
         messages,
         has_tool_blocks,
     })
-}
-
-/// Appends `blocks` to the conversation, merged into the last message when it has the same
-/// role. Nothing is appended for no blocks: Bedrock rejects messages without content.
-fn push_blocks<'a>(out: &mut Vec<WireMessage<'a>>, role: &'static str, blocks: Vec<Block<'a>>) {
-    if blocks.is_empty() {
-        return;
-    }
-    match out.last_mut() {
-        Some(last) if last.role == role => last.content.extend(blocks),
-        _ => out.push(WireMessage {
-            role,
-            content: blocks,
-        }),
-    }
 }
 
 /// A text block, or none for empty text (Bedrock rejects blank text blocks).
@@ -711,15 +590,12 @@ fn text_block(text: &str) -> Option<Block<'static>> {
 
 /// The 400 for a part Bedrock does not take on a message of `role`.
 fn refused(i: usize, part: &Part, role: &str) -> ProviderError {
-    ProviderError::InvalidRequest(format!(
-        "messages[{i}]: bedrock does not take {} parts on {role} messages",
-        part.kind()
-    ))
+    part.unsupported_on(i, "bedrock", role)
 }
 
-/// `error`'s message prefixed with the message's position.
+/// The 400 for message `i` saying `message`.
 fn at(i: usize, message: impl std::fmt::Display) -> ProviderError {
-    ProviderError::InvalidRequest(format!("messages[{i}]: {message}"))
+    ProviderError::InvalidRequest(message.to_string()).at_message(i)
 }
 
 /// The blocks of a user message's (or a tool result's) parts, in order: text (empty text left
@@ -896,18 +772,4 @@ fn reasoning_block(reasoning: &Reasoning) -> Option<Block<'static>> {
         text: reasoning.text.clone(),
         signature: Some(signature.clone()),
     }))
-}
-
-/// A call id as Bedrock accepts it (`^[a-zA-Z0-9_-]+$`, at most 64 characters): other
-/// providers' ids may hold other characters, which become `_`. The same mapping applies to
-/// calls and their results, so they still match. `None` for an empty id.
-fn sanitize_id(id: &str) -> Option<String> {
-    let id = id.trim();
-    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
-    (!id.is_empty()).then(|| {
-        id.chars()
-            .map(|c| if allowed(c) { c } else { '_' })
-            .take(64)
-            .collect()
-    })
 }

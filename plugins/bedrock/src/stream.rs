@@ -9,26 +9,28 @@
 //! messages (`:message-type: exception`), mapped as answers' errors are (`errors`). The
 //! answer has one choice (index 0).
 
-use std::collections::BTreeMap;
-
+use gateway_plugin_sdk::blocks::{self, ToolBlocks, arguments};
 use gateway_plugin_sdk::eventstream::Message;
-use gateway_plugin_sdk::{Answer, FinishReason, ProviderError, StreamDecoder, Usage};
+use gateway_plugin_sdk::{Answer, FinishReason, ProviderError, StreamDecoder};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+
+pub use gateway_plugin_sdk::blocks::usage;
 
 use crate::errors;
 use crate::wire::{
     AnswerReasoning, AnswerToolUse, BlockDelta, BlockStart, BlockStop, ConverseResponse,
-    MessageStop, Metadata, WireUsage,
+    MessageStop, Metadata,
 };
+
+/// The name of Converse's tool-call blocks, in errors.
+const TOOL_USE: &str = "toolUse";
 
 /// Reads one answer, whole or streamed.
 #[derive(Debug, Default)]
 pub struct Decoder {
-    /// Open `toolUse` blocks by their index in the answer: the call's position, and whether
-    /// input arrived for it.
-    tools: BTreeMap<u32, (u32, bool)>,
-    tool_calls: u32,
+    /// Open `toolUse` blocks: a call whose input never arrives takes no arguments (`{}`).
+    tools: ToolBlocks,
 }
 
 impl StreamDecoder for Decoder {
@@ -45,11 +47,8 @@ impl StreamDecoder for Decoder {
             }
             if let Some(call) = block.tool_use {
                 self.start_tool(index, &call, answer);
-                let input = match call.input {
-                    Value::Null => "{}".to_owned(),
-                    input => input.to_string(),
-                };
-                self.tool_input(index, &input, answer)?;
+                let input = arguments(call.input);
+                (self.tools).input(index, &input, TOOL_USE, answer)?;
             }
             if let Some(reasoning) = block.reasoning_content {
                 reasoning_block(index, reasoning, answer);
@@ -87,7 +86,7 @@ impl StreamDecoder for Decoder {
                     answer.text(0, &text);
                 }
                 if let Some(piece) = delta.tool_use {
-                    self.tool_input(index, &piece.input, answer)?;
+                    (self.tools).input(index, &piece.input, TOOL_USE, answer)?;
                 }
                 if let Some(reasoning) = delta.reasoning_content {
                     if let Some(text) = reasoning.text {
@@ -103,7 +102,7 @@ impl StreamDecoder for Decoder {
             }
             Some("contentBlockStop") => {
                 let stop: BlockStop = payload(message)?;
-                self.close_tool(stop.content_block_index, answer);
+                self.tools.stop(stop.content_block_index, answer);
             }
             Some("messageStop") => {
                 let stop: MessageStop = payload(message)?;
@@ -130,48 +129,14 @@ impl StreamDecoder for Decoder {
     }
 
     fn end(&mut self, answer: &mut Answer) -> Result<(), ProviderError> {
-        for index in self.tools.keys().copied().collect::<Vec<_>>() {
-            self.close_tool(index, answer);
-        }
-        // Report the choice even if the model never said anything.
-        answer.text(0, "");
-        Ok(())
+        self.tools.end(answer)
     }
 }
 
 impl Decoder {
     fn start_tool(&mut self, index: u32, call: &AnswerToolUse, answer: &mut Answer) {
-        let position = self.tool_calls;
-        self.tool_calls += 1;
-        answer.tool_call(0, position, Some(&call.tool_use_id), Some(&call.name), None);
-        self.tools.insert(index, (position, false));
-    }
-
-    fn tool_input(
-        &mut self,
-        index: u32,
-        input: &str,
-        answer: &mut Answer,
-    ) -> Result<(), ProviderError> {
-        let Some((position, received)) = self.tools.get_mut(&index) else {
-            return Err(ProviderError::malformed(format!(
-                "tool input for content block {index}, which is not an open toolUse block"
-            )));
-        };
-        if !input.is_empty() {
-            answer.tool_call(0, *position, None, None, Some(input));
-            *received = true;
-        }
-        Ok(())
-    }
-
-    /// Ends a `toolUse` block: a call whose input never arrived takes no arguments (`{}`).
-    fn close_tool(&mut self, index: u32, answer: &mut Answer) {
-        if let Some((position, received)) = self.tools.remove(&index)
-            && !received
-        {
-            answer.tool_call(0, position, None, None, Some("{}"));
-        }
+        let (id, name) = (&call.tool_use_id, &call.name);
+        (self.tools).start(index, id, name, "{}".to_owned(), answer);
     }
 }
 
@@ -197,37 +162,10 @@ fn reasoning_block(index: u32, reasoning: AnswerReasoning, answer: &mut Answer) 
 /// answer's model-specific fields name it (Claude's `stop_sequence`), else a plain stop.
 pub fn finish_reason(reason: &str, fields: Option<&Value>) -> FinishReason {
     match reason {
-        "end_turn" => FinishReason::Stop,
-        "stop_sequence" => {
-            match fields
-                .and_then(|f| f.get("stop_sequence"))
-                .and_then(Value::as_str)
-            {
-                Some(sequence) => FinishReason::StopSequence(sequence.to_owned()),
-                None => FinishReason::Stop,
-            }
-        }
-        "max_tokens" | "model_context_window_exceeded" => FinishReason::Length,
-        "tool_use" => FinishReason::ToolCalls,
         "guardrail_intervened" | "content_filtered" => FinishReason::ContentFilter,
-        _ => FinishReason::Other,
-    }
-}
-
-/// Maps Bedrock's usage. Its `inputTokens` excludes cache reads and writes, while the
-/// gateway's `prompt_tokens` includes them (with the cached and cache-written parts reported
-/// apart).
-pub fn usage(wire: &WireUsage) -> Usage {
-    let cache_read = wire.cache_read_input_tokens;
-    let cache_write = wire.cache_write_input_tokens;
-    let prompt_tokens = wire
-        .input_tokens
-        .unwrap_or(0)
-        .saturating_add(cache_read.unwrap_or(0))
-        .saturating_add(cache_write.unwrap_or(0));
-    Usage {
-        cached_prompt_tokens: cache_read,
-        cache_creation_tokens: cache_write,
-        ..Usage::new(prompt_tokens, wire.output_tokens.unwrap_or(0))
+        _ => {
+            let written = fields.and_then(|f| f.get("stop_sequence"));
+            blocks::finish_reason(reason, written.and_then(Value::as_str))
+        }
     }
 }

@@ -8,16 +8,13 @@
 //! the plugin does not need are ignored (Bedrock pads stream events with a `p` field), and
 //! blocks of kinds it does not know (citations, guard content, added later) parse as `Other`.
 
+use gateway_plugin_sdk::blocks::{Turn, TurnBlock};
 use gateway_plugin_sdk::{Base64, json};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// One message of a Converse request, borrowing the conversation's media.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WireMessage<'a> {
-    pub role: &'static str,
-    pub content: Vec<Block<'a>>,
-}
+pub type WireMessage<'a> = Turn<Block<'a>>;
 
 /// A content block of a request message.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -31,10 +28,12 @@ pub enum Block<'a> {
     ReasoningContent(ReasoningBlock),
 }
 
-impl Block<'_> {
-    /// Whether the block is the model's reasoning, which Bedrock wants first in an assistant
-    /// message (as Claude does).
-    pub fn is_reasoning(&self) -> bool {
+impl TurnBlock for Block<'_> {
+    fn is_tool_result(&self) -> bool {
+        matches!(self, Block::ToolResult(_))
+    }
+
+    fn is_reasoning(&self) -> bool {
         matches!(self, Block::ReasoningContent(_))
     }
 }
@@ -187,20 +186,8 @@ pub struct ReasoningText {
     pub signature: Option<String>,
 }
 
-/// Token counts as Bedrock reports them: `inputTokens` excludes the cache reads and writes,
-/// which are counted apart.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct WireUsage {
-    #[serde(default, deserialize_with = "json::count")]
-    pub input_tokens: Option<u32>,
-    #[serde(default, deserialize_with = "json::count")]
-    pub output_tokens: Option<u32>,
-    #[serde(default, deserialize_with = "json::count")]
-    pub cache_read_input_tokens: Option<u32>,
-    #[serde(default, deserialize_with = "json::count")]
-    pub cache_write_input_tokens: Option<u32>,
-}
+/// Token counts as Bedrock reports them (`inputTokens`, ...): Anthropic's, under other names.
+pub use gateway_plugin_sdk::blocks::WireUsage;
 
 /// `contentBlockStart` of a stream: only tool calls announce themselves.
 #[derive(Debug, Default, Deserialize)]

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 
 use gateway_plugin_sdk::sse::Event;
 use gateway_plugin_sdk::{
-    Answer, Embeddings, FinishReason, ProviderError, StreamDecoder, Usage, embedded_error,
+    Answer, Embeddings, FinishReason, ProviderError, StreamDecoder, TokenCounts, Usage,
+    embedded_error,
 };
 use serde_json::{Value, json};
 
@@ -216,12 +217,6 @@ pub fn logprobs(result: &LogprobsResult) -> Value {
 /// reasoning tokens); tool-use prompt tokens (results of built-in tools fed back to the model)
 /// are billed as input, so they count as prompt tokens. A missing total is the sum of the parts.
 pub fn usage(wire: &UsageMetadata) -> Usage {
-    let prompt = wire.prompt_token_count.unwrap_or(0);
-    let completion = wire.candidates_token_count.unwrap_or(0);
-    let usage = Usage::new(
-        prompt.saturating_add(wire.tool_use_prompt_token_count.unwrap_or(0)),
-        completion.saturating_add(wire.thoughts_token_count.unwrap_or(0)),
-    );
     let modality = |name: &str| {
         let mut counts = (wire.prompt_tokens_details.iter())
             .filter(|detail| detail.modality.as_deref() == Some(name))
@@ -230,14 +225,19 @@ pub fn usage(wire: &UsageMetadata) -> Usage {
         counts.peek()?;
         Some(counts.fold(0u32, u32::saturating_add))
     };
-    Usage {
-        total_tokens: wire.total_token_count.unwrap_or(usage.total_tokens),
-        cached_prompt_tokens: wire.cached_content_token_count,
-        reasoning_tokens: wire.thoughts_token_count,
-        image_prompt_tokens: modality("IMAGE"),
-        audio_prompt_tokens: modality("AUDIO"),
-        ..usage
-    }
+    let prompt = (wire.prompt_token_count.unwrap_or(0))
+        .saturating_add(wire.tool_use_prompt_token_count.unwrap_or(0));
+    Usage::counted(TokenCounts {
+        prompt: Some(prompt),
+        completion: wire.candidates_token_count,
+        total: wire.total_token_count,
+        cache_read: wire.cached_content_token_count,
+        reasoning: wire.thoughts_token_count,
+        reasoning_apart: true,
+        image_prompt: modality("IMAGE"),
+        audio_prompt: modality("AUDIO"),
+        ..TokenCounts::default()
+    })
 }
 
 /// Reads an answer of `batchEmbedContents`: one vector per input, in input order.

@@ -462,14 +462,7 @@ fn convert_messages<'a, E>(
 /// The text of message `i`, which must have no media: OpenAI takes images, audio and files
 /// on user messages only. Reasoning parts are left out.
 fn text(i: usize, message: &Message) -> Result<Cow<'_, str>, ProviderError> {
-    match message.first_media() {
-        Some(part) => Err(ProviderError::InvalidRequest(format!(
-            "messages[{i}]: openai does not take {} parts on {} messages",
-            part.kind(),
-            message.role.as_str()
-        ))),
-        None => Ok(message.text()),
-    }
+    message.text_only_at(i, "openai")
 }
 
 /// The content of user message `i`: its text as one string when it has no media, else its

@@ -4,7 +4,8 @@
 
 use gateway_plugin_sdk::sse::Event;
 use gateway_plugin_sdk::{
-    Answer, Embeddings, FinishReason, ProviderError, StreamDecoder, Usage, embedded_error,
+    Answer, Embeddings, FinishReason, ProviderError, StreamDecoder, TokenCounts, Usage,
+    embedded_error,
 };
 use serde_json::Value;
 
@@ -107,30 +108,20 @@ fn read(response: CompletionResponse, answer: &mut Answer, whole: bool) {
     }
 }
 
-/// Maps OpenAI's usage; a missing total is the sum of the parts.
+/// Maps OpenAI's usage; a missing total is the sum of the parts. Cached tokens are included in
+/// `prompt_tokens`, as the gateway's usage wants them; OpenAI-compatible APIs report no cache
+/// writes (OpenAI's are free).
 pub fn usage(wire: &WireUsage) -> Usage {
-    let prompt_tokens = wire.prompt_tokens.unwrap_or(0);
-    let completion_tokens = wire.completion_tokens.unwrap_or(0);
-    let mut usage = Usage::new(prompt_tokens, completion_tokens);
-    if let Some(total) = wire.total_tokens {
-        usage.total_tokens = total;
-    }
-    // Included in `prompt_tokens`, as the gateway's usage wants it. OpenAI-compatible APIs
-    // report no cache writes (OpenAI's are free).
-    usage.cached_prompt_tokens = wire
-        .prompt_tokens_details
-        .as_ref()
-        .and_then(|d| d.cached_tokens)
-        .or(wire.prompt_cache_hit_tokens);
-    usage.audio_prompt_tokens = wire
-        .prompt_tokens_details
-        .as_ref()
-        .and_then(|d| d.audio_tokens);
-    usage.reasoning_tokens = wire
-        .completion_tokens_details
-        .as_ref()
-        .and_then(|d| d.reasoning_tokens);
-    usage
+    let prompt = wire.prompt_tokens_details.as_ref();
+    Usage::counted(TokenCounts {
+        prompt: wire.prompt_tokens,
+        completion: wire.completion_tokens,
+        total: wire.total_tokens,
+        cache_read: (prompt.and_then(|d| d.cached_tokens)).or(wire.prompt_cache_hit_tokens),
+        audio_prompt: prompt.and_then(|d| d.audio_tokens),
+        reasoning: (wire.completion_tokens_details.as_ref()).and_then(|d| d.reasoning_tokens),
+        ..TokenCounts::default()
+    })
 }
 
 /// Parses an answer of `/embeddings`: one vector per input, in input order.

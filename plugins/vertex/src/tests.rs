@@ -689,3 +689,28 @@ fn info_lists_gemini_claude_and_embedding_models() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The golden conversation's upstream requests: `plugins/golden/vertex-gemini.json` and
+// `vertex-anthropic.json` (`UPDATE_GOLDEN=1` rewrites them)
+
+fn golden_request(model: &str, file: &str) {
+    let call = Call::new(token_route_ref()).unwrap();
+    let request = gateway_plugin_sdk::golden::request(token_route(), model);
+    let (http, _) = completion_request(&call, &request, false).unwrap();
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    gateway_plugin_sdk::golden::check(&file, &gateway_plugin_sdk::golden::sent(&http));
+}
+
+#[test]
+fn the_golden_conversation_is_the_golden_request_to_gemini() {
+    golden_request("gemini-2.5-flash", "../golden/vertex-gemini.json");
+}
+
+#[test]
+fn the_golden_conversation_is_the_golden_request_to_claude() {
+    golden_request(
+        "claude-sonnet-4@20250514",
+        "../golden/vertex-anthropic.json",
+    );
+}

@@ -3,5 +3,6 @@
 
 mod convert;
 mod embed;
+mod golden;
 mod sigv4;
 mod stream;
