@@ -4,42 +4,33 @@
 //! binary links wasmtime in release mode, and linking twenty of them was most of a cold
 //! `cargo xtask test`.
 //!
-//! Run one area with a filter: `cargo xtask test -- routing::`. `cargo xtask test` runs them
-//! all twice, on SQLite and then on PostgreSQL (`GATEWAY_TEST_POSTGRES`), leaving out of the
-//! second pass the areas that manage their own databases or touch no store
-//! (`xtask`'s `NOT_ON_POSTGRES`).
+//! The areas are grouped by what they test:
+//!
+//! - `surfaces`: the wire formats callers speak (`commonbase`, `openai`, `anthropic`,
+//!   `responses`, content `parts`) and the official Python SDKs against them (`clients`);
+//! - `providers`: each provider plugin against its recorded upstream (`openai`, `azure`,
+//!   `anthropic`, `bedrock`, `gemini`, `vertex`) and `reasoning` mapped to each;
+//! - `flow`: a request between surface and plugin (`auth`, `routing`, `cache`, `guards`,
+//!   `limits`);
+//! - `plugins`: the `sandbox`, `failures`, plugin `state`, `python` and `js` plugins,
+//!   `lifecycle`;
+//! - `accounting`: `invocations` records, `cost`, `prices`, `reports`;
+//! - `operations`: `cli`, `config`, `admin`, `console`, `project_guards`, `metrics`, `tracing`,
+//!   `replicas`;
+//! - `hardening`: what a hostile caller or a careless client finds.
+//!
+//! A test's name is its module path, so a filter runs one group, one area or one concern:
+//! `cargo xtask test -p gateway --test e2e -- flow::routing::` (or `providers::`,
+//! `surfaces::openai::errors::`). `cargo xtask test` runs them all twice, on SQLite and then on
+//! PostgreSQL (`GATEWAY_TEST_POSTGRES`), leaving out of the second pass the areas that manage
+//! their own databases or touch no store (`xtask`'s `NOT_ON_POSTGRES`).
 
-mod admin;
-mod anthropic;
-mod anthropic_surface;
-mod api;
-mod azure;
-mod bedrock;
-mod cache;
-mod clients;
-mod config;
-mod console;
-mod cost;
-mod gemini;
-mod guards;
+mod accounting;
+mod common;
+mod flow;
 mod hardening;
-mod js_plugins;
-mod lifecycle;
-mod limits;
-mod metrics;
-mod openai_surface;
-mod parts;
-mod plugin_state;
-mod prices;
-mod project_guards;
+mod operations;
+mod plugins;
 mod providers;
-mod python_plugins;
-mod reasoning;
-mod replicas;
-mod reports;
-mod responses;
-mod routing;
-mod sandbox;
-mod tracing;
+mod surfaces;
 mod venv;
-mod vertex;

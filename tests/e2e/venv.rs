@@ -1,7 +1,7 @@
-//! Not an area: what the areas that run Python against the gateway share (`clients`, the
-//! official SDKs; `console`, the browser test): the interpreter of `target/clients-venv`
-//! (`tests/clients/requirements.txt`) and a command for it that nothing of this machine's
-//! environment steers.
+//! Not an area: what the areas that run Python against the gateway share (`surfaces::clients`,
+//! the official SDKs; `operations::console`, the browser test): the interpreter of
+//! `target/clients-venv` (`tests/clients/requirements.txt`) and a command for it that nothing of
+//! this machine's environment steers.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -425,22 +425,22 @@ fn test(args: &[String]) -> Result<(), String> {
 const TEST_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 /// The gateway's one integration-test binary (`tests/e2e/main.rs`, a module per area).
 const E2E: &str = "e2e";
-/// Areas (modules of [`E2E`]) the PostgreSQL pass leaves out: `clients` checks the Python SDKs
-/// against the wire format, `python_plugins` and `js_plugins` plugins built from other languages
-/// (nothing of the store in any of them); `replicas` and `limits` run on PostgreSQL in the first
-/// pass (they manage their own databases).
+/// Areas (module paths in [`E2E`]) the PostgreSQL pass leaves out: `surfaces::clients` checks
+/// the Python SDKs against the wire format, `plugins::python` and `plugins::js` plugins built
+/// from other languages (nothing of the store in any of them); `operations::replicas` and
+/// `flow::limits` run on PostgreSQL in the first pass (they manage their own databases).
 const NOT_ON_POSTGRES: [&str; 5] = [
-    "clients",
-    "python_plugins",
-    "js_plugins",
-    "replicas",
-    "limits",
+    "surfaces::clients",
+    "plugins::python",
+    "plugins::js",
+    "operations::replicas",
+    "flow::limits",
 ];
 
 /// The gateway's integration tests again, every gateway on a PostgreSQL database of its own
 /// (`GATEWAY_TEST_POSTGRES`): the same tests hold on both stores. What follows `--` in the
-/// first pass (filters such as `routing::`, `--nocapture`) carries over; a first pass of other
-/// packages or test targets only has no PostgreSQL pass.
+/// first pass (filters such as `flow::routing::`, `--nocapture`) carries over; a first pass of
+/// other packages or test targets only has no PostgreSQL pass.
 fn test_on_postgres(
     args: &[String],
     plugins: &Path,
@@ -482,7 +482,8 @@ fn test_on_postgres(
         command.arg("--");
     }
     for area in NOT_ON_POSTGRES {
-        // A test's name begins with its area's module: `limits::` names that area only.
+        // A test's name begins with its area's module path: `flow::limits::` names that area
+        // only.
         command.args(["--skip".to_owned(), format!("{area}::")]);
     }
     command
@@ -550,7 +551,8 @@ fn option_values(args: &[String], short: &str, long: &str) -> Vec<String> {
     values
 }
 
-/// The browser the admin console's test drives (`tests/e2e/console.rs`): Debian's chromium.
+/// The browser the admin console's test drives (`tests/e2e/operations/console.rs`): Debian's
+/// chromium.
 const CHROMIUM: &str = "/usr/bin/chromium";
 /// Set for the tests when there is no browser and none could be installed: why. The console's
 /// browser test then skips, saying so (under `CI` it fails instead).
@@ -730,9 +732,20 @@ mod tests {
             .filter_map(|test| test.get("name").and_then(toml::Value::as_str))
             .collect();
         assert_eq!(tests, [E2E]);
-        let main = std::fs::read_to_string(root.join("tests/e2e/main.rs")).expect("e2e main");
+        let e2e = root.join("tests/e2e");
         for area in NOT_ON_POSTGRES {
-            assert!(main.contains(&format!("\nmod {area};")), "no area {area}");
+            // Each module of the path is declared in its parent: `main.rs`, then `mod.rs` files.
+            let (mut parent, mut dir) = (e2e.join("main.rs"), e2e.clone());
+            for module in area.split("::") {
+                let text = std::fs::read_to_string(&parent).expect("the parent module");
+                assert!(
+                    text.contains(&format!("\nmod {module};")),
+                    "no area {area}: no `mod {module};` in {}",
+                    parent.display()
+                );
+                dir = dir.join(module);
+                parent = dir.join("mod.rs");
+            }
         }
     }
 

@@ -4,8 +4,8 @@
 //! default; PostgreSQL with `GATEWAY_TEST_POSTGRES`). Ids are checked against the config's
 //! `[guards.ID]`: the CLI's (its `--config`), the admin API's serving one.
 //!
-//! What the guards do to requests is tested with the flow (`guards`); here only that they are
-//! stored, shown, refused when unknown, and reach the running gateway's key cache.
+//! What the guards do to requests is tested with the flow (`flow::guards`); here only that they
+//! are stored, shown, refused when unknown, and reach the running gateway's key cache.
 
 use std::time::{Duration, Instant};
 

@@ -1,0 +1,11 @@
+//! The gateway as an operator runs it: the process and its CLI, the config file, the admin API
+//! and console, a project's guards, metrics, traces, and several replicas on one database.
+
+mod admin;
+mod cli;
+mod config;
+mod console;
+mod metrics;
+mod project_guards;
+mod replicas;
+mod tracing;

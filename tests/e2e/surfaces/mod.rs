@@ -1,0 +1,11 @@
+//! The wire formats callers speak, each read and answered in its own shape: the Commonbase API,
+//! OpenAI's (chat, completions, embeddings, models), Anthropic's Messages API, OpenAI's
+//! Responses API; content parts (images, audio, documents) on all of them; and the official
+//! OpenAI and Anthropic Python SDKs, unchanged, against them.
+
+mod anthropic;
+mod clients;
+mod commonbase;
+mod openai;
+mod parts;
+mod responses;
