@@ -11,7 +11,7 @@ use std::sync::Arc;
 /// embed) costs the gateway while the request runs, beyond its bytes in the body: the item in
 /// the host's types, in the WIT's layout twice (the host's copy the plugin call borrows, the
 /// plugin's), and in the plugin's own types. Measured ~0.4-0.8 KB an item for one-character
-/// items (tests/e2e/hardening.rs, `[memory figure]`); a body of many tiny items costs many
+/// items (tests/e2e/hardening/memory.rs, `[memory figure]`); a body of many tiny items costs many
 /// times its size, so each is counted as this much more than its bytes, and the sum of what
 /// requests in flight hold stays near what they take from the machine.
 pub const ITEM_BYTES: usize = 1024;

@@ -1,4 +1,4 @@
-"""Fixtures of the SDK suite: the scenario the runner (tests/e2e/clients.rs) describes and one client
+"""Fixtures of the SDK suite: the scenario the runner (tests/e2e/surfaces/clients.rs) describes and one client
 of each official SDK pointed at the gateway."""
 
 import os

@@ -1,4 +1,4 @@
-"""What the runner (tests/e2e/clients.rs) tells the suite, and the requests the tests send.
+"""What the runner (tests/e2e/surfaces/clients.rs) tells the suite, and the requests the tests send.
 
 The runner starts the gateway and its fake upstreams, then passes `GATEWAY_CLIENTS_SCENARIO`, a
 JSON object:

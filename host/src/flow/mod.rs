@@ -1,9 +1,11 @@
 //! The one request flow every model endpoint goes through, whatever its wire
-//! format and response mode: admit (declared size, key, body, project) ->
-//! route -> cache (a hit is answered from it) -> limits (the key's scope, rate
-//! limits and budgets) -> call the plugin -> answer (one JSON body, or an SSE
-//! stream) -> record. Every request that enters [`serve`] ends as exactly one
-//! invocation record, shutdown included.
+//! format and response mode, a module per step: `admit` (declared size, key, body,
+//! project) -> `route` (what the body asks, the route, the key's scope, plugin and guards)
+//! -> `cache` (a hit is answered from it) -> `quota` (rate limits and budgets) -> `guard`
+//! the request -> `call` the plugin (tried again and on fallbacks by `failover`) -> answer,
+//! `whole` (one JSON body) or `stream` (SSE) -> `record`. [`flow`] reads in that order.
+//! Every request that enters [`serve`] ends as exactly one invocation record, shutdown
+//! included.
 //!
 //! What differs between API surfaces is how a body reads and how an answer
 //! writes: that is a [`Surface`], a codec (see [`crate::surfaces`]). A new

@@ -1,7 +1,7 @@
 // A JavaScript plugin that misbehaves, by the prompt's text: `throw...` has a bug (a `TypeError`
 // whose message quotes the prompt escapes the plugin), `refuse` refuses the request as invalid (a
 // deliberate 400); anything else loops until the gateway's CPU budget (`cpu_time_ms`) stops it.
-// For the tests of JavaScript plugins (tests/e2e/js_plugins.rs).
+// For the tests of JavaScript plugins (tests/e2e/plugins/js.rs).
 import { ProviderError, exportProvider, usage } from 'gateway-plugin-sdk';
 
 function spin() {

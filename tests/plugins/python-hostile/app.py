@@ -1,5 +1,5 @@
 """`python-hostile`: a test-only Python plugin that attacks its own sandbox, so that
-`tests/e2e/python_plugins.rs` can show the sandbox holds for Python plugins as it does for
+`tests/e2e/plugins/python.rs` can show the sandbox holds for Python plugins as it does for
 Rust ones (`tests/plugins/hostile`).
 
 The request's model picks the attack:

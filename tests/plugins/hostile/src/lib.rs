@@ -1,5 +1,5 @@
 //! `hostile`: a test-only plugin that attacks its own sandbox, so the tests in
-//! `tests/e2e/sandbox.rs` can prove that one misbehaving plugin costs the gateway
+//! `tests/e2e/plugins/sandbox/` can prove that one misbehaving plugin costs the gateway
 //! one failed request and nothing more.
 //!
 //! The request's model picks the attack:
