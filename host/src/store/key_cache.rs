@@ -119,25 +119,25 @@ impl<V: Clone> KeyCache<V> {
     }
 
     /// The key with this hash: from memory when verified under the current
-    /// stamp, else from `fetch` (the database).
-    pub(super) fn find<E>(
+    /// stamp, else from `fetch` (the database), which is not polled on a hit.
+    pub(super) async fn find<E>(
         &self,
         hash: &[u8; 32],
-        fetch: impl FnOnce() -> Result<Option<V>, E>,
+        fetch: impl Future<Output = Result<Option<V>, E>>,
     ) -> Result<Option<V>, E> {
         let miss = match self.lookup(hash) {
             Lookup::Hit(record) => return Ok(Some(record)),
             Lookup::Miss(miss) => miss,
         };
-        let found = fetch()?;
+        let found = fetch.await?;
         if let Some(record) = &found {
             self.keep(hash, record, miss);
         }
         Ok(found)
     }
 
-    /// The first half of [`KeyCache::find`], for a caller that reads the
-    /// database asynchronously.
+    /// The first half of [`KeyCache::find`], for a caller that decides what to do
+    /// between the two (PostgreSQL's key lookup: serve a stale key while the database is down).
     pub(super) fn lookup(&self, hash: &[u8; 32]) -> Lookup<V> {
         // Read before the database, so a change racing the lookup is not cached.
         let Some(stamp) = self.stamp() else {
@@ -280,6 +280,16 @@ mod tests {
 
     type Fetched = Result<Option<KeyRecord>, ()>;
 
+    /// `cache.find` of one hash, with a `fetch` that answers at once: nothing here waits, so
+    /// one poll ends it, without a runtime.
+    fn find(cache: &KeyCache, fetch: impl FnOnce() -> Fetched) -> Fetched {
+        let finding = std::pin::pin!(cache.find(&[1; 32], async { fetch() }));
+        match finding.poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+            std::task::Poll::Ready(found) => found,
+            std::task::Poll::Pending => panic!("a lookup waited for nothing"),
+        }
+    }
+
     fn found(project: &str) -> Fetched {
         Ok(Some(KeyRecord {
             project_id: project.into(),
@@ -312,22 +322,15 @@ mod tests {
         let db = dir.path().join("g.db");
         let (gateway, cli): (KeyCache, KeyCache) = (KeyCache::open(&db), KeyCache::open(&db));
         assert_eq!(
-            gateway
-                .find(&[1; 32], || found("p"))
-                .unwrap()
-                .unwrap()
-                .project_id,
+            find(&gateway, || found("p")).unwrap().unwrap().project_id,
             "p"
         );
         // Everything the database said is kept, not only whose key it is.
-        assert_eq!(
-            gateway.find(&[1; 32], unexpected).unwrap(),
-            found("p").unwrap()
-        );
+        assert_eq!(find(&gateway, unexpected).unwrap(), found("p").unwrap());
 
         cli.keys_changed().unwrap();
-        assert!(gateway.find(&[1; 32], missing).unwrap().is_none());
-        assert!(gateway.find(&[1; 32], missing).unwrap().is_none());
+        assert!(find(&gateway, missing).unwrap().is_none());
+        assert!(find(&gateway, missing).unwrap().is_none());
     }
 
     #[test]
@@ -335,28 +338,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("g.db");
         let (gateway, cli): (KeyCache, KeyCache) = (KeyCache::open(&db), KeyCache::open(&db));
-        let racing = gateway.find(&[1; 32], || {
+        let racing = find(&gateway, || {
             cli.keys_changed().unwrap();
             found("p")
         });
         assert!(racing.unwrap().is_some());
-        assert!(gateway.find(&[1; 32], missing).unwrap().is_none());
+        assert!(find(&gateway, missing).unwrap().is_none());
     }
 
     #[test]
     fn unknown_keys_are_not_cached() {
         let dir = tempfile::tempdir().unwrap();
         let cache = KeyCache::open(&dir.path().join("g.db"));
-        assert!(cache.find(&[1; 32], missing).unwrap().is_none());
-        assert!(cache.find(&[1; 32], || found("p")).unwrap().is_some());
+        assert!(find(&cache, missing).unwrap().is_none());
+        assert!(find(&cache, || found("p")).unwrap().is_some());
     }
 
     #[test]
     fn without_a_stamp_file_every_lookup_reads_the_database() {
         let dir = tempfile::tempdir().unwrap();
         let cache = KeyCache::open(&dir.path().join("missing-dir/g.db"));
-        assert!(cache.find(&[1; 32], || found("p")).unwrap().is_some());
-        assert!(cache.find(&[1; 32], missing).unwrap().is_none());
+        assert!(find(&cache, || found("p")).unwrap().is_some());
+        assert!(find(&cache, missing).unwrap().is_none());
         assert!(cache.keys_changed().is_ok());
     }
 
@@ -370,63 +373,63 @@ mod tests {
     fn a_notification_empties_the_cache() {
         let changes = connected();
         let cache = KeyCache::notified(changes.clone());
-        assert!(cache.find(&[1; 32], || found("p")).unwrap().is_some());
-        assert!(cache.find(&[1; 32], unexpected).unwrap().is_some());
+        assert!(find(&cache, || found("p")).unwrap().is_some());
+        assert!(find(&cache, unexpected).unwrap().is_some());
 
         changes.changed();
-        assert!(cache.find(&[1; 32], missing).unwrap().is_none());
+        assert!(find(&cache, missing).unwrap().is_none());
     }
 
     #[test]
     fn while_notifications_are_not_received_every_lookup_reads_the_database() {
         let changes = Arc::new(Changes::new());
         let cache = KeyCache::notified(changes.clone());
-        assert!(cache.find(&[1; 32], || found("p")).unwrap().is_some());
-        assert!(cache.find(&[1; 32], missing).unwrap().is_none());
+        assert!(find(&cache, || found("p")).unwrap().is_some());
+        assert!(find(&cache, missing).unwrap().is_none());
 
         changes.set_connected(true);
-        assert!(cache.find(&[1; 32], || found("p")).unwrap().is_some());
-        assert!(cache.find(&[1; 32], unexpected).unwrap().is_some());
+        assert!(find(&cache, || found("p")).unwrap().is_some());
+        assert!(find(&cache, unexpected).unwrap().is_some());
 
         // Dropped: what was cached may miss changes from now on.
         changes.set_connected(false);
-        assert!(cache.find(&[1; 32], missing).unwrap().is_none());
+        assert!(find(&cache, missing).unwrap().is_none());
         // Back: what was cached before may have missed some.
-        assert!(cache.find(&[1; 32], || found("p")).unwrap().is_some());
+        assert!(find(&cache, || found("p")).unwrap().is_some());
         changes.set_connected(true);
-        assert!(cache.find(&[1; 32], missing).unwrap().is_none());
+        assert!(find(&cache, missing).unwrap().is_none());
     }
 
     #[test]
     fn an_answer_read_while_a_change_was_notified_is_not_kept() {
         let changes = connected();
         let cache = KeyCache::notified(changes.clone());
-        let racing = cache.find(&[1; 32], || {
+        let racing = find(&cache, || {
             changes.changed();
             found("p")
         });
         assert!(racing.unwrap().is_some());
-        assert!(cache.find(&[1; 32], missing).unwrap().is_none());
+        assert!(find(&cache, missing).unwrap().is_none());
     }
 
     #[test]
     fn an_answer_read_across_a_reconnection_is_not_kept() {
         let changes = connected();
         let cache = KeyCache::notified(changes.clone());
-        let racing = cache.find(&[1; 32], || {
+        let racing = find(&cache, || {
             changes.set_connected(false);
             changes.set_connected(true);
             found("p")
         });
         assert!(racing.unwrap().is_some());
-        assert!(cache.find(&[1; 32], missing).unwrap().is_none());
+        assert!(find(&cache, missing).unwrap().is_none());
     }
 
     #[test]
     fn a_change_made_here_empties_the_cache_at_once() {
         let cache = KeyCache::notified(connected());
-        assert!(cache.find(&[1; 32], || found("p")).unwrap().is_some());
+        assert!(find(&cache, || found("p")).unwrap().is_some());
         cache.keys_changed().unwrap();
-        assert!(cache.find(&[1; 32], missing).unwrap().is_none());
+        assert!(find(&cache, missing).unwrap().is_none());
     }
 }

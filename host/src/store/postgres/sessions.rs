@@ -7,7 +7,6 @@ use super::connect::connection;
 use super::listen::{SESSIONS_CHANGED, notify};
 use crate::clock::now_ms;
 use crate::store::StoreError;
-use crate::store::key_cache::Lookup;
 use crate::store::sql::{self, Dialect};
 
 const POSTGRES: Dialect = Dialect::Postgres;
@@ -42,25 +41,19 @@ impl Postgres {
         &self,
         session: &[u8; 32],
     ) -> Result<bool, StoreError> {
-        let miss = match self.sessions.lookup(session) {
-            Lookup::Hit(signed_out) => return Ok(signed_out),
-            Lookup::Miss(miss) => miss,
-        };
         let owned = *session;
-        let signed_out = self
-            .run(move |pool| async move {
-                let client = connection(&pool).await?;
-                let statement = client
-                    .prepare_cached(sql::SESSION_SIGNED_OUT.text(POSTGRES))
-                    .await?;
-                let count: i64 = client
-                    .query_one(&statement, &[&&owned[..]])
-                    .await?
-                    .try_get(0)?;
-                Ok(count > 0)
-            })
-            .await?;
-        self.sessions.keep(session, &signed_out, miss);
-        Ok(signed_out)
+        let read = self.run(move |pool| async move {
+            let client = connection(&pool).await?;
+            let statement = client
+                .prepare_cached(sql::SESSION_SIGNED_OUT.text(POSTGRES))
+                .await?;
+            let count: i64 = client
+                .query_one(&statement, &[&&owned[..]])
+                .await?
+                .try_get(0)?;
+            Ok(Some(count > 0))
+        });
+        let signed_out = self.sessions.find(session, read).await?;
+        Ok(signed_out.unwrap_or(false))
     }
 }

@@ -179,17 +179,16 @@ impl Sqlite {
         Ok(revoked)
     }
 
-    pub(in crate::store) fn find_key(
+    /// The live key with this hash, from the database (the facade asks its cache first).
+    pub(in crate::store) fn read_key(
         &self,
         hash: &[u8; 32],
     ) -> Result<Option<KeyRecord>, StoreError> {
-        self.keys.find(hash, || {
-            let conn = lock(&self.reader);
-            let mut stmt = conn.prepare_cached(sql::FIND_KEY.text(SQLITE))?;
-            Ok(stmt
-                .query_row([&hash[..]], |row| read::key_record(row))
-                .optional()?)
-        })
+        let conn = lock(&self.reader);
+        let mut stmt = conn.prepare_cached(sql::FIND_KEY.text(SQLITE))?;
+        Ok(stmt
+            .query_row([&hash[..]], |row| read::key_record(row))
+            .optional()?)
     }
 }
 

@@ -84,6 +84,16 @@ impl Sqlite {
         Ok((db, migrated))
     }
 
+    /// The keys verified recently, which the facade answers from before reading the database.
+    pub(super) fn key_cache(&self) -> &KeyCache {
+        &self.keys
+    }
+
+    /// Whether each console session looked up was signed out, likewise.
+    pub(super) fn session_cache(&self) -> &KeyCache<bool> {
+        &self.sessions
+    }
+
     /// After a key change commits: running gateways must not keep serving from their caches.
     fn keys_changed(&self) {
         if let Err(e) = self.keys.keys_changed() {

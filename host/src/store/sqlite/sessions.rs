@@ -1,5 +1,5 @@
 //! The admin console's sessions signed out, in SQLite: written and read on the key lookups'
-//! connection, cached under the keys' stamp (a sign-out writes a new one).
+//! connection, cached (by the facade) under the keys' stamp (a sign-out writes a new one).
 
 use rusqlite::{TransactionBehavior, params};
 
@@ -33,16 +33,15 @@ impl Sqlite {
         Ok(())
     }
 
-    pub(in crate::store) fn session_signed_out(
+    /// Whether the session was signed out, from the database (the facade asks its cache
+    /// first); always an answer, which the cache keeps either way.
+    pub(in crate::store) fn read_signed_out(
         &self,
         session: &[u8; 32],
-    ) -> Result<bool, StoreError> {
-        let signed_out = self.sessions.find(session, || {
-            let conn = lock(&self.reader);
-            let mut stmt = conn.prepare_cached(sql::SESSION_SIGNED_OUT.text(SQLITE))?;
-            let count: i64 = stmt.query_row([&session[..]], |row| row.get(0))?;
-            Ok::<_, StoreError>(Some(count > 0))
-        })?;
-        Ok(signed_out.unwrap_or(false))
+    ) -> Result<Option<bool>, StoreError> {
+        let conn = lock(&self.reader);
+        let mut stmt = conn.prepare_cached(sql::SESSION_SIGNED_OUT.text(SQLITE))?;
+        let count: i64 = stmt.query_row([&session[..]], |row| row.get(0))?;
+        Ok(Some(count > 0))
     }
 }

@@ -116,7 +116,7 @@ fn stored_values_that_are_no_limit_read_as_none() {
                 monthly_budget_usd = 3;",
         )
         .unwrap();
-    let record = db.find_key(&[9; 32]).unwrap().unwrap();
+    let record = db.read_key(&[9; 32]).unwrap().unwrap();
     assert_eq!(record.project_limits, LimitSet::default());
     assert_eq!(
         record.limits,

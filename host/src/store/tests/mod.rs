@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::*;
+use projects::{MAX_TPM, check_name};
 use test_db::TestDb;
 
 pub(super) use invocations::{attempts, guard_outcomes, record};
