@@ -15,8 +15,9 @@
 //! [`config`] (the TOML file, checked as it is read), [`cli`] and [`reports`] (its usage
 //! reports and record exports). Leaves: [`inflight`] (the bodies in flight), [`redis_link`],
 //! [`dir_watch`] (debounced directory watching, behind the hot reloads), [`worker`] (which
-//! serving thread runs the code), [`clock`], [`keys`] (what keys are made of) and
-//! [`encoding`]. ARCHITECTURE.md has the map and the rules.
+//! serving thread runs the code), [`clock`], [`keys`] (what keys are made of), [`glob`] and
+//! [`encoding`]. Beside the model flow, [`mcp`] serves agents' tool calls (`POST /mcp`) from
+//! the MCP servers [`tools`] is the client of. ARCHITECTURE.md has the map and the rules.
 
 // No `unwrap()` or `expect()` outside tests (ARCHITECTURE.md's rule for the request path, held
 // for all of the host's code): the few that mean the machine itself failed say so where they
@@ -32,10 +33,12 @@ pub mod dir_watch;
 pub mod encoding;
 pub mod error;
 pub mod flow;
+pub mod glob;
 pub mod http;
 pub mod inflight;
 pub mod keys;
 pub mod limits;
+pub mod mcp;
 pub mod metrics;
 pub mod plugins;
 pub mod pricing;
@@ -47,5 +50,6 @@ pub mod server;
 pub mod state;
 pub mod store;
 pub mod surfaces;
+pub mod tools;
 pub mod traces;
 pub mod worker;

@@ -184,6 +184,40 @@ impl RequestTrace {
     /// A try at `route`'s upstream `server` begins: its span, and what its upstream requests
     /// carry.
     pub fn attempt(&self, attempt: AttemptStart<'_>) -> TrySpan {
+        self.client_span(|| {
+            let operation = operation_name(attempt.kind);
+            let mut attributes = vec![
+                KeyValue::new("gen_ai.operation.name", operation),
+                KeyValue::new("gen_ai.provider.name", provider_name(attempt.plugin)),
+                KeyValue::new("gen_ai.request.model", attempt.model.to_owned()),
+                KeyValue::new("gateway.route", attempt.route.to_owned()),
+                KeyValue::new("gateway.plugin", attempt.plugin.to_owned()),
+                KeyValue::new("gateway.attempt", attempt.number as i64),
+            ];
+            if let Some(host) = attempt.server {
+                attributes.push(KeyValue::new("server.address", host.to_owned()));
+            }
+            (format!("{operation} {}", attempt.model), attributes)
+        })
+    }
+
+    /// A tool call through `/mcp` begins: its `execute_tool` span (the GenAI conventions),
+    /// and the `traceparent` its upstream request carries.
+    pub fn execute_tool(&self, server: &str, tool: &str) -> TrySpan {
+        self.client_span(|| {
+            let attributes = vec![
+                KeyValue::new("gen_ai.operation.name", "execute_tool"),
+                KeyValue::new("gen_ai.tool.name", tool.to_owned()),
+                KeyValue::new("gen_ai.tool.type", "extension"),
+                KeyValue::new("gateway.mcp_server", server.to_owned()),
+            ];
+            (format!("execute_tool {tool}"), attributes)
+        })
+    }
+
+    /// A client span of the request's, named and described by `describe` (called only when
+    /// spans are made), and the trace context its upstream request carries.
+    fn client_span(&self, describe: impl FnOnce() -> (String, Vec<KeyValue>)) -> TrySpan {
         let Some(cx) = &self.cx else {
             return TrySpan::default();
         };
@@ -194,20 +228,9 @@ impl RequestTrace {
                 headers: headers_of(cx),
             };
         };
-        let operation = operation_name(attempt.kind);
-        let mut attributes = vec![
-            KeyValue::new("gen_ai.operation.name", operation),
-            KeyValue::new("gen_ai.provider.name", provider_name(attempt.plugin)),
-            KeyValue::new("gen_ai.request.model", attempt.model.to_owned()),
-            KeyValue::new("gateway.route", attempt.route.to_owned()),
-            KeyValue::new("gateway.plugin", attempt.plugin.to_owned()),
-            KeyValue::new("gateway.attempt", attempt.number as i64),
-        ];
-        if let Some(host) = attempt.server {
-            attributes.push(KeyValue::new("server.address", host.to_owned()));
-        }
+        let (name, attributes) = describe();
         let span = tracer
-            .span_builder(format!("{operation} {}", attempt.model))
+            .span_builder(name)
             .with_kind(SpanKind::Client)
             .with_attributes(attributes)
             .start_with_context(tracer, cx);
@@ -219,6 +242,17 @@ impl RequestTrace {
             span: Some(span),
             headers,
         }
+    }
+
+    /// The tool call ended; `error` says how it failed, if it did.
+    pub fn end_tool(span: TrySpan, error: Option<&str>) {
+        use opentelemetry::trace::Span as _;
+        let Some(mut span) = span.span else { return };
+        if let Some(error) = error {
+            span.set_attribute(KeyValue::new("error.type", error.to_owned()));
+            span.set_status(Status::error(error.to_owned()));
+        }
+        span.end();
     }
 
     /// A guard's check of the request (`stage`: `request` or `response`) begins: its span,

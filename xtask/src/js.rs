@@ -145,37 +145,57 @@ fn absolute(path: &Path) -> Result<PathBuf, String> {
 /// The pinned tools in `target/js-tools`, installed with `npm ci` when missing or when the
 /// lockfile changed since; the build script is copied beside them (it imports them).
 fn tools(sdk: &Path) -> Result<PathBuf, String> {
-    let tools = target_dir().join("js-tools");
-    let lock = read(&sdk.join("package-lock.json"))?;
-    let installed = tools.join("installed.stamp");
-    let stamp = format!("{:016x}", hash_bytes(&lock));
-    let current = tools.join("node_modules").is_dir()
-        && std::fs::read_to_string(&installed).is_ok_and(|kept| kept == stamp);
-    if !current {
-        eprintln!(
-            "xtask: installing the JavaScript tools (npm ci) into {}",
-            tools.display()
-        );
-        std::fs::create_dir_all(&tools)
-            .map_err(|e| format!("cannot create {}: {e}", tools.display()))?;
-        for file in ["package.json", "package-lock.json"] {
-            copy(&sdk.join(file), &tools.join(file))?;
-        }
-        let mut command = Command::new("npm");
-        command
-            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(&tools);
-        run(command).map_err(|e| {
-            format!("{e}\nJavaScript plugins need Node.js 20 or later with npm on the PATH")
-        })?;
-        std::fs::write(&installed, stamp)
-            .map_err(|e| format!("cannot write {}: {e}", installed.display()))?;
-    }
+    let tools = npm_installed(sdk, "js-tools", "the JavaScript tools")?;
     copy(
         &sdk.join("tools").join("build.mjs"),
         &tools.join("build.mjs"),
     )?;
     Ok(tools)
+}
+
+/// The upstream MCP server of the handshake era the e2e tests run (`tests/mcp`, the official
+/// TypeScript SDK pinned by its lockfile): `target/mcp-node`, with the server copied beside
+/// its `node_modules` (an ES module finds its imports from where it is).
+pub fn mcp_node() -> Result<PathBuf, String> {
+    let sources = workspace_root().join("tests").join("mcp");
+    let dir = npm_installed(&sources, "mcp-node", "the MCP test server's packages")?;
+    copy(
+        &sources.join("legacy_server.mjs"),
+        &dir.join("legacy_server.mjs"),
+    )?;
+    Ok(dir)
+}
+
+/// `target/NAME` with the packages of `from`'s `package-lock.json`, installed with `npm ci`
+/// when missing or when the lockfile changed since.
+fn npm_installed(from: &Path, name: &str, what: &str) -> Result<PathBuf, String> {
+    let into = target_dir().join(name);
+    let lock = read(&from.join("package-lock.json"))?;
+    let installed = into.join("installed.stamp");
+    let stamp = format!("{:016x}", hash_bytes(&lock));
+    let current = into.join("node_modules").is_dir()
+        && std::fs::read_to_string(&installed).is_ok_and(|kept| kept == stamp);
+    if !current {
+        eprintln!("xtask: installing {what} (npm ci) into {}", into.display());
+        std::fs::create_dir_all(&into)
+            .map_err(|e| format!("cannot create {}: {e}", into.display()))?;
+        for file in ["package.json", "package-lock.json"] {
+            copy(&from.join(file), &into.join(file))?;
+        }
+        let mut command = Command::new("npm");
+        command
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&into);
+        run(command).map_err(|e| {
+            format!(
+                "{e}
+{what} need Node.js 20 or later with npm on the PATH"
+            )
+        })?;
+        std::fs::write(&installed, stamp)
+            .map_err(|e| format!("cannot write {}: {e}", installed.display()))?;
+    }
+    Ok(into)
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, String> {

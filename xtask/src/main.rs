@@ -399,6 +399,7 @@ fn test(args: &[String]) -> Result<(), String> {
     // The JavaScript plugins the e2e tests load, beside the others; and the JavaScript SDK's tests.
     js::build_test_plugins(&built)?;
     let python = clients_venv()?;
+    let mcp_node = js::mcp_node()?;
     let browser = browser();
     let mut command = cargo("test");
     command
@@ -407,6 +408,7 @@ fn test(args: &[String]) -> Result<(), String> {
         .args(args)
         .env("GATEWAY_TEST_PLUGINS_DIR", &built)
         .env("GATEWAY_CLIENTS_PYTHON", &python)
+        .env(MCP_NODE_DIR, &mcp_node)
         .envs(browser.iter().map(|why| (NO_BROWSER, why)))
         // The first pass is the SQLite one; the PostgreSQL-only tests find the server here.
         .env_remove("GATEWAY_TEST_POSTGRES")
@@ -426,11 +428,13 @@ const TEST_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 /// The gateway's one integration-test binary (`tests/e2e/main.rs`, a module per area).
 const E2E: &str = "e2e";
 /// Areas (module paths in [`E2E`]) the PostgreSQL pass leaves out: `surfaces::clients` checks
-/// the Python SDKs against the wire format, `plugins::python` and `plugins::js` plugins built
+/// the Python SDKs against the wire format, `surfaces::mcp` the MCP SDKs against `/mcp` (the
+/// keys' tool scopes it reads are the store's tests' on both), `plugins::python` and `plugins::js` plugins built
 /// from other languages (nothing of the store in any of them); `operations::replicas` and
 /// `flow::limits` run on PostgreSQL in the first pass (they manage their own databases).
-const NOT_ON_POSTGRES: [&str; 5] = [
+const NOT_ON_POSTGRES: [&str; 6] = [
     "surfaces::clients",
+    "surfaces::mcp",
     "plugins::python",
     "plugins::js",
     "operations::replicas",
@@ -557,6 +561,8 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 /// Set for the tests when there is no browser and none could be installed: why. The console's
 /// browser test then skips, saying so (under `CI` it fails instead).
 const NO_BROWSER: &str = "GATEWAY_TEST_NO_BROWSER";
+/// Where the e2e tests find the MCP test server of the handshake era ([`js::mcp_node`]).
+const MCP_NODE_DIR: &str = "GATEWAY_TEST_MCP_NODE_DIR";
 
 /// Makes sure the console's browser test has a browser: `GATEWAY_TEST_CHROMIUM`, else Debian's
 /// `chromium`, installed with apt-get when it is missing and this user may (root, or sudo

@@ -139,6 +139,10 @@ pub(super) enum KeyCommand {
         /// ROUTE/MODEL pairs the key may use; default: every model.
         #[arg(long, value_delimiter = ',', value_name = "ROUTE/MODEL,...", value_parser = parse_route_model)]
         models: Vec<String>,
+        /// Globs (`*`: any run of characters) of the `/mcp` tools (`SERVER__TOOL`) the key
+        /// may list and call; default: every tool.
+        #[arg(long, value_delimiter = ',', value_name = "GLOB,...", value_parser = parse_tool_glob)]
+        tools: Vec<String>,
         /// When the key stops working: a duration (30d, 12h), a date (the key works through
         /// that UTC day) or an RFC 3339 time.
         #[arg(long, value_name = "30d|DATE|TIME", value_parser = parse_expires)]
@@ -225,6 +229,15 @@ fn parse_route(text: &str) -> Result<String, String> {
         return Err("an empty route id".to_owned());
     }
     Ok(route.to_owned())
+}
+
+/// One tool glob of a key's scope (`github__*`).
+fn parse_tool_glob(text: &str) -> Result<String, String> {
+    let glob = text.trim();
+    if glob.is_empty() {
+        return Err("an empty tool glob".to_owned());
+    }
+    Ok(glob.to_owned())
 }
 
 /// One `ROUTE/MODEL` of a key's scope.

@@ -15,6 +15,7 @@ pub(super) async fn run(store: &Store, command: KeyCommand) -> Result<ExitCode, 
             limits,
             routes,
             models,
+            tools,
             expires,
         } => {
             let spec = KeySpec {
@@ -23,6 +24,7 @@ pub(super) async fn run(store: &Store, command: KeyCommand) -> Result<ExitCode, 
                     routes,
                     models,
                     expires_at_ms: expires,
+                    tools,
                 },
             };
             let key = store.create_key(&project_id, &spec).await?;

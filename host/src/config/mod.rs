@@ -8,6 +8,7 @@
 //! the gateway serves is the state's ([`crate::state::reload`]). Every key is documented in
 //! `docs/configuration.md`, which a test holds to the keys serde accepts.
 
+mod mcp;
 mod price;
 pub mod types;
 
@@ -19,6 +20,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use mcp::{McpConfig, McpServerConfig, TOOL_SEPARATOR};
 pub use price::{BadPrice, LongContextPrice, MAX_PER_MTOK, Price, valid_per_mtok};
 use types::{BaseUrl, HostEntry, MemoryMb, Positive};
 pub use types::{OtlpEndpoint, OtlpHeaders, RedisUrl, SampleRatio};
@@ -118,6 +120,9 @@ pub enum Problem {
         min = MIN_ADMIN_TOKEN_BYTES
     )]
     AdminTokenTooShort { len: usize },
+    /// An `[mcp_servers.ID]` whose id `/mcp` could not name its tools by.
+    #[error("mcp_servers.{id}: {reason}")]
+    McpServerId { id: String, reason: &'static str },
     /// More `retries` than a request's one deadline could sensibly hold.
     #[error(
         "providers.{route}.retries: must be at most {max}, not {retries}",
@@ -253,6 +258,11 @@ pub struct Config {
     /// accept as `model`, each standing for a route and one of its models.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub models: BTreeMap<String, ModelAlias>,
+    /// `[mcp]`: the bounds of tool calls through `POST /mcp`.
+    pub mcp: McpConfig,
+    /// `[mcp_servers.ID]`: the MCP servers whose tools `POST /mcp` serves, as `ID__TOOL`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
 }
 
 /// `[guards.ID]`: a guard plugin and its settings.
@@ -381,6 +391,8 @@ impl Default for Config {
             guards: BTreeMap::new(),
             global_guards: Vec::new(),
             models: BTreeMap::new(),
+            mcp: McpConfig::default(),
+            mcp_servers: BTreeMap::new(),
         }
     }
 }
@@ -624,6 +636,19 @@ impl Config {
         }
         config.check_routing(origin)?;
         config.check_guards(origin)?;
+        if let Some((id, reason)) = config
+            .mcp_servers
+            .keys()
+            .find_map(|id| mcp::server_id_problem(id).map(|reason| (id, reason)))
+        {
+            return Err(ConfigError::new(
+                origin,
+                Problem::McpServerId {
+                    id: id.clone(),
+                    reason,
+                },
+            ));
+        }
         Ok(config)
     }
 

@@ -131,6 +131,11 @@ fn the_configuration_reference_documents_every_key_and_no_other() {
             "[models.ALIAS]",
             format!("{ROUTE}[models.a]\nroute = \"x\"\n"),
         ),
+        ("[mcp]", "[mcp]\n".to_owned()),
+        (
+            "[mcp_servers.ID]",
+            "[mcp_servers.s]\nurl = \"https://mcp.example/mcp\"\n".to_owned(),
+        ),
     ];
     let reference = include_str!("../../../docs/configuration.md");
     // The `| key |` tables' first cells, by the last code span of the heading above them.

@@ -42,7 +42,14 @@ use call::Call;
 /// The response header with the cost of a call answered whole.
 pub const COST_HEADER: &str = "x-gateway-cost-usd";
 pub use cache::CACHE_HEADER;
-use record::Draft;
+pub use record::{BodyPolicy, Draft, save};
+
+/// Counts a request that spends no tokens (a tool call through `/mcp`) against its key's and
+/// its project's requests-per-minute limits, as a cache hit is counted; refused, the 429's
+/// error.
+pub async fn admit_request(state: &AppState, key: crate::store::KeyRecord) -> Result<(), ApiError> {
+    quota::Quota::admit_cached(state, key).await.map(drop)
+}
 
 /// What a request asks the plugin for, as the invocation record names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

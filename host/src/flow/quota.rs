@@ -300,6 +300,7 @@ mod tests {
                 routes: routes.iter().map(|r| r.to_string()).collect(),
                 models: models.iter().map(|m| m.to_string()).collect(),
                 expires_at_ms: None,
+                tools: Vec::new(),
             },
             project_guards: Default::default(),
         }

@@ -162,6 +162,12 @@ impl Draft {
             self.record.plugin = Some(plugin.to_owned());
         }
     }
+    /// A tool call through `/mcp`: its server stands as the route, its tool as the model.
+    pub fn tool(&mut self, server: &str, tool: &str) {
+        self.record.route = Some(server.to_owned());
+        self.record.model = Some(tool.to_owned());
+        self.record.kind = Some("tool".to_owned());
+    }
     pub fn model(&mut self, model: &str, kind: &str, stream: bool) {
         self.record.model = Some(model.to_owned());
         self.record.kind = Some(kind.to_owned());

@@ -449,6 +449,8 @@ async fn dispatch(
             "/v1/completions" => model::<openai::Completions>(state, request, id).await,
             "/v1/embeddings" => model::<openai::Embeddings>(state, request, id).await,
             "/v1/responses" => model::<openai::Responses>(state, request, id).await,
+            // Boxed: tool calls add nothing to the size of every model request's future.
+            "/mcp" => Box::pin(crate::mcp::serve(state, request, id)).await,
             path => other(state, request, path, id, client).await,
         };
         // A client too slow to send its request does not keep the connection.

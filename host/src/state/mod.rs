@@ -49,6 +49,9 @@ pub struct Live {
     pub routes: Arc<Routes>,
     /// The config's `prices_file` as last loaded (empty without one).
     pub prices: Arc<PriceTable>,
+    /// The `[mcp_servers]` `/mcp` fronts; a server a reload leaves unchanged is kept, with
+    /// its session and tool list.
+    pub tools: Arc<crate::tools::Servers>,
     pub loaded_at_ms: i64,
 }
 
@@ -86,6 +89,7 @@ impl AppState {
             metrics_listen: config.metrics_listen,
             traces,
             live: RwLock::new(Arc::new(Live {
+                tools: Arc::new(crate::tools::Servers::build(&config, None)),
                 config,
                 routes: Arc::new(routes),
                 prices: Arc::new(prices),
@@ -127,6 +131,7 @@ impl AppState {
         // Taken under the lock, so that prices reloaded meanwhile are not lost.
         let prices = prices.map_or_else(|| live.prices.clone(), Arc::new);
         *live = Arc::new(Live {
+            tools: Arc::new(crate::tools::Servers::build(&config, Some(&live.tools))),
             config,
             routes: Arc::new(routes),
             prices,
@@ -142,6 +147,7 @@ impl AppState {
         *live = Arc::new(Live {
             config: live.config.clone(),
             routes: live.routes.clone(),
+            tools: live.tools.clone(),
             prices: Arc::new(prices),
             loaded_at_ms: live.loaded_at_ms,
         });

@@ -303,6 +303,7 @@ mod tests {
                 routes: vec!["openai".into()],
                 models: Vec::new(),
                 expires_at_ms: Some(1),
+                tools: vec!["calc__*".into()],
             },
             project_guards: Arc::from(["pii".to_owned()]),
         }))

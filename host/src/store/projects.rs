@@ -51,6 +51,10 @@ pub struct KeyScope {
     pub models: Vec<String>,
     /// Unix ms after which the key is refused (401).
     pub expires_at_ms: Option<i64>,
+    /// Globs (`*`: any run of characters) of the `/mcp` tools (`SERVER__TOOL`) the key may
+    /// list and call; empty: all of them. Routes and models do not limit tools, nor tools
+    /// routes.
+    pub tools: Vec<String>,
 }
 
 impl KeyScope {
@@ -72,6 +76,15 @@ impl KeyScope {
             (Some(route), Some(model)) => self.allows(route, model),
             _ => self.routes.is_empty() && self.models.is_empty(),
         }
+    }
+
+    /// Whether the key may list and call the `/mcp` tool `name` (`SERVER__TOOL`).
+    pub fn allows_tool(&self, name: &str) -> bool {
+        self.tools.is_empty()
+            || self
+                .tools
+                .iter()
+                .any(|glob| crate::glob::matches(glob, name))
     }
 
     /// When the key expired, if it had by `now_ms`.
@@ -144,6 +157,9 @@ impl KeySpec {
         }
         for model in &self.scope.models {
             check_name("models", model)?;
+        }
+        for tool in &self.scope.tools {
+            check_name("tools", tool)?;
         }
         Ok(())
     }

@@ -71,6 +71,7 @@ pub(super) fn key_record<R: StoredRow + ?Sized>(row: &R) -> Result<KeyRecord, R:
             routes: row.list(10)?,
             models: row.list(11)?,
             expires_at_ms: row.optional_integer(12)?,
+            tools: row.list(14)?,
         },
         project_guards: Arc::from(row.list(13)?),
     })
@@ -87,6 +88,7 @@ pub(super) fn key_info<R: StoredRow + ?Sized>(row: &R) -> Result<KeyInfo, R::Err
             routes: row.list(7)?,
             models: row.list(8)?,
             expires_at_ms: row.optional_integer(9)?,
+            tools: row.list(10)?,
         },
     })
 }

@@ -96,20 +96,20 @@ pub(super) static UPDATE_KEY_LIMITS: Sql = Sql::new(
 );
 pub(super) static INSERT_KEY: Sql = Sql::new(
     "INSERT INTO api_keys (key_hash, prefix, project_id, created_at, rpm, tpm,
-        daily_budget_usd, monthly_budget_usd, routes, models, expires_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        daily_budget_usd, monthly_budget_usd, routes, models, expires_at, tools)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
 );
 /// A project's keys, revoked ones too, newest first, as [`super::rows::key_info`] reads them.
 pub(super) static PROJECT_KEYS: Sql = Sql::new(
     "SELECT prefix, created_at, revoked_at, rpm, tpm, daily_budget_usd, monthly_budget_usd,
-        routes, models, expires_at
+        routes, models, expires_at, tools
      FROM api_keys WHERE project_id = $1 ORDER BY created_at DESC, prefix",
 );
 /// The live key of a hash, as [`super::rows::key_record`] reads it.
 pub(super) static FIND_KEY: Sql = Sql::new(
     "SELECT k.project_id, k.prefix, k.rpm, k.tpm, k.daily_budget_usd, k.monthly_budget_usd,
         p.rpm, p.tpm, p.daily_budget_usd, p.monthly_budget_usd, k.routes, k.models, k.expires_at,
-        p.guards
+        p.guards, k.tools
      FROM api_keys k JOIN projects p ON p.id = k.project_id
      WHERE k.key_hash = $1 AND k.revoked_at IS NULL",
 );

@@ -225,6 +225,8 @@ struct NewKey {
     limits: Option<LimitsBody>,
     routes: Vec<String>,
     models: Vec<String>,
+    /// Globs of the `/mcp` tools (`SERVER__TOOL`) the key may use.
+    tools: Vec<String>,
     expires: Option<String>,
 }
 
@@ -501,6 +503,9 @@ async fn create_key(state: &AppState, request: Request<Incoming>, project_id: &s
             )));
         }
     }
+    if let Some(tool) = body.tools.iter().find(|t| t.trim().is_empty()) {
+        return Err(ApiError::BadRequest(format!("{tool:?} is not a tool glob")));
+    }
     let expires_at_ms = body
         .expires
         .as_deref()
@@ -516,6 +521,7 @@ async fn create_key(state: &AppState, request: Request<Incoming>, project_id: &s
             routes: body.routes,
             models: body.models,
             expires_at_ms,
+            tools: body.tools,
         },
     };
     let key = state.store.create_key(project_id, &spec).await?;
@@ -530,6 +536,7 @@ async fn create_key(state: &AppState, request: Request<Incoming>, project_id: &s
             "limits": limits_json(&spec.limits),
             "routes": spec.scope.routes,
             "models": spec.scope.models,
+            "tools": spec.scope.tools,
             "expiresAt": spec.scope.expires_at_ms.map(format_time_ms),
         }),
     ))
@@ -544,6 +551,7 @@ fn key_json(key: &KeyInfo) -> serde_json::Value {
         "limits": limits_json(&key.limits),
         "routes": key.scope.routes,
         "models": key.scope.models,
+        "tools": key.scope.tools,
     })
 }
 

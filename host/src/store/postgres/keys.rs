@@ -174,10 +174,11 @@ impl Postgres {
         let stored = StoredLimits::of(&spec.limits);
         // TEXT[], NULL when empty.
         let list = |list: &[String]| (!list.is_empty()).then(|| list.to_vec());
-        let (routes, models, expires_at) = (
+        let (routes, models, expires_at, tools) = (
             list(&spec.scope.routes),
             list(&spec.scope.models),
             spec.scope.expires_at_ms,
+            list(&spec.scope.tools),
         );
         self.run(move |pool| async move {
             let mut client = connection(&pool).await?;
@@ -197,6 +198,7 @@ impl Postgres {
                         &routes,
                         &models,
                         &expires_at,
+                        &tools,
                     ],
                 )
                 .await;

@@ -151,6 +151,10 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
         ADD COLUMN conversation_bytes BIGINT NOT NULL DEFAULT 0;
     UPDATE responses SET conversation_bytes = octet_length(context);
 "#,
+    // A key's `/mcp` tools (globs of SERVER__TOOL), NULL when it may use them all.
+    r#"
+    ALTER TABLE api_keys ADD COLUMN tools TEXT[];
+"#,
 ];
 
 pub(super) const BACKEND: &str = "PostgreSQL";

@@ -129,6 +129,7 @@ impl Sqlite {
                 json_list(&spec.scope.routes),
                 json_list(&spec.scope.models),
                 spec.scope.expires_at_ms,
+                json_list(&spec.scope.tools),
             ],
         )?;
         drop(conn);

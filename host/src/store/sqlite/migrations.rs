@@ -138,6 +138,10 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
     ALTER TABLE responses ADD COLUMN conversation_bytes INTEGER NOT NULL DEFAULT 0;
     UPDATE responses SET conversation_bytes = length(CAST(context AS BLOB));
 "#,
+    // A key's `/mcp` tools (globs of SERVER__TOOL, a JSON list), NULL when it may use them all.
+    r#"
+    ALTER TABLE api_keys ADD COLUMN tools TEXT;
+"#,
 ];
 
 /// Applies the migrations the database lacks, each in its own transaction

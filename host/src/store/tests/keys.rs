@@ -277,6 +277,7 @@ pub(super) async fn key_scopes_and_expiry_round_trip(h: &Harness) {
         routes: vec!["openai".into(), "odd \"route\"".into()],
         models: vec!["anthropic/claude-3-5-haiku".into()],
         expires_at_ms: Some(1_900_000_000_000),
+        tools: vec!["github__*".into(), "calc__add".into()],
     };
     let spec = KeySpec {
         limits: LimitSet::default(),
@@ -562,6 +563,7 @@ pub(super) async fn a_projects_keys_are_listed_newest_first_revoked_ones_too(h: 
             routes: vec!["openai".into()],
             models: vec![],
             expires_at_ms: Some(1_900_000_000_000),
+            tools: vec![],
         },
     };
     let first = store

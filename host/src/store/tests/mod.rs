@@ -411,6 +411,7 @@ fn names_and_limits_the_store_would_not_keep_are_refused() {
             routes: routes.iter().map(|r| r.to_string()).collect(),
             models: models.iter().map(|m| m.to_string()).collect(),
             expires_at_ms: None,
+            tools: Vec::new(),
         },
     };
     assert!(spec(&["demo"], &["demo/m"]).check().is_ok());

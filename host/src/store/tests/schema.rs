@@ -444,16 +444,16 @@ pub(super) async fn a_v9_database_migrates_to_v10_and_its_kept_conversations_con
     .await;
     let store = h.open().await;
     let before = h.version_of(Before::ResponseTurns);
-    // Kept responses' turns apart were the last migration of both.
+    // Kept responses' turns apart, then a key's tools, were the last migrations of both.
     assert_eq!(
         store.migrated(),
         Migrated {
             from: before,
-            to: before + 1
+            to: before + 2
         }
     );
-    assert_eq!(h.known_version(), before + 1);
-    assert_eq!(h.schema_version().await, before + 1);
+    assert_eq!(h.known_version(), before + 2);
+    assert_eq!(h.schema_version().await, before + 2);
     // It is its conversation's only turn, its size in bytes (not characters) told.
     let kept = store.response("p1", old).await.unwrap().unwrap();
     assert_eq!(

@@ -1,0 +1,264 @@
+//! `tools/call`: which server's tool, whether the config and the caller's key allow it, the
+//! key's and project's request limits, the call within the server's timeout and the byte
+//! bounds, and its invocation record (kind `tool`: the server as the route, the tool as the
+//! model, the arguments and the result as the bodies).
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use super::{Era, Exchange, Fault};
+use crate::error::ApiError;
+use crate::flow::{BodyPolicy, Draft};
+use crate::state::{AppState, Live};
+use crate::tools::{Extra, McpServer, ServerError, Tool, wire};
+use crate::traces::RequestTrace;
+
+/// What a failed call answers, and what its record says.
+struct Failure {
+    fault: Fault,
+    error: ApiError,
+}
+
+impl Failure {
+    fn invalid(message: String) -> Failure {
+        Failure {
+            fault: Fault::new(wire::INVALID_PARAMS, message.clone()),
+            error: ApiError::BadRequest(message),
+        }
+    }
+
+    fn unknown_tool(name: &str) -> Failure {
+        Failure::invalid(format!("unknown tool: {name}"))
+    }
+}
+
+pub(super) async fn call(
+    state: &Arc<AppState>,
+    live: &Live,
+    exchange: &Exchange,
+    id: Uuid,
+) -> Result<Value, Fault> {
+    let trace = state.traces.request(&exchange.headers, "mcp", &id, "/mcp");
+    let mut draft = Draft::new(id, "mcp", trace.clone());
+    draft.caller(&exchange.key);
+    draft.keep_bodies(BodyPolicy::of(&live.config));
+    let outcome = run(state, live, exchange, &mut draft, &trace).await;
+    let finished = match &outcome {
+        Ok((result, text)) => {
+            let mut finished = draft.success(200, text.clone());
+            if result.get("isError").and_then(Value::as_bool) == Some(true) {
+                finished.invocation.status = crate::store::InvocationStatus::Error;
+                finished.invocation.error = Some("the tool reported an error (isError)".into());
+            }
+            finished
+        }
+        Err(failure) => {
+            let mut finished = draft.failure(&failure.error);
+            // What the caller got: a JSON-RPC error, on the status its era gives it.
+            let modern = matches!(exchange.era, Era::Modern);
+            finished.invocation.http_status = match failure.fault.status {
+                Some(status) => status.as_u16(),
+                None if modern => wire::modern_status(failure.fault.code),
+                None => 200,
+            };
+            finished
+        }
+    };
+    crate::flow::save(state, finished).await;
+    outcome
+        .map(|(result, _)| result)
+        .map_err(|failure| failure.fault)
+}
+
+/// The call, up to the server's result (and its text, as recorded).
+async fn run(
+    state: &AppState,
+    live: &Live,
+    exchange: &Exchange,
+    draft: &mut Draft,
+    trace: &RequestTrace,
+) -> Result<(Value, String), Failure> {
+    let params = &exchange.params;
+    let name = params
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| Failure::invalid("params.name (the tool to call) is missing".into()))?;
+    let Some((server_id, entry, tool)) = live.tools.find(name) else {
+        return Err(Failure::unknown_tool(name));
+    };
+    draft.tool(server_id, tool);
+    let arguments = match params.get("arguments") {
+        None | Some(Value::Null) => None,
+        Some(arguments @ Value::Object(_)) => Some(arguments.clone()),
+        Some(_) => {
+            return Err(Failure::invalid(
+                "params.arguments must be an object".into(),
+            ));
+        }
+    };
+    let text = arguments
+        .as_ref()
+        .map_or_else(|| "{}".to_owned(), Value::to_string);
+    draft.request(text.as_bytes());
+    let max = live.config.mcp.max_tool_argument_bytes.get();
+    if text.len() > max {
+        return Err(Failure::invalid(format!(
+            "the arguments are {} bytes, over the gateway's max_tool_argument_bytes ({max})",
+            text.len()
+        )));
+    }
+    // A tool the config leaves out does not exist for callers.
+    if !entry.config.allows_tool(tool) {
+        return Err(Failure::unknown_tool(name));
+    }
+    if !exchange.key.scope.allows_tool(name) {
+        let message = format!("this API key may not call tool {name}");
+        return Err(Failure {
+            fault: Fault::new(wire::GATEWAY_ERROR, message.clone()),
+            error: ApiError::OutOfScope(message),
+        });
+    }
+    crate::flow::admit_request(state, exchange.key.clone())
+        .await
+        .map_err(|error| Failure {
+            fault: Fault::new(wire::GATEWAY_ERROR, error.message())
+                .with_data(serde_json::json!({"retryAfterSecs": error.retry_after()})),
+            error,
+        })?;
+    let server = entry
+        .server
+        .as_ref()
+        .map_err(|reason| server_failure(server_id, &ServerError::Config(reason.clone())))?;
+    let span = trace.execute_tool(server_id, tool);
+    let extra = Extra {
+        traceparent: span
+            .headers()
+            .and_then(|h| h.traceparent.to_str().ok().map(str::to_owned)),
+        headers: Vec::new(),
+    };
+    let outcome = call_server(server, exchange, tool, arguments, extra).await;
+    RequestTrace::end_tool(
+        span,
+        outcome.as_ref().err().map(|f| f.error.message()).as_deref(),
+    );
+    let result = outcome?;
+    let text = result.to_string();
+    let redacted = server.secrets.redact(&text);
+    if redacted != text {
+        let redacted = redacted.into_owned();
+        let result = serde_json::from_str(&redacted).unwrap_or(Value::Null);
+        return Ok((result, redacted));
+    }
+    Ok((result, text))
+}
+
+async fn call_server(
+    server: &McpServer,
+    exchange: &Exchange,
+    tool: &str,
+    arguments: Option<Value>,
+    mut extra: Extra,
+) -> Result<Value, Failure> {
+    let definition = definition(server, tool, &extra).await?;
+    let schema = definition
+        .definition
+        .get("inputSchema")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let args = arguments
+        .clone()
+        .unwrap_or_else(|| Value::Object(Map::new()));
+    if matches!(exchange.era, Era::Modern) {
+        let given: Vec<(String, String)> = exchange
+            .headers
+            .iter()
+            .filter(|(name, _)| name.as_str().starts_with(wire::PARAM_HEADER_PREFIX))
+            .filter_map(|(name, value)| {
+                Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned()))
+            })
+            .collect();
+        if let Some(problem) = wire::param_mismatch(&schema, &args, &given) {
+            return Err(Failure {
+                fault: Fault::new(wire::HEADER_MISMATCH, problem.clone())
+                    .with_status(hyper::StatusCode::BAD_REQUEST),
+                error: ApiError::BadRequest(problem),
+            });
+        }
+    }
+    extra.headers = wire::param_headers(&schema, &args);
+    let meta = exchange
+        .params
+        .get("_meta")
+        .and_then(Value::as_object)
+        .map(|meta| {
+            meta.iter()
+                .filter(|(key, _)| !key.starts_with("io.modelcontextprotocol/"))
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect::<Map<String, Value>>()
+        });
+    let meta = meta.filter(|meta| !meta.is_empty());
+    match server.call(tool, arguments, meta.as_ref(), &extra).await {
+        Ok(result) => Ok(result),
+        Err(ServerError::Rpc {
+            code,
+            message,
+            data,
+        }) => {
+            if code == wire::INVALID_PARAMS {
+                // The tool may be gone: the next list asks the server again.
+                server.forget_tools();
+            }
+            let message = server.secrets.redact_owned(message);
+            let mut fault = Fault::new(code, message.clone());
+            if let Some(data) = data {
+                let data = server.secrets.redact_owned(data.to_string());
+                fault = fault.with_data(serde_json::from_str(&data).unwrap_or(Value::Null));
+            }
+            Err(Failure {
+                fault,
+                error: ApiError::BadRequest(format!("the server refused the call: {message}")),
+            })
+        }
+        Err(error) => Err(server_failure(&server.id, &error)),
+    }
+}
+
+/// The server's definition of `tool`, from its kept list, or from a new one when the kept
+/// one does not have it (a tool added since).
+async fn definition(server: &McpServer, tool: &str, extra: &Extra) -> Result<Tool, Failure> {
+    for fresh in [false, true] {
+        if fresh {
+            server.forget_tools();
+        }
+        let tools = server
+            .tools(extra)
+            .await
+            .map_err(|error| server_failure(&server.id, &error))?;
+        if let Some(found) = tools.iter().find(|t| t.name == tool) {
+            return Ok(found.clone());
+        }
+    }
+    Err(Failure::unknown_tool(&crate::tools::exposed_name(
+        &server.id, tool,
+    )))
+}
+
+/// A server that did not answer properly: the caller learns which and how, the record too.
+fn server_failure(server: &str, error: &ServerError) -> Failure {
+    let message = format!("MCP server {server}: {error}");
+    let record = match error {
+        ServerError::Timeout(_) => ApiError::Timeout(message.clone()),
+        ServerError::Http(status) => ApiError::Upstream {
+            status: *status,
+            message: message.clone(),
+            retry_after: None,
+        },
+        _ => ApiError::ProviderFailed(message.clone()),
+    };
+    Failure {
+        fault: Fault::new(wire::GATEWAY_ERROR, message),
+        error: record,
+    }
+}

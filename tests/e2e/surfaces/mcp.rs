@@ -1,0 +1,475 @@
+//! `POST /mcp`, the MCP gateway, in front of real MCP servers built with the official SDKs
+//! (`tests/mcp`): `modern`, the Python SDK's server (speaks the stateless 2026-07-28 revision),
+//! and `legacy`, the TypeScript SDK's (the session era only). The official Python client
+//! drives the gateway in both eras (`tests/mcp/test_gateway.py`); the rest is checked here on
+//! the wire: the stateless revision's header checks, sessions, records, a server down, a
+//! server that hangs, and the byte bounds.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use gateway_test_support::Gateway;
+use gateway_test_support::client::Response;
+use serde_json::{Value, json};
+
+use crate::venv;
+
+/// Where `cargo xtask test` installed the TypeScript SDK's server (`xtask`'s `mcp_node`).
+const NODE_DIR_VAR: &str = "GATEWAY_TEST_MCP_NODE_DIR";
+/// What the gateway sends the `modern` server as its `Authorization` (from `headers_env`).
+const UPSTREAM_AUTH: &str = "Bearer upstream-secret-0f9a8b7c";
+
+/// A server process, stopped when dropped.
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `command` and reads the one line it prints once it listens.
+fn server(mut command: Command, what: &str) -> Server {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start the {what} MCP server: {e}"));
+    let stdout = child.stdout.take().expect("piped");
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .unwrap_or_else(|e| panic!("the {what} MCP server printed nothing: {e}"));
+    let url = line
+        .trim()
+        .strip_prefix("listening ")
+        .unwrap_or_else(|| panic!("the {what} MCP server printed {line:?}"))
+        .to_owned();
+    Server { child, url }
+}
+
+struct Upstreams {
+    modern: Server,
+    legacy: Server,
+}
+
+fn upstreams() -> Upstreams {
+    let python = venv::python();
+    let mut modern = venv::command(&python);
+    modern.args(["tests/mcp/modern_server.py", "0"]);
+    let node_dir = std::env::var_os(NODE_DIR_VAR).unwrap_or_else(|| {
+        panic!(
+            "{NODE_DIR_VAR} is not set: run `cargo xtask test`, which installs tests/mcp's packages"
+        )
+    });
+    let mut legacy = Command::new("node");
+    legacy
+        .arg(std::path::Path::new(&node_dir).join("legacy_server.mjs"))
+        .arg("0");
+    Upstreams {
+        modern: server(modern, "modern (Python SDK)"),
+        legacy: server(legacy, "legacy (TypeScript SDK)"),
+    }
+}
+
+/// A gateway fronting both upstreams, with `extra` config lines.
+fn gateway(up: &Upstreams, extra: &[&str]) -> Gateway {
+    let mut builder = Gateway::builder()
+        .env("MCP_MODERN_AUTH", UPSTREAM_AUTH)
+        .config_line(&format!(
+            "[mcp_servers.modern]\nurl = {:?}\nheaders_env = {{ Authorization = \"MCP_MODERN_AUTH\" }}\n",
+            up.modern.url
+        ))
+        .config_line(&format!("[mcp_servers.legacy]\nurl = {:?}\n", up.legacy.url));
+    for line in extra {
+        builder = builder.config_line(line);
+    }
+    builder.start()
+}
+
+/// A stateless-era request (2026-07-28) with its envelope and mirrored headers.
+fn call(gw: &Gateway, key: &str, method: &str, params: Value) -> (Response, Value) {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let name = params["name"].as_str().map(str::to_owned);
+    let mut headers = vec![
+        ("MCP-Protocol-Version", "2026-07-28".to_owned()),
+        ("Mcp-Method", method.to_owned()),
+        ("Accept", "application/json, text/event-stream".to_owned()),
+    ];
+    if method == "tools/call"
+        && let Some(name) = name
+    {
+        headers.push(("Mcp-Name", name));
+    }
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+    let response = gw.request(
+        "POST",
+        "/mcp",
+        Some(key),
+        &headers,
+        body.to_string().as_bytes(),
+    );
+    let answer = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
+    (response, answer)
+}
+
+/// A record's body: JSON as `invocations show` prints it, or its text.
+fn body(kept: &Value) -> Value {
+    match kept {
+        Value::String(text) => serde_json::from_str(text).unwrap_or(Value::Null),
+        other => other.clone(),
+    }
+}
+
+/// A stateless-era `tools/call` of `name` with `arguments`, with the gateway's test key.
+fn tool(gw: &Gateway, name: &str, arguments: Value) -> (Response, Value) {
+    call(
+        gw,
+        &gw.key,
+        "tools/call",
+        json!({"name": name, "arguments": arguments}),
+    )
+}
+
+/// The tool names of a `tools/list` answer.
+fn tool_names(answer: &Value) -> Vec<&str> {
+    answer["result"]["tools"]
+        .as_array()
+        .map(|tools| tools.iter().filter_map(|t| t["name"].as_str()).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_official_python_client_in_both_eras() {
+    let up = upstreams();
+    let gw = gateway(&up, &[]);
+    let project = gw.create_project("agents");
+    let scoped_tools = ["modern__add", "legacy__*"];
+    let scoped_key = gw
+        .cli(&[
+            "key",
+            "create",
+            &project.id,
+            "--tools",
+            &scoped_tools.join(","),
+        ])
+        .checked("key create --tools")
+        .last_line();
+    let scenario = json!({
+        "url": format!("{}/mcp", gw.url()),
+        "key": gw.key,
+        "scoped_key": scoped_key,
+        "scoped_tools": scoped_tools,
+    });
+    let output = venv::command(&venv::python())
+        .args(["-m", "pytest", "tests/mcp", "-q", "-p", "no:cacheprovider"])
+        .env("GATEWAY_MCP_SCENARIO", scenario.to_string())
+        .output()
+        .expect("pytest runs");
+    assert!(
+        output.status.success(),
+        "the MCP client suite failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn a_tool_call_is_an_invocation_record_and_the_upstreams_secret_stays_out() {
+    let up = upstreams();
+    let gw = gateway(&up, &["record_bodies = \"full\""]);
+    let (response, answer) = tool(&gw, "modern__add", json!({"a": 2, "b": 40}));
+    assert_eq!(response.status, 200, "{answer}");
+    assert_eq!(
+        answer["result"]["structuredContent"]["result"], 42,
+        "{answer}"
+    );
+    assert_eq!(answer["result"]["resultType"], "complete");
+    let id = response
+        .header("x-invocation-id")
+        .expect("an invocation id")
+        .to_owned();
+    let record = gw.record(&id);
+    assert_eq!(record["type"], "tool", "{record}");
+    assert_eq!(record["route"], "modern");
+    assert_eq!(record["model"], "add");
+    assert_eq!(record["status"], "success");
+    assert_eq!(record["httpStatus"], 200);
+    assert_eq!(
+        body(&record["request"]),
+        json!({"a": 2, "b": 40}),
+        "{record}"
+    );
+    assert_eq!(
+        body(&record["response"])["structuredContent"]["result"],
+        42,
+        "{record}"
+    );
+
+    // The upstream saw the config's credential; the caller and the record never do.
+    let (_, answer) = tool(&gw, "modern__headers", json!({}));
+    let text = answer.to_string();
+    assert!(text.contains("[redacted]"), "{text}");
+    assert!(!text.contains("upstream-secret"), "{text}");
+    assert!(!text.contains(&gw.key), "{text}");
+
+    // A tool reporting an error is answered as it is, and recorded as an error.
+    let (response, answer) = tool(&gw, "modern__fail", json!({}));
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let record = gw.record(response.header("x-invocation-id").unwrap());
+    assert_eq!(record["status"], "error", "{record}");
+
+    // An unknown tool: -32602, recorded.
+    let (response, answer) = tool(&gw, "modern__nope", json!({}));
+    assert_eq!(
+        (response.status, answer["error"]["code"].as_i64()),
+        (400, Some(-32602)),
+        "{answer}"
+    );
+    let record = gw.record(response.header("x-invocation-id").unwrap());
+    assert_eq!(record["status"], "error", "{record}");
+    assert_eq!(record["route"], "modern");
+}
+
+#[test]
+fn the_stateless_revision_checks_its_envelope_and_headers() {
+    let up = upstreams();
+    let gw = gateway(&up, &[]);
+    let post = |headers: &[(&str, &str)], body: Value| {
+        let r = gw.request(
+            "POST",
+            "/mcp",
+            Some(&gw.key),
+            headers,
+            body.to_string().as_bytes(),
+        );
+        let answer: Value = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
+        (r.status, answer["error"]["code"].as_i64(), answer)
+    };
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let list =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}});
+    let v = ("MCP-Protocol-Version", "2026-07-28");
+    // Mcp-Method missing, or not the body's.
+    assert_eq!(post(&[v], list.clone()).0, 400);
+    assert_eq!(
+        post(&[v, ("Mcp-Method", "tools/call")], list.clone()).1,
+        Some(-32020)
+    );
+    // Mcp-Name not the tool's.
+    let tool = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "modern__add", "arguments": {"a": 1, "b": 1}, "_meta": meta}});
+    let (status, code, _) = post(
+        &[
+            v,
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "modern__echo"),
+        ],
+        tool,
+    );
+    assert_eq!((status, code), (400, Some(-32020)));
+    // No envelope.
+    let bare = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
+    assert_eq!(
+        post(&[v, ("Mcp-Method", "tools/list")], bare).1,
+        Some(-32602)
+    );
+    // A version the gateway does not speak: the spec's error, naming what it does.
+    let mut future = list.clone();
+    future["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");
+    let (status, code, answer) = post(
+        &[
+            ("MCP-Protocol-Version", "2099-01-01"),
+            ("Mcp-Method", "tools/list"),
+        ],
+        future,
+    );
+    assert_eq!((status, code), (400, Some(-32022)), "{answer}");
+    assert_eq!(answer["error"]["data"]["supported"], json!(["2026-07-28"]));
+    // An unknown method: 404, -32601.
+    let (response, answer) = call(&gw, &gw.key, "prompts/list", json!({}));
+    assert_eq!(
+        (response.status, answer["error"]["code"].as_i64()),
+        (404, Some(-32601))
+    );
+    // Not JSON; a batch; a notification.
+    assert_eq!(post(&[v], json!("x")).0, 400);
+    let (status, code, _) = post(&[], json!([list.clone()]));
+    assert_eq!((status, code), (400, Some(-32600)));
+    let r = gw.request("POST", "/mcp", Some(&gw.key), &[], b"{not json");
+    assert_eq!(r.status, 400);
+    let notification = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(post(&[v], notification).0, 202);
+    // No key, a wrong key: 401, with an invocation id.
+    let r = gw.request("POST", "/mcp", None, &[v], list.to_string().as_bytes());
+    assert_eq!(r.status, 401);
+    assert!(r.header("x-invocation-id").is_some());
+    let r = gw.request(
+        "POST",
+        "/mcp",
+        Some("gw_wrong"),
+        &[v],
+        list.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 401);
+    // No server stream.
+    assert_eq!(
+        gw.request("GET", "/mcp", Some(&gw.key), &[], b"").status,
+        405
+    );
+}
+
+#[test]
+fn sessions_are_signed_for_their_key_and_end_with_delete() {
+    let up = upstreams();
+    let gw = gateway(&up, &[]);
+    let other = gw.create_project("other");
+    let json = [("Content-Type", "application/json")];
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let r = gw.request(
+        "POST",
+        "/mcp",
+        Some(&gw.key),
+        &json,
+        initialize.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 200);
+    let answer: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(answer["result"]["protocolVersion"], "2025-06-18");
+    let session = r.header("mcp-session-id").expect("a session id").to_owned();
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
+    let in_session = |key: &str, session: &str| {
+        let headers = [
+            ("Mcp-Session-Id", session),
+            ("MCP-Protocol-Version", "2025-06-18"),
+        ];
+        gw.request("POST", "/mcp", Some(key), &headers, list.as_bytes())
+    };
+    let r = in_session(&gw.key, &session);
+    assert_eq!(r.status, 200);
+    let answer: Value = serde_json::from_slice(&r.body).unwrap();
+    let names = tool_names(&answer);
+    assert!(
+        names.contains(&"modern__add") && names.contains(&"legacy__search"),
+        "{names:?}"
+    );
+    // Another key cannot use it; a forged one is unknown; none at all is a 400.
+    assert_eq!(in_session(&other.key, &session).status, 404);
+    assert_eq!(in_session(&gw.key, &format!("{session}x")).status, 404);
+    assert_eq!(
+        gw.request("POST", "/mcp", Some(&gw.key), &[], list.as_bytes())
+            .status,
+        400
+    );
+    // DELETE ends it.
+    let r = gw.request(
+        "DELETE",
+        "/mcp",
+        Some(&gw.key),
+        &[("Mcp-Session-Id", &session)],
+        b"",
+    );
+    assert_eq!(r.status, 204);
+    assert_eq!(in_session(&gw.key, &session).status, 404);
+}
+
+#[test]
+fn a_server_down_hanging_or_too_talkative_ends_as_an_error_and_a_record() {
+    let up = upstreams();
+    // A port nothing listens on: bound, then closed.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let gw = gateway(
+        &up,
+        &[
+            &format!("[mcp_servers.down]\nurl = \"http://{closed}/mcp\"\n"),
+            "[mcp]\nmax_tool_result_bytes = 4096\nmax_tool_argument_bytes = 2048\n",
+            "[mcp_servers.modern]\ntimeout_secs = 2\n",
+        ],
+    );
+    // The list leaves the server down out.
+    let (response, answer) = call(&gw, &gw.key, "tools/list", json!({}));
+    assert_eq!(response.status, 200, "{answer}");
+    let names = tool_names(&answer);
+    assert!(
+        names.contains(&"modern__add") && !names.iter().any(|n| n.starts_with("down__")),
+        "{names:?}"
+    );
+    // A call to it is an error naming it, and a record.
+    let (response, answer) = tool(&gw, "down__anything", json!({}));
+    assert_eq!(answer["error"]["code"], -32000, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("down"),
+        "{answer}"
+    );
+    let record = gw.record(response.header("x-invocation-id").unwrap());
+    assert_eq!(
+        (record["status"].as_str(), record["route"].as_str()),
+        (Some("error"), Some("down")),
+        "{record}"
+    );
+    // A tool that does not answer within the server's timeout_secs.
+    let started = Instant::now();
+    let (response, answer) = tool(&gw, "modern__sleep", json!({"seconds": 30}));
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(answer["error"]["code"], -32000, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("did not answer"),
+        "{answer}"
+    );
+    let record = gw.record(response.header("x-invocation-id").unwrap());
+    assert_eq!(record["status"], "error", "{record}");
+    // An answer over max_tool_result_bytes; arguments over max_tool_argument_bytes.
+    let (_, answer) = tool(&gw, "modern__big", json!({"n": 10000}));
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_tool_result_bytes"),
+        "{answer}"
+    );
+    let (_, answer) = tool(&gw, "modern__big", json!({"n": 100}));
+    assert_eq!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .map(str::len),
+        Some(100),
+        "{answer}"
+    );
+    let (response, answer) = tool(&gw, "modern__echo", json!({"text": "x".repeat(3000)}));
+    assert_eq!(
+        (response.status, answer["error"]["code"].as_i64()),
+        (400, Some(-32602)),
+        "{answer}"
+    );
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_tool_argument_bytes")
+    );
+}
