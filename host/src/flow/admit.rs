@@ -61,30 +61,8 @@ pub(super) async fn admit<S: Surface>(
     // From here on the record belongs to the key's project, so its owner can read it.
     draft.caller(&key);
     draft.keep_bodies(BodyPolicy::of(config));
-    // A declared body is counted before it is read, so that a refused one is never buffered.
     let limit = config.max_inflight_body_bytes.get();
-    let declared = declared_length(headers);
-    let mut inflight = match declared {
-        Some(length) => match state.inflight.reserve(length, limit) {
-            Some(reserved) => Some(reserved),
-            None => {
-                discard_body(headers, body, max_body_bytes, read_timeout).await;
-                return Err(ApiError::BodiesInFlight(limit));
-            }
-        },
-        None => None,
-    };
-    let bytes = read_body(body, max_body_bytes, read_timeout).await?;
-    let inflight = match inflight.take() {
-        Some(mut reserved) => {
-            reserved.shrink_to(bytes.len());
-            reserved
-        }
-        None => state
-            .inflight
-            .reserve(bytes.len(), limit)
-            .ok_or(ApiError::BodiesInFlight(limit))?,
-    };
+    let (bytes, inflight) = read_counted(state, config, headers, body).await?;
     // Each JSON object becomes an item or more once parsed, which costs many times its bytes
     // (see `ITEM_BYTES`): counted before the parse, so that a body of many tiny items is
     // refused before it costs that. A brace inside a string counts too; the flow counts the
@@ -105,6 +83,43 @@ pub(super) async fn admit<S: Surface>(
         inflight,
         body_bytes,
     })
+}
+
+/// Reads a request's body within `max_body_bytes`, counted in `max_inflight_body_bytes` from
+/// before it is read when its length is declared (a refused one is never buffered), else from
+/// when it is in; the count is held until the returned [`BodyBytes`] is dropped. Only once the
+/// caller's key is checked: nobody without one makes the gateway buffer a body.
+pub async fn read_counted(
+    state: &AppState,
+    config: &Config,
+    headers: &HeaderMap,
+    body: Incoming,
+) -> Result<(bytes::Bytes, BodyBytes), ApiError> {
+    let read_timeout = Duration::from_secs(config.request_read_timeout_secs.get());
+    let max_body_bytes = config.max_body_bytes.get();
+    let limit = config.max_inflight_body_bytes.get();
+    let mut inflight = match declared_length(headers) {
+        Some(length) => match state.inflight.reserve(length, limit) {
+            Some(reserved) => Some(reserved),
+            None => {
+                discard_body(headers, body, max_body_bytes, read_timeout).await;
+                return Err(ApiError::BodiesInFlight(limit));
+            }
+        },
+        None => None,
+    };
+    let bytes = read_body(body, max_body_bytes, read_timeout).await?;
+    let inflight = match inflight.take() {
+        Some(mut reserved) => {
+            reserved.shrink_to(bytes.len());
+            reserved
+        }
+        None => state
+            .inflight
+            .reserve(bytes.len(), limit)
+            .ok_or(ApiError::BodiesInFlight(limit))?,
+    };
+    Ok((bytes, inflight))
 }
 
 /// The request's key, as the store holds it.

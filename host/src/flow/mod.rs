@@ -41,6 +41,7 @@ use call::Call;
 
 /// The response header with the cost of a call answered whole.
 pub const COST_HEADER: &str = "x-gateway-cost-usd";
+pub use admit::read_counted;
 pub use cache::CACHE_HEADER;
 pub use record::{BodyPolicy, Draft, save};
 

@@ -162,9 +162,10 @@ impl Draft {
             self.record.plugin = Some(plugin.to_owned());
         }
     }
-    /// A tool call through `/mcp`: its server stands as the route, its tool as the model.
-    pub fn tool(&mut self, server: &str, tool: &str) {
-        self.record.route = Some(server.to_owned());
+    /// A tool call through `/mcp`: its server stands as the route (none while it is not
+    /// known: a name that names no server), its tool as the model.
+    pub fn tool(&mut self, server: Option<&str>, tool: &str) {
+        self.record.route = server.map(str::to_owned);
         self.record.model = Some(tool.to_owned());
         self.record.kind = Some("tool".to_owned());
     }

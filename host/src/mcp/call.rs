@@ -85,10 +85,11 @@ async fn run(
         .get("name")
         .and_then(Value::as_str)
         .ok_or_else(|| Failure::invalid("params.name (the tool to call) is missing".into()))?;
+    draft.tool(None, name);
     let Some((server_id, entry, tool)) = live.tools.find(name) else {
         return Err(Failure::unknown_tool(name));
     };
-    draft.tool(server_id, tool);
+    draft.tool(Some(server_id), tool);
     let arguments = match params.get("arguments") {
         None | Some(Value::Null) => None,
         Some(arguments @ Value::Object(_)) => Some(arguments.clone()),

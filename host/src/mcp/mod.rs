@@ -22,7 +22,6 @@ mod list;
 mod session;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use hyper::body::Incoming;
 use hyper::header::{ALLOW, HeaderValue};
@@ -129,12 +128,18 @@ async fn post(state: Arc<AppState>, request: Request<Incoming>, id: Uuid) -> Res
         Ok(key) => key,
         Err(error) => return refuse(Fault::gateway(&error)),
     };
-    let read_timeout = Duration::from_secs(live.config.request_read_timeout_secs.get());
-    let body =
-        match crate::http::read_body(body, live.config.max_body_bytes.get(), read_timeout).await {
-            Ok(body) => body,
+    // Counted with every request's body in flight, each JSON object's parsed cost too, as the
+    // model flow counts them; held until the answer is made.
+    let (body, mut inflight) =
+        match crate::flow::read_counted(&state, &live.config, &parts.headers, body).await {
+            Ok(read) => read,
             Err(error) => return refuse(Fault::gateway(&error)),
         };
+    let limit = live.config.max_inflight_body_bytes.get();
+    let objects = memchr::memchr_iter(b'{', &body).count();
+    if !inflight.grow(objects.saturating_mul(crate::inflight::ITEM_BYTES), limit) {
+        return refuse(Fault::gateway(&ApiError::BodiesInFlight(limit)));
+    }
     let message: Value = match serde_json::from_slice(&body) {
         Ok(message) => message,
         Err(e) => {
@@ -142,6 +147,8 @@ async fn post(state: Arc<AppState>, request: Request<Incoming>, id: Uuid) -> Res
             return refuse(fault.with_status(StatusCode::BAD_REQUEST));
         }
     };
+    // The raw body goes once parsed: the request holds only its parsed form.
+    drop(body);
     let Value::Object(mut message) = message else {
         let fault = Fault::new(
             wire::INVALID_REQUEST,
@@ -222,6 +229,7 @@ async fn post(state: Arc<AppState>, request: Request<Incoming>, id: Uuid) -> Res
             HeaderValue::from_static(wire::MODERN_VERSION),
         );
     }
+    drop(inflight);
     response
 }
 

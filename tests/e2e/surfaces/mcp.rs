@@ -239,6 +239,14 @@ fn a_tool_call_is_an_invocation_record_and_the_upstreams_secret_stays_out() {
     let record = gw.record(response.header("x-invocation-id").unwrap());
     assert_eq!(record["status"], "error", "{record}");
     assert_eq!(record["route"], "modern");
+    // A name of no server: a tool record all the same.
+    let (response, _) = tool(&gw, "nowhere", json!({}));
+    let record = gw.record(response.header("x-invocation-id").unwrap());
+    assert_eq!(
+        (record["type"].as_str(), record["model"].as_str()),
+        (Some("tool"), Some("nowhere")),
+        "{record}"
+    );
 }
 
 #[test]
