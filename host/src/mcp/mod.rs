@@ -120,13 +120,9 @@ async fn post(state: Arc<AppState>, request: Request<Incoming>, id: Uuid) -> Res
     let (parts, body) = request.into_parts();
     let live = state.live();
     let refuse = |fault: Fault| answer(&Value::Null, Err(fault), None, &id);
-    let api_key = match crate::auth::bearer_key(&parts.headers) {
-        Ok(key) => key.to_owned(),
-        Err(error) => return refuse(Fault::gateway(&error)),
-    };
-    let key = match crate::auth::key_record(&state.store, &api_key).await {
-        Ok(key) => key,
-        Err(error) => return refuse(Fault::gateway(&error)),
+    let (api_key, key) = match caller(&state, &parts.headers).await {
+        Ok(caller) => caller,
+        Err(fault) => return refuse(fault),
     };
     // Counted with every request's body in flight, each JSON object's parsed cost too, as the
     // model flow counts them; held until the answer is made.
@@ -411,13 +407,10 @@ fn finish_result(era: &Era, mut result: Value) -> Value {
 async fn delete(state: Arc<AppState>, request: Request<Incoming>, id: Uuid) -> Response<Body> {
     let headers = request.headers();
     let refuse = |fault: Fault| answer(&Value::Null, Err(fault), None, &id);
-    let api_key = match crate::auth::bearer_key(headers) {
-        Ok(key) => key.to_owned(),
-        Err(error) => return refuse(Fault::gateway(&error)),
+    let api_key = match caller(&state, headers).await {
+        Ok((api_key, _)) => api_key,
+        Err(fault) => return refuse(fault),
     };
-    if let Err(error) = crate::auth::key_record(&state.store, &api_key).await {
-        return refuse(Fault::gateway(&error));
-    }
     let Some(session_id) = headers
         .get(wire::SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
@@ -435,6 +428,16 @@ async fn delete(state: Arc<AppState>, request: Request<Incoming>, id: Uuid) -> R
             refuse(fault.with_status(StatusCode::NOT_FOUND))
         }
     }
+}
+
+/// The caller's API key and what the store holds of it; a missing, unknown, revoked or
+/// expired key is refused.
+async fn caller(state: &AppState, headers: &HeaderMap) -> Result<(String, KeyRecord), Fault> {
+    let api_key = crate::auth::bearer_key(headers).map_err(|e| Fault::gateway(&e))?;
+    let key = crate::auth::key_record(&state.store, api_key)
+        .await
+        .map_err(|e| Fault::gateway(&e))?;
+    Ok((api_key.to_owned(), key))
 }
 
 fn accepted(id: &Uuid) -> Response<Body> {

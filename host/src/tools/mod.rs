@@ -27,9 +27,9 @@ pub struct Entry {
     /// The server, or why it cannot be used (a `headers_env` variable that is not set): a
     /// broken server is left out of tool lists and named in the log, as a down one is.
     pub server: Result<Arc<Server>, String>,
-    /// What the server was built with, to keep it (its session, its list) across a reload
-    /// that changes nothing of it.
-    built_with: (McpServerConfig, Duration, usize, Duration),
+    /// The `[mcp]` and timeout it was built with besides `config`, to keep it (its session,
+    /// its list) across a reload that changes none of them.
+    bounds: (Duration, usize, Duration),
 }
 
 pub use server::Server as McpServer;
@@ -46,22 +46,21 @@ impl Servers {
                     .unwrap_or(config.request_timeout_secs)
                     .get(),
             );
-            let built_with = (
-                server.clone(),
+            let bounds = (
                 timeout,
                 config.mcp.max_tool_result_bytes.get(),
                 Duration::from_secs(config.mcp.tools_list_ttl_secs.get()),
             );
             if let Some(kept) = previous
                 .and_then(|p| p.servers.get(id))
-                .filter(|kept| kept.built_with == built_with)
+                .filter(|kept| kept.config == *server && kept.bounds == bounds)
             {
                 servers.insert(
                     id.clone(),
                     Entry {
                         config: server.clone(),
                         server: kept.server.clone(),
-                        built_with,
+                        bounds,
                     },
                 );
                 continue;
@@ -70,8 +69,8 @@ impl Servers {
                 id,
                 config: server,
                 timeout,
-                max_answer_bytes: built_with.2,
-                list_ttl: built_with.3,
+                max_answer_bytes: bounds.1,
+                list_ttl: bounds.2,
             })
             .map(Arc::new)
             .map_err(|e| {
@@ -83,7 +82,7 @@ impl Servers {
                 Entry {
                     config: server.clone(),
                     server: built,
-                    built_with,
+                    bounds,
                 },
             );
         }
