@@ -19,6 +19,10 @@ use crate::load::Target;
 
 /// The route callers name in `providerConfig.provider`.
 pub const ROUTE: &str = "bench";
+/// The tool plugin the `mcp` scenario serves as `[mcp_servers.weather]` (examples/rust-tool).
+pub const TOOL_PLUGIN: &str = "rust-tool";
+/// Its file in a plugins directory.
+pub const TOOL_PLUGIN_FILE: &str = "rust-tool.wasm";
 /// The environment variable that carries the route's (fake) provider key.
 const KEY_ENV: &str = "BENCH_UPSTREAM_KEY";
 /// The provider key the upstream receives; it checks nothing.
@@ -55,6 +59,9 @@ pub struct GatewayBuild {
     /// The plugin serving the route: `openai.wasm` or `bedrock.wasm` (see `provider`).
     pub plugin_wasm: PathBuf,
     pub provider: Provider,
+    /// The tool plugin of the `mcp` scenario (`rust-tool.wasm`), needed by that scenario only:
+    /// the other gateways' plugin directories do not hold it.
+    pub tool_wasm: PathBuf,
     /// `RUST_LOG` for `serve`; `None` runs with the gateway's default (`info`).
     pub log_filter: Option<String>,
     /// The API surface the gateway's requests use.
@@ -116,11 +123,28 @@ impl GatewayBuild {
         Ok(())
     }
 
-    /// Copies the binary and the plugin into `dir` and returns the copies.
+    /// Fails with the command that builds the `mcp` scenario's tool plugin when it is missing.
+    pub fn check_tool(&self) -> Result<(), String> {
+        if !self.tool_wasm.is_file() {
+            return Err(format!(
+                "{} not found: build it with `cargo xtask plugins` (or use `cargo xtask bench`)",
+                self.tool_wasm.display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Copies the binary and the plugins into `dir` and returns the copies (the tool plugin
+    /// when there is one).
     pub fn snapshot(&self, dir: &Path) -> Result<GatewayBuild, String> {
         let binary = dir.join("gateway");
         let plugin_wasm = dir.join(format!("{}.wasm", self.provider.plugin()));
-        for (from, to) in [(&self.binary, &binary), (&self.plugin_wasm, &plugin_wasm)] {
+        let tool_wasm = dir.join(TOOL_PLUGIN_FILE);
+        let mut copies = vec![(&self.binary, &binary), (&self.plugin_wasm, &plugin_wasm)];
+        if self.tool_wasm.is_file() {
+            copies.push((&self.tool_wasm, &tool_wasm));
+        }
+        for (from, to) in copies {
             std::fs::copy(from, to)
                 .map_err(|e| format!("cannot copy {} to {}: {e}", from.display(), to.display()))?;
         }
@@ -128,6 +152,7 @@ impl GatewayBuild {
             binary,
             plugin_wasm,
             provider: self.provider,
+            tool_wasm,
             log_filter: self.log_filter.clone(),
             surface: self.surface,
             database: self.database.clone(),
@@ -154,6 +179,16 @@ impl Setup {
     /// Writes the config (`extra` is appended to its top-level keys), installs
     /// the plugin and creates a project and key.
     pub fn new(build: &GatewayBuild, upstream: SocketAddr, extra: &str) -> Result<Setup, String> {
+        Setup::with_plugins(build, upstream, extra, &[])
+    }
+
+    /// [`Setup::new`] with more plugins (`.wasm` files) in its plugins directory.
+    pub fn with_plugins(
+        build: &GatewayBuild,
+        upstream: SocketAddr,
+        extra: &str,
+        more_plugins: &[&Path],
+    ) -> Result<Setup, String> {
         build.check()?;
         let dir = tempfile::Builder::new()
             .prefix("gateway-bench-")
@@ -171,6 +206,13 @@ impl Setup {
         let plugin = build.provider.plugin();
         std::fs::copy(&build.plugin_wasm, plugins.join(format!("{plugin}.wasm")))
             .map_err(|e| format!("cannot copy {}: {e}", build.plugin_wasm.display()))?;
+        for wasm in more_plugins {
+            let name = wasm
+                .file_name()
+                .ok_or("a plugin path without a file name")?;
+            std::fs::copy(wasm, plugins.join(name))
+                .map_err(|e| format!("cannot copy {}: {e}", wasm.display()))?;
+        }
 
         let mut config = String::new();
         let _ = writeln!(config, "listen = \"127.0.0.1:0\"");
@@ -318,8 +360,7 @@ impl Setup {
     pub fn target(&self, addr: SocketAddr, model: &str, stream: bool) -> Result<Target, String> {
         if self.build.surface == Surface::Openai {
             let mut target = openai_target("gateway", addr, &format!("{ROUTE}/{model}"), stream);
-            target.authorization = HeaderValue::from_str(&format!("Bearer {}", self.key))
-                .map_err(|e| format!("the key is not a header value: {e}"))?;
+            target.authorization = Some(self.bearer()?);
             target.headers = self.build.headers.clone();
             return Ok(target);
         }
@@ -331,16 +372,30 @@ impl Setup {
         if stream {
             body["stream"] = json!(true);
         }
-        Ok(Target {
-            label: "gateway",
+        let mut target = Target::post(
+            "gateway",
             addr,
-            path: "/completions".into(),
-            authorization: HeaderValue::from_str(&self.key)
+            "/completions",
+            Bytes::from(body.to_string()),
+        );
+        target.authorization = Some(
+            HeaderValue::from_str(&self.key)
                 .map_err(|e| format!("the key is not a header value: {e}"))?,
-            body: Bytes::from(body.to_string()),
-            stream,
-            headers: self.build.headers.clone(),
-        })
+        );
+        target.stream = stream;
+        target.headers = self.build.headers.clone();
+        Ok(target)
+    }
+
+    /// `Authorization: Bearer KEY` with the setup's key.
+    pub fn bearer(&self) -> Result<HeaderValue, String> {
+        HeaderValue::from_str(&format!("Bearer {}", self.key))
+            .map_err(|e| format!("the key is not a header value: {e}"))
+    }
+
+    /// The `--header` headers every request to the gateway carries.
+    pub fn headers(&self) -> &[(HeaderName, HeaderValue)] {
+        &self.build.headers
     }
 }
 
@@ -363,15 +418,15 @@ pub fn openai_target(label: &'static str, addr: SocketAddr, model: &str, stream:
         body["stream"] = json!(true);
         body["stream_options"] = json!({"include_usage": true});
     }
-    Target {
+    let mut target = Target::post(
         label,
         addr,
-        path: "/v1/chat/completions".into(),
-        authorization: HeaderValue::from_static(UPSTREAM_BEARER),
-        body: Bytes::from(body.to_string()),
-        stream,
-        headers: Vec::new(),
-    }
+        "/v1/chat/completions",
+        Bytes::from(body.to_string()),
+    );
+    target.authorization = Some(HeaderValue::from_static(UPSTREAM_BEARER));
+    target.stream = stream;
+    target
 }
 
 /// A TOML basic string (JSON's escapes are a subset of TOML's).

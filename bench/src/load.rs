@@ -45,42 +45,94 @@ const GIVE_UP_AFTER_ERRORS: u64 = 200;
 /// Where and what to send.
 #[derive(Debug, Clone)]
 pub struct Target {
-    /// `direct`, `proxy` or `gateway`.
+    /// `direct`, `proxy` or `gateway` (the `mcp` scenario's paths: more words).
     pub label: &'static str,
     pub addr: SocketAddr,
+    /// `POST` with a JSON `body`, or `GET` (no body, no `Content-Type`).
+    pub method: Method,
+    /// With its query, if any.
     pub path: String,
-    pub authorization: HeaderValue,
+    /// `None`: no `Authorization` header.
+    pub authorization: Option<HeaderValue>,
     pub body: Bytes,
     /// Streamed answers expected (sets `Accept: text/event-stream`).
     pub stream: bool,
-    /// More headers (`--header`).
+    /// `Accept` instead of the one `stream` implies.
+    pub accept: Option<HeaderValue>,
+    /// More headers (`--header`; MCP's `Mcp-Method` and the like).
     pub headers: Vec<(hyper::header::HeaderName, HeaderValue)>,
+    /// What makes an answer a success.
+    pub expect: Expect,
+}
+
+/// What makes an answer a success.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// A 2xx status.
+    Status,
+    /// A 2xx status and a JSON-RPC answer with a `result` (no `error`) that is not a tool's
+    /// `isError: true`.
+    JsonRpcResult,
 }
 
 impl Target {
+    /// A `POST` of `body` (JSON), answered with a 2xx status.
+    pub fn post(label: &'static str, addr: SocketAddr, path: &str, body: Bytes) -> Target {
+        Target {
+            label,
+            addr,
+            method: Method::POST,
+            path: path.to_owned(),
+            authorization: None,
+            body,
+            stream: false,
+            accept: None,
+            headers: Vec::new(),
+            expect: Expect::Status,
+        }
+    }
+
     fn request(&self) -> Result<Request<Full<Bytes>>, String> {
         let host = HeaderValue::from_str(&self.addr.to_string()).map_err(|e| e.to_string())?;
         let mut request = Request::builder();
         for (name, value) in &self.headers {
             request = request.header(name, value);
         }
-        request
-            .method(Method::POST)
+        let accept = match &self.accept {
+            Some(accept) => accept.clone(),
+            None if self.stream => HeaderValue::from_static("text/event-stream"),
+            None => HeaderValue::from_static("application/json"),
+        };
+        request = request
+            .method(self.method.clone())
             .uri(self.path.as_str())
             .header(HOST, host)
-            .header(CONTENT_TYPE, "application/json")
-            .header(
-                ACCEPT,
-                if self.stream {
-                    "text/event-stream"
-                } else {
-                    "application/json"
-                },
-            )
-            .header(AUTHORIZATION, self.authorization.clone())
+            .header(ACCEPT, accept);
+        if self.method != Method::GET {
+            request = request.header(CONTENT_TYPE, "application/json");
+        }
+        if let Some(authorization) = &self.authorization {
+            request = request.header(AUTHORIZATION, authorization.clone());
+        }
+        request
             .body(Full::new(self.body.clone()))
             .map_err(|e| format!("cannot build the request: {e}"))
     }
+}
+
+/// Whether `body`, a 2xx answer's, is a JSON-RPC success: a `result`, no `error`, and not a
+/// tool result with `isError: true`. The reason when it is not.
+fn json_rpc_failure(body: &[u8]) -> Option<String> {
+    let message: serde_json::Value = match serde_json::from_slice(body) {
+        Ok(message) => message,
+        Err(e) => return Some(format!("not JSON ({e})")),
+    };
+    let failed = match message.get("result") {
+        _ if message.get("error").is_some() => true,
+        None => true,
+        Some(result) => result.get("isError").and_then(serde_json::Value::as_bool) == Some(true),
+    };
+    failed.then(|| format!("JSON-RPC failure: {message}"))
 }
 
 /// A histogram of nanoseconds from 1 ns to 10 minutes.
@@ -199,13 +251,18 @@ async fn exchange_inner(
         .await
         .map_err(|e| format!("reading the answer failed: {e}"))?
         .to_bytes();
-    if status.is_success() {
-        Ok(())
-    } else {
-        Err(format!(
+    if !status.is_success() {
+        return Err(format!(
             "status {status}: {}",
             String::from_utf8_lossy(&body[..body.len().min(300)])
-        ))
+        ));
+    }
+    match target.expect {
+        Expect::Status => Ok(()),
+        Expect::JsonRpcResult => match json_rpc_failure(&body) {
+            None => Ok(()),
+            Some(failure) => Err(failure.chars().take(400).collect()),
+        },
     }
 }
 
@@ -740,6 +797,22 @@ pub async fn once(target: &Target) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_json_rpc_answer_succeeds_with_a_result_only() {
+        assert_eq!(
+            json_rpc_failure(br#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#),
+            None
+        );
+        for failure in [
+            &br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}"#[..],
+            br#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"isError":true}}"#,
+            br#"{"jsonrpc":"2.0","id":1}"#,
+            b"not json",
+        ] {
+            assert!(json_rpc_failure(failure).is_some());
+        }
+    }
 
     #[test]
     fn stamps_are_found_wherever_they_are() {

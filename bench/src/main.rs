@@ -39,7 +39,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Every scenario, in order.
+    /// Every scenario of issue 5, in order (with `--smoke`, `mcp` too).
     All(Options),
     /// (1) Added latency at concurrency 1.
     Latency(Options),
@@ -51,6 +51,9 @@ enum Command {
     Memory(Options),
     /// (5) Process start to first served request.
     Coldstart(Options),
+    /// (6) MCP `tools/call` through the gateway (a remote server's tool and a tool plugin's)
+    /// against the same call straight to the upstream: c=1 latency, saturation throughput.
+    Mcp(Options),
     /// Steady load on one path for profiling (`perf record -g -p PID`); prints the PIDs.
     Soak(SoakOptions),
     /// Runs the fake upstream (used by the harness itself).
@@ -84,7 +87,8 @@ pub struct Options {
     /// The gateway binary (default target/release/gateway).
     #[arg(long)]
     pub gateway: Option<PathBuf>,
-    /// The directory with openai.wasm (default target/wasm32-wasip2/plugin).
+    /// The directory with openai.wasm, and rust-tool.wasm for `mcp` (default
+    /// target/wasm32-wasip2/plugin).
     #[arg(long)]
     pub plugins_dir: Option<PathBuf>,
     /// RUST_LOG for the gateway (default: unset, i.e. the gateway's own default, `info`).
@@ -168,12 +172,13 @@ pub struct SoakOptions {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::All(options) => scenarios::run(&options, Scenario::ALL),
+        Command::All(options) => scenarios::run(&options, Scenario::all(options.smoke)),
         Command::Latency(options) => scenarios::run(&options, &[Scenario::Latency]),
         Command::Throughput(options) => scenarios::run(&options, &[Scenario::Throughput]),
         Command::Streaming(options) => scenarios::run(&options, &[Scenario::Streaming]),
         Command::Memory(options) => scenarios::run(&options, &[Scenario::Memory]),
         Command::Coldstart(options) => scenarios::run(&options, &[Scenario::ColdStart]),
+        Command::Mcp(options) => scenarios::run(&options, &[Scenario::Mcp]),
         Command::Soak(options) => scenarios::soak(&options),
         Command::Upstream { listen } => upstream::run(listen),
         Command::Proxy { listen, upstream } => proxy::run(listen, upstream),

@@ -14,11 +14,13 @@ use tempfile::TempDir;
 use crate::Options;
 use crate::SoakOptions;
 use crate::child::Server;
-use crate::gateway::{GatewayBuild, Provider, Setup, openai_target};
+use crate::gateway::{GatewayBuild, Provider, Setup, TOOL_PLUGIN_FILE, openai_target};
 use crate::load::{self, LoadResult, StreamResult, Target};
 use crate::report::{Check, Report, Table, Verdict, median, mib, ms, ms_signed, today};
 use crate::sys;
 use crate::upstream::stream_model;
+
+mod mcp;
 
 /// A scenario of the issue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +30,8 @@ pub enum Scenario {
     Streaming,
     Memory,
     ColdStart,
+    /// Issue 48's: MCP tool calls (in `all` only with `--smoke`: see [`Scenario::all`]).
+    Mcp,
 }
 
 impl Scenario {
@@ -38,6 +42,22 @@ impl Scenario {
         Scenario::Memory,
         Scenario::ColdStart,
     ];
+
+    /// What `all` runs: the five scenarios of issue 5 and, in a smoke run (where it takes a
+    /// couple of seconds), `mcp` too. A full `mcp` takes about 4 minutes (four paths at two
+    /// concurrencies, 10 s each, 3 runs), half again as long as the rest: it runs on its own,
+    /// as `bench mcp`.
+    pub fn all(smoke: bool) -> &'static [Scenario] {
+        const WITH_MCP: &[Scenario] = &[
+            Scenario::Latency,
+            Scenario::Throughput,
+            Scenario::Streaming,
+            Scenario::Memory,
+            Scenario::ColdStart,
+            Scenario::Mcp,
+        ];
+        if smoke { WITH_MCP } else { Scenario::ALL }
+    }
 }
 
 /// Durations and sizes of one invocation.
@@ -175,14 +195,15 @@ impl Bench {
             binary.display(),
             options.provider.plugin()
         );
+        let plugins_dir = options
+            .plugins_dir
+            .clone()
+            .unwrap_or_else(|| target_dir().join("wasm32-wasip2/plugin"));
         let build = GatewayBuild {
             binary,
-            plugin_wasm: options
-                .plugins_dir
-                .clone()
-                .unwrap_or_else(|| target_dir().join("wasm32-wasip2/plugin"))
-                .join(format!("{}.wasm", options.provider.plugin())),
+            plugin_wasm: plugins_dir.join(format!("{}.wasm", options.provider.plugin())),
             provider: options.provider,
+            tool_wasm: plugins_dir.join(TOOL_PLUGIN_FILE),
             log_filter: options.gateway_log.clone(),
             surface: options.surface,
             database: options.database.clone(),
@@ -953,6 +974,7 @@ pub fn run(options: &Options, scenarios: &[Scenario]) -> Result<(), String> {
             Scenario::Streaming => bench.streaming()?,
             Scenario::Memory => bench.memory()?,
             Scenario::ColdStart => bench.cold_start()?,
+            Scenario::Mcp => bench.mcp()?,
         }
     }
     bench.report.header.push(format!(

@@ -1,8 +1,11 @@
 //! The fake upstream: an OpenAI-compatible `POST .../chat/completions` that
 //! answers at once with a fixed small body, as JSON or as Server-Sent Events;
 //! Bedrock's `POST /model/MODEL/converse` with the same answer in its shape (the
-//! signature is not checked: the gateway's e2e tests do that); and an OTLP/HTTP
-//! sink (`POST /v1/traces`: read, then 200) for the gateway's spans.
+//! signature is not checked: the gateway's e2e tests do that); an OTLP/HTTP
+//! sink (`POST /v1/traces`: read, then 200) for the gateway's spans; a minimal
+//! MCP server of the stateless revision at `POST /mcp` (see [`mcp`]); and
+//! Open-Meteo's `GET /v1/forecast` with a fixed answer, for the example tool
+//! plugin `rust-tool`.
 //!
 //! The stream's shape travels in the model name, because that is the one
 //! request field the gateway's openai plugin passes through unchanged:
@@ -27,6 +30,8 @@ use tokio::sync::mpsc;
 
 use crate::sys;
 
+pub mod mcp;
+
 /// Frames of a stream when the model name does not say.
 const DEFAULT_FRAMES: u32 = 10;
 /// Upper bounds that keep a typo from making a stream run for hours.
@@ -38,6 +43,10 @@ const COMPLETION: &str = r#"{"id":"chatcmpl-bench","object":"chat.completion","c
 
 /// The same answer as Bedrock's Converse gives it.
 const CONVERSE: &str = r#"{"output":{"message":{"role":"assistant","content":[{"text":"Hello! How can I help you today?"}]}},"stopReason":"end_turn","usage":{"inputTokens":9,"outputTokens":9,"totalTokens":18},"metrics":{"latencyMs":1}}"#;
+
+/// Open-Meteo's answer to `GET /v1/forecast?latitude=..&longitude=..&current=temperature_2m,wind_speed_10m`,
+/// in its real shape, whatever the query.
+const FORECAST: &str = r#"{"latitude":52.52,"longitude":13.419998,"generationtime_ms":0.0269412994384766,"utc_offset_seconds":0,"timezone":"GMT","timezone_abbreviation":"GMT","elevation":38.0,"current_units":{"time":"iso8601","interval":"seconds","temperature_2m":"°C","wind_speed_10m":"km/h"},"current":{"time":"2026-11-28T12:00","interval":900,"temperature_2m":4.2,"wind_speed_10m":11.3}}"#;
 
 /// The marker before each content frame's timestamp.
 pub const TS_MARKER: &[u8] = b"@ts=";
@@ -62,13 +71,27 @@ pub fn run(listen: SocketAddr) -> Result<(), String> {
 type AnswerBody = Either<Full<Bytes>, FrameBody>;
 
 async fn answer(request: Request<Incoming>) -> Result<Response<AnswerBody>, Infallible> {
-    let is_chat = request.uri().path().ends_with("/chat/completions");
-    let is_converse = request.uri().path().ends_with("/converse");
-    let is_traces = request.uri().path() == "/v1/traces";
-    let body = match request.into_body().collect().await {
+    let path = request.uri().path();
+    let is_chat = path.ends_with("/chat/completions");
+    let is_converse = path.ends_with("/converse");
+    let is_traces = path == "/v1/traces";
+    let is_mcp = path == "/mcp";
+    let is_forecast = path == "/v1/forecast";
+    let (parts, body) = request.into_parts();
+    let body = match body.collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(_) => return Ok(plain(StatusCode::BAD_REQUEST, "unreadable body")),
     };
+    if is_mcp {
+        let (status, answer) = mcp::answer(&parts.headers, &body);
+        return Ok(json(status, answer));
+    }
+    if is_forecast {
+        return Ok(json(
+            StatusCode::OK,
+            Bytes::from_static(FORECAST.as_bytes()),
+        ));
+    }
     if is_traces {
         // An empty ExportTraceServiceResponse: everything accepted.
         let mut response = plain(StatusCode::OK, "");
@@ -90,7 +113,7 @@ async fn answer(request: Request<Incoming>) -> Result<Response<AnswerBody>, Infa
     if !is_chat {
         return Ok(plain(
             StatusCode::NOT_FOUND,
-            "only /chat/completions and /model/MODEL/converse",
+            "only /chat/completions, /model/MODEL/converse, /v1/traces, /mcp and /v1/forecast",
         ));
     }
     if !contains(&body, b"\"stream\":true") {
@@ -110,6 +133,15 @@ async fn answer(request: Request<Incoming>) -> Result<Response<AnswerBody>, Infa
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     Ok(response)
+}
+
+fn json(status: StatusCode, body: Bytes) -> Response<AnswerBody> {
+    let mut response = Response::new(Either::Left(Full::new(body)));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
 }
 
 fn plain(status: StatusCode, text: &'static str) -> Response<AnswerBody> {

@@ -1,6 +1,7 @@
-//! The harness end to end, as `cargo xtask bench --smoke` runs it: every scenario once, briefly,
-//! against the gateway and the plugins of this same test run. It keeps the harness working and
-//! asserts no timing (a test machine is shared; figures come from `cargo xtask bench`).
+//! The harness end to end, as `cargo xtask bench --smoke` runs it: every scenario once, briefly
+//! (`mcp` too, which `all` runs only in a smoke run), against the gateway and the plugins of this
+//! same test run. It keeps the harness working and asserts no timing (a test machine is shared;
+//! figures come from `cargo xtask bench`).
 //!
 //! Run as part of the workspace's tests (`cargo xtask test`), where cargo builds the gateway's
 //! binary beside this one for the gateway's own integration tests: the smoke needs no build of
@@ -51,6 +52,9 @@ fn every_scenario_runs_once_and_is_reported() {
         "## 3. Streaming",
         "## 4. Memory",
         "## 5. Cold start",
+        "## 6. MCP tool calls",
+        "| gateway up__echo |",
+        "| gateway weather__current |",
         "## Targets",
         "| gateway |",
     ] {

@@ -25,6 +25,11 @@ pub fn base64_decode(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
     BASE64.decode(text)
 }
 
+/// `bytes` as padded standard base64 (MCP's image, audio and blob data).
+pub fn base64_encode(bytes: &[u8]) -> String {
+    BASE64.encode(bytes)
+}
+
 /// The SHA-256 of `bytes` as lowercase hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))

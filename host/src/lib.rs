@@ -46,6 +46,7 @@ pub mod redact;
 pub mod redis_link;
 pub mod reports;
 pub mod routing;
+pub mod secrets;
 pub mod server;
 pub mod state;
 pub mod store;

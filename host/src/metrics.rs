@@ -1,13 +1,14 @@
 //! Prometheus metrics of what the gateway serves: requests, their durations, the upstream
-//! tries, tokens and cost, rate-limit refusals, the invocation writer's queue.
+//! tries, tokens and cost, rate-limit refusals, tool calls through `/mcp`, the invocation
+//! writer's queue.
 //!
 //! Recorded per serving thread: each worker updates its own shard (a mutex no other thread
 //! takes, except a scrape for a moment), so the request path never contends across threads;
 //! `GET /metrics` adds the shards up and writes the Prometheus text format
 //! (`prometheus-client`'s encoder). Label values are bounded: routes are the config's, and a
 //! model is the route's known model (its `default_model`, a `pricing` key, a `[models]` alias
-//! of it, or one its plugin lists) or else `other`, so that callers naming models cannot grow
-//! the series without bound.
+//! of it, or one its plugin lists) or else `other`, and a tool is one its server listed or else
+//! `other`, so that callers naming models or tools cannot grow the series without bound.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -61,6 +62,10 @@ struct Shard {
     rate_limited: HashMap<&'static str, u64>,
     /// By guard id, stage and verdict.
     guard_verdicts: HashMap<(std::sync::Arc<str>, &'static str, &'static str), u64>,
+    /// `POST /mcp` tool calls by server, tool and outcome.
+    tool_calls: HashMap<(String, String, &'static str), u64>,
+    /// Their durations by server and tool.
+    tool_durations: HashMap<(String, String), Histogram>,
 }
 
 #[derive(Default)]
@@ -268,6 +273,23 @@ impl Metrics {
         }
     }
 
+    /// A `tools/call` through `POST /mcp` ended after `duration`. `server` and `tool` are
+    /// bounded by the caller (the config's server ids, a server's listed tools; `none` and
+    /// `other` else); `outcome` is one of a few words (`success`, `tool_error`, ...).
+    pub fn tool_call(&self, server: &str, tool: &str, outcome: &'static str, duration: Duration) {
+        if !self.enabled {
+            return;
+        }
+        let mut shard = self.shard();
+        let key = (server.to_owned(), tool.to_owned());
+        shard
+            .tool_durations
+            .entry(key.clone())
+            .or_default()
+            .observe(duration);
+        *shard.tool_calls.entry((key.0, key.1, outcome)).or_default() += 1;
+    }
+
     /// Every metric in the Prometheus text format (version 0.0.4), with the invocation
     /// writer's state, the plugins' counts and the response cache's bytes read now.
     pub fn render(
@@ -319,6 +341,8 @@ struct Snapshot {
     attempts: Vec<([String; 2], u64)>,
     rate_limited: Vec<([String; 1], u64)>,
     guard_verdicts: Vec<([String; 3], u64)>,
+    tool_calls: Vec<([String; 3], u64)>,
+    tool_durations: Vec<([String; 2], HistogramValues)>,
     cache: Vec<([String; 2], u64)>,
     cache_saved: Vec<([String; 1], f64)>,
     cache_bytes: u64,
@@ -357,6 +381,8 @@ impl Snapshot {
         let mut attempts: HashMap<[String; 2], u64> = HashMap::new();
         let mut rate_limited: HashMap<&'static str, u64> = HashMap::new();
         let mut guard_verdicts: HashMap<[String; 3], u64> = HashMap::new();
+        let mut tool_calls: HashMap<[String; 3], u64> = HashMap::new();
+        let mut tool_durations: HashMap<[String; 2], Histogram> = HashMap::new();
         let mut cache: HashMap<[String; 2], u64> = HashMap::new();
         let mut cache_saved: HashMap<[String; 1], f64> = HashMap::new();
         for shard in metrics.shards.iter() {
@@ -369,6 +395,17 @@ impl Snapshot {
                         (*verdict).to_owned(),
                     ])
                     .or_default() += count;
+            }
+            for ((server, tool, outcome), count) in &shard.tool_calls {
+                *tool_calls
+                    .entry([server.clone(), tool.clone(), (*outcome).to_owned()])
+                    .or_default() += count;
+            }
+            for ((server, tool), histogram) in &shard.tool_durations {
+                tool_durations
+                    .entry([server.clone(), tool.clone()])
+                    .or_default()
+                    .add(histogram);
             }
             for (scope, count) in &shard.rate_limited {
                 *rate_limited.entry(scope).or_default() += count;
@@ -453,6 +490,11 @@ impl Snapshot {
                 .map(|(scope, count)| ([scope.to_owned()], count))
                 .collect(),
             guard_verdicts: sorted(guard_verdicts),
+            tool_calls: sorted(tool_calls),
+            tool_durations: sorted(tool_durations)
+                .into_iter()
+                .map(|(labels, h)| (labels, HistogramValues::from(&h)))
+                .collect(),
             cache: sorted(cache),
             cache_saved: sorted(cache_saved),
             writer,
@@ -597,6 +639,23 @@ impl Collector for Snapshot {
              rewrite, error).",
             ["guard", "stage", "verdict"],
             &self.guard_verdicts,
+        )?;
+        counters(
+            encoder,
+            "gateway_mcp_tool_calls",
+            "Tool calls through POST /mcp by server, tool and outcome: success, tool_error \
+             (the tool answered isError), invalid (unknown tool, bad arguments), denied \
+             (outside the key's tool scope), rate_limited, refused (another error of the \
+             server's), timeout, failed (the server or plugin did not answer properly).",
+            ["server", "tool", "outcome"],
+            &self.tool_calls,
+        )?;
+        histograms(
+            encoder,
+            "gateway_mcp_tool_call_duration_seconds",
+            "Tool calls through POST /mcp, from arrival to the answer.",
+            ["server", "tool"],
+            &self.tool_durations,
         )?;
         counters(
             encoder,

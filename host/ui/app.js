@@ -141,6 +141,11 @@
     return xs.map((x) => (typeof x === 'string' ? x : JSON.stringify(x))).join(', ');
   }
 
+  // A scope's list (a key's routes, models or tools; a project's tools): none is all of them.
+  function scopeText(xs) {
+    return listText(xs) === dash ? 'all' : listText(xs);
+  }
+
   function projectName(id) {
     if (!id) return dash;
     const p = projectsCache && projectsCache.find((x) => x.id === id);
@@ -704,7 +709,8 @@
       ['ID', h('code', { testid: 'project-id' }, project.id)],
       ['Name', project.name, 'project-name'],
       ['Created', timeEl(project.createdAt)],
-      ['Guards', listText(project.guards)],
+      ['Guards', listText(project.guards), 'project-guards'],
+      ['Tools', scopeText(project.tools), 'project-tools'],
     ]));
 
     // Spend against budgets.
@@ -753,7 +759,7 @@
         return;
       }
       const now = Date.now();
-      keysList.appendChild(table('keys-table', null, ['Prefix', 'Created', 'Expires', 'Revoked', 'Limits', 'Routes', 'Models', 'Actions'],
+      keysList.appendChild(table('keys-table', null, ['Prefix', 'Created', 'Expires', 'Revoked', 'Limits', 'Routes', 'Models', 'Tools', 'Actions'],
         list.map((k) => {
           const expired = k.expiresAt && new Date(k.expiresAt).getTime() <= now;
           const live = !k.revokedAt && !expired;
@@ -763,8 +769,9 @@
             h('td', null, k.expiresAt ? timeEl(k.expiresAt) : 'never', expired ? [' ', badge('expired')] : null),
             h('td', { testid: 'key-revoked' }, k.revokedAt ? [badge('revoked'), ' ', timeEl(k.revokedAt)] : 'no'),
             h('td', null, fmtLimits(k.limits)),
-            h('td', null, listText(k.routes) === dash ? 'all' : listText(k.routes)),
-            h('td', null, listText(k.models) === dash ? 'all' : listText(k.models)),
+            h('td', null, scopeText(k.routes)),
+            h('td', null, scopeText(k.models)),
+            h('td', { testid: 'key-tools-cell' }, scopeText(k.tools)),
             h('td', { class: 'nowrap' }, live ? h('button', {
               type: 'button', class: 'secondary small', testid: 'key-limits',
               'aria-label': 'Limits of key ' + k.prefix,
@@ -793,10 +800,13 @@
     const shown = h('div', { class: 'once', testid: 'new-key-panel', hidden: true });
     const keyForm = h('form', { class: 'grid-form', testid: 'new-key-form', 'aria-labelledby': 'new-key-h' },
       h('h2', { id: 'new-key-h' }, 'New key'),
-      h('p', { class: 'muted' }, 'Every field is optional: an unscoped key reaches every route and model of the project.'),
+      h('p', { class: 'muted' }, 'Every field is optional: an unscoped key reaches every route and model of the project, and every tool the project allows.'),
       h('div', { class: 'row' },
         field('key-routes', 'Routes (comma-separated)', h('input', { type: 'text', testid: 'key-routes', placeholder: 'all', autocomplete: 'off' })),
-        field('key-models', 'Models (ROUTE/MODEL, comma-separated)', h('input', { type: 'text', testid: 'key-models', placeholder: 'all', autocomplete: 'off' })),
+        field('key-models', 'Models (ROUTE/MODEL, comma-separated)', h('input', { type: 'text', testid: 'key-models', placeholder: 'all', autocomplete: 'off' }))),
+      h('div', { class: 'row' },
+        field('key-tools', 'Tools (SERVER__TOOL globs, comma-separated)', h('input', { type: 'text', testid: 'key-tools', placeholder: 'all', autocomplete: 'off', 'aria-describedby': 'key-tools-hint' }),
+          'e.g. github__*, calc__add'),
         field('key-expires', 'Expires', h('input', { type: 'text', testid: 'key-expires', placeholder: 'never', autocomplete: 'off', 'aria-describedby': 'key-expires-hint' }),
           '30d, 2026-12-31 or an RFC 3339 time')),
       h('div', { class: 'row' },
@@ -816,9 +826,11 @@
       if (Object.values(lim).some((v) => v != null)) body.limits = lim;
       const routes = splitList($('key-routes').value);
       const models = splitList($('key-models').value);
+      const tools = splitList($('key-tools').value);
       const expires = $('key-expires').value.trim();
       if (routes.length) body.routes = routes;
       if (models.length) body.models = models;
+      if (tools.length) body.tools = tools;
       if (expires) body.expires = expires;
       const created = await api('POST', `/admin/projects/${enc(id)}/keys`, body);
       keyForm.reset();
@@ -893,7 +905,7 @@
           onclick: () => { clear(panel); panel.hidden = true; },
         }, 'Done'),
         copied),
-      h('p', { class: 'muted small' }, `Expires: ${created.expiresAt ? fmtTime(created.expiresAt) : 'never'}; limits: ${fmtLimits(created.limits)}; routes: ${listText(created.routes) === dash ? 'all' : listText(created.routes)}; models: ${listText(created.models) === dash ? 'all' : listText(created.models)}.`));
+      h('p', { class: 'muted small' }, `Expires: ${created.expiresAt ? fmtTime(created.expiresAt) : 'never'}; limits: ${fmtLimits(created.limits)}; routes: ${scopeText(created.routes)}; models: ${scopeText(created.models)}; tools: ${scopeText(created.tools)}.`));
     panel.hidden = false;
     input.focus();
     input.select();

@@ -1,7 +1,5 @@
-// The gateway's plugin SDK for JavaScript: everything a provider plugin needs, with the
-// component's bindings hidden. See README.md.
-
-import './wit.js';
+// The gateway's plugin SDK for JavaScript: everything a provider or tool plugin needs, with the
+// component's bindings hidden (the build adds the world's, `wit-WORLD.js`). See README.md.
 
 export { Answer, Sink, readCompletion, readStream } from './answer.js';
 export { ProviderError, embeddedError, upstreamError } from './errors.js';
@@ -10,6 +8,7 @@ export { kv } from './kv.js';
 export { log } from './log.js';
 export { HttpProvider, StreamDecoder, checkOutput, exportProvider } from './provider.js';
 export { SseParser } from './sse.js';
+export { InvalidArguments, ToolContext, ToolFailure, ToolResult, exportTools } from './tool.js';
 export {
   checkedBaseUrl,
   finishReason,

@@ -86,15 +86,19 @@ export function checkedBaseUrl(route, example) {
  * @returns {T}
  */
 export function routeSettings(route, defaults) {
-  const text = route.settings.trim() === '' ? '{}' : route.settings;
+  return settingsObject(route.settings, `route \`${route.id}\``, defaults);
+}
+
+/** `routeSettings` of any settings' JSON `text`, its errors naming `where` (`route \`ID\``). */
+export function settingsObject(text, where, defaults) {
   let value;
   try {
-    value = JSON.parse(text);
+    value = JSON.parse(text.trim() === '' ? '{}' : text);
   } catch (error) {
-    throw ProviderError.failed(`route \`${route.id}\`: settings: ${error.message}`);
+    throw ProviderError.failed(`${where}: settings: ${error.message}`);
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw ProviderError.failed(`route \`${route.id}\`: settings must be a JSON object`);
+    throw ProviderError.failed(`${where}: settings must be a JSON object`);
   }
   if (defaults === undefined) {
     return value;
@@ -103,13 +107,13 @@ export function routeSettings(route, defaults) {
     if (!Object.hasOwn(defaults, key)) {
       const known = Object.keys(defaults).join('`, `');
       throw ProviderError.failed(
-        `route \`${route.id}\`: unknown setting \`${key}\`${known ? `, expected one of \`${known}\`` : ''}`,
+        `${where}: unknown setting \`${key}\`${known ? `, expected one of \`${known}\`` : ''}`,
       );
     }
     const expected = kindOf(defaults[key]);
     if (defaults[key] !== null && defaults[key] !== undefined && kindOf(setting) !== expected) {
       throw ProviderError.failed(
-        `route \`${route.id}\`: setting \`${key}\`: expected a ${expected}, got a ${kindOf(setting)}`,
+        `${where}: setting \`${key}\`: expected a ${expected}, got a ${kindOf(setting)}`,
       );
     }
   }

@@ -1,15 +1,18 @@
-// Builds a JavaScript provider plugin into a WebAssembly component: bundles the plugin's module
-// with the SDK (rolldown) into the one ES module componentize-js takes, then makes the component
-// (componentize-js, StarlingMonkey) for the `provider` world, without `wasi:http` (the gateway
+// Builds a JavaScript plugin into a WebAssembly component: bundles the plugin's module with the
+// SDK and the world's bindings (rolldown) into the one ES module componentize-js takes, then makes
+// the component (componentize-js, StarlingMonkey) for its world, without `wasi:http` (the gateway
 // does not link it: a plugin's only way out is the world's `http` import).
 //
 //   node build.mjs --entry DIR/index.js --sdk plugin-sdk-js/src/index.js --wit wit
-//                  --world provider --work TMPDIR --out NAME.wasm
+//                  [--world provider|tool] --work TMPDIR --out NAME.wasm
+//
+// The world is `--world`, else the `gateway.world` of the package.json beside the entry
+// (`{"gateway": {"world": "tool"}}`), else `provider`.
 //
 // Run from a directory whose node_modules holds the pinned tools (`cargo xtask plugin js` copies
 // it next to them). Prints one JSON line of figures (sizes, times) on success.
 
-import { rename, writeFile, mkdir, stat } from 'node:fs/promises';
+import { readFile, rename, writeFile, mkdir, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 
@@ -22,7 +25,7 @@ const { values: args } = parseArgs({
     entry: { type: 'string' },
     sdk: { type: 'string' },
     wit: { type: 'string' },
-    world: { type: 'string', default: 'provider' },
+    world: { type: 'string' },
     work: { type: 'string' },
     out: { type: 'string' },
   },
@@ -34,11 +37,35 @@ for (const name of ['entry', 'sdk', 'wit', 'work', 'out']) {
   }
 }
 
+// The worlds the SDK writes, each with its bindings module `src/wit-WORLD.js`.
+const WORLDS = ['provider', 'tool'];
+
+/** The `gateway.world` of the package.json `manifest`, if any. */
+async function worldIn(manifest) {
+  try {
+    return JSON.parse(await readFile(manifest, 'utf8')).gateway?.world;
+  } catch (error) {
+    if (error.code !== 'ENOENT') {
+      throw new Error(`${manifest}: ${error.message}`);
+    }
+  }
+}
+
+const world = args.world ?? (await worldIn(join(dirname(resolve(args.entry)), 'package.json'))) ?? 'provider';
+if (!WORLDS.includes(world)) {
+  console.error(`build.mjs: world \`${world}\`: the SDK writes ${WORLDS.join(' and ')} plugins (package.json's gateway.world)`);
+  process.exit(2);
+}
+
 const started = performance.now();
 await mkdir(args.work, { recursive: true });
+// The world's bindings first, so that they are installed before the plugin's code runs.
+const entryPath = join(resolve(args.work), 'entry.js');
+const bindings = join(dirname(resolve(args.sdk)), `wit-${world}.js`);
+await writeFile(entryPath, `import ${JSON.stringify(bindings)};\nexport * from ${JSON.stringify(resolve(args.entry))};\n`);
 const bundlePath = join(resolve(args.work), 'bundle.js');
 const bundle = await rolldown({
-  input: resolve(args.entry),
+  input: entryPath,
   // The world's imports stay imports: componentize-js binds them.
   external: [/^gateway:/, /^wasi:/],
   platform: 'neutral',
@@ -52,7 +79,7 @@ const bundled = performance.now();
 const { component } = await componentize({
   sourcePath: bundlePath,
   witPath: resolve(args.wit),
-  worldName: args.world,
+  worldName: world,
   // `fetch` would need wasi:http, which the gateway does not link.
   disableFeatures: ['http', 'fetch-event'],
 });
@@ -75,6 +102,7 @@ await rename(temporary, out);
 console.log(
   JSON.stringify({
     out,
+    world,
     bundle_bytes: (await stat(bundlePath)).size,
     component_bytes: component.length,
     bundle_ms: Math.round(bundled - started),

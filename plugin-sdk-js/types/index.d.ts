@@ -1,7 +1,7 @@
 // TypeScript types of the gateway's JavaScript plugin SDK (`gateway-plugin-sdk`). The values the
-// gateway exchanges with a plugin are the WIT's (`wit/provider.wit`) as the component bindings
-// give them to JavaScript: records as objects with camelCase fields, variants as `{tag, val}`,
-// enums as strings, `option<T>` as `T | undefined`, `list<u8>` as `Uint8Array`.
+// gateway exchanges with a plugin are the WIT's (`wit/provider.wit`, `wit/tool.wit`) as the
+// component bindings give them to JavaScript: records as objects with camelCase fields, variants
+// as `{tag, val}`, enums as strings, `option<T>` as `T | undefined`, `list<u8>` as `Uint8Array`.
 
 // ---- The values of the `provider` world (wit/provider.wit, interface `types`) ----
 
@@ -398,6 +398,124 @@ export function exportProvider(provider: Provider): {
   complete(request: CompletionRequest): Completion;
   completeStream(request: CompletionRequest): Completion;
   embed(request: EmbeddingRequest): Embeddings;
+};
+
+// ---- Tools (wit/tool.wit) ----
+
+/** A JSON Schema, as an object. */
+export type JsonSchema = Record<string, unknown>;
+
+/** MCP's tool annotations. */
+export interface ToolAnnotations {
+  title?: string;
+  readOnlyHint?: boolean;
+  destructiveHint?: boolean;
+  idempotentHint?: boolean;
+  openWorldHint?: boolean;
+  [hint: string]: unknown;
+}
+
+/** Where a call runs: the MCP server `[mcp_servers.ID]`. */
+export class ToolContext {
+  /** The server's id. */
+  readonly server: string;
+  /** `[mcp_servers.ID.settings]` over `defaults`; with defaults, an unknown or mistyped setting is `failed`. */
+  settings<T extends Record<string, unknown>>(defaults?: T): T;
+  /** What the settings name as `NAME_env` (or `NAME_file_env`, as `NAME_file`), if set. */
+  secret(name: string): string | undefined;
+}
+
+/** A tool: `name` is ASCII letters, digits, `_`, `-` and `.`, at most 128. */
+export interface Tool<Args extends Record<string, any> = Record<string, any>> {
+  name: string;
+  title?: string;
+  description?: string;
+  /** An object schema; default `{type: 'object'}`. Its `required` properties are checked. */
+  inputSchema?: JsonSchema;
+  /** With it, the handler may return an object: the structured content. */
+  outputSchema?: JsonSchema;
+  annotations?: ToolAnnotations;
+  /** Synchronous: the host's imports are. */
+  handler(args: Args, context: ToolContext): string | ToolResult | Record<string, unknown>;
+}
+
+export type ResourceBody = { tag: 'text'; val: string } | { tag: 'blob'; val: Uint8Array };
+
+export type Content =
+  | { tag: 'text'; val: string }
+  | { tag: 'image'; val: { data: Uint8Array; mediaType: string } }
+  | { tag: 'audio'; val: { data: Uint8Array; mediaType: string } }
+  | {
+      tag: 'resource-link';
+      val: { uri: string; name: string; title?: string; description?: string; mediaType?: string };
+    }
+  | { tag: 'embedded'; val: { uri: string; mediaType?: string; body: ResourceBody } };
+
+export interface WitToolResult {
+  content: Content[];
+  /** JSON text. */
+  structuredContent?: string;
+  isError: boolean;
+}
+
+export interface ToolDef {
+  name: string;
+  title?: string;
+  description?: string;
+  /** JSON text. */
+  inputSchema: string;
+  outputSchema?: string;
+  annotations?: string;
+}
+
+export interface WitToolContext {
+  server: string;
+  settings: string;
+  secrets: [string, string][];
+}
+
+/** A tool's result, built with chained calls. */
+export class ToolResult {
+  static text(text: string): ToolResult;
+  /** Structured content; alone, its JSON is also the text. */
+  static structured(value: unknown): ToolResult;
+  /** An is-error result saying `message`. */
+  static error(message: string): ToolResult;
+  content: Content[];
+  structuredContent?: string;
+  isError: boolean;
+  text(text: string): this;
+  image(data: Uint8Array, mediaType: string): this;
+  audio(data: Uint8Array, mediaType: string): this;
+  resourceLink(uri: string, name: string, extra?: { title?: string; description?: string; mediaType?: string }): this;
+  /** An embedded resource: text, or bytes (a blob). */
+  resource(uri: string, body: string | Uint8Array, mediaType?: string): this;
+  structured(value: unknown): this;
+  /** Marks it an error, adding `message` as text if given. */
+  error(message?: string): this;
+  toWit(): WitToolResult;
+}
+
+/** Thrown from a handler: an is-error result whose text is the message, for the model to read. */
+export class ToolFailure extends Error {
+  constructor(message: string);
+}
+
+/** Thrown from a handler: the call's arguments do not fit (JSON-RPC -32602). */
+export class InvalidArguments extends Error {
+  constructor(message: string);
+  readonly kind: 'invalid-arguments';
+}
+
+/** The component's exports: `export const { info, listTools, callTool } = exportTools({...});` */
+export function exportTools(plugin: {
+  name: string;
+  version: string;
+  tools: Tool[] | ((context: ToolContext) => Tool[]);
+}): {
+  info(): PluginInfo;
+  listTools(context: WitToolContext): ToolDef[];
+  callTool(name: string, args: string, context: WitToolContext): WitToolResult;
 };
 
 // ---- Values ----

@@ -198,6 +198,7 @@ pub mod output;
 mod params;
 mod parts;
 pub mod sse;
+pub mod tool;
 mod upstream;
 mod usage;
 

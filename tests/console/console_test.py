@@ -69,6 +69,14 @@ def admin_get(base, token, path):
         return json.loads(res.read())
 
 
+def admin_put(base, token, path, body):
+    req = urllib.request.Request(base + path, method="PUT", data=json.dumps(body).encode(),
+                                 headers={"Authorization": "Bearer " + token, "Accept": "application/json",
+                                          "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as res:
+        return json.loads(res.read())
+
+
 def main():
     raw = os.environ.get("GATEWAY_CONSOLE_SCENARIO")
     if not raw:
@@ -157,14 +165,31 @@ def run(page, tid, shot, base, admin_token, model, route_id):
     expect(tid("projects-table").get_by_role("link", name=name, exact=True)).to_be_visible()
     tid("projects-table").get_by_role("link", name=name, exact=True).click()
     expect(tid("page-title")).to_have_text("Project: " + name)
+    # A new project may use every tool; its tools set through the admin API are shown.
+    expect(tid("project-tools")).to_have_text("all")
+    project_tools = ["calc__*", "github__*"]
+    admin_put(base, admin_token, "/admin/projects/%s/tools" % project_id, {"tools": project_tools})
+    page.reload()
+    expect(tid("page-title")).to_have_text("Project: " + name)
+    expect(tid("project-tools")).to_have_text(", ".join(project_tools))
+    # A key limited to some tools (which do not limit its routes and models: step 4 uses it).
+    key_tools = ["calc__add", "github__search"]
+    tid("key-tools").fill(" calc__add, github__search ,")
     tid("new-key-submit").click()
     expect(tid("new-key-value")).to_be_visible()
     key = tid("new-key-value").input_value()
     check(len(key) >= 16, "the once-shown key looks wrong: %r" % key)
+    expect(tid("new-key-panel")).to_contain_text("tools: " + ", ".join(key_tools))
+    expect(tid("key-tools")).to_have_value("")
     expect(tid("key-row")).to_have_count(1)
+    expect(tid("key-tools-cell")).to_have_text(", ".join(key_tools))
     prefix = tid("key-prefix").inner_text().strip()
+    listed = admin_get(base, admin_token, "/admin/projects/%s/keys" % project_id).get("keys") or []
+    check(len(listed) == 1 and listed[0].get("tools") == key_tools,
+          "the API lists the key's tools as %r, not %r" % ([k.get("tools") for k in listed], key_tools))
     shot("project.png")
-    step("project %s (%s) created, with key %s…" % (name, project_id, prefix))
+    step("project %s (%s) created, with tools %s and key %s… of tools %s"
+         % (name, project_id, ", ".join(project_tools), prefix, ", ".join(key_tools)))
 
     # 4. Traffic through the OpenAI SDK.
     begin("4 SDK traffic")

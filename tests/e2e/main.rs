@@ -15,8 +15,8 @@
 //! - `plugins`: the `sandbox`, `failures`, plugin `state`, `python` and `js` plugins,
 //!   `lifecycle`;
 //! - `accounting`: `invocations` records, `cost`, `prices`, `reports`;
-//! - `operations`: `cli`, `config`, `admin`, `console`, `project_guards`, `metrics`, `tracing`,
-//!   `replicas`;
+//! - `operations`: `cli`, `config`, `admin`, `console`, `project_guards`, `project_tools`,
+//!   `metrics`, `tracing`, `replicas`;
 //! - `hardening`: what a hostile caller or a careless client finds.
 //!
 //! A test's name is its module path, so a filter runs one group, one area or one concern:

@@ -1,7 +1,8 @@
 //! JavaScript plugins: `cargo xtask plugin js DIR [--out FILE]` builds `DIR/index.js` (or
 //! `index.mjs`, `index.ts`) with the SDK of `plugin-sdk-js/` into the component `NAME.wasm`, NAME
 //! being the directory's name, in the plugins directory (`target/wasm32-wasip2/plugin`) unless
-//! `--out` names the file.
+//! `--out` names the file. The plugin's world is its `package.json`'s `gateway.world` (`provider`,
+//! the default, or `tool`: `{"gateway": {"world": "tool"}}`), which the build script reads.
 //!
 //! The tools are npm packages pinned by `plugin-sdk-js/package-lock.json`: componentize-js (the
 //! component, StarlingMonkey), jco (the check that the component does not import `wasi:http`,
@@ -19,7 +20,11 @@ use std::time::Instant;
 use crate::{run, target_dir, workspace_root};
 
 /// The JavaScript plugins the test suite loads, by directory; each becomes `<dir name>.wasm`.
-const TEST_PLUGINS: &[&str] = &["examples/js-provider", "tests/plugins/js-hostile"];
+const TEST_PLUGINS: &[&str] = &[
+    "examples/js-provider",
+    "examples/js-tool",
+    "tests/plugins/js-hostile",
+];
 
 /// The module a plugin's directory is built from: the first of these that exists.
 const ENTRIES: &[&str] = &["index.js", "index.mjs", "index.ts"];
@@ -120,8 +125,6 @@ pub fn build(dir: &Path, out: &Path) -> Result<(), String> {
         .arg(sdk.join("src").join("index.js"))
         .arg("--wit")
         .arg(root.join("wit"))
-        .arg("--world")
-        .arg("provider")
         .arg("--work")
         .arg(target_dir().join("js-build").join(&name))
         .arg("--out")

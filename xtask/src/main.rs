@@ -51,12 +51,14 @@ const PLUGINS: &[Plugin] = &[
     Plugin::bundled("bedrock", "bedrock"),
     Plugin::bundled("pii-guard", "pii-guard"),
     Plugin::test_only("minimal-provider", "minimal"),
+    Plugin::test_only("rust-tool", "rust-tool"),
     Plugin::test_only("faulty-plugin", "faulty"),
     Plugin::test_only("hostile-plugin", "hostile"),
     Plugin::test_only("legacy-plugin", "legacy"),
     Plugin::test_only("legacy012-plugin", "legacy012"),
     Plugin::test_only("stateful-plugin", "stateful"),
     Plugin::test_only("test-guard-plugin", "test-guard"),
+    Plugin::test_only("test-tool-plugin", "test-tool"),
 ];
 
 impl Plugin {
@@ -639,9 +641,10 @@ fn clients_venv() -> Result<PathBuf, String> {
     Ok(python)
 }
 
-/// The plugins the benchmark loads (`bench --provider`), and the guard its `--guard` is
-/// documented with (`target/wasm32-wasip2/plugin/pii-guard.wasm`).
-const BENCHED: [&str; 3] = ["openai", "bedrock", "pii-guard"];
+/// The plugins the benchmark loads (`bench --provider`), the guard its `--guard` is
+/// documented with (`target/wasm32-wasip2/plugin/pii-guard.wasm`), and the tool plugin of its
+/// `mcp` scenario (`[mcp_servers.weather]`).
+const BENCHED: [&str; 4] = ["openai", "bedrock", "pii-guard", "rust-tool"];
 
 fn bench(args: &[String]) -> Result<(), String> {
     // Only what it loads: building every plugin would build vertex, anthropic and gemini

@@ -3,9 +3,9 @@
 //! `plugin-sdk-python/src`.
 //!
 //! `DIR/plugin.toml` says what to build: `name` (the component is `NAME.wasm`, the plugin's
-//! name in routes; default the directory's name), `world` (`provider` or `guard`; default
-//! `provider`) and `module` (the Python module defining `WitWorld`; default `app`). Without
-//! `--out` the component goes to `DIR/NAME.wasm`.
+//! name in routes; default the directory's name), `world` (`provider`, `guard` or `tool`;
+//! default `provider`) and `module` (the Python module defining `WitWorld`; default `app`).
+//! Without `--out` the component goes to `DIR/NAME.wasm`.
 //!
 //! componentize-py comes from PyPI, pinned ([`COMPONENTIZE_PY`]), into its own environment
 //! `target/plugin-sdk-venv`, installed once and again only when the pin changes. It generates
@@ -29,6 +29,7 @@ pub const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
 pub const TEST_PLUGINS: &[&str] = &[
     "examples/python-provider",
     "examples/python-guard",
+    "examples/python-tool",
     "tests/plugins/python-hostile",
 ];
 
@@ -75,9 +76,9 @@ impl Manifest {
                 other => return Err(format!("unknown key `{other}` (name, world, module)")),
             }
         }
-        if !matches!(manifest.world.as_str(), "provider" | "guard") {
+        if !matches!(manifest.world.as_str(), "provider" | "guard" | "tool") {
             return Err(format!(
-                "world `{}`: the gateway's worlds are `provider` and `guard`",
+                "world `{}`: the gateway's worlds are `provider`, `guard` and `tool`",
                 manifest.world
             ));
         }
@@ -309,7 +310,7 @@ fn collect_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
 }
 
 /// The SDK's unit tests (`plugin-sdk-python/tests`), natively with the venv's Python against
-/// componentize-py's stub bindings of both worlds.
+/// componentize-py's stub bindings of every world.
 pub fn test_sdk() -> Result<(), String> {
     let componentize = componentize_py()?;
     let root = workspace_root();
@@ -320,7 +321,7 @@ pub fn test_sdk() -> Result<(), String> {
         .arg("--quiet")
         .arg("-d")
         .arg(root.join("wit"))
-        .args(["-w", "provider", "-w", "guard", "bindings"])
+        .args(["-w", "provider", "-w", "guard", "-w", "tool", "bindings"])
         .arg(&stubs);
     run(command)?;
     let sdk = root.join("plugin-sdk-python");
@@ -356,6 +357,8 @@ mod tests {
             guard.map(|m| (m.name, m.world, m.module)),
             Ok(("g".into(), "guard".into(), "main".into()))
         );
+        let tool = Manifest::parse("world = \"tool\"", "x");
+        assert_eq!(tool.map(|m| m.world), Ok("tool".into()));
         assert!(Manifest::parse("world = \"proxy\"", "x").is_err());
         assert!(Manifest::parse("nmae = \"x\"", "x").is_err());
         assert!(Manifest::parse("name = \"../x\"", "x").is_err());
@@ -371,6 +374,14 @@ mod tests {
             .map(|dir| Manifest::read(&workspace_root().join(dir)).map(|m| m.name))
             .collect::<Result<_, _>>()
             .expect("manifests");
-        assert_eq!(names, ["python-provider", "python-guard", "python-hostile"]);
+        assert_eq!(
+            names,
+            [
+                "python-provider",
+                "python-guard",
+                "python-tool",
+                "python-hostile"
+            ]
+        );
     }
 }

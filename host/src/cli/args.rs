@@ -91,7 +91,7 @@ pub(super) enum PluginsCommand {
 pub(super) enum ProjectCommand {
     /// Create a project; prints its id as the last line.
     Create { name: String },
-    /// List every project with its limits and guards, oldest first.
+    /// List every project with its limits, guards and tools, oldest first.
     List,
     /// Change a project's rate limits and budgets (shared by all its keys); prints them after
     /// the change.
@@ -115,6 +115,27 @@ pub(super) enum ProjectCommand {
         )]
         set: Option<Vec<String>>,
         /// Remove every guard of the project.
+        #[arg(long)]
+        clear: bool,
+    },
+    /// Print a project's `/mcp` tools: globs (`*`: any run of characters) of the tools
+    /// (`SERVER__TOOL`) its keys may list and call, each key's own --tools limiting it further;
+    /// none: every tool. --set replaces them, --clear removes them (every tool again); either
+    /// prints them after the change.
+    Tools {
+        project_id: String,
+        /// The globs, e.g. `github__*,calc__add`.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            value_name = "GLOB,...",
+            num_args = 1,
+            value_parser = parse_tool_glob,
+            conflicts_with = "clear"
+        )]
+        set: Option<Vec<String>>,
+        /// Remove every glob of the project: its keys may use every tool (their own --tools
+        /// still apply).
         #[arg(long)]
         clear: bool,
     },
@@ -231,7 +252,7 @@ fn parse_route(text: &str) -> Result<String, String> {
     Ok(route.to_owned())
 }
 
-/// One tool glob of a key's scope (`github__*`).
+/// One tool glob of a key's scope or a project's tools (`github__*`).
 fn parse_tool_glob(text: &str) -> Result<String, String> {
     let glob = text.trim();
     if glob.is_empty() {
@@ -482,6 +503,52 @@ mod tests {
         );
         assert!(guards(&["project", "guards", "p1", "--set"]).is_err());
         assert!(guards(&["project", "guards"]).is_err());
+    }
+
+    #[test]
+    fn project_tools_are_shown_set_or_cleared() {
+        let tools = |args: &[&str]| match parse(args) {
+            Ok(Command::Project {
+                command:
+                    ProjectCommand::Tools {
+                        project_id,
+                        set,
+                        clear,
+                    },
+            }) => Ok((project_id, set, clear)),
+            Ok(_) => panic!("not parsed as `project tools`"),
+            Err(e) => Err(e.kind()),
+        };
+        assert_eq!(
+            tools(&["project", "tools", "p1"]),
+            Ok(("p1".into(), None, false))
+        );
+        // Split on commas, each glob trimmed.
+        assert_eq!(
+            tools(&["project", "tools", "p1", "--set", "github__*, calc__add"]),
+            Ok((
+                "p1".into(),
+                Some(vec!["github__*".into(), "calc__add".into()]),
+                false
+            ))
+        );
+        assert_eq!(
+            tools(&["project", "tools", "p1", "--clear"]),
+            Ok(("p1".into(), None, true))
+        );
+        assert_eq!(
+            tools(&["project", "tools", "p1", "--set", "calc__*", "--clear"]),
+            Err(clap::error::ErrorKind::ArgumentConflict)
+        );
+        // An empty glob: refused by parsing.
+        for args in [
+            &["project", "tools", "p1", "--set", "calc__*,,github__*"][..],
+            &["project", "tools", "p1", "--set", " "],
+            &["project", "tools", "p1", "--set"],
+            &["project", "tools"],
+        ] {
+            assert!(tools(args).is_err(), "{args:?} was accepted");
+        }
     }
 
     #[test]

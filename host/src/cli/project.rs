@@ -1,4 +1,4 @@
-//! `gateway project create|list|limit|guards|usage`.
+//! `gateway project create|list|limit|guards|tools|usage`.
 
 use std::process::ExitCode;
 
@@ -22,15 +22,16 @@ pub(super) async fn run(
         }
         ProjectCommand::List => {
             let projects = store.projects().await?;
-            println!("ID  NAME  CREATED_AT  LIMITS  GUARDS");
+            println!("ID  NAME  CREATED_AT  LIMITS  GUARDS  TOOLS");
             for project in projects {
                 println!(
-                    "{}  {}  {}  {}  {}",
+                    "{}  {}  {}  {}  {}  {}",
                     project.id,
                     project.name,
                     format_time_ms(project.created_at_ms),
                     limits_summary(&project.limits),
-                    guards_summary(&project.guards)
+                    guards_summary(&project.guards),
+                    tools_summary(&project.tools)
                 );
             }
         }
@@ -72,6 +73,34 @@ pub(super) async fn run(
                 guards.join(", ")
             };
             println!("guards of project {project_id}: {shown}");
+        }
+        ProjectCommand::Tools {
+            project_id,
+            set,
+            clear,
+        } => {
+            let tools = match (set, clear) {
+                (Some(tools), _) => {
+                    store.set_project_tools(&project_id, &tools).await?;
+                    tools
+                }
+                (None, true) => {
+                    store.set_project_tools(&project_id, &[]).await?;
+                    Vec::new()
+                }
+                (None, false) => {
+                    let project = store.project(&project_id).await?;
+                    project
+                        .ok_or_else(|| StoreError::UnknownProject(project_id.clone()))?
+                        .tools
+                }
+            };
+            let shown = if tools.is_empty() {
+                "all".to_owned()
+            } else {
+                tools.join(", ")
+            };
+            println!("tools of project {project_id}: {shown}");
         }
         ProjectCommand::Usage { project_id, period } => {
             if store.project(&project_id).await?.is_none() {
@@ -150,5 +179,14 @@ fn guards_summary(guards: &[String]) -> String {
         "-".to_owned()
     } else {
         guards.join(",")
+    }
+}
+
+/// A project's tools for a table: `github__*,calc__add`, or `all` (none named: every tool).
+fn tools_summary(tools: &[String]) -> String {
+    if tools.is_empty() {
+        "all".to_owned()
+    } else {
+        tools.join(",")
     }
 }

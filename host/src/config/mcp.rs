@@ -6,7 +6,7 @@ use std::num::{NonZeroU64, NonZeroUsize};
 
 use serde::{Deserialize, Serialize};
 
-use super::types::{BaseUrl, Positive};
+use super::types::{BaseUrl, HostEntry, MemoryMb, Positive};
 
 /// What joins a server's id and its tool's name in the tools `/mcp` lists (`github__search`).
 /// Two underscores: tool names commonly hold one, rarely two, and a server id may hold none.
@@ -44,14 +44,18 @@ impl Default for McpConfig {
     }
 }
 
-/// `[mcp_servers.ID]`: a remote MCP server (Streamable HTTP) whose tools `/mcp` serves as
-/// `ID__TOOL`.
+/// `[mcp_servers.ID]`: an MCP server whose tools `/mcp` serves as `ID__TOOL`: a remote one
+/// (Streamable HTTP, `url`), or a tool plugin (`plugin`) run in the gateway's sandbox.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpServerConfig {
     /// The server's MCP endpoint. The only place the gateway connects to for this server:
     /// nothing a caller sends names a host, and redirects are not followed.
-    pub url: BaseUrl,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<BaseUrl>,
+    /// File stem of the tool plugin that is this server (instead of a `url`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<String>,
     /// Headers sent with every request to the server, each from an environment variable of the
     /// gateway (`{ Authorization = "GITHUB_MCP_TOKEN" }`): the values are never shown, and are
     /// redacted from what the server answers, as provider keys are.
@@ -65,6 +69,20 @@ pub struct McpServerConfig {
     /// server's own names; empty: all of them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_tools: Vec<String>,
+    /// A tool plugin's: the hosts (`host:port`, or URLs) its HTTP requests may reach; none by
+    /// default.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_hosts: Vec<HostEntry>,
+    /// A tool plugin's: memory of one instance (default: a route's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_limit_mb: Option<MemoryMb>,
+    /// A tool plugin's: CPU time of one call (default: a route's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_time_ms: Option<Positive<NonZeroU64>>,
+    /// `[mcp_servers.ID.settings]`: a tool plugin's own settings, handed to it as JSON with
+    /// every call; `NAME_env` / `NAME_file_env` name its secrets, as a route's settings do.
+    #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
+    pub settings: toml::Table,
 }
 
 impl McpServerConfig {
@@ -78,9 +96,30 @@ impl McpServerConfig {
     }
 }
 
+/// Why a server cannot be used, if it cannot: its id (see [`server_id_problem`]), or keys
+/// that do not go together.
+pub(super) fn server_problem(id: &str, server: &McpServerConfig) -> Option<&'static str> {
+    let plugin_keys = !server.allowed_hosts.is_empty()
+        || server.memory_limit_mb.is_some()
+        || server.cpu_time_ms.is_some()
+        || !server.settings.is_empty();
+    server_id_problem(id).or(match (&server.url, &server.plugin) {
+        (None, None) => Some("a server needs a `url` (a remote server) or a `plugin` (a tool plugin)"),
+        (Some(_), Some(_)) => Some("a server has a `url` or a `plugin`, not both"),
+        (Some(_), None) if plugin_keys => Some(
+            "allowed_hosts, memory_limit_mb, cpu_time_ms and settings are a tool plugin's: a server with a `url` has none",
+        ),
+        (None, Some(_)) if !server.headers_env.is_empty() => {
+            Some("headers_env is sent to a remote server: a tool plugin reads its secrets from `settings` (`NAME_env`)")
+        }
+        (None, Some(plugin)) if plugin.is_empty() => Some("`plugin` is empty"),
+        _ => None,
+    })
+}
+
 /// Why a server's id cannot be used, if it cannot: `/mcp` names tools `ID__TOOL` and finds the
 /// server again by the text before the first separator.
-pub(super) fn server_id_problem(id: &str) -> Option<&'static str> {
+fn server_id_problem(id: &str) -> Option<&'static str> {
     if id.is_empty() {
         Some("a server id is empty")
     } else if id.contains(TOOL_SEPARATOR) {
@@ -106,5 +145,24 @@ mod tests {
         assert!(server_id_problem("").is_some());
         assert!(server_id_problem("a__b").is_some());
         assert!(server_id_problem("a.b").is_some());
+    }
+
+    #[test]
+    fn a_server_is_remote_or_a_plugin() {
+        let server = |text: &str| -> McpServerConfig { toml::from_str(text).expect("parses") };
+        assert_eq!(
+            server_problem("a", &server("url = \"http://h:1/mcp\"")),
+            None
+        );
+        assert_eq!(server_problem("a", &server("plugin = \"calc\"")), None);
+        for bad in [
+            "",
+            "url = \"http://h:1/mcp\"\nplugin = \"calc\"",
+            "url = \"http://h:1/mcp\"\ncpu_time_ms = 5",
+            "plugin = \"calc\"\nheaders_env = { Authorization = \"X\" }",
+            "plugin = \"\"",
+        ] {
+            assert!(server_problem("a", &server(bad)).is_some(), "{bad}");
+        }
     }
 }

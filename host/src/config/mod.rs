@@ -120,9 +120,10 @@ pub enum Problem {
         min = MIN_ADMIN_TOKEN_BYTES
     )]
     AdminTokenTooShort { len: usize },
-    /// An `[mcp_servers.ID]` whose id `/mcp` could not name its tools by.
+    /// An `[mcp_servers.ID]` that cannot be used: its id (`/mcp` could not name its tools by
+    /// it), or keys that do not go together.
     #[error("mcp_servers.{id}: {reason}")]
-    McpServerId { id: String, reason: &'static str },
+    McpServer { id: String, reason: &'static str },
     /// More `retries` than a request's one deadline could sensibly hold.
     #[error(
         "providers.{route}.retries: must be at most {max}, not {retries}",
@@ -638,12 +639,12 @@ impl Config {
         config.check_guards(origin)?;
         if let Some((id, reason)) = config
             .mcp_servers
-            .keys()
-            .find_map(|id| mcp::server_id_problem(id).map(|reason| (id, reason)))
+            .iter()
+            .find_map(|(id, server)| mcp::server_problem(id, server).map(|reason| (id, reason)))
         {
             return Err(ConfigError::new(
                 origin,
-                Problem::McpServerId {
+                Problem::McpServer {
                     id: id.clone(),
                     reason,
                 },

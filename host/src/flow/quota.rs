@@ -303,6 +303,7 @@ mod tests {
                 tools: Vec::new(),
             },
             project_guards: Default::default(),
+            project_tools: Default::default(),
         }
     }
 

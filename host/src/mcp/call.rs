@@ -15,10 +15,11 @@ use crate::state::{AppState, Live};
 use crate::tools::{Extra, McpServer, ServerError, Tool, wire};
 use crate::traces::RequestTrace;
 
-/// What a failed call answers, and what its record says.
+/// What a failed call answers, what its record says, and its outcome in the metrics.
 struct Failure {
     fault: Fault,
     error: ApiError,
+    outcome: &'static str,
 }
 
 impl Failure {
@@ -26,6 +27,7 @@ impl Failure {
         Failure {
             fault: Fault::new(wire::INVALID_PARAMS, message.clone()),
             error: ApiError::BadRequest(message),
+            outcome: "invalid",
         }
     }
 
@@ -40,11 +42,23 @@ pub(super) async fn call(
     exchange: &Exchange,
     id: Uuid,
 ) -> Result<Value, Fault> {
+    let started = std::time::Instant::now();
     let trace = state.traces.request(&exchange.headers, "mcp", &id, "/mcp");
     let mut draft = Draft::new(id, "mcp", trace.clone());
     draft.caller(&exchange.key);
     draft.keep_bodies(BodyPolicy::of(&live.config));
-    let outcome = run(state, live, exchange, &mut draft, &trace).await;
+    let mut labels = Labels::default();
+    let outcome = run(state, live, exchange, &mut draft, &trace, &mut labels).await;
+    let word = match &outcome {
+        Ok((result, _)) if result.get("isError").and_then(Value::as_bool) == Some(true) => {
+            "tool_error"
+        }
+        Ok(_) => "success",
+        Err(failure) => failure.outcome,
+    };
+    state
+        .metrics
+        .tool_call(labels.server, &labels.tool, word, started.elapsed());
     let finished = match &outcome {
         Ok((result, text)) => {
             let mut finished = draft.success(200, text.clone());
@@ -72,13 +86,31 @@ pub(super) async fn call(
         .map_err(|failure| failure.fault)
 }
 
+/// The metrics' labels of a call: bounded by what the config and the servers named, not by
+/// what the caller sent.
+struct Labels<'a> {
+    server: &'a str,
+    /// The tool's own name once its server listed it.
+    tool: String,
+}
+
+impl Default for Labels<'_> {
+    fn default() -> Self {
+        Labels {
+            server: "none",
+            tool: "none".to_owned(),
+        }
+    }
+}
+
 /// The call, up to the server's result (and its text, as recorded).
-async fn run(
+async fn run<'l>(
     state: &AppState,
-    live: &Live,
+    live: &'l Live,
     exchange: &Exchange,
     draft: &mut Draft,
     trace: &RequestTrace,
+    labels: &mut Labels<'l>,
 ) -> Result<(Value, String), Failure> {
     let params = &exchange.params;
     let name = params
@@ -90,6 +122,8 @@ async fn run(
         return Err(Failure::unknown_tool(name));
     };
     draft.tool(Some(server_id), tool);
+    labels.server = server_id;
+    "other".clone_into(&mut labels.tool);
     let arguments = match params.get("arguments") {
         None | Some(Value::Null) => None,
         Some(arguments @ Value::Object(_)) => Some(arguments.clone()),
@@ -114,11 +148,12 @@ async fn run(
     if !entry.config.allows_tool(tool) {
         return Err(Failure::unknown_tool(name));
     }
-    if !exchange.key.scope.allows_tool(name) {
+    if !exchange.key.allows_tool(name) {
         let message = format!("this API key may not call tool {name}");
         return Err(Failure {
             fault: Fault::new(wire::GATEWAY_ERROR, message.clone()),
             error: ApiError::OutOfScope(message),
+            outcome: "denied",
         });
     }
     crate::flow::admit_request(state, exchange.key.clone())
@@ -127,6 +162,7 @@ async fn run(
             fault: Fault::new(wire::GATEWAY_ERROR, error.message())
                 .with_data(serde_json::json!({"retryAfterSecs": error.retry_after()})),
             error,
+            outcome: "rate_limited",
         })?;
     let server = entry
         .server
@@ -139,14 +175,14 @@ async fn run(
             .and_then(|h| h.traceparent.to_str().ok().map(str::to_owned)),
         headers: Vec::new(),
     };
-    let outcome = call_server(server, exchange, tool, arguments, extra).await;
+    let outcome = call_server(server, exchange, draft.id(), tool, arguments, extra, labels).await;
     RequestTrace::end_tool(
         span,
         outcome.as_ref().err().map(|f| f.error.message()).as_deref(),
     );
     let result = outcome?;
     let text = result.to_string();
-    let redacted = server.secrets.redact(&text);
+    let redacted = server.secrets().redact(&text);
     if redacted != text {
         let redacted = redacted.into_owned();
         let result = serde_json::from_str(&redacted).unwrap_or(Value::Null);
@@ -158,11 +194,14 @@ async fn run(
 async fn call_server(
     server: &McpServer,
     exchange: &Exchange,
+    id: Uuid,
     tool: &str,
     arguments: Option<Value>,
     mut extra: Extra,
+    labels: &mut Labels<'_>,
 ) -> Result<Value, Failure> {
     let definition = definition(server, tool, &extra).await?;
+    tool.clone_into(&mut labels.tool);
     let schema = definition
         .definition
         .get("inputSchema")
@@ -185,6 +224,7 @@ async fn call_server(
                 fault: Fault::new(wire::HEADER_MISMATCH, problem.clone())
                     .with_status(hyper::StatusCode::BAD_REQUEST),
                 error: ApiError::BadRequest(problem),
+                outcome: "invalid",
             });
         }
     }
@@ -200,7 +240,10 @@ async fn call_server(
                 .collect::<Map<String, Value>>()
         });
     let meta = meta.filter(|meta| !meta.is_empty());
-    match server.call(tool, arguments, meta.as_ref(), &extra).await {
+    match server
+        .call(id, tool, arguments, meta.as_ref(), &extra)
+        .await
+    {
         Ok(result) => Ok(result),
         Err(ServerError::Rpc {
             code,
@@ -211,18 +254,23 @@ async fn call_server(
                 // The tool may be gone: the next list asks the server again.
                 server.forget_tools();
             }
-            let message = server.secrets.redact_owned(message);
+            let message = server.secrets().redact_owned(message);
             let mut fault = Fault::new(code, message.clone());
             if let Some(data) = data {
-                let data = server.secrets.redact_owned(data.to_string());
+                let data = server.secrets().redact_owned(data.to_string());
                 fault = fault.with_data(serde_json::from_str(&data).unwrap_or(Value::Null));
             }
             Err(Failure {
                 fault,
                 error: ApiError::BadRequest(format!("the server refused the call: {message}")),
+                outcome: if code == wire::INVALID_PARAMS {
+                    "invalid"
+                } else {
+                    "refused"
+                },
             })
         }
-        Err(error) => Err(server_failure(&server.id, &error)),
+        Err(error) => Err(server_failure(server.id(), &error)),
     }
 }
 
@@ -236,13 +284,14 @@ async fn definition(server: &McpServer, tool: &str, extra: &Extra) -> Result<Too
         let tools = server
             .tools(extra)
             .await
-            .map_err(|error| server_failure(&server.id, &error))?;
+            .map_err(|error| server_failure(server.id(), &error))?;
         if let Some(found) = tools.iter().find(|t| t.name == tool) {
             return Ok(found.clone());
         }
     }
     Err(Failure::unknown_tool(&crate::tools::exposed_name(
-        &server.id, tool,
+        server.id(),
+        tool,
     )))
 }
 
@@ -261,5 +310,9 @@ fn server_failure(server: &str, error: &ServerError) -> Failure {
     Failure {
         fault: Fault::new(wire::GATEWAY_ERROR, message),
         error: record,
+        outcome: match error {
+            ServerError::Timeout(_) => "timeout",
+            _ => "failed",
+        },
     }
 }

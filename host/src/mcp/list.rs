@@ -68,7 +68,7 @@ async fn visible_tools(live: &Live, exchange: &Exchange) -> Vec<Value> {
         };
         for tool in tools.iter() {
             let name = tools::exposed_name(id, &tool.name);
-            if !entry.config.allows_tool(&tool.name) || !exchange.key.scope.allows_tool(&name) {
+            if !entry.config.allows_tool(&tool.name) || !exchange.key.allows_tool(&name) {
                 continue;
             }
             let mut definition = tool.definition.clone();

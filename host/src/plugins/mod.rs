@@ -47,13 +47,16 @@ pub use policy::{AllowedHosts, HostsError, Limits, MAX_MEMORY_LIMIT_BYTES};
 pub use registry::{LoadError, NotLoaded, PluginReport};
 pub use sandbox::{Sandbox, SandboxError};
 pub use stats::{PluginCounts, TrapKind};
-pub use wit::{VersionError, WIT_LINES};
+pub use wit::{VersionError, WIT_LINES, WorldKind};
 
 use engine::Engines;
 pub use instance::GuardInstance;
 use instance::{Instance, new_store};
 use registry::Registry;
-use types::{Chunk, Completion, CompletionRequest, EmbeddingRequest, Embeddings, ProviderError};
+use types::{
+    Chunk, Completion, CompletionRequest, EmbeddingRequest, Embeddings, ProviderError, ToolContext,
+    ToolDef, ToolError, ToolResult,
+};
 
 /// Why a plugin call gave no result.
 #[derive(Debug, thiserror::Error)]
@@ -269,6 +272,40 @@ impl PluginRuntime {
             .call_embed(instance.store.as_context_mut(), request)
             .await;
         instance.settle(plugin, ctx, result)
+    }
+
+    /// A tool plugin's tools, from a fresh instance; the outer error is the instance's,
+    /// the inner one the plugin's.
+    pub async fn list_tools(
+        &self,
+        plugin: &Plugin,
+        ctx: &CallContext,
+        context: ToolContext,
+    ) -> Result<Result<Vec<ToolDef>, ToolError>, PluginError> {
+        let mut instance = self.instantiate(plugin, ctx, None).await?;
+        let result = instance
+            .exports
+            .list_tools(instance.store.as_context_mut(), context)
+            .await;
+        instance.settle(plugin, ctx, result.map(Ok))
+    }
+
+    /// Calls a tool plugin's tool `name` with `arguments` (a JSON object's text) in a fresh
+    /// instance.
+    pub async fn call_tool(
+        &self,
+        plugin: &Plugin,
+        ctx: &CallContext,
+        name: &str,
+        arguments: &str,
+        context: ToolContext,
+    ) -> Result<Result<ToolResult, ToolError>, PluginError> {
+        let mut instance = self.instantiate(plugin, ctx, None).await?;
+        let result = instance
+            .exports
+            .call_tool(instance.store.as_context_mut(), name, arguments, context)
+            .await;
+        instance.settle(plugin, ctx, result.map(Ok))
     }
 
     /// An instance of guard `plugin` for one request: it checks the request and, kept

@@ -7,7 +7,7 @@ use wasmtime::Engine;
 
 use super::stats::PluginStats;
 use super::types::PluginInfo;
-use super::wit::Linked;
+use super::wit::{Linked, WorldKind};
 
 /// A plugin ready to serve: compiled and linked.
 pub struct Plugin {
@@ -28,13 +28,13 @@ pub struct Plugin {
 }
 
 impl Plugin {
-    /// Whether this is a guard plugin (the `guard` world), not a provider.
-    pub fn is_guard(&self) -> bool {
-        self.linked.is_guard()
+    /// The world it serves.
+    pub fn kind(&self) -> WorldKind {
+        self.linked.world()
     }
 
-    /// The world it serves, as listings name it: `provider` or `guard`.
+    /// The world it serves, as listings name it: `provider`, `guard` or `tool`.
     pub fn world(&self) -> &'static str {
-        if self.is_guard() { "guard" } else { "provider" }
+        self.kind().name()
     }
 }

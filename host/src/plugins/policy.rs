@@ -41,6 +41,18 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// These limits with a memory limit and a CPU budget of its own where one is set (a
+    /// guard's, a tool plugin's).
+    pub fn with(self, memory_bytes: Option<usize>, cpu_time: Option<Duration>) -> Limits {
+        Limits {
+            memory_bytes: memory_bytes.unwrap_or(self.memory_bytes),
+            cpu_time: cpu_time.unwrap_or(self.cpu_time),
+            ..self
+        }
+    }
+}
+
 /// Why an entry of a route's allowed hosts (or its `base_url`) is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HostsError {

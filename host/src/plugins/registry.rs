@@ -15,7 +15,7 @@ use super::failure::Failure;
 use super::instance::new_store;
 use super::plugin::Plugin;
 use super::stats::StatsByPlugin;
-use super::wit::{VersionError, wit_version};
+use super::wit::{VersionError, WorldKind, wit_version};
 use super::{CallContext, PluginRuntime, trim};
 
 /// Why a plugin file was not loaded (the previous version, if any, keeps serving).
@@ -74,7 +74,7 @@ pub struct PluginReport {
     pub name: Option<String>,
     pub version: Option<String>,
     pub wit_version: Option<String>,
-    /// `provider` or `guard`, once loaded.
+    /// `provider`, `guard` or `tool`, once loaded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub world: Option<String>,
     pub file: String,
@@ -260,7 +260,7 @@ impl PluginRuntime {
     /// The serving version of `plugin`, which route `route` is served by.
     pub fn for_route(&self, route: &str, plugin: &str) -> Result<Arc<Plugin>, NotLoaded> {
         self.get(plugin)
-            .filter(|plugin| !plugin.is_guard())
+            .filter(|plugin| plugin.kind() == WorldKind::Provider)
             .ok_or_else(|| NotLoaded {
                 route: route.to_owned(),
                 plugin: plugin.to_owned(),
@@ -269,7 +269,14 @@ impl PluginRuntime {
 
     /// The guard plugin `plugin` of guard `guard`, if it is loaded (and is a guard).
     pub fn for_guard(&self, plugin: &str) -> Option<Arc<Plugin>> {
-        self.get(plugin).filter(|plugin| plugin.is_guard())
+        self.get(plugin)
+            .filter(|plugin| plugin.kind() == WorldKind::Guard)
+    }
+
+    /// The tool plugin `plugin`, if it is loaded (and is a tool plugin).
+    pub fn for_tool(&self, plugin: &str) -> Option<Arc<Plugin>> {
+        self.get(plugin)
+            .filter(|plugin| plugin.kind() == WorldKind::Tool)
     }
 
     /// Every plugin file the runtime has seen, by name.

@@ -552,3 +552,71 @@ pub enum AnswerVerdict {
         changes: Vec<Change>,
     },
 }
+
+/// A tool plugin's tool (`wit/tool.wit`), its JSON texts as the plugin wrote them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolDef {
+    pub name: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub input_schema: String,
+    pub output_schema: Option<String>,
+    pub annotations: Option<String>,
+}
+
+/// Where a tool plugin's call runs: its server's id, settings and secrets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolContext {
+    pub server: String,
+    pub settings: String,
+    pub secrets: Vec<(String, String)>,
+}
+
+/// What an embedded resource holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResourceBody {
+    Text(String),
+    Blob(Vec<u8>),
+}
+
+/// One block of a tool's result, as MCP's content blocks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolContent {
+    Text(String),
+    Image {
+        data: Vec<u8>,
+        media_type: String,
+    },
+    Audio {
+        data: Vec<u8>,
+        media_type: String,
+    },
+    ResourceLink {
+        uri: String,
+        name: String,
+        title: Option<String>,
+        description: Option<String>,
+        media_type: Option<String>,
+    },
+    Resource {
+        uri: String,
+        media_type: Option<String>,
+        body: ResourceBody,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolResult {
+    pub content: Vec<ToolContent>,
+    /// JSON text.
+    pub structured_content: Option<String>,
+    pub is_error: bool,
+}
+
+/// A tool call the plugin could not make.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolError {
+    UnknownTool(String),
+    InvalidArguments(String),
+    Failed(String),
+}

@@ -4,11 +4,10 @@
 //! `global_guards`, then the route's `guards`) and then its project's.
 
 use std::collections::HashMap;
-use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::types::{MemoryMb, Positive};
+use crate::config::types::MemoryMb;
 use crate::config::{Config, GuardConfig, GuardStream};
 use crate::error::ApiError;
 use crate::plugins::{AllowedHosts, Limits, Sandbox, SandboxError};
@@ -103,18 +102,12 @@ impl Guards {
 
 impl Guard {
     fn new(id: &str, config: &GuardConfig) -> Result<Guard, SandboxError> {
-        let defaults = Limits::default();
         let limits = Limits {
-            memory_bytes: config
-                .memory_limit_mb
-                .map_or(defaults.memory_bytes, MemoryMb::bytes),
-            cpu_time: config
-                .cpu_time_ms
-                .map_or(defaults.cpu_time, |ms: Positive<NonZeroU64>| {
-                    Duration::from_millis(ms.get())
-                }),
             max_http_requests: 0,
-            ..defaults
+            ..Limits::default().with(
+                config.memory_limit_mb.map(MemoryMb::bytes),
+                config.cpu_time_ms.map(|ms| Duration::from_millis(ms.get())),
+            )
         };
         Ok(Guard {
             id: Arc::from(id),

@@ -3,7 +3,6 @@
 
 mod guards;
 mod sandbox;
-mod secrets;
 mod target;
 
 use std::collections::HashMap;
@@ -174,7 +173,7 @@ impl Route {
                 key,
                 (
                     config.target_settings_json(target),
-                    secrets::read(id, &settings),
+                    crate::secrets::read(id, &settings),
                 ),
                 target.weight.get(),
                 health,
@@ -187,7 +186,10 @@ impl Route {
                 None,
                 sandbox::sandbox(config, None).map_err(error)?,
                 route_key,
-                (config.settings_json(), secrets::read(id, &config.settings)),
+                (
+                    config.settings_json(),
+                    crate::secrets::read(id, &config.settings),
+                ),
                 1,
                 Arc::new(Health::default()),
             ));

@@ -89,7 +89,7 @@ impl AppState {
             metrics_listen: config.metrics_listen,
             traces,
             live: RwLock::new(Arc::new(Live {
-                tools: Arc::new(crate::tools::Servers::build(&config, None)),
+                tools: Arc::new(crate::tools::Servers::build(&config, None, &runtime)),
                 config,
                 routes: Arc::new(routes),
                 prices: Arc::new(prices),
@@ -131,7 +131,11 @@ impl AppState {
         // Taken under the lock, so that prices reloaded meanwhile are not lost.
         let prices = prices.map_or_else(|| live.prices.clone(), Arc::new);
         *live = Arc::new(Live {
-            tools: Arc::new(crate::tools::Servers::build(&config, Some(&live.tools))),
+            tools: Arc::new(crate::tools::Servers::build(
+                &config,
+                Some(&live.tools),
+                &self.runtime,
+            )),
             config,
             routes: Arc::new(routes),
             prices,

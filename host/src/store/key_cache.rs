@@ -306,6 +306,7 @@ mod tests {
                 tools: vec!["calc__*".into()],
             },
             project_guards: Arc::from(["pii".to_owned()]),
+            project_tools: Arc::from(["calc__*".to_owned(), "github__search".to_owned()]),
         }))
     }
 

@@ -199,12 +199,41 @@ impl Store {
         guards: &[String],
     ) -> Result<(), StoreError> {
         projects::check_guards(guards)?;
+        self.set_project_list(&sql::UPDATE_PROJECT_GUARDS, project_id, guards)
+            .await
+    }
+
+    /// Replaces a project's `/mcp` tools (globs of `SERVER__TOOL`; empty: all of them), which
+    /// its keys are held to besides their own ([`KeyRecord::allows_tool`]). A glob the store
+    /// would not keep as a name (over 256 bytes, a control character), an empty one and one
+    /// given twice are refused. Like its guards, they travel with the cached keys: every
+    /// replica applies them from its next request.
+    pub async fn set_project_tools(
+        &self,
+        project_id: &str,
+        tools: &[String],
+    ) -> Result<(), StoreError> {
+        projects::check_tools(tools)?;
+        self.set_project_list(&sql::UPDATE_PROJECT_TOOLS, project_id, tools)
+            .await
+    }
+
+    /// Replaces the list of a project's that `statement` writes.
+    async fn set_project_list(
+        &self,
+        statement: &'static sql::Sql,
+        project_id: &str,
+        list: &[String],
+    ) -> Result<(), StoreError> {
         match &self.backend {
             Backend::Sqlite(db) => {
-                let (project_id, guards) = (project_id.to_owned(), guards.to_vec());
-                off_thread(db, move |db| db.set_project_guards(&project_id, &guards)).await
+                let (project_id, list) = (project_id.to_owned(), list.to_vec());
+                off_thread(db, move |db| {
+                    db.set_project_list(statement, &project_id, &list)
+                })
+                .await
             }
-            Backend::Postgres(db) => db.set_project_guards(project_id, guards).await,
+            Backend::Postgres(db) => db.set_project_list(statement, project_id, list).await,
         }
     }
 

@@ -9,7 +9,7 @@ use super::responses::Origin;
 use crate::limits::LimitSet;
 
 /// A live project API key as the request path sees it (only its hash is
-/// stored): whose it is, what it may do, and the limits it and its project
+/// stored): whose it is, what it and its project may do, and the limits both
 /// are held to. Cached with the key, so a change of any of these goes through
 /// the same invalidation as a revocation.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +27,23 @@ pub struct KeyRecord {
     /// top-level and the route's. Shared, not copied: the flow reads them on every request
     /// and a cache hit clones the record.
     pub project_guards: Arc<[String]>,
+    /// Its project's `/mcp` tools: globs of `SERVER__TOOL`, empty for all of them. Held to
+    /// together with the key's own ([`KeyRecord::allows_tool`]). Shared like the guards.
+    pub project_tools: Arc<[String]>,
+}
+
+impl KeyRecord {
+    /// Whether the key may list and call the `/mcp` tool `name` (`SERVER__TOOL`): its
+    /// project's tools allow it, and so does the key's own scope. The one place both are
+    /// decided.
+    pub fn allows_tool(&self, name: &str) -> bool {
+        tools_allow(&self.project_tools, name) && self.scope.allows_tool(name)
+    }
+}
+
+/// Whether `globs` (of a key's scope or a project's tools) allow the tool `name`: empty, all.
+fn tools_allow(globs: &[String], name: &str) -> bool {
+    globs.is_empty() || globs.iter().any(|glob| crate::glob::matches(glob, name))
 }
 
 /// A key as operators see it: never the key itself (only its hash is stored).
@@ -78,13 +95,10 @@ impl KeyScope {
         }
     }
 
-    /// Whether the key may list and call the `/mcp` tool `name` (`SERVER__TOOL`).
+    /// Whether the key's own scope allows the `/mcp` tool `name` (`SERVER__TOOL`). Its
+    /// project's tools limit it too: requests ask [`KeyRecord::allows_tool`].
     pub fn allows_tool(&self, name: &str) -> bool {
-        self.tools.is_empty()
-            || self
-                .tools
-                .iter()
-                .any(|glob| crate::glob::matches(glob, name))
+        tools_allow(&self.tools, name)
     }
 
     /// When the key expired, if it had by `now_ms`.
@@ -122,18 +136,30 @@ pub(super) fn check_name(field: &'static str, name: &str) -> Result<(), StoreErr
 /// Refuses a project's guards (ids of `[guards.ID]`) the store would not keep: names that
 /// [`check_name`] refuses, an empty id, an id given twice.
 pub(super) fn check_guards(guards: &[String]) -> Result<(), StoreError> {
-    for (n, guard) in guards.iter().enumerate() {
-        check_name("guards", guard)?;
-        if guard.is_empty() {
+    check_project_list("guards", "a guard id", guards)
+}
+
+/// Refuses a project's tools (globs of `SERVER__TOOL`) the store would not keep, as
+/// [`check_guards`] refuses guards: an empty glob would match no tool at all.
+pub(super) fn check_tools(tools: &[String]) -> Result<(), StoreError> {
+    check_project_list("tools", "a tool glob", tools)
+}
+
+/// Refuses a list of a project's `field` (each item `what`) that holds a name [`check_name`]
+/// refuses, an empty item or an item given twice.
+fn check_project_list(field: &'static str, what: &str, items: &[String]) -> Result<(), StoreError> {
+    for (n, item) in items.iter().enumerate() {
+        check_name(field, item)?;
+        if item.is_empty() {
             return Err(StoreError::Invalid {
-                field: "guards",
-                message: "a guard id is empty".into(),
+                field,
+                message: format!("{what} is empty"),
             });
         }
-        if guards[..n].contains(guard) {
+        if items[..n].contains(item) {
             return Err(StoreError::Invalid {
-                field: "guards",
-                message: format!("{guard:?} is named twice"),
+                field,
+                message: format!("{item:?} is named twice"),
             });
         }
     }
@@ -231,6 +257,9 @@ pub struct Project {
     /// The guards (ids of `[guards.ID]`) its requests go through after the top-level and
     /// the route's, in order.
     pub guards: Vec<String>,
+    /// Globs of the `/mcp` tools (`SERVER__TOOL`) its keys may list and call (each key's own
+    /// scope limits it further); empty: all of them.
+    pub tools: Vec<String>,
 }
 
 /// Which key(s) an operator's argument names: a whole key (by its hash), or

@@ -47,9 +47,9 @@ pub(super) trait StoredRow {
     fn json_text(&self, index: usize) -> Result<Option<String>, Self::Error>;
 }
 
-/// A row of [`super::sql::PROJECTS`] or [`super::sql::PROJECT`]. Its guards, like a key's
-/// scope, are an error when they cannot be read: read as none, the project's requests would
-/// go unchecked.
+/// A row of [`super::sql::PROJECTS`] or [`super::sql::PROJECT`]. Its guards and tools, like a
+/// key's scope, are an error when they cannot be read: read as none, the project's requests
+/// would go unchecked, its keys would reach every tool.
 pub(super) fn project<R: StoredRow + ?Sized>(row: &R) -> Result<Project, R::Error> {
     Ok(Project {
         id: row.text(0)?,
@@ -57,10 +57,11 @@ pub(super) fn project<R: StoredRow + ?Sized>(row: &R) -> Result<Project, R::Erro
         created_at_ms: row.integer(2)?,
         limits: row.limits(3)?,
         guards: row.list(7)?,
+        tools: row.list(8)?,
     })
 }
 
-/// The row of [`super::sql::FIND_KEY`]: the key, its project's limits and guards.
+/// The row of [`super::sql::FIND_KEY`]: the key, its project's limits, guards and tools.
 pub(super) fn key_record<R: StoredRow + ?Sized>(row: &R) -> Result<KeyRecord, R::Error> {
     Ok(KeyRecord {
         project_id: row.text(0)?,
@@ -74,6 +75,7 @@ pub(super) fn key_record<R: StoredRow + ?Sized>(row: &R) -> Result<KeyRecord, R:
             tools: row.list(14)?,
         },
         project_guards: Arc::from(row.list(13)?),
+        project_tools: Arc::from(row.list(15)?),
     })
 }
 

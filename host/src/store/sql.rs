@@ -69,7 +69,8 @@ fn question_marks(text: &str) -> String {
 /// Projects as [`super::rows::project`] reads them.
 macro_rules! select_project {
     () => {
-        "SELECT id, name, created_at, rpm, tpm, daily_budget_usd, monthly_budget_usd, guards
+        "SELECT id, name, created_at, rpm, tpm, daily_budget_usd, monthly_budget_usd, guards,
+            tools
          FROM projects"
     };
 }
@@ -90,6 +91,10 @@ pub(super) static UPDATE_PROJECT_LIMITS: Sql = Sql::new(
 /// `$1` names the project; `$2` is its guards as the backend stores a list (NULL when none).
 pub(super) static UPDATE_PROJECT_GUARDS: Sql =
     Sql::new("UPDATE projects SET guards = $2 WHERE id = $1");
+/// `$1` names the project; `$2` is its tools (globs) as the backend stores a list (NULL when
+/// it may use them all).
+pub(super) static UPDATE_PROJECT_TOOLS: Sql =
+    Sql::new("UPDATE projects SET tools = $2 WHERE id = $1");
 pub(super) static UPDATE_KEY_LIMITS: Sql = Sql::new(
     "UPDATE api_keys SET rpm = $2, tpm = $3, daily_budget_usd = $4, monthly_budget_usd = $5
      WHERE key_hash = $1",
@@ -109,7 +114,7 @@ pub(super) static PROJECT_KEYS: Sql = Sql::new(
 pub(super) static FIND_KEY: Sql = Sql::new(
     "SELECT k.project_id, k.prefix, k.rpm, k.tpm, k.daily_budget_usd, k.monthly_budget_usd,
         p.rpm, p.tpm, p.daily_budget_usd, p.monthly_budget_usd, k.routes, k.models, k.expires_at,
-        p.guards, k.tools
+        p.guards, k.tools, p.tools
      FROM api_keys k JOIN projects p ON p.id = k.project_id
      WHERE k.key_hash = $1 AND k.revoked_at IS NULL",
 );

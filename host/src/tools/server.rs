@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use serde_json::{Map, Value, json};
 
-use super::wire;
+use super::{ServerError, Tool, wire};
 use crate::redact::Secrets;
 
 /// Pages of `tools/list` read from one server at most: a server whose cursor never ends does
@@ -22,38 +22,6 @@ use crate::redact::Secrets;
 const MAX_LIST_PAGES: usize = 100;
 /// Tools of one server at most.
 const MAX_TOOLS: usize = 10_000;
-
-/// Why a request to a server failed. `Rpc` is the server's own JSON-RPC error, passed on to
-/// the caller; the others are the gateway's view of a server that did not answer properly.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum ServerError {
-    #[error("the server could not be reached: {0}")]
-    Unreachable(String),
-    #[error("the server did not answer within {0} s")]
-    Timeout(u64),
-    #[error("the server answered HTTP {0} without a JSON-RPC answer")]
-    Http(u16),
-    #[error("the server's answer is not MCP: {0}")]
-    Garbage(String),
-    #[error("the server's answer is over {0} bytes (max_tool_result_bytes)")]
-    TooLarge(usize),
-    #[error("the server refused: {message}")]
-    Rpc {
-        code: i64,
-        message: String,
-        data: Option<Value>,
-    },
-    #[error("{0}")]
-    Config(String),
-}
-
-/// A tool as a server lists it: its own name, and the whole definition as the server sent it
-/// (description, schemas, annotations), passed on with the name changed.
-#[derive(Debug, Clone)]
-pub struct Tool {
-    pub name: String,
-    pub definition: Value,
-}
 
 /// The era a server speaks, once found out.
 #[derive(Debug, Clone)]
@@ -84,7 +52,7 @@ pub struct Extra {
 }
 
 /// One `[mcp_servers.ID]` with a `url`.
-pub struct Server {
+pub struct RemoteServer {
     pub id: String,
     url: reqwest::Url,
     headers: reqwest::header::HeaderMap,
@@ -104,18 +72,19 @@ pub struct Server {
 /// What a server is built from: its config and the bounds of `[mcp]`.
 pub struct Settings<'a> {
     pub id: &'a str,
+    pub url: &'a crate::config::types::BaseUrl,
     pub config: &'a crate::config::McpServerConfig,
     pub timeout: Duration,
     pub max_answer_bytes: usize,
     pub list_ttl: Duration,
 }
 
-impl Server {
+impl RemoteServer {
     /// The server of `settings`; its `headers_env` read from the environment now. A variable
     /// that is not set is a config error, as a route's `api_key_env` is.
-    pub fn new(settings: Settings<'_>) -> Result<Server, ServerError> {
+    pub fn new(settings: Settings<'_>) -> Result<RemoteServer, ServerError> {
         let config = settings.config;
-        let url = reqwest::Url::parse(config.url.as_str())
+        let url = reqwest::Url::parse(settings.url.as_str())
             .map_err(|e| ServerError::Config(format!("url: {e}")))?;
         let mut headers = reqwest::header::HeaderMap::new();
         let mut secrets = Vec::new();
@@ -147,7 +116,7 @@ impl Server {
             .connect_timeout(settings.timeout.min(Duration::from_secs(10)))
             .build()
             .map_err(|e| ServerError::Config(format!("HTTP client: {e}")))?;
-        Ok(Server {
+        Ok(RemoteServer {
             id: settings.id.to_owned(),
             url,
             headers,

@@ -17,14 +17,13 @@ named `WitWorld` of the app module as the component's `provider` world.
 """
 
 import json
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from componentize_py_types import Err
-from wit_world.imports import http as _http
 from wit_world.imports import sink as _sink
 from wit_world.imports import types
 
-from . import crash, log
+from . import crash
 from .common import (
     finish_reason,
     json_object,
@@ -34,7 +33,8 @@ from .common import (
     usage,
 )
 from .errors import ProviderError, embedded_error, upstream_error
-from .sse import Event, Parser
+from .http import Request, Response
+from .sse import Event
 
 __all__ = [
     "Answer",
@@ -217,205 +217,6 @@ def check_output(limit: types.OutputLimit, fields: Optional[OutputFields], body:
             f"the plugin left the answer's length to its upstream (no {names}), but the "
             f"gateway reserved {limit.max_tokens} tokens a choice: the request was not sent"
         )
-
-
-# ---------------------------------------------------------------------------------- HTTP
-
-
-def _http_error(error: Any, doing: str) -> ProviderError:
-    """The host's HTTP errors, as the Rust SDK maps them."""
-    if isinstance(error, _http.HttpError_Timeout):
-        return ProviderError.timeout(
-            f"the provider did not answer in time ({doing}): {error.value}"
-        )
-    if isinstance(error, _http.HttpError_ForbiddenHost):
-        return ProviderError.failed(
-            f"the gateway does not allow requests to {error.value}; "
-            "only the route's base_url is reachable"
-        )
-    if isinstance(error, _http.HttpError_TooLarge):
-        return ProviderError.failed(
-            f"the provider's answer is larger than the gateway allows ({error.value} bytes)"
-        )
-    if isinstance(error, _http.HttpError_Transport):
-        return ProviderError.failed(f"HTTP failure {doing}: {error.value}")
-    return ProviderError.failed(f"invalid HTTP request: {getattr(error, 'value', error)}")
-
-
-class Request:
-    """An outbound HTTP request, built with chained calls and performed by `send`. Only the
-    host of the route's `base_url` (and its `allowed_hosts`) is reachable."""
-
-    def __init__(self, method: str, url: str) -> None:
-        self.method = method
-        self.url = url
-        self.headers: List[Tuple[str, str]] = []
-        self.body = b""
-
-    @classmethod
-    def post(cls, url: str) -> "Request":
-        return cls("POST", url)
-
-    @classmethod
-    def get(cls, url: str) -> "Request":
-        return cls("GET", url)
-
-    def header(self, name: str, value: str) -> "Request":
-        """Adds a header (headers with the same name are all sent)."""
-        self.headers.append((name, value))
-        return self
-
-    def replace_header(self, name: str, value: str) -> "Request":
-        lower = name.lower()
-        self.headers = [(n, v) for n, v in self.headers if n.lower() != lower]
-        return self.header(name, value)
-
-    def header_value(self, name: str) -> Optional[str]:
-        lower = name.lower()
-        return next((v for n, v in self.headers if n.lower() == lower), None)
-
-    def bearer(self, key: str) -> "Request":
-        return self.replace_header("authorization", f"Bearer {key}")
-
-    def api_key(self, key: Optional[str], header: Optional[str] = None) -> "Request":
-        """Adds the provider key when there is one (local servers often need none): in
-        `header` (e.g. `x-api-key`), or as `Authorization: Bearer` when `header` is None."""
-        if not key:
-            return self
-        return self.header(header, key) if header else self.bearer(key)
-
-    def streaming(self, stream: bool) -> "Request":
-        """`Accept: text/event-stream` when `stream`, else `application/json`."""
-        return self.replace_header("accept", "text/event-stream" if stream else "application/json")
-
-    def json(self, value: Any) -> "Request":
-        """The body as JSON, with `Content-Type: application/json`."""
-        self.body = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
-        return self.replace_header("content-type", "application/json")
-
-    def send(self) -> "Response":
-        """Sends the request through the gateway; returns once status and headers arrived.
-        Every status is a successful send (see `Response.error_for_status`); failures are
-        `ProviderError.timeout` or `ProviderError.failed` (a forbidden host among them)."""
-        request = _http.Request(self.method, self.url, list(self.headers), bytes(self.body))
-        try:
-            response = _http.send(request)
-        except Err as e:
-            raise _http_error(e.value, "sending the request") from None
-        return Response(response.status, list(response.headers), _HostBody(response.body))
-
-    def send_logged(self) -> "Response":
-        """`send`, first logging the request line at debug level when the gateway keeps debug
-        lines (headers and body are never logged)."""
-        if log.enabled(log.Level.DEBUG):
-            log.debug(f"{self.method} {self.url}")
-        return self.send()
-
-    def __repr__(self) -> str:
-        # Header names only: values carry the provider key.
-        names = [n for n, _ in self.headers]
-        return f"Request({self.method} {self.url}, headers={names}, body={len(self.body)} bytes)"
-
-
-class _HostBody:
-    """The host's `incoming-body`, released as soon as it ends or fails."""
-
-    def __init__(self, body: Any) -> None:
-        self._body = body
-
-    def read(self) -> Optional[bytes]:
-        if self._body is None:
-            return None
-        try:
-            chunk = self._body.read()
-        except Err as e:
-            self.close()
-            raise _http_error(e.value, "reading the answer") from None
-        if chunk is None:
-            self.close()
-        return chunk
-
-    def close(self) -> None:
-        body, self._body = self._body, None
-        if body is not None:
-            body.__exit__(None, None, None)
-
-
-class _ChunkBody:
-    def __init__(self, chunks: Iterable[bytes]) -> None:
-        self._chunks = list(chunks)
-
-    def read(self) -> Optional[bytes]:
-        return self._chunks.pop(0) if self._chunks else None
-
-
-class Response:
-    """A response: status and headers, and a body read in chunks as it arrives."""
-
-    def __init__(self, status: int, headers: List[Tuple[str, str]], body: Any) -> None:
-        self.status = status
-        self.headers = headers
-        self._body = body
-
-    @classmethod
-    def from_chunks(
-        cls, status: int, headers: Sequence[Tuple[str, str]], chunks: Iterable[bytes]
-    ) -> "Response":
-        """A response whose body is `chunks`: for testing a provider without the gateway."""
-        return cls(status, list(headers), _ChunkBody(chunks))
-
-    def header(self, name: str) -> Optional[str]:
-        lower = name.lower()
-        return next((v for n, v in self.headers if n.lower() == lower), None)
-
-    def is_success(self) -> bool:
-        return 200 <= self.status < 300
-
-    def is_json(self) -> bool:
-        """Whether `Content-Type` says JSON (a server that ignored the request to stream)."""
-        kind = self.header("content-type") or ""
-        return kind.strip().lower().startswith("application/json")
-
-    def chunks(self) -> Iterator[bytes]:
-        """The body's chunks as they arrive (`ProviderError` when reading fails)."""
-        while True:
-            chunk = self._body.read()
-            if chunk is None:
-                return
-            if chunk:
-                yield bytes(chunk)
-
-    def read(self) -> bytes:
-        """The whole body."""
-        return b"".join(self.chunks())
-
-    def json(self) -> Any:
-        """The body parsed as JSON (`ProviderError.malformed` when it is not)."""
-        try:
-            return json.loads(self.read())
-        except ValueError as e:
-            raise ProviderError.malformed(e) from None
-
-    def error_for_status(self) -> "Response":
-        """The response itself when its status is 2xx; else raises `ProviderError.upstream`
-        with the status, the provider's message and the `Retry-After` seconds."""
-        if self.is_success():
-            return self
-        try:
-            body = self.read()
-        except ProviderError:
-            # The status says what matters; a body that fails to arrive only costs the message.
-            body = b""
-        raise upstream_error(self.status, body, self.header("retry-after"))
-
-    def sse(self) -> Iterator[Event]:
-        """The body as Server-Sent Events, each yielded once complete."""
-        parser = Parser()
-        for chunk in self.chunks():
-            yield from parser.push(chunk)
-        last = parser.finish()
-        if last is not None:
-            yield last
 
 
 # ---------------------------------------------------------------------------------- the sink

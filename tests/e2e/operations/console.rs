@@ -637,7 +637,8 @@ fn keys_and_routes_show_no_secret() {
     let first = created(&gw.request("POST", &path, Some(&bearer), &[], b"{}"));
     // Keys of one millisecond are listed by prefix: these two are a millisecond apart.
     std::thread::sleep(std::time::Duration::from_millis(5));
-    let scoped = br#"{"routes": ["openai"], "expires": "30d", "limits": {"rpm": 5}}"#;
+    let scoped =
+        br#"{"routes": ["openai"], "tools": ["calc__*"], "expires": "30d", "limits": {"rpm": 5}}"#;
     let second = created(&gw.request("POST", &path, Some(&bearer), &[], scoped));
     let prefix = first["prefix"].as_str().unwrap();
     let revoked = gw.request(
@@ -661,6 +662,8 @@ fn keys_and_routes_show_no_secret() {
     assert_eq!(keys.len(), 2);
     assert_eq!(keys[0]["prefix"], second["prefix"], "newest first");
     assert_eq!(keys[0]["routes"], json!(["openai"]));
+    assert_eq!(keys[0]["tools"], json!(["calc__*"]));
+    assert_eq!(keys[1]["tools"], json!([]));
     assert_eq!(keys[0]["limits"]["rpm"], 5);
     assert!(keys[0]["expiresAt"].is_string() && keys[0]["revokedAt"].is_null());
     assert!(keys[1]["revokedAt"].is_string());
@@ -699,9 +702,10 @@ fn keys_and_routes_show_no_secret() {
 }
 
 /// The whole console in Chromium: `tests/console/console_test.py` signs in (a wrong token
-/// refused), creates a project and a key, sends requests with the OpenAI SDK, finds them in the
-/// invocations and the overview, opens one, sets a budget, revokes the key (the next request is
-/// a 401) and signs out, with no JavaScript error; screenshots in `target/ui-screenshots/`.
+/// refused), creates a project (its tools set and shown) and a key with the form's tools, sends
+/// requests with the OpenAI SDK, finds them in the invocations and the overview, opens one, sets
+/// a budget, revokes the key (the next request is a 401) and signs out, with no JavaScript
+/// error; screenshots in `target/ui-screenshots/`.
 #[test]
 fn the_console_in_a_real_browser() {
     // `cargo xtask test` found no browser and could not install one: said loudly, and a

@@ -1,5 +1,6 @@
 //! The gateway as an operator runs it: the process and its CLI, the config file, the admin API
-//! and console, a project's guards, metrics, traces, and several replicas on one database.
+//! and console, a project's guards and tools, metrics, traces, and several replicas on one
+//! database.
 
 mod admin;
 mod cli;
@@ -7,5 +8,6 @@ mod config;
 mod console;
 mod metrics;
 mod project_guards;
+mod project_tools;
 mod replicas;
 mod tracing;

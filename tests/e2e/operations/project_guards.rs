@@ -63,7 +63,7 @@ fn guards_cli(gw: &Gateway, project_id: &str, args: &[&str]) -> String {
 fn listed(gw: &Gateway, project_id: &str) -> String {
     let table = gw.cli_ok(&["project", "list"]);
     assert!(
-        table.starts_with("ID  NAME  CREATED_AT  LIMITS  GUARDS\n"),
+        table.starts_with("ID  NAME  CREATED_AT  LIMITS  GUARDS  TOOLS\n"),
         "{table}"
     );
     table
@@ -79,14 +79,17 @@ fn the_cli_shows_sets_and_clears_a_projects_guards() {
     let project = gw.project_id.clone();
     let none = format!("guards of project {project}: none");
     assert_eq!(guards_cli(&gw, &project, &[]), none);
-    assert!(listed(&gw, &project).ends_with("  -"), "no guards: `-`");
+    assert!(
+        listed(&gw, &project).ends_with("  -  all"),
+        "no guards: `-` (then the tools, all)"
+    );
 
     // Set, in the order given; shown again the same; listed.
     let set = format!("guards of project {project}: words, pii");
     assert_eq!(guards_cli(&gw, &project, &["--set", "words,pii"]), set);
     assert_eq!(guards_cli(&gw, &project, &[]), set);
     assert!(
-        listed(&gw, &project).ends_with("  words,pii"),
+        listed(&gw, &project).ends_with("  words,pii  all"),
         "{}",
         listed(&gw, &project)
     );
@@ -138,7 +141,7 @@ fn the_cli_shows_sets_and_clears_a_projects_guards() {
     // Cleared.
     assert_eq!(guards_cli(&gw, &project, &["--clear"]), none);
     assert_eq!(guards_cli(&gw, &project, &[]), none);
-    assert!(listed(&gw, &project).ends_with("  -"));
+    assert!(listed(&gw, &project).ends_with("  -  all"));
 }
 
 #[test]

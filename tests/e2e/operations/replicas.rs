@@ -30,6 +30,73 @@ fn echo_gateway(db: &TestDatabase) -> Gateway {
 
 // ------------------------------------------------------------------ keys across replicas
 
+/// An MCP session begun on one replica serves on the other: its id is signed with a key made
+/// from the caller's API key, so any replica checks it without a store. The tool call made
+/// through the second replica is recorded once, in the shared database.
+#[test]
+fn an_mcp_session_begun_on_one_replica_serves_on_the_other() {
+    let Some(db) = TestDatabase::create() else {
+        return;
+    };
+    let replica = || {
+        Gateway::builder()
+            .route(Route::echo("demo"))
+            .tool_server("t", "test-tool", "")
+            .database(&db)
+            .start()
+    };
+    let (a, b) = (replica(), replica());
+    let key = a
+        .cli(&["key", "create", &a.project_id])
+        .checked("key create")
+        .last_line();
+    let initialize = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "replicas", "version": "1"}}});
+    let json = [("Content-Type", "application/json")];
+    let r = a.request(
+        "POST",
+        "/mcp",
+        Some(&key),
+        &json,
+        initialize.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let session = r.header("mcp-session-id").expect("a session id").to_owned();
+    let in_session = |gw: &Gateway, body: serde_json::Value| {
+        let headers = [
+            ("Content-Type", "application/json"),
+            ("Mcp-Session-Id", session.as_str()),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ];
+        gw.request(
+            "POST",
+            "/mcp",
+            Some(&key),
+            &headers,
+            body.to_string().as_bytes(),
+        )
+    };
+    let initialized = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(in_session(&a, initialized).status, 202);
+    let call = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "t__reverse", "arguments": {"text": "replica"}}});
+    let r = in_session(&b, call);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let answer: serde_json::Value = serde_json::from_slice(&r.body).expect("JSON");
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "acilper",
+        "{answer}"
+    );
+    let id = r.header("x-invocation-id").expect("an invocation id");
+    // Written by b, read through a: one database.
+    let record = a.wait_for_record(id, |record| record["status"] == "success");
+    assert_eq!(
+        (record["type"].as_str(), record["route"].as_str()),
+        (Some("tool"), Some("t"))
+    );
+}
+
 #[test]
 fn a_key_created_through_one_replica_is_served_by_both_and_its_revocation_reaches_both_within_1s() {
     let Some(db) = TestDatabase::create() else {

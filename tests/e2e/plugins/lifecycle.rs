@@ -5,22 +5,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use gateway_test_support::{Gateway, Route, built_plugins_dir, text_request};
+use gateway_test_support::{Gateway, Route, text_request};
 use serde_json::Value;
 
 const ADMIN_TOKEN: &str = "admin-secret-for-the-lifecycle-tests-0123456789";
-
-/// Installs a plugin the safe way: a temporary name, then a rename.
-fn install(gw: &Gateway, built: &str, as_name: &str) {
-    let plugins = gw.dir().join("plugins");
-    let temporary = plugins.join(format!(".{as_name}.wasm.partial"));
-    std::fs::copy(
-        built_plugins_dir().join(format!("{built}.wasm")),
-        &temporary,
-    )
-    .expect("copy the plugin");
-    std::fs::rename(&temporary, plugins.join(format!("{as_name}.wasm"))).expect("rename");
-}
 
 /// Asks until `done` holds for the response; the watcher needs a moment.
 fn eventually(gw: &Gateway, route: &str, what: &str, done: impl Fn(u16, &Value) -> bool) -> Value {
@@ -79,7 +67,7 @@ fn a_plugin_dropped_in_serves_without_restart_and_is_replaced_then_removed() {
     assert!(missing.json()["invocationId"].is_string());
 
     // New file: served by the echo plugin under the name the route uses.
-    install(&gw, "echo", "latecomer");
+    gw.install_plugin("echo", "latecomer");
     let body = eventually(&gw, "late", "the new plugin serving", |status, _| {
         status == 200
     });
@@ -90,7 +78,7 @@ fn a_plugin_dropped_in_serves_without_restart_and_is_replaced_then_removed() {
     assert_eq!(row["routes"], serde_json::json!(["late"]));
 
     // Changed file: another plugin's code replaces it.
-    install(&gw, "faulty", "latecomer");
+    gw.install_plugin("faulty", "latecomer");
     eventually(&gw, "late", "the replacement serving", |status, body| {
         status == 200 && body["choices"][0]["text"] == "fine"
     });
@@ -452,7 +440,7 @@ fn reading_watched_files_reloads_nothing_but_editing_them_does() {
         status == 200
     });
     // A plugin replaced: reloaded.
-    install(&gw, "faulty", "echo");
+    gw.install_plugin("faulty", "echo");
     eventually(
         &gw,
         "demo",
@@ -494,7 +482,7 @@ fn a_deleted_and_recreated_plugins_dir_is_watched_again() {
     std::thread::sleep(Duration::from_secs(3));
 
     std::fs::create_dir(&plugins).expect("recreate the plugins directory");
-    install(&gw, "echo", "echo");
+    gw.install_plugin("echo", "echo");
     let body = eventually(&gw, "demo", "the route serving again", |status, _| {
         status == 200
     });
@@ -502,7 +490,7 @@ fn a_deleted_and_recreated_plugins_dir_is_watched_again() {
     assert_eq!(log_count(&gw, missing), 1, "{}", gw.logs());
 
     // The new directory is watched, not just looked at once.
-    install(&gw, "faulty", "echo");
+    gw.install_plugin("faulty", "echo");
     eventually(
         &gw,
         "demo",

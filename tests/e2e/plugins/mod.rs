@@ -1,6 +1,7 @@
 //! Plugins as the host runs them: the sandbox against a hostile plugin, a plugin that fails,
-//! what a plugin keeps between requests, plugins written in Python and JavaScript, and their
-//! lifecycle (hot reload, the compiled-plugin cache, the operator's view).
+//! what a plugin keeps between requests, plugins written in Python and JavaScript, tool plugins
+//! in all three languages, and their lifecycle (hot reload, the compiled-plugin cache, the
+//! operator's view).
 
 mod failures;
 mod js;
@@ -8,3 +9,4 @@ mod lifecycle;
 mod python;
 mod sandbox;
 mod state;
+mod tools;

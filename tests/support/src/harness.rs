@@ -175,8 +175,8 @@ pub struct GatewayBuilder {
     env: Vec<(String, String)>,
     demo_project: bool,
     extra_config: Vec<String>,
-    /// Plugins the config's `[guards.ID]` name, installed beside the routes'.
-    guard_plugins: Vec<String>,
+    /// Plugins the config's `[guards.ID]` and `[mcp_servers.ID]` name, installed beside the routes'.
+    other_plugins: Vec<String>,
     database: Option<SharedDatabase>,
     own_plugin_cache: bool,
 }
@@ -253,7 +253,16 @@ impl GatewayBuilder {
     pub fn guard(mut self, id: &str, plugin: &str, rest: &str) -> Self {
         self.extra_config
             .push(format!("[guards.{id}]\nplugin = {plugin:?}\n{rest}"));
-        self.guard_plugins.push(plugin.to_owned());
+        self.other_plugins.push(plugin.to_owned());
+        self
+    }
+
+    /// An MCP server `[mcp_servers.ID]` that is tool plugin `plugin` (installed with the
+    /// routes' plugins); `rest` is more of its table in TOML (`allowed_hosts = [...]`), or empty.
+    pub fn tool_server(mut self, id: &str, plugin: &str, rest: &str) -> Self {
+        self.extra_config
+            .push(format!("[mcp_servers.{id}]\nplugin = {plugin:?}\n{rest}"));
+        self.other_plugins.push(plugin.to_owned());
         self
     }
 
@@ -384,7 +393,7 @@ impl Gateway {
             .expect("create a temporary directory");
         let plugins = dir.path().join("plugins");
         std::fs::create_dir(&plugins).expect("create the plugins directory");
-        install_plugins(&builder.routes, &builder.guard_plugins, &plugins);
+        install_plugins(&builder.routes, &builder.other_plugins, &plugins);
 
         // An explicit journal directory with PostgreSQL: its default is relative to the working
         // directory, which the CLI commands do not share with `serve`.
@@ -564,6 +573,19 @@ impl Gateway {
 
     pub fn dir(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// Installs the built plugin `built` into the gateway's plugins directory as `as_name`, the
+    /// safe way (a temporary name, then a rename): a hot reload sees it whole.
+    pub fn install_plugin(&self, built: &str, as_name: &str) {
+        let plugins = self.dir().join("plugins");
+        let temporary = plugins.join(format!(".{as_name}.wasm.partial"));
+        std::fs::copy(
+            built_plugins_dir().join(format!("{built}.wasm")),
+            &temporary,
+        )
+        .expect("copy the plugin");
+        std::fs::rename(&temporary, plugins.join(format!("{as_name}.wasm"))).expect("rename");
     }
 
     pub fn config_path(&self) -> &Path {
@@ -1077,11 +1099,11 @@ pub fn shared_plugin_cache() -> &'static Path {
 /// Copies the plugins the routes use into the test's own plugins directory,
 /// so each gateway compiles only what it serves. Copies, not links: a
 /// rebuild of the plugins during a test run must not change a running test.
-fn install_plugins(routes: &[Route], guards: &[String], into: &Path) {
+fn install_plugins(routes: &[Route], others: &[String], into: &Path) {
     let source = built_plugins_dir();
     let mut installed: Vec<&str> = Vec::new();
     let names = (routes.iter().map(|route| route.config.plugin.as_str()))
-        .chain(guards.iter().map(String::as_str));
+        .chain(others.iter().map(String::as_str));
     for name in names {
         if installed.contains(&name) {
             continue;

@@ -29,6 +29,8 @@ pub mod client;
 #[cfg(feature = "server")]
 pub mod harness;
 #[cfg(feature = "server")]
+pub mod mcp;
+#[cfg(feature = "server")]
 pub mod postgres;
 #[cfg(feature = "server")]
 pub mod probe;
@@ -61,8 +63,8 @@ pub use proxy::TcpProxy;
 pub use redis::TestRedis;
 #[cfg(feature = "server")]
 pub use upstream::{
-    AnthropicUpstream, FakeUpstream, GeminiUpstream, OpenAiUpstream, ReceivedRequest, Reply,
-    fake_embedding,
+    AnthropicUpstream, FakeUpstream, GeminiUpstream, OpenAiUpstream, OpenMeteoUpstream,
+    ReceivedRequest, Reply, fake_embedding,
 };
 
 /// One `#[test]` per recorded case: `name => check(args…);` defines test `name` calling

@@ -218,6 +218,7 @@ macro_rules! same_records {
 }
 
 mod guard;
+mod tool;
 mod v0_1;
 mod v0_2;
 
@@ -286,7 +287,8 @@ fn line_of(component: &Component, engine: &Engine) -> Result<(String, Line), Ver
 pub(super) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
     v0_2::add_to_linker(linker)?;
     v0_1::add_to_linker(linker)?;
-    guard::add_to_linker(linker)
+    guard::add_to_linker(linker)?;
+    tool::add_to_linker(linker)
 }
 
 /// Where a component's exports are, found once per load.
@@ -319,6 +321,25 @@ fn export_index(component: &Component, name: &str) -> wasmtime::Result<Component
 enum World {
     Provider { line: Line, exports: ExportIndexes },
     Guard(guard::GuardExports),
+    Tool(tool::ToolExports),
+}
+
+/// The worlds a plugin may serve, as listings name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorldKind {
+    Provider,
+    Guard,
+    Tool,
+}
+
+impl WorldKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            WorldKind::Provider => "provider",
+            WorldKind::Guard => "guard",
+            WorldKind::Tool => "tool",
+        }
+    }
 }
 
 /// A plugin linked to the host's imports, its world (and a provider's line)
@@ -343,6 +364,14 @@ impl Linked {
             }
             guard::check(&pre)?;
             World::Guard(guard::GuardExports::find(component)?)
+        } else if tool::is_tool(component) {
+            if line != Line::V0_2 {
+                return Err(wasmtime::format_err!(
+                    "a tool plugin is built on gateway:provider 0.2"
+                ));
+            }
+            tool::check(&pre)?;
+            World::Tool(tool::ToolExports::find(component)?)
         } else {
             // Checks that every export of the line's world is there with its type.
             match line {
@@ -361,9 +390,13 @@ impl Linked {
         &self.pre
     }
 
-    /// Whether the plugin is a guard (else a provider).
-    pub(super) fn is_guard(&self) -> bool {
-        matches!(self.world, World::Guard(_))
+    /// The world the plugin serves.
+    pub(super) fn world(&self) -> WorldKind {
+        match self.world {
+            World::Provider { .. } => WorldKind::Provider,
+            World::Guard(_) => WorldKind::Guard,
+            World::Tool(_) => WorldKind::Tool,
+        }
     }
 
     /// An instance (the outer error) and its `info` (the inner one), through
@@ -380,6 +413,7 @@ impl Linked {
                 line: Line::V0_2, ..
             } => v0_2::info(&self.pre, store).await,
             World::Guard(_) => guard::info(&self.pre, store).await,
+            World::Tool(_) => tool::info(&self.pre, store).await,
         }
     }
 
@@ -416,13 +450,13 @@ impl Exports {
             .ok_or_else(|| wasmtime::format_err!("the plugin's export is not a function"))
     }
 
-    /// A provider's line and exports; a guard is refused (the registry hands
-    /// routes providers only: this is the last line of that defence).
+    /// A provider's line and exports; a guard or a tool is refused (the registry
+    /// hands routes providers only: this is the last line of that defence).
     fn provider(&self) -> wasmtime::Result<(Line, &ExportIndexes)> {
         match &self.world {
             World::Provider { line, exports } => Ok((*line, exports)),
-            World::Guard(_) => Err(wasmtime::format_err!(
-                "a guard plugin serves no model calls"
+            World::Guard(_) | World::Tool(_) => Err(wasmtime::format_err!(
+                "only a provider plugin serves model calls"
             )),
         }
     }
@@ -430,10 +464,41 @@ impl Exports {
     fn guard(&self) -> wasmtime::Result<&guard::GuardExports> {
         match &self.world {
             World::Guard(exports) => Ok(exports),
-            World::Provider { .. } => {
-                Err(wasmtime::format_err!("a provider plugin is not a guard"))
+            World::Provider { .. } | World::Tool(_) => {
+                Err(wasmtime::format_err!("the plugin is not a guard"))
             }
         }
+    }
+
+    fn tool(&self) -> wasmtime::Result<&tool::ToolExports> {
+        match &self.world {
+            World::Tool(exports) => Ok(exports),
+            World::Provider { .. } | World::Guard(_) => {
+                Err(wasmtime::format_err!("the plugin is not a tool plugin"))
+            }
+        }
+    }
+
+    /// A tool plugin's `list-tools`.
+    pub(super) async fn list_tools(
+        &self,
+        mut store: StoreContextMut<'_, PluginState>,
+        context: host::ToolContext,
+    ) -> tool::ToolCallResult<Vec<host::ToolDef>> {
+        let func = self.func(&mut store, self.tool()?.list_tools())?;
+        tool::list_tools(func, store, context).await
+    }
+
+    /// A tool plugin's `call-tool`.
+    pub(super) async fn call_tool(
+        &self,
+        mut store: StoreContextMut<'_, PluginState>,
+        name: &str,
+        arguments: &str,
+        context: host::ToolContext,
+    ) -> tool::ToolCallResult<host::ToolResult> {
+        let func = self.func(&mut store, self.tool()?.call_tool())?;
+        tool::call_tool(func, store, name, arguments, context).await
     }
 
     /// `complete`, or `complete-stream` when `stream`. `plugin` names the

@@ -1,7 +1,7 @@
 //! Operator endpoints under `/admin`, behind the config's `admin_token` (or the admin
 //! console's session, `super::session`): plugins, routes and config; projects, keys, their
-//! limits, guards and usage (what the CLI does, for operators without a shell on a replica);
-//! the invocation records, their usage over time and their export (`records`).
+//! limits, guards, `/mcp` tools and usage (what the CLI does, for operators without a shell on
+//! a replica); the invocation records, their usage over time and their export (`records`).
 
 mod records;
 
@@ -219,6 +219,13 @@ struct GuardsBody {
     guards: Vec<String>,
 }
 
+/// A `PUT` body of a project's `/mcp` tools: the whole list of globs (`[]`: every tool).
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolsBody {
+    tools: Vec<String>,
+}
+
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 struct NewKey {
@@ -246,6 +253,7 @@ fn project_json(project: &Project) -> serde_json::Value {
         "createdAt": format_time_ms(project.created_at_ms),
         "limits": limits_json(&project.limits),
         "guards": project.guards,
+        "tools": project.tools,
     })
 }
 
@@ -256,6 +264,7 @@ enum Endpoint<'a> {
     ProjectKeys(&'a str),
     ProjectLimits(&'a str),
     ProjectGuards(&'a str),
+    ProjectTools(&'a str),
     ProjectUsage(&'a str),
     Key(&'a str),
     KeyLimits(&'a str),
@@ -277,6 +286,7 @@ impl<'a> Endpoint<'a> {
             ["projects", id, "keys"] if !id.is_empty() => Endpoint::ProjectKeys(id),
             ["projects", id, "limits"] if !id.is_empty() => Endpoint::ProjectLimits(id),
             ["projects", id, "guards"] if !id.is_empty() => Endpoint::ProjectGuards(id),
+            ["projects", id, "tools"] if !id.is_empty() => Endpoint::ProjectTools(id),
             ["projects", id, "usage"] if !id.is_empty() => Endpoint::ProjectUsage(id),
             ["keys", prefix] if !prefix.is_empty() => Endpoint::Key(prefix),
             ["keys", prefix, "limits"] if !prefix.is_empty() => Endpoint::KeyLimits(prefix),
@@ -295,7 +305,7 @@ impl<'a> Endpoint<'a> {
             Endpoint::Projects => "GET, POST",
             Endpoint::Project(_) => "GET",
             Endpoint::ProjectKeys(_) => "GET, POST",
-            Endpoint::ProjectGuards(_) => "GET, PUT",
+            Endpoint::ProjectGuards(_) | Endpoint::ProjectTools(_) => "GET, PUT",
             Endpoint::ProjectLimits(_) | Endpoint::KeyLimits(_) => "PUT",
             Endpoint::ProjectUsage(_)
             | Endpoint::Invocations
@@ -358,6 +368,10 @@ pub(super) async fn manage(
         Endpoint::ProjectGuards(project_id) => {
             set_project_guards(&state, request, project_id).await
         }
+        Endpoint::ProjectTools(project_id) if method == Method::GET => {
+            project_tools(&state, project_id).await
+        }
+        Endpoint::ProjectTools(project_id) => set_project_tools(&state, request, project_id).await,
         Endpoint::ProjectUsage(project_id) => usage(&state, &request, project_id).await,
         Endpoint::Key(prefix) => revoke_keys(&state, prefix).await,
         Endpoint::KeyLimits(prefix) => set_key_limits(&state, request, prefix).await,
@@ -456,6 +470,46 @@ async fn set_project_guards(
         .await?;
     tracing::info!(project = %project_id, guards = ?body.guards, "admin API: set the project's guards");
     Ok((StatusCode::OK, guards_json(project_id, &body.guards)))
+}
+
+fn tools_json(project_id: &str, tools: &[String]) -> serde_json::Value {
+    json!({ "projectId": project_id, "tools": tools })
+}
+
+async fn project_tools(state: &AppState, project_id: &str) -> Answer {
+    let project = project(state, project_id).await?;
+    Ok((StatusCode::OK, tools_json(project_id, &project.tools)))
+}
+
+/// `PUT /admin/projects/{id}/tools`: replaces the project's `/mcp` tools with the body's globs
+/// (`SERVER__TOOL`, `*` any run of characters; `[]`: every tool), which its keys are held to
+/// besides their own.
+async fn set_project_tools(
+    state: &AppState,
+    request: Request<Incoming>,
+    project_id: &str,
+) -> Answer {
+    let bytes = read_json_body(state, request).await?;
+    if is_blank(&bytes) {
+        return Err(ApiError::BadRequest(
+            "send the tools as a JSON object: {\"tools\": [\"SERVER__TOOL or glob\", ...]} \
+             ([] allows every tool)"
+                .into(),
+        ));
+    }
+    let body: ToolsBody = parse_json(&bytes)?;
+    if let Some(tool) = body.tools.iter().find(|t| t.trim().is_empty()) {
+        return Err(ApiError::InvalidParam {
+            param: "tools".into(),
+            message: format!("tools: {tool:?} is not a tool glob"),
+        });
+    }
+    state
+        .store
+        .set_project_tools(project_id, &body.tools)
+        .await?;
+    tracing::info!(project = %project_id, tools = ?body.tools, "admin API: set the project's tools");
+    Ok((StatusCode::OK, tools_json(project_id, &body.tools)))
 }
 
 async fn create_project(state: &AppState, request: Request<Incoming>) -> Answer {

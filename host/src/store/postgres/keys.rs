@@ -35,6 +35,7 @@ impl Postgres {
             created_at_ms: now_ms(),
             limits: LimitSet::default(),
             guards: Vec::new(),
+            tools: Vec::new(),
         };
         let (id, name, created_at) = (
             project.id.clone(),
@@ -133,27 +134,27 @@ impl Postgres {
         Ok(limits)
     }
 
-    pub(in crate::store) async fn set_project_guards(
+    /// Replaces one of a project's lists: `statement` is [`sql::UPDATE_PROJECT_GUARDS`] or
+    /// [`sql::UPDATE_PROJECT_TOOLS`].
+    pub(in crate::store) async fn set_project_list(
         &self,
+        statement: &'static Sql,
         project_id: &str,
-        guards: &[String],
+        list: &[String],
     ) -> Result<(), StoreError> {
         let project_id = project_id.to_owned();
         // TEXT[], NULL when empty.
-        let guards = (!guards.is_empty()).then(|| guards.to_vec());
+        let list = (!list.is_empty()).then(|| list.to_vec());
         self.run(move |pool| async move {
             let mut client = connection(&pool).await?;
             let tx = client.transaction().await?;
             let updated = tx
-                .execute(
-                    sql::UPDATE_PROJECT_GUARDS.text(POSTGRES),
-                    &[&project_id, &guards],
-                )
+                .execute(statement.text(POSTGRES), &[&project_id, &list])
                 .await?;
             if updated == 0 {
                 return Err(StoreError::UnknownProject(project_id));
             }
-            // A project's guards travel inside every cached key of the project.
+            // A project's guards and tools travel inside every cached key of the project.
             notify(&tx, KEYS_CHANGED).await?;
             tx.commit().await?;
             Ok(())

@@ -155,6 +155,12 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE api_keys ADD COLUMN tools TEXT[];
 "#,
+    // A project's `/mcp` tools (globs of SERVER__TOOL), NULL when its keys may use them all
+    // (each key's own tools still apply). Nullable without a default: added without rewriting
+    // the table.
+    r#"
+    ALTER TABLE projects ADD COLUMN tools TEXT[];
+"#,
 ];
 
 pub(super) const BACKEND: &str = "PostgreSQL";

@@ -21,6 +21,7 @@ impl Sqlite {
             created_at_ms: now_ms(),
             limits: LimitSet::default(),
             guards: Vec::new(),
+            tools: Vec::new(),
         };
         lock(&self.reader).execute(
             sql::INSERT_PROJECT.text(SQLITE),
@@ -80,19 +81,20 @@ impl Sqlite {
         Ok(limits)
     }
 
-    pub(in crate::store) fn set_project_guards(
+    /// Replaces one of a project's lists: `statement` is [`sql::UPDATE_PROJECT_GUARDS`] or
+    /// [`sql::UPDATE_PROJECT_TOOLS`].
+    pub(in crate::store) fn set_project_list(
         &self,
+        statement: &'static Sql,
         project_id: &str,
-        guards: &[String],
+        list: &[String],
     ) -> Result<(), StoreError> {
-        let updated = lock(&self.reader).execute(
-            sql::UPDATE_PROJECT_GUARDS.text(SQLITE),
-            params![project_id, json_list(guards)],
-        )?;
+        let updated = lock(&self.reader)
+            .execute(statement.text(SQLITE), params![project_id, json_list(list)])?;
         if updated == 0 {
             return Err(StoreError::UnknownProject(project_id.to_owned()));
         }
-        // A project's guards travel inside every cached key of the project.
+        // A project's guards and tools travel inside every cached key of the project.
         self.keys_changed();
         Ok(())
     }

@@ -142,6 +142,11 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE api_keys ADD COLUMN tools TEXT;
 "#,
+    // A project's `/mcp` tools (globs of SERVER__TOOL, a JSON list), NULL when its keys may
+    // use them all (each key's own tools still apply).
+    r#"
+    ALTER TABLE projects ADD COLUMN tools TEXT;
+"#,
 ];
 
 /// Applies the migrations the database lacks, each in its own transaction

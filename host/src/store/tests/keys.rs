@@ -36,6 +36,7 @@ pub(super) async fn keys_are_found_until_revoked_and_prefixes_are_literal(h: &Ha
             project_limits: LimitSet::default(),
             scope: KeyScope::default(),
             project_guards: Arc::from([]),
+            project_tools: Arc::from([]),
         })
     );
     assert_eq!(store.revoke(&KeyMatch::of("gw_abcdef")).await.unwrap(), 1);
@@ -551,6 +552,195 @@ pub(super) async fn a_guards_change_through_another_handle_is_seen_by_every_hand
         project_guards(&first).await.is_empty()
     })
     .await;
+}
+
+pub(super) async fn project_tools_round_trip_and_travel_with_the_keys(h: &Harness) {
+    let store = h.open().await;
+    let first = store.create_project("first").await.unwrap();
+    let second = store.create_project("second").await.unwrap();
+    assert!(first.tools.is_empty());
+    let scoped = KeySpec {
+        scope: KeyScope {
+            tools: ids(&["github__*", "fs__read"]),
+            ..KeyScope::default()
+        },
+        ..KeySpec::default()
+    };
+    store
+        .insert_key(&first.id, "gw_tooled0000001", &[6; 32], &scoped)
+        .await
+        .unwrap();
+    let record = store.find_key(&[6; 32]).await.unwrap().unwrap();
+    assert!(record.project_tools.is_empty());
+    // No project tools: the key's own decide.
+    assert!(record.allows_tool("github__search"));
+    assert!(record.allows_tool("fs__read"));
+    assert!(!record.allows_tool("calc__add"));
+
+    // Stored in the order given, replacing what was there; the key's cached record is the
+    // project's new one at once, and the key is held to both.
+    let set = ids(&["github__*", "calc__add"]);
+    store.set_project_tools(&first.id, &set).await.unwrap();
+    let read = store.project(&first.id).await.unwrap().unwrap();
+    assert_eq!((read.tools, read.name), (set.clone(), "first".to_owned()));
+    assert_eq!(store.projects().await.unwrap()[0].tools, set);
+    let record = store.find_key(&[6; 32]).await.unwrap().unwrap();
+    assert_eq!(&record.project_tools[..], &set[..]);
+    assert_eq!(record.scope.tools, ids(&["github__*", "fs__read"]));
+    assert!(record.allows_tool("github__search"));
+    assert!(
+        !record.allows_tool("fs__read"),
+        "the project's tools leave it out"
+    );
+    assert!(
+        !record.allows_tool("calc__add"),
+        "the key's own leave it out"
+    );
+    // The other project is untouched.
+    assert!(
+        store
+            .project(&second.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .tools
+            .is_empty()
+    );
+
+    // Limits, guards and tools are changed apart: none undoes another.
+    store
+        .set_project_guards(&first.id, &ids(&["pii"]))
+        .await
+        .unwrap();
+    store
+        .update_project_limits(&first.id, &LimitUpdate::replace(limits(60, 1000, 1.0, 2.0)))
+        .await
+        .unwrap();
+    let read = store.project(&first.id).await.unwrap().unwrap();
+    assert_eq!(
+        (read.tools, read.guards, read.limits),
+        (set.clone(), ids(&["pii"]), limits(60, 1000, 1.0, 2.0))
+    );
+    let record = store.find_key(&[6; 32]).await.unwrap().unwrap();
+    assert_eq!(
+        (&record.project_tools[..], &record.project_guards[..]),
+        (&set[..], &ids(&["pii"])[..])
+    );
+
+    // Refused: an unknown project, globs the store would not keep, an empty one, one twice;
+    // nothing changes.
+    assert!(matches!(
+        store.set_project_tools("nope", &ids(&["calc__*"])).await,
+        Err(StoreError::UnknownProject(id)) if id == "nope"
+    ));
+    for refused in [
+        ids(&["calc__*", "calc__*"]),
+        ids(&["calc\n__*"]),
+        ids(&[""]),
+        vec![format!("calc__{}", "x".repeat(300))],
+    ] {
+        assert!(
+            matches!(
+                store.set_project_tools(&first.id, &refused).await,
+                Err(StoreError::Invalid { field: "tools", .. })
+            ),
+            "{refused:?}"
+        );
+    }
+    assert_eq!(store.project(&first.id).await.unwrap().unwrap().tools, set);
+
+    // Cleared: all of them again, stored as NULL (not an empty list); the guards stay.
+    store.set_project_tools(&first.id, &[]).await.unwrap();
+    let read = store.project(&first.id).await.unwrap().unwrap();
+    assert!(read.tools.is_empty());
+    assert_eq!(read.guards, ids(&["pii"]));
+    let record = store.find_key(&[6; 32]).await.unwrap().unwrap();
+    assert!(record.project_tools.is_empty());
+    assert!(record.allows_tool("fs__read"));
+    assert_eq!(
+        h.count("SELECT count(*) FROM projects WHERE tools IS NULL")
+            .await,
+        2
+    );
+}
+
+/// The tools of key `[9; 32]`'s project, as `store` serves them.
+async fn project_tools(store: &Store) -> Vec<String> {
+    let record = store.find_key(&[9; 32]).await.unwrap().unwrap();
+    record.project_tools.to_vec()
+}
+
+pub(super) async fn a_tools_change_through_another_handle_is_seen_by_every_handle(h: &Harness) {
+    let (first, second) = (h.open().await, h.open().await);
+    first.wait_until_listening().await;
+    second.wait_until_listening().await;
+    let project = first.create_project("p").await.unwrap();
+    insert_key_behind_the_back(h, &project.id).await;
+    assert!(project_tools(&first).await.is_empty());
+    assert!(project_tools(&second).await.is_empty());
+    // Cached: a change behind the store's back goes unseen (so what follows is seen through
+    // invalidation, not a fresh read).
+    h.execute(&format!(
+        "UPDATE projects SET tools = {}",
+        h.list(&["x__*"])
+    ))
+    .await;
+    assert!(project_tools(&first).await.is_empty());
+
+    let set = ids(&["calc__*", "github__search"]);
+    second.set_project_tools(&project.id, &set).await.unwrap();
+    // At once on the handle that made it.
+    assert_eq!(project_tools(&second).await, set);
+    let took = seen_within(h.propagation(), "the project's new tools", || async {
+        project_tools(&first).await == set
+    })
+    .await;
+    eprintln!("the other handle saw the tools after {took:?}");
+    let record = first.find_key(&[9; 32]).await.unwrap().unwrap();
+    assert!(record.allows_tool("calc__add") && !record.allows_tool("fs__read"));
+
+    second.set_project_tools(&project.id, &[]).await.unwrap();
+    seen_within(h.propagation(), "the project's cleared tools", || async {
+        project_tools(&first).await.is_empty()
+    })
+    .await;
+}
+
+/// A key's record with `project` as its project's tools and `key` as its own.
+fn tooled(project: &[&str], key: &[&str]) -> KeyRecord {
+    KeyRecord {
+        project_id: "p".into(),
+        prefix: "gw_0123456789ab".into(),
+        limits: LimitSet::default(),
+        project_limits: LimitSet::default(),
+        scope: KeyScope {
+            tools: ids(key),
+            ..KeyScope::default()
+        },
+        project_guards: Arc::from([]),
+        project_tools: Arc::from(ids(project)),
+    }
+}
+
+#[test]
+fn a_tool_is_allowed_when_the_project_and_the_key_both_allow_it() {
+    // Neither names tools: every tool.
+    assert!(tooled(&[], &[]).allows_tool("any__thing"));
+    // Either alone decides.
+    let project_only = tooled(&["github__*"], &[]);
+    assert!(project_only.allows_tool("github__search"));
+    assert!(!project_only.allows_tool("calc__add"));
+    let key_only = tooled(&[], &["calc__add"]);
+    assert!(key_only.allows_tool("calc__add"));
+    assert!(!key_only.allows_tool("calc__sub"));
+    // Both: what both allow, not what either does.
+    let both = tooled(&["github__*", "calc__*"], &["calc__add", "fs__*"]);
+    assert!(both.allows_tool("calc__add"));
+    assert!(!both.allows_tool("calc__sub"), "the key leaves it out");
+    assert!(!both.allows_tool("fs__read"), "the project leaves it out");
+    assert!(!both.allows_tool("github__search"), "the key leaves it out");
+    // The key's scope alone still says what the key's own globs allow.
+    assert!(both.scope.allows_tool("fs__read"));
 }
 
 pub(super) async fn a_projects_keys_are_listed_newest_first_revoked_ones_too(h: &Harness) {

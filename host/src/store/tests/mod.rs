@@ -55,6 +55,8 @@ on_both_backends! {
     keys::a_revoke_through_another_handle_is_seen,
     keys::project_guards_round_trip_in_order_and_travel_with_the_keys,
     keys::a_guards_change_through_another_handle_is_seen_by_every_handle,
+    keys::project_tools_round_trip_and_travel_with_the_keys,
+    keys::a_tools_change_through_another_handle_is_seen_by_every_handle,
     keys::a_projects_keys_are_listed_newest_first_revoked_ones_too,
     invocations::invocations_round_trip_every_field,
     invocations::attempts_that_do_not_read_as_attempts_read_as_none,
@@ -86,6 +88,7 @@ on_both_backends! {
     schema::a_v7_database_migrates_to_v8_and_gains_console_sign_outs,
     schema::a_v8_database_migrates_to_v9_and_kept_responses_gain_their_route_and_model,
     schema::a_v9_database_migrates_to_v10_and_its_kept_conversations_continue_whole,
+    schema::a_v11_database_migrates_to_v12_and_projects_gain_tools,
 }
 
 /// Where a case's database is, and what differs between the backends' databases.
@@ -122,6 +125,8 @@ pub(super) enum Before {
     ResponseOrigin,
     /// Before kept responses kept their own turn only, with their parent.
     ResponseTurns,
+    /// Before projects' `/mcp` tools (keys had theirs).
+    ProjectTools,
 }
 
 impl Harness {
@@ -222,6 +227,7 @@ impl Harness {
             (Place::Sqlite { .. }, Before::SignOuts) => 8,
             (Place::Sqlite { .. }, Before::ResponseOrigin) => 9,
             (Place::Sqlite { .. }, Before::ResponseTurns) => 10,
+            (Place::Sqlite { .. }, Before::ProjectTools) => 12,
             (Place::Postgres(_), Before::Limits) => 1,
             (Place::Postgres(_), Before::Attempts) => 2,
             (Place::Postgres(_), Before::Responses) => 3,
@@ -231,6 +237,7 @@ impl Harness {
             (Place::Postgres(_), Before::SignOuts) => 7,
             (Place::Postgres(_), Before::ResponseOrigin) => 8,
             (Place::Postgres(_), Before::ResponseTurns) => 9,
+            (Place::Postgres(_), Before::ProjectTools) => 11,
         }
     }
 

@@ -62,6 +62,7 @@ pub(super) async fn a_v1_database_migrates_to_v2_and_keeps_its_keys_and_records(
             project_limits: LimitSet::default(),
             scope: KeyScope::default(),
             project_guards: Arc::from([]),
+            project_tools: Arc::from([]),
         })
     );
     assert_eq!(
@@ -72,6 +73,7 @@ pub(super) async fn a_v1_database_migrates_to_v2_and_keeps_its_keys_and_records(
             created_at_ms: 5,
             limits: LimitSet::default(),
             guards: Vec::new(),
+            tools: Vec::new(),
         }]
     );
     let id = Uuid::parse_str(OLD_ID).unwrap();
@@ -444,16 +446,17 @@ pub(super) async fn a_v9_database_migrates_to_v10_and_its_kept_conversations_con
     .await;
     let store = h.open().await;
     let before = h.version_of(Before::ResponseTurns);
-    // Kept responses' turns apart, then a key's tools, were the last migrations of both.
+    // Kept responses' turns apart, a key's tools, then a project's, were the last migrations
+    // of both.
     assert_eq!(
         store.migrated(),
         Migrated {
             from: before,
-            to: before + 2
+            to: before + 3
         }
     );
-    assert_eq!(h.known_version(), before + 2);
-    assert_eq!(h.schema_version().await, before + 2);
+    assert_eq!(h.known_version(), before + 3);
+    assert_eq!(h.schema_version().await, before + 3);
     // It is its conversation's only turn, its size in bytes (not characters) told.
     let kept = store.response("p1", old).await.unwrap().unwrap();
     assert_eq!(
@@ -474,4 +477,43 @@ pub(super) async fn a_v9_database_migrates_to_v10_and_its_kept_conversations_con
         store.conversation("p1", old).await.unwrap(),
         Some(crate::store::Conversation::Whole(vec![context.to_owned()]))
     );
+}
+
+pub(super) async fn a_v11_database_migrates_to_v12_and_projects_gain_tools(h: &Harness) {
+    h.create_old_schema(Before::ProjectTools).await;
+    h.execute(&format!(
+        "INSERT INTO projects (id, name, created_at, guards) VALUES ('p1', 'old', 5, {});
+         INSERT INTO api_keys (key_hash, prefix, project_id, created_at, tools)
+            VALUES ({}, 'gw_0123456789ab', 'p1', 6, {});",
+        h.list(&["pii"]),
+        h.blob(&[7; 32]),
+        h.list(&["calc__*"]),
+    ))
+    .await;
+    let store = h.open().await;
+    let before = h.version_of(Before::ProjectTools);
+    // A project's tools were the last migration of both.
+    assert_eq!(
+        store.migrated(),
+        Migrated {
+            from: before,
+            to: before + 1
+        }
+    );
+    assert_eq!(h.known_version(), before + 1);
+    assert_eq!(h.schema_version().await, h.known_version());
+    // The old project may use every tool; its guards, and its key's own tools, are kept.
+    let project = store.project("p1").await.unwrap().unwrap();
+    assert!(project.tools.is_empty());
+    assert_eq!(project.guards, ["pii"]);
+    let key = store.find_key(&[7; 32]).await.unwrap().unwrap();
+    assert!(key.project_tools.is_empty());
+    assert_eq!(key.scope.tools, ["calc__*"]);
+    assert!(key.allows_tool("calc__add") && !key.allows_tool("github__search"));
+    // And the project takes tools, which its key is then held to as well.
+    let tools = vec!["github__*".to_owned(), "calc__add".to_owned()];
+    store.set_project_tools("p1", &tools).await.unwrap();
+    assert_eq!(store.project("p1").await.unwrap().unwrap().tools, tools);
+    let key = store.find_key(&[7; 32]).await.unwrap().unwrap();
+    assert!(key.allows_tool("calc__add") && !key.allows_tool("calc__sub"));
 }

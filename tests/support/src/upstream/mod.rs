@@ -21,6 +21,7 @@ pub mod anthropic;
 pub mod bedrock;
 pub mod gemini;
 pub mod hostile;
+pub mod open_meteo;
 pub mod openai;
 mod server;
 pub mod vertex;
@@ -52,6 +53,8 @@ pub type AnthropicUpstream = FakeUpstream<Anthropic>;
 pub type GeminiUpstream = FakeUpstream<Gemini>;
 /// A fake Vertex AI with Google's token endpoint.
 pub type VertexUpstream = FakeUpstream<vertex::Vertex>;
+/// The weather API the example tool plugin calls.
+pub type OpenMeteoUpstream = FakeUpstream<open_meteo::OpenMeteo>;
 
 /// Pause between the pieces of a streamed reply, so each travels in its own write and the
 /// plugin sees the stream arrive piece by piece.

@@ -1,9 +1,9 @@
-//! The secrets a route's plugin settings name: `NAME_env = "VAR"` passes the plugin VAR's
-//! value as the secret `NAME`, `NAME_file_env = "VAR"` the content of the file whose path VAR
-//! holds as `NAME_file` (a cloud service account's JSON key). Read when the routes are built
-//! (at start and on a config reload), like a route's `api_key_env`; only what the settings
-//! name is read, and the values join the route's keys that are redacted from what the gateway
-//! answers, records and logs.
+//! The secrets a plugin's settings name (a route's, or a tool plugin server's):
+//! `NAME_env = "VAR"` passes the plugin VAR's value as the secret `NAME`,
+//! `NAME_file_env = "VAR"` the content of the file whose path VAR holds as `NAME_file` (a cloud
+//! service account's JSON key). Read when the routes and servers are built (at start and on a
+//! config reload), like a route's `api_key_env`; only what the settings name is read, and the
+//! values join the keys that are redacted from what the gateway answers, records and logs.
 
 use std::io::Read;
 
@@ -13,19 +13,19 @@ const MAX_SECRET_FILE_BYTES: u64 = 1024 * 1024;
 
 /// The secrets `settings` name, in the settings' order. What cannot be read is left out
 /// with a warning naming the setting and the variable (the plugin then says what it lacks).
-pub(super) fn read(route: &str, settings: &toml::Table) -> Vec<(String, String)> {
+pub fn read(owner: &str, settings: &toml::Table) -> Vec<(String, String)> {
     let mut secrets = Vec::new();
     for (setting, value) in settings {
         let Some(name) = setting.strip_suffix("_env") else {
             continue;
         };
         let Some(var) = value.as_str() else {
-            tracing::warn!(route, setting = %setting,
+            tracing::warn!(owner, setting = %setting,
                 "plugin setting ending in _env does not name an environment variable (a string)");
             continue;
         };
         let Some(value) = std::env::var(var).ok().filter(|v| !v.trim().is_empty()) else {
-            tracing::warn!(route, setting = %setting, env = %var,
+            tracing::warn!(owner, setting = %setting, env = %var,
                 "environment variable a plugin setting names is not set");
             continue;
         };
@@ -33,7 +33,7 @@ pub(super) fn read(route: &str, settings: &toml::Table) -> Vec<(String, String)>
             match read_file(&value) {
                 Ok(content) => secrets.push((name.to_owned(), content)),
                 // The path is not secret; its content is.
-                Err(error) => tracing::warn!(route, setting = %setting, env = %var,
+                Err(error) => tracing::warn!(owner, setting = %setting, env = %var,
                     path = %value, %error, "the file a plugin setting names cannot be read"),
             }
         } else {
