@@ -199,10 +199,11 @@ impl PluginServer {
             },
             ToolError::InvalidArguments(message) => ServerError::Rpc {
                 code: super::wire::INVALID_PARAMS,
-                message,
+                message: self.secrets.redact_owned(message),
                 data: None,
             },
-            ToolError::Failed(message) => ServerError::Plugin(message),
+            // The plugin's own words reach the caller and the record: never its secrets.
+            ToolError::Failed(message) => ServerError::Plugin(self.secrets.redact_owned(message)),
         }
     }
 

@@ -276,7 +276,7 @@ fn a_tool_plugin_runs_in_its_sandbox_and_its_secrets_stay_out() {
         answer["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("MCP server t: the test tool fails on purpose"),
+            .contains("MCP server t: the test tool fails on purpose (token [redacted])"),
         "{answer}"
     );
     let (_, answer) = tool(&gw, "t__nope", json!({}));

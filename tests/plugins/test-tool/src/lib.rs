@@ -75,7 +75,11 @@ impl Tools for TestTool {
                 "the token is {}",
                 context.secret("token").unwrap_or("missing")
             ))),
-            "fail" => Err(ToolError::Failed("the test tool fails on purpose".into())),
+            // Its message quotes the secret: the gateway must redact it there too.
+            "fail" => Err(ToolError::Failed(format!(
+                "the test tool fails on purpose (token {})",
+                context.secret("token").unwrap_or("missing")
+            ))),
             "picture" => Ok(ToolResult::text("a picture")
                 .with(Content::image(vec![137, 80, 78, 71], "image/png"))
                 .with(Content::audio(vec![82, 73, 70, 70], "audio/wav"))
