@@ -170,9 +170,7 @@ async fn run<'l>(
         .map_err(|reason| server_failure(server_id, &ServerError::Config(reason.clone())))?;
     let span = trace.execute_tool(server_id, tool);
     let extra = Extra {
-        traceparent: span
-            .headers()
-            .and_then(|h| h.traceparent.to_str().ok().map(str::to_owned)),
+        traceparent: span.headers().map(|h| h.traceparent),
         headers: Vec::new(),
     };
     let outcome = call_server(server, exchange, draft.id(), tool, arguments, extra, labels).await;

@@ -128,11 +128,10 @@ impl McpServer {
     }
 }
 
-/// The caller's trace as a plugin's upstream requests carry it.
+/// The call's trace as a plugin's upstream requests carry it.
 fn trace_headers(extra: &Extra) -> Option<TraceHeaders> {
-    let traceparent = extra.traceparent.as_deref()?;
     Some(TraceHeaders {
-        traceparent: hyper::header::HeaderValue::from_str(traceparent).ok()?,
+        traceparent: extra.traceparent.clone()?,
         tracestate: None,
     })
 }

@@ -124,9 +124,9 @@ impl PluginServer {
             .map_err(|e| self.refusal(e))?;
         let result = result_json(result).map_err(ServerError::Garbage)?;
         // Measured as the caller will get it; the plugin's memory limit bounds it already,
-        // this bounds what one call may add to an answer and a record.
-        let size = result.to_string().len();
-        if size > self.max_answer_bytes {
+        // this bounds what one call may add to an answer and a record. Counted, not written:
+        // the caller's flow writes the text once, for the answer and the record.
+        if json_len(&result) > self.max_answer_bytes {
             return Err(ServerError::TooLarge(self.max_answer_bytes));
         }
         Ok(result)
@@ -230,6 +230,24 @@ impl PluginServer {
         }
         tools
     }
+}
+
+/// The length of `value` as compact JSON text, without making the text.
+fn json_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail, nor can serializing a `Value`.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 fn valid_name(name: &str) -> bool {
@@ -370,6 +388,12 @@ mod tests {
         assert!(definition(def("a b", "{}")).is_err());
         assert!(definition(def("", "{}")).is_err());
         assert!(definition(def(&"x".repeat(129), "{}")).is_err());
+    }
+
+    #[test]
+    fn a_result_is_measured_as_its_text() {
+        let value = json!({"content": [{"type": "text", "text": "héllo \"q\""}], "n": [1, 2.5]});
+        assert_eq!(json_len(&value), value.to_string().len());
     }
 
     #[test]

@@ -44,8 +44,9 @@ struct Listed {
 /// What a request of the gateway adds to its upstream request.
 #[derive(Default, Clone)]
 pub struct Extra {
-    /// The caller's trace, as a `traceparent` header.
-    pub traceparent: Option<String>,
+    /// The call's `traceparent` (its `execute_tool` span's, or the caller's), as the
+    /// upstream request carries it.
+    pub traceparent: Option<hyper::header::HeaderValue>,
     /// The `Mcp-Param-*` headers of a tool call to a server of the stateless era (its tool's
     /// `x-mcp-header` arguments).
     pub headers: Vec<(String, String)>,
@@ -410,7 +411,7 @@ impl RemoteServer {
             request = request.header(wire::SESSION_HEADER, session);
         }
         if let Some(traceparent) = &extra.traceparent {
-            request = request.header("traceparent", traceparent.as_str());
+            request = request.header("traceparent", traceparent.clone());
         }
         request
     }
