@@ -107,7 +107,11 @@ pub fn channel_response(
 
 /// One SSE frame: `data: <json>` and a blank line.
 pub fn sse_frame(value: &serde_json::Value) -> Bytes {
-    let json = value.to_string();
+    sse_text_frame(&value.to_string())
+}
+
+/// One SSE frame of `json`, a JSON text (one line: JSON escapes its line breaks).
+pub fn sse_text_frame(json: &str) -> Bytes {
     let mut frame = Vec::with_capacity(json.len() + 8);
     frame.extend_from_slice(b"data: ");
     frame.extend_from_slice(json.as_bytes());

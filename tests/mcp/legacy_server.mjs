@@ -14,6 +14,7 @@
 // an unknown tool with a result, not the spec's -32602 error:
 //   {"content":[{"type":"text","text":"MCP error -32602: Tool NAME not found"}],"isError":true}
 // `grow` changes the process for good: every session from then on lists `extra`.
+// `count` sends one notifications/progress per step when the call has a progressToken.
 
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
@@ -46,6 +47,23 @@ function makeServer() {
         'add',
         { description: 'Adds two numbers', inputSchema: { a: z.number(), b: z.number() } },
         async ({ a, b }) => text(String(a + b))
+    );
+    server.registerTool(
+        'count',
+        { description: 'Counts to n, telling its progress', inputSchema: { n: z.number().int().min(0).max(100) } },
+        async ({ n }, extra) => {
+            // Sent on this request's SSE stream (the SDK relates it to the request).
+            const progressToken = extra._meta?.progressToken;
+            for (let i = 1; i <= n; i++) {
+                if (progressToken !== undefined) {
+                    await extra.sendNotification({
+                        method: 'notifications/progress',
+                        params: { progressToken, progress: i, total: n, message: `counted ${i}` }
+                    });
+                }
+            }
+            return text(`counted to ${n}`);
+        }
     );
     server.registerTool('grow', { description: 'Registers the tool extra' }, async () => {
         if (!grown) {

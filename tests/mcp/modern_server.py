@@ -57,6 +57,21 @@ def fail() -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text="it failed on purpose")], is_error=True)
 
 
+def extra() -> str:
+    """Appears once grow was called."""
+    return "extra called"
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Registers the tool extra and tells subscriptions/listen streams."""
+    # For the gateway's listening: it learns of the change only from the stream it opened.
+    if "extra" not in {tool.name for tool in await server.list_tools()}:
+        server.add_tool(extra)
+        await ctx.notify_tools_changed()
+    return "grown"
+
+
 @server.tool()
 def headers(ctx: Context) -> dict[str, str]:
     """The HTTP request headers this call arrived with."""

@@ -119,6 +119,31 @@ async def test_legacy_tools(scenario, mode):
 
 
 @pytest.mark.parametrize("mode", MODES)
+async def test_progress_reaches_the_caller(scenario, mode):
+    # The client sends a progressToken with a callback; the gateway answers on an event
+    # stream that carries the upstream's notifications/progress (a session-era server, in
+    # either era of the caller), then the result.
+    seen = []
+    content_types = []
+
+    async def progress(done, total, message):
+        seen.append((done, total, message))
+
+    async def record(response):
+        if response.request.method == "POST":
+            content_types.append(response.headers.get("content-type", ""))
+
+    async with connect(scenario, mode, on_response=record) as client:
+        result = await client.call_tool("legacy__count", {"n": 3}, progress_callback=progress)
+        plain = await client.call_tool("legacy__count", {"n": 2})
+    assert texts(result) == ["counted to 3"] and texts(plain) == ["counted to 2"], (result, plain)
+    assert seen == [(1, 3, "counted 1"), (2, 3, "counted 2"), (3, 3, "counted 3")], seen
+    # Streamed only where progress was asked for (the client's other requests are JSON).
+    streamed = [t for t in content_types if t.startswith("text/event-stream")]
+    assert len(streamed) == 1, content_types
+
+
+@pytest.mark.parametrize("mode", MODES)
 async def test_tool_failure_is_a_result(scenario, mode):
     async with connect(scenario, mode) as client:
         result = await client.call_tool("modern__fail", {})

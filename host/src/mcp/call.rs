@@ -1,11 +1,15 @@
 //! `tools/call`: which server's tool, whether the config and the caller's key allow it, the
 //! key's and project's request limits, the call within the server's timeout and the byte
 //! bounds, and its invocation record (kind `tool`: the server as the route, the tool as the
-//! model, the arguments and the result as the bodies).
+//! model, the arguments and the result as the bodies). A caller that asked for progress has it
+//! on its answer's event stream; at the stateless revision, closing that stream cancels the
+//! call (recorded as cancelled, status 499).
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use serde_json::{Map, Value};
+use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::{Era, Exchange, Fault};
@@ -14,6 +18,10 @@ use crate::flow::{BodyPolicy, Draft};
 use crate::state::{AppState, Live};
 use crate::tools::{Extra, McpServer, ServerError, Tool, wire};
 use crate::traces::RequestTrace;
+
+/// The status a call's record has when its caller closed the stream first (nginx's "client
+/// closed request", as the model flow records it).
+const CLIENT_CLOSED_REQUEST: u16 = 499;
 
 /// What a failed call answers, what its record says, and its outcome in the metrics.
 struct Failure {
@@ -36,11 +44,14 @@ impl Failure {
     }
 }
 
+/// Calls the tool `exchange` names and records the call. `progress` is the caller's event
+/// stream, when it asked for progress.
 pub(super) async fn call(
     state: &Arc<AppState>,
     live: &Live,
     exchange: &Exchange,
     id: Uuid,
+    progress: Option<&mpsc::Sender<Bytes>>,
 ) -> Result<Value, Fault> {
     let started = std::time::Instant::now();
     let trace = state.traces.request(&exchange.headers, "mcp", &id, "/mcp");
@@ -48,7 +59,48 @@ pub(super) async fn call(
     draft.caller(&exchange.key);
     draft.keep_bodies(BodyPolicy::of(&live.config));
     let mut labels = Labels::default();
-    let outcome = run(state, live, exchange, &mut draft, &trace, &mut labels).await;
+    let running = run(
+        state,
+        live,
+        exchange,
+        &mut draft,
+        &trace,
+        &mut labels,
+        progress,
+    );
+    let caller_left = async {
+        match progress.filter(|_| matches!(exchange.era, Era::Modern)) {
+            // The stateless revision: "closing the SSE response stream MUST be treated by
+            // the server as cancellation of that request"; the server's own request is
+            // dropped with it, which is the same signal to the server.
+            Some(stream) => stream.closed().await,
+            // The session era: a disconnection is not a cancellation; the call ends and is
+            // recorded, its answer sent to no one.
+            None => std::future::pending().await,
+        }
+    };
+    let (status, reason) = tokio::select! {
+        outcome = running => return finish(state, exchange, draft, outcome, &labels, started).await,
+        () = caller_left => (CLIENT_CLOSED_REQUEST, "the caller closed the stream"),
+        // Shutdown's grace is over: the call ends as the model flow's requests do.
+        () = state.aborted() => (ApiError::ShuttingDown.status().as_u16(), "the gateway shut down"),
+    };
+    state
+        .metrics
+        .tool_call(labels.server, &labels.tool, "cancelled", started.elapsed());
+    crate::flow::save(state, draft.cancelled(status, reason, None)).await;
+    Err(Fault::new(wire::GATEWAY_ERROR, reason))
+}
+
+/// Counts and records a call that ran to its end, and answers it.
+async fn finish(
+    state: &AppState,
+    exchange: &Exchange,
+    draft: Draft,
+    outcome: Result<(Value, String), Failure>,
+    labels: &Labels<'_>,
+    started: std::time::Instant,
+) -> Result<Value, Fault> {
     let word = match &outcome {
         Ok((result, _)) if result.get("isError").and_then(Value::as_bool) == Some(true) => {
             "tool_error"
@@ -111,6 +163,7 @@ async fn run<'l>(
     draft: &mut Draft,
     trace: &RequestTrace,
     labels: &mut Labels<'l>,
+    progress: Option<&mpsc::Sender<Bytes>>,
 ) -> Result<(Value, String), Failure> {
     let params = &exchange.params;
     let name = params
@@ -172,6 +225,7 @@ async fn run<'l>(
     let extra = Extra {
         traceparent: span.headers().map(|h| h.traceparent),
         headers: Vec::new(),
+        progress: progress.cloned(),
     };
     let outcome = call_server(server, exchange, draft.id(), tool, arguments, extra, labels).await;
     RequestTrace::end_tool(

@@ -15,7 +15,10 @@
 //! `cursor`), `tools/call`; notifications and client responses are accepted (202). Every
 //! other method (resources, prompts, completion, logging) answers "method not found": the
 //! gateway advertises tools only. Answers are JSON (the spec lets a server choose JSON or
-//! SSE per request); there is no `GET` stream (405).
+//! SSE per request), but for a `tools/call` whose caller asked for progress (a
+//! `progressToken` in `_meta`, and `text/event-stream` accepted): that one is an SSE stream
+//! of the server's progress notifications, then the answer. The gateway keeps no stream of
+//! its own notifications (no `GET`, 405; no `subscriptions/listen`).
 
 mod call;
 mod list;
@@ -31,7 +34,7 @@ use uuid::Uuid;
 
 use crate::clock::now_ms;
 use crate::error::ApiError;
-use crate::http::{Body, json_response, typed_response};
+use crate::http::{Body, json_response, sse_frame, sse_response, typed_response};
 use crate::state::AppState;
 use crate::store::KeyRecord;
 use crate::tools::wire;
@@ -199,34 +202,87 @@ async fn post(state: Arc<AppState>, request: Request<Incoming>, id: Uuid) -> Res
         api_key,
         headers: parts.headers,
     };
+    if exchange.method == "tools/call" && wants_progress(&exchange) {
+        return call_streamed(state, live, exchange, id, inflight);
+    }
     let mut session = None;
     let outcome = match exchange.method.as_str() {
         "initialize" => Ok(initialize(&exchange, &mut session)),
         "ping" => Ok(json!({})),
         "server/discover" if matches!(exchange.era, Era::Modern) => Ok(discover()),
         "tools/list" => list::list(&live, &exchange).await,
-        "tools/call" => call::call(&state, &live, &exchange, id).await,
+        "tools/call" => call::call(&state, &live, &exchange, id, None).await,
         method => Err(Fault::new(
             wire::METHOD_NOT_FOUND,
             format!("method not found: {method} (this gateway serves tools)"),
         )),
     };
-    let outcome = outcome.map(|result| finish_result(&exchange.era, result));
-    let modern = matches!(exchange.era, Era::Modern);
-    let mut response = answer(
-        &exchange.rpc_id,
-        outcome.map_err(|f| era_status(f, modern)),
-        session,
-        &id,
-    );
-    if modern {
+    let outcome = finish(&exchange.era, outcome);
+    let mut response = answer(&exchange.rpc_id, outcome, session, &id);
+    version_header(&exchange.era, &mut response);
+    drop(inflight);
+    response
+}
+
+/// Whether the caller of a `tools/call` asked for its progress on an event stream: a
+/// `progressToken` in `_meta`, and an `Accept` that takes `text/event-stream` (the spec's
+/// clients send both types on every request; one that sends only JSON gets JSON).
+fn wants_progress(exchange: &Exchange) -> bool {
+    let token = exchange
+        .params
+        .get("_meta")
+        .and_then(|meta| meta.get("progressToken"));
+    let accepts = exchange
+        .headers
+        .get_all(hyper::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("text/event-stream"));
+    accepts && token.is_some_and(|t| t.is_string() || t.is_i64() || t.is_u64())
+}
+
+/// A `tools/call` answered as an SSE stream: the server's progress notifications as they
+/// come, then the answer. The call runs in a task of its own, so that it ends and is
+/// recorded whatever the caller does (at the stateless revision, a caller that closes the
+/// stream cancels it: [`call::call`]).
+fn call_streamed(
+    state: Arc<AppState>,
+    live: Arc<crate::state::Live>,
+    exchange: Exchange,
+    id: Uuid,
+    inflight: crate::inflight::BodyBytes,
+) -> Response<Body> {
+    // A few frames ahead of a slow caller; then the server's stream waits for it.
+    let (frames, receiver) = tokio::sync::mpsc::channel(8);
+    let mut response = sse_response(receiver, &id);
+    version_header(&exchange.era, &mut response);
+    tokio::spawn(async move {
+        let outcome = call::call(&state, &live, &exchange, id, Some(&frames)).await;
+        let outcome = finish(&exchange.era, outcome);
+        let _ = frames
+            .send(sse_frame(&message(&exchange.rpc_id, outcome, &id).1))
+            .await;
+        drop(inflight);
+    });
+    response
+}
+
+/// An outcome as the era answers it: the stateless revision's result fields, and its
+/// statuses for errors.
+fn finish(era: &Era, outcome: Result<Value, Fault>) -> Result<Value, Fault> {
+    let modern = matches!(era, Era::Modern);
+    outcome
+        .map(|result| finish_result(era, result))
+        .map_err(|f| era_status(f, modern))
+}
+
+fn version_header(era: &Era, response: &mut Response<Body>) {
+    if matches!(era, Era::Modern) {
         response.headers_mut().insert(
             wire::PROTOCOL_VERSION_HEADER,
             HeaderValue::from_static(wire::MODERN_VERSION),
         );
     }
-    drop(inflight);
-    response
 }
 
 /// A fault of the stateless era carries the spec's status for its code.
@@ -451,7 +507,18 @@ fn answer(
     session: Option<String>,
     id: &Uuid,
 ) -> Response<Body> {
-    let (status, body) = match outcome {
+    let (status, body) = message(rpc_id, outcome, id);
+    let mut response = json_response(status, &body, id);
+    if let Some(session) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
+        response.headers_mut().insert(wire::SESSION_HEADER, session);
+    }
+    response
+}
+
+/// The JSON-RPC message answering the request of `rpc_id`, and the HTTP status it goes with
+/// when it is the whole answer.
+fn message(rpc_id: &Value, outcome: Result<Value, Fault>, id: &Uuid) -> (StatusCode, Value) {
+    match outcome {
         Ok(result) => (
             StatusCode::OK,
             json!({"jsonrpc": "2.0", "id": rpc_id, "result": result}),
@@ -469,10 +536,5 @@ fn answer(
                     "code": fault.code, "message": fault.message, "data": data}}),
             )
         }
-    };
-    let mut response = json_response(status, &body, id);
-    if let Some(session) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
-        response.headers_mut().insert(wire::SESSION_HEADER, session);
     }
-    response
 }

@@ -1,9 +1,12 @@
 //! The MCP servers the gateway fronts (`[mcp_servers.ID]`), as clients of them: a remote
-//! server's era, session and tool list ([`server`]), a tool plugin run in the sandbox
+//! server's era, session and tool list ([`server`]), the stream of its tool list's changes
+//! ([`listen`]) and how both reach it ([`link`]), a tool plugin run in the sandbox
 //! ([`plugin`]), and the protocol both sides of the gateway speak ([`wire`]). The endpoint
 //! callers use, `POST /mcp`, is [`crate::mcp`]'s; this module knows nothing of callers, keys
 //! or records.
 
+mod link;
+mod listen;
 mod plugin;
 mod server;
 pub mod wire;
@@ -60,10 +63,6 @@ pub struct Tool {
 
 /// One server `/mcp` fronts: remote, or a tool plugin. Both list tools and call them, with the
 /// same errors; the caller's side does not tell them apart.
-#[expect(
-    clippy::large_enum_variant,
-    reason = "built once per config and kept behind an Arc: never moved on a request"
-)]
 pub enum McpServer {
     Remote(RemoteServer),
     Plugin(PluginServer),

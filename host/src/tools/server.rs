@@ -1,19 +1,22 @@
 //! One remote MCP server as the gateway's client of it: the era it speaks (found out once, by
 //! the spec's probe: `server/discover` at the stateless revision, else the `initialize`
 //! handshake), the session of a session-era server (made again when the server forgets it),
-//! its tool list (kept for `tools_list_ttl_secs`, dropped at a `notifications/tools/list_changed`)
-//! and the requests themselves, JSON or SSE answers alike, within the server's timeout and the
-//! config's byte bound.
+//! its tool list (kept for `tools_list_ttl_secs`, dropped at a `notifications/tools/list_changed`
+//! in an answer or on the stream [`super::listen`] keeps open) and the requests themselves,
+//! JSON or SSE answers alike, within the server's timeout and the config's byte bound; a
+//! call's progress notifications go on to the caller.
 //!
 //! Its HTTP client is reqwest's, not the plugins' hand-tuned pools: tool calls are few next
 //! to model calls, and reqwest brings proxies, timeouts and a no-redirect policy as they are.
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use serde_json::{Map, Value, json};
 
+use super::link::{Link, SseEvents, describe};
+use super::listen::{KeptList, Listed, Opens, forget};
 use super::{ServerError, Tool, wire};
 use crate::redact::Secrets;
 
@@ -36,11 +39,6 @@ enum Era {
     },
 }
 
-struct Listed {
-    tools: Arc<[Tool]>,
-    at: Instant,
-}
-
 /// What a request of the gateway adds to its upstream request.
 #[derive(Default, Clone)]
 pub struct Extra {
@@ -50,24 +48,36 @@ pub struct Extra {
     /// The `Mcp-Param-*` headers of a tool call to a server of the stateless era (its tool's
     /// `x-mcp-header` arguments).
     pub headers: Vec<(String, String)>,
+    /// Where the call's `notifications/progress` go, each as the caller's SSE frame, when
+    /// the caller asked for progress (a `progressToken`, which reaches the server with the
+    /// rest of its `_meta`).
+    pub progress: Option<tokio::sync::mpsc::Sender<Bytes>>,
 }
 
 /// One `[mcp_servers.ID]` with a `url`.
 pub struct RemoteServer {
     pub id: String,
-    url: reqwest::Url,
-    headers: reqwest::header::HeaderMap,
+    link: Arc<Link>,
     /// The values of `headers_env`, kept out of what the server's answers bring back.
     pub secrets: Secrets,
     timeout: Duration,
-    max_answer_bytes: usize,
     list_ttl: Duration,
-    client: reqwest::Client,
     era: tokio::sync::Mutex<Era>,
-    listed: Mutex<Option<Listed>>,
+    listed: Arc<KeptList>,
     /// One refresh of the list at a time; the others wait for its result.
     listing: tokio::sync::Mutex<()>,
     next_id: std::sync::atomic::AtomicU64,
+    /// The task that holds the server's notification stream open, for the era and session
+    /// found last; ended with the server.
+    listener: Mutex<Option<tokio::task::AbortHandle>>,
+}
+
+impl Drop for RemoteServer {
+    fn drop(&mut self) {
+        if let Some(listener) = self.listener.get_mut().ok().and_then(Option::take) {
+            listener.abort();
+        }
+    }
 }
 
 /// What a server is built from: its config and the bounds of `[mcp]`.
@@ -119,17 +129,21 @@ impl RemoteServer {
             .map_err(|e| ServerError::Config(format!("HTTP client: {e}")))?;
         Ok(RemoteServer {
             id: settings.id.to_owned(),
-            url,
-            headers,
+            link: Arc::new(Link::new(
+                settings.id.to_owned(),
+                url,
+                headers,
+                client,
+                settings.max_answer_bytes,
+            )),
             secrets: Secrets::new(secrets.iter().map(|s| Some(s.as_str()))),
             timeout: settings.timeout,
-            max_answer_bytes: settings.max_answer_bytes,
             list_ttl: settings.list_ttl,
-            client,
             era: tokio::sync::Mutex::new(Era::Unknown),
-            listed: Mutex::new(None),
+            listed: Arc::new(Mutex::new(None)),
             listing: tokio::sync::Mutex::new(()),
             next_id: std::sync::atomic::AtomicU64::new(1),
+            listener: Mutex::new(None),
         })
     }
 
@@ -144,10 +158,8 @@ impl RemoteServer {
             return Ok(tools);
         }
         let tools: Arc<[Tool]> = self.list(extra).await?.into();
-        *self.listed.lock().unwrap_or_else(PoisonError::into_inner) = Some(Listed {
-            tools: tools.clone(),
-            at: Instant::now(),
-        });
+        *self.listed.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some(Listed::now(tools.clone()));
         Ok(tools)
     }
 
@@ -161,7 +173,7 @@ impl RemoteServer {
 
     /// Drops the kept tool list: the server said it changed, or named a tool unknown.
     pub fn forget_tools(&self) {
-        *self.listed.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        forget(&self.listed);
     }
 
     async fn list(&self, extra: &Extra) -> Result<Vec<Tool>, ServerError> {
@@ -263,20 +275,47 @@ impl RemoteServer {
     async fn era(&self, extra: &Extra) -> Result<Era, ServerError> {
         let mut era = self.era.lock().await;
         if matches!(*era, Era::Unknown) {
-            *era = self.negotiate(extra).await?;
-            tracing::info!(server = %self.id, era = ?*era, "MCP server era found");
+            let (found, announces) = self.negotiate(extra).await?;
+            tracing::info!(server = %self.id, era = ?found, announces, "MCP server era found");
+            *era = found;
+            self.listen(&era, announces);
         }
         Ok(era.clone())
     }
 
+    /// Holds the notification stream of the era and session just found open (and ends the
+    /// one of the last), when the server said it announces tool list changes.
+    fn listen(&self, era: &Era, announces: bool) {
+        let opens = match era {
+            Era::Modern => Some(Opens::Subscription),
+            Era::Session {
+                version,
+                session: Some(session),
+            } => Some(Opens::SessionStream {
+                version: version.clone(),
+                session: session.clone(),
+            }),
+            // A server without sessions has no stream to name.
+            Era::Session { session: None, .. } | Era::Unknown => None,
+        };
+        let listener = opens
+            .filter(|_| announces)
+            .map(|opens| super::listen::spawn(self.link.clone(), opens, &self.listed));
+        let mut slot = self.listener.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(previous) = std::mem::replace(&mut *slot, listener) {
+            previous.abort();
+        }
+    }
+
     /// The spec's probe: `server/discover` at the stateless revision; a server that does not
-    /// answer it as one of that revision gets the `initialize` handshake.
-    async fn negotiate(&self, extra: &Extra) -> Result<Era, ServerError> {
+    /// answer it as one of that revision gets the `initialize` handshake. With the era,
+    /// whether the server announces tool list changes (`tools.listChanged`).
+    async fn negotiate(&self, extra: &Extra) -> Result<(Era, bool), ServerError> {
         match self.modern("server/discover", Map::new(), extra).await {
             Ok(result) => {
                 let versions = result.get("supportedVersions").and_then(Value::as_array);
                 if versions.is_some_and(|v| v.iter().any(|v| v == wire::MODERN_VERSION)) {
-                    return Ok(Era::Modern);
+                    return Ok((Era::Modern, announces_changes(&result)));
                 }
             }
             Err(Retry::Failed(ServerError::Unreachable(e))) => {
@@ -294,7 +333,7 @@ impl RemoteServer {
         self.initialize(extra).await
     }
 
-    async fn initialize(&self, extra: &Extra) -> Result<Era, ServerError> {
+    async fn initialize(&self, extra: &Extra) -> Result<(Era, bool), ServerError> {
         let params = json!({
             "protocolVersion": wire::HANDSHAKE_VERSIONS[0],
             "capabilities": {},
@@ -302,8 +341,15 @@ impl RemoteServer {
         });
         let body = self.envelope("initialize", params);
         let request = self.post(&body, extra, None, None);
-        let (result, session) = match self.send(request, body_id(&body)).await {
+        let (result, session) = match self.send(request, body_id(&body), extra).await {
             Ok(answer) => (answer.result?, answer.session),
+            // Not a Streamable HTTP server: most likely one of the 2024-11-05 HTTP+SSE
+            // transport (a GET endpoint), which the gateway does not speak.
+            Err(ServerError::Http(status @ (404 | 405))) => {
+                return Err(ServerError::Garbage(format!(
+                    "initialize answered HTTP {status}: the url is not a Streamable HTTP MCP endpoint (the deprecated 2024-11-05 HTTP+SSE transport is not served)"
+                )));
+            }
             Err(error) => return Err(error),
         };
         let version = result
@@ -326,7 +372,10 @@ impl RemoteServer {
         if !response.status().is_success() {
             return Err(ServerError::Http(response.status().as_u16()));
         }
-        Ok(Era::Session { version, session })
+        Ok((
+            Era::Session { version, session },
+            announces_changes(&result),
+        ))
     }
 
     async fn modern(
@@ -354,7 +403,7 @@ impl RemoteServer {
                 request = request.header(header.as_str(), value.as_str());
             }
         }
-        let answer = self.send(request, body_id(&body)).await?;
+        let answer = self.send(request, body_id(&body), extra).await?;
         match answer.result {
             Err(ServerError::Rpc { code, .. })
                 if code == wire::UNSUPPORTED_PROTOCOL_VERSION && method != "server/discover" =>
@@ -375,7 +424,7 @@ impl RemoteServer {
     ) -> Result<Value, Retry> {
         let body = self.envelope(method, Value::Object(params));
         let request = self.post(&body, extra, Some(version), session);
-        match self.send(request, body_id(&body)).await {
+        match self.send(request, body_id(&body), extra).await {
             // The server forgot the session (it restarted, or ended it): a new one.
             Err(ServerError::Http(404)) if session.is_some() => Err(Retry::Renegotiate),
             Err(error) => Err(Retry::Failed(error)),
@@ -397,29 +446,19 @@ impl RemoteServer {
         version: Option<&str>,
         session: Option<&str>,
     ) -> reqwest::RequestBuilder {
-        let mut request = self
-            .client
-            .post(self.url.clone())
-            .headers(self.headers.clone())
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .body(body.to_string());
-        if let Some(version) = version {
-            request = request.header(wire::PROTOCOL_VERSION_HEADER, version);
-        }
-        if let Some(session) = session {
-            request = request.header(wire::SESSION_HEADER, session);
-        }
-        if let Some(traceparent) = &extra.traceparent {
-            request = request.header("traceparent", traceparent.clone());
-        }
-        request
+        self.link
+            .post(body, extra.traceparent.as_ref(), version, session)
     }
 
     /// Sends `request` and reads the answer to the request of `id`: a JSON body, or the SSE
     /// stream's event that answers it (the notifications before it are read past; a tool
-    /// list change among them drops the kept list).
-    async fn send(&self, request: reqwest::RequestBuilder, id: u64) -> Result<Answer, ServerError> {
+    /// list change among them drops the kept list, and progress goes to `extra.progress`).
+    async fn send(
+        &self,
+        request: reqwest::RequestBuilder,
+        id: u64,
+        extra: &Extra,
+    ) -> Result<Answer, ServerError> {
         let mut response = request
             .send()
             .await
@@ -436,7 +475,7 @@ impl RemoteServer {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if is_sse && status == 200 {
-            return self.read_stream(&mut response, id, session).await;
+            return self.read_stream(&mut response, id, session, extra).await;
         }
         let body = self.read_body(&mut response).await?;
         let message: Option<Value> = serde_json::from_slice(&body).ok();
@@ -456,8 +495,8 @@ impl RemoteServer {
             .await
             .map_err(|e| ServerError::Unreachable(describe(&e)))?
         {
-            if body.len() + chunk.len() > self.max_answer_bytes {
-                return Err(ServerError::TooLarge(self.max_answer_bytes));
+            if body.len() + chunk.len() > self.link.max_answer_bytes {
+                return Err(ServerError::TooLarge(self.link.max_answer_bytes));
             }
             body.extend_from_slice(&chunk);
         }
@@ -469,6 +508,7 @@ impl RemoteServer {
         response: &mut reqwest::Response,
         id: u64,
         session: Option<String>,
+        extra: &Extra,
     ) -> Result<Answer, ServerError> {
         let mut events = SseEvents::default();
         let mut read = 0usize;
@@ -478,17 +518,25 @@ impl RemoteServer {
             .map_err(|e| ServerError::Unreachable(describe(&e)))?
         {
             read += chunk.len();
-            if read > self.max_answer_bytes {
-                return Err(ServerError::TooLarge(self.max_answer_bytes));
+            if read > self.link.max_answer_bytes {
+                return Err(ServerError::TooLarge(self.link.max_answer_bytes));
             }
             for data in events.push(&chunk) {
                 let Ok(message) = serde_json::from_str::<Value>(&data) else {
                     continue;
                 };
-                if message.get("method").and_then(Value::as_str)
-                    == Some("notifications/tools/list_changed")
-                {
-                    self.forget_tools();
+                match message.get("method").and_then(Value::as_str) {
+                    Some(wire::TOOLS_CHANGED) => self.forget_tools(),
+                    Some(wire::PROGRESS) => {
+                        if let Some(progress) = &extra.progress {
+                            // The caller's frame, with the server's credentials kept out. A
+                            // caller that left is not waited for.
+                            // Written again: the server's event may span lines.
+                            let text = self.secrets.redact_owned(message.to_string());
+                            let _ = progress.send(crate::http::sse_text_frame(&text)).await;
+                        }
+                    }
+                    _ => {}
                 }
                 if let Some(result) = reply_to(&message, id) {
                     return Ok(Answer { result, session });
@@ -499,6 +547,15 @@ impl RemoteServer {
             "the event stream ended without an answer".into(),
         ))
     }
+}
+
+/// Whether a `server/discover` or `initialize` result says the server announces changes of
+/// its tool list.
+fn announces_changes(result: &Value) -> bool {
+    result
+        .pointer("/capabilities/tools/listChanged")
+        .and_then(Value::as_bool)
+        == Some(true)
 }
 
 /// A request that should be sent again in a new session or era, or the error it ended with.
@@ -550,75 +607,9 @@ fn reply_to(message: &Value, id: u64) -> Option<Result<Value, ServerError>> {
     }))
 }
 
-/// reqwest's error with its cause: "error sending request" alone does not say
-/// "connection refused".
-fn describe(error: &reqwest::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
-/// Server-Sent Events cut from a byte stream: each event's `data` lines joined.
-#[derive(Default)]
-struct SseEvents {
-    pending: Vec<u8>,
-}
-
-impl SseEvents {
-    fn push(&mut self, chunk: &[u8]) -> Vec<String> {
-        self.pending.extend_from_slice(chunk);
-        let mut events = Vec::new();
-        while let Some((end, skip)) = event_end(&self.pending) {
-            let event: Vec<u8> = self.pending.drain(..end + skip).take(end).collect();
-            let text = String::from_utf8_lossy(&event);
-            let data: Vec<&str> = text
-                .lines()
-                .filter_map(|line| line.strip_prefix("data:"))
-                .map(|data| data.strip_prefix(' ').unwrap_or(data))
-                .collect();
-            if !data.is_empty() {
-                events.push(data.join("\n"));
-            }
-        }
-        events
-    }
-}
-
-/// Where the first event in `bytes` ends, and the length of the blank line that ends it.
-fn event_end(bytes: &[u8]) -> Option<(usize, usize)> {
-    let lf = bytes
-        .windows(2)
-        .position(|w| w == b"\n\n")
-        .map(|at| (at, 2));
-    let crlf = bytes
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|at| (at, 4));
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(if a.0 < b.0 { a } else { b }),
-        (a, b) => a.or(b),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sse_events_across_chunks() {
-        let mut events = SseEvents::default();
-        assert!(events.push(b"event: message\r\ndata: {\"a\"").is_empty());
-        assert_eq!(
-            events.push(b":1}\r\n\r\n: ping\n\ndata: x\n"),
-            ["{\"a\":1}"]
-        );
-        assert_eq!(events.push(b"data: y\n\n"), ["x\ny"]);
-    }
 
     #[test]
     fn replies() {

@@ -35,6 +35,11 @@ pub const CLIENT_INFO_META: &str = "io.modelcontextprotocol/clientInfo";
 pub const CLIENT_CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
 pub const SERVER_INFO_META: &str = "io.modelcontextprotocol/serverInfo";
 
+pub const TOOLS_CHANGED: &str = "notifications/tools/list_changed";
+pub const PROGRESS: &str = "notifications/progress";
+/// The stateless revision's long-lived notification stream (the session era's is a GET).
+pub const LISTEN: &str = "subscriptions/listen";
+
 pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
 pub const METHOD_HEADER: &str = "mcp-method";
 pub const NAME_HEADER: &str = "mcp-name";

@@ -3,7 +3,8 @@
 //! and `legacy`, the TypeScript SDK's (the session era only). The official Python client
 //! drives the gateway in both eras (`tests/mcp/test_gateway.py`); the rest is checked here on
 //! the wire: the stateless revision's header checks, sessions, records, a server down, a
-//! server that hangs, and the byte bounds.
+//! server that hangs, the byte bounds, the streams that tell of a server's new tools, and
+//! progress streamed to its caller.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -422,5 +423,181 @@ fn a_server_down_hanging_or_too_talkative_ends_as_an_error_and_a_record() {
             .as_str()
             .unwrap()
             .contains("max_tool_argument_bytes")
+    );
+}
+
+#[test]
+fn a_servers_change_of_tools_reaches_the_list_before_its_ttl() {
+    // Each upstream adds a tool at `grow` and says so only on the stream the gateway keeps
+    // open to it: the session's GET stream (TypeScript, session era), `subscriptions/listen`
+    // (Python, 2026-07-28). With a list kept for an hour, only those streams can tell.
+    let up = upstreams();
+    let gw = gateway(&up, &["[mcp]\ntools_list_ttl_secs = 3600\n"]);
+    let listed = || {
+        let (response, answer) = call(&gw, &gw.key, "tools/list", json!({}));
+        assert_eq!(response.status, 200, "{answer}");
+        tool_names(&answer)
+            .into_iter()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let before = listed();
+    assert!(
+        before.contains(&"legacy__grow".to_owned())
+            && !before.iter().any(|n| n.ends_with("__extra")),
+        "{before:?}"
+    );
+    for grow in ["legacy__grow", "modern__grow"] {
+        let (_, answer) = tool(&gw, grow, json!({}));
+        assert_eq!(answer["result"]["content"][0]["text"], "grown", "{answer}");
+    }
+    // The notifications travel on their own streams: a few list requests may come first.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut names = listed();
+    while !(names.contains(&"legacy__extra".to_owned())
+        && names.contains(&"modern__extra".to_owned()))
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(100));
+        names = listed();
+    }
+    assert!(
+        names.contains(&"legacy__extra".to_owned()) && names.contains(&"modern__extra".to_owned()),
+        "the gateway did not hear of the new tools: {names:?}"
+    );
+    for (extra, said) in [
+        ("legacy__extra", "extra called"),
+        ("modern__extra", "extra called"),
+    ] {
+        let (_, answer) = tool(&gw, extra, json!({}));
+        assert_eq!(answer["result"]["content"][0]["text"], said, "{answer}");
+    }
+}
+
+#[test]
+fn progress_streams_to_its_caller_and_closing_the_stream_cancels_the_call() {
+    let up = upstreams();
+    let gw = gateway(&up, &[]);
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "progressToken": "p-1",
+    });
+    let request = |name: &str, arguments: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments, "_meta": meta}});
+        let auth = format!("Bearer {}", gw.key);
+        let headers = [
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", name),
+        ];
+        gateway_test_support::Connection::open(
+            gw.addr,
+            "POST",
+            "/mcp",
+            &headers,
+            body.to_string().as_bytes(),
+        )
+    };
+    // The session-era upstream's progress, relayed to a caller of the stateless revision: its
+    // own token, every step, then the answer, which ends the stream.
+    let mut stream = request("legacy__count", json!({"n": 2}));
+    assert_eq!(stream.status, 200);
+    assert!(
+        stream
+            .header("content-type")
+            .is_some_and(|t| t.starts_with("text/event-stream")),
+        "{:?}",
+        stream.header("content-type")
+    );
+    assert_eq!(stream.header("mcp-protocol-version"), Some("2026-07-28"));
+    let id = stream.header("x-invocation-id").unwrap().to_owned();
+    let mut frames = Vec::new();
+    while let Some(frame) = stream.next_frame() {
+        frames.push(frame);
+    }
+    let steps: Vec<(&str, &str, u64)> = frames
+        .iter()
+        .filter(|f| f["method"] == "notifications/progress")
+        .map(|f| {
+            let p = &f["params"];
+            (
+                p["progressToken"].as_str().unwrap_or(""),
+                p["message"].as_str().unwrap_or(""),
+                p["progress"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [("p-1", "counted 1", 1), ("p-1", "counted 2", 2)],
+        "{frames:?}"
+    );
+    let last = frames.last().unwrap();
+    assert_eq!(last["id"], 9, "{frames:?}");
+    assert_eq!(last["result"]["content"][0]["text"], "counted to 2");
+    assert_eq!(last["result"]["resultType"], "complete");
+    let record = gw.record(&id);
+    assert_eq!(record["status"], "success", "{record}");
+
+    // At the stateless revision, a caller that closes its stream cancels the call: the record
+    // says so at once, not when the tool would have ended.
+    let stream = request("modern__sleep", json!({"seconds": 40}));
+    assert_eq!(stream.status, 200);
+    let id = stream.header("x-invocation-id").unwrap().to_owned();
+    drop(stream);
+    let record = gw.record(&id);
+    assert_eq!(
+        (record["status"].as_str(), record["httpStatus"].as_i64()),
+        (Some("cancelled"), Some(499)),
+        "{record}"
+    );
+}
+
+#[test]
+fn a_tool_call_running_when_the_grace_ends_is_ended_and_recorded() {
+    let up = upstreams();
+    let mut gw = gateway(&up, &["shutdown_grace_secs = 1"]);
+    let (addr, key) = (gw.addr, gw.key.clone());
+    let caller = std::thread::spawn(move || {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "modern__sleep", "arguments": {"seconds": 60}, "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}}}});
+        let auth = format!("Bearer {key}");
+        gateway_test_support::client::request(
+            addr,
+            "POST",
+            "/mcp",
+            &[
+                ("Authorization", auth.as_str()),
+                ("Content-Type", "application/json"),
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", "modern__sleep"),
+            ],
+            body.to_string().as_bytes(),
+        )
+    });
+    // Sequencing only: the call is then at the upstream, which sleeps for a minute.
+    std::thread::sleep(Duration::from_millis(1500));
+    gw.terminate();
+    let answered = caller.join().expect("the caller's thread");
+    let answer: Value = serde_json::from_slice(&answered.body).unwrap();
+    assert_eq!(
+        answer["error"]["message"], "the gateway shut down",
+        "{answer}"
+    );
+    assert!(gw.wait_exit().success());
+    let id = answered.header("x-invocation-id").unwrap();
+    let record = gw.record(id);
+    assert_eq!(
+        (record["status"].as_str(), record["httpStatus"].as_i64()),
+        (Some("cancelled"), Some(503)),
+        "{record}"
     );
 }
