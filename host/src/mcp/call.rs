@@ -2,14 +2,14 @@
 //! key's and project's request limits, the call within the server's timeout and the byte
 //! bounds, and its invocation record (kind `tool`: the server as the route, the tool as the
 //! model, the arguments and the result as the bodies). A caller that asked for progress has it
-//! on its answer's event stream; at the stateless revision, closing that stream cancels the
-//! call (recorded as cancelled, status 499).
+//! on its answer's event stream; at the stateless revision, a caller that leaves (closes that
+//! stream, or its connection) cancels the call (recorded as cancelled, status 499).
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::{Map, Value};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::{Era, Exchange, Fault};
@@ -44,15 +44,36 @@ impl Failure {
     }
 }
 
-/// Calls the tool `exchange` names and records the call. `progress` is the caller's event
-/// stream, when it asked for progress.
+/// Who waits for a call's answer, and how the call knows that they left.
+pub(super) enum Caller<'c> {
+    /// A caller waiting for a JSON answer, gone once the answer's receiver is dropped.
+    Waiting(&'c mut oneshot::Sender<Result<Value, Fault>>),
+    /// A caller reading its event stream, which also carries the server's progress.
+    Streaming(&'c mpsc::Sender<Bytes>),
+}
+
+impl Caller<'_> {
+    /// Resolves once the caller is gone.
+    async fn left(&mut self) {
+        match self {
+            Caller::Waiting(answer) => answer.closed().await,
+            Caller::Streaming(frames) => frames.closed().await,
+        }
+    }
+}
+
+/// Calls the tool `exchange` names and records the call.
 pub(super) async fn call(
     state: &Arc<AppState>,
     live: &Live,
     exchange: &Exchange,
     id: Uuid,
-    progress: Option<&mpsc::Sender<Bytes>>,
+    mut caller: Caller<'_>,
 ) -> Result<Value, Fault> {
+    let progress = match &caller {
+        Caller::Streaming(frames) => Some((*frames).clone()),
+        Caller::Waiting(_) => None,
+    };
     let started = std::time::Instant::now();
     let trace = state.traces.request(&exchange.headers, "mcp", &id, "/mcp");
     let mut draft = Draft::new(id, "mcp", trace.clone());
@@ -69,14 +90,16 @@ pub(super) async fn call(
         progress,
     );
     let caller_left = async {
-        match progress.filter(|_| matches!(exchange.era, Era::Modern)) {
+        if matches!(exchange.era, Era::Modern) {
             // The stateless revision: "closing the SSE response stream MUST be treated by
-            // the server as cancellation of that request"; the server's own request is
-            // dropped with it, which is the same signal to the server.
-            Some(stream) => stream.closed().await,
+            // the server as cancellation of that request" (and a JSON answer's connection
+            // likewise); the server's own request is dropped with it, which is the same
+            // signal to the server.
+            caller.left().await;
+        } else {
             // The session era: a disconnection is not a cancellation; the call ends and is
             // recorded, its answer sent to no one.
-            None => std::future::pending().await,
+            std::future::pending::<()>().await;
         }
     };
     let (status, reason) = tokio::select! {
@@ -163,7 +186,7 @@ async fn run<'l>(
     draft: &mut Draft,
     trace: &RequestTrace,
     labels: &mut Labels<'l>,
-    progress: Option<&mpsc::Sender<Bytes>>,
+    progress: Option<mpsc::Sender<Bytes>>,
 ) -> Result<(Value, String), Failure> {
     let params = &exchange.params;
     let name = params
@@ -225,7 +248,7 @@ async fn run<'l>(
     let extra = Extra {
         traceparent: span.headers().map(|h| h.traceparent),
         headers: Vec::new(),
-        progress: progress.cloned(),
+        progress,
     };
     let outcome = call_server(server, exchange, draft.id(), tool, arguments, extra, labels).await;
     RequestTrace::end_tool(

@@ -202,8 +202,8 @@ async fn post(state: Arc<AppState>, request: Request<Incoming>, id: Uuid) -> Res
         api_key,
         headers: parts.headers,
     };
-    if exchange.method == "tools/call" && wants_progress(&exchange) {
-        return call_streamed(state, live, exchange, id, inflight);
+    if exchange.method == "tools/call" {
+        return call_apart(state, live, exchange, id, inflight).await;
     }
     let mut session = None;
     let outcome = match exchange.method.as_str() {
@@ -211,7 +211,6 @@ async fn post(state: Arc<AppState>, request: Request<Incoming>, id: Uuid) -> Res
         "ping" => Ok(json!({})),
         "server/discover" if matches!(exchange.era, Era::Modern) => Ok(discover()),
         "tools/list" => list::list(&live, &exchange).await,
-        "tools/call" => call::call(&state, &live, &exchange, id, None).await,
         method => Err(Fault::new(
             wire::METHOD_NOT_FOUND,
             format!("method not found: {method} (this gateway serves tools)"),
@@ -241,29 +240,57 @@ fn wants_progress(exchange: &Exchange) -> bool {
     accepts && token.is_some_and(|t| t.is_string() || t.is_i64() || t.is_u64())
 }
 
-/// A `tools/call` answered as an SSE stream: the server's progress notifications as they
-/// come, then the answer. The call runs in a task of its own, so that it ends and is
-/// recorded whatever the caller does (at the stateless revision, a caller that closes the
-/// stream cancels it: [`call::call`]).
-fn call_streamed(
+/// A `tools/call`, run in a task of its own so that it ends and is recorded whatever the
+/// caller does (hyper drops a request's future when its caller disconnects): at the stateless
+/// revision a caller that leaves cancels it, in the session era it runs on ([`call::call`]).
+/// Answered as JSON, or, when the caller asked for progress, as an SSE stream: the server's
+/// progress notifications as they come, then the answer.
+async fn call_apart(
     state: Arc<AppState>,
     live: Arc<crate::state::Live>,
     exchange: Exchange,
     id: Uuid,
     inflight: crate::inflight::BodyBytes,
 ) -> Response<Body> {
-    // A few frames ahead of a slow caller; then the server's stream waits for it.
-    let (frames, receiver) = tokio::sync::mpsc::channel(8);
-    let mut response = sse_response(receiver, &id);
-    version_header(&exchange.era, &mut response);
+    let (era, rpc_id) = (exchange.era.clone(), exchange.rpc_id.clone());
+    if wants_progress(&exchange) {
+        // A few frames ahead of a slow caller; then the server's stream waits for it.
+        let (frames, receiver) = tokio::sync::mpsc::channel(8);
+        tokio::spawn(async move {
+            let caller = call::Caller::Streaming(&frames);
+            let outcome = call::call(&state, &live, &exchange, id, caller).await;
+            let outcome = finish(&exchange.era, outcome);
+            let _ = frames
+                .send(sse_frame(&message(&exchange.rpc_id, outcome, &id).1))
+                .await;
+            drop(inflight);
+        });
+        let mut response = sse_response(receiver, &id);
+        version_header(&era, &mut response);
+        return response;
+    }
+    let (mut reply, replied) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
-        let outcome = call::call(&state, &live, &exchange, id, Some(&frames)).await;
-        let outcome = finish(&exchange.era, outcome);
-        let _ = frames
-            .send(sse_frame(&message(&exchange.rpc_id, outcome, &id).1))
-            .await;
+        let outcome = call::call(
+            &state,
+            &live,
+            &exchange,
+            id,
+            call::Caller::Waiting(&mut reply),
+        )
+        .await;
+        let _ = reply.send(outcome);
         drop(inflight);
     });
+    // The task always answers; a panic in it is the one way it would not.
+    let outcome = replied.await.unwrap_or_else(|_| {
+        Err(Fault::new(
+            wire::INTERNAL_ERROR,
+            "the call ended without an answer",
+        ))
+    });
+    let mut response = answer(&rpc_id, finish(&era, outcome), None, &id);
+    version_header(&era, &mut response);
     response
 }
 

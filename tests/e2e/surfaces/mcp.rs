@@ -601,3 +601,88 @@ fn a_tool_call_running_when_the_grace_ends_is_ended_and_recorded() {
         "{record}"
     );
 }
+
+#[test]
+fn a_caller_who_leaves_cancels_its_call_at_the_stateless_revision_and_not_in_a_session() {
+    let up = upstreams();
+    let gw = gateway(&up, &[]);
+    // A session of the handshake era, for the second caller.
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}});
+    let r = gw.request(
+        "POST",
+        "/mcp",
+        Some(&gw.key),
+        &[("Accept", "application/json, text/event-stream")],
+        initialize.to_string().as_bytes(),
+    );
+    let session = r.header("mcp-session-id").expect("a session id").to_owned();
+    // Each caller sends a plain (JSON) call of a tool that sleeps, and hangs up before it ends.
+    let leave = |seconds: u64, headers: &[(&str, &str)], meta: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+            "params": {"name": "modern__sleep", "arguments": {"seconds": seconds}, "_meta": meta}})
+        .to_string();
+        let mut head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+            gw.addr,
+            gw.key,
+            body.len()
+        );
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        let mut stream = std::net::TcpStream::connect(gw.addr).unwrap();
+        std::io::Write::write_all(&mut stream, format!("{head}\r\n{body}").as_bytes()).unwrap();
+        // Sequencing only: the call is then at the upstream.
+        std::thread::sleep(Duration::from_millis(1000));
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+    };
+    let modern_meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    leave(
+        120,
+        &[
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "modern__sleep"),
+        ],
+        modern_meta,
+    );
+    leave(
+        3,
+        &[
+            ("MCP-Protocol-Version", "2025-06-18"),
+            ("Mcp-Session-Id", &session),
+        ],
+        json!({}),
+    );
+    // The stateless caller's call ends at once, cancelled; the session's runs on to its end
+    // and is recorded as it ended. Neither record is lost.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let statuses = loop {
+        let statuses: Vec<(String, String)> = gw
+            .list_invocations(&[])
+            .iter()
+            .filter_map(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                (fields.get(4..6) == Some(&["modern", "sleep"][..]))
+                    .then(|| (fields[2].to_owned(), fields[3].to_owned()))
+            })
+            .collect();
+        if statuses.len() == 2 || Instant::now() > deadline {
+            break statuses;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let mut statuses = statuses;
+    statuses.sort();
+    assert_eq!(
+        statuses,
+        [
+            ("cancelled".to_owned(), "499".to_owned()),
+            ("success".to_owned(), "200".to_owned())
+        ],
+        "the two calls' records"
+    );
+}
