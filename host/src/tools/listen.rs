@@ -176,10 +176,14 @@ impl Listener {
                     forget(&listed);
                 }
                 // The answer to `subscriptions/listen` ends the subscription (the server's
-                // graceful close); an error answer is a refusal.
+                // graceful close); an error answer is a refusal, logged by its code alone (its
+                // message could echo the server's credentials).
                 if message.get("id").and_then(Value::as_str) == Some(LISTEN_ID) {
                     return match message.get("error") {
-                        Some(error) => Ended::Refused(format!("subscriptions/listen: {error}")),
+                        Some(error) => Ended::Refused(format!(
+                            "subscriptions/listen answered error {}",
+                            error.get("code").unwrap_or(&Value::Null)
+                        )),
                         None => Ended::Dropped("the server ended the subscription".into()),
                     };
                 }
