@@ -95,28 +95,14 @@ impl ResponseCache {
                 }
             }
         }
-        let mut size = Count(0);
-        if serde_json::to_writer(&mut size, &entry).is_ok() {
-            self.memory.put(key, Arc::new(entry), size.0, ttl);
+        if let Ok(size) = crate::encoding::json_len(&entry) {
+            self.memory.put(key, Arc::new(entry), size, ttl);
         }
     }
 
     /// The bytes of the entries in this process (those in Redis are Redis's to count).
     pub fn bytes(&self) -> u64 {
         self.memory.bytes()
-    }
-}
-
-/// Counts the bytes written to it: an entry's size as JSON, without the JSON.
-struct Count(usize);
-
-impl std::io::Write for Count {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0 += bytes.len();
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }
 

@@ -232,22 +232,10 @@ impl PluginServer {
     }
 }
 
-/// The length of `value` as compact JSON text, without making the text.
+/// The length of `value` as compact JSON text, without making the text (a `Value` always
+/// serializes).
 fn json_len(value: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Writing to a counter cannot fail, nor can serializing a `Value`.
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
+    crate::encoding::json_len(value).unwrap_or(usize::MAX)
 }
 
 fn valid_name(name: &str) -> bool {
