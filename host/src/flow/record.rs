@@ -17,6 +17,11 @@ use crate::store::{
 };
 use crate::traces::RequestTrace;
 
+/// The status recorded for a caller who left before its answer (nginx's convention).
+pub const CLIENT_CLOSED_REQUEST: u16 = 499;
+/// Why a record whose caller left is `cancelled`.
+pub const CLIENT_LEFT: &str = "the client disconnected";
+
 /// What a record keeps of the bodies (config `record_bodies`, `record_body_max_bytes`).
 #[derive(Debug, Clone, Copy)]
 pub struct BodyPolicy {
@@ -211,6 +216,16 @@ impl Draft {
         self.record.http_status = http_status;
         self.record.response = self.bodies.keep_text(response);
         self.done()
+    }
+
+    /// A whole answer made: a success, or, when its caller `left` before it, `cancelled` with
+    /// the answer it did not get (its usage and cost are the call's all the same).
+    pub fn answered(self, left: bool, response: String) -> Finished {
+        if left {
+            self.cancelled(CLIENT_CLOSED_REQUEST, CLIENT_LEFT, Some(response))
+        } else {
+            self.success(200, response)
+        }
     }
 
     pub fn failure(mut self, error: &ApiError) -> Finished {

@@ -20,7 +20,7 @@ use super::cache::Caching;
 use super::call::{Call, Served, timeout_error};
 use super::failover::{Leg, Try};
 use super::guard::Guarded;
-use super::record::{self, Draft};
+use super::record::{self, CLIENT_CLOSED_REQUEST, CLIENT_LEFT, Draft};
 use super::{Answering, CompletionCodec, Envelope, Kind, Metered, Reply};
 use crate::error::ApiError;
 use crate::http::sse_response;
@@ -32,8 +32,6 @@ use crate::traces::Answer;
 
 /// Frames buffered between the plugin and a slow client before the plugin waits.
 const FRAME_BUFFER: usize = 64;
-/// Status recorded for a caller that left before any response was sent (nginx's convention).
-const CLIENT_CLOSED_REQUEST: u16 = 499;
 /// Choice indexes beyond this are a plugin bug; their text is not accumulated.
 const MAX_CHOICES: usize = 128;
 /// Tool-call positions beyond this are a plugin bug; their streamed pieces are
@@ -343,9 +341,7 @@ impl Streamed {
         match cut {
             Cut::ClientGone => {
                 let status = if sent { 200 } else { CLIENT_CLOSED_REQUEST };
-                let cancelled = self
-                    .draft
-                    .cancelled(status, "the client disconnected", partial);
+                let cancelled = self.draft.cancelled(status, CLIENT_LEFT, partial);
                 record::save(&self.state, cancelled).await;
             }
             Cut::ShuttingDown => {

@@ -14,14 +14,10 @@ use uuid::Uuid;
 
 use super::{Era, Exchange, Fault};
 use crate::error::ApiError;
-use crate::flow::{BodyPolicy, Draft};
+use crate::flow::{BodyPolicy, CLIENT_CLOSED_REQUEST, Draft};
 use crate::state::{AppState, Live};
 use crate::tools::{Extra, McpServer, ServerError, Tool, wire};
 use crate::traces::RequestTrace;
-
-/// The status a call's record has when its caller closed the stream first (nginx's "client
-/// closed request", as the model flow records it).
-const CLIENT_CLOSED_REQUEST: u16 = 499;
 
 /// What a failed call answers, what its record says, and its outcome in the metrics.
 struct Failure {

@@ -30,6 +30,7 @@ use hyper::body::Incoming;
 use hyper::header::{ALLOW, HeaderValue};
 use hyper::{HeaderMap, Method, Request, Response, StatusCode};
 use serde_json::{Map, Value, json};
+use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::clock::now_ms;
@@ -256,32 +257,40 @@ async fn call_apart(
     if wants_progress(&exchange) {
         // A few frames ahead of a slow caller; then the server's stream waits for it.
         let (frames, receiver) = tokio::sync::mpsc::channel(8);
-        tokio::spawn(async move {
-            let caller = call::Caller::Streaming(&frames);
-            let outcome = call::call(&state, &live, &exchange, id, caller).await;
-            let outcome = finish(&exchange.era, outcome);
-            let _ = frames
-                .send(sse_frame(&message(&exchange.rpc_id, outcome, &id).1))
-                .await;
-            drop(inflight);
-        });
+        let apart = state.apart();
+        tokio::spawn(
+            async move {
+                let caller = call::Caller::Streaming(&frames);
+                let outcome = call::call(&state, &live, &exchange, id, caller).await;
+                let outcome = finish(&exchange.era, outcome);
+                let _ = frames
+                    .send(sse_frame(&message(&exchange.rpc_id, outcome, &id).1))
+                    .await;
+                drop((inflight, apart));
+            }
+            .instrument(tracing::Span::current()),
+        );
         let mut response = sse_response(receiver, &id);
         version_header(&era, &mut response);
         return response;
     }
     let (mut reply, replied) = tokio::sync::oneshot::channel();
-    tokio::spawn(async move {
-        let outcome = call::call(
-            &state,
-            &live,
-            &exchange,
-            id,
-            call::Caller::Waiting(&mut reply),
-        )
-        .await;
-        let _ = reply.send(outcome);
-        drop(inflight);
-    });
+    let apart = state.apart();
+    tokio::spawn(
+        async move {
+            let outcome = call::call(
+                &state,
+                &live,
+                &exchange,
+                id,
+                call::Caller::Waiting(&mut reply),
+            )
+            .await;
+            let _ = reply.send(outcome);
+            drop((inflight, apart));
+        }
+        .instrument(tracing::Span::current()),
+    );
     // The task always answers; a panic in it is the one way it would not.
     let outcome = replied.await.unwrap_or_else(|_| {
         Err(Fault::new(

@@ -219,12 +219,16 @@ fn serve_connection(
     });
 }
 
-/// Asks every connection to close once its request is answered, and waits for them for
-/// `shutdown_grace_secs`; then ends the requests still running (recorded as cancelled).
+/// Asks every connection to close once its request is answered, and waits for them, and for
+/// the calls whose callers left ([`AppState::apart`]), for `shutdown_grace_secs`; then ends
+/// the requests still running (recorded as cancelled).
 async fn drain(state: &AppState, stop_connections: watch::Sender<()>) {
     let grace = Duration::from_secs(state.live().config.shutdown_grace_secs);
     stop_connections.send_replace(());
-    let drained = stop_connections.closed();
+    let drained = async {
+        stop_connections.closed().await;
+        state.apart_ended().await;
+    };
     tokio::pin!(drained);
     if tokio::time::timeout(grace, &mut drained).await.is_err() {
         tracing::warn!(

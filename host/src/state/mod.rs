@@ -40,6 +40,15 @@ pub struct AppState {
     pub sign_ins: crate::limits::SignInThrottle,
     /// Set when shutdown's grace period is over: requests still running end now.
     abort: watch::Sender<bool>,
+    /// One receiver per call running apart from its caller's connection ([`Apart`]): shutdown
+    /// waits for them as for connections, since a caller that left holds no connection open.
+    apart: watch::Sender<()>,
+}
+
+/// A call running in a task of its own, apart from its caller's connection (which may close
+/// first): held until the call is recorded, so that shutdown waits for it.
+pub struct Apart {
+    _held: watch::Receiver<()>,
 }
 
 /// The hot-reloadable part of the state: a request uses one snapshot throughout.
@@ -104,7 +113,20 @@ impl AppState {
             inflight: crate::inflight::InflightBodies::default(),
             sign_ins: crate::limits::SignInThrottle::default(),
             abort: watch::Sender::new(false),
+            apart: watch::Sender::new(()),
         }
+    }
+
+    /// A call begins to run apart from its caller's connection: see [`Apart`].
+    pub fn apart(&self) -> Apart {
+        Apart {
+            _held: self.apart.subscribe(),
+        }
+    }
+
+    /// Resolves once no call runs apart from its caller ([`AppState::apart`]).
+    pub async fn apart_ended(&self) {
+        self.apart.closed().await;
     }
 
     /// Resolves once the requests still in flight must end (shutdown's grace is over).

@@ -1,6 +1,7 @@
 //! What a hostile caller or a careless client finds: bounded expansion, bodies kept only
 //! for authenticated callers, read timeouts, connection caps, redaction of provider keys,
-//! strict JSON, HTTP/2, and records for every request cut short by shutdown.
+//! strict JSON, HTTP/2, and records for every request cut short by shutdown or left by its
+//! caller.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -14,6 +15,7 @@ use gateway_test_support::{
 use serde_json::{Value, json};
 
 mod connections;
+mod leaving;
 mod memory;
 mod protocol;
 mod records;

@@ -77,7 +77,7 @@ fn serves(kind: Kind, served: Kind, path: &str) -> Result<(), ApiError> {
 }
 
 /// What a completion endpoint's body holds and asks of the plugin.
-pub trait CompletionFields: request::Fields {
+pub trait CompletionFields: request::Fields + Send + 'static {
     const KIND: Kind;
     const PATH: &'static str;
     fn common(&self) -> &Common;
