@@ -14,7 +14,7 @@ use tempfile::TempDir;
 use crate::Options;
 use crate::SoakOptions;
 use crate::child::Server;
-use crate::gateway::{GatewayBuild, Provider, Setup, TOOL_PLUGIN_FILE, openai_target};
+use crate::gateway::{GatewayBuild, Provider, Setup, TOOL_PLUGIN, TOOL_PLUGIN_FILE, openai_target};
 use crate::load::{self, LoadResult, StreamResult, Target};
 use crate::report::{Check, Report, Table, Verdict, median, mib, ms, ms_signed, today};
 use crate::sys;
@@ -182,19 +182,31 @@ fn target_dir() -> PathBuf {
 }
 
 impl Bench {
-    fn start(options: &Options, snapshot: bool) -> Result<Bench, String> {
+    /// The bench's gateway and its report's head; `mcp_only`: the report is `mcp`'s alone, and
+    /// its head names that scenario's paths.
+    fn start(options: &Options, snapshot: bool, mcp_only: bool) -> Result<Bench, String> {
         let plan = Plan::new(options);
         let binary = options
             .gateway
             .clone()
             .unwrap_or_else(|| target_dir().join("release/gateway"));
-        let paths = format!(
-            "paths: `direct` = load generator → fake upstream; `proxy` = → bare hyper reverse proxy → upstream; \
-             `gateway` = → `{}` (auth, validation, {}.wasm plugin instance, SQLite invocation log) → upstream. \
-             All on 127.0.0.1, HTTP/1.1 keep-alive. Times in ms.",
-            binary.display(),
-            options.provider.plugin()
-        );
+        let paths = if mcp_only {
+            format!(
+                "paths: `direct` = load generator → the fake upstream's MCP server (`tools/call`) or its `GET /v1/forecast`; \
+                 `gateway` = → `{}`'s `POST /mcp` (auth, scopes, JSON-RPC, SQLite invocation log) → the remote server (`up__echo`) \
+                 or the `{TOOL_PLUGIN}` plugin (`weather__current`, one request through the host's HTTP import) → upstream. \
+                 All on 127.0.0.1, HTTP/1.1 keep-alive. Times in ms.",
+                binary.display(),
+            )
+        } else {
+            format!(
+                "paths: `direct` = load generator → fake upstream; `proxy` = → bare hyper reverse proxy → upstream; \
+                 `gateway` = → `{}` (auth, validation, {}.wasm plugin instance, SQLite invocation log) → upstream. \
+                 All on 127.0.0.1, HTTP/1.1 keep-alive. Times in ms.",
+                binary.display(),
+                options.provider.plugin()
+            )
+        };
         let plugins_dir = options
             .plugins_dir
             .clone()
@@ -966,7 +978,8 @@ impl Bench {
 /// Runs `scenarios`, prints the report and writes it to the output file.
 pub fn run(options: &Options, scenarios: &[Scenario]) -> Result<(), String> {
     let started = Instant::now();
-    let mut bench = Bench::start(options, true)?;
+    let mcp_only = !scenarios.is_empty() && scenarios.iter().all(|s| matches!(s, Scenario::Mcp));
+    let mut bench = Bench::start(options, true, mcp_only)?;
     for scenario in scenarios {
         match scenario {
             Scenario::Latency => bench.latency()?,
@@ -1006,7 +1019,7 @@ pub fn run(options: &Options, scenarios: &[Scenario]) -> Result<(), String> {
 
 /// Steady load on one path while the operator profiles a process.
 pub fn soak(options: &SoakOptions) -> Result<(), String> {
-    let mut bench = Bench::start(&options.common, false)?;
+    let mut bench = Bench::start(&options.common, false, false)?;
     let model = if options.stream {
         stream_model(bench.plan.stream_frames, bench.plan.stream_gap)
     } else {
