@@ -38,16 +38,13 @@ fn ask(gw: &Gateway) -> Value {
 /// upstream has the call, and hangs up without reading a byte of the answer.
 fn send_and_leave(gw: &Gateway, upstream: &OpenAiUpstream, key: &str, body: &Value) {
     let seen = upstream.requests().len();
-    let body = body.to_string();
-    let mut stream = TcpStream::connect(gw.addr).expect("connect");
-    let head = format!(
-        "POST /completions HTTP/1.1\r\nHost: gateway\r\nAuthorization: {key}\r\n\
-         Provider-API-Key: sk-test-0123456789\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n\r\n",
-        body.len()
+    let stream = gw.send(
+        "POST",
+        "/completions",
+        Some(key),
+        &[("Provider-API-Key", "sk-test-0123456789")],
+        body.to_string().as_bytes(),
     );
-    stream.write_all(head.as_bytes()).expect("send the head");
-    stream.write_all(body.as_bytes()).expect("send the body");
     upstream.wait_until("the call to reach the upstream", |u| {
         u.requests().len() > seen
     });

@@ -619,21 +619,13 @@ fn a_caller_who_leaves_cancels_its_call_at_the_stateless_revision_and_not_in_a_s
     );
     let session = r.header("mcp-session-id").expect("a session id").to_owned();
     // Each caller sends a plain (JSON) call of a tool that sleeps, and hangs up before it ends.
-    let leave = |seconds: u64, headers: &[(&str, &str)], meta: Value| {
+    let leave = |seconds: u64, headers_of_era: &[(&str, &str)], meta: Value| {
         let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
             "params": {"name": "modern__sleep", "arguments": {"seconds": seconds}, "_meta": meta}})
         .to_string();
-        let mut head = format!(
-            "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
-            gw.addr,
-            gw.key,
-            body.len()
-        );
-        for (name, value) in headers {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-        let mut stream = std::net::TcpStream::connect(gw.addr).unwrap();
-        std::io::Write::write_all(&mut stream, format!("{head}\r\n{body}").as_bytes()).unwrap();
+        let mut headers = vec![("Accept", "application/json, text/event-stream")];
+        headers.extend_from_slice(headers_of_era);
+        let stream = gw.send("POST", "/mcp", Some(&gw.key), &headers, body.as_bytes());
         // Sequencing only: the call is then at the upstream.
         std::thread::sleep(Duration::from_millis(1000));
         let _ = stream.shutdown(std::net::Shutdown::Both);

@@ -110,6 +110,39 @@ pub fn request(
     }
 }
 
+/// Connects and sends one request (HTTP/1.1, `Connection: close`), reading nothing: the stream
+/// is the caller's to read, or to drop (a caller who hangs up before its answer).
+pub fn send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> TcpStream {
+    let stream = TcpStream::connect(addr)
+        .unwrap_or_else(|e| panic!("cannot connect to the gateway at {addr}: {e}"));
+    stream
+        .set_read_timeout(Some(IO_TIMEOUT))
+        .expect("set read timeout");
+    stream
+        .set_write_timeout(Some(IO_TIMEOUT))
+        .expect("set write timeout");
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut message = head.into_bytes();
+    message.extend_from_slice(body);
+    (&stream)
+        .write_all(&message)
+        .unwrap_or_else(|e| panic!("cannot send {method} {path}: {e}"));
+    stream
+}
+
 /// An open response whose body is read incrementally. Dropping it closes the
 /// connection, which is how tests disconnect mid-stream.
 pub struct Connection {
@@ -137,28 +170,7 @@ impl Connection {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> Connection {
-        let stream = TcpStream::connect(addr)
-            .unwrap_or_else(|e| panic!("cannot connect to the gateway at {addr}: {e}"));
-        stream
-            .set_read_timeout(Some(IO_TIMEOUT))
-            .expect("set read timeout");
-        stream
-            .set_write_timeout(Some(IO_TIMEOUT))
-            .expect("set write timeout");
-        let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-            body.len()
-        );
-        for (name, value) in headers {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-        head.push_str("\r\n");
-        let mut message = head.into_bytes();
-        message.extend_from_slice(body);
-        (&stream)
-            .write_all(&message)
-            .unwrap_or_else(|e| panic!("cannot send {method} {path}: {e}"));
-
+        let stream = send(addr, method, path, headers, body);
         let mut reader = BufReader::new(stream);
         let status_line = read_line(&mut reader)
             .unwrap_or_else(|| panic!("{method} {path}: connection closed before a status line"));

@@ -794,6 +794,20 @@ impl Gateway {
         client::request(self.addr, method, path, &headers, body)
     }
 
+    /// Sends a request as [`Gateway::request`] does and reads nothing: drop the stream to hang
+    /// up before the answer.
+    pub fn send(
+        &self,
+        method: &str,
+        path: &str,
+        key: Option<&str>,
+        extra_headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> std::net::TcpStream {
+        let headers = headers(key, extra_headers, !body.is_empty());
+        client::send(self.addr, method, path, &headers, body)
+    }
+
     /// POSTs `body` as JSON with the test project's key.
     pub fn post(&self, path: &str, body: &Value) -> Response {
         self.post_as(path, Some(&self.key), body)
