@@ -128,8 +128,11 @@ pub async fn serve(
         Some(path) => Some(crate::state::reload::watch_config(&state, path)?),
         None => None,
     };
+    // Heard from before the line that says the gateway listens: a SIGTERM sent on reading it
+    // must stop the gateway, not be lost in tokio's registration of its handler.
+    let shutdown = shutdown_signal();
     println!("gateway listening on http://{address}");
-    let served = super::serve(listener, state, workers, shutdown_signal()).await;
+    let served = super::serve(listener, state, workers, shutdown).await;
     drop(_config_watcher);
     if let Some(task) = metrics_server {
         task.abort();
@@ -148,17 +151,22 @@ pub async fn serve(
     Ok(())
 }
 
-async fn shutdown_signal() {
+/// The handlers are installed by the call, not when the future is first polled: tokio loses
+/// a signal that arrives between installing its handler and subscribing its listener.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
+    let signals = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
-    ) else {
-        tracing::error!("cannot listen for shutdown signals; stop the process with SIGKILL");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received"),
-        _ = int.recv() => tracing::info!("SIGINT received"),
+    );
+    async move {
+        let (Ok(mut term), Ok(mut int)) = signals else {
+            tracing::error!("cannot listen for shutdown signals; stop the process with SIGKILL");
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM received"),
+            _ = int.recv() => tracing::info!("SIGINT received"),
+        }
     }
 }
