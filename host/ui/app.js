@@ -1130,8 +1130,10 @@
           h('td', null, p.version == null ? dash : String(p.version)),
           h('td', null, p.wit_version == null ? dash : String(p.wit_version)),
           h('td', null, p.world == null ? dash : String(p.world)),
-          h('td', { testid: 'plugin-status' }, badge(p.status)),
-          h('td', { class: 'wrap' }, p.reason == null ? dash : String(p.reason)),
+          // A newer file that is loading or was refused is shown beside the version serving.
+          h('td', { testid: 'plugin-status' }, badge(p.status),
+            p.next ? [' ', h('span', { class: 'nowrap', testid: 'plugin-next' }, `new version ${p.next.status}`)] : null),
+          h('td', { class: 'wrap' }, p.reason != null ? String(p.reason) : (p.next && p.next.reason != null ? String(p.next.reason) : dash)),
           h('td', { testid: 'plugin-instances' }, p.instances ? h('ul', { class: 'plain' },
             ['active', 'loaded', 'rejected', 'traps'].map((k) => h('li', { class: 'nowrap' }, `${inst[k] == null ? dash : inst[k]} ${k}`))) : dash),
           h('td', null, listText(p.routes)),

@@ -41,10 +41,22 @@ pub(super) async fn list(config: &Config) -> Result<ExitCode, CliError> {
     for row in rows {
         let r = &row.report;
         let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
-        let status = match &r.reason {
+        let mut status = match &r.reason {
             Some(reason) => format!("{} ({reason})", r.status),
             None => r.status.clone(),
         };
+        // The version serving and a newer file that is not (yet) are two facts.
+        match &r.next {
+            Some(next) if next.status == "loading" => {
+                status.push_str(&format!("; a new version loading since {}", next.since));
+            }
+            Some(next) => status.push_str(&format!(
+                "; a new version refused at {} ({})",
+                next.since,
+                next.reason.as_deref().unwrap_or("-")
+            )),
+            None => {}
+        }
         println!(
             "{}  {}  {}  {}  {}  {}  {}  {}  {}",
             r.plugin,

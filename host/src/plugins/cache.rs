@@ -44,26 +44,34 @@ impl CompiledCache {
             .join(format!("{wasm_hash}-{}.cwasm", self.engine_hash))
     }
 
-    /// The compiled component for these bytes, from the cache or compiled now
-    /// (and then cached). A cache that cannot be read or written only costs time.
-    pub(super) fn load_or_compile(
+    /// The compiled component of the file whose hash is `wasm_hash`, if the cache holds it.
+    /// A stale or damaged entry is left to [`CompiledCache::compile`] to replace.
+    pub(super) fn load(&self, engine: &Engine, wasm_hash: &str) -> Option<Component> {
+        let entry = self.entry(wasm_hash);
+        let compiled = std::fs::read(&entry).ok()?;
+        // SAFETY: the entry was produced by `precompile_component` of an
+        // engine with the same compatibility hash (it is in the file name),
+        // in the operator's own cache directory; wasmtime still checks its
+        // header and version and refuses anything else.
+        match unsafe { Component::deserialize(engine, &compiled) } {
+            Ok(component) => Some(component),
+            Err(e) => {
+                tracing::warn!(entry = %entry.display(),
+                    "stale or damaged compiled-plugin cache entry, recompiling: {e}");
+                None
+            }
+        }
+    }
+
+    /// Compiles `wasm` and keeps the result. A cache that cannot be written only costs
+    /// time.
+    pub(super) fn compile(
         &self,
         engine: &Engine,
         wasm_hash: &str,
         wasm: &[u8],
     ) -> Result<Component, CompileError> {
         let entry = self.entry(wasm_hash);
-        if let Ok(compiled) = std::fs::read(&entry) {
-            // SAFETY: the entry was produced by `precompile_component` of an
-            // engine with the same compatibility hash (it is in the file name),
-            // in the operator's own cache directory; wasmtime still checks its
-            // header and version and refuses anything else.
-            match unsafe { Component::deserialize(engine, &compiled) } {
-                Ok(component) => return Ok(component),
-                Err(e) => tracing::warn!(entry = %entry.display(),
-                    "stale or damaged compiled-plugin cache entry, recompiling: {e}"),
-            }
-        }
         let compiled = engine
             .precompile_component(wasm)
             .map_err(CompileError::Invalid)?;

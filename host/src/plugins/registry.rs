@@ -49,22 +49,35 @@ pub struct NotLoaded {
     pub plugin: String,
 }
 
-/// What the runtime knows of one plugin file.
+/// A version of a plugin file that is not serving (yet): being compiled, or refused.
 #[derive(Clone)]
-enum PluginStatus {
-    Serving,
-    /// The file could not be loaded; the previous version, if any, keeps serving.
-    Rejected(String),
-    /// The file is gone; its routes answer 503.
-    Removed,
+struct Attempt {
+    /// The file's SHA-256, hex; `None` when it could not be read.
+    hash: Option<String>,
+    since_ms: i64,
+    /// `None` while it loads; then why it was refused.
+    refused: Option<String>,
 }
 
 struct Slot {
     file: PathBuf,
-    status: PluginStatus,
-    /// When the last load attempt happened.
-    checked_at_ms: i64,
     serving: Option<Arc<Plugin>>,
+    /// The last version that did not become the serving one: loading now, or refused.
+    attempt: Option<Attempt>,
+    /// The file is gone; its routes answer 503.
+    removed: bool,
+}
+
+/// The version of a plugin file that is not serving: in [`PluginReport::next`].
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct NextVersion {
+    /// `loading` (being compiled and checked) or `refused` (see `reason`).
+    pub status: String,
+    pub hash: Option<String>,
+    /// Since when it loads, or when it was refused.
+    pub since: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// A row of `gateway plugins list` and `GET /admin/plugins`.
@@ -80,8 +93,13 @@ pub struct PluginReport {
     pub file: String,
     pub hash: Option<String>,
     pub loaded_at: Option<String>,
+    /// `serving`; `loading` (its first version is being compiled); `rejected` (no version
+    /// serves: see `reason`); `removed` (the file is gone).
     pub status: String,
     pub reason: Option<String>,
+    /// While a version serves: a newer file being loaded, or refused (the serving one stays).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<NextVersion>,
 }
 
 /// Every plugin file seen, by name.
@@ -122,44 +140,66 @@ impl Registry {
         }
     }
 
-    /// The serving version of a file, if its bytes are unchanged (a no-op reload).
+    /// The serving version of a file, if its bytes are unchanged (a no-op reload, or a file
+    /// put back after a refused one).
     fn unchanged(&self, name: &str, hash: &str) -> Option<Arc<Plugin>> {
-        let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
-        let slot = slots.get(name)?;
-        let plugin = slot.serving.as_ref()?;
-        (matches!(slot.status, PluginStatus::Serving) && plugin.hash == hash)
-            .then(|| plugin.clone())
+        let mut slots = self.slots.write().unwrap_or_else(|p| p.into_inner());
+        let slot = slots.get_mut(name)?;
+        let plugin = slot.serving.clone()?;
+        if slot.removed || plugin.hash != hash {
+            return None;
+        }
+        slot.attempt = None;
+        Some(plugin)
     }
 
-    /// Keeps the outcome of loading `file`: a plugin swapped in, or why not.
+    /// A version of `file` (`hash`, when it could be read) starts loading.
+    fn loading(&self, name: &str, file: &Path, hash: Option<&str>) {
+        let mut slots = self.slots.write().unwrap_or_else(|p| p.into_inner());
+        let slot = slots.entry(name.to_owned()).or_insert_with(|| Slot {
+            file: file.to_owned(),
+            serving: None,
+            attempt: None,
+            removed: false,
+        });
+        slot.file = file.to_owned();
+        slot.removed = false;
+        slot.attempt = Some(Attempt {
+            hash: hash.map(str::to_owned),
+            since_ms: crate::clock::now_ms(),
+            refused: None,
+        });
+    }
+
+    /// Keeps the outcome of loading `file` (after [`Registry::loading`]): a plugin swapped
+    /// in, or why not.
     fn record(
         &self,
         name: &str,
         file: &Path,
         result: Result<Arc<Plugin>, LoadError>,
+        took: std::time::Duration,
     ) -> Result<Arc<Plugin>, LoadError> {
         let mut slots = self.slots.write().unwrap_or_else(|p| p.into_inner());
-        let slot = slots.entry(name.to_owned()).or_insert_with(|| Slot {
-            file: file.to_owned(),
-            status: PluginStatus::Removed,
-            checked_at_ms: 0,
-            serving: None,
-        });
-        slot.file = file.to_owned();
-        slot.checked_at_ms = crate::clock::now_ms();
+        let Some(slot) = slots.get_mut(name) else {
+            return result;
+        };
         match result {
             Ok(plugin) => {
                 tracing::info!(plugin = %name, name = %plugin.info.name,
                     version = %plugin.info.version, wit = %plugin.wit_version,
-                    file = %file.display(), "plugin loaded");
-                slot.status = PluginStatus::Serving;
+                    file = %file.display(), load_ms = took.as_millis() as u64, "plugin loaded");
                 slot.serving = Some(plugin.clone());
+                slot.attempt = None;
                 Ok(plugin)
             }
             Err(reason) => {
                 tracing::error!(plugin = %name, file = %file.display(),
                     serving_previous = slot.serving.is_some(), "plugin rejected: {reason}");
-                slot.status = PluginStatus::Rejected(reason.to_string());
+                if let Some(attempt) = &mut slot.attempt {
+                    attempt.refused = Some(reason.to_string());
+                    attempt.since_ms = crate::clock::now_ms();
+                }
                 Err(reason)
             }
         }
@@ -172,9 +212,9 @@ impl Registry {
             && slot.file == file
         {
             tracing::warn!(plugin = %name, file = %file.display(), "plugin removed: its routes answer 503");
-            slot.status = PluginStatus::Removed;
+            slot.removed = true;
             slot.serving = None;
-            slot.checked_at_ms = crate::clock::now_ms();
+            slot.attempt = None;
         }
     }
 
@@ -184,11 +224,25 @@ impl Registry {
             .iter()
             .map(|(name, slot)| {
                 let serving = slot.serving.as_ref();
-                let (status, reason) = match &slot.status {
-                    PluginStatus::Serving => ("serving", None),
-                    PluginStatus::Rejected(reason) => ("rejected", Some(reason.clone())),
-                    PluginStatus::Removed => ("removed", None),
+                let attempt = slot.attempt.as_ref();
+                let refused = attempt.and_then(|a| a.refused.clone());
+                let (status, reason) = match (slot.removed, serving, attempt) {
+                    (true, _, _) => ("removed", None),
+                    (false, Some(_), _) => ("serving", None),
+                    (false, None, Some(a)) if a.refused.is_none() => ("loading", None),
+                    (false, None, _) => ("rejected", refused),
                 };
+                let next = attempt.filter(|_| serving.is_some()).map(|a| NextVersion {
+                    status: if a.refused.is_some() {
+                        "refused"
+                    } else {
+                        "loading"
+                    }
+                    .to_owned(),
+                    hash: a.hash.clone(),
+                    since: crate::clock::format_time_ms(a.since_ms),
+                    reason: a.refused.clone(),
+                });
                 PluginReport {
                     plugin: name.clone(),
                     name: serving.map(|p| p.info.name.clone()),
@@ -200,6 +254,7 @@ impl Registry {
                     loaded_at: serving.map(|p| crate::clock::format_time_ms(p.loaded_at_ms)),
                     status: status.to_owned(),
                     reason,
+                    next,
                 }
             })
             .collect();
@@ -242,9 +297,23 @@ impl PluginRuntime {
     /// version keeps serving and the reason is kept in the plugin's status.
     pub async fn load(&self, file: &Path) -> Result<Arc<Plugin>, LoadError> {
         let name = plugin_name(file)?;
-        let result = self.prepare(&name, file).await;
+        let started = std::time::Instant::now();
+        let result = match std::fs::read(file) {
+            Ok(bytes) => {
+                let hash = crate::encoding::sha256_hex(&bytes);
+                if let Some(plugin) = self.registry.unchanged(&name, &hash) {
+                    return Ok(plugin);
+                }
+                self.registry.loading(&name, file, Some(&hash));
+                self.prepare(&name, file, bytes, hash).await
+            }
+            Err(e) => {
+                self.registry.loading(&name, file, None);
+                Err(LoadError::Read(e))
+            }
+        };
         self.registry.stats.loaded(&name, result.is_ok());
-        self.registry.record(&name, file, result)
+        self.registry.record(&name, file, result, started.elapsed())
     }
 
     /// The plugin's file is gone: stop serving it.
@@ -284,20 +353,37 @@ impl PluginRuntime {
         self.registry.report()
     }
 
-    async fn prepare(&self, name: &Arc<str>, file: &Path) -> Result<Arc<Plugin>, LoadError> {
-        let bytes = std::fs::read(file).map_err(LoadError::Read)?;
-        let hash = crate::encoding::sha256_hex(&bytes);
-        if let Some(plugin) = self.registry.unchanged(name, &hash) {
-            return Ok(plugin);
-        }
+    async fn prepare(
+        &self,
+        name: &Arc<str>,
+        file: &Path,
+        bytes: Vec<u8>,
+        hash: String,
+    ) -> Result<Arc<Plugin>, LoadError> {
         let pool = self.engines.current();
         let engine = pool.engine.clone();
         let cache = self.cache.clone();
         let key = hash.clone();
-        // Compiling takes milliseconds to seconds of CPU: keep it off the async workers.
-        let component = tokio::task::spawn_blocking(move || match &cache {
-            Some(cache) => cache.load_or_compile(&engine, &key, &bytes),
-            None => Component::new(&engine, &bytes).map_err(CompileError::Invalid),
+        let (plugin, shown) = (name.clone(), file.display().to_string());
+        // Compiling takes milliseconds to seconds of CPU (tens of seconds for a Python or
+        // JavaScript plugin, whose interpreter is in it): keep it off the async workers, and
+        // say so in the log, since the plugin's routes wait for it.
+        let component = tokio::task::spawn_blocking(move || {
+            if let Some(component) = cache.as_ref().and_then(|c| c.load(&engine, &key)) {
+                return Ok(component);
+            }
+            tracing::info!(plugin = %plugin, file = %shown, bytes = bytes.len(),
+                "plugin compiling: until it loads, its routes keep the version serving, or answer 503");
+            let started = std::time::Instant::now();
+            let component = match &cache {
+                Some(cache) => cache.compile(&engine, &key, &bytes),
+                None => Component::new(&engine, &bytes).map_err(CompileError::Invalid),
+            };
+            if component.is_ok() {
+                tracing::info!(plugin = %plugin, file = %shown,
+                    compile_ms = started.elapsed().as_millis() as u64, "plugin compiled");
+            }
+            component
         })
         .await
         .map_err(LoadError::Task)??;
@@ -347,4 +433,51 @@ fn plugin_name(file: &Path) -> Result<Arc<str>, LoadError> {
         .and_then(|stem| stem.to_str())
         .map(Arc::from)
         .ok_or(LoadError::FileName)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(registry: &Registry, name: &str) -> PluginReport {
+        registry
+            .report()
+            .into_iter()
+            .find(|row| row.plugin == name)
+            .expect("a row")
+    }
+
+    #[test]
+    fn a_first_version_is_loading_then_rejected_then_removed() {
+        let registry = Registry::default();
+        let file = Path::new("/plugins/p.wasm");
+        registry.loading("p", file, Some("abc"));
+        let loading = row(&registry, "p");
+        assert_eq!(
+            (loading.status.as_str(), loading.next.is_none()),
+            ("loading", true)
+        );
+
+        let refused = registry.record(
+            "p",
+            file,
+            Err(LoadError::FileName),
+            std::time::Duration::ZERO,
+        );
+        assert!(refused.is_err());
+        let rejected = row(&registry, "p");
+        assert_eq!(rejected.status, "rejected");
+        assert_eq!(
+            rejected.reason.as_deref(),
+            Some("the file name is not UTF-8")
+        );
+        assert!(
+            rejected.next.is_none(),
+            "nothing serves: no next version to tell apart"
+        );
+
+        registry.unload(file);
+        let removed = row(&registry, "p");
+        assert_eq!((removed.status.as_str(), removed.reason), ("removed", None));
+    }
 }

@@ -84,7 +84,8 @@ fn a_plugin_dropped_in_serves_without_restart_and_is_replaced_then_removed() {
     });
     assert_eq!(plugin_row(&gw, "latecomer")["name"], "faulty");
 
-    // A broken file is rejected with its reason; the loaded version keeps serving.
+    // A broken file is refused with its reason; the loaded version keeps serving, and the
+    // row says both.
     let plugins = gw.dir().join("plugins");
     std::fs::write(plugins.join(".broken.partial"), b"not wasm at all").expect("write");
     std::fs::rename(
@@ -93,21 +94,23 @@ fn a_plugin_dropped_in_serves_without_restart_and_is_replaced_then_removed() {
     )
     .expect("rename");
     let deadline = Instant::now() + Duration::from_secs(30);
-    while plugin_row(&gw, "latecomer")["status"] != "rejected" {
+    while plugin_row(&gw, "latecomer")["next"]["status"] != "refused" {
         assert!(
             Instant::now() < deadline,
-            "the broken file was never rejected"
+            "the broken file was never refused"
         );
         std::thread::sleep(Duration::from_millis(100));
     }
     let row = plugin_row(&gw, "latecomer");
     assert!(
-        row["reason"]
+        row["next"]["reason"]
             .as_str()
             .unwrap_or("")
             .contains("not a valid component"),
         "{row}"
     );
+    assert_eq!(row["status"], "serving", "{row}");
+    assert!(row["reason"].is_null(), "{row}");
     assert_eq!(
         row["name"], "faulty",
         "the previous version still serves: {row}"
