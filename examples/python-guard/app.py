@@ -8,8 +8,8 @@ Settings (`[guards.ID] settings = {...}`):
   {name = "project", words = ["bluebird"]}]`;
 - `check_answers` (default true): check the model's answers too.
 
-A denial names the guard and the rule (`words #2`, `patterns #1`, or the rule's name), never
-the text that matched: what a deny list keeps out is often the secret itself.
+A denial names the rule (`words #2`, `patterns #1`, or the rule's name), never the text that
+matched: what a deny list keeps out is often the secret itself. The gateway names the guard.
 """
 
 import re
@@ -62,7 +62,7 @@ class DenyList(Guard):
         rule = first_match(rules_of(request.settings(**SETTINGS)), texts(request))
         if rule is None:
             return allow()
-        return deny(f"guard `{request.guard}`: the request matches the deny list ({rule})")
+        return deny(f"the request matches the deny list ({rule})")
 
     def check_response(self, request: GuardRequest, answer):
         settings = request.settings(**SETTINGS)
@@ -71,7 +71,7 @@ class DenyList(Guard):
         rule = first_match(rules_of(settings), texts(answer))
         if rule is None:
             return allow()
-        return deny(f"guard `{request.guard}`: the answer matches the deny list ({rule})")
+        return deny(f"the answer matches the deny list ({rule})")
 
 
 WitWorld = guard_world(DenyList)

@@ -274,34 +274,70 @@ export function readCompletion(response, requestedModel, decoder) {
   return answer.finish();
 }
 
+/** The stream framings `readStream` takes (see there). */
+export const FRAMINGS = Object.freeze(['auto', 'sse', 'ndjson', 'eventstream']);
+
 /**
- * Reads a streamed answer with `decoder` (its `event(event, answer)` per Server-Sent Event),
- * sending new text, tool-call pieces, reasoning and usage through `sink` after each event. A JSON
- * answer (a server that ignored the request to stream) is read whole with `body` and its text sent
- * in one chunk. The stream must reach `answer.complete()` (or `end()`) before the body ends:
- * otherwise it was cut off, and the call fails with `stream ended early`.
+ * Reads a streamed answer with `decoder`, sending new text, tool-call pieces, reasoning and usage
+ * through `sink` after each event. The stream must reach `answer.complete()` (or `end()`) before
+ * the body ends: otherwise it was cut off, and the call fails with `stream ended early`.
+ *
+ * `framing` says how the body is cut into events: `'sse'` Server-Sent Events (`decoder.event`),
+ * `'ndjson'` one JSON value a line (`decoder.event`, the event's `data` the line),
+ * `'eventstream'` AWS event-stream messages (`decoder.message`; a malformed frame is `failed`);
+ * whatever the body's `Content-Type`. `'auto'` (the default) goes by `Content-Type`: an AWS event
+ * stream (`application/vnd.amazon.eventstream`), NDJSON (`application/x-ndjson`,
+ * `application/jsonl`, ...: `Response.isNdjson()`), JSON (a server that ignored the request to
+ * stream: read whole with `body` and its text sent in one chunk), anything else SSE.
  */
-export function readStream(response, sink, requestedModel, decoder) {
+export function readStream(response, sink, requestedModel, decoder, framing = 'auto') {
+  if (!FRAMINGS.includes(framing)) {
+    throw new TypeError(`unknown stream framing ${JSON.stringify(framing)} (known: ${FRAMINGS.join(', ')})`);
+  }
   const streamed = response.errorForStatus();
   const answer = new Answer(requestedModel);
-  if (streamed.isJson()) {
+  const how = streamFraming(streamed, framing);
+  if (how === 'json') {
     decoder.body(streamed.text(), answer);
     sendUnsent(answer, sink);
+  } else if (how === 'eventstream') {
+    readEvents(streamed, streamed.eventStream(), answer, sink, (m) => decoder.message(m, answer));
+  } else if (how === 'ndjson') {
+    readEvents(streamed, streamed.ndjson(), answer, sink, (e) => decoder.event(e, answer));
   } else {
-    for (const event of streamed.sse()) {
-      decoder.event(event, answer);
-      sendUnsent(answer, sink);
-      if (answer.isEnded()) {
-        streamed.close();
-        break;
-      }
-    }
+    readEvents(streamed, streamed.sse(), answer, sink, (e) => decoder.event(e, answer));
   }
   if (!answer.isComplete()) {
     throw ProviderError.failed('stream ended early');
   }
   decoder.end?.(answer);
   return answer.finish();
+}
+
+/** How `readStream` reads `response`: `'json'` (whole), `'sse'`, `'ndjson'` or `'eventstream'`. */
+function streamFraming(response, framing) {
+  if (framing !== 'auto') {
+    return framing;
+  }
+  if (response.isEventStream()) {
+    return 'eventstream';
+  }
+  if (response.isNdjson()) {
+    return 'ndjson';
+  }
+  return response.isJson() ? 'json' : 'sse';
+}
+
+/** The event loop, whatever the framing: `read` each event, send what it added, stop at the end. */
+function readEvents(response, events, answer, sink, read) {
+  for (const event of events) {
+    read(event);
+    sendUnsent(answer, sink);
+    if (answer.isEnded()) {
+      response.close();
+      break;
+    }
+  }
 }
 
 function sendUnsent(answer, sink) {

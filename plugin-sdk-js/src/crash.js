@@ -53,11 +53,12 @@ export function describe(error, who = 'plugin') {
  * own; throwing would instead have the bindings print a `TypeError` quoting the exception again.
  *
  * @param {unknown} error
+ * @param {string} [who] what the log line blames: `guard` for a guard, as in the Python SDK
  * @returns {Promise<never>}
  */
-export function crash(error) {
+export function crash(error, who = 'plugin') {
   try {
-    log.error(describe(error));
+    log.error(describe(error, who));
   } catch {
     // Nothing more to do: the trap follows.
   }

@@ -4,9 +4,20 @@
 import { ProviderError, upstreamError } from './errors.js';
 import { hostImport } from './host.js';
 import { log } from './log.js';
+import { EventStreamParser, FrameError } from './eventstream.js';
+import { NdjsonParser } from './ndjson.js';
 import { SseParser } from './sse.js';
 
 const encoder = new TextEncoder();
+
+/** The media types `Response.isNdjson()` recognizes as newline-delimited JSON. */
+export const NDJSON_TYPES = [
+  'application/x-ndjson',
+  'application/ndjson',
+  'application/jsonl',
+  'application/x-jsonlines',
+  'application/jsonlines',
+];
 
 /** An outbound HTTP request, built with chained calls and performed by `send()`. */
 export class Request {
@@ -141,8 +152,30 @@ export class Response {
 
   /** Whether `Content-Type` says JSON (a server that ignored the request to stream). */
   isJson() {
-    const type = this.header('content-type');
-    return type !== undefined && type.trimStart().toLowerCase().startsWith('application/json');
+    // The media type itself: `application/jsonl` is newline-delimited JSON, not JSON.
+    return this.mediaType() === 'application/json';
+  }
+
+  /** `Content-Type` without its parameters, lowercase (`''` without one). */
+  mediaType() {
+    return (this.header('content-type') ?? '').split(';', 1)[0].trim().toLowerCase();
+  }
+
+  /**
+   * Whether `Content-Type` says newline-delimited JSON (`application/x-ndjson`,
+   * `application/ndjson`, `application/jsonl`, `application/x-jsonlines`,
+   * `application/jsonlines`; any parameters and letter case), which `ndjson()` reads.
+   */
+  isNdjson() {
+    return NDJSON_TYPES.includes(this.mediaType());
+  }
+
+  /**
+   * Whether `Content-Type` says an AWS event stream (`application/vnd.amazon.eventstream`, any
+   * parameters and letter case), which `eventStream()` reads.
+   */
+  isEventStream() {
+    return this.mediaType() === 'application/vnd.amazon.eventstream';
   }
 
   /**
@@ -254,6 +287,49 @@ export class Response {
     if (last) {
       yield last;
     }
+  }
+
+  /**
+   * The body as newline-delimited JSON, read lazily: each non-blank line, once complete, as an
+   * event `{data}` whose `data` is the line (a last line without its newline included).
+   *
+   * @returns {Generator<import('./sse.js').SseEvent>}
+   */
+  *ndjson() {
+    const parser = new NdjsonParser();
+    for (let chunk = this.chunk(); chunk !== undefined; chunk = this.chunk()) {
+      yield* parser.push(chunk);
+    }
+    const last = parser.finish();
+    if (last) {
+      yield last;
+    }
+  }
+
+  /**
+   * The body as AWS event-stream messages, read lazily: each once its frame is whole. A malformed
+   * frame or a body that ends inside a frame throws `ProviderError.malformed` (`failed`:
+   * "malformed response from upstream: invalid event stream: ...") after the messages before it.
+   *
+   * @returns {Generator<import('./eventstream.js').Message>}
+   */
+  *eventStream() {
+    const parser = new EventStreamParser();
+    const read = (step) => {
+      try {
+        return step();
+      } catch (error) {
+        throw error instanceof FrameError
+          ? ProviderError.malformed(`invalid event stream: ${error.message}`)
+          : error;
+      }
+    };
+    for (let chunk = this.chunk(); chunk !== undefined; chunk = this.chunk()) {
+      yield* read(() => parser.push(chunk));
+      // A fault after those messages is held back until the next push: ask now.
+      read(() => parser.push(new Uint8Array(0)));
+    }
+    read(() => parser.finish());
   }
 }
 

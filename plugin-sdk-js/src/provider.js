@@ -24,8 +24,9 @@ export class StreamDecoder {
   }
 
   /**
-   * Reads one event of a streamed answer. Call `answer.complete()` when the upstream says the
-   * answer is whole, `answer.end()` at its end marker (no more events are read).
+   * Reads one event of a streamed answer: a Server-Sent Event, or one line of an NDJSON stream
+   * (`{data}`, the line). Call `answer.complete()` when the upstream says the answer is whole,
+   * `answer.end()` at its end marker (no more events are read).
    *
    * Default: `data: [DONE]` (OpenAI's end marker) ends the answer, empty data is skipped, any
    * other data is read with `body`.
@@ -40,6 +41,27 @@ export class StreamDecoder {
     } else if (data !== '') {
       this.body(data, answer);
     }
+  }
+
+  /**
+   * Reads one message of an AWS event stream (as Amazon Bedrock streams), as `event` reads one
+   * Server-Sent Event.
+   *
+   * Default: an error the upstream sent in the stream (`:message-type` `exception` or `error`, see
+   * `Message.exception()`) is `ProviderError.failed('<exception type>: <message>')`; any other
+   * message's payload is read (as text) with `body`. Override it to tell events apart by
+   * `message.eventType`, or to map exceptions to other errors (a throttling exception to an
+   * upstream 429).
+   *
+   * @param {import('./eventstream.js').Message} message
+   * @param {import('./answer.js').Answer} answer
+   */
+  message(message, answer) {
+    const exception = message.exception();
+    if (exception) {
+      throw ProviderError.failed(String(exception));
+    }
+    this.body(message.text(), answer);
   }
 
   /** Called once after the body or the last event of a complete answer. Default: nothing. */
@@ -113,6 +135,12 @@ export function checkOutput(limit, fields, body) {
  */
 export class HttpProvider extends StreamDecoder {
   /**
+   * How `completeStream` cuts the streamed body into events (see `readStream`): `'auto'` by
+   * `Content-Type`; `'sse'`, `'ndjson'` or `'eventstream'` whatever the `Content-Type` says.
+   */
+  static FRAMING = 'auto';
+
+  /**
    * Describes the plugin: `{name, version, models}` (see `modelPrices`). Called once at load.
    * @returns {{name: string, version: string, models: {model: string, inputPerMtok: number, outputPerMtok: number}[]}}
    */
@@ -152,7 +180,7 @@ export class HttpProvider extends StreamDecoder {
   /** Performs a completion, sending its pieces through `sink` as they arrive. */
   completeStream(call, sink) {
     const response = this.checkedRequest(call, true).send();
-    return readStream(response, sink, call.model, this.decoder());
+    return readStream(response, sink, call.model, this.decoder(), this.constructor.FRAMING ?? 'auto');
   }
 
   /** Computes embeddings (`{model, vectors, usage}`). Default: not supported (400). */

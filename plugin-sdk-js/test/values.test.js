@@ -2,8 +2,6 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import { installHost } from '../src/host.js';
-import { Request, Response } from '../src/http.js';
-import { HttpProvider, exportProvider } from '../src/provider.js';
 import {
   checkedBaseUrl,
   finishReason,
@@ -68,58 +66,6 @@ test("OpenAI's usage and finish reasons", () => {
   assert.equal(openAiUsage(null), undefined);
   assert.deepEqual(finishReason('tool_calls'), { tag: 'tool-calls' });
   assert.deepEqual(finishReason('weird'), { tag: 'other' });
-});
-
-class Echo extends HttpProvider {
-  info() {
-    return { name: 'echo', version: '1', models: [] };
-  }
-
-  request(call, stream) {
-    return Request.post(`${checkedBaseUrl(call.route, 'X')}/chat`).streaming(stream).apiKey(call.route.apiKey).json({ model: call.model });
-  }
-
-  body(body, answer) {
-    const reply = JSON.parse(body);
-    answer.text(0, reply.text);
-    answer.finishReason(0, finishReason('stop'));
-    answer.complete();
-  }
-}
-
-test('exported functions drive an HttpProvider through the host', () => {
-  const sent = [];
-  installHost({
-    http: {
-      send(request) {
-        sent.push(request);
-        if (request.url.includes('fail')) {
-          throw { payload: { tag: 'forbidden-host', val: 'fail.example' } };
-        }
-        const chunks = [new TextEncoder().encode('{"text":"hi"}')];
-        return { status: 200, headers: [['content-type', 'application/json']], body: { read: () => chunks.shift() } };
-      },
-    },
-    sink: { send: () => {} },
-  });
-  const { info, complete, completeStream, embed } = exportProvider(new Echo());
-  assert.equal(info().name, 'echo');
-  const call = { route: { ...route(), apiKey: 'k' }, model: 'm', params: '' };
-  assert.equal(complete(call).choices[0].text, 'hi');
-  assert.equal(completeStream(call).choices[0].text, 'hi');
-  assert.equal(sent[0].url, 'https://api.example.com/v1/chat');
-  assert.deepEqual(sent[0].headers, [
-    ['accept', 'application/json'],
-    ['authorization', 'Bearer k'],
-    ['content-type', 'application/json'],
-  ]);
-  assert.equal(new TextDecoder().decode(sent[0].body), '{"model":"m"}');
-  assert.throws(
-    () => complete({ ...call, route: { ...call.route, baseUrl: 'https://fail.example' } }),
-    (thrown) => thrown.payload.tag === 'failed' && thrown.payload.val.includes('fail.example'),
-  );
-  assert.throws(() => embed({}), (thrown) => thrown.payload.tag === 'invalid-request');
-  assert.equal(Response.fromChunks(200, [], ['a', '', 'b']).text(), 'ab');
 });
 
 test('kv.getOrRefresh declares what it mints secret, once, for its lifetime and a grace', async () => {

@@ -1,232 +1,102 @@
 // TypeScript types of the gateway's JavaScript plugin SDK (`gateway-plugin-sdk`). The values the
-// gateway exchanges with a plugin are the WIT's (`wit/provider.wit`, `wit/tool.wit`) as the
-// component bindings give them to JavaScript: records as objects with camelCase fields, variants
-// as `{tag, val}`, enums as strings, `option<T>` as `T | undefined`, `list<u8>` as `Uint8Array`.
+// gateway exchanges with a plugin are the WIT's (`wit/provider.wit`, `wit/tool.wit`,
+// `wit/guard.wit`) as the component bindings give them to JavaScript: records as objects with
+// camelCase fields, variants as `{tag, val}`, enums as strings, `option<T>` as `T | undefined`,
+// `list<u8>` as `Uint8Array`. Those are not restated here: `types/wit/` holds jco's declarations
+// generated from the package's WIT (`npm run sync-wit`; `cargo xtask test` fails when they are
+// stale), and this file re-exports them under the SDK's names.
+
+/// <reference path="./wit/provider.d.ts" />
+/// <reference path="./wit/tool.d.ts" />
+/// <reference path="./wit/guard.d.ts" />
+
+import type * as Wit from 'gateway:provider/types@0.2.0';
+import type * as WitTool from 'gateway:provider/tool-types@0.2.0';
+import type * as WitGuard from 'gateway:provider/guard-types@0.2.0';
+import type * as WitLog from 'gateway:provider/log@0.2.0';
 
 // ---- The values of the `provider` world (wit/provider.wit, interface `types`) ----
 
-export type Role = 'system' | 'user' | 'assistant' | 'function' | 'tool';
-
-export interface FunctionCall {
-  name: string;
-  /** JSON text, as the model wrote it. */
-  arguments: string;
-}
-
-export interface ToolCall {
-  id: string;
-  name: string;
-  arguments: string;
-}
-
-export type Source = { tag: 'bytes'; val: Uint8Array } | { tag: 'url'; val: string };
-
-export interface Image {
-  source: Source;
-  mediaType?: string;
-  /** `auto`, `low` or `high`. */
-  detail?: string;
-}
-
-export interface Audio {
-  data: Uint8Array;
-  format: string;
-}
-
-export interface Document {
-  source: Source;
-  mediaType?: string;
-  title?: string;
-}
-
-export interface Reasoning {
-  text: string;
-  signature?: string;
-  redacted?: string;
-}
-
-export type Part =
-  | { tag: 'text'; val: string }
-  | { tag: 'image'; val: Image }
-  | { tag: 'audio'; val: Audio }
-  | { tag: 'document'; val: Document }
-  | { tag: 'reasoning'; val: Reasoning };
-
-export interface Message {
-  role: Role;
-  parts: Part[];
-  name?: string;
-  functionCall?: FunctionCall;
-  toolCalls: ToolCall[];
-  toolCallId?: string;
-  isError: boolean;
-}
-
-export interface FunctionDef {
-  name: string;
-  description?: string;
-  /** JSON Schema of the arguments, as JSON text. */
-  parameters?: string;
-}
-
-export type FunctionChoice =
-  | { tag: 'none' }
-  | { tag: 'auto' }
-  | { tag: 'required' }
-  | { tag: 'named'; val: string };
-
-export type Prompt = { tag: 'text'; val: string } | { tag: 'chat'; val: Message[] };
-
-/** The gateway route serving the request, from the operator's config. */
-export interface Route {
-  /** The route id callers name. */
-  id: string;
-  /** Base URL of the upstream API, without a trailing slash; empty when the route has none. */
-  baseUrl: string;
-  /** The provider key: the caller's `Provider-API-Key`, else the route's configured key. */
-  apiKey?: string;
-  /** The route's plugin settings, as JSON text (see `routeSettings`). */
-  settings: string;
-  /** What the settings name in the host's environment (see `secret`). */
-  secrets: [string, string][];
-}
-
-export type ReasoningEffort = 'none' | 'minimal' | 'low' | 'medium' | 'high' | 'xhigh';
-
-export interface ReasoningConfig {
-  effort?: ReasoningEffort;
-  budgetTokens?: number;
-}
+import type {
+  Audio,
+  Choice,
+  Chunk,
+  Completion,
+  CompletionRequest,
+  Document,
+  EmbeddingRequest,
+  FinishReason,
+  FunctionCall,
+  FunctionChoice,
+  FunctionDef,
+  Image,
+  ModelPrice,
+  OutputLimit,
+  Part,
+  PluginInfo,
+  Prompt,
+  Reasoning,
+  ReasoningConfig,
+  ReasoningDelta,
+  ReasoningEffort,
+  Role,
+  Route,
+  Source,
+  TextDelta,
+  ToolCall,
+  ToolCallDelta,
+  UpstreamError,
+  Usage,
+} from 'gateway:provider/types@0.2.0';
+export type {
+  Audio,
+  Choice,
+  Chunk,
+  Completion,
+  CompletionRequest,
+  Document,
+  EmbeddingRequest,
+  FinishReason,
+  FunctionCall,
+  FunctionChoice,
+  FunctionDef,
+  Image,
+  ModelPrice,
+  OutputLimit,
+  Part,
+  PluginInfo,
+  Prompt,
+  Reasoning,
+  ReasoningConfig,
+  ReasoningDelta,
+  ReasoningEffort,
+  Role,
+  Route,
+  Source,
+  TextDelta,
+  ToolCall,
+  ToolCallDelta,
+  UpstreamError,
+  Usage,
+};
 
 /**
- * How much the answer may hold, as the gateway decided and reserved it: ask the upstream for no
- * more (`maxTokens` a choice, reasoning included; `choices` choices), whatever `params` say.
+ * A message of a chat (the WIT's `message`). Named apart: `Message` is an AWS event-stream
+ * message, as the SDK's `Message` class is.
  */
-export interface OutputLimit {
-  /** Absent when the caller set none and no limit counts tokens or cost. */
-  maxTokens?: number;
-  choices: number;
-}
+export type ChatMessage = Wit.Message;
 
-export interface CompletionRequest {
-  route: Route;
-  model: string;
-  prompt: Prompt;
-  functions: FunctionDef[];
-  functionChoice?: FunctionChoice;
-  reasoning?: ReasoningConfig;
-  /** The answer's size, which the plugin keeps to. */
-  output: OutputLimit;
-  /** Every other caller parameter (temperature, max_tokens, ...) as JSON text (see `paramsObject`). */
-  params: string;
-}
+/** The WIT's `provider-error`, as an export returns it (`ProviderError.toWit()`). */
+export type WitProviderError = Wit.ProviderError;
 
-export type FinishReason =
-  | { tag: 'stop' }
-  | { tag: 'length' }
-  | { tag: 'function-call' }
-  | { tag: 'tool-calls' }
-  | { tag: 'content-filter' }
-  | { tag: 'stop-sequence'; val: string }
-  | { tag: 'pause' }
-  | { tag: 'refusal' }
-  | { tag: 'other' };
-
-export interface Usage {
-  promptTokens: number;
-  completionTokens: number;
-  totalTokens: number;
-  cachedPromptTokens?: number;
-  cacheCreationTokens?: number;
-  reasoningTokens?: number;
-  imagePromptTokens?: number;
-  audioPromptTokens?: number;
-}
-
-export interface Choice {
-  index: number;
-  text: string;
-  reasoning: Reasoning[];
-  finishReason?: FinishReason;
-  functionCall?: FunctionCall;
-  toolCalls: ToolCall[];
-  /** The provider's logprobs object as JSON text. */
-  logprobs?: string;
-}
-
-export interface Completion {
-  model: string;
-  choices: Choice[];
-  usage?: Usage;
-}
-
-export interface TextDelta {
-  index: number;
-  text: string;
-}
-
-export interface ReasoningDelta {
-  index: number;
-  block: number;
-  text: string;
-  signature?: string;
-  redacted?: string;
-}
-
-export interface ToolCallDelta {
-  index: number;
-  call: number;
-  id?: string;
-  name?: string;
-  arguments: string;
-}
-
-export interface Chunk {
-  deltas: TextDelta[];
-  reasoning: ReasoningDelta[];
-  toolCalls: ToolCallDelta[];
-  usage?: Usage;
-}
-
-export interface EmbeddingRequest {
-  route: Route;
-  model: string;
-  input: string[];
-  params: string;
-}
-
-export interface Embeddings {
-  model: string;
+/**
+ * What `embed` returns: the WIT's `embeddings`, whose vectors may also be plain arrays of numbers
+ * (the bindings lower either to `list<f32>`).
+ */
+export interface Embeddings extends Omit<Wit.Embeddings, 'vectors'> {
   /** One vector per input, in input order. */
   vectors: (Float32Array | number[])[];
-  usage?: Usage;
 }
-
-export interface ModelPrice {
-  model: string;
-  /** Dollars per million prompt tokens. */
-  inputPerMtok: number;
-  /** Dollars per million completion tokens. */
-  outputPerMtok: number;
-}
-
-export interface PluginInfo {
-  name: string;
-  version: string;
-  models: ModelPrice[];
-}
-
-export interface UpstreamError {
-  status: number;
-  message: string;
-  retryAfter?: number;
-}
-
-export type WitProviderError =
-  | { tag: 'invalid-request'; val: string }
-  | { tag: 'upstream'; val: UpstreamError }
-  | { tag: 'timeout'; val: string }
-  | { tag: 'failed'; val: string };
 
 // ---- Errors ----
 
@@ -298,6 +168,12 @@ export class Response {
   readonly ok: boolean;
   header(name: string): string | undefined;
   isJson(): boolean;
+  /** `Content-Type` without its parameters, lowercase (`''` without one). */
+  mediaType(): string;
+  /** Whether `Content-Type` says newline-delimited JSON (`application/x-ndjson`, `application/jsonl`, ...). */
+  isNdjson(): boolean;
+  /** Whether `Content-Type` says an AWS event stream (`application/vnd.amazon.eventstream`). */
+  isEventStream(): boolean;
   chunk(): Uint8Array | undefined;
   close(): void;
   bytes(): Uint8Array;
@@ -306,6 +182,10 @@ export class Response {
   /** This response when 2xx; otherwise throws `ProviderError.upstream`. */
   errorForStatus(): this;
   sse(): Generator<SseEvent>;
+  /** Each non-blank line as `{data}`, the line trimmed. */
+  ndjson(): Generator<SseEvent>;
+  /** AWS event-stream messages; a malformed frame throws `ProviderError` (`failed`). */
+  eventStream(): Generator<Message>;
 }
 
 export class SseParser {
@@ -347,19 +227,91 @@ export class Sink {
 export interface Decoder {
   body(body: string, answer: Answer): void;
   event(event: SseEvent, answer: Answer): void;
+  /** One AWS event-stream message (needed only to read that framing). */
+  message?(message: Message, answer: Answer): void;
   end?(answer: Answer): void;
 }
 
 export function readCompletion(response: Response, requestedModel: string, decoder: Decoder): Completion;
-export function readStream(response: Response, sink: Sink, requestedModel: string, decoder: Decoder): Completion;
+/**
+ * `framing`: `'auto'` (default) by `Content-Type` (AWS event stream, NDJSON, JSON read whole, else
+ * SSE); `'sse'`, `'ndjson'` or `'eventstream'` whatever the `Content-Type`.
+ */
+export function readStream(
+  response: Response,
+  sink: Sink,
+  requestedModel: string,
+  decoder: Decoder,
+  framing?: Framing,
+): Completion;
+
+// ---- Stream framings ----
+
+/** How a streamed body is cut into events. */
+export type Framing = 'auto' | 'sse' | 'ndjson' | 'eventstream';
+export const FRAMINGS: readonly Framing[];
+
+/** An NDJSON line parser: each complete non-blank line as `{data}`. */
+export class NdjsonParser {
+  push(bytes: Uint8Array): SseEvent[];
+  finish(): SseEvent | undefined;
+}
+
+/**
+ * A header value of an AWS event stream: boolean (types 0/1), number (byte, short, int), bigint
+ * (long, timestamp in ms), Uint8Array (bytes, UUID), string.
+ */
+export type HeaderValue = boolean | number | bigint | Uint8Array | string;
+
+/** An error the upstream sent inside an event stream; `toString()` is `kind: message`. */
+export class MessageException {
+  readonly kind: string;
+  readonly message: string;
+  toString(): string;
+}
+
+/** One message (frame) of an AWS event stream. */
+export class Message {
+  constructor(headers?: [string, HeaderValue][], payload?: Uint8Array);
+  headers: [string, HeaderValue][];
+  payload: Uint8Array;
+  /** The first header named exactly `name` (case-sensitive). */
+  header(name: string): HeaderValue | undefined;
+  stringHeader(name: string): string | undefined;
+  /** `:event-type`. */
+  readonly eventType: string | undefined;
+  /** `:message-type`. */
+  readonly messageType: string | undefined;
+  /** The payload as text (UTF-8). */
+  text(): string;
+  /** For `:message-type` `exception` or `error`: its kind and text. */
+  exception(): MessageException | undefined;
+}
+
+/** A malformed event stream (checksum, lengths, header types, a frame cut short). */
+export class FrameError extends Error {}
+
+/** An incremental AWS event-stream parser; throws `FrameError`. */
+export class EventStreamParser {
+  push(bytes: Uint8Array): Message[];
+  finish(): void;
+}
+
+/** One frame, for tests and fake upstreams: `[name, value]` or `[name, value, wireType]` headers. */
+export function encodeEventStream(
+  headers: ([string, HeaderValue] | [string, HeaderValue, number])[],
+  payload?: Uint8Array | string,
+): Uint8Array;
 
 // ---- Providers ----
 
 export abstract class StreamDecoder implements Decoder {
   /** Reads a whole answer; call `answer.complete()` when it is complete. */
   abstract body(body: string, answer: Answer): void;
-  /** Reads one stream event. Default: `[DONE]` ends, empty data is skipped, else `body`. */
+  /** Reads one stream event (SSE, or an NDJSON line). Default: `[DONE]` ends, empty data is skipped, else `body`. */
   event(event: SseEvent, answer: Answer): void;
+  /** Reads one AWS event-stream message. Default: an exception is `failed`, else `body(payload text)`. */
+  message(message: Message, answer: Answer): void;
   end(answer: Answer): void;
 }
 
@@ -376,6 +328,8 @@ export function checkOutput(limit: OutputLimit, fields: OutputFields | undefined
 export abstract class HttpProvider extends StreamDecoder {
   /** Where its bodies state the answer's length; the drivers refuse one over `call.output`. */
   static OUTPUT?: OutputFields;
+  /** How `completeStream` cuts the streamed body into events (default `'auto'`). */
+  static FRAMING: Framing;
   abstract info(): PluginInfo;
   abstract request(call: CompletionRequest, stream: boolean): Request;
   /** A fresh decoder per call: by default `new this.constructor()`. */
@@ -439,40 +393,31 @@ export interface Tool<Args extends Record<string, any> = Record<string, any>> {
   handler(args: Args, context: ToolContext): string | ToolResult | Record<string, unknown>;
 }
 
-export type ResourceBody = { tag: 'text'; val: string } | { tag: 'blob'; val: Uint8Array };
+import type {
+  Content,
+  EmbeddedResource,
+  Media,
+  ResourceBody,
+  ResourceLink,
+  ToolDef,
+} from 'gateway:provider/tool-types@0.2.0';
+export type {
+  Content,
+  EmbeddedResource,
+  Media,
+  ResourceBody,
+  ResourceLink,
+  ToolDef,
+};
 
-export type Content =
-  | { tag: 'text'; val: string }
-  | { tag: 'image'; val: { data: Uint8Array; mediaType: string } }
-  | { tag: 'audio'; val: { data: Uint8Array; mediaType: string } }
-  | {
-      tag: 'resource-link';
-      val: { uri: string; name: string; title?: string; description?: string; mediaType?: string };
-    }
-  | { tag: 'embedded'; val: { uri: string; mediaType?: string; body: ResourceBody } };
+/** The WIT's `tool-result`, as `callTool` returns it. */
+export type WitToolResult = WitTool.ToolResult;
 
-export interface WitToolResult {
-  content: Content[];
-  /** JSON text. */
-  structuredContent?: string;
-  isError: boolean;
-}
+/** The WIT's `tool-context`, as the gateway passes it. */
+export type WitToolContext = WitTool.ToolContext;
 
-export interface ToolDef {
-  name: string;
-  title?: string;
-  description?: string;
-  /** JSON text. */
-  inputSchema: string;
-  outputSchema?: string;
-  annotations?: string;
-}
-
-export interface WitToolContext {
-  server: string;
-  settings: string;
-  secrets: [string, string][];
-}
+/** The WIT's `tool-error`, as `callTool` throws it (`{payload}`). */
+export type WitToolError = WitTool.ToolError;
 
 /** A tool's result, built with chained calls. */
 export class ToolResult {
@@ -514,16 +459,16 @@ export function exportTools(plugin: {
   tools: Tool[] | ((context: ToolContext) => Tool[]);
 }): {
   info(): PluginInfo;
-  listTools(context: WitToolContext): ToolDef[];
+  listTools(context: WitToolContext): WitTool.ToolDef[];
   callTool(name: string, args: string, context: WitToolContext): WitToolResult;
 };
 
 // ---- Values ----
 
 export function paramsObject(params: string, owned?: string[]): Record<string, any>;
-export function messages(prompt: Prompt): Message[];
-export function messageText(message: Message): string;
-export function textOnly(message: Message, provider: string): string;
+export function messages(prompt: Prompt): ChatMessage[];
+export function messageText(message: ChatMessage): string;
+export function textOnly(message: ChatMessage, provider: string): string;
 export function checkedBaseUrl(route: Route, example: string): string;
 export function routeSettings<T extends Record<string, unknown>>(route: Route, defaults?: T): T;
 export function secret(route: Route, name: string): string | undefined;
@@ -534,7 +479,7 @@ export function modelPrices(rows: [string, number, number][]): ModelPrice[];
 
 // ---- Host services ----
 
-export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error';
+export type LogLevel = WitLog.Level;
 
 export const log: {
   trace(message: string): void;
@@ -554,4 +499,86 @@ export const kv: {
   secret(value: string, ttlMs?: number): void;
   /** The kept text, or `refresh()`'s value: declared secret, kept for `ttlMs` (0: until evicted). */
   getOrRefresh(key: string, refresh: () => { value: string; ttlMs: number }): string;
+};
+
+// ---- Guards (wit/guard.wit) ----
+
+import type {
+  AnswerRewrite,
+  AnswerVerdict,
+  Change,
+  CheckedRequest,
+  RequestRewrite,
+  RequestVerdict,
+} from 'gateway:provider/guard-types@0.2.0';
+export type {
+  AnswerRewrite,
+  AnswerVerdict,
+  Change,
+  CheckedRequest,
+  RequestRewrite,
+  RequestVerdict,
+};
+
+/** What the request asks the model: a prompt (text or chat), or an embeddings request's texts. */
+export type GuardInput = WitGuard.Input;
+
+/** Let it through unchanged. */
+export class Allow {}
+
+/** Refuse it, for `reason` (shown to the caller and recorded). */
+export class Deny {
+  constructor(reason: string);
+  readonly reason: string;
+}
+
+/** Send (or answer) these texts instead; `changes` counts what changed by kind. */
+export class Rewrite {
+  constructor(texts: string[], changes: Record<string, number>);
+  readonly texts: string[];
+  readonly changes: Record<string, number>;
+}
+
+export type Verdict = Allow | Deny | Rewrite;
+
+export function allow(): Allow;
+/** Name the rule that matched, never the text, nor the guard: the gateway names it. */
+export function deny(reason: string): Deny;
+/** The texts of `texts(...)`, in the same order and number, some changed; the counts by kind are recorded. */
+export function rewrite(texts: string[], changes?: Record<string, number>): Rewrite;
+
+/** The texts of a request (its input's), an input, a prompt, or an answer (one per choice), in order. */
+export function texts(of: GuardRequest | GuardInput | Prompt | Completion): string[];
+
+/** What a guard is shown of a call. */
+export class GuardRequest {
+  constructor(raw: CheckedRequest);
+  readonly raw: CheckedRequest;
+  readonly guard: string;
+  readonly route: string;
+  readonly model: string;
+  readonly input: GuardInput;
+  readonly functions: FunctionDef[];
+  /** `settings` over `defaults`; with defaults, an unknown or mistyped setting fails the guard. */
+  settings<T extends Record<string, unknown>>(defaults?: T): T;
+  /** The caller's pass-through parameters. */
+  params(): Record<string, any>;
+  texts(): string[];
+}
+
+/** A guard: set `static NAME` and `static VERSION`; both checks allow by default. Synchronous. */
+export class Guard {
+  static NAME: string;
+  static VERSION: string;
+  info(): PluginInfo;
+  checkRequest(request: GuardRequest): Verdict;
+  /** `answer` is the whole answer (for a stream, once it has ended). */
+  checkResponse(request: GuardRequest, answer: Completion): Verdict;
+}
+
+/** The component's exports: `export const { info, checkRequest, checkResponse } = exportGuard(MyGuard);` */
+export function exportGuard(guard: new () => Guard): {
+  info(): PluginInfo;
+  checkRequest(request: CheckedRequest): RequestVerdict;
+  checkResponse(request: CheckedRequest, answer: Completion): AnswerVerdict;
 };

@@ -111,6 +111,18 @@ class GuardTest(unittest.TestCase):
                     guard_world(Wrong)().check_response(checked(CHAT), answer("a", "b"))
         self.assertIn("ValueError: an answer rewrite has 1 texts", log.call_args.args[1])
 
+    def test_a_check_without_a_verdict_fails_closed(self):
+        class Forgetful(Guard):
+            def check_request(self, request):
+                if "secret" in texts(request):
+                    return deny("a secret")  # and nothing returned otherwise
+
+        with mock.patch("wit_world.imports.log.log") as log:
+            with mock.patch.object(crash, "_abort", side_effect=Aborted):
+                with self.assertRaises(Aborted):
+                    guard_world(Forgetful)().check_request(checked(CHAT))
+        self.assertIn("TypeError: check_request returned NoneType", log.call_args.args[1])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -10,7 +10,7 @@ from componentize_py_types import Err
 import fake_host  # noqa: F401 (the log, natively)
 from wit_world.imports import http, types
 
-from gateway_plugin import ProviderError, crash, embedded_error, openai_usage, upstream_error, usage
+from gateway_plugin import ProviderError, embedded_error, openai_usage, testing, upstream_error, usage
 from gateway_plugin.provider import (
     Answer,
     Call,
@@ -24,10 +24,6 @@ from gateway_plugin.provider import (
     read_stream,
 )
 from gateway_plugin.sse import Event
-
-
-class Aborted(Exception):
-    """Stands for the trap `crash.end` ends the instance with."""
 
 
 def route(settings="", base_url="http://up/v1", api_key="sk-1"):
@@ -302,38 +298,34 @@ class Echo(HttpProvider):
 
 
 class WorldTest(unittest.TestCase):
-    def world(self):
-        return provider_world(Echo)()
+    """The exports as the gateway calls them, through the SDK's fake host."""
 
-    def request(self):
-        return call().request
+    world = provider_world(Echo)
+
+    def call(self):
+        return testing.Call.text("m-1", "hi").base_url("http://up/v1")
 
     def test_info(self):
         info = self.world().info()
         self.assertEqual((info.name, info.version), ("echo-py", "0.1.0"))
         self.assertEqual(info.models, [types.ModelPrice("m-1", 0.5, 1.5)])
 
-    def test_complete_and_stream(self):
-        def send(request):
-            self.assertEqual(request.url, "http://up/v1/echo")
-            return http.Response(200, [], iter_body([b'{"text":"yo"}']))
-
-        with mock.patch.object(http, "send", side_effect=send):
-            completion = self.world().complete(self.request())
-        self.assertEqual(completion.choices[0].text, "yo")
-        self.assertEqual(completion.choices[0].finish_reason, types.FinishReason_Length())
+    def test_complete(self):
+        run = self.call().complete(self.world, lambda sent: testing.json(200, {"text": "yo"}))
+        self.assertEqual(run.result.choices[0].text, "yo")
+        self.assertEqual(run.result.choices[0].finish_reason, types.FinishReason_Length())
+        self.assertEqual([(s.method, s.url, s.json()) for s in run.sent], [("POST", "http://up/v1/echo", {"m": "m-1"})])
 
     def test_provider_errors_become_wit_errors(self):
-        answer = http.Response(404, [], iter_body([b'{"error":{"message":"no model"}}']))
-        with mock.patch.object(http, "send", return_value=answer):
-            with self.assertRaises(Err) as caught:
-                self.world().complete(self.request())
-        self.assertEqual(caught.exception.value, types.ProviderError_Upstream(types.UpstreamError(404, "no model", None)))
-        with self.assertRaises(Err) as caught:
-            self.world().embed(types.EmbeddingRequest(route(), "m", ["x"], ""))
-        self.assertEqual(
-            caught.exception.value, types.ProviderError_InvalidRequest("echo-py does not support embeddings")
+        run = self.call().complete(
+            self.world, lambda sent: testing.json(404, {"error": {"message": "no model"}})
         )
+        self.assertEqual(run.error.to_wit(), types.ProviderError_Upstream(types.UpstreamError(404, "no model", None)))
+        with self.assertRaises(ProviderError):
+            run.result
+        run = testing.Call.embedding("m", ["x"]).embed(self.world, lambda sent: testing.json(200, {}))
+        self.assertEqual(run.error.to_wit(), types.ProviderError_InvalidRequest("echo-py does not support embeddings"))
+        self.assertEqual(run.sent, [])
 
     def test_other_exceptions_are_logged_once_and_end_the_instance(self):
         class Broken(Echo):
@@ -343,14 +335,13 @@ class WorldTest(unittest.TestCase):
             def lookup(self, table):
                 return table["model"]
 
-        with mock.patch("wit_world.imports.log.log") as log:
-            with mock.patch.object(crash, "_abort", side_effect=Aborted) as abort:
-                with self.assertRaises(Aborted):
-                    provider_world(Broken)().complete(self.request())
-        abort.assert_called_once()
-        log.assert_called_once()
-        level, message = log.call_args.args
-        self.assertEqual(level.name, "ERROR")
+        host = testing.Host()
+        with self.assertRaises(testing.PluginCrashed) as caught:
+            self.call().complete(provider_world(Broken), lambda sent: testing.json(200, {}), host)
+        self.assertEqual(len(host.logs), 1)
+        level, message = host.logs[0]
+        self.assertEqual(level, "error")
+        self.assertEqual(caught.exception.line, message)
         first, *frames = message.splitlines()
         self.assertEqual(first, "plugin raised KeyError: 'model'")
         # The plugin's own frames, innermost last; not the SDK's, nor a second traceback.
@@ -361,29 +352,24 @@ class WorldTest(unittest.TestCase):
         self.assertNotIn("Traceback", message)
 
     def test_an_exception_inside_the_sdk_keeps_the_plugins_frames(self):
-        answer = http.Response(200, [], iter_body([b"not json"]))
-        with mock.patch.object(http, "send", return_value=answer):
-            with mock.patch("wit_world.imports.log.log") as log:
-                with mock.patch.object(crash, "_abort", side_effect=Aborted):
-                    with self.assertRaises(Aborted):
-                        self.world().complete(self.request())
-        message = log.call_args.args[1]
+        not_json = lambda sent: Response.from_chunks(200, [], [b"not json"])  # noqa: E731
+        with self.assertRaises(testing.PluginCrashed) as caught:
+            self.call().complete(self.world, not_json)
+        message = caught.exception.line
         self.assertTrue(message.startswith("plugin raised json.decoder.JSONDecodeError: "), message)
         self.assertIn("in body", message)
 
     def test_the_caller_leaving_ends_a_stream(self):
-        body = iter_body([b'data: {"text":"a"}\n\n', b"data: [DONE]\n\n"])
-
         class Streamer(Echo):
             def event(self, event, answer):
                 answer.text(0, "piece")
 
-        with mock.patch.object(http, "send", return_value=http.Response(200, [], body)):
-            with mock.patch("wit_world.imports.sink.send", side_effect=Err(None)) as send:
-                with self.assertRaises(Err) as caught:
-                    provider_world(Streamer)().complete_stream(self.request())
-        self.assertEqual(caught.exception.value, types.ProviderError_Failed("the caller disconnected"))
-        send.assert_called_once()
+        run = self.call().stream(
+            provider_world(Streamer), lambda sent: testing.sse(['{"text":"a"}', "more", "[DONE]"]),
+            caller_leaves_after=1,
+        )
+        self.assertEqual(run.error.to_wit(), types.ProviderError_Failed("the caller disconnected"))
+        self.assertEqual(run.streamed_text(), "piece")
 
 
 def iter_body(chunks):

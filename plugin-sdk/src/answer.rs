@@ -348,8 +348,9 @@ impl Answer {
     }
 
     /// The text, reasoning, tool-call pieces and usage the caller has not
-    /// been sent yet, if any.
-    fn take_unsent(&mut self) -> Option<Chunk> {
+    /// been sent yet, if any: for a stream loop of one's own, which sends it
+    /// with [`Sink::send`] after each event, as [`read_stream`] does.
+    pub fn take_unsent(&mut self) -> Option<Chunk> {
         let usage = if std::mem::take(&mut self.usage_unsent) {
             self.assembler.usage()
         } else {
@@ -425,37 +426,114 @@ pub fn read_completion(
     Ok(answer.finish())
 }
 
+/// How a streamed answer's body is cut into events ([`read_stream_framed`],
+/// [`crate::HttpProvider::FRAMING`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Framing {
+    /// By the response's `Content-Type`: JSON is one whole answer
+    /// ([`StreamDecoder::body`]: a server that ignored the request to
+    /// stream), an AWS event stream is [`Framing::EventStream`],
+    /// newline-delimited JSON ([`Response::is_ndjson`]) is
+    /// [`Framing::Ndjson`], anything else is [`Framing::Sse`].
+    #[default]
+    Auto,
+    /// Server-Sent Events, each read with [`StreamDecoder::event`].
+    Sse,
+    /// Newline-delimited JSON: each non-blank line read with
+    /// [`StreamDecoder::event`] as an [`Event`] whose `data` is the line (see
+    /// [`crate::ndjson`]), so the default `event` reads it unchanged.
+    Ndjson,
+    /// AWS event-stream messages, each read with [`StreamDecoder::message`];
+    /// a malformed frame is [`ProviderError::Failed`].
+    EventStream,
+}
+
 /// Reads a streamed answer with `decoder`, sending new text, tool-call pieces
-/// and usage through `sink` after each event.
-///
-/// The body is read as Server-Sent Events ([`StreamDecoder::event`]), or as
-/// AWS event-stream messages ([`StreamDecoder::message`]) when its
-/// `Content-Type` is `application/vnd.amazon.eventstream`; a malformed frame
-/// there is [`ProviderError::Failed`]. A JSON answer (a server that ignored
-/// the request to stream) is read whole with [`StreamDecoder::body`] and its
-/// text sent in one chunk. The stream
-/// must reach [`Answer::complete`] (or [`Answer::end`]) before the body ends;
-/// otherwise it was cut off and the result is
-/// `ProviderError::Failed("stream ended early")`, since its text may be
-/// incomplete. A failed [`Sink::send`] (the caller left) ends the call with
-/// its error.
+/// and usage through `sink` after each event: [`read_stream_framed`] with
+/// [`Framing::Auto`], the framing told by the response's `Content-Type`.
 pub fn read_stream(
     response: Response,
     sink: &mut Sink,
     requested_model: &str,
+    decoder: impl StreamDecoder,
+) -> Result<Completion, ProviderError> {
+    read_stream_framed(response, sink, requested_model, decoder, Framing::Auto)
+}
+
+/// Reads a streamed answer of `framing` with `decoder`, sending new text,
+/// tool-call pieces and usage through `sink` after each event.
+///
+/// A framing other than [`Framing::Auto`] reads the body that way whatever
+/// its `Content-Type` says (some servers label newline-delimited JSON
+/// `application/json` or `text/plain`). The stream must reach
+/// [`Answer::complete`] (or [`Answer::end`]) before the body ends; otherwise
+/// it was cut off and the result is
+/// `ProviderError::Failed("stream ended early")`, since its text may be
+/// incomplete. A failed [`Sink::send`] (the caller left) ends the call with
+/// its error.
+///
+/// ```
+/// use gateway_plugin_sdk::http::Response;
+/// use gateway_plugin_sdk::{
+///     Answer, Framing, ProviderError, Sink, StreamDecoder, read_stream_framed,
+/// };
+///
+/// /// `{"text": "..."}` a line, then `{"done": true}`.
+/// struct Lines;
+///
+/// impl StreamDecoder for Lines {
+///     fn body(&mut self, body: &[u8], answer: &mut Answer) -> Result<(), ProviderError> {
+///         let line: serde_json::Value =
+///             serde_json::from_slice(body).map_err(ProviderError::malformed)?;
+///         answer.text(0, line["text"].as_str().unwrap_or_default());
+///         if line["done"] == true {
+///             answer.end();
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// let body = b"{\"text\":\"Hel\"}\n{\"text\":\"lo\"}\n{\"done\":true}\n".to_vec();
+/// let headers = vec![("content-type".into(), "text/plain".into())];
+/// let response = Response::from_chunks(200, headers, vec![body]);
+/// let mut sink = Sink::buffered();
+/// let completion = read_stream_framed(response, &mut sink, "m-1", Lines, Framing::Ndjson).unwrap();
+/// assert_eq!(completion.choices[0].text, "Hello");
+/// assert_eq!(sink.sent().len(), 2);
+/// ```
+pub fn read_stream_framed(
+    response: Response,
+    sink: &mut Sink,
+    requested_model: &str,
     mut decoder: impl StreamDecoder,
+    framing: Framing,
 ) -> Result<Completion, ProviderError> {
     let response = response.error_for_status()?;
     let mut answer = Answer::new(requested_model);
-    if response.is_json() {
-        decoder.body(&response.bytes()?, &mut answer)?;
-        send_unsent(&mut answer, sink)?;
-    } else if response.is_event_stream() {
-        let messages = response.event_stream();
-        read_events(messages, &mut answer, sink, |m, a| decoder.message(m, a))?;
-    } else {
-        let events = response.sse();
-        read_events(events, &mut answer, sink, |e, a| decoder.event(e, a))?;
+    let framing = match framing {
+        Framing::Auto if response.is_json() => None,
+        Framing::Auto if response.is_event_stream() => Some(Framing::EventStream),
+        Framing::Auto if response.is_ndjson() => Some(Framing::Ndjson),
+        Framing::Auto => Some(Framing::Sse),
+        forced => Some(forced),
+    };
+    match framing {
+        None => {
+            decoder.body(&response.bytes()?, &mut answer)?;
+            send_unsent(&mut answer, sink)?;
+        }
+        Some(Framing::EventStream) => {
+            let messages = response.event_stream();
+            read_events(messages, &mut answer, sink, |m, a| decoder.message(m, a))?;
+        }
+        Some(Framing::Ndjson) => read_events(response.ndjson(), &mut answer, sink, |e, a| {
+            decoder.event(e, a)
+        })?,
+        Some(Framing::Sse | Framing::Auto) => {
+            read_events(response.sse(), &mut answer, sink, |e, a| {
+                decoder.event(e, a)
+            })?
+        }
     }
     if !answer.is_complete() {
         return Err(ProviderError::Failed("stream ended early".into()));
@@ -923,5 +1001,91 @@ mod tests {
         assert_eq!(deltas, [(0, "ab"), (1, "c")]);
         assert_eq!(answer.take_unsent(), None);
         assert_eq!(answer.finish().choices.len(), 2);
+    }
+
+    fn lines(content_type: &str, body: &str) -> Response {
+        Response::from_chunks(
+            200,
+            vec![("Content-Type".into(), content_type.into())],
+            body.as_bytes().chunks(3).map(<[u8]>::to_vec).collect(),
+        )
+    }
+
+    #[test]
+    fn newline_delimited_json_is_told_by_its_content_type_or_named() {
+        let body = "model m-2\nHel\r\n\nlo\nusage 3 2\nstop";
+        for content_type in [
+            "application/x-ndjson",
+            "Application/JSONL; charset=utf-8",
+            "application/x-jsonlines",
+        ] {
+            let mut sink = Sink::buffered();
+            let completion =
+                read_stream(lines(content_type, body), &mut sink, "m-1", Script).unwrap();
+            assert_eq!(completion.choices[0].text, "Hello", "{content_type}");
+            assert_eq!(completion.model, "m-2");
+            assert_eq!(completion.usage, Some(Usage::new(3, 2)));
+            // `Hel`, `lo`, the usage: each line's news is sent as it is read.
+            assert_eq!(sink.sent().len(), 3, "{content_type}");
+        }
+        // Named, it is read as lines whatever the label says; unnamed, `text/plain` is SSE,
+        // which this body has no event of.
+        let named = read_stream_framed(
+            lines("text/plain", body),
+            &mut Sink::buffered(),
+            "m-1",
+            Script,
+            Framing::Ndjson,
+        );
+        assert_eq!(named.unwrap().choices[0].text, "Hello");
+        let unnamed = read_stream(
+            lines("text/plain", body),
+            &mut Sink::buffered(),
+            "m-1",
+            Script,
+        );
+        assert!(matches!(unnamed, Err(ProviderError::Failed(m)) if m == "stream ended early"));
+        // A stream of lines cut before its end is an error, not a short answer.
+        let cut = read_stream(
+            lines("application/x-ndjson", "Hel\nlo\n"),
+            &mut Sink::buffered(),
+            "m-1",
+            Script,
+        );
+        assert!(cut.is_err());
+    }
+
+    #[test]
+    fn json_is_the_media_type_itself_not_a_prefix_of_it() {
+        assert!(lines("application/json; charset=utf-8", "").is_json());
+        assert!(!lines("application/jsonl", "").is_json());
+        assert!(!lines("application/json-seq", "").is_json());
+        assert!(lines("application/jsonl", "").is_ndjson());
+        assert!(!lines("application/json", "").is_ndjson());
+    }
+
+    #[test]
+    fn a_named_framing_reads_sse_and_event_streams_too() {
+        let sse_body = "data: Hel\n\ndata: lo\n\ndata: stop\n\n";
+        let named = read_stream_framed(
+            lines("application/octet-stream", sse_body),
+            &mut Sink::buffered(),
+            "m-1",
+            Script,
+            Framing::Sse,
+        );
+        assert_eq!(named.unwrap().choices[0].text, "Hello");
+        let frames = [b"Hel".as_slice(), b"lo", b"stop"]
+            .map(|payload| crate::eventstream::encode(&[], payload))
+            .concat();
+        let response = Response::from_chunks(200, Vec::new(), vec![frames]);
+        let named = read_stream_framed(
+            response,
+            &mut Sink::buffered(),
+            "m-1",
+            Script,
+            Framing::EventStream,
+        );
+        assert_eq!(named.unwrap().choices[0].text, "Hello");
     }
 }

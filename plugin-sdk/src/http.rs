@@ -29,7 +29,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::__private::gateway::provider::http as host;
-use crate::{ProviderError, eventstream, sse, upstream_error};
+use crate::{ProviderError, eventstream, ndjson, sse, upstream_error};
 
 /// An outbound HTTP request, built with chained calls and performed by
 /// [`Request::send`].
@@ -42,6 +42,22 @@ pub struct Request {
     url: String,
     headers: Vec<(String, String)>,
     body: Vec<u8>,
+}
+
+/// Where [`Request::api_key`] sends the provider key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyIn<'a> {
+    /// `Authorization: Bearer <key>`.
+    Bearer,
+    /// A header of its own, e.g. `x-api-key`.
+    Header(&'a str),
+}
+
+impl<'a> KeyIn<'a> {
+    /// In `header` when one is named (e.g. by the route's settings), else as a bearer token.
+    pub fn header_or_bearer(header: Option<&'a str>) -> Self {
+        header.map_or(KeyIn::Bearer, KeyIn::Header)
+    }
 }
 
 impl Request {
@@ -79,23 +95,25 @@ impl Request {
     }
 
     /// Adds the provider key, when there is one (non-empty; local servers
-    /// often need none): in the header `header` (e.g. `x-api-key`), or as
-    /// `Authorization: Bearer` when `header` is `None`.
+    /// often need none), where `key_in` says: `Authorization: Bearer`, or a
+    /// header of its own (e.g. `x-api-key`). The key comes first, as in the
+    /// Python and JavaScript SDKs; the place is a type of its own, so that
+    /// the two cannot be swapped.
     ///
     /// ```
-    /// use gateway_plugin_sdk::http::Request;
+    /// use gateway_plugin_sdk::http::{KeyIn, Request};
     ///
-    /// let request = Request::post("https://x").api_key(Some("x-api-key"), Some("k"));
+    /// let request = Request::post("https://x").api_key(Some("k"), KeyIn::Header("x-api-key"));
     /// assert_eq!(request.header_value("x-api-key"), Some("k"));
-    /// let request = Request::post("https://x").api_key(None, Some("k"));
+    /// let request = Request::post("https://x").api_key(Some("k"), KeyIn::Bearer);
     /// assert_eq!(request.header_value("authorization"), Some("Bearer k"));
-    /// assert!(Request::post("https://x").api_key(None, Some("")).headers().is_empty());
+    /// assert!(Request::post("https://x").api_key(Some(""), KeyIn::Bearer).headers().is_empty());
     /// ```
-    pub fn api_key(self, header: Option<&str>, key: Option<&str>) -> Self {
-        match (key.filter(|key| !key.is_empty()), header) {
+    pub fn api_key(self, key: Option<&str>, key_in: KeyIn<'_>) -> Self {
+        match (key.filter(|key| !key.is_empty()), key_in) {
             (None, _) => self,
-            (Some(key), Some(header)) => self.header(header, key),
-            (Some(key), None) => self.bearer(key),
+            (Some(key), KeyIn::Header(header)) => self.header(header, key),
+            (Some(key), KeyIn::Bearer) => self.bearer(key),
         }
     }
 
@@ -180,13 +198,11 @@ impl Request {
     /// to [`ProviderError::Failed`] otherwise (a forbidden host, a connection
     /// failure, an invalid URL). Error messages never include headers.
     ///
-    /// Only works inside the plugin: natively (in unit tests) it panics.
+    /// Natively (in a plugin's unit tests) it goes to the upstream of the running
+    /// [`crate::testing::Call`], and panics outside one.
     pub fn send(self) -> Result<Response, ProviderError> {
         #[cfg(not(target_arch = "wasm32"))]
-        panic!(
-            "http::Request::send calls the gateway, which only exists when the plugin runs as a \
-             wasm component; test with http::Response::from_chunks instead"
-        );
+        return crate::testing::send(self);
         #[cfg(target_arch = "wasm32")]
         {
             let request = host::Request {
@@ -281,19 +297,39 @@ impl Response {
     /// parameters and letter case). Useful where a stream was asked for: some
     /// servers ignore the request to stream and answer in one JSON piece.
     pub fn is_json(&self) -> bool {
-        self.content_type_is("application/json")
+        self.content_type_is(&["application/json"])
     }
 
     /// Whether the `Content-Type` header says an AWS event stream
     /// (`application/vnd.amazon.eventstream`, any parameters and letter
     /// case), which [`Response::event_stream`] reads.
     pub fn is_event_stream(&self) -> bool {
-        self.content_type_is("application/vnd.amazon.eventstream")
+        self.content_type_is(&["application/vnd.amazon.eventstream"])
     }
 
-    fn content_type_is(&self, media_type: &str) -> bool {
-        self.header("content-type")
-            .is_some_and(|t| t.trim_start().to_ascii_lowercase().starts_with(media_type))
+    /// Whether the `Content-Type` header says newline-delimited JSON
+    /// (`application/x-ndjson`, `application/ndjson`, `application/jsonl`,
+    /// `application/x-jsonlines` or `application/jsonlines`; any parameters
+    /// and letter case), which [`Response::ndjson`] reads.
+    pub fn is_ndjson(&self) -> bool {
+        self.content_type_is(&[
+            "application/x-ndjson",
+            "application/ndjson",
+            "application/jsonl",
+            "application/x-jsonlines",
+            "application/jsonlines",
+        ])
+    }
+
+    /// Compares the media type alone: `application/json` must not match
+    /// `application/jsonl`.
+    fn content_type_is(&self, media_types: &[&str]) -> bool {
+        self.header("content-type").is_some_and(|value| {
+            let media_type = value.split(';').next().unwrap_or_default().trim();
+            media_types
+                .iter()
+                .any(|m| media_type.eq_ignore_ascii_case(m))
+        })
     }
 
     /// Whether the status is 2xx.
@@ -375,12 +411,26 @@ impl Response {
     /// not followed by a blank line), an `Err` if reading fails (then ends),
     /// and ends with the body.
     pub fn sse(self) -> SseStream {
-        SseStream {
-            response: self,
-            parser: sse::Parser::new(),
-            ready: VecDeque::new(),
-            ended: false,
-        }
+        Events::new(self)
+    }
+
+    /// Iterates the body as newline-delimited JSON, reading chunks lazily:
+    /// each non-blank line is an [`sse::Event`] whose `data` is the line (see
+    /// [`crate::ndjson`]), including a last line with no newline after it; an
+    /// `Err` if reading fails (then ends).
+    ///
+    /// ```
+    /// use gateway_plugin_sdk::http::Response;
+    ///
+    /// let chunks = vec![b"{\"a\":1}\n{\"b\"".to_vec(), b":2}".to_vec()];
+    /// let lines: Vec<_> = Response::from_chunks(200, Vec::new(), chunks)
+    ///     .ndjson()
+    ///     .map(|line| line.unwrap().data)
+    ///     .collect();
+    /// assert_eq!(lines, ["{\"a\":1}", "{\"b\":2}"]);
+    /// ```
+    pub fn ndjson(self) -> NdjsonStream {
+        Events::new(self)
     }
 
     /// Iterates the body as AWS event-stream messages
@@ -461,15 +511,62 @@ impl Iterator for EventStream {
 }
 
 /// The body of a [`Response`] as Server-Sent Events; see [`Response::sse`].
+pub type SseStream = Events<sse::Parser>;
+
+/// The body of a [`Response`] as newline-delimited JSON; see [`Response::ndjson`].
+pub type NdjsonStream = Events<ndjson::Parser>;
+
+/// A parser of a text framing into [`sse::Event`]s, fed the body as it arrives:
+/// [`sse::Parser`], [`ndjson::Parser`].
+pub trait EventParser: Default {
+    /// The events the next bytes completed.
+    fn push(&mut self, bytes: &[u8]) -> Vec<sse::Event>;
+    /// The last event, left open by the end of the body.
+    fn finish(&mut self) -> Option<sse::Event>;
+}
+
+impl EventParser for sse::Parser {
+    fn push(&mut self, bytes: &[u8]) -> Vec<sse::Event> {
+        sse::Parser::push(self, bytes)
+    }
+
+    fn finish(&mut self) -> Option<sse::Event> {
+        sse::Parser::finish(self)
+    }
+}
+
+impl EventParser for ndjson::Parser {
+    fn push(&mut self, bytes: &[u8]) -> Vec<sse::Event> {
+        ndjson::Parser::push(self, bytes)
+    }
+
+    fn finish(&mut self) -> Option<sse::Event> {
+        ndjson::Parser::finish(self)
+    }
+}
+
+/// The body of a [`Response`] as events of a text framing ([`SseStream`],
+/// [`NdjsonStream`]).
 #[derive(Debug)]
-pub struct SseStream {
+pub struct Events<P> {
     response: Response,
-    parser: sse::Parser,
+    parser: P,
     ready: VecDeque<sse::Event>,
     ended: bool,
 }
 
-impl Iterator for SseStream {
+impl<P: EventParser> Events<P> {
+    fn new(response: Response) -> Self {
+        Events {
+            response,
+            parser: P::default(),
+            ready: VecDeque::new(),
+            ended: false,
+        }
+    }
+}
+
+impl<P: EventParser> Iterator for Events<P> {
     type Item = Result<sse::Event, ProviderError>;
 
     fn next(&mut self) -> Option<Self::Item> {

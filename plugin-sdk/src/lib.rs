@@ -112,7 +112,7 @@
 //!         }
 //!         let base = call.route.checked_base_url("http://HOST/v1")?;
 //!         let request = Request::post(format!("{base}/chat/completions")).streaming(stream);
-//!         request.api_key(None, call.route.api_key.as_deref()).json(&body)
+//!         request.api_key(call.route.api_key.as_deref(), KeyIn::Bearer).json(&body)
 //!     }
 //! }
 //!
@@ -194,15 +194,20 @@ pub mod http;
 pub mod json;
 pub mod kv;
 pub mod log;
+pub mod ndjson;
 pub mod output;
 mod params;
 mod parts;
 pub mod sse;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod testing;
 pub mod tool;
 mod upstream;
 mod usage;
 
-pub use answer::{Answer, StreamDecoder, read_completion, read_stream};
+pub use answer::{
+    Answer, Framing, StreamDecoder, read_completion, read_stream, read_stream_framed,
+};
 pub use assembler::StreamAssembler;
 pub use calls::{OpenCall, OpenCalls};
 pub use output::check_output;
@@ -584,13 +589,24 @@ pub trait Provider {
 /// A provider that answers each completion with one upstream HTTP request:
 /// implement this, and the SDK implements [`Provider`] for it.
 ///
-/// A call sends [`HttpProvider::request`] (logged at debug level as with
-/// [`http::Request::send_logged`]) and reads the answer with a fresh
-/// [`HttpProvider::Decoder`] through [`read_completion`] or [`read_stream`].
-/// Implement [`Provider`] directly when a call needs more than one request.
+/// A call goes through three steps, each a method with a default that any
+/// implementation may replace while keeping the others:
+/// [`send`](HttpProvider::send) (the upstream request of
+/// [`HttpProvider::request`], its output limit checked, sent and logged at
+/// debug level as with [`http::Request::send_logged`]), then
+/// [`read_whole`](HttpProvider::read_whole) or
+/// [`read_streamed`](HttpProvider::read_streamed) (a fresh
+/// [`HttpProvider::Decoder`] through [`read_completion`], or
+/// [`read_stream_framed`] with [`HttpProvider::FRAMING`]). Implement
+/// [`Provider`] directly when a call needs more than one request.
 pub trait HttpProvider {
     /// Reads the upstream's answers; a new one (`Default`) for every call.
     type Decoder: StreamDecoder + Default;
+
+    /// How the upstream's streams are cut into events: by their
+    /// `Content-Type` ([`Framing::Auto`], the default: SSE, newline-delimited
+    /// JSON or AWS event streams), or always one way.
+    const FRAMING: Framing = Framing::Auto;
 
     /// Describes the plugin. Called once when the gateway loads it.
     fn info() -> PluginInfo;
@@ -604,6 +620,33 @@ pub trait HttpProvider {
     /// `stream`: for no more than `request.output` (see [`output`]).
     fn request(request: &CompletionRequest, stream: bool) -> Result<http::Request, ProviderError>;
 
+    /// Sends the upstream request for `request` and returns its response, whatever its
+    /// status. Default: [`HttpProvider::request`], refused if it asks for more than the
+    /// output limit ([`check_output`]), sent with [`http::Request::send_logged`]. Replace it
+    /// to sign the request or to send it otherwise; keep the output check.
+    fn send(request: &CompletionRequest, stream: bool) -> Result<http::Response, ProviderError> {
+        checked_request::<Self>(request, stream)?.send_logged()
+    }
+
+    /// Reads a whole answer. Default: [`read_completion`] with a fresh decoder.
+    fn read_whole(
+        response: http::Response,
+        request: &CompletionRequest,
+    ) -> Result<Completion, ProviderError> {
+        read_completion(response, &request.model, Self::Decoder::default())
+    }
+
+    /// Reads a streamed answer into `sink`. Default: [`read_stream_framed`] with a fresh
+    /// decoder and [`HttpProvider::FRAMING`].
+    fn read_streamed(
+        response: http::Response,
+        sink: &mut Sink,
+        request: &CompletionRequest,
+    ) -> Result<Completion, ProviderError> {
+        let decoder = Self::Decoder::default();
+        read_stream_framed(response, sink, &request.model, decoder, Self::FRAMING)
+    }
+
     /// Computes embeddings, as [`Provider::embed`] (whose default this is).
     fn embed(request: EmbeddingRequest) -> Result<Embeddings, ProviderError> {
         let _ = request;
@@ -616,29 +659,29 @@ pub trait HttpProvider {
 
 impl<T: HttpProvider> Provider for T {
     fn info() -> PluginInfo {
-        T::info()
+        <T as HttpProvider>::info()
     }
 
     fn complete(request: CompletionRequest) -> Result<Completion, ProviderError> {
-        let response = checked_request::<T>(&request, false)?.send_logged()?;
-        read_completion(response, &request.model, T::Decoder::default())
+        let response = T::send(&request, false)?;
+        T::read_whole(response, &request)
     }
 
     fn complete_stream(
         request: CompletionRequest,
         sink: &mut Sink,
     ) -> Result<Completion, ProviderError> {
-        let response = checked_request::<T>(&request, true)?.send_logged()?;
-        read_stream(response, sink, &request.model, T::Decoder::default())
+        let response = T::send(&request, true)?;
+        T::read_streamed(response, sink, &request)
     }
 
     fn embed(request: EmbeddingRequest) -> Result<Embeddings, ProviderError> {
-        T::embed(request)
+        <T as HttpProvider>::embed(request)
     }
 }
 
 /// `T`'s upstream request, unless it asks for more than the host's output limit.
-fn checked_request<T: HttpProvider>(
+fn checked_request<T: HttpProvider + ?Sized>(
     request: &CompletionRequest,
     stream: bool,
 ) -> Result<http::Request, ProviderError> {
@@ -649,14 +692,14 @@ fn checked_request<T: HttpProvider>(
 
 /// The items most plugins use, for `use gateway_plugin_sdk::prelude::*;`.
 pub mod prelude {
-    pub use crate::http::{Request, Response};
+    pub use crate::http::{KeyIn, Request, Response};
     pub use crate::output::OutputFields;
     pub use crate::sse::Event;
     pub use crate::{
-        Answer, Completion, CompletionRequest, EmbeddingRequest, Embeddings, FinishReason,
+        Answer, Completion, CompletionRequest, EmbeddingRequest, Embeddings, FinishReason, Framing,
         HttpProvider, Message, ModelPrice, OutputLimit, Part, PluginInfo, Prompt, Provider,
         ProviderError, Role, Sink, StreamDecoder, Usage, export_provider, params_object_except,
-        read_completion, read_stream,
+        read_completion, read_stream, read_stream_framed,
     };
 }
 

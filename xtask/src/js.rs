@@ -1,16 +1,25 @@
 //! JavaScript plugins: `cargo xtask plugin js DIR [--out FILE]` builds `DIR/index.js` (or
 //! `index.mjs`, `index.ts`) with the SDK of `plugin-sdk-js/` into the component `NAME.wasm`, NAME
 //! being the directory's name, in the plugins directory (`target/wasm32-wasip2/plugin`) unless
-//! `--out` names the file. The plugin's world is its `package.json`'s `gateway.world` (`provider`,
-//! the default, or `tool`: `{"gateway": {"world": "tool"}}`), which the build script reads.
+//! `--out` names the file. It runs the SDK's own command, `gateway-plugin build`
+//! (`plugin-sdk-js/bin/gateway-plugin.mjs`, what an author runs with `npx`), so the build has one
+//! implementation. The plugin's world is its `package.json`'s `gateway.world` (`provider`, the
+//! default, `tool` or `guard`: `{"gateway": {"world": "tool"}}`).
 //!
 //! The tools are npm packages pinned by `plugin-sdk-js/package-lock.json`: componentize-js (the
 //! component, StarlingMonkey), jco (the check that the component does not import `wasi:http`,
-//! which the gateway does not link) and rolldown (the bundler: componentize-js takes one ES
-//! module; jco depends on rolldown already, so naming it costs no download). `npm ci` installs
-//! them into `target/js-tools` once, and again only when the lockfile changes. A plugin is built
-//! again only when its sources, the SDK, the WIT or the tools changed (a stamp of their content
-//! beside the output).
+//! which the gateway does not link; the TypeScript declarations generated from the WIT) and
+//! rolldown (the bundler), the package's dependencies, and TypeScript, its development one. `npm
+//! ci` installs them into `target/js-tools` once, and again only when the lockfile changes; the
+//! package's files are staged beside them before each use (the command imports the tools from
+//! where it is), with the repository's `wit/` as the package's WIT. A plugin is built again only
+//! when its sources, the SDK, the WIT or the tools changed (a stamp of their content beside the
+//! output).
+//!
+//! `cargo xtask test` also checks the SDK as its users get it: the WIT copy and the declarations
+//! generated from it are current, the declarations and a typed use of them pass `tsc --strict`,
+//! its tests pass, and the packed package, installed into a folder outside the repository, builds
+//! and tests `examples/js-provider` there (`outside_author`).
 
 use std::hash::{DefaultHasher, Hasher};
 use std::path::{Path, PathBuf};
@@ -23,11 +32,20 @@ use crate::{run, target_dir, workspace_root};
 const TEST_PLUGINS: &[&str] = &[
     "examples/js-provider",
     "examples/js-tool",
+    "examples/js-guard",
     "tests/plugins/js-hostile",
 ];
 
-/// The module a plugin's directory is built from: the first of these that exists.
+/// The module a plugin's directory is built from: the first of these that exists (as the SDK's
+/// command looks for them).
 const ENTRIES: &[&str] = &["index.js", "index.mjs", "index.ts"];
+
+/// The package's files the build and the checks run from, staged beside the installed tools.
+const STAGED: &[&str] = &["package.json", "bin", "src", "tools"];
+
+/// The example an outside author's copy is made of, and the component it is built into.
+const OUTSIDE_EXAMPLE: &str = "examples/js-provider";
+const OUTSIDE_PLUGIN: &str = "js-provider-outside.wasm";
 
 /// `cargo xtask plugin js DIR [--out FILE]`.
 pub fn command(args: &[String]) -> Result<(), String> {
@@ -57,19 +75,156 @@ pub fn command(args: &[String]) -> Result<(), String> {
 }
 
 /// Builds the test suite's JavaScript plugins into `plugins` (the directory `build_plugins`
-/// returned) and runs the SDK's own tests (`node --test`).
+/// returned), checks the SDK's generated declarations and types, runs its own tests
+/// (`node --test`), and builds and tests the example as an outside author would
+/// ([`outside_author`]), which also writes `js-provider-outside.wasm` into `plugins`.
 pub fn build_test_plugins(plugins: &Path) -> Result<(), String> {
     let root = workspace_root();
     for dir in TEST_PLUGINS {
         let dir = root.join(dir);
         build(&dir, &plugins.join(format!("{}.wasm", plugin_name(&dir)?)))?;
     }
+    let sdk = root.join("plugin-sdk-js");
+    let tools = tools(&sdk)?;
+    check_types(&sdk, &tools)?;
     let mut command = Command::new("node");
     command
         .arg("--test")
         .arg("--test-reporter=dot")
-        .current_dir(root.join("plugin-sdk-js"));
-    run(command).map_err(|e| format!("the JavaScript SDK's tests: {e}"))
+        .current_dir(&sdk);
+    run(command).map_err(|e| format!("the JavaScript SDK's tests: {e}"))?;
+    outside_author(&sdk, plugins)
+}
+
+/// The declarations generated from the WIT are the committed ones (and the package's WIT copy
+/// the repository's), and the declarations with a typed author's use of them (`test/
+/// types-check.ts`) pass `tsc --strict`.
+fn check_types(sdk: &Path, tools: &Path) -> Result<(), String> {
+    let mut command = Command::new("node");
+    command
+        .arg(tools.join("tools").join("wit.mjs"))
+        .arg("check")
+        .arg("--package")
+        .arg(sdk)
+        .arg("--wit")
+        .arg(workspace_root().join("wit"));
+    run(command).map_err(|e| format!("the JavaScript SDK's WIT declarations: {e}"))?;
+    let mut command = Command::new("node");
+    command
+        .arg(
+            tools
+                .join("node_modules")
+                .join("typescript")
+                .join("bin")
+                .join("tsc"),
+        )
+        .args(["--noEmit", "--strict", "-p"])
+        .arg(sdk.join("test").join("tsconfig.json"));
+    run(command).map_err(|e| format!("the JavaScript SDK's types (tsc): {e}"))
+}
+
+/// What an author outside the repository does with the SDK: `npm pack` it, install the tarball
+/// into a copy of `examples/js-provider` in a temporary folder (the tools from the registry, as
+/// the lockfile's ranges allow), build it there with `npx gateway-plugin build`, and run its
+/// tests with `node --test` and `gateway-plugin-sdk/testing`. The component is copied into
+/// `plugins` as `js-provider-outside.wasm` for the e2e tests. Skipped while the SDK and the
+/// example are those of the last successful check (a stamp in `target/js-outside`).
+fn outside_author(sdk: &Path, plugins: &Path) -> Result<(), String> {
+    let root = workspace_root();
+    let example = root.join(OUTSIDE_EXAMPLE);
+    let kept = target_dir().join("js-outside");
+    let stamp_file = kept.join("checked.stamp");
+    let component = kept.join(OUTSIDE_PLUGIN);
+    let stamp = stamp_of(&[
+        &example,
+        &sdk.join("package.json"),
+        &sdk.join("package-lock.json"),
+        &sdk.join("bin"),
+        &sdk.join("src"),
+        &sdk.join("tools"),
+        &sdk.join("types"),
+        &sdk.join("wit"),
+    ])?;
+    if component.is_file() && std::fs::read_to_string(&stamp_file).is_ok_and(|k| k == stamp) {
+        eprintln!("xtask: the packed JavaScript SDK was checked outside the repository already");
+        return copy(&component, &plugins.join(OUTSIDE_PLUGIN));
+    }
+    let started = Instant::now();
+    let folder = std::env::temp_dir().join(format!("gateway-js-outside-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&folder);
+    let project = folder.join("js-provider");
+    std::fs::create_dir_all(&project)
+        .map_err(|e| format!("cannot create {}: {e}", project.display()))?;
+    eprintln!(
+        "xtask: checking the packed JavaScript SDK in {}",
+        folder.display()
+    );
+    let mut command = Command::new("npm");
+    command
+        .args(["pack", "--loglevel=error", "--pack-destination"])
+        .arg(&folder)
+        .current_dir(sdk);
+    run(command).map_err(|e| format!("npm pack of the JavaScript SDK: {e}"))?;
+    let tarball = std::fs::read_dir(&folder)
+        .map_err(|e| format!("cannot read {}: {e}", folder.display()))?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .find(|path| path.extension().is_some_and(|ext| ext == "tgz"))
+        .ok_or_else(|| format!("npm pack wrote no tarball into {}", folder.display()))?;
+    for file in ["index.js", "package.json"] {
+        copy(&example.join(file), &project.join(file))?;
+    }
+    std::fs::create_dir_all(project.join("test"))
+        .map_err(|e| format!("cannot create {}: {e}", project.join("test").display()))?;
+    for entry in std::fs::read_dir(example.join("test"))
+        .map_err(|e| format!("cannot read {}/test: {e}", example.display()))?
+    {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        copy(
+            &path,
+            &project
+                .join("test")
+                .join(path.file_name().unwrap_or_default()),
+        )?;
+    }
+    let npm = |args: &[&str]| {
+        let mut command = Command::new("npm");
+        command.args(args).current_dir(&project);
+        command
+    };
+    let dependency = format!("dependencies.gateway-plugin-sdk=file:{}", tarball.display());
+    run(npm(&["pkg", "set", &dependency]))?;
+    run(npm(&[
+        "install",
+        "--no-audit",
+        "--no-fund",
+        "--loglevel=error",
+    ]))
+    .map_err(|e| format!("npm install of the packed JavaScript SDK: {e}"))?;
+    let out = folder.join(OUTSIDE_PLUGIN);
+    let mut build = Command::new("npx");
+    build
+        .args(["gateway-plugin", "build", "."])
+        .arg("--out")
+        .arg(&out)
+        .current_dir(&project);
+    run(build).map_err(|e| format!("npx gateway-plugin build, outside the repository: {e}"))?;
+    let mut test = Command::new("node");
+    test.args(["--test", "--test-reporter=dot", "test/"])
+        .current_dir(&project);
+    run(test).map_err(|e| format!("the example's tests, outside the repository: {e}"))?;
+    std::fs::create_dir_all(&kept).map_err(|e| format!("cannot create {}: {e}", kept.display()))?;
+    copy(&out, &component)?;
+    copy(&out, &plugins.join(OUTSIDE_PLUGIN))?;
+    std::fs::write(&stamp_file, stamp)
+        .map_err(|e| format!("cannot write {}: {e}", stamp_file.display()))?;
+    // Kept when a step failed, for a look at what the author would have seen.
+    let _ = std::fs::remove_dir_all(&folder);
+    eprintln!(
+        "xtask: the packed JavaScript SDK built and tested the example outside the repository in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 /// The plugins directory of the cargo-built plugins.
@@ -95,16 +250,25 @@ pub fn build(dir: &Path, out: &Path) -> Result<(), String> {
         .map_err(|e| format!("no plugin directory {}: {e}", dir.display()))?;
     let root = workspace_root();
     let sdk = root.join("plugin-sdk-js");
-    let entry = ENTRIES
-        .iter()
-        .map(|name| dir.join(name))
-        .find(|path| path.is_file())
-        .ok_or_else(|| format!("{} has none of {}", dir.display(), ENTRIES.join(", ")))?;
+    if !ENTRIES.iter().any(|name| dir.join(name).is_file()) {
+        return Err(format!(
+            "{} has none of {}",
+            dir.display(),
+            ENTRIES.join(", ")
+        ));
+    }
     let name = plugin_name(dir)?;
     let tools = tools(&sdk)?;
-    let stamp_file = out.with_extension("wasm.stamp");
+    // Kept in the build's own folder, not beside `out`: a plugins directory holds plugins.
+    let work = target_dir().join("js-build").join(&name);
+    let out = absolute(out)?;
+    let stamp_file = work.join(format!(
+        "{:016x}.stamp",
+        hash_bytes(out.as_os_str().as_encoded_bytes())
+    ));
     let stamp = stamp_of(&[
         dir,
+        &sdk.join("bin"),
         &sdk.join("src"),
         &sdk.join("tools"),
         &sdk.join("package-lock.json"),
@@ -118,17 +282,13 @@ pub fn build(dir: &Path, out: &Path) -> Result<(), String> {
     let started = Instant::now();
     let mut command = Command::new("node");
     command
-        .arg(tools.join("build.mjs"))
-        .arg("--entry")
-        .arg(&entry)
-        .arg("--sdk")
-        .arg(sdk.join("src").join("index.js"))
-        .arg("--wit")
-        .arg(root.join("wit"))
-        .arg("--work")
-        .arg(target_dir().join("js-build").join(&name))
+        .arg(tools.join("bin").join("gateway-plugin.mjs"))
+        .arg("build")
+        .arg(dir)
         .arg("--out")
-        .arg(absolute(out)?);
+        .arg(&out)
+        .arg("--work")
+        .arg(&work);
     run(command)?;
     std::fs::write(&stamp_file, stamp)
         .map_err(|e| format!("cannot write {}: {e}", stamp_file.display()))?;
@@ -146,14 +306,46 @@ fn absolute(path: &Path) -> Result<PathBuf, String> {
 }
 
 /// The pinned tools in `target/js-tools`, installed with `npm ci` when missing or when the
-/// lockfile changed since; the build script is copied beside them (it imports them).
+/// lockfile changed since, with the package's files staged beside them (its command imports
+/// them from where it is) and the repository's WIT as the package's.
 fn tools(sdk: &Path) -> Result<PathBuf, String> {
     let tools = npm_installed(sdk, "js-tools", "the JavaScript tools")?;
-    copy(
-        &sdk.join("tools").join("build.mjs"),
-        &tools.join("build.mjs"),
-    )?;
+    for name in STAGED {
+        let staged = tools.join(name);
+        if staged.is_dir() {
+            std::fs::remove_dir_all(&staged)
+                .map_err(|e| format!("cannot remove {}: {e}", staged.display()))?;
+        }
+        copy_tree(&sdk.join(name), &staged)?;
+    }
+    let wit = tools.join("wit");
+    let _ = std::fs::remove_dir_all(&wit);
+    std::fs::create_dir_all(&wit).map_err(|e| format!("cannot create {}: {e}", wit.display()))?;
+    let root_wit = workspace_root().join("wit");
+    for entry in std::fs::read_dir(&root_wit)
+        .map_err(|e| format!("cannot read {}: {e}", root_wit.display()))?
+    {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        if path.extension().is_some_and(|ext| ext == "wit") {
+            copy(&path, &wit.join(path.file_name().unwrap_or_default()))?;
+        }
+    }
     Ok(tools)
+}
+
+/// Copies the file or directory `from` to `to`.
+fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
+    if from.is_file() {
+        return copy(from, to);
+    }
+    std::fs::create_dir_all(to).map_err(|e| format!("cannot create {}: {e}", to.display()))?;
+    for entry in
+        std::fs::read_dir(from).map_err(|e| format!("cannot read {}: {e}", from.display()))?
+    {
+        let entry = entry.map_err(|e| format!("cannot read {}: {e}", from.display()))?;
+        copy_tree(&entry.path(), &to.join(entry.file_name()))?;
+    }
+    Ok(())
 }
 
 /// The upstream MCP server of the handshake era the e2e tests run (`tests/mcp`, the official

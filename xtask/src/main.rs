@@ -27,6 +27,7 @@ mod cycles;
 mod js;
 mod links;
 mod python;
+mod rust_sdk;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -109,7 +110,7 @@ fn main() -> ExitCode {
         Some("cycles") => check_cycles(args.get(1).is_some_and(|a| a == "--print")),
         Some("links") => links::command(&workspace_root()),
         _ => {
-            Err("usage: cargo xtask serve [gateway args] | test [cargo test args] | plugins | bench [bench args] | cycles [--print] | links".into())
+            Err("usage: cargo xtask serve [gateway args] | test [cargo test args] | plugins | plugin python|js DIR [--out FILE] | bench [bench args] | cycles [--print] | links".into())
         }
     };
     match result {
@@ -395,9 +396,14 @@ fn configured_plugins_dir(path: &Path) -> Result<Option<PathBuf>, ConfigError> {
 
 fn test(args: &[String]) -> Result<(), String> {
     let built = build_plugins(PLUGINS.iter())?;
-    // The Python plugins the e2e tests load, beside the others; and the Python SDK's own tests.
+    // The Rust SDK packed and an example built against it outside the repository, as an
+    // author would; the e2e tests serve it.
+    rust_sdk::build_outside(&built)?;
+    // The Python plugins the e2e tests load, beside the others; the Python SDK's own tests and
+    // type check; and the SDK installed from its wheel, away from the repository.
     python::build_for_tests(&built)?;
     python::test_sdk()?;
+    python::test_installed(&built)?;
     // The JavaScript plugins the e2e tests load, beside the others; and the JavaScript SDK's tests.
     js::build_test_plugins(&built)?;
     let python = clients_venv()?;

@@ -1,18 +1,24 @@
 //! Python plugins: `cargo xtask plugin python DIR [--out FILE]` builds the plugin in `DIR` into a
-//! component with componentize-py, against the top-level `wit/` and the SDK in
-//! `plugin-sdk-python/src`.
+//! component with the Python SDK's own build command (`gateway-plugin build`, in
+//! `plugin-sdk-python/src/gateway_plugin/build.py`), run from the repository's sources: the
+//! repository builds its plugins exactly as an outside author does with the installed package.
 //!
 //! `DIR/plugin.toml` says what to build: `name` (the component is `NAME.wasm`, the plugin's
 //! name in routes; default the directory's name), `world` (`provider`, `guard` or `tool`;
 //! default `provider`) and `module` (the Python module defining `WitWorld`; default `app`).
 //! Without `--out` the component goes to `DIR/NAME.wasm`.
 //!
-//! componentize-py comes from PyPI, pinned ([`COMPONENTIZE_PY`]), into its own environment
-//! `target/plugin-sdk-venv`, installed once and again only when the pin changes. It generates
-//! the WIT bindings itself at each build (nothing generated is committed). `cargo xtask test`
-//! builds the example plugins and the hostile test plugin into the test plugins directory,
-//! skipping each whose sources did not change since its last build (a stamp beside it), and
-//! runs the SDK's unit tests.
+//! The SDK package ships the WIT it targets (`gateway_plugin/wit`), so that a build needs
+//! nothing from this repository; every Python command here first copies the top-level `wit/`'s
+//! files there ([`sync_wit`]), so the copy is committed with the change that made it.
+//!
+//! componentize-py and mypy come from PyPI, pinned ([`PINS`]), into their own environment
+//! `target/plugin-sdk-venv`, installed once and again only when a pin changes. componentize-py
+//! generates the WIT bindings itself at each build (nothing generated is committed). `cargo
+//! xtask test` builds the example plugins and the hostile test plugin into the test plugins
+//! directory, skipping each whose sources did not change since its last build (a stamp beside
+//! it), runs the SDK's unit tests and type check, and checks the package as an outside author
+//! gets it ([`test_installed`]).
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -22,8 +28,19 @@ use std::time::Instant;
 
 use crate::{run, target_dir, workspace_root};
 
-/// The componentize-py release plugins are built with (PyPI). A new pin reinstalls it.
+/// The componentize-py release plugins are built with (PyPI); the SDK's `pyproject.toml` pins
+/// the same one, which [`the_pins_agree`](tests) checks. A new pin reinstalls it.
 pub const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
+
+/// The type checker of the SDK (PyPI).
+pub const MYPY: &str = "mypy==2.4.1";
+
+/// What the SDK's environment holds.
+const PINS: &[&str] = &[COMPONENTIZE_PY, MYPY];
+
+/// The plugin [`test_installed`] builds with the installed package, and the name of the
+/// component it writes into the test plugins directory (the e2e tests load it).
+const OUTSIDE_PLUGIN: (&str, &str) = ("examples/python-provider", "python-provider-outside");
 
 /// The Python plugins `cargo xtask test` builds into the test plugins directory.
 pub const TEST_PLUGINS: &[&str] = &[
@@ -117,12 +134,61 @@ pub fn command(args: &[String]) -> Result<(), String> {
     let dir = dir.ok_or(USAGE)?;
     let manifest = Manifest::read(&dir)?;
     let out = out.unwrap_or_else(|| dir.join(format!("{}.wasm", manifest.name)));
-    let componentize = componentize_py()?;
-    build(&componentize, &dir, &manifest, &out)
+    sync_wit()?;
+    let python = sdk_python()?;
+    build(&python, &dir, &out)
 }
 
-/// The venv's `componentize-py`, installed at the pinned version when missing or stale.
-pub fn componentize_py() -> Result<PathBuf, String> {
+/// The SDK's directory.
+fn sdk_dir() -> PathBuf {
+    workspace_root().join("plugin-sdk-python")
+}
+
+/// Copies the top-level `wit/*.wit` into the SDK package (`gateway_plugin/wit`), which ships
+/// them, when they differ; a file gone from `wit/` goes from the package too.
+pub fn sync_wit() -> Result<(), String> {
+    let from = workspace_root().join("wit");
+    let to = sdk_dir().join("src").join("gateway_plugin").join("wit");
+    std::fs::create_dir_all(&to).map_err(|e| format!("cannot create {}: {e}", to.display()))?;
+    let wit_files = |dir: &Path| -> Result<Vec<PathBuf>, String> {
+        let entries =
+            std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+        let mut files = Vec::new();
+        for entry in entries {
+            let path = entry.map_err(|e| e.to_string())?.path();
+            if path.extension().is_some_and(|x| x == "wit") && path.is_file() {
+                files.push(path);
+            }
+        }
+        Ok(files)
+    };
+    for source in wit_files(&from)? {
+        let target = to.join(source.file_name().unwrap_or_default());
+        let bytes =
+            std::fs::read(&source).map_err(|e| format!("cannot read {}: {e}", source.display()))?;
+        if std::fs::read(&target).ok().as_deref() != Some(&bytes[..]) {
+            std::fs::write(&target, &bytes)
+                .map_err(|e| format!("cannot write {}: {e}", target.display()))?;
+            eprintln!(
+                "xtask: copied {} into {} (commit it)",
+                source.display(),
+                to.display()
+            );
+        }
+    }
+    for kept in wit_files(&to)? {
+        if !from.join(kept.file_name().unwrap_or_default()).exists() {
+            std::fs::remove_file(&kept)
+                .map_err(|e| format!("cannot remove {}: {e}", kept.display()))?;
+            eprintln!("xtask: removed {} (gone from wit/)", kept.display());
+        }
+    }
+    Ok(())
+}
+
+/// The venv's `python`, with componentize-py and mypy at the pinned versions (installed when
+/// missing or stale).
+pub fn sdk_python() -> Result<PathBuf, String> {
     let venv = target_dir().join("plugin-sdk-venv");
     let bin = venv.join("bin");
     let python = bin.join("python");
@@ -135,12 +201,10 @@ pub fn componentize_py() -> Result<PathBuf, String> {
             format!("{e}\nPython plugins need Python 3 with its venv module (`python3 -m venv`)")
         })?;
     }
+    let pins = PINS.join(" ");
     let installed = std::fs::read_to_string(&pin_file).unwrap_or_default();
-    if installed.trim() != COMPONENTIZE_PY {
-        eprintln!(
-            "xtask: installing {COMPONENTIZE_PY} into {}",
-            venv.display()
-        );
+    if installed.trim() != pins {
+        eprintln!("xtask: installing {pins} into {}", venv.display());
         let mut command = Command::new(&python);
         command
             .args([
@@ -150,70 +214,32 @@ pub fn componentize_py() -> Result<PathBuf, String> {
                 "--quiet",
                 "--disable-pip-version-check",
             ])
-            .arg(COMPONENTIZE_PY);
+            .args(PINS);
         run(command)?;
-        std::fs::write(&pin_file, COMPONENTIZE_PY)
+        std::fs::write(&pin_file, &pins)
             .map_err(|e| format!("cannot write {}: {e}", pin_file.display()))?;
     }
-    Ok(bin.join("componentize-py"))
+    Ok(python)
 }
 
-/// Builds the plugin in `dir` to `out` (written to a temporary name, then renamed, so a gateway
-/// watching the directory never loads half a file).
-pub fn build(
-    componentize: &Path,
-    dir: &Path,
-    manifest: &Manifest,
-    out: &Path,
-) -> Result<(), String> {
-    let root = workspace_root();
-    if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
-    }
-    let file_name = out
-        .file_name()
-        .ok_or_else(|| format!("{} names no file", out.display()))?;
-    let temporary = out.with_file_name(format!(".{}.tmp", file_name.to_string_lossy()));
-    let started = Instant::now();
-    let mut command = Command::new(componentize);
+/// Builds the plugin in `dir` to `out` with the SDK's `gateway-plugin build`, run from the
+/// repository's sources by the SDK venv's `python` (which has the pinned componentize-py).
+pub fn build(python: &Path, dir: &Path, out: &Path) -> Result<(), String> {
+    let mut command = Command::new(python);
     command
-        .arg("--quiet")
-        .arg("-d")
-        .arg(root.join("wit"))
-        .args(["-w", &manifest.world])
-        .arg("componentize")
-        .arg(&manifest.module)
-        .arg("-p")
+        .args(["-m", "gateway_plugin", "build"])
         .arg(dir)
-        .arg("-p")
-        .arg(root.join("plugin-sdk-python").join("src"))
-        .arg("-o")
-        .arg(&temporary)
-        // Only the two paths above: not the caller's virtual environment's packages.
-        .env_remove("VIRTUAL_ENV");
-    run(command).map_err(|e| format!("building the Python plugin in {}: {e}", dir.display()))?;
-    std::fs::rename(&temporary, out).map_err(|e| {
-        format!(
-            "cannot rename {} to {}: {e}",
-            temporary.display(),
-            out.display()
-        )
-    })?;
-    let size = std::fs::metadata(out).map(|m| m.len()).unwrap_or(0);
-    eprintln!(
-        "xtask: built {} ({} world, {:.1} MB) in {:.1} s",
-        out.display(),
-        manifest.world,
-        size as f64 / 1e6,
-        started.elapsed().as_secs_f64()
-    );
-    Ok(())
+        .arg("--out")
+        .arg(out)
+        .env("PYTHONPATH", sdk_dir().join("src"))
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    run(command).map_err(|e| format!("building the Python plugin in {}: {e}", dir.display()))
 }
 
 /// Builds [`TEST_PLUGINS`] into `plugins_dir` (in parallel), each only when its sources, the
 /// SDK's, the WIT or the pin changed since its last build there.
 pub fn build_for_tests(plugins_dir: &Path) -> Result<(), String> {
+    sync_wit()?;
     let root = workspace_root();
     let mut stale = Vec::new();
     for dir in TEST_PLUGINS {
@@ -222,25 +248,23 @@ pub fn build_for_tests(plugins_dir: &Path) -> Result<(), String> {
         let out = plugins_dir.join(format!("{}.wasm", manifest.name));
         let stamp = plugins_dir.join(format!(".{}.stamp", manifest.name));
         let fingerprint = fingerprint(&dir)?;
-        let current = out.exists()
-            && std::fs::read_to_string(&stamp).is_ok_and(|kept| kept.trim() == fingerprint);
-        if !current {
-            stale.push((dir, manifest, out, stamp, fingerprint));
+        if !is_current(&out, &stamp, &fingerprint) {
+            stale.push((dir, out, stamp, fingerprint));
         }
     }
     if stale.is_empty() {
         eprintln!("xtask: the Python plugins are up to date");
         return Ok(());
     }
-    let componentize = componentize_py()?;
+    let python = sdk_python()?;
     let started = Instant::now();
     let results: Vec<Result<(), String>> = std::thread::scope(|scope| {
         let builds: Vec<_> = stale
             .iter()
-            .map(|(dir, manifest, out, stamp, fingerprint)| {
-                let componentize = &componentize;
+            .map(|(dir, out, stamp, fingerprint)| {
+                let python = &python;
                 scope.spawn(move || {
-                    build(componentize, dir, manifest, out)?;
+                    build(python, dir, out)?;
                     std::fs::write(stamp, fingerprint)
                         .map_err(|e| format!("cannot write {}: {e}", stamp.display()))
                 })
@@ -263,16 +287,17 @@ pub fn build_for_tests(plugins_dir: &Path) -> Result<(), String> {
     results.into_iter().collect()
 }
 
-/// What a test build of the plugin in `dir` depends on: its files, the SDK's, the WIT and the
-/// componentize-py pin, hashed.
+/// Whether `out` exists and was built from what `fingerprint` says (its `stamp`).
+fn is_current(out: &Path, stamp: &Path, fingerprint: &str) -> bool {
+    out.exists() && std::fs::read_to_string(stamp).is_ok_and(|kept| kept.trim() == fingerprint)
+}
+
+/// What a test build of the plugin in `dir` depends on: its files, the SDK's (its package
+/// metadata too), the WIT and the componentize-py pin, hashed.
 fn fingerprint(dir: &Path) -> Result<String, String> {
     let root = workspace_root();
-    let mut files = Vec::new();
-    for tree in [
-        dir.to_owned(),
-        root.join("plugin-sdk-python").join("src"),
-        root.join("wit"),
-    ] {
+    let mut files = vec![sdk_dir().join("pyproject.toml")];
+    for tree in [dir.to_owned(), sdk_dir().join("src"), root.join("wit")] {
         collect_files(&tree, &mut files)?;
     }
     files.sort();
@@ -310,13 +335,15 @@ fn collect_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
 }
 
 /// The SDK's unit tests (`plugin-sdk-python/tests`), natively with the venv's Python against
-/// componentize-py's stub bindings of every world.
+/// componentize-py's stub bindings of every world; then its type check (mypy, strict, against
+/// the same bindings).
 pub fn test_sdk() -> Result<(), String> {
-    let componentize = componentize_py()?;
+    sync_wit()?;
+    let python = sdk_python()?;
     let root = workspace_root();
     let stubs = target_dir().join("plugin-sdk-venv").join("stubs");
     let _ = std::fs::remove_dir_all(&stubs);
-    let mut command = Command::new(&componentize);
+    let mut command = Command::new(python.with_file_name("componentize-py"));
     command
         .arg("--quiet")
         .arg("-d")
@@ -324,10 +351,9 @@ pub fn test_sdk() -> Result<(), String> {
         .args(["-w", "provider", "-w", "guard", "-w", "tool", "bindings"])
         .arg(&stubs);
     run(command)?;
-    let sdk = root.join("plugin-sdk-python");
-    let python = componentize.with_file_name("python");
-    let mut command = Command::new(python);
-    let path = std::env::join_paths([stubs, sdk.join("src"), sdk.join("tests")])
+    let sdk = sdk_dir();
+    let mut command = Command::new(&python);
+    let path = std::env::join_paths([&stubs, &sdk.join("src"), &sdk.join("tests")])
         .map_err(|e| e.to_string())?;
     command
         .args(["-m", "unittest", "discover", "--quiet", "-s"])
@@ -335,7 +361,154 @@ pub fn test_sdk() -> Result<(), String> {
         .env("PYTHONPATH", path)
         .env("PYTHONDONTWRITEBYTECODE", "1");
     eprintln!("xtask: the Python SDK's unit tests");
-    run(command).map_err(|e| format!("the Python SDK's unit tests: {e}"))
+    run(command).map_err(|e| format!("the Python SDK's unit tests: {e}"))?;
+    let mypy_path = std::env::join_paths([&stubs, &sdk.join("src")]).map_err(|e| e.to_string())?;
+    let mut command = Command::new(&python);
+    command
+        .args(["-m", "mypy", "--config-file"])
+        .arg(sdk.join("pyproject.toml"))
+        .args(["--cache-dir"])
+        .arg(target_dir().join("plugin-sdk-venv").join("mypy-cache"))
+        .args(["-p", "gateway_plugin"])
+        .env("MYPYPATH", mypy_path)
+        .current_dir(&sdk);
+    eprintln!("xtask: the Python SDK's type check (mypy)");
+    run(command).map_err(|e| format!("the Python SDK's type check: {e}"))
+}
+
+/// The SDK as an outside author gets it, away from this repository: its wheel installed into a
+/// fresh virtual environment in a temporary directory, the example provider copied there, built
+/// with the installed `gateway-plugin build` into the test plugins directory (as
+/// `python-provider-outside.wasm`, which the e2e tests load) and its unit tests run with the
+/// installed `gateway_plugin.testing`. Skipped while nothing it depends on changed since it
+/// last passed (a stamp beside the component).
+pub fn test_installed(plugins_dir: &Path) -> Result<(), String> {
+    let (example, name) = OUTSIDE_PLUGIN;
+    let example = workspace_root().join(example);
+    let out = plugins_dir.join(format!("{name}.wasm"));
+    let stamp = plugins_dir.join(format!(".{name}.stamp"));
+    let fingerprint = fingerprint(&example)?;
+    if is_current(&out, &stamp, &fingerprint) {
+        eprintln!("xtask: the installed Python SDK's check is up to date");
+        return Ok(());
+    }
+    sync_wit()?;
+    let python = sdk_python()?;
+    let started = Instant::now();
+    let scratch = std::env::temp_dir().join(format!("gateway-plugin-sdk-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let result = installed_check(&python, &scratch, &example, &out);
+    let _ = std::fs::remove_dir_all(&scratch);
+    result?;
+    std::fs::write(&stamp, fingerprint)
+        .map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
+    eprintln!(
+        "xtask: the installed Python SDK built and tested {} in {:.1} s",
+        out.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn installed_check(
+    python: &Path,
+    scratch: &Path,
+    example: &Path,
+    out: &Path,
+) -> Result<(), String> {
+    let dist = scratch.join("dist");
+    let venv = scratch.join("venv");
+    let plugin = scratch.join("plugin");
+    // Run from the scratch directory, and without the caller's Python settings: nothing of the
+    // repository may leak in.
+    let outside = |program: &Path| {
+        let mut command = Command::new(program);
+        command
+            .current_dir(scratch)
+            .env_remove("PYTHONPATH")
+            .env_remove("VIRTUAL_ENV")
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env("GATEWAY_PLUGIN_BINDINGS_DIR", scratch.join("bindings"));
+        command
+    };
+    std::fs::create_dir_all(scratch)
+        .map_err(|e| format!("cannot create {}: {e}", scratch.display()))?;
+    eprintln!(
+        "xtask: the Python SDK's wheel, installed in {}",
+        venv.display()
+    );
+    let mut command = outside(python);
+    command
+        .args([
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+        ])
+        .arg("--wheel-dir")
+        .arg(&dist)
+        .arg(sdk_dir());
+    run(command)?;
+    let wheel = std::fs::read_dir(&dist)
+        .map_err(|e| format!("cannot read {}: {e}", dist.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .find(|path| path.extension().is_some_and(|x| x == "whl"))
+        .ok_or_else(|| format!("pip wheel wrote no wheel into {}", dist.display()))?;
+    let mut command = outside(Path::new("python3"));
+    command.args(["-m", "venv"]).arg(&venv);
+    run(command)?;
+    let bin = venv.join("bin");
+    let mut command = outside(&bin.join("python"));
+    command
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .arg(&wheel);
+    run(command)?;
+    copy_tree(example, &plugin)?;
+    let mut command = outside(&bin.join("gateway-plugin"));
+    command.arg("build").arg(&plugin).arg("--out").arg(out);
+    run(command).map_err(|e| format!("the installed gateway-plugin build: {e}"))?;
+    let head = std::fs::read(out)
+        .map(|bytes| bytes.get(..8).map(<[u8]>::to_vec).unwrap_or_default())
+        .map_err(|e| format!("cannot read {}: {e}", out.display()))?;
+    // `\0asm`, then a component's version and layer (a core module's layer is 0).
+    if head != b"\0asm\x0d\x00\x01\x00" {
+        return Err(format!("{} is not a WebAssembly component", out.display()));
+    }
+    let mut command = outside(&bin.join("python"));
+    command
+        .args(["-m", "unittest", "discover", "--quiet", "-s"])
+        .arg(&plugin)
+        .current_dir(&plugin);
+    run(command).map_err(|e| format!("the example's unit tests with the installed SDK: {e}"))
+}
+
+/// Copies the source files under `from` (see [`collect_files`]) to `to`.
+fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
+    let mut files = Vec::new();
+    collect_files(from, &mut files)?;
+    for file in files {
+        let target = to.join(file.strip_prefix(from).map_err(|e| e.to_string())?);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        }
+        std::fs::copy(&file, &target).map_err(|e| {
+            format!(
+                "cannot copy {} to {}: {e}",
+                file.display(),
+                target.display()
+            )
+        })?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -363,6 +536,16 @@ mod tests {
         assert!(Manifest::parse("nmae = \"x\"", "x").is_err());
         assert!(Manifest::parse("name = \"../x\"", "x").is_err());
         assert!(Manifest::parse("name = 1", "x").is_err());
+    }
+
+    /// The SDK package's componentize-py is the one the repository builds with.
+    #[test]
+    fn the_pins_agree() {
+        let pyproject = std::fs::read_to_string(sdk_dir().join("pyproject.toml")).expect("read");
+        assert!(
+            pyproject.contains(&format!("dependencies = [\"{COMPONENTIZE_PY}\"]")),
+            "plugin-sdk-python/pyproject.toml must depend on {COMPONENTIZE_PY}"
+        );
     }
 
     /// Every test plugin has a manifest that reads, and the names `cargo xtask test` builds

@@ -41,7 +41,7 @@ impl HttpProvider for Minimal {
         let base = call.route.checked_base_url("http://HOST/v1")?;
         let request = Request::post(format!("{base}/chat/completions")).streaming(stream);
         request
-            .api_key(None, call.route.api_key.as_deref())
+            .api_key(call.route.api_key.as_deref(), KeyIn::Bearer)
             .json(&body)
     }
 }
@@ -67,3 +67,6 @@ impl StreamDecoder for Minimal {
 }
 
 export_provider!(Minimal);
+
+#[cfg(test)]
+mod tests;

@@ -2,7 +2,8 @@
 passes as text (a route's or a guard's settings, the caller's params)."""
 
 import json
-from typing import Any, Dict, Optional
+from collections.abc import Callable
+from typing import Any
 
 from wit_world.imports import types
 
@@ -21,13 +22,13 @@ __all__ = [
 def usage(
     prompt_tokens: int,
     completion_tokens: int,
-    total_tokens: Optional[int] = None,
+    total_tokens: int | None = None,
     *,
-    cached_prompt_tokens: Optional[int] = None,
-    cache_creation_tokens: Optional[int] = None,
-    reasoning_tokens: Optional[int] = None,
-    image_prompt_tokens: Optional[int] = None,
-    audio_prompt_tokens: Optional[int] = None,
+    cached_prompt_tokens: int | None = None,
+    cache_creation_tokens: int | None = None,
+    reasoning_tokens: int | None = None,
+    image_prompt_tokens: int | None = None,
+    audio_prompt_tokens: int | None = None,
 ) -> types.Usage:
     """Token counts of a call (the gateway prices calls from them); the total defaults to the
     sum. The details are included in the prompt or completion counts, as the gateway wants."""
@@ -53,11 +54,11 @@ def _u32(value: Any) -> int:
     return min(max(number, 0), 2**32 - 1)
 
 
-def _opt_u32(value: Any) -> Optional[int]:
+def _opt_u32(value: Any) -> int | None:
     return None if value is None else _u32(value)
 
 
-def openai_usage(value: Any) -> Optional[types.Usage]:
+def openai_usage(value: Any) -> types.Usage | None:
     """OpenAI's usage object (`prompt_tokens`, `completion_tokens`, `total_tokens` and their
     `*_details`), the shape most OpenAI-compatible servers send; `None` when `value` is not an
     object (a chunk without usage)."""
@@ -84,7 +85,8 @@ def openai_usage(value: Any) -> Optional[types.Usage]:
     )
 
 
-_FINISH = {
+# The cases without a payload (a variant's cases are classes, not a type mypy can name as one).
+_FINISH: dict[str, type[Any]] = {
     "stop": types.FinishReason_Stop,
     "length": types.FinishReason_Length,
     "function_call": types.FinishReason_FunctionCall,
@@ -99,10 +101,11 @@ def finish_reason(name: str) -> types.FinishReason:
     """The finish reason spelled as OpenAI-style APIs spell it (`stop`, `length`,
     `function_call`, `tool_calls`, `content_filter`); any other spelling is `other`."""
     make = _FINISH.get(name)
-    return make() if make is not None else types.FinishReason_Other()
+    reason: types.FinishReason = make() if make is not None else types.FinishReason_Other()
+    return reason
 
 
-def finish_reason_name(reason: Optional[types.FinishReason]) -> Optional[str]:
+def finish_reason_name(reason: types.FinishReason | None) -> str | None:
     """The name of a finish reason (`stop`, ..., `stop_sequence`, `other`)."""
     if reason is None:
         return None
@@ -119,7 +122,9 @@ def role_name(role: types.Role) -> str:
     return role.name.lower()
 
 
-def json_object(text: str, what: str, error=ProviderError.failed) -> Dict[str, Any]:
+def json_object(
+    text: str, what: str, error: Callable[[str], ProviderError] = ProviderError.failed
+) -> dict[str, Any]:
     """`text` (a JSON object as text; empty is `{}`) as a dict; anything else raises
     `error(f"{what} must be a JSON object")`."""
     text = (text or "").strip()
@@ -134,7 +139,7 @@ def json_object(text: str, what: str, error=ProviderError.failed) -> Dict[str, A
     return value
 
 
-def settings_object(text: str, where: str, defaults: Dict[str, Any]) -> Dict[str, Any]:
+def settings_object(text: str, where: str, defaults: dict[str, Any]) -> dict[str, Any]:
     """Settings (a JSON object as text) with `defaults` for the keys they leave out. Given
     defaults, a key not among them, or a value of another type than its default's, raises
     `ProviderError.failed` naming `where` and the key: a misspelt setting is refused rather

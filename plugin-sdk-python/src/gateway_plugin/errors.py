@@ -9,7 +9,7 @@ statuses 502, `failed` 502, `timeout` 504. Any other exception is a bug: the SDK
 """
 
 import json
-from typing import Any, Optional
+from typing import Any
 
 from wit_world.imports import types
 
@@ -26,8 +26,8 @@ class ProviderError(Exception):
         self,
         kind: str,
         message: str,
-        status: Optional[int] = None,
-        retry_after: Optional[int] = None,
+        status: int | None = None,
+        retry_after: int | None = None,
     ) -> None:
         super().__init__(message)
         self.kind = kind
@@ -42,7 +42,7 @@ class ProviderError(Exception):
 
     @classmethod
     def upstream(
-        cls, status: int, message: str, retry_after: Optional[int] = None
+        cls, status: int, message: str, retry_after: int | None = None
     ) -> "ProviderError":
         """The upstream answered with an error status."""
         return cls("upstream", message, status=status, retry_after=retry_after)
@@ -83,7 +83,7 @@ def _truncate(message: str) -> str:
     return message[:MAX_MESSAGE_CHARS]
 
 
-def _json_message(body: bytes) -> Optional[str]:
+def _json_message(body: bytes) -> str | None:
     try:
         value = json.loads(body)
     except ValueError:
@@ -99,7 +99,7 @@ def _json_message(body: bytes) -> Optional[str]:
     return message.strip()
 
 
-def _retry_after(value: Optional[str]) -> Optional[int]:
+def _retry_after(value: str | None) -> int | None:
     """Delay-seconds (a fraction rounded up); HTTP dates become the seconds until then."""
     if value is None:
         return None
@@ -126,7 +126,7 @@ def _retry_after(value: Optional[str]) -> Optional[int]:
     return min(int(wait) + (1 if wait > int(wait) else 0), 2**32 - 1)
 
 
-def upstream_error(status: int, body: bytes, retry_after: Optional[str] = None) -> ProviderError:
+def upstream_error(status: int, body: bytes, retry_after: str | None = None) -> ProviderError:
     """`ProviderError.upstream` from an error answer, as the Rust SDK's `upstream_error`.
 
     The message is the body's `{"error": {"message"}}`, `{"error": "..."}` or `{"message"}`,

@@ -13,18 +13,22 @@ instance and the gateway refuses the request (it fails closed).
 """
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Union
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
 from wit_world.imports import guard_types, types
 
 from . import crash, log
 from .common import json_object, settings_object
 
+T = TypeVar("T")
+
 __all__ = [
     "Allow",
     "Deny",
     "Guard",
     "GuardRequest",
+    "GuardWorld",
     "Rewrite",
     "allow",
     "deny",
@@ -50,11 +54,11 @@ class Deny:
 class Rewrite:
     """Send (or answer) these texts instead; `changes` counts what changed by kind."""
 
-    texts: List[str]
-    changes: Dict[str, int] = field(default_factory=dict)
+    texts: list[str]
+    changes: dict[str, int] = field(default_factory=dict)
 
 
-Verdict = Union[Allow, Deny, Rewrite]
+Verdict = Allow | Deny | Rewrite
 
 
 def allow() -> Allow:
@@ -65,7 +69,7 @@ def deny(reason: str) -> Deny:
     return Deny(reason)
 
 
-def rewrite(new_texts: Sequence[str], changes: Optional[Dict[str, int]] = None) -> Rewrite:
+def rewrite(new_texts: Sequence[str], changes: dict[str, int] | None = None) -> Rewrite:
     """The texts of `texts(...)`, in the same order and number, some changed; `changes` counts
     the changes by kind (`{"email": 2}`); it is recorded, so it never holds removed text."""
     return Rewrite(list(new_texts), dict(changes or {}))
@@ -83,20 +87,20 @@ class GuardRequest:
         self.model: str = raw.model
         self.input: guard_types.Input = raw.input
 
-    def settings(self, **defaults: Any) -> Dict[str, Any]:
+    def settings(self, **defaults: Any) -> dict[str, Any]:
         """The guard's `settings` from the config, with `defaults` for the keys it leaves out;
         given defaults, other keys and values of another type than their default are refused
         (the guard fails, and the gateway with it refuses the request)."""
         return settings_object(self.raw.settings, f"guard `{self.guard}`", defaults)
 
-    def params(self) -> Dict[str, Any]:
+    def params(self) -> dict[str, Any]:
         return json_object(self.raw.params, "params")
 
-    def texts(self) -> List[str]:
+    def texts(self) -> list[str]:
         return texts(self)
 
 
-def texts(of: Any) -> List[str]:
+def texts(of: Any) -> list[str]:
     """The texts of a `GuardRequest` (its input's), of an input, or of an answer (one per
     choice), in order."""
     if isinstance(of, GuardRequest):
@@ -119,7 +123,7 @@ def texts(of: Any) -> List[str]:
     raise TypeError(f"no texts in {type(of).__name__}")
 
 
-def _with_texts(input_: guard_types.Input, new: List[str]) -> guard_types.Input:
+def _with_texts(input_: guard_types.Input, new: list[str]) -> guard_types.Input:
     """`input_` of the same kind with its texts (as `texts` lists them) replaced by `new`."""
     count = len(texts(input_))
     if len(new) != count:
@@ -150,7 +154,7 @@ def _with_texts(input_: guard_types.Input, new: List[str]) -> guard_types.Input:
     return guard_types.Input_Prompt(types.Prompt_Chat(messages))
 
 
-def _changes(changes: Dict[str, int]) -> List[guard_types.Change]:
+def _changes(changes: dict[str, int]) -> list[guard_types.Change]:
     return [guard_types.Change(kind, int(count)) for kind, count in changes.items()]
 
 
@@ -174,7 +178,7 @@ class Guard:
         return Allow()
 
 
-def _checked(action: Any) -> Any:
+def _checked(action: Callable[[], T]) -> T:
     """Runs an export; an exception is a bug, logged once and ending the instance
     (`crash.end`): the guard failed, and the gateway refuses the request unchecked."""
     try:
@@ -183,7 +187,31 @@ def _checked(action: Any) -> Any:
         crash.end(e, "guard")
 
 
-def guard_world(guard: type) -> type:
+def _allowed(verdict: Any, check: str) -> None:
+    """Checks that `verdict`, neither a deny nor a rewrite, is an allow: anything else (a
+    forgotten `return` gives `None`) is a bug, and a guard fails closed rather than let the
+    request through unchecked."""
+    if not isinstance(verdict, Allow):
+        raise TypeError(
+            f"{check} returned {type(verdict).__name__}, not allow(), deny(reason) or rewrite(...)"
+        )
+
+
+class GuardWorld(Protocol):
+    """The `guard` world's exports, as the gateway calls them."""
+
+    def info(self) -> types.PluginInfo: ...
+
+    def check_request(
+        self, request: guard_types.CheckedRequest
+    ) -> guard_types.RequestVerdict: ...
+
+    def check_response(
+        self, request: guard_types.CheckedRequest, answer: types.Completion
+    ) -> guard_types.AnswerVerdict: ...
+
+
+def guard_world(guard: Callable[[], Guard]) -> type[GuardWorld]:
     """The `WitWorld` class componentize-py exports for `guard` (a `Guard` subclass):
 
     WitWorld = guard_world(MyGuard)
@@ -199,6 +227,7 @@ def guard_world(guard: type) -> type:
                 _with_texts(request.input, verdict.texts), _changes(verdict.changes)
             )
             return guard_types.RequestVerdict_Rewrite(rewritten)
+        _allowed(verdict, "check_request")
         return guard_types.RequestVerdict_Allow()
 
     def answer_verdict(
@@ -215,6 +244,7 @@ def guard_world(guard: type) -> type:
                 )
             rewritten = guard_types.AnswerRewrite(list(verdict.texts), _changes(verdict.changes))
             return guard_types.AnswerVerdict_Rewrite(rewritten)
+        _allowed(verdict, "check_response")
         return guard_types.AnswerVerdict_Allow()
 
     class WitWorld:
@@ -229,5 +259,6 @@ def guard_world(guard: type) -> type:
         ) -> guard_types.AnswerVerdict:
             return _checked(lambda: answer_verdict(request, answer))
 
+    WitWorld.__qualname__ = WitWorld.__name__ = "WitWorld"
     return WitWorld
 

@@ -6,16 +6,27 @@ Only the hosts the gateway allows the plugin are reachable: a route's `base_url`
 """
 
 import json
-from typing import Any, Iterable, Iterator, List, Optional, Sequence, Tuple
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from componentize_py_types import Err
 from wit_world.imports import http as _http
 
 from . import log
+from . import eventstream, ndjson
 from .errors import ProviderError, upstream_error
 from .sse import Event, Parser
 
-__all__ = ["Request", "Response"]
+__all__ = ["NDJSON_TYPES", "Request", "Response"]
+
+# The media types `Response.is_ndjson` recognizes as newline-delimited JSON.
+NDJSON_TYPES = (
+    "application/x-ndjson",
+    "application/ndjson",
+    "application/jsonl",
+    "application/x-jsonlines",
+    "application/jsonlines",
+)
 
 
 def _http_error(error: Any, doing: str) -> ProviderError:
@@ -46,7 +57,7 @@ class Request:
     def __init__(self, method: str, url: str) -> None:
         self.method = method
         self.url = url
-        self.headers: List[Tuple[str, str]] = []
+        self.headers: list[tuple[str, str]] = []
         self.body = b""
 
     @classmethod
@@ -67,14 +78,14 @@ class Request:
         self.headers = [(n, v) for n, v in self.headers if n.lower() != lower]
         return self.header(name, value)
 
-    def header_value(self, name: str) -> Optional[str]:
+    def header_value(self, name: str) -> str | None:
         lower = name.lower()
         return next((v for n, v in self.headers if n.lower() == lower), None)
 
     def bearer(self, key: str) -> "Request":
         return self.replace_header("authorization", f"Bearer {key}")
 
-    def api_key(self, key: Optional[str], header: Optional[str] = None) -> "Request":
+    def api_key(self, key: str | None, header: str | None = None) -> "Request":
         """Adds the provider key when there is one (local servers often need none): in
         `header` (e.g. `x-api-key`), or as `Authorization: Bearer` when `header` is None."""
         if not key:
@@ -120,11 +131,11 @@ class _HostBody:
     def __init__(self, body: Any) -> None:
         self._body = body
 
-    def read(self) -> Optional[bytes]:
+    def read(self) -> bytes | None:
         if self._body is None:
             return None
         try:
-            chunk = self._body.read()
+            chunk: bytes | None = self._body.read()
         except Err as e:
             self.close()
             raise _http_error(e.value, "reading the answer") from None
@@ -142,26 +153,26 @@ class _ChunkBody:
     def __init__(self, chunks: Iterable[bytes]) -> None:
         self._chunks = list(chunks)
 
-    def read(self) -> Optional[bytes]:
+    def read(self) -> bytes | None:
         return self._chunks.pop(0) if self._chunks else None
 
 
 class Response:
     """A response: status and headers, and a body read in chunks as it arrives."""
 
-    def __init__(self, status: int, headers: List[Tuple[str, str]], body: Any) -> None:
+    def __init__(self, status: int, headers: list[tuple[str, str]], body: Any) -> None:
         self.status = status
         self.headers = headers
         self._body = body
 
     @classmethod
     def from_chunks(
-        cls, status: int, headers: Sequence[Tuple[str, str]], chunks: Iterable[bytes]
+        cls, status: int, headers: Sequence[tuple[str, str]], chunks: Iterable[bytes]
     ) -> "Response":
         """A response whose body is `chunks`: for testing a provider without the gateway."""
         return cls(status, list(headers), _ChunkBody(chunks))
 
-    def header(self, name: str) -> Optional[str]:
+    def header(self, name: str) -> str | None:
         lower = name.lower()
         return next((v for n, v in self.headers if n.lower() == lower), None)
 
@@ -169,9 +180,25 @@ class Response:
         return 200 <= self.status < 300
 
     def is_json(self) -> bool:
-        """Whether `Content-Type` says JSON (a server that ignored the request to stream)."""
-        kind = self.header("content-type") or ""
-        return kind.strip().lower().startswith("application/json")
+        """Whether `Content-Type` says JSON, `application/json` with any parameters (a server
+        that ignored the request to stream). The media type itself: `application/jsonl` is
+        newline-delimited JSON, not JSON."""
+        return self.media_type() == "application/json"
+
+    def media_type(self) -> str:
+        """`Content-Type` without its parameters, lowercase (`""` without one)."""
+        return (self.header("content-type") or "").split(";", 1)[0].strip().lower()
+
+    def is_ndjson(self) -> bool:
+        """Whether `Content-Type` says newline-delimited JSON (`application/x-ndjson`,
+        `application/ndjson`, `application/jsonl`, `application/x-jsonlines`,
+        `application/jsonlines`; any parameters and letter case), which `ndjson` reads."""
+        return self.media_type() in NDJSON_TYPES
+
+    def is_event_stream(self) -> bool:
+        """Whether `Content-Type` says an AWS event stream (`application/vnd.amazon.eventstream`,
+        any parameters and letter case), which `event_stream` reads."""
+        return self.media_type() == "application/vnd.amazon.eventstream"
 
     def chunks(self) -> Iterator[bytes]:
         """The body's chunks as they arrive (`ProviderError` when reading fails)."""
@@ -213,3 +240,28 @@ class Response:
         last = parser.finish()
         if last is not None:
             yield last
+
+    def ndjson(self) -> Iterator[Event]:
+        """The body as newline-delimited JSON: each non-blank line, once complete, as an `Event`
+        whose `data` is the line (a last line without its newline included)."""
+        parser = ndjson.Parser()
+        for chunk in self.chunks():
+            yield from parser.push(chunk)
+        last = parser.finish()
+        if last is not None:
+            yield last
+
+    def event_stream(self) -> Iterator[eventstream.Message]:
+        """The body as AWS event-stream messages, each yielded once its frame is whole. A
+        malformed frame or a body that ends inside a frame raises `ProviderError.malformed`
+        (`failed`: "malformed response from upstream: invalid event stream: ...") after the
+        messages before it."""
+        parser = eventstream.Parser()
+        try:
+            for chunk in self.chunks():
+                yield from parser.push(chunk)
+                # A fault after those messages is held back until the next push: ask now.
+                parser.push(b"")
+            parser.finish()
+        except eventstream.FrameError as e:
+            raise ProviderError.malformed(f"invalid event stream: {e}") from None

@@ -6,14 +6,14 @@ declared with `secret`, so that the gateway redacts it from what the route's req
 record and log; `get_or_refresh` does both.
 """
 
-from typing import Callable, Optional, Tuple, Union
+from collections.abc import Callable
 
 from wit_world.imports import kv as _host
 
 __all__ = ["get", "set", "delete", "secret", "get_or_refresh", "SECRET_GRACE_MS"]
 
 
-def get(key: str) -> Optional[bytes]:
+def get(key: str) -> bytes | None:
     """The value under `key`, unless it expired, was deleted or was evicted."""
     return _host.get(key)
 
@@ -42,7 +42,7 @@ SECRET_GRACE_MS = 15 * 60 * 1000
 
 
 def get_or_refresh(
-    key: str, mint: Callable[[], Tuple[Union[str, bytes], int]]
+    key: str, mint: Callable[[], tuple[str | bytes, int]]
 ) -> bytes:
     """The value under `key`; when there is none, `mint()` returns `(value, ttl_ms)`: the value
     is declared `secret` (when it is text) for its lifetime and `SECRET_GRACE_MS` more, kept for

@@ -6,10 +6,14 @@ A provider that answers each completion with one upstream HTTP request subclasse
 - `request(call, stream)` builds the upstream `Request` from the `Call` (the prompt as chat
   messages, the caller's params, the route's base URL, key and settings);
 - `body(data, answer)` reads one whole answer into the `Answer` (text, tool calls, finish
-  reason, usage); `event(event, answer)` reads one Server-Sent Event (default: `[DONE]` ends
-  the answer, any other data is read with `body`);
+  reason, usage); `event(event, answer)` reads one Server-Sent Event or NDJSON line (default:
+  `[DONE]` ends the answer, any other data is read with `body`); `message(message, answer)`
+  reads one AWS event-stream message (default: an exception fails the call, else the payload
+  is read with `body`);
+- `FRAMING` names the stream's framing: `"auto"` (by `Content-Type`), `"sse"`, `"ndjson"` or
+  `"eventstream"`;
 - the drivers (`read_completion`, `read_stream`) do the rest: the status check and error
-  mapping, the SSE loop, text and usage sent to the caller as they arrive (through the host's
+  mapping, the event loop, text and usage sent to the caller as they arrive (through the host's
   `sink`), a stream cut short reported as an error rather than a short answer.
 
 The module ends with `WitWorld = provider_world(MyProvider)`: componentize-py exports the class
@@ -17,7 +21,8 @@ named `WitWorld` of the app module as the component's `provider` world.
 """
 
 import json
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Literal, Protocol, TypeVar
+from collections.abc import Callable, Iterable, Sequence
 
 from componentize_py_types import Err
 from wit_world.imports import sink as _sink
@@ -33,15 +38,23 @@ from .common import (
     usage,
 )
 from .errors import ProviderError, embedded_error, upstream_error
+from .eventstream import Message
 from .http import Request, Response
 from .sse import Event
+
+T = TypeVar("T")
 
 __all__ = [
     "Answer",
     "Call",
     "Event",
+    "FRAMINGS",
+    "Framing",
     "HttpProvider",
+    "Message",
+    "Provider",
     "ProviderError",
+    "ProviderWorld",
     "Request",
     "Response",
     "Sink",
@@ -72,15 +85,16 @@ class Call:
 
     @property
     def prompt(self) -> types.Prompt:
-        return self.request.prompt
+        prompt: types.Prompt = self.request.prompt
+        return prompt
 
     @property
-    def text(self) -> Optional[str]:
+    def text(self) -> str | None:
         """The prompt of a `type: text` request, `None` for a chat."""
         prompt = self.request.prompt
         return prompt.value if isinstance(prompt, types.Prompt_Text) else None
 
-    def messages(self, provider: str = "this provider") -> List[Dict[str, str]]:
+    def messages(self, provider: str = "this provider") -> list[dict[str, str]]:
         """The prompt as chat messages `{"role", "content"}` (a text prompt is one user
         message), each message's text parts joined with `\\n`. A message with an image, audio
         or a document is refused (400) naming `provider`: this helper is for text-only APIs;
@@ -100,7 +114,7 @@ class Call:
             messages.append({"role": role_name(message.role), "content": "\n".join(texts)})
         return messages
 
-    def params(self, *owned: str) -> Dict[str, Any]:
+    def params(self, *owned: str) -> dict[str, Any]:
         """The caller's pass-through params (temperature, max_tokens, ...) as a dict, without
         the `owned` keys the plugin sets itself (`model`, `messages`, `stream`, ...)."""
         params = json_object(self.request.params, "params", ProviderError.invalid_request)
@@ -108,7 +122,7 @@ class Call:
             params.pop(key, None)
         return params
 
-    def settings(self, **defaults: Any) -> Dict[str, Any]:
+    def settings(self, **defaults: Any) -> dict[str, Any]:
         """The route's plugin settings (`[providers.ID.settings]`) with `defaults` for the keys
         it leaves out. Given defaults, a key not among them or of another type than its default
         is refused (502 naming the route and the setting), so a misspelt setting is not
@@ -126,11 +140,11 @@ class Call:
         return base
 
     @property
-    def api_key(self) -> Optional[str]:
+    def api_key(self) -> str | None:
         """The provider key: the caller's `Provider-API-Key`, else the route's configured one."""
         return self.route.api_key
 
-    def secret(self, name: str) -> Optional[str]:
+    def secret(self, name: str) -> str | None:
         """What the route's settings name as `NAME_env` (or `NAME_file_env`, then `name` is
         `NAME_file`): the value the gateway read from its environment."""
         for key, value in self.route.secrets:
@@ -144,7 +158,8 @@ class Call:
         """How much the answer may hold, as the gateway decided and reserved it: `max_tokens` a
         choice (reasoning included; `None` when no limit applies) and `choices`. Write it into
         the upstream body over the caller's params, and name where in `HttpProvider.OUTPUT`."""
-        return self.request.output
+        output: types.OutputLimit = self.request.output
+        return output
 
 
 # ---------------------------------------------------------------------------------- output
@@ -161,21 +176,21 @@ class OutputFields:
         self.choices = [tuple(p) for p in choices]
 
 
-def _values_at(pairs: Any, path: Sequence[str]) -> List[Any]:
+def _values_at(pairs: Any, path: Sequence[str]) -> list[Any]:
     """Every value at `path` of a body parsed into lists of pairs (every occurrence of a key
     that repeats: an upstream may read either)."""
     if not path:
         return [pairs]
     if not isinstance(pairs, list) or not all(isinstance(p, tuple) for p in pairs):
         return []
-    found: List[Any] = []
+    found: list[Any] = []
     for key, value in pairs:
         if key == path[0]:
             found.extend(_values_at(value, path[1:]))
     return found
 
 
-def check_output(limit: types.OutputLimit, fields: Optional[OutputFields], body: bytes) -> None:
+def check_output(limit: types.OutputLimit, fields: OutputFields | None, body: bytes) -> None:
     """Refuses (`ProviderError.failed`: the plugin's fault) an upstream `body` that asks for
     more than `limit`, or leaves the answer's length to the provider while the gateway set
     one. Without a limit every body passes. `HttpProvider` calls it before every send."""
@@ -191,7 +206,7 @@ def check_output(limit: types.OutputLimit, fields: Optional[OutputFields], body:
     except ValueError as e:
         raise ProviderError.failed(f"the upstream request is not JSON: {e}") from None
 
-    def count(value: Any) -> Optional[int]:
+    def count(value: Any) -> int | None:
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     bounded = False
@@ -231,7 +246,7 @@ class Sink:
         self._buffered = buffered
         self._closed = False
         #: What a `Sink.buffered()` sink received, in order.
-        self.sent: List[types.Chunk] = []
+        self.sent: list[types.Chunk] = []
 
     @classmethod
     def buffered(cls) -> "Sink":
@@ -269,7 +284,7 @@ class _Call:
         self.name = ""
         self.arguments = ""
 
-    def push(self, id_: Optional[str], name: Optional[str], arguments: Optional[str]) -> None:
+    def push(self, id_: str | None, name: str | None, arguments: str | None) -> None:
         # Providers send the id and name with the first piece: the first non-empty one wins.
         if id_ and not self.id:
             self.id = id_
@@ -283,11 +298,11 @@ class _Choice:
     __slots__ = ("text", "reasoning", "finish", "function_call", "tool_calls", "logprobs")
 
     def __init__(self) -> None:
-        self.text: List[str] = []
-        self.reasoning: Dict[int, types.Reasoning] = {}
-        self.finish: Optional[types.FinishReason] = None
-        self.function_call: Optional[_Call] = None
-        self.tool_calls: Dict[int, _Call] = {}
+        self.text: list[str] = []
+        self.reasoning: dict[int, types.Reasoning] = {}
+        self.finish: types.FinishReason | None = None
+        self.function_call: _Call | None = None
+        self.tool_calls: dict[int, _Call] = {}
         self.logprobs: Any = None
 
 
@@ -301,14 +316,14 @@ class Answer:
 
     def __init__(self, requested_model: str) -> None:
         self._model = requested_model
-        self._choices: Dict[int, _Choice] = {}
-        self._usage: Optional[types.Usage] = None
+        self._choices: dict[int, _Choice] = {}
+        self._usage: types.Usage | None = None
         self._usage_unsent = False
-        self._unsent: List[types.TextDelta] = []
-        self._unsent_calls: List[types.ToolCallDelta] = []
-        self._unsent_reasoning: List[types.ReasoningDelta] = []
-        self._ids_sent: set = set()
-        self._names_sent: set = set()
+        self._unsent: list[types.TextDelta] = []
+        self._unsent_calls: list[types.ToolCallDelta] = []
+        self._unsent_reasoning: list[types.ReasoningDelta] = []
+        self._ids_sent: set[tuple[int, int]] = set()
+        self._names_sent: set[tuple[int, int]] = set()
         self._progress = _OPEN
 
     def _choice(self, index: int) -> _Choice:
@@ -317,12 +332,12 @@ class Answer:
             choice = self._choices[index] = _Choice()
         return choice
 
-    def model(self, model: Optional[str]) -> None:
+    def model(self, model: str | None) -> None:
         """The model the upstream says answered (an empty name is ignored; the last wins)."""
         if model:
             self._model = model
 
-    def text(self, choice: int, text: Optional[str]) -> None:
+    def text(self, choice: int, text: str | None) -> None:
         """Appends `text` to choice `choice` and queues it for the caller. Empty text sends
         nothing but makes the choice part of the answer."""
         self._choice(choice).text.append(text or "")
@@ -338,9 +353,9 @@ class Answer:
         self,
         choice: int,
         call: int,
-        id: Optional[str] = None,  # noqa: A002 (the WIT field's name)
-        name: Optional[str] = None,
-        arguments: Optional[str] = None,
+        id: str | None = None,  # noqa: A002 (the WIT field's name)
+        name: str | None = None,
+        arguments: str | None = None,
     ) -> None:
         """Adds a piece of tool call `call` of choice `choice`: the id and name count once, the
         `arguments` pieces are appended (and queued for the caller)."""
@@ -373,7 +388,7 @@ class Answer:
             self._unsent_calls.append(types.ToolCallDelta(choice, call, id_, name, arguments))
 
     def function_call(
-        self, choice: int, name: Optional[str] = None, arguments: Optional[str] = None
+        self, choice: int, name: str | None = None, arguments: str | None = None
     ) -> None:
         """Adds a piece of the legacy single function call of choice `choice`."""
         entry = self._choice(choice)
@@ -386,8 +401,8 @@ class Answer:
         choice: int,
         block: int,
         text: str = "",
-        signature: Optional[str] = None,
-        redacted: Optional[str] = None,
+        signature: str | None = None,
+        redacted: str | None = None,
     ) -> None:
         """Appends `text` to reasoning block `block` of choice `choice` (and its signature or
         hidden content when they come), and queues it for the caller."""
@@ -422,7 +437,7 @@ class Answer:
             reason = finish_reason(reason)
         self._choice(choice).finish = reason
 
-    def usage(self, value: Optional[types.Usage]) -> None:
+    def usage(self, value: types.Usage | None) -> None:
         """The usage so far (the last value wins: providers report totals), queued for the
         gateway so that a stream cut short is still recorded with what it used."""
         if value is not None:
@@ -460,7 +475,7 @@ class Answer:
     def is_ended(self) -> bool:
         return self._progress == _ENDED
 
-    def take_unsent(self) -> Optional[types.Chunk]:
+    def take_unsent(self) -> types.Chunk | None:
         """The text, reasoning, tool-call pieces and usage the caller was not sent yet."""
         usage_now = self._usage if self._usage_unsent else None
         self._usage_unsent = False
@@ -507,14 +522,27 @@ class StreamDecoder:
         raise NotImplementedError("a StreamDecoder reads answers in `body`")
 
     def event(self, event: Event, answer: Answer) -> None:
-        """Reads one event of a streamed answer. Default, for APIs whose events each carry a
-        JSON piece of the answer: `data: [DONE]` ends the answer, empty data is skipped, any
-        other data is read with `body`."""
+        """Reads one event of a streamed answer: a Server-Sent Event, or one line of an NDJSON
+        stream (its `data` the line, its `event` and `id` `None`). Default, for APIs whose
+        events each carry a JSON piece of the answer: `data: [DONE]` ends the answer, empty data
+        is skipped, any other data is read with `body`."""
         data = event.data.strip()
         if data == "[DONE]":
             answer.end()
         elif data:
             self.body(data.encode(), answer)
+
+    def message(self, message: Message, answer: Answer) -> None:
+        """Reads one message of an AWS event stream (as Amazon Bedrock streams), as `event`
+        reads one Server-Sent Event. Default: an error the upstream sent in the stream
+        (`:message-type` `exception` or `error`, see `Message.exception`) is
+        `ProviderError.failed("<exception type>: <message>")`; any other message's payload is
+        read with `body`. Override it to tell events apart by `message.event_type`, or to map
+        exceptions to other errors (a throttling exception to an upstream 429)."""
+        exception = message.exception()
+        if exception is not None:
+            raise ProviderError.failed(str(exception))
+        self.body(message.payload, answer)
 
     def end(self, answer: Answer) -> None:
         """Called once after a complete answer, before the completion is built."""
@@ -537,23 +565,69 @@ def read_completion(
     return answer.finish()
 
 
+# How a streamed body is framed: `"auto"` (by its `Content-Type`), `"sse"` (Server-Sent
+# Events), `"ndjson"` (newline-delimited JSON) or `"eventstream"` (AWS event stream).
+Framing = Literal["auto", "sse", "ndjson", "eventstream"]
+FRAMINGS: tuple[str, ...] = ("auto", "sse", "ndjson", "eventstream")
+
+
+def _stream_framing(response: Response, framing: str) -> str:
+    """How `read_stream` reads `response`: `"json"` (whole), `"sse"`, `"ndjson"` or
+    `"eventstream"`."""
+    if framing != "auto":
+        return framing
+    if response.is_event_stream():
+        return "eventstream"
+    if response.is_ndjson():
+        return "ndjson"
+    if response.is_json():
+        return "json"
+    return "sse"
+
+
+def _read_events(
+    events: Iterable[Any], answer: Answer, sink: Sink, read: Callable[[Any, Answer], None]
+) -> None:
+    """The event loop, whatever the framing: `read` each event into `answer`, send what it
+    added, stop at the end marker."""
+    for event in events:
+        read(event, answer)
+        _send_unsent(answer, sink)
+        if answer.is_ended:
+            break
+
+
 def read_stream(
-    response: Response, sink: Sink, requested_model: str, decoder: StreamDecoder
+    response: Response,
+    sink: Sink,
+    requested_model: str,
+    decoder: StreamDecoder,
+    framing: Framing = "auto",
 ) -> types.Completion:
-    """A streamed answer: the status checked, each Server-Sent Event read by `decoder` and what
-    it added sent to the caller at once; a JSON answer (a server that ignored the request to
-    stream) is read whole. A stream that ends before the answer is complete is an error."""
+    """A streamed answer: the status checked, each event read by `decoder` and what it added
+    sent to the caller at once. A stream that ends before the answer is complete is an error.
+
+    `framing` says how the body is cut into events: `"sse"` Server-Sent Events (`event`),
+    `"ndjson"` one JSON value a line (`event`, its `data` the line), `"eventstream"` AWS
+    event-stream messages (`message`; a malformed frame is `failed`); whatever the body's
+    `Content-Type`. `"auto"` (the default) goes by `Content-Type`: an AWS event stream
+    (`application/vnd.amazon.eventstream`), NDJSON (`application/x-ndjson`, `application/jsonl`,
+    ...: `Response.is_ndjson`), JSON (a server that ignored the request to stream: read whole
+    with `body`), anything else SSE."""
+    if framing not in FRAMINGS:
+        raise ValueError(f"unknown stream framing {framing!r} (known: {', '.join(FRAMINGS)})")
     response = response.error_for_status()
     answer = Answer(requested_model)
-    if response.is_json():
+    how = _stream_framing(response, framing)
+    if how == "json":
         decoder.body(response.read(), answer)
         _send_unsent(answer, sink)
+    elif how == "eventstream":
+        _read_events(response.event_stream(), answer, sink, decoder.message)
+    elif how == "ndjson":
+        _read_events(response.ndjson(), answer, sink, decoder.event)
     else:
-        for event in response.sse():
-            decoder.event(event, answer)
-            _send_unsent(answer, sink)
-            if answer.is_ended:
-                break
+        _read_events(response.sse(), answer, sink, decoder.event)
     if not answer.is_complete:
         raise ProviderError.failed("stream ended early")
     decoder.end(answer)
@@ -568,13 +642,14 @@ class HttpProvider(StreamDecoder):
 
     Set `NAME`, `VERSION` and `MODELS` (rows of `(model, input $/Mtok, output $/Mtok)`),
     implement `request` and `body` (and `event` when the stream's events are not each a JSON
-    piece of the answer). A fresh instance serves each call, so attributes set while reading an
-    answer are that call's decoder state.
+    piece of the answer, `message` for an AWS event stream), and set `FRAMING` when the stream
+    is not told by its `Content-Type`. A fresh instance serves each call, so attributes set
+    while reading an answer are that call's decoder state.
     """
 
     NAME = "python-provider"
     VERSION = "0.1.0"
-    MODELS: Sequence[Tuple[str, float, float]] = ()
+    MODELS: Sequence[tuple[str, float, float]] = ()
 
     def info(self) -> types.PluginInfo:
         """Describes the plugin; called once when the gateway loads it."""
@@ -584,7 +659,11 @@ class HttpProvider(StreamDecoder):
     # Where the bodies `request` builds say how long the answer may be: the drivers refuse to
     # send one that asks for more than `call.output` (see `check_output`), so `request` writes
     # that limit there. `None` (not named) is refused whenever the gateway sets a limit.
-    OUTPUT: Optional[OutputFields] = None
+    OUTPUT: OutputFields | None = None
+
+    # How `complete_stream` cuts the streamed body into events (see `read_stream`): `"auto"`
+    # by `Content-Type`; `"sse"`, `"ndjson"` or `"eventstream"` whatever the `Content-Type` says.
+    FRAMING: Framing = "auto"
 
     def request(self, call: Call, stream: bool) -> Request:
         """The upstream request for `call`, asking for an event stream when `stream`, for no
@@ -606,14 +685,14 @@ class HttpProvider(StreamDecoder):
 
     def complete_stream(self, call: Call, sink: Sink) -> types.Completion:
         response = self._checked_request(call, True).send_logged()
-        return read_stream(response, sink, call.model, self.decoder())
+        return read_stream(response, sink, call.model, self.decoder(), self.FRAMING)
 
     def embed(self, call: Call) -> types.Embeddings:
         """Embeddings, one vector per `call.request.input`; default: not supported (400)."""
         raise ProviderError.invalid_request(f"{self.NAME} does not support embeddings")
 
 
-def run(action: Callable[[], Any]) -> Any:
+def run(action: Callable[[], T]) -> T:
     """Runs an export: a `ProviderError` becomes the WIT error the gateway expects; any other
     exception is a bug, logged once and ending the instance (`crash.end`: the caller gets the
     gateway's `plugin_error`, 502)."""
@@ -627,7 +706,33 @@ def run(action: Callable[[], Any]) -> Any:
         crash.end(e)
 
 
-def provider_world(provider: type) -> type:
+class Provider(Protocol):
+    """What `provider_world` exports: an `HttpProvider`, or any class with these methods (a
+    fresh instance serves each call)."""
+
+    def info(self) -> types.PluginInfo: ...
+
+    def complete(self, call: Call) -> types.Completion: ...
+
+    def complete_stream(self, call: Call, sink: Sink) -> types.Completion: ...
+
+    def embed(self, call: Call) -> types.Embeddings: ...
+
+
+class ProviderWorld(Protocol):
+    """The `provider` world's exports, as the gateway calls them (WIT records in and out; a
+    `ProviderError` raised as `Err`)."""
+
+    def info(self) -> types.PluginInfo: ...
+
+    def complete(self, request: types.CompletionRequest) -> types.Completion: ...
+
+    def complete_stream(self, request: types.CompletionRequest) -> types.Completion: ...
+
+    def embed(self, request: types.EmbeddingRequest) -> types.Embeddings: ...
+
+
+def provider_world(provider: Callable[[], Provider]) -> type[ProviderWorld]:
     """The `WitWorld` class componentize-py exports for `provider` (an `HttpProvider`, or any
     class with `info`, `complete(call)`, `complete_stream(call, sink)` and `embed(call)`):
 

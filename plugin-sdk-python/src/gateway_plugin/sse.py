@@ -13,7 +13,6 @@ and it returns the events completed so far (the same rules as the Rust SDK's `ss
 """
 
 from dataclasses import dataclass
-from typing import List, Optional
 
 __all__ = ["Event", "Parser"]
 
@@ -25,8 +24,8 @@ class Event:
     """One Server-Sent Event: its `data:` lines joined with `\\n`, its `event:` and `id:`."""
 
     data: str = ""
-    event: Optional[str] = None
-    id: Optional[str] = None
+    event: str | None = None
+    id: str | None = None
 
 
 class Parser:
@@ -39,16 +38,19 @@ class Parser:
     """
 
     def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
         self._line = bytearray()
         self._after_cr = False
         self._started = False
-        self._event: Optional[str] = None
-        self._data: Optional[List[str]] = None
-        self._id: Optional[str] = None
+        self._event: str | None = None
+        self._data: list[str] | None = None
+        self._id: str | None = None
 
-    def push(self, chunk: bytes) -> List[Event]:
+    def push(self, chunk: bytes) -> list[Event]:
         """Consumes the next bytes of the stream; returns the events they completed, in order."""
-        events: List[Event] = []
+        events: list[Event] = []
         data = bytes(chunk)
         if not self._started:
             head = bytes(self._line) + data[: len(_BOM)]
@@ -82,17 +84,17 @@ class Parser:
             start = end + 1
         return events
 
-    def finish(self) -> Optional[Event]:
+    def finish(self) -> Event | None:
         """Ends the stream: the last event if it was not followed by a blank line. The parser is
         then ready for a new stream."""
         if self._line:
             # A non-empty line never completes an event, so nothing is lost.
             self._end_line([])
         last = self._dispatch()
-        self.__init__()
+        self._reset()
         return last
 
-    def _end_line(self, events: List[Event]) -> None:
+    def _end_line(self, events: list[Event]) -> None:
         line = bytes(self._line)
         self._line.clear()
         if not line:
@@ -121,7 +123,7 @@ class Parser:
         elif name == b"id" and "\0" not in text:
             self._id = text
 
-    def _dispatch(self) -> Optional[Event]:
+    def _dispatch(self) -> Event | None:
         data, event, id_ = self._data, self._event, self._id
         self._data, self._event, self._id = None, None, None
         if data is None and event is None:

@@ -27,7 +27,8 @@ import inspect
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Protocol, TypeVar
+from collections.abc import Callable, Sequence
 
 from componentize_py_types import Err
 from wit_world.imports import tool_types, types
@@ -35,6 +36,8 @@ from wit_world.imports import tool_types, types
 from . import crash
 from .common import settings_object
 from .errors import ProviderError
+
+T = TypeVar("T")
 
 __all__ = [
     "Content",
@@ -53,6 +56,7 @@ __all__ = [
     "structured",
     "text",
     "tool",
+    "ToolWorld",
     "tool_world",
 ]
 
@@ -65,7 +69,7 @@ _CONTENT = (
     tool_types.Content_ResourceLink,
     tool_types.Content_Embedded,
 )
-Handler = Callable[[Any, Dict[str, Any], "ToolContext"], Any]
+Handler = Callable[[Any, dict[str, Any], "ToolContext"], Any]
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
@@ -111,16 +115,16 @@ def resource_link(
     uri: str,
     name: str,
     *,
-    title: Optional[str] = None,
-    description: Optional[str] = None,
-    media_type: Optional[str] = None,
+    title: str | None = None,
+    description: str | None = None,
+    media_type: str | None = None,
 ) -> Content:
     """A link to a resource the caller may fetch."""
     link = tool_types.ResourceLink(uri, name, title, description, media_type)
     return tool_types.Content_ResourceLink(link)
 
 
-def resource(uri: str, body: Union[str, bytes], media_type: Optional[str] = None) -> Content:
+def resource(uri: str, body: str | bytes, media_type: str | None = None) -> Content:
     """A resource sent whole: text when `body` is a string, else a blob."""
     if isinstance(body, str):
         held: tool_types.ResourceBody = tool_types.ResourceBody_Text(body)
@@ -129,7 +133,7 @@ def resource(uri: str, body: Union[str, bytes], media_type: Optional[str] = None
     return tool_types.Content_Embedded(tool_types.EmbeddedResource(uri, media_type, held))
 
 
-def _blocks(content: Sequence[Union[str, Content]]) -> List[Content]:
+def _blocks(content: Sequence[str | Content]) -> list[Content]:
     blocks = [text(block) if isinstance(block, str) else block for block in content]
     for block in blocks:
         # Caught here, the mistake is named; the bindings would only fail to lower it.
@@ -139,7 +143,7 @@ def _blocks(content: Sequence[Union[str, Content]]) -> List[Content]:
 
 
 def result(
-    *content: Union[str, Content], structured: Any = None, is_error: bool = False
+    *content: str | Content, structured: Any = None, is_error: bool = False
 ) -> ToolResult:
     """A result of these blocks (a string is a text block), with `structured` content (a
     JSON-able value matching the tool's output schema) when given."""
@@ -147,12 +151,12 @@ def result(
     return tool_types.ToolResult(_blocks(content), data, is_error)
 
 
-def structured(value: Dict[str, Any], *content: Union[str, Content]) -> ToolResult:
+def structured(value: dict[str, Any], *content: str | Content) -> ToolResult:
     """`value` as structured content, with `content` for the model (default: its JSON)."""
     return result(*(content or [_json(value)]), structured=value)
 
 
-def error_result(message: str, *content: Union[str, Content]) -> ToolResult:
+def error_result(message: str, *content: str | Content) -> ToolResult:
     """The tool failed, as `raise ToolFailure(message)` says it: the model reads why."""
     return result(message, *content, is_error=True)
 
@@ -165,15 +169,15 @@ class ToolSpec:
     """A tool as `@tool` declares it; `handler` is the undecorated method."""
 
     name: str
-    description: Optional[str]
-    input_schema: Dict[str, Any]
+    description: str | None
+    input_schema: dict[str, Any]
     handler: Handler
-    title: Optional[str] = None
-    output_schema: Optional[Dict[str, Any]] = None
-    annotations: Optional[Dict[str, Any]] = None
+    title: str | None = None
+    output_schema: dict[str, Any] | None = None
+    annotations: dict[str, Any] | None = None
 
     def to_wit(self) -> tool_types.ToolDef:
-        def optional(value: Optional[Dict[str, Any]]) -> Optional[str]:
+        def optional(value: dict[str, Any] | None) -> str | None:
             return None if value is None else _json(value)
 
         return tool_types.ToolDef(
@@ -186,7 +190,7 @@ class ToolSpec:
         )
 
 
-def _object_schema(schema: Dict[str, Any], what: str, tool_name: str) -> Dict[str, Any]:
+def _object_schema(schema: dict[str, Any], what: str, tool_name: str) -> dict[str, Any]:
     # Checked when the module is imported, which a build does: a bad declaration fails it.
     if not isinstance(schema, dict) or schema.get("type") != "object":
         raise ValueError(f"tool `{tool_name}`: {what} must be a JSON Schema of type object")
@@ -194,13 +198,13 @@ def _object_schema(schema: Dict[str, Any], what: str, tool_name: str) -> Dict[st
 
 
 def tool(
-    name: Optional[str] = None,
+    name: str | None = None,
     *,
-    description: Optional[str] = None,
-    input_schema: Optional[Dict[str, Any]] = None,
-    title: Optional[str] = None,
-    output_schema: Optional[Dict[str, Any]] = None,
-    annotations: Optional[Dict[str, Any]] = None,
+    description: str | None = None,
+    input_schema: dict[str, Any] | None = None,
+    title: str | None = None,
+    output_schema: dict[str, Any] | None = None,
+    annotations: dict[str, Any] | None = None,
 ) -> Callable[[Handler], Handler]:
     """Declares a method of a `Tools` class a tool: `name` defaults to the method's,
     `description` to its docstring, `input_schema` to no arguments."""
@@ -239,13 +243,13 @@ class ToolContext:
         self.raw = raw
         self.server: str = raw.server
 
-    def settings(self, **defaults: Any) -> Dict[str, Any]:
+    def settings(self, **defaults: Any) -> dict[str, Any]:
         """`[mcp_servers.ID.settings]` with `defaults` for the keys it leaves out; given
         defaults, other keys and values of another type than their default are refused (the
         call fails naming the server and the setting)."""
         return settings_object(self.raw.settings, f"server `{self.server}`", defaults)
 
-    def secret(self, name: str) -> Optional[str]:
+    def secret(self, name: str) -> str | None:
         """What the settings name as `NAME_env` (or `NAME_file_env`, then `name` is
         `NAME_file`): the value the gateway read from its environment."""
         return next((value for key, value in self.raw.secrets if key == name), None)
@@ -260,10 +264,10 @@ class Tools:
     def info(self) -> types.PluginInfo:
         return types.PluginInfo(self.NAME, self.VERSION, [])
 
-    def list_tools(self, context: ToolContext) -> List[ToolSpec]:
+    def list_tools(self, context: ToolContext) -> list[ToolSpec]:
         """The tools callers see: every `@tool` of the class, in order. Override it to offer
         some according to `context.settings()`; a tool not listed cannot be called."""
-        found: Dict[str, ToolSpec] = {}
+        found: dict[str, ToolSpec] = {}
         for klass in reversed(type(self).__mro__):
             for attribute, value in vars(klass).items():
                 spec = getattr(value, "__tool__", None)
@@ -277,7 +281,7 @@ class Tools:
         return specs
 
 
-def _arguments(arguments: str, schema: Dict[str, Any]) -> Dict[str, Any]:
+def _arguments(arguments: str, schema: dict[str, Any]) -> dict[str, Any]:
     try:
         value = json.loads(arguments or "{}")
     except ValueError as e:
@@ -305,7 +309,7 @@ def _result(value: Any, spec: ToolSpec) -> ToolResult:
     )
 
 
-def _run(action: Callable[[], Any]) -> Any:
+def _run(action: Callable[[], T]) -> T:
     """Runs an export: the SDK's errors become the WIT's; any other exception is a bug, logged
     once and ending the instance (`crash.end`)."""
     try:
@@ -320,7 +324,19 @@ def _run(action: Callable[[], Any]) -> Any:
         crash.end(e, "tool")
 
 
-def tool_world(tools: type) -> type:
+class ToolWorld(Protocol):
+    """The `tool` world's exports, as the gateway calls them."""
+
+    def info(self) -> types.PluginInfo: ...
+
+    def list_tools(self, context: tool_types.ToolContext) -> list[tool_types.ToolDef]: ...
+
+    def call_tool(
+        self, name: str, arguments: str, context: tool_types.ToolContext
+    ) -> ToolResult: ...
+
+
+def tool_world(tools: Callable[[], Tools]) -> type[ToolWorld]:
     """The `WitWorld` class componentize-py exports for `tool` (a `Tools` subclass):
 
     WitWorld = tool_world(MyTools)
@@ -343,7 +359,7 @@ def tool_world(tools: type) -> type:
         def info(self) -> types.PluginInfo:
             return _run(lambda: tools().info())
 
-        def list_tools(self, context: tool_types.ToolContext) -> List[tool_types.ToolDef]:
+        def list_tools(self, context: tool_types.ToolContext) -> list[tool_types.ToolDef]:
             return _run(
                 lambda: [spec.to_wit() for spec in tools().list_tools(ToolContext(context))]
             )

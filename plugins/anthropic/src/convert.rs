@@ -7,7 +7,7 @@ use std::num::NonZeroU64;
 use gateway_plugin_sdk::blocks::{
     MIN_THINKING_BUDGET, Thinking, ToolCalls, finish_turns, push_blocks,
 };
-use gateway_plugin_sdk::http::Request;
+use gateway_plugin_sdk::http::{KeyIn, Request};
 use gateway_plugin_sdk::json::{to_value, with_entry};
 use gateway_plugin_sdk::output::{OutputFields, fit_thinking_budget};
 use gateway_plugin_sdk::{
@@ -63,7 +63,7 @@ pub fn upstream_request(
     let http = Request::post(messages_url(&request.route)?)
         .streaming(stream)
         .header("anthropic-version", ANTHROPIC_VERSION)
-        .api_key(Some("x-api-key"), request.route.api_key.as_deref());
+        .api_key(request.route.api_key.as_deref(), KeyIn::Header("x-api-key"));
     with_body(http, request, &settings, stream, |_| {})
 }
 

@@ -1,7 +1,7 @@
 //! The gateway's requests as Gemini API requests. Everything here is pure (no I/O), so it is
 //! unit-tested natively.
 
-use gateway_plugin_sdk::http::Request;
+use gateway_plugin_sdk::http::{KeyIn, Request};
 use gateway_plugin_sdk::output::OutputFields;
 use gateway_plugin_sdk::{
     Base64, CompletionRequest, EmbeddingRequest, FunctionChoice, FunctionDef, Message, OpenCall,
@@ -109,7 +109,7 @@ fn post(route: &Route, model: &str, method: &str, stream: bool) -> Result<Reques
     let request = Request::post(format!("{base}/{collection}/{id}:{method}"));
     Ok(request
         .streaming(stream)
-        .api_key(Some("x-goog-api-key"), route.api_key.as_deref()))
+        .api_key(route.api_key.as_deref(), KeyIn::Header("x-goog-api-key")))
 }
 
 /// Builds the upstream request of a completion: `generateContent`, or

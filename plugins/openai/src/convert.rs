@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use gateway_plugin_sdk::http::Request;
+use gateway_plugin_sdk::http::{KeyIn, Request};
 use gateway_plugin_sdk::output::OutputFields;
 use gateway_plugin_sdk::{
     Base64, CompletionRequest, DataUrl, Document, EmbeddingRequest, FunctionChoice, FunctionDef,
@@ -114,7 +114,10 @@ impl Settings {
     ) -> Result<Request, ProviderError> {
         Request::post(self.endpoint(route, model, operation)?)
             .streaming(stream)
-            .api_key(self.key_header(), route.api_key.as_deref())
+            .api_key(
+                route.api_key.as_deref(),
+                KeyIn::header_or_bearer(self.key_header()),
+            )
             .json_sized(body, size)
     }
 }

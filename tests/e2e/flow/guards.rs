@@ -639,6 +639,11 @@ fn a_python_guard_denies_a_listed_word() {
         message.contains("words #1"),
         "the rule, not the text: {message}"
     );
+    assert_eq!(
+        message.matches("words").count(),
+        2,
+        "the guard named once, by the gateway, and the rule: {message}"
+    );
     let denied = gw.post(
         "/completions",
         &text_request(&gw.project_id, "e", "echo", "this is TOP   secret"),

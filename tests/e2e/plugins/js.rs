@@ -2,7 +2,9 @@
 //! `cargo xtask test` (`cargo xtask plugin js`), is loaded from `plugins_dir` like any plugin and
 //! serves a text prompt, a chat and a stream through the fake OpenAI upstream, on the Commonbase
 //! and the OpenAI surfaces, with usage, cost and records. A JavaScript plugin that loops forever
-//! (`tests/plugins/js-hostile`) is stopped by the route's CPU budget like any other.
+//! (`tests/plugins/js-hostile`) is stopped by the route's CPU budget like any other. The
+//! JavaScript guard of `examples/js-guard` denies, allows and rewrites on an echo route, and fails
+//! closed on a misspelt setting.
 
 use gateway_test_support::scrape::{scrape, value};
 use gateway_test_support::sse::{event_data, split_events};
@@ -23,6 +25,8 @@ const PLUGIN: &str = "js-provider";
 /// The looping plugin's route and plugin.
 const HOSTILE: &str = "jsloop";
 const HOSTILE_PLUGIN: &str = "js-hostile";
+/// The guard plugin.
+const GUARD_PLUGIN: &str = "js-guard";
 const MODEL: &str = "gpt-4o-mini";
 /// The route's prices for [`MODEL`], so that every answer has a cost.
 const PRICE: (f64, f64) = (0.15, 0.60);
@@ -36,22 +40,29 @@ const PROVIDER_KEY: &str = "sk-js-provider-test-0123456789";
 fn warm_cache() {
     static WARM: Once = Once::new();
     WARM.call_once(|| {
-        for plugin in [PLUGIN, HOSTILE_PLUGIN] {
+        for plugin in [PLUGIN, HOSTILE_PLUGIN, GUARD_PLUGIN] {
             let path = built_plugins_dir().join(format!("{plugin}.wasm"));
             assert!(
                 path.is_file(),
                 "{} is missing: build it with `cargo xtask plugin js` (cargo xtask test does)",
                 path.display()
             );
-            // One plugin per gateway: one compilation at a time.
-            Gateway::builder()
-                .route(
-                    Route::new("warm", plugin)
-                        .base_url("http://127.0.0.1:9/v1")
-                        .api_key_env("JS_PLUGINS_WARM_KEY"),
-                )
-                .env("JS_PLUGINS_WARM_KEY", "unused")
-                .start();
+            // One plugin per gateway: one compilation at a time (the echo plugin beside the
+            // guard is small and compiled already).
+            let builder = Gateway::builder();
+            let builder = if plugin == GUARD_PLUGIN {
+                (builder.route(Route::echo("warm").key("guards", r#"["warm"]"#)))
+                    .guard("warm", plugin, "")
+            } else {
+                builder
+                    .route(
+                        Route::new("warm", plugin)
+                            .base_url("http://127.0.0.1:9/v1")
+                            .api_key_env("JS_PLUGINS_WARM_KEY"),
+                    )
+                    .env("JS_PLUGINS_WARM_KEY", "unused")
+            };
+            builder.start();
         }
     });
 }
@@ -477,4 +488,80 @@ fn an_exception_is_a_stable_plugin_error_logged_once() {
         &[("plugin", HOSTILE_PLUGIN), ("kind", "trap")],
     );
     assert_eq!(traps, 3.0, "each exception ended its instance");
+}
+
+/// The JavaScript guard (`examples/js-guard`) on an echo route, which answers with the prompt: a
+/// prompt holding a denied word is refused with a 400 whose reason names the rule, not the word,
+/// and not the guard again (the gateway names it); another prompt goes through, its e-mail address
+/// redacted from the answer; a misspelt setting fails the guard, which refuses the request.
+#[test]
+fn a_js_guard_denies_a_listed_word_allows_the_rest_and_rewrites_answers() {
+    warm_cache();
+    let gw = Gateway::builder()
+        .route(Route::echo("e").key("guards", r#"["words"]"#))
+        .route(Route::echo("typo").key("guards", r#"["typo"]"#))
+        .guard(
+            "words",
+            GUARD_PLUGIN,
+            r#"settings = { words = ["bluebird", "top secret"] }"#,
+        )
+        .guard("typo", GUARD_PLUGIN, r#"settings = { wrods = ["x"] }"#)
+        .start();
+    let post = |route: &str, prompt: &str| {
+        gw.post(
+            "/completions",
+            &text_request(&gw.project_id, route, "echo", prompt),
+        )
+    };
+    let record_of = |response: &Response| {
+        let id = (response.header("x-invocation-id"))
+            .unwrap_or_else(|| panic!("no invocation id: {}", response.text()));
+        gw.record(id)
+    };
+
+    for (prompt, rule) in [
+        ("tell me about Bluebird", "words #1"),
+        ("this is Top Secret, really", "words #2"),
+    ] {
+        let denied = post("e", prompt);
+        let reason = format!("the request matches the deny list ({rule})");
+        assert_error_where(&denied, 400, "the guard and its reason", |message| {
+            message == format!("the request was blocked by guard \"words\": {reason}")
+        });
+        assert_eq!(denied.json()["guard"], json!("words"), "{}", denied.text());
+        let record = record_of(&denied);
+        assert_eq!(record["status"], json!("blocked"), "{record}");
+        let outcome = &record["guards"][0];
+        assert_eq!(outcome["stage"], json!("request"), "{record}");
+        assert_eq!(outcome["verdict"], json!("deny"), "{record}");
+        assert_eq!(outcome["reason"], json!(reason), "{record}");
+    }
+
+    let fine = post("e", "blue birds are fine");
+    assert_eq!(
+        assert_ok(&fine)["choices"][0]["text"],
+        json!("blue birds are fine")
+    );
+
+    let rewritten = post("e", "write to jane.doe@example.com or ops@mail.example.org");
+    assert_eq!(
+        assert_ok(&rewritten)["choices"][0]["text"],
+        json!("write to [EMAIL] or [EMAIL]")
+    );
+    let record = record_of(&rewritten);
+    let guards = &record["guards"];
+    assert_eq!(guards[0]["verdict"], json!("allow"), "{record}");
+    assert_eq!(guards[1]["stage"], json!("response"), "{record}");
+    assert_eq!(guards[1]["verdict"], json!("rewrite"), "{record}");
+    assert_eq!(guards[1]["changes"], json!({"email": 2}), "{record}");
+
+    let failed = post("typo", "hello");
+    assert_error_where(&failed, 502, "the failed guard", |message| {
+        message.contains("guard \"typo\" failed") && message.contains("refused unchecked")
+    });
+    let record = record_of(&failed);
+    assert_eq!(record["guards"][0]["verdict"], json!("error"), "{record}");
+    let logged = "guard raised ProviderError: guard `typo`: unknown setting `wrods`";
+    gw.wait_for_log(logged, 1);
+    assert_eq!(gw.logs().matches(logged).count(), 1, "{}", gw.logs());
 }

@@ -1,7 +1,8 @@
 //! Plugins written in Python (`plugin-sdk-python`, built with componentize-py by `cargo xtask
 //! test`): the example provider (`examples/python-provider`) serves text, chat and streams
 //! through the fake OpenAI upstream on the Commonbase and OpenAI surfaces, with records and
-//! usage as any plugin's; and the sandbox holds for a hostile Python plugin
+//! usage as any plugin's, and so does its copy built with the SDK installed from its wheel
+//! (`python-provider-outside`); and the sandbox holds for a hostile Python plugin
 //! (`tests/plugins/python-hostile`): an endless loop hits the CPU budget, unbounded allocation
 //! the memory limit, a request to another host is refused, and the gateway keeps serving.
 
@@ -313,6 +314,51 @@ fn python_provider_serves_text_chat_and_streams_on_both_surfaces() {
 
 /// An upstream error reaches the caller as the Rust plugins' do: the provider's message and
 /// status (429 with its `Retry-After`).
+/// The example provider built by an outside author: `cargo xtask test` installs the SDK's
+/// wheel into a fresh virtual environment away from the repository and builds a copy of
+/// `examples/python-provider` with its `gateway-plugin build` (`python-provider-outside.wasm`).
+/// It serves a completion as the repository's own build does.
+#[test]
+fn python_provider_built_from_the_installed_sdk_serves_a_completion() {
+    const OUTSIDE: &str = "python-provider-outside";
+    require(OUTSIDE);
+    let upstream = OpenAiUpstream::script(vec![Reply::openai_answer(
+        MODEL,
+        "Hello from outside",
+        usage(4, 3),
+    )]);
+    let var = unique("PYTHON_PROVIDER_KEY_");
+    let gw = start(|| {
+        Gateway::builder()
+            .route(route("pyout", OUTSIDE, &upstream.base_url("/v1"), &var))
+            .env(&var, PROVIDER_KEY)
+            .start()
+    });
+    let body = with(
+        text_request(&gw.project_id, "pyout", MODEL, "Say hello"),
+        "showUsage",
+        json!(true),
+    );
+    let answer = assert_ok(&gw.post("/completions", &body));
+    assert_eq!(
+        answer["choices"][0]["text"],
+        json!("Hello from outside"),
+        "{answer}"
+    );
+    assert_eq!(answer["usage"], usage(4, 3), "{answer}");
+    let id = answer["invocationId"].as_str().expect("id");
+    let record = gw.wait_for_record(id, |r| r["status"] == json!("success"));
+    assert_eq!(record["plugin"], json!(OUTSIDE), "{record}");
+    assert_eq!(record["route"], json!("pyout"));
+    assert_recorded_usage(&record, 4, 3);
+    let sent = upstream.requests()[0].clone();
+    assert_eq!(sent.path, "/v1/chat/completions");
+    assert_eq!(
+        sent.header("authorization"),
+        Some(&*format!("Bearer {PROVIDER_KEY}"))
+    );
+}
+
 #[test]
 fn python_provider_maps_upstream_errors() {
     require(PROVIDER);

@@ -1,11 +1,17 @@
 //! The SDK's proof: `examples/minimal-provider`, a whole provider in under 70 lines, serves the
-//! recorded OpenAI traffic with text, usage and cost, as a plain answer and as a stream.
+//! recorded OpenAI traffic with text, usage and cost, as a plain answer and as a stream; and so
+//! does the same example built outside the repository against the packed SDK
+//! (`minimal-outside.wasm`, by `cargo xtask test`), as an author would build it.
 
 use super::*;
 
 const MINIMAL: &str = "min";
 
 fn gateway(recording: &Recording, upstream: &OpenAiUpstream) -> Gateway {
+    gateway_of("minimal", recording, upstream)
+}
+
+fn gateway_of(plugin: &str, recording: &Recording, upstream: &OpenAiUpstream) -> Gateway {
     let first = recording.interaction(0);
     let model = first.request_json()["model"]
         .as_str()
@@ -13,7 +19,7 @@ fn gateway(recording: &Recording, upstream: &OpenAiUpstream) -> Gateway {
         .to_owned();
     Gateway::builder()
         .route(
-            Route::new(MINIMAL, "minimal")
+            Route::new(MINIMAL, plugin)
                 .base_url(&upstream.base_url(&first.base_path()))
                 .price(&model, PRICE.0, PRICE.1),
         )
@@ -88,4 +94,17 @@ fn sends_a_text_prompt_as_one_user_message() {
         sent["messages"],
         json!([{"role": "user", "content": "Say hi"}])
     );
+}
+
+#[test]
+fn the_example_built_outside_against_the_packed_sdk_serves_the_same() {
+    let recording = Recording::load("OpenAI__openai-gpt-4o-mini__simple");
+    let upstream = OpenAiUpstream::replay(&recording);
+    let gw = gateway_of("minimal-outside", &recording, &upstream);
+    let interaction = recording.interaction(0);
+    let expected = interaction.answer();
+    let body = assert_ok(&post(&gw, "/completions", &request(&gw, interaction)));
+    assert_chat_choice(&body, &expected.text, expected.finish_reason.as_deref());
+    check_usage(&body, expected.usage, PRICE);
+    success_record(&gw, &body, MINIMAL, "minimal-outside");
 }

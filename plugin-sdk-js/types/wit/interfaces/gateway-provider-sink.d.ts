@@ -1,0 +1,10 @@
+/// <reference path="./gateway-provider-types.d.ts" />
+declare module 'gateway:provider/sink@0.2.0' {
+  /**
+   * Sends new text, reasoning and tool-call pieces to the caller. The completion
+   * `complete-stream` returns still carries all of them whole. An error means
+   * the caller is gone: stop and return.
+   */
+  export function send(chunk: Chunk): void;
+  export type Chunk = import('gateway:provider/types@0.2.0').Chunk;
+}

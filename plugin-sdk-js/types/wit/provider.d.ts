@@ -1,0 +1,26 @@
+/// <reference path="./interfaces/gateway-provider-http.d.ts" />
+/// <reference path="./interfaces/gateway-provider-kv.d.ts" />
+/// <reference path="./interfaces/gateway-provider-log.d.ts" />
+/// <reference path="./interfaces/gateway-provider-sink.d.ts" />
+/// <reference path="./interfaces/gateway-provider-types.d.ts" />
+declare module 'gateway:provider/provider@0.2.0' {
+  export type PluginInfo = import('gateway:provider/types@0.2.0').PluginInfo;
+  export type CompletionRequest = import('gateway:provider/types@0.2.0').CompletionRequest;
+  export type Completion = import('gateway:provider/types@0.2.0').Completion;
+  export type EmbeddingRequest = import('gateway:provider/types@0.2.0').EmbeddingRequest;
+  export type Embeddings = import('gateway:provider/types@0.2.0').Embeddings;
+  export type ProviderError = import('gateway:provider/types@0.2.0').ProviderError;
+  export type * as GatewayProviderHttp020 from 'gateway:provider/http@0.2.0'; // import gateway:provider/http@0.2.0
+  export type * as GatewayProviderKv020 from 'gateway:provider/kv@0.2.0'; // import gateway:provider/kv@0.2.0
+  export type * as GatewayProviderLog020 from 'gateway:provider/log@0.2.0'; // import gateway:provider/log@0.2.0
+  export type * as GatewayProviderSink020 from 'gateway:provider/sink@0.2.0'; // import gateway:provider/sink@0.2.0
+  export type * as GatewayProviderTypes020 from 'gateway:provider/types@0.2.0'; // import gateway:provider/types@0.2.0
+  export function info(): PluginInfo;
+  export function complete(request: CompletionRequest): Completion;
+  /**
+  * Sends text through `sink` as it arrives, then returns the whole completion.
+  */
+  export function completeStream(request: CompletionRequest): Completion;
+  export function embed(request: EmbeddingRequest): Embeddings;
+  export type Result<T, E> = { tag: 'ok', val: T } | { tag: 'err', val: E };
+}
