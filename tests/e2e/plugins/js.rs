@@ -4,7 +4,8 @@
 //! and the OpenAI surfaces, with usage, cost and records. A JavaScript plugin that loops forever
 //! (`tests/plugins/js-hostile`) is stopped by the route's CPU budget like any other. The
 //! JavaScript guard of `examples/js-guard` denies, allows and rewrites on an echo route, and fails
-//! closed on a misspelt setting.
+//! closed on a misspelt setting. The provider built outside the repository against the packed SDK
+//! (`js-provider-outside`) serves as the repository's build does.
 
 use gateway_test_support::scrape::{scrape, value};
 use gateway_test_support::sse::{event_data, split_events};
@@ -27,6 +28,9 @@ const HOSTILE: &str = "jsloop";
 const HOSTILE_PLUGIN: &str = "js-hostile";
 /// The guard plugin.
 const GUARD_PLUGIN: &str = "js-guard";
+/// `examples/js-provider` built by `cargo xtask test` from outside the repository, against the
+/// SDK packed with `npm pack` and installed from the tarball, with its `npx gateway-plugin build`.
+const OUTSIDE_PLUGIN: &str = "js-provider-outside";
 const MODEL: &str = "gpt-4o-mini";
 /// The route's prices for [`MODEL`], so that every answer has a cost.
 const PRICE: (f64, f64) = (0.15, 0.60);
@@ -40,7 +44,7 @@ const PROVIDER_KEY: &str = "sk-js-provider-test-0123456789";
 fn warm_cache() {
     static WARM: Once = Once::new();
     WARM.call_once(|| {
-        for plugin in [PLUGIN, HOSTILE_PLUGIN, GUARD_PLUGIN] {
+        for plugin in [PLUGIN, HOSTILE_PLUGIN, GUARD_PLUGIN, OUTSIDE_PLUGIN] {
             let path = built_plugins_dir().join(format!("{plugin}.wasm"));
             assert!(
                 path.is_file(),
@@ -564,4 +568,35 @@ fn a_js_guard_denies_a_listed_word_allows_the_rest_and_rewrites_answers() {
     let logged = "guard raised ProviderError: guard `typo`: unknown setting `wrods`";
     gw.wait_for_log(logged, 1);
     assert_eq!(gw.logs().matches(logged).count(), 1, "{}", gw.logs());
+}
+
+/// The example provider as an outside author builds it (`js-provider-outside`: the SDK installed
+/// from its packed tarball, the component made by the package's own `gateway-plugin build`)
+/// serves a completion as the repository's build does.
+#[test]
+fn the_provider_built_from_the_installed_sdk_serves_a_completion() {
+    warm_cache();
+    let upstream = OpenAiUpstream::script(vec![answer("Hello from outside", 4, 3)]);
+    let var = unique("JS_OUTSIDE_KEY_");
+    let gw = Gateway::builder()
+        .route(route("jsout", OUTSIDE_PLUGIN, &upstream, &var).price(MODEL, PRICE.0, PRICE.1))
+        .env(&var, PROVIDER_KEY)
+        .start();
+    let body = with(
+        text_request(&gw.project_id, "jsout", MODEL, "Say hello"),
+        "showUsage",
+        json!(true),
+    );
+    let reply = assert_ok(&gw.post("/completions", &body));
+    assert_eq!(
+        reply["choices"][0]["text"],
+        json!("Hello from outside"),
+        "{reply}"
+    );
+    assert_eq!(reply["usage"], usage(4, 3), "{reply}");
+    let record = success_record(&gw, &reply, "jsout", OUTSIDE_PLUGIN);
+    assert_eq!(record["httpStatus"], json!(200), "{record}");
+    let (sent, authorization) = sent(&upstream, 0);
+    assert_eq!(sent["messages"][0]["content"], json!("Say hello"));
+    assert_eq!(authorization, Some(format!("Bearer {PROVIDER_KEY}")));
 }

@@ -312,8 +312,6 @@ fn python_provider_serves_text_chat_and_streams_on_both_surfaces() {
     );
 }
 
-/// An upstream error reaches the caller as the Rust plugins' do: the provider's message and
-/// status (429 with its `Retry-After`).
 /// The example provider built by an outside author: `cargo xtask test` installs the SDK's
 /// wheel into a fresh virtual environment away from the repository and builds a copy of
 /// `examples/python-provider` with its `gateway-plugin build` (`python-provider-outside.wasm`).
@@ -359,6 +357,8 @@ fn python_provider_built_from_the_installed_sdk_serves_a_completion() {
     );
 }
 
+/// An upstream error reaches the caller as the Rust plugins' do: the provider's message and
+/// status (429 with its `Retry-After`).
 #[test]
 fn python_provider_maps_upstream_errors() {
     require(PROVIDER);
