@@ -13,8 +13,8 @@
 //! ci` installs them into `target/js-tools` once, and again only when the lockfile changes; the
 //! package's files are staged beside them before each use (the command imports the tools from
 //! where it is), with the repository's `wit/` as the package's WIT. A plugin is built again only
-//! when its sources, the SDK, the WIT or the tools changed (a stamp of their content beside the
-//! output).
+//! when its sources, the SDK, the WIT or the tools changed (a stamp of their content in the
+//! build's folder, `target/js-build/NAME`, not beside the output).
 //!
 //! `cargo xtask test` also checks the SDK as its users get it: the WIT copy and the declarations
 //! generated from it are current, the declarations and a typed use of them pass `tsc --strict`,
