@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use crate::{run, target_dir, workspace_root};
+use crate::{copy, copy_tree, run, target_dir, workspace_root};
 
 /// The JavaScript plugins the test suite loads, by directory; each becomes `<dir name>.wasm`.
 const TEST_PLUGINS: &[&str] = &[
@@ -333,21 +333,6 @@ fn tools(sdk: &Path) -> Result<PathBuf, String> {
     Ok(tools)
 }
 
-/// Copies the file or directory `from` to `to`.
-fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
-    if from.is_file() {
-        return copy(from, to);
-    }
-    std::fs::create_dir_all(to).map_err(|e| format!("cannot create {}: {e}", to.display()))?;
-    for entry in
-        std::fs::read_dir(from).map_err(|e| format!("cannot read {}: {e}", from.display()))?
-    {
-        let entry = entry.map_err(|e| format!("cannot read {}: {e}", from.display()))?;
-        copy_tree(&entry.path(), &to.join(entry.file_name()))?;
-    }
-    Ok(())
-}
-
 /// The upstream MCP server of the handshake era the e2e tests run (`tests/mcp`, the official
 /// TypeScript SDK pinned by its lockfile): `target/mcp-node`, with the server copied beside
 /// its `node_modules` (an ES module finds its imports from where it is).
@@ -395,12 +380,6 @@ fn npm_installed(from: &Path, name: &str, what: &str) -> Result<PathBuf, String>
 
 fn read(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
-}
-
-fn copy(from: &Path, to: &Path) -> Result<(), String> {
-    std::fs::copy(from, to)
-        .map(|_| ())
-        .map_err(|e| format!("cannot copy {} to {}: {e}", from.display(), to.display()))
 }
 
 fn hash_bytes(bytes: &[u8]) -> u64 {

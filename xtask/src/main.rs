@@ -179,6 +179,36 @@ fn run(mut command: Command) -> Result<(), String> {
     }
 }
 
+fn copy(from: &Path, to: &Path) -> Result<(), String> {
+    std::fs::copy(from, to)
+        .map(|_| ())
+        .map_err(|e| format!("cannot copy {} to {}: {e}", from.display(), to.display()))
+}
+
+/// Copies the file or directory `from` to `to`.
+fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
+    if from.is_file() {
+        return copy(from, to);
+    }
+    std::fs::create_dir_all(to).map_err(|e| format!("cannot create {}: {e}", to.display()))?;
+    for entry in
+        std::fs::read_dir(from).map_err(|e| format!("cannot read {}: {e}", from.display()))?
+    {
+        let entry = entry.map_err(|e| format!("cannot read {}: {e}", from.display()))?;
+        copy_tree(&entry.path(), &to.join(entry.file_name()))?;
+    }
+    Ok(())
+}
+
+/// `python -m pip install`'s arguments before what it installs, for every venv xtask fills.
+const PIP_INSTALL: [&str; 5] = [
+    "-m",
+    "pip",
+    "install",
+    "--quiet",
+    "--disable-pip-version-check",
+];
+
 fn ensure_wasm_target() -> Result<(), String> {
     let installed = Command::new("rustup")
         .args(["target", "list", "--installed"])
@@ -631,16 +661,7 @@ fn clients_venv() -> Result<PathBuf, String> {
     }
     if modified(&stamp).is_none_or(|installed| installed < requirements_time) {
         let mut command = Command::new(&python);
-        command
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "-r",
-            ])
-            .arg(&requirements);
+        command.args(PIP_INSTALL).arg("-r").arg(&requirements);
         run(command)?;
         std::fs::write(&stamp, "").map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
     }

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use crate::{run, target_dir, workspace_root};
+use crate::{PIP_INSTALL, run, target_dir, workspace_root};
 
 /// The componentize-py release plugins are built with (PyPI); the SDK's `pyproject.toml` pins
 /// the same one, which [`the_pins_agree`](tests) checks. A new pin reinstalls it.
@@ -206,15 +206,7 @@ pub fn sdk_python() -> Result<PathBuf, String> {
     if installed.trim() != pins {
         eprintln!("xtask: installing {pins} into {}", venv.display());
         let mut command = Command::new(&python);
-        command
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-            ])
-            .args(PINS);
+        command.args(PIP_INSTALL).args(PINS);
         run(command)?;
         std::fs::write(&pin_file, &pins)
             .map_err(|e| format!("cannot write {}: {e}", pin_file.display()))?;
@@ -461,15 +453,7 @@ fn installed_check(
     run(command)?;
     let bin = venv.join("bin");
     let mut command = outside(&bin.join("python"));
-    command
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-        ])
-        .arg(&wheel);
+    command.args(PIP_INSTALL).arg(&wheel);
     run(command)?;
     copy_tree(example, &plugin)?;
     let mut command = outside(&bin.join("gateway-plugin"));

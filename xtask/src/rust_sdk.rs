@@ -6,10 +6,10 @@
 //! e2e test serves (`providers::openai::minimal_example`). A file the package left out, or a
 //! path only the workspace resolves, fails here rather than in an author's first build.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-use crate::{WASM_TARGET, cargo, run, target_dir, workspace_root};
+use crate::{WASM_TARGET, cargo, copy_tree, run, target_dir, workspace_root};
 
 /// The example built from outside, and the file it becomes among the test plugins.
 const EXAMPLE: &str = "examples/minimal-provider";
@@ -49,7 +49,7 @@ pub fn build_outside(plugins_dir: &Path) -> Result<(), String> {
     let sdk = outside.join(format!("gateway-plugin-sdk-{version}"));
 
     let project = outside.join("minimal-provider");
-    copy_dir(&root.join(EXAMPLE).join("src"), &project.join("src"))?;
+    copy_tree(&root.join(EXAMPLE).join("src"), &project.join("src"))?;
     let manifest = standalone_manifest(&root, &root.join(EXAMPLE).join("Cargo.toml"), &sdk)?;
     write(&project.join("Cargo.toml"), &manifest)?;
 
@@ -163,23 +163,6 @@ fn read_toml(path: &Path) -> Result<toml::Table, String> {
 
 fn write(path: &Path, text: &str) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
-}
-
-fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(to).map_err(|e| format!("cannot create {}: {e}", to.display()))?;
-    let entries =
-        std::fs::read_dir(from).map_err(|e| format!("cannot read {}: {e}", from.display()))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| e.to_string())?;
-        let target: PathBuf = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &target)?;
-        } else {
-            std::fs::copy(entry.path(), &target)
-                .map_err(|e| format!("cannot copy {}: {e}", entry.path().display()))?;
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
