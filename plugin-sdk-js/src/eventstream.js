@@ -6,6 +6,8 @@
 // `u32` big-endian, and a CRC32 of those 8 bytes), typed headers (`:event-type`, `:message-type`,
 // `:content-type`, ...), a payload, and a CRC32 of everything before it.
 
+
+import { concatBytes } from './bytes.js';
 /**
  * The largest frame `EventStreamParser` accepts (16 MiB, in the frame's declared length): a
  * larger one is an error as soon as its prelude arrives. Bedrock's frames are a few hundred bytes.
@@ -201,7 +203,7 @@ export class EventStreamParser {
       // Kept, not joined: a large frame arriving in many chunks is copied once.
       return messages;
     }
-    const data = this.pending.length === 1 ? this.pending[0] : concatAll(this.pending);
+    const data = concatBytes(this.pending);
     let at = 0;
     let wanted = PRELUDE_LEN;
     try {
@@ -425,7 +427,7 @@ export function encodeEventStream(headers, payload = new Uint8Array(0)) {
     else fields.setBigInt64(0, BigInt(value));
     parts.push(field);
   }
-  const encodedHeaders = concatAll(parts);
+  const encodedHeaders = concatBytes(parts);
   const body = typeof payload === 'string' ? encoder.encode(payload) : payload;
   const total = MIN_FRAME_LEN + encodedHeaders.length + body.length;
   const frame = new Uint8Array(total);
@@ -437,14 +439,4 @@ export function encodeEventStream(headers, payload = new Uint8Array(0)) {
   frame.set(body, PRELUDE_LEN + encodedHeaders.length);
   fields.setUint32(total - 4, crc32(frame.subarray(0, total - 4)));
   return frame;
-}
-
-function concatAll(parts) {
-  const joined = new Uint8Array(parts.reduce((n, part) => n + part.length, 0));
-  let at = 0;
-  for (const part of parts) {
-    joined.set(part, at);
-    at += part.length;
-  }
-  return joined;
 }

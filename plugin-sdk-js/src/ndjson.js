@@ -1,6 +1,8 @@
 // Newline-delimited JSON (`application/x-ndjson`, JSON Lines): one JSON value a line, the framing
 // Ollama and some other servers stream in.
 
+import { concatBytes } from './bytes.js';
+
 const LF = 10;
 const BOM = [0xef, 0xbb, 0xbf];
 
@@ -30,7 +32,7 @@ export class NdjsonParser {
   push(bytes) {
     const events = [];
     if (!this.started) {
-      const head = join([...this.pending, bytes]);
+      const head = concatBytes([...this.pending, bytes]);
       // The BOM may itself arrive split; wait until it can be decided.
       if (head.length < BOM.length && head.every((b, i) => b === BOM[i])) {
         this.pending = [head];
@@ -43,7 +45,7 @@ export class NdjsonParser {
     let start = 0;
     for (let end = bytes.indexOf(LF); end >= 0; end = bytes.indexOf(LF, start)) {
       const line = bytes.subarray(start, end);
-      this.add(this.pending.length === 0 ? line : join([...this.pending, line]), events);
+      this.add(concatBytes([...this.pending, line]), events);
       this.pending = [];
       start = end + 1;
     }
@@ -63,7 +65,7 @@ export class NdjsonParser {
   finish() {
     const events = [];
     if (this.started && this.pending.length > 0) {
-      this.add(join(this.pending), events);
+      this.add(concatBytes(this.pending), events);
     }
     Object.assign(this, new NdjsonParser());
     return events[0];
@@ -77,17 +79,4 @@ export class NdjsonParser {
       events.push({ data });
     }
   }
-}
-
-function join(parts) {
-  if (parts.length === 1) {
-    return parts[0];
-  }
-  const joined = new Uint8Array(parts.reduce((n, part) => n + part.length, 0));
-  let at = 0;
-  for (const part of parts) {
-    joined.set(part, at);
-    at += part.length;
-  }
-  return joined;
 }
