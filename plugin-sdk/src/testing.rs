@@ -49,19 +49,27 @@ use std::cell::RefCell;
 
 use serde::Serialize;
 
+use crate::guard::{AnswerVerdict, CheckedRequest, Guard, Input, RequestVerdict};
 use crate::http::{Request, Response};
+use crate::tool::{Context, ToolError, ToolResult, Tools};
 use crate::{
-    Chunk, Completion, CompletionRequest, Message, OutputLimit, Prompt, Provider, ProviderError,
-    Route, Sink,
+    Choice, Chunk, Completion, CompletionRequest, Message, OutputLimit, Prompt, Provider,
+    ProviderError, Route, Sink,
 };
+
+/// A tool as the gateway lists it (the WIT's `tool-def`).
+pub use crate::tool::__bindings::gateway::provider::tool_types::ToolDef as ToolDefinition;
 
 /// A test's upstream: the answer to each request the plugin sends.
 type Upstream = Box<dyn FnMut(&Request) -> Result<Response, ProviderError>>;
 
 struct Host {
     upstream: Upstream,
-    /// `scheme://host[:port]` of the route's `base_url`: the only origin reachable.
-    origin: Option<String>,
+    /// The origins (`scheme://host[:port]`) reachable: a route's `base_url`'s, or a tool
+    /// server's `allowed_hosts`.
+    allowed: Vec<String>,
+    /// Who refuses the others, for the error: "the route's base_url", "the server's allowed_hosts".
+    allowed_by: &'static str,
     sent: Vec<Request>,
 }
 
@@ -81,11 +89,17 @@ pub(crate) fn send(request: Request) -> Result<Response, ProviderError> {
         };
         let origin = origin(request.url());
         host.sent.push(request.clone());
-        match (&host.origin, origin) {
-            (Some(allowed), Some(origin)) if *allowed == origin => (host.upstream)(&request),
-            (_, origin) => Err(ProviderError::Failed(format!(
-                "the gateway does not allow requests to {}; only the route's base_url is reachable",
-                origin.unwrap_or_else(|| request.url().to_owned())
+        match origin {
+            Some(origin) if host.allowed.contains(&origin) => (host.upstream)(&request),
+            origin => Err(ProviderError::Failed(format!(
+                "the gateway does not allow requests to {}; only {} {} reachable",
+                origin.unwrap_or_else(|| request.url().to_owned()),
+                host.allowed_by,
+                if host.allowed_by.ends_with('s') {
+                    "are"
+                } else {
+                    "is"
+                },
             ))),
         }
     })
@@ -105,6 +119,27 @@ fn origin(url: &str) -> Option<String> {
     let host_port = authority.rsplit('@').next()?.to_ascii_lowercase();
     let host_port = host_port.strip_suffix(default_port).unwrap_or(&host_port);
     (!host_port.is_empty()).then(|| format!("{scheme}://{host_port}"))
+}
+
+/// The origins an `allowed_hosts` entry lets a plugin reach, as the gateway reads it: a URL is
+/// its origin; a bare `host[:port]` (port 443 when none) is that host and port over HTTPS and
+/// HTTP.
+fn allowed_origins(entry: &str) -> Vec<String> {
+    if entry.contains("://") {
+        return origin(entry).into_iter().collect();
+    }
+    let with_port = if entry
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
+        entry.to_owned()
+    } else {
+        format!("{entry}:443")
+    };
+    ["https", "http"]
+        .iter()
+        .filter_map(|scheme| origin(&format!("{scheme}://{with_port}")))
+        .collect()
 }
 
 /// A completion request as the gateway passes it, and the run of a plugin on it.
@@ -228,10 +263,15 @@ impl Call {
         self,
         upstream: impl FnMut(&Request) -> Result<Response, ProviderError> + 'static,
     ) -> Run {
-        let origin = origin(&self.request.route.base_url);
-        with_host(origin, Box::new(upstream), || {
-            (P::complete(self.request), Vec::new())
-        })
+        let allowed = origin(&self.request.route.base_url).into_iter().collect();
+        let (result, sent) = with_host(allowed, ROUTE, Box::new(upstream), || {
+            P::complete(self.request)
+        });
+        Run {
+            result,
+            sent,
+            chunks: Vec::new(),
+        }
     }
 
     /// Runs `P::complete_stream` with `upstream` answering its requests; the chunks the caller
@@ -240,27 +280,268 @@ impl Call {
         self,
         upstream: impl FnMut(&Request) -> Result<Response, ProviderError> + 'static,
     ) -> Run {
-        let origin = origin(&self.request.route.base_url);
-        with_host(origin, Box::new(upstream), || {
-            let mut sink = Sink::buffered();
-            let result = P::complete_stream(self.request, &mut sink);
-            (result, sink.sent().to_vec())
-        })
+        let allowed = origin(&self.request.route.base_url).into_iter().collect();
+        let mut sink = Sink::buffered();
+        let (result, sent) = with_host(allowed, ROUTE, Box::new(upstream), || {
+            P::complete_stream(self.request, &mut sink)
+        });
+        Run {
+            result,
+            sent,
+            chunks: sink.sent().to_vec(),
+        }
     }
 }
 
-fn with_host(
-    origin: Option<String>,
+/// A call of a tool server (`[mcp_servers.ID]`): the context the gateway passes a tool plugin,
+/// the hosts its `allowed_hosts` let it reach, and runs of the plugin's [`Tools`] on them, checks
+/// included (an unknown tool, missing required arguments), as the gateway runs them.
+///
+/// ```
+/// use gateway_plugin_sdk::testing::{ToolCall, json};
+/// use gateway_plugin_sdk::tool::*;
+/// # struct Ip;
+/// # impl Tools for Ip {
+/// #     fn info() -> PluginInfo { PluginInfo::new("ip", "0", Vec::new()) }
+/// #     fn tools(_: &Context) -> Vec<ToolDef> {
+/// #         vec![ToolDef::new("ip", "My address", serde_json::json!({"type": "object"}))]
+/// #     }
+/// #     fn call(_: &str, _: Arguments, _: &Context) -> Result<ToolResult, ToolError> {
+/// #         let ip: serde_json::Value = http::Request::get("https://api.ipify.org/?format=json")
+/// #             .send()?.json()?;
+/// #         Ok(ToolResult::structured(ip))
+/// #     }
+/// # }
+/// let run = ToolCall::server("net")
+///     .allow_hosts(&["api.ipify.org"])
+///     .call_tool::<Ip>("ip", &serde_json::json!({}), |_| json(200, &serde_json::json!({"ip": "192.0.2.1"})));
+/// assert_eq!(run.result.unwrap().structured_content.as_deref(), Some(r#"{"ip":"192.0.2.1"}"#));
+/// assert_eq!(run.sent[0].url(), "https://api.ipify.org/?format=json");
+/// ```
+#[derive(Debug, Clone)]
+pub struct ToolCall {
+    server: String,
+    settings: String,
+    secrets: Vec<(String, String)>,
+    hosts: Vec<String>,
+}
+
+/// What a [`ToolCall::call_tool`] did: the plugin's result and the requests it sent.
+#[derive(Debug)]
+pub struct ToolRun {
+    /// What the gateway would have answered: the tool's result, or its error.
+    pub result: Result<ToolResult, ToolError>,
+    /// The requests it sent, in order (a refused one too).
+    pub sent: Vec<Request>,
+}
+
+impl ToolCall {
+    /// Server `id` (`[mcp_servers.ID]`), with no settings, no secrets and no allowed host.
+    pub fn server(id: &str) -> ToolCall {
+        ToolCall {
+            server: id.to_owned(),
+            settings: "{}".into(),
+            secrets: Vec::new(),
+            hosts: Vec::new(),
+        }
+    }
+
+    /// The server's `settings`, as the config's table would give them.
+    pub fn settings(mut self, settings: &impl Serialize) -> ToolCall {
+        self.settings = to_json(settings);
+        self
+    }
+
+    /// A secret the settings name (`NAME_env`): `name` and its value.
+    pub fn secret(mut self, name: &str, value: &str) -> ToolCall {
+        self.secrets.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// The server's `allowed_hosts`, as the config writes them (`api.example.com`,
+    /// `127.0.0.1:8080`, `https://api.example.com`): the only hosts the tool's HTTP reaches.
+    pub fn allow_hosts(mut self, hosts: &[&str]) -> ToolCall {
+        self.hosts
+            .extend(hosts.iter().flat_map(|h| allowed_origins(h)));
+        self
+    }
+
+    /// The context the gateway would pass.
+    pub fn context(&self) -> Context {
+        Context::new(&self.server, &self.settings, self.secrets.clone())
+    }
+
+    /// `T`'s tools, as the gateway lists them.
+    pub fn list_tools<T: Tools>(&self) -> Vec<ToolDefinition> {
+        let (tools, _) = with_host(Vec::new(), SERVER, Box::new(refuse), || {
+            crate::tool::list::<T>(&self.context())
+        });
+        tools
+    }
+
+    /// Runs `T`'s tool `name` with `arguments` (a JSON object, as the caller sent it) and
+    /// `upstream` answering its requests.
+    pub fn call_tool<T: Tools>(
+        &self,
+        name: &str,
+        arguments: &impl Serialize,
+        upstream: impl FnMut(&Request) -> Result<Response, ProviderError> + 'static,
+    ) -> ToolRun {
+        let arguments = to_json(arguments);
+        let (result, sent) = with_host(self.hosts.clone(), SERVER, Box::new(upstream), || {
+            crate::tool::call::<T>(name, &arguments, &self.context())
+        });
+        ToolRun { result, sent }
+    }
+}
+
+/// An upstream for a run that expects no request.
+fn refuse(request: &Request) -> Result<Response, ProviderError> {
+    panic!(
+        "the test gave no upstream, but the plugin sent {} {}",
+        request.method(),
+        request.url()
+    )
+}
+
+/// A request as the gateway shows a guard (without the route's keys), and runs of the guard's
+/// checks on it.
+///
+/// ```
+/// use gateway_plugin_sdk::guard::*;
+/// use gateway_plugin_sdk::testing::Check;
+/// # struct NoCaps;
+/// # impl Guard for NoCaps {
+/// #     fn info() -> PluginInfo { PluginInfo::new("no-caps", "0", Vec::new()) }
+/// #     fn check_request(request: CheckedRequest) -> RequestVerdict {
+/// #         match request.input.texts().any(|t| t.chars().any(char::is_uppercase)) {
+/// #             true => RequestVerdict::deny("no capitals"),
+/// #             false => RequestVerdict::Allow,
+/// #         }
+/// #     }
+/// # }
+/// assert_eq!(Check::text("m", "HELLO").check_request::<NoCaps>(), RequestVerdict::deny("no capitals"));
+/// assert_eq!(Check::embedding("m", &["hello"]).check_request::<NoCaps>(), RequestVerdict::Allow);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Check {
+    request: CheckedRequest,
+}
+
+impl Check {
+    /// A `type: text` completion request for `prompt` to `model`, to guard `test` on route
+    /// `test`, with no settings and no params.
+    pub fn text(model: &str, prompt: &str) -> Check {
+        Check::new(model, Input::Prompt(Prompt::Text(prompt.to_owned())))
+    }
+
+    /// A chat request to `model`.
+    pub fn chat(model: &str, messages: Vec<Message>) -> Check {
+        Check::new(model, Input::Prompt(Prompt::Chat(messages)))
+    }
+
+    /// An embeddings request for `inputs`.
+    pub fn embedding(model: &str, inputs: &[&str]) -> Check {
+        let inputs = inputs.iter().map(|&text| text.to_owned()).collect();
+        Check::new(model, Input::Embedding(inputs))
+    }
+
+    fn new(model: &str, input: Input) -> Check {
+        Check {
+            request: CheckedRequest {
+                guard: "test".into(),
+                settings: "{}".into(),
+                route: "test".into(),
+                model: model.to_owned(),
+                input,
+                functions: Vec::new(),
+                params: "{}".into(),
+            },
+        }
+    }
+
+    /// The guard's `settings` (`[guards.ID.settings]`), as the config's table would give them.
+    pub fn settings(mut self, settings: &impl Serialize) -> Check {
+        self.request.settings = to_json(settings);
+        self
+    }
+
+    /// The caller's pass-through params, a JSON object.
+    pub fn params(mut self, params: &impl Serialize) -> Check {
+        self.request.params = to_json(params);
+        self
+    }
+
+    /// The guard's id (`[guards.ID]`).
+    pub fn guard(mut self, id: &str) -> Check {
+        self.request.guard = id.to_owned();
+        self
+    }
+
+    /// The route serving the request.
+    pub fn route(mut self, id: &str) -> Check {
+        self.request.route = id.to_owned();
+        self
+    }
+
+    /// The request, to change what the builder does not reach (functions...).
+    pub fn request_mut(&mut self) -> &mut CheckedRequest {
+        &mut self.request
+    }
+
+    /// Runs `G::check_request`, as the gateway does before the provider sees the request.
+    pub fn check_request<G: Guard>(&self) -> RequestVerdict {
+        G::check_request(self.request.clone())
+    }
+
+    /// Runs `G::check_response` on an answer whose choices' texts are `texts` (each finished
+    /// with `stop`), as the gateway does before the caller sees it.
+    pub fn check_response<G: Guard>(&self, texts: &[&str]) -> AnswerVerdict {
+        let choices = (0u32..)
+            .zip(texts)
+            .map(|(index, text)| Choice {
+                index,
+                text: (*text).to_owned(),
+                reasoning: Vec::new(),
+                finish_reason: Some(crate::FinishReason::Stop),
+                function_call: None,
+                tool_calls: Vec::new(),
+                logprobs: None,
+            })
+            .collect();
+        let answer = Completion {
+            model: self.request.model.clone(),
+            choices,
+            usage: None,
+        };
+        self.check_completion::<G>(answer)
+    }
+
+    /// Runs `G::check_response` on `answer`.
+    pub fn check_completion<G: Guard>(&self, answer: Completion) -> AnswerVerdict {
+        G::check_response(self.request.clone(), answer)
+    }
+}
+
+const ROUTE: &str = "the route's base_url";
+const SERVER: &str = "the server's allowed_hosts";
+
+/// Runs `run` with a fake host whose HTTP reaches `allowed` through `upstream`; returns what
+/// it returned and the requests it sent.
+fn with_host<T>(
+    allowed: Vec<String>,
+    allowed_by: &'static str,
     upstream: Upstream,
-    run: impl FnOnce() -> (Result<Completion, ProviderError>, Vec<Chunk>),
-) -> Run {
+    run: impl FnOnce() -> T,
+) -> (T, Vec<Request>) {
     let host = Host {
         upstream,
-        origin,
+        allowed,
+        allowed_by,
         sent: Vec::new(),
     };
     HOST.with_borrow_mut(|slot| {
-        assert!(slot.is_none(), "a testing::Call runs inside another");
+        assert!(slot.is_none(), "a testing run runs inside another");
         *slot = Some(host);
     });
     // Taken back even if the plugin panics, so that the thread's next test starts clean.
@@ -271,17 +552,13 @@ fn with_host(
         }
     }
     let reset = Reset;
-    let (result, chunks) = run();
+    let result = run();
     let sent = HOST
         .with_borrow_mut(Option::take)
         .map(|host| host.sent)
         .unwrap_or_default();
     drop(reset);
-    Run {
-        result,
-        sent,
-        chunks,
-    }
+    (result, sent)
 }
 
 fn to_json(value: &impl Serialize) -> String {
@@ -341,5 +618,116 @@ mod tests {
         );
         assert_eq!(origin("ftp://x"), None);
         assert_eq!(origin("/relative"), None);
+    }
+
+    /// A tool that GETs the `url` it is given.
+    struct Fetch;
+
+    impl Tools for Fetch {
+        fn info() -> crate::PluginInfo {
+            crate::PluginInfo::new("fetch", "0", Vec::new())
+        }
+
+        fn tools(_context: &Context) -> Vec<crate::tool::ToolDef> {
+            let input = serde_json::json!({"type": "object", "required": ["url"]});
+            vec![crate::tool::ToolDef::new("get", "GETs a URL", input)]
+        }
+
+        fn call(
+            _name: &str,
+            arguments: crate::tool::Arguments,
+            context: &Context,
+        ) -> Result<ToolResult, ToolError> {
+            let url = arguments.get("url").and_then(|u| u.as_str()).unwrap_or("");
+            let token = context.secret("token").unwrap_or("none").to_owned();
+            let response = Request::get(url).header("x-token", &token).send()?;
+            Ok(ToolResult::text(response.status.to_string()))
+        }
+    }
+
+    #[test]
+    fn a_tool_reaches_only_its_servers_allowed_hosts() {
+        let server = ToolCall::server("s")
+            .secret("token", "t-1")
+            .allow_hosts(&["api.example.com"]);
+        let run = server.call_tool::<Fetch>(
+            "get",
+            &serde_json::json!({"url": "https://api.example.com/x"}),
+            |_| json(204, &serde_json::json!({})),
+        );
+        assert_eq!(run.result, Ok(ToolResult::text("204")));
+        assert_eq!(run.sent[0].header_value("x-token"), Some("t-1"));
+
+        let run = server.call_tool::<Fetch>(
+            "get",
+            &serde_json::json!({"url": "https://evil.example/x"}),
+            |_| unreachable!("refused before the upstream"),
+        );
+        match run.result {
+            Err(ToolError::Failed(message)) => {
+                assert!(
+                    message.contains("the server's allowed_hosts are"),
+                    "{message}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(run.sent.len(), 1);
+    }
+
+    #[test]
+    fn a_tool_call_is_checked_as_the_gateway_checks_it() {
+        let server = ToolCall::server("s");
+        let refuse = |_: &Request| -> Result<Response, ProviderError> { unreachable!() };
+        let run = server.call_tool::<Fetch>("get", &serde_json::json!({}), refuse);
+        assert!(matches!(run.result, Err(ToolError::InvalidArguments(_))));
+        let run = server.call_tool::<Fetch>("put", &serde_json::json!({"url": "x"}), refuse);
+        assert!(matches!(run.result, Err(ToolError::UnknownTool(_))));
+        assert_eq!(server.list_tools::<Fetch>()[0].name, "get");
+    }
+
+    struct NoRed;
+
+    impl Guard for NoRed {
+        fn info() -> crate::PluginInfo {
+            crate::PluginInfo::new("no-red", "0", Vec::new())
+        }
+
+        fn check_response(_request: CheckedRequest, answer: Completion) -> AnswerVerdict {
+            match answer.choices.iter().any(|c| c.text.contains("red")) {
+                true => AnswerVerdict::deny("red"),
+                false => AnswerVerdict::Allow,
+            }
+        }
+    }
+
+    #[test]
+    fn a_guard_checks_the_answers_texts() {
+        let check = Check::text("m", "colours?");
+        assert_eq!(check.check_request::<NoRed>(), RequestVerdict::Allow);
+        assert_eq!(
+            check.check_response::<NoRed>(&["blue", "red"]),
+            AnswerVerdict::deny("red")
+        );
+        assert_eq!(
+            check.check_response::<NoRed>(&["blue"]),
+            AnswerVerdict::Allow
+        );
+    }
+
+    #[test]
+    fn allowed_hosts_read_as_the_gateway_reads_them() {
+        assert_eq!(
+            allowed_origins("API.example.com"),
+            ["https://api.example.com", "http://api.example.com:443"]
+        );
+        assert_eq!(
+            allowed_origins("127.0.0.1:8080"),
+            ["https://127.0.0.1:8080", "http://127.0.0.1:8080"]
+        );
+        assert_eq!(
+            allowed_origins("http://127.0.0.1:80/x"),
+            ["http://127.0.0.1"]
+        );
     }
 }
