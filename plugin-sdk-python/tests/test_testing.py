@@ -3,11 +3,12 @@ refuses as the gateway does, and its `kv` and `log`."""
 
 import unittest
 
-from wit_world.imports import guard_types, http, types
+from wit_world.imports import guard_types, http, tool_types, types
 
 from gateway_plugin import kv, log, testing
 from gateway_plugin.guard import Guard, allow, deny, guard_world, rewrite, texts
 from gateway_plugin.provider import Call, HttpProvider, OutputFields, Request, provider_world
+from gateway_plugin.tool import ToolContext, ToolFailure, Tools, tool, tool_world
 
 
 class Chat(HttpProvider):
@@ -129,6 +130,114 @@ class CheckTest(unittest.TestCase):
         checked = testing.Check.text("m", "q").response(world, ["a", "b"])
         self.assertEqual((checked.rewritten, checked.changes), (["A", "B"], {"upper": 2}))
         self.assertIsInstance(checked.verdict, guard_types.AnswerVerdict_Rewrite)
+
+
+ID = {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}
+
+
+class Items(Tools):
+    """Gets `{base}/items/{id}` with the server's token; `base` a setting."""
+
+    @tool(input_schema=ID, annotations={"readOnlyHint": True})
+    def get(self, args, context: ToolContext):
+        """Gets an item."""
+        log.info(f"getting {args['id']}")
+        base = context.settings(base="http://upstream.test")["base"]
+        request = Request.get(f"{base}/items/{args['id']}")
+        token = context.secret("token")
+        if token:
+            request.bearer(token)
+        response = request.send()
+        if response.status == 404:
+            raise ToolFailure(f"no item {args['id']}")
+        return response.error_for_status().read().decode()
+
+
+Tool = tool_world(Items)
+
+
+class ToolCallTest(unittest.TestCase):
+    def test_a_call_reaches_an_allowed_host_with_the_servers_context(self):
+        host = testing.Host()
+        call = (
+            testing.ToolCall.server("items")
+            .settings({"base": "https://API.example.com/v1"})
+            .secret("token", "t-1")
+            .allow_hosts("api.example.com")
+        )
+        run = call.call_tool(Tool, "get", {"id": "a1"}, lambda sent: testing.json(200, {"id": "a1"}), host)
+        self.assertEqual(run.result.content, [tool_types.Content_Text('{"id": "a1"}')])
+        self.assertFalse(run.result.is_error)
+        self.assertIsNone(run.error)
+        (sent,) = run.sent
+        self.assertEqual((sent.method, sent.url), ("GET", "https://API.example.com/v1/items/a1"))
+        self.assertEqual(sent.header_value("authorization"), "Bearer t-1")
+        self.assertEqual(run.logs, [("info", "getting a1")])
+        # A missing item: the tool's own is-error result, not a tool-error.
+        run = call.call_tool(Tool, "get", '{"id": "b2"}', lambda sent: testing.json(404, {}), host)
+        self.assertTrue(run.result.is_error)
+        self.assertEqual(run.result.content, [tool_types.Content_Text("no item b2")])
+        self.assertEqual(host.lines("info"), ["getting a1", "getting b2"])
+
+    def test_a_host_not_allowed_is_refused_before_the_upstream(self):
+        seen = []
+
+        def upstream(sent):
+            seen.append(sent)
+            return testing.json(200, {})
+
+        for allowed, url in (
+            ((), "https://api.example.com"),
+            (("api.example.com",), "http://api.example.com"),  # port 80: not 443
+            (("api.example.com:8443",), "https://api.example.com"),
+            (("https://api.example.com",), "http://api.example.com:443"),
+            (("api.example.com",), "https://api.example.com.evil.test"),
+        ):
+            run = (
+                testing.ToolCall.server()
+                .settings({"base": url})
+                .allow_hosts(*allowed)
+                .call_tool(Tool, "get", {"id": "a1"}, upstream)
+            )
+            self.assertEqual(len(run.sent), 1, (allowed, url))
+            self.assertEqual(run.error.kind, "failed", (allowed, url))
+            self.assertIn("does not allow requests to", run.error.message)
+            self.assertIsInstance(run.error.raw, tool_types.ToolError_Failed)
+            with self.assertRaises(testing.ToolError):
+                run.result
+        self.assertEqual(seen, [])
+        # Either scheme for a bare host:port.
+        call = testing.ToolCall.server().allow_hosts("127.0.0.1:8080").settings(
+            {"base": "http://127.0.0.1:8080"}
+        )
+        self.assertEqual(call.call_tool(Tool, "get", {"id": "a"}, upstream).result.is_error, False)
+        with self.assertRaises(ValueError):
+            testing.ToolCall.server().allow_hosts("ftp://files.example.com")
+
+    def test_tool_errors_are_the_runs_error(self):
+        call = testing.ToolCall.server().allow_hosts("upstream.test:80")
+        down = {"error": {"message": "down for maintenance"}}
+        run = call.call_tool(Tool, "get", {"id": "a1"}, lambda sent: testing.json(503, down))
+        self.assertEqual((run.error.kind, run.value), ("failed", None))
+        self.assertEqual(run.error.message, "down for maintenance")
+        run = call.call_tool(Tool, "get", {})
+        self.assertEqual(run.error.kind, "invalid_arguments")
+        self.assertEqual(run.sent, [])
+        run = call.call_tool(Tool, "put", {"id": "a1"})
+        self.assertEqual((run.error.kind, run.error.message), ("unknown_tool", "put"))
+        self.assertIsInstance(run.error.raw, tool_types.ToolError_UnknownTool)
+
+    def test_a_request_without_an_upstream_fails_the_test(self):
+        call = testing.ToolCall.server().allow_hosts("upstream.test:80")
+        with self.assertRaisesRegex(AssertionError, "no upstream, but the plugin sent GET"):
+            call.call_tool(Tool, "get", {"id": "a1"})
+
+    def test_lists_the_tools(self):
+        run = testing.ToolCall.server().list_tools(Tool)
+        (listed,) = run.result
+        self.assertEqual((listed.name, listed.description), ("get", "Gets an item."))
+        self.assertEqual(listed.input_schema, '{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}')
+        self.assertEqual((run.error, run.sent), (None, []))
 
 
 if __name__ == "__main__":

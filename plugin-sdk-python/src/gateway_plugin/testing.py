@@ -11,7 +11,9 @@ gateway, one to a host other than the route's `base_url`'s is refused (`forbidde
 before it reaches the function. `kv` and `log` are a `Host`'s, in memory, readable by the test;
 pass the same `Host` to several calls to keep `kv` between them, as a route does.
 
-`Check` does the same for a guard's `check_request` and `check_response`.
+`Check` does the same for a guard's `check_request` and `check_response`; `ToolCall` for a
+tool's `list-tools` and `call-tool`, on a server's context (settings, secrets), its
+`allowed_hosts` the only hosts the plugin reaches.
 
     from gateway_plugin.testing import Call, json
     import app
@@ -23,9 +25,9 @@ pass the same `Host` to several calls to keep `kv` between them, as a route does
     assert run.sent[0].url == "https://api.example.com/chat/completions"
     assert run.sent[0].header_value("authorization") == "Bearer k-1"
 
-A `ProviderError` the plugin raises is `run.error` (`run.result` raises it); an exception it
-does not catch, which would end its instance in the gateway, is raised to the test as
-`PluginCrashed`, carrying the line the gateway would log.
+A `ProviderError` the plugin raises is `run.error` (`run.result` raises it), and so is a tool's
+`tool-error`, as a `ToolError`; an exception it does not catch, which would end its instance in
+the gateway, is raised to the test as `PluginCrashed`, carrying the line the gateway would log.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 from componentize_py_types import Err
-from wit_world.imports import guard_types, types
+from wit_world.imports import guard_types, tool_types, types
 from wit_world.imports import http as _http
 from wit_world.imports import kv as _kv
 from wit_world.imports import log as _log
@@ -49,6 +51,7 @@ from .errors import ProviderError
 from .guard import GuardWorld
 from .http import Response
 from .provider import ProviderWorld
+from .tool import ToolWorld
 
 __all__ = [
     "Call",
@@ -59,6 +62,8 @@ __all__ = [
     "Response",
     "Run",
     "Sent",
+    "ToolCall",
+    "ToolError",
     "Upstream",
     "json",
     "message",
@@ -67,6 +72,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+E = TypeVar("E", bound=Exception)
 
 
 class PluginCrashed(Exception):
@@ -190,13 +196,60 @@ def _origin(url: str) -> tuple[str, str, int] | None:
     return scheme, parts.hostname.lower(), port or (443 if scheme == "https" else 80)
 
 
+def _allowed_origins(entry: str) -> list[tuple[str, str, int]]:
+    """The origins one entry of `allowed_hosts` lets a plugin reach, as the gateway reads it: a
+    URL's origin; a bare `host[:port]` on either scheme, its port 443 when left out."""
+    bare = "://" not in entry
+    origin = _origin(f"https://{entry}" if bare else entry)
+    if origin is None:
+        raise ValueError(f"allowed host {entry!r}: `host`, `host:port` or an http(s) URL")
+    return [origin, ("http", origin[1], origin[2])] if bare else [origin]
+
+
+def _sender(
+    sent: list[Sent],
+    upstream: Upstream | None,
+    permits: Callable[[tuple[str, str, int]], bool],
+    unanswered: list[str],
+) -> Callable[[_http.Request], _http.Response]:
+    """The host's `http.send` for one run: each request recorded in `sent`; one to an origin
+    `permits` rejects refused (`forbidden-host`) before `upstream` sees it, as the gateway
+    does; without an `upstream`, any other noted in `unanswered` (the test's mistake)."""
+
+    def send(request: _http.Request) -> _http.Response:
+        record = Sent(request.method, request.url, list(request.headers), bytes(request.body))
+        sent.append(record)
+        origin = _origin(request.url)
+        if origin is None:
+            raise Err(_http.HttpError_InvalidRequest(f"bad URL: {request.url}"))
+        if not permits(origin):
+            raise Err(_http.HttpError_ForbiddenHost(origin[1]))
+        if upstream is None:
+            unanswered.append(
+                f"the test gave no upstream, but the plugin sent {record.method} {record.url}"
+            )
+            raise AssertionError(unanswered[-1])
+        answer = upstream(record)
+        if not isinstance(answer, Response):
+            raise Err(answer)
+        return _http.Response(answer.status, list(answer.headers), _Body(answer))
+
+    return send
+
+
+def _no_sink(chunk: types.Chunk) -> None:
+    # Only the provider world imports the sink.
+    raise Err(None)
+
+
 @dataclass
-class Run(Generic[T]):
-    """What a `Call` did: the plugin's result or error, the requests it sent, the chunks the
-    caller was sent (`stream`), and the lines it logged."""
+class Run(Generic[T, E]):
+    """What a run did: the plugin's result or error (a `Call`'s `ProviderError`, a `ToolCall`'s
+    `ToolError`), the requests it sent, the chunks the caller was sent (`Call.stream`), and the
+    lines it logged."""
 
     value: T | None
-    error: ProviderError | None
+    error: E | None
     #: The requests the plugin sent, in order (a refused one too).
     sent: list[Sent]
     #: The chunks the caller was sent (`Call.stream`), in order.
@@ -207,7 +260,7 @@ class Run(Generic[T]):
 
     @property
     def result(self) -> T:
-        """What the plugin returned; raises its `ProviderError` when it failed."""
+        """What the plugin returned; raises its error when it failed."""
         if self.error is not None:
             raise self.error
         assert self.value is not None
@@ -324,7 +377,7 @@ class Call:
 
     def complete(
         self, world: type[ProviderWorld] | ProviderWorld, upstream: Upstream, host: Host | None = None
-    ) -> Run[types.Completion]:
+    ) -> Run[types.Completion, ProviderError]:
         """Runs the plugin's `complete` export with `upstream` answering its requests."""
         request = self.request
         return self._run(lambda w: w.complete(request), world, upstream, host, None)
@@ -336,7 +389,7 @@ class Call:
         host: Host | None = None,
         *,
         caller_leaves_after: int | None = None,
-    ) -> Run[types.Completion]:
+    ) -> Run[types.Completion, ProviderError]:
         """Runs the plugin's `complete-stream` export with `upstream` answering its requests;
         the chunks the caller was sent are `Run.chunks`. With `caller_leaves_after=n` the caller
         disconnects after `n` chunks: the next send fails, as the gateway's sink does."""
@@ -350,7 +403,7 @@ class Call:
 
     def embed(
         self, world: type[ProviderWorld] | ProviderWorld, upstream: Upstream, host: Host | None = None
-    ) -> Run[types.Embeddings]:
+    ) -> Run[types.Embeddings, ProviderError]:
         """Runs the plugin's `embed` export on `embedding_request`."""
         request = self.embedding_request
         return self._run(lambda w: w.embed(request), world, upstream, host, None)
@@ -362,25 +415,13 @@ class Call:
         upstream: Upstream,
         host: Host | None,
         caller_leaves_after: int | None,
-    ) -> Run[T]:
+    ) -> Run[T, ProviderError]:
         host = host if host is not None else Host()
         allowed = _origin(self.route.base_url)
         sent: list[Sent] = []
         chunks: list[types.Chunk] = []
         first_log = len(host.logs)
-
-        def send(request: _http.Request) -> _http.Response:
-            record = Sent(request.method, request.url, list(request.headers), bytes(request.body))
-            sent.append(record)
-            origin = _origin(request.url)
-            if origin is None:
-                raise Err(_http.HttpError_InvalidRequest(f"bad URL: {request.url}"))
-            if origin != allowed:
-                raise Err(_http.HttpError_ForbiddenHost(origin[1]))
-            answer = upstream(record)
-            if not isinstance(answer, Response):
-                raise Err(answer)
-            return _http.Response(answer.status, list(answer.headers), _Body(answer))
+        send = _sender(sent, upstream, lambda origin: origin == allowed, [])
 
         def sink(chunk: types.Chunk) -> None:
             if caller_leaves_after is not None and len(chunks) >= caller_leaves_after:
@@ -506,13 +547,122 @@ class Check:
             # The guard world has no HTTP import: a guard cannot send at all.
             raise Err(_http.HttpError_ForbiddenHost(urlsplit(request.url).hostname or request.url))
 
-        def no_sink(chunk: types.Chunk) -> None:
-            raise Err(None)
-
         instance = world() if isinstance(world, type) else world
-        with host._installed(no_http, no_sink):
+        with host._installed(no_http, _no_sink):
             verdict = export(instance)
         return Checked(verdict, host.logs[first_log:])
+
+
+class ToolError(Exception):
+    """A tool plugin's `tool-error`: the call could not be made at all. `kind` is
+    `unknown_tool` or `invalid_arguments` (JSON-RPC -32602 to the caller) or `failed` (a
+    gateway error); `message` what the plugin said; `raw` the WIT value."""
+
+    def __init__(self, raw: tool_types.ToolError) -> None:
+        super().__init__(raw.value)
+        self.raw = raw
+        self.message: str = raw.value
+        if isinstance(raw, tool_types.ToolError_UnknownTool):
+            self.kind = "unknown_tool"
+        elif isinstance(raw, tool_types.ToolError_InvalidArguments):
+            self.kind = "invalid_arguments"
+        else:
+            self.kind = "failed"
+
+    def __repr__(self) -> str:
+        return f"ToolError({self.kind}: {self.message!r})"
+
+
+class ToolCall:
+    """A tool server (`[mcp_servers.ID] plugin = "NAME"`) as the gateway runs a tool plugin
+    for it, built with chained calls: the WIT `tool-context` (server `test`, no settings, no
+    secrets) and its `allowed_hosts` (none); and the runs of the plugin's `list-tools` and
+    `call-tool` exports. A request to a host not allowed is refused (`forbidden-host`) before
+    the upstream sees it; a `tool-error` is `Run.error`, a `ToolError`."""
+
+    def __init__(self, server: str = "test") -> None:
+        self.context = tool_types.ToolContext(server, "{}", [])
+        #: The `allowed_hosts` entries, as given.
+        self.hosts: list[str] = []
+        self._origins: list[tuple[str, str, int]] = []
+
+    @classmethod
+    def server(cls, id: str = "test") -> ToolCall:  # noqa: A002 (the config's word)
+        """The server `[mcp_servers.ID]`."""
+        return cls(id)
+
+    def settings(self, settings: Mapping[str, Any] | str) -> ToolCall:
+        """The server's `settings`, as the config's table gives them (a dict, or JSON text)."""
+        self.context.settings = _json_text(settings)
+        return self
+
+    def secret(self, name: str, value: str) -> ToolCall:
+        """A secret the server's settings name (`NAME_env`): `name` and its value."""
+        self.context.secrets.append((name, value))
+        return self
+
+    def allow_hosts(self, *hosts: str) -> ToolCall:
+        """Entries of the server's `allowed_hosts`, read as the gateway reads them:
+        `api.example.com` or `127.0.0.1:8080` on either scheme (port 443 when left out), or a
+        URL (its origin only)."""
+        for entry in hosts:
+            self._origins.extend(_allowed_origins(entry))
+            self.hosts.append(entry)
+        return self
+
+    def list_tools(
+        self, world: type[ToolWorld] | ToolWorld, host: Host | None = None
+    ) -> Run[list[tool_types.ToolDef], ToolError]:
+        """Runs the plugin's `list-tools` export: `Run.result` is its `ToolDef`s."""
+        context = self._context()
+        return self._run(lambda w: w.list_tools(context), world, None, host)
+
+    def call_tool(
+        self,
+        world: type[ToolWorld] | ToolWorld,
+        name: str,
+        arguments: Mapping[str, Any] | str | None = None,
+        upstream: Upstream | None = None,
+        host: Host | None = None,
+    ) -> Run[tool_types.ToolResult, ToolError]:
+        """Runs the plugin's `call-tool` export for tool `name` with `arguments` (a dict, or
+        JSON text; default `{}`) and `upstream` answering its requests: `Run.result` is the
+        `ToolResult`. Without `upstream`, a request to an allowed host fails the test."""
+        context = self._context()
+        text = "{}" if arguments is None else _json_text(arguments)
+        return self._run(lambda w: w.call_tool(name, text, context), world, upstream, host)
+
+    def _context(self) -> tool_types.ToolContext:
+        raw = self.context
+        return tool_types.ToolContext(raw.server, raw.settings, list(raw.secrets))
+
+    def _run(
+        self,
+        export: Callable[[ToolWorld], T],
+        world: type[ToolWorld] | ToolWorld,
+        upstream: Upstream | None,
+        host: Host | None,
+    ) -> Run[T, ToolError]:
+        host = host if host is not None else Host()
+        origins = list(self._origins)
+        sent: list[Sent] = []
+        unanswered: list[str] = []
+        first_log = len(host.logs)
+        send = _sender(sent, upstream, origins.__contains__, unanswered)
+        instance = world() if isinstance(world, type) else world
+        value: T | None = None
+        error: ToolError | None = None
+        try:
+            with host._installed(send, _no_sink):
+                try:
+                    value = export(instance)
+                except Err as e:
+                    error = ToolError(e.value)
+        finally:
+            if unanswered:
+                # Whatever the plugin made of it (a crash, most likely): the test's mistake.
+                raise AssertionError(unanswered[0])
+        return Run(value, error, sent, [], host.logs[first_log:], host)
 
 
 def json(
