@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use crate::scaffold::{self, Kind, Lang, Sdk};
 use crate::{copy, copy_tree, run, target_dir, workspace_root};
 
 /// The JavaScript plugins the test suite loads, by directory; each becomes `<dir name>.wasm`.
@@ -96,6 +97,11 @@ pub fn build_test_plugins(plugins: &Path) -> Result<(), String> {
     outside_author(&sdk, plugins)
 }
 
+/// [`outside_author`] alone (`cargo xtask outside js`).
+pub fn check_outside(plugins: &Path) -> Result<(), String> {
+    outside_author(&workspace_root().join("plugin-sdk-js"), plugins)
+}
+
 /// The declarations generated from the WIT are the committed ones (and the package's WIT copy
 /// the repository's), and the declarations with a typed author's use of them (`test/
 /// types-check.ts`) pass `tsc --strict`.
@@ -127,16 +133,17 @@ fn check_types(sdk: &Path, tools: &Path) -> Result<(), String> {
 /// into a copy of `examples/js-provider` in a temporary folder (the tools from the registry, as
 /// the lockfile's ranges allow), build it there with `npx gateway-plugin build`, and run its
 /// tests with `node --test` and `gateway-plugin-sdk/testing`. The component is copied into
-/// `plugins` as `js-provider-outside.wasm` for the e2e tests. Skipped while the SDK and the
+/// `plugins` as `js-provider-outside.wasm` for the e2e tests; then the same for each project
+/// `gateway plugin new --lang js` writes (`scaffold-js-KIND.wasm`). Skipped while the SDK and the
 /// example are those of the last successful check (a stamp in `target/js-outside`).
 fn outside_author(sdk: &Path, plugins: &Path) -> Result<(), String> {
     let root = workspace_root();
     let example = root.join(OUTSIDE_EXAMPLE);
     let kept = target_dir().join("js-outside");
     let stamp_file = kept.join("checked.stamp");
-    let component = kept.join(OUTSIDE_PLUGIN);
     let stamp = stamp_of(&[
         &example,
+        &scaffold::templates(),
         &sdk.join("package.json"),
         &sdk.join("package-lock.json"),
         &sdk.join("bin"),
@@ -145,9 +152,16 @@ fn outside_author(sdk: &Path, plugins: &Path) -> Result<(), String> {
         &sdk.join("types"),
         &sdk.join("wit"),
     ])?;
-    if component.is_file() && std::fs::read_to_string(&stamp_file).is_ok_and(|k| k == stamp) {
+    // The example's component and the scaffold's, kept beside the stamp.
+    let mut built: Vec<String> = vec![OUTSIDE_PLUGIN.to_owned()];
+    built.extend(Kind::ALL.map(|kind| format!("{}.wasm", scaffold::name(Lang::Js, kind))));
+    let all_kept = built.iter().all(|file| kept.join(file).is_file());
+    if all_kept && std::fs::read_to_string(&stamp_file).is_ok_and(|k| k == stamp) {
         eprintln!("xtask: the packed JavaScript SDK was checked outside the repository already");
-        return copy(&component, &plugins.join(OUTSIDE_PLUGIN));
+        for file in &built {
+            copy(&kept.join(file), &plugins.join(file))?;
+        }
+        return Ok(());
     }
     let started = Instant::now();
     let folder = std::env::temp_dir().join(format!("gateway-js-outside-{}", std::process::id()));
@@ -213,9 +227,41 @@ fn outside_author(sdk: &Path, plugins: &Path) -> Result<(), String> {
     test.args(["--test", "--test-reporter=dot", "test/"])
         .current_dir(&project);
     run(test).map_err(|e| format!("the example's tests, outside the repository: {e}"))?;
+    // The projects `gateway plugin new --lang js` writes, with the same packed SDK: installed,
+    // their own tests, then the component.
+    for kind in Kind::ALL {
+        let project = scaffold::project(&folder, Lang::Js, kind, &Sdk::Path(tarball.clone()))?;
+        let name = scaffold::name(Lang::Js, kind);
+        let npm = |args: &[&str]| {
+            let mut command = Command::new("npm");
+            command.args(args).current_dir(&project);
+            command
+        };
+        run(npm(&[
+            "install",
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+        ]))
+        .map_err(|e| format!("npm install in {name}: {e}"))?;
+        run(npm(&["test", "--silent"])).map_err(|e| {
+            format!(
+                "the tests of `gateway plugin new --lang js --kind {}`: {e}",
+                kind.as_str()
+            )
+        })?;
+        run(npm(&["run", "build", "--silent"]))
+            .map_err(|e| format!("npm run build in {name}: {e}"))?;
+        copy(
+            &project.join(format!("{name}.wasm")),
+            &folder.join(format!("{name}.wasm")),
+        )?;
+    }
     std::fs::create_dir_all(&kept).map_err(|e| format!("cannot create {}: {e}", kept.display()))?;
-    copy(&out, &component)?;
-    copy(&out, &plugins.join(OUTSIDE_PLUGIN))?;
+    for file in &built {
+        copy(&folder.join(file), &kept.join(file))?;
+        copy(&folder.join(file), &plugins.join(file))?;
+    }
     std::fs::write(&stamp_file, stamp)
         .map_err(|e| format!("cannot write {}: {e}", stamp_file.display()))?;
     // Kept when a step failed, for a look at what the author would have seen.

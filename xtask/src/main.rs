@@ -18,6 +18,9 @@
 //!   other (see `cycles.rs`); `--print` lists which modules use which.
 //! - `cargo xtask links`: checks that every relative link and `#anchor` of the documentation
 //!   resolves (see `links.rs`).
+//! - `cargo xtask outside [rust|python|js]`: the SDKs packed and installed as outside authors
+//!   get them, their examples and the projects of `gateway plugin new` built and tested away
+//!   from the repository (the first step of `test`).
 //! - `cargo xtask bench [ARGS]`: builds the plugins, the gateway (the `production` profile, as
 //!   deployed) and the benchmark harness (release), then runs `bench ARGS` (default: `all`; see
 //!   BENCHMARKS.md);
@@ -28,6 +31,7 @@ mod js;
 mod links;
 mod python;
 mod rust_sdk;
+mod scaffold;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -106,11 +110,12 @@ fn main() -> ExitCode {
             Some("js") => js::command(&args[2..]),
             _ => Err("usage: cargo xtask plugin python|js DIR [--out FILE]".into()),
         },
+        Some("outside") => outside(&args[1..]),
         Some("bench") => bench(&args[1..]),
         Some("cycles") => check_cycles(args.get(1).is_some_and(|a| a == "--print")),
         Some("links") => links::command(&workspace_root()),
         _ => {
-            Err("usage: cargo xtask serve [gateway args] | test [cargo test args] | plugins | plugin python|js DIR [--out FILE] | bench [bench args] | cycles [--print] | links".into())
+            Err("usage: cargo xtask serve [gateway args] | test [cargo test args] | plugins | plugin python|js DIR [--out FILE] | outside [rust|python|js] | bench [bench args] | cycles [--print] | links".into())
         }
     };
     match result {
@@ -424,6 +429,34 @@ fn configured_plugins_dir(path: &Path) -> Result<Option<PathBuf>, ConfigError> {
     }
 }
 
+/// The SDKs as outside authors get them (what `test` checks first): each packed and installed
+/// away from the repository, its example and the projects of `gateway plugin new` built and
+/// tested there, the components written among the test plugins. `LANG`s: only those.
+fn outside(langs: &[String]) -> Result<(), String> {
+    let plugins = target_dir().join(WASM_TARGET).join("plugin");
+    std::fs::create_dir_all(&plugins)
+        .map_err(|e| format!("cannot create {}: {e}", plugins.display()))?;
+    let chosen = |lang: &str| langs.is_empty() || langs.iter().any(|l| l == lang);
+    if let Some(other) = langs
+        .iter()
+        .find(|l| !["rust", "python", "js"].contains(&l.as_str()))
+    {
+        return Err(format!(
+            "no language {other}: usage: cargo xtask outside [rust|python|js]..."
+        ));
+    }
+    if chosen("rust") {
+        rust_sdk::build_outside(&plugins)?;
+    }
+    if chosen("python") {
+        python::test_installed(&plugins)?;
+    }
+    if chosen("js") {
+        js::check_outside(&plugins)?;
+    }
+    Ok(())
+}
+
 fn test(args: &[String]) -> Result<(), String> {
     let built = build_plugins(PLUGINS.iter())?;
     // The Rust SDK packed and an example built against it outside the repository, as an
@@ -468,13 +501,15 @@ const E2E: &str = "e2e";
 /// Areas (module paths in [`E2E`]) the PostgreSQL pass leaves out: `surfaces::clients` checks
 /// the Python SDKs against the wire format, `surfaces::mcp` the MCP SDKs against `/mcp` (the
 /// keys' tool scopes it reads are the store's tests' on both), `plugins::python` and `plugins::js` plugins built
-/// from other languages (nothing of the store in any of them); `operations::replicas` and
+/// from other languages and `plugins::scaffold` the projects of `gateway plugin new` (nothing of
+/// the store in any of them); `operations::replicas` and
 /// `flow::limits` run on PostgreSQL in the first pass (they manage their own databases).
-const NOT_ON_POSTGRES: [&str; 6] = [
+const NOT_ON_POSTGRES: [&str; 7] = [
     "surfaces::clients",
     "surfaces::mcp",
     "plugins::python",
     "plugins::js",
+    "plugins::scaffold",
     "operations::replicas",
     "flow::limits",
 ];

@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use crate::scaffold::{self, Kind, Lang, Sdk};
 use crate::{PIP_INSTALL, run, target_dir, workspace_root};
 
 /// The componentize-py release plugins are built with (PyPI); the SDK's `pyproject.toml` pins
@@ -372,15 +373,19 @@ pub fn test_sdk() -> Result<(), String> {
 /// fresh virtual environment in a temporary directory, the example provider copied there, built
 /// with the installed `gateway-plugin build` into the test plugins directory (as
 /// `python-provider-outside.wasm`, which the e2e tests load) and its unit tests run with the
-/// installed `gateway_plugin.testing`. Skipped while nothing it depends on changed since it
+/// installed `gateway_plugin.testing`; then the same for each project `gateway plugin new
+/// --lang python` writes (`scaffold-python-KIND.wasm`). Skipped while nothing it depends on changed since it
 /// last passed (a stamp beside the component).
 pub fn test_installed(plugins_dir: &Path) -> Result<(), String> {
     let (example, name) = OUTSIDE_PLUGIN;
     let example = workspace_root().join(example);
     let out = plugins_dir.join(format!("{name}.wasm"));
     let stamp = plugins_dir.join(format!(".{name}.stamp"));
-    let fingerprint = fingerprint(&example)?;
-    if is_current(&out, &stamp, &fingerprint) {
+    // The example and the scaffold's templates: either changed is checked again.
+    let fingerprint = fingerprint(&example)? + &fingerprint(&scaffold::templates())?;
+    let scaffolds = Kind::ALL
+        .map(|kind| plugins_dir.join(format!("{}.wasm", scaffold::name(Lang::Python, kind))));
+    if is_current(&out, &stamp, &fingerprint) && scaffolds.iter().all(|s| s.is_file()) {
         eprintln!("xtask: the installed Python SDK's check is up to date");
         return Ok(());
     }
@@ -471,7 +476,33 @@ fn installed_check(
         .args(["-m", "unittest", "discover", "--quiet", "-s"])
         .arg(&plugin)
         .current_dir(&plugin);
-    run(command).map_err(|e| format!("the example's unit tests with the installed SDK: {e}"))
+    run(command).map_err(|e| format!("the example's unit tests with the installed SDK: {e}"))?;
+    // The projects `gateway plugin new --lang python` writes, with the same installed SDK:
+    // their own tests, then the component, among the test plugins.
+    let plugins = out.parent().unwrap_or(scratch);
+    for kind in Kind::ALL {
+        let sdk = Sdk::Path(wheel.clone());
+        let project = scaffold::project(scratch, Lang::Python, kind, &sdk)?;
+        let mut command = outside(&bin.join("python"));
+        command
+            .args(["-m", "unittest", "--quiet"])
+            .current_dir(&project);
+        run(command).map_err(|e| {
+            format!(
+                "the tests of `gateway plugin new --lang python --kind {}`: {e}",
+                kind.as_str()
+            )
+        })?;
+        let name = scaffold::name(Lang::Python, kind);
+        let mut command = outside(&bin.join("gateway-plugin"));
+        command
+            .arg("build")
+            .arg(&project)
+            .arg("--out")
+            .arg(plugins.join(format!("{name}.wasm")));
+        run(command).map_err(|e| format!("gateway-plugin build of {name}: {e}"))?;
+    }
+    Ok(())
 }
 
 /// Copies the source files under `from` (see [`collect_files`]) to `to`.

@@ -9,7 +9,8 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::{WASM_TARGET, cargo, copy_tree, run, target_dir, workspace_root};
+use crate::scaffold::{self, Kind, Lang, Sdk};
+use crate::{WASM_TARGET, cargo, copy, copy_tree, run, target_dir, workspace_root};
 
 /// The example built from outside, and the file it becomes among the test plugins.
 const EXAMPLE: &str = "examples/minimal-provider";
@@ -53,29 +54,66 @@ pub fn build_outside(plugins_dir: &Path) -> Result<(), String> {
     let manifest = standalone_manifest(&root, &root.join(EXAMPLE).join("Cargo.toml"), &sdk)?;
     write(&project.join("Cargo.toml"), &manifest)?;
 
-    let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    build
-        .args(["build", "--release", "--quiet", "--target", WASM_TARGET])
-        .arg("--manifest-path")
-        .arg(project.join("Cargo.toml"))
-        // Kept in the repository's target, so that a second run builds nothing.
-        .env("CARGO_TARGET_DIR", target_dir().join("sdk-outside-rust"));
-    run(build)?;
-    let built = target_dir()
-        .join("sdk-outside-rust")
-        .join(WASM_TARGET)
-        .join("release")
-        .join("minimal.wasm");
-    let temporary = plugins_dir.join(format!(".{OUT}.partial"));
-    std::fs::copy(&built, &temporary)
-        .map_err(|e| format!("cannot copy {}: {e}", built.display()))?;
-    std::fs::rename(&temporary, plugins_dir.join(OUT))
-        .map_err(|e| format!("cannot write {OUT}: {e}"))?;
+    run(outside_cargo(
+        &project,
+        &["build", "--release", "--quiet", "--target", WASM_TARGET],
+    ))?;
+    copy(&built("minimal"), &plugins_dir.join(OUT))?;
     eprintln!(
         "xtask: built {EXAMPLE} against the packed gateway-plugin-sdk {version}, outside the repository, in {:.1} s",
         started.elapsed().as_secs_f64()
     );
+
+    // The projects `gateway plugin new --lang rust` writes, against the same packed SDK: their
+    // own tests natively, then the component.
+    let started = std::time::Instant::now();
+    for kind in Kind::ALL {
+        let project = scaffold::project(&outside, Lang::Rust, kind, &Sdk::Path(sdk.clone()))?;
+        run(outside_cargo(&project, &["test", "--quiet"])).map_err(|e| {
+            format!(
+                "the tests of `gateway plugin new --lang rust --kind {}`: {e}",
+                kind.as_str()
+            )
+        })?;
+        run(outside_cargo(
+            &project,
+            &["build", "--release", "--quiet", "--target", WASM_TARGET],
+        ))?;
+        let name = scaffold::name(Lang::Rust, kind);
+        copy(
+            &built(&name.replace('-', "_")),
+            &plugins_dir.join(format!("{name}.wasm")),
+        )?;
+    }
+    eprintln!(
+        "xtask: tested and built the three Rust projects of `gateway plugin new` against the packed SDK in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
+}
+
+/// `cargo ARGS` on the project at `project`, outside the workspace, its target directory kept
+/// in the repository's target so that a second run builds nothing again.
+fn outside_cargo(project: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command
+        .args(args)
+        .arg("--manifest-path")
+        .arg(project.join("Cargo.toml"))
+        // In the project, as its author runs cargo: its own `.cargo/config.toml` applies, and
+        // no configuration of this repository's.
+        .current_dir(project)
+        .env("CARGO_TARGET_DIR", target_dir().join("sdk-outside-rust"));
+    command
+}
+
+/// The component a release build of library `library` wrote.
+fn built(library: &str) -> std::path::PathBuf {
+    target_dir()
+        .join("sdk-outside-rust")
+        .join(WASM_TARGET)
+        .join("release")
+        .join(format!("{library}.wasm"))
 }
 
 fn package_version(manifest: &Path) -> Result<String, String> {

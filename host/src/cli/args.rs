@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use gateway_scaffold::{Kind, Lang, Name};
 
 use crate::clock::{now_ms, parse_time};
 use crate::limits::Period;
@@ -56,6 +57,11 @@ pub(super) enum Command {
         #[command(subcommand)]
         command: PluginsCommand,
     },
+    /// Write a new plugin.
+    Plugin {
+        #[command(subcommand)]
+        command: PluginCommand,
+    },
     /// Manage the prices file (the config's `prices_file`).
     Prices {
         #[command(subcommand)]
@@ -85,6 +91,74 @@ pub(super) enum PluginsCommand {
     /// List the plugins of the running gateway (or, when it is not running,
     /// what it would load from plugins_dir).
     List,
+}
+
+#[derive(Subcommand)]
+pub(super) enum PluginCommand {
+    /// Write a plugin project into a new folder: the smallest plugin of its kind, a test of it
+    /// against a scripted upstream (the SDK's harness, no gateway needed), its manifest and a
+    /// README with the lines that test, build and install it. Prints the files and the next
+    /// commands.
+    New {
+        /// The plugin's name: lowercase words joined by `-` (`acme-chat`). The gateway loads
+        /// it as NAME.wasm; routes, guards and MCP servers name it by it.
+        #[arg(value_parser = parse_plugin_name)]
+        name: Name,
+        /// The language it is written in.
+        #[arg(long, value_enum)]
+        lang: LangArg,
+        /// What it is: a provider (serves routes), a guard (checks requests and answers) or a
+        /// tool (serves MCP tools at `POST /mcp`).
+        #[arg(long, value_enum, default_value_t = KindArg::Provider)]
+        kind: KindArg,
+        /// The folder to write (default: ./NAME); it must not exist or be empty.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// A local copy of the language's SDK: its folder in the gateway's repository
+        /// (plugin-sdk, plugin-sdk-python, plugin-sdk-js) or a packed one (.crate unpacked,
+        /// .whl, .tgz). Default: the repository this gateway was built from, when it is still
+        /// there; else the registry's release of the SDK.
+        #[arg(long, value_name = "PATH")]
+        sdk: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(super) enum LangArg {
+    Rust,
+    Python,
+    Js,
+}
+
+impl LangArg {
+    pub(super) fn lang(self) -> Lang {
+        match self {
+            LangArg::Rust => Lang::Rust,
+            LangArg::Python => Lang::Python,
+            LangArg::Js => Lang::Js,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(super) enum KindArg {
+    Provider,
+    Guard,
+    Tool,
+}
+
+impl KindArg {
+    pub(super) fn kind(self) -> Kind {
+        match self {
+            KindArg::Provider => Kind::Provider,
+            KindArg::Guard => Kind::Guard,
+            KindArg::Tool => Kind::Tool,
+        }
+    }
+}
+
+fn parse_plugin_name(name: &str) -> Result<Name, String> {
+    Name::parse(name).map_err(|e| e.to_string())
 }
 
 #[derive(Subcommand)]

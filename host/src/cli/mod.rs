@@ -8,6 +8,7 @@ mod key;
 mod plugins;
 mod prices;
 mod project;
+mod scaffold;
 mod usage;
 
 use std::path::PathBuf;
@@ -56,6 +57,8 @@ enum CliError {
     Start(#[from] StartError),
     #[error(transparent)]
     Prices(#[from] prices::PricesError),
+    #[error(transparent)]
+    Scaffold(#[from] scaffold::ScaffoldError),
 }
 
 /// `RUST_LOG`, or `info`. tokio-postgres logs every statement's parameters at debug level:
@@ -126,7 +129,7 @@ pub fn run() -> ExitCode {
     }
 }
 
-/// Runs `command`; every command but `plugins list` and `prices import` opens the store first
+/// Runs `command`; every command but `plugins list`, `plugin new` and `prices import` opens the store first
 /// (migrating it).
 async fn execute(
     command: Command,
@@ -151,6 +154,7 @@ async fn execute(
         Command::Key { command } => key::run(&store().await?, command).await,
         Command::Invocations { command } => invocations::run(&store().await?, command).await,
         Command::Usage(args) => usage::usage(&store().await?, args).await,
+        Command::Plugin { command } => scaffold::run(command),
     }
 }
 
