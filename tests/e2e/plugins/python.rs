@@ -7,8 +7,8 @@
 //! the memory limit, a request to another host is refused, and the gateway keeps serving.
 
 use std::net::TcpListener;
-use std::sync::Mutex;
 
+use gateway_test_support::harness::one_at_a_time;
 use gateway_test_support::sse::{event_data, split_events};
 use gateway_test_support::upstream::openai::{legacy_text, slow_word};
 use gateway_test_support::{
@@ -39,18 +39,6 @@ fn require(plugin: &str) {
         file.display(),
         file.display()
     );
-}
-
-/// Starts `builder`'s gateway, one test at a time: the first start compiles the Python
-/// components (an 18 MB component is tens of seconds of CPU for cranelift) into the suite's
-/// shared compiled-plugin cache, and the next ones load them from it, instead of every test
-/// compiling the same component at once.
-fn start(gateway: impl FnOnce() -> Gateway) -> Gateway {
-    static STARTING: Mutex<()> = Mutex::new(());
-    let _one_at_a_time = STARTING
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    gateway()
 }
 
 /// A route of `plugin` at `base_url`, keyed by the gateway from `key_var`.
@@ -138,7 +126,7 @@ fn python_provider_serves_text_chat_and_streams_on_both_surfaces() {
     ]);
     let var = unique("PYTHON_PROVIDER_KEY_");
     let base = upstream.base_url("/v1");
-    let gw = start(|| {
+    let gw = one_at_a_time(|| {
         Gateway::builder()
             .route(route("py", PROVIDER, &base, &var))
             .route(route("pylegacy", PROVIDER, &base, &var).setting("legacy_completions", "true"))
@@ -326,7 +314,7 @@ fn python_provider_built_from_the_installed_sdk_serves_a_completion() {
         usage(4, 3),
     )]);
     let var = unique("PYTHON_PROVIDER_KEY_");
-    let gw = start(|| {
+    let gw = one_at_a_time(|| {
         Gateway::builder()
             .route(route("pyout", OUTSIDE, &upstream.base_url("/v1"), &var))
             .env(&var, PROVIDER_KEY)
@@ -369,7 +357,7 @@ fn python_provider_maps_upstream_errors() {
         Some("7"),
     )]);
     let var = unique("PYTHON_PROVIDER_KEY_");
-    let gw = start(|| {
+    let gw = one_at_a_time(|| {
         Gateway::builder()
             .route(route("py", PROVIDER, &upstream.base_url("/v1"), &var))
             .env(&var, PROVIDER_KEY)
@@ -400,7 +388,7 @@ fn hostile_gateway(upstream: &OpenAiUpstream, memory_limit_mb: u64) -> Gateway {
     require(PROVIDER);
     let var = unique("PYTHON_HOSTILE_KEY_");
     let base = upstream.base_url("/v1");
-    start(|| {
+    one_at_a_time(|| {
         Gateway::builder()
             .route(
                 route("hostile", HOSTILE, &base, &var)

@@ -6,10 +6,8 @@
 //! of the invented API the templates speak, each guard refuses a blocked word, each tool looks
 //! up an item over HTTP.
 
-use std::sync::Mutex;
-
 use gateway_scaffold::{Kind, Lang, Name, Sdk, render};
-use gateway_test_support::harness::gateway_binary;
+use gateway_test_support::harness::{gateway_binary, one_at_a_time};
 use gateway_test_support::mcp::{call, tool_names};
 use gateway_test_support::sse::{event_data, split_events};
 use gateway_test_support::upstream::{FakeUpstream, Provider, ReceivedRequest};
@@ -81,16 +79,6 @@ fn plugin(lang: &str, kind: &str) -> String {
     name
 }
 
-/// One gateway start at a time: the first compiles the Python and JavaScript components
-/// (about ten seconds each) into the suite's shared cache, the next load them from it.
-fn start(gateway: impl FnOnce() -> Gateway) -> Gateway {
-    static STARTING: Mutex<()> = Mutex::new(());
-    let _one_at_a_time = STARTING
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    gateway()
-}
-
 fn post_openai(gw: &Gateway, body: &Value) -> Response {
     let auth = format!("Bearer {}", gw.key);
     gw.request(
@@ -116,7 +104,7 @@ fn each_languages_provider_serves_a_chat_and_a_stream() {
                 .api_key_env(KEY_VAR),
         );
     }
-    let gw = start(|| builder.start());
+    let gw = one_at_a_time(|| builder.start());
     for lang in LANGS {
         let chat = json!({
             "model": format!("{lang}/example-model"),
@@ -196,7 +184,7 @@ fn each_languages_guard_refuses_a_blocked_word() {
             )
             .route(Route::echo(lang).key("guards", &format!("[{id:?}]")));
     }
-    let gw = start(|| builder.start());
+    let gw = one_at_a_time(|| builder.start());
     for lang in LANGS {
         let ask = |text: &str| {
             post_openai(
@@ -228,7 +216,7 @@ fn each_languages_tool_looks_up_an_item() {
             &format!("allowed_hosts = [{base:?}]\nsettings = {{ base_url = {base:?} }}"),
         );
     }
-    let gw = start(|| builder.start());
+    let gw = one_at_a_time(|| builder.start());
     let (response, answer) = call(&gw, &gw.key, "tools/list", json!({}));
     assert_eq!(response.status, 200, "{answer}");
     let names = tool_names(&answer);

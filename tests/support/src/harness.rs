@@ -1079,6 +1079,18 @@ fn cli_in(config: &Path, args: &[&str]) -> CliOutput {
     }
 }
 
+/// Runs `start` (a gateway's start) after any other started this way: the first start of a
+/// gateway loading Python or JavaScript components compiles them (an 18 MB component is tens of
+/// seconds of CPU for cranelift) into the suite's [`shared_plugin_cache`], and the next ones
+/// load them from it, instead of every test compiling the same component at once.
+pub fn one_at_a_time<T>(start: impl FnOnce() -> T) -> T {
+    static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = STARTING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    start()
+}
+
 /// The compiled-plugin cache every test gateway shares (unless it asks for its own): each
 /// plugin is compiled once per suite run rather than once per gateway, which was most of the
 /// suite's CPU time. The gateway's cache is made for sharing (entries are named by the plugin's
