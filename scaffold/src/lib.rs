@@ -283,6 +283,7 @@ const TEMPLATES: &[Template] = templates![
     Python Tool "test_app.py",
     Js all "README.md",
     Js all ".gitignore",
+    Js all ".npmrc",
     Js all "package.json",
     Js Provider "index.js",
     Js Provider "test/plugin.test.js",

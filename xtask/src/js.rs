@@ -143,7 +143,6 @@ fn outside_author(sdk: &Path, plugins: &Path) -> Result<(), String> {
     let stamp_file = kept.join("checked.stamp");
     let stamp = stamp_of(&[
         &example,
-        &scaffold::templates(),
         &sdk.join("package.json"),
         &sdk.join("package-lock.json"),
         &sdk.join("bin"),
@@ -151,7 +150,7 @@ fn outside_author(sdk: &Path, plugins: &Path) -> Result<(), String> {
         &sdk.join("tools"),
         &sdk.join("types"),
         &sdk.join("wit"),
-    ])?;
+    ])? + &scaffold::fingerprint(Lang::Js);
     // The example's component and the scaffold's, kept beside the stamp.
     let mut built: Vec<String> = vec![OUTSIDE_PLUGIN.to_owned()];
     built.extend(Kind::ALL.map(|kind| format!("{}.wasm", scaffold::name(Lang::Js, kind))));
@@ -227,10 +226,11 @@ fn outside_author(sdk: &Path, plugins: &Path) -> Result<(), String> {
     test.args(["--test", "--test-reporter=dot", "test/"])
         .current_dir(&project);
     run(test).map_err(|e| format!("the example's tests, outside the repository: {e}"))?;
-    // The projects `gateway plugin new --lang js` writes, with the same packed SDK: installed,
-    // their own tests, then the component.
+    // The projects `gateway plugin new --lang js` writes, with the SDK as the command gives it
+    // from a checkout (its folder; the example above had the tarball): installed, their own
+    // tests, then the component.
     for kind in Kind::ALL {
-        let project = scaffold::project(&folder, Lang::Js, kind, &Sdk::Path(tarball.clone()))?;
+        let project = scaffold::project(&folder, Lang::Js, kind, &Sdk::Path(sdk.to_owned()))?;
         let name = scaffold::name(Lang::Js, kind);
         let npm = |args: &[&str]| {
             let mut command = Command::new("npm");

@@ -382,7 +382,7 @@ pub fn test_installed(plugins_dir: &Path) -> Result<(), String> {
     let out = plugins_dir.join(format!("{name}.wasm"));
     let stamp = plugins_dir.join(format!(".{name}.stamp"));
     // The example and the scaffold's templates: either changed is checked again.
-    let fingerprint = fingerprint(&example)? + &fingerprint(&scaffold::templates())?;
+    let fingerprint = fingerprint(&example)? + &scaffold::fingerprint(Lang::Python);
     let scaffolds = Kind::ALL
         .map(|kind| plugins_dir.join(format!("{}.wasm", scaffold::name(Lang::Python, kind))));
     if is_current(&out, &stamp, &fingerprint) && scaffolds.iter().all(|s| s.is_file()) {

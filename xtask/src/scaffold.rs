@@ -5,12 +5,12 @@
 //! among the test plugins as `scaffold-LANG-KIND.wasm`, which the e2e tests serve
 //! (`plugins::scaffold`).
 
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
 pub use gateway_scaffold::{Kind, Lang, Sdk};
 use gateway_scaffold::{Name, render, write};
-
-use crate::workspace_root;
 
 /// The plugin's name, and its component's file stem among the test plugins.
 pub fn name(lang: Lang, kind: Kind) -> String {
@@ -28,7 +28,16 @@ pub fn project(parent: &Path, lang: Lang, kind: Kind, sdk: &Sdk) -> Result<PathB
     Ok(dir)
 }
 
-/// The templates, for the checks' fingerprints: a change to one checks its language again.
-pub fn templates() -> PathBuf {
-    workspace_root().join("scaffold").join("templates")
+/// What `lang`'s projects are, for the checks' stamps: a change to any file one of them gets
+/// (dotfiles included, which the stamps of source trees skip) checks the language again.
+pub fn fingerprint(lang: Lang) -> String {
+    let mut hasher = DefaultHasher::new();
+    let name = Name::parse("fingerprint").expect("a valid name");
+    for kind in Kind::ALL {
+        for file in render(lang, kind, &name, &Sdk::Published) {
+            file.path.hash(&mut hasher);
+            file.text.hash(&mut hasher);
+        }
+    }
+    format!("{:016x}", hasher.finish())
 }
