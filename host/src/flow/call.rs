@@ -233,6 +233,19 @@ impl Call {
         Charged { usage, cost_usd }
     }
 
+    /// [`Call::settle`] for an answer cut short after output had flowed: without the
+    /// provider's usage, what was reserved for the call is charged rather than given back
+    /// ([`super::quota::Quota::settle_unreported`]); the record has no usage, as none is known.
+    pub async fn settle_cut(&mut self, draft: &mut Draft, usage: Option<&types::Usage>) {
+        if usage.is_some() {
+            self.settle(draft, usage, None).await;
+            return;
+        }
+        self.record_tries(draft);
+        self.quota.settle_unreported().await;
+        draft.usage(None, None);
+    }
+
     /// The headers of an answer sent whole: the serving route and upstream, the rate limits.
     pub fn answer_headers(&self) -> AnswerHeaders {
         let mut limits = HeaderMap::new();

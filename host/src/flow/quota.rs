@@ -109,6 +109,19 @@ impl Quota {
             .await;
     }
 
+    /// Charges what the admission reserved (the prompt's estimate and the answer's limit) as
+    /// the call's consumption: for a call whose output flowed before it was cut short (the
+    /// caller left, shutdown, the upstream failed) and before its provider reported its usage.
+    /// The provider bills what it generated, whoever read it; giving the reservation back would
+    /// let a caller who hangs up before a stream's last chunk spend past every budget.
+    pub async fn settle_unreported(&mut self) {
+        let reservation = self.reservation.take().unwrap_or_default();
+        let Estimate { tokens, cost_usd } = reservation.estimate();
+        self.limiter
+            .settle(&checks(&self.key), &reservation, tokens, cost_usd)
+            .await;
+    }
+
     /// OpenAI's `x-ratelimit-*` headers, for the kinds of limit that apply
     /// (none without limits).
     pub fn set_headers(&self, headers: &mut HeaderMap) {

@@ -84,6 +84,7 @@ pub(super) async fn start<C: CompletionCodec>(
         secrets: call.secrets.clone(),
         held_texts: Vec::new(),
         held_arguments: Vec::new(),
+        generated: false,
     };
     let streamed = Streamed {
         state,
@@ -172,6 +173,9 @@ struct Pump<C> {
     held_texts: Vec<Held>,
     /// What is held back of each tool call's arguments, by (choice, call).
     held_arguments: Vec<((u32, u32), Held)>,
+    /// Whether the plugin streamed anything (its provider generated output, which it bills
+    /// whether or not the caller saw it: a guard may hold the stream back).
+    generated: bool,
 }
 
 impl Streamed {
@@ -314,7 +318,7 @@ impl Streamed {
     async fn failed<C: CompletionCodec>(mut self, mut pump: Pump<C>) {
         let error = self.draft.redact(self.call.failover.take_error());
         (self.call)
-            .settle(&mut self.draft, pump.usage.as_ref(), None)
+            .settle_cut(&mut self.draft, pump.usage.as_ref())
             .await;
         record::save(&self.state, self.draft.failure(&error)).await;
         pump.tell_error(error).await;
@@ -333,11 +337,17 @@ impl Streamed {
             Cut::ShuttingDown => "shutdown",
         };
         self.call.failover.cut_short(try_started, why);
-        (self.call)
-            .settle(&mut self.draft, pump.usage.as_ref(), None)
-            .await;
-        let partial = Some(pump.partial_text());
         let sent = !pump.nothing_sent();
+        if pump.generated {
+            (self.call)
+                .settle_cut(&mut self.draft, pump.usage.as_ref())
+                .await;
+        } else {
+            (self.call)
+                .settle(&mut self.draft, pump.usage.as_ref(), None)
+                .await;
+        }
+        let partial = Some(pump.partial_text());
         match cut {
             Cut::ClientGone => {
                 let status = if sent { 200 } else { CLIENT_CLOSED_REQUEST };
@@ -409,6 +419,7 @@ impl<C: CompletionCodec> Pump<C> {
     /// Sends one chunk's reasoning, text and tool-call pieces to the caller (the
     /// model reasons before it answers); false when the caller is gone.
     async fn forward(&mut self, chunk: types::Chunk) -> bool {
+        self.generated = true;
         if let Some(usage) = chunk.usage {
             self.usage = Some(usage);
         }

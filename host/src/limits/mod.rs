@@ -137,6 +137,11 @@ impl Reservation {
         self.estimate.tokens == 0 && self.budget_periods.iter().all(Option::is_none)
     }
 
+    /// What was reserved: the request's estimated tokens and cost.
+    pub fn estimate(&self) -> Estimate {
+        self.estimate
+    }
+
     /// The period of item `i`'s reserved cost, if any.
     fn period_of(&self, i: usize) -> Option<i64> {
         self.budget_periods.get(i).copied().flatten()

@@ -143,3 +143,51 @@ fn shutdown_waits_for_a_call_whose_caller_left() {
     assert!(gw.wait_exit().success());
     assert_charged_and_cancelled(&the_only_record(&gw));
 }
+
+/// A stream whose caller hangs up after its first words, before the chunk that reports its
+/// usage: the provider bills what it generated, so the call keeps what it reserved (here the
+/// key's whole tokens-per-minute limit, less a few tokens), and the next request is refused
+/// before the upstream. Before, the reservation went back and a caller could stream past every
+/// limit by leaving before each stream's last chunk.
+#[test]
+fn a_stream_cut_before_its_usage_keeps_its_reservation() {
+    let upstream =
+        OpenAiUpstream::each_call(Reply::openai_slow_stream(50, Duration::from_millis(100)));
+    let gw = gateway(&upstream);
+    let key = gw
+        .cli(&["key", "create", &gw.project_id, "--tpm", "100"])
+        .checked("key create --tpm")
+        .last_line();
+    let body = {
+        let body = chat_request(
+            &gw.project_id,
+            "slow",
+            "gpt-4o-mini",
+            json!([{"role": "user", "content": "hi"}]),
+        );
+        let body = gateway_test_support::with_param(body, "max_tokens", json!(60));
+        gateway_test_support::with(body, "stream", json!(true))
+    };
+    let mut stream = gw.open_stream_with_headers(
+        "/completions",
+        Some(&key),
+        &[("Provider-API-Key", "sk-test-0123456789")],
+        &body,
+    );
+    assert_eq!(stream.status, 200);
+    assert!(stream.next_frame().is_some(), "no first frame");
+    drop(stream);
+    let record = the_only_record(&gw);
+    assert_eq!(record["status"], json!("cancelled"), "{record}");
+
+    // 61 tokens kept of 100: another 61 do not fit.
+    let calls = upstream.requests().len();
+    let refused = gw.post_with_headers(
+        "/completions",
+        Some(&key),
+        &[("Provider-API-Key", "sk-test-0123456789")],
+        &gateway_test_support::with(body, "stream", json!(false)),
+    );
+    assert_eq!(refused.status, 429, "{}", refused.text());
+    assert_eq!(upstream.requests().len(), calls);
+}
