@@ -15,6 +15,7 @@ import {
   crc32,
   encodeEventStream as encode,
 } from '../src/eventstream.js';
+import { concatBytes } from '../src/bytes.js';
 import { Response } from '../src/http.js';
 import { NdjsonParser } from '../src/ndjson.js';
 import { HttpProvider, StreamDecoder } from '../src/provider.js';
@@ -45,16 +46,6 @@ function response(chunks, contentType) {
   // Copies: `fromChunks` hands the array itself to the body, which consumes it.
   return Response.fromChunks(200, headers, [...chunks]);
 }
-
-const concat = (parts) => {
-  const joined = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const part of parts) {
-    joined.set(part, at);
-    at += part.length;
-  }
-  return joined;
-};
 
 /** Ollama-like NDJSON lines: `{"t": text}`, then `{"done": true, "usage": [P, C]}`. */
 class Ollama extends StreamDecoder {
@@ -315,7 +306,7 @@ test('event stream: every header type round-trips', () => {
 });
 
 test('event stream: every split gives the same messages', () => {
-  const bytes = concat(STREAM);
+  const bytes = concatBytes(STREAM);
   const whole = parse([bytes]);
   assert.equal(whole[0].length, 5);
   assert.equal(whole[1], undefined);
@@ -426,12 +417,12 @@ test('event stream: messages before a fault are kept', () => {
   const bad = encode([], '2');
   bad[13] ^= 1;
   const parser = new EventStreamParser();
-  assert.equal(parser.push(concat([good, bad, good])).length, 1);
+  assert.equal(parser.push(concatBytes([good, bad, good])).length, 1);
   assert.throws(() => parser.push(new Uint8Array(0)), /^FrameError: message checksum mismatch/);
 });
 
 test('event stream: any damaged byte is an error in every split', () => {
-  const bytes = concat(STREAM.slice(0, 2));
+  const bytes = concatBytes(STREAM.slice(0, 2));
   for (let at = 0; at < bytes.length; at += 1) {
     const damaged = bytes.slice();
     damaged[at] ^= 0x41;
@@ -446,7 +437,7 @@ test('event stream: any damaged byte is an error in every split', () => {
 const aws = (chunks, type = 'application/vnd.amazon.eventstream') => response(chunks, type);
 
 test('event streams: every split reads the same answer, message by message to the sink', () => {
-  for (const chunks of splits(concat(STREAM))) {
+  for (const chunks of splits(concatBytes(STREAM))) {
     const sink = Sink.buffered();
     const decoder = new Bedrock();
     const completion = readStream(aws(chunks, 'Application/vnd.amazon.eventstream; x=1'), sink, 'm', decoder);
@@ -460,13 +451,13 @@ test('event streams: every split reads the same answer, message by message to th
 
 test('event streams: forced over a misleading Content-Type', () => {
   for (const type of ['application/octet-stream', 'application/json', 'text/event-stream', undefined]) {
-    const completion = readStream(aws(pieces(concat(STREAM), 9), type), Sink.buffered(), 'm', new Bedrock(), 'eventstream');
+    const completion = readStream(aws(pieces(concatBytes(STREAM), 9), type), Sink.buffered(), 'm', new Bedrock(), 'eventstream');
     assert.equal(completion.choices[0].text, 'Héllo', type);
   }
 });
 
 test('event streams: an exception fails the call', () => {
-  const body = concat([frame('delta', '{"t":"Hel"}'), exception('modelStreamErrorException', 'the model broke'), STREAM[3]]);
+  const body = concatBytes([frame('delta', '{"t":"Hel"}'), exception('modelStreamErrorException', 'the model broke'), STREAM[3]]);
   const sink = Sink.buffered();
   assert.throws(
     () => readStream(aws([body]), sink, 'm', new Bedrock()),
@@ -486,7 +477,7 @@ test('event streams: damaged frames fail the call, the frames before them sent',
   ]) {
     const damaged = frame('delta', '{"t":"lo"}');
     damaged[at < 0 ? damaged.length + at : at] ^= 0x40;
-    const body = concat([first, damaged, STREAM[3]]);
+    const body = concatBytes([first, damaged, STREAM[3]]);
     for (const chunks of splits(body)) {
       const sink = Sink.buffered();
       assert.throws(
@@ -503,14 +494,14 @@ test('event streams: damaged frames fail the call, the frames before them sent',
 
 test('event streams: a frame cut in the middle', () => {
   assert.throws(
-    () => readStream(aws([concat(STREAM.slice(0, 4)), STREAM[4].subarray(0, 10)]), Sink.buffered(), 'm', new Bedrock()),
+    () => readStream(aws([concatBytes(STREAM.slice(0, 4)), STREAM[4].subarray(0, 10)]), Sink.buffered(), 'm', new Bedrock()),
     {
       message:
         'malformed response from upstream: invalid event stream: the stream ended inside a frame: 10 bytes of at least 16 arrived',
     },
   );
   // Whole frames without the one that completes: cut off.
-  assert.throws(() => readStream(aws([concat(STREAM.slice(0, 3))]), Sink.buffered(), 'm', new Bedrock()), {
+  assert.throws(() => readStream(aws([concatBytes(STREAM.slice(0, 3))]), Sink.buffered(), 'm', new Bedrock()), {
     message: 'stream ended early',
   });
 });

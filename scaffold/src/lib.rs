@@ -335,27 +335,33 @@ pub fn render(lang: Lang, kind: Kind, name: &Name, sdk: &Sdk) -> Vec<File> {
 
 /// The commands that come next, run in the project's folder: test, build, install.
 pub fn next_steps(lang: Lang, name: &Name, sdk: &Sdk) -> Vec<String> {
-    let name = name.as_str();
-    let module = name.replace('-', "_");
-    let install = format!("then copy {{}} into the gateway's plugins_dir as {name}.wasm");
+    let install = |built: &str| {
+        format!(
+            "then copy {built} into the gateway's plugins_dir as {}.wasm",
+            name.as_str()
+        )
+    };
     match lang {
         Lang::Rust => vec![
             "cargo test".into(),
             "cargo build --release --target wasm32-wasip2".into(),
-            install.replace("{}", &format!("target/wasm32-wasip2/release/{module}.wasm")),
+            install(&format!(
+                "target/wasm32-wasip2/release/{}.wasm",
+                name.module()
+            )),
         ],
         Lang::Python => vec![
             "python3 -m venv .venv && . .venv/bin/activate".into(),
             format!("pip install {}", sdk.spec(Lang::Python)),
             "python -m unittest".into(),
             "gateway-plugin build .".into(),
-            install.replace("{}", &format!("{name}.wasm")),
+            install(&format!("{}.wasm", name.as_str())),
         ],
         Lang::Js => vec![
             "npm install".into(),
             "npm test".into(),
             "npm run build".into(),
-            install.replace("{}", &format!("{name}.wasm")),
+            install(&format!("{}.wasm", name.as_str())),
         ],
     }
 }

@@ -153,7 +153,7 @@ fn outside_author(sdk: &Path, plugins: &Path) -> Result<(), String> {
     ])? + &scaffold::fingerprint(Lang::Js);
     // The example's component and the scaffold's, kept beside the stamp.
     let mut built: Vec<String> = vec![OUTSIDE_PLUGIN.to_owned()];
-    built.extend(Kind::ALL.map(|kind| format!("{}.wasm", scaffold::name(Lang::Js, kind))));
+    built.extend(Kind::ALL.map(|kind| scaffold::component(Lang::Js, kind)));
     let all_kept = built.iter().all(|file| kept.join(file).is_file());
     if all_kept && std::fs::read_to_string(&stamp_file).is_ok_and(|k| k == stamp) {
         eprintln!("xtask: the packed JavaScript SDK was checked outside the repository already");
@@ -172,11 +172,8 @@ fn outside_author(sdk: &Path, plugins: &Path) -> Result<(), String> {
         "xtask: checking the packed JavaScript SDK in {}",
         folder.display()
     );
-    let mut command = Command::new("npm");
-    command
-        .args(["pack", "--loglevel=error", "--pack-destination"])
-        .arg(&folder)
-        .current_dir(sdk);
+    let mut command = npm(sdk, &["pack", "--loglevel=error", "--pack-destination"]);
+    command.arg(&folder);
     run(command).map_err(|e| format!("npm pack of the JavaScript SDK: {e}"))?;
     let tarball = std::fs::read_dir(&folder)
         .map_err(|e| format!("cannot read {}: {e}", folder.display()))?
@@ -200,19 +197,12 @@ fn outside_author(sdk: &Path, plugins: &Path) -> Result<(), String> {
                 .join(path.file_name().unwrap_or_default()),
         )?;
     }
-    let npm = |args: &[&str]| {
-        let mut command = Command::new("npm");
-        command.args(args).current_dir(&project);
-        command
-    };
     let dependency = format!("dependencies.gateway-plugin-sdk=file:{}", tarball.display());
-    run(npm(&["pkg", "set", &dependency]))?;
-    run(npm(&[
-        "install",
-        "--no-audit",
-        "--no-fund",
-        "--loglevel=error",
-    ]))
+    run(npm(&project, &["pkg", "set", &dependency]))?;
+    run(npm(
+        &project,
+        &["install", "--no-audit", "--no-fund", "--loglevel=error"],
+    ))
     .map_err(|e| format!("npm install of the packed JavaScript SDK: {e}"))?;
     let out = folder.join(OUTSIDE_PLUGIN);
     let mut build = Command::new("npx");
@@ -231,31 +221,21 @@ fn outside_author(sdk: &Path, plugins: &Path) -> Result<(), String> {
     // tests, then the component.
     for kind in Kind::ALL {
         let project = scaffold::project(&folder, Lang::Js, kind, &Sdk::Path(sdk.to_owned()))?;
-        let name = scaffold::name(Lang::Js, kind);
-        let npm = |args: &[&str]| {
-            let mut command = Command::new("npm");
-            command.args(args).current_dir(&project);
-            command
-        };
-        run(npm(&[
-            "install",
-            "--no-audit",
-            "--no-fund",
-            "--loglevel=error",
-        ]))
-        .map_err(|e| format!("npm install in {name}: {e}"))?;
-        run(npm(&["test", "--silent"])).map_err(|e| {
+        let component = scaffold::component(Lang::Js, kind);
+        run(npm(
+            &project,
+            &["install", "--no-audit", "--no-fund", "--loglevel=error"],
+        ))
+        .map_err(|e| format!("npm install in {component}: {e}"))?;
+        run(npm(&project, &["test", "--silent"])).map_err(|e| {
             format!(
                 "the tests of `gateway plugin new --lang js --kind {}`: {e}",
                 kind.as_str()
             )
         })?;
-        run(npm(&["run", "build", "--silent"]))
-            .map_err(|e| format!("npm run build in {name}: {e}"))?;
-        copy(
-            &project.join(format!("{name}.wasm")),
-            &folder.join(format!("{name}.wasm")),
-        )?;
+        run(npm(&project, &["run", "build", "--silent"]))
+            .map_err(|e| format!("npm run build in {component}: {e}"))?;
+        copy(&project.join(&component), &folder.join(&component))?;
     }
     std::fs::create_dir_all(&kept).map_err(|e| format!("cannot create {}: {e}", kept.display()))?;
     for file in &built {
@@ -271,6 +251,13 @@ fn outside_author(sdk: &Path, plugins: &Path) -> Result<(), String> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// `npm ARGS` in `dir`.
+fn npm(dir: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new("npm");
+    command.args(args).current_dir(dir);
+    command
 }
 
 /// The plugins directory of the cargo-built plugins.
@@ -408,10 +395,10 @@ fn npm_installed(from: &Path, name: &str, what: &str) -> Result<PathBuf, String>
         for file in ["package.json", "package-lock.json"] {
             copy(&from.join(file), &into.join(file))?;
         }
-        let mut command = Command::new("npm");
-        command
-            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(&into);
+        let command = npm(
+            &into,
+            &["ci", "--no-audit", "--no-fund", "--loglevel=error"],
+        );
         run(command).map_err(|e| {
             format!(
                 "{e}

@@ -383,8 +383,7 @@ pub fn test_installed(plugins_dir: &Path) -> Result<(), String> {
     let stamp = plugins_dir.join(format!(".{name}.stamp"));
     // The example and the scaffold's templates: either changed is checked again.
     let fingerprint = fingerprint(&example)? + &scaffold::fingerprint(Lang::Python);
-    let scaffolds = Kind::ALL
-        .map(|kind| plugins_dir.join(format!("{}.wasm", scaffold::name(Lang::Python, kind))));
+    let scaffolds = Kind::ALL.map(|kind| plugins_dir.join(scaffold::component(Lang::Python, kind)));
     if is_current(&out, &stamp, &fingerprint) && scaffolds.iter().all(|s| s.is_file()) {
         eprintln!("xtask: the installed Python SDK's check is up to date");
         return Ok(());
@@ -394,7 +393,7 @@ pub fn test_installed(plugins_dir: &Path) -> Result<(), String> {
     let started = Instant::now();
     let scratch = std::env::temp_dir().join(format!("gateway-plugin-sdk-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
-    let result = installed_check(&python, &scratch, &example, &out);
+    let result = installed_check(&python, &scratch, &example, &out, plugins_dir);
     let _ = std::fs::remove_dir_all(&scratch);
     result?;
     std::fs::write(&stamp, fingerprint)
@@ -412,6 +411,7 @@ fn installed_check(
     scratch: &Path,
     example: &Path,
     out: &Path,
+    plugins_dir: &Path,
 ) -> Result<(), String> {
     let dist = scratch.join("dist");
     let venv = scratch.join("venv");
@@ -479,7 +479,6 @@ fn installed_check(
     run(command).map_err(|e| format!("the example's unit tests with the installed SDK: {e}"))?;
     // The projects `gateway plugin new --lang python` writes, with the same installed SDK:
     // their own tests, then the component, among the test plugins.
-    let plugins = out.parent().unwrap_or(scratch);
     for kind in Kind::ALL {
         let sdk = Sdk::Path(wheel.clone());
         let project = scaffold::project(scratch, Lang::Python, kind, &sdk)?;
@@ -493,14 +492,14 @@ fn installed_check(
                 kind.as_str()
             )
         })?;
-        let name = scaffold::name(Lang::Python, kind);
+        let component = scaffold::component(Lang::Python, kind);
         let mut command = outside(&bin.join("gateway-plugin"));
         command
             .arg("build")
             .arg(&project)
             .arg("--out")
-            .arg(plugins.join(format!("{name}.wasm")));
-        run(command).map_err(|e| format!("gateway-plugin build of {name}: {e}"))?;
+            .arg(plugins_dir.join(&component));
+        run(command).map_err(|e| format!("gateway-plugin build of {component}: {e}"))?;
     }
     Ok(())
 }

@@ -79,10 +79,9 @@ pub fn build_outside(plugins_dir: &Path) -> Result<(), String> {
             &project,
             &["build", "--release", "--quiet", "--target", WASM_TARGET],
         ))?;
-        let name = scaffold::name(Lang::Rust, kind);
         copy(
-            &built(&name.replace('-', "_")),
-            &plugins_dir.join(format!("{name}.wasm")),
+            &built(&scaffold::name(Lang::Rust, kind).module()),
+            &plugins_dir.join(scaffold::component(Lang::Rust, kind)),
         )?;
     }
     eprintln!(

@@ -13,18 +13,23 @@ pub use gateway_scaffold::{Kind, Lang, Sdk};
 use gateway_scaffold::{Name, render, write};
 
 /// The plugin's name, and its component's file stem among the test plugins.
-pub fn name(lang: Lang, kind: Kind) -> String {
-    format!("scaffold-{}-{}", lang.as_str(), kind.as_str())
+pub fn name(lang: Lang, kind: Kind) -> Name {
+    let name = format!("scaffold-{}-{}", lang.as_str(), kind.as_str());
+    Name::parse(&name).expect("lowercase words joined by `-`")
+}
+
+/// The file `lang`'s `kind` project is built into among the test plugins: `NAME.wasm`.
+pub fn component(lang: Lang, kind: Kind) -> String {
+    format!("{}.wasm", name(lang, kind).as_str())
 }
 
 /// Writes `lang`'s `kind` project into `parent/NAME` (replacing what was there), its SDK
 /// `sdk`; returns the project's folder.
 pub fn project(parent: &Path, lang: Lang, kind: Kind, sdk: &Sdk) -> Result<PathBuf, String> {
     let name = name(lang, kind);
-    let parsed = Name::parse(&name).map_err(|e| e.to_string())?;
-    let dir = parent.join(&name);
+    let dir = parent.join(name.as_str());
     let _ = std::fs::remove_dir_all(&dir);
-    write(&dir, &render(lang, kind, &parsed, sdk)).map_err(|e| e.to_string())?;
+    write(&dir, &render(lang, kind, &name, sdk)).map_err(|e| e.to_string())?;
     Ok(dir)
 }
 
