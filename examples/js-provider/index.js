@@ -81,4 +81,5 @@ class OpenAiCompatible extends HttpProvider {
   }
 }
 
-export const { info, complete, completeStream, embed } = exportProvider(new OpenAiCompatible());
+export const { info, complete, completeStream, embed, countTokens } =
+  exportProvider(new OpenAiCompatible());

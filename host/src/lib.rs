@@ -51,6 +51,7 @@ pub mod server;
 pub mod state;
 pub mod store;
 pub mod surfaces;
+pub mod tokenize;
 pub mod tools;
 pub mod traces;
 pub mod worker;

@@ -492,6 +492,7 @@ fn operation_name(kind: &str) -> &'static str {
     match kind {
         "chat" => "chat",
         "embeddings" => "embeddings",
+        "count_tokens" => "count_tokens",
         _ => "text_completion",
     }
 }

@@ -187,15 +187,25 @@ export class HttpProvider extends StreamDecoder {
   embed(call) {
     throw ProviderError.invalidRequest(`${this.info().name} does not support embeddings`);
   }
+
+  /**
+   * How many tokens `call`'s prompt takes (`{inputTokens, estimated}`), asked of the provider
+   * where it has an endpoint for it. Default: `undefined`, the gateway counts (with the model's
+   * tokenizer where it has it, an estimate otherwise).
+   */
+  countTokens(call) {
+    return undefined;
+  }
 }
 
 /**
  * The functions the component exports (the `provider` world's `info`, `complete`,
- * `complete-stream`, `embed`) for `provider` (an `HttpProvider`, or any object with `info`,
- * `complete(call)`, `completeStream(call, sink)` and `embed(call)`). Export them from the plugin's
- * module:
+ * `complete-stream`, `embed`, `count-tokens`) for `provider` (an `HttpProvider`, or any object
+ * with `info`, `complete(call)`, `completeStream(call, sink)`, `embed(call)` and, optionally,
+ * `countTokens(call)`). Export them from the plugin's module:
  *
- *     export const { info, complete, completeStream, embed } = exportProvider(new MyProvider());
+ *     export const { info, complete, completeStream, embed, countTokens } =
+ *       exportProvider(new MyProvider());
  *
  * Thrown `ProviderError`s become the WIT's `provider-error`; any other exception is a bug: logged
  * once and ending the instance (`crash`), the caller gets the gateway's `plugin_error` (502).
@@ -220,5 +230,6 @@ export function exportProvider(provider) {
         provider.completeStream(request, new Sink((chunk) => hostImport('sink').send(chunk))),
       ),
     embed: (request) => call(() => provider.embed(request)),
+    countTokens: (request) => call(() => provider.countTokens?.(request) ?? undefined),
   };
 }

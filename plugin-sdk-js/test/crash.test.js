@@ -53,3 +53,16 @@ test('an exception is logged once and ends the instance; a ProviderError is the 
   assert.equal(logged.length, 1);
   installHost({ log: undefined });
 });
+
+test('a token count is the gateway\'s unless the provider counts', () => {
+  const { countTokens } = exportProvider({ complete: () => ({}) });
+  assert.equal(countTokens({ model: 'm' }), undefined);
+  const counting = exportProvider({ countTokens: (call) => ({ inputTokens: call.model.length, estimated: false }) });
+  assert.deepEqual(counting.countTokens({ model: 'abc' }), { inputTokens: 3, estimated: false });
+  const refusing = exportProvider({
+    countTokens: () => {
+      throw ProviderError.invalidRequest('no counts here');
+    },
+  });
+  assert.throws(() => refusing.countTokens({}), (thrown) => thrown.payload.val === 'no counts here');
+});

@@ -337,6 +337,14 @@ export abstract class HttpProvider extends StreamDecoder {
   complete(call: CompletionRequest): Completion;
   completeStream(call: CompletionRequest, sink: Sink): Completion;
   embed(call: EmbeddingRequest): Embeddings;
+  /** Default: `undefined`, the gateway counts. */
+  countTokens(call: CompletionRequest): TokenCount | undefined;
+}
+
+/** How many tokens a prompt takes; `estimated` unless it is the provider's own count. */
+export interface TokenCount {
+  inputTokens: number;
+  estimated: boolean;
 }
 
 export interface Provider {
@@ -344,14 +352,17 @@ export interface Provider {
   complete(call: CompletionRequest): Completion;
   completeStream(call: CompletionRequest, sink: Sink): Completion;
   embed(call: EmbeddingRequest): Embeddings;
+  /** Optional: without it, the gateway counts. */
+  countTokens?(call: CompletionRequest): TokenCount | undefined;
 }
 
-/** The component's exports: `export const { info, complete, completeStream, embed } = exportProvider(p);` */
+/** The component's exports: `export const { info, complete, completeStream, embed, countTokens } = exportProvider(p);` */
 export function exportProvider(provider: Provider): {
   info(): PluginInfo;
   complete(request: CompletionRequest): Completion;
   completeStream(request: CompletionRequest): Completion;
   embed(request: EmbeddingRequest): Embeddings;
+  countTokens(request: CompletionRequest): TokenCount | undefined;
 };
 
 // ---- Tools (wit/tool.wit) ----

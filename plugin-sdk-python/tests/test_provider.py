@@ -327,6 +327,16 @@ class WorldTest(unittest.TestCase):
         self.assertEqual(run.error.to_wit(), types.ProviderError_InvalidRequest("echo-py does not support embeddings"))
         self.assertEqual(run.sent, [])
 
+    def test_a_token_count_is_the_gateways_unless_the_provider_counts(self):
+        self.assertIsNone(self.world().count_tokens(self.call().request))
+
+        class Counting(Echo):
+            def count_tokens(self, call):
+                return types.TokenCount(len(call.model), False)
+
+        count = provider_world(Counting)().count_tokens(self.call().request)
+        self.assertEqual(count, types.TokenCount(3, False))
+
     def test_other_exceptions_are_logged_once_and_end_the_instance(self):
         class Broken(Echo):
             def request(self, call, stream):

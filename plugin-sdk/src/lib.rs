@@ -318,6 +318,10 @@ pub use wit::EmbeddingRequest;
 /// The result of an embedding request.
 pub use wit::Embeddings;
 
+/// How many tokens a prompt takes ([`Provider::count_tokens`]), and whether the number is an
+/// estimate.
+pub use wit::TokenCount;
+
 /// An error answer of the upstream API: its HTTP status, the provider's
 /// message and the `Retry-After` seconds.
 pub use wit::UpstreamError;
@@ -584,6 +588,16 @@ pub trait Provider {
             Self::info().name
         )))
     }
+
+    /// How many tokens `request`'s prompt takes for its model, generating nothing: ask the
+    /// provider where it has an endpoint for it (`request.output` is only the host's default).
+    ///
+    /// Default: `Ok(None)`, the plugin cannot say; the gateway then counts with the model's
+    /// tokenizer where it has it, and estimates otherwise.
+    fn count_tokens(request: CompletionRequest) -> Result<Option<TokenCount>, ProviderError> {
+        let _ = request;
+        Ok(None)
+    }
 }
 
 /// A provider that answers each completion with one upstream HTTP request:
@@ -655,6 +669,13 @@ pub trait HttpProvider {
             Self::info().name
         )))
     }
+
+    /// Counts the prompt's tokens, as [`Provider::count_tokens`] (whose default this is:
+    /// `Ok(None)`, the gateway counts).
+    fn count_tokens(request: CompletionRequest) -> Result<Option<TokenCount>, ProviderError> {
+        let _ = request;
+        Ok(None)
+    }
 }
 
 impl<T: HttpProvider> Provider for T {
@@ -678,6 +699,10 @@ impl<T: HttpProvider> Provider for T {
     fn embed(request: EmbeddingRequest) -> Result<Embeddings, ProviderError> {
         <T as HttpProvider>::embed(request)
     }
+
+    fn count_tokens(request: CompletionRequest) -> Result<Option<TokenCount>, ProviderError> {
+        <T as HttpProvider>::count_tokens(request)
+    }
 }
 
 /// `T`'s upstream request, unless it asks for more than the host's output limit.
@@ -698,8 +723,8 @@ pub mod prelude {
     pub use crate::{
         Answer, Completion, CompletionRequest, EmbeddingRequest, Embeddings, FinishReason, Framing,
         HttpProvider, Message, ModelPrice, OutputLimit, Part, PluginInfo, Prompt, Provider,
-        ProviderError, Role, Sink, StreamDecoder, Usage, export_provider, params_object_except,
-        read_completion, read_stream, read_stream_framed,
+        ProviderError, Role, Sink, StreamDecoder, TokenCount, Usage, export_provider,
+        params_object_except, read_completion, read_stream, read_stream_framed,
     };
 }
 
@@ -731,7 +756,7 @@ pub mod prelude {
 /// ```
 ///
 /// Use it exactly once per component: it defines the component's `info`,
-/// `complete`, `complete-stream` and `embed` exports.
+/// `complete`, `complete-stream`, `embed` and `count-tokens` exports.
 #[macro_export]
 macro_rules! export_provider {
     ($t:ty) => {
@@ -907,6 +932,11 @@ pub mod __private {
         fn embed(request: EmbeddingRequest) -> Result<Embeddings, ProviderError> {
             report_panics();
             T::embed(request)
+        }
+
+        fn count_tokens(request: CompletionRequest) -> Result<Option<TokenCount>, ProviderError> {
+            report_panics();
+            T::count_tokens(request)
         }
     }
 

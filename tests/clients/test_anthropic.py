@@ -319,3 +319,19 @@ def test_models_list_in_anthropic_shape(anthropic_client, scenario):
     assert anthropic_client.models.retrieve("fast").id == "fast"
     with pytest.raises(anthropic.NotFoundError):
         anthropic_client.models.retrieve("no-such-route/claude")
+
+
+# ------------------------------------------------------------------------------ token counts
+
+
+def test_count_tokens(anthropic_client, scenario):
+    """`messages.count_tokens`: Anthropic's own count on an Anthropic route (the body holds only
+    what Anthropic takes, or its fake refuses it); the gateway's, with the model's tokenizer, on
+    an OpenAI route."""
+    for family in ("anthropic", "openai"):
+        expected = scenario["count_tokens"][family]
+        count = anthropic_client.messages.count_tokens(
+            model=expected["model"],
+            messages=[{"role": "user", "content": "Hello!"}],
+        )
+        assert count.input_tokens == expected["tokens"], family

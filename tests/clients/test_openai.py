@@ -583,3 +583,15 @@ def test_responses_with_an_image(openai_client, scenario, provider):
         model=media["model"], input=[{"role": "user", "content": content}]
     )
     assert response.output_text == media["text"]
+
+
+# ------------------------------------------------------------------------------ token counts
+
+
+def test_responses_input_tokens(openai_client, scenario):
+    """`responses.input_tokens.count` on an OpenAI route: counted by the gateway with the model's
+    own tokenizer, exactly, nothing sent upstream."""
+    expected = scenario["count_tokens"]["openai"]
+    count = openai_client.responses.input_tokens.count(model=expected["model"], input="Hello!")
+    assert count.object == "response.input_tokens"
+    assert count.input_tokens == expected["tokens"]

@@ -119,6 +119,8 @@ impl Caching {
                 output,
             },
             Ask::Embed { input, .. } => Question::Embed { input },
+            // A count is cheap and asked right before the call it sizes: not worth an entry.
+            Ask::Count { .. } => return Ok(None),
         };
         let caller_key = routed.caller_key.as_deref();
         let model = &routed.model;

@@ -164,6 +164,36 @@ impl Call {
         .await
     }
 
+    /// How many tokens the prompt takes: the plugin's count (its provider's), else the
+    /// gateway's own ([`crate::tokenize`]), off the serving thread (a long prompt, or the
+    /// tokenizer's first load, takes milliseconds).
+    pub async fn count_tokens(
+        &mut self,
+        runtime: &PluginRuntime,
+        request: types::CompletionRequest,
+    ) -> Result<types::TokenCount, ApiError> {
+        self.tries(
+            runtime,
+            request,
+            |request, attempt| attempt.aim(&mut request.route, &mut request.model),
+            |leg, ctx, request| async move {
+                if let Some(count) = runtime
+                    .count_tokens(&leg.plugin, &ctx, request.clone())
+                    .await?
+                {
+                    return Ok(count);
+                }
+                tokio::task::spawn_blocking(move || crate::tokenize::count(&request))
+                    .await
+                    .map_err(|e| {
+                        let failed = format!("the gateway's token count failed: {e}");
+                        PluginError::Provider(types::ProviderError::Failed(failed))
+                    })
+            },
+        )
+        .await
+    }
+
     /// Tries `call` until one try succeeds or the failover has none left.
     /// The request is cloned only while another try may follow.
     async fn tries<R, T, F, Fut>(

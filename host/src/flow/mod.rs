@@ -59,6 +59,8 @@ pub enum Kind {
     Text,
     Chat,
     Embeddings,
+    /// How many tokens a chat prompt takes, nothing generated.
+    CountTokens,
 }
 
 impl Kind {
@@ -67,6 +69,7 @@ impl Kind {
             Kind::Text => "text",
             Kind::Chat => "chat",
             Kind::Embeddings => "embeddings",
+            Kind::CountTokens => "count_tokens",
         }
     }
 }
@@ -98,7 +101,19 @@ pub enum Ask<C, E> {
         input: Vec<String>,
         codec: E,
     },
+    /// How many tokens the prompt takes for the model: nothing is generated, charged or
+    /// cached.
+    Count {
+        prompt: types::Prompt,
+        functions: Vec<types::FunctionDef>,
+        function_choice: Option<types::FunctionChoice>,
+        reasoning: Option<types::ReasoningConfig>,
+        codec: CountCodec,
+    },
 }
+
+/// How a surface writes a token count: the answer's JSON text.
+pub type CountCodec = fn(&Envelope<'_>, types::TokenCount) -> String;
 
 /// An API surface's reading of one endpoint's request. The flow calls these
 /// in its order (which is the order of the errors a caller can get), so a
@@ -557,6 +572,28 @@ async fn flow<S: Surface>(
                 params,
             };
             whole::embed(state, draft, call, request, codec, caching).await
+        }
+        Ask::Count {
+            prompt,
+            functions,
+            function_choice,
+            reasoning,
+            codec,
+        } => {
+            let (prompt, _) = guards
+                .check_prompt(state, draft, prompt, &functions)
+                .await?;
+            let request = types::CompletionRequest {
+                route: types::Route::default(),
+                model: leg.model.clone(),
+                prompt,
+                functions,
+                function_choice,
+                reasoning,
+                output,
+                params,
+            };
+            whole::count(state, draft, call, request, codec).await
         }
     }
 }

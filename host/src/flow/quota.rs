@@ -239,6 +239,8 @@ pub(super) fn estimate<C, E>(
             )
         }
         Ask::Embed { input, .. } => (input.iter().map(String::len).sum(), 0),
+        // Counting spends no tokens: it takes a request from the request limits only.
+        Ask::Count { .. } => (0, 0),
     };
     let prompt_tokens = (prompt_bytes as u64).div_ceil(BYTES_PER_TOKEN);
     let usage = TokenUsage {

@@ -121,7 +121,7 @@ impl<C, E> Request<C, E> {
                 self.routed.route.config.reserve_max_tokens(),
                 quota::reserves(&self.routed.key),
             ),
-            Ask::Embed { .. } => types::OutputLimit::default(),
+            Ask::Embed { .. } | Ask::Count { .. } => types::OutputLimit::default(),
         }
     }
 }
@@ -146,6 +146,9 @@ fn hold(
 fn weight<C, E>(ask: &Ask<C, E>) -> usize {
     let (items, media) = match ask {
         Ask::Complete {
+            prompt, functions, ..
+        }
+        | Ask::Count {
             prompt, functions, ..
         } => {
             let (items, media) = prompt.items();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::call::Call;
 use super::record::Draft;
 use super::stream::redact_completion;
-use super::{Answering, CompletionCodec, EmbeddingCodec, Reply, Whole};
+use super::{Answering, CompletionCodec, CountCodec, EmbeddingCodec, Reply, Whole};
 use crate::error::ApiError;
 use crate::plugins::types;
 use crate::state::AppState;
@@ -53,6 +53,25 @@ pub(super) async fn complete<C: CompletionCodec>(
         stream,
     };
     Ok(whole.reply(state, draft, call.answer_headers()).await)
+}
+
+/// A token count: nothing generated, nothing charged (no provider bills one).
+pub(super) async fn count(
+    state: &Arc<AppState>,
+    draft: &mut Draft,
+    mut call: Call,
+    request: types::CompletionRequest,
+    codec: CountCodec,
+) -> Result<Reply, ApiError> {
+    let result = call.count_tokens(&state.runtime, request).await;
+    if result.is_err() {
+        call.record_tries(draft);
+    }
+    let count = result?;
+    call.settle(draft, None, Some(Answer::default())).await;
+    let id = draft.id().to_string();
+    let text = codec(&call.envelope(&id), count);
+    Ok(Reply::Json(text, call.answer_headers()))
 }
 
 /// Embeddings: the plugin's vectors, one for each input.

@@ -54,8 +54,8 @@ pub use instance::GuardInstance;
 use instance::{Instance, new_store};
 use registry::Registry;
 use types::{
-    Chunk, Completion, CompletionRequest, EmbeddingRequest, Embeddings, ProviderError, ToolContext,
-    ToolDef, ToolError, ToolResult,
+    Chunk, Completion, CompletionRequest, EmbeddingRequest, Embeddings, ProviderError, TokenCount,
+    ToolContext, ToolDef, ToolError, ToolResult,
 };
 
 /// Why a plugin call gave no result.
@@ -270,6 +270,22 @@ impl PluginRuntime {
         let result = instance
             .exports
             .call_embed(instance.store.as_context_mut(), request)
+            .await;
+        instance.settle(plugin, ctx, result)
+    }
+
+    /// How many tokens `request`'s prompt takes, as the plugin (or its provider) counts them;
+    /// `None` when it cannot say.
+    pub async fn count_tokens(
+        &self,
+        plugin: &Plugin,
+        ctx: &CallContext,
+        request: CompletionRequest,
+    ) -> Result<Option<TokenCount>, PluginError> {
+        let mut instance = self.instantiate(plugin, ctx, None).await?;
+        let result = instance
+            .exports
+            .call_count_tokens(instance.store.as_context_mut(), request)
             .await;
         instance.settle(plugin, ctx, result)
     }

@@ -458,6 +458,14 @@ pub struct Embeddings {
     pub usage: Option<Usage>,
 }
 
+/// How many tokens a prompt takes, as its model counts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenCount {
+    pub input_tokens: u32,
+    /// An estimate, not the provider's or the model tokenizer's own count.
+    pub estimated: bool,
+}
+
 /// The upstream answered with an error status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpstreamError {

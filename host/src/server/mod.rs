@@ -449,10 +449,14 @@ async fn dispatch(
             "/completions" => model::<commonbase::Completions>(state, request, id).await,
             "/embeddings" => model::<commonbase::Embeddings>(state, request, id).await,
             "/v1/messages" => model::<anthropic::Messages>(state, request, id).await,
+            "/v1/messages/count_tokens" => {
+                model::<anthropic::CountTokens>(state, request, id).await
+            }
             "/v1/chat/completions" => model::<openai::ChatCompletions>(state, request, id).await,
             "/v1/completions" => model::<openai::Completions>(state, request, id).await,
             "/v1/embeddings" => model::<openai::Embeddings>(state, request, id).await,
             "/v1/responses" => model::<openai::Responses>(state, request, id).await,
+            "/v1/responses/input_tokens" => model::<openai::InputTokens>(state, request, id).await,
             // Boxed: tool calls add nothing to the size of every model request's future.
             "/mcp" => Box::pin(crate::mcp::serve(state, request, id)).await,
             path => other(state, request, path, id, client).await,

@@ -10,6 +10,7 @@ declare module 'gateway:provider/provider@0.2.0' {
   export type EmbeddingRequest = import('gateway:provider/types@0.2.0').EmbeddingRequest;
   export type Embeddings = import('gateway:provider/types@0.2.0').Embeddings;
   export type ProviderError = import('gateway:provider/types@0.2.0').ProviderError;
+  export type TokenCount = import('gateway:provider/types@0.2.0').TokenCount;
   export type * as GatewayProviderHttp020 from 'gateway:provider/http@0.2.0'; // import gateway:provider/http@0.2.0
   export type * as GatewayProviderKv020 from 'gateway:provider/kv@0.2.0'; // import gateway:provider/kv@0.2.0
   export type * as GatewayProviderLog020 from 'gateway:provider/log@0.2.0'; // import gateway:provider/log@0.2.0
@@ -22,5 +23,11 @@ declare module 'gateway:provider/provider@0.2.0' {
   */
   export function completeStream(request: CompletionRequest): Completion;
   export function embed(request: EmbeddingRequest): Embeddings;
+  /**
+  * How many tokens `request`'s prompt takes for its model, generating nothing: asked of
+  * the provider where it has an endpoint for it. `none` when the plugin cannot say; the
+  * host then counts with the model's tokenizer where it has it, and estimates otherwise.
+  */
+  export function countTokens(request: CompletionRequest): TokenCount | undefined;
   export type Result<T, E> = { tag: 'ok', val: T } | { tag: 'err', val: E };
 }

@@ -691,6 +691,12 @@ class HttpProvider(StreamDecoder):
         """Embeddings, one vector per `call.request.input`; default: not supported (400)."""
         raise ProviderError.invalid_request(f"{self.NAME} does not support embeddings")
 
+    def count_tokens(self, call: Call) -> types.TokenCount | None:
+        """How many tokens `call`'s prompt takes, asked of the provider where it has an endpoint
+        for it; default: `None`, the gateway counts (with the model's tokenizer where it has it,
+        an estimate otherwise)."""
+        return None
+
 
 def run(action: Callable[[], T]) -> T:
     """Runs an export: a `ProviderError` becomes the WIT error the gateway expects; any other
@@ -718,6 +724,8 @@ class Provider(Protocol):
 
     def embed(self, call: Call) -> types.Embeddings: ...
 
+    # Optional: `count_tokens(call) -> types.TokenCount | None`; without it, the gateway counts.
+
 
 class ProviderWorld(Protocol):
     """The `provider` world's exports, as the gateway calls them (WIT records in and out; a
@@ -730,6 +738,8 @@ class ProviderWorld(Protocol):
     def complete_stream(self, request: types.CompletionRequest) -> types.Completion: ...
 
     def embed(self, request: types.EmbeddingRequest) -> types.Embeddings: ...
+
+    def count_tokens(self, request: types.CompletionRequest) -> types.TokenCount | None: ...
 
 
 def provider_world(provider: Callable[[], Provider]) -> type[ProviderWorld]:
@@ -751,6 +761,14 @@ def provider_world(provider: Callable[[], Provider]) -> type[ProviderWorld]:
 
         def embed(self, request: types.EmbeddingRequest) -> types.Embeddings:
             return run(lambda: provider().embed(Call(request)))
+
+        def count_tokens(self, request: types.CompletionRequest) -> types.TokenCount | None:
+            def count() -> types.TokenCount | None:
+                instance = provider()
+                counter = getattr(instance, "count_tokens", None)
+                return counter(Call(request)) if counter is not None else None
+
+            return run(count)
 
     WitWorld.__qualname__ = WitWorld.__name__ = "WitWorld"
     return WitWorld

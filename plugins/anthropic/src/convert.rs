@@ -85,6 +85,31 @@ pub fn with_body(
     http.json_sized(&with_entry(&body, "messages", &messages), size)
 }
 
+/// What `POST /messages/count_tokens` takes of a Messages body: it refuses the rest
+/// (`max_tokens`, `stream`, sampling, `metadata`), which sizes or shapes an answer it never
+/// writes.
+const COUNT_KEYS: &[&str] = &[
+    "model",
+    "system",
+    "tools",
+    "tool_choice",
+    "thinking",
+    "mcp_servers",
+];
+
+/// The token count of `request`'s prompt, asked of Anthropic (`POST /messages/count_tokens`):
+/// the Messages body it would be sent as, less what only an answer needs.
+pub fn count_request(request: &CompletionRequest) -> Result<Request, ProviderError> {
+    let settings = request.route.settings::<Settings>()?;
+    let http = Request::post(format!("{}/count_tokens", messages_url(&request.route)?))
+        .header("anthropic-version", ANTHROPIC_VERSION)
+        .api_key(request.route.api_key.as_deref(), KeyIn::Header("x-api-key"));
+    let (mut body, messages) = body_and_messages(request, &settings, false)?;
+    body.retain(|key, _| COUNT_KEYS.contains(&key.as_str()));
+    let size = request.params.len() + 256 + request.prompt.json_size_hint();
+    http.json_sized(&with_entry(&body, "messages", &messages), size)
+}
+
 /// The URL of the Messages API on the route (whose base URL loses a trailing slash).
 pub fn messages_url(route: &Route) -> Result<String, ProviderError> {
     let base = route.checked_base_url("https://api.anthropic.com/v1")?;

@@ -55,6 +55,8 @@
 //! thinking token counts apart.
 //!
 //! Anthropic has no embeddings API, so `embed` keeps the SDK's default (an invalid request).
+//! `count-tokens` asks Anthropic (`POST /messages/count_tokens`) with the body the request would
+//! be sent as, less what only an answer needs (`max_tokens`, `stream`, sampling, `metadata`).
 
 mod convert;
 mod stream;
@@ -66,7 +68,9 @@ pub use stream::Decoder;
 
 use gateway_plugin_sdk::http::Request;
 use gateway_plugin_sdk::output::OutputFields;
-use gateway_plugin_sdk::{CompletionRequest, HttpProvider, ModelPrice, PluginInfo, ProviderError};
+use gateway_plugin_sdk::{
+    CompletionRequest, HttpProvider, ModelPrice, PluginInfo, ProviderError, TokenCount,
+};
 
 /// Default list prices in USD per million tokens: (model, input, output). The gateway matches
 /// dated snapshots (`claude-sonnet-4-20250514`) and `-latest` aliases by the longest name here
@@ -96,6 +100,16 @@ impl HttpProvider for Anthropic {
 
     fn request(request: &CompletionRequest, stream: bool) -> Result<Request, ProviderError> {
         convert::upstream_request(request, stream)
+    }
+
+    /// Anthropic's own count (`POST /messages/count_tokens`, free of charge).
+    fn count_tokens(request: CompletionRequest) -> Result<Option<TokenCount>, ProviderError> {
+        let response = convert::count_request(&request)?.send_logged()?;
+        let counted: wire::TokenCount = response.error_for_status()?.json()?;
+        Ok(Some(TokenCount {
+            input_tokens: counted.input_tokens,
+            estimated: false,
+        }))
     }
 }
 

@@ -234,3 +234,9 @@ pub struct MessageDeltaBody {
     #[serde(default)]
     pub stop_sequence: Option<String>,
 }
+
+/// `POST /messages/count_tokens`'s answer.
+#[derive(Debug, Deserialize)]
+pub struct TokenCount {
+    pub input_tokens: u32,
+}

@@ -224,6 +224,32 @@ pub fn upstream_request(
     auth.apply(upstream, date)
 }
 
+/// What CountTokens' `converse` input takes of a Converse body: inference settings size an answer
+/// it never writes.
+const COUNT_KEYS: &[&str] = &["system", "toolConfig", "additionalModelRequestFields"];
+
+/// The signed CountTokens request (`POST /model/{id}/count-tokens`) for `request`'s prompt, at
+/// `date`: the Converse body it would be sent as, as `{"input": {"converse": ...}}`, less what
+/// only an answer needs.
+pub fn count_request(
+    request: &CompletionRequest,
+    date: &AmzDate,
+) -> Result<Request, ProviderError> {
+    let settings = request.route.settings::<Settings>()?;
+    let auth = Auth::of(&request.route, &settings)?;
+    let (mut body, messages) = body_and_messages(request, &settings)?;
+    body.retain(|key, _| COUNT_KEYS.contains(&key.as_str()));
+    let converse = with_entry(&body, "messages", &messages);
+    let size = request.params.len() + 256 + request.prompt.json_size_hint();
+    let upstream = Request::post(model_url(&request.route, &request.model, "count-tokens")?)
+        .header("accept", "application/json")
+        .json_sized(
+            &json!({ "input": { "converse": to_value(&converse)? } }),
+            size,
+        )?;
+    auth.apply(upstream, date)
+}
+
 /// The JSON body of a Converse request, as a map (for tests: [`upstream_request`] writes the
 /// messages into the body without building their tree of values).
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! The Amazon Bedrock provider plugin: chat through the Bedrock Runtime's Converse API (`POST
 //! {base_url}/model/{modelId}/converse`, and `/converse-stream`, whose answer is an AWS event
 //! stream), embeddings through InvokeModel (`/model/{modelId}/invoke`, Titan Text Embeddings
-//! and Cohere Embed), every request signed with AWS Signature Version 4 inside the plugin.
+//! and Cohere Embed), token counts of Claude models through CountTokens
+//! (`/model/{modelId}/count-tokens`, the Converse body as its `converse` input), every request
+//! signed with AWS Signature Version 4 inside the plugin.
 //!
 //! Route settings (the route's `[providers.ID.settings]` table; other keys are refused):
 //! - `region`: the region to sign for; else the one a `https://bedrock-runtime.REGION.
@@ -70,7 +72,7 @@ mod wire;
 use gateway_plugin_sdk::http::{Request, Response};
 use gateway_plugin_sdk::{
     Completion, CompletionRequest, EmbeddingRequest, Embeddings, PluginInfo, Provider,
-    ProviderError, Sink, check_output, read_completion, read_stream,
+    ProviderError, Sink, TokenCount, check_output, read_completion, read_stream,
 };
 
 use crate::sigv4::AmzDate;
@@ -105,6 +107,20 @@ impl Provider for Bedrock {
 
     fn embed(request: EmbeddingRequest) -> Result<Embeddings, ProviderError> {
         embed::embed(request)
+    }
+
+    /// Bedrock's own count (CountTokens, free of charge) for Claude, the family that offers it;
+    /// the gateway counts the others.
+    fn count_tokens(request: CompletionRequest) -> Result<Option<TokenCount>, ProviderError> {
+        if !convert::is_claude(&request.model) {
+            return Ok(None);
+        }
+        let upstream = convert::count_request(&request, &AmzDate::now())?;
+        let counted: wire::CountTokensResponse = send(upstream)?.json()?;
+        Ok(Some(TokenCount {
+            input_tokens: counted.input_tokens,
+            estimated: false,
+        }))
     }
 }
 

@@ -299,3 +299,10 @@ pub enum CohereVectors {
         float: Option<Vec<Vec<f32>>>,
     },
 }
+
+/// CountTokens' answer.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CountTokensResponse {
+    pub input_tokens: u32,
+}

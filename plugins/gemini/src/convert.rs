@@ -184,6 +184,18 @@ pub fn completion_body(
     http.json_sized(&json::with_entry(&body, "contents", &contents), size)
 }
 
+/// `countTokens` of `request`'s prompt: its `generateContent` body as the
+/// `generateContentRequest` (with the model's resource name, which that form requires), so
+/// that the system instruction, tools and settings count as they would be sent.
+pub fn count_call(request: &CompletionRequest) -> Result<Request, ProviderError> {
+    let generate = completion_body(Request::post(String::new()), request)?;
+    let mut body: Map<String, Value> = serde_json::from_slice(generate.body_bytes())
+        .map_err(|e| ProviderError::Failed(format!("the generateContent body: {e}")))?;
+    body.insert("model".into(), json!(model_resource(&request.model)?));
+    post(&request.route, &request.model, "countTokens", false)?
+        .json(&json!({ "generateContentRequest": body }))
+}
+
 /// Where a Gemini body says how long the answer may be, under every name Gemini reads (its
 /// JSON parser takes the fields' snake_case names too).
 pub const OUTPUT: OutputFields = OutputFields {

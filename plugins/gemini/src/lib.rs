@@ -1,5 +1,6 @@
 //! The Google Gemini provider plugin: the Gemini API's `generateContent` (chat and text),
-//! `streamGenerateContent?alt=sse` (streaming) and `batchEmbedContents` (embeddings).
+//! `streamGenerateContent?alt=sse` (streaming), `batchEmbedContents` (embeddings) and
+//! `countTokens` (token counts, of the `generateContent` body the request would be sent as).
 //!
 //! Route: `base_url = "https://generativelanguage.googleapis.com/v1beta"`. The key travels in the
 //! `x-goog-api-key` header, as Google documents, never in the URL (URLs end up in logs).
@@ -80,7 +81,7 @@ use gateway_plugin_sdk::http::Request;
 use gateway_plugin_sdk::output::OutputFields;
 use gateway_plugin_sdk::{
     CompletionRequest, EmbeddingRequest, Embeddings, HttpProvider, ModelPrice, PluginInfo,
-    ProviderError,
+    ProviderError, TokenCount,
 };
 
 /// Default list prices in USD per million tokens (paid tier, prompts up to 200k tokens):
@@ -116,6 +117,16 @@ impl HttpProvider for Gemini {
             .send_logged()?
             .error_for_status()?;
         stream::read_embeddings(&response.bytes()?, &request.model, request.input.len())
+    }
+
+    /// Gemini's own count (`countTokens`, free of charge).
+    fn count_tokens(request: CompletionRequest) -> Result<Option<TokenCount>, ProviderError> {
+        let response = convert::count_call(&request)?.send_logged()?;
+        let counted: wire::CountTokensResponse = response.error_for_status()?.json()?;
+        Ok(Some(TokenCount {
+            input_tokens: counted.total_tokens,
+            estimated: false,
+        }))
     }
 }
 

@@ -270,3 +270,10 @@ pub struct BatchEmbedResponse {
 pub struct ContentEmbedding {
     pub values: Vec<f32>,
 }
+
+/// `countTokens`' answer.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CountTokensResponse {
+    pub total_tokens: u32,
+}

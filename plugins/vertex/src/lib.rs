@@ -59,7 +59,7 @@ mod embed;
 use gateway_plugin_sdk::http::{Request, Response};
 use gateway_plugin_sdk::{
     Completion, CompletionRequest, EmbeddingRequest, Embeddings, ModelPrice, PluginInfo, Provider,
-    ProviderError, Route, Sink, check_output, read_completion, read_stream,
+    ProviderError, Route, Sink, TokenCount, check_output, read_completion, read_stream,
 };
 
 use crate::auth::Credentials;
@@ -221,7 +221,40 @@ impl Provider for Vertex {
         }
         Ok(embeddings)
     }
+
+    /// Vertex AI's own count of a Gemini prompt (`countTokens`, free of charge): the
+    /// `generateContent` body less what `CountTokensRequest` has no field for. Claude on Vertex
+    /// is counted by the gateway.
+    fn count_tokens(request: CompletionRequest) -> Result<Option<TokenCount>, ProviderError> {
+        if Publisher::of(&request.model) == Publisher::Anthropic {
+            return Ok(None);
+        }
+        let call = Call::new(&request.route)?;
+        let generate = gemini::completion_body(Request::post(String::new()), &request)?;
+        let mut body: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_slice(generate.body_bytes())
+                .map_err(|e| ProviderError::Failed(format!("the generateContent body: {e}")))?;
+        body.retain(|key, _| COUNT_FIELDS.contains(&key.as_str()));
+        let http = call
+            .post(&request.model, "countTokens", false)?
+            .json(&body)?;
+        let counted: CountTokensResponse = call.send(http)?.error_for_status()?.json()?;
+        Ok(Some(TokenCount {
+            input_tokens: counted.total_tokens,
+            estimated: false,
+        }))
+    }
 }
+
+/// `countTokens`' answer.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CountTokensResponse {
+    total_tokens: u32,
+}
+
+/// What Vertex AI's `CountTokensRequest` takes of a `generateContent` body.
+const COUNT_FIELDS: &[&str] = &["contents", "systemInstruction", "tools", "generationConfig"];
 
 gateway_plugin_sdk::export_provider!(Vertex);
 

@@ -10,6 +10,7 @@ use gateway_test_support::sse::{event_data, split_events};
 use gateway_test_support::upstream::bedrock::{
     BedrockAuth, BedrockReply, BedrockUpstream, corrupt, event_frame, exception_frame,
 };
+use gateway_test_support::upstream::counted_tokens;
 use gateway_test_support::{
     Gateway, Response, Route, assert_error, assert_ok, assert_usage, chat_request,
     embeddings_request, fake_embedding, list_cost, split_stream, streamed_record, streamed_text,
@@ -428,6 +429,44 @@ fn anthropic_callers_whole_and_streamed() {
     );
     assert_converse_request(&upstream, 1, "converse-stream");
     upstream.assert_all_signed();
+}
+
+#[test]
+fn a_claude_token_count_is_bedrocks_count_tokens_signed() {
+    let keys = Keys::new();
+    let upstream = BedrockUpstream::start(keys.auth(), Vec::new());
+    let gw = gateway_for(&upstream, &keys, |r| r);
+    let request = json!({
+        "model": format!("{ROUTE}/{MODEL}"),
+        "max_tokens": 64,
+        "temperature": 0.5,
+        "system": "Be brief.",
+        "messages": [{"role": "user", "content": "Say hi in Portuguese"}],
+    });
+    let response = gw.request(
+        "POST",
+        "/v1/messages/count_tokens",
+        None,
+        &[("x-api-key", &gw.key)],
+        request.to_string().as_bytes(),
+    );
+    assert_eq!(response.status, 200, "{}", response.text());
+    assert_eq!(
+        response.json(),
+        json!({"input_tokens": counted_tokens(1, 0)})
+    );
+    // The Converse body as CountTokens' `converse` input, without `inferenceConfig`.
+    let sent = upstream.single_request();
+    assert_eq!(sent.path, format!("{MODEL_PATH}/count-tokens"));
+    let converse = &sent.json()["input"]["converse"];
+    assert_eq!(
+        converse["system"],
+        json!([{"text": "Be brief."}]),
+        "{converse}"
+    );
+    assert!(converse.get("inferenceConfig").is_none(), "{converse}");
+    upstream.assert_all_signed();
+    assert_no_secret(&response.text(), &keys.secrets(), "answer");
 }
 
 // ---------------------------------------------------------------- broken streams and errors

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use gateway_test_support::anthropic_client::{post_messages, stream_messages};
 use gateway_test_support::sse::{event_data, split_events};
-use gateway_test_support::upstream::VertexUpstream;
 use gateway_test_support::upstream::vertex::{TOKEN_PREFIX, private_key_fragment, test_key};
+use gateway_test_support::upstream::{VertexUpstream, counted_tokens};
 use gateway_test_support::{
     Gateway, Interaction, Recording, Reply, Response, Route, fake_embedding, unique,
 };
@@ -629,4 +629,42 @@ fn claude_answers_through_the_anthropic_surface() {
         models.requests()[1].path,
         model_path("anthropic", CLAUDE, "streamRawPredict")
     );
+}
+
+#[test]
+fn a_gemini_token_count_is_vertexs_count_tokens_and_a_claude_one_the_gateways() {
+    let models = VertexUpstream::each_call(Reply::recorded(&gemini_recording("simple")));
+    let setup = setup(&models, "", Key::File, true);
+    let body = |model: &str| {
+        json!({"model": format!("{ROUTE}/{model}"), "instructions": "Be brief.",
+            "input": "Say hello", "temperature": 0.5})
+    };
+    let response = post(&setup.gw, "/v1/responses/input_tokens", &body(GEMINI));
+    assert_eq!(response.status, 200, "{}", response.text());
+    assert_eq!(
+        response.json(),
+        json!({"object": "response.input_tokens", "input_tokens": counted_tokens(1, 0)})
+    );
+    let sent = models.single_request();
+    assert_eq!(sent.path, model_path("google", GEMINI, "countTokens"));
+    assert!(
+        sent.header("authorization")
+            .is_some_and(|a| a.starts_with("Bearer ya29."))
+    );
+    let sent = sent.json();
+    assert_eq!(
+        sent["systemInstruction"]["parts"][0]["text"],
+        json!("Be brief."),
+        "{sent}"
+    );
+    assert_eq!(
+        sent["generationConfig"]["temperature"],
+        json!(0.5),
+        "{sent}"
+    );
+
+    let response = post(&setup.gw, "/v1/responses/input_tokens", &body(CLAUDE));
+    assert_eq!(response.status, 200, "{}", response.text());
+    assert_eq!(response.json()["estimated"], json!(true));
+    assert_eq!(models.request_count(), 1, "Claude's count is the gateway's");
 }

@@ -396,6 +396,15 @@ fn official_sdks_against_the_gateway() {
                 .map(|input| input.split_whitespace().count())
                 .sum::<usize>(),
         },
+        // One message, "Hello!": Anthropic's fake counts 100 a message; the gateway counts
+        // gpt-4o-mini's with o200k_base ("user" 1, "Hello!" 2, 3 framing, 3 priming).
+        "count_tokens": {
+            "anthropic": {
+                "model": "anthropic-simple/claude-sonnet-4-5",
+                "tokens": gateway_test_support::upstream::counted_tokens(1, 0),
+            },
+            "openai": {"model": "openai-simple/gpt-4o-mini", "tokens": 9},
+        },
         "legacy": {
             "model": "openai-computed/gpt-3.5-turbo-instruct",
             "prompt": LEGACY_PROMPT,

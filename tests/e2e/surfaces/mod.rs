@@ -7,6 +7,7 @@
 mod anthropic;
 mod clients;
 mod commonbase;
+mod count_tokens;
 mod mcp;
 mod openai;
 mod parts;

@@ -297,14 +297,20 @@ struct ExportIndexes {
     complete: ComponentExportIndex,
     complete_stream: ComponentExportIndex,
     embed: ComponentExportIndex,
+    /// 0.2's; a 0.1 plugin has none.
+    count_tokens: Option<ComponentExportIndex>,
 }
 
 impl ExportIndexes {
-    fn find(component: &Component) -> wasmtime::Result<ExportIndexes> {
+    fn find(component: &Component, line: Line) -> wasmtime::Result<ExportIndexes> {
         Ok(ExportIndexes {
             complete: export_index(component, "complete")?,
             complete_stream: export_index(component, "complete-stream")?,
             embed: export_index(component, "embed")?,
+            count_tokens: match line {
+                Line::V0_1 => None,
+                Line::V0_2 => Some(export_index(component, "count-tokens")?),
+            },
         })
     }
 }
@@ -380,7 +386,7 @@ impl Linked {
             }
             World::Provider {
                 line,
-                exports: ExportIndexes::find(component)?,
+                exports: ExportIndexes::find(component, line)?,
             }
         };
         Ok(Linked { world, pre })
@@ -534,6 +540,20 @@ impl Exports {
             Line::V0_1 => v0_1::embed(func, store, request).await,
             Line::V0_2 => v0_2::embed(func, store, request).await,
         }
+    }
+
+    /// `count-tokens`: `None` when the plugin cannot say (a 0.1 plugin never can).
+    pub(super) async fn call_count_tokens(
+        &self,
+        mut store: StoreContextMut<'_, PluginState>,
+        request: host::CompletionRequest,
+    ) -> CallResult<Option<host::TokenCount>> {
+        let (_, exports) = self.provider()?;
+        let Some(index) = exports.count_tokens else {
+            return Ok(Ok(None));
+        };
+        let func = self.func(&mut store, index)?;
+        v0_2::count_tokens(func, store, request).await
     }
 
     /// A guard's `check-request`; the request comes back whatever happened.

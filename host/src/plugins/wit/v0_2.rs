@@ -46,6 +46,30 @@ pub(super) async fn embed(
     call_embed(func, store, &types::EmbeddingRequest::from(request)).await
 }
 
+type CountFunc<'a> = wasmtime::component::TypedFunc<
+    (&'a types::CompletionRequest,),
+    (Result<Option<types::TokenCount>, types::ProviderError>,),
+>;
+
+pub(super) async fn count_tokens(
+    func: Func,
+    mut store: StoreContextMut<'_, PluginState>,
+    request: host::CompletionRequest,
+) -> CallResult<Option<host::TokenCount>> {
+    // SAFETY: as in `call_complete`: `check` had `ProviderPre::new` check this export's type.
+    let typed: CountFunc<'_> = unsafe { wasmtime::component::TypedFunc::new_unchecked(func) };
+    let request = types::CompletionRequest::from(request);
+    let (result,) = typed.call_async(&mut store, (&request,)).await?;
+    Ok(result
+        .map(|count| {
+            count.map(|count| host::TokenCount {
+                input_tokens: count.input_tokens,
+                estimated: count.estimated,
+            })
+        })
+        .map_err(Into::into))
+}
+
 // ---------------------------------------------------------------- into the plugin
 
 fn list<T, U: From<T>>(items: Vec<T>) -> Vec<U> {

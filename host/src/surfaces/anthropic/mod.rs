@@ -14,8 +14,9 @@ use uuid::Uuid;
 
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::flow::{Ask, Kind, Surface, Target};
+use crate::flow::{Ask, Envelope, Kind, Surface, Target};
 use crate::http::{Body, error_response_with_body};
+use crate::plugins::types;
 use request::MessagesRequest;
 use response::MessageAnswer;
 
@@ -46,10 +47,9 @@ impl Surface for Messages {
     fn serves(kind: Kind) -> Result<(), ApiError> {
         match kind {
             Kind::Chat => Ok(()),
-            Kind::Text | Kind::Embeddings => Err(ApiError::BadRequest(format!(
-                "POST /v1/messages serves chat, not {:?}",
-                kind.as_str()
-            ))),
+            Kind::Text | Kind::Embeddings | Kind::CountTokens => Err(ApiError::BadRequest(
+                format!("POST /v1/messages serves chat, not {:?}", kind.as_str()),
+            )),
         }
     }
     fn stream(&self) -> bool {
@@ -67,6 +67,65 @@ impl Surface for Messages {
     fn error_body(error: &ApiError, invocation_id: &Uuid) -> serde_json::Value {
         response::error_body(error, invocation_id)
     }
+}
+
+/// `POST /v1/messages/count_tokens`: how many tokens a message's prompt takes, as
+/// `{"input_tokens": N}` (with `"estimated": true` where the number is an estimate).
+pub struct CountTokens(MessagesRequest);
+
+impl Surface for CountTokens {
+    const NAME: &'static str = "anthropic";
+    type Completion = Infallible;
+    type Embeddings = Infallible;
+
+    fn project_key(headers: &HeaderMap) -> Result<&str, ApiError> {
+        crate::auth::api_key(headers)
+    }
+    fn parse(body: &[u8]) -> Result<Self, ApiError> {
+        request::parse_count(body).map(CountTokens)
+    }
+    fn user_id(&self) -> Option<&str> {
+        self.0.user_id()
+    }
+    fn check_project(&self, _: &str) -> Result<(), ApiError> {
+        Ok(())
+    }
+    fn target(&self, config: &Config) -> Result<Target, ApiError> {
+        self.0.target(config)
+    }
+    fn serves(kind: Kind) -> Result<(), ApiError> {
+        match kind {
+            Kind::CountTokens => Ok(()),
+            Kind::Text | Kind::Chat | Kind::Embeddings => Err(ApiError::BadRequest(format!(
+                "POST /v1/messages/count_tokens counts chat prompts, not {:?}",
+                kind.as_str()
+            ))),
+        }
+    }
+    fn stream(&self) -> bool {
+        false
+    }
+    fn ask(self, _: Kind, config: &Config) -> Result<Ask<Infallible, Infallible>, ApiError> {
+        Ok(Ask::Count {
+            prompt: self.0.prompt(config.max_part_bytes.get())?,
+            functions: self.0.functions()?,
+            function_choice: self.0.function_choice()?,
+            reasoning: self.0.reasoning()?,
+            codec: token_count,
+        })
+    }
+    fn error_body(error: &ApiError, invocation_id: &Uuid) -> serde_json::Value {
+        response::error_body(error, invocation_id)
+    }
+}
+
+/// Anthropic's answer to `count_tokens`, an estimate marked as one.
+fn token_count(_: &Envelope<'_>, count: types::TokenCount) -> String {
+    let mut answer = serde_json::json!({"input_tokens": count.input_tokens});
+    if count.estimated {
+        answer["estimated"] = true.into();
+    }
+    answer.to_string()
 }
 
 /// An error of this surface's paths answered outside the flow (a wrong

@@ -43,9 +43,12 @@ pub struct MessagesBody {
 #[derive(Debug)]
 pub struct MessagesRequest {
     model: String,
-    max_tokens: u64,
+    /// Required of a message; a token count has none.
+    max_tokens: Option<u64>,
     messages: Vec<MessageIn>,
     body: MessagesBody,
+    /// A message (`Kind::Chat`) or a token count of one (`Kind::CountTokens`).
+    kind: Kind,
 }
 
 #[derive(Debug, Deserialize)]
@@ -104,6 +107,16 @@ struct MetadataIn {
 /// Parses a body: one JSON object and nothing after it, with `model`,
 /// `max_tokens` and `messages` (Anthropic requires all three).
 pub fn parse(bytes: &[u8]) -> Result<MessagesRequest, ApiError> {
+    read(bytes, Kind::Chat)
+}
+
+/// Parses a `count_tokens` body: a message's, without `max_tokens` (ignored if sent) and
+/// never streamed.
+pub fn parse_count(bytes: &[u8]) -> Result<MessagesRequest, ApiError> {
+    read(bytes, Kind::CountTokens)
+}
+
+fn read(bytes: &[u8], kind: Kind) -> Result<MessagesRequest, ApiError> {
     let mut body: MessagesBody = crate::surfaces::json::parse_object(bytes)?;
     let model = match body.model.take() {
         Some(model) if !model.trim().is_empty() => model,
@@ -111,7 +124,8 @@ pub fn parse(bytes: &[u8]) -> Result<MessagesRequest, ApiError> {
         None => return Err(ApiError::invalid("model", "model: Field required")),
     };
     let max_tokens = match body.max_tokens {
-        Some(max_tokens) => checks::in_range("max_tokens", max_tokens, 1..=u64::MAX)?,
+        _ if kind == Kind::CountTokens => None,
+        Some(max_tokens) => Some(checks::in_range("max_tokens", max_tokens, 1..=u64::MAX)?),
         None => {
             return Err(ApiError::invalid(
                 "max_tokens",
@@ -131,11 +145,15 @@ pub fn parse(bytes: &[u8]) -> Result<MessagesRequest, ApiError> {
     };
     let user_id = body.metadata.as_ref().and_then(|m| m.user_id.as_deref());
     checks::user_id("metadata.user_id", user_id)?;
+    if kind == Kind::CountTokens {
+        body.stream = None;
+    }
     Ok(MessagesRequest {
         model,
         max_tokens,
         messages,
         body,
+        kind,
     })
 }
 
@@ -157,7 +175,7 @@ impl MessagesRequest {
             .ok_or_else(|| ApiError::UnknownModel(self.model.clone()))?;
         Ok(Target {
             route: target.route.to_owned(),
-            kind: Kind::Chat,
+            kind: self.kind,
             model: target.model.map(str::to_owned),
             params: Value::Object(self.params()).to_string(),
         })
@@ -169,7 +187,9 @@ impl MessagesRequest {
         if matches!(self.reasoning(), Ok(Some(_))) {
             params.remove("thinking");
         }
-        params.insert("max_tokens".into(), json!(self.max_tokens));
+        if let Some(max_tokens) = self.max_tokens {
+            params.insert("max_tokens".into(), json!(max_tokens));
+        }
         if let Some(stop) = body.stop_sequences.as_ref().filter(|s| !s.is_empty()) {
             params.insert("stop".into(), json!(stop));
         }

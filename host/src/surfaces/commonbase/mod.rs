@@ -49,6 +49,12 @@ impl Surface for Completions {
                 "params.type \"embeddings\" is served by POST /embeddings".into(),
             )),
             Kind::Text | Kind::Chat => Ok(()),
+            // The body has no way to ask it.
+            Kind::CountTokens => Err(ApiError::BadRequest(
+                "token counts are served by POST /v1/messages/count_tokens and \
+                 POST /v1/responses/input_tokens"
+                    .into(),
+            )),
         }
     }
     fn stream(&self) -> bool {
@@ -105,7 +111,7 @@ impl Surface for Embeddings {
     fn serves(kind: Kind) -> Result<(), ApiError> {
         match kind {
             Kind::Embeddings => Ok(()),
-            Kind::Text | Kind::Chat => Err(ApiError::BadRequest(format!(
+            Kind::Text | Kind::Chat | Kind::CountTokens => Err(ApiError::BadRequest(format!(
                 "POST /embeddings needs params.type \"embeddings\", not {:?}",
                 kind.as_str()
             ))),

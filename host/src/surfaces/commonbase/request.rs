@@ -222,7 +222,8 @@ pub fn prompt(
             let prompt = fill_owned(prompt, variables, || "prompt".into(), &mut budget)?;
             Ok(types::Prompt::Text(prompt))
         }
-        Kind::Chat => {
+        // A count's prompt is a chat's (the surface serves none: `serves` refuses it first).
+        Kind::Chat | Kind::CountTokens => {
             let messages = body.messages.take().ok_or_else(|| {
                 ApiError::BadRequest("messages is required when params.type is \"chat\"".into())
             })?;

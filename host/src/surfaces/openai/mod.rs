@@ -24,7 +24,7 @@ use crate::flow::{Ask, Kind, Surface, Target};
 use request::{Body, ChatFields, Common, EmbeddingFields, TextFields};
 use response::{CompletionAnswer, EmbeddingAnswer, Object};
 
-pub use responses::Responses;
+pub use responses::{InputTokens, Responses};
 
 /// `POST /v1/chat/completions`.
 pub type ChatCompletions = Completion<ChatFields>;

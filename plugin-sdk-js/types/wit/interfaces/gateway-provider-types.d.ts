@@ -474,6 +474,20 @@ declare module 'gateway:provider/types@0.2.0' {
     usage?: Usage,
   }
   /**
+   * How many tokens a request's prompt takes, as its model counts them.
+   */
+  export interface TokenCount {
+    /**
+     * The prompt's tokens: its messages, system text, tool definitions and media.
+     */
+    inputTokens: number,
+    /**
+     * Whether the number is an estimate (a tokenizer other than the model's, media
+     * counted by a rule) rather than the provider's or the model tokenizer's own count.
+     */
+    estimated: boolean,
+  }
+  /**
    * The upstream answered with an error status.
    */
   export interface UpstreamError {

@@ -155,3 +155,39 @@ fn a_plain_answer_is_read_whole_and_garbage_fails() {
     ));
     assert!(message.starts_with("malformed response"), "{message}");
 }
+
+#[test]
+fn a_token_count_sends_the_message_body_less_what_only_an_answer_needs() {
+    let mut req = request(Prompt::Chat(vec![
+        msg(Role::System, "Be brief."),
+        msg(Role::User, "hi"),
+    ]));
+    req.params =
+        json!({"temperature": 0.5, "max_tokens": 99, "stop": ["x"], "user": "u1"}).to_string();
+    req.functions.push(FunctionDef {
+        name: "get_weather".into(),
+        description: Some("The weather".into()),
+        parameters: Some(r#"{"type":"object"}"#.into()),
+    });
+    req.function_choice = Some(FunctionChoice::Auto);
+    let http = crate::convert::count_request(&req).expect("request");
+    assert_eq!(http.url(), "http://127.0.0.1:9/v1/messages/count_tokens");
+    assert_eq!(http.header_value("x-api-key"), Some("sk-ant-test"));
+    assert_eq!(http.header_value("anthropic-version"), Some("2023-06-01"));
+    let sent: Value = serde_json::from_slice(http.body_bytes()).expect("JSON body");
+    let mut keys: Vec<&str> = sent
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        ["messages", "model", "system", "tool_choice", "tools"]
+    );
+    assert_eq!(sent["system"], json!("Be brief."));
+    let built = message_body(&req, &Settings::default(), false).expect("body");
+    assert_eq!(sent["messages"], built["messages"]);
+    assert_eq!(sent["tools"], built["tools"]);
+}

@@ -44,3 +44,24 @@ fn embedding_answers_keep_input_order() {
     failed(read_embeddings(b"{\"embeddings\":[{}]}", "m", 1));
     failed(read_embeddings(b"<html>", "m", 1));
 }
+
+#[test]
+fn a_token_count_asks_count_tokens_with_the_generate_content_body() {
+    let mut request = chat(vec![
+        message(Role::System, "Be brief."),
+        message(Role::User, "Hello!"),
+    ]);
+    request.functions.push(weather_function());
+    let generate = json_body(&completion_call(&request, false).unwrap());
+    let call = crate::convert::count_call(&request).unwrap();
+    assert_eq!(
+        call.url(),
+        "http://127.0.0.1:9/v1beta/models/gemini-2.5-flash:countTokens"
+    );
+    let mut expected = generate;
+    expected["model"] = json!("models/gemini-2.5-flash");
+    assert_eq!(
+        json_body(&call),
+        json!({ "generateContentRequest": expected })
+    );
+}

@@ -66,4 +66,5 @@ class Provider extends HttpProvider {
   }
 }
 
-export const { info, complete, completeStream, embed } = exportProvider(new Provider());
+export const { info, complete, completeStream, embed, countTokens } =
+  exportProvider(new Provider());

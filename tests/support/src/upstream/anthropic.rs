@@ -1,10 +1,10 @@
 //! Anthropic's Messages API as the fake serves it: every request, whatever its path, is a
-//! generation call answered from the script; errors as `{"type": "error", "error": {"type",
-//! "message"}}`; streams as named SSE events.
+//! generation call answered from the script, but `/messages/count_tokens`, computed ([`count`]);
+//! errors as `{"type": "error", "error": {"type", "message"}}`; streams as named SSE events.
 
 use serde_json::{Value, json};
 
-use super::{Provider, ReceivedRequest, Reply};
+use super::{Provider, ReceivedRequest, Reply, counted_tokens};
 
 /// The Anthropic Messages API.
 pub struct Anthropic;
@@ -16,8 +16,8 @@ impl Provider for Anthropic {
         true
     }
 
-    fn computed(_request: &ReceivedRequest) -> Option<Reply> {
-        None
+    fn computed(request: &ReceivedRequest) -> Option<Reply> {
+        (request.path_only().ends_with("/messages/count_tokens")).then(|| count(request))
     }
 
     fn error(status: u16, message: &str) -> Reply {
@@ -28,6 +28,41 @@ impl Provider for Anthropic {
             None,
         )
     }
+}
+
+/// The fields `count_tokens` takes: Anthropic refuses any other with 400.
+const COUNT_FIELDS: [&str; 6] = [
+    "model",
+    "messages",
+    "system",
+    "tools",
+    "tool_choice",
+    "thinking",
+];
+
+/// `count_tokens`, as strict as Anthropic's about its body, counting [`counted_tokens`].
+fn count(request: &ReceivedRequest) -> Reply {
+    let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(&request.body) else {
+        return Reply::anthropic_error(400, "invalid_request_error", "not a JSON object", None);
+    };
+    if let Some(extra) = body
+        .keys()
+        .find(|key| !COUNT_FIELDS.contains(&key.as_str()))
+    {
+        let message = format!("{extra}: Extra inputs are not permitted");
+        return Reply::anthropic_error(400, "invalid_request_error", &message, None);
+    }
+    let length = |field: &str| {
+        body.get(field)
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len)
+    };
+    if body.get("model").and_then(Value::as_str).is_none() || length("messages") == 0 {
+        let message = "model and messages: Field required";
+        return Reply::anthropic_error(400, "invalid_request_error", message, None);
+    }
+    let tokens = counted_tokens(length("messages"), length("tools"));
+    Reply::json(200, &json!({"input_tokens": tokens}))
 }
 
 impl Reply {

@@ -29,7 +29,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
 use super::server::{self, FakeServer, Handler, Outcome, ScriptedBody, lock};
-use super::{EVENT_GAP, ReceivedRequest, Traffic, fake_embedding};
+use super::{EVENT_GAP, ReceivedRequest, Traffic, counted_tokens, fake_embedding};
 
 /// The content type of ConverseStream's answers.
 pub const EVENT_STREAM: &str = "application/vnd.amazon.eventstream";
@@ -285,7 +285,43 @@ fn answer(script: &mut VecDeque<BedrockReply>, request: &ReceivedRequest) -> Bed
             )
         }),
         "invoke" => embeddings(path, request),
+        "count-tokens" => count(request),
         _ => BedrockReply::error(404, "UnknownOperationException", "unknown operation"),
+    }
+}
+
+/// The fields CountTokens' `converse` input takes: Bedrock refuses any other.
+const COUNT_FIELDS: [&str; 4] = [
+    "messages",
+    "system",
+    "toolConfig",
+    "additionalModelRequestFields",
+];
+
+/// CountTokens of a `converse` input, counting [`counted_tokens`] of its messages and tools.
+fn count(request: &ReceivedRequest) -> BedrockReply {
+    let body = serde_json::from_slice::<Value>(&request.body).unwrap_or(Value::Null);
+    let invalid = |message: &str| BedrockReply::error(400, "ValidationException", message);
+    let Some(converse) = body["input"]["converse"].as_object() else {
+        return invalid("input.converse is required");
+    };
+    if let Some(extra) = converse
+        .keys()
+        .find(|key| !COUNT_FIELDS.contains(&key.as_str()))
+    {
+        return invalid(&format!(
+            "input.converse.{extra} is not a field of ConverseTokensRequest"
+        ));
+    }
+    let length = |value: Option<&Value>| value.and_then(Value::as_array).map_or(0, Vec::len);
+    let tools = converse
+        .get("toolConfig")
+        .and_then(|config| config.get("tools"));
+    let tokens = counted_tokens(length(converse.get("messages")), length(tools));
+    BedrockReply::Json {
+        status: 200,
+        headers: Vec::new(),
+        body: json!({ "inputTokens": tokens }),
     }
 }
 

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Provider, ReceivedRequest, Reply, fake_embedding};
+use super::{Provider, ReceivedRequest, Reply, counted_tokens, fake_embedding};
 use crate::recording::Recording;
 
 /// The content type Google answers JSON with.
@@ -21,9 +21,11 @@ impl Provider for Gemini {
     }
 
     fn computed(request: &ReceivedRequest) -> Option<Reply> {
-        request
-            .path_only()
-            .ends_with(":batchEmbedContents")
+        let path = request.path_only();
+        if path.ends_with(":countTokens") {
+            return Some(count(request));
+        }
+        path.ends_with(":batchEmbedContents")
             .then(|| embeddings(request))
     }
 
@@ -53,6 +55,27 @@ impl Reply {
         let body = json!({"error": {"code": status, "message": message, "status": status_name}});
         Reply::gemini_json(status, &body.to_string())
     }
+}
+
+/// `countTokens` of a `generateContentRequest` naming its model, counting [`counted_tokens`]
+/// of its contents and function declarations.
+fn count(request: &ReceivedRequest) -> Reply {
+    let body = request.json();
+    let generate = &body["generateContentRequest"];
+    let named = generate["model"]
+        .as_str()
+        .is_some_and(|m| m.starts_with("models/"));
+    let Some(contents) = generate["contents"].as_array().filter(|_| named) else {
+        let message = "countTokens needs a generateContentRequest with its model and contents";
+        return Reply::google_error(400, message, "INVALID_ARGUMENT");
+    };
+    let tools = generate["tools"].as_array().into_iter().flatten();
+    let declarations = tools
+        .filter_map(|tool| tool["functionDeclarations"].as_array())
+        .map(Vec::len)
+        .sum();
+    let total = counted_tokens(contents.len(), declarations);
+    Reply::gemini_json(200, &json!({"totalTokens": total}).to_string())
 }
 
 /// Answers `batchEmbedContents` with [`fake_embedding`] of each request's text, in order.

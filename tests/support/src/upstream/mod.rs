@@ -77,6 +77,13 @@ pub trait Provider: 'static {
     fn error(status: u16, message: &str) -> Reply;
 }
 
+/// What a fake's token count answers (Anthropic's `count_tokens`, Gemini's `countTokens`) for
+/// `messages` messages and `tools` tools: a number a test can expect, which shows that both
+/// arrived.
+pub fn counted_tokens(messages: usize, tools: usize) -> u64 {
+    100 * messages as u64 + tools as u64
+}
+
 /// One scripted answer.
 #[derive(Debug, Clone)]
 pub enum Reply {

@@ -11,6 +11,8 @@
 //!   their `Authorization: Bearer ya29.…` is there (else Google's 401).
 //! - `…:predict`: embeddings computed from the instances ([`fake_embedding`]), with token counts
 //!   (`statistics.token_count`: the input's words).
+//! - `…/publishers/google/models/M:countTokens`: [`counted_tokens`] of the contents and function
+//!   declarations; a field `CountTokensRequest` has not is refused, as Vertex refuses it.
 //!
 //! Errors in Google's shape.
 
@@ -25,7 +27,7 @@ use rsa::sha2::Sha256;
 use rsa::signature::Verifier;
 use serde_json::{Value, json};
 
-use super::{Provider, ReceivedRequest, Reply, fake_embedding};
+use super::{Provider, ReceivedRequest, Reply, counted_tokens, fake_embedding};
 
 /// The test-only service account key (a throwaway key; see tests/keys/README.md), with Google's
 /// token endpoint as its `token_uri`: [`test_key`] points it at a fake.
@@ -88,6 +90,9 @@ impl Provider for Vertex {
                     "UNAUTHENTICATED",
                 ));
             }
+        }
+        if path.ends_with(":countTokens") {
+            return Some(count(request));
         }
         path.ends_with(":predict").then(|| predict(request))
     }
@@ -225,4 +230,30 @@ fn predict(request: &ReceivedRequest) -> Reply {
         200,
         &json!({"predictions": predictions, "metadata": {"billableCharacterCount": 1}}).to_string(),
     )
+}
+
+/// The fields of Vertex AI's `CountTokensRequest` a body may hold.
+const COUNT_FIELDS: [&str; 4] = ["contents", "systemInstruction", "tools", "generationConfig"];
+
+/// `countTokens`, counting [`counted_tokens`] of the contents and function declarations.
+fn count(request: &ReceivedRequest) -> Reply {
+    let body = request.json();
+    let fields = body.as_object().into_iter().flatten();
+    if let Some((extra, _)) = fields
+        .clone()
+        .find(|(key, _)| !COUNT_FIELDS.contains(&key.as_str()))
+    {
+        let message = format!("Invalid JSON payload received. Unknown name \"{extra}\"");
+        return Reply::google_error(400, &message, "INVALID_ARGUMENT");
+    }
+    let Some(contents) = body["contents"].as_array() else {
+        return Reply::google_error(400, "contents is required", "INVALID_ARGUMENT");
+    };
+    let tools = body["tools"].as_array().into_iter().flatten();
+    let declarations = tools
+        .filter_map(|tool| tool["functionDeclarations"].as_array())
+        .map(Vec::len)
+        .sum();
+    let total = counted_tokens(contents.len(), declarations);
+    Reply::json(200, &json!({"totalTokens": total}))
 }

@@ -24,7 +24,8 @@ use super::request::Body;
 use super::response::error_body;
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::flow::{Ask, Kind, Parent, Surface, Target};
+use crate::flow::{Ask, Envelope, Kind, Parent, Surface, Target};
+use crate::plugins::types;
 use crate::state::AppState;
 use crate::store::KeyRecord;
 use answer::{ResponseAnswer, ToKeep};
@@ -199,6 +200,90 @@ impl Surface for Responses {
     fn error_body(error: &ApiError, invocation_id: &Uuid) -> serde_json::Value {
         error_body(error, invocation_id)
     }
+}
+
+/// `POST /v1/responses/input_tokens`: how many tokens a response's input would take (its
+/// `previous_response_id`'s conversation included), as `{"object": "response.input_tokens",
+/// "input_tokens": N}` (with `"estimated": true` where the number is an estimate).
+pub struct InputTokens(Responses);
+
+impl Surface for InputTokens {
+    const NAME: &'static str = "openai";
+    type Completion = Infallible;
+    type Embeddings = Infallible;
+
+    fn project_key(headers: &HeaderMap) -> Result<&str, ApiError> {
+        crate::auth::api_key(headers)
+    }
+    fn parse(body: &[u8]) -> Result<Self, ApiError> {
+        let mut responses = Responses::parse(body)?;
+        let fields = &mut responses.body.fields;
+        // Nothing is answered to keep or to stream.
+        (fields.store, fields.stream) = (Some(false), None);
+        Ok(InputTokens(responses))
+    }
+    fn user_id(&self) -> Option<&str> {
+        self.0.user_id()
+    }
+    fn check_project(&self, _: &str) -> Result<(), ApiError> {
+        Ok(())
+    }
+    fn target(&self, config: &Config) -> Result<Target, ApiError> {
+        let target = self.0.target(config)?;
+        Ok(Target {
+            kind: Kind::CountTokens,
+            ..target
+        })
+    }
+    fn serves(kind: Kind) -> Result<(), ApiError> {
+        super::serves(kind, Kind::CountTokens, "/v1/responses/input_tokens")
+    }
+    fn stream(&self) -> bool {
+        false
+    }
+    fn previous(&self) -> Option<&str> {
+        self.0.previous()
+    }
+    fn continue_from(&mut self, turns: Vec<String>) -> Result<(), ApiError> {
+        self.0.continue_from(turns)
+    }
+    fn ask(self, kind: Kind, config: &Config) -> Result<Ask<Infallible, Infallible>, ApiError> {
+        match self.0.ask(kind, config)? {
+            Ask::Complete {
+                prompt,
+                functions,
+                function_choice,
+                reasoning,
+                ..
+            }
+            | Ask::Count {
+                prompt,
+                functions,
+                function_choice,
+                reasoning,
+                ..
+            } => Ok(Ask::Count {
+                prompt,
+                functions,
+                function_choice,
+                reasoning,
+                codec: input_tokens,
+            }),
+            Ask::Embed { codec, .. } => match codec {},
+        }
+    }
+    fn error_body(error: &ApiError, invocation_id: &Uuid) -> serde_json::Value {
+        error_body(error, invocation_id)
+    }
+}
+
+/// OpenAI's answer to `input_tokens`, an estimate marked as one.
+fn input_tokens(_: &Envelope<'_>, count: types::TokenCount) -> String {
+    let mut answer = json!({"object": "response.input_tokens", "input_tokens": count.input_tokens});
+    if count.estimated {
+        answer["estimated"] = true.into();
+    }
+    answer.to_string()
 }
 
 /// The caller's key.
