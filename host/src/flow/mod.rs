@@ -593,7 +593,9 @@ async fn flow<S: Surface>(
                 output,
                 params,
             };
-            whole::count(state, draft, call, request, codec).await
+            // Boxed, as a cache hit is: inline, its state (the plugin's count, the tokenizer's
+            // task) enlarged every request's future, which is copied as it starts.
+            Box::pin(whole::count(state, draft, call, request, codec)).await
         }
     }
 }

@@ -18,8 +18,12 @@ const INPUT_TOKENS_PATH: &str = "/v1/responses/input_tokens";
 const PROVIDER_KEY: &str = "sk-ant-caller-0123456789";
 
 fn count(gw: &Gateway, body: &Value) -> Response {
+    count_as(gw, &gw.key, body)
+}
+
+fn count_as(gw: &Gateway, key: &str, body: &Value) -> Response {
     let headers = [
-        ("x-api-key", gw.key.as_str()),
+        ("x-api-key", key),
         ("anthropic-version", ANTHROPIC_VERSION),
         ("Provider-API-Key", PROVIDER_KEY),
     ];
@@ -201,4 +205,33 @@ fn bad_counts_get_their_surfaces_errors_with_an_invocation_id() {
     let response = gw.request("GET", INPUT_TOKENS_PATH, Some(&gw.key), &[], b"");
     assert_eq!(response.status, 405, "{}", response.text());
     assert!(anthropic.requests().is_empty());
+}
+
+#[test]
+fn a_count_is_held_to_the_keys_scope() {
+    let (anthropic, _, _, gw) = gateway();
+    let args = ["key", "create", gw.project_id.as_str(), "--routes", "oai"];
+    let scoped = gw.cli(&args).checked(&args.join(" ")).last_line();
+    let hello =
+        |model: &str| json!({"model": model, "messages": [{"role": "user", "content": "Hello!"}]});
+    let response = count_as(&gw, &scoped, &hello("claude/claude-sonnet-4-5"));
+    assert_eq!(response.status, 403, "{}", response.text());
+    assert_eq!(
+        count_as(&gw, &scoped, &hello("oai/gpt-4o-mini")).status,
+        200
+    );
+    assert!(anthropic.requests().is_empty());
+}
+
+#[test]
+fn a_count_takes_a_request_from_the_request_limits() {
+    let (_, _, _, gw) = gateway();
+    let hello =
+        json!({"model": "oai/gpt-4o-mini", "messages": [{"role": "user", "content": "Hello!"}]});
+    let args = ["project", "limit", gw.project_id.as_str(), "--rpm", "2"];
+    gw.cli(&args).checked(&args.join(" "));
+    // The limit reaches the serving gateway within its refresh.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let statuses: Vec<u16> = (0..3).map(|_| count(&gw, &hello).status).collect();
+    assert_eq!(statuses, [200, 200, 429]);
 }
