@@ -188,12 +188,19 @@ pub fn completion_body(
 /// `generateContentRequest` (with the model's resource name, which that form requires), so
 /// that the system instruction, tools and settings count as they would be sent.
 pub fn count_call(request: &CompletionRequest) -> Result<Request, ProviderError> {
-    let generate = completion_body(Request::post(String::new()), request)?;
-    let mut body: Map<String, Value> = serde_json::from_slice(generate.body_bytes())
-        .map_err(|e| ProviderError::Failed(format!("the generateContent body: {e}")))?;
+    let mut body = completion_fields(request)?;
     body.insert("model".into(), json!(model_resource(&request.model)?));
     post(&request.route, &request.model, "countTokens", false)?
         .json(&json!({ "generateContentRequest": body }))
+}
+
+/// The `generateContent` body of `request` as a map, for the requests that hold it or part of
+/// it (`countTokens` on the Gemini API and on Vertex AI). Read back from the body
+/// [`completion_body`] writes, so that a count's body never drifts from the call it sizes.
+pub fn completion_fields(request: &CompletionRequest) -> Result<Map<String, Value>, ProviderError> {
+    let generate = completion_body(Request::post(String::new()), request)?;
+    serde_json::from_slice(generate.body_bytes())
+        .map_err(|e| ProviderError::Failed(format!("the generateContent body: {e}")))
 }
 
 /// Where a Gemini body says how long the answer may be, under every name Gemini reads (its

@@ -74,8 +74,9 @@ mod stream;
 mod wire;
 
 // What the vertex plugin shares: the same request bodies and answers under other URLs.
-pub use convert::{OUTPUT, completion_body};
+pub use convert::{OUTPUT, completion_body, completion_fields};
 pub use stream::Decoder;
+pub use wire::CountTokensResponse;
 
 use gateway_plugin_sdk::http::Request;
 use gateway_plugin_sdk::output::OutputFields;

@@ -230,27 +230,17 @@ impl Provider for Vertex {
             return Ok(None);
         }
         let call = Call::new(&request.route)?;
-        let generate = gemini::completion_body(Request::post(String::new()), &request)?;
-        let mut body: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_slice(generate.body_bytes())
-                .map_err(|e| ProviderError::Failed(format!("the generateContent body: {e}")))?;
+        let mut body = gemini::completion_fields(&request)?;
         body.retain(|key, _| COUNT_FIELDS.contains(&key.as_str()));
         let http = call
             .post(&request.model, "countTokens", false)?
             .json(&body)?;
-        let counted: CountTokensResponse = call.send(http)?.error_for_status()?.json()?;
+        let counted: gemini::CountTokensResponse = call.send(http)?.error_for_status()?.json()?;
         Ok(Some(TokenCount {
             input_tokens: counted.total_tokens,
             estimated: false,
         }))
     }
-}
-
-/// `countTokens`' answer.
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct CountTokensResponse {
-    total_tokens: u32,
 }
 
 /// What Vertex AI's `CountTokensRequest` takes of a `generateContent` body.
