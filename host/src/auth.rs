@@ -56,6 +56,30 @@ pub fn api_key(headers: &HeaderMap) -> Result<&str, ApiError> {
 
 const API_KEY_HEADER: &str = "x-api-key";
 
+/// The header Google's clients send their API key in.
+const GOOGLE_KEY_HEADER: &str = "x-goog-api-key";
+
+/// The project key of a request to the Gemini-format endpoints: `x-goog-api-key` (Google's
+/// SDKs), else the `key` query parameter (Google's REST examples; project keys need no
+/// percent-decoding), else as [`api_key`] reads it. The query is never logged or recorded: only
+/// the path is.
+pub fn google_key<'a>(headers: &'a HeaderMap, query: Option<&'a str>) -> Result<&'a str, ApiError> {
+    if let Some(value) = headers.get(GOOGLE_KEY_HEADER) {
+        let value = value.to_str().map_err(|_| ApiError::InvalidKey)?.trim();
+        return (!value.is_empty())
+            .then_some(value)
+            .ok_or(ApiError::MissingKey);
+    }
+    let in_query = (query.unwrap_or_default().split('&'))
+        .find_map(|pair| pair.strip_prefix("key="))
+        .map(str::trim);
+    match in_query {
+        Some("") => Err(ApiError::MissingKey),
+        Some(key) => Ok(key),
+        None => api_key(headers),
+    }
+}
+
 /// What the store holds of `key`; an unknown, revoked or expired key is refused.
 pub async fn key_record(store: &Store, key: &str) -> Result<KeyRecord, ApiError> {
     let record = store
@@ -80,5 +104,28 @@ mod tests {
         assert_eq!(key_from_header("Basic xyz"), None);
         assert_eq!(key_from_header("Bearer "), None);
         assert_eq!(key_from_header(""), None);
+    }
+
+    #[test]
+    fn google_key_forms() {
+        let mut headers = HeaderMap::new();
+        assert!(matches!(
+            google_key(&headers, None),
+            Err(ApiError::MissingKey)
+        ));
+        assert_eq!(
+            google_key(&headers, Some("alt=sse&key=gw_q")).ok(),
+            Some("gw_q")
+        );
+        assert!(matches!(
+            google_key(&headers, Some("key=")),
+            Err(ApiError::MissingKey)
+        ));
+        // `monkey=` is not `key=`.
+        assert!(google_key(&headers, Some("monkey=gw_q")).is_err());
+        headers.insert(AUTHORIZATION, "Bearer gw_b".parse().unwrap());
+        assert_eq!(google_key(&headers, Some("alt=sse")).ok(), Some("gw_b"));
+        headers.insert(GOOGLE_KEY_HEADER, "gw_g".parse().unwrap());
+        assert_eq!(google_key(&headers, Some("key=gw_q")).ok(), Some("gw_g"));
     }
 }

@@ -259,6 +259,25 @@ impl ApiError {
         }
     }
 
+    /// [`ApiError::message_for`], for error shapes with no field for the parameter at fault
+    /// or the provider's own message (Anthropic's, Google's): it names the one and quotes the
+    /// other.
+    pub fn described_for(&self, invocation_id: &uuid::Uuid) -> String {
+        let mut message = self.message_for(invocation_id);
+        if let ApiError::InvalidParam { param, .. } = self
+            && !message.contains(param.as_str())
+        {
+            message = format!("{param}: {message}");
+        }
+        if let Some(provider) = self.provider_error()
+            && !provider.is_empty()
+            && !message.contains(provider)
+        {
+            message = format!("{message}: {provider}");
+        }
+        message
+    }
+
     /// The gateway's own error body (Commonbase's shape), for its own
     /// endpoints and the Commonbase surface. Another API surface writes its
     /// own shape ([`crate::flow::Surface::error_body`]) from the same status

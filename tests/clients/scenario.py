@@ -21,7 +21,9 @@ JSON object:
 - `aliases[NAME]`: the case an alias from `[models.NAME]` stands for;
 - `listed`: ids `GET /v1/models` must list;
 - `embeddings`, `legacy`: a route whose upstream computes embeddings and legacy completions,
-  with the inputs and the answers it computes.
+  with the inputs and the answers it computes;
+- `count_tokens[PROVIDER]`: a `model` and the `tokens` its count of one user message, "Hello!",
+  answers (Anthropic's and Gemini's fakes count; the gateway counts for OpenAI's models).
 """
 
 import json
@@ -148,6 +150,24 @@ def anthropic_tools(case):
     _, _, names = _PROMPTS[_base(case)]
     return [
         {"name": name, "description": _FUNCTIONS[name][0], "input_schema": _schema(name)}
+        for name in names
+    ]
+
+
+def gemini_system(case):
+    return _PROMPTS[_base(case)][0]
+
+
+def gemini_prompt(case):
+    return _PROMPTS[_base(case)][1]
+
+
+def gemini_functions(case):
+    """The case's tools as the keyword arguments of google-genai's `FunctionDeclaration`, their
+    parameters as JSON Schema."""
+    _, _, names = _PROMPTS[_base(case)]
+    return [
+        {"name": name, "description": _FUNCTIONS[name][0], "parameters_json_schema": _schema(name)}
         for name in names
     ]
 

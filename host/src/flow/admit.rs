@@ -8,8 +8,8 @@ use std::time::Duration;
 use hyper::HeaderMap;
 use hyper::body::Incoming;
 
-use super::Surface;
 use super::record::{BodyPolicy, Draft};
+use super::{Head, Surface};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::http::{check_declared_length, declared_length, discard_body, read_body};
@@ -33,9 +33,10 @@ pub(super) async fn admit<S: Surface>(
     state: &AppState,
     config: &Config,
     draft: &mut Draft,
-    headers: &HeaderMap,
+    head: &Head,
     body: Incoming,
 ) -> Result<Admitted<S>, ApiError> {
+    let headers = &head.headers;
     let read_timeout = Duration::from_secs(config.request_read_timeout_secs.get());
     let max_body_bytes = config.max_body_bytes.get();
     if let Err(error) = check_declared_length(headers, max_body_bytes) {
@@ -49,7 +50,7 @@ pub(super) async fn admit<S: Surface>(
         .await;
         return Err(error);
     }
-    let key = match authenticate::<S>(state, headers).await {
+    let key = match authenticate::<S>(state, head).await {
         Ok(key) => key,
         Err(error) => {
             // Read what the client is still sending (without keeping it), so
@@ -75,7 +76,7 @@ pub(super) async fn admit<S: Surface>(
     }
     let body_bytes = bytes.len();
     // The raw body goes as soon as it is parsed: the request holds only its parsed form.
-    let body = S::parse(&bytes)?;
+    let body = S::parse(head, &bytes)?;
     drop(bytes);
     Ok(Admitted {
         key,
@@ -123,10 +124,7 @@ pub async fn read_counted(
 }
 
 /// The request's key, as the store holds it.
-async fn authenticate<S: Surface>(
-    state: &AppState,
-    headers: &HeaderMap,
-) -> Result<KeyRecord, ApiError> {
-    let key = S::project_key(headers)?;
+async fn authenticate<S: Surface>(state: &AppState, head: &Head) -> Result<KeyRecord, ApiError> {
+    let key = S::project_key(head)?;
     crate::auth::key_record(&state.store, key).await
 }

@@ -53,6 +53,9 @@ pub async fn admit_request(state: &AppState, key: crate::store::KeyRecord) -> Re
     quota::Quota::admit_cached(state, key).await.map(drop)
 }
 
+/// A request's method, URI and headers, as a surface reads them.
+pub type Head = hyper::http::request::Parts;
+
 /// What a request asks the plugin for, as the invocation record names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -126,12 +129,14 @@ pub trait Surface: Sized + Send + 'static {
     type Embeddings: EmbeddingCodec;
 
     /// The project key the request carries. Commonbase's clients send it in
-    /// `Authorization`; a surface whose clients use another header says so here.
-    fn project_key(headers: &HeaderMap) -> Result<&str, ApiError> {
-        crate::auth::bearer_key(headers)
+    /// `Authorization`; a surface whose clients put it elsewhere (another header, the
+    /// query) says so here.
+    fn project_key(head: &Head) -> Result<&str, ApiError> {
+        crate::auth::bearer_key(&head.headers)
     }
-    /// The body, checked for shape (types, duplicate keys, trailing bytes).
-    fn parse(body: &[u8]) -> Result<Self, ApiError>;
+    /// The body, checked for shape (types, duplicate keys, trailing bytes), with what its
+    /// path says where the path names more than the endpoint (Gemini's model and method).
+    fn parse(head: &Head, body: &[u8]) -> Result<Self, ApiError>;
     /// The caller's end user, for the record.
     fn user_id(&self) -> Option<&str>;
     /// Whatever project the body names agrees with the key's.
@@ -329,7 +334,7 @@ pub async fn serve<S: Surface>(
             // Until its end, or until shutdown's grace period is over (then the request ends
             // as [`ApiError::ShuttingDown`], still recorded).
             let result = tokio::select! {
-                result = flow::<S>(&state, &mut draft, &parts.headers, body) => result,
+                result = flow::<S>(&state, &mut draft, &parts, body) => result,
                 () = state.aborted() => Err(ApiError::ShuttingDown),
             };
             (draft, result)
@@ -494,11 +499,12 @@ fn set_cost_header(headers: &mut HeaderMap, cost: f64) {
 async fn flow<S: Surface>(
     state: &Arc<AppState>,
     draft: &mut Draft,
-    headers: &HeaderMap,
+    head: &Head,
     body: Incoming,
 ) -> Result<Reply, ApiError> {
     let live = state.live();
-    let admitted = admit::admit::<S>(state, &live.config, draft, headers, body).await?;
+    let admitted = admit::admit::<S>(state, &live.config, draft, head, body).await?;
+    let headers = &head.headers;
     let request = route::route(state, &live, draft, headers, admitted).await?;
     let output = request.output_limit();
     let caching = cache::Caching::of(&request, headers, output)?;

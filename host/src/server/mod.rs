@@ -37,7 +37,7 @@ use crate::error::ApiError;
 use crate::flow::{self, Surface};
 use crate::http::{Body, error_response, json_response};
 use crate::state::AppState;
-use crate::surfaces::{anthropic, commonbase, models, openai};
+use crate::surfaces::{anthropic, commonbase, gemini, models, openai};
 
 /// After the grace period, how long requests have to send their last error
 /// frame and queue their record before their tasks are dropped.
@@ -395,12 +395,18 @@ async fn other(
             _ => openai::error_response(&ApiError::MethodNotAllowed("GET, DELETE"), &id),
         };
     }
-    if path == "/v1/models" || path.starts_with("/v1/models/") {
+    if gemini::unknown_method(path, request.method()) {
+        let error = ApiError::NotFound(format!("no such method of a model: {path}"));
+        return gemini::error_response(&error, &id);
+    }
+    if path == "/v1/models" || path.starts_with("/v1/models/") || gemini::lists_models(path) {
         if !get {
             let error = ApiError::MethodNotAllowed("GET");
-            return models::error_response(request.headers(), &error, &id);
+            return models::error_response(request.headers(), request.uri(), &error, &id);
         }
-        return match path.strip_prefix("/v1/models/") {
+        let model =
+            (path.strip_prefix("/v1/models/")).or_else(|| path.strip_prefix("/v1beta/models/"));
+        return match model {
             Some(model) => models::retrieve(state, request, model, id).await,
             None => models::list(state, request, id).await,
         };
@@ -457,6 +463,8 @@ async fn dispatch(
             "/v1/embeddings" => model::<openai::Embeddings>(state, request, id).await,
             "/v1/responses" => model::<openai::Responses>(state, request, id).await,
             "/v1/responses/input_tokens" => model::<openai::InputTokens>(state, request, id).await,
+            // A model's method in Gemini's API: `/v1beta/models/{model}:generateContent`, ….
+            p if gemini::endpoint(p).is_some() => model::<gemini::Models>(state, request, id).await,
             // Boxed: tool calls add nothing to the size of every model request's future.
             "/mcp" => Box::pin(crate::mcp::serve(state, request, id)).await,
             path => other(state, request, path, id, client).await,

@@ -1,6 +1,6 @@
 //! Checks of request values that more than one surface makes, each refused as a 400 naming
 //! the caller's parameter: the end user's id (kept in every record) and the ranges of numeric
-//! parameters (`max_tokens`, `n`, `temperature`).
+//! parameters (`max_tokens`, `n`, `temperature`); and a model name in a path, decoded.
 
 use std::fmt::Display;
 use std::ops::RangeInclusive;
@@ -45,6 +45,15 @@ pub fn in_range<T: PartialOrd + Display>(
     })
 }
 
+/// A path segment with its `%XX` sequences decoded (a model's name: OpenAI's SDKs encode the `/`
+/// of `ROUTE/MODEL`); `None` when they do not make UTF-8 text.
+pub fn percent_decoded(text: &str) -> Option<String> {
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8()
+        .ok()
+        .map(|text| text.into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,5 +87,15 @@ mod tests {
         assert_eq!(text, "max_tokens must be at least 1, got 0");
         let (_, text) = message(in_range("top_p", 1.5, 0.0..=1.0).unwrap_err());
         assert_eq!(text, "top_p must be at most 1, got 1.5");
+    }
+
+    #[test]
+    fn percent_decoding() {
+        assert_eq!(percent_decoded("r%2Fm").as_deref(), Some("r/m"));
+        assert_eq!(percent_decoded("r/m").as_deref(), Some("r/m"));
+        // Not an escape: left as it is (and then names no model).
+        assert_eq!(percent_decoded("a%2").as_deref(), Some("a%2"));
+        assert_eq!(percent_decoded("%FF"), None);
+        assert_eq!(percent_decoded("%C3%A9").as_deref(), Some("é"));
     }
 }

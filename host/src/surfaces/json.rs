@@ -1,10 +1,23 @@
 //! Reading a request body as every surface does: one JSON object and nothing
-//! after it, the offending field named in the error.
+//! after it, the offending field named in the error; and a token count's answer, marked as
+//! an estimate the same way in every shape.
 
 use serde::Deserialize;
 use serde::de::{DeserializeOwned, IgnoredAny};
 
 use crate::error::ApiError;
+
+/// A token count's `answer` in its surface's shape, with `"estimated": true` when the count is
+/// an estimate (an exact one has no such field: the answer is the provider's own shape).
+pub fn count_answer(
+    mut answer: serde_json::Value,
+    count: crate::plugins::types::TokenCount,
+) -> String {
+    if count.estimated {
+        answer["estimated"] = true.into();
+    }
+    answer.to_string()
+}
 
 /// Parses `bytes` as one JSON object into `T`. A field of the wrong type is
 /// [`ApiError::InvalidParam`] naming its path (`messages[2].role`); anything

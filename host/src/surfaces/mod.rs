@@ -3,8 +3,9 @@
 //! the flow's answers, stream frames and errors in its own shape; the flow
 //! does everything else (keys, limits, routes, plugin calls, records).
 //!
-//! The codecs are [`commonbase`], [`openai`] (its `responses` the Responses API) and
-//! [`anthropic`]; each reads model names through the config's aliases and `ROUTE/MODEL`.
+//! The codecs are [`commonbase`], [`openai`] (its `responses` the Responses API),
+//! [`anthropic`] and [`gemini`]; each reads model names through the config's aliases and
+//! `ROUTE/MODEL`.
 //! What they share is written once: `json` reads every body (the admin API's too), `parts`
 //! the content parts in OpenAI's shape, `checks` the value checks, `blocks` the stream state
 //! of answers written one block at a time; [`models`] answers `GET /v1/models`.
@@ -13,6 +14,7 @@ pub mod anthropic;
 mod blocks;
 mod checks;
 pub mod commonbase;
+pub mod gemini;
 pub(crate) mod json;
 pub mod models;
 pub mod openai;

@@ -1,6 +1,7 @@
-//! `GET /v1/models` and `GET /v1/models/{id}`: the names a caller may send
-//! as `model`, in the shape of the caller's SDK: Anthropic's when the request
-//! carries `anthropic-version` (its SDKs always send it), OpenAI's otherwise.
+//! `GET /v1/models` and `GET /v1/models/{id}` (and `GET /v1beta/models[/{id}]`): the names a
+//! caller may send as `model`, in the shape of the caller's SDK: Google's under `/v1beta/` or
+//! when the key comes as Google's clients send it (`x-goog-api-key`, `?key=`), Anthropic's when
+//! the request carries `anthropic-version` (its SDKs always send it), OpenAI's otherwise.
 //! Not a model call: no plugin runs and no invocation is recorded (as for
 //! `GET /invocations/{id}`). A key sees only the names its scope lets it use: any
 //! other answers 404, as a name that does not exist does.
@@ -9,11 +10,12 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use hyper::body::Incoming;
-use hyper::{HeaderMap, Request, Response, StatusCode};
+use hyper::{HeaderMap, Request, Response, StatusCode, Uri};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{anthropic, openai};
+use super::checks::percent_decoded;
+use super::{anthropic, gemini, openai};
 use crate::error::ApiError;
 use crate::http::{Body, json_response};
 use crate::state::AppState;
@@ -28,11 +30,28 @@ const NO_DATE: &str = "1970-01-01T00:00:00Z";
 enum Shape {
     OpenAi,
     Anthropic,
+    Gemini,
 }
 
+/// What Gemini's model objects say a gateway name serves: all of a model's methods the
+/// gateway has (whether the route's provider serves each is the provider's to say).
+const GEMINI_METHODS: [&str; 5] = [
+    "generateContent",
+    "streamGenerateContent",
+    "countTokens",
+    "embedContent",
+    "batchEmbedContents",
+];
+
 impl Shape {
-    fn of(headers: &HeaderMap) -> Shape {
-        if headers.contains_key(ANTHROPIC_VERSION) {
+    fn of(headers: &HeaderMap, uri: &Uri) -> Shape {
+        let query = uri.query().unwrap_or_default();
+        if gemini::lists_models(uri.path())
+            || headers.contains_key("x-goog-api-key")
+            || query.split('&').any(|pair| pair.starts_with("key="))
+        {
+            Shape::Gemini
+        } else if headers.contains_key(ANTHROPIC_VERSION) {
             Shape::Anthropic
         } else {
             Shape::OpenAi
@@ -47,6 +66,8 @@ impl Shape {
             Shape::Anthropic => {
                 json!({"type": "model", "id": name, "display_name": name, "created_at": NO_DATE})
             }
+            Shape::Gemini => json!({"name": format!("models/{name}"), "version": "",
+                "displayName": name, "supportedGenerationMethods": GEMINI_METHODS}),
         }
     }
 
@@ -64,34 +85,36 @@ impl Shape {
             Shape::Anthropic => {
                 json!({"data": data, "has_more": false, "first_id": first, "last_id": last})
             }
+            // One page: no `nextPageToken`, so the SDKs' pagers stop.
+            Shape::Gemini => json!({"models": data}),
         }
     }
 }
 
 /// `GET /v1/models`.
 pub async fn list(state: Arc<AppState>, request: Request<Incoming>, id: Uuid) -> Response<Body> {
-    let shape = Shape::of(request.headers());
+    let shape = Shape::of(request.headers(), request.uri());
     let result = async {
-        let scope = authenticate(&state, &request).await?;
+        let scope = authenticate(&state, &request, shape).await?;
         Ok(shape.list(entries(&state, &scope)))
     }
     .await;
-    answer(request.headers(), result, &id)
+    answer(shape, result, &id)
 }
 
 /// `GET /v1/models/{model}`; `model` as it is in the path (percent-encoded:
-/// the SDKs encode the `/` of `ROUTE/MODEL`).
+/// the SDKs encode the `/` of `ROUTE/MODEL`; Google's do not, and write `models/` before it).
 pub async fn retrieve(
     state: Arc<AppState>,
     request: Request<Incoming>,
     model: &str,
     id: Uuid,
 ) -> Response<Body> {
-    let shape = Shape::of(request.headers());
+    let shape = Shape::of(request.headers(), request.uri());
     let result = async {
-        let scope = authenticate(&state, &request).await?;
+        let scope = authenticate(&state, &request, shape).await?;
         let model =
-            percent_decode(model).ok_or_else(|| ApiError::UnknownModel(model.to_owned()))?;
+            percent_decoded(model).ok_or_else(|| ApiError::UnknownModel(model.to_owned()))?;
         entries(&state, &scope)
             .into_iter()
             .find(|(name, _)| *name == model)
@@ -99,27 +122,44 @@ pub async fn retrieve(
             .ok_or(ApiError::UnknownModel(model))
     }
     .await;
-    answer(request.headers(), result, &id)
+    answer(shape, result, &id)
 }
 
 /// `error` in the shape of the caller's SDK (see the module's doc).
-pub fn error_response(headers: &HeaderMap, error: &ApiError, id: &Uuid) -> Response<Body> {
-    match Shape::of(headers) {
+pub fn error_response(
+    headers: &HeaderMap,
+    uri: &Uri,
+    error: &ApiError,
+    id: &Uuid,
+) -> Response<Body> {
+    shaped_error(Shape::of(headers, uri), error, id)
+}
+
+fn shaped_error(shape: Shape, error: &ApiError, id: &Uuid) -> Response<Body> {
+    match shape {
         Shape::OpenAi => openai::error_response(error, id),
         Shape::Anthropic => anthropic::error_response(error, id),
+        Shape::Gemini => gemini::error_response(error, id),
     }
 }
 
-/// The scope of the request's key.
-async fn authenticate(state: &AppState, request: &Request<Incoming>) -> Result<KeyScope, ApiError> {
-    let key = crate::auth::api_key(request.headers())?;
+/// The scope of the request's key, read where the caller's SDK sends it.
+async fn authenticate(
+    state: &AppState,
+    request: &Request<Incoming>,
+    shape: Shape,
+) -> Result<KeyScope, ApiError> {
+    let key = match shape {
+        Shape::Gemini => crate::auth::google_key(request.headers(), request.uri().query())?,
+        Shape::OpenAi | Shape::Anthropic => crate::auth::api_key(request.headers())?,
+    };
     Ok(crate::auth::key_record(&state.store, key).await?.scope)
 }
 
-fn answer(headers: &HeaderMap, result: Result<Value, ApiError>, id: &Uuid) -> Response<Body> {
+fn answer(shape: Shape, result: Result<Value, ApiError>, id: &Uuid) -> Response<Body> {
     match result {
         Ok(body) => json_response(StatusCode::OK, &body, id),
-        Err(error) => error_response(headers, &error, id),
+        Err(error) => shaped_error(shape, &error, id),
     }
 }
 
@@ -164,27 +204,9 @@ fn entries(state: &AppState, scope: &KeyScope) -> Vec<(String, String)> {
     names
 }
 
-/// `%XX` sequences decoded; `None` when they do not make UTF-8 text.
-fn percent_decode(text: &str) -> Option<String> {
-    percent_encoding::percent_decode_str(text)
-        .decode_utf8()
-        .ok()
-        .map(|text| text.into_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn percent_decoding() {
-        assert_eq!(percent_decode("r%2Fm").as_deref(), Some("r/m"));
-        assert_eq!(percent_decode("r/m").as_deref(), Some("r/m"));
-        // Not an escape: left as it is (and then names no model).
-        assert_eq!(percent_decode("a%2").as_deref(), Some("a%2"));
-        assert_eq!(percent_decode("%FF"), None);
-        assert_eq!(percent_decode("%C3%A9").as_deref(), Some("é"));
-    }
 
     #[test]
     fn both_shapes_of_the_list() {

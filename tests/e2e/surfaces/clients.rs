@@ -1,9 +1,9 @@
-//! The official OpenAI and Anthropic Python SDKs, unchanged, against the real gateway: this
-//! runner starts fake upstreams replaying recorded OpenAI, Anthropic and Gemini traffic, one
-//! route per recorded case, and a gateway serving them; then it runs the pytest suite in
-//! `tests/clients/` with the interpreter named by `GATEWAY_CLIENTS_PYTHON` (the virtual
-//! environment `cargo xtask test` creates) and fails with pytest's output unless every test
-//! passed.
+//! The official OpenAI, Anthropic and Google GenAI Python SDKs, unchanged, against the real
+//! gateway: this runner starts fake upstreams replaying recorded OpenAI, Anthropic and Gemini
+//! traffic, one route per recorded case, and a gateway serving them; then it runs the pytest
+//! suite in `tests/clients/` with the interpreter named by `GATEWAY_CLIENTS_PYTHON` (the
+//! virtual environment `cargo xtask test` creates) and fails with pytest's output unless every
+//! test passed.
 //!
 //! The suite learns where the gateway is and what each route answers from
 //! `GATEWAY_CLIENTS_SCENARIO`, a JSON text this runner writes: the expected answers are read
@@ -90,7 +90,7 @@ const LEGACY_PROMPT: &str = "Say this is a test";
 /// What the refusing upstream says, with 400, to every request.
 const REFUSED: &str = "max_tokens is too large: limit must be <= 4096";
 /// The tests that call the refusing route, one call each (one per SDK).
-const REFUSED_CALLS: usize = 2;
+const REFUSED_CALLS: usize = 3;
 
 /// The fake upstreams, kept running until the suite is done.
 #[derive(Default)]
@@ -396,11 +396,15 @@ fn official_sdks_against_the_gateway() {
                 .map(|input| input.split_whitespace().count())
                 .sum::<usize>(),
         },
-        // One message, "Hello!": Anthropic's fake counts 100 a message; the gateway counts
-        // gpt-4o-mini's with o200k_base ("user" 1, "Hello!" 2, 3 framing, 3 priming).
+        // One message, "Hello!": Anthropic's and Gemini's fakes count 100 a message; the gateway
+        // counts gpt-4o-mini's with o200k_base ("user" 1, "Hello!" 2, 3 framing, 3 priming).
         "count_tokens": {
             "anthropic": {
                 "model": "anthropic-simple/claude-sonnet-4-5",
+                "tokens": gateway_test_support::upstream::counted_tokens(1, 0),
+            },
+            "gemini": {
+                "model": "gemini-simple/gemini-2.5-flash",
                 "tokens": gateway_test_support::upstream::counted_tokens(1, 0),
             },
             "openai": {"model": "openai-simple/gpt-4o-mini", "tokens": 9},

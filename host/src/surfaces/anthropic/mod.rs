@@ -9,12 +9,12 @@ mod response;
 
 use std::convert::Infallible;
 
-use hyper::{HeaderMap, Response};
+use hyper::Response;
 use uuid::Uuid;
 
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::flow::{Ask, Envelope, Kind, Surface, Target};
+use crate::flow::{Ask, Envelope, Head, Kind, Surface, Target};
 use crate::http::{Body, error_response_with_body};
 use crate::plugins::types;
 use request::MessagesRequest;
@@ -28,10 +28,10 @@ impl Surface for Messages {
     type Completion = MessageAnswer;
     type Embeddings = Infallible;
 
-    fn project_key(headers: &HeaderMap) -> Result<&str, ApiError> {
-        crate::auth::api_key(headers)
+    fn project_key(head: &Head) -> Result<&str, ApiError> {
+        crate::auth::api_key(&head.headers)
     }
-    fn parse(body: &[u8]) -> Result<Self, ApiError> {
+    fn parse(_: &Head, body: &[u8]) -> Result<Self, ApiError> {
         request::parse(body).map(Messages)
     }
     fn user_id(&self) -> Option<&str> {
@@ -78,10 +78,10 @@ impl Surface for CountTokens {
     type Completion = Infallible;
     type Embeddings = Infallible;
 
-    fn project_key(headers: &HeaderMap) -> Result<&str, ApiError> {
-        crate::auth::api_key(headers)
+    fn project_key(head: &Head) -> Result<&str, ApiError> {
+        crate::auth::api_key(&head.headers)
     }
-    fn parse(body: &[u8]) -> Result<Self, ApiError> {
+    fn parse(_: &Head, body: &[u8]) -> Result<Self, ApiError> {
         request::parse_count(body).map(CountTokens)
     }
     fn user_id(&self) -> Option<&str> {
@@ -121,11 +121,8 @@ impl Surface for CountTokens {
 
 /// Anthropic's answer to `count_tokens`, an estimate marked as one.
 fn token_count(_: &Envelope<'_>, count: types::TokenCount) -> String {
-    let mut answer = serde_json::json!({"input_tokens": count.input_tokens});
-    if count.estimated {
-        answer["estimated"] = true.into();
-    }
-    answer.to_string()
+    let answer = serde_json::json!({"input_tokens": count.input_tokens});
+    crate::surfaces::json::count_answer(answer, count)
 }
 
 /// An error of this surface's paths answered outside the flow (a wrong

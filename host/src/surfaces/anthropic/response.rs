@@ -331,30 +331,12 @@ fn error_type(error: &ApiError) -> &'static str {
     }
 }
 
-/// The message names the parameter at fault and quotes the provider's own
-/// message: Anthropic's error has no field for either.
-fn error_message(error: &ApiError, invocation_id: &Uuid) -> String {
-    let mut message = error.message_for(invocation_id);
-    if let ApiError::InvalidParam { param, .. } = error
-        && !message.contains(param.as_str())
-    {
-        message = format!("{param}: {message}");
-    }
-    if let Some(provider) = error.provider_error()
-        && !provider.is_empty()
-        && !message.contains(provider)
-    {
-        message = format!("{message}: {provider}");
-    }
-    message
-}
-
 /// `{"type": "error", "error": {"type", "message"}, "request_id"}`; the
 /// request id is the invocation's. Anthropic's error has no `code`; the gateway's stable
 /// code (a plugin's crash) is added as one, which Anthropic's clients pass over.
 pub fn error_body(error: &ApiError, invocation_id: &Uuid) -> Value {
     let mut detail =
-        json!({"type": error_type(error), "message": error_message(error, invocation_id)});
+        json!({"type": error_type(error), "message": error.described_for(invocation_id)});
     if let Some(code) = error.code() {
         detail["code"] = json!(code);
     }

@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::flow::{Ask, Kind, Surface, Target};
+use crate::flow::{Ask, Head, Kind, Surface, Target};
 use crate::surfaces::checks;
 use request::{CompletionBody, EmbeddingBody};
 use response::{CompletionAnswer, EmbeddingAnswer};
@@ -29,7 +29,7 @@ impl Surface for Completions {
     type Completion = CompletionAnswer;
     type Embeddings = Infallible;
 
-    fn parse(body: &[u8]) -> Result<Self, ApiError> {
+    fn parse(_: &Head, body: &[u8]) -> Result<Self, ApiError> {
         let body: CompletionBody = request::parse_body(body)?;
         checks::user_id("userId", body.user_id.as_deref())?;
         Ok(Completions(body))
@@ -94,7 +94,7 @@ impl Surface for Embeddings {
     type Completion = Infallible;
     type Embeddings = EmbeddingAnswer;
 
-    fn parse(body: &[u8]) -> Result<Self, ApiError> {
+    fn parse(_: &Head, body: &[u8]) -> Result<Self, ApiError> {
         let body: EmbeddingBody = request::parse_body(body)?;
         checks::user_id("userId", body.user_id.as_deref())?;
         Ok(Embeddings(body))

@@ -15,12 +15,12 @@ pub mod responses;
 
 use std::convert::Infallible;
 
-use hyper::{HeaderMap, Response};
+use hyper::Response;
 use uuid::Uuid;
 
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::flow::{Ask, Kind, Surface, Target};
+use crate::flow::{Ask, Head, Kind, Surface, Target};
 use request::{Body, ChatFields, Common, EmbeddingFields, TextFields};
 use response::{CompletionAnswer, EmbeddingAnswer, Object};
 
@@ -139,10 +139,10 @@ impl<F: CompletionFields> Surface for Completion<F> {
     type Completion = CompletionAnswer;
     type Embeddings = Infallible;
 
-    fn project_key(headers: &HeaderMap) -> Result<&str, ApiError> {
-        crate::auth::api_key(headers)
+    fn project_key(head: &Head) -> Result<&str, ApiError> {
+        crate::auth::api_key(&head.headers)
     }
-    fn parse(body: &[u8]) -> Result<Self, ApiError> {
+    fn parse(_: &Head, body: &[u8]) -> Result<Self, ApiError> {
         let body: Body<F> = request::parse_body(body)?;
         body.fields.check()?;
         request::check_params(F::KIND, &body.params)?;
@@ -182,10 +182,10 @@ impl Surface for Embeddings {
     type Completion = Infallible;
     type Embeddings = EmbeddingAnswer;
 
-    fn project_key(headers: &HeaderMap) -> Result<&str, ApiError> {
-        crate::auth::api_key(headers)
+    fn project_key(head: &Head) -> Result<&str, ApiError> {
+        crate::auth::api_key(&head.headers)
     }
-    fn parse(body: &[u8]) -> Result<Self, ApiError> {
+    fn parse(_: &Head, body: &[u8]) -> Result<Self, ApiError> {
         let body: Body<EmbeddingFields> = request::parse_body(body)?;
         request::check_embeddings(&body.fields)?;
         request::check_params(Kind::Embeddings, &body.params)?;

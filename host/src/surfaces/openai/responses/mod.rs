@@ -16,7 +16,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use hyper::body::Incoming;
-use hyper::{HeaderMap, Request, Response, StatusCode};
+use hyper::{Request, Response, StatusCode};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
@@ -24,7 +24,7 @@ use super::request::Body;
 use super::response::error_body;
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::flow::{Ask, Envelope, Kind, Parent, Surface, Target};
+use crate::flow::{Ask, Envelope, Head, Kind, Parent, Surface, Target};
 use crate::plugins::types;
 use crate::state::AppState;
 use crate::store::KeyRecord;
@@ -112,10 +112,10 @@ impl Surface for Responses {
     type Completion = ResponseAnswer;
     type Embeddings = Infallible;
 
-    fn project_key(headers: &HeaderMap) -> Result<&str, ApiError> {
-        crate::auth::api_key(headers)
+    fn project_key(head: &Head) -> Result<&str, ApiError> {
+        crate::auth::api_key(&head.headers)
     }
-    fn parse(body: &[u8]) -> Result<Self, ApiError> {
+    fn parse(_: &Head, body: &[u8]) -> Result<Self, ApiError> {
         let body: Body<ResponsesFields> = super::request::parse_body(body)?;
         request::check(&body.fields, &body.params)?;
         Ok(Responses {
@@ -212,11 +212,11 @@ impl Surface for InputTokens {
     type Completion = Infallible;
     type Embeddings = Infallible;
 
-    fn project_key(headers: &HeaderMap) -> Result<&str, ApiError> {
-        crate::auth::api_key(headers)
+    fn project_key(head: &Head) -> Result<&str, ApiError> {
+        crate::auth::api_key(&head.headers)
     }
-    fn parse(body: &[u8]) -> Result<Self, ApiError> {
-        let mut responses = Responses::parse(body)?;
+    fn parse(head: &Head, body: &[u8]) -> Result<Self, ApiError> {
+        let mut responses = Responses::parse(head, body)?;
         let fields = &mut responses.body.fields;
         // Nothing is answered to keep or to stream.
         (fields.store, fields.stream) = (Some(false), None);
@@ -279,11 +279,8 @@ impl Surface for InputTokens {
 
 /// OpenAI's answer to `input_tokens`, an estimate marked as one.
 fn input_tokens(_: &Envelope<'_>, count: types::TokenCount) -> String {
-    let mut answer = json!({"object": "response.input_tokens", "input_tokens": count.input_tokens});
-    if count.estimated {
-        answer["estimated"] = true.into();
-    }
-    answer.to_string()
+    let answer = json!({"object": "response.input_tokens", "input_tokens": count.input_tokens});
+    crate::surfaces::json::count_answer(answer, count)
 }
 
 /// The caller's key.
