@@ -105,17 +105,11 @@ impl Caching {
             CacheScope::Route => Scope::Route,
         };
         let question = match ask {
-            Ask::Complete {
-                prompt,
-                functions,
-                function_choice,
-                reasoning,
-                ..
-            } => Question::Complete {
-                prompt,
-                functions,
-                function_choice: function_choice.as_ref(),
-                reasoning: reasoning.as_ref(),
+            Ask::Complete { prompted, .. } => Question::Complete {
+                prompt: &prompted.prompt,
+                functions: &prompted.functions,
+                function_choice: prompted.function_choice.as_ref(),
+                reasoning: prompted.reasoning.as_ref(),
                 output,
             },
             Ask::Embed { input, .. } => Question::Embed { input },
@@ -221,17 +215,9 @@ impl Hit {
             model: &model,
         };
         match (ask, &self.0.answer) {
-            (
-                Ask::Complete {
-                    prompt,
-                    functions,
-                    codec,
-                    ..
-                },
-                Answer::Completion(completion),
-            ) => {
+            (Ask::Complete { prompted, codec }, Answer::Completion(completion)) => {
                 let (_, mut guarded) = guards
-                    .check_prompt(state, draft, prompt, &functions)
+                    .check_prompt(state, draft, prompted.prompt, &prompted.functions)
                     .await?;
                 let usage = charge_nothing(draft, completion.usage.as_ref());
                 let mut completion = completion.clone();

@@ -88,16 +88,21 @@ pub struct Target {
     pub params: String,
 }
 
+/// A prompt and what comes with it: what a completion and a token count both hand the plugin.
+pub struct Prompted {
+    pub prompt: types::Prompt,
+    pub functions: Vec<types::FunctionDef>,
+    pub function_choice: Option<types::FunctionChoice>,
+    /// Set when the caller asked for reasoning (or for none).
+    pub reasoning: Option<types::ReasoningConfig>,
+}
+
 /// What a surface's request asks of the plugin once it is validated, with the
 /// codec that writes the answer. A surface that serves only one of these sets
 /// the other's codec to [`Infallible`], so that it cannot ask for it.
 pub enum Ask<C, E> {
     Complete {
-        prompt: types::Prompt,
-        functions: Vec<types::FunctionDef>,
-        function_choice: Option<types::FunctionChoice>,
-        /// Set when the caller asked for reasoning (or for none).
-        reasoning: Option<types::ReasoningConfig>,
+        prompted: Prompted,
         codec: C,
     },
     Embed {
@@ -107,10 +112,7 @@ pub enum Ask<C, E> {
     /// How many tokens the prompt takes for the model: nothing is generated, charged or
     /// cached.
     Count {
-        prompt: types::Prompt,
-        functions: Vec<types::FunctionDef>,
-        function_choice: Option<types::FunctionChoice>,
-        reasoning: Option<types::ReasoningConfig>,
+        prompted: Prompted,
         codec: CountCodec,
     },
 }
@@ -123,7 +125,8 @@ pub type CountCodec = fn(&Envelope<'_>, types::TokenCount) -> String;
 /// surface decides what its body means, never when it is checked. A request's flow moves to a
 /// task of its own when its caller leaves ([`serve`]), its body with it.
 pub trait Surface: Sized + Send + 'static {
-    /// The API's name, as the metrics label requests: `commonbase`, `openai`, `anthropic`.
+    /// The API's name, as the metrics label requests: `commonbase`, `openai`, `anthropic`,
+    /// `gemini`.
     const NAME: &'static str;
     type Completion: CompletionCodec;
     type Embeddings: EmbeddingCodec;
@@ -533,28 +536,42 @@ async fn flow<S: Surface>(
     // Each step's future is awaited here, not in a function of its own: every layer of
     // async fn keeps its arguments for its whole life, and the request's future is copied
     // whole as it starts (callgrind: a layer cost ~50k instructions of memcpy a request).
-    match request.ask {
-        Ask::Complete {
-            prompt,
-            functions,
-            function_choice,
-            reasoning,
-            codec,
-        } => {
-            let (prompt, guarded) = guards
-                .check_prompt(state, draft, prompt, &functions)
-                .await?;
-            let request = types::CompletionRequest {
-                // Each try sets the route of its upstream (`Try::aim`).
+    let (prompted, asked) = match request.ask {
+        Ask::Embed { input, codec } => {
+            let input = guards.check_embedding(state, draft, input).await?;
+            let request = types::EmbeddingRequest {
                 route: types::Route::default(),
                 model: leg.model.clone(),
-                prompt,
-                functions,
-                function_choice,
-                reasoning,
-                output,
+                input,
                 params,
             };
+            return whole::embed(state, draft, call, request, codec, caching).await;
+        }
+        Ask::Complete { prompted, codec } => (prompted, Asked::Completion(codec)),
+        Ask::Count { prompted, codec } => (prompted, Asked::Count(codec)),
+    };
+    let Prompted {
+        prompt,
+        functions,
+        function_choice,
+        reasoning,
+    } = prompted;
+    let (prompt, guarded) = guards
+        .check_prompt(state, draft, prompt, &functions)
+        .await?;
+    let request = types::CompletionRequest {
+        // Each try sets the route of its upstream (`Try::aim`).
+        route: types::Route::default(),
+        model: leg.model.clone(),
+        prompt,
+        functions,
+        function_choice,
+        reasoning,
+        output,
+        params,
+    };
+    match asked {
+        Asked::Completion(codec) => {
             let answering = Answering {
                 codec,
                 guarded,
@@ -569,41 +586,16 @@ async fn flow<S: Surface>(
             }
             whole::complete(state, draft, call, request, answering).await
         }
-        Ask::Embed { input, codec } => {
-            let input = guards.check_embedding(state, draft, input).await?;
-            let request = types::EmbeddingRequest {
-                route: types::Route::default(),
-                model: leg.model.clone(),
-                input,
-                params,
-            };
-            whole::embed(state, draft, call, request, codec, caching).await
-        }
-        Ask::Count {
-            prompt,
-            functions,
-            function_choice,
-            reasoning,
-            codec,
-        } => {
-            let (prompt, _) = guards
-                .check_prompt(state, draft, prompt, &functions)
-                .await?;
-            let request = types::CompletionRequest {
-                route: types::Route::default(),
-                model: leg.model.clone(),
-                prompt,
-                functions,
-                function_choice,
-                reasoning,
-                output,
-                params,
-            };
-            // Boxed, as a cache hit is: inline, its state (the plugin's count, the tokenizer's
-            // task) enlarged every request's future, which is copied as it starts.
-            Box::pin(whole::count(state, draft, call, request, codec)).await
-        }
+        // Boxed, as a cache hit is: inline, its state (the plugin's count, the tokenizer's
+        // task) enlarged every request's future, which is copied as it starts.
+        Asked::Count(codec) => Box::pin(whole::count(state, draft, call, request, codec)).await,
     }
+}
+
+/// What a prompt asks for: a completion, written by the surface's codec, or its token count.
+enum Asked<C> {
+    Completion(C),
+    Count(CountCodec),
 }
 
 /// How a completion's answer is made, beside the call.

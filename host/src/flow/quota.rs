@@ -6,7 +6,7 @@ use hyper::HeaderMap;
 use hyper::header::{HeaderName, HeaderValue};
 use serde::Deserialize;
 
-use super::Ask;
+use super::{Ask, Prompted};
 use crate::error::ApiError;
 use crate::limits::{Admitted, Check, Estimate, Limiter, Reservation, Subject};
 use crate::plugins::{Plugin, types};
@@ -219,9 +219,10 @@ pub(super) fn estimate<C, E>(
     prices: &PriceTable,
 ) -> Estimate {
     let (prompt_bytes, completion_tokens) = match ask {
-        Ask::Complete {
-            prompt, functions, ..
-        } => {
+        Ask::Complete { prompted, .. } => {
+            let Prompted {
+                prompt, functions, ..
+            } = prompted;
             let per_choice = output
                 .max_tokens
                 .map_or_else(|| route.config.reserve_max_tokens(), u64::from);

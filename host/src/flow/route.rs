@@ -115,9 +115,9 @@ impl<C, E> Request<C, E> {
     /// The most output the call may produce (see [`quota::output_limit`]).
     pub fn output_limit(&self) -> types::OutputLimit {
         match &self.ask {
-            Ask::Complete { reasoning, .. } => quota::output_limit(
+            Ask::Complete { prompted, .. } => quota::output_limit(
                 &self.params,
-                reasoning.as_ref(),
+                prompted.reasoning.as_ref(),
                 self.routed.route.config.reserve_max_tokens(),
                 quota::reserves(&self.routed.key),
             ),
@@ -145,14 +145,9 @@ fn hold(
 /// JSON objects).
 fn weight<C, E>(ask: &Ask<C, E>) -> usize {
     let (items, media) = match ask {
-        Ask::Complete {
-            prompt, functions, ..
-        }
-        | Ask::Count {
-            prompt, functions, ..
-        } => {
-            let (items, media) = prompt.items();
-            (items + functions.len(), media)
+        Ask::Complete { prompted, .. } | Ask::Count { prompted, .. } => {
+            let (items, media) = prompted.prompt.items();
+            (items + prompted.functions.len(), media)
         }
         Ask::Embed { input, .. } => (input.len(), 0),
     };

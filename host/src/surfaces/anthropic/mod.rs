@@ -57,10 +57,7 @@ impl Surface for Messages {
     }
     fn ask(self, _: Kind, config: &Config) -> Result<Ask<MessageAnswer, Infallible>, ApiError> {
         Ok(Ask::Complete {
-            prompt: self.0.prompt(config.max_part_bytes.get())?,
-            functions: self.0.functions()?,
-            function_choice: self.0.function_choice()?,
-            reasoning: self.0.reasoning()?,
+            prompted: self.0.prompted(config.max_part_bytes.get())?,
             codec: MessageAnswer::default(),
         })
     }
@@ -107,10 +104,7 @@ impl Surface for CountTokens {
     }
     fn ask(self, _: Kind, config: &Config) -> Result<Ask<Infallible, Infallible>, ApiError> {
         Ok(Ask::Count {
-            prompt: self.0.prompt(config.max_part_bytes.get())?,
-            functions: self.0.functions()?,
-            function_choice: self.0.function_choice()?,
-            reasoning: self.0.reasoning()?,
+            prompted: self.0.prompted(config.max_part_bytes.get())?,
             codec: token_count,
         })
     }

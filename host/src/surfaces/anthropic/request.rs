@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::flow::{Kind, Target};
+use crate::flow::{Kind, Prompted, Target};
 use crate::plugins::types;
 use crate::surfaces::{checks, parts};
 
@@ -244,6 +244,16 @@ impl MessagesRequest {
                 "thinking.type: Field required (\"enabled\" or \"disabled\")",
             )),
         }
+    }
+
+    /// The prompt, tools and reasoning, in the order of the errors a caller gets.
+    pub fn prompted(&self, max_part_bytes: usize) -> Result<Prompted, ApiError> {
+        Ok(Prompted {
+            prompt: self.prompt(max_part_bytes)?,
+            functions: self.functions()?,
+            function_choice: self.function_choice()?,
+            reasoning: self.reasoning()?,
+        })
     }
 
     /// The conversation: `system` first, then each message; a user

@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::flow::{Ask, Head, Kind, Surface, Target};
+use crate::flow::{Ask, Head, Kind, Prompted, Surface, Target};
 use crate::surfaces::checks;
 use request::{CompletionBody, EmbeddingBody};
 use response::{CompletionAnswer, EmbeddingAnswer};
@@ -75,10 +75,12 @@ impl Surface for Completions {
         )?;
         let body = &body;
         Ok(Ask::Complete {
-            prompt,
-            functions: request::functions(body)?,
-            function_choice: request::function_choice(body)?,
-            reasoning: None,
+            prompted: Prompted {
+                prompt,
+                functions: request::functions(body)?,
+                function_choice: request::function_choice(body)?,
+                reasoning: None,
+            },
             codec: CompletionAnswer {
                 show_usage: body.show_usage.unwrap_or(false),
             },

@@ -189,19 +189,13 @@ impl Surface for Models {
         let max_part_bytes = config.max_part_bytes.get();
         Ok(match self.call {
             Call::Generate { body, .. } => Ask::Complete {
-                prompt: body.prompt(max_part_bytes)?,
-                functions: body.functions()?,
-                function_choice: body.function_choice()?,
-                reasoning: body.reasoning()?,
+                prompted: body.prompted(max_part_bytes)?,
                 codec: GenerateAnswer {
                     include_thoughts: body.include_thoughts(),
                 },
             },
             Call::Count(body) => Ask::Count {
-                prompt: body.prompt(max_part_bytes)?,
-                functions: body.functions()?,
-                function_choice: body.function_choice()?,
-                reasoning: body.reasoning()?,
+                prompted: body.prompted(max_part_bytes)?,
                 codec: response::token_count,
             },
             Call::Embed { body, batch } => Ask::Embed {

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::error::ApiError;
+use crate::flow::Prompted;
 use crate::plugins::types;
 use crate::surfaces::parts;
 
@@ -534,6 +535,16 @@ impl Generate {
             }
         };
         Ok(Some(choice))
+    }
+
+    /// The prompt, tools and reasoning, in the order of the errors a caller gets.
+    pub fn prompted(&self, max_part_bytes: usize) -> Result<Prompted, ApiError> {
+        Ok(Prompted {
+            prompt: self.prompt(max_part_bytes)?,
+            functions: self.functions()?,
+            function_choice: self.function_choice()?,
+            reasoning: self.reasoning()?,
+        })
     }
 
     /// The conversation: `systemInstruction` first, then each content; a user turn's

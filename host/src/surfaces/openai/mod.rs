@@ -20,7 +20,7 @@ use uuid::Uuid;
 
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::flow::{Ask, Head, Kind, Surface, Target};
+use crate::flow::{Ask, Head, Kind, Prompted, Surface, Target};
 use request::{Body, ChatFields, Common, EmbeddingFields, TextFields};
 use response::{CompletionAnswer, EmbeddingAnswer, Object};
 
@@ -101,10 +101,12 @@ impl CompletionFields for ChatFields {
         // In the order of the errors a caller gets: the conversation's first.
         let prompt = request::chat_prompt(&mut self, max_part_bytes)?;
         Ok(Ask::Complete {
-            prompt,
-            functions: request::functions(&self)?,
-            function_choice: request::function_choice(&self)?,
-            reasoning: request::reasoning(&self)?,
+            prompted: Prompted {
+                prompt,
+                functions: request::functions(&self)?,
+                function_choice: request::function_choice(&self)?,
+                reasoning: request::reasoning(&self)?,
+            },
             codec: CompletionAnswer::new(
                 Object::Chat,
                 request::legacy_functions(&self),
@@ -125,10 +127,12 @@ impl CompletionFields for TextFields {
     }
     fn ask(mut self, _: usize) -> Result<Ask<CompletionAnswer, Infallible>, ApiError> {
         Ok(Ask::Complete {
-            prompt: request::text_prompt(&mut self)?,
-            functions: Vec::new(),
-            function_choice: None,
-            reasoning: None,
+            prompted: Prompted {
+                prompt: request::text_prompt(&mut self)?,
+                functions: Vec::new(),
+                function_choice: None,
+                reasoning: None,
+            },
             codec: CompletionAnswer::new(Object::Text, false, self.common.include_usage()),
         })
     }

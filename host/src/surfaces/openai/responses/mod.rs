@@ -24,7 +24,7 @@ use super::request::Body;
 use super::response::error_body;
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::flow::{Ask, Envelope, Head, Kind, Parent, Surface, Target};
+use crate::flow::{Ask, Envelope, Head, Kind, Parent, Prompted, Surface, Target};
 use crate::plugins::types;
 use crate::state::AppState;
 use crate::store::KeyRecord;
@@ -42,6 +42,37 @@ pub struct Responses {
 }
 
 impl Responses {
+    /// The prompt (the kept conversation's turns first), tools and reasoning, in the order of
+    /// the errors a caller gets; and, when the response is to be kept (`store`), this turn's
+    /// input as it came.
+    fn prompted(&mut self, max_part_bytes: usize) -> Result<(Prompted, Option<ToKeep>), ApiError> {
+        let input = self.body.fields.input.take().unwrap_or(Value::Null);
+        let earlier = self.earlier.len();
+        let mut items = std::mem::take(&mut self.earlier);
+        items.extend(request::input_items(input));
+        let fields = &self.body.fields;
+        let prompt = request::prompt(
+            fields.instructions.as_deref(),
+            &items,
+            earlier,
+            max_part_bytes,
+        )?;
+        // Kept, this request's items are stored as they came (the earlier ones are their
+        // responses'); else they go now (their media is decoded).
+        let keep = self.store().then(|| ToKeep {
+            input: items.split_off(earlier),
+            parent: self.parent.take(),
+        });
+        let fields = &self.body.fields;
+        let prompted = Prompted {
+            prompt,
+            functions: request::functions(fields)?,
+            function_choice: request::function_choice(fields)?,
+            reasoning: request::reasoning(fields)?,
+        };
+        Ok((prompted, keep))
+    }
+
     fn store(&self) -> bool {
         self.body.fields.store.unwrap_or(true)
     }
@@ -171,29 +202,9 @@ impl Surface for Responses {
         config: &Config,
     ) -> Result<Ask<ResponseAnswer, Infallible>, ApiError> {
         let echo = self.echo();
-        let input = self.body.fields.input.take().unwrap_or(Value::Null);
-        let earlier = self.earlier.len();
-        let mut items = std::mem::take(&mut self.earlier);
-        items.extend(request::input_items(input));
-        let fields = &self.body.fields;
-        let prompt = request::prompt(
-            fields.instructions.as_deref(),
-            &items,
-            earlier,
-            config.max_part_bytes.get(),
-        )?;
-        // Kept, this request's items are stored as they came (the earlier ones are their
-        // responses'); else they go now (their media is decoded).
-        let keep = self.store().then(|| ToKeep {
-            input: items.split_off(earlier),
-            parent: self.parent.take(),
-        });
-        let fields = &self.body.fields;
+        let (prompted, keep) = self.prompted(config.max_part_bytes.get())?;
         Ok(Ask::Complete {
-            prompt,
-            functions: request::functions(fields)?,
-            function_choice: request::function_choice(fields)?,
-            reasoning: request::reasoning(fields)?,
+            prompted,
             codec: ResponseAnswer::new(echo, keep),
         })
     }
@@ -247,30 +258,14 @@ impl Surface for InputTokens {
     fn continue_from(&mut self, turns: Vec<String>) -> Result<(), ApiError> {
         self.0.continue_from(turns)
     }
-    fn ask(self, kind: Kind, config: &Config) -> Result<Ask<Infallible, Infallible>, ApiError> {
-        match self.0.ask(kind, config)? {
-            Ask::Complete {
-                prompt,
-                functions,
-                function_choice,
-                reasoning,
-                ..
-            }
-            | Ask::Count {
-                prompt,
-                functions,
-                function_choice,
-                reasoning,
-                ..
-            } => Ok(Ask::Count {
-                prompt,
-                functions,
-                function_choice,
-                reasoning,
-                codec: input_tokens,
-            }),
-            Ask::Embed { codec, .. } => match codec {},
-        }
+    /// The response's prompt, counted: no echo to write, nothing kept (`parse` set `store`
+    /// false).
+    fn ask(mut self, _: Kind, config: &Config) -> Result<Ask<Infallible, Infallible>, ApiError> {
+        let (prompted, _) = self.0.prompted(config.max_part_bytes.get())?;
+        Ok(Ask::Count {
+            prompted,
+            codec: input_tokens,
+        })
     }
     fn error_body(error: &ApiError, invocation_id: &Uuid) -> serde_json::Value {
         error_body(error, invocation_id)
