@@ -67,6 +67,11 @@
 //! signature (history written by the client, or reasoning the caller dropped), Gemini 3 models
 //! are sent the placeholder Google documents on each call; earlier models accept calls without
 //! one and get none.
+//!
+//! Errors: Google's answer to a wrong API key is a 400 (`INVALID_ARGUMENT`, reason
+//! `API_KEY_INVALID`); it is read as the 401 it means, the route's key at fault, which the
+//! gateway answers as 502 like any provider's refused key. Every other error status is the
+//! SDK's reading of it.
 
 mod convert;
 mod schema;
@@ -78,11 +83,11 @@ pub use convert::{OUTPUT, completion_body, completion_fields};
 pub use stream::Decoder;
 pub use wire::CountTokensResponse;
 
-use gateway_plugin_sdk::http::Request;
+use gateway_plugin_sdk::http::{Request, Response};
 use gateway_plugin_sdk::output::OutputFields;
 use gateway_plugin_sdk::{
-    CompletionRequest, EmbeddingRequest, Embeddings, HttpProvider, ModelPrice, PluginInfo,
-    ProviderError, TokenCount,
+    Completion, CompletionRequest, EmbeddingRequest, Embeddings, HttpProvider, ModelPrice,
+    PluginInfo, ProviderError, Sink, TokenCount, read_completion, read_stream_framed,
 };
 
 /// Default list prices in USD per million tokens (paid tier, prompts up to 200k tokens):
@@ -113,16 +118,34 @@ impl HttpProvider for Gemini {
         convert::completion_call(request, stream)
     }
 
+    fn read_whole(
+        response: Response,
+        request: &CompletionRequest,
+    ) -> Result<Completion, ProviderError> {
+        let response = wire::key_refused(response)?;
+        read_completion(response, &request.model, stream::Decoder::default())
+    }
+
+    fn read_streamed(
+        response: Response,
+        sink: &mut Sink,
+        request: &CompletionRequest,
+    ) -> Result<Completion, ProviderError> {
+        let response = wire::key_refused(response)?;
+        let decoder = stream::Decoder::default();
+        read_stream_framed(response, sink, &request.model, decoder, Self::FRAMING)
+    }
+
     fn embed(request: EmbeddingRequest) -> Result<Embeddings, ProviderError> {
-        let response = convert::embedding_call(&request)?
-            .send_logged()?
-            .error_for_status()?;
+        let response = convert::embedding_call(&request)?.send_logged()?;
+        let response = wire::key_refused(response)?.error_for_status()?;
         stream::read_embeddings(&response.bytes()?, &request.model, request.input.len())
     }
 
     /// Gemini's own count (`countTokens`, free of charge).
     fn count_tokens(request: CompletionRequest) -> Result<Option<TokenCount>, ProviderError> {
         let response = convert::count_call(&request)?.send_logged()?;
+        let response = wire::key_refused(response)?;
         let counted: wire::CountTokensResponse = response.error_for_status()?.json()?;
         Ok(Some(TokenCount {
             input_tokens: counted.total_tokens,

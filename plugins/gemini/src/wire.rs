@@ -5,7 +5,8 @@
 //! plugin does not need is ignored, and lists or counts that are missing or `null` take defaults,
 //! so a new field or an omitted one never fails an otherwise good answer.
 
-use gateway_plugin_sdk::{Base64, json};
+use gateway_plugin_sdk::http::Response;
+use gateway_plugin_sdk::{Base64, ProviderError, json, upstream_error};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -276,4 +277,27 @@ pub struct ContentEmbedding {
 #[serde(rename_all = "camelCase")]
 pub struct CountTokensResponse {
     pub total_tokens: u32,
+}
+
+/// Gemini answers a request whose API key is wrong with 400 `INVALID_ARGUMENT` (reason
+/// `API_KEY_INVALID`), which the gateway would pass on as the caller's fault; it is the route's
+/// key, as a 401 is from every other provider, so it becomes one (the gateway's 502). Any other
+/// response comes back as it was.
+pub fn key_refused(mut response: Response) -> Result<Response, ProviderError> {
+    if response.status != 400 {
+        return Ok(response);
+    }
+    let headers = std::mem::take(&mut response.headers);
+    let body = response.bytes()?;
+    let reasons = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|body| body["error"]["details"].as_array().cloned())
+        .unwrap_or_default();
+    if reasons
+        .iter()
+        .any(|detail| detail["reason"] == "API_KEY_INVALID")
+    {
+        return Err(upstream_error(401, &body, None));
+    }
+    Ok(Response::from_chunks(400, headers, vec![body]))
 }

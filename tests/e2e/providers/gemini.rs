@@ -690,13 +690,33 @@ fn check_google_error(status: u16, message: &str, status_name: &str, expected_st
     );
 }
 
-/// Google answers a wrong key with 400 `INVALID_ARGUMENT`, which the caller gets as it is (an
-/// upstream 400 is the caller's: issue 46 item 7), with Google's message.
+/// Google answers a wrong key with 400 `INVALID_ARGUMENT`, reason `API_KEY_INVALID` (its body
+/// as Google writes it): the route's key is at fault, not the caller's request, so it is a 502
+/// as another provider's 401 is, with Google's message. A 400 without that reason stays the
+/// caller's (an upstream 400 is the caller's: issue 46 item 7).
 #[test]
-fn an_invalid_key_is_googles_400_with_its_message() {
+fn an_invalid_key_is_a_502_with_googles_message_and_other_400s_stay_the_callers() {
+    let message = "API key not valid. Please pass a valid API key.";
+    let body = json!({"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT",
+        "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": "API_KEY_INVALID", "domain": "googleapis.com",
+            "metadata": {"service": "generativelanguage.googleapis.com"}}]}});
+    let upstream = GeminiUpstream::always(Reply::gemini_json(400, &body.to_string()));
+    let gw = gateway(&upstream);
+    let response = post(&gw, "/completions", &chat(&gw));
+    assert_provider_error(&gw, &response, 502, message, upstream.requests().len());
+    // Streamed, the refusal comes before any frame: the same 502.
+    let streamed = post_stream(&gw, &with(chat(&gw), "stream", json!(true)));
+    assert_eq!(streamed.status, 502, "{}", streamed.raw);
+    assert_eq!(
+        streamed.json()["providerError"],
+        json!(message),
+        "{}",
+        streamed.raw
+    );
     check_google_error(
         400,
-        "API key not valid. Please pass a valid API key.",
+        "* GenerateContentRequest.contents: contents is not specified",
         "INVALID_ARGUMENT",
         400,
     );

@@ -514,3 +514,32 @@ fn route_settings_are_refused() {
     empty.route.settings = String::new();
     assert!(completion_call(&empty, false).is_ok());
 }
+
+/// Google's answer to a wrong API key is a 400 with reason `API_KEY_INVALID`: the route's key,
+/// read as a 401; any other response is left as it came, its body whole.
+#[test]
+fn a_refused_key_is_a_401_and_other_answers_pass() {
+    let refused = json!({"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.",
+        "status": "INVALID_ARGUMENT", "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": "API_KEY_INVALID", "domain": "googleapis.com"}]}});
+    let response = Response::from_chunks(400, Vec::new(), vec![refused.to_string().into_bytes()]);
+    match crate::wire::key_refused(response) {
+        Err(ProviderError::Upstream(UpstreamError {
+            status, message, ..
+        })) => {
+            assert_eq!(status, 401);
+            assert_eq!(message, "API key not valid. Please pass a valid API key.");
+        }
+        other => panic!("not a 401: {other:?}"),
+    }
+    let other = json!({"error": {"code": 400, "message": "bad", "status": "INVALID_ARGUMENT"}});
+    let headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+    let body = other.to_string().into_bytes();
+    let response = Response::from_chunks(400, headers, vec![body.clone()]);
+    let passed = crate::wire::key_refused(response).unwrap();
+    assert_eq!(passed.status, 400);
+    assert_eq!(passed.header("content-type"), Some("application/json"));
+    assert_eq!(passed.bytes().unwrap(), body);
+    let ok = Response::from_chunks(200, Vec::new(), vec![b"{}".to_vec()]);
+    assert_eq!(crate::wire::key_refused(ok).unwrap().status, 200);
+}
