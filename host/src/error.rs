@@ -111,7 +111,13 @@ pub enum ApiError {
     /// A guard crashed, ran out of its limits or answered something unusable: guards fail
     /// closed, so the request is refused rather than let through unchecked.
     #[error("guard {guard:?} failed, and the request is refused unchecked: {reason}")]
-    GuardFailed { guard: String, reason: String },
+    GuardFailed {
+        guard: String,
+        reason: String,
+        /// It crashed (a panic, an uncaught exception, its CPU or memory limit), as a provider
+        /// plugin can: the answer carries the same `plugin_error` code and points to the log.
+        crashed: bool,
+    },
     /// A guard the request must go through is not loaded (or not defined).
     #[error("guard {guard:?} is unavailable: {reason}")]
     GuardUnavailable { guard: String, reason: String },
@@ -239,7 +245,9 @@ impl ApiError {
     /// A stable code for errors the status alone does not tell apart, for the body's `code`.
     pub fn code(&self) -> Option<&'static str> {
         match self {
-            ApiError::PluginFailed(_) => Some(PLUGIN_ERROR),
+            ApiError::PluginFailed(_) | ApiError::GuardFailed { crashed: true, .. } => {
+                Some(PLUGIN_ERROR)
+            }
             ApiError::Exhausted { last, .. } => last.code(),
             _ => None,
         }
@@ -355,9 +363,14 @@ impl ApiError {
                 stage,
                 reason: clean(reason),
             },
-            ApiError::GuardFailed { guard, reason } => ApiError::GuardFailed {
+            ApiError::GuardFailed {
+                guard,
+                reason,
+                crashed,
+            } => ApiError::GuardFailed {
                 guard,
                 reason: clean(reason),
+                crashed,
             },
             ApiError::GuardUnavailable { guard, reason } => ApiError::GuardUnavailable {
                 guard,

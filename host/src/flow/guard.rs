@@ -144,6 +144,7 @@ async fn check_request(
                             Err(reason) => Step::Failed(ApiError::GuardFailed {
                                 guard: guard.id.to_string(),
                                 reason,
+                                crashed: false,
                             }),
                         }
                     }
@@ -229,6 +230,7 @@ impl Guarded {
                             texts.len(),
                             answer.choices.len()
                         ),
+                        crashed: false,
                     })
                 }
                 Ok(AnswerVerdict::Rewrite { texts, changes }) => {
@@ -345,6 +347,7 @@ fn plugin_error(guard: &Guard, error: PluginError) -> ApiError {
         },
         other => ApiError::GuardFailed {
             guard,
+            crashed: matches!(other, PluginError::Crashed(_)),
             reason: other.to_string(),
         },
     }

@@ -396,14 +396,26 @@ fn a_failing_guard_refuses_the_request_rather_than_pass_it_unchecked() {
         .guard("t", "test-guard", "cpu_time_ms = 300")
         .guard("absent", "no-such-guard-plugin", "")
         .start();
-    for (prompt, status) in [("crash-me", 502), ("loop-me", 502), ("reshape-me", 502)] {
+    // A crash and a loop past the CPU budget are a plugin's crash, as a provider's is: the
+    // stable `plugin_error` code; a guard that answers something unusable is not.
+    for (prompt, code) in [
+        ("crash-me", json!("plugin_error")),
+        ("loop-me", json!("plugin_error")),
+        ("reshape-me", Value::Null),
+    ] {
         let response = post_keyed(
             &gw,
             "/completions",
             &text_request(&gw.project_id, "o", MODEL, prompt),
         );
-        let message = refusal(&response, status, "guard \"t\" failed");
+        let message = refusal(&response, 502, "guard \"t\" failed");
         assert!(message.contains("refused unchecked"), "{message}");
+        assert_eq!(
+            response.json()["code"],
+            code,
+            "{prompt}: {}",
+            response.text()
+        );
         let record = record_of(&gw, &response);
         assert_eq!(record["guards"][0]["verdict"], json!("error"), "{record}");
     }
