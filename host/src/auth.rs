@@ -57,7 +57,14 @@ pub fn api_key(headers: &HeaderMap) -> Result<&str, ApiError> {
 const API_KEY_HEADER: &str = "x-api-key";
 
 /// The header Google's clients send their API key in.
-const GOOGLE_KEY_HEADER: &str = "x-goog-api-key";
+pub const GOOGLE_KEY_HEADER: &str = "x-goog-api-key";
+
+/// The `key` parameter of a query, as Google's REST examples send it (empty if given empty).
+pub fn query_key(query: Option<&str>) -> Option<&str> {
+    (query.unwrap_or_default().split('&'))
+        .find_map(|pair| pair.strip_prefix("key="))
+        .map(str::trim)
+}
 
 /// The project key of a request to the Gemini-format endpoints: `x-goog-api-key` (Google's
 /// SDKs), else the `key` query parameter (Google's REST examples; project keys need no
@@ -70,10 +77,7 @@ pub fn google_key<'a>(headers: &'a HeaderMap, query: Option<&'a str>) -> Result<
             .then_some(value)
             .ok_or(ApiError::MissingKey);
     }
-    let in_query = (query.unwrap_or_default().split('&'))
-        .find_map(|pair| pair.strip_prefix("key="))
-        .map(str::trim);
-    match in_query {
+    match query_key(query) {
         Some("") => Err(ApiError::MissingKey),
         Some(key) => Ok(key),
         None => api_key(headers),

@@ -45,10 +45,9 @@ const GEMINI_METHODS: [&str; 5] = [
 
 impl Shape {
     fn of(headers: &HeaderMap, uri: &Uri) -> Shape {
-        let query = uri.query().unwrap_or_default();
         if gemini::lists_models(uri.path())
-            || headers.contains_key("x-goog-api-key")
-            || query.split('&').any(|pair| pair.starts_with("key="))
+            || headers.contains_key(crate::auth::GOOGLE_KEY_HEADER)
+            || crate::auth::query_key(uri.query()).is_some()
         {
             Shape::Gemini
         } else if headers.contains_key(ANTHROPIC_VERSION) {

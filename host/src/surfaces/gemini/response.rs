@@ -122,6 +122,25 @@ impl GenerateAnswer {
             "index": choice.index,
         })
     }
+
+    /// The whole answer (`with_text`), or a stream's last chunk (its text went out before):
+    /// every choice as a candidate, and the usage when it is known.
+    fn answer(
+        &self,
+        envelope: &Envelope<'_>,
+        completion: &types::Completion,
+        usage: Option<Metered<'_>>,
+        with_text: bool,
+    ) -> Value {
+        let candidates = (completion.choices.iter())
+            .map(|choice| self.candidate(choice, with_text))
+            .collect();
+        let mut answer = response(envelope, &completion.model, candidates);
+        if let Some(usage) = usage {
+            answer.insert("usageMetadata".into(), usage_metadata(usage.usage));
+        }
+        Value::Object(answer)
+    }
 }
 
 /// What every answer and chunk carries beside its candidates.
@@ -163,14 +182,7 @@ impl CompletionCodec for GenerateAnswer {
         completion: &types::Completion,
         usage: Option<Metered<'_>>,
     ) -> String {
-        let candidates = (completion.choices.iter())
-            .map(|choice| self.candidate(choice, true))
-            .collect();
-        let mut answer = response(envelope, &completion.model, candidates);
-        if let Some(usage) = usage {
-            answer.insert("usageMetadata".into(), usage_metadata(usage.usage));
-        }
-        Value::Object(answer).to_string()
+        self.answer(envelope, completion, usage, true).to_string()
     }
 
     fn delta_frame(&mut self, envelope: &Envelope<'_>, deltas: &[types::TextDelta]) -> Bytes {
@@ -203,14 +215,7 @@ impl CompletionCodec for GenerateAnswer {
         completion: &types::Completion,
         usage: Option<Metered<'_>>,
     ) -> Bytes {
-        let candidates = (completion.choices.iter())
-            .map(|choice| self.candidate(choice, false))
-            .collect();
-        let mut last = response(envelope, &completion.model, candidates);
-        if let Some(usage) = usage {
-            last.insert("usageMetadata".into(), usage_metadata(usage.usage));
-        }
-        event(&Value::Object(last))
+        event(&self.answer(envelope, completion, usage, false))
     }
 
     fn error_frame(&mut self, error: &ApiError, invocation_id: &Uuid) -> Bytes {
