@@ -81,5 +81,5 @@ class OpenAiCompatible extends HttpProvider {
   }
 }
 
-export const { info, complete, completeStream, embed, countTokens } =
+export const { info, complete, completeStream, embed, countTokens, rerank } =
   exportProvider(new OpenAiCompatible());

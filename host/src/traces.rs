@@ -493,6 +493,8 @@ fn operation_name(kind: &str) -> &'static str {
         "chat" => "chat",
         "embeddings" => "embeddings",
         "count_tokens" => "count_tokens",
+        // Not among the conventions' names, which allow a system's own.
+        "rerank" => "rerank",
         _ => "text_completion",
     }
 }

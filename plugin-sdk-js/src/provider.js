@@ -196,15 +196,30 @@ export class HttpProvider extends StreamDecoder {
   countTokens(call) {
     return undefined;
   }
+
+  /**
+   * `call.documents` (a `rerank-request`) ordered by their relevance to `call.query`, the most
+   * relevant first, at most `call.topN` of them: `{model, results: [{index, relevanceScore}],
+   * usage, searchUnits}`. Default: not supported (400).
+   */
+  rerank(call) {
+    throw unsupportedRerank(this);
+  }
+}
+
+/** What a provider without `rerank` answers: the caller's request was wrong for the route. */
+function unsupportedRerank(provider) {
+  return ProviderError.invalidRequest(`${provider.info().name} does not support rerank`);
 }
 
 /**
  * The functions the component exports (the `provider` world's `info`, `complete`,
- * `complete-stream`, `embed`, `count-tokens`) for `provider` (an `HttpProvider`, or any object
- * with `info`, `complete(call)`, `completeStream(call, sink)`, `embed(call)` and, optionally,
- * `countTokens(call)`). Export them from the plugin's module:
+ * `complete-stream`, `embed`, `count-tokens`, `rerank`) for `provider` (an `HttpProvider`, or
+ * any object with `info`, `complete(call)`, `completeStream(call, sink)`, `embed(call)` and,
+ * optionally, `countTokens(call)` and `rerank(call)`). Export them all from the plugin's module
+ * (the build refuses a module that lacks one):
  *
- *     export const { info, complete, completeStream, embed, countTokens } =
+ *     export const { info, complete, completeStream, embed, countTokens, rerank } =
  *       exportProvider(new MyProvider());
  *
  * Thrown `ProviderError`s become the WIT's `provider-error`; any other exception is a bug: logged
@@ -231,5 +246,12 @@ export function exportProvider(provider) {
       ),
     embed: (request) => call(() => provider.embed(request)),
     countTokens: (request) => call(() => provider.countTokens?.(request) ?? undefined),
+    rerank: (request) =>
+      call(() => {
+        if (typeof provider.rerank !== 'function') {
+          throw unsupportedRerank(provider);
+        }
+        return provider.rerank(request);
+      }),
   };
 }

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 
 import { callPlugin, describe } from '../src/crash.js';
 import { installHost } from '../src/host.js';
-import { exportProvider } from '../src/provider.js';
+import { HttpProvider, exportProvider } from '../src/provider.js';
 import { ProviderError } from '../src/errors.js';
 
 function lookup(table) {
@@ -65,4 +65,40 @@ test('a token count is the gateway\'s unless the provider counts', () => {
     },
   });
   assert.throws(() => refusing.countTokens({}), (thrown) => thrown.payload.val === 'no counts here');
+});
+
+test('a rerank is refused as invalid unless the provider reranks', () => {
+  const request = { model: 'r', query: 'q', documents: ['a', 'bb', 'ccc'], topN: 2, params: '{}' };
+  const refusedAs = (message) => (thrown) => thrown.payload.tag === 'invalid-request' && thrown.payload.val === message;
+  class Chat extends HttpProvider {
+    info() {
+      return { name: 'chat-js', version: '0.1.0', models: [] };
+    }
+  }
+  assert.throws(() => exportProvider(new Chat()).rerank(request), refusedAs('chat-js does not support rerank'));
+  const plain = exportProvider({ info: () => ({ name: 'plain-js', version: '0.1.0', models: [] }), complete: () => ({}) });
+  assert.throws(() => plain.rerank(request), refusedAs('plain-js does not support rerank'));
+  class Ranking extends Chat {
+    rerank(call) {
+      const results = call.documents
+        .map((text, index) => ({ index, relevanceScore: text.length }))
+        .sort((a, b) => b.relevanceScore - a.relevanceScore);
+      return { model: call.model, results: results.slice(0, call.topN), usage: undefined, searchUnits: 1 };
+    }
+  }
+  assert.deepEqual(exportProvider(new Ranking()).rerank(request), {
+    model: 'r',
+    results: [
+      { index: 2, relevanceScore: 3 },
+      { index: 1, relevanceScore: 2 },
+    ],
+    usage: undefined,
+    searchUnits: 1,
+  });
+  const refusing = exportProvider({
+    rerank: () => {
+      throw ProviderError.invalidRequest('no documents today');
+    },
+  });
+  assert.throws(() => refusing.rerank(request), refusedAs('no documents today'));
 });

@@ -23,6 +23,8 @@ import {
   type CompletionRequest,
   type GuardRequest,
   type PluginInfo,
+  type RerankRequest,
+  type Reranking,
   type Verdict,
 } from 'gateway-plugin-sdk';
 import { Call, GuardCall, ToolCall, json, message, sse } from 'gateway-plugin-sdk/testing';
@@ -52,6 +54,12 @@ class Chat extends HttpProvider {
       answer.usage(openAiUsage(reply.usage));
       answer.complete();
     }
+  }
+
+  override rerank(call: RerankRequest): Reranking {
+    const results = call.documents.map((text, index) => ({ index, relevanceScore: text.length }));
+    results.sort((a, b) => b.relevanceScore - a.relevanceScore);
+    return { model: call.model, results: results.slice(0, call.topN), searchUnits: 1 };
   }
 }
 

@@ -39,6 +39,9 @@ import type {
   ReasoningConfig,
   ReasoningDelta,
   ReasoningEffort,
+  RerankRequest,
+  RerankResult,
+  Reranking,
   Role,
   Route,
   Source,
@@ -70,6 +73,9 @@ export type {
   ReasoningConfig,
   ReasoningDelta,
   ReasoningEffort,
+  RerankRequest,
+  RerankResult,
+  Reranking,
   Role,
   Route,
   Source,
@@ -339,6 +345,8 @@ export abstract class HttpProvider extends StreamDecoder {
   embed(call: EmbeddingRequest): Embeddings;
   /** Default: `undefined`, the gateway counts. */
   countTokens(call: CompletionRequest): TokenCount | undefined;
+  /** The documents by relevance to the query, the most relevant first. Default: not supported (400). */
+  rerank(call: RerankRequest): Reranking;
 }
 
 /** How many tokens a prompt takes; `estimated` unless it is the provider's own count. */
@@ -354,15 +362,18 @@ export interface Provider {
   embed(call: EmbeddingRequest): Embeddings;
   /** Optional: without it, the gateway counts. */
   countTokens?(call: CompletionRequest): TokenCount | undefined;
+  /** Optional: without it, `<name> does not support rerank` (400). */
+  rerank?(call: RerankRequest): Reranking;
 }
 
-/** The component's exports: `export const { info, complete, completeStream, embed, countTokens } = exportProvider(p);` */
+/** The component's exports: `export const { info, complete, completeStream, embed, countTokens, rerank } = exportProvider(p);` */
 export function exportProvider(provider: Provider): {
   info(): PluginInfo;
   complete(request: CompletionRequest): Completion;
   completeStream(request: CompletionRequest): Completion;
   embed(request: EmbeddingRequest): Embeddings;
   countTokens(request: CompletionRequest): TokenCount | undefined;
+  rerank(request: RerankRequest): Reranking;
 };
 
 // ---- Tools (wit/tool.wit) ----

@@ -337,6 +337,43 @@ class WorldTest(unittest.TestCase):
         count = provider_world(Counting)().count_tokens(self.call().request)
         self.assertEqual(count, types.TokenCount(3, False))
 
+    def test_rerank_is_refused_unless_the_provider_reranks(self):
+        request = types.RerankRequest(self.call().route, "r-1", "q", ["a", "bb", "ccc"], 2, "{}")
+        with self.assertRaises(Err) as refused:
+            self.world().rerank(request)
+        self.assertEqual(refused.exception.value, types.ProviderError_InvalidRequest("echo-py does not support rerank"))
+
+        class Plain:
+            """A provider class of its own, with no `rerank`: refused the same, by its name."""
+
+            def info(self):
+                return types.PluginInfo("plain-py", "0.1.0", [])
+
+        with self.assertRaises(Err) as refused:
+            provider_world(Plain)().rerank(request)
+        self.assertEqual(refused.exception.value, types.ProviderError_InvalidRequest("plain-py does not support rerank"))
+
+        class Ranking(Echo):
+            def rerank(self, call):
+                documents = call.request.documents
+                order = sorted(range(len(documents)), key=lambda i: -len(documents[i]))
+                results = [types.RerankResult(i, float(len(documents[i]))) for i in order]
+                return types.Reranking(call.model, results[: call.request.top_n], None, 1)
+
+        reranking = provider_world(Ranking)().rerank(request)
+        self.assertEqual(
+            reranking,
+            types.Reranking("r-1", [types.RerankResult(2, 3.0), types.RerankResult(1, 2.0)], None, 1),
+        )
+
+        class Refusing(Echo):
+            def rerank(self, call):
+                raise ProviderError.invalid_request("no documents today")
+
+        with self.assertRaises(Err) as refused:
+            provider_world(Refusing)().rerank(request)
+        self.assertEqual(refused.exception.value, types.ProviderError_InvalidRequest("no documents today"))
+
     def test_other_exceptions_are_logged_once_and_end_the_instance(self):
         class Broken(Echo):
             def request(self, call, stream):

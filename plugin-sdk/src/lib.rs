@@ -322,6 +322,16 @@ pub use wit::Embeddings;
 /// estimate.
 pub use wit::TokenCount;
 
+/// Documents to order by their relevance to a query ([`Provider::rerank`]).
+pub use wit::RerankRequest;
+
+/// One document's place in a [`Reranking`]: its index in the request and its score.
+pub use wit::RerankResult;
+
+/// The documents of a [`RerankRequest`] ordered by relevance, the most relevant first, with
+/// the tokens or search units the provider bills.
+pub use wit::Reranking;
+
 /// An error answer of the upstream API: its HTTP status, the provider's
 /// message and the `Retry-After` seconds.
 pub use wit::UpstreamError;
@@ -583,10 +593,7 @@ pub trait Provider {
     /// Default: `Err(ProviderError::InvalidRequest("<name> does not support embeddings"))`.
     fn embed(request: EmbeddingRequest) -> Result<Embeddings, ProviderError> {
         let _ = request;
-        Err(ProviderError::InvalidRequest(format!(
-            "{} does not support embeddings",
-            Self::info().name
-        )))
+        Err(unsupported(&Self::info().name, "embeddings"))
     }
 
     /// How many tokens `request`'s prompt takes for its model, generating nothing: ask the
@@ -598,6 +605,21 @@ pub trait Provider {
         let _ = request;
         Ok(None)
     }
+
+    /// Orders `request.documents` by their relevance to `request.query`, the most relevant
+    /// first, at most `request.top_n` of them.
+    ///
+    /// Default: `Err(ProviderError::InvalidRequest("<name> does not support rerank"))`.
+    fn rerank(request: RerankRequest) -> Result<Reranking, ProviderError> {
+        let _ = request;
+        Err(unsupported(&Self::info().name, "rerank"))
+    }
+}
+
+/// What a plugin answers for a function it does not serve: the caller's request was wrong
+/// for the route, a 400.
+fn unsupported(plugin: &str, what: &str) -> ProviderError {
+    ProviderError::InvalidRequest(format!("{plugin} does not support {what}"))
 }
 
 /// A provider that answers each completion with one upstream HTTP request:
@@ -664,10 +686,7 @@ pub trait HttpProvider {
     /// Computes embeddings, as [`Provider::embed`] (whose default this is).
     fn embed(request: EmbeddingRequest) -> Result<Embeddings, ProviderError> {
         let _ = request;
-        Err(ProviderError::InvalidRequest(format!(
-            "{} does not support embeddings",
-            Self::info().name
-        )))
+        Err(unsupported(&Self::info().name, "embeddings"))
     }
 
     /// Counts the prompt's tokens, as [`Provider::count_tokens`] (whose default this is:
@@ -675,6 +694,12 @@ pub trait HttpProvider {
     fn count_tokens(request: CompletionRequest) -> Result<Option<TokenCount>, ProviderError> {
         let _ = request;
         Ok(None)
+    }
+
+    /// Reranks documents, as [`Provider::rerank`] (whose default this is).
+    fn rerank(request: RerankRequest) -> Result<Reranking, ProviderError> {
+        let _ = request;
+        Err(unsupported(&Self::info().name, "rerank"))
     }
 }
 
@@ -702,6 +727,10 @@ impl<T: HttpProvider> Provider for T {
 
     fn count_tokens(request: CompletionRequest) -> Result<Option<TokenCount>, ProviderError> {
         <T as HttpProvider>::count_tokens(request)
+    }
+
+    fn rerank(request: RerankRequest) -> Result<Reranking, ProviderError> {
+        <T as HttpProvider>::rerank(request)
     }
 }
 
@@ -756,7 +785,7 @@ pub mod prelude {
 /// ```
 ///
 /// Use it exactly once per component: it defines the component's `info`,
-/// `complete`, `complete-stream`, `embed` and `count-tokens` exports.
+/// `complete`, `complete-stream`, `embed`, `count-tokens` and `rerank` exports.
 #[macro_export]
 macro_rules! export_provider {
     ($t:ty) => {
@@ -938,6 +967,11 @@ pub mod __private {
             report_panics();
             T::count_tokens(request)
         }
+
+        fn rerank(request: RerankRequest) -> Result<Reranking, ProviderError> {
+            report_panics();
+            T::rerank(request)
+        }
     }
 
     /// Sends panic messages to the host's log before the instance traps, so
@@ -1023,6 +1057,24 @@ mod tests {
             Minimal::embed(request),
             Err(ProviderError::InvalidRequest(
                 "minimal does not support embeddings".into()
+            ))
+        );
+    }
+
+    #[test]
+    fn default_rerank_is_unsupported() {
+        let request = RerankRequest {
+            route: route(),
+            model: "m".into(),
+            query: "q".into(),
+            documents: vec!["d".into()],
+            top_n: None,
+            params: String::new(),
+        };
+        assert_eq!(
+            Minimal::rerank(request),
+            Err(ProviderError::InvalidRequest(
+                "minimal does not support rerank".into()
             ))
         );
     }

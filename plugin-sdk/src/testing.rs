@@ -54,7 +54,7 @@ use crate::http::{Request, Response};
 use crate::tool::{Context, ToolError, ToolResult, Tools};
 use crate::{
     Choice, Chunk, Completion, CompletionRequest, Message, OutputLimit, Prompt, Provider,
-    ProviderError, Route, Sink,
+    ProviderError, RerankRequest, Reranking, Route, Sink,
 };
 
 /// A tool as the gateway lists it (the WIT's `tool-def`).
@@ -291,6 +291,17 @@ impl Call {
             chunks: sink.sent().to_vec(),
         }
     }
+}
+
+/// Runs `P::rerank` on `request` with `upstream` answering its requests (the route's
+/// `base_url` the only origin it may reach, as in a [`Call`]): what it returned, and the
+/// requests it sent (a refused one too).
+pub fn rerank<P: Provider>(
+    request: RerankRequest,
+    upstream: impl FnMut(&Request) -> Result<Response, ProviderError> + 'static,
+) -> (Result<Reranking, ProviderError>, Vec<Request>) {
+    let allowed = origin(&request.route.base_url).into_iter().collect();
+    with_host(allowed, ROUTE, Box::new(upstream), || P::rerank(request))
 }
 
 /// A call of a tool server (`[mcp_servers.ID]`): the context the gateway passes a tool plugin,

@@ -23,7 +23,11 @@ JSON object:
 - `embeddings`, `legacy`: a route whose upstream computes embeddings and legacy completions,
   with the inputs and the answers it computes;
 - `count_tokens[PROVIDER]`: a `model` and the `tokens` its count of one user message, "Hello!",
-  answers (Anthropic's and Gemini's fakes count; the gateway counts for OpenAI's models).
+  answers (Anthropic's and Gemini's fakes count; the gateway counts for OpenAI's models);
+- `rerank`: a `query`, its `documents`, their `order` (indexes, the most relevant first) and
+  `scores` as the fake rerankers compute them; the `model` of a Jina-shaped reranker (`jina`,
+  which counts `tokens`, priced at `cost_usd`) and of a Cohere-shaped one (`cohere`, which
+  bills search units).
 """
 
 import json

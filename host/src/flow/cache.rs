@@ -115,6 +115,8 @@ impl Caching {
             Ask::Embed { input, .. } => Question::Embed { input },
             // A count is cheap and asked right before the call it sizes: not worth an entry.
             Ask::Count { .. } => return Ok(None),
+            // Not kept (yet): a rerank answer is a list of scores, cheap to ask again.
+            Ask::Rerank(_) => return Ok(None),
         };
         let caller_key = routed.caller_key.as_deref();
         let model = &routed.model;

@@ -164,6 +164,20 @@ impl Call {
         .await
     }
 
+    pub async fn rerank(
+        &mut self,
+        runtime: &PluginRuntime,
+        request: types::RerankRequest,
+    ) -> Result<types::Reranking, ApiError> {
+        self.tries(
+            runtime,
+            request,
+            |request, attempt| attempt.aim(&mut request.route, &mut request.model),
+            |leg, ctx, request| async move { runtime.rerank(&leg.plugin, &ctx, request).await },
+        )
+        .await
+    }
+
     /// How many tokens the prompt takes: the plugin's count (its provider's), else the
     /// gateway's own ([`crate::tokenize`]), off the serving thread (a long prompt, or the
     /// tokenizer's first load, takes milliseconds).

@@ -64,6 +64,8 @@ pub enum Kind {
     Embeddings,
     /// How many tokens a chat prompt takes, nothing generated.
     CountTokens,
+    /// Documents ordered by their relevance to a query.
+    Rerank,
 }
 
 impl Kind {
@@ -73,6 +75,7 @@ impl Kind {
             Kind::Chat => "chat",
             Kind::Embeddings => "embeddings",
             Kind::CountTokens => "count_tokens",
+            Kind::Rerank => "rerank",
         }
     }
 }
@@ -115,10 +118,38 @@ pub enum Ask<C, E> {
         prompted: Prompted,
         codec: CountCodec,
     },
+    /// Documents ordered by their relevance to a query: answered whole, never cached.
+    Rerank(Rerank),
 }
 
 /// How a surface writes a token count: the answer's JSON text.
 pub type CountCodec = fn(&Envelope<'_>, types::TokenCount) -> String;
+
+/// What a rerank asks: its query and documents, with how its answer is written.
+pub struct Rerank {
+    pub query: String,
+    /// In the caller's order: a result's index points here.
+    pub documents: Vec<String>,
+    /// Only this many results, the most relevant (at least 1).
+    pub top_n: Option<u32>,
+    /// Whether each result carries its document's text back.
+    pub return_documents: bool,
+    pub codec: RerankCodec,
+}
+
+/// How a surface writes a rerank's answer: its JSON text.
+pub type RerankCodec = fn(&Envelope<'_>, &Ranked<'_>) -> String;
+
+/// A rerank's answer, checked (each index a document's, the most relevant first, at most
+/// `top_n`), as a surface writes it.
+pub struct Ranked<'a> {
+    pub results: &'a [types::RerankResult],
+    /// The request's documents, when the caller asked for them back.
+    pub documents: Option<&'a [String]>,
+    /// The search units the provider bills, where it bills by them.
+    pub search_units: Option<u32>,
+    pub usage: Option<Metered<'a>>,
+}
 
 /// An API surface's reading of one endpoint's request. The flow calls these
 /// in its order (which is the order of the errors a caller can get), so a
@@ -549,6 +580,10 @@ async fn flow<S: Surface>(
         }
         Ask::Complete { prompted, codec } => (prompted, Asked::Completion(codec)),
         Ask::Count { prompted, codec } => (prompted, Asked::Count(codec)),
+        // Boxed, as a count is: inline, it would enlarge every request's future.
+        Ask::Rerank(rerank) => {
+            return Box::pin(whole::rerank(state, draft, call, guards, rerank)).await;
+        }
     };
     let Prompted {
         prompt,

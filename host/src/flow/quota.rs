@@ -240,6 +240,12 @@ pub(super) fn estimate<C, E>(
             )
         }
         Ask::Embed { input, .. } => (input.iter().map(String::len).sum(), 0),
+        // A reranker reads the query beside each document.
+        Ask::Rerank(rerank) => {
+            let documents = rerank.documents.iter().map(String::len).sum::<usize>();
+            let queries = rerank.query.len().saturating_mul(rerank.documents.len());
+            (documents.saturating_add(queries), 0)
+        }
         // Counting spends no tokens: it takes a request from the request limits only.
         Ask::Count { .. } => (0, 0),
     };

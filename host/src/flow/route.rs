@@ -121,7 +121,7 @@ impl<C, E> Request<C, E> {
                 self.routed.route.config.reserve_max_tokens(),
                 quota::reserves(&self.routed.key),
             ),
-            Ask::Embed { .. } | Ask::Count { .. } => types::OutputLimit::default(),
+            Ask::Embed { .. } | Ask::Count { .. } | Ask::Rerank(_) => types::OutputLimit::default(),
         }
     }
 }
@@ -150,6 +150,7 @@ fn weight<C, E>(ask: &Ask<C, E>) -> usize {
             (items + prompted.functions.len(), media)
         }
         Ask::Embed { input, .. } => (input.len(), 0),
+        Ask::Rerank(rerank) => (rerank.documents.len().saturating_add(1), 0),
     };
     items.saturating_mul(ITEM_BYTES) + media.saturating_mul(MEDIA_ITEM_BYTES)
 }

@@ -1,13 +1,15 @@
 //! Calls answered whole: the plugin's completion or embeddings, charged, cached, judged by
 //! the guards, and written by the surface's codec as one JSON body (or, for a stream held
-//! for its guards, as the frames its stream would have sent).
+//! for its guards, as the frames its stream would have sent); a token count; a rerank, its
+//! ranking held to the contract whatever the plugin answered.
 
 use std::sync::Arc;
 
 use super::call::Call;
+use super::guard::Guards;
 use super::record::Draft;
 use super::stream::redact_completion;
-use super::{Answering, CompletionCodec, CountCodec, EmbeddingCodec, Reply, Whole};
+use super::{Answering, CompletionCodec, CountCodec, EmbeddingCodec, Ranked, Reply, Rerank, Whole};
 use crate::error::ApiError;
 use crate::plugins::types;
 use crate::state::AppState;
@@ -105,4 +107,149 @@ pub(super) async fn embed<E: EmbeddingCodec>(
     let id = draft.id().to_string();
     let text = codec.embeddings(&call.envelope(&id), &result.vectors, charged.metered());
     Ok(Reply::Json(text, call.answer_headers()))
+}
+
+/// A rerank: the query and documents the guards let through (as texts, the query first),
+/// ordered by the plugin, its answer held to the contract before the surface writes it.
+pub(super) async fn rerank(
+    state: &Arc<AppState>,
+    draft: &mut Draft,
+    mut call: Call,
+    guards: Guards<'_>,
+    rerank: Rerank,
+) -> Result<Reply, ApiError> {
+    let Rerank {
+        query,
+        documents,
+        top_n,
+        return_documents,
+        codec,
+    } = rerank;
+    let params = guards.params.to_owned();
+    let mut texts = Vec::with_capacity(documents.len().saturating_add(1));
+    texts.push(query);
+    texts.extend(documents);
+    // The guards keep the number of texts, so the query is still the first.
+    let mut texts = guards
+        .check_embedding(state, draft, texts)
+        .await?
+        .into_iter();
+    let query = texts.next().unwrap_or_default();
+    let documents: Vec<String> = texts.collect();
+    let count = documents.len();
+    let kept = return_documents.then(|| documents.clone());
+    let request = types::RerankRequest {
+        route: types::Route::default(),
+        model: call.leg().model.clone(),
+        query,
+        documents,
+        top_n,
+        params,
+    };
+    let result = call.rerank(&state.runtime, request).await;
+    let result = result.and_then(|mut reranking| {
+        ranked(&mut reranking, count, top_n)?;
+        Ok(reranking)
+    });
+    if result.is_err() {
+        call.record_tries(draft);
+    }
+    let reranking = result?;
+    let answer = Some(Answer::default());
+    let charged = call.settle(draft, reranking.usage.as_ref(), answer).await;
+    let id = draft.id().to_string();
+    let answer = Ranked {
+        results: &reranking.results,
+        documents: kept.as_deref(),
+        search_units: reranking.search_units,
+        usage: charged.metered(),
+    };
+    let text = codec(&call.envelope(&id), &answer);
+    Ok(Reply::Json(text, call.answer_headers()))
+}
+
+/// Holds a plugin's ranking of `documents` documents to the contract the caller relies on:
+/// each index a document's and at most once, each score a number; then the most relevant
+/// first (ties in the plugin's order), at most `top_n`.
+fn ranked(
+    reranking: &mut types::Reranking,
+    documents: usize,
+    top_n: Option<u32>,
+) -> Result<(), ApiError> {
+    let mut seen = vec![false; documents];
+    for result in &reranking.results {
+        let index = result.index;
+        let wrong = match seen.get_mut(index as usize) {
+            None => Some(format!("a document {index} of {documents}")),
+            Some(true) => Some(format!("document {index} twice")),
+            Some(seen) => {
+                *seen = true;
+                None
+            }
+        };
+        if let Some(wrong) = wrong {
+            return Err(ApiError::ProviderFailed(format!(
+                "the provider ranked {wrong}"
+            )));
+        }
+        if !result.relevance_score.is_finite() {
+            return Err(ApiError::ProviderFailed(format!(
+                "the provider scored document {index} {}",
+                result.relevance_score
+            )));
+        }
+    }
+    let results = &mut reranking.results;
+    results.sort_by(|a, b| b.relevance_score.total_cmp(&a.relevance_score));
+    if let Some(top_n) = top_n {
+        results.truncate(usize::try_from(top_n).unwrap_or(usize::MAX));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reranking(results: &[(u32, f64)]) -> types::Reranking {
+        types::Reranking {
+            model: "m".into(),
+            results: (results.iter())
+                .map(|&(index, relevance_score)| types::RerankResult {
+                    index,
+                    relevance_score,
+                })
+                .collect(),
+            usage: None,
+            search_units: None,
+        }
+    }
+
+    fn order(reranking: &types::Reranking) -> Vec<u32> {
+        reranking.results.iter().map(|r| r.index).collect()
+    }
+
+    #[test]
+    fn a_ranking_is_sorted_by_score_and_cut_to_top_n() {
+        let mut answer = reranking(&[(0, 0.1), (1, 0.9), (2, 0.5), (3, 0.5)]);
+        ranked(&mut answer, 4, None).unwrap();
+        assert_eq!(order(&answer), [1, 2, 3, 0]);
+        ranked(&mut answer, 4, Some(2)).unwrap();
+        assert_eq!(order(&answer), [1, 2]);
+    }
+
+    #[test]
+    fn a_ranking_of_documents_that_are_not_there_is_refused() {
+        for (results, why) in [
+            (&[(0, 0.1), (2, 0.2)][..], "ranked a document 2 of 2"),
+            (&[(1, 0.1), (1, 0.2)][..], "ranked document 1 twice"),
+            (&[(0, f64::NAN)][..], "scored document 0 NaN"),
+        ] {
+            let error = ranked(&mut reranking(results), 2, None).unwrap_err();
+            assert!(
+                matches!(&error, ApiError::ProviderFailed(message) if message.ends_with(why)),
+                "{error:?}"
+            );
+        }
+    }
 }

@@ -54,8 +54,8 @@ pub use instance::GuardInstance;
 use instance::{Instance, new_store};
 use registry::Registry;
 use types::{
-    Chunk, Completion, CompletionRequest, EmbeddingRequest, Embeddings, ProviderError, TokenCount,
-    ToolContext, ToolDef, ToolError, ToolResult,
+    Chunk, Completion, CompletionRequest, EmbeddingRequest, Embeddings, ProviderError,
+    RerankRequest, Reranking, TokenCount, ToolContext, ToolDef, ToolError, ToolResult,
 };
 
 /// Why a plugin call gave no result.
@@ -286,6 +286,21 @@ impl PluginRuntime {
         let result = instance
             .exports
             .call_count_tokens(instance.store.as_context_mut(), request)
+            .await;
+        instance.settle(plugin, ctx, result)
+    }
+
+    /// `request`'s documents ordered by their relevance to its query.
+    pub async fn rerank(
+        &self,
+        plugin: &Plugin,
+        ctx: &CallContext,
+        request: RerankRequest,
+    ) -> Result<Reranking, PluginError> {
+        let mut instance = self.instantiate(plugin, ctx, None).await?;
+        let result = instance
+            .exports
+            .call_rerank(instance.store.as_context_mut(), request, &plugin.name)
             .await;
         instance.settle(plugin, ctx, result)
     }

@@ -466,6 +466,39 @@ pub struct TokenCount {
     pub estimated: bool,
 }
 
+/// Documents to order by their relevance to a query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RerankRequest {
+    pub route: Route,
+    pub model: String,
+    pub query: String,
+    /// In the caller's order: a result's `index` points here.
+    pub documents: Vec<String>,
+    /// Only this many results, the most relevant; `None`: one for every document.
+    pub top_n: Option<u32>,
+    /// Every other key of the caller's body, as a JSON object.
+    pub params: String,
+}
+
+/// One document's place in a [`Reranking`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RerankResult {
+    /// The document's position in the request.
+    pub index: u32,
+    pub relevance_score: f64,
+}
+
+/// The documents ordered by relevance, the most relevant first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reranking {
+    pub model: String,
+    pub results: Vec<RerankResult>,
+    /// The tokens read (as prompt tokens), where the provider reports them.
+    pub usage: Option<Usage>,
+    /// The search units the provider bills, where it bills by them.
+    pub search_units: Option<u32>,
+}
+
 /// The upstream answered with an error status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpstreamError {

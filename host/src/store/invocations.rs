@@ -98,7 +98,7 @@ pub struct Invocation {
     pub route: Option<String>,
     pub plugin: Option<String>,
     pub model: Option<String>,
-    /// "text", "chat", "embeddings", "count_tokens" or "tool".
+    /// "text", "chat", "embeddings", "count_tokens", "rerank" or "tool".
     pub kind: Option<String>,
     pub stream: bool,
     pub status: InvocationStatus,

@@ -11,6 +11,8 @@ declare module 'gateway:provider/provider@0.2.0' {
   export type Embeddings = import('gateway:provider/types@0.2.0').Embeddings;
   export type ProviderError = import('gateway:provider/types@0.2.0').ProviderError;
   export type TokenCount = import('gateway:provider/types@0.2.0').TokenCount;
+  export type RerankRequest = import('gateway:provider/types@0.2.0').RerankRequest;
+  export type Reranking = import('gateway:provider/types@0.2.0').Reranking;
   export type * as GatewayProviderHttp020 from 'gateway:provider/http@0.2.0'; // import gateway:provider/http@0.2.0
   export type * as GatewayProviderKv020 from 'gateway:provider/kv@0.2.0'; // import gateway:provider/kv@0.2.0
   export type * as GatewayProviderLog020 from 'gateway:provider/log@0.2.0'; // import gateway:provider/log@0.2.0
@@ -29,5 +31,9 @@ declare module 'gateway:provider/provider@0.2.0' {
   * host then counts with the model's tokenizer where it has it, and estimates otherwise.
   */
   export function countTokens(request: CompletionRequest): TokenCount | undefined;
+  /**
+  * `request`'s documents ordered by their relevance to its query, with their scores.
+  */
+  export function rerank(request: RerankRequest): Reranking;
   export type Result<T, E> = { tag: 'ok', val: T } | { tag: 'err', val: E };
 }

@@ -75,8 +75,8 @@ __all__ = [
 
 
 class Call:
-    """A completion (or embeddings) request, already validated by the gateway: the WIT record
-    (`call.request`) with the helpers a provider needs."""
+    """A completion (or embeddings, or rerank) request, already validated by the gateway: the
+    WIT record (`call.request`) with the helpers a provider needs."""
 
     def __init__(self, request: Any) -> None:
         self.request = request
@@ -697,6 +697,12 @@ class HttpProvider(StreamDecoder):
         an estimate otherwise)."""
         return None
 
+    def rerank(self, call: Call) -> types.Reranking:
+        """`call.request.documents` ordered by their relevance to `call.request.query`, the most
+        relevant first, at most `call.request.top_n` of them (`types.Reranking` of
+        `types.RerankResult(index, relevance_score)`); default: not supported (400)."""
+        raise ProviderError.invalid_request(f"{self.NAME} does not support rerank")
+
 
 def run(action: Callable[[], T]) -> T:
     """Runs an export: a `ProviderError` becomes the WIT error the gateway expects; any other
@@ -725,6 +731,8 @@ class Provider(Protocol):
     def embed(self, call: Call) -> types.Embeddings: ...
 
     # Optional: `count_tokens(call) -> types.TokenCount | None`; without it, the gateway counts.
+    # Optional: `rerank(call) -> types.Reranking`; without it, "<name> does not support rerank"
+    # (400), as `HttpProvider.rerank`.
 
 
 class ProviderWorld(Protocol):
@@ -741,10 +749,13 @@ class ProviderWorld(Protocol):
 
     def count_tokens(self, request: types.CompletionRequest) -> types.TokenCount | None: ...
 
+    def rerank(self, request: types.RerankRequest) -> types.Reranking: ...
+
 
 def provider_world(provider: Callable[[], Provider]) -> type[ProviderWorld]:
     """The `WitWorld` class componentize-py exports for `provider` (an `HttpProvider`, or any
-    class with `info`, `complete(call)`, `complete_stream(call, sink)` and `embed(call)`):
+    class with `info`, `complete(call)`, `complete_stream(call, sink)`, `embed(call)` and,
+    optionally, `count_tokens(call)` and `rerank(call)`):
 
         WitWorld = provider_world(MyProvider)
     """
@@ -769,6 +780,18 @@ def provider_world(provider: Callable[[], Provider]) -> type[ProviderWorld]:
                 return counter(Call(request)) if counter is not None else None
 
             return run(count)
+
+        def rerank(self, request: types.RerankRequest) -> types.Reranking:
+            def rank() -> types.Reranking:
+                instance = provider()
+                ranker = getattr(instance, "rerank", None)
+                if ranker is None:
+                    name = instance.info().name
+                    raise ProviderError.invalid_request(f"{name} does not support rerank")
+                reranking: types.Reranking = ranker(Call(request))
+                return reranking
+
+            return run(rank)
 
     WitWorld.__qualname__ = WitWorld.__name__ = "WitWorld"
     return WitWorld

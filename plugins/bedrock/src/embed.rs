@@ -12,13 +12,11 @@
 //!
 //! Inference profile ids (`us.cohere.embed-v4:0`) name the same models.
 
-use gateway_plugin_sdk::http::{Request, Response};
+use gateway_plugin_sdk::http::Response;
 use gateway_plugin_sdk::{EmbeddingRequest, Embeddings, ProviderError, Usage, params_object};
-use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
-use crate::convert::{Auth, Settings, model_url};
-use crate::sigv4::AmzDate;
+use crate::invoke::{Invoke, input_tokens, parse};
 use crate::wire::{CohereEmbeddings, CohereVectors, TitanEmbedding};
 
 /// Cohere Embed's most texts per call.
@@ -95,18 +93,12 @@ pub fn bodies(request: &EmbeddingRequest) -> Result<(Family, Vec<Value>), Provid
 
 /// Embeds `request`'s inputs, one InvokeModel call per body.
 pub fn embed(request: EmbeddingRequest) -> Result<Embeddings, ProviderError> {
-    let settings = request.route.settings::<Settings>()?;
-    let auth = Auth::of(&request.route, &settings)?;
-    let url = model_url(&request.route, &request.model, "invoke")?;
+    let invoke = Invoke::new(&request.route, &request.model)?;
     let (family, bodies) = bodies(&request)?;
     let mut vectors: Vec<Vec<f32>> = Vec::with_capacity(request.input.len());
     let mut prompt_tokens: Option<u32> = None;
     for body in &bodies {
-        let call = Request::post(url.as_str())
-            .header("accept", "application/json")
-            .json(body)?;
-        let response = crate::send(auth.apply(call, &AmzDate::now())?)?;
-        let (mut got, tokens) = read(family, response)?;
+        let (mut got, tokens) = read(family, invoke.send(body)?)?;
         vectors.append(&mut got);
         if let Some(tokens) = tokens {
             prompt_tokens = Some(prompt_tokens.unwrap_or(0).saturating_add(tokens));
@@ -131,9 +123,7 @@ pub fn read(
     family: Family,
     response: Response,
 ) -> Result<(Vec<Vec<f32>>, Option<u32>), ProviderError> {
-    let header_tokens = response
-        .header("x-amzn-bedrock-input-token-count")
-        .and_then(|count| count.trim().parse::<u32>().ok());
+    let header_tokens = input_tokens(&response);
     let body = response.bytes()?;
     match family {
         Family::Titan => {
@@ -162,8 +152,4 @@ pub fn read(
             Ok((vectors, header_tokens))
         }
     }
-}
-
-fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ProviderError> {
-    serde_json::from_slice(body).map_err(ProviderError::malformed)
 }

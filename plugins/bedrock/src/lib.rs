@@ -1,7 +1,8 @@
 //! The Amazon Bedrock provider plugin: chat through the Bedrock Runtime's Converse API (`POST
 //! {base_url}/model/{modelId}/converse`, and `/converse-stream`, whose answer is an AWS event
 //! stream), embeddings through InvokeModel (`/model/{modelId}/invoke`, Titan Text Embeddings
-//! and Cohere Embed), token counts of Claude models through CountTokens
+//! and Cohere Embed), reranking through InvokeModel too (Cohere Rerank 3.5 and Amazon Rerank
+//! 1.0: `rerank`), token counts of Claude models through CountTokens
 //! (`/model/{modelId}/count-tokens`, the Converse body as its `converse` input), every request
 //! signed with AWS Signature Version 4 inside the plugin.
 //!
@@ -65,6 +66,8 @@
 mod convert;
 mod embed;
 mod errors;
+mod invoke;
+mod rerank;
 mod sigv4;
 mod stream;
 mod wire;
@@ -72,7 +75,8 @@ mod wire;
 use gateway_plugin_sdk::http::{Request, Response};
 use gateway_plugin_sdk::{
     Completion, CompletionRequest, EmbeddingRequest, Embeddings, PluginInfo, Provider,
-    ProviderError, Sink, TokenCount, check_output, read_completion, read_stream,
+    ProviderError, RerankRequest, Reranking, Sink, TokenCount, check_output, read_completion,
+    read_stream,
 };
 
 use crate::sigv4::AmzDate;
@@ -107,6 +111,10 @@ impl Provider for Bedrock {
 
     fn embed(request: EmbeddingRequest) -> Result<Embeddings, ProviderError> {
         embed::embed(request)
+    }
+
+    fn rerank(request: RerankRequest) -> Result<Reranking, ProviderError> {
+        rerank::rerank(request)
     }
 
     /// Bedrock's own count (CountTokens, free of charge) for Claude, the family that offers it;

@@ -1,6 +1,6 @@
 //! Serde types of the Bedrock Runtime's Converse API (`POST /model/{modelId}/converse` and
 //! `/converse-stream`, whose events arrive in AWS event-stream frames) and of the embedding
-//! models' InvokeModel bodies.
+//! and rerank models' InvokeModel answers.
 //!
 //! Converse's content blocks are objects keyed by their kind (`{"text": ...}`,
 //! `{"toolUse": {...}}`), which serde's externally tagged enums write and read as they are.
@@ -305,4 +305,19 @@ pub enum CohereVectors {
 #[serde(rename_all = "camelCase")]
 pub struct CountTokensResponse {
     pub input_tokens: u32,
+}
+
+/// A rerank model's answer through InvokeModel, Cohere Rerank's and Amazon Rerank's alike:
+/// each ranked document's index in the request and its score, the most relevant first
+/// (Cohere's `id` is not read).
+#[derive(Debug, Deserialize)]
+pub struct RerankAnswer {
+    pub results: Vec<RankedDocument>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RankedDocument {
+    /// Wider than the SDK's `u32`, so that an index too large for it is refused with its value.
+    pub index: u64,
+    pub relevance_score: f64,
 }

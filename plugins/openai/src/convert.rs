@@ -9,7 +9,7 @@ use gateway_plugin_sdk::output::OutputFields;
 use gateway_plugin_sdk::{
     Base64, CompletionRequest, DataUrl, Document, EmbeddingRequest, FunctionChoice, FunctionDef,
     Message, OpenCall, OpenCalls, OutputLimit, Part, Prompt, ProviderError, ReasoningConfig,
-    ReasoningEffort, Role, Route, Source, json, params_object_except,
+    ReasoningEffort, RerankRequest, Role, Route, Source, json, params_object_except,
 };
 use serde::Deserialize;
 use serde::de::{Deserializer, Error as _};
@@ -33,6 +33,16 @@ const CHAT_OWNED_KEYS: &[&str] = &[
 const LEGACY_OWNED_KEYS: &[&str] = &["model", "prompt", "stream", "stream_options"];
 /// Body keys of `/embeddings` the plugin sets itself.
 const EMBEDDING_OWNED_KEYS: &[&str] = &["model", "input"];
+/// Body keys of a Cohere-style `/rerank` the plugin sets itself. `top_k` goes too: the
+/// gateway's `top_n` is the one limit, and a second one would make the answer shorter than the
+/// caller asked for without saying so.
+const COHERE_RERANK_OWNED_KEYS: &[&str] = &["model", "query", "documents", "top_n", "top_k"];
+/// Body keys of Voyage's `/rerank` the plugin sets itself (`top_n` as for Cohere's `top_k`).
+const VOYAGE_RERANK_OWNED_KEYS: &[&str] = &["model", "query", "documents", "top_k", "top_n"];
+/// Body keys of TEI's `/rerank` the plugin sets itself. TEI serves one model and takes no
+/// limit, so `model` and `top_n` go too; the answer's texts would only be dropped, so
+/// `return_text` is always false. `raw_scores` stays the caller's (see the crate docs).
+const TEI_RERANK_OWNED_KEYS: &[&str] = &["model", "query", "texts", "return_text", "top_n"];
 
 /// The plugin's settings from the route's `[providers.ID.settings]` table (see the crate docs).
 #[derive(Debug, Default, PartialEq, Deserialize)]
@@ -48,6 +58,23 @@ pub struct Settings {
     /// (`{base_url}/openai/deployments/{model}/chat/completions?api-version=...`).
     #[serde(deserialize_with = "api_version")]
     pub azure_api_version: Option<String>,
+    /// The wire format of `POST {base_url}/rerank`.
+    #[serde(deserialize_with = "json::null_as_default")]
+    pub rerank_api: RerankApi,
+}
+
+/// The rerank APIs the plugin speaks (the `rerank_api` setting; see the crate docs).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RerankApi {
+    /// `{model, query, documents, top_n}` answered with `results`: Cohere v2, Jina, vLLM,
+    /// Infinity, LocalAI.
+    #[default]
+    Cohere,
+    /// Voyage AI: `top_k` instead of `top_n`, answered with `data`.
+    Voyage,
+    /// Hugging Face text-embeddings-inference: `{query, texts}` answered with a bare list.
+    Tei,
 }
 
 /// A header name, trimmed.
@@ -304,6 +331,68 @@ pub fn embedding(request: &EmbeddingRequest) -> Result<Request, ProviderError> {
         &json::with_entry(&body, "input", &request.input),
         size + request.params.len() + 256,
     )
+}
+
+/// The upstream request of a rerank call, and the API that will answer it.
+pub fn rerank(request: &RerankRequest) -> Result<(RerankApi, Request), ProviderError> {
+    let settings: Settings = request.route.settings()?;
+    if settings.azure_api_version.is_some() {
+        // Deployment URLs have no rerank operation; a rerank model hosted on Azure (Cohere's,
+        // in Azure AI Foundry) has an endpoint of its own, which is a route of its own.
+        return Err(ProviderError::InvalidRequest(format!(
+            "route `{}`: Azure OpenAI has no rerank API; serve rerank from a route whose \
+             base_url is a rerank server (without azure_api_version)",
+            request.route.id
+        )));
+    }
+    if request.documents.is_empty() {
+        // The gateway refuses this before the plugin; an upstream call would only fail.
+        return Err(ProviderError::InvalidRequest(
+            "rerank needs at least one document".into(),
+        ));
+    }
+    let api = settings.rerank_api;
+    let model = Value::String(request.model.clone());
+    let query = Value::String(request.query.clone());
+    // Some servers refuse a limit above the number of documents; the answer is the same.
+    let count = u32::try_from(request.documents.len()).unwrap_or(u32::MAX);
+    let top_n = request.top_n.map(|n| json!(n.min(count)));
+    let (owned, documents_key) = match api {
+        RerankApi::Cohere => (COHERE_RERANK_OWNED_KEYS, "documents"),
+        RerankApi::Voyage => (VOYAGE_RERANK_OWNED_KEYS, "documents"),
+        RerankApi::Tei => (TEI_RERANK_OWNED_KEYS, "texts"),
+    };
+    let mut body = params_object_except(&request.params, owned)?;
+    match api {
+        RerankApi::Cohere | RerankApi::Voyage => {
+            body.insert("model".into(), model);
+            body.insert("query".into(), query);
+            let limit = if api == RerankApi::Voyage {
+                "top_k"
+            } else {
+                "top_n"
+            };
+            if let Some(top_n) = top_n {
+                body.insert(limit.into(), top_n);
+            }
+        }
+        RerankApi::Tei => {
+            body.insert("query".into(), query);
+            // Normalized scores (0 to 1, like the others'), unless the caller asks for logits.
+            if body.get("raw_scores").is_none_or(Value::is_null) {
+                body.insert("raw_scores".into(), Value::Bool(false));
+            }
+            body.insert("return_text".into(), Value::Bool(false));
+        }
+    }
+    let size: usize = request.documents.iter().map(|d| d.len() + 4).sum();
+    let http = settings.request(
+        (&request.route, request.model.as_str(), false),
+        "rerank",
+        &json::with_entry(&body, documents_key, &request.documents),
+        size + request.query.len() + request.params.len() + 256,
+    )?;
+    Ok((api, http))
 }
 
 /// Maps a conversation to chat messages, as a list (for tests: [`ChatMessages`] writes them

@@ -1,6 +1,7 @@
 //! The OpenAI provider plugin: chat completions (JSON and SSE), legacy text completions and
 //! embeddings against OpenAI or any OpenAI-compatible server (Groq, Mistral, Together,
-//! DeepSeek, Fireworks, OpenRouter, vLLM, llama.cpp server, Ollama's `/v1`) and Azure OpenAI.
+//! DeepSeek, Fireworks, OpenRouter, vLLM, llama.cpp server, Ollama's `/v1`) and Azure OpenAI;
+//! rerank against the rerank servers that sit next to them (below).
 //!
 //! Route settings (the route's `[providers.ID.settings]` table in the gateway's config):
 //! - `legacy_completions = true`: `type: text` prompts go to `POST /completions` with `prompt`
@@ -8,6 +9,8 @@
 //! - `api_key_header = "api-key"`: send the key in this header instead of
 //!   `Authorization: Bearer` (Azure OpenAI's key header).
 //! - `azure_api_version = "2024-10-21"`: Azure OpenAI deployment mode (below).
+//! - `rerank_api = "cohere"` (the default), `"voyage"` or `"tei"`: the wire format of
+//!   `POST {base_url}/rerank` (below). Another value is refused.
 //!
 //! Any other key is refused, so that a misspelt setting is not silently ignored.
 //!
@@ -69,6 +72,41 @@
 //!   `/completions` and `/embeddings`) with the key in the `api-key` header (unless
 //!   `api_key_header` names another); the model is the deployment name, which must consist of
 //!   letters, digits, `-`, `_` and `.`.
+//!
+//! # Rerank
+//!
+//! `POST /v1/rerank` is one `POST {base_url}/rerank` with the route's key as for the other
+//! calls (`Authorization: Bearer`, or the `api_key_header`). The caller's other body keys pass
+//! as they are, except those the plugin sets itself. `return_documents` is not sent: Cohere v2
+//! does not take it, and the gateway answers the texts itself (a server that echoes them, as
+//! Jina does by default, has them ignored). Upstream error statuses map as for embeddings.
+//! The results are read in the server's order, as given, and an answer that is not the
+//! format's JSON is refused; the gateway checks every provider's results against the
+//! documents sent, sorts them most relevant first and cuts them to `top_n`
+//! (host/src/flow/whole.rs). `top_n` is sent no larger than the number of documents. Three
+//! formats, by the setting `rerank_api`, as their servers' published schemas give them:
+//! - `cohere`: `{"model", "query", "documents": [texts], "top_n"?, ...params}` answered with
+//!   `{"results": [{"index", "relevance_score", "document"?}], "model"?, "usage"?:
+//!   {"total_tokens" | "prompt_tokens"}, "meta"?: {"billed_units"?: {"search_units"?}}}`. One
+//!   shape serves Cohere v2 (`base_url = "https://api.cohere.com/v2"`; the v2 request takes
+//!   `model, query, documents, top_n, max_tokens_per_doc`, and bills `search_units`), Jina
+//!   (`https://api.jina.ai/v1`; its answer's `document`s are ignored), vLLM (`http://HOST/v1`; also `truncate_prompt_tokens`, `priority`; a `top_n` of
+//!   0 there means all, so an absent one is not sent), Infinity and LocalAI (`prompt_tokens`).
+//!   Tokens (`total_tokens`, else `prompt_tokens`) are reported as prompt tokens; Cohere's
+//!   `search_units` as the reranking's search units.
+//! - `voyage`: Voyage AI (`https://api.voyageai.com/v1`): `top_k` instead of `top_n` (and
+//!   `truncation` as a param), answered with `{"object": "list", "data":
+//!   [{"index", "relevance_score"}], "model", "usage": {"total_tokens"}}`.
+//! - `tei`: Hugging Face text-embeddings-inference (`base_url` its root):
+//!   `{"query", "texts": [texts], "raw_scores": false, "return_text": false, ...params}`
+//!   (`truncate`, `truncation_direction` as params; `raw_scores: true` for logits instead of
+//!   0-to-1 scores), answered with `[{"index", "score"}]`, which scores every text (TEI takes
+//!   no limit; the gateway cuts to `top_n`). TEI serves one model and counts no tokens, so the
+//!   reranking names the requested model and has no usage.
+//!
+//! Azure OpenAI has no rerank: in deployment mode (`azure_api_version`) rerank is refused
+//! (400). A rerank model Azure hosts (Cohere's, in Azure AI Foundry) has an endpoint of its
+//! own, served by a route of its own with `rerank_api = "cohere"`.
 
 mod convert;
 mod stream;
@@ -78,7 +116,7 @@ use gateway_plugin_sdk::http::Request;
 use gateway_plugin_sdk::output::OutputFields;
 use gateway_plugin_sdk::{
     CompletionRequest, EmbeddingRequest, Embeddings, HttpProvider, ModelPrice, PluginInfo,
-    ProviderError, export_provider,
+    ProviderError, RerankRequest, Reranking, export_provider,
 };
 
 /// Default list prices in USD per million tokens: (model, input, output).
@@ -121,6 +159,12 @@ impl HttpProvider for OpenAi {
         let response = convert::embedding(&request)?.send_logged()?;
         let response = response.error_for_status()?;
         stream::parse_embeddings(&response.bytes()?, &request.model, request.input.len())
+    }
+
+    fn rerank(request: RerankRequest) -> Result<Reranking, ProviderError> {
+        let (api, http) = convert::rerank(&request)?;
+        let response = http.send_logged()?.error_for_status()?;
+        stream::parse_rerank(api, &response.bytes()?, &request.model)
     }
 }
 

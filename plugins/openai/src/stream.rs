@@ -1,15 +1,19 @@
 //! Reading OpenAI's answers: [`Decoder`] turns a chat or legacy completion, whole or event by
-//! event, into the SDK's [`Answer`]; [`parse_embeddings`] reads `/embeddings`. Pure, so it is
-//! unit-tested natively.
+//! event, into the SDK's [`Answer`]; [`parse_embeddings`] reads `/embeddings`,
+//! [`parse_rerank`] `/rerank`. Pure, so it is unit-tested natively.
 
 use gateway_plugin_sdk::sse::Event;
 use gateway_plugin_sdk::{
-    Answer, Embeddings, FinishReason, ProviderError, StreamDecoder, TokenCounts, Usage,
-    embedded_error,
+    Answer, Embeddings, FinishReason, ProviderError, RerankResult, Reranking, StreamDecoder,
+    TokenCounts, Usage, embedded_error,
 };
 use serde_json::Value;
 
-use crate::wire::{CompletionResponse, EmbeddingResponse, EmbeddingVector, WireUsage};
+use crate::convert::RerankApi;
+use crate::wire::{
+    CompletionResponse, EmbeddingResponse, EmbeddingVector, RerankResponse, TeiRank,
+    VoyageRerankResponse, WireUsage,
+};
 
 /// The decoder of chat and legacy completions. The format needs no state of its own: every
 /// chunk names its choice, call and model.
@@ -179,4 +183,68 @@ fn decode_base64_f32(text: &str) -> Result<Vec<f32>, ProviderError> {
         .chunks_exact(4)
         .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         .collect())
+}
+
+/// Parses an answer of `/rerank` in `api`'s format into its scores, in the server's order, as
+/// given; an answer that is not the format's JSON is refused. Checking the indices, sorting
+/// and cutting to `top_n` are the gateway's, one rule for every provider (`ranked` in
+/// host/src/flow/whole.rs).
+pub fn parse_rerank(
+    api: RerankApi,
+    body: &[u8],
+    requested_model: &str,
+) -> Result<Reranking, ProviderError> {
+    let result = |index, relevance_score| RerankResult {
+        index,
+        relevance_score,
+    };
+    let (model, results, wire_usage, search_units): (_, Vec<_>, _, _) = match api {
+        RerankApi::Cohere => {
+            let response: RerankResponse =
+                serde_json::from_slice(body).map_err(ProviderError::malformed)?;
+            let Some(scored) = response.results else {
+                // Some compatible servers answer errors with status 200.
+                return Err(match response.error.as_ref().filter(|e| !e.is_null()) {
+                    Some(error) => embedded_error(error),
+                    None => ProviderError::malformed("a rerank answer without `results`"),
+                });
+            };
+            let units = (response.meta.and_then(|meta| meta.billed_units))
+                .and_then(|billed| billed.search_units);
+            let results = scored.iter().map(|r| result(r.index, r.relevance_score));
+            (response.model, results.collect(), response.usage, units)
+        }
+        RerankApi::Voyage => {
+            let response: VoyageRerankResponse =
+                serde_json::from_slice(body).map_err(ProviderError::malformed)?;
+            let results = response.data.iter();
+            let results = results.map(|r| result(r.index, r.relevance_score));
+            (response.model, results.collect(), response.usage, None)
+        }
+        RerankApi::Tei => {
+            let ranks: Vec<TeiRank> =
+                serde_json::from_slice(body).map_err(ProviderError::malformed)?;
+            let results = ranks.iter().map(|rank| result(rank.index, rank.score));
+            (None, results.collect(), None, None)
+        }
+    };
+    Ok(Reranking {
+        model: model
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| requested_model.to_owned()),
+        results,
+        usage: wire_usage.as_ref().and_then(rerank_usage),
+        search_units,
+    })
+}
+
+/// The tokens a rerank read, as prompt tokens: the total where the server reports one (a
+/// rerank writes nothing), else its prompt tokens; `None` when it reports neither.
+fn rerank_usage(wire: &WireUsage) -> Option<Usage> {
+    let read = wire.total_tokens.or(wire.prompt_tokens)?;
+    Some(Usage::counted(TokenCounts {
+        prompt: Some(read),
+        total: Some(read),
+        ..TokenCounts::default()
+    }))
 }

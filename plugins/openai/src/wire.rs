@@ -1,4 +1,5 @@
-//! Serde types of the OpenAI wire format (chat completions, legacy completions, embeddings).
+//! Serde types of the OpenAI wire format (chat completions, legacy completions, embeddings)
+//! and of the rerank APIs the plugin speaks (Cohere's and its copies, Voyage's, TEI's).
 //!
 //! Response types are deliberately lenient: every field the plugin does not need is ignored, and
 //! fields that OpenAI-compatible servers sometimes omit or send as `null` have defaults, so that
@@ -247,4 +248,62 @@ pub struct EmbeddingData {
 pub enum EmbeddingVector {
     Floats(Vec<f32>),
     Base64(String),
+}
+
+/// An answer of a Cohere-style `/rerank` (Cohere v2, Jina, vLLM, Infinity, LocalAI). Each
+/// result's `document` (Jina's and vLLM's by default) is ignored: the gateway has the texts.
+#[derive(Debug, Default, Deserialize)]
+pub struct RerankResponse {
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Absent on an error answered with status 200 (then `error` says why).
+    #[serde(default)]
+    pub results: Option<Vec<RerankResultIn>>,
+    /// `total_tokens` (Jina, vLLM, Voyage) or `prompt_tokens` (Infinity, LocalAI).
+    #[serde(default)]
+    pub usage: Option<WireUsage>,
+    /// Cohere's billing.
+    #[serde(default)]
+    pub meta: Option<RerankMeta>,
+    #[serde(default)]
+    pub error: Option<Value>,
+}
+
+/// Voyage AI's answer of `/rerank`.
+#[derive(Debug, Default, Deserialize)]
+pub struct VoyageRerankResponse {
+    #[serde(default)]
+    pub model: Option<String>,
+    pub data: Vec<RerankResultIn>,
+    #[serde(default)]
+    pub usage: Option<WireUsage>,
+}
+
+/// One document's score in a Cohere-style or Voyage answer.
+#[derive(Debug, Deserialize)]
+pub struct RerankResultIn {
+    pub index: u32,
+    pub relevance_score: f64,
+}
+
+/// One document's score in text-embeddings-inference's answer (a bare list of them).
+#[derive(Debug, Deserialize)]
+pub struct TeiRank {
+    pub index: u32,
+    pub score: f64,
+}
+
+/// Cohere's `meta` of an answer.
+#[derive(Debug, Default, Deserialize)]
+pub struct RerankMeta {
+    #[serde(default)]
+    pub billed_units: Option<BilledUnits>,
+}
+
+/// Cohere's `meta.billed_units`. Its schema types the counts as numbers, not integers, so
+/// they are read leniently (see [`json::count`]).
+#[derive(Debug, Default, Deserialize)]
+pub struct BilledUnits {
+    #[serde(default, deserialize_with = "json::count")]
+    pub search_units: Option<u32>,
 }

@@ -770,3 +770,70 @@ fn embeddings_by_titan_and_cohere() {
     );
     upstream.assert_all_signed();
 }
+
+#[test]
+fn rerank_by_cohere_and_amazon_models_through_signed_invoke_model_calls() {
+    let keys = Keys::new();
+    let upstream = BedrockUpstream::start(keys.auth(), Vec::new());
+    let gw = gateway_for(&upstream, &keys, |r| r);
+    let query = "capital of France";
+    let documents = [
+        "Berlin is in Germany",
+        "Paris is the capital of France",
+        "France grows wine",
+    ];
+    for (model, path) in [
+        (
+            "cohere.rerank-v3-5:0",
+            "/model/cohere.rerank-v3-5%3A0/invoke",
+        ),
+        ("amazon.rerank-v1:0", "/model/amazon.rerank-v1%3A0/invoke"),
+    ] {
+        let body = json!({
+            "model": format!("{ROUTE}/{model}"),
+            "query": query,
+            "documents": documents,
+            "top_n": 2,
+        });
+        let response = post(&gw, "/v1/rerank", &body);
+        assert_eq!(response.status, 200, "{model}: {}", response.text());
+        let answer = response.json();
+        let indexes: Vec<&Value> = (answer["results"].as_array().into_iter().flatten())
+            .map(|result| &result["index"])
+            .collect();
+        assert_eq!(indexes, [&json!(1), &json!(2)], "{model}: {answer}");
+        assert_eq!(
+            answer["results"][0]["relevance_score"],
+            json!(gateway_test_support::upstream::fake_relevance(
+                query,
+                documents[1]
+            ))
+        );
+        // One query of up to 100 documents, as Bedrock bills them.
+        assert_eq!(
+            answer["meta"]["billed_units"],
+            json!({"search_units": 1}),
+            "{answer}"
+        );
+        let sent = upstream.requests().pop().expect("a call");
+        assert_eq!(sent.path, path);
+        let mut expected = json!({"query": query, "documents": documents, "top_n": 2});
+        if model.starts_with("cohere") {
+            expected["api_version"] = json!(2);
+        }
+        assert_eq!(sent.json(), expected, "{model}");
+        let id = response
+            .header("x-invocation-id")
+            .expect("an id")
+            .to_owned();
+        let record = gw.get_invocation(&id).json();
+        assert_eq!(record["type"], json!("rerank"), "{record}");
+        assert_eq!(record["status"], json!("success"), "{record}");
+    }
+    // Not a rerank model: refused by the plugin before any call.
+    let body = json!({"model": format!("{ROUTE}/{MODEL}"), "query": query, "documents": documents});
+    let response = post(&gw, "/v1/rerank", &body);
+    assert_eq!(response.status, 400, "{}", response.text());
+    assert_eq!(upstream.requests().len(), 2);
+    upstream.assert_all_signed();
+}

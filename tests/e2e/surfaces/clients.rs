@@ -85,6 +85,15 @@ const RETRY_AFTER: &str = "7";
 const EMBED_INPUTS: [&str; 2] = ["hello gateway world", "sdk"];
 /// What the weather tool answered, in the tool-result tests.
 const TOOL_OUTPUT: &str = "40 C";
+/// The rerank tests' query and documents, and the price of the reranker that counts tokens.
+const RERANK_QUERY: &str = "capital of France";
+const RERANK_DOCUMENTS: [&str; 4] = [
+    "Berlin is in Germany",
+    "Paris is the capital of France",
+    "the capital of Spain is Madrid",
+    "France grows wine",
+];
+const RERANK_PRICE: f64 = 0.05;
 /// The prompt of the legacy completion test.
 const LEGACY_PROMPT: &str = "Say this is a test";
 /// What the refusing upstream says, with 400, to every request.
@@ -348,8 +357,16 @@ fn official_sdks_against_the_gateway() {
             &computed.base_url("/v1"),
             "gpt-3.5-turbo-instruct",
         )
-        .setting("legacy_completions", "true"),
+        .setting("legacy_completions", "true")
+        .price("rr-1", RERANK_PRICE, 0.0),
     );
+    // The same upstream's Cohere-shaped reranker (`/v2/rerank`).
+    setup.add(route(
+        "cohere-rerank",
+        "openai",
+        &computed.base_url("/v2"),
+        "rr-1",
+    ));
     setup
         .listed
         .push("openai-computed/gpt-3.5-turbo-instruct".to_owned());
@@ -409,6 +426,7 @@ fn official_sdks_against_the_gateway() {
             },
             "openai": {"model": "openai-simple/gpt-4o-mini", "tokens": 9},
         },
+        "rerank": rerank_scenario(),
         "legacy": {
             "model": "openai-computed/gpt-3.5-turbo-instruct",
             "prompt": LEGACY_PROMPT,
@@ -754,4 +772,25 @@ fn gemini_expected(interaction: &Interaction) -> Value {
 
 fn str_of(value: &Value) -> String {
     value.as_str().unwrap_or_default().to_owned()
+}
+
+/// The rerank tests' case: the documents' order and scores as the fake computes them, and the
+/// tokens the Jina-shaped server counts, priced.
+fn rerank_scenario() -> Value {
+    use gateway_test_support::upstream::{fake_relevance, rerank_tokens};
+    let documents: Vec<String> = RERANK_DOCUMENTS.map(str::to_owned).to_vec();
+    let mut order: Vec<usize> = (0..documents.len()).collect();
+    let score = |i: usize| fake_relevance(RERANK_QUERY, &documents[i]);
+    order.sort_by(|&a, &b| score(b).total_cmp(&score(a)));
+    let tokens = rerank_tokens(RERANK_QUERY, &documents);
+    json!({
+        "query": RERANK_QUERY,
+        "documents": documents,
+        "order": order,
+        "scores": order.iter().map(|&i| score(i)).collect::<Vec<_>>(),
+        "tokens": tokens,
+        "cost_usd": tokens as f64 * RERANK_PRICE / 1e6,
+        "jina": {"model": "openai-computed/rr-1"},
+        "cohere": {"model": "cohere-rerank/rr-1"},
+    })
 }

@@ -12,4 +12,5 @@ mod gemini;
 mod mcp;
 mod openai;
 mod parts;
+mod rerank;
 mod responses;

@@ -28,7 +28,7 @@ function misbehave(request) {
   return spin();
 }
 
-export const { info, complete, completeStream, embed, countTokens } = exportProvider({
+export const { info, complete, completeStream, embed, countTokens, rerank } = exportProvider({
   info: () => ({ name: 'js-hostile', version: '0.1.0', models: [] }),
   complete: (request) => misbehave(request),
   completeStream: (request) => misbehave(request),

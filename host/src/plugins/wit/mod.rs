@@ -299,6 +299,8 @@ struct ExportIndexes {
     embed: ComponentExportIndex,
     /// 0.2's; a 0.1 plugin has none.
     count_tokens: Option<ComponentExportIndex>,
+    /// 0.2's; a 0.1 plugin has none.
+    rerank: Option<ComponentExportIndex>,
 }
 
 impl ExportIndexes {
@@ -310,6 +312,10 @@ impl ExportIndexes {
             count_tokens: match line {
                 Line::V0_1 => None,
                 Line::V0_2 => Some(export_index(component, "count-tokens")?),
+            },
+            rerank: match line {
+                Line::V0_1 => None,
+                Line::V0_2 => Some(export_index(component, "rerank")?),
             },
         })
     }
@@ -554,6 +560,23 @@ impl Exports {
         };
         let func = self.func(&mut store, index)?;
         v0_2::count_tokens(func, store, request).await
+    }
+
+    /// `rerank`; a 0.1 plugin's answer is that it cannot (its world has no such export).
+    pub(super) async fn call_rerank(
+        &self,
+        mut store: StoreContextMut<'_, PluginState>,
+        request: host::RerankRequest,
+        plugin: &str,
+    ) -> CallResult<host::Reranking> {
+        let (_, exports) = self.provider()?;
+        let Some(index) = exports.rerank else {
+            return Ok(Err(host::ProviderError::InvalidRequest(format!(
+                "{plugin} does not support rerank (it is built for gateway:provider 0.1)"
+            ))));
+        };
+        let func = self.func(&mut store, index)?;
+        v0_2::rerank(func, store, request).await
     }
 
     /// A guard's `check-request`; the request comes back whatever happened.

@@ -70,6 +70,42 @@ pub(super) async fn count_tokens(
         .map_err(Into::into))
 }
 
+type RerankFunc<'a> = wasmtime::component::TypedFunc<
+    (&'a types::RerankRequest,),
+    (Result<types::Reranking, types::ProviderError>,),
+>;
+
+pub(super) async fn rerank(
+    func: Func,
+    mut store: StoreContextMut<'_, PluginState>,
+    request: host::RerankRequest,
+) -> CallResult<host::Reranking> {
+    // SAFETY: as in `call_complete`: `check` had `ProviderPre::new` check this export's type.
+    let typed: RerankFunc<'_> = unsafe { wasmtime::component::TypedFunc::new_unchecked(func) };
+    let request = types::RerankRequest {
+        route: request.route.into(),
+        model: request.model,
+        query: request.query,
+        documents: request.documents,
+        top_n: request.top_n,
+        params: request.params,
+    };
+    let (result,) = typed.call_async(&mut store, (&request,)).await?;
+    Ok(result
+        .map(|reranking| host::Reranking {
+            model: reranking.model,
+            results: (reranking.results.into_iter())
+                .map(|result| host::RerankResult {
+                    index: result.index,
+                    relevance_score: result.relevance_score,
+                })
+                .collect(),
+            usage: reranking.usage.map(Into::into),
+            search_units: reranking.search_units,
+        })
+        .map_err(Into::into))
+}
+
 // ---------------------------------------------------------------- into the plugin
 
 fn list<T, U: From<T>>(items: Vec<T>) -> Vec<U> {

@@ -47,9 +47,12 @@ impl Surface for Messages {
     fn serves(kind: Kind) -> Result<(), ApiError> {
         match kind {
             Kind::Chat => Ok(()),
-            Kind::Text | Kind::Embeddings | Kind::CountTokens => Err(ApiError::BadRequest(
-                format!("POST /v1/messages serves chat, not {:?}", kind.as_str()),
-            )),
+            Kind::Text | Kind::Embeddings | Kind::CountTokens | Kind::Rerank => {
+                Err(ApiError::BadRequest(format!(
+                    "POST /v1/messages serves chat, not {:?}",
+                    kind.as_str()
+                )))
+            }
         }
     }
     fn stream(&self) -> bool {
@@ -93,10 +96,12 @@ impl Surface for CountTokens {
     fn serves(kind: Kind) -> Result<(), ApiError> {
         match kind {
             Kind::CountTokens => Ok(()),
-            Kind::Text | Kind::Chat | Kind::Embeddings => Err(ApiError::BadRequest(format!(
-                "POST /v1/messages/count_tokens counts chat prompts, not {:?}",
-                kind.as_str()
-            ))),
+            Kind::Text | Kind::Chat | Kind::Embeddings | Kind::Rerank => {
+                Err(ApiError::BadRequest(format!(
+                    "POST /v1/messages/count_tokens counts chat prompts, not {:?}",
+                    kind.as_str()
+                )))
+            }
         }
     }
     fn stream(&self) -> bool {

@@ -49,11 +49,14 @@ impl Surface for Completions {
                 "params.type \"embeddings\" is served by POST /embeddings".into(),
             )),
             Kind::Text | Kind::Chat => Ok(()),
-            // The body has no way to ask it.
+            // The body has no way to ask these.
             Kind::CountTokens => Err(ApiError::BadRequest(
                 "token counts are served by POST /v1/messages/count_tokens and \
                  POST /v1/responses/input_tokens"
                     .into(),
+            )),
+            Kind::Rerank => Err(ApiError::BadRequest(
+                "reranks are served by POST /v1/rerank".into(),
             )),
         }
     }
@@ -113,10 +116,12 @@ impl Surface for Embeddings {
     fn serves(kind: Kind) -> Result<(), ApiError> {
         match kind {
             Kind::Embeddings => Ok(()),
-            Kind::Text | Kind::Chat | Kind::CountTokens => Err(ApiError::BadRequest(format!(
-                "POST /embeddings needs params.type \"embeddings\", not {:?}",
-                kind.as_str()
-            ))),
+            Kind::Text | Kind::Chat | Kind::CountTokens | Kind::Rerank => {
+                Err(ApiError::BadRequest(format!(
+                    "POST /embeddings needs params.type \"embeddings\", not {:?}",
+                    kind.as_str()
+                )))
+            }
         }
     }
     fn stream(&self) -> bool {

@@ -289,6 +289,10 @@ pub fn prompt(
         Kind::Embeddings => Err(ApiError::BadRequest(
             "params.type \"embeddings\" is served by POST /embeddings".into(),
         )),
+        // The body has no way to ask it (`serves` refuses it first).
+        Kind::Rerank => Err(ApiError::BadRequest(
+            "reranks are served by POST /v1/rerank".into(),
+        )),
     }
 }
 

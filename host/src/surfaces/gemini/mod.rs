@@ -176,10 +176,10 @@ impl Surface for Models {
     fn serves(kind: Kind) -> Result<(), ApiError> {
         match kind {
             Kind::Chat | Kind::CountTokens | Kind::Embeddings => Ok(()),
-            Kind::Text => Err(ApiError::BadRequest(
-                "Gemini's API serves chat, token counts and embeddings, not text completions"
-                    .into(),
-            )),
+            Kind::Text | Kind::Rerank => Err(ApiError::BadRequest(format!(
+                "Gemini's API serves chat, token counts and embeddings, not {}",
+                kind.as_str()
+            ))),
         }
     }
     fn stream(&self) -> bool {

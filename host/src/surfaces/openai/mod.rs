@@ -1,6 +1,7 @@
 //! The OpenAI-compatible API: `POST /v1/chat/completions`, `POST
 //! /v1/completions` (legacy text), `POST /v1/embeddings` and the Responses API
-//! ([`responses`]: `/v1/responses`), so that OpenAI's
+//! ([`responses`]: `/v1/responses`), and beside them the rerank API the same clients'
+//! stacks call ([`rerank`]: `/v1/rerank`), so that OpenAI's
 //! SDKs and the tools built on them reach every route (`GET /v1/models` is
 //! [`crate::surfaces::models`], shared with Anthropic's SDKs).
 //!
@@ -10,6 +11,7 @@
 //! goes to the plugin as a parameter, under OpenAI's own name.
 
 mod request;
+mod rerank;
 mod response;
 pub mod responses;
 
@@ -24,6 +26,7 @@ use crate::flow::{Ask, Head, Kind, Prompted, Surface, Target};
 use request::{Body, ChatFields, Common, EmbeddingFields, TextFields};
 use response::{CompletionAnswer, EmbeddingAnswer, Object};
 
+pub use rerank::Rerank;
 pub use responses::{InputTokens, Responses};
 
 /// `POST /v1/chat/completions`.

@@ -474,6 +474,55 @@ declare module 'gateway:provider/types@0.2.0' {
     usage?: Usage,
   }
   /**
+   * Documents to order by their relevance to a query (`POST /v1/rerank`).
+   */
+  export interface RerankRequest {
+    route: Route,
+    model: string,
+    query: string,
+    /**
+     * The documents' texts, in the caller's order: a result's `index` points here.
+     */
+    documents: Array<string>,
+    /**
+     * Only this many results, the most relevant; `none`: one for every document.
+     */
+    topN?: number,
+    /**
+     * Every other key of the caller's body (`max_tokens_per_doc`, ...), as a JSON object.
+     */
+    params: string,
+  }
+  export interface RerankResult {
+    /**
+     * The document's position in the request's `documents`.
+     */
+    index: number,
+    /**
+     * How relevant the model judges the document to the query: higher is more relevant.
+     */
+    relevanceScore: number,
+  }
+  export interface Reranking {
+    /**
+     * The model that answered, as the provider names it.
+     */
+    model: string,
+    /**
+     * The most relevant first, at most `top-n` of them.
+     */
+    results: Array<RerankResult>,
+    /**
+     * The tokens read (as `prompt-tokens`), where the provider reports them.
+     */
+    usage?: Usage,
+    /**
+     * The search units the provider bills (Cohere's: one a query of up to 100
+     * documents), where it bills by them.
+     */
+    searchUnits?: number,
+  }
+  /**
    * How many tokens a request's prompt takes, as its model counts them.
    */
   export interface TokenCount {

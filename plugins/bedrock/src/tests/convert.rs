@@ -15,7 +15,8 @@ use crate::sigv4::AmzDate;
 const AWS_SETTINGS: &str = r#"{"region": "us-west-2", "aws_access_key_id_env": "AWS_ACCESS_KEY_ID", "aws_secret_access_key_env": "AWS_SECRET_ACCESS_KEY", "aws_session_token_env": "AWS_SESSION_TOKEN"}"#;
 const SECRET: &str = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
 
-fn aws_route() -> Route {
+/// A route signing with AWS credentials (a session token among them) for us-west-2.
+pub(super) fn aws_route() -> Route {
     Route {
         id: "bedrock".into(),
         base_url: "https://bedrock-runtime.us-west-2.amazonaws.com".into(),

@@ -9,6 +9,7 @@ mod http;
 mod info;
 mod output;
 mod parts;
+mod rerank;
 mod stream;
 
 use gateway_plugin_sdk::http::{Request, Response};

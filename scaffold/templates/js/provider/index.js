@@ -66,5 +66,5 @@ class Provider extends HttpProvider {
   }
 }
 
-export const { info, complete, completeStream, embed, countTokens } =
+export const { info, complete, completeStream, embed, countTokens, rerank } =
   exportProvider(new Provider());

@@ -1,7 +1,8 @@
 //! Amazon Bedrock Runtime as the fake serves it: Converse (`POST /model/{modelId}/converse`)
 //! answered with JSON from the script, ConverseStream (`/converse-stream`) with AWS event-stream
-//! frames from the script, and InvokeModel (`/invoke`) of the embedding models computed by the
-//! fake itself (Titan Text Embeddings, Cohere Embed).
+//! frames from the script, and InvokeModel (`/invoke`) of the embedding models (Titan Text
+//! Embeddings, Cohere Embed) and the rerank models (Cohere Rerank, Amazon Rerank) computed by the
+//! fake itself.
 //!
 //! Like AWS, it checks who is asking before anything else: with [`BedrockAuth::SigV4`] it
 //! recomputes the SigV4 signature of every request it receives from the received method, path,
@@ -29,7 +30,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
 use super::server::{self, FakeServer, Handler, Outcome, ScriptedBody, lock};
-use super::{EVENT_GAP, ReceivedRequest, Traffic, counted_tokens, fake_embedding};
+use super::{EVENT_GAP, ReceivedRequest, Traffic, counted_tokens, fake_embedding, fake_relevance};
 
 /// The content type of ConverseStream's answers.
 pub const EVENT_STREAM: &str = "application/vnd.amazon.eventstream";
@@ -284,6 +285,7 @@ fn answer(script: &mut VecDeque<BedrockReply>, request: &ReceivedRequest) -> Bed
                 "no reply left in the script",
             )
         }),
+        "invoke" if path.contains(".rerank-") => rerank(path, request),
         "invoke" => embeddings(path, request),
         "count-tokens" => count(request),
         _ => BedrockReply::error(404, "UnknownOperationException", "unknown operation"),
@@ -322,6 +324,61 @@ fn count(request: &ReceivedRequest) -> BedrockReply {
         status: 200,
         headers: Vec::new(),
         body: json!({ "inputTokens": tokens }),
+    }
+}
+
+/// InvokeModel of a rerank model, computed with [`fake_relevance`]: Cohere Rerank 3.5 (which
+/// needs `api_version` 2 or more) and Amazon Rerank 1.0, each refusing a key it does not take,
+/// answering `results` the most relevant first, cut to `top_n`, without usage (as Bedrock
+/// answers them).
+fn rerank(path: &str, request: &ReceivedRequest) -> BedrockReply {
+    let body = serde_json::from_slice::<Value>(&request.body).unwrap_or(Value::Null);
+    let invalid = |message: &str| BedrockReply::error(400, "ValidationException", message);
+    let cohere = path.contains("cohere.rerank");
+    let keys: &[&str] = if cohere {
+        &[
+            "query",
+            "documents",
+            "top_n",
+            "api_version",
+            "max_tokens_per_doc",
+        ]
+    } else {
+        &["query", "documents", "top_n"]
+    };
+    let Some(fields) = body.as_object() else {
+        return invalid("the body is not a JSON object");
+    };
+    if let Some(extra) = fields.keys().find(|key| !keys.contains(&key.as_str())) {
+        return invalid(&format!("#: extraneous key [{extra}] is not permitted"));
+    }
+    if cohere
+        && body["api_version"]
+            .as_u64()
+            .is_none_or(|version| version < 2)
+    {
+        return invalid("#/api_version: 1 is not greater or equal to 2");
+    }
+    let query = body["query"].as_str();
+    let documents: Option<Vec<&str>> = (body["documents"].as_array())
+        .and_then(|documents| documents.iter().map(Value::as_str).collect());
+    let (Some(query), Some(documents)) = (query, documents) else {
+        return invalid("query and documents (strings) are required");
+    };
+    let mut ranked: Vec<(usize, f64)> = (documents.iter().enumerate())
+        .map(|(i, document)| (i, fake_relevance(query, document)))
+        .collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+    if let Some(n) = body["top_n"].as_u64() {
+        ranked.truncate(n as usize);
+    }
+    let results: Vec<Value> = (ranked.iter())
+        .map(|&(index, score)| json!({"index": index, "relevance_score": score}))
+        .collect();
+    BedrockReply::Json {
+        status: 200,
+        headers: Vec::new(),
+        body: json!({"id": "rerank-1", "results": results}),
     }
 }
 

@@ -395,3 +395,22 @@ impl<P: Provider> Handler for Upstream<P> {
 pub fn fake_embedding(index: usize, input: &str) -> Vec<f64> {
     vec![index as f64 + 0.5, input.len() as f64, -0.25]
 }
+
+/// How relevant a fake reranker finds `document` to `query`: the share of the query's words
+/// the document holds (case aside), so a test can tell the order it expects.
+pub fn fake_relevance(query: &str, document: &str) -> f64 {
+    let document = document.to_lowercase();
+    let words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
+    let held = words
+        .iter()
+        .filter(|word| document.split_whitespace().any(|w| w == word.as_str()))
+        .count();
+    held as f64 / words.len().max(1) as f64
+}
+
+/// The tokens a fake reranker counts for `documents` read beside `query`: the words of each
+/// pair.
+pub fn rerank_tokens(query: &str, documents: &[String]) -> u64 {
+    let words = |text: &str| text.split_whitespace().count() as u64;
+    documents.iter().map(|d| words(query) + words(d)).sum()
+}

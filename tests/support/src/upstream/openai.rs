@@ -1,12 +1,17 @@
 //! OpenAI's API as the fake serves it: chat completions from the script; `/embeddings` and the
 //! legacy `/completions` computed from the request; errors as `{"error": {"message", "type",
 //! "param", "code"}}`.
+//!
+//! Beside it, the rerank servers an OpenAI-compatible route may point at, told apart by the
+//! route's base URL (`/v2/rerank` is Cohere's; under `/voyage/`, Voyage AI's; under `/tei/`,
+//! text-embeddings-inference's; any other `/rerank`, Jina's and vLLM's), each computing its
+//! ranking with [`fake_relevance`] and refusing (400) a body key its API does not take.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{Provider, ReceivedRequest, Reply, fake_embedding};
+use super::{Provider, ReceivedRequest, Reply, fake_embedding, fake_relevance, rerank_tokens};
 
 /// The OpenAI-compatible API.
 pub struct OpenAi;
@@ -22,6 +27,8 @@ impl Provider for OpenAi {
         let path = request.path_only();
         if path.ends_with("/embeddings") {
             Some(embeddings(request))
+        } else if path.ends_with("/rerank") {
+            Some(rerank(request))
         } else if path.ends_with("/completions") && !Self::is_generation(path) {
             Some(legacy_completion(request))
         } else {
@@ -182,5 +189,123 @@ fn legacy_completion(request: &ReceivedRequest) -> Reply {
         "choices": [{"text": text, "index": 0, "logprobs": null, "finish_reason": "stop"}],
         "usage": usage
     });
+    Reply::json(200, &answer)
+}
+
+/// The rerank APIs the fake serves, by where the route points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RerankApi {
+    Cohere,
+    Jina,
+    Voyage,
+    Tei,
+}
+
+impl RerankApi {
+    fn of(path: &str) -> RerankApi {
+        if path.ends_with("/v2/rerank") {
+            RerankApi::Cohere
+        } else if path.contains("/voyage/") {
+            RerankApi::Voyage
+        } else if path.contains("/tei/") {
+            RerankApi::Tei
+        } else {
+            RerankApi::Jina
+        }
+    }
+
+    /// The body keys each API's reference lists.
+    fn keys(self) -> &'static [&'static str] {
+        match self {
+            RerankApi::Cohere => &["model", "query", "documents", "top_n", "max_tokens_per_doc"],
+            RerankApi::Jina => &["model", "query", "documents", "top_n", "return_documents"],
+            RerankApi::Voyage => &[
+                "model",
+                "query",
+                "documents",
+                "top_k",
+                "return_documents",
+                "truncation",
+            ],
+            RerankApi::Tei => &[
+                "query",
+                "texts",
+                "raw_scores",
+                "return_text",
+                "truncate",
+                "truncation_direction",
+            ],
+        }
+    }
+}
+
+/// A rerank answer computed from the request, in the shape of the API its path names.
+fn rerank(request: &ReceivedRequest) -> Reply {
+    let api = RerankApi::of(request.path_only());
+    let body = request.json();
+    let refuse = |message: String| Reply::openai_error(400, &message, "invalid_request", None);
+    let Some(fields) = body.as_object() else {
+        return refuse("the body is not an object".into());
+    };
+    if let Some(key) = fields
+        .keys()
+        .find(|key| !api.keys().contains(&key.as_str()))
+    {
+        return refuse(format!("{api:?} takes no field {key:?}"));
+    }
+    let list = if api == RerankApi::Tei {
+        "texts"
+    } else {
+        "documents"
+    };
+    let (Some(query), Some(documents)) = (body["query"].as_str(), body[list].as_array()) else {
+        return refuse(format!("query and {list} are required"));
+    };
+    let Some(documents) = documents
+        .iter()
+        .map(|d| d.as_str().map(str::to_owned))
+        .collect::<Option<Vec<String>>>()
+    else {
+        return refuse(format!("{list} must be strings"));
+    };
+    let mut ranked: Vec<(usize, f64)> = (documents.iter().enumerate())
+        .map(|(i, document)| (i, fake_relevance(query, document)))
+        .collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let top = if api == RerankApi::Voyage {
+        "top_k"
+    } else {
+        "top_n"
+    };
+    if let Some(n) = body[top].as_u64() {
+        ranked.truncate(n as usize);
+    }
+    let tokens = rerank_tokens(query, &documents);
+    let answer = match api {
+        RerankApi::Cohere => json!({
+            "id": "rerank-fake",
+            "results": ranked.iter().map(|&(index, score)| json!({"index": index, "relevance_score": score})).collect::<Vec<_>>(),
+            "meta": {"api_version": {"version": "2"}, "billed_units": {"search_units": 1}},
+        }),
+        RerankApi::Jina => json!({
+            "model": body["model"],
+            "usage": {"total_tokens": tokens},
+            "results": ranked.iter().map(|&(index, score)| json!({
+                "index": index, "relevance_score": score, "document": {"text": documents[index]},
+            })).collect::<Vec<_>>(),
+        }),
+        RerankApi::Voyage => json!({
+            "object": "list",
+            "data": ranked.iter().map(|&(index, score)| json!({"index": index, "relevance_score": score})).collect::<Vec<_>>(),
+            "model": body["model"],
+            "usage": {"total_tokens": tokens},
+        }),
+        // Every text, in the order given: the plugin sorts and cuts.
+        RerankApi::Tei => Value::Array(
+            (documents.iter().enumerate())
+                .map(|(index, document)| json!({"index": index, "score": fake_relevance(query, document)}))
+                .collect(),
+        ),
+    };
     Reply::json(200, &answer)
 }
