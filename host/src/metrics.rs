@@ -88,6 +88,8 @@ struct ModelStats {
     requests: HashMap<(&'static str, u16), u64>,
     /// prompt, completion, cached_prompt, cache_creation, reasoning, image_prompt, audio_prompt.
     tokens: [u64; 7],
+    /// What reranks were billed by beside tokens.
+    search_units: u64,
     cost_usd: f64,
 }
 
@@ -209,6 +211,7 @@ impl Metrics {
             for (total, tokens) in stats.tokens.iter_mut().zip(kinds) {
                 *total += u64::from(tokens.unwrap_or(0));
             }
+            stats.search_units += u64::from(usage.search_units.unwrap_or(0));
         }
         stats.cost_usd += sample.cost_usd.unwrap_or(0.0);
     }
@@ -337,6 +340,7 @@ struct Snapshot {
     upstream: Vec<([String; 1], HistogramValues)>,
     first_token: Vec<([String; 1], HistogramValues)>,
     tokens: Vec<([String; 3], u64)>,
+    search_units: Vec<([String; 2], u64)>,
     cost: Vec<([String; 2], f64)>,
     attempts: Vec<([String; 2], u64)>,
     rate_limited: Vec<([String; 1], u64)>,
@@ -377,6 +381,7 @@ impl Snapshot {
         let mut upstream: HashMap<String, Histogram> = HashMap::new();
         let mut first_token: HashMap<String, Histogram> = HashMap::new();
         let mut tokens: HashMap<[String; 3], u64> = HashMap::new();
+        let mut search_units: HashMap<[String; 2], u64> = HashMap::new();
         let mut cost: HashMap<[String; 2], f64> = HashMap::new();
         let mut attempts: HashMap<[String; 2], u64> = HashMap::new();
         let mut rate_limited: HashMap<&'static str, u64> = HashMap::new();
@@ -456,6 +461,11 @@ impl Snapshot {
                             *tokens.entry(labels).or_default() += count;
                         }
                     }
+                    if model_stats.search_units > 0 {
+                        *search_units
+                            .entry([route.clone(), model.clone()])
+                            .or_default() += model_stats.search_units;
+                    }
                     if model_stats.cost_usd > 0.0 {
                         *cost.entry([route.clone(), model.clone()]).or_default() +=
                             model_stats.cost_usd;
@@ -483,6 +493,7 @@ impl Snapshot {
             upstream: by_route(upstream),
             first_token: by_route(first_token),
             tokens: sorted(tokens),
+            search_units: sorted(search_units),
             cost: sorted(cost),
             attempts: sorted(attempts),
             rate_limited: sorted(rate_limited)
@@ -608,6 +619,14 @@ impl Collector for Snapshot {
              providers tell them, are parts of prompt).",
             ["route", "model", "kind"],
             &self.tokens,
+        )?;
+        counters(
+            encoder,
+            "gateway_search_units",
+            "Search units the providers billed reranks by (a query of up to 100 documents), \
+             beside their tokens.",
+            ["route", "model"],
+            &self.search_units,
         )?;
         counters(
             encoder,

@@ -343,7 +343,8 @@ fn specificity(name: &str, model: &str) -> Option<usize> {
 /// how much of the cached prompt was audio, so cached audio stays at the cached-input price.
 /// Reasoning (thinking) tokens are part of the completion tokens and billed as output, as every
 /// provider does. When the prompt is longer than the price's long-context threshold, the
-/// long-context prices apply to every token.
+/// long-context prices apply to every token. A rerank's search units cost the price's
+/// `per_search_unit` each, beside its tokens.
 ///
 /// The plugins report the classes this way: `prompt_tokens` includes both
 /// `cached_prompt_tokens` and `cache_creation_tokens` (OpenAI's `cached_tokens` and Gemini's
@@ -362,12 +363,14 @@ pub fn cost(usage: &TokenUsage, price: Price) -> f64 {
     // More audio than uncached tokens is capped likewise: the rest of the audio was cached.
     let audio = usage.audio_prompt_tokens.unwrap_or(0).min(uncached);
     let other = uncached - audio;
-    (f64::from(other) * rates.input
+    let tokens = (f64::from(other) * rates.input
         + f64::from(audio) * rates.audio_input
         + f64::from(cached) * rates.cached_input
         + f64::from(written) * rates.cache_write
         + f64::from(usage.completion_tokens) * rates.output)
-        / 1_000_000.0
+        / 1_000_000.0;
+    let search_units = f64::from(usage.search_units.unwrap_or(0));
+    tokens + search_units * price.per_search_unit.unwrap_or(0.0)
 }
 
 /// The per-class prices that apply to one call.

@@ -216,7 +216,7 @@ pub enum ExportFormat {
 
 /// The columns of a CSV export. Columns added later come last, so that readers of the earlier
 /// ones by position keep working.
-pub const CSV_HEADER: [&str; 26] = [
+pub const CSV_HEADER: [&str; 27] = [
     "id",
     "created_at",
     "project_id",
@@ -243,6 +243,7 @@ pub const CSV_HEADER: [&str; 26] = [
     "guards",
     "cache",
     "saved_cost_usd",
+    "search_units",
 ];
 
 /// A text cell of a CSV export, safe to open in a spreadsheet: one that starts with `=`, `+`,
@@ -260,7 +261,7 @@ pub fn csv_text(value: &str) -> std::borrow::Cow<'_, str> {
 /// A record as a line of CSV, in [`CSV_HEADER`]'s order; empty where it has no value. Every
 /// text cell goes through [`csv_text`], whoever wrote it: callers choose their `user` and
 /// `model`, upstreams their error messages, operators their route and project names.
-fn csv_record(record: &Invocation) -> [String; 26] {
+fn csv_record(record: &Invocation) -> [String; 27] {
     let text = |value: &Option<String>| csv_text(value.as_deref().unwrap_or_default()).into_owned();
     let number = |value: Option<u32>| value.map(|n| n.to_string()).unwrap_or_default();
     let usage = record.usage.as_ref();
@@ -298,6 +299,7 @@ fn csv_record(record: &Invocation) -> [String; 26] {
             .saved_cost_usd
             .map(|c| c.to_string())
             .unwrap_or_default(),
+        number(usage.and_then(|u| u.search_units)),
     ]
 }
 
@@ -519,14 +521,16 @@ mod tests {
         assert_eq!(line[19], "0.0000001", "no exponent");
         assert_eq!(line[21..23], ["", ""], "no usage: no image or audio tokens");
         assert_eq!(line[23], "", "no guard ran: empty");
-        assert_eq!(line[24..], ["", ""], "no cache: empty");
+        assert_eq!(line[24..], ["", "", ""], "no cache, no search units: empty");
         record.usage = Some(crate::store::TokenUsage {
             prompt_tokens: 1000,
             audio_prompt_tokens: Some(600),
+            search_units: Some(2),
             ..Default::default()
         });
         let line = csv_record(&record);
         assert_eq!(line[13], "1000");
+        assert_eq!(line[26], "2");
         assert_eq!(
             (line[21].as_str(), line[22].as_str()),
             ("", "600"),
@@ -539,7 +543,8 @@ mod tests {
                 "audio_prompt_tokens",
                 "guards",
                 "cache",
-                "saved_cost_usd"
+                "saved_cost_usd",
+                "search_units"
             ]
         );
         record.status = crate::store::InvocationStatus::Blocked;
@@ -562,10 +567,10 @@ mod tests {
         record.cache = Some(crate::store::CacheStatus::Hit);
         record.saved_cost_usd = Some(0.000_012_3);
         let line = csv_record(&record);
-        assert_eq!(line[24..], ["hit", "0.0000123"], "no exponent");
+        assert_eq!(line[24..26], ["hit", "0.0000123"], "no exponent");
         record.cache = Some(crate::store::CacheStatus::Skip);
         record.saved_cost_usd = None;
-        assert_eq!(csv_record(&record)[24..], ["skip", ""]);
+        assert_eq!(csv_record(&record)[24..26], ["skip", ""]);
         let mut writer = csv::Writer::from_writer(Vec::new());
         writer.write_record(&line).unwrap();
         let bytes = writer.into_inner().unwrap();

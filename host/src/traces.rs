@@ -469,6 +469,12 @@ fn usage_attributes(into: &mut Vec<KeyValue>, usage: Option<&TokenUsage>, cost: 
                 i64::from(audio),
             ));
         }
+        if let Some(units) = usage.search_units {
+            into.push(KeyValue::new(
+                "gateway.usage.search_units",
+                i64::from(units),
+            ));
+        }
     }
     if let Some(cost) = cost {
         into.push(KeyValue::new("gateway.cost_usd", cost));

@@ -21,7 +21,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use mcp::{McpConfig, McpServerConfig, TOOL_SEPARATOR};
-pub use price::{BadPrice, LongContextPrice, MAX_PER_MTOK, Price, valid_per_mtok};
+pub use price::{BadPrice, LongContextPrice, MAX_PER_MTOK, MAX_PER_UNIT, Price, valid_per_mtok};
 use types::{BaseUrl, HostEntry, MemoryMb, Positive};
 pub use types::{OtlpEndpoint, OtlpHeaders, RedisUrl, SampleRatio};
 

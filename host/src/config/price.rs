@@ -32,6 +32,10 @@ pub struct Price {
     /// Sonnet 4 and 4.5 above 200k): they apply to every token of such a call.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub long_context: Option<LongContextPrice>,
+    /// Dollars per search unit a rerank is billed by (Cohere's and Bedrock's: one query of up
+    /// to 100 documents), beside its tokens. Absent: search units cost nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_search_unit: Option<f64>,
 }
 
 /// The prices of a call whose prompt (cached and cache-written tokens included) has more than
@@ -57,15 +61,18 @@ pub struct LongContextPrice {
 /// list), and a cost computed from it would exhaust every budget at once.
 pub const MAX_PER_MTOK: f64 = 1_000_000.0;
 
+/// The most a unit billed beside tokens may cost, in dollars: a search unit costs a fifth of a
+/// cent; a thousand dollars is a price written per thousand units by mistake, or worse.
+pub const MAX_PER_UNIT: f64 = 1_000.0;
+
 /// A price that would make every cost it touches meaningless.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error(
-    "{key} must be a finite number of dollars per million tokens, from 0 to {MAX_PER_MTOK} \
-     (got {value})"
-)]
+#[error("{key} must be a finite number of dollars {per}, from 0 to {max} (got {value})")]
 pub struct BadPrice {
     key: &'static str,
     value: f64,
+    per: &'static str,
+    max: f64,
 }
 
 /// Whether `value` may be a price per million tokens: a number from 0 to [`MAX_PER_MTOK`]
@@ -89,6 +96,8 @@ struct PriceFields {
     audio_input_per_mtok: Option<f64>,
     #[serde(default)]
     long_context: Option<LongContextPrice>,
+    #[serde(default)]
+    per_search_unit: Option<f64>,
 }
 
 impl TryFrom<PriceFields> for Price {
@@ -124,8 +133,25 @@ impl TryFrom<PriceFields> for Price {
             if let Some(value) = value
                 && !valid_per_mtok(value)
             {
-                return Err(BadPrice { key, value });
+                let (per, max) = ("per million tokens", MAX_PER_MTOK);
+                return Err(BadPrice {
+                    key,
+                    value,
+                    per,
+                    max,
+                });
             }
+        }
+        if let Some(value) = fields.per_search_unit
+            && !(0.0..=MAX_PER_UNIT).contains(&value)
+        {
+            let (key, per, max) = ("per_search_unit", "per search unit", MAX_PER_UNIT);
+            return Err(BadPrice {
+                key,
+                value,
+                per,
+                max,
+            });
         }
         Ok(Price {
             input_per_mtok: fields.input_per_mtok,
@@ -134,6 +160,7 @@ impl TryFrom<PriceFields> for Price {
             cache_write_per_mtok: fields.cache_write_per_mtok,
             audio_input_per_mtok: fields.audio_input_per_mtok,
             long_context: fields.long_context,
+            per_search_unit: fields.per_search_unit,
         })
     }
 }
@@ -149,6 +176,7 @@ impl Price {
             cache_write_per_mtok: None,
             audio_input_per_mtok: None,
             long_context: None,
+            per_search_unit: None,
         }
     }
 }

@@ -260,7 +260,7 @@ impl Call {
     pub async fn settle(
         &mut self,
         draft: &mut Draft,
-        usage: Option<&types::Usage>,
+        usage: Option<TokenUsage>,
         answer: Option<Answer<'_>>,
     ) -> Charged {
         self.record_tries(draft);
@@ -282,7 +282,7 @@ impl Call {
     /// ([`super::quota::Quota::settle_unreported`]); the record has no usage, as none is known.
     pub async fn settle_cut(&mut self, draft: &mut Draft, usage: Option<&types::Usage>) {
         if usage.is_some() {
-            self.settle(draft, usage, None).await;
+            self.settle(draft, usage.map(TokenUsage::from), None).await;
             return;
         }
         self.record_tries(draft);
@@ -309,8 +309,8 @@ impl Call {
     }
 
     /// Usage and its cost (`None` when the model's price is unknown).
-    fn metered(&self, usage: Option<&types::Usage>) -> (Option<TokenUsage>, Option<f64>) {
-        let Some(usage) = usage.map(TokenUsage::from) else {
+    fn metered(&self, usage: Option<TokenUsage>) -> (Option<TokenUsage>, Option<f64>) {
+        let Some(usage) = usage else {
             return (None, None);
         };
         let leg = self.leg();

@@ -148,6 +148,7 @@ pub struct Ranked<'a> {
     pub documents: Option<&'a [String]>,
     /// The search units the provider bills, where it bills by them.
     pub search_units: Option<u32>,
+    /// The tokens the provider counted, where it counted them.
     pub usage: Option<Metered<'a>>,
 }
 

@@ -28,6 +28,7 @@ use crate::metrics::Metrics;
 use crate::plugins::{CallContext, types};
 use crate::redact::{Held, Secrets};
 use crate::state::AppState;
+use crate::store::TokenUsage;
 use crate::traces::Answer;
 
 /// Frames buffered between the plugin and a slow client before the plugin waits.
@@ -271,7 +272,11 @@ impl Streamed {
         } = self;
         let answer = Some(Answer::of(&completion));
         let charged = call
-            .settle(&mut draft, completion.usage.as_ref(), answer)
+            .settle(
+                &mut draft,
+                completion.usage.as_ref().map(TokenUsage::from),
+                answer,
+            )
             .await;
         let usage = charged.metered();
         // Held back in case a key went on: it did not.
@@ -344,7 +349,11 @@ impl Streamed {
                 .await;
         } else {
             (self.call)
-                .settle(&mut self.draft, pump.usage.as_ref(), None)
+                .settle(
+                    &mut self.draft,
+                    pump.usage.as_ref().map(TokenUsage::from),
+                    None,
+                )
                 .await;
         }
         let partial = Some(pump.partial_text());

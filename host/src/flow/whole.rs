@@ -13,6 +13,7 @@ use super::{Answering, CompletionCodec, CountCodec, EmbeddingCodec, Ranked, Repl
 use crate::error::ApiError;
 use crate::plugins::types;
 use crate::state::AppState;
+use crate::store::TokenUsage;
 use crate::traces::Answer;
 
 /// A completion, answered once the plugin's answer is whole.
@@ -35,7 +36,8 @@ pub(super) async fn complete<C: CompletionCodec>(
     }
     let completion = completion?;
     let answer = Some(Answer::of(&completion));
-    let charged = call.settle(draft, completion.usage.as_ref(), answer).await;
+    let usage = completion.usage.as_ref().map(TokenUsage::from);
+    let charged = call.settle(draft, usage, answer).await;
     if let Some(caching) = &caching {
         let mut kept = completion.clone();
         redact_completion(draft.current_secrets(), &mut kept);
@@ -99,7 +101,8 @@ pub(super) async fn embed<E: EmbeddingCodec>(
         )));
     }
     let answer = Some(Answer::default());
-    let charged = call.settle(draft, result.usage.as_ref(), answer).await;
+    let usage = result.usage.as_ref().map(TokenUsage::from);
+    let charged = call.settle(draft, usage, answer).await;
     if let Some(caching) = &caching {
         let kept = crate::cache::Answer::Embeddings(result.clone());
         caching.store(state, kept, charged.cost_usd).await;
@@ -156,13 +159,18 @@ pub(super) async fn rerank(
     }
     let reranking = result?;
     let answer = Some(Answer::default());
-    let charged = call.settle(draft, reranking.usage.as_ref(), answer).await;
+    let mut usage = reranking.usage.as_ref().map(TokenUsage::from);
+    if let Some(units) = reranking.search_units {
+        usage.get_or_insert_with(TokenUsage::default).search_units = Some(units);
+    }
+    let charged = call.settle(draft, usage, answer).await;
     let id = draft.id().to_string();
     let answer = Ranked {
         results: &reranking.results,
         documents: kept.as_deref(),
         search_units: reranking.search_units,
-        usage: charged.metered(),
+        // Tokens only where the provider counted them: search units alone are no usage.
+        usage: charged.metered().filter(|_| reranking.usage.is_some()),
     };
     let text = codec(&call.envelope(&id), &answer);
     Ok(Reply::Json(text, call.answer_headers()))

@@ -1,8 +1,9 @@
 //! Reading the community price list: LiteLLM's `model_prices_and_context_window.json`, one
 //! object per model with its `litellm_provider`, `mode` and per-token prices in dollars.
 //!
-//! What the gateway can price (a chat, completion or embedding model of a provider one of its
-//! plugins serves, priced per token) becomes a [`Price`] under that plugin's name; everything
+//! What the gateway can price (a chat, completion, embedding or rerank model of a provider one
+//! of its plugins serves, priced per token, a rerank's per query too) becomes a [`Price`] under
+//! that plugin's name; everything
 //! else is counted as skipped, by reason. A file that is not such a list, or an entry the
 //! gateway would price whose price fields are not numbers, is refused as a whole and names the
 //! entry: an import writes all of a file or nothing.
@@ -12,7 +13,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::PriceTable;
-use crate::config::{LongContextPrice, MAX_PER_MTOK, Price, valid_per_mtok};
+use crate::config::{LongContextPrice, MAX_PER_MTOK, MAX_PER_UNIT, Price, valid_per_mtok};
 
 /// The plugin that serves a provider of the file (its `litellm_provider`), if any.
 ///
@@ -44,16 +45,16 @@ const NAME_PREFIXES: &[&str] = &[
     "bedrock_converse/",
 ];
 
-/// The modes whose calls are priced per token by the gateway. An entry without a mode is
-/// taken as a chat model, as LiteLLM does.
-const PRICED_MODES: &[&str] = &["chat", "completion", "embedding", "responses"];
+/// The modes whose calls are priced by the gateway (per token, and a rerank's per query too).
+/// An entry without a mode is taken as a chat model, as LiteLLM does.
+const PRICED_MODES: &[&str] = &["chat", "completion", "embedding", "responses", "rerank"];
 
 /// Why an entry of the file was not imported.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Skip {
     /// Its provider has no gateway plugin (the provider's name).
     Provider(String),
-    /// Not a chat, completion or embedding model (the mode).
+    /// Not a chat, completion, embedding or rerank model (the mode).
     Mode(String),
     /// No `input_cost_per_token`: priced per character, image, second, request...
     NotPerToken,
@@ -71,7 +72,7 @@ impl std::fmt::Display for Skip {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Skip::Provider(_) => write!(f, "provider without a gateway plugin"),
-            Skip::Mode(_) => write!(f, "not a chat, completion or embedding model"),
+            Skip::Mode(_) => write!(f, "not a chat, completion, embedding or rerank model"),
             Skip::NotPerToken => write!(
                 f,
                 "not priced per token (per character, image, second or request only)"
@@ -244,13 +245,41 @@ fn price_of(name: &str, fields: &Map<String, Value>) -> Result<Result<Price, Ski
             )),
         }
     };
-    let Some(input) = get("input_cost_per_token")? else {
-        return Ok(Err(Skip::NotPerToken));
+    // A price per unit billed beside tokens, in dollars as the file writes it.
+    let get_per_unit = |field: &str| -> Result<Option<f64>, ImportError> {
+        match fields.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(number)) => match number.as_f64() {
+                Some(value) if (0.0..=MAX_PER_UNIT).contains(&value) => Ok(Some(value)),
+                _ => Err(entry_error(
+                    name,
+                    format!(
+                        "{field} must be a dollar amount from 0 to {MAX_PER_UNIT} (got {number})"
+                    ),
+                )),
+            },
+            Some(other) => Err(entry_error(
+                name,
+                format!("{field} must be a number, not {}", kind(other)),
+            )),
+        }
+    };
+    // LiteLLM's query is a search unit: one call of up to 100 documents, as Cohere and Bedrock
+    // bill their reranks.
+    let per_search_unit = match get_per_unit("input_cost_per_query")? {
+        Some(0.0) | None => None,
+        price => price,
+    };
+    let input = match get("input_cost_per_token")? {
+        Some(input) => input,
+        // A rerank billed by the query alone reads no tokens the gateway would price.
+        None if mode == "rerank" && per_search_unit.is_some() => 0.0,
+        None => return Ok(Err(Skip::NotPerToken)),
     };
     let output = match get("output_cost_per_token")? {
         Some(output) => output,
-        // Embeddings produce no tokens to bill.
-        None if mode == "embedding" => 0.0,
+        // Embeddings and reranks produce no tokens to bill.
+        None if mode == "embedding" || mode == "rerank" => 0.0,
         None => return Ok(Err(Skip::NoOutputPrice)),
     };
     let cached = get("cache_read_input_token_cost")?;
@@ -290,6 +319,7 @@ fn price_of(name: &str, fields: &Map<String, Value>) -> Result<Result<Price, Ski
         cache_write_per_mtok: write,
         audio_input_per_mtok: audio,
         long_context,
+        per_search_unit,
     }))
 }
 
@@ -399,6 +429,41 @@ mod tests {
     }
 
     #[test]
+    fn a_rerank_is_priced_per_query_as_search_units() {
+        let imported = one(
+            "bedrock/cohere.rerank-v3-5:0",
+            json!({"litellm_provider": "bedrock", "mode": "rerank",
+                "input_cost_per_query": 0.002, "input_cost_per_token": 0.0,
+                "output_cost_per_token": 0.0}),
+        )
+        .unwrap();
+        let rerank = price(&imported, "bedrock", "cohere.rerank-v3-5:0");
+        assert_eq!(rerank.per_search_unit, Some(0.002));
+        assert_eq!((rerank.input_per_mtok, rerank.output_per_mtok), (0.0, 0.0));
+        // Per query alone, and per token alone (Jina's and Voyage's are: no query price).
+        let per_query = json!({"litellm_provider": "bedrock", "mode": "rerank",
+            "input_cost_per_query": 0.001});
+        let imported = one("amazon.rerank-v1:0", per_query).unwrap();
+        let rerank = price(&imported, "bedrock", "amazon.rerank-v1:0");
+        assert_eq!(rerank.per_search_unit, Some(0.001));
+        let per_token = json!({"litellm_provider": "bedrock", "mode": "rerank",
+            "input_cost_per_token": 2e-08});
+        let imported = one("some.rerank-v1:0", per_token).unwrap();
+        let rerank = price(&imported, "bedrock", "some.rerank-v1:0");
+        assert_eq!(
+            (rerank.input_per_mtok, rerank.per_search_unit),
+            (0.02, None)
+        );
+        let absurd = json!({"litellm_provider": "bedrock", "mode": "rerank",
+            "input_cost_per_query": 2000.0});
+        let refused = one("amazon.rerank-v1:0", absurd).expect_err("refused");
+        assert!(
+            refused.to_string().contains("input_cost_per_query"),
+            "{refused}"
+        );
+    }
+
+    #[test]
     fn every_price_class_and_the_long_context_tier_are_read() {
         let imported = one(
             "gemini/gemini-2.5-pro",
@@ -432,6 +497,7 @@ mod tests {
                     cache_write_per_mtok: None,
                     audio_input_per_mtok: None,
                 }),
+                per_search_unit: None,
             }
         );
         let imported = one(

@@ -38,6 +38,10 @@ pub struct TokenUsage {
     /// Prompt tokens of audio (included in `prompt_tokens`), where the provider tells them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audio_prompt_tokens: Option<u32>,
+    /// The search units a provider billed a rerank by (Cohere's, Bedrock's queries), beside
+    /// any tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub search_units: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]

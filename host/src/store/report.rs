@@ -456,6 +456,7 @@ pub(super) mod fixture {
             reasoning_tokens: reasoning,
             image_prompt_tokens: None,
             audio_prompt_tokens: None,
+            search_units: None,
         })
     }
 

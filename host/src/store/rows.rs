@@ -127,6 +127,7 @@ pub(super) fn invocation<R: StoredRow + ?Sized>(row: &R) -> Result<Invocation, R
             reasoning_tokens: row.token_count(17)?,
             image_prompt_tokens: row.token_count(25)?,
             audio_prompt_tokens: row.token_count(26)?,
+            search_units: row.token_count(30)?,
         }),
     };
     Ok(Invocation {

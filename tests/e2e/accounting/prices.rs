@@ -226,7 +226,7 @@ fn an_imported_list_prices_a_model_at_exactly_the_files_prices() {
     );
     for reason in [
         "provider without a gateway plugin: 3 (azure 1, deepseek 1, mistral 1)",
-        "not a chat, completion or embedding model: 5",
+        "not a chat, completion, embedding or rerank model: 5",
         "not priced per token (per character, image, second or request only): 2",
         "name qualified by a region or commitment: 1",
         "another name for a model already imported: 1",

@@ -20,7 +20,7 @@ const MODEL_B: &str = "o3-mini";
 
 /// The columns of `invocations export --format csv`, in order (the contract; columns added
 /// later come last).
-const CSV_HEADER: [&str; 26] = [
+const CSV_HEADER: [&str; 27] = [
     "id",
     "created_at",
     "project_id",
@@ -47,6 +47,7 @@ const CSV_HEADER: [&str; 26] = [
     "guards",
     "cache",
     "saved_cost_usd",
+    "search_units",
 ];
 
 /// One scripted call: who makes it, for which model, as which user, and what the upstream

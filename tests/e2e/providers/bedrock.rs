@@ -782,12 +782,18 @@ fn rerank_by_cohere_and_amazon_models_through_signed_invoke_model_calls() {
         "Paris is the capital of France",
         "France grows wine",
     ];
-    for (model, path) in [
+    // (model, its path, its price a search unit in host/prices.toml)
+    for (model, path, price) in [
         (
             "cohere.rerank-v3-5:0",
             "/model/cohere.rerank-v3-5%3A0/invoke",
+            0.002,
         ),
-        ("amazon.rerank-v1:0", "/model/amazon.rerank-v1%3A0/invoke"),
+        (
+            "amazon.rerank-v1:0",
+            "/model/amazon.rerank-v1%3A0/invoke",
+            0.001,
+        ),
     ] {
         let body = json!({
             "model": format!("{ROUTE}/{model}"),
@@ -829,6 +835,8 @@ fn rerank_by_cohere_and_amazon_models_through_signed_invoke_model_calls() {
         let record = gw.get_invocation(&id).json();
         assert_eq!(record["type"], json!("rerank"), "{record}");
         assert_eq!(record["status"], json!("success"), "{record}");
+        assert_eq!(record["usage"]["search_units"], json!(1), "{record}");
+        assert_eq!(record["usageCost"], json!(price), "{record}");
     }
     // Not a rerank model: refused by the plugin before any call.
     let body = json!({"model": format!("{ROUTE}/{MODEL}"), "query": query, "documents": documents});

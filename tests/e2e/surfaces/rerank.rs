@@ -63,7 +63,8 @@ fn route(id: &str, upstream: &OpenAiUpstream, prefix: &str, api: &str) -> Route 
 
 fn gateway(upstream: &OpenAiUpstream) -> Gateway {
     Gateway::builder()
-        .route(route("cohere", upstream, "/v2", "cohere"))
+        // Its default model is a metrics label (a caller's model names are not).
+        .route(route("cohere", upstream, "/v2", "cohere").default_model("rerank-v3.5"))
         .route(route("jina", upstream, "/v1", "cohere"))
         .route(route("voyage", upstream, "/voyage/v1", "voyage"))
         .route(route("tei", upstream, "/tei", "tei"))
@@ -150,7 +151,6 @@ fn each_rerank_server_is_asked_in_its_own_shape_and_answered_in_one() {
             assert!((header - cost).abs() < 1e-12, "{header} != {cost}");
         } else {
             assert!(answer.get("usage").is_none(), "{answer}");
-            assert!(record["usage"].is_null(), "{record}");
         }
         let units = (route == "cohere").then_some(json!({"search_units": 1}));
         assert_eq!(
@@ -158,6 +158,11 @@ fn each_rerank_server_is_asked_in_its_own_shape_and_answered_in_one() {
             units.as_ref(),
             "{answer}"
         );
+        match route {
+            "cohere" => assert_eq!(record["usage"]["search_units"], json!(1), "{record}"),
+            "tei" => assert!(record["usage"].is_null(), "{record}"),
+            _ => assert!(record["usage"].get("search_units").is_none(), "{record}"),
+        }
     }
 }
 
@@ -276,4 +281,28 @@ fn a_rerank_s_query_and_documents_go_through_the_guards() {
     assert!(!response.text().contains("jane.doe"), "{}", response.text());
     let record = gw.record(&invocation(&response));
     assert_eq!(record["guards"][0]["verdict"], json!("rewrite"), "{record}");
+}
+
+#[test]
+fn search_units_are_recorded_and_priced_at_the_shipped_per_search_unit_price() {
+    use gateway_test_support::scrape::{scrape, value};
+    let upstream = OpenAiUpstream::start();
+    let gw = gateway(&upstream);
+    // Cohere's rerank-v3.5, priced by host/prices.toml at $0.002 a search unit (no route price).
+    let body = json!({"model": "cohere/rerank-v3.5", "query": QUERY, "documents": documents()});
+    let response = rerank(&gw, "/v1/rerank", &body);
+    assert_eq!(response.status, 200, "{}", response.text());
+    assert_eq!(
+        response.json()["meta"]["billed_units"],
+        json!({"search_units": 1})
+    );
+    let record = gw.record(&invocation(&response));
+    assert_eq!(record["usage"]["search_units"], json!(1), "{record}");
+    assert_eq!(record["usage"]["prompt_tokens"], json!(0), "{record}");
+    assert_eq!(record["usageCost"], json!(0.002), "{record}");
+    assert_eq!(response.header("x-gateway-cost-usd"), Some("0.0020000000"));
+    let samples = scrape(&gw, None);
+    let labels = [("route", "cohere"), ("model", "rerank-v3.5")];
+    assert_eq!(value(&samples, "gateway_search_units_total", &labels), 1.0);
+    assert_eq!(value(&samples, "gateway_cost_usd_total", &labels), 0.002);
 }

@@ -161,6 +161,11 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE projects ADD COLUMN tools TEXT[];
 "#,
+    // The search units a rerank was billed by, where its provider bills them; NULL otherwise.
+    // Nullable without a default: added without rewriting the table.
+    r#"
+    ALTER TABLE invocations ADD COLUMN search_units BIGINT;
+"#,
 ];
 
 pub(super) const BACKEND: &str = "PostgreSQL";

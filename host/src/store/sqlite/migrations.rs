@@ -147,6 +147,10 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE projects ADD COLUMN tools TEXT;
 "#,
+    // The search units a rerank was billed by, where its provider bills them; NULL otherwise.
+    r#"
+    ALTER TABLE invocations ADD COLUMN search_units INTEGER;
+"#,
 ];
 
 /// Applies the migrations the database lacks, each in its own transaction

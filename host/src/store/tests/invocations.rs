@@ -36,6 +36,7 @@ pub(in crate::store) fn record(n: usize) -> Invocation {
             reasoning_tokens: None,
             image_prompt_tokens: None,
             audio_prompt_tokens: None,
+            search_units: None,
         }),
         cost_usd: Some(0.000_123),
         created_at_ms: 1_700_000_000_000 + n as i64,
@@ -170,6 +171,7 @@ pub(super) async fn invocations_round_trip_every_field(h: &Harness) {
             reasoning_tokens: Some(u32::MAX),
             image_prompt_tokens: Some(6),
             audio_prompt_tokens: Some(u32::MAX - 1),
+            search_units: Some(3),
         }),
         cost_usd: Some(0.25),
         created_at_ms: 2_000,
@@ -211,6 +213,14 @@ pub(super) async fn invocations_round_trip_every_field(h: &Harness) {
         ))
         .await,
         6 + i64::from(u32::MAX - 1)
+    );
+    assert_eq!(
+        h.count(&format!(
+            "SELECT search_units FROM invocations WHERE id = '{}'",
+            full.id
+        ))
+        .await,
+        3
     );
     assert_eq!(
         h.count(

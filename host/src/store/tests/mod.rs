@@ -89,6 +89,7 @@ on_both_backends! {
     schema::a_v8_database_migrates_to_v9_and_kept_responses_gain_their_route_and_model,
     schema::a_v9_database_migrates_to_v10_and_its_kept_conversations_continue_whole,
     schema::a_v11_database_migrates_to_v12_and_projects_gain_tools,
+    schema::a_v12_database_migrates_to_v13_and_its_records_gain_search_units,
 }
 
 /// Where a case's database is, and what differs between the backends' databases.
@@ -127,6 +128,8 @@ pub(super) enum Before {
     ResponseTurns,
     /// Before projects' `/mcp` tools (keys had theirs).
     ProjectTools,
+    /// Before records' search units.
+    SearchUnits,
 }
 
 impl Harness {
@@ -228,6 +231,7 @@ impl Harness {
             (Place::Sqlite { .. }, Before::ResponseOrigin) => 9,
             (Place::Sqlite { .. }, Before::ResponseTurns) => 10,
             (Place::Sqlite { .. }, Before::ProjectTools) => 12,
+            (Place::Sqlite { .. }, Before::SearchUnits) => 13,
             (Place::Postgres(_), Before::Limits) => 1,
             (Place::Postgres(_), Before::Attempts) => 2,
             (Place::Postgres(_), Before::Responses) => 3,
@@ -238,6 +242,7 @@ impl Harness {
             (Place::Postgres(_), Before::ResponseOrigin) => 8,
             (Place::Postgres(_), Before::ResponseTurns) => 9,
             (Place::Postgres(_), Before::ProjectTools) => 11,
+            (Place::Postgres(_), Before::SearchUnits) => 12,
         }
     }
 
