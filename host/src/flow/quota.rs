@@ -250,9 +250,16 @@ pub(super) fn estimate<C, E>(
         Ask::Count { .. } => (0, 0),
     };
     let prompt_tokens = (prompt_bytes as u64).div_ceil(BYTES_PER_TOKEN);
+    // A rerank billed by search units is reserved the least its provider bills: one a query of
+    // up to 100 documents (Cohere's and Bedrock's unit).
+    let search_units = match ask {
+        Ask::Rerank(rerank) => u32::try_from(rerank.documents.len().div_ceil(100)).ok(),
+        _ => None,
+    };
     let usage = TokenUsage {
         prompt_tokens: u32::try_from(prompt_tokens).unwrap_or(u32::MAX),
         completion_tokens: u32::try_from(completion_tokens).unwrap_or(u32::MAX),
+        search_units,
         ..TokenUsage::default()
     };
     let price = pricing::price_for(
