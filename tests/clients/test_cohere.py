@@ -46,7 +46,8 @@ def test_v2_rerank(v2, scenario, case, server):
     assert invocation["status"] == "success"
     if server == "cohere":
         assert answer.meta.billed_units.search_units == 1
-        assert invocation["usage"] is None
+        assert invocation["usage"]["search_units"] == 1
+        assert invocation["usage"]["prompt_tokens"] == 0
     else:
         assert answer.meta.billed_units is None
         assert invocation["usage"]["prompt_tokens"] == case["tokens"]
