@@ -212,55 +212,58 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
 /// not a number, negative or not finite.
 fn price_of(name: &str, fields: &Map<String, Value>) -> Result<Result<Price, Skip>, ImportError> {
     let mode = fields.get("mode").and_then(Value::as_str).unwrap_or("chat");
-    let get = |field: &str| -> Result<Option<f64>, ImportError> {
+    // A field's number as the file writes it: none when absent or null, refused when not a
+    // number.
+    let number = |field: &str| -> Result<Option<&serde_json::Number>, ImportError> {
         match fields.get(field) {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::Number(number)) => match number.as_f64() {
-                Some(value) if value.is_finite() && value >= 0.0 => {
-                    let per_mtok = per_million(value).ok_or_else(|| {
-                        entry_error(name, format!("{field}: {value} cannot be converted"))
-                    })?;
-                    // Held to the rule the gateway loads the file with: a price it would
-                    // refuse (1e308 a token is infinite per million) is refused, not written.
-                    if !valid_per_mtok(per_mtok) {
-                        return Err(entry_error(
-                            name,
-                            format!(
-                                "{field} of {number} dollars a token is over the most a price \
-                                 may be: {MAX_PER_MTOK} dollars per million tokens ({} dollar a token)",
-                                MAX_PER_MTOK / 1e6
-                            ),
-                        ));
-                    }
-                    Ok(Some(per_mtok))
-                }
-                _ => Err(entry_error(
-                    name,
-                    format!("{field} must be a dollar amount, not negative (got {number})"),
-                )),
-            },
+            Some(Value::Number(number)) => Ok(Some(number)),
             Some(other) => Err(entry_error(
                 name,
                 format!("{field} must be a number, not {}", kind(other)),
             )),
         }
     };
+    // A per-token price, as the price per million tokens.
+    let get = |field: &str| -> Result<Option<f64>, ImportError> {
+        let Some(number) = number(field)? else {
+            return Ok(None);
+        };
+        match number.as_f64() {
+            Some(value) if value.is_finite() && value >= 0.0 => {
+                let per_mtok = per_million(value).ok_or_else(|| {
+                    entry_error(name, format!("{field}: {value} cannot be converted"))
+                })?;
+                // Held to the rule the gateway loads the file with: a price it would refuse
+                // (1e308 a token is infinite per million) is refused, not written.
+                if !valid_per_mtok(per_mtok) {
+                    return Err(entry_error(
+                        name,
+                        format!(
+                            "{field} of {number} dollars a token is over the most a price \
+                             may be: {MAX_PER_MTOK} dollars per million tokens ({} dollar a token)",
+                            MAX_PER_MTOK / 1e6
+                        ),
+                    ));
+                }
+                Ok(Some(per_mtok))
+            }
+            _ => Err(entry_error(
+                name,
+                format!("{field} must be a dollar amount, not negative (got {number})"),
+            )),
+        }
+    };
     // A price per unit billed beside tokens, in dollars as the file writes it.
     let get_per_unit = |field: &str| -> Result<Option<f64>, ImportError> {
-        match fields.get(field) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Number(number)) => match number.as_f64() {
-                Some(value) if (0.0..=MAX_PER_UNIT).contains(&value) => Ok(Some(value)),
-                _ => Err(entry_error(
-                    name,
-                    format!(
-                        "{field} must be a dollar amount from 0 to {MAX_PER_UNIT} (got {number})"
-                    ),
-                )),
-            },
-            Some(other) => Err(entry_error(
+        let Some(number) = number(field)? else {
+            return Ok(None);
+        };
+        match number.as_f64() {
+            Some(value) if (0.0..=MAX_PER_UNIT).contains(&value) => Ok(Some(value)),
+            _ => Err(entry_error(
                 name,
-                format!("{field} must be a number, not {}", kind(other)),
+                format!("{field} must be a dollar amount from 0 to {MAX_PER_UNIT} (got {number})"),
             )),
         }
     };
