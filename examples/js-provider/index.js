@@ -81,5 +81,5 @@ class OpenAiCompatible extends HttpProvider {
   }
 }
 
-export const { info, complete, completeStream, embed, countTokens, rerank } =
+export const { info, complete, completeStream, embed, countTokens, rerank, generateImages } =
   exportProvider(new OpenAiCompatible());

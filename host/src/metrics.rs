@@ -90,6 +90,8 @@ struct ModelStats {
     tokens: [u64; 7],
     /// What reranks were billed by beside tokens.
     search_units: u64,
+    /// The images models made.
+    images: u64,
     cost_usd: f64,
 }
 
@@ -212,6 +214,7 @@ impl Metrics {
                 *total += u64::from(tokens.unwrap_or(0));
             }
             stats.search_units += u64::from(usage.search_units.unwrap_or(0));
+            stats.images += u64::from(usage.images.unwrap_or(0));
         }
         stats.cost_usd += sample.cost_usd.unwrap_or(0.0);
     }
@@ -341,6 +344,7 @@ struct Snapshot {
     first_token: Vec<([String; 1], HistogramValues)>,
     tokens: Vec<([String; 3], u64)>,
     search_units: Vec<([String; 2], u64)>,
+    images: Vec<([String; 2], u64)>,
     cost: Vec<([String; 2], f64)>,
     attempts: Vec<([String; 2], u64)>,
     rate_limited: Vec<([String; 1], u64)>,
@@ -382,6 +386,7 @@ impl Snapshot {
         let mut first_token: HashMap<String, Histogram> = HashMap::new();
         let mut tokens: HashMap<[String; 3], u64> = HashMap::new();
         let mut search_units: HashMap<[String; 2], u64> = HashMap::new();
+        let mut images: HashMap<[String; 2], u64> = HashMap::new();
         let mut cost: HashMap<[String; 2], f64> = HashMap::new();
         let mut attempts: HashMap<[String; 2], u64> = HashMap::new();
         let mut rate_limited: HashMap<&'static str, u64> = HashMap::new();
@@ -466,6 +471,10 @@ impl Snapshot {
                             .entry([route.clone(), model.clone()])
                             .or_default() += model_stats.search_units;
                     }
+                    if model_stats.images > 0 {
+                        *images.entry([route.clone(), model.clone()]).or_default() +=
+                            model_stats.images;
+                    }
                     if model_stats.cost_usd > 0.0 {
                         *cost.entry([route.clone(), model.clone()]).or_default() +=
                             model_stats.cost_usd;
@@ -494,6 +503,7 @@ impl Snapshot {
             first_token: by_route(first_token),
             tokens: sorted(tokens),
             search_units: sorted(search_units),
+            images: sorted(images),
             cost: sorted(cost),
             attempts: sorted(attempts),
             rate_limited: sorted(rate_limited)
@@ -627,6 +637,13 @@ impl Collector for Snapshot {
              beside their tokens.",
             ["route", "model"],
             &self.search_units,
+        )?;
+        counters(
+            encoder,
+            "gateway_images",
+            "Images the models made.",
+            ["route", "model"],
+            &self.images,
         )?;
         counters(
             encoder,

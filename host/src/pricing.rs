@@ -224,6 +224,13 @@ fn price_toml(price: &Price) -> String {
         tier.push(format!("output_per_mtok = {:?}", long.output_per_mtok));
         fields.push(format!("long_context = {{ {} }}", tier.join(", ")));
     }
+    let units = [
+        ("per_search_unit", price.per_search_unit),
+        ("per_image", price.per_image),
+    ];
+    fields.extend(
+        (units.iter()).filter_map(|(key, value)| value.map(|value| format!("{key} = {value:?}"))),
+    );
     format!("{{ {} }}", fields.join(", "))
 }
 
@@ -256,6 +263,44 @@ pub fn price_for(
         let base = without_geography(model)?;
         price_in(route, &tables, plugin_models, base)
     })
+}
+
+/// The price of the images `model` makes at `size` and `quality` (as the provider billed them,
+/// else as the caller asked): the entry named `MODEL QUALITY SIZE` (`dall-e-3 hd 1024x1792`),
+/// else `MODEL SIZE`, else `MODEL QUALITY` (each by its exact name, in the sources' order of
+/// precedence), else the model's own as [`price_for`] finds it, which is its default size's and
+/// quality's.
+pub fn image_price_for(
+    route: &BTreeMap<String, Price>,
+    imported: &PriceTable,
+    plugin: &str,
+    plugin_models: &[types::ModelPrice],
+    model: &str,
+    size: Option<&str>,
+    quality: Option<&str>,
+) -> Option<Price> {
+    let variants = [
+        size.zip(quality)
+            .map(|(size, quality)| format!("{model} {quality} {size}")),
+        size.map(|size| format!("{model} {size}")),
+        quality.map(|quality| format!("{model} {quality}")),
+    ];
+    // A variant is its exact name: by prefix, `dall-e-3 hd` would take `dall-e`'s price.
+    let named = |name: &String| {
+        let tables = [
+            imported.plugin(plugin),
+            PriceTable::shipped().plugin(plugin),
+        ];
+        (route.get(name).copied()).or_else(|| {
+            tables
+                .iter()
+                .flatten()
+                .find_map(|table| table.get(name).copied())
+        })
+    };
+    (variants.iter().flatten())
+        .find_map(named)
+        .or_else(|| price_for(route, imported, plugin, plugin_models, model))
 }
 
 /// The geographies of Bedrock's cross-region inference profiles, the first part of their ids.
@@ -344,7 +389,7 @@ fn specificity(name: &str, model: &str) -> Option<usize> {
 /// Reasoning (thinking) tokens are part of the completion tokens and billed as output, as every
 /// provider does. When the prompt is longer than the price's long-context threshold, the
 /// long-context prices apply to every token. A rerank's search units cost the price's
-/// `per_search_unit` each, beside its tokens.
+/// `per_search_unit` each, and a model's images its `per_image` each, beside their tokens.
 ///
 /// The plugins report the classes this way: `prompt_tokens` includes both
 /// `cached_prompt_tokens` and `cache_creation_tokens` (OpenAI's `cached_tokens` and Gemini's
@@ -370,7 +415,10 @@ pub fn cost(usage: &TokenUsage, price: Price) -> f64 {
         + f64::from(usage.completion_tokens) * rates.output)
         / 1_000_000.0;
     let search_units = f64::from(usage.search_units.unwrap_or(0));
-    tokens + search_units * price.per_search_unit.unwrap_or(0.0)
+    let images = f64::from(usage.images.unwrap_or(0));
+    tokens
+        + search_units * price.per_search_unit.unwrap_or(0.0)
+        + images * price.per_image.unwrap_or(0.0)
 }
 
 /// The per-class prices that apply to one call.
@@ -715,6 +763,22 @@ mod tests {
             ),
             ("openai", "odd \"name\" \\ here", price(1e-9, 0.0)),
             ("some plugin", "m", price(1.0, 2.0)),
+            (
+                "openai",
+                "rerank-v3.5",
+                Price {
+                    per_search_unit: Some(0.002),
+                    ..price(0.0, 0.0)
+                },
+            ),
+            (
+                "openai",
+                "dall-e-3 hd 1024x1792",
+                Price {
+                    per_image: Some(0.12),
+                    ..price(0.0, 0.0)
+                },
+            ),
         ]);
         let text = table.to_toml("Written by a test.\nSecond line.");
         assert!(
@@ -728,6 +792,59 @@ mod tests {
         assert!(text.contains(
             "\"us.amazon.nova-micro-v1:0\" = { input_per_mtok = 0.035, cached_input_per_mtok = 0.00875, cache_write_per_mtok = 0.035, output_per_mtok = 0.14 }"
         ), "{text}");
+        // The units a price bills by beside tokens are written too (a rerank's were not).
+        assert!(text.contains(
+            "\"rerank-v3.5\" = { input_per_mtok = 0.0, output_per_mtok = 0.0, per_search_unit = 0.002 }"
+        ), "{text}");
+    }
+
+    #[test]
+    fn an_image_is_priced_by_its_size_and_quality_entry_else_by_its_model_s() {
+        let per_image = |dollars| Price {
+            per_image: Some(dollars),
+            ..price(0.0, 0.0)
+        };
+        let imported = table_of(&[
+            ("p", "dall-e-3", per_image(0.04)),
+            ("p", "dall-e-3 hd", per_image(0.08)),
+            ("p", "dall-e-3 1024x1792", per_image(0.08)),
+            ("p", "dall-e-3 hd 1024x1792", per_image(0.12)),
+            ("p", "dall-e", per_image(9.0)),
+        ]);
+        let none = BTreeMap::new();
+        let at = |route: &BTreeMap<String, Price>, model, size, quality| {
+            image_price_for(route, &imported, "p", &[], model, size, quality)
+                .and_then(|price| price.per_image)
+        };
+        let wide = Some("1024x1792");
+        assert_eq!(at(&none, "dall-e-3", wide, Some("hd")), Some(0.12));
+        assert_eq!(at(&none, "dall-e-3", wide, Some("standard")), Some(0.08));
+        assert_eq!(
+            at(&none, "dall-e-3", Some("1024x1024"), Some("hd")),
+            Some(0.08)
+        );
+        assert_eq!(at(&none, "dall-e-3", Some("1024x1024"), None), Some(0.04));
+        assert_eq!(at(&none, "dall-e-3", None, None), Some(0.04));
+        // A snapshot takes its model's price, not a variant's by prefix.
+        assert_eq!(at(&none, "dall-e-3-2025", wide, Some("hd")), Some(0.04));
+        // The route's entry comes first, as for any model.
+        let route = BTreeMap::from([("dall-e-3 hd".to_owned(), per_image(0.5))]);
+        assert_eq!(
+            at(&route, "dall-e-3", Some("1024x1024"), Some("hd")),
+            Some(0.5)
+        );
+        // Images beside tokens: 3 images at 0.08 and a million prompt tokens at 1.
+        let usage = TokenUsage {
+            prompt_tokens: 1_000_000,
+            total_tokens: 1_000_000,
+            images: Some(3),
+            ..TokenUsage::default()
+        };
+        let both = Price {
+            per_image: Some(0.08),
+            ..price(1.0, 0.0)
+        };
+        assert!((cost(&usage, both) - 1.24).abs() < 1e-9);
     }
 
     #[test]
@@ -1127,6 +1244,19 @@ mod tests {
                 if let Some(long) = price.long_context {
                     assert!(long.input_per_mtok >= price.input_per_mtok, "{place}");
                     assert!(long.above_prompt_tokens > 0, "{place}");
+                }
+                // An image size's or quality's entry is its model's, which is priced by the image
+                // too (a misspelt model would leave the variant unreachable).
+                if let Some((base, variant)) = model.split_once(' ') {
+                    let base = models
+                        .get(base)
+                        .unwrap_or_else(|| panic!("{place}: no {base}"));
+                    assert!(
+                        base.per_image.is_some() && price.per_image.is_some(),
+                        "{place}"
+                    );
+                    let words: Vec<&str> = variant.split(' ').collect();
+                    assert!(!words.is_empty() && words.len() <= 2, "{place}");
                 }
             }
         }

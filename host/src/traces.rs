@@ -475,6 +475,9 @@ fn usage_attributes(into: &mut Vec<KeyValue>, usage: Option<&TokenUsage>, cost: 
                 i64::from(units),
             ));
         }
+        if let Some(images) = usage.images {
+            into.push(KeyValue::new("gateway.usage.images", i64::from(images)));
+        }
     }
     if let Some(cost) = cost {
         into.push(KeyValue::new("gateway.cost_usd", cost));
@@ -501,6 +504,7 @@ fn operation_name(kind: &str) -> &'static str {
         "count_tokens" => "count_tokens",
         // Not among the conventions' names, which allow a system's own.
         "rerank" => "rerank",
+        "images" => "image_generation",
         _ => "text_completion",
     }
 }

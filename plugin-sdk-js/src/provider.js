@@ -203,23 +203,35 @@ export class HttpProvider extends StreamDecoder {
    * usage, searchUnits}`. Default: not supported (400).
    */
   rerank(call) {
-    throw unsupportedRerank(this);
+    throw unsupported(this, 'rerank');
+  }
+
+  /**
+   * `call.n` images made from `call.prompt` (an `image-request`, with `size`, `quality` and the
+   * caller's other keys in `params`): `{model, images: [{source: {tag: 'bytes', val:
+   * Uint8Array} | {tag: 'url', val}, mediaType, revisedPrompt}], usage, size, quality}`.
+   * Default: not supported (400).
+   */
+  generateImages(call) {
+    throw unsupported(this, 'image generation');
   }
 }
 
-/** What a provider without `rerank` answers: the caller's request was wrong for the route. */
-function unsupportedRerank(provider) {
-  return ProviderError.invalidRequest(`${provider.info().name} does not support rerank`);
+/** What a provider without an optional function answers: the caller's request was wrong for
+ * the route. */
+function unsupported(provider, what) {
+  return ProviderError.invalidRequest(`${provider.info().name} does not support ${what}`);
 }
 
 /**
  * The functions the component exports (the `provider` world's `info`, `complete`,
- * `complete-stream`, `embed`, `count-tokens`, `rerank`) for `provider` (an `HttpProvider`, or
- * any object with `info`, `complete(call)`, `completeStream(call, sink)`, `embed(call)` and,
- * optionally, `countTokens(call)` and `rerank(call)`). Export them all from the plugin's module
- * (the build refuses a module that lacks one):
+ * `complete-stream`, `embed`, `count-tokens`, `rerank`, `generate-images`) for `provider` (an
+ * `HttpProvider`, or any object with `info`, `complete(call)`, `completeStream(call, sink)`,
+ * `embed(call)` and, optionally, `countTokens(call)`, `rerank(call)` and
+ * `generateImages(call)`). Export them all from the plugin's module (the build refuses a module
+ * that lacks one):
  *
- *     export const { info, complete, completeStream, embed, countTokens, rerank } =
+ *     export const { info, complete, completeStream, embed, countTokens, rerank, generateImages } =
  *       exportProvider(new MyProvider());
  *
  * Thrown `ProviderError`s become the WIT's `provider-error`; any other exception is a bug: logged
@@ -249,9 +261,16 @@ export function exportProvider(provider) {
     rerank: (request) =>
       call(() => {
         if (typeof provider.rerank !== 'function') {
-          throw unsupportedRerank(provider);
+          throw unsupported(provider, 'rerank');
         }
         return provider.rerank(request);
+      }),
+    generateImages: (request) =>
+      call(() => {
+        if (typeof provider.generateImages !== 'function') {
+          throw unsupported(provider, 'image generation');
+        }
+        return provider.generateImages(request);
       }),
   };
 }

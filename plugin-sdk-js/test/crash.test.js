@@ -86,6 +86,11 @@ test('a rerank is refused as invalid unless the provider reranks', () => {
       return { model: call.model, results: results.slice(0, call.topN), usage: undefined, searchUnits: 1 };
     }
   }
+  assert.throws(
+    () => exportProvider(new Ranking()).generateImages({ model: 'r', prompt: 'a cat', n: 1, params: '{}' }),
+    refusedAs('chat-js does not support image generation'),
+  );
+  assert.throws(() => plain.generateImages({}), refusedAs('plain-js does not support image generation'));
   assert.deepEqual(exportProvider(new Ranking()).rerank(request), {
     model: 'r',
     results: [

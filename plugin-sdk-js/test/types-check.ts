@@ -22,6 +22,8 @@ import {
   type Completion,
   type CompletionRequest,
   type GuardRequest,
+  type ImageRequest,
+  type Images,
   type PluginInfo,
   type RerankRequest,
   type Reranking,
@@ -60,6 +62,14 @@ class Chat extends HttpProvider {
     const results = call.documents.map((text, index) => ({ index, relevanceScore: text.length }));
     results.sort((a, b) => b.relevanceScore - a.relevanceScore);
     return { model: call.model, results: results.slice(0, call.topN), searchUnits: 1 };
+  }
+
+  override generateImages(call: ImageRequest): Images {
+    const images = Array.from({ length: call.n }, (_, i) => ({
+      source: { tag: 'bytes' as const, val: new Uint8Array([i]) },
+      mediaType: 'image/png',
+    }));
+    return { model: call.model, images, size: call.size ?? '1024x1024', quality: 'standard' };
   }
 }
 

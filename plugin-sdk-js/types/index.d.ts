@@ -29,7 +29,10 @@ import type {
   FunctionCall,
   FunctionChoice,
   FunctionDef,
+  GeneratedImage,
   Image,
+  ImageRequest,
+  Images,
   ModelPrice,
   OutputLimit,
   Part,
@@ -63,7 +66,10 @@ export type {
   FunctionCall,
   FunctionChoice,
   FunctionDef,
+  GeneratedImage,
   Image,
+  ImageRequest,
+  Images,
   ModelPrice,
   OutputLimit,
   Part,
@@ -347,6 +353,8 @@ export abstract class HttpProvider extends StreamDecoder {
   countTokens(call: CompletionRequest): TokenCount | undefined;
   /** The documents by relevance to the query, the most relevant first. Default: not supported (400). */
   rerank(call: RerankRequest): Reranking;
+  /** `call.n` images made from `call.prompt`. Default: not supported (400). */
+  generateImages(call: ImageRequest): Images;
 }
 
 /** How many tokens a prompt takes; `estimated` unless it is the provider's own count. */
@@ -364,9 +372,11 @@ export interface Provider {
   countTokens?(call: CompletionRequest): TokenCount | undefined;
   /** Optional: without it, `<name> does not support rerank` (400). */
   rerank?(call: RerankRequest): Reranking;
+  /** Optional: without it, `<name> does not support image generation` (400). */
+  generateImages?(call: ImageRequest): Images;
 }
 
-/** The component's exports: `export const { info, complete, completeStream, embed, countTokens, rerank } = exportProvider(p);` */
+/** The component's exports: `export const { info, complete, completeStream, embed, countTokens, rerank, generateImages } = exportProvider(p);` */
 export function exportProvider(provider: Provider): {
   info(): PluginInfo;
   complete(request: CompletionRequest): Completion;
@@ -374,6 +384,7 @@ export function exportProvider(provider: Provider): {
   embed(request: EmbeddingRequest): Embeddings;
   countTokens(request: CompletionRequest): TokenCount | undefined;
   rerank(request: RerankRequest): Reranking;
+  generateImages(request: ImageRequest): Images;
 };
 
 // ---- Tools (wit/tool.wit) ----

@@ -374,6 +374,25 @@ class WorldTest(unittest.TestCase):
             provider_world(Refusing)().rerank(request)
         self.assertEqual(refused.exception.value, types.ProviderError_InvalidRequest("no documents today"))
 
+    def test_image_generation_is_refused_unless_the_provider_makes_images(self):
+        request = types.ImageRequest(self.call().route, "i-1", "a cat", 2, "1024x1024", None, "{}")
+        with self.assertRaises(Err) as refused:
+            self.world().generate_images(request)
+        self.assertEqual(
+            refused.exception.value, types.ProviderError_InvalidRequest("echo-py does not support image generation")
+        )
+
+        class Drawing(Echo):
+            def generate_images(self, call):
+                images = [
+                    types.GeneratedImage(types.Source_Bytes(bytes([i])), "image/png", None) for i in range(call.request.n)
+                ]
+                return types.Images(call.model, images, None, call.request.size, "standard")
+
+        images = provider_world(Drawing)().generate_images(request)
+        self.assertEqual([image.source for image in images.images], [types.Source_Bytes(b"\x00"), types.Source_Bytes(b"\x01")])
+        self.assertEqual((images.size, images.quality), ("1024x1024", "standard"))
+
     def test_other_exceptions_are_logged_once_and_end_the_instance(self):
         class Broken(Echo):
             def request(self, call, stream):

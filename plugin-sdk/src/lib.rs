@@ -332,6 +332,16 @@ pub use wit::RerankResult;
 /// the tokens or search units the provider bills.
 pub use wit::Reranking;
 
+/// Images to make from a text prompt ([`Provider::generate_images`]).
+pub use wit::ImageRequest;
+
+/// One image a model made: its bytes (or the provider's URL for it), its media type, and the
+/// prompt the model drew when it rewrote the caller's.
+pub use wit::GeneratedImage;
+
+/// The images of an [`ImageRequest`], with the tokens, size and quality the provider bills.
+pub use wit::Images;
+
 /// An error answer of the upstream API: its HTTP status, the provider's
 /// message and the `Retry-After` seconds.
 pub use wit::UpstreamError;
@@ -614,6 +624,15 @@ pub trait Provider {
         let _ = request;
         Err(unsupported(&Self::info().name, "rerank"))
     }
+
+    /// Makes `request.n` images from `request.prompt` (at least one): their bytes with their
+    /// media type, or the provider's URLs for them.
+    ///
+    /// Default: `Err(ProviderError::InvalidRequest("<name> does not support image generation"))`.
+    fn generate_images(request: ImageRequest) -> Result<Images, ProviderError> {
+        let _ = request;
+        Err(unsupported(&Self::info().name, "image generation"))
+    }
 }
 
 /// What a plugin answers for a function it does not serve: the caller's request was wrong
@@ -701,6 +720,12 @@ pub trait HttpProvider {
         let _ = request;
         Err(unsupported(&Self::info().name, "rerank"))
     }
+
+    /// Makes images, as [`Provider::generate_images`] (whose default this is).
+    fn generate_images(request: ImageRequest) -> Result<Images, ProviderError> {
+        let _ = request;
+        Err(unsupported(&Self::info().name, "image generation"))
+    }
 }
 
 impl<T: HttpProvider> Provider for T {
@@ -731,6 +756,10 @@ impl<T: HttpProvider> Provider for T {
 
     fn rerank(request: RerankRequest) -> Result<Reranking, ProviderError> {
         <T as HttpProvider>::rerank(request)
+    }
+
+    fn generate_images(request: ImageRequest) -> Result<Images, ProviderError> {
+        <T as HttpProvider>::generate_images(request)
     }
 }
 
@@ -785,7 +814,7 @@ pub mod prelude {
 /// ```
 ///
 /// Use it exactly once per component: it defines the component's `info`,
-/// `complete`, `complete-stream`, `embed`, `count-tokens` and `rerank` exports.
+/// `complete`, `complete-stream`, `embed`, `count-tokens`, `rerank` and `generate-images` exports.
 #[macro_export]
 macro_rules! export_provider {
     ($t:ty) => {
@@ -972,6 +1001,11 @@ pub mod __private {
             report_panics();
             T::rerank(request)
         }
+
+        fn generate_images(request: ImageRequest) -> Result<Images, ProviderError> {
+            report_panics();
+            T::generate_images(request)
+        }
     }
 
     /// Sends panic messages to the host's log before the instance traps, so
@@ -1062,7 +1096,7 @@ mod tests {
     }
 
     #[test]
-    fn default_rerank_is_unsupported() {
+    fn default_rerank_and_image_generation_are_unsupported() {
         let request = RerankRequest {
             route: route(),
             model: "m".into(),
@@ -1075,6 +1109,21 @@ mod tests {
             Minimal::rerank(request),
             Err(ProviderError::InvalidRequest(
                 "minimal does not support rerank".into()
+            ))
+        );
+        let request = ImageRequest {
+            route: route(),
+            model: "m".into(),
+            prompt: "a cat".into(),
+            n: 1,
+            size: None,
+            quality: None,
+            params: String::new(),
+        };
+        assert_eq!(
+            Minimal::generate_images(request),
+            Err(ProviderError::InvalidRequest(
+                "minimal does not support image generation".into()
             ))
         );
     }

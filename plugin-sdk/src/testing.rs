@@ -53,8 +53,8 @@ use crate::guard::{AnswerVerdict, CheckedRequest, Guard, Input, RequestVerdict};
 use crate::http::{Request, Response};
 use crate::tool::{Context, ToolError, ToolResult, Tools};
 use crate::{
-    Choice, Chunk, Completion, CompletionRequest, Message, OutputLimit, Prompt, Provider,
-    ProviderError, RerankRequest, Reranking, Route, Sink,
+    Choice, Chunk, Completion, CompletionRequest, ImageRequest, Images, Message, OutputLimit,
+    Prompt, Provider, ProviderError, RerankRequest, Reranking, Route, Sink,
 };
 
 /// A tool as the gateway lists it (the WIT's `tool-def`).
@@ -302,6 +302,18 @@ pub fn rerank<P: Provider>(
 ) -> (Result<Reranking, ProviderError>, Vec<Request>) {
     let allowed = origin(&request.route.base_url).into_iter().collect();
     with_host(allowed, ROUTE, Box::new(upstream), || P::rerank(request))
+}
+
+/// Runs `P::generate_images` on `request` with `upstream` answering its requests, as
+/// [`rerank`] does.
+pub fn generate_images<P: Provider>(
+    request: ImageRequest,
+    upstream: impl FnMut(&Request) -> Result<Response, ProviderError> + 'static,
+) -> (Result<Images, ProviderError>, Vec<Request>) {
+    let allowed = origin(&request.route.base_url).into_iter().collect();
+    with_host(allowed, ROUTE, Box::new(upstream), || {
+        P::generate_images(request)
+    })
 }
 
 /// A call of a tool server (`[mcp_servers.ID]`): the context the gateway passes a tool plugin,

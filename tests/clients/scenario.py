@@ -27,7 +27,11 @@ JSON object:
 - `rerank`: a `query`, its `documents`, their `order` (indexes, the most relevant first) and
   `scores` as the fake rerankers compute them; the `model` of a Jina-shaped reranker (`jina`,
   which counts `tokens`, priced at `cost_usd`) and of a Cohere-shaped one (`cohere`, which
-  bills search units).
+  bills search units);
+- `images`: a `prompt`, the `pngs` (base64, one an index) the fake OpenAI draws of it and the
+  `revised_prompt` its DALL-E 3 answers, the models of that fake's DALL-E 3, DALL-E 2 and GPT
+  Image (`dall_e_3`, `dall_e_2`, `gpt_image`), and the output tokens GPT Image bills an image
+  (`image_tokens`).
 """
 
 import json

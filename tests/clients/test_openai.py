@@ -595,3 +595,69 @@ def test_responses_input_tokens(openai_client, scenario):
     count = openai_client.responses.input_tokens.count(model=expected["model"], input="Hello!")
     assert count.object == "response.input_tokens"
     assert count.input_tokens == expected["tokens"]
+
+
+# ------------------------------------------------------------------------------ images
+
+
+def test_images_generate(openai_client, scenario):
+    """DALL-E 3 at its dearest size and quality: the image's bytes, the rewritten prompt, the
+    record of one image priced by the shipped table (hd 1024x1792: $0.12)."""
+    case = scenario["images"]
+    raw = openai_client.images.with_raw_response.generate(
+        model=case["dall_e_3"],
+        prompt=case["prompt"],
+        size="1024x1792",
+        quality="hd",
+        response_format="b64_json",
+    )
+    answer = raw.parse()
+    assert len(answer.data) == 1
+    assert base64.b64decode(answer.data[0].b64_json) == base64.b64decode(case["pngs"][0])
+    assert answer.data[0].revised_prompt == case["revised_prompt"]
+    assert answer.created > 0
+    invocation = record(scenario, raw.headers["x-invocation-id"])
+    assert invocation["type"] == "images"
+    assert invocation["usage"]["images"] == 1
+    assert invocation["usageCost"] == pytest.approx(0.12)
+    assert float(raw.headers["x-gateway-cost-usd"]) == pytest.approx(0.12)
+    assert answer.data[0].b64_json not in json.dumps(invocation)
+
+
+def test_images_generate_by_tokens(openai_client, scenario):
+    """GPT Image: several images, billed by tokens, which the answer's usage tells."""
+    case = scenario["images"]
+    answer = openai_client.images.generate(
+        model=case["gpt_image"], prompt=case["prompt"], n=2, output_format="png"
+    )
+    assert [base64.b64decode(image.b64_json) for image in answer.data] == [
+        base64.b64decode(png) for png in case["pngs"]
+    ]
+    assert answer.usage.output_tokens == 2 * case["image_tokens"]
+    assert answer.usage.input_tokens == len(case["prompt"].split())
+    assert answer.usage.total_tokens == answer.usage.input_tokens + answer.usage.output_tokens
+    assert answer.quality == "medium"
+
+
+def test_images_generate_urls(openai_client, scenario):
+    """The provider's URLs, as it gives them."""
+    case = scenario["images"]
+    answer = openai_client.images.generate(
+        model=case["dall_e_2"], prompt=case["prompt"], n=2, response_format="url"
+    )
+    assert [image.url for image in answer.data] == [
+        "https://images.fake-openai.test/0.png",
+        "https://images.fake-openai.test/1.png",
+    ]
+
+
+@pytest.mark.parametrize("params", [{"n": 11}, {"response_format": "png"}, {"prompt": ""}])
+def test_images_bad_request_names_the_field(openai_client, scenario, params):
+    case = scenario["images"]
+    request = {"model": case["dall_e_2"], "prompt": case["prompt"], **params}
+    with pytest.raises(openai.BadRequestError) as raised:
+        openai_client.images.generate(**request)
+    assert raised.value.status_code == 400
+    param = next(iter(params))
+    assert raised.value.param == param
+    assert raised.value.response.headers["x-invocation-id"]

@@ -36,6 +36,11 @@ pub struct Price {
     /// to 100 documents), beside its tokens. Absent: search units cost nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_search_unit: Option<f64>,
+    /// Dollars per image a model makes, beside its tokens. An image model's sizes and
+    /// qualities are priced by entries of their own (see [`crate::pricing::image_price_for`]).
+    /// Absent: images cost nothing beyond their tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_image: Option<f64>,
 }
 
 /// The prices of a call whose prompt (cached and cache-written tokens included) has more than
@@ -98,6 +103,8 @@ struct PriceFields {
     long_context: Option<LongContextPrice>,
     #[serde(default)]
     per_search_unit: Option<f64>,
+    #[serde(default)]
+    per_image: Option<f64>,
 }
 
 impl TryFrom<PriceFields> for Price {
@@ -142,16 +149,22 @@ impl TryFrom<PriceFields> for Price {
                 });
             }
         }
-        if let Some(value) = fields.per_search_unit
-            && !(0.0..=MAX_PER_UNIT).contains(&value)
-        {
-            let (key, per, max) = ("per_search_unit", "per search unit", MAX_PER_UNIT);
-            return Err(BadPrice {
-                key,
-                value,
-                per,
-                max,
-            });
+        let units = [
+            ("per_search_unit", "per search unit", fields.per_search_unit),
+            ("per_image", "per image", fields.per_image),
+        ];
+        for (key, per, value) in units {
+            if let Some(value) = value
+                && !(0.0..=MAX_PER_UNIT).contains(&value)
+            {
+                let max = MAX_PER_UNIT;
+                return Err(BadPrice {
+                    key,
+                    value,
+                    per,
+                    max,
+                });
+            }
         }
         Ok(Price {
             input_per_mtok: fields.input_per_mtok,
@@ -161,6 +174,7 @@ impl TryFrom<PriceFields> for Price {
             audio_input_per_mtok: fields.audio_input_per_mtok,
             long_context: fields.long_context,
             per_search_unit: fields.per_search_unit,
+            per_image: fields.per_image,
         })
     }
 }
@@ -177,6 +191,7 @@ impl Price {
             audio_input_per_mtok: None,
             long_context: None,
             per_search_unit: None,
+            per_image: None,
         }
     }
 }

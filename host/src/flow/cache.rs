@@ -117,6 +117,8 @@ impl Caching {
             Ask::Count { .. } => return Ok(None),
             // Not kept (yet): a rerank answer is a list of scores, cheap to ask again.
             Ask::Rerank(_) => return Ok(None),
+            // Not kept: images are large, and asked again for other images.
+            Ask::Images(_) => return Ok(None),
         };
         let caller_key = routed.caller_key.as_deref();
         let model = &routed.model;

@@ -178,6 +178,22 @@ impl Call {
         .await
     }
 
+    pub async fn generate_images(
+        &mut self,
+        runtime: &PluginRuntime,
+        request: types::ImageRequest,
+    ) -> Result<types::Images, ApiError> {
+        self.tries(
+            runtime,
+            request,
+            |request, attempt| attempt.aim(&mut request.route, &mut request.model),
+            |leg, ctx, request| async move {
+                runtime.generate_images(&leg.plugin, &ctx, request).await
+            },
+        )
+        .await
+    }
+
     /// How many tokens the prompt takes: the plugin's count (its provider's), else the
     /// gateway's own ([`crate::tokenize`]), off the serving thread (a long prompt, or the
     /// tokenizer's first load, takes milliseconds).
@@ -263,8 +279,21 @@ impl Call {
         usage: Option<TokenUsage>,
         answer: Option<Answer<'_>>,
     ) -> Charged {
+        self.settle_as(draft, usage, answer, ModelPrice::Model)
+            .await
+    }
+
+    /// [`Call::settle`], with the usage priced as `price` says (images at their size and
+    /// quality).
+    pub async fn settle_as(
+        &mut self,
+        draft: &mut Draft,
+        usage: Option<TokenUsage>,
+        answer: Option<Answer<'_>>,
+        price: ModelPrice<'_>,
+    ) -> Charged {
         self.record_tries(draft);
-        let (usage, cost_usd) = self.metered(usage);
+        let (usage, cost_usd) = self.metered(usage, price);
         if let Some(answer) = answer {
             self.failover.end_span(&Answer {
                 usage: usage.as_ref(),
@@ -309,19 +338,26 @@ impl Call {
     }
 
     /// Usage and its cost (`None` when the model's price is unknown).
-    fn metered(&self, usage: Option<TokenUsage>) -> (Option<TokenUsage>, Option<f64>) {
+    fn metered(
+        &self,
+        usage: Option<TokenUsage>,
+        price: ModelPrice<'_>,
+    ) -> (Option<TokenUsage>, Option<f64>) {
         let Some(usage) = usage else {
             return (None, None);
         };
         let leg = self.leg();
         let route = &leg.route;
-        let cost = match pricing::price_for(
-            &route.config.pricing,
-            self.failover.prices(),
-            &route.config.plugin,
-            &leg.plugin.info.models,
-            &leg.model,
-        ) {
+        let (pricing, prices) = (&route.config.pricing, self.failover.prices());
+        let (plugin, models) = (&route.config.plugin, &leg.plugin.info.models);
+        let found = match price {
+            ModelPrice::Model => pricing::price_for(pricing, prices, plugin, models, &leg.model),
+            ModelPrice::Image { size, quality } => {
+                let model = &leg.model;
+                pricing::image_price_for(pricing, prices, plugin, models, model, size, quality)
+            }
+        };
+        let cost = match found {
             Some(price) => Some(pricing::cost(&usage, price)),
             None => {
                 pricing::warn_unpriced(&route.id, &leg.model);
@@ -330,6 +366,18 @@ impl Call {
         };
         (Some(usage), cost)
     }
+}
+
+/// Which of its model's prices a call's usage is priced at.
+#[derive(Debug, Clone, Copy)]
+pub enum ModelPrice<'a> {
+    /// The model's own.
+    Model,
+    /// Its images' at the size and quality made ([`pricing::image_price_for`]).
+    Image {
+        size: Option<&'a str>,
+        quality: Option<&'a str>,
+    },
 }
 
 /// A try that ran out of its time.

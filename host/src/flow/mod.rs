@@ -66,6 +66,8 @@ pub enum Kind {
     CountTokens,
     /// Documents ordered by their relevance to a query.
     Rerank,
+    /// Images made from a prompt.
+    Images,
 }
 
 impl Kind {
@@ -76,6 +78,7 @@ impl Kind {
             Kind::Embeddings => "embeddings",
             Kind::CountTokens => "count_tokens",
             Kind::Rerank => "rerank",
+            Kind::Images => "images",
         }
     }
 }
@@ -120,6 +123,8 @@ pub enum Ask<C, E> {
     },
     /// Documents ordered by their relevance to a query: answered whole, never cached.
     Rerank(Rerank),
+    /// Images made from a prompt: answered whole, never cached.
+    Images(Images),
 }
 
 /// How a surface writes a token count: the answer's JSON text.
@@ -150,6 +155,56 @@ pub struct Ranked<'a> {
     pub search_units: Option<u32>,
     /// The tokens the provider counted, where it counted them.
     pub usage: Option<Metered<'a>>,
+}
+
+/// What an image generation asks: its prompt and how many images of what size and quality,
+/// with how its answer is written.
+pub struct Images {
+    pub prompt: String,
+    /// 1 to [`MAX_IMAGES`].
+    pub n: u32,
+    pub size: Option<String>,
+    pub quality: Option<String>,
+    /// The caller asked for URLs: an image the provider answers as bytes is then written as a
+    /// `data:` URL.
+    pub urls: bool,
+    pub codec: ImagesCodec,
+}
+
+/// The most images one request may ask for (OpenAI's bound).
+pub const MAX_IMAGES: u32 = 10;
+
+/// How a surface writes an image generation's answer: its JSON text. Called twice, for the
+/// caller (the images) and for the record (summaries in their place).
+pub type ImagesCodec = fn(&Envelope<'_>, &Drawn<'_>) -> String;
+
+/// An image generation's answer, checked (at least one image, at most the request's `n`, each
+/// with a media type or a URL), as a surface writes it.
+pub struct Drawn<'a> {
+    pub images: Vec<Drawing<'a>>,
+    /// When the answer was made, in seconds since the epoch.
+    pub created: u64,
+    /// The size and quality made and billed, where known.
+    pub size: Option<&'a str>,
+    pub quality: Option<&'a str>,
+    /// The tokens the provider counted, where it bills images by them.
+    pub usage: Option<Metered<'a>>,
+}
+
+/// One image of a [`Drawn`] answer.
+pub struct Drawing<'a> {
+    pub picture: Picture,
+    pub revised_prompt: Option<&'a str>,
+}
+
+/// An image as an answer carries it.
+pub enum Picture {
+    /// Its bytes, base64-encoded.
+    Base64(String),
+    /// The provider's URL for it, or a `data:` URL of its bytes when the caller asked for URLs.
+    Url(String),
+    /// In a record: what the image was (`{kind, media_type, bytes, sha256}`), never its bytes.
+    Summary(serde_json::Value),
 }
 
 /// An API surface's reading of one endpoint's request. The flow calls these
@@ -339,6 +394,13 @@ impl EmbeddingCodec for Infallible {
 enum Reply {
     /// A complete JSON answer, still to be recorded, with its headers.
     Json(String, AnswerHeaders),
+    /// A complete JSON answer whose record keeps `record` in its place (generated images'
+    /// summaries instead of their bytes).
+    Summarized {
+        text: String,
+        record: String,
+        headers: AnswerHeaders,
+    },
     /// A stream whose task records the invocation itself.
     Stream(Response<Body>),
     /// A stream answered whole (held for its guards), its frames made: still to be
@@ -487,6 +549,21 @@ async fn finish<S: Surface>(
             record::save(state, draft.answered(left, text)).await;
             response
         }
+        Ok(Reply::Summarized {
+            text,
+            record,
+            headers,
+        }) => {
+            let text = draft.redact_answer(text);
+            let record = draft.redact_answer(record);
+            let mut response = json_text_response(StatusCode::OK, Bytes::from(text), &id);
+            headers.set_headers(response.headers_mut());
+            if let Some(cost) = draft.cost_usd() {
+                set_cost_header(response.headers_mut(), cost);
+            }
+            record::save(state, draft.answered(left, record)).await;
+            response
+        }
         Ok(Reply::Stream(response)) => response,
         Ok(Reply::Replay {
             frames,
@@ -584,6 +661,9 @@ async fn flow<S: Surface>(
         // Boxed, as a count is: inline, it would enlarge every request's future.
         Ask::Rerank(rerank) => {
             return Box::pin(whole::rerank(state, draft, call, guards, rerank)).await;
+        }
+        Ask::Images(images) => {
+            return Box::pin(whole::images(state, draft, call, guards, images)).await;
         }
     };
     let Prompted {

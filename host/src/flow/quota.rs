@@ -248,6 +248,15 @@ pub(super) fn estimate<C, E>(
         }
         // Counting spends no tokens: it takes a request from the request limits only.
         Ask::Count { .. } => (0, 0),
+        // A model that bills its images by tokens (`gpt-image-1`) is reserved each image's as
+        // a completion's that sets no limit.
+        Ask::Images(images) => (
+            images.prompt.len(),
+            route
+                .config
+                .reserve_max_tokens()
+                .saturating_mul(u64::from(images.n)),
+        ),
     };
     let prompt_tokens = (prompt_bytes as u64).div_ceil(BYTES_PER_TOKEN);
     // A rerank billed by search units is reserved the least its provider bills: one a query of
@@ -260,15 +269,25 @@ pub(super) fn estimate<C, E>(
         prompt_tokens: u32::try_from(prompt_tokens).unwrap_or(u32::MAX),
         completion_tokens: u32::try_from(completion_tokens).unwrap_or(u32::MAX),
         search_units,
+        // Images are reserved as many as asked, at the price of the size and quality asked.
+        images: match ask {
+            Ask::Images(images) => Some(images.n),
+            _ => None,
+        },
         ..TokenUsage::default()
     };
-    let price = pricing::price_for(
+    let (pricing, plugin, models) = (
         &route.config.pricing,
-        prices,
         &route.config.plugin,
         &plugin.info.models,
-        model,
     );
+    let price = match ask {
+        Ask::Images(images) => {
+            let (size, quality) = (images.size.as_deref(), images.quality.as_deref());
+            pricing::image_price_for(pricing, prices, plugin, models, model, size, quality)
+        }
+        _ => pricing::price_for(pricing, prices, plugin, models, model),
+    };
     Estimate {
         tokens: prompt_tokens.saturating_add(completion_tokens),
         cost_usd: price.map_or(0.0, |price| pricing::cost(&usage, price)),

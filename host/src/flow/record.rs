@@ -389,8 +389,9 @@ impl From<&types::Usage> for TokenUsage {
             reasoning_tokens: u.reasoning_tokens,
             image_prompt_tokens: u.image_prompt_tokens,
             audio_prompt_tokens: u.audio_prompt_tokens,
-            // A rerank's, set by the flow from the plugin's reranking.
+            // A rerank's and an image generation's, set by the flow from the plugin's answer.
             search_units: None,
+            images: None,
         }
     }
 }

@@ -121,7 +121,9 @@ impl<C, E> Request<C, E> {
                 self.routed.route.config.reserve_max_tokens(),
                 quota::reserves(&self.routed.key),
             ),
-            Ask::Embed { .. } | Ask::Count { .. } | Ask::Rerank(_) => types::OutputLimit::default(),
+            Ask::Embed { .. } | Ask::Count { .. } | Ask::Rerank(_) | Ask::Images(_) => {
+                types::OutputLimit::default()
+            }
         }
     }
 }
@@ -151,6 +153,8 @@ fn weight<C, E>(ask: &Ask<C, E>) -> usize {
         }
         Ask::Embed { input, .. } => (input.len(), 0),
         Ask::Rerank(rerank) => (rerank.documents.len().saturating_add(1), 0),
+        // The answer's images are held whole, as a prompt's media are.
+        Ask::Images(images) => (1, images.n as usize),
     };
     items.saturating_mul(ITEM_BYTES) + media.saturating_mul(MEDIA_ITEM_BYTES)
 }

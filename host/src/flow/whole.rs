@@ -1,15 +1,19 @@
 //! Calls answered whole: the plugin's completion or embeddings, charged, cached, judged by
 //! the guards, and written by the surface's codec as one JSON body (or, for a stream held
 //! for its guards, as the frames its stream would have sent); a token count; a rerank, its
-//! ranking held to the contract whatever the plugin answered.
+//! ranking held to the contract whatever the plugin answered; images, recorded without their
+//! bytes.
 
 use std::sync::Arc;
 
-use super::call::Call;
+use super::call::{Call, ModelPrice};
 use super::guard::Guards;
 use super::record::Draft;
 use super::stream::redact_completion;
-use super::{Answering, CompletionCodec, CountCodec, EmbeddingCodec, Ranked, Reply, Rerank, Whole};
+use super::{
+    Answering, CompletionCodec, CountCodec, Drawing, Drawn, EmbeddingCodec, Images, Picture,
+    Ranked, Reply, Rerank, Whole,
+};
 use crate::error::ApiError;
 use crate::plugins::types;
 use crate::state::AppState;
@@ -174,6 +178,135 @@ pub(super) async fn rerank(
     };
     let text = codec(&call.envelope(&id), &answer);
     Ok(Reply::Json(text, call.answer_headers()))
+}
+
+/// Images: the prompt the guards let through, drawn by the plugin, answered with their bytes
+/// (or URLs) and recorded with a summary of each in its place.
+pub(super) async fn images(
+    state: &Arc<AppState>,
+    draft: &mut Draft,
+    mut call: Call,
+    guards: Guards<'_>,
+    images: Images,
+) -> Result<Reply, ApiError> {
+    let Images {
+        prompt,
+        n,
+        size,
+        quality,
+        urls,
+        codec,
+    } = images;
+    let params = guards.params.to_owned();
+    let prompt = guards.check_embedding(state, draft, vec![prompt]).await?;
+    let request = types::ImageRequest {
+        route: types::Route::default(),
+        model: call.leg().model.clone(),
+        prompt: prompt.into_iter().next().unwrap_or_default(),
+        n,
+        size: size.clone(),
+        quality: quality.clone(),
+        params,
+    };
+    let result = call.generate_images(&state.runtime, request).await;
+    let result = result.and_then(|made| drawn(&made, n).map(|()| made));
+    if result.is_err() {
+        call.record_tries(draft);
+    }
+    let made = result?;
+    let mut usage = made
+        .usage
+        .as_ref()
+        .map(TokenUsage::from)
+        .unwrap_or_default();
+    usage.images = u32::try_from(made.images.len()).ok();
+    let size = made.size.as_deref().or(size.as_deref());
+    let quality = made.quality.as_deref().or(quality.as_deref());
+    let price = ModelPrice::Image { size, quality };
+    let answer = Some(Answer::default());
+    let charged = call.settle_as(draft, Some(usage), answer, price).await;
+    let id = draft.id().to_string();
+    let envelope = call.envelope(&id);
+    let created = u64::try_from(crate::clock::now_ms() / 1000).unwrap_or_default();
+    let tokens = charged.metered().filter(|_| made.usage.is_some());
+    let answer = |picture: fn(&types::GeneratedImage, bool) -> Picture| Drawn {
+        images: (made.images.iter())
+            .map(|image| Drawing {
+                picture: picture(image, urls),
+                revised_prompt: image.revised_prompt.as_deref(),
+            })
+            .collect(),
+        created,
+        size,
+        quality,
+        usage: tokens,
+    };
+    let text = codec(&envelope, &answer(picture));
+    let record = codec(&envelope, &answer(summary));
+    Ok(Reply::Summarized {
+        text,
+        record,
+        headers: call.answer_headers(),
+    })
+}
+
+/// Holds a plugin's images to the contract: at least one, at most `n`, each bytes with an
+/// image media type or a URL.
+fn drawn(made: &types::Images, n: u32) -> Result<(), ApiError> {
+    let count = made.images.len();
+    if count == 0 || count > n as usize {
+        return Err(ApiError::ProviderFailed(format!(
+            "the provider made {count} images for a request of {n}"
+        )));
+    }
+    for (i, image) in made.images.iter().enumerate() {
+        let wrong = match (&image.source, image.media_type.as_deref()) {
+            (types::Source::Bytes(bytes), _) if bytes.is_empty() => Some("no bytes".to_owned()),
+            (types::Source::Bytes(_), Some(media_type)) if media_type.starts_with("image/") => None,
+            (types::Source::Bytes(_), media_type) => {
+                Some(format!("the media type {media_type:?}, not an image's"))
+            }
+            (types::Source::Url(url), _) if url.is_empty() => Some("an empty URL".to_owned()),
+            (types::Source::Url(_), _) => None,
+        };
+        if let Some(wrong) = wrong {
+            return Err(ApiError::ProviderFailed(format!(
+                "the provider's image {i} has {wrong}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// An image as the caller gets it: its bytes in base64, or as a `data:` URL when it asked for
+/// URLs; the provider's URL as it is.
+fn picture(image: &types::GeneratedImage, urls: bool) -> Picture {
+    match &image.source {
+        types::Source::Url(url) => Picture::Url(url.clone()),
+        types::Source::Bytes(bytes) => {
+            let data = crate::encoding::base64_encode(bytes);
+            if urls {
+                let media_type = image.media_type.as_deref().unwrap_or_default();
+                Picture::Url(format!("data:{media_type};base64,{data}"))
+            } else {
+                Picture::Base64(data)
+            }
+        }
+    }
+}
+
+/// An image as its record keeps it: what it was, never its bytes (the provider's URL, which
+/// holds none, as it is).
+fn summary(image: &types::GeneratedImage, _: bool) -> Picture {
+    match &image.source {
+        types::Source::Url(url) => Picture::Url(url.clone()),
+        types::Source::Bytes(bytes) => Picture::Summary(serde_json::json!({
+            "kind": "image",
+            "media_type": image.media_type,
+            "bytes": bytes.len(),
+            "sha256": crate::encoding::sha256_hex(bytes),
+        })),
+    }
 }
 
 /// Holds a plugin's ranking of `documents` documents to the contract the caller relies on:

@@ -54,8 +54,9 @@ pub use instance::GuardInstance;
 use instance::{Instance, new_store};
 use registry::Registry;
 use types::{
-    Chunk, Completion, CompletionRequest, EmbeddingRequest, Embeddings, ProviderError,
-    RerankRequest, Reranking, TokenCount, ToolContext, ToolDef, ToolError, ToolResult,
+    Chunk, Completion, CompletionRequest, EmbeddingRequest, Embeddings, ImageRequest, Images,
+    ProviderError, RerankRequest, Reranking, TokenCount, ToolContext, ToolDef, ToolError,
+    ToolResult,
 };
 
 /// Why a plugin call gave no result.
@@ -301,6 +302,21 @@ impl PluginRuntime {
         let result = instance
             .exports
             .call_rerank(instance.store.as_context_mut(), request, &plugin.name)
+            .await;
+        instance.settle(plugin, ctx, result)
+    }
+
+    /// Images made from `request`'s prompt.
+    pub async fn generate_images(
+        &self,
+        plugin: &Plugin,
+        ctx: &CallContext,
+        request: ImageRequest,
+    ) -> Result<Images, PluginError> {
+        let mut instance = self.instantiate(plugin, ctx, None).await?;
+        let result = instance
+            .exports
+            .call_generate_images(instance.store.as_context_mut(), request, &plugin.name)
             .await;
         instance.settle(plugin, ctx, result)
     }

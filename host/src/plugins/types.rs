@@ -499,6 +499,46 @@ pub struct Reranking {
     pub search_units: Option<u32>,
 }
 
+/// Images to make from a text prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageRequest {
+    pub route: Route,
+    pub model: String,
+    pub prompt: String,
+    /// How many images (1 to 10).
+    pub n: u32,
+    /// `WIDTHxHEIGHT` as OpenAI writes it, or `auto`; `None`: the model's default.
+    pub size: Option<String>,
+    /// As OpenAI or the provider names it; `None`: the model's default.
+    pub quality: Option<String>,
+    /// Every other key of the caller's body, as a JSON object.
+    pub params: String,
+}
+
+/// One image a model made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GeneratedImage {
+    /// Its bytes, or the provider's URL for it.
+    pub source: Source,
+    /// Always set with bytes.
+    pub media_type: Option<String>,
+    /// The prompt the model drew, when it rewrote the caller's.
+    pub revised_prompt: Option<String>,
+}
+
+/// The images a model made, with what the provider bills for them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Images {
+    pub model: String,
+    /// At least one, at most the request's `n` (the flow holds plugins to it).
+    pub images: Vec<GeneratedImage>,
+    /// Tokens, where the provider bills images by them.
+    pub usage: Option<Usage>,
+    /// The size and quality made and billed; `None`: the request's.
+    pub size: Option<String>,
+    pub quality: Option<String>,
+}
+
 /// The upstream answered with an error status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpstreamError {

@@ -2,8 +2,8 @@
 //! object per model with its `litellm_provider`, `mode` and per-token prices in dollars.
 //!
 //! What the gateway can price (a chat, completion, embedding or rerank model of a provider one
-//! of its plugins serves, priced per token, a rerank's per query too) becomes a [`Price`] under
-//! that plugin's name; everything
+//! of its plugins serves, priced per token, a rerank's per query too; an image model priced per
+//! image, per pixel or per token) becomes a [`Price`] under that plugin's name; everything
 //! else is counted as skipped, by reason. A file that is not such a list, or an entry the
 //! gateway would price whose price fields are not numbers, is refused as a whole and names the
 //! entry: an import writes all of a file or nothing.
@@ -45,16 +45,23 @@ const NAME_PREFIXES: &[&str] = &[
     "bedrock_converse/",
 ];
 
-/// The modes whose calls are priced by the gateway (per token, and a rerank's per query too).
-/// An entry without a mode is taken as a chat model, as LiteLLM does.
-const PRICED_MODES: &[&str] = &["chat", "completion", "embedding", "responses", "rerank"];
+/// The modes whose calls are priced by the gateway (per token, a rerank's per query too, an
+/// image model's per image). An entry without a mode is taken as a chat model, as LiteLLM does.
+const PRICED_MODES: &[&str] = &[
+    "chat",
+    "completion",
+    "embedding",
+    "responses",
+    "rerank",
+    "image_generation",
+];
 
 /// Why an entry of the file was not imported.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Skip {
     /// Its provider has no gateway plugin (the provider's name).
     Provider(String),
-    /// Not a chat, completion, embedding or rerank model (the mode).
+    /// Not a chat, completion, embedding, rerank or image model (the mode).
     Mode(String),
     /// No `input_cost_per_token`: priced per character, image, second, request...
     NotPerToken,
@@ -72,7 +79,10 @@ impl std::fmt::Display for Skip {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Skip::Provider(_) => write!(f, "provider without a gateway plugin"),
-            Skip::Mode(_) => write!(f, "not a chat, completion, embedding or rerank model"),
+            Skip::Mode(_) => write!(
+                f,
+                "not a chat, completion, embedding, rerank or image model"
+            ),
             Skip::NotPerToken => write!(
                 f,
                 "not priced per token (per character, image, second or request only)"
@@ -172,13 +182,19 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
             .iter()
             .find_map(|prefix| name.strip_prefix(prefix))
             .unwrap_or(name);
+        // An image model's size (and quality) is a name of its own, as the gateway writes it.
+        let image = image_variant(model);
+        let model = image
+            .as_ref()
+            .map_or(model, |(variant, _)| variant.as_str());
+        let pixels = image.as_ref().map(|&(_, pixels)| pixels);
         // Vertex names its partner models by publisher (`meta/llama-...`); a Bedrock name with
         // a slash left is a region's or a commitment's price.
         if model.is_empty() || (plugin == "bedrock" && model.contains('/')) {
             imported.skipped.push((name.clone(), Skip::Qualified));
             continue;
         }
-        let price = match price_of(name, fields)? {
+        let price = match price_of(name, fields, pixels)? {
             Ok(price) => price,
             Err(skip) => {
                 imported.skipped.push((name.clone(), skip));
@@ -208,9 +224,33 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
     Ok(imported)
 }
 
+/// LiteLLM names an image model's prices by size and quality `[QUALITY/]W-x-H/MODEL`
+/// (`hd/1024-x-1792/dall-e-3`): the gateway's name of the same price (`dall-e-3 hd 1024x1792`,
+/// see [`crate::pricing::image_price_for`]) and the size's pixels; `None` for any other name.
+fn image_variant(name: &str) -> Option<(String, u64)> {
+    let parts: Vec<&str> = name.split('/').collect();
+    let (quality, size, model) = match parts.as_slice() {
+        [quality, size, model] => (Some(*quality), *size, *model),
+        [size, model] => (None, *size, *model),
+        _ => return None,
+    };
+    let (width, height) = size.split_once("-x-")?;
+    let (width, height) = (width.parse::<u64>().ok()?, height.parse::<u64>().ok()?);
+    let variant = match quality {
+        Some(quality) => format!("{model} {quality} {width}x{height}"),
+        None => format!("{model} {width}x{height}"),
+    };
+    Some((variant, width.saturating_mul(height)))
+}
+
 /// The entry's price, or why it has none the gateway can use; `Err` when a price field is
-/// not a number, negative or not finite.
-fn price_of(name: &str, fields: &Map<String, Value>) -> Result<Result<Price, Skip>, ImportError> {
+/// not a number, negative or not finite. `pixels`: the size of an image model's entry, whose
+/// price may be per pixel.
+fn price_of(
+    name: &str,
+    fields: &Map<String, Value>,
+    pixels: Option<u64>,
+) -> Result<Result<Price, Skip>, ImportError> {
     let mode = fields.get("mode").and_then(Value::as_str).unwrap_or("chat");
     // A field's number as the file writes it: none when absent or null, refused when not a
     // number.
@@ -273,16 +313,40 @@ fn price_of(name: &str, fields: &Map<String, Value>) -> Result<Result<Price, Ski
         Some(0.0) | None => None,
         price => price,
     };
+    // An image's price: given per image, else per pixel of the entry's size.
+    let per_image = match (get_per_unit("output_cost_per_image")?, pixels) {
+        (Some(price), _) => Some(price),
+        (None, Some(pixels)) => match get_per_unit("input_cost_per_pixel")? {
+            Some(per_pixel) => {
+                let price = per_pixel * pixels as f64;
+                if price > MAX_PER_UNIT {
+                    return Err(entry_error(
+                        name,
+                        format!(
+                            "input_cost_per_pixel: {price} dollars an image is over {MAX_PER_UNIT}"
+                        ),
+                    ));
+                }
+                Some(price)
+            }
+            None => None,
+        },
+        (None, None) => None,
+    }
+    .filter(|_| mode == "image_generation");
     let input = match get("input_cost_per_token")? {
         Some(input) => input,
-        // A rerank billed by the query alone reads no tokens the gateway would price.
+        // A rerank billed by the query alone reads no tokens the gateway would price, nor does
+        // an image model billed by the image.
         None if mode == "rerank" && per_search_unit.is_some() => 0.0,
+        None if per_image.is_some() => 0.0,
         None => return Ok(Err(Skip::NotPerToken)),
     };
     let output = match get("output_cost_per_token")? {
         Some(output) => output,
-        // Embeddings and reranks produce no tokens to bill.
-        None if mode == "embedding" || mode == "rerank" => 0.0,
+        // Embeddings and reranks produce no tokens to bill; an image billed by the image no
+        // tokens to price.
+        None if mode == "embedding" || mode == "rerank" || per_image.is_some() => 0.0,
         None => return Ok(Err(Skip::NoOutputPrice)),
     };
     let cached = get("cache_read_input_token_cost")?;
@@ -323,6 +387,7 @@ fn price_of(name: &str, fields: &Map<String, Value>) -> Result<Result<Price, Ski
         audio_input_per_mtok: audio,
         long_context,
         per_search_unit,
+        per_image,
     }))
 }
 
@@ -432,6 +497,48 @@ mod tests {
     }
 
     #[test]
+    fn an_image_model_is_priced_per_image_by_size_and_quality() {
+        let dall_e = json!({"litellm_provider": "openai", "mode": "image_generation",
+            "input_cost_per_pixel": 6.539e-08, "output_cost_per_pixel": 0.0});
+        let imported = one("hd/1024-x-1792/dall-e-3", dall_e).unwrap();
+        let hd = price(&imported, "openai", "dall-e-3 hd 1024x1792");
+        let per_image = hd.per_image.expect("a price per image");
+        assert!((per_image - 0.12).abs() < 1e-4, "{per_image}");
+        assert_eq!((hd.input_per_mtok, hd.output_per_mtok), (0.0, 0.0));
+        let small = json!({"litellm_provider": "openai", "mode": "image_generation",
+            "input_cost_per_pixel": 2.4414e-07});
+        let imported = one("256-x-256/dall-e-2", small).unwrap();
+        let per_image = price(&imported, "openai", "dall-e-2 256x256").per_image;
+        assert!((per_image.unwrap() - 0.016).abs() < 1e-4, "{per_image:?}");
+        // Per image, on Vertex and Bedrock.
+        let imagen = json!({"litellm_provider": "vertex_ai-image-models", "mode": "image_generation",
+            "output_cost_per_image": 0.04});
+        let imported = one("vertex_ai/imagen-4.0-generate-001", imagen).unwrap();
+        let imagen = price(&imported, "vertex", "imagen-4.0-generate-001");
+        assert_eq!(imagen.per_image, Some(0.04));
+        // GPT Image by tokens, as a chat model.
+        let gpt_image = json!({"litellm_provider": "openai", "mode": "image_generation",
+            "input_cost_per_token": 5e-06, "output_cost_per_token": 4e-05});
+        let imported = one("gpt-image-1", gpt_image).unwrap();
+        let gpt_image = price(&imported, "openai", "gpt-image-1");
+        assert_eq!(
+            (gpt_image.input_per_mtok, gpt_image.output_per_mtok),
+            (5.0, 40.0)
+        );
+        assert_eq!(gpt_image.per_image, None);
+        // No price the gateway can use: skipped, not refused; an absurd one refused.
+        let none = json!({"litellm_provider": "openai", "mode": "image_generation"});
+        assert!(one("dall-e-9", none).is_err(), "nothing to import");
+        let absurd = json!({"litellm_provider": "openai", "mode": "image_generation",
+            "input_cost_per_pixel": 1.0});
+        let refused = one("hd/1024-x-1792/dall-e-3", absurd).expect_err("refused");
+        assert!(
+            refused.to_string().contains("input_cost_per_pixel"),
+            "{refused}"
+        );
+    }
+
+    #[test]
     fn a_rerank_is_priced_per_query_as_search_units() {
         let imported = one(
             "bedrock/cohere.rerank-v3-5:0",
@@ -501,6 +608,7 @@ mod tests {
                     audio_input_per_mtok: None,
                 }),
                 per_search_unit: None,
+                per_image: None,
             }
         );
         let imported = one(
@@ -603,8 +711,8 @@ mod tests {
         let file = json!({
             "sample_spec": {"input_cost_per_token": 0.0, "max_tokens": "words, not a number",
                 "litellm_provider": "one of https://docs.litellm.ai/docs/providers"},
-            "dall-e-3": {"litellm_provider": "openai", "mode": "image_generation",
-                "output_cost_per_image": 0.04},
+            "dall-e-2-edit": {"litellm_provider": "openai", "mode": "image_edit",
+                "output_cost_per_image": 0.02},
             "whisper-1": {"litellm_provider": "openai", "mode": "audio_transcription",
                 "input_cost_per_second": 0.0001},
             "multimodalembedding": {"litellm_provider": "vertex_ai-embedding-models",
@@ -626,7 +734,7 @@ mod tests {
         assert_eq!(
             skipped,
             [
-                reason("dall-e-3", Skip::Mode("image_generation".into())),
+                reason("dall-e-2-edit", Skip::Mode("image_edit".into())),
                 reason("gpt-image-1", Skip::NoOutputPrice),
                 reason("multimodalembedding", Skip::NotPerToken),
                 reason("vertex_ai/gemini-2.5-pro", Skip::Duplicate),

@@ -42,6 +42,9 @@ pub struct TokenUsage {
     /// any tokens.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub search_units: Option<u32>,
+    /// The images a model made, beside any tokens they were billed by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub images: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -102,7 +105,7 @@ pub struct Invocation {
     pub route: Option<String>,
     pub plugin: Option<String>,
     pub model: Option<String>,
-    /// "text", "chat", "embeddings", "count_tokens", "rerank" or "tool".
+    /// "text", "chat", "embeddings", "count_tokens", "rerank", "images" or "tool".
     pub kind: Option<String>,
     pub stream: bool,
     pub status: InvocationStatus,

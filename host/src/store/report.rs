@@ -457,6 +457,7 @@ pub(super) mod fixture {
             image_prompt_tokens: None,
             audio_prompt_tokens: None,
             search_units: None,
+            images: None,
         })
     }
 

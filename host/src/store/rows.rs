@@ -128,6 +128,7 @@ pub(super) fn invocation<R: StoredRow + ?Sized>(row: &R) -> Result<Invocation, R
             image_prompt_tokens: row.token_count(25)?,
             audio_prompt_tokens: row.token_count(26)?,
             search_units: row.token_count(30)?,
+            images: row.token_count(31)?,
         }),
     };
     Ok(Invocation {

@@ -13,6 +13,8 @@ declare module 'gateway:provider/provider@0.2.0' {
   export type TokenCount = import('gateway:provider/types@0.2.0').TokenCount;
   export type RerankRequest = import('gateway:provider/types@0.2.0').RerankRequest;
   export type Reranking = import('gateway:provider/types@0.2.0').Reranking;
+  export type ImageRequest = import('gateway:provider/types@0.2.0').ImageRequest;
+  export type Images = import('gateway:provider/types@0.2.0').Images;
   export type * as GatewayProviderHttp020 from 'gateway:provider/http@0.2.0'; // import gateway:provider/http@0.2.0
   export type * as GatewayProviderKv020 from 'gateway:provider/kv@0.2.0'; // import gateway:provider/kv@0.2.0
   export type * as GatewayProviderLog020 from 'gateway:provider/log@0.2.0'; // import gateway:provider/log@0.2.0
@@ -35,5 +37,9 @@ declare module 'gateway:provider/provider@0.2.0' {
   * `request`'s documents ordered by their relevance to its query, with their scores.
   */
   export function rerank(request: RerankRequest): Reranking;
+  /**
+  * Images made from `request`'s prompt.
+  */
+  export function generateImages(request: ImageRequest): Images;
   export type Result<T, E> = { tag: 'ok', val: T } | { tag: 'err', val: E };
 }

@@ -75,7 +75,7 @@ __all__ = [
 
 
 class Call:
-    """A completion (or embeddings, or rerank) request, already validated by the gateway: the
+    """A completion (or embeddings, rerank or images) request, already validated by the gateway: the
     WIT record (`call.request`) with the helpers a provider needs."""
 
     def __init__(self, request: Any) -> None:
@@ -703,6 +703,12 @@ class HttpProvider(StreamDecoder):
         `types.RerankResult(index, relevance_score)`); default: not supported (400)."""
         raise ProviderError.invalid_request(f"{self.NAME} does not support rerank")
 
+    def generate_images(self, call: Call) -> types.Images:
+        """`call.request.n` images made from `call.request.prompt` (`types.Images` of
+        `types.GeneratedImage(source, media_type, revised_prompt)`, the source
+        `types.Source_Bytes(bytes)` or `types.Source_Url(url)`); default: not supported (400)."""
+        raise ProviderError.invalid_request(f"{self.NAME} does not support image generation")
+
 
 def run(action: Callable[[], T]) -> T:
     """Runs an export: a `ProviderError` becomes the WIT error the gateway expects; any other
@@ -733,6 +739,8 @@ class Provider(Protocol):
     # Optional: `count_tokens(call) -> types.TokenCount | None`; without it, the gateway counts.
     # Optional: `rerank(call) -> types.Reranking`; without it, "<name> does not support rerank"
     # (400), as `HttpProvider.rerank`.
+    # Optional: `generate_images(call) -> types.Images`; without it, "<name> does not support
+    # image generation" (400), as `HttpProvider.generate_images`.
 
 
 class ProviderWorld(Protocol):
@@ -751,11 +759,13 @@ class ProviderWorld(Protocol):
 
     def rerank(self, request: types.RerankRequest) -> types.Reranking: ...
 
+    def generate_images(self, request: types.ImageRequest) -> types.Images: ...
+
 
 def provider_world(provider: Callable[[], Provider]) -> type[ProviderWorld]:
     """The `WitWorld` class componentize-py exports for `provider` (an `HttpProvider`, or any
     class with `info`, `complete(call)`, `complete_stream(call, sink)`, `embed(call)` and,
-    optionally, `count_tokens(call)` and `rerank(call)`):
+    optionally, `count_tokens(call)`, `rerank(call)` and `generate_images(call)`):
 
         WitWorld = provider_world(MyProvider)
     """
@@ -792,6 +802,18 @@ def provider_world(provider: Callable[[], Provider]) -> type[ProviderWorld]:
                 return reranking
 
             return run(rank)
+
+        def generate_images(self, request: types.ImageRequest) -> types.Images:
+            def draw() -> types.Images:
+                instance = provider()
+                drawer = getattr(instance, "generate_images", None)
+                if drawer is None:
+                    name = instance.info().name
+                    raise ProviderError.invalid_request(f"{name} does not support image generation")
+                images: types.Images = drawer(Call(request))
+                return images
+
+            return run(draw)
 
     WitWorld.__qualname__ = WitWorld.__name__ = "WitWorld"
     return WitWorld

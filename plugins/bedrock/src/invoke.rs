@@ -1,7 +1,7 @@
 //! InvokeModel (`POST {base_url}/model/{modelId}/invoke`), whose body and answer are the
-//! model's own: what embeddings (`embed`) and rerank (`rerank`) share, so that both sign,
-//! address and read their calls the same way (the route's credentials, the model id as one
-//! path segment, Bedrock's errors mapped by `errors`).
+//! model's own: what embeddings (`embed`), rerank (`rerank`) and images (`images`) share, so
+//! that all sign, address and read their calls the same way (the route's credentials, the
+//! model id as one path segment, Bedrock's errors mapped by `errors`).
 
 use gateway_plugin_sdk::http::{Request, Response};
 use gateway_plugin_sdk::{ProviderError, Route};

@@ -2,7 +2,8 @@
 //! {base_url}/model/{modelId}/converse`, and `/converse-stream`, whose answer is an AWS event
 //! stream), embeddings through InvokeModel (`/model/{modelId}/invoke`, Titan Text Embeddings
 //! and Cohere Embed), reranking through InvokeModel too (Cohere Rerank 3.5 and Amazon Rerank
-//! 1.0: `rerank`), token counts of Claude models through CountTokens
+//! 1.0: `rerank`), images through InvokeModel too (Amazon Nova Canvas and Titan Image
+//! Generator: `images`), token counts of Claude models through CountTokens
 //! (`/model/{modelId}/count-tokens`, the Converse body as its `converse` input), every request
 //! signed with AWS Signature Version 4 inside the plugin.
 //!
@@ -66,6 +67,7 @@
 mod convert;
 mod embed;
 mod errors;
+mod images;
 mod invoke;
 mod rerank;
 mod sigv4;
@@ -74,9 +76,9 @@ mod wire;
 
 use gateway_plugin_sdk::http::{Request, Response};
 use gateway_plugin_sdk::{
-    Completion, CompletionRequest, EmbeddingRequest, Embeddings, PluginInfo, Provider,
-    ProviderError, RerankRequest, Reranking, Sink, TokenCount, check_output, read_completion,
-    read_stream,
+    Completion, CompletionRequest, EmbeddingRequest, Embeddings, ImageRequest, Images, PluginInfo,
+    Provider, ProviderError, RerankRequest, Reranking, Sink, TokenCount, check_output,
+    read_completion, read_stream,
 };
 
 use crate::sigv4::AmzDate;
@@ -115,6 +117,10 @@ impl Provider for Bedrock {
 
     fn rerank(request: RerankRequest) -> Result<Reranking, ProviderError> {
         rerank::rerank(request)
+    }
+
+    fn generate_images(request: ImageRequest) -> Result<Images, ProviderError> {
+        images::generate_images(request)
     }
 
     /// Bedrock's own count (CountTokens, free of charge) for Claude, the family that offers it;

@@ -1,6 +1,6 @@
 //! Serde types of the Bedrock Runtime's Converse API (`POST /model/{modelId}/converse` and
-//! `/converse-stream`, whose events arrive in AWS event-stream frames) and of the embedding
-//! and rerank models' InvokeModel answers.
+//! `/converse-stream`, whose events arrive in AWS event-stream frames) and of the embedding,
+//! rerank and image models' InvokeModel answers.
 //!
 //! Converse's content blocks are objects keyed by their kind (`{"text": ...}`,
 //! `{"toolUse": {...}}`), which serde's externally tagged enums write and read as they are.
@@ -320,4 +320,14 @@ pub struct RankedDocument {
     /// Wider than the SDK's `u32`, so that an index too large for it is refused with its value.
     pub index: u64,
     pub relevance_score: f64,
+}
+
+/// An Amazon image model's answer through InvokeModel, Nova Canvas's and Titan Image
+/// Generator's alike: the images as base64 text, or why the content moderation withheld them.
+#[derive(Debug, Deserialize)]
+pub struct ImagesAnswer {
+    #[serde(default)]
+    pub images: Option<Vec<String>>,
+    #[serde(default)]
+    pub error: Option<String>,
 }

@@ -4,16 +4,16 @@
 use gateway_plugin_sdk::http::{KeyIn, Request};
 use gateway_plugin_sdk::output::OutputFields;
 use gateway_plugin_sdk::{
-    Base64, CompletionRequest, EmbeddingRequest, FunctionChoice, FunctionDef, Message, OpenCall,
-    OpenCalls, OutputLimit, Part as MessagePart, Prompt, ProviderError, ReasoningConfig,
-    ReasoningEffort, Role, Route, Source, json, params_object_except,
+    Base64, CompletionRequest, EmbeddingRequest, FunctionChoice, FunctionDef, ImageRequest,
+    Message, OpenCall, OpenCalls, OutputLimit, Part as MessagePart, Prompt, ProviderError,
+    ReasoningConfig, ReasoningEffort, Role, Route, Source, json, params_object_except,
 };
 use serde_json::{Map, Value, json};
 
-use crate::schema;
 use crate::wire::{
     Blob, Content, FileData, FunctionCallOut, FunctionDeclaration, FunctionResponseOut, Part, Tool,
 };
+use crate::{imagen, schema};
 
 /// A JSON object: a request body, or a part of one.
 type Object = Map<String, Value>;
@@ -101,7 +101,12 @@ const NOT_UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHA
 #[serde(deny_unknown_fields)]
 struct Settings {}
 
-fn post(route: &Route, model: &str, method: &str, stream: bool) -> Result<Request, ProviderError> {
+pub(crate) fn post(
+    route: &Route,
+    model: &str,
+    method: &str,
+    stream: bool,
+) -> Result<Request, ProviderError> {
     let Settings {} = route.settings()?;
     let base = route.checked_base_url("https://generativelanguage.googleapis.com/v1beta")?;
     let (collection, id) = model_parts(model)?;
@@ -343,6 +348,14 @@ pub fn embedding_call(request: &EmbeddingRequest) -> Result<Request, ProviderErr
         })
         .collect();
     http.json(&json!({ "requests": requests }))
+}
+
+/// Builds the Imagen `predict` request of `request` (see `imagen`), with the size its answer
+/// reports.
+pub fn image_call(request: &ImageRequest) -> Result<(Request, imagen::Predict), ProviderError> {
+    let predict = imagen::predict(request, imagen::Service::GeminiApi)?;
+    let http = post(&request.route, &request.model, "predict", false)?.json(&predict.body)?;
+    Ok((http, predict))
 }
 
 /// A text part, or nothing for empty text: Gemini refuses empty text parts.
@@ -825,7 +838,7 @@ fn openai_logprobs(params: &mut Object, route: &str) -> Result<Logprobs, Provide
 }
 
 /// Takes each field of `table` out of `params` (see [`take_alias`]), under its first name.
-fn take_aliases(params: &mut Object, table: &[&[&str]]) -> Object {
+pub(crate) fn take_aliases(params: &mut Object, table: &[&[&str]]) -> Object {
     let fields = table.iter().filter_map(|aliases| {
         let value = take_alias(params, aliases)?;
         Some((aliases[0].to_owned(), value))
@@ -834,7 +847,7 @@ fn take_aliases(params: &mut Object, table: &[&[&str]]) -> Object {
 }
 
 /// Removes every alias from `params` and returns the value of the first one present.
-fn take_alias(params: &mut Object, aliases: &[&str]) -> Option<Value> {
+pub(crate) fn take_alias(params: &mut Object, aliases: &[&str]) -> Option<Value> {
     let mut found = None;
     for alias in aliases {
         if let Some(value) = params.remove(*alias)

@@ -1,6 +1,7 @@
 //! The Google Gemini provider plugin: the Gemini API's `generateContent` (chat and text),
 //! `streamGenerateContent?alt=sse` (streaming), `batchEmbedContents` (embeddings) and
-//! `countTokens` (token counts, of the `generateContent` body the request would be sent as).
+//! `countTokens` (token counts, of the `generateContent` body the request would be sent as) and
+//! `predict` (images, of the Imagen models: see `imagen`).
 //!
 //! Route: `base_url = "https://generativelanguage.googleapis.com/v1beta"`. The key travels in the
 //! `x-goog-api-key` header, as Google documents, never in the URL (URLs end up in logs).
@@ -74,6 +75,7 @@
 //! SDK's reading of it.
 
 mod convert;
+pub mod imagen;
 mod schema;
 mod stream;
 mod wire;
@@ -86,8 +88,9 @@ pub use wire::CountTokensResponse;
 use gateway_plugin_sdk::http::{Request, Response};
 use gateway_plugin_sdk::output::OutputFields;
 use gateway_plugin_sdk::{
-    Completion, CompletionRequest, EmbeddingRequest, Embeddings, HttpProvider, ModelPrice,
-    PluginInfo, ProviderError, Sink, TokenCount, read_completion, read_stream_framed,
+    Completion, CompletionRequest, EmbeddingRequest, Embeddings, HttpProvider, ImageRequest,
+    Images, ModelPrice, PluginInfo, ProviderError, Sink, TokenCount, read_completion,
+    read_stream_framed,
 };
 
 /// Default list prices in USD per million tokens (paid tier, prompts up to 200k tokens):
@@ -140,6 +143,13 @@ impl HttpProvider for Gemini {
         let response = convert::embedding_call(&request)?.send_logged()?;
         let response = wire::key_refused(response)?.error_for_status()?;
         stream::read_embeddings(&response.bytes()?, &request.model, request.input.len())
+    }
+
+    /// Imagen's images (`predict`; see `imagen`).
+    fn generate_images(request: ImageRequest) -> Result<Images, ProviderError> {
+        let (http, predict) = convert::image_call(&request)?;
+        let response = wire::key_refused(http.send_logged()?)?.error_for_status()?;
+        imagen::read_predictions(&response.bytes()?, &request, predict)
     }
 
     /// Gemini's own count (`countTokens`, free of charge).

@@ -8,8 +8,9 @@ use gateway_plugin_sdk::http::{KeyIn, Request};
 use gateway_plugin_sdk::output::OutputFields;
 use gateway_plugin_sdk::{
     Base64, CompletionRequest, DataUrl, Document, EmbeddingRequest, FunctionChoice, FunctionDef,
-    Message, OpenCall, OpenCalls, OutputLimit, Part, Prompt, ProviderError, ReasoningConfig,
-    ReasoningEffort, RerankRequest, Role, Route, Source, json, params_object_except,
+    ImageRequest, Message, OpenCall, OpenCalls, OutputLimit, Part, Prompt, ProviderError,
+    ReasoningConfig, ReasoningEffort, RerankRequest, Role, Route, Source, json,
+    params_object_except,
 };
 use serde::Deserialize;
 use serde::de::{Deserializer, Error as _};
@@ -33,6 +34,8 @@ const CHAT_OWNED_KEYS: &[&str] = &[
 const LEGACY_OWNED_KEYS: &[&str] = &["model", "prompt", "stream", "stream_options"];
 /// Body keys of `/embeddings` the plugin sets itself.
 const EMBEDDING_OWNED_KEYS: &[&str] = &["model", "input"];
+/// Body keys of `/images/generations` the plugin sets itself.
+const IMAGE_OWNED_KEYS: &[&str] = &["model", "prompt", "n", "size", "quality"];
 /// Body keys of a Cohere-style `/rerank` the plugin sets itself. `top_k` goes too: the
 /// gateway's `top_n` is the one limit, and a second one would make the answer shorter than the
 /// caller asked for without saying so.
@@ -331,6 +334,37 @@ pub fn embedding(request: &EmbeddingRequest) -> Result<Request, ProviderError> {
         &json::with_entry(&body, "input", &request.input),
         size + request.params.len() + 256,
     )
+}
+
+/// The upstream request of an image generation: `POST {base_url}/images/generations` (an
+/// Azure deployment's on a route in deployment mode), the caller's other keys as they are.
+pub fn images(request: &ImageRequest) -> Result<Request, ProviderError> {
+    let settings: Settings = request.route.settings()?;
+    let mut body = params_object_except(&request.params, IMAGE_OWNED_KEYS)?;
+    body.insert("model".into(), Value::String(request.model.clone()));
+    body.insert("prompt".into(), Value::String(request.prompt.clone()));
+    // DALL-E 3 takes only 1, and refuses nothing when it is left out.
+    if request.n != 1 {
+        body.insert("n".into(), json!(request.n));
+    }
+    for (key, value) in [("size", &request.size), ("quality", &request.quality)] {
+        if let Some(value) = value {
+            body.insert(key.into(), Value::String(value.clone()));
+        }
+    }
+    settings.request(
+        (&request.route, request.model.as_str(), false),
+        "images/generations",
+        &body,
+        request.prompt.len() + request.params.len() + 256,
+    )
+}
+
+/// The `output_format` the caller asked GPT Image for (`png`, `jpeg`, `webp`), which answers
+/// that do not name theirs are in.
+pub fn output_format(params: &str) -> Option<String> {
+    let params: Map<String, Value> = serde_json::from_str(params).ok()?;
+    params.get("output_format")?.as_str().map(str::to_owned)
 }
 
 /// The upstream request of a rerank call, and the API that will answer it.

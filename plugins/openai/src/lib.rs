@@ -115,8 +115,8 @@ mod wire;
 use gateway_plugin_sdk::http::Request;
 use gateway_plugin_sdk::output::OutputFields;
 use gateway_plugin_sdk::{
-    CompletionRequest, EmbeddingRequest, Embeddings, HttpProvider, ModelPrice, PluginInfo,
-    ProviderError, RerankRequest, Reranking, export_provider,
+    CompletionRequest, EmbeddingRequest, Embeddings, HttpProvider, ImageRequest, Images,
+    ModelPrice, PluginInfo, ProviderError, RerankRequest, Reranking, export_provider,
 };
 
 /// Default list prices in USD per million tokens: (model, input, output).
@@ -165,6 +165,13 @@ impl HttpProvider for OpenAi {
         let (api, http) = convert::rerank(&request)?;
         let response = http.send_logged()?.error_for_status()?;
         stream::parse_rerank(api, &response.bytes()?, &request.model)
+    }
+
+    fn generate_images(request: ImageRequest) -> Result<Images, ProviderError> {
+        let response = convert::images(&request)?.send_logged()?;
+        let response = response.error_for_status()?;
+        let format = convert::output_format(&request.params);
+        stream::parse_images(&response.bytes()?, &request, format.as_deref())
     }
 }
 

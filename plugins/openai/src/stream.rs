@@ -4,15 +4,15 @@
 
 use gateway_plugin_sdk::sse::Event;
 use gateway_plugin_sdk::{
-    Answer, Embeddings, FinishReason, ProviderError, RerankResult, Reranking, StreamDecoder,
-    TokenCounts, Usage, embedded_error,
+    Answer, Embeddings, FinishReason, GeneratedImage, ImageRequest, Images, ProviderError,
+    RerankResult, Reranking, Source, StreamDecoder, TokenCounts, Usage, embedded_error,
 };
 use serde_json::Value;
 
 use crate::convert::RerankApi;
 use crate::wire::{
-    CompletionResponse, EmbeddingResponse, EmbeddingVector, RerankResponse, TeiRank,
-    VoyageRerankResponse, WireUsage,
+    CompletionResponse, EmbeddingResponse, EmbeddingVector, ImagesResponse, RerankResponse,
+    TeiRank, VoyageRerankResponse, WireUsage,
 };
 
 /// The decoder of chat and legacy completions. The format needs no state of its own: every
@@ -183,6 +183,73 @@ fn decode_base64_f32(text: &str) -> Result<Vec<f32>, ProviderError> {
         .chunks_exact(4)
         .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         .collect())
+}
+
+/// Parses an answer of `/images/generations`: each image's bytes (decoded from `b64_json`) or
+/// URL, its media type by the answer's `output_format` (else the request's, else PNG, OpenAI's
+/// default), GPT Image's tokens, size and quality. Checking the count is the gateway's.
+pub fn parse_images(
+    body: &[u8],
+    request: &ImageRequest,
+    asked_format: Option<&str>,
+) -> Result<Images, ProviderError> {
+    use base64::Engine as _;
+    let response: ImagesResponse<'_> =
+        serde_json::from_slice(body).map_err(ProviderError::malformed)?;
+    let Some(data) = response.data else {
+        return Err(match response.error.as_ref().filter(|e| !e.is_null()) {
+            Some(error) => embedded_error(error),
+            None => ProviderError::malformed("an images answer without `data`"),
+        });
+    };
+    let format = response.output_format.as_deref().or(asked_format);
+    let media_type = match format.unwrap_or("png") {
+        "jpeg" | "jpg" => "image/jpeg",
+        "webp" => "image/webp",
+        _ => "image/png",
+    };
+    let images = data
+        .into_iter()
+        .map(|image| {
+            let source = match (image.b64_json, image.url) {
+                (Some(data), _) => Source::Bytes(
+                    base64::engine::general_purpose::STANDARD
+                        .decode(data.as_bytes())
+                        .map_err(|_| {
+                            ProviderError::malformed("an image's b64_json is not base64")
+                        })?,
+                ),
+                (None, Some(url)) => Source::Url(url),
+                (None, None) => {
+                    return Err(ProviderError::malformed(
+                        "an image with neither b64_json nor url",
+                    ));
+                }
+            };
+            let media_type = matches!(source, Source::Bytes(_)).then(|| media_type.to_owned());
+            Ok(GeneratedImage {
+                source,
+                media_type,
+                revised_prompt: image.revised_prompt.filter(|p| !p.is_empty()),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let usage = response.usage.map(|usage| {
+        Usage::counted(TokenCounts {
+            prompt: usage.input_tokens,
+            completion: usage.output_tokens,
+            total: usage.total_tokens,
+            image_prompt: usage.input_tokens_details.and_then(|d| d.image_tokens),
+            ..TokenCounts::default()
+        })
+    });
+    Ok(Images {
+        model: request.model.clone(),
+        images,
+        usage,
+        size: response.size.or_else(|| request.size.clone()),
+        quality: response.quality.or_else(|| request.quality.clone()),
+    })
 }
 
 /// Parses an answer of `/rerank` in `api`'s format into its scores, in the server's order, as

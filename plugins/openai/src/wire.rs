@@ -269,6 +269,92 @@ pub struct RerankResponse {
     pub error: Option<Value>,
 }
 
+/// An answer of `/images/generations`. `data`'s images are borrowed from the body: a base64
+/// image is megabytes, decoded once into its bytes.
+#[derive(Debug, Default, Deserialize)]
+pub struct ImagesResponse<'a> {
+    /// Absent on an error answered with status 200 (then `error` says why).
+    #[serde(default, borrow)]
+    pub data: Option<Vec<ImageOut<'a>>>,
+    /// GPT Image's tokens (`input_tokens`, `output_tokens`, `input_tokens_details`).
+    #[serde(default)]
+    pub usage: Option<ImageUsage>,
+    /// GPT Image's, as made.
+    #[serde(default)]
+    pub size: Option<String>,
+    #[serde(default)]
+    pub quality: Option<String>,
+    #[serde(default)]
+    pub output_format: Option<String>,
+    #[serde(default)]
+    pub error: Option<Value>,
+}
+
+/// One image of an [`ImagesResponse`]: its base64 bytes or a URL.
+#[derive(Debug, Default, Deserialize)]
+pub struct ImageOut<'a> {
+    #[serde(default, borrow, deserialize_with = "borrowed_text")]
+    pub b64_json: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default)]
+    pub revised_prompt: Option<String>,
+}
+
+/// A string borrowed from the body where it has no escapes (base64 has none), else copied:
+/// serde's own `Cow<str>` always copies.
+fn borrowed_text<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Cow<'de, str>>, D::Error> {
+    struct Text;
+    impl<'de> serde::de::Visitor<'de> for Text {
+        type Value = Option<Cow<'de, str>>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a string")
+        }
+        fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Borrowed(text)))
+        }
+        fn visit_str<E>(self, text: &str) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Owned(text.to_owned())))
+        }
+        fn visit_string<E>(self, text: String) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Owned(text)))
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: Deserializer<'de>>(self, inner: D) -> Result<Self::Value, D::Error> {
+            inner.deserialize_str(Text)
+        }
+    }
+    deserializer.deserialize_option(Text)
+}
+
+/// GPT Image's usage of an image generation.
+#[derive(Debug, Default, Deserialize)]
+pub struct ImageUsage {
+    #[serde(default, deserialize_with = "json::count")]
+    pub input_tokens: Option<u32>,
+    #[serde(default, deserialize_with = "json::count")]
+    pub output_tokens: Option<u32>,
+    #[serde(default, deserialize_with = "json::count")]
+    pub total_tokens: Option<u32>,
+    #[serde(default)]
+    pub input_tokens_details: Option<ImageInputDetails>,
+}
+
+/// `usage.input_tokens_details` of an image generation.
+#[derive(Debug, Default, Deserialize)]
+pub struct ImageInputDetails {
+    #[serde(default, deserialize_with = "json::count")]
+    pub image_tokens: Option<u32>,
+}
+
 /// Voyage AI's answer of `/rerank`.
 #[derive(Debug, Default, Deserialize)]
 pub struct VoyageRerankResponse {

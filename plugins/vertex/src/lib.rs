@@ -51,6 +51,10 @@
 //! (`{"content", "task_type"?, "title"?}`; `dimensions` is `parameters.outputDimensionality`);
 //! `gemini-embedding-*` models take one input per call, so they get one call per input. Token
 //! counts are the predictions' `statistics.token_count`.
+//!
+//! Images (Imagen models, `imagen-*`): `predict` with the gemini plugin's Imagen body and reading
+//! of the answer (see its `imagen` module), with what only Vertex AI takes (`negative_prompt`,
+//! `seed`, `enhance_prompt`, `add_watermark`, `storage_uri`; `labels` as the body's field).
 
 mod auth;
 mod call;
@@ -58,8 +62,9 @@ mod embed;
 
 use gateway_plugin_sdk::http::{Request, Response};
 use gateway_plugin_sdk::{
-    Completion, CompletionRequest, EmbeddingRequest, Embeddings, ModelPrice, PluginInfo, Provider,
-    ProviderError, Route, Sink, TokenCount, check_output, read_completion, read_stream,
+    Completion, CompletionRequest, EmbeddingRequest, Embeddings, ImageRequest, Images, ModelPrice,
+    PluginInfo, Provider, ProviderError, Route, Sink, TokenCount, check_output, read_completion,
+    read_stream,
 };
 
 use crate::auth::Credentials;
@@ -220,6 +225,18 @@ impl Provider for Vertex {
             embed::read_predictions(&response.bytes()?, inputs.len(), &mut embeddings)?;
         }
         Ok(embeddings)
+    }
+
+    /// Imagen's images (`predict`), with the gemini plugin's body and reading of the answer.
+    fn generate_images(request: ImageRequest) -> Result<Images, ProviderError> {
+        // Refused before any credentials are sought: a model that is not Imagen costs no token.
+        let predict = gemini::imagen::predict(&request, gemini::imagen::Service::VertexAi)?;
+        let call = Call::new(&request.route)?;
+        let http = call
+            .post(&request.model, "predict", false)?
+            .json(&predict.body)?;
+        let response = call.send(http)?.error_for_status()?;
+        gemini::imagen::read_predictions(&response.bytes()?, &request, predict)
     }
 
     /// Vertex AI's own count of a Gemini prompt (`countTokens`, free of charge): the

@@ -2,13 +2,13 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use gateway_plugin_sdk::http::{Request, Response};
 use gateway_plugin_sdk::{
-    CompletionRequest, Embeddings, Prompt, Provider, ProviderError, Role, Route, Sink, kv,
-    read_completion, read_stream,
+    CompletionRequest, Embeddings, GeneratedImage, ImageRequest, Images, Prompt, Provider,
+    ProviderError, Role, Route, Sink, Source, kv, read_completion, read_stream, testing,
 };
-use gateway_test_support::fixtures::{failed, invalid_request, message};
+use gateway_test_support::fixtures::{failed, invalid_request, message, upstream};
 use rsa::pkcs1v15::{Signature, VerifyingKey};
 use rsa::pkcs8::DecodePublicKey;
 use rsa::sha2::Sha256;
@@ -671,6 +671,158 @@ fn claude_has_no_embeddings() {
         params: "{}".into(),
     }));
     assert!(error.contains("Google's models only"), "{error}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Images (Imagen's `predict`, the gemini plugin's body and reading)
+
+const IMAGEN: &str = "imagen-4.0-generate-001";
+
+fn image_request(model: &str, size: Option<&str>, params: &str) -> ImageRequest {
+    ImageRequest {
+        route: token_route(),
+        model: model.into(),
+        prompt: "a lighthouse at dusk".into(),
+        n: 2,
+        size: size.map(Into::into),
+        quality: None,
+        params: params.into(),
+    }
+}
+
+/// Runs the plugin's `generate_images` of `request`, `status` and `body` answering every
+/// request.
+fn generate(
+    request: ImageRequest,
+    status: u16,
+    body: Value,
+) -> (Result<Images, ProviderError>, Vec<Request>) {
+    testing::generate_images::<Vertex>(request, move |_| testing::json(status, &body))
+}
+
+fn image_answer(images: &[&[u8]]) -> Value {
+    let predictions: Vec<Value> = images
+        .iter()
+        .map(|bytes| json!({"bytesBase64Encoded": STANDARD.encode(bytes), "mimeType": "image/png"}))
+        .collect();
+    json!({ "predictions": predictions })
+}
+
+#[test]
+fn imagen_is_asked_with_predict_on_the_google_publisher() {
+    let (result, sent) = generate(
+        image_request(
+            IMAGEN,
+            Some("2048x2048"),
+            r#"{"negative_prompt": "people", "seed": 7, "enhance_prompt": false,
+                "add_watermark": false, "person_generation": "dont_allow",
+                "labels": {"team": "art"}, "user": "u-1", "response_format": "b64_json"}"#,
+        ),
+        200,
+        image_answer(&[b"one", b"two"]),
+    );
+    let [sent] = sent.as_slice() else {
+        panic!("one request: {sent:?}")
+    };
+    assert_eq!(sent.method(), "POST");
+    assert_eq!(
+        sent.url(),
+        "https://us-central1-aiplatform.googleapis.com/v1/projects/my-proj/locations/us-central1/publishers/google/models/imagen-4.0-generate-001:predict"
+    );
+    assert_eq!(
+        sent.header_value("authorization"),
+        Some("Bearer ya29.route-token")
+    );
+    assert_eq!(
+        body_json(sent),
+        json!({
+            "instances": [{"prompt": "a lighthouse at dusk"}],
+            "parameters": {
+                "sampleCount": 2,
+                "aspectRatio": "1:1",
+                "sampleImageSize": "2K",
+                "negativePrompt": "people",
+                "seed": 7,
+                "enhancePrompt": false,
+                "addWatermark": false,
+                "personGeneration": "dont_allow",
+                "includeRaiReason": true,
+            },
+            "labels": {"team": "art"},
+        })
+    );
+    let images = result.unwrap();
+    assert_eq!(images.model, IMAGEN);
+    assert_eq!(images.size.as_deref(), Some("2048x2048"));
+    assert_eq!(images.usage, None);
+    assert_eq!(
+        images.images,
+        vec![
+            GeneratedImage {
+                source: Source::Bytes(b"one".to_vec()),
+                media_type: Some("image/png".into()),
+                revised_prompt: None,
+            },
+            GeneratedImage {
+                source: Source::Bytes(b"two".to_vec()),
+                media_type: Some("image/png".into()),
+                revised_prompt: None,
+            },
+        ]
+    );
+}
+
+#[test]
+fn images_are_refused_before_anything_is_sent() {
+    for model in ["claude-sonnet-4@20250514", "gemini-2.5-flash"] {
+        let (result, sent) = generate(image_request(model, None, "{}"), 200, image_answer(&[]));
+        let error = invalid_request(result);
+        assert_eq!(
+            error,
+            format!(
+                "{model} is not an Imagen model: the vertex plugin makes images with Imagen \
+                 models only (e.g. imagen-4.0-generate-001)"
+            )
+        );
+        assert!(sent.is_empty());
+    }
+    let mut request = image_request(IMAGEN, Some("1000x500"), "{}");
+    let (result, sent) = generate(request.clone(), 200, image_answer(&[]));
+    assert!(invalid_request(result).starts_with("route `vx`: size \"1000x500\""));
+    assert!(sent.is_empty());
+    request.size = None;
+    request.n = 5;
+    let (result, sent) = generate(request, 200, image_answer(&[]));
+    assert!(invalid_request(result).contains("n is 5, but Imagen makes 1 to 4 images"));
+    assert!(sent.is_empty());
+}
+
+#[test]
+fn image_answers_without_images_or_with_errors_fail() {
+    let reason = "Your current safety filter threshold filtered out 2 generated images.";
+    let (result, _) = generate(
+        image_request(IMAGEN, None, "{}"),
+        200,
+        json!({"predictions": [{"raiFilteredReason": reason}]}),
+    );
+    let error = upstream(result);
+    assert_eq!(error.status, 400);
+    assert!(error.message.contains(reason), "{}", error.message);
+
+    let (result, _) = generate(
+        image_request(IMAGEN, None, "{}"),
+        503,
+        json!({"error": {"code": 503, "message": "The service is currently unavailable.",
+            "status": "UNAVAILABLE"}}),
+    );
+    assert_eq!(upstream(result).status, 503);
+
+    let (result, _) = generate(
+        image_request(IMAGEN, None, "{}"),
+        200,
+        json!({"predictions": [{"bytesBase64Encoded": "@@@", "mimeType": "image/png"}]}),
+    );
+    assert!(failed(result).contains("bytesBase64Encoded"));
 }
 
 #[test]

@@ -845,3 +845,100 @@ fn rerank_by_cohere_and_amazon_models_through_signed_invoke_model_calls() {
     assert_eq!(upstream.requests().len(), 2);
     upstream.assert_all_signed();
 }
+
+#[test]
+fn images_by_nova_canvas_and_titan_through_signed_invoke_model_calls() {
+    use base64::Engine as _;
+    use gateway_test_support::upstream::bedrock::{CONTENT_FILTERED, REFUSED_PROMPT};
+    use gateway_test_support::upstream::fake_png;
+    let keys = Keys::new();
+    let upstream = BedrockUpstream::start(keys.auth(), Vec::new());
+    let gw = gateway_for(&upstream, &keys, |r| r);
+    let prompt = "a lighthouse at dawn";
+    // (model, its path, what is asked, the quality sent, the price of the image in
+    // host/prices.toml)
+    for (model, path, asked, quality, price) in [
+        (
+            "amazon.nova-canvas-v1:0",
+            "/model/amazon.nova-canvas-v1%3A0/invoke",
+            json!({"quality": "hd", "size": "1024x1024", "n": 2, "seed": 7}),
+            "premium",
+            0.06,
+        ),
+        (
+            "amazon.titan-image-generator-v2:0",
+            "/model/amazon.titan-image-generator-v2%3A0/invoke",
+            json!({"size": "512x512", "negative_prompt": "fog"}),
+            "standard",
+            0.008,
+        ),
+    ] {
+        let mut body = json!({"model": format!("{ROUTE}/{model}"), "prompt": prompt});
+        body.as_object_mut()
+            .expect("an object")
+            .extend(asked.as_object().expect("an object").clone());
+        let response = post(&gw, "/v1/images/generations", &body);
+        assert_eq!(response.status, 200, "{model}: {}", response.text());
+        let answer = response.json();
+        let n = asked["n"].as_u64().unwrap_or(1);
+        let images = answer["data"].as_array().expect("data");
+        assert_eq!(images.len() as u64, n, "{answer}");
+        for (i, image) in images.iter().enumerate() {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(image["b64_json"].as_str().expect("b64_json"))
+                .expect("base64");
+            assert_eq!(bytes, fake_png(&format!("{prompt}#{i}")), "{model}");
+        }
+        assert_eq!(answer["quality"], json!(quality), "{answer}");
+        let sent = upstream.requests().pop().expect("a call");
+        assert_eq!(sent.path, path);
+        let sent = sent.json();
+        assert_eq!(sent["taskType"], json!("TEXT_IMAGE"), "{sent}");
+        assert_eq!(sent["textToImageParams"]["text"], json!(prompt), "{sent}");
+        let config = &sent["imageGenerationConfig"];
+        assert_eq!(config["numberOfImages"], json!(n), "{sent}");
+        assert_eq!(config["quality"], json!(quality), "{sent}");
+        let id = response
+            .header("x-invocation-id")
+            .expect("an id")
+            .to_owned();
+        let record = gw.get_invocation(&id).json();
+        assert_eq!(record["type"], json!("images"), "{record}");
+        assert_eq!(record["usage"]["images"], json!(n), "{record}");
+        let cost = record["usageCost"].as_f64().expect("a cost");
+        assert!((cost - price * n as f64).abs() < 1e-12, "{model}: {record}");
+    }
+    // Bedrock answers bytes: a caller who asks for URLs gets data: URLs of them.
+    let body = json!({"model": format!("{ROUTE}/amazon.nova-canvas-v1:0"), "prompt": prompt,
+                      "response_format": "url"});
+    let response = post(&gw, "/v1/images/generations", &body);
+    assert_eq!(response.status, 200, "{}", response.text());
+    let url = response.json()["data"][0]["url"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let png = fake_png(&format!("{prompt}#0"));
+    let data = base64::engine::general_purpose::STANDARD.encode(&png);
+    assert_eq!(url, format!("data:image/png;base64,{data}"));
+    let sent = upstream.requests().pop().expect("a call").json();
+    assert!(sent.get("response_format").is_none(), "{sent}");
+    // Nova Canvas's content filter: its 400 and message reach the caller.
+    let body =
+        json!({"model": format!("{ROUTE}/amazon.nova-canvas-v1:0"), "prompt": REFUSED_PROMPT});
+    let response = post(&gw, "/v1/images/generations", &body);
+    assert_eq!(response.status, 400, "{}", response.text());
+    assert!(
+        response.text().contains(&CONTENT_FILTERED[..30]),
+        "{}",
+        response.text()
+    );
+    // More images than Bedrock makes, or a chat model: refused by the plugin before any call.
+    let calls = upstream.requests().len();
+    for model in ["amazon.nova-canvas-v1:0", MODEL] {
+        let body = json!({"model": format!("{ROUTE}/{model}"), "prompt": prompt, "n": 6});
+        let response = post(&gw, "/v1/images/generations", &body);
+        assert_eq!(response.status, 400, "{model}: {}", response.text());
+    }
+    assert_eq!(upstream.requests().len(), calls);
+    upstream.assert_all_signed();
+}

@@ -912,3 +912,67 @@ fn a_blocked_prompt_is_a_content_filtered_answer() {
         json!({"prompt_tokens": 9, "completion_tokens": 0, "total_tokens": 9})
     );
 }
+
+// ---------------------------------------------------------------- images
+
+#[test]
+fn imagen_makes_images_through_predict_answered_in_openai_s_shape_and_priced_by_the_image() {
+    use base64::Engine as _;
+    use gateway_test_support::upstream::fake_png;
+    use gateway_test_support::upstream::gemini::{REFUSED_PROMPT, filtered_reason};
+    let upstream = GeminiUpstream::start();
+    let gw = gateway(&upstream);
+    let prompt = "a lighthouse at dawn";
+    let body = json!({"model": format!("{ROUTE}/imagen-4.0-generate-001"), "prompt": prompt,
+                      "n": 2, "size": "1408x768"});
+    let response = post(&gw, "/v1/images/generations", &body);
+    assert_eq!(response.status, 200, "{}", response.text());
+    let answer = response.json();
+    let images = answer["data"].as_array().expect("data");
+    assert_eq!(images.len(), 2, "{answer}");
+    for (i, image) in images.iter().enumerate() {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(image["b64_json"].as_str().expect("b64_json"))
+            .expect("base64");
+        assert_eq!(bytes, fake_png(&format!("{prompt}#{i}")));
+    }
+    let sent = upstream.single_request();
+    assert_eq!(sent.path, "/v1beta/models/imagen-4.0-generate-001:predict");
+    assert_eq!(sent.header("x-goog-api-key"), Some(PROVIDER_KEY));
+    let sent = sent.json();
+    assert_eq!(sent["instances"], json!([{"prompt": prompt}]), "{sent}");
+    assert_eq!(sent["parameters"]["sampleCount"], json!(2), "{sent}");
+    assert_eq!(sent["parameters"]["aspectRatio"], json!("16:9"), "{sent}");
+    let id = response
+        .header("x-invocation-id")
+        .expect("an id")
+        .to_owned();
+    let record = gw.get_invocation(&id).json();
+    assert_eq!(record["type"], json!("images"), "{record}");
+    assert_eq!(record["usage"]["images"], json!(2), "{record}");
+    // Imagen 4 at $0.04 an image, from the shipped table.
+    assert_eq!(record["usageCost"], json!(0.08), "{record}");
+
+    // Every image filtered: a 400 with Imagen's reason, nothing billed.
+    let body =
+        json!({"model": format!("{ROUTE}/imagen-4.0-generate-001"), "prompt": REFUSED_PROMPT});
+    let response = post(&gw, "/v1/images/generations", &body);
+    assert_eq!(response.status, 400, "{}", response.text());
+    let reason = filtered_reason(1);
+    assert!(
+        response.text().contains(&reason[..20]),
+        "{}",
+        response.text()
+    );
+    // A size Imagen does not make, and a model that is not Imagen: refused before any call.
+    let calls = upstream.requests().len();
+    for (model, size) in [
+        ("imagen-4.0-generate-001", "1000x300"),
+        (MODEL, "1024x1024"),
+    ] {
+        let body = json!({"model": format!("{ROUTE}/{model}"), "prompt": prompt, "size": size});
+        let response = post(&gw, "/v1/images/generations", &body);
+        assert_eq!(response.status, 400, "{model}: {}", response.text());
+    }
+    assert_eq!(upstream.requests().len(), calls);
+}

@@ -94,6 +94,8 @@ const RERANK_DOCUMENTS: [&str; 4] = [
     "France grows wine",
 ];
 const RERANK_PRICE: f64 = 0.05;
+/// What the image tests ask the fake OpenAI to draw.
+const IMAGE_PROMPT: &str = "a lighthouse at dawn";
 /// The prompt of the legacy completion test.
 const LEGACY_PROMPT: &str = "Say this is a test";
 /// What the refusing upstream says, with 400, to every request.
@@ -427,6 +429,7 @@ fn official_sdks_against_the_gateway() {
             "openai": {"model": "openai-simple/gpt-4o-mini", "tokens": 9},
         },
         "rerank": rerank_scenario(),
+        "images": images_scenario(),
         "legacy": {
             "model": "openai-computed/gpt-3.5-turbo-instruct",
             "prompt": LEGACY_PROMPT,
@@ -772,6 +775,26 @@ fn gemini_expected(interaction: &Interaction) -> Value {
 
 fn str_of(value: &Value) -> String {
     value.as_str().unwrap_or_default().to_owned()
+}
+
+/// The image tests' case: the prompt, the PNGs the fake OpenAI makes of it (base64, one an
+/// index), and the models of the route that computes its answers.
+fn images_scenario() -> Value {
+    use base64::Engine as _;
+    use gateway_test_support::upstream::{FAKE_IMAGE_TOKENS, fake_png};
+    let pngs: Vec<String> = (0..2)
+        .map(|i| fake_png(&format!("{IMAGE_PROMPT}#{i}")))
+        .map(|png| base64::engine::general_purpose::STANDARD.encode(png))
+        .collect();
+    json!({
+        "prompt": IMAGE_PROMPT,
+        "pngs": pngs,
+        "revised_prompt": format!("{IMAGE_PROMPT}, in fine detail"),
+        "dall_e_3": "openai-computed/dall-e-3",
+        "dall_e_2": "openai-computed/dall-e-2",
+        "gpt_image": "openai-computed/gpt-image-1",
+        "image_tokens": FAKE_IMAGE_TOKENS,
+    })
 }
 
 /// The rerank tests' case: the documents' order and scores as the fake computes them, and the

@@ -9,6 +9,7 @@ mod clients;
 mod commonbase;
 mod count_tokens;
 mod gemini;
+mod images;
 mod mcp;
 mod openai;
 mod parts;

@@ -28,7 +28,15 @@ function misbehave(request) {
   return spin();
 }
 
-export const { info, complete, completeStream, embed, countTokens, rerank } = exportProvider({
+export const {
+  info,
+  complete,
+  completeStream,
+  embed,
+  countTokens,
+  rerank,
+  generateImages,
+} = exportProvider({
   info: () => ({ name: 'js-hostile', version: '0.1.0', models: [] }),
   complete: (request) => misbehave(request),
   completeStream: (request) => misbehave(request),

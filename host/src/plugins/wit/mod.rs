@@ -301,6 +301,8 @@ struct ExportIndexes {
     count_tokens: Option<ComponentExportIndex>,
     /// 0.2's; a 0.1 plugin has none.
     rerank: Option<ComponentExportIndex>,
+    /// 0.2's; a 0.1 plugin has none.
+    generate_images: Option<ComponentExportIndex>,
 }
 
 impl ExportIndexes {
@@ -316,6 +318,10 @@ impl ExportIndexes {
             rerank: match line {
                 Line::V0_1 => None,
                 Line::V0_2 => Some(export_index(component, "rerank")?),
+            },
+            generate_images: match line {
+                Line::V0_1 => None,
+                Line::V0_2 => Some(export_index(component, "generate-images")?),
             },
         })
     }
@@ -577,6 +583,23 @@ impl Exports {
         };
         let func = self.func(&mut store, index)?;
         v0_2::rerank(func, store, request).await
+    }
+
+    /// `generate-images`; a 0.1 plugin's answer is that it cannot.
+    pub(super) async fn call_generate_images(
+        &self,
+        mut store: StoreContextMut<'_, PluginState>,
+        request: host::ImageRequest,
+        plugin: &str,
+    ) -> CallResult<host::Images> {
+        let (_, exports) = self.provider()?;
+        let Some(index) = exports.generate_images else {
+            return Ok(Err(host::ProviderError::InvalidRequest(format!(
+                "{plugin} does not support image generation (it is built for gateway:provider 0.1)"
+            ))));
+        };
+        let func = self.func(&mut store, index)?;
+        v0_2::generate_images(func, store, request).await
     }
 
     /// A guard's `check-request`; the request comes back whatever happened.

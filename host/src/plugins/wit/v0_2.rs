@@ -106,6 +106,45 @@ pub(super) async fn rerank(
         .map_err(Into::into))
 }
 
+type ImagesFunc<'a> = wasmtime::component::TypedFunc<
+    (&'a types::ImageRequest,),
+    (Result<types::Images, types::ProviderError>,),
+>;
+
+pub(super) async fn generate_images(
+    func: Func,
+    mut store: StoreContextMut<'_, PluginState>,
+    request: host::ImageRequest,
+) -> CallResult<host::Images> {
+    // SAFETY: as in `call_complete`: `check` had `ProviderPre::new` check this export's type.
+    let typed: ImagesFunc<'_> = unsafe { wasmtime::component::TypedFunc::new_unchecked(func) };
+    let request = types::ImageRequest {
+        route: request.route.into(),
+        model: request.model,
+        prompt: request.prompt,
+        n: request.n,
+        size: request.size,
+        quality: request.quality,
+        params: request.params,
+    };
+    let (result,) = typed.call_async(&mut store, (&request,)).await?;
+    Ok(result
+        .map(|images| host::Images {
+            model: images.model,
+            images: (images.images.into_iter())
+                .map(|image| host::GeneratedImage {
+                    source: image.source.into(),
+                    media_type: image.media_type,
+                    revised_prompt: image.revised_prompt,
+                })
+                .collect(),
+            usage: images.usage.map(Into::into),
+            size: images.size,
+            quality: images.quality,
+        })
+        .map_err(Into::into))
+}
+
 // ---------------------------------------------------------------- into the plugin
 
 fn list<T, U: From<T>>(items: Vec<T>) -> Vec<U> {

@@ -166,6 +166,11 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE invocations ADD COLUMN search_units BIGINT;
 "#,
+    // The images a model made; NULL for every other call. Nullable without a default, as
+    // search units.
+    r#"
+    ALTER TABLE invocations ADD COLUMN images BIGINT;
+"#,
 ];
 
 pub(super) const BACKEND: &str = "PostgreSQL";

@@ -151,6 +151,10 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE invocations ADD COLUMN search_units INTEGER;
 "#,
+    // The images a model made; NULL for every other call.
+    r#"
+    ALTER TABLE invocations ADD COLUMN images INTEGER;
+"#,
 ];
 
 /// Applies the migrations the database lacks, each in its own transaction

@@ -37,6 +37,7 @@ pub(in crate::store) fn record(n: usize) -> Invocation {
             image_prompt_tokens: None,
             audio_prompt_tokens: None,
             search_units: None,
+            images: None,
         }),
         cost_usd: Some(0.000_123),
         created_at_ms: 1_700_000_000_000 + n as i64,
@@ -172,6 +173,7 @@ pub(super) async fn invocations_round_trip_every_field(h: &Harness) {
             image_prompt_tokens: Some(6),
             audio_prompt_tokens: Some(u32::MAX - 1),
             search_units: Some(3),
+            images: Some(4),
         }),
         cost_usd: Some(0.25),
         created_at_ms: 2_000,
@@ -221,6 +223,14 @@ pub(super) async fn invocations_round_trip_every_field(h: &Harness) {
         ))
         .await,
         3
+    );
+    assert_eq!(
+        h.count(&format!(
+            "SELECT images FROM invocations WHERE id = '{}'",
+            full.id
+        ))
+        .await,
+        4
     );
     assert_eq!(
         h.count(

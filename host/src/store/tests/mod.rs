@@ -90,6 +90,7 @@ on_both_backends! {
     schema::a_v9_database_migrates_to_v10_and_its_kept_conversations_continue_whole,
     schema::a_v11_database_migrates_to_v12_and_projects_gain_tools,
     schema::a_v12_database_migrates_to_v13_and_its_records_gain_search_units,
+    schema::a_v13_database_migrates_to_v14_and_its_records_gain_images,
 }
 
 /// Where a case's database is, and what differs between the backends' databases.
@@ -130,6 +131,8 @@ pub(super) enum Before {
     ProjectTools,
     /// Before records' search units.
     SearchUnits,
+    /// Before records' images.
+    Images,
 }
 
 impl Harness {
@@ -232,6 +235,7 @@ impl Harness {
             (Place::Sqlite { .. }, Before::ResponseTurns) => 10,
             (Place::Sqlite { .. }, Before::ProjectTools) => 12,
             (Place::Sqlite { .. }, Before::SearchUnits) => 13,
+            (Place::Sqlite { .. }, Before::Images) => 14,
             (Place::Postgres(_), Before::Limits) => 1,
             (Place::Postgres(_), Before::Attempts) => 2,
             (Place::Postgres(_), Before::Responses) => 3,
@@ -243,6 +247,7 @@ impl Harness {
             (Place::Postgres(_), Before::ResponseTurns) => 9,
             (Place::Postgres(_), Before::ProjectTools) => 11,
             (Place::Postgres(_), Before::SearchUnits) => 12,
+            (Place::Postgres(_), Before::Images) => 13,
         }
     }
 

@@ -446,17 +446,17 @@ pub(super) async fn a_v9_database_migrates_to_v10_and_its_kept_conversations_con
     .await;
     let store = h.open().await;
     let before = h.version_of(Before::ResponseTurns);
-    // Kept responses' turns apart, a key's tools, a project's, then records' search units,
-    // were the last migrations of both.
+    // Kept responses' turns apart, a key's tools, a project's, records' search units, then
+    // images, were the last migrations of both.
     assert_eq!(
         store.migrated(),
         Migrated {
             from: before,
-            to: before + 4
+            to: before + 5
         }
     );
-    assert_eq!(h.known_version(), before + 4);
-    assert_eq!(h.schema_version().await, before + 4);
+    assert_eq!(h.known_version(), before + 5);
+    assert_eq!(h.schema_version().await, before + 5);
     // It is its conversation's only turn, its size in bytes (not characters) told.
     let kept = store.response("p1", old).await.unwrap().unwrap();
     assert_eq!(
@@ -492,15 +492,15 @@ pub(super) async fn a_v11_database_migrates_to_v12_and_projects_gain_tools(h: &H
     .await;
     let store = h.open().await;
     let before = h.version_of(Before::ProjectTools);
-    // A project's tools, then records' search units, were the last migrations of both.
+    // A project's tools, records' search units, then images, were the last migrations of both.
     assert_eq!(
         store.migrated(),
         Migrated {
             from: before,
-            to: before + 2
+            to: before + 3
         }
     );
-    assert_eq!(h.known_version(), before + 2);
+    assert_eq!(h.known_version(), before + 3);
     assert_eq!(h.schema_version().await, h.known_version());
     // The old project may use every tool; its guards, and its key's own tools, are kept.
     let project = store.project("p1").await.unwrap().unwrap();
@@ -528,15 +528,15 @@ pub(super) async fn a_v12_database_migrates_to_v13_and_its_records_gain_search_u
     .await;
     let store = h.open().await;
     let before = h.version_of(Before::SearchUnits);
-    // Records' search units were the last migration of both.
+    // Records' search units, then images, were the last migrations of both.
     assert_eq!(
         store.migrated(),
         Migrated {
             from: before,
-            to: before + 1
+            to: before + 2
         }
     );
-    assert_eq!(h.known_version(), before + 1);
+    assert_eq!(h.known_version(), before + 2);
     assert_eq!(h.schema_version().await, h.known_version());
     // An old record has none; a new one keeps them.
     let old = store
@@ -559,4 +559,47 @@ pub(super) async fn a_v12_database_migrates_to_v13_and_its_records_gain_search_u
         .unwrap();
     let kept = store.invocation(&new.id).await.unwrap().unwrap();
     assert_eq!(kept.usage.and_then(|u| u.search_units), Some(2));
+}
+
+pub(super) async fn a_v13_database_migrates_to_v14_and_its_records_gain_images(h: &Harness) {
+    h.create_old_schema(Before::Images).await;
+    h.execute(&format!(
+        "INSERT INTO invocations (id, project_id, type, stream, status, http_status,
+            prompt_tokens, completion_tokens, total_tokens, created_at, duration_ms, search_units)
+            VALUES ('{OLD_ID}', 'p1', 'rerank', false, 'success', 200, 7, 0, 7, 10, 1, 1);"
+    ))
+    .await;
+    let store = h.open().await;
+    let before = h.version_of(Before::Images);
+    // Records' images were the last migration of both.
+    assert_eq!(
+        store.migrated(),
+        Migrated {
+            from: before,
+            to: before + 1
+        }
+    );
+    assert_eq!(h.known_version(), before + 1);
+    assert_eq!(h.schema_version().await, h.known_version());
+    // An old record has none; a new one keeps them.
+    let old = store
+        .invocation(&OLD_ID.parse().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let usage = old.usage.expect("its usage");
+    assert_eq!((usage.search_units, usage.images), (Some(1), None));
+    let new = Invocation {
+        kind: Some("images".into()),
+        usage: Some(TokenUsage {
+            images: Some(3),
+            ..TokenUsage::default()
+        }),
+        ..Invocation::begun(Uuid::now_v7(), 20)
+    };
+    store
+        .insert_invocations(std::slice::from_ref(&new))
+        .unwrap();
+    let kept = store.invocation(&new.id).await.unwrap().unwrap();
+    assert_eq!(kept.usage.and_then(|u| u.images), Some(3));
 }

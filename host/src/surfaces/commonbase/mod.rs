@@ -58,6 +58,9 @@ impl Surface for Completions {
             Kind::Rerank => Err(ApiError::BadRequest(
                 "reranks are served by POST /v1/rerank".into(),
             )),
+            Kind::Images => Err(ApiError::BadRequest(
+                "images are made by POST /v1/images/generations".into(),
+            )),
         }
     }
     fn stream(&self) -> bool {
@@ -116,7 +119,7 @@ impl Surface for Embeddings {
     fn serves(kind: Kind) -> Result<(), ApiError> {
         match kind {
             Kind::Embeddings => Ok(()),
-            Kind::Text | Kind::Chat | Kind::CountTokens | Kind::Rerank => {
+            Kind::Text | Kind::Chat | Kind::CountTokens | Kind::Rerank | Kind::Images => {
                 Err(ApiError::BadRequest(format!(
                     "POST /embeddings needs params.type \"embeddings\", not {:?}",
                     kind.as_str()

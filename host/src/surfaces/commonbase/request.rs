@@ -293,6 +293,9 @@ pub fn prompt(
         Kind::Rerank => Err(ApiError::BadRequest(
             "reranks are served by POST /v1/rerank".into(),
         )),
+        Kind::Images => Err(ApiError::BadRequest(
+            "images are made by POST /v1/images/generations".into(),
+        )),
     }
 }
 

@@ -523,6 +523,74 @@ declare module 'gateway:provider/types@0.2.0' {
     searchUnits?: number,
   }
   /**
+   * Images to make from a text prompt (`POST /v1/images/generations`).
+   */
+  export interface ImageRequest {
+    route: Route,
+    model: string,
+    prompt: string,
+    /**
+     * How many images (1 to 10).
+     */
+    n: number,
+    /**
+     * Width by height in pixels as OpenAI writes it (`1024x1024`), or `auto`; `none`:
+     * the model's default.
+     */
+    size?: string,
+    /**
+     * As OpenAI names it (`standard`, `hd`, `low`, `medium`, `high`, `auto`) or as the
+     * provider does (`premium`); `none`: the model's default.
+     */
+    quality?: string,
+    /**
+     * Every other key of the caller's body (`response_format`, `style`, `background`,
+     * `output_format`, `negative_prompt`, `seed`, ...), as a JSON object.
+     */
+    params: string,
+  }
+  /**
+   * One image a model made.
+   */
+  export interface GeneratedImage {
+    /**
+     * Its bytes, or a URL where the provider keeps it for a while (DALL-E's `url`).
+     */
+    source: Source,
+    /**
+     * `image/png`, `image/jpeg`, ...: always set with `bytes`.
+     */
+    mediaType?: string,
+    /**
+     * The prompt the model drew, when it rewrote the caller's (DALL-E 3).
+     */
+    revisedPrompt?: string,
+  }
+  export interface Images {
+    /**
+     * The model that answered, as the provider names it.
+     */
+    model: string,
+    /**
+     * At least one, at most the request's `n`.
+     */
+    images: Array<GeneratedImage>,
+    /**
+     * Tokens, where the provider bills images by them (`gpt-image-1`).
+     */
+    usage?: Usage,
+    /**
+     * The size the provider made and bills, in the request's terms; `none`: the
+     * request's `size`.
+     */
+    size?: string,
+    /**
+     * The quality the provider made and bills, in the request's terms; `none`: the
+     * request's `quality`.
+     */
+    quality?: string,
+  }
+  /**
    * How many tokens a request's prompt takes, as its model counts them.
    */
   export interface TokenCount {

@@ -3,6 +3,7 @@
 mod convert;
 mod embed;
 mod golden;
+mod images;
 mod info;
 mod output;
 mod parts;

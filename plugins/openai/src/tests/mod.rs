@@ -6,6 +6,7 @@ mod convert;
 mod embed;
 mod golden;
 mod http;
+mod images;
 mod info;
 mod output;
 mod parts;

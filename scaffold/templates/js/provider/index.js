@@ -66,5 +66,5 @@ class Provider extends HttpProvider {
   }
 }
 
-export const { info, complete, completeStream, embed, countTokens, rerank } =
+export const { info, complete, completeStream, embed, countTokens, rerank, generateImages } =
   exportProvider(new Provider());

@@ -1,8 +1,8 @@
 //! Amazon Bedrock Runtime as the fake serves it: Converse (`POST /model/{modelId}/converse`)
 //! answered with JSON from the script, ConverseStream (`/converse-stream`) with AWS event-stream
 //! frames from the script, and InvokeModel (`/invoke`) of the embedding models (Titan Text
-//! Embeddings, Cohere Embed) and the rerank models (Cohere Rerank, Amazon Rerank) computed by the
-//! fake itself.
+//! Embeddings, Cohere Embed), the rerank models (Cohere Rerank, Amazon Rerank) and the image
+//! models (Nova Canvas, Titan Image Generator v1 and v2) computed by the fake itself.
 //!
 //! Like AWS, it checks who is asking before anything else: with [`BedrockAuth::SigV4`] it
 //! recomputes the SigV4 signature of every request it receives from the received method, path,
@@ -20,23 +20,35 @@ use std::ops::Deref;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use gateway_plugin_sdk::eventstream::{HeaderValue, encode};
 use hmac::{Hmac, KeyInit, Mac};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
 use super::server::{self, FakeServer, Handler, Outcome, ScriptedBody, lock};
-use super::{EVENT_GAP, ReceivedRequest, Traffic, counted_tokens, fake_embedding, fake_relevance};
+use super::{
+    EVENT_GAP, ReceivedRequest, Traffic, counted_tokens, fake_embedding, fake_png, fake_relevance,
+};
 
 /// The content type of ConverseStream's answers.
 pub const EVENT_STREAM: &str = "application/vnd.amazon.eventstream";
 
 /// How long a signature stays valid around its `x-amz-date`, as AWS allows.
 const CLOCK_SKEW: u64 = 5 * 60;
+
+/// The prompt the fake's image models refuse as Nova Canvas refuses one its content filters
+/// block: a 400 `ValidationException` with [`CONTENT_FILTERED`].
+pub const REFUSED_PROMPT: &str = "refuse me";
+
+/// Nova Canvas's message for a prompt its content filters block.
+pub const CONTENT_FILTERED: &str = "This request has been blocked by our content filters. \
+    Please adjust your text prompt to submit a new request.";
 
 /// Who the fake accepts requests from.
 #[derive(Debug, Clone)]
@@ -286,6 +298,10 @@ fn answer(script: &mut VecDeque<BedrockReply>, request: &ReceivedRequest) -> Bed
             )
         }),
         "invoke" if path.contains(".rerank-") => rerank(path, request),
+        "invoke" if path.contains("amazon.nova-canvas") => images(ImageModel::Nova, request),
+        "invoke" if path.contains("amazon.titan-image-generator") => {
+            images(ImageModel::Titan, request)
+        }
         "invoke" => embeddings(path, request),
         "count-tokens" => count(request),
         _ => BedrockReply::error(404, "UnknownOperationException", "unknown operation"),
@@ -380,6 +396,267 @@ fn rerank(path: &str, request: &ReceivedRequest) -> BedrockReply {
         headers: Vec::new(),
         body: json!({"id": "rerank-1", "results": results}),
     }
+}
+
+/// An Amazon image model as the fake serves it: what its TEXT_IMAGE body may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ImageModel {
+    Nova,
+    Titan,
+}
+
+/// Nova Canvas's visual styles (`textToImageParams.style`); Titan has none.
+const NOVA_STYLES: [&str; 8] = [
+    "3D_ANIMATED_FAMILY_FILM",
+    "DESIGN_SKETCH",
+    "FLAT_VECTOR_ILLUSTRATION",
+    "GRAPHIC_NOVEL_ILLUSTRATION",
+    "MAXIMALISM",
+    "MIDCENTURY_RETRO",
+    "PHOTOREALISM",
+    "SOFT_DIGITAL_PAINTING",
+];
+
+/// The sizes Titan Image Generator G1 (v1 and v2) makes, from AWS's user guide (written here
+/// apart from the plugin's list, so that each checks the other).
+const TITAN_SIZES: [(u64, u64); 25] = [
+    (1024, 1024),
+    (768, 768),
+    (512, 512),
+    (768, 1152),
+    (384, 576),
+    (1152, 768),
+    (576, 384),
+    (768, 1280),
+    (384, 640),
+    (1280, 768),
+    (640, 384),
+    (896, 1152),
+    (448, 576),
+    (1152, 896),
+    (576, 448),
+    (768, 1408),
+    (384, 704),
+    (1408, 768),
+    (704, 384),
+    (640, 1408),
+    (320, 704),
+    (1408, 640),
+    (704, 320),
+    (1152, 640),
+    (1173, 640),
+];
+
+impl ImageModel {
+    /// The longest `text` and `negativeText`, in characters.
+    fn max_text(self) -> usize {
+        match self {
+            ImageModel::Nova => 1024,
+            ImageModel::Titan => 512,
+        }
+    }
+
+    /// The largest `seed`.
+    fn max_seed(self) -> u64 {
+        match self {
+            ImageModel::Nova => 858_993_459,
+            ImageModel::Titan => 2_147_483_646,
+        }
+    }
+
+    fn text_keys(self) -> &'static [&'static str] {
+        match self {
+            ImageModel::Nova => &["text", "negativeText", "style"],
+            ImageModel::Titan => &["text", "negativeText"],
+        }
+    }
+
+    /// Whether the model makes images `width` by `height` pixels.
+    fn makes(self, width: u64, height: u64) -> bool {
+        match self {
+            ImageModel::Nova => {
+                let side =
+                    |pixels: u64| (320..=4096).contains(&pixels) && pixels.is_multiple_of(16);
+                side(width)
+                    && side(height)
+                    && width.max(height) <= 4 * width.min(height)
+                    && width * height <= 4_194_304
+            }
+            ImageModel::Titan => TITAN_SIZES.contains(&(width, height)),
+        }
+    }
+}
+
+/// InvokeModel of an image model, TEXT_IMAGE only: the body checked as strictly as Bedrock
+/// checks it (no unknown key, every value of its type and in its range, a size the model
+/// makes), answered with `numberOfImages` [`fake_png`]s of the prompt and each image's index
+/// (`"{prompt}#{i}"`), base64, and `"error": null`. [`REFUSED_PROMPT`] gets Nova Canvas's
+/// content filter's 400.
+fn images(model: ImageModel, request: &ReceivedRequest) -> BedrockReply {
+    let body = serde_json::from_slice::<Value>(&request.body).unwrap_or(Value::Null);
+    match text_to_image(model, &body) {
+        Err(problem) => BedrockReply::error(
+            400,
+            "ValidationException",
+            &format!(
+                "Malformed input request: {problem}, please reformat your input and try again."
+            ),
+        ),
+        Ok((prompt, _)) if prompt == REFUSED_PROMPT => {
+            BedrockReply::error(400, "ValidationException", CONTENT_FILTERED)
+        }
+        Ok((prompt, count)) => {
+            let images: Vec<String> = (0..count)
+                .map(|i| STANDARD.encode(fake_png(&format!("{prompt}#{i}"))))
+                .collect();
+            BedrockReply::Json {
+                status: 200,
+                headers: Vec::new(),
+                body: json!({"images": images, "error": null}),
+            }
+        }
+    }
+}
+
+/// The prompt and the number of images of a TEXT_IMAGE body, or what is wrong with it, in the
+/// words of Bedrock's schema checks.
+fn text_to_image(model: ImageModel, body: &Value) -> Result<(String, u64), String> {
+    let top = fields(
+        body,
+        "#",
+        &["taskType", "textToImageParams", "imageGenerationConfig"],
+    )?;
+    match top.get("taskType") {
+        Some(Value::String(task)) if task == "TEXT_IMAGE" => {}
+        Some(Value::String(task)) => {
+            return Err(format!("#/taskType: {task} is not served by the fake"));
+        }
+        Some(other) => return Err(wrong_type("#/taskType", "String", other)),
+        None => return Err("#: required key [taskType] not found".to_owned()),
+    }
+
+    let at = "#/textToImageParams";
+    let params = top
+        .get("textToImageParams")
+        .ok_or("#: required key [textToImageParams] not found")?;
+    let params = fields(params, at, model.text_keys())?;
+    let prompt = text(params, at, "text", model.max_text())?
+        .ok_or(format!("{at}: required key [text] not found"))?;
+    text(params, at, "negativeText", model.max_text())?;
+    if let Some(style) = text(params, at, "style", usize::MAX)?
+        && !NOVA_STYLES.contains(&style)
+    {
+        return Err(format!("{at}/style: {style} is not a valid enum value"));
+    }
+
+    let at = "#/imageGenerationConfig";
+    let empty = Value::Object(Map::new());
+    let config = fields(
+        top.get("imageGenerationConfig").unwrap_or(&empty),
+        at,
+        &[
+            "numberOfImages",
+            "width",
+            "height",
+            "quality",
+            "cfgScale",
+            "seed",
+        ],
+    )?;
+    let count = integer(config, at, "numberOfImages", 1..=5)?.unwrap_or(1);
+    let width = integer(config, at, "width", 1..=u64::MAX)?.unwrap_or(1024);
+    let height = integer(config, at, "height", 1..=u64::MAX)?.unwrap_or(1024);
+    if !model.makes(width, height) {
+        return Err(format!(
+            "{at}: Value of (width, height) is not valid. Given: ({width}, {height})"
+        ));
+    }
+    if let Some(quality) = text(config, at, "quality", usize::MAX)?
+        && !["standard", "premium"].contains(&quality)
+    {
+        return Err(format!("{at}/quality: {quality} is not a valid enum value"));
+    }
+    integer(config, at, "seed", 0..=model.max_seed())?;
+    if let Some(value) = config.get("cfgScale") {
+        let scale = value
+            .as_f64()
+            .ok_or_else(|| wrong_type(&format!("{at}/cfgScale"), "Number", value))?;
+        if !(1.1..=10.0).contains(&scale) {
+            return Err(format!(
+                "{at}/cfgScale: {scale} is not between 1.1 and 10.0"
+            ));
+        }
+    }
+    Ok((prompt.to_owned(), count))
+}
+
+/// `value` as an object whose keys are among `keys`.
+fn fields<'a>(value: &'a Value, at: &str, keys: &[&str]) -> Result<&'a Map<String, Value>, String> {
+    let fields = value
+        .as_object()
+        .ok_or_else(|| wrong_type(at, "JSONObject", value))?;
+    match fields.keys().find(|key| !keys.contains(&key.as_str())) {
+        Some(extra) => Err(format!("{at}: extraneous key [{extra}] is not permitted")),
+        None => Ok(fields),
+    }
+}
+
+/// The string at `key`, when there is one, of 1 to `max` characters.
+fn text<'a>(
+    fields: &'a Map<String, Value>,
+    at: &str,
+    key: &str,
+    max: usize,
+) -> Result<Option<&'a str>, String> {
+    let Some(value) = fields.get(key) else {
+        return Ok(None);
+    };
+    let text = value
+        .as_str()
+        .ok_or_else(|| wrong_type(&format!("{at}/{key}"), "String", value))?;
+    let length = text.chars().count();
+    if length == 0 || length > max {
+        return Err(format!(
+            "{at}/{key}: expected length: [1, {max}], actual: {length}"
+        ));
+    }
+    Ok(Some(text))
+}
+
+/// The integer at `key`, when there is one, in `range`.
+fn integer(
+    fields: &Map<String, Value>,
+    at: &str,
+    key: &str,
+    range: std::ops::RangeInclusive<u64>,
+) -> Result<Option<u64>, String> {
+    let Some(value) = fields.get(key) else {
+        return Ok(None);
+    };
+    let number = value
+        .as_u64()
+        .ok_or_else(|| wrong_type(&format!("{at}/{key}"), "Integer", value))?;
+    if !range.contains(&number) {
+        return Err(format!(
+            "{at}/{key}: {number} is not between {} and {}",
+            range.start(),
+            range.end()
+        ));
+    }
+    Ok(Some(number))
+}
+
+/// Bedrock's message for a value of the wrong JSON type.
+fn wrong_type(at: &str, expected: &str, found: &Value) -> String {
+    let found = match found {
+        Value::Null => "Null",
+        Value::Bool(_) => "Boolean",
+        Value::Number(_) => "Number",
+        Value::String(_) => "String",
+        Value::Array(_) => "JSONArray",
+        Value::Object(_) => "JSONObject",
+    };
+    format!("{at}: expected type: {expected}, found: {found}")
 }
 
 /// InvokeModel of an embedding model, computed: Titan's one vector, Cohere's list (with its
@@ -652,6 +929,221 @@ mod tests {
         assert_eq!(parse_amz_date("20150830T123600Z"), Some(1_440_938_160));
         assert_eq!(parse_amz_date("20240229T235959Z"), Some(1_709_251_199));
         assert_eq!(parse_amz_date("2015-08-30T12:36:00Z"), None);
+    }
+
+    /// The answer to an InvokeModel call of `model` with `body`.
+    fn invoke(model: &str, body: &Value) -> BedrockReply {
+        let request = ReceivedRequest {
+            method: "POST".into(),
+            path: format!("/model/{model}/invoke"),
+            headers: Vec::new(),
+            body: body.to_string().into_bytes(),
+        };
+        answer(&mut VecDeque::new(), &request)
+    }
+
+    /// A TEXT_IMAGE body with every option Nova Canvas takes.
+    fn nova_body() -> Value {
+        json!({
+            "taskType": "TEXT_IMAGE",
+            "textToImageParams": {"text": "a cat", "negativeText": "dogs", "style": "PHOTOREALISM"},
+            "imageGenerationConfig": {"numberOfImages": 2, "width": 1280, "height": 720,
+                "quality": "premium", "cfgScale": 6.5, "seed": 42},
+        })
+    }
+
+    /// A TEXT_IMAGE body with every option Titan Image Generator takes.
+    fn titan_body() -> Value {
+        let mut body = nova_body();
+        body["textToImageParams"]
+            .as_object_mut()
+            .map(|params| params.remove("style"));
+        body["imageGenerationConfig"]["width"] = json!(1173);
+        body["imageGenerationConfig"]["height"] = json!(640);
+        body
+    }
+
+    #[test]
+    fn image_models_answer_pngs_of_the_prompt() {
+        for (model, body) in [
+            ("amazon.nova-canvas-v1%3A0", nova_body()),
+            ("amazon.titan-image-generator-v2%3A0", titan_body()),
+            ("amazon.titan-image-generator-v1", titan_body()),
+        ] {
+            let BedrockReply::Json { status, body, .. } = invoke(model, &body) else {
+                panic!("a JSON answer");
+            };
+            assert_eq!(status, 200, "{model}: {body}");
+            let expected: Vec<String> = ["a cat#0", "a cat#1"]
+                .iter()
+                .map(|seed| STANDARD.encode(fake_png(seed)))
+                .collect();
+            assert_eq!(body, json!({"images": expected, "error": null}), "{model}");
+        }
+        let minimal = json!({"taskType": "TEXT_IMAGE", "textToImageParams": {"text": "a dog"}});
+        let BedrockReply::Json { body, .. } = invoke("amazon.nova-canvas-v1%3A0", &minimal) else {
+            panic!("a JSON answer");
+        };
+        assert_eq!(
+            body["images"],
+            json!([STANDARD.encode(fake_png("a dog#0"))])
+        );
+    }
+
+    #[test]
+    fn image_bodies_are_checked_as_bedrock_checks_them() {
+        let nova = "amazon.nova-canvas-v1%3A0";
+        let titan = "amazon.titan-image-generator-v2%3A0";
+        let cases: [(&str, Value, &str, Value, &str); 14] = [
+            (
+                titan,
+                titan_body(),
+                "/textToImageParams/style",
+                json!("PHOTOREALISM"),
+                "#/textToImageParams: extraneous key [style] is not permitted",
+            ),
+            (
+                nova,
+                nova_body(),
+                "/background",
+                json!("transparent"),
+                "#: extraneous key [background] is not permitted",
+            ),
+            (
+                nova,
+                nova_body(),
+                "/imageGenerationConfig/style",
+                json!("x"),
+                "#/imageGenerationConfig: extraneous key [style] is not permitted",
+            ),
+            (
+                nova,
+                nova_body(),
+                "/taskType",
+                json!("INPAINTING"),
+                "#/taskType: INPAINTING is not served by the fake",
+            ),
+            (
+                nova,
+                nova_body(),
+                "/textToImageParams/text",
+                json!(""),
+                "#/textToImageParams/text: expected length: [1, 1024], actual: 0",
+            ),
+            (
+                titan,
+                titan_body(),
+                "/textToImageParams/text",
+                json!("x".repeat(513)),
+                "#/textToImageParams/text: expected length: [1, 512], actual: 513",
+            ),
+            (
+                nova,
+                nova_body(),
+                "/textToImageParams/style",
+                json!("vivid"),
+                "#/textToImageParams/style: vivid is not a valid enum value",
+            ),
+            (
+                nova,
+                nova_body(),
+                "/imageGenerationConfig/numberOfImages",
+                json!(6),
+                "#/imageGenerationConfig/numberOfImages: 6 is not between 1 and 5",
+            ),
+            (
+                nova,
+                nova_body(),
+                "/imageGenerationConfig/seed",
+                json!("42"),
+                "#/imageGenerationConfig/seed: expected type: Integer, found: String",
+            ),
+            (
+                nova,
+                nova_body(),
+                "/imageGenerationConfig/seed",
+                json!(858_993_460),
+                "#/imageGenerationConfig/seed: 858993460 is not between 0 and 858993459",
+            ),
+            (
+                nova,
+                nova_body(),
+                "/imageGenerationConfig/width",
+                json!(1000),
+                "#/imageGenerationConfig: Value of (width, height) is not valid. Given: (1000, 720)",
+            ),
+            (
+                titan,
+                titan_body(),
+                "/imageGenerationConfig/width",
+                json!(1280),
+                "#/imageGenerationConfig: Value of (width, height) is not valid. Given: (1280, 640)",
+            ),
+            (
+                nova,
+                nova_body(),
+                "/imageGenerationConfig/quality",
+                json!("hd"),
+                "#/imageGenerationConfig/quality: hd is not a valid enum value",
+            ),
+            (
+                nova,
+                nova_body(),
+                "/imageGenerationConfig/cfgScale",
+                json!(20),
+                "#/imageGenerationConfig/cfgScale: 20 is not between 1.1 and 10.0",
+            ),
+        ];
+        for (model, mut body, pointer, value, expected) in cases {
+            let (parent, key) = pointer.rsplit_once('/').expect("a pointer");
+            body.pointer_mut(parent).expect("the key's object")[key] = value;
+            let BedrockReply::Json {
+                status,
+                headers,
+                body,
+            } = invoke(model, &body)
+            else {
+                panic!("a JSON answer");
+            };
+            assert_eq!(status, 400, "{expected}");
+            assert!(headers[0].1.starts_with("ValidationException:"));
+            assert_eq!(
+                body["message"],
+                json!(format!(
+                    "Malformed input request: {expected}, please reformat your input and try again."
+                ))
+            );
+        }
+    }
+
+    #[test]
+    fn image_models_refuse_the_refused_prompt() {
+        let BedrockReply::Json {
+            status,
+            headers,
+            body,
+        } = invoke("amazon.titan-image-generator-v1", &titan_body())
+        else {
+            panic!("a JSON answer");
+        };
+        assert_eq!(
+            (status, body["images"].as_array().map(Vec::len)),
+            (200, Some(2))
+        );
+        assert!(headers.is_empty());
+        let mut refused = nova_body();
+        refused["textToImageParams"]["text"] = json!(REFUSED_PROMPT);
+        let BedrockReply::Json {
+            status,
+            headers,
+            body,
+        } = invoke("amazon.nova-canvas-v1%3A0", &refused)
+        else {
+            panic!("a JSON answer");
+        };
+        assert_eq!(status, 400);
+        assert!(headers[0].1.starts_with("ValidationException:"));
+        assert_eq!(body, json!({ "message": CONTENT_FILTERED }));
     }
 
     #[test]

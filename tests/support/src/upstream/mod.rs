@@ -43,7 +43,7 @@ use server::{FakeServer, Handler, ScriptedBody, lock};
 
 pub use anthropic::Anthropic;
 pub use gemini::Gemini;
-pub use openai::OpenAi;
+pub use openai::{FAKE_IMAGE_TOKENS, OpenAi};
 
 /// A fake OpenAI-compatible API (chat, legacy completions, embeddings).
 pub type OpenAiUpstream = FakeUpstream<OpenAi>;
@@ -413,4 +413,125 @@ pub fn fake_relevance(query: &str, document: &str) -> f64 {
 pub fn rerank_tokens(query: &str, documents: &[String]) -> u64 {
     let words = |text: &str| text.split_whitespace().count() as u64;
     documents.iter().map(|d| words(query) + words(d)).sum()
+}
+
+/// The side, in pixels, of the square images [`fake_png`] makes.
+const FAKE_PNG_SIDE: usize = 2;
+
+/// A valid PNG of 2x2 8-bit RGB pixels that follow from `seed`: the image a fake image model
+/// makes, another for each prompt and index (`"{prompt}#{i}"`), and one any PNG reader opens
+/// (its chunks' CRCs and its zlib stream's checksum are right).
+pub fn fake_png(seed: &str) -> Vec<u8> {
+    let mut state = fnv1a(seed.as_bytes());
+    let pixels: Vec<u8> = (0..3 * FAKE_PNG_SIDE * FAKE_PNG_SIDE)
+        .map(|_| {
+            state = splitmix64(state);
+            state.to_be_bytes()[0]
+        })
+        .collect();
+    let mut scanlines = Vec::with_capacity(FAKE_PNG_SIDE + pixels.len());
+    for row in pixels.chunks(3 * FAKE_PNG_SIDE) {
+        // Each scanline starts with its filter type: 0, none.
+        scanlines.push(0);
+        scanlines.extend_from_slice(row);
+    }
+    let side = (FAKE_PNG_SIDE as u32).to_be_bytes();
+    let mut header = Vec::with_capacity(13);
+    header.extend_from_slice(&side);
+    header.extend_from_slice(&side);
+    // Bit depth 8, color type 2 (RGB), compression 0, filter method 0, no interlace.
+    header.extend_from_slice(&[8, 2, 0, 0, 0]);
+
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    png_chunk(&mut png, b"IHDR", &header);
+    png_chunk(&mut png, b"IDAT", &zlib_stored(&scanlines));
+    png_chunk(&mut png, b"IEND", &[]);
+    png
+}
+
+/// Appends a PNG chunk: its length, its type, `data`, and the CRC of the type and the data.
+fn png_chunk(png: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
+    let length = u32::try_from(data.len()).expect("a fake PNG's chunk is small");
+    png.extend_from_slice(&length.to_be_bytes());
+    let start = png.len();
+    png.extend_from_slice(kind);
+    png.extend_from_slice(data);
+    let crc = crc32(&png[start..]);
+    png.extend_from_slice(&crc.to_be_bytes());
+}
+
+/// `data` as a zlib stream of one stored (uncompressed) deflate block, so that the fake needs
+/// no compressor: what a PNG's IDAT holds.
+fn zlib_stored(data: &[u8]) -> Vec<u8> {
+    let length = u16::try_from(data.len()).expect("a stored block holds at most 65535 bytes");
+    // CMF 0x78 (deflate, 32K window), FLG 0x01 (its check bits), then the block's header byte:
+    // BFINAL 1, BTYPE 00 (stored).
+    let mut stream = vec![0x78, 0x01, 0x01];
+    stream.extend_from_slice(&length.to_le_bytes());
+    stream.extend_from_slice(&(!length).to_le_bytes());
+    stream.extend_from_slice(data);
+    stream.extend_from_slice(&adler32(data).to_be_bytes());
+    stream
+}
+
+/// CRC-32 (IEEE 802.3, reflected, as PNG and zlib use it), bit by bit: a few bytes per image.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &byte in bytes {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            let mask = (crc & 1).wrapping_neg();
+            crc = (crc >> 1) ^ (0xEDB8_8320 & mask);
+        }
+    }
+    !crc
+}
+
+/// zlib's Adler-32 checksum.
+fn adler32(bytes: &[u8]) -> u32 {
+    const MODULUS: u32 = 65_521;
+    let (mut a, mut b) = (1u32, 0u32);
+    for &byte in bytes {
+        a = (a + u32::from(byte)) % MODULUS;
+        b = (b + a) % MODULUS;
+    }
+    (b << 16) | a
+}
+
+/// FNV-1a, 64 bits: a seed's starting state.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// One step of SplitMix64, spreading a seed's state over the pixels.
+fn splitmix64(state: u64) -> u64 {
+    let mut z = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checksums_match_their_reference_values() {
+        // The check value of CRC-32/ISO-HDLC, and Adler-32's example (Wikipedia's).
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+        assert_eq!(adler32(b"Wikipedia"), 0x11E6_0398);
+    }
+
+    #[test]
+    fn fake_pngs_are_pngs_that_follow_their_seed() {
+        let png = fake_png("a cat#0");
+        assert!(png.starts_with(b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR\0\0\0\x02\0\0\0\x02"));
+        // IEND, empty, with the CRC every PNG ends with.
+        assert!(png.ends_with(b"\0\0\0\0IEND\xae\x42\x60\x82"));
+        assert_eq!(png, fake_png("a cat#0"));
+        assert_ne!(png, fake_png("a cat#1"));
+        assert_ne!(png, fake_png("a dog#0"));
+    }
 }

@@ -6,12 +6,19 @@
 //! route's base URL (`/v2/rerank` is Cohere's; under `/voyage/`, Voyage AI's; under `/tei/`,
 //! text-embeddings-inference's; any other `/rerank`, Jina's and vLLM's), each computing its
 //! ranking with [`fake_relevance`] and refusing (400) a body key its API does not take.
+//!
+//! `/images/generations` makes [`fake_png`]s of the prompt (DALL-E's `url`s on request, GPT
+//! Image's tokens, size and quality), refusing a key OpenAI's reference does not list, a
+//! `response_format` to GPT Image (which has none), more than one image of DALL-E 3, and the
+//! prompt `refuse me` as OpenAI's safety system refuses one.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{Provider, ReceivedRequest, Reply, fake_embedding, fake_relevance, rerank_tokens};
+use super::{
+    Provider, ReceivedRequest, Reply, fake_embedding, fake_png, fake_relevance, rerank_tokens,
+};
 
 /// The OpenAI-compatible API.
 pub struct OpenAi;
@@ -29,6 +36,8 @@ impl Provider for OpenAi {
             Some(embeddings(request))
         } else if path.ends_with("/rerank") {
             Some(rerank(request))
+        } else if path.ends_with("/images/generations") {
+            Some(images(request))
         } else if path.ends_with("/completions") && !Self::is_generation(path) {
             Some(legacy_completion(request))
         } else {
@@ -189,6 +198,93 @@ fn legacy_completion(request: &ReceivedRequest) -> Reply {
         "choices": [{"text": text, "index": 0, "logprobs": null, "finish_reason": "stop"}],
         "usage": usage
     });
+    Reply::json(200, &answer)
+}
+
+/// The body keys of `POST /images/generations` in OpenAI's reference.
+const IMAGE_KEYS: &[&str] = &[
+    "model",
+    "prompt",
+    "n",
+    "size",
+    "quality",
+    "response_format",
+    "style",
+    "user",
+    "background",
+    "moderation",
+    "output_compression",
+    "output_format",
+    "partial_images",
+    "stream",
+];
+
+/// GPT Image's output tokens of one 1024x1024 image at medium quality.
+pub const FAKE_IMAGE_TOKENS: u64 = 1056;
+
+/// An image generation computed from the request: one [`fake_png`] of the prompt for each image
+/// asked (`"{prompt}#{i}"`).
+fn images(request: &ReceivedRequest) -> Reply {
+    use base64::Engine as _;
+    let body = request.json();
+    let refuse = |message: &str| Reply::openai_error(400, message, "invalid_request_error", None);
+    let Some(fields) = body.as_object() else {
+        return refuse("the body is not an object");
+    };
+    if let Some(key) = fields
+        .keys()
+        .find(|key| !IMAGE_KEYS.contains(&key.as_str()))
+    {
+        return refuse(&format!("Unknown parameter: '{key}'."));
+    }
+    let (Some(model), Some(prompt)) = (body["model"].as_str(), body["prompt"].as_str()) else {
+        return refuse("model and prompt are required strings");
+    };
+    let n = body.get("n").map_or(Some(1), Value::as_u64).unwrap_or(0);
+    let gpt_image = model.starts_with("gpt-image");
+    if !(1..=10).contains(&n) || (model == "dall-e-3" && n != 1) {
+        return refuse(&format!("n = {n} is not taken by {model}"));
+    }
+    if gpt_image && fields.contains_key("response_format") {
+        return refuse("Unknown parameter: 'response_format'.");
+    }
+    if prompt == "refuse me" {
+        return Reply::openai_error(
+            400,
+            "Your request was rejected as a result of our safety system.",
+            "invalid_request_error",
+            Some("content_policy_violation"),
+        );
+    }
+    let urls = body["response_format"] == "url";
+    let data: Vec<Value> = (0..n)
+        .map(|i| {
+            let mut image = if urls {
+                json!({ "url": format!("https://images.fake-openai.test/{i}.png") })
+            } else {
+                let png = fake_png(&format!("{prompt}#{i}"));
+                json!({ "b64_json": base64::engine::general_purpose::STANDARD.encode(png) })
+            };
+            if model == "dall-e-3" {
+                image["revised_prompt"] = json!(format!("{prompt}, in fine detail"));
+            }
+            image
+        })
+        .collect();
+    let mut answer = json!({ "created": 1_700_000_000, "data": data });
+    if gpt_image {
+        let input = prompt.split_whitespace().count() as u64;
+        let output = FAKE_IMAGE_TOKENS * n;
+        answer["size"] = json!(body["size"].as_str().unwrap_or("1024x1024"));
+        answer["quality"] = json!(body["quality"].as_str().unwrap_or("medium"));
+        answer["output_format"] = json!(body["output_format"].as_str().unwrap_or("png"));
+        answer["usage"] = json!({
+            "total_tokens": input + output,
+            "input_tokens": input,
+            "output_tokens": output,
+            "input_tokens_details": {"text_tokens": input, "image_tokens": 0},
+        });
+    }
     Reply::json(200, &answer)
 }
 

@@ -10,7 +10,10 @@
 //!   `…/publishers/anthropic/models/M:rawPredict` / `:streamRawPredict`: from the script, once
 //!   their `Authorization: Bearer ya29.…` is there (else Google's 401).
 //! - `…:predict`: embeddings computed from the instances ([`fake_embedding`]), with token counts
-//!   (`statistics.token_count`: the input's words).
+//!   (`statistics.token_count`: the input's words); for an Imagen model
+//!   (`…/publishers/google/models/imagen-*:predict`) the fake Gemini API's Imagen
+//!   ([`super::gemini::imagen`]) with the parameters only Vertex AI takes (`negativePrompt`,
+//!   `seed`, `enhancePrompt`, `addWatermark`, `storageUri`, the body's `labels`).
 //! - `…/publishers/google/models/M:countTokens`: [`counted_tokens`] of the contents and function
 //!   declarations; a field `CountTokensRequest` has not is refused, as Vertex refuses it.
 //!
@@ -93,6 +96,9 @@ impl Provider for Vertex {
         }
         if path.ends_with(":countTokens") {
             return Some(count(request));
+        }
+        if super::gemini::is_imagen_predict(path) {
+            return Some(super::gemini::imagen(request, true));
         }
         path.ends_with(":predict").then(|| predict(request))
     }
