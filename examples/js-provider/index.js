@@ -81,5 +81,6 @@ class OpenAiCompatible extends HttpProvider {
   }
 }
 
-export const { info, complete, completeStream, embed, countTokens, rerank, generateImages } =
-  exportProvider(new OpenAiCompatible());
+export const {
+  info, complete, completeStream, embed, countTokens, rerank, generateImages, transcribe,
+} = exportProvider(new OpenAiCompatible());

@@ -33,6 +33,7 @@ pub mod dir_watch;
 pub mod encoding;
 pub mod error;
 pub mod flow;
+pub mod form;
 pub mod glob;
 pub mod http;
 pub mod inflight;

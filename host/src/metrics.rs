@@ -92,6 +92,8 @@ struct ModelStats {
     search_units: u64,
     /// The images models made.
     images: u64,
+    /// The seconds of audio transcriptions were billed by.
+    audio_seconds: u64,
     cost_usd: f64,
 }
 
@@ -215,6 +217,7 @@ impl Metrics {
             }
             stats.search_units += u64::from(usage.search_units.unwrap_or(0));
             stats.images += u64::from(usage.images.unwrap_or(0));
+            stats.audio_seconds += u64::from(usage.audio_seconds.unwrap_or(0));
         }
         stats.cost_usd += sample.cost_usd.unwrap_or(0.0);
     }
@@ -345,6 +348,7 @@ struct Snapshot {
     tokens: Vec<([String; 3], u64)>,
     search_units: Vec<([String; 2], u64)>,
     images: Vec<([String; 2], u64)>,
+    audio_seconds: Vec<([String; 2], u64)>,
     cost: Vec<([String; 2], f64)>,
     attempts: Vec<([String; 2], u64)>,
     rate_limited: Vec<([String; 1], u64)>,
@@ -387,6 +391,7 @@ impl Snapshot {
         let mut tokens: HashMap<[String; 3], u64> = HashMap::new();
         let mut search_units: HashMap<[String; 2], u64> = HashMap::new();
         let mut images: HashMap<[String; 2], u64> = HashMap::new();
+        let mut audio_seconds: HashMap<[String; 2], u64> = HashMap::new();
         let mut cost: HashMap<[String; 2], f64> = HashMap::new();
         let mut attempts: HashMap<[String; 2], u64> = HashMap::new();
         let mut rate_limited: HashMap<&'static str, u64> = HashMap::new();
@@ -475,6 +480,11 @@ impl Snapshot {
                         *images.entry([route.clone(), model.clone()]).or_default() +=
                             model_stats.images;
                     }
+                    if model_stats.audio_seconds > 0 {
+                        *audio_seconds
+                            .entry([route.clone(), model.clone()])
+                            .or_default() += model_stats.audio_seconds;
+                    }
                     if model_stats.cost_usd > 0.0 {
                         *cost.entry([route.clone(), model.clone()]).or_default() +=
                             model_stats.cost_usd;
@@ -504,6 +514,7 @@ impl Snapshot {
             tokens: sorted(tokens),
             search_units: sorted(search_units),
             images: sorted(images),
+            audio_seconds: sorted(audio_seconds),
             cost: sorted(cost),
             attempts: sorted(attempts),
             rate_limited: sorted(rate_limited)
@@ -644,6 +655,13 @@ impl Collector for Snapshot {
             "Images the models made.",
             ["route", "model"],
             &self.images,
+        )?;
+        counters(
+            encoder,
+            "gateway_audio_seconds",
+            "Seconds of audio the providers billed transcriptions by.",
+            ["route", "model"],
+            &self.audio_seconds,
         )?;
         counters(
             encoder,

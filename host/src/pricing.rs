@@ -227,6 +227,7 @@ fn price_toml(price: &Price) -> String {
     let units = [
         ("per_search_unit", price.per_search_unit),
         ("per_image", price.per_image),
+        ("per_audio_second", price.per_audio_second),
     ];
     fields.extend(
         (units.iter()).filter_map(|(key, value)| value.map(|value| format!("{key} = {value:?}"))),
@@ -389,7 +390,8 @@ fn specificity(name: &str, model: &str) -> Option<usize> {
 /// Reasoning (thinking) tokens are part of the completion tokens and billed as output, as every
 /// provider does. When the prompt is longer than the price's long-context threshold, the
 /// long-context prices apply to every token. A rerank's search units cost the price's
-/// `per_search_unit` each, and a model's images its `per_image` each, beside their tokens.
+/// `per_search_unit` each, a model's images its `per_image` each, and a transcription's seconds
+/// of audio its `per_audio_second` each, beside their tokens.
 ///
 /// The plugins report the classes this way: `prompt_tokens` includes both
 /// `cached_prompt_tokens` and `cache_creation_tokens` (OpenAI's `cached_tokens` and Gemini's
@@ -416,9 +418,11 @@ pub fn cost(usage: &TokenUsage, price: Price) -> f64 {
         / 1_000_000.0;
     let search_units = f64::from(usage.search_units.unwrap_or(0));
     let images = f64::from(usage.images.unwrap_or(0));
+    let seconds = f64::from(usage.audio_seconds.unwrap_or(0));
     tokens
         + search_units * price.per_search_unit.unwrap_or(0.0)
         + images * price.per_image.unwrap_or(0.0)
+        + seconds * price.per_audio_second.unwrap_or(0.0)
 }
 
 /// The per-class prices that apply to one call.

@@ -216,7 +216,7 @@ pub enum ExportFormat {
 
 /// The columns of a CSV export. Columns added later come last, so that readers of the earlier
 /// ones by position keep working.
-pub const CSV_HEADER: [&str; 28] = [
+pub const CSV_HEADER: [&str; 29] = [
     "id",
     "created_at",
     "project_id",
@@ -245,6 +245,7 @@ pub const CSV_HEADER: [&str; 28] = [
     "saved_cost_usd",
     "search_units",
     "images",
+    "audio_seconds",
 ];
 
 /// A text cell of a CSV export, safe to open in a spreadsheet: one that starts with `=`, `+`,
@@ -262,7 +263,7 @@ pub fn csv_text(value: &str) -> std::borrow::Cow<'_, str> {
 /// A record as a line of CSV, in [`CSV_HEADER`]'s order; empty where it has no value. Every
 /// text cell goes through [`csv_text`], whoever wrote it: callers choose their `user` and
 /// `model`, upstreams their error messages, operators their route and project names.
-fn csv_record(record: &Invocation) -> [String; 28] {
+fn csv_record(record: &Invocation) -> [String; 29] {
     let text = |value: &Option<String>| csv_text(value.as_deref().unwrap_or_default()).into_owned();
     let number = |value: Option<u32>| value.map(|n| n.to_string()).unwrap_or_default();
     let usage = record.usage.as_ref();
@@ -302,6 +303,7 @@ fn csv_record(record: &Invocation) -> [String; 28] {
             .unwrap_or_default(),
         number(usage.and_then(|u| u.search_units)),
         number(usage.and_then(|u| u.images)),
+        number(usage.and_then(|u| u.audio_seconds)),
     ]
 }
 
@@ -525,19 +527,20 @@ mod tests {
         assert_eq!(line[23], "", "no guard ran: empty");
         assert_eq!(
             line[24..],
-            ["", "", "", ""],
-            "no cache, no search units, no images: empty"
+            ["", "", "", "", ""],
+            "no cache, no search units, no images, no audio: empty"
         );
         record.usage = Some(crate::store::TokenUsage {
             prompt_tokens: 1000,
             audio_prompt_tokens: Some(600),
             search_units: Some(2),
             images: Some(3),
+            audio_seconds: Some(61),
             ..Default::default()
         });
         let line = csv_record(&record);
         assert_eq!(line[13], "1000");
-        assert_eq!(line[26..], ["2", "3"]);
+        assert_eq!(line[26..], ["2", "3", "61"]);
         assert_eq!(
             (line[21].as_str(), line[22].as_str()),
             ("", "600"),
@@ -552,7 +555,8 @@ mod tests {
                 "cache",
                 "saved_cost_usd",
                 "search_units",
-                "images"
+                "images",
+                "audio_seconds"
             ]
         );
         record.status = crate::store::InvocationStatus::Blocked;

@@ -478,6 +478,12 @@ fn usage_attributes(into: &mut Vec<KeyValue>, usage: Option<&TokenUsage>, cost: 
         if let Some(images) = usage.images {
             into.push(KeyValue::new("gateway.usage.images", i64::from(images)));
         }
+        if let Some(seconds) = usage.audio_seconds {
+            into.push(KeyValue::new(
+                "gateway.usage.audio_seconds",
+                i64::from(seconds),
+            ));
+        }
     }
     if let Some(cost) = cost {
         into.push(KeyValue::new("gateway.cost_usd", cost));
@@ -505,6 +511,7 @@ fn operation_name(kind: &str) -> &'static str {
         // Not among the conventions' names, which allow a system's own.
         "rerank" => "rerank",
         "images" => "image_generation",
+        "transcription" => "transcription",
         _ => "text_completion",
     }
 }

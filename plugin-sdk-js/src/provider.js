@@ -215,6 +215,16 @@ export class HttpProvider extends StreamDecoder {
   generateImages(call) {
     throw unsupported(this, 'image generation');
   }
+
+  /**
+   * `call.audio` (a `transcription-request`: the file's bytes, `fileName`, `mediaType`,
+   * `translate`, and the caller's other form fields in `params`) written down: `{model, text,
+   * language, duration, segments: [{start, end, text}], words, usage, seconds}`. Default: not
+   * supported (400).
+   */
+  transcribe(call) {
+    throw unsupported(this, 'transcription');
+  }
 }
 
 /** What a provider without an optional function answers: the caller's request was wrong for
@@ -225,14 +235,15 @@ function unsupported(provider, what) {
 
 /**
  * The functions the component exports (the `provider` world's `info`, `complete`,
- * `complete-stream`, `embed`, `count-tokens`, `rerank`, `generate-images`) for `provider` (an
- * `HttpProvider`, or any object with `info`, `complete(call)`, `completeStream(call, sink)`,
- * `embed(call)` and, optionally, `countTokens(call)`, `rerank(call)` and
- * `generateImages(call)`). Export them all from the plugin's module (the build refuses a module
- * that lacks one):
+ * `complete-stream`, `embed`, `count-tokens`, `rerank`, `generate-images`, `transcribe`) for
+ * `provider` (an `HttpProvider`, or any object with `info`, `complete(call)`,
+ * `completeStream(call, sink)`, `embed(call)` and, optionally, `countTokens(call)`,
+ * `rerank(call)`, `generateImages(call)` and `transcribe(call)`). Export them all from the
+ * plugin's module (the build refuses a module that lacks one):
  *
- *     export const { info, complete, completeStream, embed, countTokens, rerank, generateImages } =
- *       exportProvider(new MyProvider());
+ *     export const {
+ *       info, complete, completeStream, embed, countTokens, rerank, generateImages, transcribe,
+ *     } = exportProvider(new MyProvider());
  *
  * Thrown `ProviderError`s become the WIT's `provider-error`; any other exception is a bug: logged
  * once and ending the instance (`crash`), the caller gets the gateway's `plugin_error` (502).
@@ -249,6 +260,13 @@ export function exportProvider(provider) {
       throw { payload: error.toWit() };
     }
   };
+  // An export a provider may leave out: its answer, or the 400 `HttpProvider`'s default gives.
+  const optional = (method, what, request) => {
+    if (typeof provider[method] !== 'function') {
+      throw unsupported(provider, what);
+    }
+    return provider[method](request);
+  };
   return {
     info: () => provider.info(),
     complete: (request) => call(() => provider.complete(request)),
@@ -258,19 +276,9 @@ export function exportProvider(provider) {
       ),
     embed: (request) => call(() => provider.embed(request)),
     countTokens: (request) => call(() => provider.countTokens?.(request) ?? undefined),
-    rerank: (request) =>
-      call(() => {
-        if (typeof provider.rerank !== 'function') {
-          throw unsupported(provider, 'rerank');
-        }
-        return provider.rerank(request);
-      }),
+    rerank: (request) => call(() => optional('rerank', 'rerank', request)),
     generateImages: (request) =>
-      call(() => {
-        if (typeof provider.generateImages !== 'function') {
-          throw unsupported(provider, 'image generation');
-        }
-        return provider.generateImages(request);
-      }),
+      call(() => optional('generateImages', 'image generation', request)),
+    transcribe: (request) => call(() => optional('transcribe', 'transcription', request)),
   };
 }

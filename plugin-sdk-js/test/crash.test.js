@@ -91,6 +91,11 @@ test('a rerank is refused as invalid unless the provider reranks', () => {
     refusedAs('chat-js does not support image generation'),
   );
   assert.throws(() => plain.generateImages({}), refusedAs('plain-js does not support image generation'));
+  assert.throws(() => plain.transcribe({}), refusedAs('plain-js does not support transcription'));
+  assert.throws(
+    () => exportProvider(new Chat()).transcribe({ model: 'w', audio: new Uint8Array([1]), fileName: 'a.wav', translate: false, params: '{}' }),
+    refusedAs('chat-js does not support transcription'),
+  );
   assert.deepEqual(exportProvider(new Ranking()).rerank(request), {
     model: 'r',
     results: [

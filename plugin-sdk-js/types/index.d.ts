@@ -51,6 +51,9 @@ import type {
   TextDelta,
   ToolCall,
   ToolCallDelta,
+  TranscriptSegment,
+  Transcription,
+  TranscriptionRequest,
   UpstreamError,
   Usage,
 } from 'gateway:provider/types@0.2.0';
@@ -88,6 +91,9 @@ export type {
   TextDelta,
   ToolCall,
   ToolCallDelta,
+  TranscriptSegment,
+  Transcription,
+  TranscriptionRequest,
   UpstreamError,
   Usage,
 };
@@ -355,6 +361,8 @@ export abstract class HttpProvider extends StreamDecoder {
   rerank(call: RerankRequest): Reranking;
   /** `call.n` images made from `call.prompt`. Default: not supported (400). */
   generateImages(call: ImageRequest): Images;
+  /** `call.audio` written down. Default: not supported (400). */
+  transcribe(call: TranscriptionRequest): Transcription;
 }
 
 /** How many tokens a prompt takes; `estimated` unless it is the provider's own count. */
@@ -374,9 +382,11 @@ export interface Provider {
   rerank?(call: RerankRequest): Reranking;
   /** Optional: without it, `<name> does not support image generation` (400). */
   generateImages?(call: ImageRequest): Images;
+  /** Optional: without it, `<name> does not support transcription` (400). */
+  transcribe?(call: TranscriptionRequest): Transcription;
 }
 
-/** The component's exports: `export const { info, complete, completeStream, embed, countTokens, rerank, generateImages } = exportProvider(p);` */
+/** The component's exports: `export const { info, complete, completeStream, embed, countTokens, rerank, generateImages, transcribe } = exportProvider(p);` */
 export function exportProvider(provider: Provider): {
   info(): PluginInfo;
   complete(request: CompletionRequest): Completion;
@@ -385,6 +395,7 @@ export function exportProvider(provider: Provider): {
   countTokens(request: CompletionRequest): TokenCount | undefined;
   rerank(request: RerankRequest): Reranking;
   generateImages(request: ImageRequest): Images;
+  transcribe(request: TranscriptionRequest): Transcription;
 };
 
 // ---- Tools (wit/tool.wit) ----

@@ -393,6 +393,24 @@ class WorldTest(unittest.TestCase):
         self.assertEqual([image.source for image in images.images], [types.Source_Bytes(b"\x00"), types.Source_Bytes(b"\x01")])
         self.assertEqual((images.size, images.quality), ("1024x1024", "standard"))
 
+    def test_transcription_is_refused_unless_the_provider_transcribes(self):
+        request = types.TranscriptionRequest(self.call().route, "w-1", b"RIFF", "a.wav", "audio/wav", False, "{}")
+        with self.assertRaises(Err) as refused:
+            self.world().transcribe(request)
+        self.assertEqual(
+            refused.exception.value, types.ProviderError_InvalidRequest("echo-py does not support transcription")
+        )
+
+        class Writing(Echo):
+            def transcribe(self, call):
+                text = f"{len(call.request.audio)} bytes of {call.request.file_name}"
+                segments = [types.TranscriptSegment(0.0, 1.5, text)]
+                return types.Transcription(call.model, text, None, 1.5, segments, [], None, 2)
+
+        transcription = provider_world(Writing)().transcribe(request)
+        self.assertEqual(transcription.text, "4 bytes of a.wav")
+        self.assertEqual(transcription.seconds, 2)
+
     def test_other_exceptions_are_logged_once_and_end_the_instance(self):
         class Broken(Echo):
             def request(self, call, stream):

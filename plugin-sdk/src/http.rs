@@ -235,7 +235,7 @@ impl Request {
         self.send()
     }
 
-    fn replace_header(mut self, name: &str, value: &str) -> Self {
+    pub(crate) fn replace_header(mut self, name: &str, value: &str) -> Self {
         self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
         self.header(name, value)
     }

@@ -129,6 +129,37 @@ where
     })
 }
 
+/// Deserializes a length of time in seconds: a non-negative, finite JSON number, or a string
+/// holding one (`"9.52"`, as some transcription servers write a duration). Anything else is
+/// `None` rather than an error.
+///
+/// ```
+/// use serde::Deserialize;
+/// use serde_json::json;
+///
+/// #[derive(Deserialize)]
+/// struct Audio {
+///     #[serde(deserialize_with = "gateway_plugin_sdk::json::lenient_seconds")]
+///     duration: Option<f64>,
+/// }
+/// let read = |v| Audio::deserialize(v).unwrap().duration;
+/// assert_eq!(read(json!({"duration": 9.52})), Some(9.52));
+/// assert_eq!(read(json!({"duration": " 3 "})), Some(3.0));
+/// assert_eq!(read(json!({"duration": -1})), None);
+/// assert_eq!(read(json!({"duration": "soon"})), None);
+/// ```
+pub fn lenient_seconds<'de, D>(deserializer: D) -> Result<Option<f64>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    let seconds = match Value::deserialize(deserializer)? {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    };
+    Ok(seconds.filter(|s| s.is_finite() && *s >= 0.0))
+}
+
 /// Reads a usage object with the gateway's field names, which OpenAI-style
 /// APIs share: `prompt_tokens`, `completion_tokens` and `total_tokens` (their
 /// sum when missing), each read leniently as by [`count`] (missing is 0).

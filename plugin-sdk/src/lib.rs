@@ -187,6 +187,7 @@ mod assembler;
 pub mod blocks;
 mod calls;
 pub mod eventstream;
+pub mod form;
 #[cfg(feature = "golden")]
 pub mod golden;
 pub mod guard;
@@ -341,6 +342,15 @@ pub use wit::GeneratedImage;
 
 /// The images of an [`ImageRequest`], with the tokens, size and quality the provider bills.
 pub use wit::Images;
+
+/// Audio to write down ([`Provider::transcribe`]), in its language or in English.
+pub use wit::TranscriptionRequest;
+
+/// A stretch of a [`Transcription`] (a segment, or a word) with its start and end in seconds.
+pub use wit::TranscriptSegment;
+
+/// The transcript of a [`TranscriptionRequest`], with the tokens or seconds the provider bills.
+pub use wit::Transcription;
 
 /// An error answer of the upstream API: its HTTP status, the provider's
 /// message and the `Retry-After` seconds.
@@ -633,6 +643,15 @@ pub trait Provider {
         let _ = request;
         Err(unsupported(&Self::info().name, "image generation"))
     }
+
+    /// Writes `request.audio` down (in English when `request.translate`): the text, and the
+    /// segments and words with their times where the provider gives them.
+    ///
+    /// Default: `Err(ProviderError::InvalidRequest("<name> does not support transcription"))`.
+    fn transcribe(request: TranscriptionRequest) -> Result<Transcription, ProviderError> {
+        let _ = request;
+        Err(unsupported(&Self::info().name, "transcription"))
+    }
 }
 
 /// What a plugin answers for a function it does not serve: the caller's request was wrong
@@ -726,6 +745,12 @@ pub trait HttpProvider {
         let _ = request;
         Err(unsupported(&Self::info().name, "image generation"))
     }
+
+    /// Writes audio down, as [`Provider::transcribe`] (whose default this is).
+    fn transcribe(request: TranscriptionRequest) -> Result<Transcription, ProviderError> {
+        let _ = request;
+        Err(unsupported(&Self::info().name, "transcription"))
+    }
 }
 
 impl<T: HttpProvider> Provider for T {
@@ -760,6 +785,10 @@ impl<T: HttpProvider> Provider for T {
 
     fn generate_images(request: ImageRequest) -> Result<Images, ProviderError> {
         <T as HttpProvider>::generate_images(request)
+    }
+
+    fn transcribe(request: TranscriptionRequest) -> Result<Transcription, ProviderError> {
+        <T as HttpProvider>::transcribe(request)
     }
 }
 
@@ -814,7 +843,8 @@ pub mod prelude {
 /// ```
 ///
 /// Use it exactly once per component: it defines the component's `info`,
-/// `complete`, `complete-stream`, `embed`, `count-tokens`, `rerank` and `generate-images` exports.
+/// `complete`, `complete-stream`, `embed`, `count-tokens`, `rerank`, `generate-images` and
+/// `transcribe` exports.
 #[macro_export]
 macro_rules! export_provider {
     ($t:ty) => {
@@ -1006,6 +1036,11 @@ pub mod __private {
             report_panics();
             T::generate_images(request)
         }
+
+        fn transcribe(request: TranscriptionRequest) -> Result<Transcription, ProviderError> {
+            report_panics();
+            T::transcribe(request)
+        }
     }
 
     /// Sends panic messages to the host's log before the instance traps, so
@@ -1096,7 +1131,7 @@ mod tests {
     }
 
     #[test]
-    fn default_rerank_and_image_generation_are_unsupported() {
+    fn default_rerank_images_and_transcription_are_unsupported() {
         let request = RerankRequest {
             route: route(),
             model: "m".into(),
@@ -1124,6 +1159,21 @@ mod tests {
             Minimal::generate_images(request),
             Err(ProviderError::InvalidRequest(
                 "minimal does not support image generation".into()
+            ))
+        );
+        let request = TranscriptionRequest {
+            route: route(),
+            model: "m".into(),
+            audio: vec![1, 2, 3],
+            file_name: "a.wav".into(),
+            media_type: None,
+            translate: false,
+            params: String::new(),
+        };
+        assert_eq!(
+            Minimal::transcribe(request),
+            Err(ProviderError::InvalidRequest(
+                "minimal does not support transcription".into()
             ))
         );
     }

@@ -54,7 +54,8 @@ use crate::http::{Request, Response};
 use crate::tool::{Context, ToolError, ToolResult, Tools};
 use crate::{
     Choice, Chunk, Completion, CompletionRequest, ImageRequest, Images, Message, OutputLimit,
-    Prompt, Provider, ProviderError, RerankRequest, Reranking, Route, Sink,
+    Prompt, Provider, ProviderError, RerankRequest, Reranking, Route, Sink, Transcription,
+    TranscriptionRequest,
 };
 
 /// A tool as the gateway lists it (the WIT's `tool-def`).
@@ -313,6 +314,18 @@ pub fn generate_images<P: Provider>(
     let allowed = origin(&request.route.base_url).into_iter().collect();
     with_host(allowed, ROUTE, Box::new(upstream), || {
         P::generate_images(request)
+    })
+}
+
+/// Runs `P::transcribe` on `request` with `upstream` answering its requests, as [`rerank`]
+/// does.
+pub fn transcribe<P: Provider>(
+    request: TranscriptionRequest,
+    upstream: impl FnMut(&Request) -> Result<Response, ProviderError> + 'static,
+) -> (Result<Transcription, ProviderError>, Vec<Request>) {
+    let allowed = origin(&request.route.base_url).into_iter().collect();
+    with_host(allowed, ROUTE, Box::new(upstream), || {
+        P::transcribe(request)
     })
 }
 

@@ -31,7 +31,10 @@ JSON object:
 - `images`: a `prompt`, the `pngs` (base64, one an index) the fake OpenAI draws of it and the
   `revised_prompt` its DALL-E 3 answers, the models of that fake's DALL-E 3, DALL-E 2 and GPT
   Image (`dall_e_3`, `dall_e_2`, `gpt_image`), and the output tokens GPT Image bills an image
-  (`image_tokens`).
+  (`image_tokens`);
+- `audio`: the models of that fake's Whisper and GPT-4o transcribe (`whisper`, `gpt`), the
+  `file_name` and length in `seconds` of the WAV the tests make, what the fake hears in it
+  (`text`, and `translated` into English), and the seconds Whisper bills (`billed_seconds`).
 """
 
 import json

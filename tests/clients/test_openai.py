@@ -661,3 +661,97 @@ def test_images_bad_request_names_the_field(openai_client, scenario, params):
     param = next(iter(params))
     assert raised.value.param == param
     assert raised.value.response.headers["x-invocation-id"]
+
+
+# ------------------------------------------------------------------------------ audio
+
+
+def make_wav(path, seconds, rate=8000):
+    """A real WAV: a 440 Hz tone, 16-bit mono, written by Python's own `wave` module."""
+    import math
+    import wave
+
+    frames = b"".join(
+        struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * i / rate)))
+        for i in range(int(seconds * rate))
+    )
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        out.writeframes(frames)
+    return path
+
+
+@pytest.fixture
+def speech(scenario, tmp_path):
+    case = scenario["audio"]
+    return make_wav(tmp_path / case["file_name"], case["seconds"])
+
+
+def test_audio_transcriptions_create(openai_client, scenario, speech):
+    """Whisper: the transcript, the record of the seconds billed, priced by the shipped table,
+    and the upload recorded without its bytes."""
+    case = scenario["audio"]
+    with speech.open("rb") as file:
+        raw = openai_client.audio.transcriptions.with_raw_response.create(
+            model=case["whisper"], file=file, language="en"
+        )
+    answer = raw.parse()
+    assert answer.text == case["text"]
+    invocation = record(scenario, raw.headers["x-invocation-id"])
+    assert invocation["type"] == "transcription"
+    assert invocation["usage"]["audio_seconds"] == case["billed_seconds"]
+    assert invocation["usageCost"] == pytest.approx(case["billed_seconds"] * 0.0001)
+    assert invocation["request"]["file"]["bytes"] == speech.stat().st_size
+    assert invocation["request"]["language"] == "en"
+
+
+def test_audio_transcriptions_verbose_json_and_subtitles(openai_client, scenario, speech):
+    case = scenario["audio"]
+    with speech.open("rb") as file:
+        verbose = openai_client.audio.transcriptions.create(
+            model=case["whisper"],
+            file=file,
+            response_format="verbose_json",
+            timestamp_granularities=["word", "segment"],
+        )
+    assert verbose.text == case["text"]
+    assert verbose.duration == pytest.approx(case["seconds"])
+    assert [s.end for s in verbose.segments] == [case["seconds"] / 2, case["seconds"]]
+    assert [w.word for w in verbose.words] == case["text"].split()
+    with speech.open("rb") as file:
+        srt = openai_client.audio.transcriptions.create(
+            model=case["whisper"], file=file, response_format="srt"
+        )
+    assert srt.startswith("1\n00:00:00,000 --> 00:00:00,750\n"), srt
+    with speech.open("rb") as file:
+        vtt = openai_client.audio.transcriptions.create(
+            model=case["whisper"], file=file, response_format="vtt"
+        )
+    assert vtt.startswith("WEBVTT\n\n00:00:00.000 --> 00:00:00.750\n"), vtt
+
+
+def test_audio_translations_create(openai_client, scenario, speech):
+    case = scenario["audio"]
+    with speech.open("rb") as file:
+        answer = openai_client.audio.translations.create(model=case["whisper"], file=file)
+    assert answer.text == case["translated"]
+
+
+def test_audio_transcriptions_billed_by_tokens(openai_client, scenario, speech):
+    case = scenario["audio"]
+    with speech.open("rb") as file:
+        answer = openai_client.audio.transcriptions.create(model=case["gpt"], file=file)
+    assert answer.text == case["text"]
+    assert answer.usage.type == "tokens"
+    assert answer.usage.input_token_details.audio_tokens > 0
+
+
+def test_audio_file_that_is_not_audio_is_bad_request(openai_client, scenario, tmp_path):
+    case = scenario["audio"]
+    notes = tmp_path / "notes.txt"
+    notes.write_text("just text")
+    with notes.open("rb") as file, pytest.raises(openai.BadRequestError) as raised:
+        openai_client.audio.transcriptions.create(model=case["whisper"], file=file)
+    assert "Invalid file format" in raised.value.message

@@ -41,6 +41,10 @@ pub struct Price {
     /// Absent: images cost nothing beyond their tokens.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_image: Option<f64>,
+    /// Dollars per second of audio a transcription is billed by (Whisper's), beside its
+    /// tokens. Absent: seconds cost nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_audio_second: Option<f64>,
 }
 
 /// The prices of a call whose prompt (cached and cache-written tokens included) has more than
@@ -105,6 +109,8 @@ struct PriceFields {
     per_search_unit: Option<f64>,
     #[serde(default)]
     per_image: Option<f64>,
+    #[serde(default)]
+    per_audio_second: Option<f64>,
 }
 
 impl TryFrom<PriceFields> for Price {
@@ -152,6 +158,11 @@ impl TryFrom<PriceFields> for Price {
         let units = [
             ("per_search_unit", "per search unit", fields.per_search_unit),
             ("per_image", "per image", fields.per_image),
+            (
+                "per_audio_second",
+                "per second of audio",
+                fields.per_audio_second,
+            ),
         ];
         for (key, per, value) in units {
             if let Some(value) = value
@@ -175,6 +186,7 @@ impl TryFrom<PriceFields> for Price {
             long_context: fields.long_context,
             per_search_unit: fields.per_search_unit,
             per_image: fields.per_image,
+            per_audio_second: fields.per_audio_second,
         })
     }
 }
@@ -192,6 +204,7 @@ impl Price {
             long_context: None,
             per_search_unit: None,
             per_image: None,
+            per_audio_second: None,
         }
     }
 }

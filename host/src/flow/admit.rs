@@ -68,7 +68,8 @@ pub(super) async fn admit<S: Surface>(
     // (see `ITEM_BYTES`): counted before the parse, so that a body of many tiny items is
     // refused before it costs that. A brace inside a string counts too; the flow counts the
     // items themselves once they are parsed.
-    draft.request(&bytes);
+    let content_type = headers.get(hyper::header::CONTENT_TYPE);
+    draft.request(content_type.and_then(|t| t.to_str().ok()), &bytes);
     let mut inflight = inflight;
     let objects = memchr::memchr_iter(b'{', &bytes).count();
     if !inflight.grow(objects.saturating_mul(ITEM_BYTES), limit) {

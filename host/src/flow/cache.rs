@@ -119,6 +119,8 @@ impl Caching {
             Ask::Rerank(_) => return Ok(None),
             // Not kept: images are large, and asked again for other images.
             Ask::Images(_) => return Ok(None),
+            // Not kept: an upload is seldom sent twice.
+            Ask::Transcribe(_) => return Ok(None),
         };
         let caller_key = routed.caller_key.as_deref();
         let model = &routed.model;

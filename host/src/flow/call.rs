@@ -194,6 +194,20 @@ impl Call {
         .await
     }
 
+    pub async fn transcribe(
+        &mut self,
+        runtime: &PluginRuntime,
+        request: types::TranscriptionRequest,
+    ) -> Result<types::Transcription, ApiError> {
+        self.tries(
+            runtime,
+            request,
+            |request, attempt| attempt.aim(&mut request.route, &mut request.model),
+            |leg, ctx, request| async move { runtime.transcribe(&leg.plugin, &ctx, request).await },
+        )
+        .await
+    }
+
     /// How many tokens the prompt takes: the plugin's count (its provider's), else the
     /// gateway's own ([`crate::tokenize`]), off the serving thread (a long prompt, or the
     /// tokenizer's first load, takes milliseconds).
@@ -279,8 +293,7 @@ impl Call {
         usage: Option<TokenUsage>,
         answer: Option<Answer<'_>>,
     ) -> Charged {
-        self.settle_as(draft, usage, answer, ModelPrice::Model)
-            .await
+        self.settle_as(draft, usage, answer, PricedAs::Model).await
     }
 
     /// [`Call::settle`], with the usage priced as `price` says (images at their size and
@@ -290,7 +303,7 @@ impl Call {
         draft: &mut Draft,
         usage: Option<TokenUsage>,
         answer: Option<Answer<'_>>,
-        price: ModelPrice<'_>,
+        price: PricedAs<'_>,
     ) -> Charged {
         self.record_tries(draft);
         let (usage, cost_usd) = self.metered(usage, price);
@@ -341,7 +354,7 @@ impl Call {
     fn metered(
         &self,
         usage: Option<TokenUsage>,
-        price: ModelPrice<'_>,
+        price: PricedAs<'_>,
     ) -> (Option<TokenUsage>, Option<f64>) {
         let Some(usage) = usage else {
             return (None, None);
@@ -351,8 +364,8 @@ impl Call {
         let (pricing, prices) = (&route.config.pricing, self.failover.prices());
         let (plugin, models) = (&route.config.plugin, &leg.plugin.info.models);
         let found = match price {
-            ModelPrice::Model => pricing::price_for(pricing, prices, plugin, models, &leg.model),
-            ModelPrice::Image { size, quality } => {
+            PricedAs::Model => pricing::price_for(pricing, prices, plugin, models, &leg.model),
+            PricedAs::Image { size, quality } => {
                 let model = &leg.model;
                 pricing::image_price_for(pricing, prices, plugin, models, model, size, quality)
             }
@@ -370,7 +383,7 @@ impl Call {
 
 /// Which of its model's prices a call's usage is priced at.
 #[derive(Debug, Clone, Copy)]
-pub enum ModelPrice<'a> {
+pub enum PricedAs<'a> {
     /// The model's own.
     Model,
     /// Its images' at the size and quality made ([`pricing::image_price_for`]).

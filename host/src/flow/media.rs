@@ -11,6 +11,10 @@
 //! Only bodies that can carry media are read again: the raw body is first
 //! searched for the markers every such shape has (`base64`, `input_audio`),
 //! so a text-only request costs one `memmem` scan.
+//!
+//! A `multipart/form-data` body (an audio upload) is kept as a JSON object of its fields, each
+//! file summarized the same way with its `file_name` ([`form_summary`]), whatever the config's
+//! `record_bodies`: its bytes are no text a record could show.
 
 use serde_json::{Map, Value, json};
 
@@ -30,6 +34,51 @@ pub fn summarized(body: &[u8]) -> Option<String> {
     }
     let mut value: Value = serde_json::from_slice(body).ok()?;
     summarize(&mut value).then(|| value.to_string())
+}
+
+/// A `multipart/form-data` body as a record keeps it: its text fields as they are (a field sent
+/// more than once as a list), each file as `{kind, media_type, file_name, bytes, sha256}`; a
+/// form that does not read as the error that says why. `None` for any other body.
+pub fn form_summary(content_type: Option<&str>, body: &[u8]) -> Option<String> {
+    crate::form::boundary(content_type)?;
+    let form = match crate::form::read(content_type, body) {
+        Ok(form) => form,
+        Err(error) => return Some(json!({ "form_error": error.to_string() }).to_string()),
+    };
+    let mut fields = Map::new();
+    for field in form.fields {
+        let value = match &field.file_name {
+            Some(file_name) => {
+                let media_type = field.content_type.as_deref();
+                let kind = match media_type.and_then(|m| m.split('/').next()) {
+                    Some("image") => "image",
+                    Some("audio") => "audio",
+                    _ => "document",
+                };
+                json!({
+                    "kind": kind,
+                    "media_type": media_type,
+                    "file_name": file_name,
+                    "bytes": field.data.len(),
+                    "sha256": crate::encoding::sha256_hex(&field.data),
+                })
+            }
+            None => Value::String(String::from_utf8_lossy(&field.data).into_owned()),
+        };
+        let name = field
+            .name
+            .strip_suffix("[]")
+            .unwrap_or(&field.name)
+            .to_owned();
+        match fields.get_mut(&name) {
+            Some(Value::Array(values)) => values.push(value),
+            Some(first) => *first = Value::Array(vec![first.take(), value]),
+            None => {
+                fields.insert(name, value);
+            }
+        }
+    }
+    Some(Value::Object(fields).to_string())
 }
 
 /// Replaces the payloads under `value`; whether it replaced any.
@@ -121,6 +170,31 @@ mod tests {
             summarized(br#"{"messages": [{"content": "base64 is a code"}]}"#),
             None
         );
+    }
+
+    #[test]
+    fn a_form_is_kept_as_its_fields_and_its_files_summaries() {
+        let body = "--B\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nr/whisper-1\r\n\
+            --B\r\nContent-Disposition: form-data; name=\"timestamp_granularities[]\"\r\n\r\nword\r\n\
+            --B\r\nContent-Disposition: form-data; name=\"timestamp_granularities[]\"\r\n\r\nsegment\r\n\
+            --B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.wav\"\r\n\
+            Content-Type: audio/wav\r\n\r\nRIFF\x01\r\n--B--\r\n";
+        let kind = Some("multipart/form-data; boundary=B");
+        let kept: Value =
+            serde_json::from_str(&form_summary(kind, body.as_bytes()).unwrap()).unwrap();
+        assert_eq!(
+            kept,
+            json!({
+                "model": "r/whisper-1",
+                "timestamp_granularities": ["word", "segment"],
+                "file": {"kind": "audio", "media_type": "audio/wav", "file_name": "a.wav",
+                         "bytes": 5, "sha256": sha256_hex(b"RIFF\x01")},
+            })
+        );
+        let cut: Value =
+            serde_json::from_str(&form_summary(kind, b"--B\r\nContent-Disp").unwrap()).unwrap();
+        assert!(cut["form_error"].as_str().is_some(), "{cut}");
+        assert_eq!(form_summary(Some("application/json"), b"{}"), None);
     }
 
     #[test]

@@ -68,6 +68,8 @@ pub enum Kind {
     Rerank,
     /// Images made from a prompt.
     Images,
+    /// Audio written down, in its language or in English.
+    Transcription,
 }
 
 impl Kind {
@@ -79,6 +81,7 @@ impl Kind {
             Kind::CountTokens => "count_tokens",
             Kind::Rerank => "rerank",
             Kind::Images => "images",
+            Kind::Transcription => "transcription",
         }
     }
 }
@@ -125,6 +128,8 @@ pub enum Ask<C, E> {
     Rerank(Rerank),
     /// Images made from a prompt: answered whole, never cached.
     Images(Images),
+    /// Audio written down: answered whole, never cached.
+    Transcribe(Transcribe),
 }
 
 /// How a surface writes a token count: the answer's JSON text.
@@ -205,6 +210,39 @@ pub enum Picture {
     Url(String),
     /// In a record: what the image was (`{kind, media_type, bytes, sha256}`), never its bytes.
     Summary(serde_json::Value),
+}
+
+/// What a transcription asks: the uploaded audio, with how its answer is written.
+pub struct Transcribe {
+    /// The file's bytes, as uploaded.
+    pub audio: Vec<u8>,
+    pub file_name: String,
+    pub media_type: Option<String>,
+    /// Into English (a translation).
+    pub translate: bool,
+    pub codec: Box<dyn TranscriptCodec>,
+}
+
+/// How a surface writes a transcription's answer, in the format its caller asked for.
+pub trait TranscriptCodec: Send + Sync + 'static {
+    fn answer(&self, envelope: &Envelope<'_>, written: &Written<'_>) -> Rendered;
+}
+
+/// A transcription's answer, as a surface writes it.
+pub struct Written<'a> {
+    pub transcription: &'a types::Transcription,
+    /// Into English (a translation).
+    pub translate: bool,
+    /// The tokens the provider counted, where it bills by them.
+    pub usage: Option<Metered<'a>>,
+    /// The seconds of audio the provider bills, where it bills by them.
+    pub seconds: Option<u32>,
+}
+
+/// An answer's body and its media type.
+pub struct Rendered {
+    pub body: String,
+    pub content_type: &'static str,
 }
 
 /// An API surface's reading of one endpoint's request. The flow calls these
@@ -394,10 +432,11 @@ impl EmbeddingCodec for Infallible {
 enum Reply {
     /// A complete JSON answer, still to be recorded, with its headers.
     Json(String, AnswerHeaders),
-    /// A complete JSON answer whose record keeps `record` in its place (generated images'
-    /// summaries instead of their bytes).
-    Summarized {
-        text: String,
+    /// A complete answer of `content_type` whose record keeps `record` in its place (generated
+    /// images' summaries instead of their bytes; a transcript in any format).
+    Whole {
+        body: String,
+        content_type: &'static str,
         record: String,
         headers: AnswerHeaders,
     },
@@ -549,14 +588,16 @@ async fn finish<S: Surface>(
             record::save(state, draft.answered(left, text)).await;
             response
         }
-        Ok(Reply::Summarized {
-            text,
+        Ok(Reply::Whole {
+            body,
+            content_type,
             record,
             headers,
         }) => {
-            let text = draft.redact_answer(text);
+            let body = draft.redact_answer(body);
             let record = draft.redact_answer(record);
-            let mut response = json_text_response(StatusCode::OK, Bytes::from(text), &id);
+            let mut response =
+                crate::http::typed_response(StatusCode::OK, content_type, Bytes::from(body), &id);
             headers.set_headers(response.headers_mut());
             if let Some(cost) = draft.cost_usd() {
                 set_cost_header(response.headers_mut(), cost);
@@ -664,6 +705,9 @@ async fn flow<S: Surface>(
         }
         Ask::Images(images) => {
             return Box::pin(whole::images(state, draft, call, guards, images)).await;
+        }
+        Ask::Transcribe(transcribe) => {
+            return Box::pin(whole::transcribe(state, draft, call, params, transcribe)).await;
         }
     };
     let Prompted {

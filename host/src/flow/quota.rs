@@ -257,6 +257,9 @@ pub(super) fn estimate<C, E>(
                 .reserve_max_tokens()
                 .saturating_mul(u64::from(images.n)),
         ),
+        // Audio is billed by its seconds (below), or by tokens the gateway cannot tell from
+        // its bytes.
+        Ask::Transcribe(_) => (0, 0),
     };
     let prompt_tokens = (prompt_bytes as u64).div_ceil(BYTES_PER_TOKEN);
     // A rerank billed by search units is reserved the least its provider bills: one a query of
@@ -272,6 +275,10 @@ pub(super) fn estimate<C, E>(
         // Images are reserved as many as asked, at the price of the size and quality asked.
         images: match ask {
             Ask::Images(images) => Some(images.n),
+            _ => None,
+        },
+        audio_seconds: match ask {
+            Ask::Transcribe(transcribe) => Some(audio_seconds(transcribe.audio.len())),
             _ => None,
         },
         ..TokenUsage::default()
@@ -292,6 +299,16 @@ pub(super) fn estimate<C, E>(
         tokens: prompt_tokens.saturating_add(completion_tokens),
         cost_usd: price.map_or(0.0, |price| pricing::cost(&usage, price)),
     }
+}
+
+/// The bytes a second of uploaded audio takes at the least the gateway reserves for: 4,000,
+/// compressed speech at 32 kbit/s. Denser audio (WAV: 32,000 a second at 16 kHz) is reserved
+/// more seconds than it lasts, and charged its own once the provider tells them.
+const AUDIO_BYTES_PER_SECOND: usize = 4_000;
+
+/// The seconds an upload of `bytes` is reserved as.
+fn audio_seconds(bytes: usize) -> u32 {
+    u32::try_from(bytes.div_ceil(AUDIO_BYTES_PER_SECOND)).unwrap_or(u32::MAX)
 }
 
 /// The bytes of a prompt's texts: what its tokens are estimated from.

@@ -112,9 +112,16 @@ impl Draft {
     pub fn keep_bodies(&mut self, bodies: BodyPolicy) {
         self.bodies = bodies;
     }
-    /// Keeps what the policy allows of the request body; truncated, it never
-    /// keeps the bytes of images, audio or documents ([`super::media`]).
-    pub fn request(&mut self, body: &[u8]) {
+    /// Keeps what the policy allows of the request body (of `content_type`); truncated, it never
+    /// keeps the bytes of images, audio or documents, and a form's files never, whatever the
+    /// policy ([`super::media`]).
+    pub fn request(&mut self, content_type: Option<&str>, body: &[u8]) {
+        if !matches!(self.bodies.keep, RecordBodies::None)
+            && let Some(form) = super::media::form_summary(content_type, body)
+        {
+            self.record.request = self.bodies.keep_text(form);
+            return;
+        }
         self.record.request = match self.bodies.keep {
             RecordBodies::Truncated => match super::media::summarized(body) {
                 Some(summarized) => self.bodies.keep_text(summarized),
@@ -392,6 +399,7 @@ impl From<&types::Usage> for TokenUsage {
             // A rerank's and an image generation's, set by the flow from the plugin's answer.
             search_units: None,
             images: None,
+            audio_seconds: None,
         }
     }
 }

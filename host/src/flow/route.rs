@@ -121,9 +121,11 @@ impl<C, E> Request<C, E> {
                 self.routed.route.config.reserve_max_tokens(),
                 quota::reserves(&self.routed.key),
             ),
-            Ask::Embed { .. } | Ask::Count { .. } | Ask::Rerank(_) | Ask::Images(_) => {
-                types::OutputLimit::default()
-            }
+            Ask::Embed { .. }
+            | Ask::Count { .. }
+            | Ask::Rerank(_)
+            | Ask::Images(_)
+            | Ask::Transcribe(_) => types::OutputLimit::default(),
         }
     }
 }
@@ -155,6 +157,8 @@ fn weight<C, E>(ask: &Ask<C, E>) -> usize {
         Ask::Rerank(rerank) => (rerank.documents.len().saturating_add(1), 0),
         // The answer's images are held whole, as a prompt's media are.
         Ask::Images(images) => (1, images.n as usize),
+        // The upload's bytes were counted as the body's.
+        Ask::Transcribe(_) => (1, 0),
     };
     items.saturating_mul(ITEM_BYTES) + media.saturating_mul(MEDIA_ITEM_BYTES)
 }

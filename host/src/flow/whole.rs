@@ -2,17 +2,17 @@
 //! the guards, and written by the surface's codec as one JSON body (or, for a stream held
 //! for its guards, as the frames its stream would have sent); a token count; a rerank, its
 //! ranking held to the contract whatever the plugin answered; images, recorded without their
-//! bytes.
+//! bytes; a transcript.
 
 use std::sync::Arc;
 
-use super::call::{Call, ModelPrice};
+use super::call::{Call, PricedAs};
 use super::guard::Guards;
 use super::record::Draft;
 use super::stream::redact_completion;
 use super::{
     Answering, CompletionCodec, CountCodec, Drawing, Drawn, EmbeddingCodec, Images, Picture,
-    Ranked, Reply, Rerank, Whole,
+    Ranked, Reply, Rerank, Transcribe, Whole, Written,
 };
 use crate::error::ApiError;
 use crate::plugins::types;
@@ -222,7 +222,7 @@ pub(super) async fn images(
     usage.images = u32::try_from(made.images.len()).ok();
     let size = made.size.as_deref().or(size.as_deref());
     let quality = made.quality.as_deref().or(quality.as_deref());
-    let price = ModelPrice::Image { size, quality };
+    let price = PricedAs::Image { size, quality };
     let answer = Some(Answer::default());
     let charged = call.settle_as(draft, Some(usage), answer, price).await;
     let id = draft.id().to_string();
@@ -241,13 +241,91 @@ pub(super) async fn images(
         quality,
         usage: tokens,
     };
-    let text = codec(&envelope, &answer(picture));
+    let body = codec(&envelope, &answer(picture));
     let record = codec(&envelope, &answer(summary));
-    Ok(Reply::Summarized {
-        text,
+    Ok(Reply::Whole {
+        body,
+        content_type: "application/json",
         record,
         headers: call.answer_headers(),
     })
+}
+
+/// A transcription: the uploaded audio written down by the plugin, answered in the format the
+/// surface's codec writes. The guards see no audio, and do not judge the transcript.
+pub(super) async fn transcribe(
+    state: &Arc<AppState>,
+    draft: &mut Draft,
+    mut call: Call,
+    params: String,
+    transcribe: Transcribe,
+) -> Result<Reply, ApiError> {
+    let Transcribe {
+        audio,
+        file_name,
+        media_type,
+        translate,
+        codec,
+    } = transcribe;
+    let request = types::TranscriptionRequest {
+        route: types::Route::default(),
+        model: call.leg().model.clone(),
+        audio,
+        file_name,
+        media_type,
+        translate,
+        params,
+    };
+    let result = call.transcribe(&state.runtime, request).await;
+    let result = result.and_then(|transcription| written(&transcription).map(|()| transcription));
+    if result.is_err() {
+        call.record_tries(draft);
+    }
+    let transcription = result?;
+    let mut usage = (transcription.usage.as_ref())
+        .map(TokenUsage::from)
+        .unwrap_or_default();
+    usage.audio_seconds = transcription.seconds;
+    let charged = call
+        .settle(draft, Some(usage), Some(Answer::default()))
+        .await;
+    let id = draft.id().to_string();
+    let written = Written {
+        transcription: &transcription,
+        translate,
+        usage: charged.metered().filter(|_| transcription.usage.is_some()),
+        seconds: transcription.seconds,
+    };
+    let rendered = codec.answer(&call.envelope(&id), &written);
+    Ok(Reply::Whole {
+        record: rendered.body.clone(),
+        body: rendered.body,
+        content_type: rendered.content_type,
+        headers: call.answer_headers(),
+    })
+}
+
+/// Holds a plugin's transcript to the contract: its times are numbers, each stretch ending no
+/// earlier than it starts (a subtitle file of them would not play otherwise).
+fn written(transcription: &types::Transcription) -> Result<(), ApiError> {
+    let stretches = (transcription.segments.iter()).chain(&transcription.words);
+    for stretch in stretches {
+        let (start, end) = (stretch.start, stretch.end);
+        if !(start.is_finite() && end.is_finite() && 0.0 <= start && start <= end) {
+            return Err(ApiError::ProviderFailed(format!(
+                "the provider's transcript has a stretch from {start} to {end} seconds"
+            )));
+        }
+    }
+    if transcription
+        .duration
+        .is_some_and(|d| !d.is_finite() || d < 0.0)
+    {
+        return Err(ApiError::ProviderFailed(
+            "the provider's transcript has a duration that is not a length".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Holds a plugin's images to the contract: at least one, at most `n`, each bytes with an

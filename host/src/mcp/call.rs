@@ -208,7 +208,7 @@ async fn run<'l>(
     let text = arguments
         .as_ref()
         .map_or_else(|| "{}".to_owned(), Value::to_string);
-    draft.request(text.as_bytes());
+    draft.request(None, text.as_bytes());
     let max = live.config.mcp.max_tool_argument_bytes.get();
     if text.len() > max {
         return Err(Failure::invalid(format!(

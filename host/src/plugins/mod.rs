@@ -56,7 +56,7 @@ use registry::Registry;
 use types::{
     Chunk, Completion, CompletionRequest, EmbeddingRequest, Embeddings, ImageRequest, Images,
     ProviderError, RerankRequest, Reranking, TokenCount, ToolContext, ToolDef, ToolError,
-    ToolResult,
+    ToolResult, Transcription, TranscriptionRequest,
 };
 
 /// Why a plugin call gave no result.
@@ -317,6 +317,21 @@ impl PluginRuntime {
         let result = instance
             .exports
             .call_generate_images(instance.store.as_context_mut(), request, &plugin.name)
+            .await;
+        instance.settle(plugin, ctx, result)
+    }
+
+    /// `request`'s audio written down.
+    pub async fn transcribe(
+        &self,
+        plugin: &Plugin,
+        ctx: &CallContext,
+        request: TranscriptionRequest,
+    ) -> Result<Transcription, PluginError> {
+        let mut instance = self.instantiate(plugin, ctx, None).await?;
+        let result = instance
+            .exports
+            .call_transcribe(instance.store.as_context_mut(), request, &plugin.name)
             .await;
         instance.settle(plugin, ctx, result)
     }

@@ -539,6 +539,45 @@ pub struct Images {
     pub quality: Option<String>,
 }
 
+/// Audio to write down, in its language or in English.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TranscriptionRequest {
+    pub route: Route,
+    pub model: String,
+    /// The file's bytes, as uploaded.
+    pub audio: Vec<u8>,
+    pub file_name: String,
+    pub media_type: Option<String>,
+    /// Into English (a translation).
+    pub translate: bool,
+    /// Every other field of the caller's form, as a JSON object.
+    pub params: String,
+}
+
+/// A stretch of a transcript with its times, in seconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TranscriptSegment {
+    pub start: f64,
+    pub end: f64,
+    pub text: String,
+}
+
+/// Audio written down, with what the provider bills for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transcription {
+    pub model: String,
+    pub text: String,
+    pub language: Option<String>,
+    /// The audio's length in seconds, where the provider tells it.
+    pub duration: Option<f64>,
+    pub segments: Vec<TranscriptSegment>,
+    pub words: Vec<TranscriptSegment>,
+    /// Tokens, where the provider bills by them.
+    pub usage: Option<Usage>,
+    /// Seconds of audio, where the provider bills by them.
+    pub seconds: Option<u32>,
+}
+
 /// The upstream answered with an error status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpstreamError {

@@ -3,7 +3,8 @@
 //!
 //! What the gateway can price (a chat, completion, embedding or rerank model of a provider one
 //! of its plugins serves, priced per token, a rerank's per query too; an image model priced per
-//! image, per pixel or per token) becomes a [`Price`] under that plugin's name; everything
+//! image, per pixel or per token; a transcription model per second of audio or per token)
+//! becomes a [`Price`] under that plugin's name; everything
 //! else is counted as skipped, by reason. A file that is not such a list, or an entry the
 //! gateway would price whose price fields are not numbers, is refused as a whole and names the
 //! entry: an import writes all of a file or nothing.
@@ -46,7 +47,8 @@ const NAME_PREFIXES: &[&str] = &[
 ];
 
 /// The modes whose calls are priced by the gateway (per token, a rerank's per query too, an
-/// image model's per image). An entry without a mode is taken as a chat model, as LiteLLM does.
+/// image model's per image, a transcription model's per second). An entry without a mode is
+/// taken as a chat model, as LiteLLM does.
 const PRICED_MODES: &[&str] = &[
     "chat",
     "completion",
@@ -54,6 +56,7 @@ const PRICED_MODES: &[&str] = &[
     "responses",
     "rerank",
     "image_generation",
+    "audio_transcription",
 ];
 
 /// Why an entry of the file was not imported.
@@ -61,7 +64,7 @@ const PRICED_MODES: &[&str] = &[
 pub enum Skip {
     /// Its provider has no gateway plugin (the provider's name).
     Provider(String),
-    /// Not a chat, completion, embedding, rerank or image model (the mode).
+    /// Not a chat, completion, embedding, rerank, image or transcription model (the mode).
     Mode(String),
     /// No `input_cost_per_token`: priced per character, image, second, request...
     NotPerToken,
@@ -81,7 +84,7 @@ impl std::fmt::Display for Skip {
             Skip::Provider(_) => write!(f, "provider without a gateway plugin"),
             Skip::Mode(_) => write!(
                 f,
-                "not a chat, completion, embedding, rerank or image model"
+                "not a chat, completion, embedding, rerank, image or transcription model"
             ),
             Skip::NotPerToken => write!(
                 f,
@@ -334,19 +337,28 @@ fn price_of(
         (None, None) => None,
     }
     .filter(|_| mode == "image_generation");
+    // A transcription's price per second of audio (Whisper's).
+    let per_audio_second = get_per_unit("input_cost_per_second")?
+        .filter(|price| mode == "audio_transcription" && *price > 0.0);
     let input = match get("input_cost_per_token")? {
         Some(input) => input,
         // A rerank billed by the query alone reads no tokens the gateway would price, nor does
         // an image model billed by the image.
         None if mode == "rerank" && per_search_unit.is_some() => 0.0,
-        None if per_image.is_some() => 0.0,
+        None if per_image.is_some() || per_audio_second.is_some() => 0.0,
         None => return Ok(Err(Skip::NotPerToken)),
     };
+    // GPT Image's output is image tokens, priced under a name of their own.
     let output = match get("output_cost_per_token")? {
+        None if mode == "image_generation" => get("output_cost_per_image_token")?,
+        output => output,
+    };
+    let output = match output {
         Some(output) => output,
         // Embeddings and reranks produce no tokens to bill; an image billed by the image no
         // tokens to price.
-        None if mode == "embedding" || mode == "rerank" || per_image.is_some() => 0.0,
+        None if mode == "embedding" || mode == "rerank" => 0.0,
+        None if per_image.is_some() || per_audio_second.is_some() => 0.0,
         None => return Ok(Err(Skip::NoOutputPrice)),
     };
     let cached = get("cache_read_input_token_cost")?;
@@ -388,6 +400,7 @@ fn price_of(
         long_context,
         per_search_unit,
         per_image,
+        per_audio_second,
     }))
 }
 
@@ -516,9 +529,9 @@ mod tests {
         let imported = one("vertex_ai/imagen-4.0-generate-001", imagen).unwrap();
         let imagen = price(&imported, "vertex", "imagen-4.0-generate-001");
         assert_eq!(imagen.per_image, Some(0.04));
-        // GPT Image by tokens, as a chat model.
+        // GPT Image by tokens, its output as LiteLLM names it: image tokens.
         let gpt_image = json!({"litellm_provider": "openai", "mode": "image_generation",
-            "input_cost_per_token": 5e-06, "output_cost_per_token": 4e-05});
+            "input_cost_per_token": 5e-06, "output_cost_per_image_token": 4e-05});
         let imported = one("gpt-image-1", gpt_image).unwrap();
         let gpt_image = price(&imported, "openai", "gpt-image-1");
         assert_eq!(
@@ -535,6 +548,33 @@ mod tests {
         assert!(
             refused.to_string().contains("input_cost_per_pixel"),
             "{refused}"
+        );
+    }
+
+    #[test]
+    fn a_transcription_model_is_priced_per_second_or_per_token() {
+        let whisper = json!({"litellm_provider": "openai", "mode": "audio_transcription",
+            "input_cost_per_second": 0.0001, "output_cost_per_second": 0.0001});
+        let imported = one("whisper-1", whisper).unwrap();
+        let whisper = price(&imported, "openai", "whisper-1");
+        assert_eq!(whisper.per_audio_second, Some(0.0001));
+        assert_eq!(
+            (whisper.input_per_mtok, whisper.output_per_mtok),
+            (0.0, 0.0)
+        );
+        let tokens = json!({"litellm_provider": "openai", "mode": "audio_transcription",
+            "input_cost_per_token": 2.5e-06, "input_cost_per_audio_token": 6e-06,
+            "output_cost_per_token": 1e-05});
+        let imported = one("gpt-4o-transcribe", tokens).unwrap();
+        let tokens = price(&imported, "openai", "gpt-4o-transcribe");
+        assert_eq!(tokens.per_audio_second, None);
+        assert_eq!(
+            (
+                tokens.input_per_mtok,
+                tokens.audio_input_per_mtok,
+                tokens.output_per_mtok
+            ),
+            (2.5, Some(6.0), 10.0)
         );
     }
 
@@ -609,6 +649,7 @@ mod tests {
                 }),
                 per_search_unit: None,
                 per_image: None,
+                per_audio_second: None,
             }
         );
         let imported = one(
@@ -713,8 +754,8 @@ mod tests {
                 "litellm_provider": "one of https://docs.litellm.ai/docs/providers"},
             "dall-e-2-edit": {"litellm_provider": "openai", "mode": "image_edit",
                 "output_cost_per_image": 0.02},
-            "whisper-1": {"litellm_provider": "openai", "mode": "audio_transcription",
-                "input_cost_per_second": 0.0001},
+            "tts-1": {"litellm_provider": "openai", "mode": "audio_speech",
+                "input_cost_per_character": 1.5e-05},
             "multimodalembedding": {"litellm_provider": "vertex_ai-embedding-models",
                 "mode": "embedding", "input_cost_per_character": 2e-07},
             "text-embedding-005": {"litellm_provider": "vertex_ai-embedding-models",
@@ -737,8 +778,8 @@ mod tests {
                 reason("dall-e-2-edit", Skip::Mode("image_edit".into())),
                 reason("gpt-image-1", Skip::NoOutputPrice),
                 reason("multimodalembedding", Skip::NotPerToken),
+                reason("tts-1", Skip::Mode("audio_speech".into())),
                 reason("vertex_ai/gemini-2.5-pro", Skip::Duplicate),
-                reason("whisper-1", Skip::Mode("audio_transcription".into())),
             ]
         );
         // An embedding model has no output price to give.

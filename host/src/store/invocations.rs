@@ -45,6 +45,9 @@ pub struct TokenUsage {
     /// The images a model made, beside any tokens they were billed by.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub images: Option<u32>,
+    /// The seconds of audio a provider billed a transcription by (Whisper's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audio_seconds: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -105,7 +108,8 @@ pub struct Invocation {
     pub route: Option<String>,
     pub plugin: Option<String>,
     pub model: Option<String>,
-    /// "text", "chat", "embeddings", "count_tokens", "rerank", "images" or "tool".
+    /// "text", "chat", "embeddings", "count_tokens", "rerank", "images", "transcription"
+    /// or "tool".
     pub kind: Option<String>,
     pub stream: bool,
     pub status: InvocationStatus,

@@ -458,6 +458,7 @@ pub(super) mod fixture {
             audio_prompt_tokens: None,
             search_units: None,
             images: None,
+            audio_seconds: None,
         })
     }
 

@@ -129,6 +129,7 @@ pub(super) fn invocation<R: StoredRow + ?Sized>(row: &R) -> Result<Invocation, R
             audio_prompt_tokens: row.token_count(26)?,
             search_units: row.token_count(30)?,
             images: row.token_count(31)?,
+            audio_seconds: row.token_count(32)?,
         }),
     };
     Ok(Invocation {

@@ -15,6 +15,8 @@ declare module 'gateway:provider/provider@0.2.0' {
   export type Reranking = import('gateway:provider/types@0.2.0').Reranking;
   export type ImageRequest = import('gateway:provider/types@0.2.0').ImageRequest;
   export type Images = import('gateway:provider/types@0.2.0').Images;
+  export type TranscriptionRequest = import('gateway:provider/types@0.2.0').TranscriptionRequest;
+  export type Transcription = import('gateway:provider/types@0.2.0').Transcription;
   export type * as GatewayProviderHttp020 from 'gateway:provider/http@0.2.0'; // import gateway:provider/http@0.2.0
   export type * as GatewayProviderKv020 from 'gateway:provider/kv@0.2.0'; // import gateway:provider/kv@0.2.0
   export type * as GatewayProviderLog020 from 'gateway:provider/log@0.2.0'; // import gateway:provider/log@0.2.0
@@ -41,5 +43,9 @@ declare module 'gateway:provider/provider@0.2.0' {
   * Images made from `request`'s prompt.
   */
   export function generateImages(request: ImageRequest): Images;
+  /**
+  * `request`'s audio written down.
+  */
+  export function transcribe(request: TranscriptionRequest): Transcription;
   export type Result<T, E> = { tag: 'ok', val: T } | { tag: 'err', val: E };
 }

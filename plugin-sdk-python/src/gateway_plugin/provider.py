@@ -709,6 +709,13 @@ class HttpProvider(StreamDecoder):
         `types.Source_Bytes(bytes)` or `types.Source_Url(url)`); default: not supported (400)."""
         raise ProviderError.invalid_request(f"{self.NAME} does not support image generation")
 
+    def transcribe(self, call: Call) -> types.Transcription:
+        """`call.request.audio` (the file's bytes, with `file_name`, `media_type`, `translate`
+        and the caller's other form fields in `params`) written down: `types.Transcription(model,
+        text, language, duration, segments, words, usage, seconds)`, the segments and words
+        `types.TranscriptSegment(start, end, text)`; default: not supported (400)."""
+        raise ProviderError.invalid_request(f"{self.NAME} does not support transcription")
+
 
 def run(action: Callable[[], T]) -> T:
     """Runs an export: a `ProviderError` becomes the WIT error the gateway expects; any other
@@ -741,6 +748,8 @@ class Provider(Protocol):
     # (400), as `HttpProvider.rerank`.
     # Optional: `generate_images(call) -> types.Images`; without it, "<name> does not support
     # image generation" (400), as `HttpProvider.generate_images`.
+    # Optional: `transcribe(call) -> types.Transcription`; without it, "<name> does not support
+    # transcription" (400), as `HttpProvider.transcribe`.
 
 
 class ProviderWorld(Protocol):
@@ -761,14 +770,26 @@ class ProviderWorld(Protocol):
 
     def generate_images(self, request: types.ImageRequest) -> types.Images: ...
 
+    def transcribe(self, request: types.TranscriptionRequest) -> types.Transcription: ...
+
 
 def provider_world(provider: Callable[[], Provider]) -> type[ProviderWorld]:
     """The `WitWorld` class componentize-py exports for `provider` (an `HttpProvider`, or any
     class with `info`, `complete(call)`, `complete_stream(call, sink)`, `embed(call)` and,
-    optionally, `count_tokens(call)`, `rerank(call)` and `generate_images(call)`):
+    optionally, `count_tokens(call)`, `rerank(call)`, `generate_images(call)` and
+    `transcribe(call)`):
 
         WitWorld = provider_world(MyProvider)
     """
+
+    def optional(method: str, what: str, request: Any) -> Any:
+        """An export a provider may leave out: its answer, or the 400 a provider without it
+        gives (as `HttpProvider`'s defaults do)."""
+        instance = provider()
+        function = getattr(instance, method, None)
+        if function is None:
+            raise ProviderError.invalid_request(f"{instance.info().name} does not support {what}")
+        return function(Call(request))
 
     class WitWorld:
         def info(self) -> types.PluginInfo:
@@ -792,28 +813,20 @@ def provider_world(provider: Callable[[], Provider]) -> type[ProviderWorld]:
             return run(count)
 
         def rerank(self, request: types.RerankRequest) -> types.Reranking:
-            def rank() -> types.Reranking:
-                instance = provider()
-                ranker = getattr(instance, "rerank", None)
-                if ranker is None:
-                    name = instance.info().name
-                    raise ProviderError.invalid_request(f"{name} does not support rerank")
-                reranking: types.Reranking = ranker(Call(request))
-                return reranking
-
-            return run(rank)
+            reranking: types.Reranking = run(lambda: optional("rerank", "rerank", request))
+            return reranking
 
         def generate_images(self, request: types.ImageRequest) -> types.Images:
-            def draw() -> types.Images:
-                instance = provider()
-                drawer = getattr(instance, "generate_images", None)
-                if drawer is None:
-                    name = instance.info().name
-                    raise ProviderError.invalid_request(f"{name} does not support image generation")
-                images: types.Images = drawer(Call(request))
-                return images
+            images: types.Images = run(
+                lambda: optional("generate_images", "image generation", request)
+            )
+            return images
 
-            return run(draw)
+        def transcribe(self, request: types.TranscriptionRequest) -> types.Transcription:
+            transcription: types.Transcription = run(
+                lambda: optional("transcribe", "transcription", request)
+            )
+            return transcription
 
     WitWorld.__qualname__ = WitWorld.__name__ = "WitWorld"
     return WitWorld

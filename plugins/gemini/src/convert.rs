@@ -10,10 +10,11 @@ use gateway_plugin_sdk::{
 };
 use serde_json::{Map, Value, json};
 
+use crate::images::{ImageCall, Service};
+use crate::schema;
 use crate::wire::{
     Blob, Content, FileData, FunctionCallOut, FunctionDeclaration, FunctionResponseOut, Part, Tool,
 };
-use crate::{imagen, schema};
 
 /// A JSON object: a request body, or a part of one.
 type Object = Map<String, Value>;
@@ -350,12 +351,12 @@ pub fn embedding_call(request: &EmbeddingRequest) -> Result<Request, ProviderErr
     http.json(&json!({ "requests": requests }))
 }
 
-/// Builds the Imagen `predict` request of `request` (see `imagen`), with the size its answer
-/// reports.
-pub fn image_call(request: &ImageRequest) -> Result<(Request, imagen::Predict), ProviderError> {
-    let predict = imagen::predict(request, imagen::Service::GeminiApi)?;
-    let http = post(&request.route, &request.model, "predict", false)?.json(&predict.body)?;
-    Ok((http, predict))
+/// Builds the request that makes the images of `request` (Imagen's `predict`, or a Gemini image
+/// model's `generateContent`: see `images`), with what reading its answer needs.
+pub fn image_call(request: &ImageRequest) -> Result<(Request, ImageCall), ProviderError> {
+    let call = ImageCall::of(request, Service::GeminiApi)?;
+    let http = post(&request.route, &request.model, call.method(), false)?.json(call.body())?;
+    Ok((http, call))
 }
 
 /// A text part, or nothing for empty text: Gemini refuses empty text parts.
@@ -750,7 +751,16 @@ pub fn tool_config(choice: &FunctionChoice) -> Value {
 /// - `null` values are left out: they mean "not set"; so are `stream` and `stream_options`:
 ///   streaming is chosen by the endpoint, not by a flag.
 pub fn generation_config(params: &str, route: &str) -> Result<(Object, Object), ProviderError> {
-    let mut params = params_object_except(params, &["stream", "stream_options"])?;
+    let params = params_object_except(params, &["stream", "stream_options"])?;
+    generation_config_of(params, route)
+}
+
+/// [`generation_config`] of params already read (and stripped of what the caller's request
+/// holds otherwise): the images of Gemini's image models take their params as completions do.
+pub(crate) fn generation_config_of(
+    mut params: Object,
+    route: &str,
+) -> Result<(Object, Object), ProviderError> {
     params.retain(|_, value| !value.is_null());
     let request_fields = take_aliases(&mut params, TOP_LEVEL_ALIASES);
     let mut config = match take_alias(&mut params, &["generationConfig", "generation_config"]) {

@@ -1,7 +1,9 @@
 //! The Google Gemini provider plugin: the Gemini API's `generateContent` (chat and text),
 //! `streamGenerateContent?alt=sse` (streaming), `batchEmbedContents` (embeddings) and
-//! `countTokens` (token counts, of the `generateContent` body the request would be sent as) and
-//! `predict` (images, of the Imagen models: see `imagen`).
+//! `countTokens` (token counts, of the `generateContent` body the request would be sent as), and
+//! images: `predict` of the Imagen models (see `imagen`) and `generateContent` of Gemini's image
+//! models (`gemini-2.5-flash-image`, `gemini-3-pro-image-preview`, any model whose id holds
+//! `-image`: see `image_output`), what they share in `images`.
 //!
 //! Route: `base_url = "https://generativelanguage.googleapis.com/v1beta"`. The key travels in the
 //! `x-goog-api-key` header, as Google documents, never in the URL (URLs end up in logs).
@@ -75,7 +77,9 @@
 //! SDK's reading of it.
 
 mod convert;
-pub mod imagen;
+mod image_output;
+mod imagen;
+pub mod images;
 mod schema;
 mod stream;
 mod wire;
@@ -94,10 +98,13 @@ use gateway_plugin_sdk::{
 };
 
 /// Default list prices in USD per million tokens (paid tier, prompts up to 200k tokens):
-/// (model, input, output).
+/// (model, input, output). Gemini 2.5 Flash Image's output is its images' tokens, $30 a million
+/// (<https://ai.google.dev/gemini-api/docs/image-generation>): listed by its own name, since
+/// `gemini-2.5-flash`'s price would otherwise cover it (the vertex plugin's list takes it too).
 pub const MODEL_PRICES: &[(&str, f64, f64)] = &[
     ("gemini-2.5-pro", 1.25, 10.00),
     ("gemini-2.5-flash", 0.30, 2.50),
+    ("gemini-2.5-flash-image", 0.30, 30.00),
     ("gemini-2.5-flash-lite", 0.10, 0.40),
     ("gemini-2.0-flash", 0.10, 0.40),
     ("gemini-2.0-flash-lite", 0.075, 0.30),
@@ -145,11 +152,12 @@ impl HttpProvider for Gemini {
         stream::read_embeddings(&response.bytes()?, &request.model, request.input.len())
     }
 
-    /// Imagen's images (`predict`; see `imagen`).
+    /// Imagen's images (`predict`), and those of Gemini's image models (`generateContent`):
+    /// see `images`.
     fn generate_images(request: ImageRequest) -> Result<Images, ProviderError> {
-        let (http, predict) = convert::image_call(&request)?;
+        let (http, call) = convert::image_call(&request)?;
         let response = wire::key_refused(http.send_logged()?)?.error_for_status()?;
-        imagen::read_predictions(&response.bytes()?, &request, predict)
+        call.read(&response.bytes()?, &request)
     }
 
     /// Gemini's own count (`countTokens`, free of charge).

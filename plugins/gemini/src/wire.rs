@@ -145,6 +145,9 @@ pub struct Candidate {
     pub content: Option<CandidateContent>,
     #[serde(default)]
     pub finish_reason: Option<String>,
+    /// The finish reason in words, where Google gives them (Vertex AI documents it).
+    #[serde(default)]
+    pub finish_message: Option<String>,
     /// Absent on single-candidate answers of some models: the position then serves.
     #[serde(default)]
     pub index: Option<u32>,
@@ -188,21 +191,37 @@ pub struct CandidateContent {
     pub parts: Vec<PartIn>,
 }
 
-/// A part of an answer. Parts the gateway cannot express (inline data, executable code, ...)
-/// deserialize with every field empty and are skipped.
+/// A part of an answer. Parts the gateway cannot express (executable code, ...) deserialize
+/// with every field empty and are skipped; so is inline data in completions (only the images of
+/// `image_output` read it).
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PartIn {
     #[serde(default)]
     pub text: Option<String>,
-    /// `true` on thought summaries, which are not answer text.
+    /// `true` on thought summaries, which are not answer text, and on the draft images Gemini 3
+    /// Pro Image makes while it thinks, which are not the answer's images.
     #[serde(default)]
     pub thought: Option<bool>,
+    /// Media the model made (the image of an image model), base64-encoded.
+    #[serde(default)]
+    pub inline_data: Option<BlobIn>,
     #[serde(default)]
     pub function_call: Option<FunctionCallIn>,
     /// The model's reasoning state behind this part, to send back on the same part.
     #[serde(default)]
     pub thought_signature: Option<String>,
+}
+
+/// Bytes of a media part of an answer (`inlineData`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlobIn {
+    #[serde(default)]
+    pub mime_type: Option<String>,
+    /// Standard base64.
+    #[serde(default)]
+    pub data: String,
 }
 
 /// A function call the model made; `args` arrives whole, never in pieces.
@@ -222,6 +241,9 @@ pub struct FunctionCallIn {
 pub struct PromptFeedback {
     #[serde(default)]
     pub block_reason: Option<String>,
+    /// The block reason in words, where Google gives them (Vertex AI documents it).
+    #[serde(default)]
+    pub block_reason_message: Option<String>,
 }
 
 /// Token counts. Counts are read leniently (see [`json::count_or_numeric_string`]).

@@ -4,13 +4,14 @@
 
 use std::borrow::Cow;
 
+use gateway_plugin_sdk::form::Form;
 use gateway_plugin_sdk::http::{KeyIn, Request};
 use gateway_plugin_sdk::output::OutputFields;
 use gateway_plugin_sdk::{
     Base64, CompletionRequest, DataUrl, Document, EmbeddingRequest, FunctionChoice, FunctionDef,
     ImageRequest, Message, OpenCall, OpenCalls, OutputLimit, Part, Prompt, ProviderError,
-    ReasoningConfig, ReasoningEffort, RerankRequest, Role, Route, Source, json,
-    params_object_except,
+    ReasoningConfig, ReasoningEffort, RerankRequest, Role, Route, Source, TranscriptionRequest,
+    json, params_object_except,
 };
 use serde::Deserialize;
 use serde::de::{Deserializer, Error as _};
@@ -36,6 +37,8 @@ const LEGACY_OWNED_KEYS: &[&str] = &["model", "prompt", "stream", "stream_option
 const EMBEDDING_OWNED_KEYS: &[&str] = &["model", "input"];
 /// Body keys of `/images/generations` the plugin sets itself.
 const IMAGE_OWNED_KEYS: &[&str] = &["model", "prompt", "n", "size", "quality"];
+/// Form fields of `/audio/transcriptions` and `/audio/translations` the plugin sets itself.
+const TRANSCRIPTION_OWNED_KEYS: &[&str] = &["model", "file", "response_format", "stream"];
 /// Body keys of a Cohere-style `/rerank` the plugin sets itself. `top_k` goes too: the
 /// gateway's `top_n` is the one limit, and a second one would make the answer shorter than the
 /// caller asked for without saying so.
@@ -358,6 +361,56 @@ pub fn images(request: &ImageRequest) -> Result<Request, ProviderError> {
         &body,
         request.prompt.len() + request.params.len() + 256,
     )
+}
+
+/// The upstream request of a transcription (or a translation): a form of the model, the
+/// caller's other fields as they are (a list as `NAME[]` fields), the file, and the
+/// `response_format` the plugin reads: `verbose_json` (segments and words, with their times)
+/// when the caller's format is written from them (`verbose_json`, `srt`, `vtt`), else `json`.
+pub fn transcription(request: TranscriptionRequest) -> Result<Request, ProviderError> {
+    let settings: Settings = request.route.settings()?;
+    let asked: Map<String, Value> = serde_json::from_str(&request.params).unwrap_or_default();
+    let format = match asked.get("response_format").and_then(Value::as_str) {
+        Some("verbose_json" | "srt" | "vtt") => "verbose_json",
+        _ => "json",
+    };
+    let params = params_object_except(&request.params, TRANSCRIPTION_OWNED_KEYS)?;
+    let mut form = Form::new().text("model", &request.model);
+    for (key, value) in &params {
+        match value {
+            Value::Null => {}
+            Value::String(text) => form = form.text(key, text),
+            Value::Array(items) => {
+                for item in items {
+                    let text = item
+                        .as_str()
+                        .map_or_else(|| item.to_string(), str::to_owned);
+                    form = form.text(&format!("{key}[]"), &text);
+                }
+            }
+            other => form = form.text(key, &other.to_string()),
+        }
+    }
+    let media_type = (request.media_type.as_deref()).unwrap_or("application/octet-stream");
+    let form = form.text("response_format", format).file(
+        "file",
+        &request.file_name,
+        media_type,
+        request.audio,
+    );
+    let operation = if request.translate {
+        "audio/translations"
+    } else {
+        "audio/transcriptions"
+    };
+    let url = settings.endpoint(&request.route, &request.model, operation)?;
+    Ok(Request::post(url)
+        .streaming(false)
+        .api_key(
+            request.route.api_key.as_deref(),
+            KeyIn::header_or_bearer(settings.key_header()),
+        )
+        .form(form))
 }
 
 /// The `output_format` the caller asked GPT Image for (`png`, `jpeg`, `webp`), which answers

@@ -116,7 +116,8 @@ use gateway_plugin_sdk::http::Request;
 use gateway_plugin_sdk::output::OutputFields;
 use gateway_plugin_sdk::{
     CompletionRequest, EmbeddingRequest, Embeddings, HttpProvider, ImageRequest, Images,
-    ModelPrice, PluginInfo, ProviderError, RerankRequest, Reranking, export_provider,
+    ModelPrice, PluginInfo, ProviderError, RerankRequest, Reranking, Transcription,
+    TranscriptionRequest, export_provider,
 };
 
 /// Default list prices in USD per million tokens: (model, input, output).
@@ -165,6 +166,13 @@ impl HttpProvider for OpenAi {
         let (api, http) = convert::rerank(&request)?;
         let response = http.send_logged()?.error_for_status()?;
         stream::parse_rerank(api, &response.bytes()?, &request.model)
+    }
+
+    fn transcribe(request: TranscriptionRequest) -> Result<Transcription, ProviderError> {
+        let model = request.model.clone();
+        let response = convert::transcription(request)?.send_logged()?;
+        let response = response.error_for_status()?;
+        stream::parse_transcription(&response.bytes()?, &model)
     }
 
     fn generate_images(request: ImageRequest) -> Result<Images, ProviderError> {

@@ -5,14 +5,15 @@
 use gateway_plugin_sdk::sse::Event;
 use gateway_plugin_sdk::{
     Answer, Embeddings, FinishReason, GeneratedImage, ImageRequest, Images, ProviderError,
-    RerankResult, Reranking, Source, StreamDecoder, TokenCounts, Usage, embedded_error,
+    RerankResult, Reranking, Source, StreamDecoder, TokenCounts, TranscriptSegment, Transcription,
+    Usage, embedded_error,
 };
 use serde_json::Value;
 
 use crate::convert::RerankApi;
 use crate::wire::{
     CompletionResponse, EmbeddingResponse, EmbeddingVector, ImagesResponse, RerankResponse,
-    TeiRank, VoyageRerankResponse, WireUsage,
+    TeiRank, TranscriptionResponse, VoyageRerankResponse, WireUsage,
 };
 
 /// The decoder of chat and legacy completions. The format needs no state of its own: every
@@ -249,6 +250,53 @@ pub fn parse_images(
         usage,
         size: response.size.or_else(|| request.size.clone()),
         quality: response.quality.or_else(|| request.quality.clone()),
+    })
+}
+
+/// Parses an answer of `/audio/transcriptions` (or `/translations`) as `json` or
+/// `verbose_json`: the text, language, duration, segments and words, and what the provider
+/// bills: tokens (`usage.type: "tokens"`), or seconds (`usage.type: "duration"`; a server that
+/// reports no usage but the audio's `duration` is taken to bill that, rounded up).
+pub fn parse_transcription(body: &[u8], model: &str) -> Result<Transcription, ProviderError> {
+    let response: TranscriptionResponse =
+        serde_json::from_slice(body).map_err(ProviderError::malformed)?;
+    let Some(text) = response.text else {
+        return Err(match response.error.as_ref().filter(|e| !e.is_null()) {
+            Some(error) => embedded_error(error),
+            None => ProviderError::malformed("a transcription without `text`"),
+        });
+    };
+    let wire = response.usage.unwrap_or_default();
+    let tokens = wire.kind.as_deref() == Some("tokens") || wire.input_tokens.is_some();
+    let usage = tokens.then(|| {
+        Usage::counted(TokenCounts {
+            prompt: wire.input_tokens,
+            completion: wire.output_tokens,
+            total: wire.total_tokens,
+            audio_prompt: wire.input_token_details.and_then(|d| d.audio_tokens),
+            ..TokenCounts::default()
+        })
+    });
+    let seconds = match wire.seconds {
+        Some(seconds) => Some(seconds),
+        None if !tokens => response.duration,
+        None => None,
+    };
+    let seconds = seconds.map(|s| s.ceil().clamp(0.0, f64::from(u32::MAX)) as u32);
+    let stretch = |start, end, text| TranscriptSegment { start, end, text };
+    Ok(Transcription {
+        model: model.to_owned(),
+        text,
+        language: response.language.filter(|l| !l.is_empty()),
+        duration: response.duration,
+        segments: (response.segments.unwrap_or_default().into_iter())
+            .map(|s| stretch(s.start, s.end, s.text))
+            .collect(),
+        words: (response.words.unwrap_or_default().into_iter())
+            .map(|w| stretch(w.start, w.end, w.word))
+            .collect(),
+        usage,
+        seconds,
     })
 }
 

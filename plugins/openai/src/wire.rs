@@ -335,6 +335,68 @@ fn borrowed_text<'de, D: Deserializer<'de>>(
     deserializer.deserialize_option(Text)
 }
 
+/// An answer of `/audio/transcriptions` or `/audio/translations` as `json` or `verbose_json`.
+#[derive(Debug, Default, Deserialize)]
+pub struct TranscriptionResponse {
+    /// Absent on an error answered with status 200 (then `error` says why).
+    #[serde(default)]
+    pub text: Option<String>,
+    #[serde(default)]
+    pub language: Option<String>,
+    /// Seconds, as a number (some servers write it as a string).
+    #[serde(default, deserialize_with = "json::lenient_seconds")]
+    pub duration: Option<f64>,
+    #[serde(default)]
+    pub segments: Option<Vec<TimedText>>,
+    #[serde(default)]
+    pub words: Option<Vec<TimedWord>>,
+    #[serde(default)]
+    pub usage: Option<TranscriptionUsage>,
+    #[serde(default)]
+    pub error: Option<Value>,
+}
+
+/// A segment of a verbose transcript (its other keys, `tokens`, `avg_logprob`, ..., ignored).
+#[derive(Debug, Deserialize)]
+pub struct TimedText {
+    pub start: f64,
+    pub end: f64,
+    pub text: String,
+}
+
+/// A word of a verbose transcript.
+#[derive(Debug, Deserialize)]
+pub struct TimedWord {
+    pub start: f64,
+    pub end: f64,
+    pub word: String,
+}
+
+/// A transcription's usage: tokens (`type: "tokens"`, GPT-4o transcribe) or the seconds billed
+/// (`type: "duration"`, Whisper).
+#[derive(Debug, Default, Deserialize)]
+pub struct TranscriptionUsage {
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+    #[serde(default, deserialize_with = "json::lenient_seconds")]
+    pub seconds: Option<f64>,
+    #[serde(default, deserialize_with = "json::count")]
+    pub input_tokens: Option<u32>,
+    #[serde(default, deserialize_with = "json::count")]
+    pub output_tokens: Option<u32>,
+    #[serde(default, deserialize_with = "json::count")]
+    pub total_tokens: Option<u32>,
+    #[serde(default)]
+    pub input_token_details: Option<TranscriptionInputDetails>,
+}
+
+/// `usage.input_token_details` of a transcription.
+#[derive(Debug, Default, Deserialize)]
+pub struct TranscriptionInputDetails {
+    #[serde(default, deserialize_with = "json::count")]
+    pub audio_tokens: Option<u32>,
+}
+
 /// GPT Image's usage of an image generation.
 #[derive(Debug, Default, Deserialize)]
 pub struct ImageUsage {

@@ -52,9 +52,13 @@
 //! `gemini-embedding-*` models take one input per call, so they get one call per input. Token
 //! counts are the predictions' `statistics.token_count`.
 //!
-//! Images (Imagen models, `imagen-*`): `predict` with the gemini plugin's Imagen body and reading
-//! of the answer (see its `imagen` module), with what only Vertex AI takes (`negative_prompt`,
-//! `seed`, `enhance_prompt`, `add_watermark`, `storage_uri`; `labels` as the body's field).
+//! Images, with the gemini plugin's bodies and reading of the answers (see its `images` module):
+//! Imagen models (`imagen-*`) through `predict`, with what only Vertex AI takes
+//! (`negative_prompt`, `seed`, `enhance_prompt`, `add_watermark`, `storage_uri`; `labels` as the
+//! body's field); Gemini's image models (`gemini-2.5-flash-image`, `gemini-3-pro-image-preview`,
+//! any model whose id holds `-image`) through `generateContent` on the Google publisher, one image
+//! a request, with what only Vertex AI takes of them (`person_generation`, and `output_format` /
+//! `output_compression` as `imageConfig.imageOutputOptions`). Their tokens are their usage.
 
 mod auth;
 mod call;
@@ -66,6 +70,7 @@ use gateway_plugin_sdk::{
     PluginInfo, Provider, ProviderError, Route, Sink, TokenCount, check_output, read_completion,
     read_stream,
 };
+use gemini::images::{ImageCall, Service};
 
 use crate::auth::Credentials;
 use crate::call::{Publisher, Settings};
@@ -227,16 +232,17 @@ impl Provider for Vertex {
         Ok(embeddings)
     }
 
-    /// Imagen's images (`predict`), with the gemini plugin's body and reading of the answer.
+    /// Imagen's images (`predict`) and those of Gemini's image models (`generateContent`), with
+    /// the gemini plugin's bodies and reading of the answers.
     fn generate_images(request: ImageRequest) -> Result<Images, ProviderError> {
-        // Refused before any credentials are sought: a model that is not Imagen costs no token.
-        let predict = gemini::imagen::predict(&request, gemini::imagen::Service::VertexAi)?;
+        // Refused before any credentials are sought: a model that makes no images costs no token.
+        let image = ImageCall::of(&request, Service::VertexAi)?;
         let call = Call::new(&request.route)?;
         let http = call
-            .post(&request.model, "predict", false)?
-            .json(&predict.body)?;
+            .post(&request.model, image.method(), false)?
+            .json(image.body())?;
         let response = call.send(http)?.error_for_status()?;
-        gemini::imagen::read_predictions(&response.bytes()?, &request, predict)
+        image.read(&response.bytes()?, &request)
     }
 
     /// Vertex AI's own count of a Gemini prompt (`countTokens`, free of charge): the

@@ -674,7 +674,8 @@ fn claude_has_no_embeddings() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Images (Imagen's `predict`, the gemini plugin's body and reading)
+// Images (Imagen's `predict` and Gemini's image models' `generateContent`, the gemini plugin's
+// bodies and reading)
 
 const IMAGEN: &str = "imagen-4.0-generate-001";
 
@@ -780,12 +781,21 @@ fn images_are_refused_before_anything_is_sent() {
         assert_eq!(
             error,
             format!(
-                "{model} is not an Imagen model: the vertex plugin makes images with Imagen \
-                 models only (e.g. imagen-4.0-generate-001)"
+                "{model} is not an image model: the vertex plugin makes images with Imagen \
+                 models (e.g. imagen-4.0-generate-001) and Gemini's image models (e.g. \
+                 gemini-2.5-flash-image)"
             )
         );
         assert!(sent.is_empty());
     }
+    // Gemini's image models make one image a request.
+    let (result, sent) = generate(
+        image_request(GEMINI_IMAGE, None, "{}"),
+        200,
+        image_answer(&[]),
+    );
+    assert!(invalid_request(result).contains("n is 2, but gemini-2.5-flash-image makes one image"));
+    assert!(sent.is_empty());
     let mut request = image_request(IMAGEN, Some("1000x500"), "{}");
     let (result, sent) = generate(request.clone(), 200, image_answer(&[]));
     assert!(invalid_request(result).starts_with("route `vx`: size \"1000x500\""));
@@ -823,6 +833,94 @@ fn image_answers_without_images_or_with_errors_fail() {
         json!({"predictions": [{"bytesBase64Encoded": "@@@", "mimeType": "image/png"}]}),
     );
     assert!(failed(result).contains("bytesBase64Encoded"));
+}
+
+const GEMINI_IMAGE: &str = "gemini-2.5-flash-image";
+
+/// Gemini's answer holding `image` (a PNG's bytes), with its usage.
+fn gemini_image_answer(image: &[u8]) -> Value {
+    json!({
+        "candidates": [{"content": {"role": "model", "parts": [
+            {"inlineData": {"mimeType": "image/png", "data": STANDARD.encode(image)}}]},
+            "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 1290,
+                          "totalTokenCount": 1295},
+        "modelVersion": GEMINI_IMAGE,
+    })
+}
+
+#[test]
+fn gemini_image_models_are_asked_with_generate_content_on_the_google_publisher() {
+    let mut request = image_request(
+        GEMINI_IMAGE,
+        Some("1344x768"),
+        r#"{"person_generation": "ALLOW_ADULT", "output_format": "jpeg", "output_compression": 80,
+            "seed": 7, "labels": {"team": "art"}, "user": "u-1"}"#,
+    );
+    request.n = 1;
+    let (result, sent) = generate(request, 200, gemini_image_answer(b"one"));
+    let [sent] = sent.as_slice() else {
+        panic!("one request: {sent:?}")
+    };
+    assert_eq!(
+        sent.url(),
+        "https://us-central1-aiplatform.googleapis.com/v1/projects/my-proj/locations/us-central1/publishers/google/models/gemini-2.5-flash-image:generateContent"
+    );
+    assert_eq!(
+        sent.header_value("authorization"),
+        Some("Bearer ya29.route-token")
+    );
+    assert_eq!(
+        body_json(sent),
+        json!({
+            "contents": [{"role": "user", "parts": [{"text": "a lighthouse at dusk"}]}],
+            "generationConfig": {
+                "responseModalities": ["IMAGE"],
+                "imageConfig": {
+                    "aspectRatio": "16:9",
+                    "personGeneration": "ALLOW_ADULT",
+                    "imageOutputOptions": {"mimeType": "image/jpeg", "compressionQuality": 80},
+                },
+                "seed": 7,
+            },
+            "labels": {"team": "art"},
+        })
+    );
+    let images = result.unwrap();
+    assert_eq!(images.model, GEMINI_IMAGE);
+    assert_eq!(images.size.as_deref(), Some("1344x768"));
+    let usage = images.usage.expect("billed by tokens");
+    assert_eq!(
+        (
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            usage.total_tokens
+        ),
+        (5, 1290, 1295)
+    );
+    assert_eq!(
+        images.images,
+        vec![GeneratedImage {
+            source: Source::Bytes(b"one".to_vec()),
+            media_type: Some("image/png".into()),
+            revised_prompt: None,
+        }]
+    );
+
+    // A filtered image: Google's refusal, a 400 with its reason.
+    let mut request = image_request(GEMINI_IMAGE, None, "{}");
+    request.n = 1;
+    let (result, _) = generate(
+        request,
+        200,
+        json!({"candidates": [{"finishReason": "IMAGE_SAFETY", "index": 0}]}),
+    );
+    let error = upstream(result);
+    assert_eq!(error.status, 400);
+    assert_eq!(
+        error.message,
+        "gemini-2.5-flash-image made no image (IMAGE_SAFETY)"
+    );
 }
 
 #[test]

@@ -20,7 +20,7 @@ const MODEL_B: &str = "o3-mini";
 
 /// The columns of `invocations export --format csv`, in order (the contract; columns added
 /// later come last).
-const CSV_HEADER: [&str; 27] = [
+const CSV_HEADER: [&str; 29] = [
     "id",
     "created_at",
     "project_id",
@@ -48,6 +48,8 @@ const CSV_HEADER: [&str; 27] = [
     "cache",
     "saved_cost_usd",
     "search_units",
+    "images",
+    "audio_seconds",
 ];
 
 /// One scripted call: who makes it, for which model, as which user, and what the upstream

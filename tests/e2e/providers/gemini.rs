@@ -1,7 +1,8 @@
 //! The gemini plugin through the gateway, against a fake Gemini API that replays real recorded
 //! traffic (generateContent and streamGenerateContent: simple, tool and multi-step tool cases),
-//! answers batchEmbedContents, and fails on demand (Google's error answers, malformed bodies,
-//! streams cut short).
+//! answers batchEmbedContents and image requests (Imagen's predict, Gemini image models'
+//! generateContent), and fails on demand (Google's error answers, malformed bodies, streams cut
+//! short).
 
 use gateway_test_support::sse::{event_data, split_events};
 use gateway_test_support::upstream::gemini::recording;
@@ -973,6 +974,87 @@ fn imagen_makes_images_through_predict_answered_in_openai_s_shape_and_priced_by_
         let body = json!({"model": format!("{ROUTE}/{model}"), "prompt": prompt, "size": size});
         let response = post(&gw, "/v1/images/generations", &body);
         assert_eq!(response.status, 400, "{model}: {}", response.text());
+    }
+    assert_eq!(upstream.requests().len(), calls);
+}
+
+#[test]
+fn gemini_image_models_make_images_through_generate_content_priced_by_their_tokens() {
+    use base64::Engine as _;
+    use gateway_test_support::upstream::fake_png;
+    use gateway_test_support::upstream::gemini::{IMAGE_TOKENS, REFUSED_PROMPT};
+    let upstream = GeminiUpstream::start();
+    let gw = gateway(&upstream);
+    let model = format!("{ROUTE}/gemini-2.5-flash-image");
+    let prompt = "a lighthouse at dawn";
+    let body = json!({"model": model, "prompt": prompt, "size": "1344x768"});
+    let response = post(&gw, "/v1/images/generations", &body);
+    assert_eq!(response.status, 200, "{}", response.text());
+    let answer = response.json();
+    let images = answer["data"].as_array().expect("data");
+    assert_eq!(images.len(), 1, "{answer}");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(images[0]["b64_json"].as_str().expect("b64_json"))
+        .expect("base64");
+    assert_eq!(bytes, fake_png(&format!("{prompt}#0")));
+    assert_eq!(answer["size"], json!("1344x768"), "{answer}");
+    let words = prompt.split_whitespace().count() as u64;
+    assert_eq!(
+        answer["usage"],
+        json!({"input_tokens": words, "output_tokens": IMAGE_TOKENS,
+               "total_tokens": words + IMAGE_TOKENS,
+               "input_tokens_details": {"text_tokens": words, "image_tokens": 0}}),
+    );
+    let sent = upstream.single_request();
+    assert_eq!(
+        sent.path,
+        "/v1beta/models/gemini-2.5-flash-image:generateContent"
+    );
+    assert_eq!(sent.header("x-goog-api-key"), Some(PROVIDER_KEY));
+    assert_eq!(
+        sent.json(),
+        json!({
+            "contents": [{"role": "user", "parts": [{"text": prompt}]}],
+            "generationConfig": {"responseModalities": ["IMAGE"],
+                                 "imageConfig": {"aspectRatio": "16:9"}},
+        })
+    );
+    let id = response
+        .header("x-invocation-id")
+        .expect("an id")
+        .to_owned();
+    let record = gw.get_invocation(&id).json();
+    assert_eq!(record["type"], json!("images"), "{record}");
+    assert_eq!(record["usage"]["images"], json!(1), "{record}");
+    assert_eq!(record["usage"]["prompt_tokens"], json!(words), "{record}");
+    assert_eq!(
+        record["usage"]["completion_tokens"],
+        json!(IMAGE_TOKENS),
+        "{record}"
+    );
+    // The shipped gemini-2.5-flash-image price: $0.30 a million prompt tokens, $30 a million
+    // output (image) tokens.
+    let expected = (words as f64 * 0.30 + IMAGE_TOKENS as f64 * 30.0) / 1e6;
+    let cost = record["usageCost"].as_f64().expect("a cost");
+    assert!((cost - expected).abs() < 1e-12, "{cost} != {expected}");
+
+    // The image filtered: a 400 with Gemini's reason.
+    let body = json!({"model": model, "prompt": REFUSED_PROMPT});
+    let response = post(&gw, "/v1/images/generations", &body);
+    assert_eq!(response.status, 400, "{}", response.text());
+    assert!(
+        response.text().contains("IMAGE_SAFETY"),
+        "{}",
+        response.text()
+    );
+    // More than one image, and a size of no ratio the model takes: refused before any call.
+    let calls = upstream.requests().len();
+    for body in [
+        json!({"model": model, "prompt": prompt, "n": 2}),
+        json!({"model": model, "prompt": prompt, "size": "1792x1024"}),
+    ] {
+        let response = post(&gw, "/v1/images/generations", &body);
+        assert_eq!(response.status, 400, "{body}: {}", response.text());
     }
     assert_eq!(upstream.requests().len(), calls);
 }

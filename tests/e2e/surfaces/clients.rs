@@ -94,6 +94,8 @@ const RERANK_DOCUMENTS: [&str; 4] = [
     "France grows wine",
 ];
 const RERANK_PRICE: f64 = 0.05;
+/// How long the WAV the audio tests make lasts, in seconds.
+const AUDIO_SECONDS: f64 = 1.5;
 /// What the image tests ask the fake OpenAI to draw.
 const IMAGE_PROMPT: &str = "a lighthouse at dawn";
 /// The prompt of the legacy completion test.
@@ -430,6 +432,7 @@ fn official_sdks_against_the_gateway() {
         },
         "rerank": rerank_scenario(),
         "images": images_scenario(),
+        "audio": audio_scenario(),
         "legacy": {
             "model": "openai-computed/gpt-3.5-turbo-instruct",
             "prompt": LEGACY_PROMPT,
@@ -775,6 +778,21 @@ fn gemini_expected(interaction: &Interaction) -> Value {
 
 fn str_of(value: &Value) -> String {
     value.as_str().unwrap_or_default().to_owned()
+}
+
+/// The audio tests' case: the models of the route that computes transcripts, and what it hears
+/// in the WAV the tests make (`speech.wav`, [`AUDIO_SECONDS`] long).
+fn audio_scenario() -> Value {
+    use gateway_test_support::upstream::openai::fake_transcript;
+    json!({
+        "whisper": "openai-computed/whisper-1",
+        "gpt": "openai-computed/gpt-4o-transcribe",
+        "file_name": "speech.wav",
+        "seconds": AUDIO_SECONDS,
+        "text": fake_transcript("speech.wav", AUDIO_SECONDS, false),
+        "translated": fake_transcript("speech.wav", AUDIO_SECONDS, true),
+        "billed_seconds": AUDIO_SECONDS.ceil(),
+    })
 }
 
 /// The image tests' case: the prompt, the PNGs the fake OpenAI makes of it (base64, one an

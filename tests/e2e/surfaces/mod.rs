@@ -5,6 +5,7 @@
 //! Beside them, `POST /mcp` (`mcp`), with the official MCP SDKs as client and servers.
 
 mod anthropic;
+mod audio;
 mod clients;
 mod commonbase;
 mod count_tokens;

@@ -36,6 +36,7 @@ export const {
   countTokens,
   rerank,
   generateImages,
+  transcribe,
 } = exportProvider({
   info: () => ({ name: 'js-hostile', version: '0.1.0', models: [] }),
   complete: (request) => misbehave(request),

@@ -303,6 +303,8 @@ struct ExportIndexes {
     rerank: Option<ComponentExportIndex>,
     /// 0.2's; a 0.1 plugin has none.
     generate_images: Option<ComponentExportIndex>,
+    /// 0.2's; a 0.1 plugin has none.
+    transcribe: Option<ComponentExportIndex>,
 }
 
 impl ExportIndexes {
@@ -322,6 +324,10 @@ impl ExportIndexes {
             generate_images: match line {
                 Line::V0_1 => None,
                 Line::V0_2 => Some(export_index(component, "generate-images")?),
+            },
+            transcribe: match line {
+                Line::V0_1 => None,
+                Line::V0_2 => Some(export_index(component, "transcribe")?),
             },
         })
     }
@@ -600,6 +606,23 @@ impl Exports {
         };
         let func = self.func(&mut store, index)?;
         v0_2::generate_images(func, store, request).await
+    }
+
+    /// `transcribe`; a 0.1 plugin's answer is that it cannot.
+    pub(super) async fn call_transcribe(
+        &self,
+        mut store: StoreContextMut<'_, PluginState>,
+        request: host::TranscriptionRequest,
+        plugin: &str,
+    ) -> CallResult<host::Transcription> {
+        let (_, exports) = self.provider()?;
+        let Some(index) = exports.transcribe else {
+            return Ok(Err(host::ProviderError::InvalidRequest(format!(
+                "{plugin} does not support transcription (it is built for gateway:provider 0.1)"
+            ))));
+        };
+        let func = self.func(&mut store, index)?;
+        v0_2::transcribe(func, store, request).await
     }
 
     /// A guard's `check-request`; the request comes back whatever happened.

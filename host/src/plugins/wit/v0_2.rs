@@ -145,6 +145,51 @@ pub(super) async fn generate_images(
         .map_err(Into::into))
 }
 
+type TranscribeFunc<'a> = wasmtime::component::TypedFunc<
+    (&'a types::TranscriptionRequest,),
+    (Result<types::Transcription, types::ProviderError>,),
+>;
+
+pub(super) async fn transcribe(
+    func: Func,
+    mut store: StoreContextMut<'_, PluginState>,
+    request: host::TranscriptionRequest,
+) -> CallResult<host::Transcription> {
+    // SAFETY: as in `call_complete`: `check` had `ProviderPre::new` check this export's type.
+    let typed: TranscribeFunc<'_> = unsafe { wasmtime::component::TypedFunc::new_unchecked(func) };
+    let request = types::TranscriptionRequest {
+        route: request.route.into(),
+        model: request.model,
+        audio: request.audio,
+        file_name: request.file_name,
+        media_type: request.media_type,
+        translate: request.translate,
+        params: request.params,
+    };
+    let (result,) = typed.call_async(&mut store, (&request,)).await?;
+    let segments = |segments: Vec<types::TranscriptSegment>| {
+        (segments.into_iter())
+            .map(|segment| host::TranscriptSegment {
+                start: segment.start,
+                end: segment.end,
+                text: segment.text,
+            })
+            .collect()
+    };
+    Ok(result
+        .map(|transcription| host::Transcription {
+            model: transcription.model,
+            text: transcription.text,
+            language: transcription.language,
+            duration: transcription.duration,
+            segments: segments(transcription.segments),
+            words: segments(transcription.words),
+            usage: transcription.usage.map(Into::into),
+            seconds: transcription.seconds,
+        })
+        .map_err(Into::into))
+}
+
 // ---------------------------------------------------------------- into the plugin
 
 fn list<T, U: From<T>>(items: Vec<T>) -> Vec<U> {

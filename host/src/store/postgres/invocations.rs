@@ -238,7 +238,8 @@ const INSERT_INVOCATIONS: &str = concat!(
         $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[],
         $19::double precision[], $20::bigint[], $21::bigint[], $22::text[], $23::text[],
         $24::text[], $25::text[]::jsonb[], $26::bigint[], $27::bigint[], $28::text[]::jsonb[],
-        $29::text[], $30::double precision[], $31::bigint[], $32::bigint[])
+        $29::text[], $30::double precision[], $31::bigint[], $32::bigint[],
+        $33::bigint[])
     ON CONFLICT (id) DO NOTHING"
 );
 
@@ -281,6 +282,7 @@ struct Columns {
     saved_cost_usd: Vec<Option<f64>>,
     search_units: Counts,
     images: Counts,
+    audio_seconds: Counts,
 }
 
 impl Columns {
@@ -336,10 +338,11 @@ impl Columns {
             saved_cost_usd: batch.iter().map(|inv| inv.saved_cost_usd).collect(),
             search_units: counts(|u| u.search_units),
             images: counts(|u| u.images),
+            audio_seconds: counts(|u| u.audio_seconds),
         }
     }
 
-    fn params(&self) -> [&(dyn ToSql + Sync); 32] {
+    fn params(&self) -> [&(dyn ToSql + Sync); 33] {
         [
             &self.id,
             &self.project_id,
@@ -373,6 +376,7 @@ impl Columns {
             &self.saved_cost_usd,
             &self.search_units,
             &self.images,
+            &self.audio_seconds,
         ]
     }
 }

@@ -171,6 +171,10 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE invocations ADD COLUMN images BIGINT;
 "#,
+    // The seconds of audio a transcription was billed by, where its provider bills them.
+    r#"
+    ALTER TABLE invocations ADD COLUMN audio_seconds BIGINT;
+"#,
 ];
 
 pub(super) const BACKEND: &str = "PostgreSQL";

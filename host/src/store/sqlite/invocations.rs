@@ -21,7 +21,8 @@ const INSERT_INVOCATION: &str = concat!(
     "INSERT OR IGNORE INTO invocations (",
     invocation_columns!("request, response", "attempts", "guards"),
     ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
-        ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)"
+        ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32,
+        ?33)"
 );
 
 /// The bundled SQLite has no DELETE ... LIMIT; the subquery walks the
@@ -73,6 +74,7 @@ impl Sqlite {
                     inv.saved_cost_usd,
                     usage.and_then(|u| u.search_units),
                     usage.and_then(|u| u.images),
+                    usage.and_then(|u| u.audio_seconds),
                 ])?;
             }
         }

@@ -155,6 +155,10 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE invocations ADD COLUMN images INTEGER;
 "#,
+    // The seconds of audio a transcription was billed by, where its provider bills them.
+    r#"
+    ALTER TABLE invocations ADD COLUMN audio_seconds INTEGER;
+"#,
 ];
 
 /// Applies the migrations the database lacks, each in its own transaction

@@ -38,6 +38,7 @@ pub(in crate::store) fn record(n: usize) -> Invocation {
             audio_prompt_tokens: None,
             search_units: None,
             images: None,
+            audio_seconds: None,
         }),
         cost_usd: Some(0.000_123),
         created_at_ms: 1_700_000_000_000 + n as i64,
@@ -174,6 +175,7 @@ pub(super) async fn invocations_round_trip_every_field(h: &Harness) {
             audio_prompt_tokens: Some(u32::MAX - 1),
             search_units: Some(3),
             images: Some(4),
+            audio_seconds: Some(5),
         }),
         cost_usd: Some(0.25),
         created_at_ms: 2_000,
@@ -231,6 +233,14 @@ pub(super) async fn invocations_round_trip_every_field(h: &Harness) {
         ))
         .await,
         4
+    );
+    assert_eq!(
+        h.count(&format!(
+            "SELECT audio_seconds FROM invocations WHERE id = '{}'",
+            full.id
+        ))
+        .await,
+        5
     );
     assert_eq!(
         h.count(

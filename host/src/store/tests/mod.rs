@@ -91,6 +91,7 @@ on_both_backends! {
     schema::a_v11_database_migrates_to_v12_and_projects_gain_tools,
     schema::a_v12_database_migrates_to_v13_and_its_records_gain_search_units,
     schema::a_v13_database_migrates_to_v14_and_its_records_gain_images,
+    schema::a_v14_database_migrates_to_v15_and_its_records_gain_audio_seconds,
 }
 
 /// Where a case's database is, and what differs between the backends' databases.
@@ -133,6 +134,8 @@ pub(super) enum Before {
     SearchUnits,
     /// Before records' images.
     Images,
+    /// Before records' seconds of audio.
+    AudioSeconds,
 }
 
 impl Harness {
@@ -236,6 +239,7 @@ impl Harness {
             (Place::Sqlite { .. }, Before::ProjectTools) => 12,
             (Place::Sqlite { .. }, Before::SearchUnits) => 13,
             (Place::Sqlite { .. }, Before::Images) => 14,
+            (Place::Sqlite { .. }, Before::AudioSeconds) => 15,
             (Place::Postgres(_), Before::Limits) => 1,
             (Place::Postgres(_), Before::Attempts) => 2,
             (Place::Postgres(_), Before::Responses) => 3,
@@ -248,6 +252,7 @@ impl Harness {
             (Place::Postgres(_), Before::ProjectTools) => 11,
             (Place::Postgres(_), Before::SearchUnits) => 12,
             (Place::Postgres(_), Before::Images) => 13,
+            (Place::Postgres(_), Before::AudioSeconds) => 14,
         }
     }
 

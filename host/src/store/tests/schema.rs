@@ -446,17 +446,15 @@ pub(super) async fn a_v9_database_migrates_to_v10_and_its_kept_conversations_con
     .await;
     let store = h.open().await;
     let before = h.version_of(Before::ResponseTurns);
-    // Kept responses' turns apart, a key's tools, a project's, records' search units, then
-    // images, were the last migrations of both.
+    // It migrates from where it was to the last migration of both.
     assert_eq!(
         store.migrated(),
         Migrated {
             from: before,
-            to: before + 5
+            to: h.known_version()
         }
     );
-    assert_eq!(h.known_version(), before + 5);
-    assert_eq!(h.schema_version().await, before + 5);
+    assert_eq!(h.schema_version().await, h.known_version());
     // It is its conversation's only turn, its size in bytes (not characters) told.
     let kept = store.response("p1", old).await.unwrap().unwrap();
     assert_eq!(
@@ -492,15 +490,14 @@ pub(super) async fn a_v11_database_migrates_to_v12_and_projects_gain_tools(h: &H
     .await;
     let store = h.open().await;
     let before = h.version_of(Before::ProjectTools);
-    // A project's tools, records' search units, then images, were the last migrations of both.
+    // It migrates from where it was to the last migration of both.
     assert_eq!(
         store.migrated(),
         Migrated {
             from: before,
-            to: before + 3
+            to: h.known_version()
         }
     );
-    assert_eq!(h.known_version(), before + 3);
     assert_eq!(h.schema_version().await, h.known_version());
     // The old project may use every tool; its guards, and its key's own tools, are kept.
     let project = store.project("p1").await.unwrap().unwrap();
@@ -528,15 +525,14 @@ pub(super) async fn a_v12_database_migrates_to_v13_and_its_records_gain_search_u
     .await;
     let store = h.open().await;
     let before = h.version_of(Before::SearchUnits);
-    // Records' search units, then images, were the last migrations of both.
+    // It migrates from where it was to the last migration of both.
     assert_eq!(
         store.migrated(),
         Migrated {
             from: before,
-            to: before + 2
+            to: h.known_version()
         }
     );
-    assert_eq!(h.known_version(), before + 2);
     assert_eq!(h.schema_version().await, h.known_version());
     // An old record has none; a new one keeps them.
     let old = store
@@ -571,15 +567,14 @@ pub(super) async fn a_v13_database_migrates_to_v14_and_its_records_gain_images(h
     .await;
     let store = h.open().await;
     let before = h.version_of(Before::Images);
-    // Records' images were the last migration of both.
+    // It migrates from where it was to the last migration of both.
     assert_eq!(
         store.migrated(),
         Migrated {
             from: before,
-            to: before + 1
+            to: h.known_version()
         }
     );
-    assert_eq!(h.known_version(), before + 1);
     assert_eq!(h.schema_version().await, h.known_version());
     // An old record has none; a new one keeps them.
     let old = store
@@ -602,4 +597,47 @@ pub(super) async fn a_v13_database_migrates_to_v14_and_its_records_gain_images(h
         .unwrap();
     let kept = store.invocation(&new.id).await.unwrap().unwrap();
     assert_eq!(kept.usage.and_then(|u| u.images), Some(3));
+}
+
+pub(super) async fn a_v14_database_migrates_to_v15_and_its_records_gain_audio_seconds(h: &Harness) {
+    h.create_old_schema(Before::AudioSeconds).await;
+    h.execute(&format!(
+        "INSERT INTO invocations (id, project_id, type, stream, status, http_status,
+            prompt_tokens, completion_tokens, total_tokens, created_at, duration_ms, images)
+            VALUES ('{OLD_ID}', 'p1', 'images', false, 'success', 200, 0, 0, 0, 10, 1, 2);"
+    ))
+    .await;
+    let store = h.open().await;
+    let before = h.version_of(Before::AudioSeconds);
+    // Records' seconds of audio were the last migration of both.
+    assert_eq!(
+        store.migrated(),
+        Migrated {
+            from: before,
+            to: before + 1
+        }
+    );
+    assert_eq!(h.known_version(), before + 1);
+    assert_eq!(h.schema_version().await, h.known_version());
+    // An old record has none; a new one keeps them.
+    let old = store
+        .invocation(&OLD_ID.parse().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let usage = old.usage.expect("its usage");
+    assert_eq!((usage.images, usage.audio_seconds), (Some(2), None));
+    let new = Invocation {
+        kind: Some("transcription".into()),
+        usage: Some(TokenUsage {
+            audio_seconds: Some(61),
+            ..TokenUsage::default()
+        }),
+        ..Invocation::begun(Uuid::now_v7(), 20)
+    };
+    store
+        .insert_invocations(std::slice::from_ref(&new))
+        .unwrap();
+    let kept = store.invocation(&new.id).await.unwrap().unwrap();
+    assert_eq!(kept.usage.and_then(|u| u.audio_seconds), Some(61));
 }

@@ -47,12 +47,15 @@ impl Surface for Messages {
     fn serves(kind: Kind) -> Result<(), ApiError> {
         match kind {
             Kind::Chat => Ok(()),
-            Kind::Text | Kind::Embeddings | Kind::CountTokens | Kind::Rerank | Kind::Images => {
-                Err(ApiError::BadRequest(format!(
-                    "POST /v1/messages serves chat, not {:?}",
-                    kind.as_str()
-                )))
-            }
+            Kind::Text
+            | Kind::Embeddings
+            | Kind::CountTokens
+            | Kind::Rerank
+            | Kind::Images
+            | Kind::Transcription => Err(ApiError::BadRequest(format!(
+                "POST /v1/messages serves chat, not {:?}",
+                kind.as_str()
+            ))),
         }
     }
     fn stream(&self) -> bool {
@@ -96,12 +99,15 @@ impl Surface for CountTokens {
     fn serves(kind: Kind) -> Result<(), ApiError> {
         match kind {
             Kind::CountTokens => Ok(()),
-            Kind::Text | Kind::Chat | Kind::Embeddings | Kind::Rerank | Kind::Images => {
-                Err(ApiError::BadRequest(format!(
-                    "POST /v1/messages/count_tokens counts chat prompts, not {:?}",
-                    kind.as_str()
-                )))
-            }
+            Kind::Text
+            | Kind::Chat
+            | Kind::Embeddings
+            | Kind::Rerank
+            | Kind::Images
+            | Kind::Transcription => Err(ApiError::BadRequest(format!(
+                "POST /v1/messages/count_tokens counts chat prompts, not {:?}",
+                kind.as_str()
+            ))),
         }
     }
     fn stream(&self) -> bool {

@@ -61,6 +61,9 @@ impl Surface for Completions {
             Kind::Images => Err(ApiError::BadRequest(
                 "images are made by POST /v1/images/generations".into(),
             )),
+            Kind::Transcription => Err(ApiError::BadRequest(
+                "audio is written down by POST /v1/audio/transcriptions".into(),
+            )),
         }
     }
     fn stream(&self) -> bool {
@@ -119,12 +122,15 @@ impl Surface for Embeddings {
     fn serves(kind: Kind) -> Result<(), ApiError> {
         match kind {
             Kind::Embeddings => Ok(()),
-            Kind::Text | Kind::Chat | Kind::CountTokens | Kind::Rerank | Kind::Images => {
-                Err(ApiError::BadRequest(format!(
-                    "POST /embeddings needs params.type \"embeddings\", not {:?}",
-                    kind.as_str()
-                )))
-            }
+            Kind::Text
+            | Kind::Chat
+            | Kind::CountTokens
+            | Kind::Rerank
+            | Kind::Images
+            | Kind::Transcription => Err(ApiError::BadRequest(format!(
+                "POST /embeddings needs params.type \"embeddings\", not {:?}",
+                kind.as_str()
+            ))),
         }
     }
     fn stream(&self) -> bool {

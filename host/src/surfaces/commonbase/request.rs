@@ -296,6 +296,9 @@ pub fn prompt(
         Kind::Images => Err(ApiError::BadRequest(
             "images are made by POST /v1/images/generations".into(),
         )),
+        Kind::Transcription => Err(ApiError::BadRequest(
+            "audio is written down by POST /v1/audio/transcriptions".into(),
+        )),
     }
 }
 

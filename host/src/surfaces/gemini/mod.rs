@@ -176,10 +176,12 @@ impl Surface for Models {
     fn serves(kind: Kind) -> Result<(), ApiError> {
         match kind {
             Kind::Chat | Kind::CountTokens | Kind::Embeddings => Ok(()),
-            Kind::Text | Kind::Rerank | Kind::Images => Err(ApiError::BadRequest(format!(
-                "Gemini's API serves chat, token counts and embeddings, not {}",
-                kind.as_str()
-            ))),
+            Kind::Text | Kind::Rerank | Kind::Images | Kind::Transcription => {
+                Err(ApiError::BadRequest(format!(
+                    "Gemini's API serves chat, token counts and embeddings, not {}",
+                    kind.as_str()
+                )))
+            }
         }
     }
     fn stream(&self) -> bool {

@@ -1,7 +1,8 @@
 //! The OpenAI-compatible API: `POST /v1/chat/completions`, `POST
 //! /v1/completions` (legacy text), `POST /v1/embeddings` and the Responses API
 //! ([`responses`]: `/v1/responses`), image generation ([`images`]:
-//! `/v1/images/generations`), and beside them the rerank API the same clients'
+//! `/v1/images/generations`), transcription ([`audio`]: `/v1/audio/transcriptions` and
+//! `/translations`), and beside them the rerank API the same clients'
 //! stacks call ([`rerank`]: `/v1/rerank`), so that OpenAI's
 //! SDKs and the tools built on them reach every route (`GET /v1/models` is
 //! [`crate::surfaces::models`], shared with Anthropic's SDKs).
@@ -11,6 +12,7 @@
 //! of the config's `[models]`); every body field this surface does not read
 //! goes to the plugin as a parameter, under OpenAI's own name.
 
+mod audio;
 mod images;
 mod request;
 mod rerank;
@@ -28,6 +30,7 @@ use crate::flow::{Ask, Head, Kind, Prompted, Surface, Target};
 use request::{Body, ChatFields, Common, EmbeddingFields, TextFields};
 use response::{CompletionAnswer, EmbeddingAnswer, Object};
 
+pub use audio::{Transcriptions, Translations};
 pub use images::Images;
 pub use rerank::Rerank;
 pub use responses::{InputTokens, Responses};

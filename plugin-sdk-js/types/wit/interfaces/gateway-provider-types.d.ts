@@ -591,6 +591,80 @@ declare module 'gateway:provider/types@0.2.0' {
     quality?: string,
   }
   /**
+   * Audio to write down (`POST /v1/audio/transcriptions`), or to write down in English
+   * (`POST /v1/audio/translations`).
+   */
+  export interface TranscriptionRequest {
+    route: Route,
+    model: string,
+    /**
+     * The file's bytes, as uploaded.
+     */
+    audio: Uint8Array,
+    /**
+     * The file's name, as uploaded (`speech.mp3`): some providers tell its format by it.
+     */
+    fileName: string,
+    /**
+     * Its media type, as uploaded (`audio/mpeg`), when the caller gave one.
+     */
+    mediaType?: string,
+    /**
+     * Into English, whatever the audio's language (a translation).
+     */
+    translate: boolean,
+    /**
+     * Every other field of the caller's form (`language`, `prompt`, `response_format`,
+     * `temperature`, `timestamp_granularities`, ...), as a JSON object of strings (a field
+     * sent more than once, or named `NAME[]`, as an array of them under `NAME`).
+     */
+    params: string,
+  }
+  /**
+   * A stretch of a transcript with its times, in seconds from the audio's start.
+   */
+  export interface TranscriptSegment {
+    start: number,
+    end: number,
+    text: string,
+  }
+  export interface Transcription {
+    /**
+     * The model that answered, as the provider names it.
+     */
+    model: string,
+    /**
+     * The whole transcript.
+     */
+    text: string,
+    /**
+     * The audio's language, where the provider tells it (`english`, `en`).
+     */
+    language?: string,
+    /**
+     * The audio's length in seconds, where the provider tells it.
+     */
+    duration?: number,
+    /**
+     * The transcript's segments, where the provider gives them (asked for with
+     * `response_format` `verbose_json`, `srt` or `vtt`).
+     */
+    segments: Array<TranscriptSegment>,
+    /**
+     * Its words with their times, where the provider gives them
+     * (`timestamp_granularities` `word`).
+     */
+    words: Array<TranscriptSegment>,
+    /**
+     * Tokens, where the provider bills transcriptions by them (`gpt-4o-transcribe`).
+     */
+    usage?: Usage,
+    /**
+     * The seconds of audio the provider bills, where it bills by them (Whisper).
+     */
+    seconds?: number,
+  }
+  /**
    * How many tokens a request's prompt takes, as its model counts them.
    */
   export interface TokenCount {

@@ -1,5 +1,5 @@
-//! Images: Imagen's `predict` request, sent through the SDK's fake host, and the reading of its
-//! answers.
+//! Images: Imagen's `predict` request and Gemini's image models' `generateContent` request,
+//! sent through the SDK's fake host, and the reading of their answers.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -391,19 +391,15 @@ fn what_only_vertex_ai_takes_is_refused_by_name() {
 }
 
 #[test]
-fn models_other_than_imagen_are_refused() {
-    for model in [
-        "gemini-2.5-flash",
-        "gemini-2.5-flash-image",
-        "text-embedding-004",
-        "dall-e-3",
-    ] {
+fn models_that_make_no_images_are_refused() {
+    for model in ["gemini-2.5-flash", "text-embedding-004", "dall-e-3"] {
         let message = refusal(image_request(model, 1, None, "{}"));
         assert_eq!(
             message,
             format!(
-                "{model} is not an Imagen model: the gemini plugin makes images with Imagen \
-                 models only (e.g. imagen-4.0-generate-001)"
+                "{model} is not an image model: the gemini plugin makes images with Imagen \
+                 models (e.g. imagen-4.0-generate-001) and Gemini's image models (e.g. \
+                 gemini-2.5-flash-image)"
             )
         );
     }
@@ -518,4 +514,514 @@ fn more_images_than_asked_are_cut_to_n() {
         .result
         .unwrap();
     assert_eq!(images.images.len(), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gemini's image models: `generateContent`
+
+const FLASH_IMAGE: &str = "gemini-2.5-flash-image";
+const PRO_IMAGE: &str = "gemini-3-pro-image-preview";
+
+/// The tokens Gemini 2.5 Flash Image bills an image at (Google's table).
+const IMAGE_TOKENS: u32 = 1290;
+
+/// Gemini's answer: one candidate holding `images` (bytes and media type), with its usage (6
+/// prompt tokens, [`IMAGE_TOKENS`] an image).
+fn candidates(images: &[(&[u8], &str)]) -> Value {
+    let parts: Vec<Value> = images
+        .iter()
+        .map(|(bytes, mime_type)| {
+            json!({"inlineData": {"mimeType": mime_type, "data": STANDARD.encode(bytes)}})
+        })
+        .collect();
+    let output = IMAGE_TOKENS * images.len() as u32;
+    json!({
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP",
+                        "index": 0}],
+        "usageMetadata": {"promptTokenCount": 6, "candidatesTokenCount": output,
+            "totalTokenCount": 6 + output,
+            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 6}],
+            "candidatesTokensDetails": [{"modality": "IMAGE", "tokenCount": output}]},
+        "modelVersion": FLASH_IMAGE,
+        "responseId": "deO6aLeTE4fYvdIPuIm_kQQ",
+    })
+}
+
+/// The body sent for `request` (answered with one image).
+fn sent_generate_body(request: ImageRequest) -> Value {
+    let run = generate(request, 200, candidates(&[(FIRST, "image/png")]));
+    run.result.expect("the request is served");
+    let [sent] = run.sent.as_slice() else {
+        panic!("one request: {:?}", run.sent)
+    };
+    json_body(sent)
+}
+
+/// The refusal of `request`, checked to send nothing.
+fn generate_refusal(request: ImageRequest) -> String {
+    let run = generate(request, 200, candidates(&[(FIRST, "image/png")]));
+    assert!(run.sent.is_empty(), "nothing is sent: {:?}", run.sent);
+    invalid_request(run.result)
+}
+
+/// The upstream error an answer `body` to a Gemini image model's call is read as.
+fn unanswered(body: Value) -> UpstreamError {
+    upstream(generate(image_request(FLASH_IMAGE, 1, None, "{}"), 200, body).result)
+}
+
+#[test]
+fn gemini_image_models_are_asked_with_generate_content_and_their_images_read() {
+    // Text beside the image, and the drafts a thinking model makes, are not the answer's images.
+    let mut answer = candidates(&[(FIRST, "image/png")]);
+    let parts = answer["candidates"][0]["content"]["parts"]
+        .as_array_mut()
+        .unwrap();
+    parts.insert(0, json!({"text": "Here is a red fox in the snow."}));
+    parts.insert(
+        0,
+        json!({"thought": true, "inlineData": {"mimeType": "image/jpeg",
+                                               "data": STANDARD.encode(SECOND)}}),
+    );
+    let run = generate(image_request(FLASH_IMAGE, 1, None, "{}"), 200, answer);
+    let [sent] = run.sent.as_slice() else {
+        panic!("one request: {:?}", run.sent)
+    };
+    assert_eq!(sent.method(), "POST");
+    assert_eq!(
+        sent.url(),
+        "http://127.0.0.1:9/v1beta/models/gemini-2.5-flash-image:generateContent"
+    );
+    assert_eq!(sent.header_value("x-goog-api-key"), Some(KEY));
+    assert_eq!(sent.header_value("content-type"), Some("application/json"));
+    assert!(!sent.url().contains(KEY));
+    assert_eq!(
+        json_body(sent),
+        json!({
+            "contents": [{"role": "user", "parts": [{"text": "a red fox in the snow"}]}],
+            "generationConfig": {"responseModalities": ["IMAGE"]},
+        })
+    );
+    assert_eq!(
+        run.result.unwrap(),
+        Images {
+            model: FLASH_IMAGE.into(),
+            images: vec![GeneratedImage {
+                source: Source::Bytes(FIRST.to_vec()),
+                media_type: Some("image/png".into()),
+                revised_prompt: None,
+            }],
+            // Billed by tokens: the image is output.
+            usage: Some(usage_of(6, IMAGE_TOKENS, 6 + IMAGE_TOKENS, None)),
+            // Left to the model: its default, a 1K square.
+            size: Some("1024x1024".into()),
+            quality: None,
+        }
+    );
+
+    // A resource name is taken, its id encoded; Gemini 3 Pro Image's thinking is billed as
+    // output, as in completions.
+    let mut answer = candidates(&[(SECOND, "image/jpeg")]);
+    answer["usageMetadata"]["thoughtsTokenCount"] = json!(200);
+    answer["usageMetadata"]["totalTokenCount"] = json!(6 + IMAGE_TOKENS + 200);
+    let run = generate(
+        image_request(&format!("models/{PRO_IMAGE}"), 1, None, "{}"),
+        200,
+        answer,
+    );
+    assert_eq!(
+        run.sent[0].url(),
+        "http://127.0.0.1:9/v1beta/models/gemini-3-pro-image-preview:generateContent"
+    );
+    let images = run.result.unwrap();
+    assert_eq!(images.model, format!("models/{PRO_IMAGE}"));
+    assert_eq!(images.images[0].media_type.as_deref(), Some("image/jpeg"));
+    assert_eq!(
+        images.usage,
+        Some(usage_of(
+            6,
+            IMAGE_TOKENS + 200,
+            6 + IMAGE_TOKENS + 200,
+            Some(200)
+        ))
+    );
+}
+
+/// A size asked of a Gemini image model: (model, size, aspectRatio, imageSize, the size the
+/// answer reports).
+type GeminiSizeCase<'a> = (
+    &'a str,
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<&'a str>,
+);
+
+#[test]
+fn sizes_are_the_gemini_models_aspect_ratios_and_sizes() {
+    let other = "gemini-3.1-flash-image-preview";
+    let cases: &[GeminiSizeCase] = &[
+        (FLASH_IMAGE, None, None, None, Some("1024x1024")),
+        (FLASH_IMAGE, Some("auto"), None, None, Some("1024x1024")),
+        (
+            FLASH_IMAGE,
+            Some("1024x1024"),
+            Some("1:1"),
+            None,
+            Some("1024x1024"),
+        ),
+        // The model's own sizes, which are not all exactly their ratio.
+        (
+            FLASH_IMAGE,
+            Some("1344x768"),
+            Some("16:9"),
+            None,
+            Some("1344x768"),
+        ),
+        (
+            FLASH_IMAGE,
+            Some("832x1248"),
+            Some("2:3"),
+            None,
+            Some("832x1248"),
+        ),
+        (
+            FLASH_IMAGE,
+            Some("1536x672"),
+            Some("21:9"),
+            None,
+            Some("1536x672"),
+        ),
+        // Exactly one of the ratios: reported as asked.
+        (
+            FLASH_IMAGE,
+            Some("1536x1024"),
+            Some("3:2"),
+            None,
+            Some("1536x1024"),
+        ),
+        (
+            FLASH_IMAGE,
+            Some("800x1000"),
+            Some("4:5"),
+            None,
+            Some("800x1000"),
+        ),
+        // No 2K on Gemini 2.5 Flash Image: a square is a square.
+        (
+            FLASH_IMAGE,
+            Some("2048x2048"),
+            Some("1:1"),
+            None,
+            Some("2048x2048"),
+        ),
+        // Gemini 3 Pro Image's 1K, 2K and 4K sizes.
+        (PRO_IMAGE, None, None, None, Some("1024x1024")),
+        (
+            PRO_IMAGE,
+            Some("848x1264"),
+            Some("2:3"),
+            None,
+            Some("848x1264"),
+        ),
+        (
+            PRO_IMAGE,
+            Some("2048x2048"),
+            Some("1:1"),
+            Some("2K"),
+            Some("2048x2048"),
+        ),
+        (
+            PRO_IMAGE,
+            Some("5504x3072"),
+            Some("16:9"),
+            Some("4K"),
+            Some("5504x3072"),
+        ),
+        // Another model's sizes are not known: its ratios are.
+        (other, None, None, None, None),
+        (
+            other,
+            Some("1920x1080"),
+            Some("16:9"),
+            None,
+            Some("1920x1080"),
+        ),
+    ];
+    for (model, size, ratio, image_size, reported) in cases {
+        let request = image_request(model, 1, *size, "{}");
+        let run = generate(request, 200, candidates(&[(FIRST, "image/png")]));
+        let config = &json_body(&run.sent[0])["generationConfig"];
+        let field = |name: &str| config["imageConfig"].get(name).and_then(Value::as_str);
+        assert_eq!(field("aspectRatio"), *ratio, "{model} {size:?}");
+        assert_eq!(field("imageSize"), *image_size, "{model} {size:?}");
+        if ratio.is_none() {
+            assert!(config.get("imageConfig").is_none(), "{config}");
+        }
+        let images = run.result.unwrap();
+        assert_eq!(images.size.as_deref(), *reported, "{model} {size:?}");
+    }
+}
+
+#[test]
+fn other_sizes_are_refused_with_the_sizes_the_gemini_model_makes() {
+    let ratios = "or any width x height of ratio 1:1, 2:3, 3:2, 3:4, 4:3, 4:5, 5:4, 9:16, 16:9 \
+                  or 21:9";
+    for size in ["1000x300", "1792x1024", "1024", "0x0"] {
+        let message = generate_refusal(image_request(FLASH_IMAGE, 1, Some(size), "{}"));
+        assert_eq!(
+            message,
+            format!(
+                "route `test`: size {size:?} is not one gemini-2.5-flash-image makes: it takes \
+                 auto, 1024x1024, 832x1248, 1248x832, 864x1184, 1184x864, 896x1152, 1152x896, \
+                 768x1344, 1344x768, 1536x672, {ratios}"
+            )
+        );
+    }
+    let message = generate_refusal(image_request(PRO_IMAGE, 1, Some("1000x300"), "{}"));
+    assert!(
+        message.contains("1376x768, 1584x672, 2048x2048"),
+        "{message}"
+    );
+    assert!(message.ends_with("6336x2688, or any width x height of ratio 1:1, 2:3, 3:2, 3:4, 4:3, 4:5, 5:4, 9:16, 16:9 or 21:9"), "{message}");
+    let message = generate_refusal(image_request(
+        "gemini-3.1-flash-image-preview",
+        1,
+        Some("1000x300"),
+        "{}",
+    ));
+    assert!(
+        message.ends_with(&format!("makes: it takes auto, {ratios}")),
+        "{message}"
+    );
+}
+
+#[test]
+fn gemini_image_models_make_one_image_a_request() {
+    for n in [0, 2, 4] {
+        let message = generate_refusal(image_request(FLASH_IMAGE, n, None, "{}"));
+        assert_eq!(
+            message,
+            format!(
+                "route `test`: n is {n}, but gemini-2.5-flash-image makes one image a request \
+                 (Gemini's image models take no candidateCount above 1): ask n 1"
+            )
+        );
+    }
+    // `n` is the plugin's: the caller's candidateCount does not change it.
+    let body = sent_generate_body(image_request(
+        FLASH_IMAGE,
+        1,
+        None,
+        r#"{"candidateCount": 3, "candidate_count": 2}"#,
+    ));
+    assert_eq!(
+        body["generationConfig"],
+        json!({"responseModalities": ["IMAGE"]})
+    );
+
+    // More images than asked (interleaved in one answer) are cut to n.
+    let body = candidates(&[(FIRST, "image/png"), (SECOND, "image/png")]);
+    let images = generate(image_request(FLASH_IMAGE, 1, None, "{}"), 200, body)
+        .result
+        .unwrap();
+    assert_eq!(images.images.len(), 1);
+    assert_eq!(images.images[0].source, Source::Bytes(FIRST.to_vec()));
+}
+
+#[test]
+fn gemini_image_models_have_no_quality_setting() {
+    for quality in [None, Some("auto"), Some("standard")] {
+        let mut request = image_request(FLASH_IMAGE, 1, None, "{}");
+        request.quality = quality.map(Into::into);
+        let run = generate(request, 200, candidates(&[(FIRST, "image/png")]));
+        assert_eq!(run.result.unwrap().quality, None, "{quality:?}");
+    }
+    let mut request = image_request(FLASH_IMAGE, 1, None, "{}");
+    request.quality = Some("hd".into());
+    assert_eq!(
+        generate_refusal(request),
+        "route `test`: quality \"hd\" is not one gemini-2.5-flash-image takes: it has no quality \
+         setting (auto or standard); for 2K or 4K images ask a size such as 2048x2048 or \
+         4096x4096 of gemini-3-pro-image-preview"
+    );
+}
+
+#[test]
+fn params_are_image_config_fields_or_generation_config_fields_as_in_completions() {
+    let body = sent_generate_body(image_request(
+        PRO_IMAGE,
+        1,
+        Some("1024x1024"),
+        r#"{"aspect_ratio": "4:5", "image_size": "2K", "seed": 7, "temperature": 0.5,
+            "safety_settings": [{"category": "HARM_CATEGORY_HARASSMENT",
+                                 "threshold": "BLOCK_ONLY_HIGH"}],
+            "thinkingConfig": {"includeThoughts": false},
+            "response_format": "b64_json", "user": "u-1", "style": null}"#,
+    ));
+    assert_eq!(
+        body,
+        json!({
+            "contents": [{"role": "user", "parts": [{"text": "a red fox in the snow"}]}],
+            "generationConfig": {
+                "responseModalities": ["IMAGE"],
+                // The caller's ratio and tier are over the size's.
+                "imageConfig": {"aspectRatio": "4:5", "imageSize": "2K"},
+                "seed": 7,
+                "temperature": 0.5,
+                "thinkingConfig": {"includeThoughts": false},
+            },
+            "safetySettings": [{"category": "HARM_CATEGORY_HARASSMENT",
+                                "threshold": "BLOCK_ONLY_HIGH"}],
+        })
+    );
+    let run = generate(
+        image_request(
+            PRO_IMAGE,
+            1,
+            Some("1024x1024"),
+            r#"{"aspect_ratio": "4:5", "image_size": "2K"}"#,
+        ),
+        200,
+        candidates(&[(FIRST, "image/png")]),
+    );
+    // The size made: Gemini 3 Pro Image's 4:5 at 2K.
+    assert_eq!(run.result.unwrap().size.as_deref(), Some("1856x2304"));
+
+    // An imageConfig object (of its own or in generationConfig) is the starting point; the
+    // caller's responseModalities are over the plugin's; a field the plugin does not know is
+    // Google's to judge, as in completions.
+    for params in [
+        r#"{"imageConfig": {"aspectRatio": "3:2"}, "responseModalities": ["TEXT", "IMAGE"],
+            "newField": {"a": 1}}"#,
+        r#"{"generationConfig": {"imageConfig": {"aspectRatio": "3:2"},
+            "responseModalities": ["TEXT", "IMAGE"]}, "newField": {"a": 1}}"#,
+    ] {
+        let request = image_request(FLASH_IMAGE, 1, Some("1024x1024"), params);
+        let run = generate(request, 200, candidates(&[(FIRST, "image/png")]));
+        assert_eq!(
+            json_body(&run.sent[0])["generationConfig"],
+            json!({"responseModalities": ["TEXT", "IMAGE"], "imageConfig": {"aspectRatio": "3:2"},
+                   "newField": {"a": 1}}),
+            "{params}"
+        );
+        // The ratio made is not the size's: the model's own size of it.
+        assert_eq!(run.result.unwrap().size.as_deref(), Some("1248x832"));
+    }
+    let message = generate_refusal(image_request(
+        FLASH_IMAGE,
+        1,
+        None,
+        r#"{"imageConfig": "3:2"}"#,
+    ));
+    assert_eq!(message, "route `test`: imageConfig must be an object");
+}
+
+#[test]
+fn what_only_vertex_ai_takes_of_gemini_image_models_is_refused_by_name() {
+    for name in [
+        "person_generation",
+        "personGeneration",
+        "output_format",
+        "output_compression",
+        "imageOutputOptions",
+        "labels",
+    ] {
+        let params = json!({ name: "x" }).to_string();
+        let message = generate_refusal(image_request(FLASH_IMAGE, 1, None, &params));
+        assert_eq!(
+            message,
+            format!(
+                "route `test`: {name} is not supported by gemini-2.5-flash-image on the Gemini \
+                 API (Vertex AI takes it)"
+            )
+        );
+    }
+}
+
+#[test]
+fn an_answer_without_an_image_is_googles_refusal_with_its_reason() {
+    let cases = [
+        // A blocked prompt: no candidate.
+        (
+            json!({"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"},
+                   "usageMetadata": {"promptTokenCount": 6, "totalTokenCount": 6}}),
+            "the prompt was blocked: PROHIBITED_CONTENT",
+        ),
+        (
+            json!({"promptFeedback": {"blockReason": "OTHER",
+                                      "blockReasonMessage": "The prompt was blocked."}}),
+            "the prompt was blocked: OTHER: The prompt was blocked.",
+        ),
+        // The image was filtered: a candidate without content, or without parts.
+        (
+            json!({"candidates": [{"finishReason": "IMAGE_SAFETY", "index": 0}]}),
+            "IMAGE_SAFETY",
+        ),
+        (
+            json!({"candidates": [{"content": {"parts": []}, "finishReason": "IMAGE_PROHIBITED_CONTENT",
+                                   "finishMessage": "Unable to show the generated image."}]}),
+            "IMAGE_PROHIBITED_CONTENT: Unable to show the generated image.",
+        ),
+        // Words instead of a picture, with the words' reason or without one.
+        (
+            json!({"candidates": [{"content": {"parts": [{"text": "I can't draw that."}]},
+                                   "finishReason": "IMAGE_SAFETY"}]}),
+            "IMAGE_SAFETY",
+        ),
+        (
+            json!({"candidates": [{"content": {"parts": [{"text": "I can't "}, {"text": "draw that."}]},
+                                   "finishReason": "STOP"}]}),
+            "it answered text only: \"I can't draw that.\"",
+        ),
+        // Only a draft made while thinking.
+        (
+            json!({"candidates": [{"content": {"parts": [{"thought": true, "inlineData":
+                {"mimeType": "image/png", "data": STANDARD.encode(FIRST)}}]}, "finishReason": "NO_IMAGE"}]}),
+            "NO_IMAGE",
+        ),
+        (json!({}), "Google gave no reason"),
+        (json!({"candidates": null}), "Google gave no reason"),
+    ];
+    for (body, why) in cases {
+        let error = unanswered(body.clone());
+        assert_eq!(error.status, 400, "{body}");
+        assert_eq!(
+            error.message,
+            format!("gemini-2.5-flash-image made no image ({why})"),
+            "{body}"
+        );
+        assert_eq!(error.retry_after, None);
+    }
+}
+
+#[test]
+fn gemini_image_errors_are_passed_on_and_bad_answers_fail() {
+    let body = json!({"error": {"code": 400, "message": "Multiple candidates is not enabled for \
+        models/gemini-2.5-flash-image", "status": "INVALID_ARGUMENT"}});
+    let error = upstream(generate(image_request(FLASH_IMAGE, 1, None, "{}"), 400, body).result);
+    assert_eq!(error.status, 400);
+    assert!(
+        error.message.contains("Multiple candidates"),
+        "{}",
+        error.message
+    );
+    // A wrong key is the route's: a 401, as for completions.
+    let body = json!({"error": {"code": 400, "message": "API key not valid.",
+        "status": "INVALID_ARGUMENT", "details": [{"reason": "API_KEY_INVALID"}]}});
+    let error = upstream(generate(image_request(FLASH_IMAGE, 1, None, "{}"), 400, body).result);
+    assert_eq!(error.status, 401);
+    // An error inside a successful answer.
+    let body = json!({"error": {"code": 500, "message": "Internal error", "status": "INTERNAL"}});
+    let error = upstream(generate(image_request(FLASH_IMAGE, 1, None, "{}"), 200, body).result);
+    assert_eq!(error.status, 500);
+
+    let mut body = candidates(&[(FIRST, "image/png")]);
+    body["candidates"][0]["content"]["parts"][0]["inlineData"]["data"] = json!("not base64!");
+    let message = failed(generate(image_request(FLASH_IMAGE, 1, None, "{}"), 200, body).result);
+    assert!(
+        message.contains("candidates[0].content.parts[0].inlineData.data"),
+        "{message}"
+    );
+    let body = json!({"candidates": {"content": {}}});
+    failed(generate(image_request(FLASH_IMAGE, 1, None, "{}"), 200, body).result);
 }

@@ -10,6 +10,7 @@ fn info_lists_models_with_list_prices() {
     let expected = [
         ("gemini-2.5-pro", 1.25, 10.0),
         ("gemini-2.5-flash", 0.30, 2.50),
+        ("gemini-2.5-flash-image", 0.30, 30.0),
         ("gemini-2.5-flash-lite", 0.10, 0.40),
         ("gemini-2.0-flash", 0.10, 0.40),
         ("gemini-2.0-flash-lite", 0.075, 0.30),

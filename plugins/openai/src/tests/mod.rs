@@ -12,6 +12,7 @@ mod output;
 mod parts;
 mod rerank;
 mod stream;
+mod transcribe;
 
 use gateway_plugin_sdk::http::{Request, Response};
 use gateway_plugin_sdk::{

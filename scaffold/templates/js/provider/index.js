@@ -66,5 +66,6 @@ class Provider extends HttpProvider {
   }
 }
 
-export const { info, complete, completeStream, embed, countTokens, rerank, generateImages } =
-  exportProvider(new Provider());
+export const {
+  info, complete, completeStream, embed, countTokens, rerank, generateImages, transcribe,
+} = exportProvider(new Provider());

@@ -11,6 +11,12 @@
 //! Image's tokens, size and quality), refusing a key OpenAI's reference does not list, a
 //! `response_format` to GPT Image (which has none), more than one image of DALL-E 3, and the
 //! prompt `refuse me` as OpenAI's safety system refuses one.
+//!
+//! `/audio/transcriptions` and `/audio/translations` read the form as OpenAI does (a field its
+//! reference does not list, a missing file or model, a format the model does not write: 400)
+//! and answer [`fake_transcript`] of the file: a WAV's length read from its header, billed as
+//! Whisper bills (`usage.type: "duration"`) or as GPT-4o transcribe does (tokens); a file that
+//! is not WAV, MP3 or Ogg is refused as OpenAI refuses one ("Invalid file format.").
 
 use std::time::Duration;
 
@@ -38,6 +44,8 @@ impl Provider for OpenAi {
             Some(rerank(request))
         } else if path.ends_with("/images/generations") {
             Some(images(request))
+        } else if path.ends_with("/audio/transcriptions") || path.ends_with("/audio/translations") {
+            Some(transcription(request, path.ends_with("/translations")))
         } else if path.ends_with("/completions") && !Self::is_generation(path) {
             Some(legacy_completion(request))
         } else {
@@ -286,6 +294,140 @@ fn images(request: &ReceivedRequest) -> Reply {
         });
     }
     Reply::json(200, &answer)
+}
+
+/// The form fields of `POST /audio/transcriptions` in OpenAI's reference (`translations` takes
+/// fewer; the fake takes the same).
+const TRANSCRIPTION_FIELDS: &[&str] = &[
+    "file",
+    "model",
+    "language",
+    "prompt",
+    "response_format",
+    "temperature",
+    "timestamp_granularities[]",
+    "chunking_strategy",
+    "include[]",
+    "stream",
+];
+
+/// The seconds of audio in a WAV file (`None` for anything else): its data chunk's size over its
+/// byte rate, as a canonical 44-byte header writes them.
+pub fn wav_seconds(file: &[u8]) -> Option<f64> {
+    if file.len() < 44 || &file[..4] != b"RIFF" || &file[8..12] != b"WAVE" {
+        return None;
+    }
+    let word = |at: usize| u32::from_le_bytes([file[at], file[at + 1], file[at + 2], file[at + 3]]);
+    let byte_rate = word(28);
+    (byte_rate > 0).then(|| f64::from(word(40)) / f64::from(byte_rate))
+}
+
+/// What the fake hears in a file: its name and length, in English when translated.
+pub fn fake_transcript(file_name: &str, seconds: f64, translate: bool) -> String {
+    let language = if translate { "in English, " } else { "" };
+    format!("{language}{seconds:.1} seconds of {file_name}")
+}
+
+/// GPT-4o transcribe's audio tokens a second of audio, as the fake counts them.
+pub const FAKE_AUDIO_TOKENS_PER_SECOND: f64 = 10.0;
+
+/// A transcription computed from the uploaded form.
+fn transcription(request: &ReceivedRequest, translate: bool) -> Reply {
+    let refuse = |message: &str| Reply::openai_error(400, message, "invalid_request_error", None);
+    let content_type = request.header("content-type");
+    let form = match gateway::form::read(content_type, &request.body) {
+        Ok(form) => form,
+        Err(error) => return refuse(&error.to_string()),
+    };
+    let mut file = None;
+    let mut fields: Vec<(String, String)> = Vec::new();
+    for field in form.fields {
+        if !TRANSCRIPTION_FIELDS.contains(&field.name.as_str()) {
+            return refuse(&format!("Unknown parameter: '{}'.", field.name));
+        }
+        if field.name == "file" {
+            file = Some(field);
+        } else {
+            fields.push((
+                field.name,
+                String::from_utf8_lossy(&field.data).into_owned(),
+            ));
+        }
+    }
+    let value = |name: &str| {
+        (fields.iter())
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let (Some(file), Some(model)) = (file, value("model")) else {
+        return refuse("file and model are required");
+    };
+    let format = value("response_format").unwrap_or("json");
+    let whisper = model.starts_with("whisper");
+    let formats: &[&str] = if whisper {
+        &["json", "text", "srt", "verbose_json", "vtt"]
+    } else {
+        &["json", "text"]
+    };
+    if !formats.contains(&format) {
+        return refuse(&format!(
+            "response_format '{format}' is not compatible with model '{model}'."
+        ));
+    }
+    let seconds = match wav_seconds(&file.data) {
+        Some(seconds) => seconds,
+        None if file.data.starts_with(b"ID3") || file.data.starts_with(b"OggS") => 1.0,
+        None => return refuse("Invalid file format."),
+    };
+    let file_name = file.file_name.unwrap_or_default();
+    let text = fake_transcript(&file_name, seconds, translate);
+    let usage = if whisper {
+        json!({"type": "duration", "seconds": seconds.ceil() as u64})
+    } else {
+        let audio = (seconds * FAKE_AUDIO_TOKENS_PER_SECOND).ceil() as u64;
+        let output = text.split_whitespace().count() as u64;
+        json!({"type": "tokens", "input_tokens": audio, "input_token_details":
+               {"text_tokens": 0, "audio_tokens": audio}, "output_tokens": output,
+               "total_tokens": audio + output})
+    };
+    match format {
+        "text" => Reply::raw(200, "text/plain; charset=utf-8", format!("{text}\n")),
+        "verbose_json" => {
+            let half = seconds / 2.0;
+            let (first, second) = text.split_at(text.find(" of ").unwrap_or(text.len()));
+            let mut answer = json!({
+                "task": if translate { "translate" } else { "transcribe" },
+                "language": "english",
+                "duration": seconds,
+                "text": text,
+                "segments": [
+                    {"id": 0, "seek": 0, "start": 0.0, "end": half, "text": first,
+                     "tokens": [1, 2], "temperature": 0.0, "avg_logprob": -0.1,
+                     "compression_ratio": 1.0, "no_speech_prob": 0.0},
+                    {"id": 1, "seek": 0, "start": half, "end": seconds, "text": second,
+                     "tokens": [3], "temperature": 0.0, "avg_logprob": -0.1,
+                     "compression_ratio": 1.0, "no_speech_prob": 0.0},
+                ],
+                "usage": usage,
+            });
+            let granularities = fields
+                .iter()
+                .filter(|(n, _)| n == "timestamp_granularities[]");
+            if granularities.clone().any(|(_, v)| v == "word") {
+                let words: Vec<&str> = text.split_whitespace().collect();
+                let step = seconds / words.len().max(1) as f64;
+                answer["words"] = (words.iter().enumerate())
+                    .map(|(i, word)| {
+                        json!({"word": word, "start": step * i as f64, "end": step * (i + 1) as f64})
+                    })
+                    .collect();
+            }
+            Reply::json(200, &answer)
+        }
+        // srt and vtt are the gateway's to write; the fake need not.
+        "srt" | "vtt" => refuse("the fake writes no subtitles"),
+        _ => Reply::json(200, &json!({"text": text, "usage": usage})),
+    }
 }
 
 /// The rerank APIs the fake serves, by where the route points.

@@ -8,7 +8,11 @@
 //!   assertion, Google's `400 {"error": "invalid_grant", "error_description"}`.
 //! - `…/publishers/google/models/M:generateContent` / `:streamGenerateContent`,
 //!   `…/publishers/anthropic/models/M:rawPredict` / `:streamRawPredict`: from the script, once
-//!   their `Authorization: Bearer ya29.…` is there (else Google's 401).
+//!   their `Authorization: Bearer ya29.…` is there (else Google's 401); except a Gemini image
+//!   model's `generateContent` asking for images (`M` holding `-image`, `IMAGE` in
+//!   `responseModalities`): the fake Gemini API's ([`super::gemini::image_output`]) with what
+//!   only Vertex AI takes (`imageConfig.personGeneration`, `imageConfig.imageOutputOptions`, the
+//!   body's `labels`).
 //! - `…:predict`: embeddings computed from the instances ([`fake_embedding`]), with token counts
 //!   (`statistics.token_count`: the input's words); for an Imagen model
 //!   (`…/publishers/google/models/imagen-*:predict`) the fake Gemini API's Imagen
@@ -99,6 +103,9 @@ impl Provider for Vertex {
         }
         if super::gemini::is_imagen_predict(path) {
             return Some(super::gemini::imagen(request, true));
+        }
+        if super::gemini::is_image_generation(request) {
+            return Some(super::gemini::image_output(request, true));
         }
         path.ends_with(":predict").then(|| predict(request))
     }
