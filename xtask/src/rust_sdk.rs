@@ -38,6 +38,7 @@ pub fn build_outside(plugins_dir: &Path) -> Result<(), String> {
     let crate_file = packages
         .join("package")
         .join(format!("gateway-plugin-sdk-{version}.crate"));
+    forget_builds_of_another_package(&crate_file)?;
 
     // Outside the repository, so that cargo finds no workspace above the author's project.
     let outside = std::env::temp_dir().join("gateway-sdk-outside-rust");
@@ -89,6 +90,22 @@ pub fn build_outside(plugins_dir: &Path) -> Result<(), String> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// Empties the outside projects' target directory when `crate_file` is not the package it was
+/// built from. `cargo package` gives every file of the crate the same fixed mtime, so cargo
+/// cannot tell a changed SDK (a new WIT export) from the last one by its files: the kept build
+/// would be linked against the old SDK.
+fn forget_builds_of_another_package(crate_file: &Path) -> Result<(), String> {
+    let packed = std::fs::read(crate_file)
+        .map_err(|e| format!("cannot read {}: {e}", crate_file.display()))?;
+    let built_from = target_dir().join("sdk-outside-rust.crate");
+    if std::fs::read(&built_from).ok().as_deref() == Some(&packed[..]) {
+        return Ok(());
+    }
+    let _ = std::fs::remove_dir_all(target_dir().join("sdk-outside-rust"));
+    std::fs::write(&built_from, &packed)
+        .map_err(|e| format!("cannot write {}: {e}", built_from.display()))
 }
 
 /// `cargo ARGS` on the project at `project`, outside the workspace, its target directory kept
