@@ -50,13 +50,8 @@ pub fn form_summary(content_type: Option<&str>, body: &[u8]) -> Option<String> {
         let value = match &field.file_name {
             Some(file_name) => {
                 let media_type = field.content_type.as_deref();
-                let kind = match media_type.and_then(|m| m.split('/').next()) {
-                    Some("image") => "image",
-                    Some("audio") => "audio",
-                    _ => "document",
-                };
                 json!({
-                    "kind": kind,
+                    "kind": kind_of(media_type),
                     "media_type": media_type,
                     "file_name": file_name,
                     "bytes": field.data.len(),
@@ -137,12 +132,17 @@ fn data_url(text: &str) -> Option<Value> {
 /// The summary of base64 `data` of `media_type`; `None` when it is not base64.
 fn summary_of(media_type: Option<&str>, data: &str) -> Option<Value> {
     let (bytes, sha256) = base64_sha256(data.trim())?;
-    let kind = match media_type.and_then(|m| m.split('/').next()) {
+    let kind = kind_of(media_type);
+    Some(json!({"kind": kind, "media_type": media_type, "bytes": bytes, "sha256": sha256}))
+}
+
+/// What a payload of `media_type` is, as a summary names it.
+fn kind_of(media_type: Option<&str>) -> &'static str {
+    match media_type.and_then(|m| m.split('/').next()) {
         Some("image") => "image",
         Some("audio") => "audio",
         _ => "document",
-    };
-    Some(json!({"kind": kind, "media_type": media_type, "bytes": bytes, "sha256": sha256}))
+    }
 }
 
 #[cfg(test)]

@@ -186,6 +186,15 @@ fn decode_base64_f32(text: &str) -> Result<Vec<f32>, ProviderError> {
         .collect())
 }
 
+/// Why an answer lacks `what`: the error a compatible server answered with status 200, else an
+/// answer the plugin cannot read.
+fn missing(error: Option<&Value>, what: &str) -> ProviderError {
+    match error.filter(|e| !e.is_null()) {
+        Some(error) => embedded_error(error),
+        None => ProviderError::malformed(what),
+    }
+}
+
 /// Parses an answer of `/images/generations`: each image's bytes (decoded from `b64_json`) or
 /// URL, its media type by the answer's `output_format` (else the request's, else PNG, OpenAI's
 /// default), GPT Image's tokens, size and quality. Checking the count is the gateway's.
@@ -198,10 +207,10 @@ pub fn parse_images(
     let response: ImagesResponse<'_> =
         serde_json::from_slice(body).map_err(ProviderError::malformed)?;
     let Some(data) = response.data else {
-        return Err(match response.error.as_ref().filter(|e| !e.is_null()) {
-            Some(error) => embedded_error(error),
-            None => ProviderError::malformed("an images answer without `data`"),
-        });
+        return Err(missing(
+            response.error.as_ref(),
+            "an images answer without `data`",
+        ));
     };
     let format = response.output_format.as_deref().or(asked_format);
     let media_type = match format.unwrap_or("png") {
@@ -261,10 +270,10 @@ pub fn parse_transcription(body: &[u8], model: &str) -> Result<Transcription, Pr
     let response: TranscriptionResponse =
         serde_json::from_slice(body).map_err(ProviderError::malformed)?;
     let Some(text) = response.text else {
-        return Err(match response.error.as_ref().filter(|e| !e.is_null()) {
-            Some(error) => embedded_error(error),
-            None => ProviderError::malformed("a transcription without `text`"),
-        });
+        return Err(missing(
+            response.error.as_ref(),
+            "a transcription without `text`",
+        ));
     };
     let wire = response.usage.unwrap_or_default();
     let tokens = wire.kind.as_deref() == Some("tokens") || wire.input_tokens.is_some();
@@ -319,10 +328,10 @@ pub fn parse_rerank(
                 serde_json::from_slice(body).map_err(ProviderError::malformed)?;
             let Some(scored) = response.results else {
                 // Some compatible servers answer errors with status 200.
-                return Err(match response.error.as_ref().filter(|e| !e.is_null()) {
-                    Some(error) => embedded_error(error),
-                    None => ProviderError::malformed("a rerank answer without `results`"),
-                });
+                return Err(missing(
+                    response.error.as_ref(),
+                    "a rerank answer without `results`",
+                ));
             };
             let units = (response.meta.and_then(|meta| meta.billed_units))
                 .and_then(|billed| billed.search_units);
