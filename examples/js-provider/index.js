@@ -82,5 +82,5 @@ class OpenAiCompatible extends HttpProvider {
 }
 
 export const {
-  info, complete, completeStream, embed, countTokens, rerank, generateImages, transcribe,
+  info, complete, completeStream, embed, countTokens, rerank, generateImages, transcribe, speak,
 } = exportProvider(new OpenAiCompatible());

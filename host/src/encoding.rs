@@ -35,6 +35,28 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 
+/// A SHA-256 of bytes that arrive a piece at a time (streamed audio), never held whole.
+#[derive(Default)]
+pub struct Sha256Hasher {
+    hasher: Sha256,
+    bytes: u64,
+}
+
+impl Sha256Hasher {
+    pub fn update(&mut self, piece: &[u8]) {
+        self.hasher.update(piece);
+        self.bytes += piece.len() as u64;
+    }
+    /// How many bytes it has read so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+    /// The SHA-256 of everything read, as lowercase hex.
+    pub fn hex(&self) -> String {
+        hex(&self.hasher.clone().finalize())
+    }
+}
+
 /// The length and SHA-256 (hex) of what base64 `text` decodes to, decoded a
 /// piece at a time into the hash: the bytes are never held whole. `None` when
 /// `text` is not base64.

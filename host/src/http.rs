@@ -3,7 +3,6 @@
 //! responses, and reading a request body within its size and time limits
 //! (the flow reads it only once the caller's key is checked).
 
-use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -21,7 +20,14 @@ use uuid::Uuid;
 
 use crate::error::ApiError;
 
-pub type Body = BoxBody<Bytes, Infallible>;
+pub type Body = BoxBody<Bytes, BodyCut>;
+
+/// Why an answer's body stopped before its end. hyper then cuts the connection (HTTP/1.1
+/// sends no last chunk), so that a caller never takes a part of an answer for all of it:
+/// audio whose provider failed half way would otherwise end cleanly, and play shorter.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BodyCut(pub String);
 
 pub const INVOCATION_HEADER: &str = "x-invocation-id";
 
@@ -41,7 +47,8 @@ pub fn typed_response(
     body: impl Into<Bytes>,
     id: &Uuid,
 ) -> Response<Body> {
-    let mut response = Response::new(Full::new(body.into()).boxed());
+    let full = Full::new(body.into()).map_err(|never| match never {});
+    let mut response = Response::new(full.boxed());
     *response.status_mut() = status;
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -105,6 +112,21 @@ pub fn channel_response(
     response
 }
 
+/// A 200 response of `content_type` whose body arrives through `chunks`, as they are made: it
+/// ends when the sender is dropped, or is cut when the sender sends a [`BodyCut`].
+pub fn cuttable_response(
+    chunks: mpsc::Receiver<Result<Bytes, BodyCut>>,
+    content_type: &'static str,
+    id: &Uuid,
+) -> Response<Body> {
+    let mut response = Response::new(CuttableBody { chunks }.boxed());
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    set_invocation_header(headers, id);
+    response
+}
+
 /// One SSE frame: `data: <json>` and a blank line.
 pub fn sse_frame(value: &serde_json::Value) -> Bytes {
     sse_text_frame(&value.to_string())
@@ -125,15 +147,34 @@ struct ChannelBody {
 
 impl hyper::body::Body for ChannelBody {
     type Data = Bytes;
-    type Error = Infallible;
+    type Error = BodyCut;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyCut>>> {
         self.frames
             .poll_recv(cx)
             .map(|frame| frame.map(|bytes| Ok(Frame::data(bytes))))
+    }
+}
+
+/// A body of chunks that may end in a cut ([`cuttable_response`]).
+struct CuttableBody {
+    chunks: mpsc::Receiver<Result<Bytes, BodyCut>>,
+}
+
+impl hyper::body::Body for CuttableBody {
+    type Data = Bytes;
+    type Error = BodyCut;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyCut>>> {
+        self.chunks
+            .poll_recv(cx)
+            .map(|chunk| chunk.map(|chunk| chunk.map(Frame::data)))
     }
 }
 

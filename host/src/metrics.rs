@@ -94,6 +94,8 @@ struct ModelStats {
     images: u64,
     /// The seconds of audio transcriptions were billed by.
     audio_seconds: u64,
+    /// The input's characters speech was billed by.
+    characters: u64,
     cost_usd: f64,
 }
 
@@ -218,6 +220,7 @@ impl Metrics {
             stats.search_units += u64::from(usage.search_units.unwrap_or(0));
             stats.images += u64::from(usage.images.unwrap_or(0));
             stats.audio_seconds += u64::from(usage.audio_seconds.unwrap_or(0));
+            stats.characters += u64::from(usage.characters.unwrap_or(0));
         }
         stats.cost_usd += sample.cost_usd.unwrap_or(0.0);
     }
@@ -349,6 +352,7 @@ struct Snapshot {
     search_units: Vec<([String; 2], u64)>,
     images: Vec<([String; 2], u64)>,
     audio_seconds: Vec<([String; 2], u64)>,
+    characters: Vec<([String; 2], u64)>,
     cost: Vec<([String; 2], f64)>,
     attempts: Vec<([String; 2], u64)>,
     rate_limited: Vec<([String; 1], u64)>,
@@ -392,6 +396,7 @@ impl Snapshot {
         let mut search_units: HashMap<[String; 2], u64> = HashMap::new();
         let mut images: HashMap<[String; 2], u64> = HashMap::new();
         let mut audio_seconds: HashMap<[String; 2], u64> = HashMap::new();
+        let mut characters: HashMap<[String; 2], u64> = HashMap::new();
         let mut cost: HashMap<[String; 2], f64> = HashMap::new();
         let mut attempts: HashMap<[String; 2], u64> = HashMap::new();
         let mut rate_limited: HashMap<&'static str, u64> = HashMap::new();
@@ -485,6 +490,11 @@ impl Snapshot {
                             .entry([route.clone(), model.clone()])
                             .or_default() += model_stats.audio_seconds;
                     }
+                    if model_stats.characters > 0 {
+                        *characters
+                            .entry([route.clone(), model.clone()])
+                            .or_default() += model_stats.characters;
+                    }
                     if model_stats.cost_usd > 0.0 {
                         *cost.entry([route.clone(), model.clone()]).or_default() +=
                             model_stats.cost_usd;
@@ -515,6 +525,7 @@ impl Snapshot {
             search_units: sorted(search_units),
             images: sorted(images),
             audio_seconds: sorted(audio_seconds),
+            characters: sorted(characters),
             cost: sorted(cost),
             attempts: sorted(attempts),
             rate_limited: sorted(rate_limited)
@@ -662,6 +673,13 @@ impl Collector for Snapshot {
             "Seconds of audio the providers billed transcriptions by.",
             ["route", "model"],
             &self.audio_seconds,
+        )?;
+        counters(
+            encoder,
+            "gateway_speech_characters",
+            "Characters of input text the providers billed speech by.",
+            ["route", "model"],
+            &self.characters,
         )?;
         counters(
             encoder,
@@ -839,6 +857,44 @@ mod tests {
         ] {
             assert!(text.contains(line), "no {line}:\n{text}");
         }
+    }
+
+    #[test]
+    fn units_billed_beside_tokens_are_counted_by_route_and_model() {
+        let metrics = Metrics::new(true, 1);
+        let transcription = TokenUsage {
+            audio_seconds: Some(61),
+            ..TokenUsage::default()
+        };
+        let speech = TokenUsage {
+            characters: Some(1200),
+            ..TokenUsage::default()
+        };
+        for (model, usage) in [
+            ("whisper-1", &transcription),
+            ("tts-1", &speech),
+            ("tts-1", &speech),
+        ] {
+            let sample = RequestSample {
+                usage: Some(usage),
+                ..sample("r", model, 200)
+            };
+            metrics.request(&sample, |_| true);
+        }
+        let text = metrics.render(WriterState::default(), Vec::new(), 0);
+        for line in [
+            r#"gateway_audio_seconds_total{route="r",model="whisper-1"} 61"#,
+            r#"gateway_speech_characters_total{route="r",model="tts-1"} 2400"#,
+            "# HELP gateway_speech_characters_total Characters of input text the providers \
+             billed speech by.",
+        ] {
+            assert!(text.contains(line), "no {line}:\n{text}");
+        }
+        // None where no call was billed by them.
+        assert!(
+            !text.contains(r#"gateway_speech_characters_total{route="r",model="whisper-1"}"#),
+            "{text}"
+        );
     }
 
     #[test]

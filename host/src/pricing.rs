@@ -228,6 +228,7 @@ fn price_toml(price: &Price) -> String {
         ("per_search_unit", price.per_search_unit),
         ("per_image", price.per_image),
         ("per_audio_second", price.per_audio_second),
+        ("per_character", price.per_character),
     ];
     fields.extend(
         (units.iter()).filter_map(|(key, value)| value.map(|value| format!("{key} = {value:?}"))),
@@ -390,8 +391,9 @@ fn specificity(name: &str, model: &str) -> Option<usize> {
 /// Reasoning (thinking) tokens are part of the completion tokens and billed as output, as every
 /// provider does. When the prompt is longer than the price's long-context threshold, the
 /// long-context prices apply to every token. A rerank's search units cost the price's
-/// `per_search_unit` each, a model's images its `per_image` each, and a transcription's seconds
-/// of audio its `per_audio_second` each, beside their tokens.
+/// `per_search_unit` each, a model's images its `per_image` each, a transcription's seconds
+/// of audio its `per_audio_second` each, and a speech's characters of input its
+/// `per_character` each, beside their tokens.
 ///
 /// The plugins report the classes this way: `prompt_tokens` includes both
 /// `cached_prompt_tokens` and `cache_creation_tokens` (OpenAI's `cached_tokens` and Gemini's
@@ -419,10 +421,12 @@ pub fn cost(usage: &TokenUsage, price: Price) -> f64 {
     let search_units = f64::from(usage.search_units.unwrap_or(0));
     let images = f64::from(usage.images.unwrap_or(0));
     let seconds = f64::from(usage.audio_seconds.unwrap_or(0));
+    let characters = f64::from(usage.characters.unwrap_or(0));
     tokens
         + search_units * price.per_search_unit.unwrap_or(0.0)
         + images * price.per_image.unwrap_or(0.0)
         + seconds * price.per_audio_second.unwrap_or(0.0)
+        + characters * price.per_character.unwrap_or(0.0)
 }
 
 /// The per-class prices that apply to one call.
@@ -783,6 +787,22 @@ mod tests {
                     ..price(0.0, 0.0)
                 },
             ),
+            (
+                "openai",
+                "whisper-1",
+                Price {
+                    per_audio_second: Some(0.0001),
+                    ..price(0.0, 0.0)
+                },
+            ),
+            (
+                "openai",
+                "tts-1",
+                Price {
+                    per_character: Some(0.000015),
+                    ..price(0.0, 0.0)
+                },
+            ),
         ]);
         let text = table.to_toml("Written by a test.\nSecond line.");
         assert!(
@@ -800,6 +820,14 @@ mod tests {
         assert!(text.contains(
             "\"rerank-v3.5\" = { input_per_mtok = 0.0, output_per_mtok = 0.0, per_search_unit = 0.002 }"
         ), "{text}");
+        assert!(
+            text.contains("\"whisper-1\" = { input_per_mtok = 0.0, output_per_mtok = 0.0, per_audio_second = 0.0001 }"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\"tts-1\" = { input_per_mtok = 0.0, output_per_mtok = 0.0, per_character = 1.5e-5 }"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -849,6 +877,58 @@ mod tests {
             ..price(1.0, 0.0)
         };
         assert!((cost(&usage, both) - 1.24).abs() < 1e-9);
+    }
+
+    #[test]
+    fn speech_is_priced_per_character_beside_its_tokens() {
+        // tts-1: 1,200 characters at $15 a million.
+        let speech = TokenUsage {
+            characters: Some(1200),
+            ..TokenUsage::default()
+        };
+        let tts = Price {
+            per_character: Some(0.000015),
+            ..price(0.0, 0.0)
+        };
+        assert_close(cost(&speech, tts), 1200.0 * 0.000015);
+        // Beside tokens, and beside the other units, each at its own price.
+        let both = TokenUsage {
+            characters: Some(1000),
+            audio_seconds: Some(10),
+            ..usage(1_000_000, 0)
+        };
+        let units = Price {
+            per_character: Some(0.00003),
+            per_audio_second: Some(0.0001),
+            ..price(1.0, 0.0)
+        };
+        assert_close(cost(&both, units), 1.0 + 1000.0 * 0.00003 + 10.0 * 0.0001);
+        // Without a price per character, characters cost nothing.
+        assert_close(cost(&speech, Price::flat(1.0, 1.0)), 0.0);
+    }
+
+    #[test]
+    fn a_price_per_character_is_a_dollar_amount_the_table_checks() {
+        let parse = |value: &str| {
+            PriceTable::parse(&format!(
+                "as_of = \"d\"\n[openai]\n\"tts-1\" = {{ input_per_mtok = 0.0, \
+                 output_per_mtok = 0.0, per_character = {value} }}\n"
+            ))
+        };
+        let table = parse("0.000015").expect("a price");
+        assert_eq!(
+            table.plugins["openai"]["tts-1"].per_character,
+            Some(0.000015)
+        );
+        for bad in ["-0.000015", "inf", "nan", "1e9"] {
+            let message = parse(bad).expect_err(bad).to_string();
+            assert!(
+                message.starts_with("openai.\"tts-1\": ")
+                    && message
+                        .contains("per_character must be a finite number of dollars per character"),
+                "{bad}: {message}"
+            );
+        }
     }
 
     #[test]
@@ -1148,6 +1228,42 @@ mod tests {
         // The first gpt-4o snapshot has its own price; later ones are gpt-4o's.
         assert_eq!(get("openai", "gpt-4o-2024-05-13").input_per_mtok, 5.0);
         assert_eq!(get("openai", "gpt-4o-2024-11-20").input_per_mtok, 2.5);
+    }
+
+    #[test]
+    fn shipped_table_prices_speech_by_the_character_or_by_tokens() {
+        let get = |model: &str| {
+            price_for(
+                &BTreeMap::new(),
+                &PriceTable::default(),
+                "openai",
+                &[],
+                model,
+            )
+            .unwrap_or_else(|| panic!("no price for openai/{model}"))
+        };
+        for (model, per_character) in [("tts-1", 0.000015), ("tts-1-hd", 0.00003)] {
+            let price = get(model);
+            assert_eq!(price.per_character, Some(per_character), "{model}");
+            assert_eq!(
+                (price.input_per_mtok, price.output_per_mtok),
+                (0.0, 0.0),
+                "{model}"
+            );
+        }
+        // By tokens, its audio as completion tokens; its snapshots too, not as gpt-4o-mini.
+        for model in ["gpt-4o-mini-tts", "gpt-4o-mini-tts-2025-03-20"] {
+            let price = get(model);
+            assert_eq!(
+                (
+                    price.input_per_mtok,
+                    price.output_per_mtok,
+                    price.per_character
+                ),
+                (0.60, 12.00, None),
+                "{model}"
+            );
+        }
     }
 
     #[test]

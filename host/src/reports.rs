@@ -216,7 +216,7 @@ pub enum ExportFormat {
 
 /// The columns of a CSV export. Columns added later come last, so that readers of the earlier
 /// ones by position keep working.
-pub const CSV_HEADER: [&str; 29] = [
+pub const CSV_HEADER: [&str; 30] = [
     "id",
     "created_at",
     "project_id",
@@ -246,6 +246,7 @@ pub const CSV_HEADER: [&str; 29] = [
     "search_units",
     "images",
     "audio_seconds",
+    "characters",
 ];
 
 /// A text cell of a CSV export, safe to open in a spreadsheet: one that starts with `=`, `+`,
@@ -263,7 +264,7 @@ pub fn csv_text(value: &str) -> std::borrow::Cow<'_, str> {
 /// A record as a line of CSV, in [`CSV_HEADER`]'s order; empty where it has no value. Every
 /// text cell goes through [`csv_text`], whoever wrote it: callers choose their `user` and
 /// `model`, upstreams their error messages, operators their route and project names.
-fn csv_record(record: &Invocation) -> [String; 29] {
+fn csv_record(record: &Invocation) -> [String; 30] {
     let text = |value: &Option<String>| csv_text(value.as_deref().unwrap_or_default()).into_owned();
     let number = |value: Option<u32>| value.map(|n| n.to_string()).unwrap_or_default();
     let usage = record.usage.as_ref();
@@ -304,6 +305,7 @@ fn csv_record(record: &Invocation) -> [String; 29] {
         number(usage.and_then(|u| u.search_units)),
         number(usage.and_then(|u| u.images)),
         number(usage.and_then(|u| u.audio_seconds)),
+        number(usage.and_then(|u| u.characters)),
     ]
 }
 
@@ -527,8 +529,8 @@ mod tests {
         assert_eq!(line[23], "", "no guard ran: empty");
         assert_eq!(
             line[24..],
-            ["", "", "", "", ""],
-            "no cache, no search units, no images, no audio: empty"
+            ["", "", "", "", "", ""],
+            "no cache, no search units, no images, no audio, no characters: empty"
         );
         record.usage = Some(crate::store::TokenUsage {
             prompt_tokens: 1000,
@@ -536,11 +538,21 @@ mod tests {
             search_units: Some(2),
             images: Some(3),
             audio_seconds: Some(61),
+            characters: Some(4096),
             ..Default::default()
         });
         let line = csv_record(&record);
         assert_eq!(line[13], "1000");
-        assert_eq!(line[26..], ["2", "3", "61"]);
+        assert_eq!(line[26..], ["2", "3", "61", "4096"]);
+        // JSON lines carry the same usage, by its field names.
+        let json = record.to_json();
+        assert_eq!(
+            (
+                &json["usage"]["audio_seconds"],
+                &json["usage"]["characters"]
+            ),
+            (&serde_json::json!(61), &serde_json::json!(4096))
+        );
         assert_eq!(
             (line[21].as_str(), line[22].as_str()),
             ("", "600"),
@@ -556,7 +568,8 @@ mod tests {
                 "saved_cost_usd",
                 "search_units",
                 "images",
-                "audio_seconds"
+                "audio_seconds",
+                "characters"
             ]
         );
         record.status = crate::store::InvocationStatus::Blocked;

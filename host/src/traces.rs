@@ -484,6 +484,12 @@ fn usage_attributes(into: &mut Vec<KeyValue>, usage: Option<&TokenUsage>, cost: 
                 i64::from(seconds),
             ));
         }
+        if let Some(characters) = usage.characters {
+            into.push(KeyValue::new(
+                "gateway.usage.characters",
+                i64::from(characters),
+            ));
+        }
     }
     if let Some(cost) = cost {
         into.push(KeyValue::new("gateway.cost_usd", cost));
@@ -512,6 +518,7 @@ fn operation_name(kind: &str) -> &'static str {
         "rerank" => "rerank",
         "images" => "image_generation",
         "transcription" => "transcription",
+        "speech" => "speech",
         _ => "text_completion",
     }
 }
@@ -599,5 +606,25 @@ mod tests {
             });
             assert!(attempt.headers().is_none());
         }
+    }
+
+    #[test]
+    fn units_billed_beside_tokens_are_attributes_of_their_own() {
+        let usage = TokenUsage {
+            audio_seconds: Some(61),
+            characters: Some(1200),
+            ..TokenUsage::default()
+        };
+        let mut attributes = Vec::new();
+        usage_attributes(&mut attributes, Some(&usage), Some(0.018));
+        let value = |key: &str| {
+            attributes
+                .iter()
+                .find(|kv| kv.key.as_str() == key)
+                .map(|kv| kv.value.clone())
+        };
+        assert_eq!(value("gateway.usage.characters"), Some(Value::I64(1200)));
+        assert_eq!(value("gateway.usage.audio_seconds"), Some(Value::I64(61)));
+        assert_eq!(value("gateway.usage.images"), None, "none reported");
     }
 }

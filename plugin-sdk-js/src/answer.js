@@ -219,22 +219,35 @@ export class Answer {
 }
 
 /**
- * Partial results of a streamed completion, delivered to the caller as they arrive: through the
- * host's `sink` import, or kept in memory (`Sink.buffered()`, for tests).
+ * Partial results of a streamed completion (`completeStream`), and the audio of a speech
+ * (`speak`), delivered to the caller as they arrive: through the host's `sink` import, or kept in
+ * memory (`Sink.buffered()`, for tests).
  */
 export class Sink {
-  constructor(send) {
+  /**
+   * @param {(chunk: object) => void} send the host's `sink.send`
+   * @param {(bytes: Uint8Array) => void} [sendAudio] the host's `sink.send-audio`
+   */
+  constructor(send, sendAudio = undefined) {
     this.sendChunk = send;
+    this.sendBytes = sendAudio;
     this.closed = false;
     /** @type {object[]} what a buffered sink received */
     this.sent = [];
+    /** @type {Uint8Array[]} the audio a buffered sink received (`sendAudio`), piece by piece */
+    this.audio = [];
   }
 
-  /** A sink that keeps every chunk in `sent` instead of sending it. */
+  /** A sink that keeps every chunk in `sent` (and the audio in `audio`) instead of sending it. */
   static buffered() {
-    const sink = new Sink((chunk) => {
-      sink.sent.push(chunk);
-    });
+    const sink = new Sink(
+      (chunk) => {
+        sink.sent.push(chunk);
+      },
+      (bytes) => {
+        sink.audio.push(bytes.slice());
+      },
+    );
     return sink;
   }
 
@@ -259,6 +272,30 @@ export class Sink {
     if (text !== '') {
       this.send({ deltas: [{ index, text }] });
     }
+  }
+
+  /**
+   * Sends the next bytes of a speech's audio (`speak`) to the caller, as the upstream sends them
+   * (a `Uint8Array`, or an `ArrayBuffer`; nothing for no bytes). Throws
+   * `failed('the caller disconnected')` when the caller is gone: stop working.
+   */
+  sendAudio(bytes) {
+    const piece = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+    if (piece.length === 0) {
+      return;
+    }
+    if (!this.sendBytes) {
+      throw new TypeError('this sink takes no audio: new Sink(send, sendAudio)');
+    }
+    if (!this.closed) {
+      try {
+        this.sendBytes(piece);
+        return;
+      } catch {
+        this.closed = true;
+      }
+    }
+    throw ProviderError.failed('the caller disconnected');
   }
 }
 

@@ -225,6 +225,17 @@ export class HttpProvider extends StreamDecoder {
   transcribe(call) {
     throw unsupported(this, 'transcription');
   }
+
+  /**
+   * `call.input` (a `speech-request`) spoken in `call.voice`, as `call.format` (`mp3`, `opus`,
+   * `aac`, `flac`, `wav` or `pcm`; the caller's other keys, `speed`, `instructions`..., in
+   * `params`): the audio sent through `sink.sendAudio(bytes)` as the upstream sends it, then
+   * `{model, usage}` (the tokens where the provider bills speech by them, else `undefined`).
+   * Default: not supported (400).
+   */
+  speak(call, sink) {
+    throw unsupported(this, 'speech');
+  }
 }
 
 /** What a provider without an optional function answers: the caller's request was wrong for
@@ -235,14 +246,15 @@ function unsupported(provider, what) {
 
 /**
  * The functions the component exports (the `provider` world's `info`, `complete`,
- * `complete-stream`, `embed`, `count-tokens`, `rerank`, `generate-images`, `transcribe`) for
- * `provider` (an `HttpProvider`, or any object with `info`, `complete(call)`,
+ * `complete-stream`, `embed`, `count-tokens`, `rerank`, `generate-images`, `transcribe`,
+ * `speak`) for `provider` (an `HttpProvider`, or any object with `info`, `complete(call)`,
  * `completeStream(call, sink)`, `embed(call)` and, optionally, `countTokens(call)`,
- * `rerank(call)`, `generateImages(call)` and `transcribe(call)`). Export them all from the
- * plugin's module (the build refuses a module that lacks one):
+ * `rerank(call)`, `generateImages(call)`, `transcribe(call)` and `speak(call, sink)`). Export
+ * them all from the plugin's module (the build refuses a module that lacks one):
  *
  *     export const {
  *       info, complete, completeStream, embed, countTokens, rerank, generateImages, transcribe,
+ *       speak,
  *     } = exportProvider(new MyProvider());
  *
  * Thrown `ProviderError`s become the WIT's `provider-error`; any other exception is a bug: logged
@@ -260,25 +272,30 @@ export function exportProvider(provider) {
       throw { payload: error.toWit() };
     }
   };
-  // An export a provider may leave out: its answer, or the 400 `HttpProvider`'s default gives.
-  const optional = (method, what, request) => {
+  // An export a provider may leave out: its answer (to the request, and `rest`: `speak`'s sink),
+  // or the 400 `HttpProvider`'s default gives.
+  const optional = (method, what, request, ...rest) => {
     if (typeof provider[method] !== 'function') {
       throw unsupported(provider, what);
     }
-    return provider[method](request);
+    return provider[method](request, ...rest);
   };
+  // The caller's end of a stream: the host's `sink` import.
+  const hostSink = () =>
+    new Sink(
+      (chunk) => hostImport('sink').send(chunk),
+      (bytes) => hostImport('sink').sendAudio(bytes),
+    );
   return {
     info: () => provider.info(),
     complete: (request) => call(() => provider.complete(request)),
-    completeStream: (request) =>
-      call(() =>
-        provider.completeStream(request, new Sink((chunk) => hostImport('sink').send(chunk))),
-      ),
+    completeStream: (request) => call(() => provider.completeStream(request, hostSink())),
     embed: (request) => call(() => provider.embed(request)),
     countTokens: (request) => call(() => provider.countTokens?.(request) ?? undefined),
     rerank: (request) => call(() => optional('rerank', 'rerank', request)),
     generateImages: (request) =>
       call(() => optional('generateImages', 'image generation', request)),
     transcribe: (request) => call(() => optional('transcribe', 'transcription', request)),
+    speak: (request) => call(() => optional('speak', 'speech', request, hostSink())),
   };
 }

@@ -3,6 +3,7 @@ import { test } from 'node:test';
 
 import { callPlugin, describe } from '../src/crash.js';
 import { installHost } from '../src/host.js';
+import { Sink } from '../src/answer.js';
 import { HttpProvider, exportProvider } from '../src/provider.js';
 import { ProviderError } from '../src/errors.js';
 
@@ -96,6 +97,11 @@ test('a rerank is refused as invalid unless the provider reranks', () => {
     () => exportProvider(new Chat()).transcribe({ model: 'w', audio: new Uint8Array([1]), fileName: 'a.wav', translate: false, params: '{}' }),
     refusedAs('chat-js does not support transcription'),
   );
+  assert.throws(() => plain.speak({}), refusedAs('plain-js does not support speech'));
+  assert.throws(
+    () => exportProvider(new Chat()).speak({ model: 's', input: 'hi', voice: 'alloy', format: 'mp3', params: '{}' }),
+    refusedAs('chat-js does not support speech'),
+  );
   assert.deepEqual(exportProvider(new Ranking()).rerank(request), {
     model: 'r',
     results: [
@@ -111,4 +117,49 @@ test('a rerank is refused as invalid unless the provider reranks', () => {
     },
   });
   assert.throws(() => refusing.rerank(request), refusedAs('no documents today'));
+});
+
+test('a speech sends its audio through the host\'s sink; the caller gone ends it', () => {
+  const request = { model: 'tts-1', input: 'hello there', voice: 'coral', format: 'wav', params: '{}' };
+  class Speaking extends HttpProvider {
+    info() {
+      return { name: 'speaking-js', version: '0.1.0', models: [] };
+    }
+
+    speak(call, sink) {
+      for (const word of call.input.split(' ')) {
+        sink.sendAudio(new TextEncoder().encode(`${call.voice}:${word};`));
+      }
+      sink.sendAudio(new Uint8Array());
+      return { model: call.model, usage: { promptTokens: 1, completionTokens: 2, totalTokens: 3 } };
+    }
+  }
+  const sent = [];
+  installHost({ sink: { sendAudio: (bytes) => sent.push(new TextDecoder().decode(bytes)) } });
+  const { speak } = exportProvider(new Speaking());
+  assert.deepEqual(speak(request), { model: 'tts-1', usage: { promptTokens: 1, completionTokens: 2, totalTokens: 3 } });
+  assert.deepEqual(sent, ['coral:hello;', 'coral:there;'], 'no empty piece');
+
+  let tries = 0;
+  installHost({
+    sink: {
+      sendAudio: () => {
+        tries += 1;
+        throw { payload: undefined };
+      },
+    },
+  });
+  assert.throws(
+    () => speak(request),
+    (thrown) => thrown.payload.tag === 'failed' && thrown.payload.val === 'the caller disconnected',
+  );
+  assert.equal(tries, 1, 'the plugin stopped at the first failed send');
+  installHost({ sink: undefined });
+
+  const buffered = Sink.buffered();
+  buffered.sendAudio(Uint8Array.of(1, 2));
+  buffered.sendAudio(Uint8Array.of(3).buffer);
+  assert.deepEqual(buffered.audio, [Uint8Array.of(1, 2), Uint8Array.of(3)]);
+  assert.deepEqual(buffered.sent, []);
+  assert.throws(() => new Sink(() => {}).sendAudio(Uint8Array.of(1)), /takes no audio/);
 });

@@ -154,6 +154,58 @@ test('the output limit reaches the request; embeddings', () => {
   assert.throws(() => Call.text('m', 'x').embed(echo, () => json(200, {})), /embed runs a Call.embedding/);
 });
 
+class Speaker extends Echo {
+  /** Posts the text to `/audio/speech`, and sends the audio's bytes on as they arrive. */
+  speak(call, sink) {
+    const body = { model: call.model, input: call.input, voice: call.voice, response_format: call.format, ...JSON.parse(call.params) };
+    const response = Request.post(`${checkedBaseUrl(call.route, 'X')}/audio/speech`).apiKey(call.route.apiKey).json(body).send();
+    const audio = response.errorForStatus();
+    for (let piece = audio.chunk(); piece !== undefined; piece = audio.chunk()) {
+      sink.sendAudio(piece);
+    }
+    return { model: call.model };
+  }
+}
+
+const speaker = exportProvider(new Speaker());
+const AUDIO = [Uint8Array.of(0x49, 0x44, 0x33), Uint8Array.of(0xff, 0xfb), Uint8Array.of(0)];
+const mp3 = () => response(200, [['content-type', 'audio/mpeg']], AUDIO);
+
+test('a speech: the audio as the caller received it, an error, the caller gone', () => {
+  const call = Call.speech('tts-1', 'Hello there', 'coral', 'opus').baseUrl('https://api.example.com/v1').apiKey('k').params({ speed: 1.5 });
+  assert.deepEqual(call.request, {
+    route: { id: 'test', baseUrl: 'https://api.example.com/v1', apiKey: 'k', settings: '{}', secrets: [] },
+    model: 'tts-1',
+    input: 'Hello there',
+    voice: 'coral',
+    format: 'opus',
+    params: '{"speed":1.5}',
+  });
+  const run = call.speak(speaker, mp3);
+  assert.deepEqual(run.unwrap(), { model: 'tts-1' });
+  assert.deepEqual(run.audio, AUDIO);
+  assert.deepEqual(run.streamedAudio(), Uint8Array.of(0x49, 0x44, 0x33, 0xff, 0xfb, 0));
+  assert.deepEqual(run.chunks, []);
+  assert.equal(run.sent[0].url, 'https://api.example.com/v1/audio/speech');
+  assert.deepEqual(run.sent[0].json(), { model: 'tts-1', input: 'Hello there', voice: 'coral', response_format: 'opus', speed: 1.5 });
+
+  const defaults = Call.speech('tts-1', 'hi');
+  assert.deepEqual([defaults.request.voice, defaults.request.format], ['alloy', 'mp3']);
+  const refused = defaults.speak(speaker, () => json(400, { error: { message: 'no such voice' } }));
+  assert.deepEqual([refused.error.tag, refused.error.val.status, refused.error.val.message], ['upstream', 400, 'no such voice']);
+  assert.deepEqual(refused.audio, []);
+
+  const gone = Call.speech('tts-1', 'hi').callerGoneAfter(1).speak(speaker, mp3);
+  assert.deepEqual(gone.error, { tag: 'failed', val: 'the caller disconnected' });
+  assert.deepEqual(gone.audio, AUDIO.slice(0, 1));
+
+  const unsupported = Call.speech('tts-1', 'hi').speak(echo, mp3);
+  assert.deepEqual(unsupported.error, { tag: 'invalid-request', val: 'echo does not support speech' });
+  assert.deepEqual(unsupported.sent, []);
+  assert.throws(() => Call.speech('tts-1', 'hi').complete(speaker, mp3), /a Call.speech runs with speak, not complete/);
+  assert.throws(() => Call.text('m', 'x').speak(speaker, mp3), /speak runs a Call.speech/);
+});
+
 test('a bug crashes the run with one error line; log and kv are the fake host\'s', () => {
   class Buggy extends Echo {
     request(call) {

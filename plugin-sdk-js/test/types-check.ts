@@ -29,6 +29,9 @@ import {
   type PluginInfo,
   type RerankRequest,
   type Reranking,
+  type Sink,
+  type Speech,
+  type SpeechRequest,
   type Verdict,
 } from 'gateway-plugin-sdk';
 import { Call, GuardCall, ToolCall, json, message, sse } from 'gateway-plugin-sdk/testing';
@@ -78,6 +81,15 @@ class Chat extends HttpProvider {
     const text = `${call.audio.length} bytes of ${call.fileName}`;
     const segments = [{ start: 0, end: 1.5, text }];
     return { model: call.model, text, duration: 1.5, segments, words: [], seconds: 2 };
+  }
+
+  override speak(call: SpeechRequest, sink: Sink): Speech {
+    const body = { model: call.model, input: call.input, voice: call.voice, response_format: call.format };
+    const audio = Request.post(`${checkedBaseUrl(call.route, 'http://HOST/v1')}/audio/speech`).json(body).send().errorForStatus();
+    for (let piece = audio.chunk(); piece !== undefined; piece = audio.chunk()) {
+      sink.sendAudio(piece);
+    }
+    return { model: call.model, usage: { promptTokens: call.input.length, completionTokens: 1, totalTokens: call.input.length + 1 } };
   }
 }
 
@@ -130,6 +142,10 @@ const sentUrl: string = run.sent[0].url;
 const streamed = Call.chat('m', [message('user', 'hi')]).stream(provider, () => sse([{ text: 'a' }, { done: true }]));
 const chunks: Chunk[] = streamed.chunks;
 const errorTag: string | undefined = run.error?.tag;
+const spoken = Call.speech('tts-1', 'hi', 'coral', 'wav').speak(provider, () => json(200, {}));
+const audio: Uint8Array = spoken.streamedAudio();
+const pieces: Uint8Array[] = spoken.audio;
+const speechModel: string | undefined = spoken.result?.model;
 
 const verdict = GuardCall.prompt('sk-1').settings({ mode: 'deny' }).checkRequest(guard).result;
 const denied: boolean = verdict?.tag === 'deny';
@@ -141,4 +157,4 @@ const called = server.callTool(tools, 'forecast', { city: 'Oslo' }, () => json(2
 const content = called.result?.content[0];
 const contentText: string | undefined = content?.tag === 'text' ? content.val : undefined;
 
-export const used = [text, sentUrl, chunks, errorTag, denied, answerVerdict, listed, contentText];
+export const used = [text, sentUrl, chunks, errorTag, audio, pieces, speechModel, denied, answerVerdict, listed, contentText];

@@ -48,6 +48,8 @@ import type {
   Role,
   Route,
   Source,
+  Speech,
+  SpeechRequest,
   TextDelta,
   ToolCall,
   ToolCallDelta,
@@ -88,6 +90,8 @@ export type {
   Role,
   Route,
   Source,
+  Speech,
+  SpeechRequest,
   TextDelta,
   ToolCall,
   ToolCallDelta,
@@ -234,12 +238,20 @@ export class Answer {
 }
 
 export class Sink {
-  constructor(send: (chunk: Chunk) => void);
+  /** `send` and `sendAudio` stand for the host's `sink.send` and `sink.send-audio`. */
+  constructor(send: (chunk: Chunk) => void, sendAudio?: (bytes: Uint8Array) => void);
   static buffered(): Sink;
   /** What a buffered sink received. */
   readonly sent: Chunk[];
+  /** The audio a buffered sink received (`sendAudio`), piece by piece. */
+  readonly audio: Uint8Array[];
   send(chunk: Partial<Chunk>): void;
   text(index: number, text: string): void;
+  /**
+   * The next bytes of a speech's audio, to the caller as they arrive (nothing for no bytes).
+   * Throws `failed('the caller disconnected')` once the caller is gone.
+   */
+  sendAudio(bytes: Uint8Array | ArrayBuffer): void;
 }
 
 export interface Decoder {
@@ -363,6 +375,11 @@ export abstract class HttpProvider extends StreamDecoder {
   generateImages(call: ImageRequest): Images;
   /** `call.audio` written down. Default: not supported (400). */
   transcribe(call: TranscriptionRequest): Transcription;
+  /**
+   * `call.input` spoken: the audio through `sink.sendAudio` as it arrives, then how the speech
+   * ended. Default: not supported (400).
+   */
+  speak(call: SpeechRequest, sink: Sink): Speech;
 }
 
 /** How many tokens a prompt takes; `estimated` unless it is the provider's own count. */
@@ -384,9 +401,11 @@ export interface Provider {
   generateImages?(call: ImageRequest): Images;
   /** Optional: without it, `<name> does not support transcription` (400). */
   transcribe?(call: TranscriptionRequest): Transcription;
+  /** Optional (the audio through `sink.sendAudio`): without it, `<name> does not support speech` (400). */
+  speak?(call: SpeechRequest, sink: Sink): Speech;
 }
 
-/** The component's exports: `export const { info, complete, completeStream, embed, countTokens, rerank, generateImages, transcribe } = exportProvider(p);` */
+/** The component's exports: `export const { info, complete, completeStream, embed, countTokens, rerank, generateImages, transcribe, speak } = exportProvider(p);` */
 export function exportProvider(provider: Provider): {
   info(): PluginInfo;
   complete(request: CompletionRequest): Completion;
@@ -396,6 +415,7 @@ export function exportProvider(provider: Provider): {
   rerank(request: RerankRequest): Reranking;
   generateImages(request: ImageRequest): Images;
   transcribe(request: TranscriptionRequest): Transcription;
+  speak(request: SpeechRequest): Speech;
 };
 
 // ---- Tools (wit/tool.wit) ----

@@ -17,6 +17,7 @@ export interface ProviderExports {
   complete?(request: Wit.CompletionRequest): Wit.Completion;
   completeStream?(request: Wit.CompletionRequest): Wit.Completion;
   embed?(request: Wit.EmbeddingRequest): Embeddings | Wit.Embeddings;
+  speak?(request: Wit.SpeechRequest): Wit.Speech;
 }
 export interface GuardExports {
   checkRequest?(request: WitGuard.CheckedRequest): WitGuard.RequestVerdict;
@@ -66,32 +67,40 @@ export class Run<T, E = never> {
   sent: SentRequest[];
   /** The chunks the caller was sent (a stream). */
   chunks: Wit.Chunk[];
+  /** The audio the caller was sent (`speak`), piece by piece. */
+  audio: Uint8Array[];
   /** The lines the run logged, `[level, message]`. */
   logs: [string, string][];
   /** The streamed text of `choice` (default 0), as the caller received it. */
   streamedText(choice?: number): string;
+  /** The audio the caller received (`speak`), whole. */
+  streamedAudio(): Uint8Array;
   /** The result, or an `Error` thrown saying why there is none. */
   unwrap(): T;
 }
 
-/** A completion (or embeddings) request as the gateway passes a provider, and its runs. */
+/** A completion (or embeddings, or speech) request as the gateway passes a provider, and its runs. */
 export class Call {
   static text(model: string, prompt: string): Call;
   static chat(model: string, messages: Wit.Message[]): Call;
   static embedding(model: string, input: string[]): Call;
+  /** `input` spoken in `voice` (default `alloy`) as `format` (default `mp3`): run it with `speak`. */
+  static speech(model: string, input: string, voice?: string, format?: string): Call;
   /** The request as built, to change what the builder does not reach. */
-  request: Wit.CompletionRequest | Wit.EmbeddingRequest;
+  request: Wit.CompletionRequest | Wit.EmbeddingRequest | Wit.SpeechRequest;
   baseUrl(url: string): this;
   apiKey(key: string): this;
   settings(settings: Record<string, unknown>): this;
   secret(name: string, value: string): this;
   params(params: Record<string, unknown>): this;
   output(maxTokens: number | undefined, choices?: number): this;
-  /** The sink refuses every chunk after `count`: the caller went away. */
+  /** The sink refuses every chunk (piece of audio) after `count`: the caller went away. */
   callerGoneAfter(count: number): this;
   complete(plugin: ProviderExports, upstream?: Upstream): Run<Wit.Completion, Wit.ProviderError>;
   stream(plugin: ProviderExports, upstream?: Upstream): Run<Wit.Completion, Wit.ProviderError>;
   embed(plugin: ProviderExports, upstream?: Upstream): Run<Embeddings | Wit.Embeddings, Wit.ProviderError>;
+  /** The audio the caller was sent is `run.audio`. */
+  speak(plugin: ProviderExports, upstream?: Upstream): Run<Wit.Speech, Wit.ProviderError>;
 }
 
 /** A request as the gateway shows a guard, and its runs. */

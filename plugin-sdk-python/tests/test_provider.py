@@ -411,6 +411,49 @@ class WorldTest(unittest.TestCase):
         self.assertEqual(transcription.text, "4 bytes of a.wav")
         self.assertEqual(transcription.seconds, 2)
 
+    def test_speech_is_refused_unless_the_provider_speaks(self):
+        request = types.SpeechRequest(self.call().route, "tts-1", "hello", "alloy", "mp3", "{}")
+        with self.assertRaises(Err) as refused:
+            self.world().speak(request)
+        self.assertEqual(refused.exception.value, types.ProviderError_InvalidRequest("echo-py does not support speech"))
+
+        class Plain:
+            def info(self):
+                return types.PluginInfo("plain-py", "0.1.0", [])
+
+        with self.assertRaises(Err) as refused:
+            provider_world(Plain)().speak(request)
+        self.assertEqual(refused.exception.value, types.ProviderError_InvalidRequest("plain-py does not support speech"))
+
+        class Speaking(Echo):
+            def speak(self, call, sink):
+                for word in call.request.input.split(" "):
+                    sink.send_audio(f"{call.request.voice}:{word};".encode())
+                sink.send_audio(b"")  # nothing
+                return types.Speech(call.model, usage(1, 2))
+
+        sent = []
+        request = types.SpeechRequest(self.call().route, "tts-1", "hello there", "coral", "wav", "{}")
+        with mock.patch("wit_world.imports.sink.send_audio", side_effect=sent.append):
+            speech = provider_world(Speaking)().speak(request)
+        self.assertEqual(sent, [b"coral:hello;", b"coral:there;"])
+        self.assertEqual(speech, types.Speech("tts-1", usage(1, 2)))
+
+        # The caller gone: the send fails, the plugin stops, the export returns the error.
+        with mock.patch("wit_world.imports.sink.send_audio", side_effect=Err(None)) as send:
+            with self.assertRaises(Err) as gone:
+                provider_world(Speaking)().speak(request)
+        self.assertEqual(gone.exception.value, types.ProviderError_Failed("the caller disconnected"))
+        self.assertEqual(send.call_count, 1)
+
+    def test_a_buffered_sink_keeps_the_audio(self):
+        sink = Sink.buffered()
+        sink.send_audio(b"ID3")
+        sink.send_audio(bytearray(b"\x00\x01"))
+        sink.send_audio(b"")
+        self.assertEqual(sink.audio, [b"ID3", b"\x00\x01"])
+        self.assertEqual(sink.sent, [])
+
     def test_other_exceptions_are_logged_once_and_end_the_instance(self):
         class Broken(Echo):
             def request(self, call, stream):

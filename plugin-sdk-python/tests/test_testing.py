@@ -108,6 +108,78 @@ class CallTest(unittest.TestCase):
         self.assertIs(http.send, send)
 
 
+class Speaker(HttpProvider):
+    """Posts the text to `/audio/speech` and streams the audio's bytes to the caller."""
+
+    NAME = "speaker"
+
+    def speak(self, call: Call, sink) -> types.Speech:
+        body = {
+            "model": call.model,
+            "input": call.request.input,
+            "voice": call.request.voice,
+            "response_format": call.request.format,
+            **call.params("model", "input", "voice", "response_format"),
+        }
+        request = Request.post(f"{call.base_url()}/audio/speech").api_key(call.api_key)
+        response = request.json(body).send().error_for_status()
+        for piece in response.chunks():
+            sink.send_audio(piece)
+        return types.Speech(call.model, None)
+
+
+Speaking = provider_world(Speaker)
+AUDIO = [b"ID3\x04", b"\xff\xfb\x90", b"\x00"]
+
+
+def audio(sent):
+    return testing.Response.from_chunks(200, [("content-type", "audio/mpeg")], AUDIO)
+
+
+class SpeakTest(unittest.TestCase):
+    def test_records_the_audio_as_the_caller_got_it(self):
+        call = (
+            testing.Call.speech("tts-1", "Hello there", voice="coral", format="opus")
+            .base_url("https://api.example.com/v1")
+            .api_key("sk-1")
+            .params({"speed": 1.5})
+        )
+        self.assertEqual(
+            call.speech_request,
+            types.SpeechRequest(call.route, "tts-1", "Hello there", "coral", "opus", '{"speed": 1.5}'),
+        )
+        run = call.speak(Speaking, audio)
+        self.assertEqual(run.result, types.Speech("tts-1", None))
+        self.assertEqual(run.audio, AUDIO)
+        self.assertEqual(run.streamed_audio(), b"".join(AUDIO))
+        self.assertEqual(run.chunks, [])
+        (sent,) = run.sent
+        self.assertEqual((sent.method, sent.url), ("POST", "https://api.example.com/v1/audio/speech"))
+        self.assertEqual(
+            sent.json(),
+            {"model": "tts-1", "input": "Hello there", "voice": "coral", "response_format": "opus", "speed": 1.5},
+        )
+
+    def test_the_defaults_an_error_and_the_caller_leaving(self):
+        self.assertEqual(testing.Call.speech("tts-1", "hi").speech_request.voice, "alloy")
+        self.assertEqual(testing.Call.speech("tts-1", "hi").speech_request.format, "mp3")
+        run = testing.Call.speech("tts-1", "hi").speak(Speaking, audio, caller_leaves_after=1)
+        self.assertEqual((run.error.kind, run.error.message), ("failed", "the caller disconnected"))
+        self.assertEqual(run.audio, AUDIO[:1])
+        bad = {"error": {"message": "no such voice"}}
+        run = testing.Call.speech("tts-1", "hi", voice="nobody").speak(Speaking, lambda sent: testing.json(400, bad))
+        self.assertEqual((run.error.kind, run.error.status, run.error.message), ("upstream", 400, "no such voice"))
+        self.assertEqual(run.audio, [])
+        # A provider that does not speak: refused, and the host's sink restored after the run.
+        from wit_world.imports import sink
+
+        send_audio = sink.send_audio
+        run = testing.Call.speech("m", "hi").speak(World, audio)
+        self.assertEqual(run.error.to_wit(), types.ProviderError_InvalidRequest("chat does not support speech"))
+        self.assertEqual(run.sent, [])
+        self.assertIs(sink.send_audio, send_audio)
+
+
 class Words(Guard):
     def check_request(self, request):
         words = request.settings(words=["secret"])["words"]

@@ -129,6 +129,12 @@ impl Request {
         self.replace_header("accept", accept)
     }
 
+    /// Sets `Accept` to `media_range` (replacing any set before): for answers that are neither
+    /// JSON nor an event stream, such as audio (`audio/*`).
+    pub fn accept(self, media_range: &str) -> Self {
+        self.replace_header("accept", media_range)
+    }
+
     /// Sets the body to `value` serialized as JSON, and
     /// `Content-Type: application/json` (replacing any `Content-Type` set
     /// before).

@@ -352,6 +352,13 @@ pub use wit::TranscriptSegment;
 /// The transcript of a [`TranscriptionRequest`], with the tokens or seconds the provider bills.
 pub use wit::Transcription;
 
+/// Text to speak ([`Provider::speak`]): its voice, and the audio's format as OpenAI names it.
+pub use wit::SpeechRequest;
+
+/// How a [`SpeechRequest`] ended, once its audio was sent: the model, and the tokens where the
+/// provider bills speech by them (the gateway counts the input's characters itself).
+pub use wit::Speech;
+
 /// An error answer of the upstream API: its HTTP status, the provider's
 /// message and the `Retry-After` seconds.
 pub use wit::UpstreamError;
@@ -652,6 +659,17 @@ pub trait Provider {
         let _ = request;
         Err(unsupported(&Self::info().name, "transcription"))
     }
+
+    /// Speaks `request.input`: the audio, in `request.format`, goes to the caller through
+    /// `audio` as the upstream sends it ([`AudioSink::send`], [`AudioSink::copy`]); the result
+    /// says how it ended. An error before any audio was sent may be tried again or on a
+    /// fallback route; after, the caller's answer is cut.
+    ///
+    /// Default: `Err(ProviderError::InvalidRequest("<name> does not support speech"))`.
+    fn speak(request: SpeechRequest, audio: &mut AudioSink) -> Result<Speech, ProviderError> {
+        let _ = (request, audio);
+        Err(unsupported(&Self::info().name, "speech"))
+    }
 }
 
 /// What a plugin answers for a function it does not serve: the caller's request was wrong
@@ -751,6 +769,12 @@ pub trait HttpProvider {
         let _ = request;
         Err(unsupported(&Self::info().name, "transcription"))
     }
+
+    /// Speaks text, as [`Provider::speak`] (whose default this is).
+    fn speak(request: SpeechRequest, audio: &mut AudioSink) -> Result<Speech, ProviderError> {
+        let _ = (request, audio);
+        Err(unsupported(&Self::info().name, "speech"))
+    }
 }
 
 impl<T: HttpProvider> Provider for T {
@@ -789,6 +813,10 @@ impl<T: HttpProvider> Provider for T {
 
     fn transcribe(request: TranscriptionRequest) -> Result<Transcription, ProviderError> {
         <T as HttpProvider>::transcribe(request)
+    }
+
+    fn speak(request: SpeechRequest, audio: &mut AudioSink) -> Result<Speech, ProviderError> {
+        <T as HttpProvider>::speak(request, audio)
     }
 }
 
@@ -844,7 +872,7 @@ pub mod prelude {
 ///
 /// Use it exactly once per component: it defines the component's `info`,
 /// `complete`, `complete-stream`, `embed`, `count-tokens`, `rerank`, `generate-images` and
-/// `transcribe` exports.
+/// `transcribe` and `speak` exports.
 #[macro_export]
 macro_rules! export_provider {
     ($t:ty) => {
@@ -980,6 +1008,97 @@ impl Sink {
     }
 }
 
+/// The audio of a speech ([`Provider::speak`]), delivered to the caller as it arrives.
+#[derive(Debug)]
+pub struct AudioSink {
+    target: AudioTarget,
+}
+
+#[derive(Debug)]
+enum AudioTarget {
+    /// The host's `sink.send-audio` import; `closed` once the caller has gone.
+    Host {
+        closed: bool,
+    },
+    Buffer {
+        bytes: Vec<u8>,
+        sends: usize,
+    },
+}
+
+impl AudioSink {
+    /// The sink of the running call.
+    fn host() -> Self {
+        AudioSink {
+            target: AudioTarget::Host { closed: false },
+        }
+    }
+
+    /// A sink that keeps the audio in memory instead of sending it: for testing a plugin's
+    /// [`Provider::speak`] natively. Read it back with [`AudioSink::sent`].
+    pub fn buffered() -> Self {
+        AudioSink {
+            target: AudioTarget::Buffer {
+                bytes: Vec::new(),
+                sends: 0,
+            },
+        }
+    }
+
+    /// The audio a [`AudioSink::buffered`] sink received (always empty for the host's sink).
+    pub fn sent(&self) -> &[u8] {
+        match &self.target {
+            AudioTarget::Buffer { bytes, .. } => bytes,
+            AudioTarget::Host { .. } => &[],
+        }
+    }
+
+    /// How many sends of audio a [`AudioSink::buffered`] sink received: the audio went in
+    /// pieces, as it came, rather than whole at the end.
+    pub fn sends(&self) -> usize {
+        match &self.target {
+            AudioTarget::Buffer { sends, .. } => *sends,
+            AudioTarget::Host { .. } => 0,
+        }
+    }
+
+    /// Sends the next bytes of audio to the caller (nothing for none).
+    ///
+    /// Returns `Err(ProviderError::Failed("the caller disconnected"))` when the caller is
+    /// gone: stop working and return that error.
+    pub fn send(&mut self, bytes: &[u8]) -> Result<(), ProviderError> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        match &mut self.target {
+            AudioTarget::Host { closed: true } => Err(ProviderError::Failed(CALLER_GONE.into())),
+            AudioTarget::Host { closed } => {
+                if __private::gateway::provider::sink::send_audio(bytes).is_err() {
+                    *closed = true;
+                    return Err(ProviderError::Failed(CALLER_GONE.into()));
+                }
+                Ok(())
+            }
+            AudioTarget::Buffer { bytes: kept, sends } => {
+                kept.extend_from_slice(bytes);
+                *sends += 1;
+                Ok(())
+            }
+        }
+    }
+
+    /// Sends `response`'s body to the caller chunk by chunk, as it arrives; how many bytes it
+    /// sent. A body cut short is an error (the caller's answer is then cut too).
+    pub fn copy(&mut self, mut response: http::Response) -> Result<u64, ProviderError> {
+        let mut sent = 0u64;
+        while let Some(chunk) = response.chunk()? {
+            self.send(&chunk)?;
+            sent += chunk.len() as u64;
+        }
+        Ok(sent)
+    }
+}
+
 /// Implementation details used by [`export_provider!`]; not part of the API.
 #[doc(hidden)]
 // The generated ABI glue for `embed` takes one argument per flattened field.
@@ -1040,6 +1159,11 @@ pub mod __private {
         fn transcribe(request: TranscriptionRequest) -> Result<Transcription, ProviderError> {
             report_panics();
             T::transcribe(request)
+        }
+
+        fn speak(request: SpeechRequest) -> Result<Speech, ProviderError> {
+            report_panics();
+            T::speak(request, &mut crate::AudioSink::host())
         }
     }
 
@@ -1176,6 +1300,31 @@ mod tests {
                 "minimal does not support transcription".into()
             ))
         );
+        let request = SpeechRequest {
+            route: route(),
+            model: "m".into(),
+            input: "hello".into(),
+            voice: "alloy".into(),
+            format: "mp3".into(),
+            params: String::new(),
+        };
+        let mut audio = AudioSink::buffered();
+        assert_eq!(
+            Minimal::speak(request, &mut audio),
+            Err(ProviderError::InvalidRequest(
+                "minimal does not support speech".into()
+            ))
+        );
+        assert!(audio.sent().is_empty());
+    }
+
+    #[test]
+    fn an_audio_sink_copies_a_body_chunk_by_chunk() {
+        let body =
+            http::Response::from_chunks(200, Vec::new(), vec![b"ID3".to_vec(), b"abc".to_vec()]);
+        let mut audio = AudioSink::buffered();
+        assert_eq!(audio.copy(body), Ok(6));
+        assert_eq!((audio.sent(), audio.sends()), (&b"ID3abc"[..], 2));
     }
 
     #[test]

@@ -54,8 +54,8 @@ use crate::http::{Request, Response};
 use crate::tool::{Context, ToolError, ToolResult, Tools};
 use crate::{
     Choice, Chunk, Completion, CompletionRequest, ImageRequest, Images, Message, OutputLimit,
-    Prompt, Provider, ProviderError, RerankRequest, Reranking, Route, Sink, Transcription,
-    TranscriptionRequest,
+    Prompt, Provider, ProviderError, RerankRequest, Reranking, Route, Sink, Speech, SpeechRequest,
+    Transcription, TranscriptionRequest,
 };
 
 /// A tool as the gateway lists it (the WIT's `tool-def`).
@@ -327,6 +327,25 @@ pub fn transcribe<P: Provider>(
     with_host(allowed, ROUTE, Box::new(upstream), || {
         P::transcribe(request)
     })
+}
+
+/// Runs `P::speak` on `request` with `upstream` answering its requests, as [`rerank`] does;
+/// with what it answered, the audio it sent the caller (a [`crate::AudioSink::buffered`] sink)
+/// and the requests it made.
+pub fn speak<P: Provider>(
+    request: SpeechRequest,
+    upstream: impl FnMut(&Request) -> Result<Response, ProviderError> + 'static,
+) -> (
+    Result<Speech, ProviderError>,
+    crate::AudioSink,
+    Vec<Request>,
+) {
+    let allowed = origin(&request.route.base_url).into_iter().collect();
+    let mut audio = crate::AudioSink::buffered();
+    let (result, requests) = with_host(allowed, ROUTE, Box::new(upstream), || {
+        P::speak(request, &mut audio)
+    });
+    (result, audio, requests)
 }
 
 /// A call of a tool server (`[mcp_servers.ID]`): the context the gateway passes a tool plugin,

@@ -748,6 +748,46 @@ def test_audio_transcriptions_billed_by_tokens(openai_client, scenario, speech):
     assert answer.usage.input_token_details.audio_tokens > 0
 
 
+def test_audio_speech_streamed_to_a_file(openai_client, scenario, tmp_path):
+    """tts-1: the audio streamed to a file as it arrives, byte for byte what the provider spoke,
+    recorded as its summary and priced by the character."""
+    case = scenario["speech"]
+    target = tmp_path / "speech.mp3"
+    with openai_client.audio.speech.with_streaming_response.create(
+        model=case["tts"], voice="alloy", input=case["input"]
+    ) as response:
+        assert response.headers["content-type"] == "audio/mpeg"
+        invocation_id = response.headers["x-invocation-id"]
+        response.stream_to_file(target)
+    assert target.read_bytes() == case["mp3"].encode()
+    invocation = record(scenario, invocation_id)
+    assert invocation["type"] == "speech"
+    assert invocation["usage"]["characters"] == case["characters"]
+    assert invocation["usageCost"] == pytest.approx(case["characters"] * 15 / 1e6)
+    assert invocation["response"]["bytes"] == len(case["mp3"])
+
+
+def test_audio_speech_in_another_format_billed_by_tokens(openai_client, scenario):
+    case = scenario["speech"]
+    answer = openai_client.audio.speech.create(
+        model=case["gpt"], voice="alloy", input=case["input"], response_format="wav",
+        instructions="Calm and slow.",
+    )
+    assert answer.content == case["wav"].encode()
+    assert answer.response.headers["content-type"] == "audio/wav"
+    invocation = record(scenario, answer.response.headers["x-invocation-id"])
+    usage = invocation["usage"]
+    assert [usage["prompt_tokens"], usage["completion_tokens"]] == case["tokens"]
+
+
+def test_audio_speech_with_an_unknown_voice_is_bad_request(openai_client, scenario):
+    case = scenario["speech"]
+    with pytest.raises(openai.BadRequestError) as raised:
+        openai_client.audio.speech.create(model=case["tts"], voice="nobody", input="Hi")
+    assert raised.value.status_code == 400
+    assert "voice" in raised.value.message
+
+
 def test_audio_file_that_is_not_audio_is_bad_request(openai_client, scenario, tmp_path):
     case = scenario["audio"]
     notes = tmp_path / "notes.txt"

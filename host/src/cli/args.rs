@@ -459,11 +459,12 @@ GET /invocations/{id} present it (request and response bodies, attempts, guards)
   http_status, duration_ms, prompt_tokens, completion_tokens, total_tokens,
   cached_prompt_tokens, cache_creation_tokens, reasoning_tokens, cost_usd, error,
   image_prompt_tokens, audio_prompt_tokens, guards, cache, saved_cost_usd, search_units, images,
-  audio_seconds
+  audio_seconds, characters
 created_at is RFC 3339 (UTC, milliseconds); a missing value is an empty field (the image and
 audio tokens, part of prompt_tokens, are there only where the provider tells them; a rerank's
 search units where its provider bills them; images on an image generation's; the seconds of
-audio a transcription was billed by, where its provider bills them). guards is what
+audio a transcription was billed by, where its provider bills them; the characters of a
+speech's input text). guards is what
 each guard decided (the JSON array of the JSON lines), empty when no guard ran. cache is hit, miss or skip on a route that caches,
 saved_cost_usd what a hit's answer cost when it was stored.
 

@@ -45,6 +45,10 @@ pub struct Price {
     /// tokens. Absent: seconds cost nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_audio_second: Option<f64>,
+    /// Dollars per character of input text a speech is billed by (tts-1's), beside its
+    /// tokens. Absent: characters cost nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_character: Option<f64>,
 }
 
 /// The prices of a call whose prompt (cached and cache-written tokens included) has more than
@@ -111,6 +115,8 @@ struct PriceFields {
     per_image: Option<f64>,
     #[serde(default)]
     per_audio_second: Option<f64>,
+    #[serde(default)]
+    per_character: Option<f64>,
 }
 
 impl TryFrom<PriceFields> for Price {
@@ -163,6 +169,7 @@ impl TryFrom<PriceFields> for Price {
                 "per second of audio",
                 fields.per_audio_second,
             ),
+            ("per_character", "per character", fields.per_character),
         ];
         for (key, per, value) in units {
             if let Some(value) = value
@@ -187,6 +194,7 @@ impl TryFrom<PriceFields> for Price {
             per_search_unit: fields.per_search_unit,
             per_image: fields.per_image,
             per_audio_second: fields.per_audio_second,
+            per_character: fields.per_character,
         })
     }
 }
@@ -205,6 +213,7 @@ impl Price {
             per_search_unit: None,
             per_image: None,
             per_audio_second: None,
+            per_character: None,
         }
     }
 }

@@ -121,6 +121,8 @@ impl Caching {
             Ask::Images(_) => return Ok(None),
             // Not kept: an upload is seldom sent twice.
             Ask::Transcribe(_) => return Ok(None),
+            // Not kept: audio is large, and streamed as it is made.
+            Ask::Speak(_) => return Ok(None),
         };
         let caller_key = routed.caller_key.as_deref();
         let model = &routed.model;

@@ -278,6 +278,37 @@ impl Call {
         Err(self.failover.take_error())
     }
 
+    /// The next try of a call whose answer streams (its tries are run by its stream's task),
+    /// with its request aimed at it; once none is left, or shutdown's grace ended while
+    /// waiting out a backoff, the error to answer with, the tries recorded.
+    pub async fn next_try<R: Clone>(
+        &mut self,
+        state: &AppState,
+        draft: &mut Draft,
+        template: &mut Option<R>,
+        aim: impl Fn(&mut R, &Try),
+    ) -> Result<(Try, R), ApiError> {
+        let next = tokio::select! {
+            // A first try is ready at once: the abort signal is not even subscribed to.
+            biased;
+            attempt = self.failover.next(&state.runtime) => attempt.ok_or(None),
+            () = state.aborted() => Err(Some(ApiError::ShuttingDown)),
+        };
+        let attempt = match next {
+            Ok(attempt) => attempt,
+            Err(error) => {
+                self.record_tries(draft);
+                let error = error.unwrap_or_else(|| self.failover.take_error());
+                return Err(draft.redact(error));
+            }
+        };
+        let Some(mut request) = self.failover.request(template) else {
+            return Err(ApiError::Internal("a try without its request".into()));
+        };
+        aim(&mut request, &attempt);
+        Ok((attempt, request))
+    }
+
     /// Puts the route that served (or failed last) and the tries in the record.
     pub fn record_tries(&mut self, draft: &mut Draft) {
         self.failover.record_tries(draft);

@@ -21,6 +21,7 @@ mod media;
 mod quota;
 mod record;
 mod route;
+mod speech;
 mod stream;
 mod whole;
 
@@ -70,6 +71,8 @@ pub enum Kind {
     Images,
     /// Audio written down, in its language or in English.
     Transcription,
+    /// Text spoken: audio made from it.
+    Speech,
 }
 
 impl Kind {
@@ -82,6 +85,7 @@ impl Kind {
             Kind::Rerank => "rerank",
             Kind::Images => "images",
             Kind::Transcription => "transcription",
+            Kind::Speech => "speech",
         }
     }
 }
@@ -130,6 +134,8 @@ pub enum Ask<C, E> {
     Images(Images),
     /// Audio written down: answered whole, never cached.
     Transcribe(Transcribe),
+    /// Text spoken: the audio streamed as the provider sends it, never cached.
+    Speak(Speak),
 }
 
 /// How a surface writes a token count: the answer's JSON text.
@@ -221,6 +227,16 @@ pub struct Transcribe {
     /// Into English (a translation).
     pub translate: bool,
     pub codec: Box<dyn TranscriptCodec>,
+}
+
+/// What a speech asks: the text, the voice, and the audio's format with its media type.
+pub struct Speak {
+    pub input: String,
+    pub voice: String,
+    /// As OpenAI names it (`mp3`, `opus`, ...): the plugin asks its provider for it.
+    pub format: String,
+    /// The answer's `Content-Type`, the format's.
+    pub media_type: &'static str,
 }
 
 /// How a surface writes a transcription's answer, in the format its caller asked for.
@@ -708,6 +724,9 @@ async fn flow<S: Surface>(
         }
         Ask::Transcribe(transcribe) => {
             return Box::pin(whole::transcribe(state, draft, call, params, transcribe)).await;
+        }
+        Ask::Speak(speak) => {
+            return Box::pin(speech::start(state, draft, call, guards, speak)).await;
         }
     };
     let Prompted {

@@ -260,6 +260,9 @@ pub(super) fn estimate<C, E>(
         // Audio is billed by its seconds (below), or by tokens the gateway cannot tell from
         // its bytes.
         Ask::Transcribe(_) => (0, 0),
+        // A model that bills speech by tokens (`gpt-4o-mini-tts`) reads the text and is reserved
+        // its audio as a completion's that sets no limit.
+        Ask::Speak(speak) => (speak.input.len(), route.config.reserve_max_tokens()),
     };
     let prompt_tokens = (prompt_bytes as u64).div_ceil(BYTES_PER_TOKEN);
     // A rerank billed by search units is reserved the least its provider bills: one a query of
@@ -279,6 +282,11 @@ pub(super) fn estimate<C, E>(
         },
         audio_seconds: match ask {
             Ask::Transcribe(transcribe) => Some(audio_seconds(transcribe.audio.len())),
+            _ => None,
+        },
+        // What a provider that bills by characters charges, known before the call.
+        characters: match ask {
+            Ask::Speak(speak) => Some(characters(&speak.input)),
             _ => None,
         },
         ..TokenUsage::default()
@@ -309,6 +317,12 @@ const AUDIO_BYTES_PER_SECOND: usize = 4_000;
 /// The seconds an upload of `bytes` is reserved as.
 fn audio_seconds(bytes: usize) -> u32 {
     u32::try_from(bytes.div_ceil(AUDIO_BYTES_PER_SECOND)).unwrap_or(u32::MAX)
+}
+
+/// The characters of a speech's text, as providers that bill by them count them (Unicode
+/// scalar values).
+pub(super) fn characters(input: &str) -> u32 {
+    u32::try_from(input.chars().count()).unwrap_or(u32::MAX)
 }
 
 /// The bytes of a prompt's texts: what its tokens are estimated from.

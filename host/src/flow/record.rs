@@ -400,6 +400,7 @@ impl From<&types::Usage> for TokenUsage {
             search_units: None,
             images: None,
             audio_seconds: None,
+            characters: None,
         }
     }
 }

@@ -125,7 +125,8 @@ impl<C, E> Request<C, E> {
             | Ask::Count { .. }
             | Ask::Rerank(_)
             | Ask::Images(_)
-            | Ask::Transcribe(_) => types::OutputLimit::default(),
+            | Ask::Transcribe(_)
+            | Ask::Speak(_) => types::OutputLimit::default(),
         }
     }
 }
@@ -159,6 +160,8 @@ fn weight<C, E>(ask: &Ask<C, E>) -> usize {
         Ask::Images(images) => (1, images.n as usize),
         // The upload's bytes were counted as the body's.
         Ask::Transcribe(_) => (1, 0),
+        // The audio streams through: none of it is held.
+        Ask::Speak(_) => (1, 0),
     };
     items.saturating_mul(ITEM_BYTES) + media.saturating_mul(MEDIA_ITEM_BYTES)
 }

@@ -189,7 +189,11 @@ impl Streamed {
     ) {
         let mut template = Some(request);
         loop {
-            let (attempt, request) = match self.next_try(&mut template).await {
+            let aim = |request: &mut types::CompletionRequest, attempt: &Try| {
+                attempt.aim(&mut request.route, &mut request.model);
+            };
+            let next = (self.call).next_try(&self.state, &mut self.draft, &mut template, aim);
+            let (attempt, request) = match next.await {
                 Ok(next) => next,
                 Err(error) => return self.refused(pump, error).await,
             };
@@ -221,33 +225,6 @@ impl Streamed {
                 End::ClientGone => self.cut_short(pump, Cut::ClientGone, try_started).await,
             };
         }
-    }
-
-    /// The next try, with its request aimed at it; the request's error once none is left.
-    async fn next_try(
-        &mut self,
-        template: &mut Option<types::CompletionRequest>,
-    ) -> Result<(Try, types::CompletionRequest), ApiError> {
-        let next = tokio::select! {
-            // A first try is ready at once: the abort signal is not even subscribed to.
-            biased;
-            attempt = self.call.failover.next(&self.state.runtime) => attempt.ok_or(None),
-            // Shutdown's grace is over while waiting out a backoff.
-            () = self.state.aborted() => Err(Some(ApiError::ShuttingDown)),
-        };
-        let attempt = match next {
-            Ok(attempt) => attempt,
-            Err(error) => {
-                self.call.record_tries(&mut self.draft);
-                let error = error.unwrap_or_else(|| self.call.failover.take_error());
-                return Err(self.draft.redact(error));
-            }
-        };
-        let Some(mut request) = self.call.failover.request(template) else {
-            return Err(ApiError::Internal("a try without its request".into()));
-        };
-        attempt.aim(&mut request.route, &mut request.model);
-        Ok((attempt, request))
     }
 
     /// No try is left (or shutdown came between tries) and nothing was sent: the caller

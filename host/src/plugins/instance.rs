@@ -3,14 +3,14 @@
 
 use std::sync::Arc;
 
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::{AsContextMut, Engine, Store};
 
 use super::engine::EPOCH_TICK;
 use super::failure::Failure;
-use super::imports::PluginState;
+use super::imports::{PluginState, Sink};
 use super::plugin::Plugin;
-use super::types::{AnswerVerdict, CheckedRequest, Chunk, Completion, RequestVerdict};
+use super::types::{AnswerVerdict, CheckedRequest, Completion, RequestVerdict};
 use super::wit::{self, Exports};
 use super::{CallContext, PluginError};
 
@@ -19,7 +19,7 @@ pub(super) fn new_store(
     engine: &Engine,
     plugin: &Arc<str>,
     ctx: &CallContext,
-    sink: Option<mpsc::Sender<Chunk>>,
+    sink: Option<Sink>,
     kv: &Arc<super::kv::Kv>,
 ) -> Store<PluginState> {
     let cpu_budget_ticks =

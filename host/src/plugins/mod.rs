@@ -50,13 +50,14 @@ pub use stats::{PluginCounts, TrapKind};
 pub use wit::{VersionError, WIT_LINES, WorldKind};
 
 use engine::Engines;
+use imports::Sink;
 pub use instance::GuardInstance;
 use instance::{Instance, new_store};
 use registry::Registry;
 use types::{
     Chunk, Completion, CompletionRequest, EmbeddingRequest, Embeddings, ImageRequest, Images,
-    ProviderError, RerankRequest, Reranking, TokenCount, ToolContext, ToolDef, ToolError,
-    ToolResult, Transcription, TranscriptionRequest,
+    ProviderError, RerankRequest, Reranking, Speech, SpeechRequest, TokenCount, ToolContext,
+    ToolDef, ToolError, ToolResult, Transcription, TranscriptionRequest,
 };
 
 /// Why a plugin call gave no result.
@@ -198,7 +199,7 @@ impl PluginRuntime {
         &self,
         plugin: &Plugin,
         ctx: &CallContext,
-        sink: Option<mpsc::Sender<Chunk>>,
+        sink: Option<Sink>,
     ) -> Result<Instance, PluginError> {
         // The semaphore is never closed: no permit left is the only failure.
         let slot = self
@@ -253,7 +254,9 @@ impl PluginRuntime {
         request: CompletionRequest,
         sink: mpsc::Sender<Chunk>,
     ) -> Result<Completion, PluginError> {
-        let mut instance = self.instantiate(plugin, ctx, Some(sink)).await?;
+        let mut instance = self
+            .instantiate(plugin, ctx, Some(Sink::Chunks(sink)))
+            .await?;
         let result = instance
             .exports
             .call_complete(instance.store.as_context_mut(), request, true, &plugin.name)
@@ -332,6 +335,25 @@ impl PluginRuntime {
         let result = instance
             .exports
             .call_transcribe(instance.store.as_context_mut(), request, &plugin.name)
+            .await;
+        instance.settle(plugin, ctx, result)
+    }
+
+    /// `request`'s text spoken: its audio goes into `audio` as the plugin sends it. When the
+    /// receiver is dropped the plugin is told the caller is gone.
+    pub async fn speak(
+        &self,
+        plugin: &Plugin,
+        ctx: &CallContext,
+        request: SpeechRequest,
+        audio: mpsc::Sender<bytes::Bytes>,
+    ) -> Result<Speech, PluginError> {
+        let mut instance = self
+            .instantiate(plugin, ctx, Some(Sink::Audio(audio)))
+            .await?;
+        let result = instance
+            .exports
+            .call_speak(instance.store.as_context_mut(), request, &plugin.name)
             .await;
         instance.settle(plugin, ctx, result)
     }

@@ -578,6 +578,27 @@ pub struct Transcription {
     pub seconds: Option<u32>,
 }
 
+/// Text to speak; the audio goes to the caller as the plugin sends it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpeechRequest {
+    pub route: Route,
+    pub model: String,
+    pub input: String,
+    pub voice: String,
+    /// As OpenAI names it: `mp3`, `opus`, `aac`, `flac`, `wav` or `pcm`.
+    pub format: String,
+    /// Every other key of the caller's body, as a JSON object.
+    pub params: String,
+}
+
+/// How a speech ended, once its audio was sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Speech {
+    pub model: String,
+    /// Tokens, where the provider bills speech by them.
+    pub usage: Option<Usage>,
+}
+
 /// The upstream answered with an error status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpstreamError {

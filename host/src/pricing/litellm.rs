@@ -3,8 +3,9 @@
 //!
 //! What the gateway can price (a chat, completion, embedding or rerank model of a provider one
 //! of its plugins serves, priced per token, a rerank's per query too; an image model priced per
-//! image, per pixel or per token; a transcription model per second of audio or per token)
-//! becomes a [`Price`] under that plugin's name; everything
+//! image, per pixel or per token; a transcription model per second of audio or per token; a
+//! speech model per character of input or per token) becomes a [`Price`] under that plugin's
+//! name; everything
 //! else is counted as skipped, by reason. A file that is not such a list, or an entry the
 //! gateway would price whose price fields are not numbers, is refused as a whole and names the
 //! entry: an import writes all of a file or nothing.
@@ -47,8 +48,8 @@ const NAME_PREFIXES: &[&str] = &[
 ];
 
 /// The modes whose calls are priced by the gateway (per token, a rerank's per query too, an
-/// image model's per image, a transcription model's per second). An entry without a mode is
-/// taken as a chat model, as LiteLLM does.
+/// image model's per image, a transcription model's per second, a speech model's per
+/// character). An entry without a mode is taken as a chat model, as LiteLLM does.
 const PRICED_MODES: &[&str] = &[
     "chat",
     "completion",
@@ -57,6 +58,7 @@ const PRICED_MODES: &[&str] = &[
     "rerank",
     "image_generation",
     "audio_transcription",
+    "audio_speech",
 ];
 
 /// Why an entry of the file was not imported.
@@ -64,7 +66,8 @@ const PRICED_MODES: &[&str] = &[
 pub enum Skip {
     /// Its provider has no gateway plugin (the provider's name).
     Provider(String),
-    /// Not a chat, completion, embedding, rerank, image or transcription model (the mode).
+    /// Not a chat, completion, embedding, rerank, image, transcription or speech model (the
+    /// mode).
     Mode(String),
     /// No `input_cost_per_token`: priced per character, image, second, request...
     NotPerToken,
@@ -84,7 +87,7 @@ impl std::fmt::Display for Skip {
             Skip::Provider(_) => write!(f, "provider without a gateway plugin"),
             Skip::Mode(_) => write!(
                 f,
-                "not a chat, completion, embedding, rerank, image or transcription model"
+                "not a chat, completion, embedding, rerank, image, transcription or speech model"
             ),
             Skip::NotPerToken => write!(
                 f,
@@ -340,17 +343,28 @@ fn price_of(
     // A transcription's price per second of audio (Whisper's).
     let per_audio_second = get_per_unit("input_cost_per_second")?
         .filter(|price| mode == "audio_transcription" && *price > 0.0);
+    // A speech's price per character of its input text (tts-1's). Only a speech model's is
+    // read: a chat or embedding model priced per character (Vertex's older ones) is priced by
+    // its tokens or not at all.
+    let per_character = match mode {
+        "audio_speech" => get_per_unit("input_cost_per_character")?.filter(|price| *price > 0.0),
+        _ => None,
+    };
+    // Priced by a unit beside tokens: tokens it does not price cost nothing.
+    let by_unit = per_image.is_some() || per_audio_second.is_some() || per_character.is_some();
     let input = match get("input_cost_per_token")? {
         Some(input) => input,
         // A rerank billed by the query alone reads no tokens the gateway would price, nor does
         // an image model billed by the image.
         None if mode == "rerank" && per_search_unit.is_some() => 0.0,
-        None if per_image.is_some() || per_audio_second.is_some() => 0.0,
+        None if by_unit => 0.0,
         None => return Ok(Err(Skip::NotPerToken)),
     };
-    // GPT Image's output is image tokens, priced under a name of their own.
+    // GPT Image's output is image tokens, and GPT-4o mini TTS's audio tokens, each priced
+    // under a name of its own: the completion tokens of those calls.
     let output = match get("output_cost_per_token")? {
         None if mode == "image_generation" => get("output_cost_per_image_token")?,
+        None if mode == "audio_speech" => get("output_cost_per_audio_token")?,
         output => output,
     };
     let output = match output {
@@ -358,7 +372,7 @@ fn price_of(
         // Embeddings and reranks produce no tokens to bill; an image billed by the image no
         // tokens to price.
         None if mode == "embedding" || mode == "rerank" => 0.0,
-        None if per_image.is_some() || per_audio_second.is_some() => 0.0,
+        None if by_unit => 0.0,
         None => return Ok(Err(Skip::NoOutputPrice)),
     };
     let cached = get("cache_read_input_token_cost")?;
@@ -401,6 +415,7 @@ fn price_of(
         per_search_unit,
         per_image,
         per_audio_second,
+        per_character,
     }))
 }
 
@@ -579,6 +594,65 @@ mod tests {
     }
 
     #[test]
+    fn a_speech_model_is_priced_per_character_or_per_token() {
+        // LiteLLM's tts-1 entry, as it is.
+        let tts = json!({"input_cost_per_character": 1.5e-05, "litellm_provider": "openai",
+            "mode": "audio_speech", "supported_endpoints": ["/v1/audio/speech"]});
+        let imported = one("tts-1", tts).unwrap();
+        let tts = price(&imported, "openai", "tts-1");
+        assert_eq!(tts.per_character, Some(1.5e-05));
+        assert_eq!((tts.input_per_mtok, tts.output_per_mtok), (0.0, 0.0));
+        assert_eq!((tts.per_audio_second, tts.per_image), (None, None));
+        // GPT-4o mini TTS by tokens: its audio output tokens are the completion tokens.
+        let tokens = json!({"litellm_provider": "openai", "mode": "audio_speech",
+            "input_cost_per_token": 2.5e-06, "output_cost_per_audio_token": 1.2e-05});
+        let imported = one("gpt-4o-mini-tts", tokens).unwrap();
+        let tokens = price(&imported, "openai", "gpt-4o-mini-tts");
+        assert_eq!(
+            (
+                tokens.input_per_mtok,
+                tokens.output_per_mtok,
+                tokens.per_character
+            ),
+            (2.5, 12.0, None)
+        );
+        // A plain output price comes first, as for any model.
+        let both = json!({"litellm_provider": "openai", "mode": "audio_speech",
+            "input_cost_per_token": 2.5e-06, "output_cost_per_token": 1e-05,
+            "output_cost_per_audio_token": 1.2e-05});
+        let imported = one("gpt-4o-mini-tts", both).unwrap();
+        assert_eq!(
+            price(&imported, "openai", "gpt-4o-mini-tts").output_per_mtok,
+            10.0
+        );
+        // Audio tokens are another mode's output only where it says so: a chat model with no
+        // output price is still skipped.
+        let chat = json!({"litellm_provider": "openai", "mode": "chat",
+            "input_cost_per_token": 2.5e-06, "output_cost_per_audio_token": 1.2e-05,
+            "output_cost_per_token": null});
+        let file = json!({"gpt-audio-x": chat, "tts-1": {"litellm_provider": "openai",
+            "mode": "audio_speech", "input_cost_per_character": 1.5e-05}});
+        let imported = import(&file.to_string()).unwrap();
+        assert_eq!(
+            imported.skipped,
+            [("gpt-audio-x".to_owned(), Skip::NoOutputPrice)]
+        );
+        // A speech entry with neither price is skipped; an absurd one refused.
+        let none = json!({"litellm_provider": "openai", "mode": "audio_speech"});
+        let file = json!({"tts-9": none, "tts-1": {"litellm_provider": "openai",
+            "mode": "audio_speech", "input_cost_per_character": 1.5e-05}});
+        let imported = import(&file.to_string()).unwrap();
+        assert_eq!(imported.skipped, [("tts-9".to_owned(), Skip::NotPerToken)]);
+        let absurd = json!({"litellm_provider": "openai", "mode": "audio_speech",
+            "input_cost_per_character": 5000.0});
+        let refused = one("tts-1", absurd).expect_err("refused");
+        assert!(
+            refused.to_string().contains("input_cost_per_character"),
+            "{refused}"
+        );
+    }
+
+    #[test]
     fn a_rerank_is_priced_per_query_as_search_units() {
         let imported = one(
             "bedrock/cohere.rerank-v3-5:0",
@@ -650,6 +724,7 @@ mod tests {
                 per_search_unit: None,
                 per_image: None,
                 per_audio_second: None,
+                per_character: None,
             }
         );
         let imported = one(
@@ -754,8 +829,8 @@ mod tests {
                 "litellm_provider": "one of https://docs.litellm.ai/docs/providers"},
             "dall-e-2-edit": {"litellm_provider": "openai", "mode": "image_edit",
                 "output_cost_per_image": 0.02},
-            "tts-1": {"litellm_provider": "openai", "mode": "audio_speech",
-                "input_cost_per_character": 1.5e-05},
+            "omni-moderation-latest": {"litellm_provider": "openai", "mode": "moderation",
+                "input_cost_per_token": 0.0, "output_cost_per_token": 0.0},
             "multimodalembedding": {"litellm_provider": "vertex_ai-embedding-models",
                 "mode": "embedding", "input_cost_per_character": 2e-07},
             "text-embedding-005": {"litellm_provider": "vertex_ai-embedding-models",
@@ -778,7 +853,7 @@ mod tests {
                 reason("dall-e-2-edit", Skip::Mode("image_edit".into())),
                 reason("gpt-image-1", Skip::NoOutputPrice),
                 reason("multimodalembedding", Skip::NotPerToken),
-                reason("tts-1", Skip::Mode("audio_speech".into())),
+                reason("omni-moderation-latest", Skip::Mode("moderation".into())),
                 reason("vertex_ai/gemini-2.5-pro", Skip::Duplicate),
             ]
         );

@@ -6,7 +6,6 @@
 //! hyper has neither deadline for HTTP/2 nor for a connection still telling HTTP/1 from
 //! HTTP/2 (its HTTP/1 header timeout starts only once HTTP/1 is known), hence this watch.
 
-use std::convert::Infallible;
 use std::future::poll_fn;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
@@ -77,12 +76,12 @@ impl Tracked {
 
 impl hyper::body::Body for Tracked {
     type Data = Bytes;
-    type Error = Infallible;
+    type Error = crate::http::BodyCut;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, crate::http::BodyCut>>> {
         Pin::new(&mut self.body).poll_frame(cx)
     }
 

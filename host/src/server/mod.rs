@@ -468,6 +468,7 @@ async fn dispatch(
             "/v1/images/generations" => model::<openai::Images>(state, request, id).await,
             "/v1/audio/transcriptions" => model::<openai::Transcriptions>(state, request, id).await,
             "/v1/audio/translations" => model::<openai::Translations>(state, request, id).await,
+            "/v1/audio/speech" => model::<openai::Speech>(state, request, id).await,
             // A model's method in Gemini's API: `/v1beta/models/{model}:generateContent`, ….
             p if gemini::endpoint(p).is_some() => model::<gemini::Models>(state, request, id).await,
             // Boxed: tool calls add nothing to the size of every model request's future.

@@ -48,6 +48,9 @@ pub struct TokenUsage {
     /// The seconds of audio a provider billed a transcription by (Whisper's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audio_seconds: Option<u32>,
+    /// The characters of a speech's input, which the providers that bill by them (tts-1) bill.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub characters: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]

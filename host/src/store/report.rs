@@ -459,6 +459,7 @@ pub(super) mod fixture {
             search_units: None,
             images: None,
             audio_seconds: None,
+            characters: None,
         })
     }
 

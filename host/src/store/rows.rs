@@ -130,6 +130,7 @@ pub(super) fn invocation<R: StoredRow + ?Sized>(row: &R) -> Result<Invocation, R
             search_units: row.token_count(30)?,
             images: row.token_count(31)?,
             audio_seconds: row.token_count(32)?,
+            characters: row.token_count(33)?,
         }),
     };
     Ok(Invocation {

@@ -214,7 +214,7 @@ macro_rules! invocation_columns {
             $attempts,
             ", image_prompt_tokens, audio_prompt_tokens, ",
             $guards,
-            ", cache, saved_cost_usd, search_units, images, audio_seconds"
+            ", cache, saved_cost_usd, search_units, images, audio_seconds, characters"
         )
     };
 }

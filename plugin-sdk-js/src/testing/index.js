@@ -2,8 +2,8 @@
 // without a gateway. A test builds what the gateway would pass (`Call` for a provider, `GuardCall`
 // for a guard, `ToolCall` for a tool), runs the plugin's exported functions on it (the same ones
 // the gateway calls), answers the plugin's HTTP requests with an upstream of its own, and reads
-// the run: the result, or the error or crash, every request sent, the chunks streamed, the lines
-// logged. As in the gateway, a request to another host than the route's `base_url`'s (a tool's
+// the run: the result, or the error or crash, every request sent, the chunks streamed (the audio
+// spoken), the lines logged. As in the gateway, a request to another host than the route's `base_url`'s (a tool's
 // allowed hosts) is refused before the upstream sees it; `kv` keeps entries between runs.
 //
 // Importing this module registers a resolution hook (`./hooks.js`) mapping the `gateway:`
@@ -77,6 +77,8 @@ export class Run {
     this.sent = [];
     /** @type {object[]} the chunks the caller was sent (a stream) */
     this.chunks = [];
+    /** @type {Uint8Array[]} the audio the caller was sent (`speak`), piece by piece */
+    this.audio = [];
     /** @type {[string, string][]} the lines the run logged */
     this.logs = [];
   }
@@ -88,6 +90,17 @@ export class Run {
       .filter((delta) => delta.index === choice)
       .map((delta) => delta.text)
       .join('');
+  }
+
+  /** The audio the caller received (`speak`), whole. */
+  streamedAudio() {
+    const whole = new Uint8Array(this.audio.reduce((length, piece) => length + piece.length, 0));
+    let at = 0;
+    for (const piece of this.audio) {
+      whole.set(piece, at);
+      at += piece.length;
+    }
+    return whole;
   }
 
   /** The result; throws an `Error` saying why there is none (the error or the crash). */
@@ -176,7 +189,10 @@ export function completion(texts, model = 'test-model') {
   };
 }
 
-/** A completion request as the gateway passes a provider, and its runs. */
+/** The builder of the request each export but `complete` and `completeStream` runs on. */
+const BUILT_BY = { embed: 'Call.embedding', speak: 'Call.speech' };
+
+/** A completion (or embeddings, or speech) request as the gateway passes a provider, and its runs. */
 export class Call {
   /**
    * A `type: text` request for `prompt` to `model`, on a route `test` whose `base_url` is
@@ -194,6 +210,14 @@ export class Call {
   /** An embeddings request for `input` (texts) to `model`: run it with `embed`. */
   static embedding(model, input) {
     return new Call({ route: route(), model, input, params: '{}' });
+  }
+
+  /**
+   * A speech request (`POST /v1/audio/speech`): `input` spoken by `model` in `voice`, as `format`
+   * (`mp3`, `opus`, `aac`, `flac`, `wav` or `pcm`): run it with `speak`.
+   */
+  static speech(model, input, voice = 'alloy', format = 'mp3') {
+    return new Call({ route: route(), model, input, voice, format, params: '{}' });
   }
 
   constructor(request) {
@@ -238,7 +262,7 @@ export class Call {
     return this;
   }
 
-  /** The caller goes away after `count` chunks: the sink refuses the next ones. */
+  /** The caller goes away after `count` chunks (pieces of audio): the sink refuses the next ones. */
   callerGoneAfter(count) {
     this.goneAfter = count;
     return this;
@@ -259,10 +283,20 @@ export class Call {
     return this.#run(plugin, 'embed', upstream);
   }
 
+  /** Runs the plugin's `speak` (on a `Call.speech`); the audio the caller was sent is `run.audio`. */
+  speak(plugin, upstream) {
+    return this.#run(plugin, 'speak', upstream);
+  }
+
   #run(plugin, name, upstream) {
-    const embedding = 'input' in this.request;
-    if (embedding !== (name === 'embed')) {
-      throw new TypeError(embedding ? `a Call.embedding runs with embed, not ${name}` : 'embed runs a Call.embedding');
+    // The export a request that is no completion runs with: a speech has a voice, embeddings an
+    // input (a completion has neither).
+    const only = 'voice' in this.request ? 'speak' : 'input' in this.request ? 'embed' : undefined;
+    if (only !== undefined && name !== only) {
+      throw new TypeError(`a ${BUILT_BY[only]} runs with ${only}, not ${name}`);
+    }
+    if (only === undefined && name in BUILT_BY) {
+      throw new TypeError(`${name} runs a ${BUILT_BY[name]}`);
     }
     const exported = exportOf(plugin, name, 'exportProvider');
     const allowed = origin(this.request.route.baseUrl);
@@ -276,6 +310,12 @@ export class Call {
             throw { payload: undefined };
           }
           run.chunks.push(structuredClone(chunk));
+        },
+        audio: (bytes) => {
+          if (run.audio.length >= this.goneAfter) {
+            throw { payload: undefined };
+          }
+          run.audio.push(Uint8Array.from(bytes));
         },
       }),
       () => exported(request),

@@ -17,6 +17,8 @@ declare module 'gateway:provider/provider@0.2.0' {
   export type Images = import('gateway:provider/types@0.2.0').Images;
   export type TranscriptionRequest = import('gateway:provider/types@0.2.0').TranscriptionRequest;
   export type Transcription = import('gateway:provider/types@0.2.0').Transcription;
+  export type SpeechRequest = import('gateway:provider/types@0.2.0').SpeechRequest;
+  export type Speech = import('gateway:provider/types@0.2.0').Speech;
   export type * as GatewayProviderHttp020 from 'gateway:provider/http@0.2.0'; // import gateway:provider/http@0.2.0
   export type * as GatewayProviderKv020 from 'gateway:provider/kv@0.2.0'; // import gateway:provider/kv@0.2.0
   export type * as GatewayProviderLog020 from 'gateway:provider/log@0.2.0'; // import gateway:provider/log@0.2.0
@@ -47,5 +49,10 @@ declare module 'gateway:provider/provider@0.2.0' {
   * `request`'s audio written down.
   */
   export function transcribe(request: TranscriptionRequest): Transcription;
+  /**
+  * `request`'s text spoken: the audio through `sink.send-audio` as it arrives, then how
+  * the speech ended.
+  */
+  export function speak(request: SpeechRequest): Speech;
   export type Result<T, E> = { tag: 'ok', val: T } | { tag: 'err', val: E };
 }

@@ -14,7 +14,10 @@ A provider that answers each completion with one upstream HTTP request subclasse
   `"eventstream"`;
 - the drivers (`read_completion`, `read_stream`) do the rest: the status check and error
   mapping, the event loop, text and usage sent to the caller as they arrive (through the host's
-  `sink`), a stream cut short reported as an error rather than a short answer.
+  `sink`), a stream cut short reported as an error rather than a short answer;
+- the other exports (`embed`, `count_tokens`, `rerank`, `generate_images`, `transcribe`,
+  `speak`) are methods with defaults a provider overrides where its API has the endpoint
+  (`speak(call, sink)` sends the audio through `sink.send_audio` as it arrives).
 
 The module ends with `WitWorld = provider_world(MyProvider)`: componentize-py exports the class
 named `WitWorld` of the app module as the component's `provider` world.
@@ -75,8 +78,9 @@ __all__ = [
 
 
 class Call:
-    """A completion (or embeddings, rerank or images) request, already validated by the gateway: the
-    WIT record (`call.request`) with the helpers a provider needs."""
+    """A completion (or embeddings, rerank, images, transcription or speech) request, already
+    validated by the gateway: the WIT record (`call.request`) with the helpers a provider
+    needs."""
 
     def __init__(self, request: Any) -> None:
         self.request = request
@@ -238,7 +242,8 @@ def check_output(limit: types.OutputLimit, fields: OutputFields | None, body: by
 
 
 class Sink:
-    """Partial results of a streamed completion, delivered to the caller as they arrive."""
+    """Partial results of a streamed completion (`complete_stream`), and the audio of a speech
+    (`speak`), delivered to the caller as they arrive."""
 
     CALLER_GONE = "the caller disconnected"
 
@@ -247,10 +252,13 @@ class Sink:
         self._closed = False
         #: What a `Sink.buffered()` sink received, in order.
         self.sent: list[types.Chunk] = []
+        #: The audio a `Sink.buffered()` sink received (`send_audio`), piece by piece.
+        self.audio: list[bytes] = []
 
     @classmethod
     def buffered(cls) -> "Sink":
-        """A sink that keeps every chunk in `sent` instead of sending it: for tests."""
+        """A sink that keeps every chunk in `sent` (and the audio in `audio`) instead of
+        sending it: for tests."""
         return cls(buffered=True)
 
     def send(self, chunk: types.Chunk) -> None:
@@ -271,6 +279,24 @@ class Sink:
         """Sends new text of choice `index` (nothing for empty text)."""
         if text:
             self.send(types.Chunk([types.TextDelta(index, text)], [], [], None))
+
+    def send_audio(self, data: bytes | bytearray | memoryview) -> None:
+        """Sends the next bytes of a speech's audio (`speak`) to the caller, as the upstream
+        sends them (nothing for no bytes); raises `ProviderError.failed("the caller
+        disconnected")` once the caller is gone: stop working and let it propagate."""
+        if not data:
+            return
+        piece = bytes(data)
+        if self._buffered:
+            self.audio.append(piece)
+            return
+        if self._closed:
+            raise ProviderError.failed(self.CALLER_GONE)
+        try:
+            _sink.send_audio(piece)
+        except Err:
+            self._closed = True
+            raise ProviderError.failed(self.CALLER_GONE) from None
 
 
 # ---------------------------------------------------------------------------------- answers
@@ -716,6 +742,14 @@ class HttpProvider(StreamDecoder):
         `types.TranscriptSegment(start, end, text)`; default: not supported (400)."""
         raise ProviderError.invalid_request(f"{self.NAME} does not support transcription")
 
+    def speak(self, call: Call, sink: Sink) -> types.Speech:
+        """`call.request.input` spoken in `call.request.voice`, as `call.request.format` (`mp3`,
+        `opus`, `aac`, `flac`, `wav` or `pcm`; the caller's other keys, `speed`,
+        `instructions`..., in `params`): the audio sent through `sink.send_audio` as the
+        upstream sends it, then `types.Speech(model, usage)` (the tokens where the provider
+        bills speech by them, else `None`); default: not supported (400)."""
+        raise ProviderError.invalid_request(f"{self.NAME} does not support speech")
+
 
 def run(action: Callable[[], T]) -> T:
     """Runs an export: a `ProviderError` becomes the WIT error the gateway expects; any other
@@ -750,6 +784,8 @@ class Provider(Protocol):
     # image generation" (400), as `HttpProvider.generate_images`.
     # Optional: `transcribe(call) -> types.Transcription`; without it, "<name> does not support
     # transcription" (400), as `HttpProvider.transcribe`.
+    # Optional: `speak(call, sink) -> types.Speech`, the audio sent with `sink.send_audio`;
+    # without it, "<name> does not support speech" (400), as `HttpProvider.speak`.
 
 
 class ProviderWorld(Protocol):
@@ -772,24 +808,26 @@ class ProviderWorld(Protocol):
 
     def transcribe(self, request: types.TranscriptionRequest) -> types.Transcription: ...
 
+    def speak(self, request: types.SpeechRequest) -> types.Speech: ...
+
 
 def provider_world(provider: Callable[[], Provider]) -> type[ProviderWorld]:
     """The `WitWorld` class componentize-py exports for `provider` (an `HttpProvider`, or any
     class with `info`, `complete(call)`, `complete_stream(call, sink)`, `embed(call)` and,
-    optionally, `count_tokens(call)`, `rerank(call)`, `generate_images(call)` and
-    `transcribe(call)`):
+    optionally, `count_tokens(call)`, `rerank(call)`, `generate_images(call)`,
+    `transcribe(call)` and `speak(call, sink)`):
 
         WitWorld = provider_world(MyProvider)
     """
 
-    def optional(method: str, what: str, request: Any) -> Any:
-        """An export a provider may leave out: its answer, or the 400 a provider without it
-        gives (as `HttpProvider`'s defaults do)."""
+    def optional(method: str, what: str, request: Any, *rest: Any) -> Any:
+        """An export a provider may leave out: its answer (to the call, and `rest`: `speak`'s
+        sink), or the 400 a provider without it gives (as `HttpProvider`'s defaults do)."""
         instance = provider()
         function = getattr(instance, method, None)
         if function is None:
             raise ProviderError.invalid_request(f"{instance.info().name} does not support {what}")
-        return function(Call(request))
+        return function(Call(request), *rest)
 
     class WitWorld:
         def info(self) -> types.PluginInfo:
@@ -827,6 +865,10 @@ def provider_world(provider: Callable[[], Provider]) -> type[ProviderWorld]:
                 lambda: optional("transcribe", "transcription", request)
             )
             return transcription
+
+        def speak(self, request: types.SpeechRequest) -> types.Speech:
+            speech: types.Speech = run(lambda: optional("speak", "speech", request, Sink()))
+            return speech
 
     WitWorld.__qualname__ = WitWorld.__name__ = "WitWorld"
     return WitWorld

@@ -1,9 +1,10 @@
 """Running a plugin natively, without a gateway: the SDK's own fake host, for a plugin's unit
 tests (`unittest` or pytest).
 
-`Call` builds the `CompletionRequest` (or `EmbeddingRequest`) the gateway would pass;
-`Call.complete`, `Call.stream` (the `complete-stream` export) and `Call.embed` run the
-plugin's exported `WitWorld` on it, the very class and code path the gateway calls, with an
+`Call` builds the `CompletionRequest` (or `EmbeddingRequest`, `SpeechRequest`) the gateway
+would pass; `Call.complete`, `Call.stream` (the `complete-stream` export), `Call.embed` and
+`Call.speak` run the plugin's exported `WitWorld` on it, the very class and code path the
+gateway calls, with an
 upstream of the test's own: a function from each request the plugin sends (`Sent`) to a
 response (`json`, `sse`, `ndjson`, `Response.from_chunks`), or to a WIT `http.HttpError_*`
 value that fails the send. Every request is recorded, with its headers and body; as in the
@@ -128,7 +129,10 @@ class Host:
 
     @contextmanager
     def _installed(
-        self, send: Callable[[_http.Request], _http.Response], sink: Callable[[types.Chunk], None]
+        self,
+        send: Callable[[_http.Request], _http.Response],
+        sink: Callable[[types.Chunk], None],
+        audio: Callable[[bytes], None],
     ) -> Iterator[None]:
         def write(level: _log.Level, message: str) -> None:
             self.logs.append((level.name.lower(), message))
@@ -143,6 +147,7 @@ class Host:
         fakes: list[tuple[Any, str, Any]] = [
             (_http, "send", send),
             (_sink, "send", sink),
+            (_sink, "send_audio", audio),
             (_log, "log", write),
             (_log, "enabled", lambda level: level.value >= self._least),
             (_kv, "get", self.kv.get),
@@ -242,11 +247,15 @@ def _no_sink(chunk: types.Chunk) -> None:
     raise Err(None)
 
 
+def _no_audio(data: bytes) -> None:
+    raise Err(None)
+
+
 @dataclass
 class Run(Generic[T, E]):
     """What a run did: the plugin's result or error (a `Call`'s `ProviderError`, a `ToolCall`'s
-    `ToolError`), the requests it sent, the chunks the caller was sent (`Call.stream`), and the
-    lines it logged."""
+    `ToolError`), the requests it sent, the chunks the caller was sent (`Call.stream`) or the
+    audio (`Call.speak`), and the lines it logged."""
 
     value: T | None
     error: E | None
@@ -257,6 +266,8 @@ class Run(Generic[T, E]):
     #: The lines logged during the run, `(level, message)`.
     logs: list[tuple[str, str]]
     host: Host
+    #: The audio the caller was sent (`Call.speak`), piece by piece as the plugin sent it.
+    audio: list[bytes] = field(default_factory=list)
 
     @property
     def result(self) -> T:
@@ -271,6 +282,10 @@ class Run(Generic[T, E]):
         return "".join(
             delta.text for chunk in self.chunks for delta in chunk.deltas if delta.index == choice
         )
+
+    def streamed_audio(self) -> bytes:
+        """The audio the caller received (`Call.speak`), whole."""
+        return b"".join(self.audio)
 
 
 def _provider_error(error: types.ProviderError) -> ProviderError:
@@ -296,8 +311,8 @@ def message(role: str, *texts: str) -> types.Message:
 
 
 class Call:
-    """A completion (or embeddings) request as the gateway passes it, built with chained calls,
-    and the run of a plugin on it. The route is `test`, its `base_url`
+    """A completion (or embeddings, or speech) request as the gateway passes it, built with
+    chained calls, and the run of a plugin on it. The route is `test`, its `base_url`
     `http://upstream.test`, with no key, no settings, no params and no output limit."""
 
     def __init__(self, model: str, prompt: types.Prompt, inputs: Sequence[str] = ()) -> None:
@@ -310,6 +325,9 @@ class Call:
         self.reasoning: types.ReasoningConfig | None = None
         self.output_limit = types.OutputLimit(None, 1)
         self.params_json = "{}"
+        #: A speech's voice and audio format (`Call.speech`).
+        self.voice = "alloy"
+        self.audio_format = "mp3"
 
     @classmethod
     def text(cls, model: str, prompt: str) -> Call:
@@ -325,6 +343,21 @@ class Call:
     def embedding(cls, model: str, inputs: Sequence[str]) -> Call:
         """An embeddings request for `inputs`, for `embed`."""
         return cls(model, types.Prompt_Text(""), inputs)
+
+    @classmethod
+    def speech(
+        cls,
+        model: str,
+        input: str,  # noqa: A002 (the WIT's names)
+        voice: str = "alloy",
+        format: str = "mp3",  # noqa: A002
+    ) -> Call:
+        """A speech request (`POST /v1/audio/speech`): `input` spoken by `model` in `voice`, as
+        `format` (`mp3`, `opus`, `aac`, `flac`, `wav` or `pcm`), for `speak`."""
+        call = cls(model, types.Prompt_Text(input))
+        call.voice = voice
+        call.audio_format = format
+        return call
 
     def base_url(self, base_url: str) -> Call:
         """The route's `base_url`: the only origin the plugin may reach."""
@@ -375,6 +408,14 @@ class Call:
         """The embeddings request as built."""
         return types.EmbeddingRequest(self.route, self.model, list(self.inputs), self.params_json)
 
+    @property
+    def speech_request(self) -> types.SpeechRequest:
+        """The speech request as built: the text prompt is its `input`."""
+        text = self.prompt.value if isinstance(self.prompt, types.Prompt_Text) else ""
+        return types.SpeechRequest(
+            self.route, self.model, text, self.voice, self.audio_format, self.params_json
+        )
+
     def complete(
         self, world: type[ProviderWorld] | ProviderWorld, upstream: Upstream, host: Host | None = None
     ) -> Run[types.Completion, ProviderError]:
@@ -408,6 +449,21 @@ class Call:
         request = self.embedding_request
         return self._run(lambda w: w.embed(request), world, upstream, host, None)
 
+    def speak(
+        self,
+        world: type[ProviderWorld] | ProviderWorld,
+        upstream: Upstream,
+        host: Host | None = None,
+        *,
+        caller_leaves_after: int | None = None,
+    ) -> Run[types.Speech, ProviderError]:
+        """Runs the plugin's `speak` export on `speech_request`; the audio the caller was sent
+        is `Run.audio` (`Run.streamed_audio()` whole). With `caller_leaves_after=n` the caller
+        disconnects after `n` pieces of audio: the next send fails, as the gateway's sink
+        does."""
+        request = self.speech_request
+        return self._run(lambda w: w.speak(request), world, upstream, host, caller_leaves_after)
+
     def _run(
         self,
         export: Callable[[ProviderWorld], T],
@@ -420,6 +476,7 @@ class Call:
         allowed = _origin(self.route.base_url)
         sent: list[Sent] = []
         chunks: list[types.Chunk] = []
+        audio: list[bytes] = []
         first_log = len(host.logs)
         send = _sender(sent, upstream, lambda origin: origin == allowed, [])
 
@@ -428,15 +485,20 @@ class Call:
                 raise Err(None)
             chunks.append(chunk)
 
+        def send_audio(data: bytes) -> None:
+            if caller_leaves_after is not None and len(audio) >= caller_leaves_after:
+                raise Err(None)
+            audio.append(bytes(data))
+
         instance = world() if isinstance(world, type) else world
         value: T | None = None
         error: ProviderError | None = None
-        with host._installed(send, sink):
+        with host._installed(send, sink, send_audio):
             try:
                 value = export(instance)
             except Err as e:
                 error = _provider_error(e.value)
-        return Run(value, error, sent, chunks, host.logs[first_log:], host)
+        return Run(value, error, sent, chunks, host.logs[first_log:], host, audio)
 
 
 @dataclass
@@ -548,7 +610,7 @@ class Check:
             raise Err(_http.HttpError_ForbiddenHost(urlsplit(request.url).hostname or request.url))
 
         instance = world() if isinstance(world, type) else world
-        with host._installed(no_http, _no_sink):
+        with host._installed(no_http, _no_sink, _no_audio):
             verdict = export(instance)
         return Checked(verdict, host.logs[first_log:])
 
@@ -653,7 +715,7 @@ class ToolCall:
         value: T | None = None
         error: ToolError | None = None
         try:
-            with host._installed(send, _no_sink):
+            with host._installed(send, _no_sink, _no_audio):
                 try:
                     value = export(instance)
                 except Err as e:

@@ -10,8 +10,8 @@ use gateway_plugin_sdk::output::OutputFields;
 use gateway_plugin_sdk::{
     Base64, CompletionRequest, DataUrl, Document, EmbeddingRequest, FunctionChoice, FunctionDef,
     ImageRequest, Message, OpenCall, OpenCalls, OutputLimit, Part, Prompt, ProviderError,
-    ReasoningConfig, ReasoningEffort, RerankRequest, Role, Route, Source, TranscriptionRequest,
-    json, params_object_except,
+    ReasoningConfig, ReasoningEffort, RerankRequest, Role, Route, Source, SpeechRequest,
+    TranscriptionRequest, json, params_object_except,
 };
 use serde::Deserialize;
 use serde::de::{Deserializer, Error as _};
@@ -39,6 +39,15 @@ const EMBEDDING_OWNED_KEYS: &[&str] = &["model", "input"];
 const IMAGE_OWNED_KEYS: &[&str] = &["model", "prompt", "n", "size", "quality"];
 /// Form fields of `/audio/transcriptions` and `/audio/translations` the plugin sets itself.
 const TRANSCRIPTION_OWNED_KEYS: &[&str] = &["model", "file", "response_format", "stream"];
+
+/// Body keys of `/audio/speech` the plugin sets itself.
+const SPEECH_OWNED_KEYS: &[&str] = &[
+    "model",
+    "input",
+    "voice",
+    "response_format",
+    "stream_format",
+];
 /// Body keys of a Cohere-style `/rerank` the plugin sets itself. `top_k` goes too: the
 /// gateway's `top_n` is the one limit, and a second one would make the answer shorter than the
 /// caller asked for without saying so.
@@ -411,6 +420,51 @@ pub fn transcription(request: TranscriptionRequest) -> Result<Request, ProviderE
             KeyIn::header_or_bearer(settings.key_header()),
         )
         .form(form))
+}
+
+/// How `/audio/speech` answers a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpeechAnswer {
+    /// The audio's bytes (`stream_format: "audio"`, the API's default).
+    Bytes,
+    /// An event stream of the audio as base64 pieces, its last event with the tokens billed
+    /// (`stream_format: "sse"`).
+    Events,
+}
+
+/// The upstream request of a speech, and how it will be answered. OpenAI's GPT speech models
+/// (`gpt-4o-mini-tts`) bill by tokens, which the API reports only in its event stream: they
+/// are asked for events, turned back into bytes for the caller. Other models (`tts-1`, which
+/// bills by characters, and compatible servers' voices) send bytes, as do Azure deployments.
+/// A custom voice (`voice_...`) is sent as OpenAI's object for it.
+pub fn speech(request: &SpeechRequest) -> Result<(SpeechAnswer, Request), ProviderError> {
+    let settings: Settings = request.route.settings()?;
+    let mut body = params_object_except(&request.params, SPEECH_OWNED_KEYS)?;
+    body.insert("model".into(), json!(request.model));
+    body.insert("input".into(), json!(request.input));
+    let voice = if request.voice.starts_with("voice_") {
+        json!({ "id": request.voice })
+    } else {
+        json!(request.voice)
+    };
+    body.insert("voice".into(), voice);
+    body.insert("response_format".into(), json!(request.format));
+    let answer = if settings.azure_api_version.is_none() && request.model.starts_with("gpt-") {
+        body.insert("stream_format".into(), json!("sse"));
+        SpeechAnswer::Events
+    } else {
+        SpeechAnswer::Bytes
+    };
+    let size = request.input.len() + request.params.len() + 256;
+    let events = answer == SpeechAnswer::Events;
+    let route = (&request.route, request.model.as_str(), events);
+    let upstream = settings.request(route, "audio/speech", &body, size)?;
+    let upstream = if events {
+        upstream
+    } else {
+        upstream.accept("audio/*")
+    };
+    Ok((answer, upstream))
 }
 
 /// The `output_format` the caller asked GPT Image for (`png`, `jpeg`, `webp`), which answers

@@ -115,9 +115,9 @@ mod wire;
 use gateway_plugin_sdk::http::Request;
 use gateway_plugin_sdk::output::OutputFields;
 use gateway_plugin_sdk::{
-    CompletionRequest, EmbeddingRequest, Embeddings, HttpProvider, ImageRequest, Images,
-    ModelPrice, PluginInfo, ProviderError, RerankRequest, Reranking, Transcription,
-    TranscriptionRequest, export_provider,
+    AudioSink, CompletionRequest, EmbeddingRequest, Embeddings, HttpProvider, ImageRequest, Images,
+    ModelPrice, PluginInfo, ProviderError, RerankRequest, Reranking, Speech, SpeechRequest,
+    Transcription, TranscriptionRequest, export_provider,
 };
 
 /// Default list prices in USD per million tokens: (model, input, output).
@@ -173,6 +173,23 @@ impl HttpProvider for OpenAi {
         let response = convert::transcription(request)?.send_logged()?;
         let response = response.error_for_status()?;
         stream::parse_transcription(&response.bytes()?, &model)
+    }
+
+    fn speak(request: SpeechRequest, audio: &mut AudioSink) -> Result<Speech, ProviderError> {
+        let (answer, upstream) = convert::speech(&request)?;
+        let response = upstream.send_logged()?.error_for_status()?;
+        match answer {
+            convert::SpeechAnswer::Events => {
+                stream::read_speech_events(response, audio, &request.model)
+            }
+            convert::SpeechAnswer::Bytes => {
+                audio.copy(response)?;
+                Ok(Speech {
+                    model: request.model,
+                    usage: None,
+                })
+            }
+        }
     }
 
     fn generate_images(request: ImageRequest) -> Result<Images, ProviderError> {

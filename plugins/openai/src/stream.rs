@@ -2,11 +2,12 @@
 //! event, into the SDK's [`Answer`]; [`parse_embeddings`] reads `/embeddings`,
 //! [`parse_rerank`] `/rerank`. Pure, so it is unit-tested natively.
 
+use gateway_plugin_sdk::http::Response;
 use gateway_plugin_sdk::sse::Event;
 use gateway_plugin_sdk::{
-    Answer, Embeddings, FinishReason, GeneratedImage, ImageRequest, Images, ProviderError,
-    RerankResult, Reranking, Source, StreamDecoder, TokenCounts, TranscriptSegment, Transcription,
-    Usage, embedded_error,
+    Answer, AudioSink, Embeddings, FinishReason, GeneratedImage, ImageRequest, Images,
+    ProviderError, RerankResult, Reranking, Source, Speech, StreamDecoder, TokenCounts,
+    TranscriptSegment, Transcription, Usage, embedded_error,
 };
 use serde_json::Value;
 
@@ -184,6 +185,60 @@ fn decode_base64_f32(text: &str) -> Result<Vec<f32>, ProviderError> {
         .chunks_exact(4)
         .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         .collect())
+}
+
+/// Reads `/audio/speech`'s event stream (`stream_format: "sse"`): each `speech.audio.delta`'s
+/// audio to the caller as it comes, the tokens from `speech.audio.done`. A stream that ends
+/// before that event was cut short: an error, so the caller's answer is cut too.
+pub fn read_speech_events(
+    response: Response,
+    audio: &mut AudioSink,
+    model: &str,
+) -> Result<Speech, ProviderError> {
+    use base64::Engine as _;
+    for event in response.sse() {
+        let event = event?;
+        let value: Value = serde_json::from_str(&event.data)
+            .map_err(|_| ProviderError::malformed("a speech event that is not JSON"))?;
+        match value.get("type").and_then(Value::as_str) {
+            Some("speech.audio.delta") => {
+                let data = (value.get("audio").and_then(Value::as_str)).ok_or_else(|| {
+                    ProviderError::malformed("a speech.audio.delta without audio")
+                })?;
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(data.as_bytes())
+                    .map_err(|_| {
+                        ProviderError::malformed("a speech event's audio is not base64")
+                    })?;
+                audio.send(&bytes)?;
+            }
+            Some("speech.audio.done") => {
+                let count = |name: &str| {
+                    let usage = value.get("usage")?;
+                    u32::try_from(usage.get(name)?.as_u64()?).ok()
+                };
+                let usage = value.get("usage").filter(|u| u.is_object()).map(|_| {
+                    Usage::counted(TokenCounts {
+                        prompt: count("input_tokens"),
+                        completion: count("output_tokens"),
+                        total: count("total_tokens"),
+                        ..TokenCounts::default()
+                    })
+                });
+                return Ok(Speech {
+                    model: model.to_owned(),
+                    usage,
+                });
+            }
+            _ if value.get("error").is_some_and(|e| !e.is_null()) => {
+                return Err(missing(value.get("error"), "a speech event"));
+            }
+            _ => {}
+        }
+    }
+    Err(ProviderError::Failed(
+        "the speech's event stream ended before speech.audio.done".into(),
+    ))
 }
 
 /// Why an answer lacks `what`: the error a compatible server answered with status 200, else an

@@ -39,9 +39,9 @@ fn sample() -> serde_json::Map<String, Value> {
 
 /// The sample's entries the gateway imports (worked out here independently of the gateway: a
 /// provider a plugin serves, a mode it prices (by tokens, and Nova Canvas's image, GPT Image's
-/// image tokens, Whisper's seconds), a price it can use, no region in a Bedrock name, not a
-/// second name of a model already there).
-const IMPORTED: usize = 37;
+/// image tokens, Whisper's seconds, TTS's characters), a price it can use, no region in a
+/// Bedrock name, not a second name of a model already there).
+const IMPORTED: usize = 38;
 
 /// Runs `gateway ARGS` with no config file unless `ARGS` names one.
 fn gateway(args: &[&str]) -> Output {
@@ -227,8 +227,8 @@ fn an_imported_list_prices_a_model_at_exactly_the_files_prices() {
     );
     for reason in [
         "provider without a gateway plugin: 3 (azure 1, deepseek 1, mistral 1)",
-        "not a chat, completion, embedding, rerank, image or transcription model: 2 \
-         (audio_speech 1, guardrail 1)",
+        "not a chat, completion, embedding, rerank, image, transcription or speech model: 1 \
+         (guardrail 1)",
         "not priced per token (per character, image, second or request only): 2",
         "name qualified by a region or commitment: 1",
         "another name for a model already imported: 1",

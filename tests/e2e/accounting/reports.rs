@@ -20,7 +20,7 @@ const MODEL_B: &str = "o3-mini";
 
 /// The columns of `invocations export --format csv`, in order (the contract; columns added
 /// later come last).
-const CSV_HEADER: [&str; 29] = [
+const CSV_HEADER: [&str; 30] = [
     "id",
     "created_at",
     "project_id",
@@ -50,6 +50,7 @@ const CSV_HEADER: [&str; 29] = [
     "search_units",
     "images",
     "audio_seconds",
+    "characters",
 ];
 
 /// One scripted call: who makes it, for which model, as which user, and what the upstream

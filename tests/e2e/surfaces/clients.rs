@@ -433,6 +433,7 @@ fn official_sdks_against_the_gateway() {
         "rerank": rerank_scenario(),
         "images": images_scenario(),
         "audio": audio_scenario(),
+        "speech": speech_scenario(),
         "legacy": {
             "model": "openai-computed/gpt-3.5-turbo-instruct",
             "prompt": LEGACY_PROMPT,
@@ -792,6 +793,23 @@ fn audio_scenario() -> Value {
         "text": fake_transcript("speech.wav", AUDIO_SECONDS, false),
         "translated": fake_transcript("speech.wav", AUDIO_SECONDS, true),
         "billed_seconds": AUDIO_SECONDS.ceil(),
+    })
+}
+
+/// The speech tests' case: the models of the route that computes speech, the text, and the
+/// audio the fake speaks for it (in `alloy`, as MP3 and as WAV).
+fn speech_scenario() -> Value {
+    use gateway_test_support::upstream::openai::{fake_speech, fake_speech_tokens};
+    const INPUT: &str = "The quick brown fox jumps over the lazy dog";
+    let (read, spoken) = fake_speech_tokens(INPUT);
+    json!({
+        "tts": "openai-computed/tts-1",
+        "gpt": "openai-computed/gpt-4o-mini-tts",
+        "input": INPUT,
+        "characters": INPUT.chars().count(),
+        "mp3": fake_speech(INPUT, "alloy", "mp3").concat(),
+        "wav": fake_speech(INPUT, "alloy", "wav").concat(),
+        "tokens": [read, spoken],
     })
 }
 

@@ -16,3 +16,4 @@ mod openai;
 mod parts;
 mod rerank;
 mod responses;
+mod speech;

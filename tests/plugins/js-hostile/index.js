@@ -37,6 +37,7 @@ export const {
   rerank,
   generateImages,
   transcribe,
+  speak,
 } = exportProvider({
   info: () => ({ name: 'js-hostile', version: '0.1.0', models: [] }),
   complete: (request) => misbehave(request),

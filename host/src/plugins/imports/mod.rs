@@ -8,9 +8,10 @@ mod kv;
 mod log;
 mod sink;
 
+pub use sink::Sink;
+
 use std::sync::Arc;
 
-use tokio::sync::mpsc;
 use uuid::Uuid;
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
@@ -19,7 +20,6 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use super::UpstreamTrace;
 use super::kv::{Kv, Space};
 use super::sandbox::Sandbox;
-use super::types::Chunk;
 use super::wit;
 use crate::redact::Secrets;
 
@@ -30,8 +30,9 @@ pub struct PluginState {
     pub(super) limiter: MemoryLimiter,
     sandbox: Arc<Sandbox>,
     http_requests: u32,
-    /// Where `complete_stream`'s partial results go; `None` for other calls.
-    sink: Option<mpsc::Sender<Chunk>>,
+    /// Where `complete_stream`'s partial results, or `speak`'s audio, go; `None` for other
+    /// calls.
+    sink: Option<Sink>,
     pub(super) invocation_id: Uuid,
     pub(super) plugin: Arc<str>,
     /// Epoch ticks spent running plugin code (not waiting on host calls).
@@ -50,7 +51,7 @@ pub struct PluginState {
 impl PluginState {
     pub(super) fn new(
         ctx: &crate::plugins::CallContext,
-        sink: Option<mpsc::Sender<Chunk>>,
+        sink: Option<Sink>,
         plugin: Arc<str>,
         kv: Arc<Kv>,
     ) -> PluginState {

@@ -1,17 +1,40 @@
-//! The `sink` import: `complete_stream`'s partial results, handed to the
+//! The `sink` import: `complete_stream`'s partial results, and `speak`'s audio, handed to the
 //! caller as the plugin produces them.
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
 
 use super::PluginState;
 use crate::plugins::types::Chunk;
 use crate::plugins::wit::{sink, types};
 
+/// Where a call's partial results go: one kind per call, so a plugin that sends the other
+/// kind (text while it speaks, audio while it completes) sends to nobody.
+pub enum Sink {
+    /// A streamed completion's chunks.
+    Chunks(mpsc::Sender<Chunk>),
+    /// A speech's audio, as the plugin sends it.
+    Audio(mpsc::Sender<Bytes>),
+}
+
 impl PluginState {
     /// Hands `chunk` to the caller; an error when the caller is gone.
     pub(in crate::plugins) async fn send_chunk(&mut self, chunk: Chunk) -> Result<(), ()> {
         match &self.sink {
-            Some(sink) => sink.send(chunk).await.map_err(|_| ()),
+            Some(Sink::Chunks(sink)) => sink.send(chunk).await.map_err(|_| ()),
             // `complete` (not streaming) has no caller to send to; the text is in its result.
-            None => Ok(()),
+            Some(Sink::Audio(_)) | None => Ok(()),
+        }
+    }
+
+    /// Hands `bytes` of audio to the caller; an error when the caller is gone.
+    async fn send_audio(&mut self, bytes: Vec<u8>) -> Result<(), ()> {
+        match &self.sink {
+            Some(Sink::Audio(sink)) if !bytes.is_empty() => {
+                sink.send(Bytes::from(bytes)).await.map_err(|_| ())
+            }
+            // Only `speak` has a caller waiting for audio.
+            _ => Ok(()),
         }
     }
 }
@@ -19,5 +42,9 @@ impl PluginState {
 impl sink::Host for PluginState {
     async fn send(&mut self, chunk: types::Chunk) -> Result<(), ()> {
         self.send_chunk(chunk.into()).await
+    }
+
+    async fn send_audio(&mut self, bytes: Vec<u8>) -> Result<(), ()> {
+        PluginState::send_audio(self, bytes).await
     }
 }

@@ -305,6 +305,8 @@ struct ExportIndexes {
     generate_images: Option<ComponentExportIndex>,
     /// 0.2's; a 0.1 plugin has none.
     transcribe: Option<ComponentExportIndex>,
+    /// 0.2's; a 0.1 plugin has none.
+    speak: Option<ComponentExportIndex>,
 }
 
 impl ExportIndexes {
@@ -328,6 +330,10 @@ impl ExportIndexes {
             transcribe: match line {
                 Line::V0_1 => None,
                 Line::V0_2 => Some(export_index(component, "transcribe")?),
+            },
+            speak: match line {
+                Line::V0_1 => None,
+                Line::V0_2 => Some(export_index(component, "speak")?),
             },
         })
     }
@@ -625,6 +631,23 @@ impl Exports {
         v0_2::transcribe(func, store, request).await
     }
 
+    /// `speak`; a 0.1 plugin's answer is that it cannot.
+    pub(super) async fn call_speak(
+        &self,
+        mut store: StoreContextMut<'_, PluginState>,
+        request: host::SpeechRequest,
+        plugin: &str,
+    ) -> CallResult<host::Speech> {
+        let (_, exports) = self.provider()?;
+        let Some(index) = exports.speak else {
+            return Ok(Err(host::ProviderError::InvalidRequest(format!(
+                "{plugin} does not support speech (it is built for gateway:provider 0.1)"
+            ))));
+        };
+        let func = self.func(&mut store, index)?;
+        v0_2::speak(func, store, request).await
+    }
+
     /// A guard's `check-request`; the request comes back whatever happened.
     pub(super) async fn check_request(
         &self,
@@ -680,6 +703,50 @@ mod tests {
         }
         for refused in ["0.3.0", "1.0.0", "2.1.0", "0.0.9", "0.1", ""] {
             assert_eq!(Line::of(refused), None, "{refused}");
+        }
+    }
+
+    /// A released version is never edited: while the package's files declare a version that
+    /// is frozen, they are its frozen copies (a change needs a new version first), and the
+    /// 0.2.0 release stays whole.
+    #[test]
+    fn the_current_version_is_the_frozen_one() {
+        let wit = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
+        let read = |path: std::path::PathBuf| {
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        };
+        let files = ["provider.wit", "guard.wit", "tool.wit"];
+        let declared = |text: &str| {
+            (text.lines().next())
+                .and_then(|line| line.strip_prefix("package gateway:provider@"))
+                .and_then(|line| line.strip_suffix(';'))
+                .map(str::to_owned)
+        };
+        let version = declared(&read(wit.join("provider.wit"))).expect("a package line");
+        for file in files {
+            assert_eq!(
+                declared(&read(wit.join(file))).as_deref(),
+                Some(version.as_str()),
+                "{file} declares another version"
+            );
+            let released = read(wit.join("frozen/0.2.0").join(file));
+            assert_eq!(
+                declared(&released).as_deref(),
+                Some("0.2.0"),
+                "frozen {file}"
+            );
+        }
+        let frozen = wit.join("frozen").join(&version);
+        if !frozen.exists() {
+            // Not released yet: it may still change.
+            return;
+        }
+        for file in files {
+            assert!(
+                read(wit.join(file)) == read(frozen.join(file)),
+                "wit/{file} differs from its frozen copy of {version}: released versions are \
+                 never edited; bump the version in wit/*.wit first (wit/README.md)"
+            );
         }
     }
 }

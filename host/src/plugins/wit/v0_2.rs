@@ -190,6 +190,35 @@ pub(super) async fn transcribe(
         .map_err(Into::into))
 }
 
+type SpeakFunc<'a> = wasmtime::component::TypedFunc<
+    (&'a types::SpeechRequest,),
+    (Result<types::Speech, types::ProviderError>,),
+>;
+
+pub(super) async fn speak(
+    func: Func,
+    mut store: StoreContextMut<'_, PluginState>,
+    request: host::SpeechRequest,
+) -> CallResult<host::Speech> {
+    // SAFETY: as in `call_complete`: `check` had `ProviderPre::new` check this export's type.
+    let typed: SpeakFunc<'_> = unsafe { wasmtime::component::TypedFunc::new_unchecked(func) };
+    let request = types::SpeechRequest {
+        route: request.route.into(),
+        model: request.model,
+        input: request.input,
+        voice: request.voice,
+        format: request.format,
+        params: request.params,
+    };
+    let (result,) = typed.call_async(&mut store, (&request,)).await?;
+    Ok(result
+        .map(|speech| host::Speech {
+            model: speech.model,
+            usage: speech.usage.map(Into::into),
+        })
+        .map_err(Into::into))
+}
+
 // ---------------------------------------------------------------- into the plugin
 
 fn list<T, U: From<T>>(items: Vec<T>) -> Vec<U> {

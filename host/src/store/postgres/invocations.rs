@@ -239,7 +239,7 @@ const INSERT_INVOCATIONS: &str = concat!(
         $19::double precision[], $20::bigint[], $21::bigint[], $22::text[], $23::text[],
         $24::text[], $25::text[]::jsonb[], $26::bigint[], $27::bigint[], $28::text[]::jsonb[],
         $29::text[], $30::double precision[], $31::bigint[], $32::bigint[],
-        $33::bigint[])
+        $33::bigint[], $34::bigint[])
     ON CONFLICT (id) DO NOTHING"
 );
 
@@ -283,6 +283,7 @@ struct Columns {
     search_units: Counts,
     images: Counts,
     audio_seconds: Counts,
+    characters: Counts,
 }
 
 impl Columns {
@@ -339,10 +340,11 @@ impl Columns {
             search_units: counts(|u| u.search_units),
             images: counts(|u| u.images),
             audio_seconds: counts(|u| u.audio_seconds),
+            characters: counts(|u| u.characters),
         }
     }
 
-    fn params(&self) -> [&(dyn ToSql + Sync); 33] {
+    fn params(&self) -> [&(dyn ToSql + Sync); 34] {
         [
             &self.id,
             &self.project_id,
@@ -377,6 +379,7 @@ impl Columns {
             &self.search_units,
             &self.images,
             &self.audio_seconds,
+            &self.characters,
         ]
     }
 }

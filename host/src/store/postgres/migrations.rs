@@ -175,6 +175,10 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE invocations ADD COLUMN audio_seconds BIGINT;
 "#,
+    // The input's characters a speech was billed by, where its provider bills them.
+    r#"
+    ALTER TABLE invocations ADD COLUMN characters BIGINT;
+"#,
 ];
 
 pub(super) const BACKEND: &str = "PostgreSQL";

@@ -159,6 +159,10 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE invocations ADD COLUMN audio_seconds INTEGER;
 "#,
+    // The input's characters a speech was billed by, where its provider bills them.
+    r#"
+    ALTER TABLE invocations ADD COLUMN characters INTEGER;
+"#,
 ];
 
 /// Applies the migrations the database lacks, each in its own transaction

@@ -39,6 +39,7 @@ pub(in crate::store) fn record(n: usize) -> Invocation {
             search_units: None,
             images: None,
             audio_seconds: None,
+            characters: None,
         }),
         cost_usd: Some(0.000_123),
         created_at_ms: 1_700_000_000_000 + n as i64,
@@ -176,6 +177,7 @@ pub(super) async fn invocations_round_trip_every_field(h: &Harness) {
             search_units: Some(3),
             images: Some(4),
             audio_seconds: Some(5),
+            characters: Some(6),
         }),
         cost_usd: Some(0.25),
         created_at_ms: 2_000,
@@ -241,6 +243,14 @@ pub(super) async fn invocations_round_trip_every_field(h: &Harness) {
         ))
         .await,
         5
+    );
+    assert_eq!(
+        h.count(&format!(
+            "SELECT characters FROM invocations WHERE id = '{}'",
+            full.id
+        ))
+        .await,
+        6
     );
     assert_eq!(
         h.count(

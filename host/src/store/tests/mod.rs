@@ -92,6 +92,7 @@ on_both_backends! {
     schema::a_v12_database_migrates_to_v13_and_its_records_gain_search_units,
     schema::a_v13_database_migrates_to_v14_and_its_records_gain_images,
     schema::a_v14_database_migrates_to_v15_and_its_records_gain_audio_seconds,
+    schema::a_v15_database_migrates_to_v16_and_its_records_gain_characters,
 }
 
 /// Where a case's database is, and what differs between the backends' databases.
@@ -136,6 +137,8 @@ pub(super) enum Before {
     Images,
     /// Before records' seconds of audio.
     AudioSeconds,
+    /// Before records' characters.
+    Characters,
 }
 
 impl Harness {
@@ -240,6 +243,7 @@ impl Harness {
             (Place::Sqlite { .. }, Before::SearchUnits) => 13,
             (Place::Sqlite { .. }, Before::Images) => 14,
             (Place::Sqlite { .. }, Before::AudioSeconds) => 15,
+            (Place::Sqlite { .. }, Before::Characters) => 16,
             (Place::Postgres(_), Before::Limits) => 1,
             (Place::Postgres(_), Before::Attempts) => 2,
             (Place::Postgres(_), Before::Responses) => 3,
@@ -253,6 +257,7 @@ impl Harness {
             (Place::Postgres(_), Before::SearchUnits) => 12,
             (Place::Postgres(_), Before::Images) => 13,
             (Place::Postgres(_), Before::AudioSeconds) => 14,
+            (Place::Postgres(_), Before::Characters) => 15,
         }
     }
 

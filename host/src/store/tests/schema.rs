@@ -609,15 +609,14 @@ pub(super) async fn a_v14_database_migrates_to_v15_and_its_records_gain_audio_se
     .await;
     let store = h.open().await;
     let before = h.version_of(Before::AudioSeconds);
-    // Records' seconds of audio were the last migration of both.
+    // It migrates from where it was to the last migration of both.
     assert_eq!(
         store.migrated(),
         Migrated {
             from: before,
-            to: before + 1
+            to: h.known_version()
         }
     );
-    assert_eq!(h.known_version(), before + 1);
     assert_eq!(h.schema_version().await, h.known_version());
     // An old record has none; a new one keeps them.
     let old = store
@@ -640,4 +639,48 @@ pub(super) async fn a_v14_database_migrates_to_v15_and_its_records_gain_audio_se
         .unwrap();
     let kept = store.invocation(&new.id).await.unwrap().unwrap();
     assert_eq!(kept.usage.and_then(|u| u.audio_seconds), Some(61));
+}
+
+pub(super) async fn a_v15_database_migrates_to_v16_and_its_records_gain_characters(h: &Harness) {
+    h.create_old_schema(Before::Characters).await;
+    h.execute(&format!(
+        "INSERT INTO invocations (id, project_id, type, stream, status, http_status,
+            prompt_tokens, completion_tokens, total_tokens, created_at, duration_ms,
+            audio_seconds)
+            VALUES ('{OLD_ID}', 'p1', 'transcription', false, 'success', 200, 0, 0, 0, 10, 1, 61);"
+    ))
+    .await;
+    let store = h.open().await;
+    let before = h.version_of(Before::Characters);
+    // Records' characters were the last migration of both.
+    assert_eq!(
+        store.migrated(),
+        Migrated {
+            from: before,
+            to: before + 1
+        }
+    );
+    assert_eq!(h.known_version(), before + 1);
+    assert_eq!(h.schema_version().await, h.known_version());
+    // An old record has none; a new one keeps them.
+    let old = store
+        .invocation(&OLD_ID.parse().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let usage = old.usage.expect("its usage");
+    assert_eq!((usage.audio_seconds, usage.characters), (Some(61), None));
+    let new = Invocation {
+        kind: Some("speech".into()),
+        usage: Some(TokenUsage {
+            characters: Some(1234),
+            ..TokenUsage::default()
+        }),
+        ..Invocation::begun(Uuid::now_v7(), 20)
+    };
+    store
+        .insert_invocations(std::slice::from_ref(&new))
+        .unwrap();
+    let kept = store.invocation(&new.id).await.unwrap().unwrap();
+    assert_eq!(kept.usage.and_then(|u| u.characters), Some(1234));
 }

@@ -52,7 +52,8 @@ impl Surface for Messages {
             | Kind::CountTokens
             | Kind::Rerank
             | Kind::Images
-            | Kind::Transcription => Err(ApiError::BadRequest(format!(
+            | Kind::Transcription
+            | Kind::Speech => Err(ApiError::BadRequest(format!(
                 "POST /v1/messages serves chat, not {:?}",
                 kind.as_str()
             ))),
@@ -104,7 +105,8 @@ impl Surface for CountTokens {
             | Kind::Embeddings
             | Kind::Rerank
             | Kind::Images
-            | Kind::Transcription => Err(ApiError::BadRequest(format!(
+            | Kind::Transcription
+            | Kind::Speech => Err(ApiError::BadRequest(format!(
                 "POST /v1/messages/count_tokens counts chat prompts, not {:?}",
                 kind.as_str()
             ))),

@@ -64,6 +64,9 @@ impl Surface for Completions {
             Kind::Transcription => Err(ApiError::BadRequest(
                 "audio is written down by POST /v1/audio/transcriptions".into(),
             )),
+            Kind::Speech => Err(ApiError::BadRequest(
+                "text is spoken by POST /v1/audio/speech".into(),
+            )),
         }
     }
     fn stream(&self) -> bool {
@@ -127,7 +130,8 @@ impl Surface for Embeddings {
             | Kind::CountTokens
             | Kind::Rerank
             | Kind::Images
-            | Kind::Transcription => Err(ApiError::BadRequest(format!(
+            | Kind::Transcription
+            | Kind::Speech => Err(ApiError::BadRequest(format!(
                 "POST /embeddings needs params.type \"embeddings\", not {:?}",
                 kind.as_str()
             ))),

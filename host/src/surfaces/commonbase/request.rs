@@ -299,6 +299,9 @@ pub fn prompt(
         Kind::Transcription => Err(ApiError::BadRequest(
             "audio is written down by POST /v1/audio/transcriptions".into(),
         )),
+        Kind::Speech => Err(ApiError::BadRequest(
+            "text is spoken by POST /v1/audio/speech".into(),
+        )),
     }
 }
 

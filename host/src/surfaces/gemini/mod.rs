@@ -176,7 +176,7 @@ impl Surface for Models {
     fn serves(kind: Kind) -> Result<(), ApiError> {
         match kind {
             Kind::Chat | Kind::CountTokens | Kind::Embeddings => Ok(()),
-            Kind::Text | Kind::Rerank | Kind::Images | Kind::Transcription => {
+            Kind::Text | Kind::Rerank | Kind::Images | Kind::Transcription | Kind::Speech => {
                 Err(ApiError::BadRequest(format!(
                     "Gemini's API serves chat, token counts and embeddings, not {}",
                     kind.as_str()

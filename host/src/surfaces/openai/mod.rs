@@ -2,7 +2,7 @@
 //! /v1/completions` (legacy text), `POST /v1/embeddings` and the Responses API
 //! ([`responses`]: `/v1/responses`), image generation ([`images`]:
 //! `/v1/images/generations`), transcription ([`audio`]: `/v1/audio/transcriptions` and
-//! `/translations`), and beside them the rerank API the same clients'
+//! `/translations`), speech ([`speech`]: `/v1/audio/speech`), and beside them the rerank API the same clients'
 //! stacks call ([`rerank`]: `/v1/rerank`), so that OpenAI's
 //! SDKs and the tools built on them reach every route (`GET /v1/models` is
 //! [`crate::surfaces::models`], shared with Anthropic's SDKs).
@@ -18,6 +18,7 @@ mod request;
 mod rerank;
 mod response;
 pub mod responses;
+mod speech;
 
 use std::convert::Infallible;
 
@@ -34,6 +35,7 @@ pub use audio::{Transcriptions, Translations};
 pub use images::Images;
 pub use rerank::Rerank;
 pub use responses::{InputTokens, Responses};
+pub use speech::Speech;
 
 /// `POST /v1/chat/completions`.
 pub type ChatCompletions = Completion<ChatFields>;

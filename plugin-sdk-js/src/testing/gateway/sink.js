@@ -4,3 +4,9 @@ import { during } from './state.js';
 export function send(chunk) {
   during('sink')(chunk);
 }
+
+export function sendAudio(bytes) {
+  // The world's sink first: a guard or a tool has none.
+  during('sink');
+  during('audio')(bytes);
+}

@@ -2,7 +2,7 @@
 // upstream, sink and log (none between runs), and what outlives a call (kv, declared secrets).
 
 export const state = {
-  /** @type {null | {world: string, http?: (request: object) => object, sink?: (chunk: object) => void, logs: [string, string][]}} */
+  /** @type {null | {world: string, http?: (request: object) => object, sink?: (chunk: object) => void, audio?: (bytes: Uint8Array) => void, logs: [string, string][]}} */
   run: null,
   /** Every line logged, runs or not. */
   logs: [],

@@ -665,6 +665,47 @@ declare module 'gateway:provider/types@0.2.0' {
     seconds?: number,
   }
   /**
+   * Text to speak (`POST /v1/audio/speech`). The audio goes to the caller through
+   * `sink.send-audio` as the provider sends it.
+   */
+  export interface SpeechRequest {
+    route: Route,
+    model: string,
+    /**
+     * The text to speak.
+     */
+    input: string,
+    /**
+     * The voice, as the provider names it (`alloy`, `coral`, ...).
+     */
+    voice: string,
+    /**
+     * The audio's format, as OpenAI names it: `mp3`, `opus`, `aac`, `flac`, `wav` or
+     * `pcm` (the host's answer says its media type).
+     */
+    format: string,
+    /**
+     * Every other key of the caller's body (`speed`, `instructions`, ...), as a JSON
+     * object.
+     */
+    params: string,
+  }
+  /**
+   * How a speech ended, once its audio was sent.
+   */
+  export interface Speech {
+    /**
+     * The model that answered, as the provider names it.
+     */
+    model: string,
+    /**
+     * Tokens, where the provider bills speech by them (`gpt-4o-mini-tts`: the text's as
+     * `prompt-tokens`, the audio's as `completion-tokens`). The host counts the input's
+     * characters itself, for providers that bill by them (`tts-1`).
+     */
+    usage?: Usage,
+  }
+  /**
    * How many tokens a request's prompt takes, as its model counts them.
    */
   export interface TokenCount {

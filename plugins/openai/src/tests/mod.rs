@@ -11,6 +11,7 @@ mod info;
 mod output;
 mod parts;
 mod rerank;
+mod speech;
 mod stream;
 mod transcribe;
 

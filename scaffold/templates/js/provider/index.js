@@ -67,5 +67,5 @@ class Provider extends HttpProvider {
 }
 
 export const {
-  info, complete, completeStream, embed, countTokens, rerank, generateImages, transcribe,
+  info, complete, completeStream, embed, countTokens, rerank, generateImages, transcribe, speak,
 } = exportProvider(new Provider());

@@ -17,6 +17,12 @@
 //! and answer [`fake_transcript`] of the file: a WAV's length read from its header, billed as
 //! Whisper bills (`usage.type: "duration"`) or as GPT-4o transcribe does (tokens); a file that
 //! is not WAV, MP3 or Ogg is refused as OpenAI refuses one ("Invalid file format.").
+//!
+//! `/audio/speech` checks its body as OpenAI does (a key its reference does not list, a voice
+//! it does not have, a format it does not make, more than 4,096 characters, events asked of
+//! `tts-1`: 400) and speaks [`fake_speech`] of the text: its bytes written a word at a time, or,
+//! with `stream_format: "sse"`, as base64 `speech.audio.delta` events and a last
+//! `speech.audio.done` with [`fake_speech_tokens`].
 
 use std::time::Duration;
 
@@ -46,6 +52,8 @@ impl Provider for OpenAi {
             Some(images(request))
         } else if path.ends_with("/audio/transcriptions") || path.ends_with("/audio/translations") {
             Some(transcription(request, path.ends_with("/translations")))
+        } else if path.ends_with("/audio/speech") {
+            Some(speech(request))
         } else if path.ends_with("/completions") && !Self::is_generation(path) {
             Some(legacy_completion(request))
         } else {
@@ -294,6 +302,126 @@ fn images(request: &ReceivedRequest) -> Reply {
         });
     }
     Reply::json(200, &answer)
+}
+
+/// The body keys of `POST /audio/speech` in OpenAI's reference.
+const SPEECH_KEYS: &[&str] = &[
+    "model",
+    "input",
+    "voice",
+    "instructions",
+    "response_format",
+    "speed",
+    "stream_format",
+];
+
+/// The built-in voices of OpenAI's speech models.
+pub const SPEECH_VOICES: &[&str] = &[
+    "alloy", "ash", "ballad", "coral", "echo", "fable", "onyx", "nova", "sage", "shimmer", "verse",
+    "marin", "cedar",
+];
+
+/// The audio the fake speaks for `input` in `voice` and `format`: ASCII (the fake's bodies are
+/// text), starting with the format's magic bytes, one piece a word.
+pub fn fake_speech(input: &str, voice: &str, format: &str) -> Vec<String> {
+    let magic = match format {
+        "mp3" => "ID3",
+        "opus" => "OggS",
+        "flac" => "fLaC",
+        "wav" => "RIFF",
+        _ => "",
+    };
+    let mut pieces = vec![format!("{magic}[{voice}]")];
+    pieces.extend(input.split_whitespace().map(|word| format!("<{word}>")));
+    pieces
+}
+
+/// GPT speech models' tokens for `input` and its audio, as the fake counts them: a token a word
+/// read, ten a word spoken.
+pub fn fake_speech_tokens(input: &str) -> (u64, u64) {
+    let words = input.split_whitespace().count() as u64;
+    (words, words * 10)
+}
+
+/// A speech computed from its body.
+fn speech(request: &ReceivedRequest) -> Reply {
+    let refuse = |param: &str, message: &str| {
+        let body = json!({"error": {"message": message, "type": "invalid_request_error",
+                                    "param": param, "code": null}});
+        Reply::json(400, &body)
+    };
+    let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(&request.body) else {
+        return refuse("", "We could not parse the JSON body of your request.");
+    };
+    if let Some(key) = body.keys().find(|key| !SPEECH_KEYS.contains(&key.as_str())) {
+        return refuse(
+            key,
+            &format!("Unrecognized request argument supplied: {key}"),
+        );
+    }
+    let text = |key: &str| body.get(key).and_then(Value::as_str);
+    let (Some(model), Some(input)) = (text("model"), text("input")) else {
+        return refuse("input", "model and input are required");
+    };
+    if input.chars().count() > 4096 {
+        return refuse("input", "input must be at most 4096 characters");
+    }
+    let voice = match body.get("voice") {
+        Some(Value::String(voice)) if SPEECH_VOICES.contains(&voice.as_str()) => voice.clone(),
+        Some(Value::Object(custom)) => match custom.get("id").and_then(Value::as_str) {
+            Some(id) if id.starts_with("voice_") => id.to_owned(),
+            _ => return refuse("voice", "Invalid custom voice"),
+        },
+        other => {
+            let named = other.map(Value::to_string).unwrap_or_default();
+            return refuse("voice", &format!("Invalid value for 'voice': {named}."));
+        }
+    };
+    let format = text("response_format").unwrap_or("mp3");
+    let content_type = match format {
+        "mp3" => "audio/mpeg",
+        "opus" => "audio/ogg",
+        "aac" => "audio/aac",
+        "flac" => "audio/flac",
+        "wav" => "audio/wav",
+        "pcm" => "audio/pcm",
+        _ => {
+            return refuse(
+                "response_format",
+                &format!("Invalid response_format: {format}"),
+            );
+        }
+    };
+    let pieces = fake_speech(input, &voice, format);
+    match text("stream_format") {
+        None | Some("audio") => Reply::Pieces {
+            status: 200,
+            content_type: content_type.to_owned(),
+            headers: Vec::new(),
+            pieces,
+            gap: Duration::from_millis(2),
+            ending: super::Ending::Finish,
+        },
+        Some("sse") if model.starts_with("tts-1") => refuse(
+            "stream_format",
+            "stream_format 'sse' is not supported for tts-1",
+        ),
+        Some("sse") => {
+            use base64::Engine as _;
+            let encode = |piece: &String| base64::engine::general_purpose::STANDARD.encode(piece);
+            let mut events: Vec<String> = (pieces.iter())
+                .map(|piece| {
+                    sse_event(&json!({"type": "speech.audio.delta", "audio": encode(piece)}))
+                })
+                .collect();
+            let (input_tokens, output_tokens) = fake_speech_tokens(input);
+            events.push(sse_event(&json!({"type": "speech.audio.done", "usage": {
+                "input_tokens": input_tokens, "output_tokens": output_tokens,
+                "total_tokens": input_tokens + output_tokens}})));
+            Reply::events(events).gap(Duration::from_millis(2))
+        }
+        Some(other) => refuse("stream_format", &format!("Invalid stream_format: {other}")),
+    }
 }
 
 /// The form fields of `POST /audio/transcriptions` in OpenAI's reference (`translations` takes
