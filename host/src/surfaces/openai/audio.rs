@@ -16,14 +16,10 @@ use std::convert::Infallible;
 use std::fmt::Write as _;
 
 use serde_json::{Map, Value, json};
-use uuid::Uuid;
 
-use super::response;
-use crate::config::Config;
+use super::Endpoint;
 use crate::error::ApiError;
-use crate::flow::{
-    Ask, Envelope, Head, Kind, Rendered, Surface, Target, Transcribe, TranscriptCodec, Written,
-};
+use crate::flow::{Ask, Envelope, Head, Kind, Rendered, Transcribe, TranscriptCodec, Written};
 use crate::form::{FormError, FormField};
 use crate::plugins::types;
 
@@ -64,12 +60,6 @@ impl Format {
 }
 
 impl<const TRANSLATE: bool> Audio<TRANSLATE> {
-    const PATH: &'static str = if TRANSLATE {
-        "/v1/audio/translations"
-    } else {
-        "/v1/audio/transcriptions"
-    };
-
     /// The form's fields taken apart: the file, the model and the format the surface reads,
     /// every other field a parameter.
     fn of(fields: Vec<FormField>) -> Result<Self, ApiError> {
@@ -150,15 +140,15 @@ impl<const TRANSLATE: bool> Audio<TRANSLATE> {
     }
 }
 
-impl<const TRANSLATE: bool> Surface for Audio<TRANSLATE> {
-    const NAME: &'static str = "openai";
-    type Completion = Infallible;
-    type Embeddings = Infallible;
+impl<const TRANSLATE: bool> Endpoint for Audio<TRANSLATE> {
+    const KIND: Kind = Kind::Transcription;
+    const PATH: &'static str = if TRANSLATE {
+        "/v1/audio/translations"
+    } else {
+        "/v1/audio/transcriptions"
+    };
 
-    fn project_key(head: &Head) -> Result<&str, ApiError> {
-        crate::auth::api_key(&head.headers)
-    }
-    fn parse(head: &Head, body: &[u8]) -> Result<Self, ApiError> {
+    fn read(head: &Head, body: &[u8]) -> Result<Self, ApiError> {
         let content_type = head.headers.get(hyper::header::CONTENT_TYPE);
         let content_type = content_type.and_then(|value| value.to_str().ok());
         let form = crate::form::read(content_type, body).map_err(|error| match error {
@@ -169,22 +159,13 @@ impl<const TRANSLATE: bool> Surface for Audio<TRANSLATE> {
         })?;
         Self::of(form.fields)
     }
-    fn user_id(&self) -> Option<&str> {
+    fn model_and_params(&self) -> (&Option<String>, &Map<String, Value>) {
+        (&self.model, &self.params)
+    }
+    fn user(&self) -> Option<&str> {
         None
     }
-    fn check_project(&self, _: &str) -> Result<(), ApiError> {
-        Ok(())
-    }
-    fn target(&self, config: &Config) -> Result<Target, ApiError> {
-        super::target(config, &self.model, Kind::Transcription, &self.params)
-    }
-    fn serves(kind: Kind) -> Result<(), ApiError> {
-        super::serves(kind, Kind::Transcription, Self::PATH)
-    }
-    fn stream(&self) -> bool {
-        false
-    }
-    fn ask(self, _: Kind, _: &Config) -> Result<Ask<Infallible, Infallible>, ApiError> {
+    fn asks(self) -> Result<Ask<Infallible, Infallible>, ApiError> {
         let file = self.file;
         Ok(Ask::Transcribe(Transcribe {
             audio: file.data.to_vec(),
@@ -193,9 +174,6 @@ impl<const TRANSLATE: bool> Surface for Audio<TRANSLATE> {
             translate: TRANSLATE,
             codec: Box::new(Answer(self.format)),
         }))
-    }
-    fn error_body(error: &ApiError, invocation_id: &Uuid) -> Value {
-        response::error_body(error, invocation_id)
     }
 }
 
@@ -337,6 +315,8 @@ fn timestamp(seconds: f64, separator: char) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
+    use crate::flow::Surface;
     use crate::store::TokenUsage;
 
     fn form(parts: &[(&str, Option<&str>, &[u8])]) -> (Head, Vec<u8>) {

@@ -15,15 +15,11 @@ use std::convert::Infallible;
 
 use serde::de::MapAccess;
 use serde_json::{Map, Value, json};
-use uuid::Uuid;
 
+use super::Endpoint;
 use super::request::{self, Body, Fields, read};
-use super::response;
-use crate::config::Config;
 use crate::error::ApiError;
-use crate::flow::{
-    Ask, Drawn, Envelope, Head, Images as Asked, Kind, MAX_IMAGES, Picture, Surface, Target,
-};
+use crate::flow::{Ask, Drawn, Envelope, Head, Images as Asked, Kind, MAX_IMAGES, Picture};
 
 /// `POST /v1/images/generations`.
 pub struct Images(Body<ImageFields>);
@@ -109,37 +105,24 @@ fn wants_urls(params: &Map<String, Value>) -> Result<bool, ApiError> {
     }
 }
 
-impl Surface for Images {
-    const NAME: &'static str = "openai";
-    type Completion = Infallible;
-    type Embeddings = Infallible;
+impl Endpoint for Images {
+    const KIND: Kind = Kind::Images;
+    const PATH: &'static str = "/v1/images/generations";
 
-    fn project_key(head: &Head) -> Result<&str, ApiError> {
-        crate::auth::api_key(&head.headers)
-    }
-    fn parse(_: &Head, body: &[u8]) -> Result<Self, ApiError> {
+    fn read(_: &Head, body: &[u8]) -> Result<Self, ApiError> {
         let body: Body<ImageFields> = request::parse_body(body)?;
         body.fields.check()?;
         wants_urls(&body.params)?;
         request::user(&body.params)?;
         Ok(Images(body))
     }
-    fn user_id(&self) -> Option<&str> {
+    fn model_and_params(&self) -> (&Option<String>, &Map<String, Value>) {
+        (&self.0.fields.model, &self.0.params)
+    }
+    fn user(&self) -> Option<&str> {
         request::user(&self.0.params).ok().flatten()
     }
-    fn check_project(&self, _: &str) -> Result<(), ApiError> {
-        Ok(())
-    }
-    fn target(&self, config: &Config) -> Result<Target, ApiError> {
-        super::target(config, &self.0.fields.model, Kind::Images, &self.0.params)
-    }
-    fn serves(kind: Kind) -> Result<(), ApiError> {
-        super::serves(kind, Kind::Images, "/v1/images/generations")
-    }
-    fn stream(&self) -> bool {
-        false
-    }
-    fn ask(mut self, _: Kind, _: &Config) -> Result<Ask<Infallible, Infallible>, ApiError> {
+    fn asks(mut self) -> Result<Ask<Infallible, Infallible>, ApiError> {
         let fields = &mut self.0.fields;
         Ok(Ask::Images(Asked {
             prompt: fields.prompt.take().unwrap_or_default(),
@@ -149,9 +132,6 @@ impl Surface for Images {
             urls: wants_urls(&self.0.params)?,
             codec: answer,
         }))
-    }
-    fn error_body(error: &ApiError, invocation_id: &Uuid) -> Value {
-        response::error_body(error, invocation_id)
     }
 }
 
@@ -203,7 +183,9 @@ fn answer(_: &Envelope<'_>, drawn: &Drawn<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
     use crate::flow::Drawing;
+    use crate::flow::Surface;
 
     fn parsed(body: &str) -> Result<Images, ApiError> {
         let head = hyper::Request::new(()).into_parts().0;

@@ -87,6 +87,58 @@ fn serves(kind: Kind, served: Kind, path: &str) -> Result<(), ApiError> {
     }
 }
 
+/// One of the endpoints beside the completions and embeddings (images, transcription, speech, and
+/// the rerank the same clients call): one kind by its path, a body that names no project, an
+/// answer the flow sends whole or as bytes (never frames of a stream). Each reads its body and
+/// says what it asks; the rest of [`Surface`] is written once, below.
+trait Endpoint: Sized + Send + 'static {
+    const KIND: Kind;
+    const PATH: &'static str;
+    /// The body, checked for shape and for what must hold before routing.
+    fn read(head: &Head, body: &[u8]) -> Result<Self, ApiError>;
+    /// The body's `model`, and every field the endpoint does not read itself.
+    fn model_and_params(&self) -> (&Option<String>, &serde_json::Map<String, serde_json::Value>);
+    /// The caller's end user, for the record.
+    fn user(&self) -> Option<&str>;
+    /// What it asks of the plugin.
+    fn asks(self) -> Result<Ask<Infallible, Infallible>, ApiError>;
+}
+
+impl<E: Endpoint> Surface for E {
+    const NAME: &'static str = "openai";
+    type Completion = Infallible;
+    type Embeddings = Infallible;
+
+    fn project_key(head: &Head) -> Result<&str, ApiError> {
+        crate::auth::api_key(&head.headers)
+    }
+    fn parse(head: &Head, body: &[u8]) -> Result<Self, ApiError> {
+        E::read(head, body)
+    }
+    fn user_id(&self) -> Option<&str> {
+        self.user()
+    }
+    fn check_project(&self, _: &str) -> Result<(), ApiError> {
+        Ok(())
+    }
+    fn target(&self, config: &Config) -> Result<Target, ApiError> {
+        let (model, params) = self.model_and_params();
+        target(config, model, E::KIND, params)
+    }
+    fn serves(kind: Kind) -> Result<(), ApiError> {
+        serves(kind, E::KIND, E::PATH)
+    }
+    fn stream(&self) -> bool {
+        false
+    }
+    fn ask(self, _: Kind, _: &Config) -> Result<Ask<Infallible, Infallible>, ApiError> {
+        self.asks()
+    }
+    fn error_body(error: &ApiError, invocation_id: &Uuid) -> serde_json::Value {
+        response::error_body(error, invocation_id)
+    }
+}
+
 /// What a completion endpoint's body holds and asks of the plugin.
 pub trait CompletionFields: request::Fields + Send + 'static {
     const KIND: Kind;

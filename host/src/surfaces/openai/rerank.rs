@@ -14,13 +14,11 @@ use std::convert::Infallible;
 
 use serde::de::MapAccess;
 use serde_json::{Map, Value, json};
-use uuid::Uuid;
 
+use super::Endpoint;
 use super::request::{self, Body, Fields, read};
-use super::response;
-use crate::config::Config;
 use crate::error::ApiError;
-use crate::flow::{Ask, Envelope, Head, Kind, Ranked, Rerank as Asked, Surface, Target};
+use crate::flow::{Ask, Envelope, Head, Kind, Ranked, Rerank as Asked};
 
 /// `POST /v1/rerank` (and `/v2/rerank`).
 pub struct Rerank(Body<RerankFields>);
@@ -102,36 +100,23 @@ impl RerankFields {
     }
 }
 
-impl Surface for Rerank {
-    const NAME: &'static str = "openai";
-    type Completion = Infallible;
-    type Embeddings = Infallible;
+impl Endpoint for Rerank {
+    const KIND: Kind = Kind::Rerank;
+    const PATH: &'static str = "/v1/rerank";
 
-    fn project_key(head: &Head) -> Result<&str, ApiError> {
-        crate::auth::api_key(&head.headers)
-    }
-    fn parse(_: &Head, body: &[u8]) -> Result<Self, ApiError> {
+    fn read(_: &Head, body: &[u8]) -> Result<Self, ApiError> {
         let body: Body<RerankFields> = request::parse_body(body)?;
         body.fields.check()?;
         request::user(&body.params)?;
         Ok(Rerank(body))
     }
-    fn user_id(&self) -> Option<&str> {
+    fn model_and_params(&self) -> (&Option<String>, &Map<String, Value>) {
+        (&self.0.fields.model, &self.0.params)
+    }
+    fn user(&self) -> Option<&str> {
         request::user(&self.0.params).ok().flatten()
     }
-    fn check_project(&self, _: &str) -> Result<(), ApiError> {
-        Ok(())
-    }
-    fn target(&self, config: &Config) -> Result<Target, ApiError> {
-        super::target(config, &self.0.fields.model, Kind::Rerank, &self.0.params)
-    }
-    fn serves(kind: Kind) -> Result<(), ApiError> {
-        super::serves(kind, Kind::Rerank, "/v1/rerank")
-    }
-    fn stream(&self) -> bool {
-        false
-    }
-    fn ask(mut self, _: Kind, _: &Config) -> Result<Ask<Infallible, Infallible>, ApiError> {
+    fn asks(mut self) -> Result<Ask<Infallible, Infallible>, ApiError> {
         let documents = self.0.fields.texts()?;
         // More than there are documents asks for all of them, as Cohere reads it.
         let top_n = (self.0.fields.top_n)
@@ -143,9 +128,6 @@ impl Surface for Rerank {
             return_documents: self.0.fields.return_documents.unwrap_or(false),
             codec: answer,
         }))
-    }
-    fn error_body(error: &ApiError, invocation_id: &Uuid) -> Value {
-        response::error_body(error, invocation_id)
     }
 }
 
@@ -187,6 +169,8 @@ fn answer(envelope: &Envelope<'_>, ranked: &Ranked<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
+    use crate::flow::Surface;
     use crate::plugins::types;
 
     fn parsed(body: &str) -> Result<Rerank, ApiError> {

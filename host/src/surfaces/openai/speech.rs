@@ -12,14 +12,12 @@
 use std::convert::Infallible;
 
 use serde::de::MapAccess;
-use serde_json::Value;
-use uuid::Uuid;
+use serde_json::{Map, Value};
 
+use super::Endpoint;
 use super::request::{self, Body, Fields, read};
-use super::response;
-use crate::config::Config;
 use crate::error::ApiError;
-use crate::flow::{Ask, Head, Kind, Speak, Surface, Target};
+use crate::flow::{Ask, Head, Kind, Speak};
 
 /// The most characters one speech may say: OpenAI's bound on `input`.
 pub const MAX_INPUT_CHARACTERS: usize = 4096;
@@ -189,15 +187,11 @@ fn voice(voice: Option<&Value>) -> Result<String, ApiError> {
     Ok(named.to_owned())
 }
 
-impl Surface for Speech {
-    const NAME: &'static str = "openai";
-    type Completion = Infallible;
-    type Embeddings = Infallible;
+impl Endpoint for Speech {
+    const KIND: Kind = Kind::Speech;
+    const PATH: &'static str = "/v1/audio/speech";
 
-    fn project_key(head: &Head) -> Result<&str, ApiError> {
-        crate::auth::api_key(&head.headers)
-    }
-    fn parse(_: &Head, body: &[u8]) -> Result<Self, ApiError> {
+    fn read(_: &Head, body: &[u8]) -> Result<Self, ApiError> {
         let body: Body<SpeechFields> = request::parse_body(body)?;
         let (voice, format) = body.fields.check()?;
         request::user(&body.params)?;
@@ -207,23 +201,13 @@ impl Surface for Speech {
             format,
         })
     }
-    fn user_id(&self) -> Option<&str> {
+    fn model_and_params(&self) -> (&Option<String>, &Map<String, Value>) {
+        (&self.body.fields.model, &self.body.params)
+    }
+    fn user(&self) -> Option<&str> {
         request::user(&self.body.params).ok().flatten()
     }
-    fn check_project(&self, _: &str) -> Result<(), ApiError> {
-        Ok(())
-    }
-    fn target(&self, config: &Config) -> Result<Target, ApiError> {
-        let model = &self.body.fields.model;
-        super::target(config, model, Kind::Speech, &self.body.params)
-    }
-    fn serves(kind: Kind) -> Result<(), ApiError> {
-        super::serves(kind, Kind::Speech, "/v1/audio/speech")
-    }
-    fn stream(&self) -> bool {
-        false
-    }
-    fn ask(mut self, _: Kind, _: &Config) -> Result<Ask<Infallible, Infallible>, ApiError> {
+    fn asks(mut self) -> Result<Ask<Infallible, Infallible>, ApiError> {
         Ok(Ask::Speak(Speak {
             input: self.body.fields.input.take().unwrap_or_default(),
             voice: self.voice,
@@ -231,14 +215,13 @@ impl Surface for Speech {
             media_type: self.format.media_type(),
         }))
     }
-    fn error_body(error: &ApiError, invocation_id: &Uuid) -> Value {
-        response::error_body(error, invocation_id)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
+    use crate::flow::Surface;
 
     fn head() -> Head {
         hyper::Request::new(()).into_parts().0
