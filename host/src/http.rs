@@ -104,12 +104,7 @@ pub fn channel_response(
     content_type: &'static str,
     id: &Uuid,
 ) -> Response<Body> {
-    let mut response = Response::new(ChannelBody { frames: chunks }.boxed());
-    let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    set_invocation_header(headers, id);
-    response
+    streamed(ChannelBody { frames: chunks }.boxed(), content_type, id)
 }
 
 /// A 200 response of `content_type` whose body arrives through `chunks`, as they are made: it
@@ -119,7 +114,12 @@ pub fn cuttable_response(
     content_type: &'static str,
     id: &Uuid,
 ) -> Response<Body> {
-    let mut response = Response::new(CuttableBody { chunks }.boxed());
+    streamed(CuttableBody { chunks }.boxed(), content_type, id)
+}
+
+/// A 200 response of `content_type` whose `body` is made as it is sent: never cached.
+fn streamed(body: Body, content_type: &'static str, id: &Uuid) -> Response<Body> {
+    let mut response = Response::new(body);
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
