@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::convert::RerankApi;
 use crate::wire::{
     CompletionResponse, EmbeddingResponse, EmbeddingVector, ImagesResponse, RerankResponse,
-    TeiRank, TranscriptionResponse, VoyageRerankResponse, WireUsage,
+    SpeechEvent, TeiRank, TranscriptionResponse, VoyageRerankResponse, WireUsage,
 };
 
 /// The decoder of chat and legacy completions. The format needs no state of its own: every
@@ -198,11 +198,11 @@ pub fn read_speech_events(
     use base64::Engine as _;
     for event in response.sse() {
         let event = event?;
-        let value: Value = serde_json::from_str(&event.data)
+        let event: SpeechEvent<'_> = serde_json::from_str(&event.data)
             .map_err(|_| ProviderError::malformed("a speech event that is not JSON"))?;
-        match value.get("type").and_then(Value::as_str) {
+        match event.kind.as_deref() {
             Some("speech.audio.delta") => {
-                let data = (value.get("audio").and_then(Value::as_str)).ok_or_else(|| {
+                let data = (event.audio).ok_or_else(|| {
                     ProviderError::malformed("a speech.audio.delta without audio")
                 })?;
                 let bytes = base64::engine::general_purpose::STANDARD
@@ -213,15 +213,11 @@ pub fn read_speech_events(
                 audio.send(&bytes)?;
             }
             Some("speech.audio.done") => {
-                let count = |name: &str| {
-                    let usage = value.get("usage")?;
-                    u32::try_from(usage.get(name)?.as_u64()?).ok()
-                };
-                let usage = value.get("usage").filter(|u| u.is_object()).map(|_| {
+                let usage = event.usage.map(|usage| {
                     Usage::counted(TokenCounts {
-                        prompt: count("input_tokens"),
-                        completion: count("output_tokens"),
-                        total: count("total_tokens"),
+                        prompt: usage.input_tokens,
+                        completion: usage.output_tokens,
+                        total: usage.total_tokens,
                         ..TokenCounts::default()
                     })
                 });
@@ -230,8 +226,8 @@ pub fn read_speech_events(
                     usage,
                 });
             }
-            _ if value.get("error").is_some_and(|e| !e.is_null()) => {
-                return Err(missing(value.get("error"), "a speech event"));
+            _ if event.error.as_ref().is_some_and(|e| !e.is_null()) => {
+                return Err(missing(event.error.as_ref(), "a speech event"));
             }
             _ => {}
         }

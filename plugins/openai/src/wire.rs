@@ -397,7 +397,8 @@ pub struct TranscriptionInputDetails {
     pub audio_tokens: Option<u32>,
 }
 
-/// GPT Image's usage of an image generation.
+/// GPT Image's usage of an image generation; GPT speech models report a speech's in the same
+/// fields (without the details).
 #[derive(Debug, Default, Deserialize)]
 pub struct ImageUsage {
     #[serde(default, deserialize_with = "json::count")]
@@ -408,6 +409,22 @@ pub struct ImageUsage {
     pub total_tokens: Option<u32>,
     #[serde(default)]
     pub input_tokens_details: Option<ImageInputDetails>,
+}
+
+/// One event of `/audio/speech`'s stream (`stream_format: "sse"`): a piece of the audio
+/// (`speech.audio.delta`), or the end with the tokens billed (`speech.audio.done`).
+#[derive(Debug, Default, Deserialize)]
+pub struct SpeechEvent<'a> {
+    #[serde(default, rename = "type", borrow)]
+    pub kind: Option<Cow<'a, str>>,
+    /// Base64.
+    #[serde(default, borrow)]
+    pub audio: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub usage: Option<ImageUsage>,
+    /// An error a server sent as an event.
+    #[serde(default)]
+    pub error: Option<Value>,
 }
 
 /// `usage.input_tokens_details` of an image generation.
