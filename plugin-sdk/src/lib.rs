@@ -905,6 +905,21 @@ enum SinkTarget {
 
 const CALLER_GONE: &str = "the caller disconnected";
 
+/// Sends through the host's `sink` with `send`, unless the caller is gone (`closed`), which
+/// a failed send says too: then the error a plugin returns.
+fn to_caller(
+    closed: &mut bool,
+    send: impl FnOnce() -> Result<(), ()>,
+) -> Result<(), ProviderError> {
+    if !*closed && send().is_err() {
+        *closed = true;
+    }
+    if *closed {
+        return Err(ProviderError::Failed(CALLER_GONE.into()));
+    }
+    Ok(())
+}
+
 impl Sink {
     /// The sink of the running call.
     fn host() -> Self {
@@ -953,13 +968,8 @@ impl Sink {
     /// the caller is gone: stop working and return that error.
     pub fn send(&mut self, chunk: Chunk) -> Result<(), ProviderError> {
         match &mut self.target {
-            SinkTarget::Host { closed: true } => Err(ProviderError::Failed(CALLER_GONE.into())),
             SinkTarget::Host { closed } => {
-                if __private::gateway::provider::sink::send(&chunk).is_err() {
-                    *closed = true;
-                    return Err(ProviderError::Failed(CALLER_GONE.into()));
-                }
-                Ok(())
+                to_caller(closed, || __private::gateway::provider::sink::send(&chunk))
             }
             SinkTarget::Buffer { chunks, .. } => {
                 chunks.push(chunk);
@@ -1071,14 +1081,9 @@ impl AudioSink {
             return Ok(());
         }
         match &mut self.target {
-            AudioTarget::Host { closed: true } => Err(ProviderError::Failed(CALLER_GONE.into())),
-            AudioTarget::Host { closed } => {
-                if __private::gateway::provider::sink::send_audio(bytes).is_err() {
-                    *closed = true;
-                    return Err(ProviderError::Failed(CALLER_GONE.into()));
-                }
-                Ok(())
-            }
+            AudioTarget::Host { closed } => to_caller(closed, || {
+                __private::gateway::provider::sink::send_audio(bytes)
+            }),
             AudioTarget::Buffer { bytes: kept, sends } => {
                 kept.extend_from_slice(bytes);
                 *sends += 1;
