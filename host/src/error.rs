@@ -48,8 +48,17 @@ pub enum ApiError {
     /// The request names something ambiguously or conflicts with the state.
     #[error("{0}")]
     Conflict(String),
-    #[error("admin endpoints need the config's admin_token as a Bearer token")]
+    #[error(
+        "admin endpoints need the config's admin_token or a personal admin token (gwa_...) as a \
+         Bearer token, or the console's session"
+    )]
     AdminUnauthorized,
+    /// A personal admin token that was revoked or expired; the message says which, and when.
+    #[error("{0}")]
+    AdminTokenRefused(String),
+    /// The admin API's caller is known, and its role may not do what it asked.
+    #[error("{0}")]
+    AdminForbidden(String),
     #[error("wrong admin token")]
     WrongAdminToken,
     /// Too many wrong admin tokens from the client's address: the token was not compared.
@@ -167,11 +176,13 @@ impl ApiError {
             | ApiError::InvalidKey
             | ApiError::KeyExpired(_)
             | ApiError::AdminUnauthorized
+            | ApiError::AdminTokenRefused(_)
             | ApiError::WrongAdminToken
             | ApiError::MetricsUnauthorized => StatusCode::UNAUTHORIZED,
-            ApiError::WrongProject(_) | ApiError::OutOfScope(_) | ApiError::CsrfRefused => {
-                StatusCode::FORBIDDEN
-            }
+            ApiError::WrongProject(_)
+            | ApiError::OutOfScope(_)
+            | ApiError::CsrfRefused
+            | ApiError::AdminForbidden(_) => StatusCode::FORBIDDEN,
             ApiError::RateLimited(_) | ApiError::SignInThrottled(_) => {
                 StatusCode::TOO_MANY_REQUESTS
             }
@@ -392,6 +403,8 @@ impl ApiError {
             | ApiError::WrongAdminToken
             | ApiError::SignInThrottled(_)
             | ApiError::CsrfRefused
+            | ApiError::AdminForbidden(_)
+            | ApiError::AdminTokenRefused(_)
             | ApiError::MetricsUnauthorized
             | ApiError::MethodNotAllowed(_)
             | ApiError::Busy(_)

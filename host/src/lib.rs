@@ -24,6 +24,7 @@
 // stand, with an `allow` and its reason.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod access;
 pub mod auth;
 pub mod cache;
 pub mod cli;

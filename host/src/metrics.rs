@@ -66,6 +66,10 @@ struct Shard {
     tool_calls: HashMap<(String, String, &'static str), u64>,
     /// Their durations by server and tool.
     tool_durations: HashMap<(String, String), Histogram>,
+    /// Audit events by action and outcome (both the table's few words).
+    audit_events: HashMap<(&'static str, &'static str), u64>,
+    /// Audit events the store would not take.
+    audit_write_failures: u64,
 }
 
 #[derive(Default)]
@@ -302,6 +306,25 @@ impl Metrics {
         *shard.tool_calls.entry((key.0, key.1, outcome)).or_default() += 1;
     }
 
+    /// An audit event was written (or tried): `action` and `outcome` are the admin table's
+    /// and the audit log's few words, bounded.
+    pub fn audit_event(&self, action: &'static str, outcome: &'static str) {
+        if self.enabled {
+            *self
+                .shard()
+                .audit_events
+                .entry((action, outcome))
+                .or_default() += 1;
+        }
+    }
+
+    /// An audit event could not be written.
+    pub fn audit_write_failed(&self) {
+        if self.enabled {
+            self.shard().audit_write_failures += 1;
+        }
+    }
+
     /// Every metric in the Prometheus text format (version 0.0.4), with the invocation
     /// writer's state, the plugins' counts and the response cache's bytes read now.
     pub fn render(
@@ -359,6 +382,8 @@ struct Snapshot {
     guard_verdicts: Vec<([String; 3], u64)>,
     tool_calls: Vec<([String; 3], u64)>,
     tool_durations: Vec<([String; 2], HistogramValues)>,
+    audit_events: Vec<([String; 2], u64)>,
+    audit_write_failures: Vec<([String; 0], u64)>,
     cache: Vec<([String; 2], u64)>,
     cache_saved: Vec<([String; 1], f64)>,
     cache_bytes: u64,
@@ -400,6 +425,8 @@ impl Snapshot {
         let mut cost: HashMap<[String; 2], f64> = HashMap::new();
         let mut attempts: HashMap<[String; 2], u64> = HashMap::new();
         let mut rate_limited: HashMap<&'static str, u64> = HashMap::new();
+        let mut audit_events: HashMap<[String; 2], u64> = HashMap::new();
+        let mut audit_write_failures = 0;
         let mut guard_verdicts: HashMap<[String; 3], u64> = HashMap::new();
         let mut tool_calls: HashMap<[String; 3], u64> = HashMap::new();
         let mut tool_durations: HashMap<[String; 2], Histogram> = HashMap::new();
@@ -430,6 +457,12 @@ impl Snapshot {
             for (scope, count) in &shard.rate_limited {
                 *rate_limited.entry(scope).or_default() += count;
             }
+            for ((action, outcome), count) in &shard.audit_events {
+                *audit_events
+                    .entry([(*action).to_owned(), (*outcome).to_owned()])
+                    .or_default() += count;
+            }
+            audit_write_failures += shard.audit_write_failures;
             for (route, stats) in &shard.routes {
                 for (surface, histogram) in &stats.durations {
                     durations
@@ -538,6 +571,8 @@ impl Snapshot {
                 .into_iter()
                 .map(|(labels, h)| (labels, HistogramValues::from(&h)))
                 .collect(),
+            audit_events: sorted(audit_events),
+            audit_write_failures: vec![([], audit_write_failures)],
             cache: sorted(cache),
             cache_saved: sorted(cache_saved),
             writer,
@@ -728,6 +763,22 @@ impl Collector for Snapshot {
             "Tool calls through POST /mcp, from arrival to the answer.",
             ["server", "tool"],
             &self.tool_durations,
+        )?;
+        counters(
+            encoder,
+            "gateway_audit_events",
+            "Audit events of this process: changes through the admin API and the console, and \
+             sign-ins, by action (key.create, sign_in.failed, ...) and outcome (ok, refused, \
+             failed). The CLI's are in the audit log only.",
+            ["action", "outcome"],
+            &self.audit_events,
+        )?;
+        counters(
+            encoder,
+            "gateway_audit_write_failures",
+            "Audit events the database did not take (each logged with its change).",
+            [],
+            &self.audit_write_failures,
         )?;
         counters(
             encoder,

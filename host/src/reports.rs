@@ -387,6 +387,27 @@ where
     Ok(count)
 }
 
+/// An audit event as `GET /admin/audit` and `gateway audit export` write it: one JSON object,
+/// a line of JSON lines.
+pub fn audit_json(event: &crate::store::AuditEvent) -> serde_json::Value {
+    serde_json::json!({
+        "id": event.id.to_string(),
+        "at": format_time_ms(event.at_ms),
+        "actor": event.actor,
+        "role": event.role,
+        "via": event.via,
+        "address": event.address,
+        "action": event.action,
+        "endpoint": event.endpoint,
+        "target": event.target,
+        "before": event.before,
+        "after": event.after,
+        "outcome": event.outcome.as_str(),
+        "status": event.status,
+        "requestId": event.request_id.map(|id| id.to_string()),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

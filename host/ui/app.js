@@ -130,8 +130,8 @@
 
   function badge(status) {
     const s = status == null ? 'unknown' : String(status);
-    const cls = /^(success|serving|hit|live)$/.test(s) ? 'ok'
-      : /^(error|failed|blocked|revoked|trap|rejected)/.test(s) ? 'bad'
+    const cls = /^(success|serving|hit|live|ok)$/.test(s) ? 'ok'
+      : /^(error|failed|blocked|revoked|trap|rejected|refused)/.test(s) ? 'bad'
         : /^(rate_limited|cancelled|expired|ejected)/.test(s) ? 'warn' : 'neutral';
     return h('span', { class: 'badge ' + cls }, s);
   }
@@ -409,6 +409,8 @@
     else if (page === 'invocations' && parts[1]) render = () => pageInvocation(root, parts[1]);
     else if (page === 'invocations') render = () => pageInvocations(root, params);
     else if (page === 'plugins') render = () => pagePlugins(root);
+    else if (page === 'tokens') render = () => pageTokens(root);
+    else if (page === 'audit') render = () => pageAudit(root, params);
     else render = () => { title(root, 'Not found'); root.appendChild(h('p', null, 'No such page.')); };
     Promise.resolve().then(render).catch((e) => showError(e));
   }
@@ -876,14 +878,16 @@
 
   // The whole key, shown once: it lives only in this panel's input, gone when dismissed or
   // when the page changes (the page's container is replaced).
-  function showNewKey(panel, created) {
+  // A secret made now (a key, an admin token), shown this once with a copy button.
+  function showNewKey(panel, created, noun) {
+    noun = noun || 'key';
     clear(panel);
     const input = h('input', { type: 'text', readOnly: true, testid: 'new-key-value', value: created.key, spellcheck: 'false', autocomplete: 'off', class: 'mono' });
     const copied = h('span', { role: 'status', class: 'saved', testid: 'new-key-copied' });
     panel.append(
-      h('h2', { id: 'new-key-shown-h' }, 'New key ', h('code', null, created.prefix || '')),
-      h('p', { class: 'warn-text' }, 'Copy the key now: it will not be shown again.'),
-      field('new-key-value', 'Key', input),
+      h('h2', { id: 'new-key-shown-h' }, `New ${noun} `, h('code', null, created.prefix || '')),
+      h('p', { class: 'warn-text' }, `Copy the ${noun} now: it will not be shown again.`),
+      field('new-key-value', noun === 'key' ? 'Key' : 'Token', input),
       h('div', { class: 'row' },
         h('button', {
           type: 'button', testid: 'new-key-copy',
@@ -905,7 +909,9 @@
           onclick: () => { clear(panel); panel.hidden = true; },
         }, 'Done'),
         copied),
-      h('p', { class: 'muted small' }, `Expires: ${created.expiresAt ? fmtTime(created.expiresAt) : 'never'}; limits: ${fmtLimits(created.limits)}; routes: ${scopeText(created.routes)}; models: ${scopeText(created.models)}; tools: ${scopeText(created.tools)}.`));
+      h('p', { class: 'muted small' }, `Expires: ${created.expiresAt ? fmtTime(created.expiresAt) : 'never'}; ` + (noun === 'key'
+        ? `limits: ${fmtLimits(created.limits)}; routes: ${scopeText(created.routes)}; models: ${scopeText(created.models)}; tools: ${scopeText(created.tools)}.`
+        : `role: ${created.role}${created.projectId ? ' of ' + created.projectId : ''}.`)));
     panel.hidden = false;
     input.focus();
     input.select();
@@ -1153,6 +1159,156 @@
         h('td', null, listText(r.fallbacks)),
         h('td', null, settingsList(r.settings)))),
       'No routes.'));
+  }
+
+  // ---------------------------------------------------------------- admin tokens
+
+  const ROLES = ['owner', 'admin', 'viewer', 'project_admin', 'project_viewer'];
+
+  async function pageTokens(root) {
+    title(root, 'Admin tokens', 'Personal tokens for the admin API and automation, each with its role. A token is shown once, when made.');
+    const msg = h('div', { class: 'alert', role: 'alert', testid: 'tokens-error', hidden: true });
+    const list = h('div');
+    const shown = h('div', { class: 'once', testid: 'new-token-panel', hidden: true });
+    const projects = await loadProjects().catch(() => []);
+    const projectName = (id) => {
+      const p = projects.find((x) => x.id === id);
+      return p ? `${p.name} (${id})` : id;
+    };
+    const reload = async () => {
+      const data = await api('GET', '/admin/tokens');
+      clear(list);
+      const now = Date.now();
+      list.appendChild(table('tokens-table', null, ['Prefix', 'Name', 'Role', 'Made by', 'Created', 'Expires', 'Last used', 'State', 'Actions'],
+        ((data && data.tokens) || []).map((t) => {
+          const state = t.revokedAt ? 'revoked' : (t.live ? 'live' : 'expired');
+          return h('tr', { testid: 'token-row', dataset: { prefix: t.prefix } },
+            h('th', { scope: 'row' }, h('code', { testid: 'token-prefix' }, t.prefix)),
+            h('td', null, String(t.name)),
+            h('td', { testid: 'token-role' }, String(t.role), t.projectId ? [' of ', projectName(t.projectId)] : null),
+            h('td', null, h('code', null, String(t.createdBy))),
+            h('td', null, timeEl(t.createdAt)),
+            h('td', null, t.expiresAt ? timeEl(t.expiresAt) : 'never'),
+            h('td', { testid: 'token-last-used' }, t.lastUsedAt ? timeEl(t.lastUsedAt) : 'never'),
+            h('td', { testid: 'token-state' }, badge(state), t.revokedAt ? [' ', timeEl(t.revokedAt)] : null),
+            h('td', null, state === 'live' ? h('button', {
+              type: 'button', class: 'danger small', testid: 'token-revoke',
+              'aria-label': 'Revoke token ' + t.prefix,
+              onclick: guard(async () => {
+                const ok = await confirmDialog('Revoke admin token', `Revoke the admin token ${t.prefix}…? It will be refused at once. This cannot be undone.`, 'Revoke');
+                if (!ok) return;
+                hideError(msg);
+                await api('DELETE', '/admin/tokens/' + enc(t.prefix));
+                await reload();
+              }, msg),
+            }, 'Revoke') : dash));
+        }), 'No admin tokens yet.'));
+    };
+    root.append(msg, list);
+    await reload();
+
+    const formMsg = h('div', { class: 'alert', role: 'alert', testid: 'new-token-error', hidden: true });
+    const projectSelect = h('select', { testid: 'token-project' },
+      h('option', { value: '' }, '(every project)'),
+      projects.map((p) => h('option', { value: p.id }, `${p.name} (${p.id})`)));
+    const form = h('form', { class: 'grid-form', testid: 'new-token-form', 'aria-labelledby': 'new-token-h' },
+      h('h2', { id: 'new-token-h' }, 'New admin token'),
+      h('div', { class: 'row' },
+        field('token-name', 'Name (what it is for)', h('input', { type: 'text', testid: 'token-name', required: true, autocomplete: 'off' })),
+        field('token-role', 'Role', h('select', { testid: 'token-role-select' }, ROLES.map((r) => h('option', { value: r, selected: r === 'viewer' }, r)))),
+        field('token-project', 'Project (for project_admin and project_viewer)', projectSelect),
+        field('token-expires', 'Expires', h('input', { type: 'text', testid: 'token-expires', placeholder: '90d', autocomplete: 'off', 'aria-describedby': 'token-expires-hint' }),
+          '90d, 2026-12-31, an RFC 3339 time, or never')),
+      h('div', { class: 'row' }, h('button', { type: 'submit', testid: 'new-token-submit' }, 'Make token')),
+      formMsg);
+    form.addEventListener('submit', guard(async (ev) => {
+      ev.preventDefault();
+      hideError(formMsg);
+      const body = { name: $('token-name').value.trim(), role: $('token-role').value };
+      if (projectSelect.value) body.projectId = projectSelect.value;
+      const expires = $('token-expires').value.trim();
+      if (expires) body.expires = expires;
+      const made = await api('POST', '/admin/tokens', body);
+      form.reset();
+      showNewKey(shown, { ...made, key: made.token }, 'admin token');
+      reload().catch((e) => showError(e, msg));
+    }, formMsg));
+    root.append(shown, form);
+  }
+
+  // ---------------------------------------------------------------- audit log
+
+  async function pageAudit(root, params) {
+    title(root, 'Audit log', 'Every change through the admin API, the console and the CLI, and every sign-in: newest first.');
+    const filters = { actor: params.get('actor') || '', action: params.get('action') || '', outcome: params.get('outcome') || '' };
+    const form = h('form', { class: 'controls', testid: 'audit-filters' },
+      field('audit-actor', 'Actor', h('input', { type: 'text', testid: 'audit-actor', value: filters.actor, placeholder: 'any', autocomplete: 'off' })),
+      field('audit-action', 'Action', h('input', { type: 'text', testid: 'audit-action', value: filters.action, placeholder: 'any', autocomplete: 'off' })),
+      field('audit-outcome', 'Outcome', h('select', { testid: 'audit-outcome' },
+        ['', 'ok', 'refused', 'failed'].map((o) => h('option', { value: o, selected: o === filters.outcome }, o || 'any')))),
+      h('button', { type: 'submit', testid: 'audit-apply' }, 'Filter'));
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      navigate('#/audit' + query({ actor: $('audit-actor').value.trim(), action: $('audit-action').value.trim(), outcome: $('audit-outcome').value }));
+    });
+    root.appendChild(form);
+    const body = h('tbody');
+    const more = h('button', { type: 'button', class: 'secondary', testid: 'audit-more', hidden: true }, 'Older events');
+    const t = h('table', { testid: 'audit-table', class: 'data' },
+      h('thead', null, h('tr', null, ['When', 'Actor', 'Role', 'Via', 'Address', 'Action', 'Target', 'Outcome', 'Change'].map((x) => h('th', { scope: 'col' }, x)))),
+      body);
+    root.append(h('div', { class: 'table-wrap' }, t), more);
+    // The leaves of a JSON value by their dotted paths (arrays as JSON text).
+    const leaves = (v, path, out) => {
+      if (v !== null && typeof v === 'object' && !Array.isArray(v)) {
+        for (const [k, x] of Object.entries(v)) leaves(x, path ? path + '.' + k : k, out);
+      } else {
+        out.set(path || '(value)', JSON.stringify(v));
+      }
+      return out;
+    };
+    // What changed, one line a field: `limits.rpm: null → 5`; the whole before and after
+    // under it.
+    const change = (e) => {
+      if (e.before == null && e.after == null) return dash;
+      const before = leaves(e.before, '', new Map());
+      const after = leaves(e.after, '', new Map());
+      const lines = [];
+      for (const k of new Set([...before.keys(), ...after.keys()])) {
+        const b = e.before == null ? undefined : before.get(k);
+        const a = e.after == null ? undefined : after.get(k);
+        if (b === a) continue;
+        lines.push(h('li', { class: 'wrap' }, h('code', null, k), ': ',
+          b === undefined ? '' : [b, ' → '], a === undefined ? '(gone)' : a));
+      }
+      return h('div', { testid: 'audit-change' },
+        h('ul', { class: 'plain small' }, lines.slice(0, 8), lines.length > 8 ? h('li', null, `… ${lines.length - 8} more`) : null),
+        h('details', null, h('summary', null, 'JSON'),
+          h('pre', { class: 'json', testid: 'audit-before' }, 'before: ' + JSON.stringify(e.before, null, 2)),
+          h('pre', { class: 'json', testid: 'audit-after' }, 'after: ' + JSON.stringify(e.after, null, 2))));
+    };
+    const load = async (after) => {
+      const data = await api('GET', '/admin/audit' + query({ format: 'json', limit: 50, after, ...filters }));
+      const events = (data && data.events) || [];
+      if (!after && events.length === 0) {
+        body.appendChild(h('tr', { class: 'empty' }, h('td', { colspan: 9 }, 'No events.')));
+      }
+      for (const e of events) {
+        body.appendChild(h('tr', { testid: 'audit-row', dataset: { action: String(e.action), outcome: String(e.outcome) } },
+          h('td', { class: 'nowrap' }, timeEl(e.at)),
+          h('td', { testid: 'audit-actor-cell' }, h('code', null, String(e.actor))),
+          h('td', null, String(e.role)),
+          h('td', null, String(e.via)),
+          h('td', null, e.address == null ? dash : String(e.address)),
+          h('td', { testid: 'audit-action-cell' }, h('code', null, String(e.action)), h('div', { class: 'muted small' }, String(e.endpoint))),
+          h('td', null, e.target == null ? dash : h('code', null, String(e.target))),
+          h('td', { testid: 'audit-outcome-cell' }, badge(e.outcome === 'ok' ? 'ok' : e.outcome === 'refused' ? 'refused' : 'failed'), ` ${e.status}`),
+          h('td', null, change(e))));
+      }
+      more.hidden = !(data && data.next) || events.length < 50;
+      more.onclick = guard(() => load(data.next));
+    };
+    await load(null);
   }
 
   function targetsList(targets) {

@@ -287,8 +287,56 @@ def run(page, tid, shot, base, admin_token, model, route_id):
         raise Failure("a request with the revoked key succeeded")
     step("key revoked; the SDK gets 401")
 
-    # 10. Sign out.
-    begin("10 sign-out")
+    # 10. A personal admin token, made in the console (shown once), works on the API with its
+    # role only, and is revoked there; the audit log shows what was done, with before and after.
+    begin("10 admin tokens and the audit log")
+    tid("nav-tokens").click()
+    expect(tid("page-title")).to_have_text("Admin tokens")
+    tid("token-name").fill("dashboards")
+    page.locator("#token-role").select_option("viewer")
+    tid("new-token-submit").click()
+    expect(tid("new-token-panel")).to_be_visible()
+    secret = tid("new-key-value").input_value()
+    check(secret.startswith("gwa_"), "the token shown is %r" % secret[:8])
+    row = page.locator('[data-testid="token-row"][data-prefix="%s"]' % secret[:16])
+    expect(row).to_have_count(1)
+    expect(row.get_by_test_id("token-state")).to_contain_text("live")
+    check(secret not in page.locator("#page").inner_text(), "the token is shown outside its one field")
+    projects = admin_get(base, secret, "/admin/projects").get("projects") or []
+    check(any(p.get("id") == project_id for p in projects), "the viewer token does not list the project")
+    try:
+        admin_put(base, secret, "/admin/projects/%s/limits" % project_id, {"rpm": 1})
+    except urllib.error.HTTPError as e:
+        check(e.code == 403, "a viewer's change: %s, not 403" % e.code)
+    else:
+        raise Failure("a viewer token changed a project's limits")
+    shot("tokens.png")
+    row.get_by_test_id("token-revoke").click()
+    tid("confirm-ok").click()
+    expect(row.get_by_test_id("token-state")).to_contain_text("revoked")
+    try:
+        admin_get(base, secret, "/admin/projects")
+    except urllib.error.HTTPError as e:
+        check(e.code == 401, "a revoked token: %s, not 401" % e.code)
+    else:
+        raise Failure("a revoked token still opens the admin API")
+    tid("nav-audit").click()
+    expect(tid("page-title")).to_have_text("Audit log")
+    for action in ("sign_in", "key.create", "project.limits.set", "key.revoke", "token.create", "token.revoke"):
+        expect(page.locator('[data-testid="audit-row"][data-action="%s"]' % action).first).to_be_visible()
+    expect(page.locator('[data-testid="audit-row"][data-action="project.limits.set"][data-outcome="refused"]')).to_have_count(1)
+    tid("audit-action").fill("project.limits.set")
+    tid("audit-apply").click()
+    expect(page.locator('[data-testid="audit-row"]')).to_have_count(2)
+    done = page.locator('[data-testid="audit-row"][data-outcome="ok"]')
+    expect(done.get_by_test_id("audit-change")).to_contain_text("limits.dailyBudgetUsd: null → 5")
+    done.locator("summary").click()
+    expect(done.get_by_test_id("audit-after")).to_contain_text('"dailyBudgetUsd": 5')
+    shot("audit.png")
+    step("a viewer token made, refused a change, revoked; the audit log shows each change")
+
+    # 11. Sign out.
+    begin("11 sign-out")
     tid("signout").click()
     expect(tid("login-form")).to_be_visible()
     expect(tid("app")).to_be_hidden()

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 use gateway_scaffold::{Kind, Lang, Name};
 
+use crate::access::Role;
 use crate::clock::{now_ms, parse_time};
 use crate::limits::Period;
 use crate::reports::ExportFormat;
@@ -67,6 +68,65 @@ pub(super) enum Command {
         #[command(subcommand)]
         command: PricesCommand,
     },
+    /// Manage personal admin tokens: for the admin API and automation, each with its role.
+    #[command(name = "admin-token")]
+    AdminToken {
+        #[command(subcommand)]
+        command: AdminTokenCommand,
+    },
+    /// Read the audit log: every change through the admin API, the console and the CLI, and
+    /// every sign-in.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+}
+
+#[derive(Subcommand)]
+pub(super) enum AdminTokenCommand {
+    /// Make a token; prints it (shown only this once) as the last line.
+    Create {
+        /// Its role: owner, admin, viewer, project_admin or project_viewer.
+        #[arg(long, value_parser = parse_role)]
+        role: Role,
+        /// The project a project_admin or project_viewer token holds on.
+        #[arg(long, value_name = "PROJECT_ID")]
+        project: Option<String>,
+        /// When it stops working: a duration (90d), a date, an RFC 3339 time, or `never`.
+        /// Default: 90 days.
+        #[arg(long, value_name = "90d|DATE|TIME|never")]
+        expires: Option<String>,
+        /// What it is for, as listings show it. Default: its role.
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// List every token (never the token: its prefix), newest first, with its last use.
+    List,
+    /// Revoke the token with this prefix (as listed), or the whole token.
+    Revoke { prefix: String },
+}
+
+#[derive(Subcommand)]
+pub(super) enum AuditCommand {
+    /// Write audit events to stdout as JSON lines, oldest first.
+    Export {
+        /// Events at or after this: a date (YYYY-MM-DD, UTC midnight) or an RFC 3339 time.
+        #[arg(long, value_name = "DATE", value_parser = parse_time)]
+        since: Option<i64>,
+        /// Events before this (exclusive): a date or time as for --since.
+        #[arg(long, value_name = "DATE", value_parser = parse_time)]
+        until: Option<i64>,
+        /// Only this actor's: admin_token, token:PREFIX, cli:USER, ...
+        #[arg(long)]
+        actor: Option<String>,
+        /// Only this action's: key.create, sign_in.failed, ...
+        #[arg(long)]
+        action: Option<String>,
+    },
+}
+
+fn parse_role(text: &str) -> Result<Role, String> {
+    Role::parse(text)
 }
 
 #[derive(Subcommand)]

@@ -2,6 +2,7 @@
 //! are in [`args`]; each group of commands has its file; `serve` is the application itself,
 //! wired in [`crate::server::app`].
 
+mod access;
 mod args;
 mod invocations;
 mod key;
@@ -59,6 +60,11 @@ enum CliError {
     Prices(#[from] prices::PricesError),
     #[error(transparent)]
     Scaffold(#[from] scaffold::ScaffoldError),
+    /// A value the command refuses, named by its flag.
+    #[error("{0}")]
+    Invalid(String),
+    #[error("cannot write the export: {0}")]
+    Write(#[from] std::io::Error),
 }
 
 /// `RUST_LOG`, or `info`. tokio-postgres logs every statement's parameters at debug level:
@@ -155,6 +161,8 @@ async fn execute(
         Command::Invocations { command } => invocations::run(&store().await?, command).await,
         Command::Usage(args) => usage::usage(&store().await?, args).await,
         Command::Plugin { command } => scaffold::run(command),
+        Command::AdminToken { command } => access::admin_token(&store().await?, command).await,
+        Command::Audit { command } => access::audit(&store().await?, command).await,
     }
 }
 

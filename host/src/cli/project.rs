@@ -2,11 +2,15 @@
 
 use std::process::ExitCode;
 
+use serde_json::json;
+
 use super::CliError;
+use super::access::audit_change;
 use super::args::ProjectCommand;
 use crate::clock::{format_time_ms, now_ms};
 use crate::config::Config;
 use crate::limits::LimitSet;
+use crate::server::admin::limits_json;
 use crate::store::{Store, StoreError};
 
 pub(super) async fn run(
@@ -17,6 +21,17 @@ pub(super) async fn run(
     match command {
         ProjectCommand::Create { name } => {
             let project = store.create_project(&name).await?;
+            let after = json!({ "id": project.id, "name": project.name });
+            let target = format!("project:{}", project.id);
+            audit_change(
+                store,
+                "gateway project create",
+                "project.create",
+                target,
+                None,
+                Some(after),
+            )
+            .await;
             println!("created project {:?}", project.name);
             println!("{}", project.id);
         }
@@ -39,9 +54,24 @@ pub(super) async fn run(
             if limits.is_empty() {
                 return Err(CliError::NoLimitGiven);
             }
+            let before = store
+                .project(&project_id)
+                .await?
+                .map(|project| json!({ "projectId": project_id, "limits": limits_json(&project.limits) }));
             let now = store
                 .update_project_limits(&project_id, &limits.update())
                 .await?;
+            let after = json!({ "projectId": project_id, "limits": limits_json(&now) });
+            let target = format!("project:{project_id}");
+            audit_change(
+                store,
+                "gateway project limit",
+                "project.limits.set",
+                target,
+                before,
+                Some(after),
+            )
+            .await;
             println!("limits of project {project_id}:");
             print_limits(&now);
         }
@@ -50,17 +80,33 @@ pub(super) async fn run(
             set,
             clear,
         } => {
-            let guards = match (set, clear) {
-                (Some(guards), _) => {
+            let change = match (set, clear) {
+                (Some(guards), _) => Some(guards),
+                (None, true) => Some(Vec::new()),
+                (None, false) => None,
+            };
+            let guards = match change {
+                Some(guards) => {
                     check_guards(config, &guards)?;
+                    let before = store
+                        .project(&project_id)
+                        .await?
+                        .map(|p| json!({ "guards": p.guards }));
                     store.set_project_guards(&project_id, &guards).await?;
+                    let after = json!({ "guards": guards });
+                    let target = format!("project:{project_id}");
+                    audit_change(
+                        store,
+                        "gateway project guards",
+                        "project.guards.set",
+                        target,
+                        before,
+                        Some(after),
+                    )
+                    .await;
                     guards
                 }
-                (None, true) => {
-                    store.set_project_guards(&project_id, &[]).await?;
-                    Vec::new()
-                }
-                (None, false) => {
+                None => {
                     let project = store.project(&project_id).await?;
                     project
                         .ok_or_else(|| StoreError::UnknownProject(project_id.clone()))?
@@ -79,16 +125,32 @@ pub(super) async fn run(
             set,
             clear,
         } => {
-            let tools = match (set, clear) {
-                (Some(tools), _) => {
+            let change = match (set, clear) {
+                (Some(tools), _) => Some(tools),
+                (None, true) => Some(Vec::new()),
+                (None, false) => None,
+            };
+            let tools = match change {
+                Some(tools) => {
+                    let before = store
+                        .project(&project_id)
+                        .await?
+                        .map(|p| json!({ "tools": p.tools }));
                     store.set_project_tools(&project_id, &tools).await?;
+                    let after = json!({ "tools": tools });
+                    let target = format!("project:{project_id}");
+                    audit_change(
+                        store,
+                        "gateway project tools",
+                        "project.tools.set",
+                        target,
+                        before,
+                        Some(after),
+                    )
+                    .await;
                     tools
                 }
-                (None, true) => {
-                    store.set_project_tools(&project_id, &[]).await?;
-                    Vec::new()
-                }
-                (None, false) => {
+                None => {
                     let project = store.project(&project_id).await?;
                     project
                         .ok_or_else(|| StoreError::UnknownProject(project_id.clone()))?

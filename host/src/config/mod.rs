@@ -236,6 +236,10 @@ pub struct Config {
     /// Records older than this many days are deleted in the background (absent: kept forever).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub record_retention_days: Option<Positive<NonZeroU32>>,
+    /// Audit events older than this many days are deleted in the background (absent: kept
+    /// forever). Nothing else deletes or changes one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit_retention_days: Option<Positive<NonZeroU32>>,
     /// A price table in the format of `host/prices.toml` (written by `gateway prices import`)
     /// whose prices come before the shipped table's, after the routes' `pricing` tables.
     /// Watched and reloaded when it changes; an edit that does not parse is refused and the
@@ -386,6 +390,7 @@ impl Default for Config {
             record_bodies: RecordBodies::default(),
             record_body_max_bytes: 64 * 1024,
             record_retention_days: None,
+            audit_retention_days: None,
             prices_file: None,
             cache_max_bytes: CACHE_MAX_BYTES,
             providers: BTreeMap::new(),

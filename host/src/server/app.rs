@@ -103,6 +103,9 @@ pub async fn serve(
     if let Some(days) = config.record_retention_days {
         crate::store::retention::spawn(store.clone(), days.get());
     }
+    if let Some(days) = config.audit_retention_days {
+        crate::store::retention::spawn_audit(store.clone(), days.get());
+    }
     let metrics_listener = match config.metrics_listen {
         Some(address) => {
             let listen_error = |source| StartError::Listen { address, source };

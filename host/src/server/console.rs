@@ -15,6 +15,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::json;
 use uuid::Uuid;
 
+use super::admin::audit::{Actor, Change, Event};
 use super::session::{Session, clear_cookie};
 use crate::clock::{format_time_ms, now_ms};
 use crate::error::ApiError;
@@ -116,7 +117,7 @@ pub(super) async fn serve(
         ("/ui/", &Method::GET | &Method::HEAD) => Ok(page("text/html; charset=utf-8", INDEX, id)),
         ("/ui/session", &Method::GET) => session(&state, &request, &token, id).await,
         ("/ui/login", &Method::POST) => login(&state, request, &token, id, client).await,
-        ("/ui/logout", &Method::POST) => return logout(&state, &request, &token, id).await,
+        ("/ui/logout", &Method::POST) => return logout(&state, &request, &token, id, client).await,
         (asset, &Method::GET | &Method::HEAD) if asset.starts_with("/ui/assets/") => {
             let name = &asset["/ui/assets/".len()..];
             ASSETS
@@ -213,9 +214,30 @@ async fn login(
     // Compared as hashes: the time taken tells nothing of how much of the token was right.
     if crate::keys::hash_key(login.token.trim()) != crate::keys::hash_key(token) {
         tracing::warn!(%client, "admin console: a sign-in with a wrong admin token was refused");
-        return Err(ApiError::WrongAdminToken);
+        let refused = ApiError::WrongAdminToken;
+        signed(
+            state,
+            "unknown",
+            "sign_in.failed",
+            "POST /ui/login",
+            &refused.status(),
+            client,
+            id,
+        )
+        .await;
+        return Err(refused);
     }
     attempt.succeeded();
+    signed(
+        state,
+        "admin_token",
+        "sign_in",
+        "POST /ui/login",
+        &StatusCode::OK,
+        client,
+        id,
+    )
+    .await;
     let now = now_ms();
     let session = Session::issue(token, now, lifetime);
     let mut response = json_response(StatusCode::OK, &session_json(&session, token), id);
@@ -232,12 +254,17 @@ async fn logout(
     request: &Request<Incoming>,
     token: &str,
     id: &Uuid,
+    client: IpAddr,
 ) -> Response<Body> {
+    let mut had_session = false;
     let signed_out = match Session::live(&state.store, request.headers(), token, now_ms()).await {
         Ok(Some(session)) if !session.csrf_ok(request.headers(), token) => {
             return error_response(&ApiError::CsrfRefused, id);
         }
-        Ok(Some(session)) => session.sign_out(&state.store).await.map_err(ApiError::from),
+        Ok(Some(session)) => {
+            had_session = true;
+            session.sign_out(&state.store).await.map_err(ApiError::from)
+        }
         // Expired, signed out already, or no session: only the browser's cookie to clear.
         Ok(None) => Ok(()),
         Err(error) => Err(ApiError::from(error)),
@@ -245,6 +272,19 @@ async fn logout(
     let mut response = match signed_out {
         Ok(()) => {
             tracing::info!("admin console: signed out");
+            if had_session {
+                let ok = StatusCode::NO_CONTENT;
+                signed(
+                    state,
+                    "admin_token",
+                    "sign_out",
+                    "POST /ui/logout",
+                    &ok,
+                    client,
+                    id,
+                )
+                .await;
+            }
             typed_response(StatusCode::NO_CONTENT, "text/plain", "", id)
         }
         // The browser forgets the cookie all the same; the error says it was not revoked.
@@ -255,6 +295,33 @@ async fn logout(
     };
     set_cookie(&mut response, &clear_cookie());
     response
+}
+
+/// A sign-in, failed sign-in or sign-out of the console, in the audit log.
+async fn signed(
+    state: &AppState,
+    actor: &str,
+    action: &'static str,
+    endpoint: &str,
+    status: &StatusCode,
+    client: IpAddr,
+    id: &Uuid,
+) {
+    let known = actor != "unknown";
+    let event = Event {
+        actor: Actor {
+            name: actor,
+            role: if known { "owner" } else { "none" }.into(),
+            via: "console",
+        },
+        client,
+        action,
+        endpoint: endpoint.to_owned(),
+        change: Change::default(),
+        status: *status,
+        request_id: *id,
+    };
+    super::admin::audit::append(state, event).await;
 }
 
 fn set_cookie(response: &mut Response<Body>, cookie: &str) {

@@ -418,14 +418,12 @@ async fn other(
         return invocations::get(state, request, invocation_id, id).await;
     }
     match path {
-        "/healthz" | "/metrics" | "/admin/plugins" | "/admin/config" if !get => only_get(),
+        "/healthz" | "/metrics" if !get => only_get(),
         "/healthz" => json_response(StatusCode::OK, &json!({"status": "ok"}), &id),
         "/metrics" => metrics(&state, &request, &id),
-        "/admin/plugins" => Box::pin(admin::plugins(state, request, &id, client)).await,
-        "/admin/config" => Box::pin(admin::config(state, request, &id, client)).await,
-        // Projects, keys, limits, usage, records, routes: `admin` answers every method
-        // (405s included). Boxed, as the console's: the operators' endpoints add nothing
-        // to the size of every model request's future.
+        // Every admin endpoint: `admin` answers every method (405s included), each as its
+        // role table says. Boxed, as the console's: the operators' endpoints add nothing to
+        // the size of every model request's future.
         p if admin::manages(p) => Box::pin(admin::manage(state, request, &id, client)).await,
         p if console::serves(p) => Box::pin(console::serve(state, request, &id, client)).await,
         _ => error_response(

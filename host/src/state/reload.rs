@@ -206,6 +206,7 @@ fn reload(state: &AppState, file: &Path) -> Option<Option<PathBuf>> {
                 max_connections,
                 max_plugin_instances,
                 record_retention_days,
+                audit_retention_days,
                 redis_url,
                 redis_key_prefix,
                 cache_max_bytes

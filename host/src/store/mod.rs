@@ -19,6 +19,7 @@
 //! dialects or drivers really do differently, each saying why. Their tests are likewise
 //! written once (`tests`) and run on both.
 
+mod access;
 mod error;
 mod invocations;
 pub mod journal;
@@ -39,6 +40,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::limits::{LimitSet, Subject};
+pub use access::{AdminToken, AuditEvent, AuditFilter, NewAdminToken, Outcome};
 pub use error::StoreError;
 pub use invocations::{
     Attempt, CacheStatus, GuardOutcome, GuardStage, GuardVerdictKind, Invocation, InvocationFilter,
@@ -46,8 +48,9 @@ pub use invocations::{
 };
 pub(crate) use projects::KeyMatch;
 pub use projects::{KeyInfo, KeyRecord, KeyScope, KeySpec, LimitUpdate, Project};
-use report::{Cursor, GroupBy, Order, Page, RecordRange, UsageRow};
+use report::{Cursor, GroupBy, Order, Page, Query, RecordRange, SqlValue, UsageRow};
 pub use responses::{CONVERSATION_TURNS, Conversation, Origin, ResponseHead, StoredResponse};
+use rows::StoredRow;
 use sqlite::Sqlite;
 pub use writer::InvocationLog;
 
@@ -568,6 +571,213 @@ impl Store {
         }
     }
 }
+
+/// Personal admin tokens and the audit log ([`access`]).
+impl Store {
+    /// Runs a statement that changes rows, on the backend; how many it changed.
+    async fn execute(&self, query: Query) -> Result<usize, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => off_thread(db, move |db| db.execute(&query)).await,
+            Backend::Postgres(db) => db.execute(query).await,
+        }
+    }
+
+    /// The live keys `prefix` names (as [`Store::revoke_keys`] matches them), each with its
+    /// project's id: whose they are, before a change to them is allowed and recorded.
+    pub async fn live_keys(&self, prefix: &str) -> Result<Vec<(String, KeyInfo)>, StoreError> {
+        let query = sql::live_keys(self.dialect(), &KeyMatch::of(prefix));
+        match &self.backend {
+            Backend::Sqlite(db) => {
+                off_thread(db, move |db| {
+                    db.rows(&query, |row| Ok((row.text(11)?, rows::key_info(row)?)))
+                })
+                .await
+            }
+            Backend::Postgres(db) => {
+                db.rows(query, |row| Ok((row.text(11)?, rows::key_info(row)?)))
+                    .await
+            }
+        }
+    }
+
+    /// Keeps a new token for `token` (whole: only its hash and prefix are stored).
+    pub async fn create_admin_token(
+        &self,
+        token: &str,
+        new: &NewAdminToken,
+    ) -> Result<AdminToken, StoreError> {
+        access::check_token_name(&new.name)?;
+        let now = crate::clock::now_ms();
+        let prefix = crate::keys::key_prefix(token).to_owned();
+        let values = vec![
+            SqlValue::Text(crate::encoding::hex(&crate::keys::hash_key(token))),
+            SqlValue::Text(prefix.clone()),
+            SqlValue::Text(new.name.trim().to_owned()),
+            SqlValue::Text(new.grant.role().as_str().to_owned()),
+            SqlValue::MaybeText(new.grant.project().map(str::to_owned)),
+            SqlValue::Text(new.created_by.clone()),
+            SqlValue::Integer(now),
+            SqlValue::MaybeInteger(new.expires_at_ms),
+        ];
+        self.execute(sql::statement(
+            &sql::INSERT_ADMIN_TOKEN,
+            self.dialect(),
+            values,
+        ))
+        .await?;
+        Ok(AdminToken {
+            prefix,
+            name: new.name.trim().to_owned(),
+            grant: new.grant.clone(),
+            created_by: new.created_by.clone(),
+            created_at_ms: now,
+            expires_at_ms: new.expires_at_ms,
+            revoked_at_ms: None,
+            last_used_at_ms: None,
+        })
+    }
+
+    /// The token `token` is (live or not: [`AdminToken::live`] tells), noting its use at
+    /// `now_ms` (at most once a minute). A token whose stored role is unknown is none.
+    pub async fn use_admin_token(
+        &self,
+        token: &str,
+        now_ms: i64,
+    ) -> Result<Option<AdminToken>, StoreError> {
+        let hash = crate::encoding::hex(&crate::keys::hash_key(token));
+        let find = sql::statement(
+            &sql::FIND_ADMIN_TOKEN,
+            self.dialect(),
+            vec![SqlValue::Text(hash.clone())],
+        );
+        let found = self.admin_token_rows(find).await?.into_iter().next();
+        let Some(Ok(token)) = found else {
+            return Ok(None);
+        };
+        if token.live(now_ms) {
+            let touch = sql::statement(
+                &sql::TOUCH_ADMIN_TOKEN,
+                self.dialect(),
+                vec![
+                    SqlValue::Text(hash),
+                    SqlValue::Integer(now_ms),
+                    SqlValue::Integer(now_ms.saturating_sub(TOKEN_USE_EVERY_MS)),
+                ],
+            );
+            self.execute(touch).await?;
+        }
+        Ok(Some(token))
+    }
+
+    /// Every token, revoked and expired ones too, newest first (one whose stored role is
+    /// unknown is left out, with a warning).
+    pub async fn admin_tokens(&self) -> Result<Vec<AdminToken>, StoreError> {
+        let all = sql::statement(&sql::ADMIN_TOKENS, self.dialect(), Vec::new());
+        let rows = self.admin_token_rows(all).await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|row| {
+                row.inspect_err(|message| {
+                    tracing::warn!("an admin token in the database opens nothing: {message}");
+                })
+                .ok()
+            })
+            .collect())
+    }
+
+    async fn admin_token_rows(
+        &self,
+        query: Query,
+    ) -> Result<Vec<Result<AdminToken, String>>, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(db) => {
+                off_thread(db, move |db| db.rows(&query, |row| rows::admin_token(row))).await
+            }
+            Backend::Postgres(db) => db.rows(query, rows::admin_token).await,
+        }
+    }
+
+    /// Revokes the live tokens whose prefix is `prefix`; how many.
+    pub async fn revoke_admin_tokens(&self, prefix: &str) -> Result<usize, StoreError> {
+        let values = vec![
+            SqlValue::Text(prefix.to_owned()),
+            SqlValue::Integer(crate::clock::now_ms()),
+        ];
+        self.execute(sql::statement(
+            &sql::REVOKE_ADMIN_TOKENS,
+            self.dialect(),
+            values,
+        ))
+        .await
+    }
+
+    /// Appends `event` to the audit log.
+    pub async fn append_audit_event(&self, event: &AuditEvent) -> Result<(), StoreError> {
+        let json = |value: &Option<serde_json::Value>| value.as_ref().map(|v| v.to_string());
+        let values = vec![
+            SqlValue::Text(event.id.to_string()),
+            SqlValue::Integer(event.at_ms),
+            SqlValue::Text(event.actor.clone()),
+            SqlValue::Text(event.role.clone()),
+            SqlValue::Text(event.via.clone()),
+            SqlValue::MaybeText(event.address.clone()),
+            SqlValue::Text(event.action.clone()),
+            SqlValue::Text(event.endpoint.clone()),
+            SqlValue::MaybeText(event.target.clone()),
+            SqlValue::MaybeText(json(&event.before)),
+            SqlValue::MaybeText(json(&event.after)),
+            SqlValue::Text(event.outcome.as_str().to_owned()),
+            SqlValue::Integer(i64::from(event.status)),
+            SqlValue::MaybeText(event.request_id.map(|id| id.to_string())),
+        ];
+        self.execute(sql::statement(
+            &sql::INSERT_AUDIT_EVENT,
+            self.dialect(),
+            values,
+        ))
+        .await?;
+        Ok(())
+    }
+
+    /// The audit events `filter` selects, in its order, at most its limit.
+    pub async fn audit_events(&self, filter: &AuditFilter) -> Result<Vec<AuditEvent>, StoreError> {
+        let query = sql::audit_events(self.dialect(), filter);
+        match &self.backend {
+            Backend::Sqlite(db) => {
+                off_thread(db, move |db| db.rows(&query, |row| rows::audit_event(row))).await
+            }
+            Backend::Postgres(db) => db.rows(query, rows::audit_event).await,
+        }
+    }
+
+    /// Deletes at most `limit` audit events from before `cutoff_ms`; how many. For
+    /// [`retention`], the only deletion of events there is.
+    pub async fn delete_audit_events_before(
+        &self,
+        cutoff_ms: i64,
+        limit: u32,
+    ) -> Result<usize, StoreError> {
+        let values = vec![
+            SqlValue::Integer(cutoff_ms),
+            SqlValue::Integer(i64::from(limit)),
+        ];
+        let query = sql::statement(&sql::DELETE_OLD_AUDIT_EVENTS, self.dialect(), values);
+        match &self.backend {
+            Backend::Sqlite(db) => off_thread(db, move |db| db.prune(&query)).await,
+            Backend::Postgres(db) => db.execute(query).await,
+        }
+    }
+
+    fn dialect(&self) -> sql::Dialect {
+        match &self.backend {
+            Backend::Sqlite(_) => sql::Dialect::Sqlite,
+            Backend::Postgres(_) => sql::Dialect::Postgres,
+        }
+    }
+}
+
+/// A token used again within this is not written again ([`Store::use_admin_token`]).
+const TOKEN_USE_EVERY_MS: i64 = 60_000;
 
 /// The admin console's sessions signed out before they expired (`server::session`), each by
 /// the SHA-256 of its cookie. A row is kept until its cookie expires (each sign-out deletes

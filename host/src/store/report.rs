@@ -15,6 +15,8 @@ use super::{Invocation, InvocationStatus};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecordRange {
     pub project_id: Option<String>,
+    /// Only these projects' records (what a project role sees), whatever `project_id` says.
+    pub projects: Option<Vec<String>>,
     pub since_ms: Option<i64>,
     pub until_ms: Option<i64>,
     pub user_id: Option<String>,
@@ -129,6 +131,10 @@ pub fn nearest_rank(percent: u64, n: u64) -> Option<u64> {
 pub(super) enum SqlValue {
     Text(String),
     Integer(i64),
+    /// NULL or text: PostgreSQL binds a NULL with its column's type.
+    MaybeText(Option<String>),
+    MaybeInteger(Option<i64>),
+    Bytes(Vec<u8>),
 }
 
 /// A statement and its values, `values[i]` bound to placeholder `i + 1`.
@@ -168,6 +174,17 @@ impl Binder {
                 self.bind(SqlValue::Text(project_id.clone()))
             ));
         }
+        if let Some(projects) = &range.projects {
+            let bound: Vec<String> = projects
+                .iter()
+                .map(|project| self.bind(SqlValue::Text(project.clone())))
+                .collect();
+            conditions.push(if bound.is_empty() {
+                "1 = 0".to_owned()
+            } else {
+                format!("project_id IN ({})", bound.join(", "))
+            });
+        }
         if let Some(since) = range.since_ms {
             conditions.push(format!(
                 "created_at >= {}",
@@ -206,7 +223,8 @@ impl Binder {
     }
 }
 
-fn where_clause(conditions: &[String]) -> String {
+/// ` WHERE a AND b`, or nothing for no conditions.
+pub(super) fn where_clause(conditions: &[String]) -> String {
     if conditions.is_empty() {
         String::new()
     } else {

@@ -1,6 +1,8 @@
 //! Record retention: with `record_retention_days` set, invocation records and
 //! kept responses (the Responses API's `store: true`) older than that are
-//! deleted in the background, once at start and then every [`EVERY`].
+//! deleted in the background, once at start and then every [`EVERY`]; with
+//! `audit_retention_days`, audit events likewise ([`spawn_audit`]: the only
+//! deletion of an audit event there is).
 //!
 //! A pass deletes in rounds: each deletes a batch of at most [`BATCH`] records
 //! and one of at most [`BATCH`] responses (while either has some left), each
@@ -48,12 +50,9 @@ pub struct PassFailed {
 /// Starts deleting records and kept responses older than `days` days: a pass now, then one
 /// every [`EVERY`]. The task runs until the runtime ends.
 pub fn spawn(store: Store, days: u32) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(EVERY);
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            every.tick().await;
-            let cutoff_ms = now_ms().saturating_sub(i64::from(days) * DAY_MS);
+    hourly(days, move |cutoff_ms| {
+        let store = store.clone();
+        async move {
             match pass(&store, cutoff_ms, BATCH, PAUSE).await {
                 Ok(Pass {
                     deleted: 0,
@@ -84,6 +83,64 @@ pub fn spawn(store: Store, days: u32) -> tokio::task::JoinHandle<()> {
             }
         }
     })
+}
+
+/// Runs `pass` with the cutoff of `days` days ago now, then every [`EVERY`], until the runtime
+/// ends.
+fn hourly<Run, Passed>(days: u32, mut pass: Run) -> tokio::task::JoinHandle<()>
+where
+    Run: FnMut(i64) -> Passed + Send + 'static,
+    Passed: std::future::Future<Output = ()> + Send,
+{
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            pass(now_ms().saturating_sub(i64::from(days) * DAY_MS)).await;
+        }
+    })
+}
+
+/// Starts deleting audit events older than `days` days: a pass now, then one every [`EVERY`],
+/// each in batches of [`BATCH`] with [`PAUSE`] between them.
+pub fn spawn_audit(store: Store, days: u32) -> tokio::task::JoinHandle<()> {
+    hourly(days, move |cutoff_ms| {
+        let store = store.clone();
+        async move {
+            match audit_pass(&store, cutoff_ms, BATCH, PAUSE).await {
+                Ok(0) => {}
+                Ok(deleted) => tracing::info!(
+                    deleted,
+                    days,
+                    "deleted audit events older than audit_retention_days"
+                ),
+                Err(e) => tracing::warn!(
+                    days,
+                    "deleting old audit events failed: {e}; retrying in {}s",
+                    EVERY.as_secs()
+                ),
+            }
+        }
+    })
+}
+
+/// Deletes every audit event from before `cutoff_ms`, `batch` at a time; how many.
+pub async fn audit_pass(
+    store: &Store,
+    cutoff_ms: i64,
+    batch: u32,
+    pause: Duration,
+) -> Result<u64, StoreError> {
+    let mut deleted = 0u64;
+    loop {
+        let done = store.delete_audit_events_before(cutoff_ms, batch).await?;
+        deleted += done as u64;
+        if done < batch as usize {
+            return Ok(deleted);
+        }
+        tokio::time::sleep(pause).await;
+    }
 }
 
 /// Deletes every record and kept response created before `cutoff_ms`, in rounds of at most

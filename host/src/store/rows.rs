@@ -11,12 +11,14 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
+use super::access::{AdminToken, AuditEvent, Outcome};
 use super::report::{self, Cursor, GroupBy, UsageTally};
 use super::{
     Attempt, CacheStatus, Conversation, GuardOutcome, Invocation, InvocationStatus, KeyInfo,
     KeyRecord, KeyScope, LimitUpdate, Origin, Project, ResponseHead, StoredResponse, TokenUsage,
     UsageTotals,
 };
+use crate::access::{Grant, Role};
 use crate::limits::LimitSet;
 
 /// One row of a result, read column by column (`index` counts from 0).
@@ -58,6 +60,54 @@ pub(super) fn project<R: StoredRow + ?Sized>(row: &R) -> Result<Project, R::Erro
         limits: row.limits(3)?,
         guards: row.list(7)?,
         tools: row.list(8)?,
+    })
+}
+
+/// A row of [`super::sql::ADMIN_TOKENS`] or [`super::sql::FIND_ADMIN_TOKEN`]; the inner error
+/// when its role (written by hand) is none the gateway knows: such a token opens nothing.
+pub(super) fn admin_token<R: StoredRow + ?Sized>(
+    row: &R,
+) -> Result<Result<AdminToken, String>, R::Error> {
+    let (role, project) = (row.text(2)?, row.optional_text(3)?);
+    let grant = match Role::parse(&role).and_then(|role| Grant::new(role, project.as_deref())) {
+        Ok(grant) => grant,
+        Err(message) => return Ok(Err(message)),
+    };
+    Ok(Ok(AdminToken {
+        prefix: row.text(0)?,
+        name: row.text(1)?,
+        grant,
+        created_by: row.text(4)?,
+        created_at_ms: row.integer(5)?,
+        expires_at_ms: row.optional_integer(6)?,
+        revoked_at_ms: row.optional_integer(7)?,
+        last_used_at_ms: row.optional_integer(8)?,
+    }))
+}
+
+/// A row of [`super::sql::audit_events`]. What was written by hand and cannot be read as its
+/// type is shown as near as it can be (an id as nil, a JSON text as a string), never hidden.
+pub(super) fn audit_event<R: StoredRow + ?Sized>(row: &R) -> Result<AuditEvent, R::Error> {
+    let json = |text: Option<String>| {
+        text.map(|text| serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
+    };
+    Ok(AuditEvent {
+        id: Uuid::parse_str(&row.text(0)?).unwrap_or_default(),
+        at_ms: row.integer(1)?,
+        actor: row.text(2)?,
+        role: row.text(3)?,
+        via: row.text(4)?,
+        address: row.optional_text(5)?,
+        action: row.text(6)?,
+        endpoint: row.text(7)?,
+        target: row.optional_text(8)?,
+        before: json(row.optional_text(9)?),
+        after: json(row.optional_text(10)?),
+        outcome: Outcome::parse(&row.text(11)?).unwrap_or(Outcome::Failed),
+        status: u16::try_from(row.integer(12)?).unwrap_or(0),
+        request_id: row
+            .optional_text(13)?
+            .and_then(|id| Uuid::parse_str(&id).ok()),
     })
 }
 

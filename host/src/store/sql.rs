@@ -12,7 +12,7 @@
 use std::sync::OnceLock;
 
 use super::report::{self, Cursor, Order, Query, RecordRange, SqlValue};
-use super::{InvocationFilter, KeyMatch};
+use super::{AuditFilter, InvocationFilter, KeyMatch};
 
 /// Which backend a statement is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -302,11 +302,7 @@ pub(super) fn list_invocations(dialect: Dialect, filter: &InvocationFilter) -> Q
         }
     }
     values.push(SqlValue::Integer(i64::from(filter.limit)));
-    let filtered = if conditions.is_empty() {
-        String::new()
-    } else {
-        format!(" WHERE {}", conditions.join(" AND "))
-    };
+    let filtered = report::where_clause(&conditions);
     Query {
         sql: format!(
             "{}{filtered} ORDER BY created_at DESC, id DESC LIMIT {}",
@@ -361,6 +357,132 @@ pub(super) fn revoke_keys(dialect: Dialect, which: &KeyMatch) -> (String, KeyVal
     (sql, value)
 }
 
+/// The live keys `which` names with their projects, as [`super::rows::key_info`] reads them
+/// and their project's id after.
+pub(super) fn live_keys(dialect: Dialect, which: &KeyMatch) -> Query {
+    let (condition, value) = key_condition(dialect, which, 1);
+    Query {
+        sql: format!(
+            "SELECT prefix, created_at, revoked_at, rpm, tpm, daily_budget_usd,
+                monthly_budget_usd, routes, models, expires_at, tools, project_id
+             FROM api_keys WHERE {condition} AND revoked_at IS NULL ORDER BY prefix"
+        ),
+        values: vec![match value {
+            KeyValue::Hash(hash) => SqlValue::Bytes(hash),
+            KeyValue::Pattern(pattern) => SqlValue::Text(pattern),
+        }],
+    }
+}
+
+/// A statement's text for `dialect` with its values, as the generic calls run it.
+pub(super) fn statement(sql: &'static Sql, dialect: Dialect, values: Vec<SqlValue>) -> Query {
+    Query {
+        sql: sql.text(dialect).to_owned(),
+        values,
+    }
+}
+
+/// Personal admin tokens as [`super::rows::admin_token`] reads them.
+macro_rules! select_admin_token {
+    () => {
+        "SELECT prefix, name, role, project_id, created_by, created_at, expires_at, revoked_at,
+            last_used_at
+         FROM admin_tokens"
+    };
+}
+
+pub(super) static INSERT_ADMIN_TOKEN: Sql = Sql::new(
+    "INSERT INTO admin_tokens (token_hash, prefix, name, role, project_id, created_by,
+        created_at, expires_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+);
+/// The token of a hash (`$1`, hex), live or not: the caller tells which.
+pub(super) static FIND_ADMIN_TOKEN: Sql =
+    Sql::new(concat!(select_admin_token!(), " WHERE token_hash = $1"));
+/// Every token, revoked and expired ones too, newest first.
+pub(super) static ADMIN_TOKENS: Sql = Sql::new(concat!(
+    select_admin_token!(),
+    " ORDER BY created_at DESC, prefix"
+));
+/// Revokes (at `$2`) the live tokens whose prefix is `$1`.
+pub(super) static REVOKE_ADMIN_TOKENS: Sql =
+    Sql::new("UPDATE admin_tokens SET revoked_at = $2 WHERE prefix = $1 AND revoked_at IS NULL");
+/// Notes that the token `$1` was used at `$2`, unless it was since `$3`: a token used by a
+/// script every second writes once a minute, not every second.
+pub(super) static TOUCH_ADMIN_TOKEN: Sql = Sql::new(
+    "UPDATE admin_tokens SET last_used_at = $2
+     WHERE token_hash = $1 AND (last_used_at IS NULL OR last_used_at < $3)",
+);
+
+pub(super) static INSERT_AUDIT_EVENT: Sql = Sql::new(
+    "INSERT INTO audit_events (id, at, actor, role, via, address, action, endpoint, target,
+        before_json, after_json, outcome, status, request_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+);
+/// Deletes at most `$2` audit events from before `$1`, oldest first.
+pub(super) static DELETE_OLD_AUDIT_EVENTS: Sql = Sql::new(
+    "DELETE FROM audit_events WHERE id IN
+        (SELECT id FROM audit_events WHERE at < $1 ORDER BY at, id LIMIT $2)",
+);
+
+/// The audit events `filter` selects, in its order, as [`super::rows::audit_event`] reads
+/// them: only the conditions given, each combination a statement of its own.
+pub(super) fn audit_events(dialect: Dialect, filter: &AuditFilter) -> Query {
+    let placeholder = dialect.placeholder();
+    let mut values = Vec::new();
+    let mut conditions = Vec::new();
+    let bind = |values: &mut Vec<SqlValue>, value: SqlValue| {
+        values.push(value);
+        placeholder(values.len())
+    };
+    if let Some(since) = filter.since_ms {
+        conditions.push(format!(
+            "at >= {}",
+            bind(&mut values, SqlValue::Integer(since))
+        ));
+    }
+    if let Some(until) = filter.until_ms {
+        conditions.push(format!(
+            "at < {}",
+            bind(&mut values, SqlValue::Integer(until))
+        ));
+    }
+    let texts = [
+        ("actor", filter.actor.clone()),
+        ("action", filter.action.clone()),
+        ("outcome", filter.outcome.map(|o| o.as_str().to_owned())),
+    ];
+    for (column, value) in texts {
+        if let Some(value) = value {
+            conditions.push(format!(
+                "{column} = {}",
+                bind(&mut values, SqlValue::Text(value))
+            ));
+        }
+    }
+    let (compare, order) = if filter.newest_first {
+        ("<", "DESC")
+    } else {
+        (">", "ASC")
+    };
+    if let Some(after) = filter.after {
+        // Ids are UUIDv7s, made in time order (the text sorts as the bytes do): a page goes
+        // on after its last whatever their times.
+        let id = bind(&mut values, SqlValue::Text(after.to_string()));
+        conditions.push(format!("id {compare} {id}"));
+    }
+    let limit = bind(&mut values, SqlValue::Integer(i64::from(filter.limit)));
+    let filtered = report::where_clause(&conditions);
+    Query {
+        sql: format!(
+            "SELECT id, at, actor, role, via, address, action, endpoint, target, before_json,
+                after_json, outcome, status, request_id
+             FROM audit_events{filtered} ORDER BY id {order} LIMIT {limit}"
+        ),
+        values,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -386,6 +508,13 @@ mod tests {
             &RESPONSE,
             &DELETE_RESPONSE,
             &DELETE_OLD_RESPONSES,
+            &INSERT_ADMIN_TOKEN,
+            &FIND_ADMIN_TOKEN,
+            &ADMIN_TOKENS,
+            &REVOKE_ADMIN_TOKENS,
+            &TOUCH_ADMIN_TOKEN,
+            &INSERT_AUDIT_EVENT,
+            &DELETE_OLD_AUDIT_EVENTS,
         ];
         for sql in all {
             let sqlite = sql.text(Dialect::Sqlite);

@@ -1,7 +1,8 @@
 //! The gateway as an operator runs it: the process and its CLI, the config file, the admin API
-//! and console, a project's guards and tools, metrics, traces, and several replicas on one
-//! database.
+//! and console, who may do what on them and the audit log (`access`), a project's guards and
+//! tools, metrics, traces, and several replicas on one database.
 
+mod access;
 mod admin;
 mod cli;
 mod config;

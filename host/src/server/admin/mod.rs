@@ -1,9 +1,20 @@
-//! Operator endpoints under `/admin`, behind the config's `admin_token` (or the admin
-//! console's session, `super::session`): plugins, routes and config; projects, keys, their
+//! Operator endpoints under `/admin`: plugins, routes and config; projects, keys, their
 //! limits, guards, `/mcp` tools and usage (what the CLI does, for operators without a shell on
-//! a replica); the invocation records, their usage over time and their export (`records`).
+//! a replica); the invocation records, their usage over time and their export (`records`);
+//! personal admin tokens (`tokens`) and the audit log (`audit`).
+//!
+//! Every request is found in the one role table (`table`), its caller identified (`who`: the
+//! config's `admin_token`, a personal token, the console's session) and held to its row: a
+//! project role sees only its projects (another's is not found, not refused), and every change
+//! is an audit event, refused ones too.
 
+pub(super) mod audit;
 mod records;
+pub mod table;
+mod tokens;
+
+pub use tokens::token_json;
+mod who;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -15,6 +26,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::json;
 use uuid::Uuid;
 
+use crate::access::Visible;
 use crate::clock::parse_expiry;
 use crate::clock::{format_time_ms, now_ms};
 use crate::config::Config;
@@ -25,7 +37,9 @@ use crate::plugins::{PluginReport, PluginRuntime};
 use crate::state::AppState;
 use crate::store::{KeyInfo, KeyScope, KeySpec, LimitUpdate, Project, StoreError};
 
-use super::session::Session;
+use audit::{Actor, Change, Event};
+use table::Rule;
+use who::Principal;
 // Bodies are read as the API surfaces read theirs: a wrong value is refused naming its field
 // (`limits.rpm`).
 use crate::surfaces::json::parse_object as parse_json;
@@ -81,81 +95,25 @@ pub fn plugin_rows(runtime: &PluginRuntime, config: &Config) -> Vec<PluginRow> {
         .collect()
 }
 
-/// Whether the request may use the admin API: it carries the admin token, or the console's
-/// live session cookie and, to change anything, that session's CSRF token. A token is counted
-/// against `client`'s wrong ones (and not compared once there were too many), as the console's
-/// sign-in is.
-async fn access(
-    state: &AppState,
-    request: &Request<Incoming>,
-    client: IpAddr,
-) -> Result<(), ApiError> {
-    let (token, console) = {
-        let live = state.live();
-        let Some(token) = live.config.admin_token.clone().filter(|t| !t.is_empty()) else {
-            return Err(ApiError::AdminUnauthorized);
-        };
-        (token, live.config.console)
-    };
-    let headers = request.headers();
-    if headers.contains_key(hyper::header::AUTHORIZATION) {
-        let attempt = state.sign_ins.attempt(client)?;
-        if crate::auth::carries_token(headers, &token) {
-            attempt.succeeded();
-            return Ok(());
-        }
-        tracing::warn!(%client, "admin API: a request with a wrong admin token was refused");
-    }
-    if !console {
-        return Err(ApiError::AdminUnauthorized);
-    }
-    let Some(session) = Session::live(&state.store, headers, &token, now_ms()).await? else {
-        return Err(ApiError::AdminUnauthorized);
-    };
-    let reads = matches!(*request.method(), Method::GET | Method::HEAD);
-    if reads || session.csrf_ok(headers, &token) {
-        Ok(())
-    } else {
-        Err(ApiError::CsrfRefused)
-    }
-}
-
 /// `GET /admin/plugins`: every plugin, its status and the routes using it.
-pub(super) async fn plugins(
-    state: Arc<AppState>,
-    request: Request<Incoming>,
-    id: &Uuid,
-    client: IpAddr,
-) -> Response<Body> {
-    if let Err(error) = access(&state, &request, client).await {
-        return error_response(&error, id);
-    }
+fn plugins(state: &AppState) -> (StatusCode, serde_json::Value) {
     let live = state.live();
     let rows = plugin_rows(&state.runtime, &live.config);
-    json_response(StatusCode::OK, &json!({ "plugins": rows }), id)
+    (StatusCode::OK, json!({ "plugins": rows }))
 }
 
 /// `GET /admin/config`: when the serving config was loaded, and why the last
 /// edit was refused, if it was.
-pub(super) async fn config(
-    state: Arc<AppState>,
-    request: Request<Incoming>,
-    id: &Uuid,
-    client: IpAddr,
-) -> Response<Body> {
-    if let Err(error) = access(&state, &request, client).await {
-        return error_response(&error, id);
-    }
+fn config(state: &AppState) -> (StatusCode, serde_json::Value) {
     let live = state.live();
     let routes: Vec<&String> = live.config.providers.keys().collect();
-    json_response(
+    (
         StatusCode::OK,
-        &json!({
+        json!({
             "loadedAt": crate::clock::format_time_ms(live.loaded_at_ms),
             "routes": routes,
             "rejected": state.config_error(),
         }),
-        id,
     )
 }
 
@@ -237,7 +195,8 @@ struct NewKey {
     expires: Option<String>,
 }
 
-fn limits_json(limits: &LimitSet) -> serde_json::Value {
+/// A limit set as the admin API and audit events show it.
+pub fn limits_json(limits: &LimitSet) -> serde_json::Value {
     json!({
         "rpm": limits.rpm,
         "tpm": limits.tpm,
@@ -257,8 +216,12 @@ fn project_json(project: &Project) -> serde_json::Value {
     })
 }
 
-/// One of the project, key and usage endpoints, by the path's segments after `/admin`.
+/// An admin endpoint, by the path's segments after `/admin`.
 enum Endpoint<'a> {
+    Plugins,
+    Config,
+    Routes,
+    Audit,
     Projects,
     Project(&'a str),
     ProjectKeys(&'a str),
@@ -272,7 +235,8 @@ enum Endpoint<'a> {
     Invocation(&'a str),
     InvocationsCsv,
     Usage,
-    Routes,
+    Tokens,
+    Token(&'a str),
 }
 
 impl<'a> Endpoint<'a> {
@@ -281,6 +245,10 @@ impl<'a> Endpoint<'a> {
         let segments: Vec<&str> = rest.split('/').collect();
         // An empty id or prefix (`/admin/keys/`) names nothing.
         Some(match segments[..] {
+            ["plugins"] => Endpoint::Plugins,
+            ["config"] => Endpoint::Config,
+            ["routes"] => Endpoint::Routes,
+            ["audit"] => Endpoint::Audit,
             ["projects"] => Endpoint::Projects,
             ["projects", id] if !id.is_empty() => Endpoint::Project(id),
             ["projects", id, "keys"] if !id.is_empty() => Endpoint::ProjectKeys(id),
@@ -294,26 +262,47 @@ impl<'a> Endpoint<'a> {
             ["invocations.csv"] => Endpoint::InvocationsCsv,
             ["invocations", id] if !id.is_empty() => Endpoint::Invocation(id),
             ["usage"] => Endpoint::Usage,
-            ["routes"] => Endpoint::Routes,
+            ["tokens"] => Endpoint::Tokens,
+            ["tokens", prefix] if !prefix.is_empty() => Endpoint::Token(prefix),
             _ => return None,
         })
     }
 
-    /// The method(s) the endpoint answers, as `Allow` lists them.
-    fn allowed(&self) -> &'static str {
+    /// Its path as the role table ([`table::RULES`]) writes it.
+    fn pattern(&self) -> &'static str {
         match self {
-            Endpoint::Projects => "GET, POST",
-            Endpoint::Project(_) => "GET",
-            Endpoint::ProjectKeys(_) => "GET, POST",
-            Endpoint::ProjectGuards(_) | Endpoint::ProjectTools(_) => "GET, PUT",
-            Endpoint::ProjectLimits(_) | Endpoint::KeyLimits(_) => "PUT",
-            Endpoint::ProjectUsage(_)
-            | Endpoint::Invocations
-            | Endpoint::Invocation(_)
-            | Endpoint::InvocationsCsv
-            | Endpoint::Usage
-            | Endpoint::Routes => "GET",
-            Endpoint::Key(_) => "DELETE",
+            Endpoint::Plugins => "/admin/plugins",
+            Endpoint::Config => "/admin/config",
+            Endpoint::Routes => "/admin/routes",
+            Endpoint::Audit => "/admin/audit",
+            Endpoint::Projects => "/admin/projects",
+            Endpoint::Project(_) => "/admin/projects/{id}",
+            Endpoint::ProjectKeys(_) => "/admin/projects/{id}/keys",
+            Endpoint::ProjectLimits(_) => "/admin/projects/{id}/limits",
+            Endpoint::ProjectGuards(_) => "/admin/projects/{id}/guards",
+            Endpoint::ProjectTools(_) => "/admin/projects/{id}/tools",
+            Endpoint::ProjectUsage(_) => "/admin/projects/{id}/usage",
+            Endpoint::Key(_) => "/admin/keys/{prefix}",
+            Endpoint::KeyLimits(_) => "/admin/keys/{prefix}/limits",
+            Endpoint::Invocations => "/admin/invocations",
+            Endpoint::InvocationsCsv => "/admin/invocations.csv",
+            Endpoint::Invocation(_) => "/admin/invocations/{invocation}",
+            Endpoint::Usage => "/admin/usage",
+            Endpoint::Tokens => "/admin/tokens",
+            Endpoint::Token(_) => "/admin/tokens/{prefix}",
+        }
+    }
+
+    /// The project it names in its path.
+    fn project(&self) -> Option<&'a str> {
+        match self {
+            Endpoint::Project(id)
+            | Endpoint::ProjectKeys(id)
+            | Endpoint::ProjectLimits(id)
+            | Endpoint::ProjectGuards(id)
+            | Endpoint::ProjectTools(id)
+            | Endpoint::ProjectUsage(id) => Some(id),
+            _ => None,
         }
     }
 }
@@ -323,8 +312,9 @@ pub(super) fn manages(path: &str) -> bool {
     Endpoint::of(path).is_some()
 }
 
-/// `/admin/projects...`, `/admin/keys/...`, `/admin/invocations...`, `/admin/usage` and
-/// `/admin/routes`: projects, keys, their limits; records, usage, routes.
+/// Every endpoint under `/admin/`, each held to its row of the role table; `client` is the
+/// address the request came from (whose wrong credentials are counted, and which audit events
+/// name).
 pub(super) async fn manage(
     state: Arc<AppState>,
     request: Request<Incoming>,
@@ -335,50 +325,220 @@ pub(super) async fn manage(
     let Some(endpoint) = Endpoint::of(&path) else {
         return error_response(&ApiError::NotFound(format!("no such endpoint: {path}")), id);
     };
-    let method = request.method().clone();
-    let known = endpoint
-        .allowed()
-        .split(", ")
-        .any(|allowed| allowed == method.as_str());
-    if !known {
-        return error_response(&ApiError::MethodNotAllowed(endpoint.allowed()), id);
-    }
-    if let Err(error) = access(&state, &request, client).await {
-        return error_response(&error, id);
-    }
-    let answer = match endpoint {
-        Endpoint::InvocationsCsv => return records::export(state, &request, id).await,
-        Endpoint::Invocations => records::list(&state, &request).await,
-        Endpoint::Invocation(invocation) => records::show(&state, invocation).await,
-        Endpoint::Usage => records::usage(&state, &request).await,
-        Endpoint::Routes => Ok(routes(&state)),
-        Endpoint::ProjectKeys(project_id) if method == Method::GET => {
-            project_keys(&state, project_id).await
-        }
-        Endpoint::Projects if method == Method::GET => list_projects(&state).await,
-        Endpoint::Projects => create_project(&state, request).await,
-        Endpoint::Project(project_id) => show_project(&state, project_id).await,
-        Endpoint::ProjectKeys(project_id) => create_key(&state, request, project_id).await,
-        Endpoint::ProjectLimits(project_id) => {
-            set_project_limits(&state, request, project_id).await
-        }
-        Endpoint::ProjectGuards(project_id) if method == Method::GET => {
-            project_guards(&state, project_id).await
-        }
-        Endpoint::ProjectGuards(project_id) => {
-            set_project_guards(&state, request, project_id).await
-        }
-        Endpoint::ProjectTools(project_id) if method == Method::GET => {
-            project_tools(&state, project_id).await
-        }
-        Endpoint::ProjectTools(project_id) => set_project_tools(&state, request, project_id).await,
-        Endpoint::ProjectUsage(project_id) => usage(&state, &request, project_id).await,
-        Endpoint::Key(prefix) => revoke_keys(&state, prefix).await,
-        Endpoint::KeyLimits(prefix) => set_key_limits(&state, request, prefix).await,
+    let pattern = endpoint.pattern();
+    let Some(rule) = table::rule(request.method().as_str(), pattern) else {
+        return error_response(&ApiError::MethodNotAllowed(table::allowed(pattern)), id);
     };
+    let endpoint_name = format!("{} {}", rule.method, rule.path);
+    let principal = match who::identify(&state, &request, client).await {
+        Ok(principal) => principal,
+        Err(refused) => {
+            if let Some(actor) = &refused.failed {
+                let event = Event {
+                    actor: Actor {
+                        name: actor,
+                        role: "none".into(),
+                        via: "api",
+                    },
+                    client,
+                    action: "sign_in.failed",
+                    endpoint: endpoint_name,
+                    change: Change::default(),
+                    status: refused.error.status(),
+                    request_id: *id,
+                };
+                audit::append(&state, event).await;
+            }
+            return error_response(&refused.error, id);
+        }
+    };
+    let mut change = Change::default();
+    let answer = match allow(&state, &principal, rule, &endpoint).await {
+        Ok(()) => {
+            let visible = principal.grants.visible();
+            match endpoint {
+                Endpoint::InvocationsCsv => {
+                    return records::export(state, &request, id, &visible).await;
+                }
+                Endpoint::Audit => return audit::list(&state, &request, id).await,
+                endpoint => {
+                    let asked = Asked {
+                        principal: &principal,
+                        visible: &visible,
+                        change: &mut change,
+                    };
+                    answer(&state, request, endpoint, asked).await
+                }
+            }
+        }
+        Err(error) => Err(error),
+    };
+    let status = match &answer {
+        Ok((status, _)) => *status,
+        Err(error) => error.status(),
+    };
+    if let Some(action) = rule.action {
+        if change.target.is_none() {
+            change.target = endpoint_target(&path);
+        }
+        let event = Event {
+            actor: Actor::from(&principal),
+            client,
+            action,
+            endpoint: endpoint_name,
+            change,
+            status,
+            request_id: *id,
+        };
+        audit::append(&state, event).await;
+    }
     match answer {
         Ok((status, body)) => json_response(status, &body, id),
         Err(error) => error_response(&error, id),
+    }
+}
+
+/// What a change was done to, from its path alone (when its handler did not get as far as
+/// saying): `project:ID`, `key:PREFIX`, `token:PREFIX`. A whole key in a path is named by its
+/// stored prefix only.
+fn endpoint_target(path: &str) -> Option<String> {
+    let endpoint = Endpoint::of(path)?;
+    let shown = |text: &str| {
+        text.chars()
+            .take(crate::keys::PREFIX_LEN)
+            .collect::<String>()
+    };
+    match endpoint {
+        Endpoint::Key(prefix) | Endpoint::KeyLimits(prefix) => {
+            Some(format!("key:{}", shown(prefix)))
+        }
+        Endpoint::Token(prefix) => Some(format!("token:{}", shown(prefix))),
+        endpoint => endpoint.project().map(|id| format!("project:{id}")),
+    }
+}
+
+/// Whether `principal` may do what `rule` is, on what `endpoint` names: a project it may not
+/// see is not found (as one that does not exist), and so is a key of one; what it sees and may
+/// not do is refused.
+async fn allow(
+    state: &AppState,
+    principal: &Principal,
+    rule: &Rule,
+    endpoint: &Endpoint<'_>,
+) -> Result<(), ApiError> {
+    let grants = &principal.grants;
+    let visible = grants.visible();
+    let refused = || {
+        ApiError::AdminForbidden(format!(
+            "{} ({}) may not {} {}",
+            principal.actor,
+            grants.summary(),
+            rule.method,
+            rule.path
+        ))
+    };
+    if let Endpoint::Key(prefix) | Endpoint::KeyLimits(prefix) = endpoint {
+        check_key_prefix(prefix)?;
+        let mut projects: Vec<String> = state
+            .store
+            .live_keys(prefix)
+            .await?
+            .into_iter()
+            .map(|(project, _)| project)
+            .collect();
+        projects.sort();
+        projects.dedup();
+        let seen = projects.iter().filter(|p| visible.contains(p)).count();
+        if seen == 0 {
+            // None it may see: as if there were none, which whoever may change some key is
+            // told, and anyone else refused as for any key.
+            let changes_keys = grants.allows(rule.need, None)
+                || grants
+                    .iter()
+                    .any(|g| g.role() == crate::access::Role::ProjectAdmin);
+            return Err(if changes_keys {
+                ApiError::NotFound(format!("no live key starts with {prefix:?}"))
+            } else {
+                refused()
+            });
+        }
+        if seen < projects.len() {
+            return Err(ApiError::Conflict(
+                "keys of more than one project start with this prefix: give more of the key".into(),
+            ));
+        }
+        return match projects.iter().all(|p| grants.allows(rule.need, Some(p))) {
+            true => Ok(()),
+            false => Err(refused()),
+        };
+    }
+    let project = endpoint.project();
+    if grants.allows(rule.need, project) {
+        return Ok(());
+    }
+    match project {
+        Some(hidden) if !visible.contains(hidden) => {
+            Err(StoreError::UnknownProject(hidden.to_owned()).into())
+        }
+        _ => Err(refused()),
+    }
+}
+
+/// What a handler is given besides the request: who asked, what it sees, and where it says
+/// what it changed.
+struct Asked<'a> {
+    principal: &'a Principal,
+    visible: &'a Visible,
+    change: &'a mut Change,
+}
+
+/// The answer of an endpoint the caller may use (the CSV export and the audit log, which
+/// answer in their own formats, aside).
+async fn answer(
+    state: &AppState,
+    request: Request<Incoming>,
+    endpoint: Endpoint<'_>,
+    asked: Asked<'_>,
+) -> Answer {
+    let get = request.method() == Method::GET;
+    let Asked {
+        principal,
+        visible,
+        change,
+    } = asked;
+    match endpoint {
+        Endpoint::Plugins => Ok(plugins(state)),
+        Endpoint::Config => Ok(config(state)),
+        Endpoint::Routes => Ok(routes(state)),
+        Endpoint::Invocations => records::list(state, &request, visible).await,
+        Endpoint::Invocation(invocation) => records::show(state, invocation, visible).await,
+        Endpoint::Usage => records::usage(state, &request, visible).await,
+        Endpoint::Projects if get => list_projects(state, visible).await,
+        Endpoint::Projects => create_project(state, request, change).await,
+        Endpoint::Project(project_id) => show_project(state, project_id).await,
+        Endpoint::ProjectKeys(project_id) if get => project_keys(state, project_id).await,
+        Endpoint::ProjectKeys(project_id) => create_key(state, request, project_id, change).await,
+        Endpoint::ProjectLimits(project_id) => {
+            set_project_limits(state, request, project_id, change).await
+        }
+        Endpoint::ProjectGuards(project_id) if get => project_guards(state, project_id).await,
+        Endpoint::ProjectGuards(project_id) => {
+            set_project_guards(state, request, project_id, change).await
+        }
+        Endpoint::ProjectTools(project_id) if get => project_tools(state, project_id).await,
+        Endpoint::ProjectTools(project_id) => {
+            set_project_tools(state, request, project_id, change).await
+        }
+        Endpoint::ProjectUsage(project_id) => usage(state, &request, project_id).await,
+        Endpoint::Key(prefix) => revoke_keys(state, prefix, change).await,
+        Endpoint::KeyLimits(prefix) => set_key_limits(state, request, prefix, change).await,
+        Endpoint::Tokens if get => tokens::list(state, principal).await,
+        Endpoint::Tokens => tokens::create(state, request, principal, change).await,
+        Endpoint::Token(prefix) => tokens::revoke(state, prefix, principal, change).await,
+        // Answered by `manage` in their own formats.
+        Endpoint::InvocationsCsv | Endpoint::Audit => Err(ApiError::Internal(
+            "an endpoint with its own answer reached the JSON ones".into(),
+        )),
     }
 }
 
@@ -404,9 +564,13 @@ fn check_key_prefix(prefix: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-async fn list_projects(state: &AppState) -> Answer {
+async fn list_projects(state: &AppState, visible: &Visible) -> Answer {
     let projects = state.store.projects().await?;
-    let rows: Vec<_> = projects.iter().map(project_json).collect();
+    let rows: Vec<_> = projects
+        .iter()
+        .filter(|project| visible.contains(&project.id))
+        .map(project_json)
+        .collect();
     Ok((StatusCode::OK, json!({ "projects": rows })))
 }
 
@@ -438,7 +602,12 @@ async fn set_project_guards(
     state: &AppState,
     request: Request<Incoming>,
     project_id: &str,
+    change: &mut Change,
 ) -> Answer {
+    change.before = Some(guards_json(
+        project_id,
+        &project(state, project_id).await?.guards,
+    ));
     let bytes = read_json_body(state, request).await?;
     if is_blank(&bytes) {
         return Err(ApiError::BadRequest(
@@ -469,6 +638,7 @@ async fn set_project_guards(
         .set_project_guards(project_id, &body.guards)
         .await?;
     tracing::info!(project = %project_id, guards = ?body.guards, "admin API: set the project's guards");
+    change.after = Some(guards_json(project_id, &body.guards));
     Ok((StatusCode::OK, guards_json(project_id, &body.guards)))
 }
 
@@ -488,7 +658,12 @@ async fn set_project_tools(
     state: &AppState,
     request: Request<Incoming>,
     project_id: &str,
+    change: &mut Change,
 ) -> Answer {
+    change.before = Some(tools_json(
+        project_id,
+        &project(state, project_id).await?.tools,
+    ));
     let bytes = read_json_body(state, request).await?;
     if is_blank(&bytes) {
         return Err(ApiError::BadRequest(
@@ -509,10 +684,15 @@ async fn set_project_tools(
         .set_project_tools(project_id, &body.tools)
         .await?;
     tracing::info!(project = %project_id, tools = ?body.tools, "admin API: set the project's tools");
+    change.after = Some(tools_json(project_id, &body.tools));
     Ok((StatusCode::OK, tools_json(project_id, &body.tools)))
 }
 
-async fn create_project(state: &AppState, request: Request<Incoming>) -> Answer {
+async fn create_project(
+    state: &AppState,
+    request: Request<Incoming>,
+    change: &mut Change,
+) -> Answer {
     let bytes = read_json_body(state, request).await?;
     let body: NewProject = parse_json(&bytes)?;
     let name = body.name.as_deref().map(str::trim).unwrap_or_default();
@@ -533,10 +713,17 @@ async fn create_project(state: &AppState, request: Request<Incoming>) -> Answer 
             .await?;
     }
     tracing::info!(project = %project.id, "admin API: created a project");
+    change.target = Some(format!("project:{}", project.id));
+    change.after = Some(project_json(&project));
     Ok((StatusCode::CREATED, project_json(&project)))
 }
 
-async fn create_key(state: &AppState, request: Request<Incoming>, project_id: &str) -> Answer {
+async fn create_key(
+    state: &AppState,
+    request: Request<Incoming>,
+    project_id: &str,
+    change: &mut Change,
+) -> Answer {
     let bytes = read_json_body(state, request).await?;
     let body: NewKey = if is_blank(&bytes) {
         NewKey::default()
@@ -581,19 +768,21 @@ async fn create_key(state: &AppState, request: Request<Incoming>, project_id: &s
     let key = state.store.create_key(project_id, &spec).await?;
     let prefix = crate::keys::key_prefix(&key).to_owned();
     tracing::info!(project = %project_id, key = %prefix, "admin API: created a key");
-    Ok((
-        StatusCode::CREATED,
-        json!({
-            "key": key,
-            "prefix": prefix,
-            "projectId": project_id,
-            "limits": limits_json(&spec.limits),
-            "routes": spec.scope.routes,
-            "models": spec.scope.models,
-            "tools": spec.scope.tools,
-            "expiresAt": spec.scope.expires_at_ms.map(format_time_ms),
-        }),
-    ))
+    let made = json!({
+        "prefix": prefix,
+        "projectId": project_id,
+        "limits": limits_json(&spec.limits),
+        "routes": spec.scope.routes,
+        "models": spec.scope.models,
+        "tools": spec.scope.tools,
+        "expiresAt": spec.scope.expires_at_ms.map(format_time_ms),
+    });
+    change.target = Some(format!("key:{prefix}"));
+    // The key itself is shown once, to its maker: never to the audit log.
+    change.after = Some(made.clone());
+    let mut answer = made;
+    answer["key"] = json!(key);
+    Ok((StatusCode::CREATED, answer))
 }
 
 fn key_json(key: &KeyInfo) -> serde_json::Value {
@@ -670,8 +859,16 @@ fn routes(state: &AppState) -> (StatusCode, serde_json::Value) {
     (StatusCode::OK, json!({ "routes": rows }))
 }
 
-async fn revoke_keys(state: &AppState, prefix: &str) -> Answer {
+async fn revoke_keys(state: &AppState, prefix: &str, change: &mut Change) -> Answer {
     check_key_prefix(prefix)?;
+    let before: Vec<_> = state
+        .store
+        .live_keys(prefix)
+        .await?
+        .iter()
+        .map(|(project, key)| json!({ "projectId": project, "key": key_json(key) }))
+        .collect();
+    change.before = Some(json!({ "keys": before }));
     let revoked = state.store.revoke_keys(prefix).await?;
     if revoked == 0 {
         return Err(ApiError::NotFound(format!(
@@ -680,6 +877,7 @@ async fn revoke_keys(state: &AppState, prefix: &str) -> Answer {
     }
     let shown: String = prefix.chars().take(crate::keys::PREFIX_LEN).collect();
     tracing::info!(key = %shown, revoked, "admin API: revoked keys");
+    change.after = Some(json!({ "revoked": revoked }));
     Ok((StatusCode::OK, json!({ "revoked": revoked })))
 }
 
@@ -701,31 +899,43 @@ async fn set_project_limits(
     state: &AppState,
     request: Request<Incoming>,
     project_id: &str,
+    change: &mut Change,
 ) -> Answer {
+    change.before = Some(json!({
+        "projectId": project_id,
+        "limits": limits_json(&project(state, project_id).await?.limits),
+    }));
     let limits = limits_of(state, request).await?;
     let now = state
         .store
         .update_project_limits(project_id, &LimitUpdate::replace(limits))
         .await?;
     tracing::info!(project = %project_id, "admin API: set the project's limits");
-    Ok((
-        StatusCode::OK,
-        json!({ "projectId": project_id, "limits": limits_json(&now) }),
-    ))
+    let after = json!({ "projectId": project_id, "limits": limits_json(&now) });
+    change.after = Some(after.clone());
+    Ok((StatusCode::OK, after))
 }
 
-async fn set_key_limits(state: &AppState, request: Request<Incoming>, prefix: &str) -> Answer {
+async fn set_key_limits(
+    state: &AppState,
+    request: Request<Incoming>,
+    prefix: &str,
+    change: &mut Change,
+) -> Answer {
     check_key_prefix(prefix)?;
+    if let [(_, key)] = &state.store.live_keys(prefix).await?[..] {
+        change.before = Some(json!({ "prefix": key.prefix, "limits": limits_json(&key.limits) }));
+    }
     let limits = limits_of(state, request).await?;
     let (stored, now) = state
         .store
         .update_key_limits(prefix, &LimitUpdate::replace(limits))
         .await?;
     tracing::info!(key = %stored, "admin API: set the key's limits");
-    Ok((
-        StatusCode::OK,
-        json!({ "prefix": stored, "limits": limits_json(&now) }),
-    ))
+    let after = json!({ "prefix": stored, "limits": limits_json(&now) });
+    change.target = Some(format!("key:{stored}"));
+    change.after = Some(after.clone());
+    Ok((StatusCode::OK, after))
 }
 
 async fn usage(state: &AppState, request: &Request<Incoming>, project_id: &str) -> Answer {

@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::Answer;
+use crate::access::Visible;
 use crate::clock::{format_time_ms, parse_time};
 use crate::error::ApiError;
 use crate::http::{Body, channel_response, error_response};
@@ -69,8 +70,8 @@ fn value<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
-/// The records the filters select.
-fn range_of(pairs: &[(String, String)]) -> Result<RecordRange, ApiError> {
+/// The records the filters select, of the projects the caller sees.
+fn range_of(pairs: &[(String, String)], visible: &Visible) -> Result<RecordRange, ApiError> {
     let text = |name: &str| value(pairs, name).map(str::to_owned);
     let time = |name: &str| {
         value(pairs, name)
@@ -99,6 +100,10 @@ fn range_of(pairs: &[(String, String)]) -> Result<RecordRange, ApiError> {
         .transpose()?;
     Ok(RecordRange {
         project_id: text("projectId"),
+        projects: match visible {
+            Visible::All => None,
+            Visible::Only(projects) => Some(projects.clone()),
+        },
         since_ms: time("since")?,
         until_ms: time("until")?,
         user_id: text("userId"),
@@ -117,9 +122,13 @@ fn record_json(record: &Invocation) -> serde_json::Value {
 
 /// `GET /admin/invocations`: the filtered records, newest first, `limit` at a time; `next` is
 /// the `cursor` of the page after (older), `null` after the last.
-pub(super) async fn list(state: &AppState, request: &Request<Incoming>) -> Answer {
+pub(super) async fn list(
+    state: &AppState,
+    request: &Request<Incoming>,
+    visible: &Visible,
+) -> Answer {
     let pairs = parameters(request, &["cursor", "limit"])?;
-    let range = range_of(&pairs)?;
+    let range = range_of(&pairs, visible)?;
     let before = value(&pairs, "cursor")
         .map(|token| {
             Cursor::parse(token).ok_or_else(|| ApiError::InvalidParam {
@@ -157,11 +166,20 @@ pub(super) async fn list(state: &AppState, request: &Request<Incoming>) -> Answe
 
 /// `GET /admin/invocations/{id}`: one record, its request and response cut to
 /// [`MAX_BODY_CHARS`] characters each (`bodiesTruncated` says when one was).
-pub(super) async fn show(state: &AppState, invocation: &str) -> Answer {
+pub(super) async fn show(state: &AppState, invocation: &str, visible: &Visible) -> Answer {
     let not_found = || ApiError::NotFound(format!("no invocation {invocation:?}"));
     let id = Uuid::parse_str(invocation).map_err(|_| not_found())?;
     state.log.flush().await;
-    let mut record = state.store.invocation(&id).await?.ok_or_else(not_found)?;
+    let mut record = state
+        .store
+        .invocation(&id)
+        .await?
+        // Another project's record is not there, for a project role.
+        .filter(|record| match &record.project_id {
+            Some(project) => visible.contains(project),
+            None => *visible == Visible::All,
+        })
+        .ok_or_else(not_found)?;
     let mut truncated = false;
     for body in [&mut record.request, &mut record.response] {
         if let Some(text) = body
@@ -247,9 +265,13 @@ fn usage_row(row: &UsageRow, bucket: bool, group: bool) -> serde_json::Value {
 
 /// `GET /admin/usage`: what the filtered records add up to, by hour or day (`bucket`) and by
 /// model, route, project, user or key (`by`), each optional.
-pub(super) async fn usage(state: &AppState, request: &Request<Incoming>) -> Answer {
+pub(super) async fn usage(
+    state: &AppState,
+    request: &Request<Incoming>,
+    visible: &Visible,
+) -> Answer {
     let pairs = parameters(request, &["bucket", "by"])?;
-    let range = range_of(&pairs)?;
+    let range = range_of(&pairs, visible)?;
     let (bucket, group) = (bucket_of(&pairs)?, group_of(&pairs)?);
     let by: Vec<GroupBy> = bucket.into_iter().chain(group).collect();
     state.log.flush().await;
@@ -276,8 +298,9 @@ pub(super) async fn export(
     state: Arc<AppState>,
     request: &Request<Incoming>,
     id: &Uuid,
+    visible: &Visible,
 ) -> Response<Body> {
-    let range = match parameters(request, &[]).and_then(|pairs| range_of(&pairs)) {
+    let range = match parameters(request, &[]).and_then(|pairs| range_of(&pairs, visible)) {
         Ok(range) => range,
         Err(error) => return error_response(&error, id),
     };

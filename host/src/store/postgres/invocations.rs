@@ -217,12 +217,15 @@ impl Postgres {
 }
 
 /// A query's values as the driver takes them.
-fn sql_params(values: &[SqlValue]) -> Vec<&(dyn ToSql + Sync)> {
+pub(super) fn sql_params(values: &[SqlValue]) -> Vec<&(dyn ToSql + Sync)> {
     values
         .iter()
         .map(|value| match value {
             SqlValue::Text(text) => text as &(dyn ToSql + Sync),
             SqlValue::Integer(n) => n as &(dyn ToSql + Sync),
+            SqlValue::MaybeText(text) => text as &(dyn ToSql + Sync),
+            SqlValue::MaybeInteger(n) => n as &(dyn ToSql + Sync),
+            SqlValue::Bytes(bytes) => bytes as &(dyn ToSql + Sync),
         })
         .collect()
 }

@@ -179,6 +179,45 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE invocations ADD COLUMN characters BIGINT;
 "#,
+    // Personal admin tokens (only their SHA-256, hex, and their first 16 characters are
+    // kept) and the audit log of changes and sign-ins, append-only: an UPDATE of an event is
+    // refused by the database itself; retention deletes old ones.
+    r#"
+    CREATE TABLE admin_tokens (
+        token_hash TEXT PRIMARY KEY,
+        prefix TEXT NOT NULL,
+        name TEXT NOT NULL,
+        role TEXT NOT NULL,
+        project_id TEXT,
+        created_by TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        expires_at BIGINT,
+        revoked_at BIGINT,
+        last_used_at BIGINT
+    );
+    CREATE INDEX admin_tokens_prefix ON admin_tokens (prefix);
+    CREATE TABLE audit_events (
+        id TEXT PRIMARY KEY,
+        at BIGINT NOT NULL,
+        actor TEXT NOT NULL,
+        role TEXT NOT NULL,
+        via TEXT NOT NULL,
+        address TEXT,
+        action TEXT NOT NULL,
+        endpoint TEXT NOT NULL,
+        target TEXT,
+        before_json TEXT,
+        after_json TEXT,
+        outcome TEXT NOT NULL,
+        status BIGINT NOT NULL,
+        request_id TEXT
+    );
+    CREATE INDEX audit_events_at ON audit_events (at, id);
+    CREATE FUNCTION audit_events_append_only() RETURNS trigger LANGUAGE plpgsql AS
+        'BEGIN RAISE EXCEPTION ''audit events are append-only''; END';
+    CREATE TRIGGER audit_events_append_only BEFORE UPDATE ON audit_events
+        FOR EACH ROW EXECUTE FUNCTION audit_events_append_only();
+"#,
 ];
 
 pub(super) const BACKEND: &str = "PostgreSQL";

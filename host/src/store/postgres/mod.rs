@@ -12,6 +12,7 @@
 //! connection of its own turns each notification into a new [`Changes`] epoch,
 //! which empties the key and session caches.
 
+mod access;
 pub(super) mod connect;
 mod invocations;
 mod keys;

@@ -195,6 +195,9 @@ impl rusqlite::ToSql for SqlValue {
         Ok(match self {
             SqlValue::Text(text) => text.as_str().into(),
             SqlValue::Integer(n) => (*n).into(),
+            SqlValue::MaybeText(text) => return text.to_sql(),
+            SqlValue::MaybeInteger(n) => return n.to_sql(),
+            SqlValue::Bytes(bytes) => bytes.as_slice().into(),
         })
     }
 }

@@ -3,6 +3,7 @@
 //! WAL mode lets the request path read (key lookups) while the invocation
 //! writer commits batches on its own connection.
 
+mod access;
 mod invocations;
 mod keys;
 pub(super) mod migrations;

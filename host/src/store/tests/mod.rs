@@ -1,9 +1,10 @@
-//! The store's tests: each case of [`keys`], [`invocations`], [`responses`] and [`schema`]
+//! The store's tests: each case of [`access`], [`keys`], [`invocations`], [`responses`] and [`schema`]
 //! runs on both backends (`tests::sqlite::CASE` and `tests::postgres::CASE`), against
 //! [`Store`] and a [`Harness`] that does what a case needs behind the store's back. What only
 //! one backend has (SQLite's query plans and loose column types; PostgreSQL's URLs, TLS, pool
 //! and LISTEN) is tested with that backend.
 
+mod access;
 mod invocations;
 mod keys;
 mod responses;
@@ -46,6 +47,8 @@ macro_rules! on_both_backends {
 }
 
 on_both_backends! {
+    access::an_admin_token_is_found_by_its_hash_and_revoked_by_its_prefix,
+    access::audit_events_read_back_filtered_and_paged_and_refuse_changes,
     keys::keys_are_found_until_revoked_and_prefixes_are_literal,
     keys::project_limits_round_trip_and_partial_updates_keep_the_rest,
     keys::key_limits_round_trip_and_name_exactly_one_live_key,
@@ -93,6 +96,7 @@ on_both_backends! {
     schema::a_v13_database_migrates_to_v14_and_its_records_gain_images,
     schema::a_v14_database_migrates_to_v15_and_its_records_gain_audio_seconds,
     schema::a_v15_database_migrates_to_v16_and_its_records_gain_characters,
+    schema::a_v16_database_migrates_to_v17_and_gains_admin_tokens_and_the_audit_log,
 }
 
 /// Where a case's database is, and what differs between the backends' databases.
@@ -139,6 +143,8 @@ pub(super) enum Before {
     AudioSeconds,
     /// Before records' characters.
     Characters,
+    /// Before admin tokens and the audit log.
+    Access,
 }
 
 impl Harness {
@@ -184,6 +190,21 @@ impl Harness {
                     .unwrap()
             }
             Place::Postgres(db) => db.sql().await.batch_execute(statements).await.unwrap(),
+        }
+    }
+
+    /// Runs `statements` behind the store's back; the database's refusal as text.
+    pub(super) async fn try_execute(&self, statements: &str) -> Result<(), String> {
+        match &self.place {
+            Place::Sqlite { path, .. } => Harness::sqlite_connection(path)
+                .execute_batch(statements)
+                .map_err(|e| e.to_string()),
+            Place::Postgres(db) => db
+                .sql()
+                .await
+                .batch_execute(statements)
+                .await
+                .map_err(|e| format!("{e}: {:?}", e.as_db_error().map(|db| db.message()))),
         }
     }
 
@@ -244,6 +265,7 @@ impl Harness {
             (Place::Sqlite { .. }, Before::Images) => 14,
             (Place::Sqlite { .. }, Before::AudioSeconds) => 15,
             (Place::Sqlite { .. }, Before::Characters) => 16,
+            (Place::Sqlite { .. }, Before::Access) => 17,
             (Place::Postgres(_), Before::Limits) => 1,
             (Place::Postgres(_), Before::Attempts) => 2,
             (Place::Postgres(_), Before::Responses) => 3,
@@ -258,6 +280,7 @@ impl Harness {
             (Place::Postgres(_), Before::Images) => 13,
             (Place::Postgres(_), Before::AudioSeconds) => 14,
             (Place::Postgres(_), Before::Characters) => 15,
+            (Place::Postgres(_), Before::Access) => 16,
         }
     }
 

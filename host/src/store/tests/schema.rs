@@ -652,15 +652,13 @@ pub(super) async fn a_v15_database_migrates_to_v16_and_its_records_gain_characte
     .await;
     let store = h.open().await;
     let before = h.version_of(Before::Characters);
-    // Records' characters were the last migration of both.
     assert_eq!(
         store.migrated(),
         Migrated {
             from: before,
-            to: before + 1
+            to: h.known_version()
         }
     );
-    assert_eq!(h.known_version(), before + 1);
     assert_eq!(h.schema_version().await, h.known_version());
     // An old record has none; a new one keeps them.
     let old = store
@@ -683,4 +681,28 @@ pub(super) async fn a_v15_database_migrates_to_v16_and_its_records_gain_characte
         .unwrap();
     let kept = store.invocation(&new.id).await.unwrap().unwrap();
     assert_eq!(kept.usage.and_then(|u| u.characters), Some(1234));
+}
+
+pub(super) async fn a_v16_database_migrates_to_v17_and_gains_admin_tokens_and_the_audit_log(
+    h: &Harness,
+) {
+    h.create_old_schema(Before::Access).await;
+    let store = h.open().await;
+    let before = h.version_of(Before::Access);
+    // Admin tokens and the audit log were the last migration of both.
+    assert_eq!(
+        store.migrated(),
+        Migrated {
+            from: before,
+            to: before + 1
+        }
+    );
+    assert_eq!(h.known_version(), before + 1);
+    assert_eq!(h.schema_version().await, h.known_version());
+    assert!(store.admin_tokens().await.unwrap().is_empty());
+    let filter = crate::store::AuditFilter {
+        limit: 10,
+        ..Default::default()
+    };
+    assert!(store.audit_events(&filter).await.unwrap().is_empty());
 }
