@@ -94,6 +94,14 @@ impl Grant {
         }
     }
 
+    /// A grant as [`Grant`]'s `Display` writes it: `viewer`, `project_admin:ID`.
+    pub fn parse(text: &str) -> Result<Grant, String> {
+        match text.split_once(':') {
+            Some((role, project)) => Grant::new(Role::parse(role)?, Some(project)),
+            None => Grant::new(Role::parse(text)?, None),
+        }
+    }
+
     pub fn role(&self) -> Role {
         match self {
             Grant::Owner => Role::Owner,
@@ -305,12 +313,11 @@ mod tests {
         assert!(Grant::new(Role::ProjectAdmin, None).is_err());
         assert!(Grant::new(Role::ProjectViewer, Some("  ")).is_err());
         assert!(Grant::new(Role::Admin, Some("p")).is_err());
-        assert_eq!(
-            Grant::new(Role::ProjectViewer, Some("p"))
-                .unwrap()
-                .to_string(),
-            "project_viewer:p"
-        );
+        let grant = Grant::new(Role::ProjectViewer, Some("p")).unwrap();
+        assert_eq!(grant.to_string(), "project_viewer:p");
+        assert_eq!(Grant::parse("project_viewer:p"), Ok(grant));
+        assert_eq!(Grant::parse("owner"), Ok(Grant::Owner));
+        assert!(Grant::parse("owner:p").is_err() && Grant::parse("project_admin").is_err());
     }
 
     #[test]

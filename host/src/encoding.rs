@@ -25,6 +25,24 @@ pub fn base64_decode(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
     BASE64.decode(text)
 }
 
+/// URL-safe base64 without padding (a JWT's parts, a console cookie's fields).
+const BASE64URL: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::URL_SAFE,
+    GeneralPurposeConfig::new()
+        .with_encode_padding(false)
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
+
+/// The bytes of URL-safe base64 `text`, padded or not.
+pub fn base64url_decode(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
+    BASE64URL.decode(text)
+}
+
+/// `bytes` as URL-safe base64 without padding.
+pub fn base64url_encode(bytes: &[u8]) -> String {
+    BASE64URL.encode(bytes)
+}
+
 /// `bytes` as padded standard base64 (MCP's image, audio and blob data).
 pub fn base64_encode(bytes: &[u8]) -> String {
     BASE64.encode(bytes)

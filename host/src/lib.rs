@@ -50,6 +50,7 @@ pub mod reports;
 pub mod routing;
 pub mod secrets;
 pub mod server;
+pub mod sso;
 pub mod state;
 pub mod store;
 pub mod surfaces;

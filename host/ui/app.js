@@ -10,6 +10,11 @@
   let signedIn = false;
   let cleanups = [];        // run when the page changes (resize listeners, charts)
   let projectsCache = null; // [{id, name, ...}] for project names in tables and selects
+  // What the signed-in roles may do, from /ui/session: {read, change, owner, readProjects,
+  // changeProjects} ('all' or project ids). The admin API decides all the same; the page only
+  // leaves out what would be refused.
+  let can = { read: true, change: true, owner: true, readProjects: 'all', changeProjects: 'all' };
+  let signIn = { adminToken: true, sso: false }; // from /ui/sign-in
 
   const $ = (id) => document.getElementById(id);
 
@@ -281,7 +286,32 @@
       err.hidden = true;
     }
     $('login-token').value = '';
-    $('login-token').focus();
+    $('login-sso').hidden = !signIn.sso;
+    $('login-token-fields').hidden = !signIn.adminToken;
+    $('login-submit').hidden = !signIn.adminToken;
+    $('login-token').required = signIn.adminToken;
+    if (signIn.adminToken) $('login-token').focus();
+    else if (signIn.sso) $('login-sso').focus();
+  }
+
+  // Whether the roles may change project `id` (its keys and limits).
+  function canChangeProject(id) {
+    return can.changeProjects === 'all' || (Array.isArray(can.changeProjects) && can.changeProjects.includes(id));
+  }
+
+  function applySession(data) {
+    csrf = data && data.csrf;
+    watchExpiry(data && data.expiresAt);
+    if (data && data.can) can = data.can;
+    const who = $('whoami');
+    const roles = (data && Array.isArray(data.roles)) ? data.roles.join(', ') : '';
+    who.textContent = data && data.user ? `${data.user} (${roles})` : (roles ? `admin token (${roles})` : '');
+    who.hidden = !who.textContent;
+    // What the roles cannot open is not offered.
+    for (const page of ['plugins', 'audit']) {
+      const link = document.querySelector(`.nav a[data-page="${page}"]`);
+      if (link) link.parentElement.hidden = !can.read;
+    }
   }
 
   let expiryTimer = null;
@@ -314,9 +344,9 @@
     err.hidden = true;
     button.disabled = true;
     try {
-      const data = await api('POST', '/ui/login', { token }, { allow401: true });
-      csrf = data && data.csrf;
-      watchExpiry(data && data.expiresAt);
+      await api('POST', '/ui/login', { token }, { allow401: true });
+      const data = await api('GET', '/ui/session');
+      applySession(data);
       $('login-token').value = '';
       projectsCache = null;
       showApp();
@@ -329,10 +359,17 @@
   }
 
   async function logout() {
+    let data = null;
     try {
-      await api('POST', '/ui/logout', undefined, { allow401: true });
+      data = await api('POST', '/ui/logout', undefined, { allow401: true });
     } catch (e) {
       // Signed out all the same as far as this page goes.
+    }
+    $('whoami').hidden = true;
+    // Signed in through the provider: signed out there too.
+    if (data && typeof data.endSession === 'string' && /^https?:\/\//.test(data.endSession)) {
+      location.assign(data.endSession);
+      return;
     }
     showLogin();
   }
@@ -348,9 +385,18 @@
       });
     }
     try {
+      signIn = (await api('GET', '/ui/sign-in', undefined, { allow401: true })) || signIn;
+    } catch (_) { /* the defaults: the admin token's form */ }
+    // Back from a single sign-on the provider or the gateway refused: say why.
+    const refused = new URLSearchParams(location.search).get('signin');
+    if (refused) {
+      history.replaceState(null, '', location.pathname + location.hash);
+      showLogin(refused);
+      return;
+    }
+    try {
       const data = await api('GET', '/ui/session', undefined, { allow401: true });
-      csrf = data && data.csrf;
-      watchExpiry(data && data.expiresAt);
+      applySession(data);
       showApp();
     } catch (e) {
       if (e.status === 401) showLogin();
@@ -656,7 +702,8 @@
       navigate('#/projects/' + enc(p.id));
     }, formErr));
     const list = h('div');
-    root.append(list, form);
+    root.append(list);
+    if (can.change) root.append(form);
 
     const [projects, spend] = await Promise.all([
       loadProjects(true),
@@ -745,7 +792,8 @@
       projectsCache = null;
       saved.textContent = 'Saved.';
     }, limitsMsg));
-    root.appendChild(limitsForm);
+    const changes = canChangeProject(id);
+    if (changes) root.appendChild(limitsForm);
 
     // Keys.
     const keysBox = h('section', { 'aria-labelledby': 'keys-h' }, h('h2', { id: 'keys-h' }, 'Keys'));
@@ -774,11 +822,11 @@
             h('td', null, scopeText(k.routes)),
             h('td', null, scopeText(k.models)),
             h('td', { testid: 'key-tools-cell' }, scopeText(k.tools)),
-            h('td', { class: 'nowrap' }, live ? h('button', {
+            h('td', { class: 'nowrap' }, live && changes ? h('button', {
               type: 'button', class: 'secondary small', testid: 'key-limits',
               'aria-label': 'Limits of key ' + k.prefix,
               onclick: () => editKeyLimits(k, keysMsg, reloadKeys),
-            }, 'Limits') : null, live ? ' ' : null, live ? h('button', {
+            }, 'Limits') : null, live && changes ? ' ' : null, live && changes ? h('button', {
               type: 'button', class: 'danger small', testid: 'key-revoke',
               'aria-label': 'Revoke key ' + k.prefix,
               onclick: guard(async () => {
@@ -839,7 +887,7 @@
       showNewKey(shown, created);
       reloadKeys().catch((e) => showError(e, keysMsg));
     }, newKeyMsg));
-    root.append(shown, keyForm);
+    if (changes) root.append(shown, keyForm);
   }
 
   // A key's limits in a modal dialog: PUT /admin/keys/{prefix}/limits.

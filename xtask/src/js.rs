@@ -379,6 +379,15 @@ pub fn mcp_node() -> Result<PathBuf, String> {
     Ok(dir)
 }
 
+/// The OpenID provider the single sign-on tests run (`tests/oidc`, `oidc-provider` pinned by its
+/// lockfile): `target/oidc-node`, with the provider's script beside its `node_modules`.
+pub fn oidc_node() -> Result<PathBuf, String> {
+    let sources = workspace_root().join("tests").join("oidc");
+    let dir = npm_installed(&sources, "oidc-node", "the OpenID test provider's packages")?;
+    copy(&sources.join("idp.mjs"), &dir.join("idp.mjs"))?;
+    Ok(dir)
+}
+
 /// `target/NAME` with the packages of `from`'s `package-lock.json`, installed with `npm ci`
 /// when missing or when the lockfile changed since.
 fn npm_installed(from: &Path, name: &str, what: &str) -> Result<PathBuf, String> {

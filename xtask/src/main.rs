@@ -471,6 +471,7 @@ fn test(args: &[String]) -> Result<(), String> {
     js::build_test_plugins(&built)?;
     let python = clients_venv()?;
     let mcp_node = js::mcp_node()?;
+    let oidc_node = js::oidc_node()?;
     let browser = browser();
     let mut command = cargo("test");
     command
@@ -480,13 +481,14 @@ fn test(args: &[String]) -> Result<(), String> {
         .env("GATEWAY_TEST_PLUGINS_DIR", &built)
         .env("GATEWAY_CLIENTS_PYTHON", &python)
         .env(MCP_NODE_DIR, &mcp_node)
+        .env(OIDC_NODE_DIR, &oidc_node)
         .envs(browser.iter().map(|why| (NO_BROWSER, why)))
         // The first pass is the SQLite one; the PostgreSQL-only tests find the server here.
         .env_remove("GATEWAY_TEST_POSTGRES")
         .env("GATEWAY_TEST_POSTGRES_SERVER", postgres_url());
     let sqlite = run(command);
     // Both passes run whatever the first one found: every failure at once.
-    let postgres = test_on_postgres(args, &built, &python, browser.as_deref());
+    let postgres = test_on_postgres(args, &built, &python, &oidc_node, browser.as_deref());
     match (sqlite, postgres) {
         (Ok(()), Ok(())) => Ok(()),
         (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
@@ -522,6 +524,7 @@ fn test_on_postgres(
     args: &[String],
     plugins: &Path,
     python: &Path,
+    oidc_node: &Path,
     no_browser: Option<&str>,
 ) -> Result<(), String> {
     let (cargo_args, test_args) = match args.iter().position(|a| a == "--") {
@@ -567,6 +570,7 @@ fn test_on_postgres(
         .env("GATEWAY_TEST_PLUGINS_DIR", plugins)
         // The admin console's browser test (`console`) runs its Python on both stores.
         .env("GATEWAY_CLIENTS_PYTHON", python)
+        .env(OIDC_NODE_DIR, oidc_node)
         .envs(no_browser.map(|why| (NO_BROWSER, why)))
         .env("GATEWAY_TEST_POSTGRES", &url);
     eprintln!(
@@ -636,6 +640,9 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 const NO_BROWSER: &str = "GATEWAY_TEST_NO_BROWSER";
 /// Where the e2e tests find the MCP test server of the handshake era ([`js::mcp_node`]).
 const MCP_NODE_DIR: &str = "GATEWAY_TEST_MCP_NODE_DIR";
+/// Where the e2e tests find the OpenID provider the console signs in through
+/// ([`js::oidc_node`]).
+const OIDC_NODE_DIR: &str = "GATEWAY_TEST_OIDC_NODE_DIR";
 
 /// Makes sure the console's browser test has a browser: `GATEWAY_TEST_CHROMIUM`, else Debian's
 /// `chromium`, installed with apt-get when it is missing and this user may (root, or sudo

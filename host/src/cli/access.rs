@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use serde_json::Value;
 
 use super::CliError;
-use super::args::{AdminTokenCommand, AuditCommand};
+use super::args::{AdminTokenCommand, AuditCommand, UsersCommand};
 use crate::access::{Grant, token_expiry};
 use crate::clock::{format_time_ms, now_ms};
 use crate::keys::{PREFIX_LEN, generate_admin_token, key_prefix};
@@ -204,4 +204,94 @@ pub(super) async fn audit(store: &Store, command: AuditCommand) -> Result<ExitCo
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `gateway users ...`.
+pub(super) async fn users(store: &Store, command: UsersCommand) -> Result<ExitCode, CliError> {
+    let roles = |email: &str| {
+        let email = email.trim().to_lowercase();
+        async move {
+            let roles: Vec<String> = store
+                .user_grants(Some(&email))
+                .await?
+                .iter()
+                .map(|given| given.grant.to_string())
+                .collect();
+            Ok::<_, CliError>(serde_json::json!({ "email": email, "roles": roles }))
+        }
+    };
+    match command {
+        UsersCommand::Add {
+            email,
+            role,
+            project,
+        } => {
+            let grant = Grant::new(role, project.as_deref()).map_err(CliError::Invalid)?;
+            if let Some(project) = grant.project()
+                && store.project(project).await?.is_none()
+            {
+                return Err(crate::store::StoreError::UnknownProject(project.to_owned()).into());
+            }
+            let before = roles(&email).await?;
+            let added = store.add_user_grant(&email, &grant, &actor()).await?;
+            let after = roles(&email).await?;
+            let target = format!("user:{}", email.trim().to_lowercase());
+            if added {
+                audit_change(
+                    store,
+                    "gateway users add",
+                    "user.add",
+                    target,
+                    Some(before),
+                    Some(after),
+                )
+                .await;
+                println!("{} is {grant} now", email.trim().to_lowercase());
+            } else {
+                println!("{} was {grant} already", email.trim().to_lowercase());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        UsersCommand::List => {
+            println!("EMAIL  ROLE  CREATED_BY  CREATED_AT");
+            for given in store.user_grants(None).await? {
+                println!(
+                    "{}  {}  {}  {}",
+                    given.email,
+                    given.grant,
+                    given.created_by,
+                    format_time_ms(given.created_at_ms)
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        UsersCommand::Remove {
+            email,
+            role,
+            project,
+        } => {
+            let grant = role
+                .map(|role| Grant::new(role, project.as_deref()))
+                .transpose()
+                .map_err(CliError::Invalid)?;
+            let before = roles(&email).await?;
+            let removed = store.remove_user_grants(&email, grant.as_ref()).await?;
+            println!("took back {removed} role(s)");
+            if removed == 0 {
+                return Ok(ExitCode::FAILURE);
+            }
+            let after = roles(&email).await?;
+            let target = format!("user:{}", email.trim().to_lowercase());
+            audit_change(
+                store,
+                "gateway users remove",
+                "user.remove",
+                target,
+                Some(before),
+                Some(after),
+            )
+            .await;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
 }

@@ -74,6 +74,11 @@ pub(super) enum Command {
         #[command(subcommand)]
         command: AdminTokenCommand,
     },
+    /// Give the console's users roles (beside those their groups hold by `[oidc.roles]`).
+    Users {
+        #[command(subcommand)]
+        command: UsersCommand,
+    },
     /// Read the audit log: every change through the admin API, the console and the CLI, and
     /// every sign-in.
     Audit {
@@ -104,6 +109,30 @@ pub(super) enum AdminTokenCommand {
     List,
     /// Revoke the token with this prefix (as listed), or the whole token.
     Revoke { prefix: String },
+}
+
+#[derive(Subcommand)]
+pub(super) enum UsersCommand {
+    /// Give a user (by the email their ID token names them by) a role.
+    Add {
+        email: String,
+        /// owner, admin, viewer, project_admin or project_viewer.
+        #[arg(long, value_parser = parse_role)]
+        role: Role,
+        /// The project a project_admin or project_viewer role holds on.
+        #[arg(long, value_name = "PROJECT_ID")]
+        project: Option<String>,
+    },
+    /// List every role given to users.
+    List,
+    /// Take a user's roles back: every one, or the one --role (and --project) names.
+    Remove {
+        email: String,
+        #[arg(long, value_parser = parse_role)]
+        role: Option<Role>,
+        #[arg(long, value_name = "PROJECT_ID", requires = "role")]
+        project: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]

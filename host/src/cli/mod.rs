@@ -163,6 +163,7 @@ async fn execute(
         Command::Plugin { command } => scaffold::run(command),
         Command::AdminToken { command } => access::admin_token(&store().await?, command).await,
         Command::Audit { command } => access::audit(&store().await?, command).await,
+        Command::Users { command } => access::users(&store().await?, command).await,
     }
 }
 

@@ -9,6 +9,7 @@
 //! `docs/configuration.md`, which a test holds to the keys serde accepts.
 
 mod mcp;
+pub mod oidc;
 mod price;
 pub mod types;
 
@@ -124,6 +125,9 @@ pub enum Problem {
     /// it), or keys that do not go together.
     #[error("mcp_servers.{id}: {reason}")]
     McpServer { id: String, reason: &'static str },
+    /// An `[oidc]` table that cannot be used.
+    #[error("{0}")]
+    Oidc(String),
     /// More `retries` than a request's one deadline could sensibly hold.
     #[error(
         "providers.{route}.retries: must be at most {max}, not {retries}",
@@ -161,9 +165,12 @@ pub struct Config {
     /// [`MIN_ADMIN_TOKEN_BYTES`] bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_token: Option<String>,
-    /// Whether `/ui` serves the admin console (only where `admin_token` is set: it signs in
-    /// with it).
+    /// Whether `/ui` serves the admin console (where `admin_token` or `[oidc]` is set: either
+    /// signs in to it).
     pub console: bool,
+    /// `[oidc]`: single sign-on to the console with an OpenID Connect provider.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oidc: Option<oidc::OidcConfig>,
     /// How long a console session lasts after signing in.
     pub console_session_secs: Positive<NonZeroU64>,
     /// Whether requests are counted for `GET /metrics` (false: nothing is recorded and
@@ -365,6 +372,7 @@ impl Default for Config {
             redis_key_prefix: "gateway:".to_owned(),
             admin_token: None,
             console: true,
+            oidc: None,
             console_session_secs: CONSOLE_SESSION_SECS,
             metrics: true,
             metrics_token: None,
@@ -654,6 +662,10 @@ impl Config {
                     reason,
                 },
             ));
+        }
+        let admin_token = config.admin_token.is_some();
+        if let Some(problem) = config.oidc.as_ref().and_then(|o| o.problem(admin_token)) {
+            return Err(ConfigError::new(origin, Problem::Oidc(problem)));
         }
         Ok(config)
     }

@@ -132,6 +132,12 @@ fn the_configuration_reference_documents_every_key_and_no_other() {
             format!("{ROUTE}[models.a]\nroute = \"x\"\n"),
         ),
         ("[mcp]", "[mcp]\n".to_owned()),
+        ("[oidc]", "[oidc]\n".to_owned()),
+        ("[oidc.roles]", "[oidc.roles]\n".to_owned()),
+        (
+            "[oidc.roles.projects.ID]",
+            "[oidc.roles.projects.p]\n".to_owned(),
+        ),
         (
             "[mcp_servers.ID]",
             "[mcp_servers.s]\nurl = \"https://mcp.example/mcp\"\n".to_owned(),

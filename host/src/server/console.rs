@@ -16,7 +16,8 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::admin::audit::{Actor, Change, Event};
-use super::session::{Session, clear_cookie};
+use super::session::{Session, clear_cookie, console_key};
+use crate::access::{Grant, Grants, Need};
 use crate::clock::{format_time_ms, now_ms};
 use crate::error::ApiError;
 use crate::http::{Body, error_response, json_response, read_body, typed_response};
@@ -89,22 +90,50 @@ pub(super) async fn serve(
     id: &Uuid,
     client: IpAddr,
 ) -> Response<Body> {
-    let token = {
+    let (key, admin_token, oidc) = {
         let live = state.live();
-        match live.config.admin_token.as_deref().filter(|t| !t.is_empty()) {
-            Some(token) if live.config.console => token.to_owned(),
-            _ => {
-                let error = ApiError::NotFound(
-                    "the admin console is off: it needs the config's admin_token (and console \
-                     not set to false)"
-                        .into(),
-                );
-                return error_response(&error, id);
-            }
-        }
+        let admin_token = live.config.admin_token.is_some();
+        (
+            console_key(&live.config),
+            admin_token,
+            live.config.oidc.clone(),
+        )
+    };
+    let Some(token) = key else {
+        let error = ApiError::NotFound(
+            "the admin console is off: it needs the config's admin_token or [oidc] (and \
+             console not set to false)"
+                .into(),
+        );
+        return error_response(&error, id);
     };
     let path = request.uri().path().to_owned();
     let method = request.method().clone();
+    let secure = request
+        .headers()
+        .get("x-forwarded-proto")
+        .is_some_and(|proto| proto.as_bytes().eq_ignore_ascii_case(b"https"));
+    match (path.as_str(), &method, &oidc) {
+        ("/ui/sign-in", &Method::GET, _) => {
+            let body = json!({ "adminToken": admin_token, "sso": oidc.is_some() });
+            return json_response(StatusCode::OK, &body, id);
+        }
+        ("/ui/oidc/login", &Method::GET, Some(oidc)) => {
+            let secure = secure || oidc.redirect_url.starts_with("https://");
+            return super::sign_on::begin(&state, oidc, &token, id, secure).await;
+        }
+        ("/ui/oidc/callback", &Method::GET, Some(oidc)) => {
+            return super::sign_on::finish(&state, &request, oidc, &token, id, client).await;
+        }
+        ("/ui/login", &Method::POST, _) if !admin_token => {
+            let error = ApiError::NotFound(
+                "this gateway has no admin_token to sign in with: sign in with single sign-on"
+                    .into(),
+            );
+            return error_response(&error, id);
+        }
+        _ => {}
+    }
     let answer = match (path.as_str(), &method) {
         // The page's assets are named relative to `/ui/`.
         ("/ui", &Method::GET | &Method::HEAD) => {
@@ -176,11 +205,42 @@ async fn session(
     let session = Session::live(&state.store, request.headers(), token, now_ms())
         .await?
         .ok_or(ApiError::AdminUnauthorized)?;
-    Ok(json_response(
-        StatusCode::OK,
-        &session_json(&session, token),
-        id,
-    ))
+    let mut body = session_json(&session, token);
+    let grants = match &session.user {
+        None => Grants::one(Grant::Owner),
+        Some(user) => super::admin::who::user(state, user).await?.grants,
+    };
+    body["user"] = json!(session.user.as_ref().map(|user| user.name.clone()));
+    body["roles"] = json!(grants.iter().map(ToString::to_string).collect::<Vec<_>>());
+    body["can"] = can_json(&grants);
+    Ok(json_response(StatusCode::OK, &body, id))
+}
+
+/// What the page may offer the roles `grants` hold (the admin API decides all the same): reads
+/// and changes of what is no project's, the owner's, and the projects it sees and changes.
+fn can_json(grants: &Grants) -> serde_json::Value {
+    let projects = |need: Need| -> serde_json::Value {
+        if grants.allows(need, None) {
+            return json!("all");
+        }
+        let held: Vec<&str> = grants
+            .iter()
+            .filter(|grant| {
+                grant
+                    .project()
+                    .is_some_and(|p| grants.allows(need, Some(p)))
+            })
+            .filter_map(|grant| grant.project())
+            .collect();
+        json!(held)
+    };
+    json!({
+        "read": grants.allows(Need::Read, None),
+        "change": grants.allows(Need::Change, None),
+        "owner": grants.allows(Need::Owner, None),
+        "readProjects": projects(Need::ReadProject),
+        "changeProjects": projects(Need::ChangeProject),
+    })
 }
 
 /// `POST /ui/login`: a session for the admin token, in an HttpOnly, SameSite=Strict cookie.
@@ -256,14 +316,15 @@ async fn logout(
     id: &Uuid,
     client: IpAddr,
 ) -> Response<Body> {
-    let mut had_session = false;
+    let mut had_session = None;
     let signed_out = match Session::live(&state.store, request.headers(), token, now_ms()).await {
         Ok(Some(session)) if !session.csrf_ok(request.headers(), token) => {
             return error_response(&ApiError::CsrfRefused, id);
         }
         Ok(Some(session)) => {
-            had_session = true;
-            session.sign_out(&state.store).await.map_err(ApiError::from)
+            let signed_out = session.sign_out(&state.store).await.map_err(ApiError::from);
+            had_session = Some(session);
+            signed_out
         }
         // Expired, signed out already, or no session: only the browser's cookie to clear.
         Ok(None) => Ok(()),
@@ -272,11 +333,16 @@ async fn logout(
     let mut response = match signed_out {
         Ok(()) => {
             tracing::info!("admin console: signed out");
-            if had_session {
-                let ok = StatusCode::NO_CONTENT;
+            let user = had_session.as_ref().and_then(|s| s.user.as_ref());
+            if let Some(session) = &had_session {
+                let actor = match &session.user {
+                    Some(user) => format!("user:{}", user.name),
+                    None => "admin_token".to_owned(),
+                };
+                let ok = StatusCode::OK;
                 signed(
                     state,
-                    "admin_token",
+                    &actor,
                     "sign_out",
                     "POST /ui/logout",
                     &ok,
@@ -285,7 +351,21 @@ async fn logout(
                 )
                 .await;
             }
-            typed_response(StatusCode::NO_CONTENT, "text/plain", "", id)
+            // A user signs out at the provider too, where it offers it: the page goes there.
+            let oidc = state.live().config.oidc.clone();
+            let end_session = match (user, &oidc) {
+                (Some(_), Some(oidc)) => {
+                    let back = oidc
+                        .redirect_url
+                        .replace(crate::config::oidc::CALLBACK_PATH, "/ui/");
+                    state.sso.end_session_url(oidc, &back).await
+                }
+                _ => None,
+            };
+            match end_session {
+                Some(url) => json_response(StatusCode::OK, &json!({ "endSession": url }), id),
+                None => typed_response(StatusCode::NO_CONTENT, "text/plain", "", id),
+            }
         }
         // The browser forgets the cookie all the same; the error says it was not revoked.
         Err(error) => {
@@ -307,11 +387,16 @@ async fn signed(
     client: IpAddr,
     id: &Uuid,
 ) {
-    let known = actor != "unknown";
+    let role = match actor {
+        "unknown" => "none",
+        "admin_token" => "owner",
+        // A user's roles are in their sign-in's event.
+        _ => "user",
+    };
     let event = Event {
         actor: Actor {
             name: actor,
-            role: if known { "owner" } else { "none" }.into(),
+            role: role.into(),
             via: "console",
         },
         client,

@@ -15,6 +15,7 @@ mod connection;
 mod console;
 mod invocations;
 mod session;
+mod sign_on;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -241,10 +242,13 @@ async fn drain(state: &AppState, stop_connections: watch::Sender<()>) {
     }
 }
 
-/// The path as logs show it: `/admin/keys/KEY...` may name a whole key, of
-/// which only the stored prefix is shown.
+/// The path as logs show it: `/admin/keys/KEY...` and `/admin/tokens/TOKEN` may name a whole
+/// key or admin token, of which only the stored prefix is shown.
 fn logged_path(path: &str) -> std::borrow::Cow<'_, str> {
-    let Some(rest) = path.strip_prefix("/admin/keys/") else {
+    let Some((base, rest)) = ["/admin/keys/", "/admin/tokens/"]
+        .into_iter()
+        .find_map(|base| path.strip_prefix(base).map(|rest| (base, rest)))
+    else {
         return path.into();
     };
     let (key, tail) = rest
@@ -252,8 +256,8 @@ fn logged_path(path: &str) -> std::borrow::Cow<'_, str> {
         .map_or((rest, None), |(k, t)| (k, Some(t)));
     let shown: String = key.chars().take(crate::keys::PREFIX_LEN).collect();
     match tail {
-        None => format!("/admin/keys/{shown}").into(),
-        Some(tail) => format!("/admin/keys/{shown}/{tail}").into(),
+        None => format!("{base}{shown}").into(),
+        Some(tail) => format!("{base}{shown}/{tail}").into(),
     }
 }
 
@@ -503,6 +507,10 @@ mod tests {
             format!("/admin/keys/{}/limits", crate::keys::key_prefix(&key))
         );
         assert!(!super::logged_path(&format!("/admin/keys/{key}")).contains(&key));
+        let token = crate::keys::generate_admin_token();
+        let path = format!("/admin/tokens/{token}");
+        let shown = format!("/admin/tokens/{}", crate::keys::key_prefix(&token));
+        assert_eq!(super::logged_path(&path), shown);
         assert_eq!(super::logged_path("/completions"), "/completions");
     }
 }

@@ -38,6 +38,8 @@ pub struct AppState {
     pub inflight: crate::inflight::InflightBodies,
     /// Wrong admin tokens per client address (the console's sign-in, the admin API's bearer).
     pub sign_ins: crate::limits::SignInThrottle,
+    /// The console's OpenID client (`[oidc]`): the provider's discovery document and keys.
+    pub sso: crate::sso::Sso,
     /// Set when shutdown's grace period is over: requests still running end now.
     abort: watch::Sender<bool>,
     /// One receiver per call running apart from its caller's connection ([`Apart`]): shutdown
@@ -112,6 +114,7 @@ impl AppState {
             cache,
             inflight: crate::inflight::InflightBodies::default(),
             sign_ins: crate::limits::SignInThrottle::default(),
+            sso: crate::sso::Sso::new(),
             abort: watch::Sender::new(false),
             apart: watch::Sender::new(()),
         }

@@ -41,6 +41,31 @@ pub struct NewAdminToken {
     pub expires_at_ms: Option<i64>,
 }
 
+/// A role an owner gave a user of the console (`gateway users add`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserGrant {
+    /// The user's email, lowercase, as their ID token's `email` claim names them.
+    pub email: String,
+    pub grant: Grant,
+    pub created_by: String,
+    pub created_at_ms: i64,
+}
+
+/// Refuses what is no email address a provider would name a user by.
+pub(super) fn check_email(email: &str) -> Result<(), StoreError> {
+    let valid = email.len() <= 254
+        && matches!(email.split_once('@'), Some((user, host)) if !user.is_empty() && host.contains('.'))
+        && !email.chars().any(|c| c.is_whitespace() || c.is_control());
+    if valid {
+        Ok(())
+    } else {
+        Err(StoreError::Invalid {
+            field: "email",
+            message: format!("{email:?} is not an email address"),
+        })
+    }
+}
+
 /// How a change ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {

@@ -39,8 +39,9 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
+use crate::access::Grant;
 use crate::limits::{LimitSet, Subject};
-pub use access::{AdminToken, AuditEvent, AuditFilter, NewAdminToken, Outcome};
+pub use access::{AdminToken, AuditEvent, AuditFilter, NewAdminToken, Outcome, UserGrant};
 pub use error::StoreError;
 pub use invocations::{
     Attempt, CacheStatus, GuardOutcome, GuardStage, GuardVerdictKind, Invocation, InvocationFilter,
@@ -709,6 +710,82 @@ impl Store {
             values,
         ))
         .await
+    }
+
+    /// Gives `email` (lowercased) the role `grant`; false when it held it already.
+    pub async fn add_user_grant(
+        &self,
+        email: &str,
+        grant: &Grant,
+        created_by: &str,
+    ) -> Result<bool, StoreError> {
+        let email = email.trim().to_lowercase();
+        access::check_email(&email)?;
+        let values = vec![
+            SqlValue::Text(email),
+            SqlValue::Text(grant.role().as_str().to_owned()),
+            SqlValue::Text(grant.project().unwrap_or_default().to_owned()),
+            SqlValue::Text(created_by.to_owned()),
+            SqlValue::Integer(crate::clock::now_ms()),
+        ];
+        let added = self
+            .execute(sql::statement(&sql::ADD_USER_GRANT, self.dialect(), values))
+            .await?;
+        Ok(added > 0)
+    }
+
+    /// Takes `grant` (or, for None, every role) of `email` back; how many roles.
+    pub async fn remove_user_grants(
+        &self,
+        email: &str,
+        grant: Option<&Grant>,
+    ) -> Result<usize, StoreError> {
+        let email = email.trim().to_lowercase();
+        let query = match grant {
+            None => sql::statement(
+                &sql::REMOVE_USER,
+                self.dialect(),
+                vec![SqlValue::Text(email)],
+            ),
+            Some(grant) => sql::statement(
+                &sql::REMOVE_USER_GRANT,
+                self.dialect(),
+                vec![
+                    SqlValue::Text(email),
+                    SqlValue::Text(grant.role().as_str().to_owned()),
+                    SqlValue::Text(grant.project().unwrap_or_default().to_owned()),
+                ],
+            ),
+        };
+        self.execute(query).await
+    }
+
+    /// Every role given to users (`email` None), or those of `email`; one of an unknown role
+    /// (written by hand) is left out, with a warning.
+    pub async fn user_grants(&self, email: Option<&str>) -> Result<Vec<UserGrant>, StoreError> {
+        let query = match email {
+            None => sql::statement(&sql::USERS, self.dialect(), Vec::new()),
+            Some(email) => sql::statement(
+                &sql::USER_GRANTS,
+                self.dialect(),
+                vec![SqlValue::Text(email.trim().to_lowercase())],
+            ),
+        };
+        let rows = match &self.backend {
+            Backend::Sqlite(db) => {
+                off_thread(db, move |db| db.rows(&query, |row| rows::user_grant(row))).await?
+            }
+            Backend::Postgres(db) => db.rows(query, rows::user_grant).await?,
+        };
+        Ok(rows
+            .into_iter()
+            .filter_map(|row| {
+                row.inspect_err(|message| {
+                    tracing::warn!("a user's role in the database holds nothing: {message}")
+                })
+                .ok()
+            })
+            .collect())
     }
 
     /// Appends `event` to the audit log.

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use super::access::{AdminToken, AuditEvent, Outcome};
+use super::access::{AdminToken, AuditEvent, Outcome, UserGrant};
 use super::report::{self, Cursor, GroupBy, UsageTally};
 use super::{
     Attempt, CacheStatus, Conversation, GuardOutcome, Invocation, InvocationStatus, KeyInfo,
@@ -82,6 +82,24 @@ pub(super) fn admin_token<R: StoredRow + ?Sized>(
         expires_at_ms: row.optional_integer(6)?,
         revoked_at_ms: row.optional_integer(7)?,
         last_used_at_ms: row.optional_integer(8)?,
+    }))
+}
+
+/// A row of [`super::sql::USERS`]; the inner error for a role the gateway does not know.
+pub(super) fn user_grant<R: StoredRow + ?Sized>(
+    row: &R,
+) -> Result<Result<UserGrant, String>, R::Error> {
+    let (role, project) = (row.text(1)?, row.text(2)?);
+    let project = Some(project.as_str()).filter(|p| !p.is_empty());
+    let grant = match Role::parse(&role).and_then(|role| Grant::new(role, project)) {
+        Ok(grant) => grant,
+        Err(message) => return Ok(Err(message)),
+    };
+    Ok(Ok(UserGrant {
+        email: row.text(0)?,
+        grant,
+        created_by: row.text(3)?,
+        created_at_ms: row.integer(4)?,
     }))
 }
 

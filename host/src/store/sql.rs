@@ -414,6 +414,28 @@ pub(super) static TOUCH_ADMIN_TOKEN: Sql = Sql::new(
      WHERE token_hash = $1 AND (last_used_at IS NULL OR last_used_at < $3)",
 );
 
+/// Gives user `$1` the role `$2` (on project `$3`, empty for none); given already: kept once.
+pub(super) static ADD_USER_GRANT: Sql = Sql::new(
+    "INSERT INTO users (email, role, project_id, created_by, created_at)
+     VALUES ($1, $2, $3, $4, $5)
+     ON CONFLICT (email, role, project_id) DO NOTHING",
+);
+/// Every role given to users, as [`super::rows::user_grant`] reads them.
+pub(super) static USERS: Sql = Sql::new(
+    "SELECT email, role, project_id, created_by, created_at FROM users
+     ORDER BY email, role, project_id",
+);
+/// The roles given to user `$1`.
+pub(super) static USER_GRANTS: Sql = Sql::new(
+    "SELECT email, role, project_id, created_by, created_at FROM users WHERE email = $1
+     ORDER BY role, project_id",
+);
+/// Takes every role of user `$1` back.
+pub(super) static REMOVE_USER: Sql = Sql::new("DELETE FROM users WHERE email = $1");
+/// Takes role `$2` (on project `$3`) of user `$1` back.
+pub(super) static REMOVE_USER_GRANT: Sql =
+    Sql::new("DELETE FROM users WHERE email = $1 AND role = $2 AND project_id = $3");
+
 pub(super) static INSERT_AUDIT_EVENT: Sql = Sql::new(
     "INSERT INTO audit_events (id, at, actor, role, via, address, action, endpoint, target,
         before_json, after_json, outcome, status, request_id)
@@ -515,6 +537,11 @@ mod tests {
             &TOUCH_ADMIN_TOKEN,
             &INSERT_AUDIT_EVENT,
             &DELETE_OLD_AUDIT_EVENTS,
+            &ADD_USER_GRANT,
+            &USERS,
+            &USER_GRANTS,
+            &REMOVE_USER,
+            &REMOVE_USER_GRANT,
         ];
         for sql in all {
             let sqlite = sql.text(Dialect::Sqlite);

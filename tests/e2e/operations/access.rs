@@ -51,6 +51,9 @@ const EXPECTED: &[(&str, &str, [u8; 5])] = &[
     ("POST", "/admin/tokens", [3, 3, 3, 3, 3]),
     // Another's token: only the owner may revoke it; anyone else does not find it.
     ("DELETE", "/admin/tokens/{prefix}", [2, 4, 4, 4, 4]),
+    ("GET", "/admin/users", [2, 3, 3, 3, 3]),
+    ("POST", "/admin/users", [2, 3, 3, 3, 3]),
+    ("DELETE", "/admin/users/{email}", [2, 3, 3, 3, 3]),
 ];
 
 fn gateway() -> Gateway {
@@ -121,6 +124,7 @@ fn body_of(method: &str, path: &str) -> &'static str {
         ("POST", "/admin/tokens") => {
             r#"{"name": "from a token", "role": "project_viewer", "projectId": "PROJECT"}"#
         }
+        ("POST", "/admin/users") => r#"{"email": "walk@example.com", "role": "viewer"}"#,
         _ => "",
     }
 }
@@ -190,6 +194,11 @@ fn the_role_table_is_walked_for_every_endpoint_and_role() {
             let path = match *pattern {
                 "/admin/keys/{prefix}" | "/admin/keys/{prefix}/limits" => {
                     pattern.replace("{prefix}", &key(&gw, &a)[..16])
+                }
+                "/admin/users/{email}" => {
+                    let user = r#"{"email": "gone@example.com", "role": "viewer"}"#;
+                    admin(&gw, "POST", "/admin/users", user);
+                    pattern.replace("{email}", "gone@example.com")
                 }
                 "/admin/tokens/{prefix}" => {
                     let other = token(&gw, "viewer", None);

@@ -11,4 +11,5 @@ mod metrics;
 mod project_guards;
 mod project_tools;
 mod replicas;
+mod sso;
 mod tracing;

@@ -12,9 +12,10 @@ pub(super) mod audit;
 mod records;
 pub mod table;
 mod tokens;
+mod users;
+pub(super) mod who;
 
 pub use tokens::token_json;
-mod who;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -237,6 +238,8 @@ enum Endpoint<'a> {
     Usage,
     Tokens,
     Token(&'a str),
+    Users,
+    User(&'a str),
 }
 
 impl<'a> Endpoint<'a> {
@@ -264,6 +267,8 @@ impl<'a> Endpoint<'a> {
             ["usage"] => Endpoint::Usage,
             ["tokens"] => Endpoint::Tokens,
             ["tokens", prefix] if !prefix.is_empty() => Endpoint::Token(prefix),
+            ["users"] => Endpoint::Users,
+            ["users", email] if !email.is_empty() => Endpoint::User(email),
             _ => return None,
         })
     }
@@ -290,6 +295,8 @@ impl<'a> Endpoint<'a> {
             Endpoint::Usage => "/admin/usage",
             Endpoint::Tokens => "/admin/tokens",
             Endpoint::Token(_) => "/admin/tokens/{prefix}",
+            Endpoint::Users => "/admin/users",
+            Endpoint::User(_) => "/admin/users/{email}",
         }
     }
 
@@ -399,7 +406,7 @@ pub(super) async fn manage(
 }
 
 /// What a change was done to, from its path alone (when its handler did not get as far as
-/// saying): `project:ID`, `key:PREFIX`, `token:PREFIX`. A whole key in a path is named by its
+/// saying): `project:ID`, `key:PREFIX`, `token:PREFIX`, `user:EMAIL`. A whole key in a path is named by its
 /// stored prefix only.
 fn endpoint_target(path: &str) -> Option<String> {
     let endpoint = Endpoint::of(path)?;
@@ -413,6 +420,7 @@ fn endpoint_target(path: &str) -> Option<String> {
             Some(format!("key:{}", shown(prefix)))
         }
         Endpoint::Token(prefix) => Some(format!("token:{}", shown(prefix))),
+        Endpoint::User(email) => Some(format!("user:{email}")),
         endpoint => endpoint.project().map(|id| format!("project:{id}")),
     }
 }
@@ -535,6 +543,9 @@ async fn answer(
         Endpoint::Tokens if get => tokens::list(state, principal).await,
         Endpoint::Tokens => tokens::create(state, request, principal, change).await,
         Endpoint::Token(prefix) => tokens::revoke(state, prefix, principal, change).await,
+        Endpoint::Users if get => users::list(state).await,
+        Endpoint::Users => users::add(state, request, principal, change).await,
+        Endpoint::User(email) => users::remove(state, &request, email, change).await,
         // Answered by `manage` in their own formats.
         Endpoint::InvocationsCsv | Endpoint::Audit => Err(ApiError::Internal(
             "an endpoint with its own answer reached the JSON ones".into(),

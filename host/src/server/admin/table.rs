@@ -100,6 +100,9 @@ pub const RULES: &[Rule] = &[
         Need::Any,
         "token.revoke",
     ),
+    read("/admin/users", Need::Owner),
+    change("POST", "/admin/users", Need::Owner, "user.add"),
+    change("DELETE", "/admin/users/{email}", Need::Owner, "user.remove"),
 ];
 
 /// The rule of `method` on `pattern`.

@@ -1,6 +1,8 @@
 //! Who an admin request is ([`Principal`]): the config's `admin_token` (the break-glass and
 //! automation credential: owner), a personal admin token (`gwa_...`: its own role, its use
-//! noted), or the console's session (and, to change anything, its CSRF token). Every bearer
+//! noted), or the console's session (and, to change anything, its CSRF token): the admin
+//! token's (owner), or a user's signed in through the OpenID provider (the roles their groups
+//! held at sign-in and those an owner gave them: [`user`]). Every bearer
 //! credential is counted against its client's wrong ones before it is compared, as the
 //! console's sign-in is.
 
@@ -17,7 +19,7 @@ use crate::error::ApiError;
 use crate::keys::{ADMIN_TOKEN_PREFIX, hash_key};
 use crate::state::AppState;
 
-use super::super::session::Session;
+use super::super::session::{Session, SessionUser, console_key};
 
 /// How the admin API was reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,10 +83,10 @@ pub async fn identify(
     request: &Request<Incoming>,
     client: IpAddr,
 ) -> Result<Principal, Refused> {
-    let (admin_token, console) = {
+    let (admin_token, console_key) = {
         let live = state.live();
         let token = live.config.admin_token.clone().filter(|t| !t.is_empty());
-        (token, live.config.console)
+        (token, console_key(&live.config))
     };
     let headers = request.headers();
     let now = now_ms();
@@ -141,21 +143,50 @@ pub async fn identify(
         tracing::warn!(%client, "admin API: a request with a wrong admin token was refused");
         failed = Some("unknown".to_owned());
     }
-    // The console's session is signed with the admin token: without one, there is none.
-    if let Some(token) = admin_token.filter(|_| console) {
-        let session = Session::live(&state.store, headers, &token, now)
+    if let Some(key) = console_key {
+        let session = Session::live(&state.store, headers, &key, now)
             .await
             .map_err(ApiError::from)?;
         if let Some(session) = session {
             let reads = matches!(*request.method(), Method::GET | Method::HEAD);
-            if !reads && !session.csrf_ok(headers, &token) {
+            if !reads && !session.csrf_ok(headers, &key) {
                 return Err(ApiError::CsrfRefused.into());
             }
-            return Ok(Principal::admin_token(Via::Console));
+            return match &session.user {
+                None => Ok(Principal::admin_token(Via::Console)),
+                Some(user) => self::user(state, user).await.map_err(Refused::from),
+            };
         }
     }
     Err(Refused {
         error: ApiError::AdminUnauthorized,
         failed,
+    })
+}
+
+/// A user signed in through the OpenID provider: the roles their groups held at sign-in and
+/// those an owner gave them (`gateway users add`). One who holds none now is signed out, as
+/// far as the admin API is concerned.
+pub async fn user(state: &AppState, user: &SessionUser) -> Result<Principal, ApiError> {
+    let mut grants = user.grants();
+    grants.extend(
+        state
+            .store
+            .user_grants(Some(&user.name))
+            .await?
+            .into_iter()
+            .map(|given| given.grant),
+    );
+    if grants.is_empty() {
+        return Err(ApiError::AdminForbidden(format!(
+            "{} holds no role: an owner can give one (gateway users add)",
+            user.name
+        )));
+    }
+    Ok(Principal {
+        actor: format!("user:{}", user.name),
+        grants: Grants::new(grants),
+        via: Via::Console,
+        token: false,
     })
 }

@@ -218,6 +218,18 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER audit_events_append_only BEFORE UPDATE ON audit_events
         FOR EACH ROW EXECUTE FUNCTION audit_events_append_only();
 "#,
+    // The console's users an owner gave roles (besides those their groups hold by
+    // `[oidc.roles]`): one row a role, `project_id` empty for a role held everywhere.
+    r#"
+    CREATE TABLE users (
+        email TEXT NOT NULL,
+        role TEXT NOT NULL,
+        project_id TEXT NOT NULL DEFAULT '',
+        created_by TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        PRIMARY KEY (email, role, project_id)
+    );
+"#,
 ];
 
 pub(super) const BACKEND: &str = "PostgreSQL";

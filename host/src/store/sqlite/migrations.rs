@@ -202,6 +202,18 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
         SELECT RAISE(ABORT, 'audit events are append-only');
     END;
 "#,
+    // The console's users an owner gave roles (besides those their groups hold by
+    // `[oidc.roles]`): one row a role, `project_id` empty for a role held everywhere.
+    r#"
+    CREATE TABLE users (
+        email TEXT NOT NULL,
+        role TEXT NOT NULL,
+        project_id TEXT NOT NULL DEFAULT '',
+        created_by TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (email, role, project_id)
+    );
+"#,
 ];
 
 /// Applies the migrations the database lacks, each in its own transaction

@@ -216,3 +216,83 @@ pub(super) async fn audit_events_read_back_filtered_and_paged_and_refuse_changes
         events[3..].to_vec()
     );
 }
+
+pub(super) async fn users_hold_the_roles_an_owner_gave_them(h: &Harness) {
+    let store = h.open().await;
+    let viewer = Grant::Viewer;
+    let team = Grant::new(Role::ProjectAdmin, Some("p1")).unwrap();
+    assert!(
+        store
+            .add_user_grant(" Alice@Example.com ", &viewer, "admin_token")
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .add_user_grant("alice@example.com", &team, "admin_token")
+            .await
+            .unwrap()
+    );
+    // Given twice: held once.
+    assert!(
+        !store
+            .add_user_grant("ALICE@example.com", &viewer, "cli:ops")
+            .await
+            .unwrap()
+    );
+    store
+        .add_user_grant("bob@example.com", &Grant::Owner, "cli:ops")
+        .await
+        .unwrap();
+    let alice: Vec<Grant> = store
+        .user_grants(Some("alice@EXAMPLE.com"))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|g| g.grant)
+        .collect();
+    assert_eq!(alice, [team.clone(), viewer.clone()]);
+    let all = store.user_grants(None).await.unwrap();
+    assert_eq!(all.len(), 3);
+    assert_eq!(all[0].email, "alice@example.com");
+    assert_eq!(all[0].created_by, "admin_token");
+    assert!(
+        store
+            .add_user_grant("not an email", &viewer, "x")
+            .await
+            .is_err()
+    );
+
+    assert_eq!(
+        store
+            .remove_user_grants("alice@example.com", Some(&viewer))
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store
+            .user_grants(Some("alice@example.com"))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        store
+            .remove_user_grants("alice@example.com", None)
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(
+        store
+            .user_grants(Some("alice@example.com"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // A role written by hand that the gateway does not know holds nothing.
+    h.execute("UPDATE users SET role = 'root'").await;
+    assert!(store.user_grants(None).await.unwrap().is_empty());
+}

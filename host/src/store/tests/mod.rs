@@ -49,6 +49,7 @@ macro_rules! on_both_backends {
 on_both_backends! {
     access::an_admin_token_is_found_by_its_hash_and_revoked_by_its_prefix,
     access::audit_events_read_back_filtered_and_paged_and_refuse_changes,
+    access::users_hold_the_roles_an_owner_gave_them,
     keys::keys_are_found_until_revoked_and_prefixes_are_literal,
     keys::project_limits_round_trip_and_partial_updates_keep_the_rest,
     keys::key_limits_round_trip_and_name_exactly_one_live_key,
@@ -97,6 +98,7 @@ on_both_backends! {
     schema::a_v14_database_migrates_to_v15_and_its_records_gain_audio_seconds,
     schema::a_v15_database_migrates_to_v16_and_its_records_gain_characters,
     schema::a_v16_database_migrates_to_v17_and_gains_admin_tokens_and_the_audit_log,
+    schema::a_v17_database_migrates_to_v18_and_gains_users,
 }
 
 /// Where a case's database is, and what differs between the backends' databases.
@@ -145,6 +147,8 @@ pub(super) enum Before {
     Characters,
     /// Before admin tokens and the audit log.
     Access,
+    /// Before the console's users.
+    Users,
 }
 
 impl Harness {
@@ -266,6 +270,7 @@ impl Harness {
             (Place::Sqlite { .. }, Before::AudioSeconds) => 15,
             (Place::Sqlite { .. }, Before::Characters) => 16,
             (Place::Sqlite { .. }, Before::Access) => 17,
+            (Place::Sqlite { .. }, Before::Users) => 18,
             (Place::Postgres(_), Before::Limits) => 1,
             (Place::Postgres(_), Before::Attempts) => 2,
             (Place::Postgres(_), Before::Responses) => 3,
@@ -281,6 +286,7 @@ impl Harness {
             (Place::Postgres(_), Before::AudioSeconds) => 14,
             (Place::Postgres(_), Before::Characters) => 15,
             (Place::Postgres(_), Before::Access) => 16,
+            (Place::Postgres(_), Before::Users) => 17,
         }
     }
 

@@ -689,7 +689,27 @@ pub(super) async fn a_v16_database_migrates_to_v17_and_gains_admin_tokens_and_th
     h.create_old_schema(Before::Access).await;
     let store = h.open().await;
     let before = h.version_of(Before::Access);
-    // Admin tokens and the audit log were the last migration of both.
+    assert_eq!(
+        store.migrated(),
+        Migrated {
+            from: before,
+            to: h.known_version()
+        }
+    );
+    assert_eq!(h.schema_version().await, h.known_version());
+    assert!(store.admin_tokens().await.unwrap().is_empty());
+    let filter = crate::store::AuditFilter {
+        limit: 10,
+        ..Default::default()
+    };
+    assert!(store.audit_events(&filter).await.unwrap().is_empty());
+}
+
+pub(super) async fn a_v17_database_migrates_to_v18_and_gains_users(h: &Harness) {
+    h.create_old_schema(Before::Users).await;
+    let store = h.open().await;
+    let before = h.version_of(Before::Users);
+    // The console's users were the last migration of both.
     assert_eq!(
         store.migrated(),
         Migrated {
@@ -699,10 +719,5 @@ pub(super) async fn a_v16_database_migrates_to_v17_and_gains_admin_tokens_and_th
     );
     assert_eq!(h.known_version(), before + 1);
     assert_eq!(h.schema_version().await, h.known_version());
-    assert!(store.admin_tokens().await.unwrap().is_empty());
-    let filter = crate::store::AuditFilter {
-        limit: 10,
-        ..Default::default()
-    };
-    assert!(store.audit_events(&filter).await.unwrap().is_empty());
+    assert!(store.user_grants(None).await.unwrap().is_empty());
 }
