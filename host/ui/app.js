@@ -312,6 +312,8 @@
       const link = document.querySelector(`.nav a[data-page="${page}"]`);
       if (link) link.parentElement.hidden = !can.read;
     }
+    const users = document.querySelector('.nav a[data-page="users"]');
+    if (users) users.parentElement.hidden = !can.owner;
   }
 
   let expiryTimer = null;
@@ -456,6 +458,7 @@
     else if (page === 'invocations') render = () => pageInvocations(root, params);
     else if (page === 'plugins') render = () => pagePlugins(root);
     else if (page === 'tokens') render = () => pageTokens(root);
+    else if (page === 'users') render = () => pageUsers(root);
     else if (page === 'audit') render = () => pageAudit(root, params);
     else render = () => { title(root, 'Not found'); root.appendChild(h('p', null, 'No such page.')); };
     Promise.resolve().then(render).catch((e) => showError(e));
@@ -1282,6 +1285,61 @@
       reload().catch((e) => showError(e, msg));
     }, formMsg));
     root.append(shown, form);
+  }
+
+  // ---------------------------------------------------------------- users
+
+  // The roles an owner gives people who sign in with single sign-on (beside their groups').
+  async function pageUsers(root) {
+    title(root, 'Users', 'Roles given to people by the email they sign in with, beside those their groups hold by the config\'s [oidc.roles].');
+    const msg = h('div', { class: 'alert', role: 'alert', testid: 'users-error', hidden: true });
+    const list = h('div');
+    const projects = await loadProjects().catch(() => []);
+    const reload = async () => {
+      const data = await api('GET', '/admin/users');
+      clear(list);
+      list.appendChild(table('users-table', null, ['Email', 'Role', 'Given by', 'Given', 'Actions'],
+        ((data && data.users) || []).map((u) => h('tr', { testid: 'user-row', dataset: { email: String(u.email), role: String(u.role) } },
+          h('th', { scope: 'row' }, String(u.email)),
+          h('td', { testid: 'user-role' }, String(u.role), u.projectId ? [' of ', h('code', null, String(u.projectId))] : null),
+          h('td', null, h('code', null, String(u.createdBy))),
+          h('td', null, timeEl(u.createdAt)),
+          h('td', null, h('button', {
+            type: 'button', class: 'danger small', testid: 'user-remove',
+            'aria-label': `Take ${u.role} back from ${u.email}`,
+            onclick: guard(async () => {
+              const ok = await confirmDialog('Take the role back', `Take ${u.role} back from ${u.email}? They lose it at their next request.`, 'Take back');
+              if (!ok) return;
+              hideError(msg);
+              await api('DELETE', '/admin/users/' + enc(u.email) + query({ role: u.role, projectId: u.projectId }));
+              await reload();
+            }, msg),
+          }, 'Take back')))), 'No roles given yet.'));
+    };
+    root.append(msg, list);
+    await reload();
+    const formMsg = h('div', { class: 'alert', role: 'alert', testid: 'new-user-error', hidden: true });
+    const projectSelect = h('select', { testid: 'user-project' },
+      h('option', { value: '' }, '(every project)'),
+      projects.map((p) => h('option', { value: p.id }, `${p.name} (${p.id})`)));
+    const form = h('form', { class: 'grid-form', testid: 'new-user-form', 'aria-labelledby': 'new-user-h' },
+      h('h2', { id: 'new-user-h' }, 'Give a role'),
+      h('div', { class: 'row' },
+        field('user-email', 'Email', h('input', { type: 'email', testid: 'user-email', required: true, autocomplete: 'off' })),
+        field('user-role', 'Role', h('select', { testid: 'user-role-select' }, ROLES.map((r) => h('option', { value: r, selected: r === 'viewer' }, r)))),
+        field('user-project', 'Project (for project_admin and project_viewer)', projectSelect)),
+      h('div', { class: 'row' }, h('button', { type: 'submit', testid: 'new-user-submit' }, 'Give the role')),
+      formMsg);
+    form.addEventListener('submit', guard(async (ev) => {
+      ev.preventDefault();
+      hideError(formMsg);
+      const body = { email: $('user-email').value.trim(), role: $('user-role').value };
+      if (projectSelect.value) body.projectId = projectSelect.value;
+      await api('POST', '/admin/users', body);
+      form.reset();
+      await reload();
+    }, formMsg));
+    root.append(form);
   }
 
   // ---------------------------------------------------------------- audit log

@@ -320,9 +320,24 @@ def run(page, tid, shot, base, admin_token, model, route_id):
         check(e.code == 401, "a revoked token: %s, not 401" % e.code)
     else:
         raise Failure("a revoked token still opens the admin API")
+    # A role given to someone who signs in with single sign-on, and taken back.
+    tid("nav-users").click()
+    expect(tid("page-title")).to_have_text("Users")
+    tid("user-email").fill("Dana@Example.com")
+    page.locator("#user-role").select_option("project_viewer")
+    page.locator("#user-project").select_option(project_id)
+    tid("new-user-submit").click()
+    user_row = page.locator('[data-testid="user-row"][data-email="dana@example.com"]')
+    expect(user_row.get_by_test_id("user-role")).to_contain_text("project_viewer of " + project_id)
+    given = admin_get(base, admin_token, "/admin/users").get("users") or []
+    check([u.get("email") for u in given] == ["dana@example.com"], "the API lists %r" % given)
+    user_row.get_by_test_id("user-remove").click()
+    tid("confirm-ok").click()
+    expect(user_row).to_have_count(0)
     tid("nav-audit").click()
     expect(tid("page-title")).to_have_text("Audit log")
-    for action in ("sign_in", "key.create", "project.limits.set", "key.revoke", "token.create", "token.revoke"):
+    for action in ("sign_in", "key.create", "project.limits.set", "key.revoke", "token.create", "token.revoke",
+                   "user.add", "user.remove"):
         expect(page.locator('[data-testid="audit-row"][data-action="%s"]' % action).first).to_be_visible()
     expect(page.locator('[data-testid="audit-row"][data-action="project.limits.set"][data-outcome="refused"]')).to_have_count(1)
     tid("audit-action").fill("project.limits.set")
@@ -333,7 +348,7 @@ def run(page, tid, shot, base, admin_token, model, route_id):
     done.locator("summary").click()
     expect(done.get_by_test_id("audit-after")).to_contain_text('"dailyBudgetUsd": 5')
     shot("audit.png")
-    step("a viewer token made, refused a change, revoked; the audit log shows each change")
+    step("a viewer token made, refused a change, revoked; a user's role given and taken back; the audit log shows each change")
 
     # 11. Sign out.
     begin("11 sign-out")
