@@ -27,6 +27,7 @@
 pub mod access;
 pub mod auth;
 pub mod cache;
+pub mod causes;
 pub mod cli;
 pub mod clock;
 pub mod config;

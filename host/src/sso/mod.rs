@@ -21,6 +21,7 @@ use openidconnect::{
     ProviderMetadataWithLogout, RedirectUrl, Scope, SignatureVerificationError, TokenResponse,
 };
 
+use crate::causes::with_causes;
 use crate::config::oidc::OidcConfig;
 
 /// How long a discovery document (and its keys) is kept.
@@ -162,7 +163,7 @@ impl Sso {
         let http = move |request| Sso::send(client.clone(), request);
         let metadata = ProviderMetadataWithLogout::discover_async(issuer, &http)
             .await
-            .map_err(|e| SsoError::Provider(error_chain(&e)))?;
+            .map_err(|e| SsoError::Provider(with_causes(&e)))?;
         *self.discovered.lock().unwrap_or_else(|p| p.into_inner()) = Some(Discovered {
             issuer: config.issuer.clone(),
             metadata: metadata.clone(),
@@ -222,7 +223,7 @@ impl Sso {
             .set_pkce_verifier(PkceCodeVerifier::new(pending.verifier.clone()))
             .request_async(&http)
             .await
-            .map_err(|e| SsoError::Refused(error_chain(&e)))?;
+            .map_err(|e| SsoError::Refused(with_causes(&e)))?;
         let token = response
             .id_token()
             .ok_or_else(|| SsoError::Provider("the token response has no ID token".into()))?;
@@ -275,7 +276,7 @@ pub fn verify(
         ClaimsVerificationError::SignatureVerification(
             SignatureVerificationError::NoMatchingKey,
         ) => SsoError::Token(NO_MATCHING_KEY.into()),
-        other => SsoError::Token(error_chain(&other)),
+        other => SsoError::Token(with_causes(&other)),
     })?;
     // The claims the core types do not keep (the groups) from the payload whose signature was
     // just verified.
@@ -317,18 +318,6 @@ fn client_secret(config: &OidcConfig) -> Result<Option<String>, SsoError> {
             "client_secret_env names {name}, which is not set"
         ))),
     }
-}
-
-/// An error with its causes, as one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

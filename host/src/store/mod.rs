@@ -675,15 +675,10 @@ impl Store {
     pub async fn admin_tokens(&self) -> Result<Vec<AdminToken>, StoreError> {
         let all = sql::statement(&sql::ADMIN_TOKENS, self.dialect(), Vec::new());
         let rows = self.admin_token_rows(all).await?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|row| {
-                row.inspect_err(|message| {
-                    tracing::warn!("an admin token in the database opens nothing: {message}");
-                })
-                .ok()
-            })
-            .collect())
+        Ok(readable(
+            rows,
+            "an admin token in the database opens nothing",
+        ))
     }
 
     async fn admin_token_rows(
@@ -777,15 +772,10 @@ impl Store {
             }
             Backend::Postgres(db) => db.rows(query, rows::user_grant).await?,
         };
-        Ok(rows
-            .into_iter()
-            .filter_map(|row| {
-                row.inspect_err(|message| {
-                    tracing::warn!("a user's role in the database holds nothing: {message}")
-                })
-                .ok()
-            })
-            .collect())
+        Ok(readable(
+            rows,
+            "a user's role in the database holds nothing",
+        ))
     }
 
     /// Appends `event` to the audit log.
@@ -851,6 +841,17 @@ impl Store {
             Backend::Postgres(_) => sql::Dialect::Postgres,
         }
     }
+}
+
+/// The rows whose stored role the gateway knows; each other one is left out with a warning
+/// that says `why` and its role.
+fn readable<T>(rows: Vec<Result<T, String>>, why: &str) -> Vec<T> {
+    rows.into_iter()
+        .filter_map(|row| {
+            row.inspect_err(|message| tracing::warn!("{why}: {message}"))
+                .ok()
+        })
+        .collect()
 }
 
 /// A token used again within this is not written again ([`Store::use_admin_token`]).

@@ -63,13 +63,19 @@ pub(super) fn project<R: StoredRow + ?Sized>(row: &R) -> Result<Project, R::Erro
     })
 }
 
+/// The role a row stores (a token's, a user's), or why it is none the gateway knows (written by
+/// hand): such a row holds nothing.
+fn stored_grant(role: &str, project: Option<&str>) -> Result<Grant, String> {
+    Role::parse(role).and_then(|role| Grant::new(role, project))
+}
+
 /// A row of [`super::sql::ADMIN_TOKENS`] or [`super::sql::FIND_ADMIN_TOKEN`]; the inner error
 /// when its role (written by hand) is none the gateway knows: such a token opens nothing.
 pub(super) fn admin_token<R: StoredRow + ?Sized>(
     row: &R,
 ) -> Result<Result<AdminToken, String>, R::Error> {
     let (role, project) = (row.text(2)?, row.optional_text(3)?);
-    let grant = match Role::parse(&role).and_then(|role| Grant::new(role, project.as_deref())) {
+    let grant = match stored_grant(&role, project.as_deref()) {
         Ok(grant) => grant,
         Err(message) => return Ok(Err(message)),
     };
@@ -91,7 +97,7 @@ pub(super) fn user_grant<R: StoredRow + ?Sized>(
 ) -> Result<Result<UserGrant, String>, R::Error> {
     let (role, project) = (row.text(1)?, row.text(2)?);
     let project = Some(project.as_str()).filter(|p| !p.is_empty());
-    let grant = match Role::parse(&role).and_then(|role| Grant::new(role, project)) {
+    let grant = match stored_grant(&role, project) {
         Ok(grant) => grant,
         Err(message) => return Ok(Err(message)),
     };

@@ -81,14 +81,7 @@ impl Link {
 /// reqwest's error with its cause: "error sending request" alone does not say
 /// "connection refused".
 pub fn describe(error: &reqwest::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
+    crate::causes::with_causes(error)
 }
 
 /// Server-Sent Events cut from a byte stream: each event's `data` lines joined.

@@ -151,19 +151,7 @@ pub(super) async fn connection(pool: &Pool) -> Result<deadpool_postgres::Object,
             "no connection within {}s (is the server up and reachable?)",
             POOL_TIMEOUT.as_secs()
         )),
-        PoolError::Backend(e) => StoreError::Pool(error_chain(&e)),
+        PoolError::Backend(e) => StoreError::Pool(crate::causes::with_causes(&e)),
         other => StoreError::Pool(other.to_string()),
     })
-}
-
-/// An error and its causes ("error connecting to server: Connection refused").
-pub(in crate::store) fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }

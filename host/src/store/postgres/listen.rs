@@ -8,7 +8,8 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls};
 
-use super::connect::{Tls, error_chain};
+use super::connect::Tls;
+use crate::causes::with_causes;
 use crate::store::StoreError;
 use crate::store::key_cache::Changes;
 
@@ -68,7 +69,7 @@ pub(super) async fn listen(mut config: Config, tls: Tls, changes: Arc<Changes>) 
         if !outage_logged {
             let why = match &ended {
                 Ok(()) => "the connection was closed".to_owned(),
-                Err(e) => error_chain(e),
+                Err(e) => with_causes(e),
             };
             tracing::warn!(
                 "PostgreSQL change notifications are not received ({why}); until they are, \

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio_postgres::{Client, Config, NoTls};
 use uuid::Uuid;
 
-use crate::store::postgres::connect::error_chain;
+use crate::causes::with_causes;
 
 const DEFAULT_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
@@ -33,7 +33,7 @@ impl TestDb {
             Err(e) => {
                 eprintln!(
                     "\n*** SKIPPED: no PostgreSQL at {admin_url} ({}) ***\n",
-                    error_chain(&e)
+                    with_causes(&e)
                 );
                 return None;
             }
