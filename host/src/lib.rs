@@ -15,8 +15,8 @@
 //! [`config`] (the TOML file, checked as it is read), [`cli`] and [`reports`] (its usage
 //! reports and record exports). Leaves: [`inflight`] (the bodies in flight), [`redis_link`],
 //! [`dir_watch`] (debounced directory watching, behind the hot reloads), [`worker`] (which
-//! serving thread runs the code), [`clock`], [`keys`] (what keys are made of), [`glob`] and
-//! [`encoding`]. Beside the model flow, [`mcp`] serves agents' tool calls (`POST /mcp`) from
+//! serving thread runs the code), [`clock`], [`keys`] (what keys are made of), [`glob`],
+//! [`encoding`] and [`allocator`] (the process's allocator). Beside the model flow, [`mcp`] serves agents' tool calls (`POST /mcp`) from
 //! the MCP servers [`tools`] is the client of. ARCHITECTURE.md has the map and the rules.
 
 // No `unwrap()` or `expect()` outside tests (ARCHITECTURE.md's rule for the request path, held
@@ -25,6 +25,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod access;
+pub mod allocator;
 pub mod auth;
 pub mod cache;
 pub mod causes;

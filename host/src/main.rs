@@ -1,3 +1,4 @@
 fn main() -> std::process::ExitCode {
+    gateway::allocator::configure();
     gateway::cli::run()
 }

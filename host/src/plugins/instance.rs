@@ -60,6 +60,27 @@ pub(super) struct Instance {
 }
 
 impl Instance {
+    /// [`Instance::settle`]s the call, then ends the instance.
+    pub(super) fn finish<T>(
+        self,
+        plugin: &Plugin,
+        ctx: &CallContext,
+        result: wit::CallResult<T>,
+    ) -> Result<T, PluginError> {
+        let outcome = self.settle(plugin, ctx, result);
+        self.retire();
+        outcome
+    }
+
+    /// Ends the instance once the task that ran it yields, rather than now: giving its slot
+    /// back resets the pages it wrote (tens of µs), which on a worker's runtime then happens
+    /// after the answer is written, not before it (BENCHMARKS.md, issue 52).
+    fn retire(self) {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { drop(self) });
+        }
+    }
+
     /// The call's outcome in host types: its value, the plugin's own error,
     /// or how the instance failed.
     pub(super) fn settle<T>(

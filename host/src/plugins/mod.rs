@@ -242,7 +242,7 @@ impl PluginRuntime {
                 &plugin.name,
             )
             .await;
-        instance.settle(plugin, ctx, result)
+        instance.finish(plugin, ctx, result)
     }
 
     /// Streams partial results into `sink` as the plugin produces them. When
@@ -261,7 +261,7 @@ impl PluginRuntime {
             .exports
             .call_complete(instance.store.as_context_mut(), request, true, &plugin.name)
             .await;
-        instance.settle(plugin, ctx, result)
+        instance.finish(plugin, ctx, result)
     }
 
     pub async fn embed(
@@ -275,7 +275,7 @@ impl PluginRuntime {
             .exports
             .call_embed(instance.store.as_context_mut(), request)
             .await;
-        instance.settle(plugin, ctx, result)
+        instance.finish(plugin, ctx, result)
     }
 
     /// How many tokens `request`'s prompt takes, as the plugin (or its provider) counts them;
@@ -291,7 +291,7 @@ impl PluginRuntime {
             .exports
             .call_count_tokens(instance.store.as_context_mut(), request)
             .await;
-        instance.settle(plugin, ctx, result)
+        instance.finish(plugin, ctx, result)
     }
 
     /// `request`'s documents ordered by their relevance to its query.
@@ -306,7 +306,7 @@ impl PluginRuntime {
             .exports
             .call_rerank(instance.store.as_context_mut(), request, &plugin.name)
             .await;
-        instance.settle(plugin, ctx, result)
+        instance.finish(plugin, ctx, result)
     }
 
     /// Images made from `request`'s prompt.
@@ -321,7 +321,7 @@ impl PluginRuntime {
             .exports
             .call_generate_images(instance.store.as_context_mut(), request, &plugin.name)
             .await;
-        instance.settle(plugin, ctx, result)
+        instance.finish(plugin, ctx, result)
     }
 
     /// `request`'s audio written down.
@@ -336,7 +336,7 @@ impl PluginRuntime {
             .exports
             .call_transcribe(instance.store.as_context_mut(), request, &plugin.name)
             .await;
-        instance.settle(plugin, ctx, result)
+        instance.finish(plugin, ctx, result)
     }
 
     /// `request`'s text spoken: its audio goes into `audio` as the plugin sends it. When the
@@ -355,7 +355,7 @@ impl PluginRuntime {
             .exports
             .call_speak(instance.store.as_context_mut(), request, &plugin.name)
             .await;
-        instance.settle(plugin, ctx, result)
+        instance.finish(plugin, ctx, result)
     }
 
     /// A tool plugin's tools, from a fresh instance; the outer error is the instance's,
@@ -371,7 +371,7 @@ impl PluginRuntime {
             .exports
             .list_tools(instance.store.as_context_mut(), context)
             .await;
-        instance.settle(plugin, ctx, result.map(Ok))
+        instance.finish(plugin, ctx, result.map(Ok))
     }
 
     /// Calls a tool plugin's tool `name` with `arguments` (a JSON object's text) in a fresh
@@ -389,7 +389,7 @@ impl PluginRuntime {
             .exports
             .call_tool(instance.store.as_context_mut(), name, arguments, context)
             .await;
-        instance.settle(plugin, ctx, result.map(Ok))
+        instance.finish(plugin, ctx, result.map(Ok))
     }
 
     /// An instance of guard `plugin` for one request: it checks the request and, kept

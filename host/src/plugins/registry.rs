@@ -16,7 +16,7 @@ use super::instance::new_store;
 use super::plugin::Plugin;
 use super::stats::StatsByPlugin;
 use super::wit::{VersionError, WorldKind, wit_version};
-use super::{CallContext, PluginRuntime, trim};
+use super::{CallContext, PluginRuntime};
 
 /// Why a plugin file was not loaded (the previous version, if any, keeps serving).
 #[derive(Debug, thiserror::Error)]
@@ -287,7 +287,7 @@ impl PluginRuntime {
             }
         }
         // Compiling leaves tens of MiB of freed heap behind.
-        trim::release_heap();
+        crate::allocator::release_heap();
         (loaded, rejected)
     }
 

@@ -2,8 +2,8 @@
 //!
 //! Two things keep a burst's memory after it ends: the instance pool (every
 //! slot an instance ran in keeps the pages it wrote, see
-//! [`PluginRuntime::recycle`]) and glibc's malloc, which keeps freed heap in
-//! its arenas. Once no plugin instance has run for a moment, both are handed
+//! [`PluginRuntime::recycle`]) and the allocator, which keeps freed pages
+//! in its heaps. Once no plugin instance has run for a moment, both are handed
 //! back: a gateway's idle memory should not be the peak of its busiest minute.
 //! A burst of connections that never reach a plugin (slow or refused clients,
 //! whose bodies were buffered) counts as a burst too.
@@ -52,16 +52,7 @@ pub fn spawn(runtime: Weak<PluginRuntime>) {
                     Err(e) => tracing::warn!("could not renew the plugin pool: {e}"),
                 }
             }
-            release_heap();
+            crate::allocator::release_heap();
         }
     });
-}
-
-/// Returns the free pages of malloc's arenas to the system.
-pub fn release_heap() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks glibc's own arenas under their locks.
-    unsafe {
-        libc::malloc_trim(0);
-    }
 }
