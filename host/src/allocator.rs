@@ -6,26 +6,33 @@
 //! answers ~19% more requests a second on the same cores (BENCHMARKS.md, issue 52). Declared in
 //! the library, not in `main.rs`, so that the tests run on the allocator the gateway ships with.
 //!
-//! mimalloc's default commits a whole arena when it reserves one, which left the gateway
-//! holding ~20% more memory than on glibc's malloc with 1000 streams open and twice as much
-//! after a burst; committing pages as they are used ([`configure`]) brings it back within a
-//! few percent, for part of what the allocator gained at concurrency 1 (BENCHMARKS.md). The operator's
-//! `MIMALLOC_ARENA_EAGER_COMMIT` (and every other `MIMALLOC_*` variable) still applies.
+//! mimalloc's defaults keep more memory than glibc's malloc did: it commits a whole arena when
+//! it reserves one, and hands a freed page back a second later, and only once the thread that
+//! freed it allocates again. With 1000 streams open that was ~20% more memory, twice as much
+//! idle and after a burst, and a large request in flight held its body's reallocated buffers
+//! twice. [`configure`] commits pages as they are used and purges freed ones at once, which
+//! brings those back within a few percent of glibc's figures for ~2-3% of the CPU it saved
+//! (BENCHMARKS.md). The operator's `MIMALLOC_*` variables still apply.
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// mimalloc 3's number for its `arena_eager_commit` option (`mi_option_e` in its
-/// `mimalloc.h`), which `libmimalloc-sys` does not name; the crate is pinned to the version it
-/// was read from.
+/// mimalloc 3's numbers for two of its options (`mi_option_e` in its `mimalloc.h`), which
+/// `libmimalloc-sys` does not name; the crate is pinned to the version they were read from.
 const ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
+const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// Sets the allocator's options for a long-running server, unless the environment sets them.
 /// Call first thing in `main`, before other threads start.
 pub fn configure() {
-    if std::env::var_os("MIMALLOC_ARENA_EAGER_COMMIT").is_none() {
+    set_unless_given(ARENA_EAGER_COMMIT, "MIMALLOC_ARENA_EAGER_COMMIT", 0);
+    set_unless_given(PURGE_DELAY, "MIMALLOC_PURGE_DELAY", 0);
+}
+
+fn set_unless_given(option: libmimalloc_sys::mi_option_t, env: &str, value: i32) {
+    if std::env::var_os(env).is_none() {
         // SAFETY: sets one of mimalloc's own options, which it reads atomically.
-        unsafe { libmimalloc_sys::mi_option_set(ARENA_EAGER_COMMIT, 0) };
+        unsafe { libmimalloc_sys::mi_option_set(option, value.into()) };
     }
 }
 

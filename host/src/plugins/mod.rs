@@ -202,11 +202,20 @@ impl PluginRuntime {
         sink: Option<Sink>,
     ) -> Result<Instance, PluginError> {
         // The semaphore is never closed: no permit left is the only failure.
-        let slot = self
-            .request_slots
-            .clone()
-            .try_acquire_owned()
-            .map_err(|_| PluginError::Busy(self.max_instances()))?;
+        let slot = match self.request_slots.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => {
+                // An instance that ended a moment ago gives its slot back once the task that
+                // ran it yields (`Instance::retire`), e.g. this request's own provider call
+                // before its guard checks the answer in a fresh instance: let it, then look
+                // again.
+                tokio::task::yield_now().await;
+                self.request_slots
+                    .clone()
+                    .try_acquire_owned()
+                    .map_err(|_| PluginError::Busy(self.max_instances()))?
+            }
+        };
         self.instances_started.fetch_add(1, Ordering::Relaxed);
         let serving = plugin.stats.serving();
         let mut store = new_store(&plugin.engine, &plugin.name, ctx, sink, &self.kv);
