@@ -16,7 +16,8 @@
 //! reports and record exports). Leaves: [`inflight`] (the bodies in flight), [`redis_link`],
 //! [`dir_watch`] (debounced directory watching, behind the hot reloads), [`worker`] (which
 //! serving thread runs the code), [`clock`], [`keys`] (what keys are made of), [`glob`],
-//! [`encoding`] and [`allocator`] (the process's allocator). Beside the model flow, [`mcp`] serves agents' tool calls (`POST /mcp`) from
+//! [`encoding`] and [`allocator`] (the process's allocator). Beside the model flow, [`mcp`]
+//! serves agents' tool calls (`POST /mcp`) from
 //! the MCP servers [`tools`] is the client of. ARCHITECTURE.md has the map and the rules.
 
 // No `unwrap()` or `expect()` outside tests (ARCHITECTURE.md's rule for the request path, held
