@@ -389,6 +389,7 @@ struct Snapshot {
     cache_bytes: u64,
     writer: WriterState,
     instances: Vec<([String; 1], i64)>,
+    instances_ready: Vec<([String; 1], i64)>,
     reloads: Vec<([String; 2], u64)>,
     traps: Vec<([String; 2], u64)>,
 }
@@ -588,6 +589,10 @@ impl Snapshot {
             self.instances.push((
                 [plugin.clone()],
                 i64::try_from(counts.active).unwrap_or(i64::MAX),
+            ));
+            self.instances_ready.push((
+                [plugin.clone()],
+                i64::try_from(counts.ready).unwrap_or(i64::MAX),
             ));
             for (result, count) in [("success", counts.loaded), ("error", counts.rejected)] {
                 self.reloads
@@ -831,6 +836,17 @@ impl Collector for Snapshot {
         )?;
         for (values, count) in &self.instances {
             instances
+                .encode_family(&labels(["plugin"], values))?
+                .encode_gauge(count)?;
+        }
+        let mut ready = encoder.encode_descriptor(
+            "gateway_plugin_instances_ready",
+            "Plugin instances made ahead of calls, waiting for one (plugins slow to instantiate).",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (values, count) in &self.instances_ready {
+            ready
                 .encode_family(&labels(["plugin"], values))?
                 .encode_gauge(count)?;
         }

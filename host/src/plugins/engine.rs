@@ -81,7 +81,9 @@ pub(super) struct Pool {
 impl Pool {
     /// A pool with room for `max_instances` request instances (and the load slots).
     fn new(max_instances: u32) -> Result<Pool, EngineError> {
-        let slots = max_instances.saturating_add(LOAD_SLOTS);
+        let slots = max_instances
+            .saturating_add(LOAD_SLOTS)
+            .saturating_add(super::prepared::MAX_PREPARED.min(max_instances));
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(slots)
             .total_memories(slots)
@@ -151,6 +153,7 @@ impl Pool {
             wit_version: plugin.wit_version.clone(),
             loaded_at_ms: plugin.loaded_at_ms,
             info: plugin.info.clone(),
+            prepared: plugin.prepared.moved(&linked, &self.engine),
             linked,
             engine: self.engine.clone(),
             stats: plugin.stats.clone(),
@@ -246,11 +249,14 @@ impl PluginRuntime {
         Ok(())
     }
 
-    /// Instances running now, and pool slots that ran one and keep its pages.
+    /// Instances running now (not those made ahead of calls), and pool slots that ran one
+    /// and keep its pages.
     pub fn pool_usage(&self) -> (u64, u32) {
         match self.engines.current().engine.pooling_allocator_metrics() {
             Some(metrics) => (
-                metrics.component_instances(),
+                metrics
+                    .component_instances()
+                    .saturating_sub(u64::from(self.preparer.ready())),
                 metrics.unused_warm_memories(),
             ),
             None => (0, 0),

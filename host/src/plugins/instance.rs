@@ -6,7 +6,6 @@ use std::sync::Arc;
 use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::{AsContextMut, Engine, Store};
 
-use super::engine::EPOCH_TICK;
 use super::failure::Failure;
 use super::imports::{PluginState, Sink};
 use super::plugin::Plugin;
@@ -22,8 +21,6 @@ pub(super) fn new_store(
     sink: Option<Sink>,
     kv: &Arc<super::kv::Kv>,
 ) -> Store<PluginState> {
-    let cpu_budget_ticks =
-        (ctx.sandbox.limits.cpu_time.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64;
     let state = PluginState::new(ctx, sink, plugin.clone(), kv.clone());
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.limiter);
@@ -31,10 +28,10 @@ pub(super) fn new_store(
     // call does not fire the callback), and yield so one busy plugin
     // cannot hold an async worker.
     store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(move |mut ctx| {
+    store.epoch_deadline_callback(|mut ctx| {
         let state = ctx.data_mut();
         state.cpu_ticks += 1;
-        if state.cpu_ticks > cpu_budget_ticks {
+        if state.cpu_ticks > state.cpu_budget_ticks {
             Ok(wasmtime::UpdateDeadline::Interrupt)
         } else {
             // tokio's own yield puts the task behind the others waiting;

@@ -12,7 +12,8 @@
 //! connections). The WIT bindings stay behind `wit`: everything else,
 //! here and in the rest of the host, uses the host's own [`types`].
 //! [`hot_reload`] follows the plugins directory; [`trim`] gives memory back
-//! after a burst.
+//! after a burst. A plugin slow to instantiate (a Python one) has its instances made
+//! ahead of the calls that take them, each still used once (`prepared`).
 
 mod cache;
 mod engine;
@@ -23,6 +24,7 @@ mod instance;
 mod kv;
 mod plugin;
 mod policy;
+mod prepared;
 mod registry;
 mod sandbox;
 mod stats;
@@ -84,6 +86,8 @@ pub enum RuntimeError {
     Engine(#[from] EngineError),
     #[error("the load-time sandbox: {0}")]
     Sandbox(#[from] SandboxError),
+    #[error(transparent)]
+    Preparer(#[from] prepared::PreparerError),
 }
 
 /// Where and how a call runs: the request's identity and the route's sandbox.
@@ -145,6 +149,8 @@ pub struct PluginRuntime {
     request_slots: Arc<Semaphore>,
     /// What plugins keep between requests, per route and plugin.
     kv: Arc<kv::Kv>,
+    /// Makes instances of slow-to-instantiate plugins ahead of their calls.
+    preparer: prepared::Preparer,
 }
 
 impl PluginRuntime {
@@ -162,6 +168,7 @@ impl PluginRuntime {
         max_instances: u32,
     ) -> Result<PluginRuntime, RuntimeError> {
         let engines = Engines::start(max_instances)?;
+        let kv = Arc::<kv::Kv>::default();
         Ok(PluginRuntime {
             cache: cache_dir.map(|dir| cache::CompiledCache::new(dir, &engines.current().engine)),
             engines,
@@ -169,7 +176,11 @@ impl PluginRuntime {
             offline: Arc::new(Sandbox::offline()?),
             instances_started: AtomicU64::new(0),
             request_slots: Arc::new(Semaphore::new(max_instances as usize)),
-            kv: Arc::default(),
+            preparer: prepared::Preparer::start(
+                prepared::MAX_PREPARED.min(max_instances),
+                kv.clone(),
+            )?,
+            kv,
         })
     }
 
@@ -195,6 +206,14 @@ impl PluginRuntime {
         self.request_slots.available_permits() as u64 * 2 >= u64::from(self.max_instances())
     }
 
+    /// Drops the instances made ahead of calls: a quiet gateway keeps no memory it does not
+    /// need, and the next call makes them again.
+    pub fn drop_prepared(&self) {
+        for plugin in self.registry.serving() {
+            plugin.prepared.clear();
+        }
+    }
+
     async fn instantiate(
         &self,
         plugin: &Plugin,
@@ -218,7 +237,32 @@ impl PluginRuntime {
         };
         self.instances_started.fetch_add(1, Ordering::Relaxed);
         let serving = plugin.stats.serving();
+        let ready = plugin.prepared.take();
+        self.preparer.refill(&plugin.prepared);
+        if let Some(ready) = ready {
+            let prepared::Ready {
+                mut store,
+                exports,
+                held,
+            } = ready;
+            // Its pool slot is the call's now, counted by `slot`.
+            drop(held);
+            if store.data().fits(ctx) {
+                store.data_mut().bind(ctx, sink);
+                store.set_epoch_deadline(1);
+                return Ok(Instance {
+                    _serving: serving,
+                    store,
+                    exports,
+                    _slot: slot,
+                });
+            }
+            // Its memory is already more than this route allows: made for the call, the
+            // instance fails (or not) by the route's own limit.
+            drop(store);
+        }
         let mut store = new_store(&plugin.engine, &plugin.name, ctx, sink, &self.kv);
+        let started = std::time::Instant::now();
         let exports = match plugin.linked.instantiate(&mut store).await {
             Ok(exports) => exports,
             Err(e) => {
@@ -227,6 +271,7 @@ impl PluginRuntime {
                 return Err(PluginError::Unavailable(failure));
             }
         };
+        plugin.prepared.timed(started.elapsed());
         Ok(Instance {
             _serving: serving,
             store,

@@ -23,6 +23,8 @@ pub struct Plugin {
     pub(super) linked: Linked,
     /// The engine (and instance pool) `linked` belongs to.
     pub(super) engine: Engine,
+    /// Its instances made ahead of calls, when instantiating it is slow.
+    pub(super) prepared: Arc<super::prepared::Prepared>,
     /// The metrics' counters of this plugin's name (shared by its versions).
     pub(super) stats: Arc<PluginStats>,
 }

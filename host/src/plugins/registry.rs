@@ -420,6 +420,12 @@ impl PluginRuntime {
             wit_version,
             loaded_at_ms: crate::clock::now_ms(),
             info,
+            prepared: super::prepared::Prepared::new(
+                &linked,
+                &pool.engine,
+                name,
+                &self.registry.stats.of(name),
+            ),
             linked,
             engine: pool.engine.clone(),
             stats: self.registry.stats.of(name),

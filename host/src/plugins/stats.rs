@@ -46,6 +46,7 @@ impl TrapKind {
 #[derive(Debug, Default)]
 pub(super) struct PluginStats {
     active: AtomicI64,
+    ready: AtomicI64,
     loaded: AtomicU64,
     rejected: AtomicU64,
     traps: [AtomicU64; 3],
@@ -56,6 +57,12 @@ impl PluginStats {
     pub(super) fn serving(self: &Arc<Self>) -> Serving {
         self.active.fetch_add(1, Ordering::Relaxed);
         Serving(self.clone())
+    }
+
+    /// Counts an instance made ahead of calls until the returned guard drops.
+    pub(super) fn ready(self: &Arc<Self>) -> ReadyCount {
+        self.ready.fetch_add(1, Ordering::Relaxed);
+        ReadyCount(self.clone())
     }
 
     pub(super) fn crashed(&self, failure: &Failure) {
@@ -70,6 +77,15 @@ pub(super) struct Serving(Arc<PluginStats>);
 impl Drop for Serving {
     fn drop(&mut self) {
         self.0.active.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// An instance counted as ready while this lives.
+pub(super) struct ReadyCount(Arc<PluginStats>);
+
+impl Drop for ReadyCount {
+    fn drop(&mut self) {
+        self.0.ready.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -99,6 +115,7 @@ impl StatsByPlugin {
             .map(|(name, stats)| PluginCounts {
                 plugin: name.to_string(),
                 active: u64::try_from(stats.active.load(Ordering::Relaxed)).unwrap_or(0),
+                ready: u64::try_from(stats.ready.load(Ordering::Relaxed)).unwrap_or(0),
                 loaded: stats.loaded.load(Ordering::Relaxed),
                 rejected: stats.rejected.load(Ordering::Relaxed),
                 traps: std::array::from_fn(|i| stats.traps[i].load(Ordering::Relaxed)),
@@ -116,6 +133,8 @@ pub struct PluginCounts {
     pub plugin: String,
     /// Instances serving calls now.
     pub active: u64,
+    /// Instances made ahead of calls, waiting for one.
+    pub ready: u64,
     /// Loads of its file that made it serve (at start and on each change).
     pub loaded: u64,
     /// Loads of its file that were refused (the previous version, if any, kept serving).
@@ -135,6 +154,7 @@ mod tests {
         let plugin = stats.of(&name);
         let first = plugin.serving();
         let second = plugin.serving();
+        let ready = plugin.ready();
         drop(first);
         stats.loaded(&name, true);
         stats.loaded(&name, false);
@@ -151,13 +171,16 @@ mod tests {
             vec![PluginCounts {
                 plugin: "openai".into(),
                 active: 1,
+                ready: 1,
                 loaded: 1,
                 rejected: 1,
                 traps: [1, 1, 2],
             }]
         );
         drop(second);
+        drop(ready);
         assert_eq!(stats.snapshot()[0].active, 0);
+        assert_eq!(stats.snapshot()[0].ready, 0);
         // A reload of the same name keeps counting on the same counters.
         assert!(Arc::ptr_eq(&stats.of(&Arc::from("openai")), &plugin));
     }

@@ -52,6 +52,7 @@ pub fn spawn(runtime: Weak<PluginRuntime>) {
                     Err(e) => tracing::warn!("could not renew the plugin pool: {e}"),
                 }
             }
+            runtime.drop_prepared();
             crate::allocator::release_heap();
         }
     });

@@ -471,6 +471,85 @@ fn python_unbounded_allocation_hits_the_memory_limit() {
     assert_still_serving(&gw, true);
 }
 
+/// Python's instantiation is slow (its start functions fill the interpreter's tables), so
+/// after a few calls the gateway makes its instances ahead of the calls that take them: each
+/// call still has an instance of its own, its stdout is logged with its own invocation id, and
+/// the route's memory limit and CPU budget bind it as they bind an instance made for it.
+#[test]
+fn python_instances_made_ahead_serve_one_call_each() {
+    let upstream =
+        OpenAiUpstream::each_call(Reply::openai_answer(MODEL, "still here", usage(1, 2)));
+    let gw = hostile_gateway(&upstream, 64);
+    let ready = || {
+        gateway_test_support::scrape::value(
+            &gateway_test_support::scrape::scrape(&gw, None),
+            "gateway_plugin_instances_ready",
+            &[("plugin", HOSTILE)],
+        )
+    };
+    let count = |marker: &str| {
+        let answer = assert_ok(&gw.post(
+            "/completions",
+            &text_request(&gw.project_id, "hostile", "count", marker),
+        ));
+        assert_eq!(
+            answer["choices"][0]["text"],
+            json!("calls 1"),
+            "an instance served two calls: {answer}"
+        );
+        answer["invocationId"]
+            .as_str()
+            .expect("invocationId")
+            .to_owned()
+    };
+    let mut served = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while ready() < 1.0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no instance made ahead after {} calls; the log:\n{}",
+            served.len(),
+            gw.logs()
+        );
+        let marker = unique("ahead");
+        served.push((count(&marker), marker));
+    }
+    gw.wait_for_log("instances are made ahead of calls", 1);
+    // Served by instances made ahead now.
+    for _ in 0..4 {
+        let marker = unique("ahead");
+        served.push((count(&marker), marker));
+    }
+    for (id, marker) in &served {
+        let printed = format!("python-hostile count: {marker} 1");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !gw
+            .logs()
+            .lines()
+            .any(|line| line.contains(&printed) && line.contains(id.as_str()))
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no log line with {printed:?} and {id}; the log:\n{}",
+                gw.logs()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+    // The route's limits, not those the instance was made with.
+    let response = gw.post(
+        "/completions",
+        &text_request(&gw.project_id, "hostile", "memory", "hi"),
+    );
+    expect_502(&gw, &response, "memory");
+    let response = gw.post(
+        "/completions",
+        &text_request(&gw.project_id, "hostile", "loop", "hi"),
+    );
+    expect_502(&gw, &response, "CPU");
+    assert_still_serving(&gw, true);
+}
+
 #[test]
 fn python_request_to_another_host_is_refused() {
     let upstream =

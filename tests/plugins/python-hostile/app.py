@@ -11,6 +11,7 @@ The request's model picks the attack:
 | `forbidden` | sends `GET` to `providerConfig.params.url` (default `http://127.0.0.1:1/`), a host the route does not allow; answers `reached URL: HTTP STATUS` if the gateway let it through |
 | `raise`     | a bug: looks up a missing key, so a `KeyError` quoting the prompt escapes the plugin |
 | `refuse`    | refuses the request as invalid (`ProviderError.invalid_request`), a deliberate 400 |
+| `count`     | prints `python-hostile count: PROMPT N` and answers `calls N`: N is how many calls its instance has served, 1 while each call has an instance of its own |
 | any other   | answers `ok` |
 """
 
@@ -24,8 +25,10 @@ from gateway_plugin.provider import (
     types,
 )
 
-MODELS = ["loop", "memory", "forbidden", "raise", "refuse", "ok"]
+MODELS = ["loop", "memory", "forbidden", "raise", "refuse", "count", "ok"]
 DEFAULT_FORBIDDEN_URL = "http://127.0.0.1:1/"
+# Calls this instance has served (`count`).
+CALLS = 0
 
 
 def spin() -> None:
@@ -64,6 +67,14 @@ class Hostile:
         return types.PluginInfo("python-hostile", "0.1.0", models)
 
     def complete(self, call: Call):
+        if call.model == "count":
+            global CALLS
+            CALLS += 1
+            print(f"python-hostile count: {call.text} {CALLS}")
+            answer = Answer(call.model)
+            answer.text(0, f"calls {CALLS}")
+            answer.finish_reason(0, "stop")
+            return answer.finish()
         if call.model == "loop":
             spin()
         if call.model == "memory":

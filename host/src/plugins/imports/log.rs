@@ -61,18 +61,27 @@ impl log::Host for PluginState {
     }
 }
 
+/// The call an instance's stdout and stderr write for: set when the instance is made, or
+/// when a call takes an instance made ahead of it.
+pub(super) struct Caller(std::sync::Mutex<(Uuid, Secrets)>);
+
+impl Caller {
+    pub(super) fn new(invocation_id: Uuid, secrets: Secrets) -> Caller {
+        Caller(std::sync::Mutex::new((invocation_id, secrets)))
+    }
+
+    pub(super) fn set(&self, invocation_id: Uuid, secrets: Secrets) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = (invocation_id, secrets);
+    }
+}
+
 /// An instance's stdout and stderr, sharing one byte budget.
-pub(super) fn stdio(
-    invocation_id: Uuid,
-    plugin: &Arc<str>,
-    secrets: &Secrets,
-) -> (LogStream, LogStream) {
+pub(super) fn stdio(caller: &Arc<Caller>, plugin: &Arc<str>) -> (LogStream, LogStream) {
     let budget = Arc::new(AtomicUsize::new(MAX_STDIO_BYTES));
     let stream = |stream| LogStream {
         line: Arc::new(LineBuffer {
-            invocation_id,
+            caller: caller.clone(),
             plugin: plugin.clone(),
-            secrets: secrets.clone(),
             stream,
             pending: std::sync::Mutex::new(Vec::new()),
         }),
@@ -93,9 +102,8 @@ pub(super) struct LogStream {
 /// the stream (Rust's unbuffered stderr opens one per write), so a line
 /// written in pieces is still logged as one.
 struct LineBuffer {
-    invocation_id: Uuid,
+    caller: Arc<Caller>,
     plugin: Arc<str>,
-    secrets: Secrets,
     stream: &'static str,
     pending: std::sync::Mutex<Vec<u8>>,
 }
@@ -115,9 +123,11 @@ impl LineBuffer {
 
     fn emit(&self, pending: &mut Vec<u8>) {
         let text = String::from_utf8_lossy(pending);
-        let text = self.secrets.redact(text.trim_end());
+        let caller = self.caller.0.lock().unwrap_or_else(|p| p.into_inner());
+        let (invocation_id, secrets) = (&caller.0, &caller.1);
+        let text = secrets.redact(text.trim_end());
         if !text.is_empty() {
-            tracing::info!(target: "plugin", invocation_id = %self.invocation_id,
+            tracing::info!(target: "plugin", invocation_id = %invocation_id,
                 plugin = %self.plugin, stream = self.stream, "{text}");
         }
         pending.clear();

@@ -37,7 +37,12 @@ pub struct PluginState {
     pub(super) plugin: Arc<str>,
     /// Epoch ticks spent running plugin code (not waiting on host calls).
     pub(super) cpu_ticks: u64,
+    /// The ticks the call may spend: the route's CPU budget.
+    pub(super) cpu_budget_ticks: u64,
     secrets: Secrets,
+    /// Who stdout's and stderr's lines are logged for (an instance made ahead learns it
+    /// when a call takes it).
+    stdio_caller: Arc<log::Caller>,
     trace: Arc<UpstreamTrace>,
     /// Added to every upstream request of the call.
     trace_headers: Option<crate::plugins::TraceHeaders>,
@@ -56,7 +61,8 @@ impl PluginState {
         kv: Arc<Kv>,
     ) -> PluginState {
         let (invocation_id, secrets) = (ctx.invocation_id, ctx.secrets.clone());
-        let (stdout, stderr) = log::stdio(invocation_id, &plugin, &secrets);
+        let stdio_caller = Arc::new(log::Caller::new(invocation_id, secrets.clone()));
+        let (stdout, stderr) = log::stdio(&stdio_caller, &plugin);
         // No arguments, environment, preopened directories or sockets: the
         // HTTP import is the only way out. Output goes to the log.
         let wasi = WasiCtx::builder().stdout(stdout).stderr(stderr).build();
@@ -70,7 +76,9 @@ impl PluginState {
             invocation_id,
             plugin,
             cpu_ticks: 0,
+            cpu_budget_ticks: cpu_budget_ticks(ctx),
             secrets,
+            stdio_caller,
             trace: ctx.trace.clone(),
             trace_headers: ctx.trace_headers.clone(),
             route: ctx.route.clone(),
@@ -78,6 +86,37 @@ impl PluginState {
             kv_space: None,
         }
     }
+
+    /// Whether an instance made ahead (with no call's limits) may serve `ctx`'s call: its
+    /// memory is no larger than the route allows.
+    pub(super) fn fits(&self, ctx: &crate::plugins::CallContext) -> bool {
+        self.limiter.largest <= ctx.sandbox.limits.memory_bytes
+    }
+
+    /// Gives an instance made ahead the call it serves: its route's limits and sandbox,
+    /// the request's identity, keys and trace, and where partial results go. What its
+    /// instantiation consumed of the CPU budget is forgotten; nothing else it did differs
+    /// from an instance made for the call (no host import but WASI's is reached before a
+    /// call).
+    pub(super) fn bind(&mut self, ctx: &crate::plugins::CallContext, sink: Option<Sink>) {
+        self.limiter.limit_to(ctx.sandbox.limits.memory_bytes);
+        self.cpu_ticks = 0;
+        self.cpu_budget_ticks = cpu_budget_ticks(ctx);
+        self.sandbox = ctx.sandbox.clone();
+        self.sink = sink;
+        self.invocation_id = ctx.invocation_id;
+        self.secrets = ctx.secrets.clone();
+        self.stdio_caller
+            .set(ctx.invocation_id, ctx.secrets.clone());
+        self.trace = ctx.trace.clone();
+        self.trace_headers = ctx.trace_headers.clone();
+        self.route = ctx.route.clone();
+    }
+}
+
+/// The route's CPU budget in epoch ticks.
+fn cpu_budget_ticks(ctx: &crate::plugins::CallContext) -> u64 {
+    (ctx.sandbox.limits.cpu_time.as_millis() / super::engine::EPOCH_TICK.as_millis()).max(1) as u64
 }
 
 impl WasiView for PluginState {
@@ -100,6 +139,8 @@ pub(super) struct MemoryLimiter {
     asked: usize,
     /// The size of the first growth refused (or that failed), in bytes.
     refused: Option<usize>,
+    /// The largest memory allowed so far, in bytes.
+    largest: usize,
 }
 
 impl MemoryLimiter {
@@ -111,7 +152,16 @@ impl MemoryLimiter {
                 .build(),
             asked: 0,
             refused: None,
+            largest: 0,
         }
+    }
+
+    /// The route's limit, for an instance made ahead of its call.
+    fn limit_to(&mut self, memory_bytes: usize) {
+        self.limits = StoreLimitsBuilder::new()
+            .memory_size(memory_bytes)
+            .trap_on_grow_failure(true)
+            .build();
     }
 
     /// The memory size the instance was refused, if it was.
@@ -129,7 +179,9 @@ impl ResourceLimiter for MemoryLimiter {
     ) -> wasmtime::Result<bool> {
         self.asked = desired;
         let allowed = self.limits.memory_growing(current, desired, maximum);
-        if !matches!(allowed, Ok(true)) {
+        if matches!(allowed, Ok(true)) {
+            self.largest = self.largest.max(desired);
+        } else {
             self.refused.get_or_insert(desired);
         }
         allowed
@@ -187,5 +239,18 @@ mod tests {
             Some(2 << 20),
             "the first refusal is kept"
         );
+    }
+
+    #[test]
+    fn an_instance_made_ahead_takes_its_calls_memory_limit() {
+        // Made with a large limit, as instances made ahead are.
+        let mut limiter = MemoryLimiter::new(1 << 30);
+        assert!(limiter.memory_growing(0, 3 << 20, None).unwrap());
+        assert!(limiter.memory_growing(0, 1 << 20, None).unwrap());
+        assert_eq!(limiter.largest, 3 << 20, "the largest memory, not the last");
+        limiter.limit_to(4 << 20);
+        assert!(limiter.memory_growing(3 << 20, 4 << 20, None).unwrap());
+        assert!(limiter.memory_growing(4 << 20, 5 << 20, None).is_err());
+        assert_eq!(limiter.refused(), Some(5 << 20));
     }
 }

@@ -377,6 +377,7 @@ impl WorldKind {
 /// `Provider` checks every export's type again for each instance; an instance
 /// made from this checks none, and calls only the export its request needs
 /// (~1.5% of a request's CPU).
+#[derive(Clone)]
 pub(super) struct Linked {
     pre: InstancePre<PluginState>,
     world: World,

@@ -1,0 +1,261 @@
+//! Instances made ahead of the calls that take them, for plugins whose instantiation is slow.
+//!
+//! A Python plugin carries its interpreter: every instance runs the component's start functions,
+//! which fill CPython's tables, and maps its memory image (over a millisecond, against ~20 µs for
+//! a Rust plugin and ~0.2 ms for a JavaScript one; BENCHMARKS.md, issue 52 step 2). Once a plugin's
+//! instantiations have been slow [`SLOW_IN_A_ROW`] times in a row, a thread of its own
+//! ([`Preparer`]) keeps [`DEPTH`] instances of it ready, and a call takes one and binds it to
+//! itself ([`super::imports::PluginState::bind`]): each instance still serves one call only,
+//! and nothing of a call reaches an instance before the call takes it.
+
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use uuid::Uuid;
+use wasmtime::{Engine, Store};
+
+use super::CallContext;
+use super::imports::PluginState;
+use super::instance::new_store;
+use super::kv::Kv;
+use super::policy::{AllowedHosts, Limits, MAX_MEMORY_LIMIT_BYTES};
+use super::sandbox::{Sandbox, SandboxError};
+use super::stats::{PluginStats, ReadyCount};
+use super::wit::{Exports, Linked};
+
+/// An instantiation slower than this counts as slow. A Rust plugin's takes ~20 µs, and made
+/// ahead its calls were no faster and cost more CPU; a JavaScript one's ~0.2 ms.
+const SLOW: Duration = Duration::from_micros(300);
+/// Slow instantiations in a row after which a plugin's instances are made ahead: one slow
+/// instantiation may be a cold one, or a worker the system preempted.
+const SLOW_IN_A_ROW: u32 = 3;
+/// Instances kept ready per plugin: one call at a time finds one ready; a burst takes them
+/// all and the rest instantiate as before.
+const DEPTH: usize = 2;
+/// Instances kept ready across all plugins (and never more than `max_plugin_instances`):
+/// they hold pool slots of their own and their memory.
+pub(super) const MAX_PREPARED: u32 = 8;
+
+/// An instance made ahead, not yet bound to a call.
+pub(super) struct Ready {
+    pub(super) store: Store<PluginState>,
+    pub(super) exports: Exports,
+    /// Counted among the instances ready until a call takes this one.
+    pub(super) held: Held,
+}
+
+/// One of the [`Preparer`]'s instances, counted (across plugins, and in its plugin's
+/// metrics) until dropped.
+pub(super) struct Held {
+    all: Arc<AtomicU32>,
+    _plugin: ReadyCount,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.all.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+const LEARNING: u8 = 0;
+const ON: u8 = 1;
+/// Making one ahead failed: calls instantiate their own, and report why.
+const OFF: u8 = 2;
+
+/// A plugin's instances made ahead, and whether it needs them.
+pub(super) struct Prepared {
+    linked: Linked,
+    engine: Engine,
+    name: Arc<str>,
+    stats: Arc<PluginStats>,
+    ready: Mutex<Vec<Ready>>,
+    mode: AtomicU8,
+    slow_in_a_row: AtomicU32,
+    /// A refill is queued or running.
+    refilling: AtomicBool,
+}
+
+impl Prepared {
+    pub(super) fn new(
+        linked: &Linked,
+        engine: &Engine,
+        name: &Arc<str>,
+        stats: &Arc<PluginStats>,
+    ) -> Arc<Prepared> {
+        Arc::new(Prepared {
+            linked: linked.clone(),
+            engine: engine.clone(),
+            name: name.clone(),
+            stats: stats.clone(),
+            ready: Mutex::new(Vec::new()),
+            mode: AtomicU8::new(LEARNING),
+            slow_in_a_row: AtomicU32::new(0),
+            refilling: AtomicBool::new(false),
+        })
+    }
+
+    /// The same plugin moved to another engine: what was learnt of it, none of its instances.
+    pub(super) fn moved(&self, linked: &Linked, engine: &Engine) -> Arc<Prepared> {
+        let moved = Prepared::new(linked, engine, &self.name, &self.stats);
+        moved
+            .mode
+            .store(self.mode.load(Ordering::Relaxed), Ordering::Relaxed);
+        moved
+    }
+
+    /// An instance ready for a call, if one is.
+    pub(super) fn take(&self) -> Option<Ready> {
+        if self.mode.load(Ordering::Relaxed) != ON {
+            return None;
+        }
+        self.ready.lock().unwrap_or_else(|p| p.into_inner()).pop()
+    }
+
+    /// Notes how long a call's own instantiation took.
+    pub(super) fn timed(&self, took: Duration) {
+        if self.mode.load(Ordering::Relaxed) != LEARNING {
+            return;
+        }
+        if took < SLOW {
+            // Read first: a store on every call would bounce the line between the workers.
+            if self.slow_in_a_row.load(Ordering::Relaxed) != 0 {
+                self.slow_in_a_row.store(0, Ordering::Relaxed);
+            }
+        } else if self.slow_in_a_row.fetch_add(1, Ordering::Relaxed) + 1 >= SLOW_IN_A_ROW {
+            let _ = self
+                .mode
+                .compare_exchange(LEARNING, ON, Ordering::Relaxed, Ordering::Relaxed);
+            tracing::info!(plugin = %self.name,
+                "plugin instantiation is slow: instances are made ahead of calls");
+        }
+    }
+
+    /// Drops the instances ready (a quiet gateway keeps no memory it does not need).
+    pub(super) fn clear(&self) {
+        let ready = std::mem::take(&mut *self.ready.lock().unwrap_or_else(|p| p.into_inner()));
+        drop(ready);
+    }
+
+    fn short(&self) -> bool {
+        self.mode.load(Ordering::Relaxed) == ON
+            && self.ready.lock().unwrap_or_else(|p| p.into_inner()).len() < DEPTH
+    }
+}
+
+/// The thread that makes instances ahead, one plugin's refill at a time.
+pub(super) struct Preparer {
+    jobs: tokio::sync::mpsc::UnboundedSender<Arc<Prepared>>,
+    ready: Arc<AtomicU32>,
+}
+
+impl Preparer {
+    /// At most `cap` instances ready at once, across plugins.
+    pub(super) fn start(cap: u32, kv: Arc<Kv>) -> Result<Preparer, PreparerError> {
+        let (jobs, mut queued) = tokio::sync::mpsc::unbounded_channel::<Arc<Prepared>>();
+        let ready = Arc::new(AtomicU32::new(0));
+        // What an instance is made with before a call binds it: no network, the largest
+        // memory a route may allow (a call whose route allows less takes it only if it fits),
+        // the default CPU budget for its start functions.
+        let ahead = Arc::new(Sandbox::new(
+            AllowedHosts::none(),
+            Limits {
+                memory_bytes: MAX_MEMORY_LIMIT_BYTES,
+                ..Limits::default()
+            },
+        )?);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(PreparerError::Thread)?;
+        let counted = ready.clone();
+        std::thread::Builder::new()
+            .name("plugin-prepare".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    // Ends when the runtime's sender is dropped.
+                    while let Some(prepared) = queued.recv().await {
+                        refill(&prepared, &ahead, &kv, &counted, cap).await;
+                        prepared.refilling.store(false, Ordering::Release);
+                    }
+                })
+            })
+            .map_err(PreparerError::Thread)?;
+        Ok(Preparer { jobs, ready })
+    }
+
+    /// Asks for `prepared`'s instances to be topped up, unless they are, or are being.
+    pub(super) fn refill(&self, prepared: &Arc<Prepared>) {
+        if prepared.short()
+            && !prepared.refilling.swap(true, Ordering::AcqRel)
+            && self.jobs.send(prepared.clone()).is_err()
+        {
+            prepared.refilling.store(false, Ordering::Release);
+        }
+    }
+
+    /// Instances ready now, across plugins: they live in the pool without serving.
+    pub(super) fn ready(&self) -> u32 {
+        self.ready.load(Ordering::Relaxed)
+    }
+}
+
+async fn refill(
+    prepared: &Arc<Prepared>,
+    ahead: &Arc<Sandbox>,
+    kv: &Arc<Kv>,
+    counted: &Arc<AtomicU32>,
+    cap: u32,
+) {
+    // Not for a plugin unloaded or moved meanwhile: this job holds its last reference.
+    while Arc::strong_count(prepared) > 1 && prepared.short() {
+        if counted
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < cap).then_some(n + 1)
+            })
+            .is_err()
+        {
+            return;
+        }
+        let held = Held {
+            all: counted.clone(),
+            _plugin: prepared.stats.ready(),
+        };
+        let ctx = CallContext {
+            invocation_id: Uuid::nil(),
+            route: Arc::from(""),
+            sandbox: ahead.clone(),
+            secrets: Default::default(),
+            trace: Default::default(),
+            trace_headers: None,
+        };
+        let mut store = new_store(&prepared.engine, &prepared.name, &ctx, None, kv);
+        match prepared.linked.instantiate(&mut store).await {
+            Ok(exports) => prepared
+                .ready
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(Ready {
+                    store,
+                    exports,
+                    held,
+                }),
+            Err(e) => {
+                // A call's own instantiation fails the same way, and says so to its caller.
+                tracing::warn!(plugin = %prepared.name,
+                    "could not make an instance ahead of calls: {e}");
+                prepared.mode.store(OFF, Ordering::Relaxed);
+                return;
+            }
+        }
+    }
+}
+
+/// Why the thread that makes instances ahead could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum PreparerError {
+    #[error("the thread that makes plugin instances ahead: {0}")]
+    Thread(std::io::Error),
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+}
