@@ -4,13 +4,12 @@
 //! for a fresh one to give a burst's memory back.
 
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
 
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, EngineWeak, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::PluginRuntime;
-use super::imports::PluginState;
+use super::imports::{EPOCH_TICK, PluginState};
 use super::plugin::Plugin;
 use super::policy::MAX_MEMORY_LIMIT_BYTES;
 use super::wit::{self, Linked};
@@ -28,8 +27,6 @@ const LOAD_SLOTS: u32 = 4;
 /// sizing it for Python costs nothing; at 4 per slot the pool held 286 concurrent Python calls
 /// (1004 slots x 4 / 14) and the next would fail to instantiate although slots were free.
 const CORE_INSTANCES_PER_SLOT: u32 = 16;
-/// How often the epoch advances; the unit of the CPU budget.
-pub(super) const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// Why an engine (and its pool) could not be made.
 #[derive(Debug, thiserror::Error)]

@@ -4,46 +4,14 @@
 use std::sync::Arc;
 
 use tokio::sync::OwnedSemaphorePermit;
-use wasmtime::{AsContextMut, Engine, Store};
+use wasmtime::{AsContextMut, Store};
 
 use super::failure::Failure;
-use super::imports::{PluginState, Sink};
+use super::imports::PluginState;
 use super::plugin::Plugin;
 use super::types::{AnswerVerdict, CheckedRequest, Completion, RequestVerdict};
 use super::wit::{self, Exports};
 use super::{CallContext, PluginError};
-
-/// A store for one instance of `plugin`, with the limits of `ctx`'s sandbox.
-pub(super) fn new_store(
-    engine: &Engine,
-    plugin: &Arc<str>,
-    ctx: &CallContext,
-    sink: Option<Sink>,
-    kv: &Arc<super::kv::Kv>,
-) -> Store<PluginState> {
-    let state = PluginState::new(ctx, sink, plugin.clone(), kv.clone());
-    let mut store = Store::new(engine, state);
-    store.limiter(|state| &mut state.limiter);
-    // Count only ticks that land while plugin code runs (waiting in a host
-    // call does not fire the callback), and yield so one busy plugin
-    // cannot hold an async worker.
-    store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(|mut ctx| {
-        let state = ctx.data_mut();
-        state.cpu_ticks += 1;
-        if state.cpu_ticks > state.cpu_budget_ticks {
-            Ok(wasmtime::UpdateDeadline::Interrupt)
-        } else {
-            // tokio's own yield puts the task behind the others waiting;
-            // a plain self-wake could run it again at once and starve them.
-            Ok(wasmtime::UpdateDeadline::YieldCustom(
-                1,
-                Box::pin(tokio::task::yield_now()),
-            ))
-        }
-    });
-    store
-}
 
 /// A plugin instance serving one call.
 pub(super) struct Instance {

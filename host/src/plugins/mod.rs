@@ -52,9 +52,9 @@ pub use stats::{PluginCounts, TrapKind};
 pub use wit::{VersionError, WIT_LINES, WorldKind};
 
 use engine::Engines;
-use imports::Sink;
+use imports::{Sink, new_store};
 pub use instance::GuardInstance;
-use instance::{Instance, new_store};
+use instance::Instance;
 use registry::Registry;
 use types::{
     Chunk, Completion, CompletionRequest, EmbeddingRequest, Embeddings, ImageRequest, Images,

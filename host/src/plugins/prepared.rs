@@ -16,8 +16,7 @@ use uuid::Uuid;
 use wasmtime::{Engine, Store};
 
 use super::CallContext;
-use super::imports::PluginState;
-use super::instance::new_store;
+use super::imports::{PluginState, new_store};
 use super::kv::Kv;
 use super::policy::{AllowedHosts, Limits, MAX_MEMORY_LIMIT_BYTES};
 use super::sandbox::{Sandbox, SandboxError};

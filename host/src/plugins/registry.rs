@@ -12,7 +12,7 @@ use wasmtime::component::Component;
 use super::cache::CompileError;
 use super::engine::LinkError;
 use super::failure::Failure;
-use super::instance::new_store;
+use super::imports::new_store;
 use super::plugin::Plugin;
 use super::stats::StatsByPlugin;
 use super::wit::{VersionError, WorldKind, wit_version};

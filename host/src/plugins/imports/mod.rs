@@ -1,4 +1,5 @@
-//! The host side of a plugin instance: the state its store carries, and one
+//! The host side of a plugin instance: its store (`new_store`: the memory limiter and the
+//! CPU budget counted in epoch ticks), the state the store carries, and one
 //! module per host import it may call ([`http`], [`sink`], [`log`], [`kv`]). WASI is
 //! linked too (Rust's std imports it) but gives nothing: no arguments,
 //! environment, files or sockets, and stdout/stderr go to the log.
@@ -11,17 +12,53 @@ mod sink;
 pub use sink::Sink;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use uuid::Uuid;
 use wasmtime::component::ResourceTable;
-use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
+use wasmtime::{Engine, ResourceLimiter, Store, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::UpstreamTrace;
 use super::kv::{Kv, Space};
 use super::sandbox::Sandbox;
 use super::wit;
+use super::{CallContext, UpstreamTrace};
 use crate::redact::Secrets;
+
+/// How often the epoch advances; the unit of the CPU budget.
+pub(super) const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// A store for one instance of `plugin`, with the limits of `ctx`'s sandbox.
+pub(super) fn new_store(
+    engine: &Engine,
+    plugin: &Arc<str>,
+    ctx: &CallContext,
+    sink: Option<Sink>,
+    kv: &Arc<Kv>,
+) -> Store<PluginState> {
+    let state = PluginState::new(ctx, sink, plugin.clone(), kv.clone());
+    let mut store = Store::new(engine, state);
+    store.limiter(|state| &mut state.limiter);
+    // Count only ticks that land while plugin code runs (waiting in a host
+    // call does not fire the callback), and yield so one busy plugin
+    // cannot hold an async worker.
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|mut ctx| {
+        let state = ctx.data_mut();
+        state.cpu_ticks += 1;
+        if state.cpu_ticks > state.cpu_budget_ticks {
+            Ok(wasmtime::UpdateDeadline::Interrupt)
+        } else {
+            // tokio's own yield puts the task behind the others waiting;
+            // a plain self-wake could run it again at once and starve them.
+            Ok(wasmtime::UpdateDeadline::YieldCustom(
+                1,
+                Box::pin(tokio::task::yield_now()),
+            ))
+        }
+    });
+    store
+}
 
 /// Per-instance state: everything a host import can touch.
 pub struct PluginState {
@@ -55,7 +92,7 @@ pub struct PluginState {
 
 impl PluginState {
     pub(super) fn new(
-        ctx: &crate::plugins::CallContext,
+        ctx: &CallContext,
         sink: Option<Sink>,
         plugin: Arc<str>,
         kv: Arc<Kv>,
@@ -89,7 +126,7 @@ impl PluginState {
 
     /// Whether an instance made ahead (with no call's limits) may serve `ctx`'s call: its
     /// memory is no larger than the route allows.
-    pub(super) fn fits(&self, ctx: &crate::plugins::CallContext) -> bool {
+    pub(super) fn fits(&self, ctx: &CallContext) -> bool {
         self.limiter.largest <= ctx.sandbox.limits.memory_bytes
     }
 
@@ -98,7 +135,7 @@ impl PluginState {
     /// instantiation consumed of the CPU budget is forgotten; nothing else it did differs
     /// from an instance made for the call (no host import but WASI's is reached before a
     /// call).
-    pub(super) fn bind(&mut self, ctx: &crate::plugins::CallContext, sink: Option<Sink>) {
+    pub(super) fn bind(&mut self, ctx: &CallContext, sink: Option<Sink>) {
         self.limiter.limit_to(ctx.sandbox.limits.memory_bytes);
         self.cpu_ticks = 0;
         self.cpu_budget_ticks = cpu_budget_ticks(ctx);
@@ -115,8 +152,8 @@ impl PluginState {
 }
 
 /// The route's CPU budget in epoch ticks.
-fn cpu_budget_ticks(ctx: &crate::plugins::CallContext) -> u64 {
-    (ctx.sandbox.limits.cpu_time.as_millis() / super::engine::EPOCH_TICK.as_millis()).max(1) as u64
+fn cpu_budget_ticks(ctx: &CallContext) -> u64 {
+    (ctx.sandbox.limits.cpu_time.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
 }
 
 impl WasiView for PluginState {
