@@ -635,6 +635,23 @@ fn counters<V: EncodeCounterValue, const N: usize>(
     Ok(())
 }
 
+/// One gauge family: `series` under label `names`.
+fn gauges<const N: usize>(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    names: [&str; N],
+    series: &[([String; N], i64)],
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for (values, value) in series {
+        family
+            .encode_family(&labels(names, values))?
+            .encode_gauge(value)?;
+    }
+    Ok(())
+}
+
 /// One histogram family: `series` under label `names`.
 fn histograms<const N: usize>(
     encoder: &mut DescriptorEncoder<'_>,
@@ -828,28 +845,20 @@ impl Collector for Snapshot {
             None,
             failures.metric_type(),
         )?)?;
-        let mut instances = encoder.encode_descriptor(
+        gauges(
+            encoder,
             "gateway_plugin_instances_active",
             "Plugin instances serving a call now (one per request at the plugin).",
-            None,
-            MetricType::Gauge,
+            ["plugin"],
+            &self.instances,
         )?;
-        for (values, count) in &self.instances {
-            instances
-                .encode_family(&labels(["plugin"], values))?
-                .encode_gauge(count)?;
-        }
-        let mut ready = encoder.encode_descriptor(
+        gauges(
+            encoder,
             "gateway_plugin_instances_ready",
             "Plugin instances made ahead of calls, waiting for one (plugins slow to instantiate).",
-            None,
-            MetricType::Gauge,
+            ["plugin"],
+            &self.instances_ready,
         )?;
-        for (values, count) in &self.instances_ready {
-            ready
-                .encode_family(&labels(["plugin"], values))?
-                .encode_gauge(count)?;
-        }
         counters(
             encoder,
             "gateway_plugin_reloads",

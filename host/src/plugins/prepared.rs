@@ -122,11 +122,15 @@ impl Prepared {
                 self.slow_in_a_row.store(0, Ordering::Relaxed);
             }
         } else if self.slow_in_a_row.fetch_add(1, Ordering::Relaxed) + 1 >= SLOW_IN_A_ROW {
-            let _ = self
+            // Logged once: calls racing past the count find the mode already set.
+            if self
                 .mode
-                .compare_exchange(LEARNING, ON, Ordering::Relaxed, Ordering::Relaxed);
-            tracing::info!(plugin = %self.name,
-                "plugin instantiation is slow: instances are made ahead of calls");
+                .compare_exchange(LEARNING, ON, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                tracing::info!(plugin = %self.name,
+                    "plugin instantiation is slow: instances are made ahead of calls");
+            }
         }
     }
 
