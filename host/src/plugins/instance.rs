@@ -33,16 +33,20 @@ impl Instance {
         result: wit::CallResult<T>,
     ) -> Result<T, PluginError> {
         let outcome = self.settle(plugin, ctx, result);
-        self.retire();
+        self.retire(plugin);
         outcome
     }
 
-    /// Ends the instance once the task that ran it yields, rather than now: giving its slot
-    /// back resets the pages it wrote (tens of µs), which on a worker's runtime then happens
-    /// after the answer is written, not before it (BENCHMARKS.md, issue 52).
-    fn retire(self) {
+    /// Ends the instance elsewhere than in the call, which is answered first: giving its slot
+    /// back resets the pages it wrote (tens of µs; a Python plugin's, hundreds). A plugin
+    /// whose instances are made ahead has them ended on the same thread; others once the task
+    /// that ran them yields, after the answer is written (BENCHMARKS.md, issue 52).
+    fn retire(self, plugin: &Plugin) {
+        let Err(instance) = plugin.prepared.end(self) else {
+            return;
+        };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move { drop(self) });
+            runtime.spawn(async move { drop(instance) });
         }
     }
 

@@ -6,7 +6,8 @@
 //! instantiations have been slow [`SLOW_IN_A_ROW`] times in a row, a thread of its own
 //! ([`Preparer`]) keeps [`DEPTH`] instances of it ready, and a call takes one and binds it to
 //! itself ([`super::imports::PluginState::bind`]): each instance still serves one call only,
-//! and nothing of a call reaches an instance before the call takes it.
+//! and nothing of a call reaches an instance before the call takes it. The same thread ends
+//! those instances after their calls ([`Prepared::end`]): a slow plugin's teardown is slow too.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,6 +36,10 @@ const DEPTH: usize = 2;
 /// Instances kept ready across all plugins (and never more than `max_plugin_instances`):
 /// they hold pool slots of their own and their memory.
 pub(super) const MAX_PREPARED: u32 = 8;
+/// Instances waiting for the thread to end them, across plugins: past this, a call's worker
+/// ends its own, as for any plugin (at saturation the thread is behind, and an instance
+/// waiting holds its pool slot and memory).
+const MAX_ENDING: u32 = 4;
 
 /// An instance made ahead, not yet bound to a call.
 pub(super) struct Ready {
@@ -62,12 +67,34 @@ const ON: u8 = 1;
 /// Making one ahead failed: calls instantiate their own, and report why.
 const OFF: u8 = 2;
 
+/// Where instances go to be ended by the [`Preparer`]'s thread.
+#[derive(Clone)]
+pub(super) struct Ends {
+    queue: tokio::sync::mpsc::UnboundedSender<Box<dyn Send>>,
+    waiting: Arc<AtomicU32>,
+}
+
+/// What the thread drops: `done`, then (fields drop in order) the count of those waiting.
+struct Ending<T> {
+    _done: T,
+    _counted: Waiting,
+}
+
+struct Waiting(Arc<AtomicU32>);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// A plugin's instances made ahead, and whether it needs them.
 pub(super) struct Prepared {
     linked: Linked,
     engine: Engine,
     name: Arc<str>,
     stats: Arc<PluginStats>,
+    ends: Ends,
     ready: Mutex<Vec<Ready>>,
     mode: AtomicU8,
     slow_in_a_row: AtomicU32,
@@ -81,12 +108,14 @@ impl Prepared {
         engine: &Engine,
         name: &Arc<str>,
         stats: &Arc<PluginStats>,
+        ends: &Ends,
     ) -> Arc<Prepared> {
         Arc::new(Prepared {
             linked: linked.clone(),
             engine: engine.clone(),
             name: name.clone(),
             stats: stats.clone(),
+            ends: ends.clone(),
             ready: Mutex::new(Vec::new()),
             mode: AtomicU8::new(LEARNING),
             slow_in_a_row: AtomicU32::new(0),
@@ -96,7 +125,7 @@ impl Prepared {
 
     /// The same plugin moved to another engine: what was learnt of it, none of its instances.
     pub(super) fn moved(&self, linked: &Linked, engine: &Engine) -> Arc<Prepared> {
-        let moved = Prepared::new(linked, engine, &self.name, &self.stats);
+        let moved = Prepared::new(linked, engine, &self.name, &self.stats, &self.ends);
         moved
             .mode
             .store(self.mode.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -109,6 +138,31 @@ impl Prepared {
             return None;
         }
         self.ready.lock().unwrap_or_else(|p| p.into_inner()).pop()
+    }
+
+    /// Hands an instance whose call is over to the thread that makes this plugin's instances,
+    /// if they are made ahead: its teardown (the slot's reset, its pages given back) then
+    /// leaves the worker, where at one call at a time the next request would wait for it.
+    /// Gives it back otherwise, or when too many wait already.
+    pub(super) fn end<T: Send + 'static>(&self, done: T) -> Result<(), T> {
+        if self.mode.load(Ordering::Relaxed) != ON
+            || self
+                .ends
+                .waiting
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                    (n < MAX_ENDING).then_some(n + 1)
+                })
+                .is_err()
+        {
+            return Err(done);
+        }
+        // Sent or not (the thread is gone only as the runtime shuts down), it is dropped once,
+        // and the count with it.
+        let _ = self.ends.queue.send(Box::new(Ending {
+            _done: done,
+            _counted: Waiting(self.ends.waiting.clone()),
+        }));
+        Ok(())
     }
 
     /// Notes how long a call's own instantiation took.
@@ -146,9 +200,10 @@ impl Prepared {
     }
 }
 
-/// The thread that makes instances ahead, one plugin's refill at a time.
+/// The thread that makes instances ahead, one plugin's refill at a time, and ends them.
 pub(super) struct Preparer {
     jobs: tokio::sync::mpsc::UnboundedSender<Arc<Prepared>>,
+    ends: Ends,
     ready: Arc<AtomicU32>,
 }
 
@@ -156,6 +211,7 @@ impl Preparer {
     /// At most `cap` instances ready at once, across plugins.
     pub(super) fn start(cap: u32, kv: Arc<Kv>) -> Result<Preparer, PreparerError> {
         let (jobs, mut queued) = tokio::sync::mpsc::unbounded_channel::<Arc<Prepared>>();
+        let (ends, mut ending) = tokio::sync::mpsc::unbounded_channel::<Box<dyn Send>>();
         let ready = Arc::new(AtomicU32::new(0));
         // What an instance is made with before a call binds it: no network, the largest
         // memory a route may allow (a call whose route allows less takes it only if it fits),
@@ -176,15 +232,35 @@ impl Preparer {
             .name("plugin-prepare".into())
             .spawn(move || {
                 runtime.block_on(async move {
-                    // Ends when the runtime's sender is dropped.
-                    while let Some(prepared) = queued.recv().await {
-                        refill(&prepared, &ahead, &kv, &counted, cap).await;
-                        prepared.refilling.store(false, Ordering::Release);
+                    // Ends when the runtime's senders and every plugin's are dropped.
+                    loop {
+                        tokio::select! {
+                            // An instance waiting to end holds its pool slot: first.
+                            biased;
+                            Some(done) = ending.recv() => drop(done),
+                            Some(prepared) = queued.recv() => {
+                                refill(&prepared, &ahead, &kv, &counted, cap, &mut ending).await;
+                                prepared.refilling.store(false, Ordering::Release);
+                            }
+                            else => break,
+                        }
                     }
                 })
             })
             .map_err(PreparerError::Thread)?;
-        Ok(Preparer { jobs, ready })
+        Ok(Preparer {
+            jobs,
+            ends: Ends {
+                queue: ends,
+                waiting: Arc::default(),
+            },
+            ready,
+        })
+    }
+
+    /// Where a plugin's instances are ended, once they are made ahead.
+    pub(super) fn ends(&self) -> &Ends {
+        &self.ends
     }
 
     /// Asks for `prepared`'s instances to be topped up, unless they are, or are being.
@@ -209,9 +285,14 @@ async fn refill(
     kv: &Arc<Kv>,
     counted: &Arc<AtomicU32>,
     cap: u32,
+    ending: &mut tokio::sync::mpsc::UnboundedReceiver<Box<dyn Send>>,
 ) {
     // Not for a plugin unloaded or moved meanwhile: this job holds its last reference.
     while Arc::strong_count(prepared) > 1 && prepared.short() {
+        // Those that ended their calls while the last one was made give their slots back.
+        while let Ok(done) = ending.try_recv() {
+            drop(done);
+        }
         if counted
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
                 (n < cap).then_some(n + 1)

@@ -425,6 +425,7 @@ impl PluginRuntime {
                 &pool.engine,
                 name,
                 &self.registry.stats.of(name),
+                self.preparer.ends(),
             ),
             linked,
             engine: pool.engine.clone(),

@@ -536,6 +536,24 @@ fn python_instances_made_ahead_serve_one_call_each() {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
     }
+    // Their calls over, the instances made ahead are ended (by the thread that made them):
+    // none is left holding its slot and memory.
+    let active = || {
+        gateway_test_support::scrape::value(
+            &gateway_test_support::scrape::scrape(&gw, None),
+            "gateway_plugin_instances_active",
+            &[("plugin", HOSTILE)],
+        )
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while active() != 0.0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} instances still active after their calls",
+            active()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     // The route's limits, not those the instance was made with.
     let response = gw.post(
         "/completions",
