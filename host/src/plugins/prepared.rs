@@ -52,13 +52,28 @@ pub(super) struct Ready {
 /// One of the [`Preparer`]'s instances, counted (across plugins, and in its plugin's
 /// metrics) until dropped.
 pub(super) struct Held {
-    all: Arc<AtomicU32>,
+    _all: Counted,
     _plugin: ReadyCount,
 }
 
-impl Drop for Held {
+/// One of at most `cap` things counted by a shared count, until dropped.
+struct Counted(Arc<AtomicU32>);
+
+impl Counted {
+    /// One more in `count`, unless it holds `cap` already.
+    fn under(count: &Arc<AtomicU32>, cap: u32) -> Option<Counted> {
+        count
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < cap).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Counted(count.clone()))
+    }
+}
+
+impl Drop for Counted {
     fn drop(&mut self) {
-        self.all.fetch_sub(1, Ordering::Relaxed);
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -77,15 +92,7 @@ pub(super) struct Ends {
 /// What the thread drops: `done`, then (fields drop in order) the count of those waiting.
 struct Ending<T> {
     _done: T,
-    _counted: Waiting,
-}
-
-struct Waiting(Arc<AtomicU32>);
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
+    _counted: Counted,
 }
 
 /// A plugin's instances made ahead, and whether it needs them.
@@ -145,22 +152,17 @@ impl Prepared {
     /// leaves the worker, where at one call at a time the next request would wait for it.
     /// Gives it back otherwise, or when too many wait already.
     pub(super) fn end<T: Send + 'static>(&self, done: T) -> Result<(), T> {
-        if self.mode.load(Ordering::Relaxed) != ON
-            || self
-                .ends
-                .waiting
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                    (n < MAX_ENDING).then_some(n + 1)
-                })
-                .is_err()
-        {
+        if self.mode.load(Ordering::Relaxed) != ON {
             return Err(done);
         }
+        let Some(counted) = Counted::under(&self.ends.waiting, MAX_ENDING) else {
+            return Err(done);
+        };
         // Sent or not (the thread is gone only as the runtime shuts down), it is dropped once,
         // and the count with it.
         let _ = self.ends.queue.send(Box::new(Ending {
             _done: done,
-            _counted: Waiting(self.ends.waiting.clone()),
+            _counted: counted,
         }));
         Ok(())
     }
@@ -293,16 +295,11 @@ async fn refill(
         while let Ok(done) = ending.try_recv() {
             drop(done);
         }
-        if counted
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n < cap).then_some(n + 1)
-            })
-            .is_err()
-        {
+        let Some(all) = Counted::under(counted, cap) else {
             return;
-        }
+        };
         let held = Held {
-            all: counted.clone(),
+            _all: all,
             _plugin: prepared.stats.ready(),
         };
         let ctx = CallContext {
