@@ -21,7 +21,7 @@ use prometheus_client::encoding::{
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use crate::plugins::{PluginCounts, TrapKind};
+use crate::plugins::{AheadImage, PluginCounts, TrapKind};
 use crate::store::TokenUsage;
 
 /// Upper bounds (seconds) of every duration histogram: from a cached answer to a long
@@ -390,6 +390,7 @@ struct Snapshot {
     writer: WriterState,
     instances: Vec<([String; 1], i64)>,
     instances_ready: Vec<([String; 1], i64)>,
+    made_ahead: Vec<([String; 2], u64)>,
     reloads: Vec<([String; 2], u64)>,
     traps: Vec<([String; 2], u64)>,
 }
@@ -594,6 +595,10 @@ impl Snapshot {
                 [plugin.clone()],
                 i64::try_from(counts.ready).unwrap_or(i64::MAX),
             ));
+            for (image, count) in AheadImage::ALL.iter().zip(counts.made_ahead) {
+                self.made_ahead
+                    .push(([plugin.clone(), image.as_str().to_owned()], count));
+            }
             for (result, count) in [("success", counts.loaded), ("error", counts.rejected)] {
                 self.reloads
                     .push(([plugin.clone(), result.to_owned()], count));
@@ -858,6 +863,16 @@ impl Collector for Snapshot {
             "Plugin instances made ahead of calls, waiting for one (plugins slow to instantiate).",
             ["plugin"],
             &self.instances_ready,
+        )?;
+        counters(
+            encoder,
+            "gateway_plugin_instances_made_ahead",
+            "Plugin instances made ahead of calls, by how their memory image got there: copied \
+             (in whole as it was made; its call takes no copy-on-write fault) or mapped \
+             (copy-on-write, until the plugin is compiled for the pool that copies, or when \
+             that pool is full).",
+            ["plugin", "image"],
+            &self.made_ahead,
         )?;
         counters(
             encoder,

@@ -231,6 +231,10 @@ pub struct Config {
     /// Plugin instances at most at once (one per request being served); over it, 503 with
     /// `Retry-After`. Read at start.
     pub max_plugin_instances: Positive<NonZeroU32>,
+    /// Instances made ahead of a slow plugin's calls (Python) copy its memory image in as
+    /// they are made, from a second compilation of the plugin: a lower median latency for
+    /// more memory and CPU (docs/plugins.md, "Instances made ahead"). Read at start.
+    pub plugin_copy_ahead: bool,
     /// How long shutdown waits for in-flight requests before ending them (recorded as
     /// cancelled). Zero: no wait.
     pub shutdown_grace_secs: u64,
@@ -393,6 +397,7 @@ impl Default for Config {
             client_idle_timeout_secs: CLIENT_IDLE_TIMEOUT_SECS,
             max_connections: MAX_CONNECTIONS,
             max_plugin_instances: MAX_PLUGIN_INSTANCES,
+            plugin_copy_ahead: false,
             shutdown_grace_secs: 30,
             log_format: LogFormat::default(),
             record_bodies: RecordBodies::default(),

@@ -23,31 +23,30 @@ pub enum CompileError {
     Unusable(wasmtime::Error),
 }
 
+/// Serves every engine: the pool that copies images compiles differently (its own entries).
 #[derive(Clone)]
 pub(super) struct CompiledCache {
     dir: Arc<PathBuf>,
-    engine_hash: String,
 }
 
 impl CompiledCache {
-    pub(super) fn new(dir: &Path, engine: &Engine) -> CompiledCache {
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        engine.precompile_compatibility_hash().hash(&mut hasher);
+    pub(super) fn new(dir: &Path) -> CompiledCache {
         CompiledCache {
             dir: Arc::new(dir.to_owned()),
-            engine_hash: format!("{:016x}", hasher.finish()),
         }
     }
 
-    fn entry(&self, wasm_hash: &str) -> PathBuf {
+    fn entry(&self, engine: &Engine, wasm_hash: &str) -> PathBuf {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        engine.precompile_compatibility_hash().hash(&mut hasher);
         self.dir
-            .join(format!("{wasm_hash}-{}.cwasm", self.engine_hash))
+            .join(format!("{wasm_hash}-{:016x}.cwasm", hasher.finish()))
     }
 
     /// The compiled component of the file whose hash is `wasm_hash`, if the cache holds it.
     /// A stale or damaged entry is left to [`CompiledCache::compile`] to replace.
     pub(super) fn load(&self, engine: &Engine, wasm_hash: &str) -> Option<Component> {
-        let entry = self.entry(wasm_hash);
+        let entry = self.entry(engine, wasm_hash);
         let compiled = std::fs::read(&entry).ok()?;
         // SAFETY: the entry was produced by `precompile_component` of an
         // engine with the same compatibility hash (it is in the file name),
@@ -71,7 +70,7 @@ impl CompiledCache {
         wasm_hash: &str,
         wasm: &[u8],
     ) -> Result<Component, CompileError> {
-        let entry = self.entry(wasm_hash);
+        let entry = self.entry(engine, wasm_hash);
         let compiled = engine
             .precompile_component(wasm)
             .map_err(CompileError::Invalid)?;

@@ -1,7 +1,9 @@
-//! The wasmtime engine and its instance pool: how plugin code is compiled
+//! The wasmtime engines and their instance pools: how plugin code is compiled
 //! and where instances live. One thread advances every live engine's epoch
-//! (the unit of the CPU budget); [`PluginRuntime::recycle`] swaps the pool
-//! for a fresh one to give a burst's memory back.
+//! (the unit of the CPU budget); [`PluginRuntime::recycle`] swaps the request
+//! pool for a fresh one to give a burst's memory back. A second, small pool
+//! holds the instances made ahead of calls (`prepared`), whose memory image is
+//! copied in when they are made rather than mapped copy-on-write.
 
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -28,6 +30,9 @@ const LOAD_SLOTS: u32 = 4;
 /// (1004 slots x 4 / 14) and the next would fail to instantiate although slots were free.
 const CORE_INSTANCES_PER_SLOT: u32 = 16;
 
+/// Bytes of a slot of the pool that copies images kept resident between its instances.
+const COPIED_KEEP_RESIDENT: usize = 64 * 1024 * 1024;
+
 /// Why an engine (and its pool) could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -38,6 +43,8 @@ pub enum EngineError {
         max_instances: u32,
         source: wasmtime::Error,
     },
+    #[error("the pool of plugin instances made ahead of calls: {0}")]
+    Copying(wasmtime::Error),
     #[error("linking WASI: {0}")]
     Wasi(wasmtime::Error),
     #[error("linking host imports: {0}")]
@@ -69,6 +76,21 @@ pub enum RecycleError {
     Link { plugin: Arc<str>, source: LinkError },
 }
 
+/// How an instance's memory gets its initial contents.
+#[derive(Clone, Copy)]
+enum Image {
+    /// Mapped from the compiled plugin, each page copied when first written: instantiation
+    /// costs next to nothing, and the call that writes a page pays its fault. Right for an
+    /// instance made by the call that uses it.
+    CopyOnWrite,
+    /// Copied whole into the instance's memory as it is made: a Python plugin's image is
+    /// megabytes, but an instance made ahead pays that off the call's path, and its call
+    /// then takes no copy-on-write fault (46% of a Python call's worker time; BENCHMARKS.md,
+    /// issue 52 step 4). wasmtime checks this setting when it loads compiled code, so a
+    /// plugin is compiled once more for a pool that copies.
+    Copied,
+}
+
 /// An engine with its instance pool, and the host imports linked for it.
 pub(super) struct Pool {
     pub(super) engine: Engine,
@@ -81,6 +103,27 @@ impl Pool {
         let slots = max_instances
             .saturating_add(LOAD_SLOTS)
             .saturating_add(super::prepared::MAX_PREPARED.min(max_instances));
+        Pool::with(slots, Image::CopyOnWrite, |source| EngineError::Engine {
+            max_instances,
+            source,
+        })
+    }
+
+    /// The pool for instances made ahead, whose image is copied: at most
+    /// [`super::prepared::COPYING_SLOTS`] live at once.
+    fn copying() -> Result<Pool, EngineError> {
+        Pool::with(
+            super::prepared::COPYING_SLOTS,
+            Image::Copied,
+            EngineError::Copying,
+        )
+    }
+
+    fn with(
+        slots: u32,
+        image: Image,
+        failed: impl FnOnce(wasmtime::Error) -> EngineError,
+    ) -> Result<Pool, EngineError> {
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(slots)
             .total_memories(slots)
@@ -95,18 +138,27 @@ impl Pool {
             // instance ends, written or not (~1 MiB memset per request); with
             // it, only the pages the instance wrote are reset.
             .pagemap_scan(wasmtime::Enabled::Auto)
-            .linear_memory_keep_resident(1024 * 1024)
-            .max_unused_warm_slots(32)
+            .linear_memory_keep_resident(match image {
+                Image::CopyOnWrite => 1024 * 1024,
+                // A copied image is one region the slot's next instance copies over again:
+                // kept, it is reset with a memset; given back, the copy faults in every page
+                // (a Python plugin's c=1 median +8.5 ms kept at 1 MiB, +1.5 ms at 64;
+                // BENCHMARKS.md, issue 52 step 4). Larger did not help the request pool,
+                // whose written pages lie in more regions than the reset's scan follows (32).
+                Image::Copied => COPIED_KEEP_RESIDENT,
+            })
+            .max_unused_warm_slots(32.min(slots))
             .table_keep_resident(64 * 1024);
         let mut config = wasmtime::Config::new();
         config
             .wasm_component_model(true)
             .epoch_interruption(true)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&config).map_err(|source| EngineError::Engine {
-            max_instances,
-            source,
-        })?;
+        if let Image::Copied = image {
+            // Its plugins compile while the gateway serves: one core, not both.
+            config.memory_init_cow(false).parallel_compilation(false);
+        }
+        let engine = Engine::new(&config).map_err(failed)?;
         let mut linker = Linker::new(&engine);
         // Rust's std makes every wasip2 component import WASI; the context gives it nothing.
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(EngineError::Wasi)?;
@@ -158,9 +210,14 @@ impl Pool {
     }
 }
 
-/// The pool new plugins are compiled for, and every engine still in use.
+/// The pool new plugins are compiled for, every engine still in use, and the pool of
+/// instances made ahead.
 pub(super) struct Engines {
     current: RwLock<Arc<Pool>>,
+    /// Never recycled (a recycle moves only the request pool's plugins): its slots keep the
+    /// pages their instances wrote, up to [`COPIED_KEEP_RESIDENT`] each, only once
+    /// `plugin_copy_ahead` has put instances there.
+    copying: Arc<Pool>,
     /// For the epoch ticker, which ends once this is dropped.
     ticking: Arc<Mutex<Vec<EngineWeak>>>,
     max_instances: u32,
@@ -170,7 +227,8 @@ impl Engines {
     /// A first pool, and the thread that advances the epochs.
     pub(super) fn start(max_instances: u32) -> Result<Engines, EngineError> {
         let pool = Pool::new(max_instances)?;
-        let ticking = Arc::new(Mutex::new(vec![pool.engine.weak()]));
+        let copying = Arc::new(Pool::copying()?);
+        let ticking = Arc::new(Mutex::new(vec![pool.engine.weak(), copying.engine.weak()]));
         let engines = Arc::downgrade(&ticking);
         std::thread::Builder::new()
             .name("wasm-epoch".into())
@@ -192,6 +250,7 @@ impl Engines {
             .map_err(EngineError::EpochThread)?;
         Ok(Engines {
             current: RwLock::new(Arc::new(pool)),
+            copying,
             ticking,
             max_instances,
         })
@@ -202,6 +261,11 @@ impl Engines {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// The pool of instances made ahead whose image is copied.
+    pub(super) fn copying(&self) -> &Arc<Pool> {
+        &self.copying
     }
 
     pub(super) fn max_instances(&self) -> u32 {
@@ -249,14 +313,17 @@ impl PluginRuntime {
     /// Instances running now (not those made ahead of calls), and pool slots that ran one
     /// and keep its pages.
     pub fn pool_usage(&self) -> (u64, u32) {
-        match self.engines.current().engine.pooling_allocator_metrics() {
-            Some(metrics) => (
-                metrics
-                    .component_instances()
-                    .saturating_sub(u64::from(self.preparer.ready())),
-                metrics.unused_warm_memories(),
-            ),
-            None => (0, 0),
-        }
+        let instances = |pool: &Pool| {
+            pool.engine
+                .pooling_allocator_metrics()
+                .map_or(0, |metrics| metrics.component_instances())
+        };
+        let current = self.engines.current();
+        let warm = current
+            .engine
+            .pooling_allocator_metrics()
+            .map_or(0, |metrics| metrics.unused_warm_memories());
+        let live = instances(&current) + instances(self.engines.copying());
+        (live.saturating_sub(u64::from(self.preparer.ready())), warm)
     }
 }

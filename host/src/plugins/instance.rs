@@ -19,6 +19,9 @@ pub(super) struct Instance {
     pub(super) _serving: super::stats::Serving,
     pub(super) store: Store<PluginState>,
     pub(super) exports: Exports,
+    /// Declared after `store`, like `_slot`: an instance made ahead in the pool that copies
+    /// images counts there until its store has given the slot back.
+    pub(super) _copying: Option<super::prepared::CopyingSlot>,
     /// Declared after `store`: fields drop in order, so the permit returns only
     /// once the store has given its pool slot back.
     pub(super) _slot: OwnedSemaphorePermit,

@@ -48,7 +48,7 @@ pub use plugin::Plugin;
 pub use policy::{AllowedHosts, HostsError, Limits, MAX_MEMORY_LIMIT_BYTES};
 pub use registry::{LoadError, NotLoaded, PluginReport};
 pub use sandbox::{Sandbox, SandboxError};
-pub use stats::{PluginCounts, TrapKind};
+pub use stats::{AheadImage, PluginCounts, TrapKind};
 pub use wit::{VersionError, WIT_LINES, WorldKind};
 
 use engine::Engines;
@@ -151,6 +151,9 @@ pub struct PluginRuntime {
     kv: Arc<kv::Kv>,
     /// Makes instances of slow-to-instantiate plugins ahead of their calls.
     preparer: prepared::Preparer,
+    /// `plugin_copy_ahead`: such plugins are compiled for the pool whose instances copy their
+    /// image, and their instances made ahead are made there.
+    copy_ahead: bool,
 }
 
 impl PluginRuntime {
@@ -170,7 +173,7 @@ impl PluginRuntime {
         let engines = Engines::start(max_instances)?;
         let kv = Arc::<kv::Kv>::default();
         Ok(PluginRuntime {
-            cache: cache_dir.map(|dir| cache::CompiledCache::new(dir, &engines.current().engine)),
+            cache: cache_dir.map(cache::CompiledCache::new),
             engines,
             registry: Registry::default(),
             offline: Arc::new(Sandbox::offline()?),
@@ -181,7 +184,17 @@ impl PluginRuntime {
                 kv.clone(),
             )?,
             kv,
+            copy_ahead: false,
         })
+    }
+
+    /// With `on` (`plugin_copy_ahead`), the instances made ahead of a slow plugin's calls
+    /// copy its memory image in as they are made, once it has been compiled again for that
+    /// (after 64 such calls): their calls take no copy-on-write fault, for the image's memory
+    /// in each instance alive and a thread that works harder (docs/plugins.md).
+    pub fn with_copy_ahead(mut self, on: bool) -> PluginRuntime {
+        self.copy_ahead = on;
+        self
     }
 
     /// What each route's plugins declared secret (`kv.secret`): a route's requests redact it.
@@ -240,10 +253,14 @@ impl PluginRuntime {
         let ready = plugin.prepared.take();
         self.preparer.refill(&plugin.prepared);
         if let Some(ready) = ready {
+            if self.copy_ahead && plugin.prepared.copying_due() {
+                self.compile_copying(plugin);
+            }
             let prepared::Ready {
                 mut store,
                 exports,
                 held,
+                copying,
             } = ready;
             // Its pool slot is the call's now, counted by `slot`.
             drop(held);
@@ -254,12 +271,14 @@ impl PluginRuntime {
                     _serving: serving,
                     store,
                     exports,
+                    _copying: copying,
                     _slot: slot,
                 });
             }
             // Its memory is already more than this route allows: made for the call, the
             // instance fails (or not) by the route's own limit.
             drop(store);
+            drop(copying);
         }
         let mut store = new_store(&plugin.engine, &plugin.name, ctx, sink, &self.kv);
         let started = std::time::Instant::now();
@@ -276,6 +295,7 @@ impl PluginRuntime {
             _serving: serving,
             store,
             exports,
+            _copying: None,
             _slot: slot,
         })
     }

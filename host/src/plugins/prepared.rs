@@ -8,9 +8,15 @@
 //! itself ([`super::imports::PluginState::bind`]): each instance still serves one call only,
 //! and nothing of a call reaches an instance before the call takes it. The same thread ends
 //! those instances after their calls ([`Prepared::end`]): a slow plugin's teardown is slow too.
+//!
+//! Made ahead, an instance copies its memory image in whole rather than mapping it
+//! copy-on-write, so that its call does not fault on every page it first writes: once
+//! [`COPY_AFTER`] calls have been served this way, the plugin is compiled once more, on a
+//! thread of its own, for the engine whose pool does that ([`Prepared::copying`]); until then,
+//! or when that pool's [`COPYING_SLOTS`] are taken, they are made in the request pool.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use uuid::Uuid;
@@ -21,7 +27,7 @@ use super::imports::{PluginState, new_store};
 use super::kv::Kv;
 use super::policy::{AllowedHosts, Limits, MAX_MEMORY_LIMIT_BYTES};
 use super::sandbox::{Sandbox, SandboxError};
-use super::stats::{PluginStats, ReadyCount};
+use super::stats::{AheadImage, PluginStats, ReadyCount};
 use super::wit::{Exports, Linked};
 
 /// An instantiation slower than this counts as slow. A Rust plugin's takes ~20 µs, and made
@@ -40,6 +46,14 @@ pub(super) const MAX_PREPARED: u32 = 8;
 /// ends its own, as for any plugin (at saturation the thread is behind, and an instance
 /// waiting holds its pool slot and memory).
 const MAX_ENDING: u32 = 4;
+/// Instances alive at once in the pool whose instances copy their image (ready, serving or
+/// waiting to end), across plugins: each holds its whole image (megabytes for Python) where
+/// the request pool's share the clean pages. Past this, instances are made in the request pool.
+pub(super) const COPYING_SLOTS: u32 = 16;
+/// Calls served by instances made ahead after which the plugin is compiled for the pool that
+/// copies images: that takes seconds of a core (tens for a Python plugin), worth it for a
+/// plugin that keeps being called, not for one called a few times.
+const COPY_AFTER: u32 = 64;
 
 /// An instance made ahead, not yet bound to a call.
 pub(super) struct Ready {
@@ -47,6 +61,13 @@ pub(super) struct Ready {
     pub(super) exports: Exports,
     /// Counted among the instances ready until a call takes this one.
     pub(super) held: Held,
+    /// Its slot in the pool that copies images, if made there: to be dropped after `store`.
+    pub(super) copying: Option<CopyingSlot>,
+}
+
+/// An instance's slot in the pool whose instances copy their image, counted until dropped.
+pub(super) struct CopyingSlot {
+    _counted: Counted,
 }
 
 /// One of the [`Preparer`]'s instances, counted (across plugins, and in its plugin's
@@ -95,9 +116,40 @@ struct Ending<T> {
     _counted: Counted,
 }
 
+/// The plugin compiled for the pool whose instances copy their image, once it is; shared by
+/// the versions [`Prepared::moved`] makes (that pool is never recycled).
+#[derive(Default)]
+pub(super) struct Copying {
+    linked: OnceLock<Linked>,
+    /// Calls served by instances made ahead, up to [`COPY_AFTER`].
+    taken: AtomicU32,
+}
+
+impl Copying {
+    /// Counts a call served by an instance made ahead: true at the [`COPY_AFTER`]th, only.
+    fn due(&self) -> bool {
+        // Read first: past the count, calls only load the line.
+        self.taken.load(Ordering::Relaxed) < COPY_AFTER
+            && self.taken.fetch_add(1, Ordering::Relaxed) + 1 == COPY_AFTER
+    }
+
+    /// Compiled and linked: instances made ahead are made with it from now on.
+    pub(super) fn compiled(&self, linked: Linked) {
+        // Asked once per plugin version (`Prepared::copying_due`), so never set twice.
+        let _ = self.linked.set(linked);
+    }
+}
+
+/// What a plugin version's [`Prepared`] passes on when the plugin moves to a fresh engine.
+struct Learnt {
+    copying: Arc<Copying>,
+    mode: u8,
+}
+
 /// A plugin's instances made ahead, and whether it needs them.
 pub(super) struct Prepared {
     linked: Linked,
+    copying: Arc<Copying>,
     engine: Engine,
     name: Arc<str>,
     stats: Arc<PluginStats>,
@@ -117,26 +169,55 @@ impl Prepared {
         stats: &Arc<PluginStats>,
         ends: &Ends,
     ) -> Arc<Prepared> {
+        let learnt = Learnt {
+            copying: Arc::default(),
+            mode: LEARNING,
+        };
+        Prepared::with(linked, engine, name, stats, ends, learnt)
+    }
+
+    /// The same plugin moved to another engine: what was learnt of it and its compilation for
+    /// the pool that copies images, none of its instances.
+    pub(super) fn moved(&self, linked: &Linked, engine: &Engine) -> Arc<Prepared> {
+        let learnt = Learnt {
+            copying: self.copying.clone(),
+            mode: self.mode.load(Ordering::Relaxed),
+        };
+        Prepared::with(linked, engine, &self.name, &self.stats, &self.ends, learnt)
+    }
+
+    fn with(
+        linked: &Linked,
+        engine: &Engine,
+        name: &Arc<str>,
+        stats: &Arc<PluginStats>,
+        ends: &Ends,
+        learnt: Learnt,
+    ) -> Arc<Prepared> {
         Arc::new(Prepared {
             linked: linked.clone(),
             engine: engine.clone(),
             name: name.clone(),
             stats: stats.clone(),
             ends: ends.clone(),
+            copying: learnt.copying,
             ready: Mutex::new(Vec::new()),
-            mode: AtomicU8::new(LEARNING),
+            mode: AtomicU8::new(learnt.mode),
             slow_in_a_row: AtomicU32::new(0),
             refilling: AtomicBool::new(false),
         })
     }
 
-    /// The same plugin moved to another engine: what was learnt of it, none of its instances.
-    pub(super) fn moved(&self, linked: &Linked, engine: &Engine) -> Arc<Prepared> {
-        let moved = Prepared::new(linked, engine, &self.name, &self.stats, &self.ends);
-        moved
-            .mode
-            .store(self.mode.load(Ordering::Relaxed), Ordering::Relaxed);
-        moved
+    /// Where the plugin compiled for the pool that copies images goes, once it is.
+    pub(super) fn copying(&self) -> &Arc<Copying> {
+        &self.copying
+    }
+
+    /// Counts a call served by an instance made ahead; true (once per plugin version) when
+    /// the plugin has served enough of them that the caller should have it compiled for the
+    /// pool that copies images ([`Prepared::copying`]).
+    pub(super) fn copying_due(&self) -> bool {
+        self.copying.due()
     }
 
     /// An instance ready for a call, if one is.
@@ -209,6 +290,14 @@ pub(super) struct Preparer {
     ready: Arc<AtomicU32>,
 }
 
+/// What the thread counts: instances ready (at most `cap`), and those alive in the pool that
+/// copies images (at most [`COPYING_SLOTS`]).
+struct Counts {
+    ready: Arc<AtomicU32>,
+    cap: u32,
+    copying: Arc<AtomicU32>,
+}
+
 impl Preparer {
     /// At most `cap` instances ready at once, across plugins.
     pub(super) fn start(cap: u32, kv: Arc<Kv>) -> Result<Preparer, PreparerError> {
@@ -229,7 +318,11 @@ impl Preparer {
             .enable_all()
             .build()
             .map_err(PreparerError::Thread)?;
-        let counted = ready.clone();
+        let counts = Counts {
+            ready: ready.clone(),
+            cap,
+            copying: Arc::default(),
+        };
         std::thread::Builder::new()
             .name("plugin-prepare".into())
             .spawn(move || {
@@ -241,7 +334,7 @@ impl Preparer {
                             biased;
                             Some(done) = ending.recv() => drop(done),
                             Some(prepared) = queued.recv() => {
-                                refill(&prepared, &ahead, &kv, &counted, cap, &mut ending).await;
+                                refill(&prepared, &ahead, &kv, &counts, &mut ending).await;
                                 prepared.refilling.store(false, Ordering::Release);
                             }
                             else => break,
@@ -285,8 +378,7 @@ async fn refill(
     prepared: &Arc<Prepared>,
     ahead: &Arc<Sandbox>,
     kv: &Arc<Kv>,
-    counted: &Arc<AtomicU32>,
-    cap: u32,
+    counts: &Counts,
     ending: &mut tokio::sync::mpsc::UnboundedReceiver<Box<dyn Send>>,
 ) {
     // Not for a plugin unloaded or moved meanwhile: this job holds its last reference.
@@ -295,7 +387,7 @@ async fn refill(
         while let Ok(done) = ending.try_recv() {
             drop(done);
         }
-        let Some(all) = Counted::under(counted, cap) else {
+        let Some(all) = Counted::under(&counts.ready, counts.cap) else {
             return;
         };
         let held = Held {
@@ -310,17 +402,32 @@ async fn refill(
             trace: Default::default(),
             trace_headers: None,
         };
-        let mut store = new_store(&prepared.engine, &prepared.name, &ctx, None, kv);
-        match prepared.linked.instantiate(&mut store).await {
-            Ok(exports) => prepared
-                .ready
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(Ready {
-                    store,
-                    exports,
-                    held,
-                }),
+        let copying = prepared.copying.linked.get().and_then(|linked| {
+            Counted::under(&counts.copying, COPYING_SLOTS)
+                .map(|counted| (linked, CopyingSlot { _counted: counted }))
+        });
+        let (linked, engine) = match &copying {
+            Some((linked, _)) => (*linked, linked.instance_pre().engine()),
+            None => (&prepared.linked, &prepared.engine),
+        };
+        let mut store = new_store(engine, &prepared.name, &ctx, None, kv);
+        match linked.instantiate(&mut store).await {
+            Ok(exports) => {
+                prepared.stats.made_ahead(match copying {
+                    Some(_) => AheadImage::Copied,
+                    None => AheadImage::Mapped,
+                });
+                prepared
+                    .ready
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(Ready {
+                        store,
+                        exports,
+                        held,
+                        copying: copying.map(|(_, slot)| slot),
+                    })
+            }
             Err(e) => {
                 // A call's own instantiation fails the same way, and says so to its caller.
                 tracing::warn!(plugin = %prepared.name,
@@ -339,4 +446,18 @@ pub enum PreparerError {
     Thread(std::io::Error),
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plugin_is_due_for_the_copying_pool_once_after_its_calls() {
+        let copying = Copying::default();
+        let due: Vec<usize> = (1..=COPY_AFTER as usize * 3)
+            .filter(|_| copying.due())
+            .collect();
+        assert_eq!(due, vec![COPY_AFTER as usize]);
+    }
 }

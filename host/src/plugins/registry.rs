@@ -369,24 +369,20 @@ impl PluginRuntime {
         // JavaScript plugin, whose interpreter is in it): keep it off the async workers, and
         // say so in the log, since the plugin's routes wait for it.
         let component = tokio::task::spawn_blocking(move || {
-            if let Some(component) = cache.as_ref().and_then(|c| c.load(&engine, &key)) {
-                return Ok(component);
-            }
-            tracing::info!(plugin = %plugin, file = %shown, bytes = bytes.len(),
-                "plugin compiling: until it loads, its routes keep the version serving, or answer 503");
-            let started = std::time::Instant::now();
-            let component = match &cache {
-                Some(cache) => cache.compile(&engine, &key, &bytes),
-                None => Component::new(&engine, &bytes).map_err(CompileError::Invalid),
-            };
-            if component.is_ok() {
-                tracing::info!(plugin = %plugin, file = %shown,
-                    compile_ms = started.elapsed().as_millis() as u64, "plugin compiled");
-            }
-            component
+            compile(&engine, cache.as_ref(), &key, &bytes, || {
+                tracing::info!(plugin = %plugin, file = %shown, bytes = bytes.len(),
+                    "plugin compiling: until it loads, its routes keep the version serving, or answer 503");
+            })
+            .inspect(|(_, took)| {
+                if let Some(took) = took {
+                    tracing::info!(plugin = %plugin, file = %shown,
+                        compile_ms = took.as_millis() as u64, "plugin compiled");
+                }
+            })
         })
         .await
-        .map_err(LoadError::Task)??;
+        .map_err(LoadError::Task)??
+        .0;
         let wit_version = wit_version(&component, &pool.engine)?;
         let linked = pool.link(&component)?;
 
@@ -432,6 +428,81 @@ impl PluginRuntime {
             stats: self.registry.stats.of(name),
         }))
     }
+
+    /// Compiles `plugin` once more, on a thread of its own and one core, for the pool whose
+    /// instances copy their memory image: its instances made ahead are made there once that
+    /// is done (`prepared`). Until then, or if it fails (logged), they are made in the
+    /// request pool as before.
+    pub(super) fn compile_copying(&self, plugin: &Plugin) {
+        let pool = self.engines.copying().clone();
+        let cache = self.cache.clone();
+        let (name, file, hash) = (
+            plugin.name.clone(),
+            plugin.file.clone(),
+            plugin.hash.clone(),
+        );
+        let copying = plugin.prepared.copying().clone();
+        // A thread of its own, not the async runtime's blocking pool: the runtime waits for
+        // those as it shuts down, and this compilation is of no use to a gateway stopping.
+        let compiling = std::thread::Builder::new().name("plugin-compile".into());
+        let started = compiling.spawn(move || {
+            let linked = std::fs::read(&file)
+                .map_err(|e| e.to_string())
+                // A new version is on its way to being loaded, which will ask for its own.
+                .and_then(|wasm| match crate::encoding::sha256_hex(&wasm) == hash {
+                    true => Ok(wasm),
+                    false => Err("the file changed since it was loaded".to_owned()),
+                })
+                .and_then(|wasm| {
+                    compile(&pool.engine, cache.as_ref(), &hash, &wasm, || {
+                        tracing::info!(plugin = %name, bytes = wasm.len(),
+                            "plugin compiling for instances made ahead (their memory image \
+                             copied in); until then they map it");
+                    })
+                    .map_err(|e| e.to_string())
+                })
+                .and_then(|(component, took)| {
+                    let linked = pool.link(&component).map_err(|e| e.to_string())?;
+                    Ok((linked, took))
+                });
+            match linked {
+                Ok((linked, took)) => {
+                    copying.compiled(linked);
+                    tracing::info!(plugin = %name,
+                        compile_ms = took.map_or(0, |took| took.as_millis() as u64),
+                        "plugin compiled for instances made ahead (their memory image copied in)");
+                }
+                Err(e) => tracing::warn!(plugin = %name,
+                    "could not compile the plugin for instances made ahead with their memory \
+                     image copied in; they map it, as other instances do: {e}"),
+            }
+        });
+        if let Err(e) = started {
+            tracing::warn!(plugin = %plugin.name,
+                "could not start compiling the plugin for instances made ahead: {e}");
+        }
+    }
+}
+
+/// `wasm` (whose SHA-256 is `hash`) compiled for `engine`, and how long that took; from the
+/// cache when it holds it (no time). `compiling` is called first when it does not.
+fn compile(
+    engine: &wasmtime::Engine,
+    cache: Option<&super::cache::CompiledCache>,
+    hash: &str,
+    wasm: &[u8],
+    compiling: impl FnOnce(),
+) -> Result<(Component, Option<std::time::Duration>), CompileError> {
+    if let Some(component) = cache.and_then(|c| c.load(engine, hash)) {
+        return Ok((component, None));
+    }
+    compiling();
+    let started = std::time::Instant::now();
+    let component = match cache {
+        Some(cache) => cache.compile(engine, hash, wasm),
+        None => Component::new(engine, wasm).map_err(CompileError::Invalid),
+    }?;
+    Ok((component, Some(started.elapsed())))
 }
 
 /// A plugin's name: its file stem.

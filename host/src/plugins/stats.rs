@@ -47,6 +47,7 @@ impl TrapKind {
 pub(super) struct PluginStats {
     active: AtomicI64,
     ready: AtomicI64,
+    made_ahead: [AtomicU64; 2],
     loaded: AtomicU64,
     rejected: AtomicU64,
     traps: [AtomicU64; 3],
@@ -65,9 +66,35 @@ impl PluginStats {
         ReadyCount(self.clone())
     }
 
+    /// Counts an instance made ahead of calls, by how its memory image got there.
+    pub(super) fn made_ahead(&self, image: AheadImage) {
+        self.made_ahead[image as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(super) fn crashed(&self, failure: &Failure) {
         // The discriminant is the kind's place in `TrapKind::ALL`.
         self.traps[TrapKind::of(failure) as usize].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// How an instance made ahead of calls got its memory image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AheadImage {
+    /// Mapped copy-on-write, as every other instance's (its call pays the faults).
+    Mapped,
+    /// Copied in whole as it was made.
+    Copied,
+}
+
+impl AheadImage {
+    /// In the order of [`PluginCounts::made_ahead`].
+    pub const ALL: [AheadImage; 2] = [AheadImage::Mapped, AheadImage::Copied];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AheadImage::Mapped => "mapped",
+            AheadImage::Copied => "copied",
+        }
     }
 }
 
@@ -116,6 +143,7 @@ impl StatsByPlugin {
                 plugin: name.to_string(),
                 active: u64::try_from(stats.active.load(Ordering::Relaxed)).unwrap_or(0),
                 ready: u64::try_from(stats.ready.load(Ordering::Relaxed)).unwrap_or(0),
+                made_ahead: std::array::from_fn(|i| stats.made_ahead[i].load(Ordering::Relaxed)),
                 loaded: stats.loaded.load(Ordering::Relaxed),
                 rejected: stats.rejected.load(Ordering::Relaxed),
                 traps: std::array::from_fn(|i| stats.traps[i].load(Ordering::Relaxed)),
@@ -135,6 +163,8 @@ pub struct PluginCounts {
     pub active: u64,
     /// Instances made ahead of calls, waiting for one.
     pub ready: u64,
+    /// Instances made ahead of calls so far, by [`AheadImage::ALL`]'s order.
+    pub made_ahead: [u64; 2],
     /// Loads of its file that made it serve (at start and on each change).
     pub loaded: u64,
     /// Loads of its file that were refused (the previous version, if any, kept serving).
@@ -155,6 +185,7 @@ mod tests {
         let first = plugin.serving();
         let second = plugin.serving();
         let ready = plugin.ready();
+        plugin.made_ahead(AheadImage::Copied);
         drop(first);
         stats.loaded(&name, true);
         stats.loaded(&name, false);
@@ -172,6 +203,7 @@ mod tests {
                 plugin: "openai".into(),
                 active: 1,
                 ready: 1,
+                made_ahead: [0, 1],
                 loaded: 1,
                 rejected: 1,
                 traps: [1, 1, 2],

@@ -76,10 +76,13 @@ pub async fn serve(
         0 => crate::worker::default_count(),
         n => n,
     };
-    let runtime = Arc::new(PluginRuntime::with_max_instances(
-        config.plugin_cache_dir().as_deref(),
-        config.max_plugin_instances.get(),
-    )?);
+    let runtime = Arc::new(
+        PluginRuntime::with_max_instances(
+            config.plugin_cache_dir().as_deref(),
+            config.max_plugin_instances.get(),
+        )?
+        .with_copy_ahead(config.plugin_copy_ahead),
+    );
     let (loaded, _rejected) = runtime.load_dir(&config.plugins_dir).await;
     let _watcher = crate::plugins::hot_reload::watch(runtime.clone(), &config.plugins_dir)?;
     crate::plugins::trim::spawn(Arc::downgrade(&runtime));

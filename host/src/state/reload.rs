@@ -205,6 +205,7 @@ fn reload(state: &AppState, file: &Path) -> Option<Option<PathBuf>> {
                 log_format,
                 max_connections,
                 max_plugin_instances,
+                plugin_copy_ahead,
                 record_retention_days,
                 audit_retention_days,
                 redis_url,

@@ -382,7 +382,8 @@ fn python_provider_maps_upstream_errors() {
 // ---------------------------------------------------------------- the sandbox
 
 /// A gateway with the hostile Python plugin on `hostile` (small limits: a 500 ms CPU budget,
-/// `memory_limit_mb`) and the example provider on `py`, both at `upstream`.
+/// `memory_limit_mb`) and the example provider on `py`, both at `upstream`; instances made
+/// ahead copy their image in (`plugin_copy_ahead`).
 fn hostile_gateway(upstream: &OpenAiUpstream, memory_limit_mb: u64) -> Gateway {
     require(HOSTILE);
     require(PROVIDER);
@@ -398,6 +399,7 @@ fn hostile_gateway(upstream: &OpenAiUpstream, memory_limit_mb: u64) -> Gateway {
             )
             .route(route("py", PROVIDER, &base, &var))
             .env(&var, PROVIDER_KEY)
+            .config_line("plugin_copy_ahead = true")
             .start()
     })
 }
@@ -474,7 +476,8 @@ fn python_unbounded_allocation_hits_the_memory_limit() {
 /// Python's instantiation is slow (its start functions fill the interpreter's tables), so
 /// after a few calls the gateway makes its instances ahead of the calls that take them: each
 /// call still has an instance of its own, its stdout is logged with its own invocation id, and
-/// the route's memory limit and CPU budget bind it as they bind an instance made for it.
+/// the route's memory limit and CPU budget bind it as they bind an instance made for it, whether
+/// its memory image was mapped or copied in.
 #[test]
 fn python_instances_made_ahead_serve_one_call_each() {
     let upstream =
@@ -518,6 +521,59 @@ fn python_instances_made_ahead_serve_one_call_each() {
     // Served by instances made ahead now.
     for _ in 0..4 {
         let marker = unique("ahead");
+        served.push((count(&marker), marker));
+    }
+    // Then, once the plugin has served 64 calls that way and is compiled again for the pool
+    // whose instances copy their memory image in, by instances made there: each starts from
+    // the plugin's image as a mapped one does (its module's call count is 1 again).
+    // (A call that finds none ready makes its own, and does not count.)
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let asked = |logs: &str| {
+        logs.contains("plugin compiling for instances made ahead")
+            || logs.contains("plugin compiled for instances made ahead")
+    };
+    while !asked(&gw.logs()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the plugin was never compiled for instances made ahead; the log:\n{}",
+            gw.logs()
+        );
+        count(&unique("ahead"));
+    }
+    let copied = || {
+        gateway_test_support::scrape::value(
+            &gateway_test_support::scrape::scrape(&gw, None),
+            "gateway_plugin_instances_made_ahead_total",
+            &[("plugin", HOSTILE), ("image", "copied")],
+        )
+    };
+    // Compiled on one core (a Python plugin's interpreter: seconds, more on a loaded machine).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while !gw
+        .logs()
+        .contains("plugin compiled for instances made ahead")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the plugin was not compiled for instances made ahead; the log:\n{}",
+            gw.logs()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // The instances ready before that were mapped; those made after, copied: the calls after
+    // these take them.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while copied() < 2.0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no instance made ahead with its image copied; the log:\n{}",
+            gw.logs()
+        );
+        let marker = unique("copied");
+        served.push((count(&marker), marker));
+    }
+    for _ in 0..4 {
+        let marker = unique("copied");
         served.push((count(&marker), marker));
     }
     for (id, marker) in &served {
