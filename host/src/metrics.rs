@@ -868,9 +868,9 @@ impl Collector for Snapshot {
             encoder,
             "gateway_plugin_instances_made_ahead",
             "Plugin instances made ahead of calls, by how their memory image got there: copied \
-             (in whole as it was made; its call takes no copy-on-write fault) or mapped \
-             (copy-on-write, until the plugin is compiled for the pool that copies, or when \
-             that pool is full).",
+             (in whole as it was made, with plugin_copy_ahead; its call takes no copy-on-write \
+             fault) or mapped (copy-on-write: without plugin_copy_ahead, until the plugin is \
+             compiled for the pool that copies, or when that pool is full).",
             ["plugin", "image"],
             &self.made_ahead,
         )?;

@@ -85,9 +85,9 @@ enum Image {
     CopyOnWrite,
     /// Copied whole into the instance's memory as it is made: a Python plugin's image is
     /// megabytes, but an instance made ahead pays that off the call's path, and its call
-    /// then takes no copy-on-write fault (46% of a Python call's worker time; BENCHMARKS.md,
-    /// issue 52 step 4). wasmtime checks this setting when it loads compiled code, so a
-    /// plugin is compiled once more for a pool that copies.
+    /// then takes no copy-on-write fault (46% of a Python call's worker time in step 2's
+    /// profile; BENCHMARKS.md, issue 52 steps 2 and 4). wasmtime checks this setting when it
+    /// loads compiled code, so a plugin is compiled once more for a pool that copies.
     Copied,
 }
 

@@ -9,11 +9,12 @@
 //! and nothing of a call reaches an instance before the call takes it. The same thread ends
 //! those instances after their calls ([`Prepared::end`]): a slow plugin's teardown is slow too.
 //!
-//! Made ahead, an instance copies its memory image in whole rather than mapping it
-//! copy-on-write, so that its call does not fault on every page it first writes: once
-//! [`COPY_AFTER`] calls have been served this way, the plugin is compiled once more, on a
-//! thread of its own, for the engine whose pool does that ([`Prepared::copying`]); until then,
-//! or when that pool's [`COPYING_SLOTS`] are taken, they are made in the request pool.
+//! With `plugin_copy_ahead` (off by default), an instance made ahead copies its memory image in
+//! whole rather than mapping it copy-on-write, so that its call does not fault on every page it
+//! first writes: once [`COPY_AFTER`] calls have been served by instances made ahead, the plugin
+//! is compiled once more, on a thread of its own, for the engine whose pool does that
+//! ([`Prepared::copying`]); until then, or when that pool's [`COPYING_SLOTS`] are taken, they
+//! are made in the request pool.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
