@@ -202,7 +202,7 @@ impl Pool {
             wit_version: plugin.wit_version.clone(),
             loaded_at_ms: plugin.loaded_at_ms,
             info: plugin.info.clone(),
-            prepared: plugin.prepared.moved(&linked, &self.engine),
+            prepared: plugin.prepared.moved(&linked),
             linked,
             engine: self.engine.clone(),
             stats: plugin.stats.clone(),

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use uuid::Uuid;
-use wasmtime::{Engine, Store};
+use wasmtime::Store;
 
 use super::CallContext;
 use super::imports::{PluginState, new_store};
@@ -151,7 +151,6 @@ struct Learnt {
 pub(super) struct Prepared {
     linked: Linked,
     copying: Arc<Copying>,
-    engine: Engine,
     name: Arc<str>,
     stats: Arc<PluginStats>,
     ends: Ends,
@@ -165,7 +164,6 @@ pub(super) struct Prepared {
 impl Prepared {
     pub(super) fn new(
         linked: &Linked,
-        engine: &Engine,
         name: &Arc<str>,
         stats: &Arc<PluginStats>,
         ends: &Ends,
@@ -174,22 +172,21 @@ impl Prepared {
             copying: Arc::default(),
             mode: LEARNING,
         };
-        Prepared::with(linked, engine, name, stats, ends, learnt)
+        Prepared::with(linked, name, stats, ends, learnt)
     }
 
     /// The same plugin moved to another engine: what was learnt of it and its compilation for
     /// the pool that copies images, none of its instances.
-    pub(super) fn moved(&self, linked: &Linked, engine: &Engine) -> Arc<Prepared> {
+    pub(super) fn moved(&self, linked: &Linked) -> Arc<Prepared> {
         let learnt = Learnt {
             copying: self.copying.clone(),
             mode: self.mode.load(Ordering::Relaxed),
         };
-        Prepared::with(linked, engine, &self.name, &self.stats, &self.ends, learnt)
+        Prepared::with(linked, &self.name, &self.stats, &self.ends, learnt)
     }
 
     fn with(
         linked: &Linked,
-        engine: &Engine,
         name: &Arc<str>,
         stats: &Arc<PluginStats>,
         ends: &Ends,
@@ -197,7 +194,6 @@ impl Prepared {
     ) -> Arc<Prepared> {
         Arc::new(Prepared {
             linked: linked.clone(),
-            engine: engine.clone(),
             name: name.clone(),
             stats: stats.clone(),
             ends: ends.clone(),
@@ -407,10 +403,10 @@ async fn refill(
             Counted::under(&counts.copying, COPYING_SLOTS)
                 .map(|counted| (linked, CopyingSlot { _counted: counted }))
         });
-        let (linked, engine) = match &copying {
-            Some((linked, _)) => (*linked, linked.instance_pre().engine()),
-            None => (&prepared.linked, &prepared.engine),
-        };
+        let linked = copying
+            .as_ref()
+            .map_or(&prepared.linked, |(linked, _)| *linked);
+        let engine = linked.instance_pre().engine();
         let mut store = new_store(engine, &prepared.name, &ctx, None, kv);
         match linked.instantiate(&mut store).await {
             Ok(exports) => {

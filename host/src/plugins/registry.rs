@@ -418,7 +418,6 @@ impl PluginRuntime {
             info,
             prepared: super::prepared::Prepared::new(
                 &linked,
-                &pool.engine,
                 name,
                 &self.registry.stats.of(name),
                 self.preparer.ends(),
