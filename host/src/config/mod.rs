@@ -161,6 +161,11 @@ pub struct Config {
     pub redis_url: Option<RedisUrl>,
     /// Prefix of every Redis key the gateway writes.
     pub redis_key_prefix: String,
+    /// With `redis_url`: each replica takes a block of each limit (1%) ahead of its requests
+    /// and decides them in process until it is used, instead of two Redis calls a request.
+    /// Never beyond a limit; a replica may refuse while others hold unused blocks. Read at
+    /// start.
+    pub limit_leases: bool,
     /// Bearer token for the `/admin/...` endpoints; without one they answer 401. At least
     /// [`MIN_ADMIN_TOKEN_BYTES`] bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -374,6 +379,7 @@ impl Default for Config {
             plugin_cache_dir: None,
             redis_url: None,
             redis_key_prefix: "gateway:".to_owned(),
+            limit_leases: false,
             admin_token: None,
             console: true,
             oidc: None,

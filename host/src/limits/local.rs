@@ -215,16 +215,16 @@ impl Local {
                     state.rates.insert(key, Bucket { limit: n, tat });
                 }
                 Limit::DailyBudgetUsd(_) | Limit::MonthlyBudgetUsd(_) => {
-                    let period = item.period().unwrap_or(Period::Day);
-                    let (key, delta) = match reservation.period_of(i) {
-                        Some(id) => (
-                            format!("{}:{}", item.counter(), period.suffix(id)),
-                            cost_usd - reservation.estimate.cost_usd,
-                        ),
-                        // Nothing reserved, nothing spent: nothing to book.
-                        None if cost_usd <= 0.0 => continue,
-                        None => (budget_key(item, period, now_ms).0, cost_usd),
+                    let Some((period, id, delta)) =
+                        reservation.budget_booking(i, item, cost_usd, now_ms)
+                    else {
+                        continue;
                     };
+                    // Nothing reserved, nothing spent: nothing to book.
+                    if delta == 0.0 {
+                        continue;
+                    }
+                    let key = format!("{}:{}", item.counter(), period.suffix(id));
                     // No counter: the next admission starts one from the
                     // recorded spend, which includes this call.
                     if let Some(spent) = state.budgets.get_mut(&key) {

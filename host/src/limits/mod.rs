@@ -64,9 +64,15 @@
 //! checked against what this one consumed. A settle sent and forgotten
 //! could be lost with its runtime at shutdown, or land after that next
 //! admission.
+//!
+//! With leases (`lease.rs`, `limit_leases`, off by default) a replica takes a
+//! block of each limit with a request that asks Redis, and admits from it in
+//! process until it is used or a second old: never beyond a limit, not exact
+//! at every instant across replicas.
 
 mod budget;
 mod gcra;
+mod lease;
 mod local;
 mod redis;
 mod signin;
@@ -145,6 +151,36 @@ impl Reservation {
     /// The period of item `i`'s reserved cost, if any.
     fn period_of(&self, i: usize) -> Option<i64> {
         self.budget_periods.get(i).copied().flatten()
+    }
+
+    /// What a settle books on budget item `i`: its period, the period's id (the one its cost
+    /// was reserved in, else the one at `now_ms`) and the USD (the cost less what was reserved
+    /// there, else the whole cost). `None`: not a budget.
+    fn budget_booking(
+        &self,
+        i: usize,
+        item: &Item<'_>,
+        cost_usd: f64,
+        now_ms: i64,
+    ) -> Option<(budget::Period, i64, f64)> {
+        let period = item.period()?;
+        Some(match self.period_of(i) {
+            Some(id) => (period, id, cost_usd - self.estimate.cost_usd),
+            None => (period, period.at(now_ms).id, cost_usd),
+        })
+    }
+
+    /// This reservation for the items `keep` marks, in their order.
+    fn only(&self, keep: &[bool]) -> Reservation {
+        Reservation {
+            budget_periods: keep
+                .iter()
+                .enumerate()
+                .filter(|(_, keep)| **keep)
+                .map(|(i, _)| self.period_of(i))
+                .collect(),
+            ..self.clone()
+        }
     }
 }
 
@@ -384,12 +420,15 @@ struct Inner {
     /// The counters without Redis, and Redis's stand-in while it is down.
     local: local::Local,
     redis: Option<redis::RedisBackend>,
+    /// With `limit_leases`: the blocks of Redis's limits this replica holds.
+    leases: Option<lease::Leases>,
 }
 
 impl fmt::Debug for Limiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Limiter")
             .field("redis", &self.inner.redis.is_some())
+            .field("leases", &self.inner.leases.is_some())
             .finish()
     }
 }
@@ -410,9 +449,34 @@ impl Limiter {
         ))
     }
 
+    /// [`Limiter::redis`] with leases (`limit_leases`): this replica takes a block of each
+    /// limit ahead of its requests and decides them in process until it is used (`lease.rs`
+    /// says the bound).
+    pub fn redis_leased(url: &str, key_prefix: &str) -> Result<Limiter, LimitsError> {
+        let backend = redis::RedisBackend::new(url, key_prefix)?;
+        Ok(Limiter {
+            inner: Arc::new(Inner {
+                local: local::Local::new(local::system_clock()),
+                redis: Some(backend),
+                leases: Some(lease::Leases::new()),
+            }),
+        })
+    }
+
     fn with_local(local: local::Local, redis: Option<redis::RedisBackend>) -> Limiter {
         Limiter {
-            inner: Arc::new(Inner { local, redis }),
+            inner: Arc::new(Inner {
+                local,
+                redis,
+                leases: None,
+            }),
+        }
+    }
+
+    /// Gives back to Redis what this replica's leases hold unused (the gateway is stopping).
+    pub async fn release(&self) {
+        if let (Some(redis), Some(leases)) = (&self.inner.redis, &self.inner.leases) {
+            redis.give_back(&leases.drain()).await;
         }
     }
 
@@ -432,12 +496,19 @@ impl Limiter {
             tokens: estimate.tokens,
             cost_usd: spendable(estimate.cost_usd),
         };
-        if let Some(redis) = &self.inner.redis
-            && let Some(answer) = redis
-                .admit(&items, spend, estimate, &self.inner.local)
-                .await
-        {
-            return answer;
+        if let Some(redis) = &self.inner.redis {
+            let local = &self.inner.local;
+            let answer = match &self.inner.leases {
+                Some(leases) => {
+                    redis
+                        .admit_leased(leases, &items, spend, estimate, local)
+                        .await
+                }
+                None => redis.admit(&items, spend, estimate, local).await,
+            };
+            if let Some(answer) = answer {
+                return answer;
+            }
         }
         self.inner.local.admit(&items, spend, estimate).await
     }
@@ -464,15 +535,24 @@ impl Limiter {
             return;
         };
         if reservation.in_redis {
-            if redis
-                .settle(&items, reservation, tokens, cost_usd, local)
-                .await
-            {
+            let Some(leases) = &self.inner.leases else {
+                Self::settle_in_redis(redis, local, &items, reservation, tokens, cost_usd).await;
+                return;
+            };
+            let (booked, returns) =
+                leases.settle(&items, reservation, tokens, cost_usd, local.now_us());
+            redis.give_back(&returns).await;
+            if booked.iter().all(|booked| *booked) {
                 return;
             }
-            // Counted here while Redis is down, and booked in Redis when it is back.
-            local.settle(&items, &Reservation::default(), tokens, cost_usd);
-            redis.remember_outage_spend(&items, reservation, cost_usd, local.now_us());
+            // What no lease held (given back meanwhile, or never taken) is Redis's to book.
+            let rest: Vec<bool> = booked.iter().map(|booked| !booked).collect();
+            let items: Vec<Item<'_>> = (items.iter().zip(&rest))
+                .filter(|(_, rest)| **rest)
+                .map(|(item, _)| *item)
+                .collect();
+            let reservation = reservation.only(&rest);
+            Self::settle_in_redis(redis, local, &items, &reservation, tokens, cost_usd).await;
         } else {
             // Admitted in process while Redis was down: the reservation is here, the spend
             // belongs in Redis too.
@@ -482,6 +562,29 @@ impl Limiter {
                 redis.remember_outage_spend(&items, &none, cost_usd, local.now_us());
             }
         }
+    }
+}
+
+impl Limiter {
+    /// Books a call admitted in Redis there; while Redis is down, here and in Redis once it is
+    /// back.
+    async fn settle_in_redis(
+        redis: &redis::RedisBackend,
+        local: &local::Local,
+        items: &[Item<'_>],
+        reservation: &Reservation,
+        tokens: u64,
+        cost_usd: f64,
+    ) {
+        if redis
+            .settle(items, reservation, tokens, cost_usd, local)
+            .await
+        {
+            return;
+        }
+        // Counted here while Redis is down, and booked in Redis when it is back.
+        local.settle(items, &Reservation::default(), tokens, cost_usd);
+        redis.remember_outage_spend(items, reservation, cost_usd, local.now_us());
     }
 }
 

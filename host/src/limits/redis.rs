@@ -23,6 +23,7 @@ use std::sync::{Mutex, PoisonError};
 
 use redis::{Cmd, ErrorKind, RedisError, RedisResult, Script, ServerErrorKind};
 
+use super::lease::{self, Giveback, Leases};
 use super::local::Local;
 use super::{
     Admitted, Estimate, Item, Limit, LimitsError, Refused, Reservation, SpendSource, Verdict,
@@ -123,14 +124,18 @@ end
 
 /// KEYS: one per item (a budget's without its period). ARGV: the estimated
 /// tokens and cost to reserve, then per item its kind (`r`, `t`, `d`, `m`),
-/// its limit and a seed (`''`, or `START_MS:USD` for a budget counter to
-/// create, `START_MS:-` to pass it this once as 0 without creating it).
+/// its limit, a seed (`''`, or `START_MS:USD` for a budget counter to
+/// create, `START_MS:-` to pass it this once as 0 without creating it) and,
+/// with leases (`lease.rs`), a fourth: the block to take beyond the request
+/// (requests, tokens or USD), granted as far as the limit has room.
 /// Returns `{0, a, b, ...}` (per item: a rate's remaining and reset µs; a
-/// budget's period and 1 if the cost was reserved there, else 0),
+/// budget's period and 1 if the cost was reserved there, else 0; with leases
+/// a third, the block granted: units, or a budget's nano-USD),
 /// `{1, item, retry_after_us}` or `{2, item, start_ms, ...}` (budget
 /// counters to seed). Nothing is written unless all items pass, but seeds.
 const ADMIT: &str = r"
 local est_tokens, est_cost = ARGV[1] + 0, ARGV[2] + 0
+local stride = (#ARGV - 2) / #KEYS
 local out = {0}
 local n = 1
 local refused, refused_retry = nil, -1
@@ -138,10 +143,12 @@ local missing = {}
 local writes = {}
 local reserves = {}
 for i = 1, #KEYS do
-  local j = 3 * i
+  local j = stride * (i - 1) + 3
   local kind, limit_arg, seed = ARGV[j], ARGV[j + 1], ARGV[j + 2]
+  local extra = 0
+  if stride == 4 then extra = ARGV[j + 3] + 0 end
   local limit = limit_arg + 0
-  local a, b = 0, 0
+  local a, b, c = 0, 0, 0
   if kind == 'r' or kind == 't' then
     local take = 1
     if kind == 't' then take = est_tokens end
@@ -154,9 +161,14 @@ for i = 1, #KEYS do
       local retry = max(time_of(tat + need - cap, cap) - now_us, 1)
       if retry > refused_retry then refused, refused_retry = i, retry end
     else
-      if take > 0 then
-        tat = tat + take * step
-        writes[#writes + 1] = {i, tat, cap}
+      if extra > 0 then
+        local room = floor((cap - (tat - nu)) / step) - take
+        if extra > room then extra = max(room, 0) end
+        c = extra
+      end
+      if take + extra > 0 then
+        tat = tat + (take + extra) * step
+        writes[#writes + 1] = {i, tat, cap, limit_arg}
       end
       a = floor((cap - (tat - nu)) / step)
       b = max(time_of(tat, cap) - now_us, 0)
@@ -185,8 +197,16 @@ for i = 1, #KEYS do
     elseif tonumber(v) >= limit then
       local retry = (end_ms - now_ms) * 1000
       if retry > refused_retry then refused, refused_retry = i, retry end
-    elseif counted and est_cost > 0 then
-      reserves[#reserves + 1] = key
+    elseif counted and (est_cost > 0 or extra > 0) then
+      local amount = ARGV[2]
+      if extra > 0 then
+        local nano = floor(max(min(extra, limit - tonumber(v) - est_cost), 0) * 1e9)
+        if nano > 0 then
+          c = nano
+          amount = format('%.17g', est_cost + nano / 1e9)
+        end
+      end
+      reserves[#reserves + 1] = {key, amount}
       a, b = id, 1
     else
       a = id
@@ -195,6 +215,10 @@ for i = 1, #KEYS do
   out[n + 1] = a
   out[n + 2] = b
   n = n + 2
+  if stride == 4 then
+    out[n + 1] = c
+    n = n + 1
+  end
 end
 if #missing > 0 then
   table.insert(missing, 1, 2)
@@ -202,13 +226,38 @@ if #missing > 0 then
 end
 if refused then return {1, refused, refused_retry} end
 for _, w in ipairs(writes) do
-  local i = w[1]
-  store_tat(KEYS[i], ARGV[3 * i + 1], w[3], w[2], now_us)
+  store_tat(KEYS[w[1]], w[4], w[3], w[2], now_us)
 end
-for _, key in ipairs(reserves) do
-  redis.call('INCRBYFLOAT', key, ARGV[2])
+for _, r in ipairs(reserves) do
+  redis.call('INCRBYFLOAT', r[1], r[2])
 end
 return out
+";
+
+/// Leases given back (`lease.rs`). KEYS: counters (a budget's with its
+/// period). ARGV: per key its kind, its limit and the amount given back
+/// (requests, tokens or USD; negative: used beyond the lease, charged).
+/// A bucket's TAT moves back by its units (never before now: a full bucket
+/// stays full); a budget counter that exists gives back its USD (never
+/// below 0).
+const RETURN: &str = r"
+for i = 1, #KEYS do
+  local j = 3 * i - 2
+  local kind, limit_arg, amount = ARGV[j], ARGV[j + 1], ARGV[j + 2] + 0
+  if kind == 'r' or kind == 't' then
+    local limit = limit_arg + 0
+    local step = scale(limit)
+    local cap = limit * step
+    local nu = units(now_us, cap)
+    local tat = load_tat(KEYS[i], limit_arg, cap, nu, now_us) - amount * step
+    store_tat(KEYS[i], limit_arg, cap, max(tat, nu), now_us)
+  elseif redis.call('EXISTS', KEYS[i]) == 1 then
+    if tonumber(redis.call('INCRBYFLOAT', KEYS[i], format('%.17g', -amount))) < 0 then
+      redis.call('SET', KEYS[i], '0', 'KEEPTTL')
+    end
+  end
+end
+return 0
 ";
 
 /// KEYS: one per item that counts usage (not request rates). ARGV: the
@@ -264,9 +313,13 @@ pub(crate) struct RedisBackend {
     prefix: String,
     admit: Lua,
     settle: Lua,
+    give_back: Lua,
     resync: Lua,
     /// Spend counted in process while Redis was down, by full counter name.
     pending: Mutex<HashMap<String, f64>>,
+    /// Script calls made, for tests that count them.
+    #[cfg(test)]
+    calls: std::sync::atomic::AtomicU64,
 }
 
 /// What the admission script answered.
@@ -285,14 +338,20 @@ impl RedisBackend {
             prefix: prefix.to_owned(),
             admit: Lua::new(format!("{HELPERS}{ADMIT}")),
             settle: Lua::new(format!("{HELPERS}{SETTLE}")),
+            give_back: Lua::new(format!("{HELPERS}{RETURN}")),
             resync: Lua::new(RESYNC.to_owned()),
             pending: Mutex::new(HashMap::new()),
+            #[cfg(test)]
+            calls: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
     /// Runs a script call (see [`Lua::call`]) with the timeout around all
     /// of it, connecting included.
     async fn run<T: redis::FromRedisValue>(&self, lua: &Lua, call: &Cmd) -> RedisResult<T> {
+        #[cfg(test)]
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let answer = async {
             let mut conn = self.link.connection().await?;
             match call.query_async(&mut conn).await {
@@ -367,11 +426,7 @@ impl RedisBackend {
     ) {
         let now_ms = now_us.div_euclid(1000);
         let spend = items.iter().enumerate().filter_map(|(i, item)| {
-            let period = item.period()?;
-            let (id, usd) = match reservation.period_of(i) {
-                Some(id) => (id, cost_usd - reservation.estimate.cost_usd),
-                None => (period.at(now_ms).id, cost_usd),
-            };
+            let (period, id, usd) = reservation.budget_booking(i, item, cost_usd, now_ms)?;
             let key = format!("{}{}:{}", self.prefix, item.counter(), period.suffix(id));
             (usd != 0.0).then_some((key, usd))
         });
@@ -408,6 +463,114 @@ impl RedisBackend {
         if !self.link.available() {
             return None;
         }
+        let answer = self
+            .admit_items(items, spend, estimate, None, fallback)
+            .await?;
+        Some(answer.and_then(|(verdicts, _)| conclude(items, &verdicts, estimate, true)))
+    }
+
+    /// [`RedisBackend::admit`] with leases: the items the replica's leases cover are decided
+    /// here, the others in Redis, each taking a block for the next requests.
+    pub(crate) async fn admit_leased(
+        &self,
+        leases: &Leases,
+        items: &[Item<'_>],
+        spend: &dyn SpendSource,
+        estimate: Estimate,
+        fallback: &Local,
+    ) -> Option<Result<(Admitted, Reservation), Refused>> {
+        if !self.link.available() {
+            return None;
+        }
+        let now_us = fallback.now_us();
+        let taken = leases.take(items, estimate, now_us);
+        if taken.all_covered() {
+            let verdicts: Vec<Verdict> = taken.covered.iter().flatten().map(|c| c.0).collect();
+            return Some(conclude(items, &verdicts, estimate, true));
+        }
+        self.give_back(&taken.returns).await;
+        let asked: Vec<Item<'_>> = items
+            .iter()
+            .zip(&taken.covered)
+            .filter(|(_, covered)| covered.is_none())
+            .map(|(item, _)| *item)
+            .collect();
+        let blocks: Vec<f64> = asked.iter().map(|item| lease::ask(item.limit)).collect();
+        let answer = self
+            .admit_items(&asked, spend, estimate, Some(&blocks), fallback)
+            .await;
+        let (asked_verdicts, granted) = match answer {
+            Some(Ok(answer)) => answer,
+            Some(Err(refused)) => {
+                leases.untake(items, estimate, &taken);
+                return Some(Err(refused));
+            }
+            None => {
+                leases.untake(items, estimate, &taken);
+                return None;
+            }
+        };
+        let replaced = leases.keep(&asked, &asked_verdicts, &granted, now_us);
+        self.give_back(&replaced).await;
+        let mut asked_verdicts = asked_verdicts.into_iter();
+        let verdicts: Vec<Verdict> = taken
+            .covered
+            .iter()
+            .filter_map(|covered| match covered {
+                Some((verdict, _)) => Some(*verdict),
+                None => asked_verdicts.next(),
+            })
+            .collect();
+        Some(conclude(items, &verdicts, estimate, true))
+    }
+
+    /// Gives leases back (or charges what they were used beyond); a charge Redis did not take
+    /// is booked when it is back, as an outage's spend is.
+    pub(crate) async fn give_back(&self, returns: &[Giveback]) {
+        if returns.is_empty() {
+            return;
+        }
+        let mut buf = String::with_capacity(64);
+        let mut call = self.give_back.call(returns.len());
+        for giveback in returns {
+            buf.clear();
+            buf.push_str(&self.prefix);
+            buf.push_str(&giveback.counter);
+            call.arg(buf.as_str());
+        }
+        for giveback in returns {
+            Self::kind(&mut call, giveback.limit, &mut buf);
+            call.arg(decimal(&mut buf, giveback.amount));
+        }
+        if let Err(e) = self.run::<i64>(&self.give_back, &call).await {
+            self.failed(&e);
+            let charges = returns.iter().filter(|giveback| {
+                giveback.amount < 0.0
+                    && matches!(
+                        giveback.limit,
+                        Limit::DailyBudgetUsd(_) | Limit::MonthlyBudgetUsd(_)
+                    )
+            });
+            self.add_pending(
+                charges
+                    .map(|charge| (format!("{}{}", self.prefix, charge.counter), -charge.amount))
+                    .collect::<Vec<_>>(),
+            );
+        }
+    }
+
+    /// The admission script for `items`, with a block to take beyond the request for each
+    /// (`blocks`, with leases): per item its verdict and the block granted (requests, tokens
+    /// or USD). `None`: Redis did not answer.
+    async fn admit_items(
+        &self,
+        items: &[Item<'_>],
+        spend: &dyn SpendSource,
+        estimate: Estimate,
+        blocks: Option<&[f64]>,
+        fallback: &Local,
+    ) -> Option<Result<(Vec<Verdict>, Vec<f64>), Refused>> {
+        let width = if blocks.is_some() { 3 } else { 2 };
         let mut seeds = vec![String::new(); items.len()];
         let mut buf = String::with_capacity(64);
         // A period may turn over between a seed and its use: try again with
@@ -419,14 +582,23 @@ impl RedisBackend {
             }
             call.arg(estimate.tokens)
                 .arg(decimal(&mut buf, estimate.cost_usd));
-            for (item, seed) in items.iter().zip(&seeds) {
+            for (i, (item, seed)) in items.iter().zip(&seeds).enumerate() {
                 Self::kind(&mut call, item.limit, &mut buf);
                 call.arg(seed);
+                if let Some(blocks) = blocks {
+                    let block = blocks.get(i).copied().unwrap_or(0.0);
+                    match item.limit {
+                        Limit::RequestsPerMinute(_) | Limit::TokensPerMinute(_) => {
+                            call.arg(block as u64)
+                        }
+                        _ => call.arg(decimal(&mut buf, block)),
+                    };
+                }
             }
             let answer = match self.run::<Vec<i64>>(&self.admit, &call).await {
                 Ok(values) => {
                     self.succeeded(fallback).await;
-                    parse(&values, items.len())
+                    parse(&values, items.len(), width)
                 }
                 Err(e) => {
                     self.failed(&e);
@@ -435,22 +607,27 @@ impl RedisBackend {
             };
             match answer {
                 Some(Answer::Pass(values)) => {
-                    let verdicts: Vec<Verdict> = items
-                        .iter()
-                        .zip(values.chunks_exact(2))
-                        .map(|(item, v)| match item.limit {
-                            Limit::RequestsPerMinute(_) | Limit::TokensPerMinute(_) => {
-                                Verdict::Rate {
-                                    remaining: v[0].max(0) as u64,
-                                    reset_us: v[1],
-                                }
+                    let mut verdicts = Vec::with_capacity(items.len());
+                    let mut granted = Vec::with_capacity(items.len());
+                    for (item, v) in items.iter().zip(values.chunks_exact(width)) {
+                        let rate = matches!(
+                            item.limit,
+                            Limit::RequestsPerMinute(_) | Limit::TokensPerMinute(_)
+                        );
+                        verdicts.push(if rate {
+                            Verdict::Rate {
+                                remaining: v[0].max(0) as u64,
+                                reset_us: v[1],
                             }
-                            _ => Verdict::Budget {
+                        } else {
+                            Verdict::Budget {
                                 reserved_in: (v[1] == 1).then_some(v[0]),
-                            },
-                        })
-                        .collect();
-                    return Some(conclude(items, &verdicts, estimate, true));
+                            }
+                        });
+                        let block = v.get(2).copied().unwrap_or(0).max(0) as f64;
+                        granted.push(if rate { block } else { block / 1e9 });
+                    }
+                    return Some(Ok((verdicts, granted)));
                 }
                 Some(Answer::Refuse {
                     item,
@@ -561,11 +738,12 @@ fn decimal(buf: &mut String, usd: f64) -> &str {
     buf
 }
 
-/// Reads the admission script's answer (1-based item numbers).
-fn parse(values: &[i64], items: usize) -> Option<Answer> {
+/// Reads the admission script's answer (1-based item numbers; `width` values an item when
+/// it passes).
+fn parse(values: &[i64], items: usize, width: usize) -> Option<Answer> {
     let index = |n: i64| usize::try_from(n - 1).ok().filter(|i| *i < items);
     match values.split_first()? {
-        (0, rest) if rest.len() == items * 2 => Some(Answer::Pass(rest.to_vec())),
+        (0, rest) if rest.len() == items * width => Some(Answer::Pass(rest.to_vec())),
         (1, [item, retry]) => Some(Answer::Refuse {
             item: index(*item)?,
             retry_after_us: *retry,
@@ -584,6 +762,11 @@ impl RedisBackend {
     /// (failed calls, outages) of this backend.
     pub(crate) fn failure_counts(&self) -> (u64, u64) {
         self.link.failure_counts()
+    }
+
+    /// Script calls made so far.
+    pub(crate) fn calls(&self) -> u64 {
+        self.calls.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

@@ -1027,6 +1027,171 @@ mod redis_tests {
         cleanup(&prefix).await;
     }
 
+    /// Requests admitted by whichever of `limiters` comes next, `n` tries.
+    async fn admitted_round(limiters: &[&Limiter], checks: &[Check<'_>], n: usize) -> usize {
+        let mut admitted = 0;
+        for i in 0..n {
+            let limiter = limiters[i % limiters.len()];
+            if limiter.admit_plain(checks, &NoSpend).await.is_ok() {
+                admitted += 1;
+            }
+        }
+        admitted
+    }
+
+    /// What a bucket of `rpm` refills while `elapsed` passes, rounded up.
+    fn refilled(rpm: u32, elapsed: Duration) -> usize {
+        (f64::from(rpm) * elapsed.as_secs_f64() / 60.0).ceil() as usize
+    }
+
+    /// Leased replicas never admit beyond a shared limit, need a Redis call per block rather
+    /// than per request, and give back what they did not use: with the replica that had no
+    /// lease, the three admit the whole limit (and what refilled meanwhile), not one more.
+    #[tokio::test]
+    async fn leases_hold_a_shared_rate_limit_in_total() {
+        let Some(prefix) = redis_prefix("lease-rpm").await else {
+            return;
+        };
+        let a = Limiter::redis_leased(REDIS, &prefix).unwrap();
+        let b = Limiter::redis_leased(REDIS, &prefix).unwrap();
+        let exact = Limiter::redis(REDIS, &prefix).unwrap();
+        let checks = [project("p", rpm(1000)), key("gw_k", rpm(2000))];
+        let start = Instant::now();
+        let first = admitted_round(&[&a, &b], &checks, 900).await;
+        assert_eq!(first, 900);
+        let calls = backend(&a).calls() + backend(&b).calls();
+        // Blocks of 1% of the tighter limit, 10 requests, on two replicas that take turns.
+        assert!(
+            calls <= 900 / 5,
+            "{calls} script calls for {first} requests"
+        );
+        println!("{first} admitted with {calls} script calls");
+        let leased = first + admitted_round(&[&a, &b], &checks, 600).await;
+        // The other replicas' leases: at most 1% of the limit each, unused.
+        assert!(leased + 10 >= 1000, "{leased}");
+        a.release().await;
+        b.release().await;
+        let rest = count_admitted(&exact, &checks, 100).await;
+        let allowed = 1000 + refilled(1000, start.elapsed());
+        assert!(leased + rest >= 1000, "{leased} + {rest}");
+        assert!(leased + rest <= allowed, "{leased} + {rest} > {allowed}");
+        assert_eq!(backend(&a).failure_counts(), (0, 0));
+        cleanup(&prefix).await;
+    }
+
+    /// Budgets under leases: never beyond the budget by more than one request's estimate, the
+    /// spend Redis holds is never less than what the calls cost (a call that costs more than
+    /// its lease holds is charged at once), and once the leases are given back it is exactly
+    /// what they cost.
+    #[tokio::test]
+    async fn leased_budgets_hold_what_calls_cost() {
+        let Some(prefix) = redis_prefix("lease-budget").await else {
+            return;
+        };
+        let a = Limiter::redis_leased(REDIS, &prefix).unwrap();
+        let b = Limiter::redis_leased(REDIS, &prefix).unwrap();
+        let exact = Limiter::redis(REDIS, &prefix).unwrap();
+        let limits = LimitSet {
+            tpm: Some(10_000_000),
+            daily_budget_usd: Some(1.0),
+            monthly_budget_usd: Some(5.0),
+            ..LimitSet::default()
+        };
+        let checks = [project("p", limits)];
+        let spend = FixedSpend::new(0.0);
+        let day = Period::Day.at(crate::clock::now_ms()).id;
+        let stored = || async {
+            get(&format!("{prefix}bd:p:p:d:{day}"))
+                .await
+                .map_or(0.0, |usd| usd.parse::<f64>().unwrap())
+        };
+        let mut spent = 0.0;
+        let mut admitted = 0;
+        for i in 0..400 {
+            let limiter = if i % 2 == 0 { &a } else { &b };
+            let Ok((_, reservation)) = limiter.admit(&checks, &spend, estimate(100, 0.01)).await
+            else {
+                continue;
+            };
+            admitted += 1;
+            // Every fifth call costs three times its estimate, every seventh fails unused.
+            let (tokens, cost) = match i % 35 {
+                n if n % 5 == 0 => (300, 0.03),
+                n if n % 7 == 0 => (0, 0.0),
+                _ => (100, 0.01),
+            };
+            limiter.settle(&checks, &reservation, tokens, cost).await;
+            spent += cost;
+            let held = stored().await;
+            assert!(
+                held + 1e-9 >= spent,
+                "call {i}: Redis holds {held}, spent {spent}"
+            );
+        }
+        assert!(spent <= 1.0 + 0.03 + 1e-9, "{spent} over the budget");
+        assert!(
+            spent >= 1.0 - 0.02 - 1e-9,
+            "{spent}: the leases kept too much back"
+        );
+        assert!(admitted > 50, "{admitted}");
+        let calls = backend(&a).calls() + backend(&b).calls();
+        println!("{admitted} admitted of 400 with {calls} script calls, ${spent:.2} spent");
+        a.release().await;
+        b.release().await;
+        let held = stored().await;
+        assert!(
+            (held - spent).abs() < 1e-6,
+            "Redis holds {held}, spent {spent}"
+        );
+        assert!(
+            exact
+                .admit(&checks, &spend, estimate(1, 0.0))
+                .await
+                .is_err()
+        );
+        assert_eq!(
+            spend.calls.load(Ordering::SeqCst),
+            2,
+            "seeded once a period"
+        );
+        cleanup(&prefix).await;
+    }
+
+    /// Every kind of limit on a project and its key, far above what is used: after the first
+    /// request (a seed, then the blocks) and its settle (what its own reservation left unused
+    /// goes back), a hundred requests and their settles need no Redis call.
+    #[tokio::test]
+    async fn leases_need_no_redis_call_while_they_last() {
+        let Some(prefix) = redis_prefix("lease-calls").await else {
+            return;
+        };
+        let limiter = Limiter::redis_leased(REDIS, &prefix).unwrap();
+        let limits = LimitSet {
+            rpm: Some(1_000_000_000),
+            tpm: Some(1_000_000_000_000),
+            daily_budget_usd: Some(1e6),
+            monthly_budget_usd: Some(1e6),
+        };
+        let checks = [project("p", limits), key("gw_k", limits)];
+        let mut calls = Vec::new();
+        for _ in 0..101 {
+            let (_, reservation) = limiter
+                .admit(&checks, &NoSpend, estimate(300, 0.002))
+                .await
+                .unwrap();
+            limiter.settle(&checks, &reservation, 100, 0.001).await;
+            calls.push(backend(&limiter).calls());
+        }
+        assert_eq!(
+            calls[0], 3,
+            "seed, admit with blocks, the first settle's excess back"
+        );
+        // None, unless the loop outlived a lease's second on a slow machine (then one refill
+        // and its settle's excess); without leases, two a request.
+        assert!(calls[100] - calls[0] <= 3, "{calls:?}");
+        cleanup(&prefix).await;
+    }
+
     /// Redis admit + settle round trip (prints; asserts nothing about time).
     #[tokio::test]
     async fn redis_cost() {

@@ -138,8 +138,11 @@ pub async fn serve(
     // must stop the gateway, not be lost in tokio's registration of its handler.
     let shutdown = shutdown_signal();
     println!("gateway listening on http://{address}");
+    let limiter = state.limiter.clone();
     let served = super::serve(listener, state, workers, shutdown).await;
     drop(_config_watcher);
+    // What this replica's leases hold unused goes back to the other replicas.
+    let _ = tokio::time::timeout(Duration::from_secs(2), limiter.release()).await;
     if let Some(task) = metrics_server {
         task.abort();
     }

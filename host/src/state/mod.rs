@@ -79,7 +79,12 @@ impl AppState {
         let limiter = match &config.redis_url {
             None => Limiter::local(),
             Some(url) => {
-                Limiter::redis(url.as_str(), &config.redis_key_prefix).unwrap_or_else(|e| {
+                let limiter = if config.limit_leases {
+                    Limiter::redis_leased
+                } else {
+                    Limiter::redis
+                };
+                limiter(url.as_str(), &config.redis_key_prefix).unwrap_or_else(|e| {
                     // The config checked the URL as it was read: this is not expected.
                     tracing::error!("{e}: counting rate limits in this process only");
                     Limiter::local()

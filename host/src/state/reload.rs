@@ -210,6 +210,7 @@ fn reload(state: &AppState, file: &Path) -> Option<Option<PathBuf>> {
                 audit_retention_days,
                 redis_url,
                 redis_key_prefix,
+                limit_leases,
                 cache_max_bytes
             );
             for (key, changed) in restart_only {

@@ -48,6 +48,16 @@ const TOKEN_HEADERS: [&str; 3] = [
 
 /// A replica: an echo route `demo` (priced when `price` is given), on `db`, counting in `redis`.
 fn replica(db: &TestDatabase, redis: &TestRedis, price: Option<(f64, f64)>) -> Gateway {
+    replica_with(db, redis, price, &[])
+}
+
+/// [`replica`] with more lines in its config.
+fn replica_with(
+    db: &TestDatabase,
+    redis: &TestRedis,
+    price: Option<(f64, f64)>,
+    lines: &[&str],
+) -> Gateway {
     let mut route = Route::echo("demo");
     if let Some((input, output)) = price {
         route = route.price("echo", input, output);
@@ -55,6 +65,9 @@ fn replica(db: &TestDatabase, redis: &TestRedis, price: Option<(f64, f64)>) -> G
     let mut builder = Gateway::builder().route(route).database(db);
     for line in redis.config_lines() {
         builder = builder.config_line(&line);
+    }
+    for line in lines {
+        builder = builder.config_line(line);
     }
     builder.start()
 }

@@ -194,6 +194,75 @@ fn a_daily_budget_shared_by_two_replicas_stops_requests_once_spent() {
         "sequential requests overspent the ${budget} budget: ${spent} (one costs ${cost})"
     );
 }
+// ------------------------------------------------------------------ leases
+
+/// `limit_leases`: two replicas that admit from blocks of 1% of each limit admit no more than
+/// the limit in total, and refuse no earlier than the other replica's block allows; a budget
+/// stops them once spent, as without leases but for that block.
+#[test]
+fn leased_replicas_never_admit_beyond_a_shared_limit() {
+    let Some(db) = TestDatabase::create() else {
+        return;
+    };
+    let Some(redis) = TestRedis::create() else {
+        return;
+    };
+    let price = Some((1500.0, 1500.0));
+    let a = replica_with(&db, &redis, price, &["limit_leases = true"]);
+    let b = replica_with(&db, &redis, price, &["limit_leases = true"]);
+    set_limits(&a, &["project", "limit", &a.project_id, "--rpm", "300"]);
+    let body = hello(&a.project_id, "hi");
+    let started = Instant::now();
+    let responses: Vec<Response> = (0..360)
+        .map(|i| post([&a, &b][i % 2], &a.key, &body))
+        .collect();
+    let elapsed = started.elapsed();
+    let passed = responses.iter().filter(|r| r.status == 200).count();
+    println!("rpm 300 over two leased replicas: {passed} of 360 passed in {elapsed:?}");
+    // The other replica's block: 3 requests it took and did not use.
+    let most = admissible(300, Duration::from_millis(200), elapsed);
+    assert!(
+        (297..=most).contains(&passed),
+        "{passed} of 360 requests passed a shared rpm of 300 with leases (297 to {most})"
+    );
+    let refused = responses
+        .iter()
+        .find(|r| r.status != 200)
+        .expect("the limit refused some");
+    assert_limited(
+        refused,
+        "project rate limit of 300 requests per minute reached",
+        60,
+    );
+
+    // A budget: $0.003 a request against a new key's $0.01 (the project's rate limit lifted).
+    set_limits(&a, &["project", "limit", &a.project_id, "--rpm", "0"]);
+    let budgeted = a
+        .cli(&["key", "create", &a.project_id, "--daily-budget-usd", "0.01"])
+        .checked("key create --daily-budget-usd 0.01")
+        .last_line();
+    std::thread::sleep(APPLIED);
+    let (budget, cost) = (0.01, 0.003);
+    let mut spent = 0.0;
+    let mut refused = 0;
+    for i in 0..12 {
+        let gw = [&b, &a][i % 2];
+        let response = post(gw, &budgeted, &body);
+        if response.status == 200 {
+            assert_eq!(refused, 0, "request {i} passed after a refusal");
+            spent += cost;
+        } else {
+            assert_limited(&response, "key daily budget of $0.01 reached", 86_400);
+            refused += 1;
+        }
+    }
+    println!("spent ${spent:.4} of a ${budget} daily budget with leases; {refused} refused");
+    assert!(refused > 0, "the budget never stopped a request");
+    // Leases hold back at most 1% of the budget each.
+    assert!(spent >= budget * 0.99 - 1e-9, "refused with ${spent} spent");
+    assert!(spent < budget + cost + 1e-9, "overspent: ${spent}");
+}
+
 #[test]
 fn a_limit_change_reaches_both_replicas_within_1s() {
     let Some((_db, _redis, a, b)) = two_replicas(None) else {

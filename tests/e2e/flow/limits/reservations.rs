@@ -280,6 +280,15 @@ fn greedy_gateway(
     upstreams: &(OpenAiUpstream, AnthropicUpstream, GeminiUpstream),
     redis: Option<&TestRedis>,
 ) -> Gateway {
+    greedy_gateway_with(upstreams, redis, &[])
+}
+
+/// [`greedy_gateway`] with more lines in its config.
+fn greedy_gateway_with(
+    upstreams: &(OpenAiUpstream, AnthropicUpstream, GeminiUpstream),
+    redis: Option<&TestRedis>,
+    lines: &[&str],
+) -> Gateway {
     let (openai, anthropic, gemini) = upstreams;
     let mut builder = Gateway::builder()
         .route(Route::openai("oai", &openai.base_url("/v1")).price("gpt-x", 1.0, 1.0))
@@ -295,6 +304,9 @@ fn greedy_gateway(
         );
     for line in redis.map(TestRedis::config_lines).into_iter().flatten() {
         builder = builder.config_line(&line);
+    }
+    for line in lines {
+        builder = builder.config_line(line);
     }
     builder.start()
 }
@@ -394,6 +406,21 @@ fn fifty_requests_at_once_with_redis_spend_no_more_than_reserved_whatever_the_ca
     };
     let upstreams = greedy_upstreams();
     let gw = greedy_gateway(&upstreams, Some(&redis));
+    for asking in askings() {
+        fifty_greedy_at_once(&gw, &asking, false);
+        fifty_greedy_at_once(&gw, &asking, true);
+    }
+}
+
+/// Leases (`limit_leases`) hold the same bound: a lease admits only a request whose whole
+/// reservation it holds, and Redis decides the rest.
+#[test]
+fn fifty_requests_at_once_with_leases_spend_no_more_than_reserved_whatever_the_caller_sends() {
+    let Some(redis) = TestRedis::create() else {
+        return;
+    };
+    let upstreams = greedy_upstreams();
+    let gw = greedy_gateway_with(&upstreams, Some(&redis), &["limit_leases = true"]);
     for asking in askings() {
         fifty_greedy_at_once(&gw, &asking, false);
         fifty_greedy_at_once(&gw, &asking, true);
