@@ -178,6 +178,9 @@ impl RedisLink {
         let recovered =
             self.down.load(Ordering::Relaxed) && self.down.swap(false, Ordering::Relaxed);
         if recovered {
+            // The probe that found it back set the next try a second ahead: calls go to
+            // Redis again from now, not after that second.
+            self.retry_at_us.store(0, Ordering::Relaxed);
             tracing::info!("{}: Redis is back", self.user);
         }
         recovered

@@ -525,7 +525,8 @@ impl RedisBackend {
     }
 
     /// Gives leases back (or charges what they were used beyond); a charge Redis did not take
-    /// is booked when it is back, as an outage's spend is.
+    /// (or, while it is left alone, was not sent) is booked when it is back, as an outage's
+    /// spend is.
     pub(crate) async fn give_back(&self, returns: &[Giveback]) {
         if returns.is_empty() {
             return;
@@ -542,21 +543,24 @@ impl RedisBackend {
             Self::kind(&mut call, giveback.limit, &mut buf);
             call.arg(decimal(&mut buf, giveback.amount));
         }
-        if let Err(e) = self.run::<i64>(&self.give_back, &call).await {
-            self.failed(&e);
-            let charges = returns.iter().filter(|giveback| {
-                giveback.amount < 0.0
-                    && matches!(
-                        giveback.limit,
-                        Limit::DailyBudgetUsd(_) | Limit::MonthlyBudgetUsd(_)
-                    )
-            });
-            self.add_pending(
-                charges
-                    .map(|charge| (format!("{}{}", self.prefix, charge.counter), -charge.amount))
-                    .collect::<Vec<_>>(),
-            );
+        if self.link.available() {
+            match self.run::<i64>(&self.give_back, &call).await {
+                Ok(_) => return,
+                Err(e) => self.failed(&e),
+            }
         }
+        let charges = returns.iter().filter(|giveback| {
+            giveback.amount < 0.0
+                && matches!(
+                    giveback.limit,
+                    Limit::DailyBudgetUsd(_) | Limit::MonthlyBudgetUsd(_)
+                )
+        });
+        self.add_pending(
+            charges
+                .map(|charge| (format!("{}{}", self.prefix, charge.counter), -charge.amount))
+                .collect::<Vec<_>>(),
+        );
     }
 
     /// The admission script for `items`, with a block to take beyond the request for each

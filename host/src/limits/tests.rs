@@ -1192,6 +1192,50 @@ mod redis_tests {
         cleanup(&prefix).await;
     }
 
+    /// A lease's debt (a call that cost more than its block had left) settled while Redis is
+    /// down is not lost: it reaches Redis's budget counter once Redis is back, and the
+    /// requests meanwhile are decided in process.
+    #[tokio::test]
+    async fn a_leases_debt_during_an_outage_reaches_redis_when_it_is_back() {
+        let Some(prefix) = redis_prefix("lease-outage").await else {
+            return;
+        };
+        let proxy = Proxy::start().await;
+        let limiter = Limiter::redis_leased(&proxy.url(), &prefix).unwrap();
+        let checks = [project("p", daily(10.0))];
+        let spend = FixedSpend::new(0.0);
+        // The first request takes a block of $0.10 beyond its $0.01; its settle gives back
+        // the unused part of its own reservation, and the second is admitted from the block.
+        let (_, first) = limiter
+            .admit(&checks, &spend, estimate(1, 0.01))
+            .await
+            .unwrap();
+        limiter.settle(&checks, &first, 1, 0.01).await;
+        let (_, second) = limiter
+            .admit(&checks, &spend, estimate(1, 0.01))
+            .await
+            .unwrap();
+        proxy.set(false);
+        // $0.50 against a block of $0.09 left after its reservation: a debt of $0.41.
+        limiter.settle(&checks, &second, 1, 0.5).await;
+        assert!(limiter.admit_plain(&checks, &spend).await.is_ok());
+        proxy.set(true);
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        limiter.admit_plain(&checks, &spend).await.unwrap();
+        let day = Period::Day.at(crate::clock::now_ms()).id;
+        limiter.release().await;
+        let stored: f64 = get(&format!("{prefix}bd:p:p:d:{day}"))
+            .await
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            (stored - 0.51).abs() < 1e-9,
+            "$0.01 + $0.50 spent: {stored}"
+        );
+        cleanup(&prefix).await;
+    }
+
     /// Redis admit + settle round trip (prints; asserts nothing about time).
     #[tokio::test]
     async fn redis_cost() {
