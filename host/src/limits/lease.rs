@@ -93,7 +93,7 @@ impl Taken {
 }
 
 /// What one item of a request takes: a request, its estimated tokens, its estimated cost.
-pub(crate) fn need(item: &Item<'_>, estimate: Estimate) -> f64 {
+fn need(item: &Item<'_>, estimate: Estimate) -> f64 {
     match item.limit {
         Limit::RequestsPerMinute(_) => 1.0,
         Limit::TokensPerMinute(_) => estimate.tokens as f64,

@@ -563,9 +563,7 @@ impl Limiter {
             }
         }
     }
-}
 
-impl Limiter {
     /// Books a call admitted in Redis there; while Redis is down, here and in Redis once it is
     /// back.
     async fn settle_in_redis(

@@ -120,6 +120,25 @@ local function current(kind)
   end
   return p[1], p[2], p[3], p[4]
 end
+-- Books `add` units in a bucket (negative: gives them back), never before now: a full bucket
+-- stays full. A settle's tokens, a lease's requests or tokens given back.
+local function book_units(key, limit_arg, add)
+  local limit = limit_arg + 0
+  local step = scale(limit)
+  local cap = limit * step
+  local nu = units(now_us, cap)
+  local tat = load_tat(key, limit_arg, cap, nu, now_us) + add * step
+  store_tat(key, limit_arg, cap, max(tat, nu), now_us)
+end
+-- Books `add` USD in a budget counter that exists (one Redis lost starts again from the
+-- database), never below 0. A settle's cost, a lease's USD given back.
+local function book_usd(key, add)
+  if redis.call('EXISTS', key) == 1 then
+    if tonumber(redis.call('INCRBYFLOAT', key, format('%.17g', add))) < 0 then
+      redis.call('SET', key, '0', 'KEEPTTL')
+    end
+  end
+end
 ";
 
 /// KEYS: one per item (a budget's without its period). ARGV: the estimated
@@ -245,16 +264,9 @@ for i = 1, #KEYS do
   local j = 3 * i - 2
   local kind, limit_arg, amount = ARGV[j], ARGV[j + 1], ARGV[j + 2] + 0
   if kind == 'r' or kind == 't' then
-    local limit = limit_arg + 0
-    local step = scale(limit)
-    local cap = limit * step
-    local nu = units(now_us, cap)
-    local tat = load_tat(KEYS[i], limit_arg, cap, nu, now_us) - amount * step
-    store_tat(KEYS[i], limit_arg, cap, max(tat, nu), now_us)
-  elseif redis.call('EXISTS', KEYS[i]) == 1 then
-    if tonumber(redis.call('INCRBYFLOAT', KEYS[i], format('%.17g', -amount))) < 0 then
-      redis.call('SET', KEYS[i], '0', 'KEEPTTL')
-    end
+    book_units(KEYS[i], limit_arg, -amount)
+  else
+    book_usd(KEYS[i], -amount)
   end
 end
 return 0
@@ -273,14 +285,7 @@ for i = 1, #KEYS do
   local j = 3 * i + 1
   local kind, limit_arg, pid = ARGV[j], ARGV[j + 1], ARGV[j + 2]
   if kind == 't' then
-    if delta ~= 0 then
-      local limit = limit_arg + 0
-      local step = scale(limit)
-      local cap = limit * step
-      local nu = units(now_us, cap)
-      local tat = load_tat(KEYS[i], limit_arg, cap, nu, now_us) + delta * step
-      store_tat(KEYS[i], limit_arg, cap, max(tat, nu), now_us)
-    end
+    if delta ~= 0 then book_units(KEYS[i], limit_arg, delta) end
   elseif kind == 'd' or kind == 'm' then
     local key, add
     if pid ~= '' then
@@ -289,11 +294,7 @@ for i = 1, #KEYS do
       local _, name = current(kind)
       key, add = KEYS[i] .. ':' .. kind .. ':' .. name, cost
     end
-    if add ~= 0 and redis.call('EXISTS', key) == 1 then
-      if tonumber(redis.call('INCRBYFLOAT', key, format('%.17g', add))) < 0 then
-        redis.call('SET', key, '0', 'KEEPTTL')
-      end
-    end
+    if add ~= 0 then book_usd(key, add) end
   end
 end
 return 0
