@@ -124,7 +124,13 @@ def main():
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=sc.get("chromium") or "/usr/bin/chromium",
                                      headless=True, args=["--no-sandbox"])
-        page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        # The provider's pages ask for a stylesheet on the internet, which holds their first
+        # paint (and so every click) until it fails: at once when DNS answers, after the
+        # resolver's timeout when it does not (a CI failure: "waiting for element to be
+        # visible", 8 s). Nothing here may leave 127.0.0.1, so it is refused at once.
+        context.route(lambda url: not url.startswith("http://127.0.0.1:"), lambda route: route.abort())
+        page = context.new_page()
         page.set_default_timeout(TIMEOUT_MS)
         errors = []
         page.on("pageerror", lambda exc: errors.append("page error: %s" % exc))
