@@ -532,19 +532,19 @@ impl RedisBackend {
         if returns.is_empty() {
             return;
         }
-        let mut buf = String::with_capacity(64);
-        let mut call = self.give_back.call(returns.len());
-        for giveback in returns {
-            buf.clear();
-            buf.push_str(&self.prefix);
-            buf.push_str(&giveback.counter);
-            call.arg(buf.as_str());
-        }
-        for giveback in returns {
-            Self::kind(&mut call, giveback.limit, &mut buf);
-            call.arg(decimal(&mut buf, giveback.amount));
-        }
         if self.link.available() {
+            let mut buf = String::with_capacity(64);
+            let mut call = self.give_back.call(returns.len());
+            for giveback in returns {
+                buf.clear();
+                buf.push_str(&self.prefix);
+                buf.push_str(&giveback.counter);
+                call.arg(buf.as_str());
+            }
+            for giveback in returns {
+                Self::kind(&mut call, giveback.limit, &mut buf);
+                call.arg(decimal(&mut buf, giveback.amount));
+            }
             match self.run::<i64>(&self.give_back, &call).await {
                 Ok(_) => return,
                 Err(e) => self.failed(&e),

@@ -689,6 +689,15 @@ mod redis_tests {
             .unwrap()
     }
 
+    /// Today's spend on `stem`'s daily budget (`p:p` the project `p`, `k:gw_k` the key
+    /// `gw_k`) as Redis holds it, if it holds any.
+    async fn spent_today(prefix: &str, stem: &str) -> Option<f64> {
+        let day = Period::Day.at(crate::clock::now_ms()).id;
+        get(&format!("{prefix}bd:{stem}:d:{day}"))
+            .await
+            .map(|usd| usd.parse().unwrap())
+    }
+
     fn backend(limiter: &Limiter) -> &super::super::redis::RedisBackend {
         limiter.inner.redis.as_ref().unwrap()
     }
@@ -786,13 +795,10 @@ mod redis_tests {
         let (_, reservation) = limiter.admit(&checks, &NoSpend, estimate).await.unwrap();
         flush().await;
         limiter.settle(&checks, &reservation, 250, 0.25).await;
-        let day = Period::Day.at(crate::clock::now_ms()).id;
         for stem in ["p:p", "k:gw_k"] {
-            let spent: f64 = get(&format!("{prefix}bd:{stem}:d:{day}"))
+            let spent = spent_today(&prefix, stem)
                 .await
-                .expect("the counter exists")
-                .parse()
-                .unwrap();
+                .expect("the counter exists");
             assert!((spent - 0.25).abs() < 1e-9, "{stem}: {spent}");
         }
         assert_eq!(backend(&limiter).failure_counts(), (0, 0));
@@ -844,9 +850,7 @@ mod redis_tests {
             refused.retry_after.as_secs().abs_diff(to_midnight) <= 2,
             "{refused:?}"
         );
-        let day = now_s / 86_400;
-        let stored = get(&format!("{prefix}bd:p:p:d:{day}")).await.unwrap();
-        assert_eq!(stored.parse::<f64>().unwrap(), 1.0);
+        assert_eq!(spent_today(&prefix, "p:p").await.unwrap(), 1.0);
         cleanup(&prefix).await;
     }
 
@@ -873,15 +877,7 @@ mod redis_tests {
             let again = in_flight(&a, &checks, &spend, 5, estimate(10, 0.01)).await;
             assert_eq!(again.len(), 1, "{checks:?}");
         }
-        let now_s = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        let stored: f64 = get(&format!("{prefix}bd:k:gw_b:d:{}", now_s / 86_400))
-            .await
-            .unwrap()
-            .parse()
-            .unwrap();
+        let stored = spent_today(&prefix, "k:gw_b").await.unwrap();
         assert!(
             (stored - 0.02).abs() < 1e-9,
             "$0.01 spent + $0.01 reserved: {stored}"
@@ -1012,14 +1008,7 @@ mod redis_tests {
         proxy.set(true);
         tokio::time::sleep(Duration::from_millis(1100)).await;
         limiter.admit_plain(&checks, &spend).await.unwrap();
-        let now_s = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        let stored = get(&format!("{prefix}bd:p:p:d:{}", now_s / 86_400))
-            .await
-            .unwrap();
-        let stored: f64 = stored.parse().unwrap();
+        let stored = spent_today(&prefix, "p:p").await.unwrap();
         assert!((stored - 0.7).abs() < 1e-9, "{stored}");
         // Another replica sees the outage's spend.
         let tight = [project("p", daily(0.7))];
@@ -1099,12 +1088,7 @@ mod redis_tests {
         };
         let checks = [project("p", limits)];
         let spend = FixedSpend::new(0.0);
-        let day = Period::Day.at(crate::clock::now_ms()).id;
-        let stored = || async {
-            get(&format!("{prefix}bd:p:p:d:{day}"))
-                .await
-                .map_or(0.0, |usd| usd.parse::<f64>().unwrap())
-        };
+        let stored = || async { spent_today(&prefix, "p:p").await.unwrap_or(0.0) };
         let mut spent = 0.0;
         let mut admitted = 0;
         for i in 0..400 {
@@ -1222,13 +1206,8 @@ mod redis_tests {
         proxy.set(true);
         tokio::time::sleep(Duration::from_millis(1100)).await;
         limiter.admit_plain(&checks, &spend).await.unwrap();
-        let day = Period::Day.at(crate::clock::now_ms()).id;
         limiter.release().await;
-        let stored: f64 = get(&format!("{prefix}bd:p:p:d:{day}"))
-            .await
-            .unwrap()
-            .parse()
-            .unwrap();
+        let stored = spent_today(&prefix, "p:p").await.unwrap();
         assert!(
             (stored - 0.51).abs() < 1e-9,
             "$0.01 + $0.50 spent: {stored}"
