@@ -23,6 +23,13 @@ pub enum ApiError {
     /// An image, audio clip or document larger than `max_part_bytes` once decoded.
     #[error("{param} is larger than the limit of {limit} bytes (max_part_bytes)")]
     PartTooLarge { param: String, limit: usize },
+    #[error("the file is larger than the limit of {0} bytes (max_file_bytes)")]
+    FileTooLarge(u64),
+    #[error(
+        "the project's files would take more than {0} bytes (max_project_file_bytes): delete \
+         some, or wait for uploads in progress to end"
+    )]
+    FilesFull(u64),
     #[error("the request was not received within {0} s (request_read_timeout_secs)")]
     RequestTimeout(u64),
     #[error("{0}")]
@@ -166,6 +173,8 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::BodyTooLarge(_)
+            | ApiError::FileTooLarge(_)
+            | ApiError::FilesFull(_)
             | ApiError::ExpansionTooLarge(_)
             | ApiError::PartTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
@@ -392,6 +401,8 @@ impl ApiError {
                 attempts,
             },
             other @ (ApiError::BodyTooLarge(_)
+            | ApiError::FileTooLarge(_)
+            | ApiError::FilesFull(_)
             | ApiError::ExpansionTooLarge(_)
             | ApiError::PartTooLarge { .. }
             | ApiError::RequestTimeout(_)

@@ -212,6 +212,11 @@ pub struct Config {
     /// conversation and the new request together, in bytes; over it: 400 naming
     /// `previous_response_id`.
     pub max_conversation_bytes: Positive<NonZeroUsize>,
+    /// Cap on one file uploaded to `/v1/files`; over it: 413.
+    pub max_file_bytes: Positive<NonZeroU64>,
+    /// Cap on a project's files together, each upload in progress counted at the most it may
+    /// take; over it: 413.
+    pub max_project_file_bytes: Positive<NonZeroU64>,
     pub demo_project: bool,
     pub request_timeout_secs: Positive<NonZeroU64>,
     /// Tries at upstreams one request may make at most, retries, other targets and fallbacks
@@ -348,6 +353,12 @@ const MAX_INFLIGHT_BODY_BYTES: Positive<NonZeroUsize> =
 /// Four bodies of the largest size: a long agent's conversation, not an unbounded one.
 const MAX_CONVERSATION_BYTES: Positive<NonZeroUsize> =
     Positive::new(NonZeroUsize::new(16 * 1024 * 1024).expect("not zero"));
+/// OpenAI's Batch API's own cap on an input file (200 MB).
+const MAX_FILE_BYTES: Positive<NonZeroU64> =
+    Positive::new(NonZeroU64::new(200 * 1024 * 1024).expect("not zero"));
+/// Twenty-five of the largest files.
+const MAX_PROJECT_FILE_BYTES: Positive<NonZeroU64> =
+    Positive::new(NonZeroU64::new(5 * 1024 * 1024 * 1024).expect("not zero"));
 const REQUEST_TIMEOUT_SECS: Positive<NonZeroU64> =
     Positive::new(NonZeroU64::new(120).expect("not zero"));
 const REQUEST_READ_TIMEOUT_SECS: Positive<NonZeroU64> =
@@ -394,6 +405,8 @@ impl Default for Config {
             max_body_bytes: MAX_BODY_BYTES,
             max_inflight_body_bytes: MAX_INFLIGHT_BODY_BYTES,
             max_conversation_bytes: MAX_CONVERSATION_BYTES,
+            max_file_bytes: MAX_FILE_BYTES,
+            max_project_file_bytes: MAX_PROJECT_FILE_BYTES,
             demo_project: true,
             request_timeout_secs: REQUEST_TIMEOUT_SECS,
             max_attempts: MAX_ATTEMPTS,

@@ -262,6 +262,8 @@ fn zero_and_out_of_range_values_are_refused_with_their_key() {
         "max_expanded_bytes",
         "max_part_bytes",
         "max_conversation_bytes",
+        "max_file_bytes",
+        "max_project_file_bytes",
         "record_retention_days",
         "max_attempts",
     ] {

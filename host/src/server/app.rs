@@ -106,6 +106,7 @@ pub async fn serve(
     if let Some(days) = config.record_retention_days {
         crate::store::retention::spawn(store.clone(), days.get());
     }
+    crate::store::retention::spawn_files(store.clone());
     if let Some(days) = config.audit_retention_days {
         crate::store::retention::spawn_audit(store.clone(), days.get());
     }

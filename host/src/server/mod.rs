@@ -399,6 +399,12 @@ async fn other(
             _ => openai::error_response(&ApiError::MethodNotAllowed("GET, DELETE"), &id),
         };
     }
+    if let Some(rest) = path.strip_prefix("/v1/files")
+        && (rest.is_empty() || rest.starts_with('/'))
+    {
+        // Boxed: uploads add nothing to the size of every model request's future.
+        return Box::pin(openai::files::serve(state, request, rest, id)).await;
+    }
     if gemini::unknown_method(path, request.method()) {
         let error = ApiError::NotFound(format!("no such method of a model: {path}"));
         return gemini::error_response(&error, &id);

@@ -21,6 +21,7 @@
 
 mod access;
 mod error;
+mod files;
 mod invocations;
 pub mod journal;
 mod key_cache;
@@ -43,6 +44,7 @@ use crate::access::Grant;
 use crate::limits::{LimitSet, Subject};
 pub use access::{AdminToken, AuditEvent, AuditFilter, NewAdminToken, Outcome, UserGrant};
 pub use error::StoreError;
+pub use files::{CHUNK_BYTES, FileQuery, FinishedUpload, NewUpload, StoredFile};
 pub use invocations::{
     Attempt, CacheStatus, GuardOutcome, GuardStage, GuardVerdictKind, Invocation, InvocationFilter,
     InvocationStatus, TokenUsage, UsageTotals,

@@ -2,7 +2,9 @@
 //! kept responses (the Responses API's `store: true`) older than that are
 //! deleted in the background, once at start and then every [`EVERY`]; with
 //! `audit_retention_days`, audit events likewise ([`spawn_audit`]: the only
-//! deletion of an audit event there is).
+//! deletion of an audit event there is). Uploaded files past their expiry, and uploads a
+//! killed gateway never finished, are deleted whatever the config says ([`spawn_files`]),
+//! every [`FILES_EVERY`].
 //!
 //! A pass deletes in rounds: each deletes a batch of at most [`BATCH`] records
 //! and one of at most [`BATCH`] responses (while either has some left), each
@@ -24,6 +26,11 @@ pub const PAUSE: Duration = Duration::from_millis(50);
 pub const EVERY: Duration = Duration::from_secs(3600);
 
 const DAY_MS: i64 = 24 * 60 * 60 * 1000;
+/// Between two sweeps of expired files: an expired file is read as gone at once, so this
+/// only bounds how long its bytes stay on disk.
+pub const FILES_EVERY: Duration = Duration::from_secs(600);
+/// Files per delete statement: up to 200 MiB each, their chunks go with them.
+pub const FILES_BATCH: u32 = 20;
 
 /// What one pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -125,6 +132,40 @@ pub fn spawn_audit(store: Store, days: u32) -> tokio::task::JoinHandle<()> {
     })
 }
 
+/// Starts deleting expired files and abandoned uploads: a sweep now, then one every
+/// [`FILES_EVERY`]. The task runs until the runtime ends.
+pub fn spawn_files(store: Store) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(FILES_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            match files_pass(&store, now_ms(), FILES_BATCH, PAUSE).await {
+                Ok(0) => {}
+                Ok(deleted) => tracing::info!(deleted, "deleted expired or abandoned files"),
+                Err(e) => tracing::warn!(
+                    "deleting expired files failed: {e}; retrying in {}s",
+                    FILES_EVERY.as_secs()
+                ),
+            }
+        }
+    })
+}
+
+/// Deletes every file expired by `now_ms` and every upload abandoned, `batch` at a time; how
+/// many.
+pub async fn files_pass(
+    store: &Store,
+    now_ms: i64,
+    batch: u32,
+    pause: Duration,
+) -> Result<u64, StoreError> {
+    in_batches(batch, pause, |batch| {
+        store.delete_expired_files(now_ms, batch)
+    })
+    .await
+}
+
 /// Deletes every audit event from before `cutoff_ms`, `batch` at a time; how many.
 pub async fn audit_pass(
     store: &Store,
@@ -132,9 +173,26 @@ pub async fn audit_pass(
     batch: u32,
     pause: Duration,
 ) -> Result<u64, StoreError> {
+    in_batches(batch, pause, |batch| {
+        store.delete_audit_events_before(cutoff_ms, batch)
+    })
+    .await
+}
+
+/// Runs `delete` (which deletes at most the `batch` it is given and says how many it did) until
+/// a batch is not full, with `pause` between batches; how many in all.
+async fn in_batches<Delete, Deleted>(
+    batch: u32,
+    pause: Duration,
+    mut delete: Delete,
+) -> Result<u64, StoreError>
+where
+    Delete: FnMut(u32) -> Deleted,
+    Deleted: std::future::Future<Output = Result<usize, StoreError>>,
+{
     let mut deleted = 0u64;
     loop {
-        let done = store.delete_audit_events_before(cutoff_ms, batch).await?;
+        let done = delete(batch).await?;
         deleted += done as u64;
         if done < batch as usize {
             return Ok(deleted);

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::access::{AdminToken, AuditEvent, Outcome, UserGrant};
+use super::files::StoredFile;
 use super::report::{self, Cursor, GroupBy, UsageTally};
 use super::{
     Attempt, CacheStatus, Conversation, GuardOutcome, Invocation, InvocationStatus, KeyInfo,
@@ -250,6 +251,19 @@ pub(super) fn stored_response<R: StoredRow + ?Sized>(row: &R) -> Result<StoredRe
         parent: row.optional_text(6)?,
         conversation_bytes: row.integer(7)?.max(0) as u64,
         origin: origin(row, 8)?,
+    })
+}
+
+/// A row of [`super::sql::FILE`] and the listings'.
+pub(super) fn stored_file<R: StoredRow + ?Sized>(row: &R) -> Result<StoredFile, R::Error> {
+    Ok(StoredFile {
+        id: row.text(0)?,
+        project_id: row.text(1)?,
+        filename: row.text(2)?,
+        purpose: row.text(3)?,
+        bytes: row.integer(4)?.max(0) as u64,
+        created_at_ms: row.integer(5)?,
+        expires_at_ms: row.optional_integer(6)?,
     })
 }
 

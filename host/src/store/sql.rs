@@ -199,6 +199,72 @@ pub(super) static DELETE_OLD_RESPONSES: Sql = Sql::new(
         (SELECT id FROM responses WHERE created_at < $1 LIMIT $2)",
 );
 
+/// A file's columns, as [`super::rows::stored_file`] reads them.
+macro_rules! select_file {
+    ($rest:literal) => {
+        concat!(
+            "SELECT id, project_id, filename, purpose, bytes, created_at, expires_at FROM files ",
+            $rest
+        )
+    };
+}
+
+/// Reserves an upload's row, `$1` id, `$2` project, `$3` the bytes it reserves, `$4` when,
+/// if its project's files and uploads (`bytes` is what an upload reserves until it is whole)
+/// leave room for `$3` within `$5`. The check and the insert are one statement: SQLite runs
+/// it under its write lock; PostgreSQL's caller holds the project's row first (see
+/// `postgres::files`). The casts name the types a parameter of a SELECT list cannot infer.
+pub(super) static BEGIN_UPLOAD: Sql = Sql::new(
+    "INSERT INTO files (id, project_id, filename, purpose, bytes, created_at, expires_at, whole)
+     SELECT CAST($1 AS TEXT), CAST($2 AS TEXT), '', '', CAST($3 AS BIGINT),
+        CAST($4 AS BIGINT), NULL, 0
+     WHERE (SELECT COALESCE(SUM(bytes), 0) FROM files WHERE project_id = $2)
+        + CAST($3 AS BIGINT) <= CAST($5 AS BIGINT)",
+);
+/// Chunk `$2` of the upload `$1`, its bytes `$3`.
+pub(super) static PUT_FILE_CHUNK: Sql =
+    Sql::new("INSERT INTO file_chunks (file_id, seq, data) VALUES ($1, $2, $3)");
+/// Makes the upload `$1` of project `$2` whole: `$3` filename, `$4` purpose, `$5` bytes, `$6`
+/// expiry.
+pub(super) static FINISH_UPLOAD: Sql = Sql::new(
+    "UPDATE files SET filename = $3, purpose = $4, bytes = $5, expires_at = $6, whole = 1
+     WHERE id = $1 AND project_id = $2 AND whole = 0",
+);
+/// Deletes the upload `$1` that was never made whole (its chunks go with it: ON DELETE
+/// CASCADE).
+pub(super) static ABANDON_UPLOAD: Sql = Sql::new("DELETE FROM files WHERE id = $1 AND whole = 0");
+/// The whole file `$1` of project `$2`, unless it expired by `$3`.
+pub(super) static FILE: Sql = Sql::new(select_file!(
+    "WHERE id = $1 AND project_id = $2 AND whole = 1 AND (expires_at IS NULL OR expires_at > $3)"
+));
+/// A page of project `$1`'s whole files unexpired at `$2`, newest first: `$3` purpose or
+/// NULL, `$4` the id it starts after or NULL, at most `$5`. Ids are UUIDv7s: their order is
+/// their creation's.
+pub(super) static FILES_NEWEST_FIRST: Sql = Sql::new(select_file!(
+    "WHERE project_id = $1 AND whole = 1 AND (expires_at IS NULL OR expires_at > $2)
+       AND (CAST($3 AS TEXT) IS NULL OR purpose = $3) AND (CAST($4 AS TEXT) IS NULL OR id < $4)
+     ORDER BY id DESC LIMIT $5"
+));
+/// [`FILES_NEWEST_FIRST`], oldest first.
+pub(super) static FILES_OLDEST_FIRST: Sql = Sql::new(select_file!(
+    "WHERE project_id = $1 AND whole = 1 AND (expires_at IS NULL OR expires_at > $2)
+       AND (CAST($3 AS TEXT) IS NULL OR purpose = $3) AND (CAST($4 AS TEXT) IS NULL OR id > $4)
+     ORDER BY id LIMIT $5"
+));
+/// Chunk `$2` of the file `$1`.
+pub(super) static FILE_CHUNK: Sql =
+    Sql::new("SELECT data FROM file_chunks WHERE file_id = $1 AND seq = $2");
+/// Deletes the whole file `$1` of project `$2` (its chunks go with it).
+pub(super) static DELETE_FILE: Sql =
+    Sql::new("DELETE FROM files WHERE id = $1 AND project_id = $2 AND whole = 1");
+/// At most `$3` files expired by `$1` and uploads begun before `$2` never made whole.
+pub(super) static DELETE_EXPIRED_FILES: Sql = Sql::new(
+    "DELETE FROM files WHERE id IN
+        (SELECT id FROM files
+          WHERE (expires_at IS NOT NULL AND expires_at <= $1) OR (whole = 0 AND created_at < $2)
+          LIMIT $3)",
+);
+
 /// The invocation columns, in the order both backends insert and [`super::rows::invocation`]
 /// reads them, `$bodies` standing for `request, response`, `$attempts` for `attempts` and
 /// `$guards` for `guards`. Columns of later migrations come last, so that the earlier ones keep
@@ -530,6 +596,16 @@ mod tests {
             &RESPONSE,
             &DELETE_RESPONSE,
             &DELETE_OLD_RESPONSES,
+            &BEGIN_UPLOAD,
+            &PUT_FILE_CHUNK,
+            &FINISH_UPLOAD,
+            &ABANDON_UPLOAD,
+            &FILE,
+            &FILES_NEWEST_FIRST,
+            &FILES_OLDEST_FIRST,
+            &FILE_CHUNK,
+            &DELETE_FILE,
+            &DELETE_EXPIRED_FILES,
             &INSERT_ADMIN_TOKEN,
             &FIND_ADMIN_TOKEN,
             &ADMIN_TOKENS,

@@ -44,28 +44,8 @@ fn wav(seconds: f64) -> Vec<u8> {
 
 /// A form of text `fields` and the audio `file`.
 fn form(fields: &[(&str, &str)], file: Option<(&str, &[u8])>) -> Vec<u8> {
-    let mut body = Vec::new();
-    for (name, value) in fields {
-        body.extend(
-            format!(
-                "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
-            )
-            .into_bytes(),
-        );
-    }
-    if let Some((name, bytes)) = file {
-        body.extend(
-            format!(
-                "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n\
-                 Content-Type: audio/wav\r\n\r\n"
-            )
-            .into_bytes(),
-        );
-        body.extend_from_slice(bytes);
-        body.extend_from_slice(b"\r\n");
-    }
-    body.extend(format!("--{BOUNDARY}--\r\n").into_bytes());
-    body
+    let file = file.map(|(name, bytes)| (name, "audio/wav", bytes));
+    client::form(BOUNDARY, fields, file)
 }
 
 fn upload(gw: &Gateway, path: &str, body: &[u8]) -> Response {

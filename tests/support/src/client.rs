@@ -93,6 +93,33 @@ fn find_header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a st
         .map(|(_, v)| v.as_str())
 }
 
+/// A `multipart/form-data` body with `boundary`: the text `fields`, then, when given, a file
+/// field `file` of `(file name, content type, bytes)`.
+pub fn form(boundary: &str, fields: &[(&str, &str)], file: Option<(&str, &str, &[u8])>) -> Vec<u8> {
+    let mut body = Vec::new();
+    for (name, value) in fields {
+        body.extend(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
+            )
+            .into_bytes(),
+        );
+    }
+    if let Some((name, content_type, bytes)) = file {
+        body.extend(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n\
+                 Content-Type: {content_type}\r\n\r\n"
+            )
+            .into_bytes(),
+        );
+        body.extend_from_slice(bytes);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend(format!("--{boundary}--\r\n").into_bytes());
+    body
+}
+
 /// Sends one request and reads the whole response.
 pub fn request(
     addr: SocketAddr,

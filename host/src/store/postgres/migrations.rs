@@ -230,6 +230,29 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (email, role, project_id)
     );
 "#,
+    // Files uploaded to `/v1/files` (`store::files`): a row each, `whole` 0 while its upload
+    // runs (`bytes` is then what it reserves of the project's quota), and its bytes in chunks.
+    r#"
+    CREATE TABLE files (
+        id TEXT PRIMARY KEY,
+        project_id TEXT NOT NULL,
+        filename TEXT NOT NULL,
+        purpose TEXT NOT NULL,
+        bytes BIGINT NOT NULL,
+        created_at BIGINT NOT NULL,
+        expires_at BIGINT,
+        whole INTEGER NOT NULL
+    );
+    CREATE INDEX files_project ON files (project_id, id);
+    CREATE INDEX files_expires_at ON files (expires_at) WHERE expires_at IS NOT NULL;
+    CREATE INDEX files_uploading ON files (created_at) WHERE whole = 0;
+    CREATE TABLE file_chunks (
+        file_id TEXT NOT NULL REFERENCES files (id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        data BYTEA NOT NULL,
+        PRIMARY KEY (file_id, seq)
+    );
+"#,
 ];
 
 pub(super) const BACKEND: &str = "PostgreSQL";

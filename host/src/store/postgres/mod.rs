@@ -14,6 +14,7 @@
 
 mod access;
 pub(super) mod connect;
+mod files;
 mod invocations;
 mod keys;
 mod listen;

@@ -4,6 +4,7 @@
 //! writer commits batches on its own connection.
 
 mod access;
+mod files;
 mod invocations;
 mod keys;
 pub(super) mod migrations;
@@ -32,6 +33,9 @@ pub(super) struct Sqlite {
     /// Kept responses' writes, opened on first use: one that waits out another's write lock
     /// holds neither the key lookups' lock nor the invocation writer's.
     responses: Mutex<Option<Connection>>,
+    /// Files' chunks, written and read on a connection of their own, opened on first use: an
+    /// upload's writes and a download's reads (a megabyte each) hold no other lock.
+    files: Mutex<Option<Connection>>,
     path: PathBuf,
     keys: KeyCache,
     /// Whether each console session looked up was signed out, under the keys' stamp.
@@ -78,6 +82,7 @@ impl Sqlite {
             writer: Mutex::new(open_connection(path)?),
             pruner: Mutex::new(None),
             responses: Mutex::new(None),
+            files: Mutex::new(None),
             path: path.to_owned(),
             keys: KeyCache::open(path),
             sessions: KeyCache::open(path),

@@ -5,6 +5,7 @@
 //! and LISTEN) is tested with that backend.
 
 mod access;
+mod files;
 mod invocations;
 mod keys;
 mod responses;
@@ -82,6 +83,10 @@ on_both_backends! {
     responses::responses_before_a_cutoff_are_deleted_a_limit_at_a_time,
     responses::a_retention_pass_deletes_old_responses_with_old_records,
     responses::a_conversation_is_read_through_its_parents_and_a_deleted_one_breaks_it,
+    files::a_file_is_read_back_chunk_by_chunk_by_its_project_only,
+    files::uploads_are_held_to_their_projects_quota_while_they_run,
+    files::files_are_listed_in_pages_either_way_and_by_purpose,
+    files::expired_files_and_abandoned_uploads_are_swept,
     schema::reopening_does_not_rerun_migrations,
     schema::a_v1_database_migrates_to_v2_and_keeps_its_keys_and_records,
     schema::a_v2_database_migrates_to_v3_and_keeps_its_records,
@@ -99,6 +104,7 @@ on_both_backends! {
     schema::a_v15_database_migrates_to_v16_and_its_records_gain_characters,
     schema::a_v16_database_migrates_to_v17_and_gains_admin_tokens_and_the_audit_log,
     schema::a_v17_database_migrates_to_v18_and_gains_users,
+    schema::a_v18_database_migrates_to_v19_and_gains_files,
 }
 
 /// Where a case's database is, and what differs between the backends' databases.
@@ -149,6 +155,8 @@ pub(super) enum Before {
     Access,
     /// Before the console's users.
     Users,
+    /// Before uploaded files.
+    Files,
 }
 
 impl Harness {
@@ -271,6 +279,7 @@ impl Harness {
             (Place::Sqlite { .. }, Before::Characters) => 16,
             (Place::Sqlite { .. }, Before::Access) => 17,
             (Place::Sqlite { .. }, Before::Users) => 18,
+            (Place::Sqlite { .. }, Before::Files) => 19,
             (Place::Postgres(_), Before::Limits) => 1,
             (Place::Postgres(_), Before::Attempts) => 2,
             (Place::Postgres(_), Before::Responses) => 3,
@@ -287,6 +296,7 @@ impl Harness {
             (Place::Postgres(_), Before::Characters) => 15,
             (Place::Postgres(_), Before::Access) => 16,
             (Place::Postgres(_), Before::Users) => 17,
+            (Place::Postgres(_), Before::Files) => 18,
         }
     }
 

@@ -709,7 +709,22 @@ pub(super) async fn a_v17_database_migrates_to_v18_and_gains_users(h: &Harness) 
     h.create_old_schema(Before::Users).await;
     let store = h.open().await;
     let before = h.version_of(Before::Users);
-    // The console's users were the last migration of both.
+    assert_eq!(
+        store.migrated(),
+        Migrated {
+            from: before,
+            to: h.known_version()
+        }
+    );
+    assert_eq!(h.schema_version().await, h.known_version());
+    assert!(store.user_grants(None).await.unwrap().is_empty());
+}
+
+pub(super) async fn a_v18_database_migrates_to_v19_and_gains_files(h: &Harness) {
+    h.create_old_schema(Before::Files).await;
+    let store = h.open().await;
+    let before = h.version_of(Before::Files);
+    // Files were the last migration of both.
     assert_eq!(
         store.migrated(),
         Migrated {
@@ -719,5 +734,20 @@ pub(super) async fn a_v17_database_migrates_to_v18_and_gains_users(h: &Harness) 
     );
     assert_eq!(h.known_version(), before + 1);
     assert_eq!(h.schema_version().await, h.known_version());
-    assert!(store.user_grants(None).await.unwrap().is_empty());
+    let project = store.create_project("files").await.unwrap().id;
+    let upload = crate::store::NewUpload {
+        id: format!("file-{}", Uuid::now_v7().simple()),
+        project_id: project.clone(),
+        created_at_ms: 1,
+        reserved: 1,
+    };
+    assert!(store.begin_upload(&upload, 10).await.unwrap());
+    let query = crate::store::FileQuery {
+        purpose: None,
+        after: None,
+        limit: 10,
+        newest_first: true,
+        now_ms: 2,
+    };
+    assert!(store.files(&project, &query).await.unwrap().is_empty());
 }

@@ -2,7 +2,8 @@
 //! /v1/completions` (legacy text), `POST /v1/embeddings` and the Responses API
 //! ([`responses`]: `/v1/responses`), image generation ([`images`]:
 //! `/v1/images/generations`), transcription ([`audio`]: `/v1/audio/transcriptions` and
-//! `/translations`), speech ([`speech`]: `/v1/audio/speech`), and beside them the rerank API the same clients'
+//! `/translations`), speech ([`speech`]: `/v1/audio/speech`), the Files API ([`files`]:
+//! `/v1/files`), and beside them the rerank API the same clients'
 //! stacks call ([`rerank`]: `/v1/rerank`), so that OpenAI's
 //! SDKs and the tools built on them reach every route (`GET /v1/models` is
 //! [`crate::surfaces::models`], shared with Anthropic's SDKs).
@@ -13,6 +14,7 @@
 //! goes to the plugin as a parameter, under OpenAI's own name.
 
 mod audio;
+pub mod files;
 mod images;
 mod request;
 mod rerank;
