@@ -5,7 +5,7 @@ use bytes::Bytes;
 
 use super::Postgres;
 use super::connect::connection;
-use super::invocations::storable;
+use super::invocations::{storable, unstorable};
 use crate::store::rows as read;
 use crate::store::sql::{self, Dialect};
 use crate::store::{FileQuery, NewUpload, StoreError, StoredFile};
@@ -228,10 +228,4 @@ impl Postgres {
         })
         .await
     }
-}
-
-/// Whether a name asked for holds NUL, which no stored one does (TEXT cannot): the server
-/// would refuse the query rather than find nothing.
-fn unstorable(asked: &[&str]) -> bool {
-    asked.iter().any(|text| text.contains('\0'))
 }

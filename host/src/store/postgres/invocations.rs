@@ -425,6 +425,13 @@ fn guards_json(guards: &[GuardOutcome]) -> Option<String> {
     read::guards_json(&cleaned)
 }
 
+/// Whether a name asked for (an id, a filter) holds NUL, which no stored one does (TEXT cannot
+/// hold it): the server would refuse the query rather than find nothing, and such names are
+/// the caller's to give.
+pub(super) fn unstorable(asked: &[&str]) -> bool {
+    asked.iter().any(|text| text.contains('\0'))
+}
+
 /// PostgreSQL's TEXT cannot hold NUL, which a raw (non-JSON) body may: one
 /// such record would fail its whole batch, again on every retry.
 pub(super) fn storable(text: &str) -> String {

@@ -5,7 +5,7 @@ use tokio_postgres::Row;
 
 use super::Postgres;
 use super::connect::connection;
-use super::invocations::storable;
+use super::invocations::{storable, unstorable};
 use crate::store::rows as read;
 use crate::store::sql::{self, Dialect};
 use crate::store::{CONVERSATION_TURNS, Conversation, ResponseHead, StoreError, StoredResponse};
@@ -84,7 +84,7 @@ impl Postgres {
         id: &str,
         read: fn(&Row) -> Result<T, tokio_postgres::Error>,
     ) -> Result<Option<T>, StoreError> {
-        if unstorable(project_id, id) {
+        if unstorable(&[project_id, id]) {
             return Ok(None);
         }
         let (project_id, id) = (project_id.to_owned(), id.to_owned());
@@ -102,7 +102,7 @@ impl Postgres {
         project_id: &str,
         id: &str,
     ) -> Result<Option<Conversation>, StoreError> {
-        if unstorable(project_id, id) {
+        if unstorable(&[project_id, id]) {
             return Ok(None);
         }
         let (project_id, id) = (project_id.to_owned(), id.to_owned());
@@ -128,7 +128,7 @@ impl Postgres {
         project_id: &str,
         id: &str,
     ) -> Result<bool, StoreError> {
-        if unstorable(project_id, id) {
+        if unstorable(&[project_id, id]) {
             return Ok(false);
         }
         let (project_id, id) = (project_id.to_owned(), id.to_owned());
@@ -160,10 +160,4 @@ impl Postgres {
         })
         .await
     }
-}
-
-/// Whether a name asked for holds NUL, which no stored one does (TEXT cannot): the server
-/// would refuse the query rather than find nothing, and an id is the caller's to give.
-fn unstorable(project_id: &str, id: &str) -> bool {
-    project_id.contains('\0') || id.contains('\0')
 }
