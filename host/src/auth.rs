@@ -86,10 +86,13 @@ pub fn google_key<'a>(headers: &'a HeaderMap, query: Option<&'a str>) -> Result<
 
 /// What the store holds of `key`; an unknown, revoked or expired key is refused.
 pub async fn key_record(store: &Store, key: &str) -> Result<KeyRecord, ApiError> {
-    let record = store
-        .find_key(&hash_key(key))
-        .await?
-        .ok_or(ApiError::InvalidKey)?;
+    key_record_by_hash(store, &hash_key(key)).await
+}
+
+/// What the store holds of the key whose hash is `hash` (a batch's lines run as the key that
+/// made it, kept by its hash); an unknown, revoked or expired key is refused.
+pub async fn key_record_by_hash(store: &Store, hash: &[u8; 32]) -> Result<KeyRecord, ApiError> {
+    let record = store.find_key(hash).await?.ok_or(ApiError::InvalidKey)?;
     if let Some(at) = record.scope.expired(now_ms()) {
         return Err(ApiError::KeyExpired(format_time_ms(at)));
     }

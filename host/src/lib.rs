@@ -28,6 +28,7 @@
 pub mod access;
 pub mod allocator;
 pub mod auth;
+pub mod batch;
 pub mod cache;
 pub mod causes;
 pub mod cli;

@@ -171,7 +171,8 @@ impl Metrics {
     }
 
     fn shard(&self) -> MutexGuard<'_, Shard> {
-        let index = crate::worker::current().map_or(0, |worker| worker.index);
+        // A thread that is no serving thread (the batch runner) has the last shard.
+        let index = crate::worker::current().map_or(usize::MAX, |worker| worker.index);
         let shard = &self.shards[index.min(self.shards.len() - 1)];
         // A shard is counts only: still meaningful after a panic mid-update.
         shard.lock().unwrap_or_else(PoisonError::into_inner)

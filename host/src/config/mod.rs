@@ -217,6 +217,12 @@ pub struct Config {
     /// Cap on a project's files together, each upload in progress counted at the most it may
     /// take; over it: 413.
     pub max_project_file_bytes: Positive<NonZeroU64>,
+    /// Batch lines this gateway runs at once, all batches together (each batch's share is
+    /// at most this too).
+    pub batch_concurrency: Positive<NonZeroU32>,
+    /// How long a line a gateway took stays its own without being renewed (every third of it,
+    /// while the line runs): a gateway that died gives its lines up this long after.
+    pub batch_lease_secs: Positive<NonZeroU64>,
     pub demo_project: bool,
     pub request_timeout_secs: Positive<NonZeroU64>,
     /// Tries at upstreams one request may make at most, retries, other targets and fallbacks
@@ -359,6 +365,12 @@ const MAX_FILE_BYTES: Positive<NonZeroU64> =
 /// Twenty-five of the largest files.
 const MAX_PROJECT_FILE_BYTES: Positive<NonZeroU64> =
     Positive::new(NonZeroU64::new(5 * 1024 * 1024 * 1024).expect("not zero"));
+/// Few enough that a 2-core gateway's interactive requests keep their latency under a running
+/// batch (BENCHMARKS.md).
+const BATCH_CONCURRENCY: Positive<NonZeroU32> =
+    Positive::new(NonZeroU32::new(8).expect("not zero"));
+const BATCH_LEASE_SECS: Positive<NonZeroU64> =
+    Positive::new(NonZeroU64::new(60).expect("not zero"));
 const REQUEST_TIMEOUT_SECS: Positive<NonZeroU64> =
     Positive::new(NonZeroU64::new(120).expect("not zero"));
 const REQUEST_READ_TIMEOUT_SECS: Positive<NonZeroU64> =
@@ -407,6 +419,8 @@ impl Default for Config {
             max_conversation_bytes: MAX_CONVERSATION_BYTES,
             max_file_bytes: MAX_FILE_BYTES,
             max_project_file_bytes: MAX_PROJECT_FILE_BYTES,
+            batch_concurrency: BATCH_CONCURRENCY,
+            batch_lease_secs: BATCH_LEASE_SECS,
             demo_project: true,
             request_timeout_secs: REQUEST_TIMEOUT_SECS,
             max_attempts: MAX_ATTEMPTS,

@@ -264,6 +264,8 @@ fn zero_and_out_of_range_values_are_refused_with_their_key() {
         "max_conversation_bytes",
         "max_file_bytes",
         "max_project_file_bytes",
+        "batch_concurrency",
+        "batch_lease_secs",
         "record_retention_days",
         "max_attempts",
     ] {

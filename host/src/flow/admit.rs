@@ -29,13 +29,37 @@ pub(super) struct Admitted<S> {
     pub body_bytes: usize,
 }
 
+/// Where a request's key and body come from.
+pub(super) enum Source {
+    /// An HTTP request: its key in its headers, its body still to be read.
+    Http(Incoming),
+    /// A batch's line ([`super::run_line`]): boxed, it adds a pointer to every request's
+    /// future, not a body and a key hash.
+    Given(Box<Given>),
+}
+
+/// A request made by the gateway for a caller, as that caller's key.
+pub(super) struct Given {
+    /// The hash of the key it runs as: looked up as a request's key is (revoked or expired,
+    /// refused).
+    pub key_hash: [u8; 32],
+    /// A JSON body.
+    pub body: bytes::Bytes,
+}
+
 pub(super) async fn admit<S: Surface>(
     state: &AppState,
     config: &Config,
     draft: &mut Draft,
     head: &Head,
-    body: Incoming,
+    source: Source,
 ) -> Result<Admitted<S>, ApiError> {
+    let body = match source {
+        Source::Http(body) => body,
+        Source::Given(given) => {
+            return Box::pin(admit_given(state, config, draft, head, *given)).await;
+        }
+    };
     let headers = &head.headers;
     let read_timeout = Duration::from_secs(config.request_read_timeout_secs.get());
     let max_body_bytes = config.max_body_bytes.get();
@@ -64,13 +88,23 @@ pub(super) async fn admit<S: Surface>(
     draft.keep_bodies(BodyPolicy::of(config));
     let limit = config.max_inflight_body_bytes.get();
     let (bytes, inflight) = read_counted(state, config, headers, body).await?;
+    let content_type = headers.get(hyper::header::CONTENT_TYPE);
+    draft.request(content_type.and_then(|t| t.to_str().ok()), &bytes);
+    parsed(head, key, bytes, inflight, limit)
+}
+
+/// A body read and counted, parsed.
+fn parsed<S: Surface>(
+    head: &Head,
+    key: KeyRecord,
+    bytes: bytes::Bytes,
+    mut inflight: BodyBytes,
+    limit: usize,
+) -> Result<Admitted<S>, ApiError> {
     // Each JSON object becomes an item or more once parsed, which costs many times its bytes
     // (see `ITEM_BYTES`): counted before the parse, so that a body of many tiny items is
     // refused before it costs that. A brace inside a string counts too; the flow counts the
     // items themselves once they are parsed.
-    let content_type = headers.get(hyper::header::CONTENT_TYPE);
-    draft.request(content_type.and_then(|t| t.to_str().ok()), &bytes);
-    let mut inflight = inflight;
     let objects = memchr::memchr_iter(b'{', &bytes).count();
     if !inflight.grow(objects.saturating_mul(ITEM_BYTES), limit) {
         return Err(ApiError::BodiesInFlight(limit));
@@ -85,6 +119,27 @@ pub(super) async fn admit<S: Surface>(
         inflight,
         body_bytes,
     })
+}
+
+/// Admits a request the gateway makes as a caller's key: the key looked up by its hash, the
+/// body counted in flight like any other.
+async fn admit_given<S: Surface>(
+    state: &AppState,
+    config: &Config,
+    draft: &mut Draft,
+    head: &Head,
+    given: Given,
+) -> Result<Admitted<S>, ApiError> {
+    let key = crate::auth::key_record_by_hash(&state.store, &given.key_hash).await?;
+    draft.caller(&key);
+    draft.keep_bodies(BodyPolicy::of(config));
+    let limit = config.max_inflight_body_bytes.get();
+    let inflight = state
+        .inflight
+        .reserve(given.body.len(), limit)
+        .ok_or(ApiError::BodiesInFlight(limit))?;
+    draft.request(Some("application/json"), &given.body);
+    parsed(head, key, given.body, inflight, limit)
 }
 
 /// Reads a request's body within `max_body_bytes`, counted in `max_inflight_body_bytes` from

@@ -5,7 +5,8 @@
 //! the request -> `call` the plugin (tried again and on fallbacks by `failover`) -> answer,
 //! `whole` (one JSON body) or `stream` (SSE) -> `record`. [`flow`] reads in that order.
 //! Every request that enters [`serve`] ends as exactly one invocation record, shutdown and
-//! callers who hang up included.
+//! callers who hang up included; so does every batch line [`run_line`] runs (a request the
+//! gateway makes as a batch's key, its body given rather than read).
 //!
 //! What differs between API surfaces is how a body reads and how an answer
 //! writes: that is a [`Surface`], a codec (see [`crate::surfaces`]). A new
@@ -486,7 +487,7 @@ pub async fn serve<S: Surface>(
             // Until its end, or until shutdown's grace period is over (then the request ends
             // as [`ApiError::ShuttingDown`], still recorded).
             let result = tokio::select! {
-                result = flow::<S>(&state, &mut draft, &parts, body) => result,
+                result = flow::<S>(&state, &mut draft, &parts, admit::Source::Http(body)) => result,
                 () = state.aborted() => Err(ApiError::ShuttingDown),
             };
             (draft, result)
@@ -494,6 +495,72 @@ pub async fn serve<S: Surface>(
     };
     let (draft, result) = apart::Flowing::<S, _>::new(state.clone(), work).await;
     finish::<S>(&state, draft, result, false).await
+}
+
+/// A request the gateway makes for a batch's line: its endpoint and body, the key it runs as,
+/// and what its record names it by.
+pub struct Line {
+    /// `POST` to the batch's endpoint, as a caller's request would have been.
+    pub head: Head,
+    pub body: Bytes,
+    /// The hash of the key that made the batch.
+    pub key_hash: [u8; 32],
+    pub batch_id: String,
+    pub custom_id: String,
+}
+
+/// How a batch's line was answered.
+pub struct LineAnswer {
+    /// Its invocation's id.
+    pub invocation_id: Uuid,
+    pub response: Response<Body>,
+    /// Set when the line should be run again after this long instead (a rate limit with a
+    /// short wait, an upstream's 429, a gateway too busy or shutting down): the answer is not
+    /// the line's.
+    pub again_after: Option<std::time::Duration>,
+}
+
+/// Runs a batch's line through the flow as surface `S`'s request made with the batch's key,
+/// recorded like any other (with its batch and custom id). Answered whole: a batch's line
+/// cannot ask for a stream.
+pub async fn run_line<S: Surface>(state: &Arc<AppState>, line: Line) -> LineAnswer {
+    let id = Uuid::now_v7();
+    let mut draft = draft::<S>(state, &line.head, id);
+    draft.batch(line.batch_id, line.custom_id);
+    let source = admit::Source::Given(Box::new(admit::Given {
+        key_hash: line.key_hash,
+        body: line.body,
+    }));
+    let result = tokio::select! {
+        result = flow::<S>(state, &mut draft, &line.head, source) => result,
+        () = state.aborted() => Err(ApiError::ShuttingDown),
+    };
+    let again_after = match &result {
+        Err(error) => again_after(error),
+        Ok(_) => None,
+    };
+    let response = finish::<S>(state, draft, result, false).await;
+    LineAnswer {
+        invocation_id: id,
+        response,
+        again_after,
+    }
+}
+
+/// How long a batch's line waits before it runs again, when `error` is no answer to it but a
+/// wait: a limit that frees within a minute (a budget's period is no such wait: its lines
+/// fail), an upstream's 429, a gateway too busy or stopping.
+fn again_after(error: &ApiError) -> Option<std::time::Duration> {
+    const LONGEST: u32 = 60;
+    if matches!(error, ApiError::ShuttingDown) {
+        return Some(std::time::Duration::ZERO);
+    }
+    let status = error.status();
+    if status != StatusCode::TOO_MANY_REQUESTS && status != StatusCode::SERVICE_UNAVAILABLE {
+        return None;
+    }
+    let wait = error.retry_after()?;
+    (wait <= LONGEST).then(|| std::time::Duration::from_secs(u64::from(wait.max(1))))
 }
 
 /// Answers a request of surface `S` refused before its flow starts (a method other than
@@ -669,10 +736,10 @@ async fn flow<S: Surface>(
     state: &Arc<AppState>,
     draft: &mut Draft,
     head: &Head,
-    body: Incoming,
+    source: admit::Source,
 ) -> Result<Reply, ApiError> {
     let live = state.live();
-    let admitted = admit::admit::<S>(state, &live.config, draft, head, body).await?;
+    let admitted = admit::admit::<S>(state, &live.config, draft, head, source).await?;
     let headers = &head.headers;
     let request = route::route(state, &live, draft, headers, admitted).await?;
     let output = request.output_limit();

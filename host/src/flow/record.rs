@@ -163,6 +163,12 @@ impl Draft {
         self.record.project_id = Some(key.project_id.clone());
         self.record.key_prefix = Some(key.prefix.clone());
     }
+    /// The batch and line this call runs for.
+    pub fn batch(&mut self, batch_id: String, custom_id: String) {
+        self.record.batch_id = Some(batch_id);
+        self.record.custom_id = Some(custom_id);
+    }
+
     pub fn user(&mut self, user_id: Option<&str>) {
         self.record.user_id = user_id.map(str::to_owned);
     }

@@ -32,6 +32,8 @@ pub enum StartError {
         address: std::net::SocketAddr,
         source: std::io::Error,
     },
+    #[error("cannot start the batch runner: {0}")]
+    BatchRunner(std::io::Error),
     #[error("cannot start the invocation writer: {0}")]
     InvocationWriter(std::io::Error),
     #[error(transparent)]
@@ -135,12 +137,20 @@ pub async fn serve(
         Some(path) => Some(crate::state::reload::watch_config(&state, path)?),
         None => None,
     };
+    let runner = crate::batch::Runner::start(state.clone()).map_err(StartError::BatchRunner)?;
     // Heard from before the line that says the gateway listens: a SIGTERM sent on reading it
     // must stop the gateway, not be lost in tokio's registration of its handler.
     let shutdown = shutdown_signal();
+    // The batch runner stops taking lines with the listener, and drains beside it.
+    let stop_runner = runner.stopper();
+    let shutdown = async move {
+        shutdown.await;
+        stop_runner();
+    };
     println!("gateway listening on http://{address}");
     let limiter = state.limiter.clone();
     let served = super::serve(listener, state, workers, shutdown).await;
+    runner.stop().await;
     drop(_config_watcher);
     // What this replica's leases hold unused goes back to the other replicas.
     let _ = tokio::time::timeout(Duration::from_secs(2), limiter.release()).await;

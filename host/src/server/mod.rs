@@ -405,6 +405,12 @@ async fn other(
         // Boxed: uploads add nothing to the size of every model request's future.
         return Box::pin(openai::files::serve(state, request, rest, id)).await;
     }
+    if let Some(rest) = path.strip_prefix("/v1/batches")
+        && (rest.is_empty() || rest.starts_with('/'))
+    {
+        // Boxed, as the files' are.
+        return Box::pin(openai::batches::serve(state, request, rest, id)).await;
+    }
     if gemini::unknown_method(path, request.method()) {
         let error = ApiError::NotFound(format!("no such method of a model: {path}"));
         return gemini::error_response(&error, &id);

@@ -40,6 +40,9 @@ pub struct AppState {
     pub sign_ins: crate::limits::SignInThrottle,
     /// The console's OpenID client (`[oidc]`): the provider's discovery document and keys.
     pub sso: crate::sso::Sso,
+    /// Told when a batch is created or cancelled: this gateway's batch runner looks at once,
+    /// rather than at its next poll.
+    pub batch_wake: tokio::sync::Notify,
     /// Set when shutdown's grace period is over: requests still running end now.
     abort: watch::Sender<bool>,
     /// One receiver per call running apart from its caller's connection ([`Apart`]): shutdown
@@ -120,6 +123,7 @@ impl AppState {
             inflight: crate::inflight::InflightBodies::default(),
             sign_ins: crate::limits::SignInThrottle::default(),
             sso: crate::sso::Sso::new(),
+            batch_wake: tokio::sync::Notify::new(),
             abort: watch::Sender::new(false),
             apart: watch::Sender::new(()),
         }

@@ -145,6 +145,12 @@ pub struct Invocation {
     /// (`cost_usd` 0), and this is what it saved. None otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub saved_cost_usd: Option<f64>,
+    /// The batch (`/v1/batches`) whose line this call ran, and the line's `custom_id`; None
+    /// for a caller's own request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom_id: Option<String>,
 }
 
 /// How the response cache served a request.
@@ -283,6 +289,8 @@ impl Invocation {
             guards: Vec::new(),
             cache: None,
             saved_cost_usd: None,
+            batch_id: None,
+            custom_id: None,
         }
     }
 
@@ -322,6 +330,8 @@ impl Invocation {
             "guards": self.guards.iter().map(GuardOutcome::to_json).collect::<Vec<_>>(),
             "cache": self.cache.map(CacheStatus::as_str),
             "savedCost": self.saved_cost_usd,
+            "batchId": self.batch_id,
+            "customId": self.custom_id,
         })
     }
 }

@@ -20,6 +20,7 @@
 //! written once (`tests`) and run on both.
 
 mod access;
+mod batches;
 mod error;
 mod files;
 mod invocations;
@@ -43,6 +44,10 @@ use uuid::Uuid;
 use crate::access::Grant;
 use crate::limits::{LimitSet, Subject};
 pub use access::{AdminToken, AuditEvent, AuditFilter, NewAdminToken, Outcome, UserGrant};
+pub use batches::{
+    BatchStatus, Finished, LeasedLine, LineResult, MAX_BATCH_LINES, NewBatch, NewLine,
+    RunningBatch, StoredBatch,
+};
 pub use error::StoreError;
 pub use files::{CHUNK_BYTES, FileQuery, FinishedUpload, NewUpload, StoredFile};
 pub use invocations::{

@@ -132,21 +132,36 @@ pub fn spawn_audit(store: Store, days: u32) -> tokio::task::JoinHandle<()> {
     })
 }
 
-/// Starts deleting expired files and abandoned uploads: a sweep now, then one every
-/// [`FILES_EVERY`]. The task runs until the runtime ends.
+/// A batch still validating this long after it was created lost its gateway (a 200 MB input
+/// file is read in well under a minute).
+const STALE_VALIDATION_MS: i64 = 60 * 60 * 1000;
+
+/// Starts deleting expired files and abandoned uploads, and failing batches whose validation
+/// never ended: a sweep now, then one every [`FILES_EVERY`]. The task runs until the runtime
+/// ends.
 pub fn spawn_files(store: Store) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut every = tokio::time::interval(FILES_EVERY);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             every.tick().await;
-            match files_pass(&store, now_ms(), FILES_BATCH, PAUSE).await {
+            let now = now_ms();
+            match files_pass(&store, now, FILES_BATCH, PAUSE).await {
                 Ok(0) => {}
                 Ok(deleted) => tracing::info!(deleted, "deleted expired or abandoned files"),
                 Err(e) => tracing::warn!(
                     "deleting expired files failed: {e}; retrying in {}s",
                     FILES_EVERY.as_secs()
                 ),
+            }
+            let stale_before = now.saturating_sub(STALE_VALIDATION_MS);
+            match store.fail_stale_batches(now, stale_before).await {
+                Ok(0) => {}
+                Ok(failed) => tracing::warn!(
+                    failed,
+                    "failed batches whose validation never ended (their gateway stopped)"
+                ),
+                Err(e) => tracing::warn!("failing stale batches failed: {e}"),
             }
         }
     })

@@ -235,6 +235,8 @@ pub(super) fn invocation<R: StoredRow + ?Sized>(row: &R) -> Result<Invocation, R
             .as_deref()
             .and_then(CacheStatus::parse),
         saved_cost_usd: row.optional_real(29)?,
+        batch_id: row.optional_text(34)?,
+        custom_id: row.optional_text(35)?,
     })
 }
 

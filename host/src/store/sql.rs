@@ -50,7 +50,10 @@ impl Sql {
     pub(super) fn text(&'static self, dialect: Dialect) -> &'static str {
         match dialect {
             Dialect::Postgres => self.postgres,
-            Dialect::Sqlite => self.sqlite.get_or_init(|| question_marks(self.postgres)),
+            // SQLite locks the whole database for a write: it has no row locks to take.
+            Dialect::Sqlite => self.sqlite.get_or_init(|| {
+                question_marks(&self.postgres.replace(" FOR UPDATE SKIP LOCKED", ""))
+            }),
         }
     }
 }
@@ -265,6 +268,142 @@ pub(super) static DELETE_EXPIRED_FILES: Sql = Sql::new(
           LIMIT $3)",
 );
 
+/// A batch's columns, as [`super::rows::stored_batch`] reads them: its counts are its lines'
+/// while it runs, kept in the row once it is finished (its lines deleted).
+macro_rules! select_batch {
+    ($rest:literal) => {
+        concat!(
+            "SELECT id, project_id, endpoint, input_file_id, completion_window, metadata, status,
+                created_at, in_progress_at, expires_at, finalizing_at, completed_at, failed_at,
+                expired_at, cancelling_at, cancelled_at, output_file_id, error_file_id, errors,
+                total,
+                COALESCE(completed, (SELECT COUNT(*) FROM batch_lines l
+                    WHERE l.batch_id = batches.id AND l.state = 1 AND l.ok = 1)),
+                COALESCE(failed, (SELECT COUNT(*) FROM batch_lines l
+                    WHERE l.batch_id = batches.id AND l.state = 1 AND l.ok = 0)),
+                output_expires_secs
+             FROM batches ",
+            $rest
+        )
+    };
+}
+
+/// A new batch, validating: `$1` id, `$2` project, `$3` key hash, `$4` endpoint, `$5` input
+/// file, `$6` completion window, `$7` metadata, `$8` created, `$9` expires, `$10` output
+/// files' expiry.
+pub(super) static INSERT_BATCH: Sql = Sql::new(
+    "INSERT INTO batches (id, project_id, key_hash, endpoint, input_file_id, completion_window,
+        metadata, status, created_at, expires_at, output_expires_secs, total)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, 'validating', $8, $9, $10, 0)",
+);
+/// Line `$2` of batch `$1`: `$3` custom id, `$4` body; pending.
+pub(super) static PUT_BATCH_LINE: Sql = Sql::new(
+    "INSERT INTO batch_lines (batch_id, seq, custom_id, body, state, ok)
+     VALUES ($1, $2, $3, $4, 0, 0)",
+);
+/// The validated batch `$1` in progress from `$2`, with `$3` lines.
+pub(super) static START_BATCH: Sql = Sql::new(
+    "UPDATE batches SET status = 'in_progress', in_progress_at = $2, total = $3
+     WHERE id = $1 AND status = 'validating'",
+);
+/// The batch `$1` refused by its validation at `$2`, `$3` why.
+pub(super) static FAIL_BATCH: Sql = Sql::new(
+    "UPDATE batches SET status = 'failed', failed_at = $2, errors = $3
+     WHERE id = $1 AND status = 'validating'",
+);
+/// Every line of batch `$1`.
+pub(super) static DELETE_BATCH_LINES: Sql = Sql::new("DELETE FROM batch_lines WHERE batch_id = $1");
+/// The batch `$1` of project `$2`.
+pub(super) static BATCH: Sql = Sql::new(select_batch!("WHERE id = $1 AND project_id = $2"));
+/// A page of project `$1`'s batches, newest first, after the id `$2` (or NULL), at most `$3`.
+pub(super) static BATCHES: Sql = Sql::new(select_batch!(
+    "WHERE project_id = $1 AND (CAST($2 AS TEXT) IS NULL OR id < $2) ORDER BY id DESC LIMIT $3"
+));
+/// The batch `$1` of project `$2` cancelling from `$3`, if it was validating or in progress.
+pub(super) static CANCEL_BATCH: Sql = Sql::new(
+    "UPDATE batches SET status = 'cancelling', cancelling_at = $3
+     WHERE id = $1 AND project_id = $2 AND status IN ('validating', 'in_progress')",
+);
+/// At most `$1` batches with work for a runner, the oldest first.
+pub(super) static RUNNING_BATCHES: Sql = Sql::new(
+    "SELECT id, project_id, key_hash, endpoint, status, created_at, expires_at FROM batches
+     WHERE status IN ('validating', 'in_progress', 'cancelling', 'finalizing')
+     ORDER BY id LIMIT $1",
+);
+/// Leases the first pending lines of batch `$1` no runner holds at `$2` to `$3` until `$4`: at
+/// most `$5`. `SKIP LOCKED` hands PostgreSQL's runners of several replicas each the lines the
+/// others are not leasing at that moment, without waiting for them; SQLite has one writer at a
+/// time, and the clause is left out of its text.
+pub(super) static LEASE_LINES: Sql = Sql::new(
+    "UPDATE batch_lines SET lease_token = $3, lease_until = $4
+     WHERE batch_id = $1 AND seq IN (
+        SELECT seq FROM batch_lines WHERE batch_id = $1 AND state = 0
+          AND (lease_until IS NULL OR lease_until < $2)
+        ORDER BY seq LIMIT $5 FOR UPDATE SKIP LOCKED)
+     RETURNING seq, custom_id, body",
+);
+/// Holds the pending lines runner `$1` leased until `$2`.
+pub(super) static RENEW_LEASES: Sql =
+    Sql::new("UPDATE batch_lines SET lease_until = $2 WHERE lease_token = $1 AND state = 0");
+/// Ends line `$2` of batch `$1` held by `$3`: `$4` answered with a 2xx (1) or not (0), `$5` its
+/// line of the output. Its body is no longer needed.
+pub(super) static END_LINE: Sql = Sql::new(
+    "UPDATE batch_lines SET state = 1, ok = $4, result = $5, body = '', lease_token = NULL
+     WHERE batch_id = $1 AND seq = $2 AND lease_token = $3 AND state = 0",
+);
+/// Gives line `$2` of batch `$1` held by `$3` back, to be leased from `$4`.
+pub(super) static RELEASE_LINE: Sql = Sql::new(
+    "UPDATE batch_lines SET lease_token = NULL, lease_until = $4
+     WHERE batch_id = $1 AND seq = $2 AND lease_token = $3 AND state = 0",
+);
+/// Ends the pending lines of batch `$1` no runner holds at `$3` as never run, for `$2`.
+pub(super) static CLOSE_LINES: Sql = Sql::new(
+    "UPDATE batch_lines SET state = 1, ok = 0, error_code = $2, body = ''
+     WHERE batch_id = $1 AND state = 0 AND (lease_token IS NULL OR lease_until < $3)",
+);
+/// Marks batch `$1` as being finished from `$2` (`finalizing`, unless it is cancelling) if no
+/// line of it is pending and no runner marked it after `$3`.
+pub(super) static BEGIN_FINISHING: Sql = Sql::new(
+    "UPDATE batches SET finishing_at = $2,
+        finalizing_at = CASE WHEN status = 'in_progress' THEN $2 ELSE finalizing_at END,
+        status = CASE WHEN status = 'in_progress' THEN 'finalizing' ELSE status END
+     WHERE id = $1 AND status IN ('in_progress', 'cancelling', 'finalizing')
+       AND (finishing_at IS NULL OR finishing_at < $3)
+       AND NOT EXISTS (SELECT 1 FROM batch_lines WHERE batch_id = $1 AND state = 0)",
+);
+/// At most `$3` ended lines of batch `$1` after line `$2`, in order.
+pub(super) static LINE_RESULTS: Sql = Sql::new(
+    "SELECT seq, custom_id, ok, result, error_code FROM batch_lines
+     WHERE batch_id = $1 AND seq > $2 AND state = 1 ORDER BY seq LIMIT $3",
+);
+/// Ends batch `$1`, marked finishing at `$2`, as `$3` at `$4`: `$5` output file, `$6` error
+/// file, `$7` lines completed, `$8` failed.
+pub(super) static FINISH_BATCH: Sql = Sql::new(
+    "UPDATE batches SET status = $3, finishing_at = NULL,
+        completed_at = CASE WHEN $3 = 'completed' THEN $4 ELSE completed_at END,
+        expired_at = CASE WHEN $3 = 'expired' THEN $4 ELSE expired_at END,
+        cancelled_at = CASE WHEN $3 = 'cancelled' THEN $4 ELSE cancelled_at END,
+        output_file_id = $5, error_file_id = $6, completed = $7, failed = $8
+     WHERE id = $1 AND finishing_at = $2",
+);
+/// The lines of batch `$1` once it ended (a batch not ended keeps them).
+pub(super) static DELETE_ENDED_LINES_OF: Sql = Sql::new(
+    "DELETE FROM batch_lines WHERE batch_id = $1 AND batch_id IN
+        (SELECT id FROM batches WHERE id = $1
+           AND status IN ('failed', 'completed', 'expired', 'cancelled'))",
+);
+/// Batches whose validation began before `$2` and never ended, failed at `$1` for `$3`.
+pub(super) static FAIL_STALE_BATCHES: Sql = Sql::new(
+    "UPDATE batches SET status = 'failed', failed_at = $1, errors = $3
+     WHERE status = 'validating' AND created_at < $2",
+);
+/// The lines of batches that ended and kept them (a runner that died between ending a batch
+/// and deleting them).
+pub(super) static DELETE_ENDED_BATCH_LINES: Sql = Sql::new(
+    "DELETE FROM batch_lines WHERE batch_id IN
+        (SELECT id FROM batches WHERE status IN ('failed', 'completed', 'expired', 'cancelled'))",
+);
+
 /// The invocation columns, in the order both backends insert and [`super::rows::invocation`]
 /// reads them, `$bodies` standing for `request, response`, `$attempts` for `attempts` and
 /// `$guards` for `guards`. Columns of later migrations come last, so that the earlier ones keep
@@ -280,7 +419,8 @@ macro_rules! invocation_columns {
             $attempts,
             ", image_prompt_tokens, audio_prompt_tokens, ",
             $guards,
-            ", cache, saved_cost_usd, search_units, images, audio_seconds, characters"
+            ", cache, saved_cost_usd, search_units, images, audio_seconds, characters, batch_id,
+            custom_id"
         )
     };
 }
@@ -606,6 +746,26 @@ mod tests {
             &FILE_CHUNK,
             &DELETE_FILE,
             &DELETE_EXPIRED_FILES,
+            &INSERT_BATCH,
+            &PUT_BATCH_LINE,
+            &START_BATCH,
+            &FAIL_BATCH,
+            &DELETE_BATCH_LINES,
+            &DELETE_ENDED_LINES_OF,
+            &LEASE_LINES,
+            &BATCH,
+            &BATCHES,
+            &CANCEL_BATCH,
+            &RUNNING_BATCHES,
+            &RENEW_LEASES,
+            &END_LINE,
+            &RELEASE_LINE,
+            &CLOSE_LINES,
+            &BEGIN_FINISHING,
+            &LINE_RESULTS,
+            &FINISH_BATCH,
+            &FAIL_STALE_BATCHES,
+            &DELETE_ENDED_BATCH_LINES,
             &INSERT_ADMIN_TOKEN,
             &FIND_ADMIN_TOKEN,
             &ADMIN_TOKENS,

@@ -3,10 +3,11 @@
 //! Responses API, Gemini's API; content parts (images, audio, documents) on all of them; and
 //! the official OpenAI, Anthropic and Google GenAI Python SDKs, unchanged, against them.
 //! Beside them, `POST /mcp` (`mcp`), with the official MCP SDKs as client and servers, and
-//! OpenAI's Files API (`files`).
+//! OpenAI's Files and Batch APIs (`files`, `batches`).
 
 mod anthropic;
 mod audio;
+mod batches;
 mod clients;
 mod commonbase;
 mod count_tokens;

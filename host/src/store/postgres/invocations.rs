@@ -242,7 +242,7 @@ const INSERT_INVOCATIONS: &str = concat!(
         $19::double precision[], $20::bigint[], $21::bigint[], $22::text[], $23::text[],
         $24::text[], $25::text[]::jsonb[], $26::bigint[], $27::bigint[], $28::text[]::jsonb[],
         $29::text[], $30::double precision[], $31::bigint[], $32::bigint[],
-        $33::bigint[], $34::bigint[])
+        $33::bigint[], $34::bigint[], $35::text[], $36::text[])
     ON CONFLICT (id) DO NOTHING"
 );
 
@@ -287,6 +287,8 @@ struct Columns {
     images: Counts,
     audio_seconds: Counts,
     characters: Counts,
+    batch_id: Texts,
+    custom_id: Texts,
 }
 
 impl Columns {
@@ -344,10 +346,12 @@ impl Columns {
             images: counts(|u| u.images),
             audio_seconds: counts(|u| u.audio_seconds),
             characters: counts(|u| u.characters),
+            batch_id: texts(|inv| &inv.batch_id),
+            custom_id: texts(|inv| &inv.custom_id),
         }
     }
 
-    fn params(&self) -> [&(dyn ToSql + Sync); 34] {
+    fn params(&self) -> [&(dyn ToSql + Sync); 36] {
         [
             &self.id,
             &self.project_id,
@@ -383,6 +387,8 @@ impl Columns {
             &self.images,
             &self.audio_seconds,
             &self.characters,
+            &self.batch_id,
+            &self.custom_id,
         ]
     }
 }

@@ -253,6 +253,57 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (file_id, seq)
     );
 "#,
+    // Batches (`store::batches`): a row each, and their lines, which runners lease; the batch
+    // and line a record was made for.
+    r#"
+    CREATE TABLE batches (
+        id TEXT PRIMARY KEY,
+        project_id TEXT NOT NULL,
+        key_hash BYTEA NOT NULL,
+        endpoint TEXT NOT NULL,
+        input_file_id TEXT NOT NULL,
+        completion_window TEXT NOT NULL,
+        metadata TEXT,
+        status TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        in_progress_at BIGINT,
+        expires_at BIGINT NOT NULL,
+        finalizing_at BIGINT,
+        completed_at BIGINT,
+        failed_at BIGINT,
+        expired_at BIGINT,
+        cancelling_at BIGINT,
+        cancelled_at BIGINT,
+        finishing_at BIGINT,
+        output_file_id TEXT,
+        error_file_id TEXT,
+        errors TEXT,
+        output_expires_secs BIGINT,
+        total BIGINT NOT NULL,
+        completed BIGINT,
+        failed BIGINT
+    );
+    CREATE INDEX batches_project ON batches (project_id, id);
+    CREATE INDEX batches_running ON batches (id)
+        WHERE status IN ('validating', 'in_progress', 'cancelling', 'finalizing');
+    CREATE TABLE batch_lines (
+        batch_id TEXT NOT NULL REFERENCES batches (id) ON DELETE CASCADE,
+        seq BIGINT NOT NULL,
+        custom_id TEXT NOT NULL,
+        body TEXT NOT NULL,
+        state BIGINT NOT NULL,
+        ok BIGINT NOT NULL,
+        lease_token TEXT,
+        lease_until BIGINT,
+        result TEXT,
+        error_code TEXT,
+        PRIMARY KEY (batch_id, seq)
+    );
+    CREATE INDEX batch_lines_pending ON batch_lines (batch_id, seq) WHERE state = 0;
+    CREATE INDEX batch_lines_leased ON batch_lines (lease_token) WHERE state = 0;
+    ALTER TABLE invocations ADD COLUMN batch_id TEXT;
+    ALTER TABLE invocations ADD COLUMN custom_id TEXT;
+"#,
 ];
 
 pub(super) const BACKEND: &str = "PostgreSQL";

@@ -13,6 +13,7 @@
 //! which empties the key and session caches.
 
 mod access;
+mod batches;
 pub(super) mod connect;
 mod files;
 mod invocations;

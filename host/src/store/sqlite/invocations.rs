@@ -22,7 +22,7 @@ const INSERT_INVOCATION: &str = concat!(
     invocation_columns!("request, response", "attempts", "guards"),
     ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
         ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32,
-        ?33, ?34)"
+        ?33, ?34, ?35, ?36)"
 );
 
 /// The bundled SQLite has no DELETE ... LIMIT; the subquery walks the
@@ -76,6 +76,8 @@ impl Sqlite {
                     usage.and_then(|u| u.images),
                     usage.and_then(|u| u.audio_seconds),
                     usage.and_then(|u| u.characters),
+                    inv.batch_id,
+                    inv.custom_id,
                 ])?;
             }
         }

@@ -237,6 +237,57 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (file_id, seq)
     );
 "#,
+    // Batches (`store::batches`): a row each, and their lines, which runners lease; the batch
+    // and line a record was made for.
+    r#"
+    CREATE TABLE batches (
+        id TEXT PRIMARY KEY,
+        project_id TEXT NOT NULL,
+        key_hash BLOB NOT NULL,
+        endpoint TEXT NOT NULL,
+        input_file_id TEXT NOT NULL,
+        completion_window TEXT NOT NULL,
+        metadata TEXT,
+        status TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        in_progress_at INTEGER,
+        expires_at INTEGER NOT NULL,
+        finalizing_at INTEGER,
+        completed_at INTEGER,
+        failed_at INTEGER,
+        expired_at INTEGER,
+        cancelling_at INTEGER,
+        cancelled_at INTEGER,
+        finishing_at INTEGER,
+        output_file_id TEXT,
+        error_file_id TEXT,
+        errors TEXT,
+        output_expires_secs INTEGER,
+        total INTEGER NOT NULL,
+        completed INTEGER,
+        failed INTEGER
+    );
+    CREATE INDEX batches_project ON batches (project_id, id);
+    CREATE INDEX batches_running ON batches (id)
+        WHERE status IN ('validating', 'in_progress', 'cancelling', 'finalizing');
+    CREATE TABLE batch_lines (
+        batch_id TEXT NOT NULL REFERENCES batches (id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        custom_id TEXT NOT NULL,
+        body TEXT NOT NULL,
+        state INTEGER NOT NULL,
+        ok INTEGER NOT NULL,
+        lease_token TEXT,
+        lease_until INTEGER,
+        result TEXT,
+        error_code TEXT,
+        PRIMARY KEY (batch_id, seq)
+    );
+    CREATE INDEX batch_lines_pending ON batch_lines (batch_id, seq) WHERE state = 0;
+    CREATE INDEX batch_lines_leased ON batch_lines (lease_token) WHERE state = 0;
+    ALTER TABLE invocations ADD COLUMN batch_id TEXT;
+    ALTER TABLE invocations ADD COLUMN custom_id TEXT;
+"#,
 ];
 
 /// Applies the migrations the database lacks, each in its own transaction

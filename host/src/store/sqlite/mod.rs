@@ -4,6 +4,7 @@
 //! writer commits batches on its own connection.
 
 mod access;
+mod batches;
 mod files;
 mod invocations;
 mod keys;
@@ -36,6 +37,9 @@ pub(super) struct Sqlite {
     /// Files' chunks, written and read on a connection of their own, opened on first use: an
     /// upload's writes and a download's reads (a megabyte each) hold no other lock.
     files: Mutex<Option<Connection>>,
+    /// Batches and their lines, likewise: a batch's thousands of lines go in on it, and the
+    /// runners' leases and answers, without holding the request path's lock.
+    batches: Mutex<Option<Connection>>,
     path: PathBuf,
     keys: KeyCache,
     /// Whether each console session looked up was signed out, under the keys' stamp.
@@ -83,6 +87,7 @@ impl Sqlite {
             pruner: Mutex::new(None),
             responses: Mutex::new(None),
             files: Mutex::new(None),
+            batches: Mutex::new(None),
             path: path.to_owned(),
             keys: KeyCache::open(path),
             sessions: KeyCache::open(path),

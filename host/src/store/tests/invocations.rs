@@ -56,6 +56,8 @@ pub(in crate::store) fn record(n: usize) -> Invocation {
         guards: Vec::new(),
         cache: None,
         saved_cost_usd: None,
+        batch_id: None,
+        custom_id: None,
     }
 }
 
@@ -188,6 +190,8 @@ pub(super) async fn invocations_round_trip_every_field(h: &Harness) {
         guards: guard_outcomes(),
         cache: Some(CacheStatus::Hit),
         saved_cost_usd: Some(0.0123),
+        batch_id: Some("batch_0123".into()),
+        custom_id: Some("line-7".into()),
     };
     let bare = Invocation {
         http_status: 400,

@@ -5,6 +5,7 @@
 //! and LISTEN) is tested with that backend.
 
 mod access;
+mod batches;
 mod files;
 mod invocations;
 mod keys;
@@ -87,6 +88,10 @@ on_both_backends! {
     files::uploads_are_held_to_their_projects_quota_while_they_run,
     files::files_are_listed_in_pages_either_way_and_by_purpose,
     files::expired_files_and_abandoned_uploads_are_swept,
+    batches::lines_are_leased_by_one_runner_and_answered_once,
+    batches::leases_taken_at_once_never_overlap,
+    batches::cancel_and_expiry_close_the_lines_not_in_flight,
+    batches::a_refused_batch_keeps_no_lines_and_a_stale_validation_fails,
     schema::reopening_does_not_rerun_migrations,
     schema::a_v1_database_migrates_to_v2_and_keeps_its_keys_and_records,
     schema::a_v2_database_migrates_to_v3_and_keeps_its_records,
@@ -105,6 +110,7 @@ on_both_backends! {
     schema::a_v16_database_migrates_to_v17_and_gains_admin_tokens_and_the_audit_log,
     schema::a_v17_database_migrates_to_v18_and_gains_users,
     schema::a_v18_database_migrates_to_v19_and_gains_files,
+    schema::a_v19_database_migrates_to_v20_and_gains_batches,
 }
 
 /// Where a case's database is, and what differs between the backends' databases.
@@ -157,6 +163,8 @@ pub(super) enum Before {
     Users,
     /// Before uploaded files.
     Files,
+    /// Before batches, and records' batch and line.
+    Batches,
 }
 
 impl Harness {
@@ -280,6 +288,7 @@ impl Harness {
             (Place::Sqlite { .. }, Before::Access) => 17,
             (Place::Sqlite { .. }, Before::Users) => 18,
             (Place::Sqlite { .. }, Before::Files) => 19,
+            (Place::Sqlite { .. }, Before::Batches) => 20,
             (Place::Postgres(_), Before::Limits) => 1,
             (Place::Postgres(_), Before::Attempts) => 2,
             (Place::Postgres(_), Before::Responses) => 3,
@@ -297,6 +306,7 @@ impl Harness {
             (Place::Postgres(_), Before::Access) => 16,
             (Place::Postgres(_), Before::Users) => 17,
             (Place::Postgres(_), Before::Files) => 18,
+            (Place::Postgres(_), Before::Batches) => 19,
         }
     }
 

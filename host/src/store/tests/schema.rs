@@ -724,15 +724,7 @@ pub(super) async fn a_v18_database_migrates_to_v19_and_gains_files(h: &Harness) 
     h.create_old_schema(Before::Files).await;
     let store = h.open().await;
     let before = h.version_of(Before::Files);
-    // Files were the last migration of both.
-    assert_eq!(
-        store.migrated(),
-        Migrated {
-            from: before,
-            to: before + 1
-        }
-    );
-    assert_eq!(h.known_version(), before + 1);
+    assert_eq!(store.migrated().from, before);
     assert_eq!(h.schema_version().await, h.known_version());
     let project = store.create_project("files").await.unwrap().id;
     let upload = crate::store::NewUpload {
@@ -750,4 +742,33 @@ pub(super) async fn a_v18_database_migrates_to_v19_and_gains_files(h: &Harness) 
         now_ms: 2,
     };
     assert!(store.files(&project, &query).await.unwrap().is_empty());
+}
+
+pub(super) async fn a_v19_database_migrates_to_v20_and_gains_batches(h: &Harness) {
+    h.create_old_schema(Before::Batches).await;
+    let store = h.open().await;
+    let before = h.version_of(Before::Batches);
+    // Batches were the last migration of both.
+    assert_eq!(
+        store.migrated(),
+        Migrated {
+            from: before,
+            to: before + 1
+        }
+    );
+    assert_eq!(h.known_version(), before + 1);
+    assert_eq!(h.schema_version().await, h.known_version());
+    let project = store.create_project("batches").await.unwrap().id;
+    assert!(store.batches(&project, None, 10).await.unwrap().is_empty());
+    assert!(store.running_batches(10).await.unwrap().is_empty());
+    // Records gained their batch and line.
+    let new = Invocation {
+        batch_id: Some("batch_1".into()),
+        custom_id: Some("line".into()),
+        ..Invocation::begun(Uuid::now_v7(), 20)
+    };
+    store
+        .insert_invocations(std::slice::from_ref(&new))
+        .unwrap();
+    assert_eq!(store.invocation(&new.id).await.unwrap(), Some(new));
 }

@@ -14,6 +14,7 @@
 //! goes to the plugin as a parameter, under OpenAI's own name.
 
 mod audio;
+pub mod batches;
 pub mod files;
 mod images;
 mod request;

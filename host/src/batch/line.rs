@@ -1,0 +1,146 @@
+//! One line of a batch, run through the flow and kept as its line of the output.
+
+use std::sync::Arc;
+
+use http_body_util::BodyExt as _;
+use hyper::header::{CONTENT_TYPE, HeaderValue};
+use hyper::{Method, Request};
+use serde_json::{Value, json};
+
+use crate::clock::now_ms;
+use crate::flow::{self, Line, LineAnswer};
+use crate::state::AppState;
+use crate::store::{LeasedLine, RunningBatch};
+use crate::surfaces::openai;
+
+/// Runs `leased` of `batch` as the batch's key and keeps its answer if `owner` still holds it;
+/// the batch's id, for the runner's count.
+pub(super) async fn run(
+    state: Arc<AppState>,
+    owner: String,
+    batch: Arc<RunningBatch>,
+    leased: LeasedLine,
+) -> String {
+    let seq = leased.seq;
+    if let Err(e) = answer(&state, &owner, &batch, leased).await {
+        // Its lease runs out and a runner takes it again.
+        tracing::warn!(
+            batch = batch.id,
+            line = seq,
+            "a batch line's answer was not kept: {e}"
+        );
+    }
+    batch.id.clone()
+}
+
+async fn answer(
+    state: &Arc<AppState>,
+    owner: &str,
+    batch: &RunningBatch,
+    leased: LeasedLine,
+) -> Result<(), crate::store::StoreError> {
+    let LeasedLine {
+        seq,
+        custom_id,
+        body,
+    } = leased;
+    let Ok(key_hash) = <[u8; 32]>::try_from(batch.key_hash.as_slice()) else {
+        let result = closed(&custom_id, "invalid_batch", "the batch's key is unreadable");
+        state
+            .store
+            .end_line(&batch.id, seq, owner, false, result)
+            .await?;
+        return Ok(());
+    };
+    let mut request = Request::new(());
+    *request.method_mut() = Method::POST;
+    *request.uri_mut() = hyper::Uri::from_static(endpoint_path(&batch.endpoint));
+    request
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let (head, ()) = request.into_parts();
+    let line = Line {
+        head,
+        body: body.into(),
+        key_hash,
+        batch_id: batch.id.clone(),
+        custom_id: custom_id.clone(),
+    };
+    let LineAnswer {
+        invocation_id,
+        response,
+        again_after,
+    } = match batch.endpoint.as_str() {
+        "/v1/chat/completions" => flow::run_line::<openai::ChatCompletions>(state, line).await,
+        "/v1/completions" => flow::run_line::<openai::Completions>(state, line).await,
+        "/v1/embeddings" => flow::run_line::<openai::Embeddings>(state, line).await,
+        _ => flow::run_line::<openai::Responses>(state, line).await,
+    };
+    if let Some(wait) = again_after {
+        let not_before = now_ms().saturating_add(i64::try_from(wait.as_millis()).unwrap_or(0));
+        return state
+            .store
+            .release_line(&batch.id, seq, owner, not_before)
+            .await;
+    }
+    let status = response.status();
+    let body = match response.into_body().collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => {
+            // An answer cut short (shutdown half way): run it again.
+            tracing::warn!(
+                batch = batch.id,
+                line = seq,
+                "a batch line's answer broke off: {e}"
+            );
+            return state
+                .store
+                .release_line(&batch.id, seq, owner, now_ms())
+                .await;
+        }
+    };
+    let body = serde_json::from_slice::<Value>(&body)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
+    let result = json!({
+        "id": format!("batch_req_{}", invocation_id.simple()),
+        "custom_id": custom_id,
+        "response": {
+            "status_code": status.as_u16(),
+            "request_id": invocation_id.to_string(),
+            "body": body,
+        },
+        "error": null,
+    })
+    .to_string();
+    let kept = state
+        .store
+        .end_line(&batch.id, seq, owner, status.is_success(), result)
+        .await?;
+    if !kept {
+        tracing::warn!(
+            batch = batch.id,
+            line = seq,
+            "another gateway took this batch line over (its lease ran out): this answer is not kept"
+        );
+    }
+    Ok(())
+}
+
+/// The batch's endpoint as a static path (one of the four a batch may name).
+fn endpoint_path(endpoint: &str) -> &'static str {
+    openai::batches::ENDPOINTS
+        .into_iter()
+        .find(|known| *known == endpoint)
+        .unwrap_or("/v1/responses")
+}
+
+/// The error file's line of a line never answered: `code` and why.
+pub(super) fn closed(custom_id: &str, code: &str, message: &str) -> String {
+    json!({
+        "id": format!("batch_req_{}", uuid::Uuid::now_v7().simple()),
+        "custom_id": custom_id,
+        "response": null,
+        "error": {"code": code, "message": message},
+    })
+    .to_string()
+}

@@ -1,0 +1,273 @@
+//! The batch runner: every gateway runs the lines of the batches in its store (`/v1/batches`,
+//! [`crate::surfaces::openai::batches`]), whichever replica took them.
+//!
+//! It runs on a thread of its own, with its own single-threaded runtime, at a lower scheduling
+//! priority than the serving threads (nice 10): a batch's lines take what CPU the interactive
+//! requests leave, and never wait in a serving thread's queue ahead of them. At most
+//! `batch_concurrency` lines are in flight at once.
+//!
+//! Lines are leased from the store a few at a time (PostgreSQL's `SKIP LOCKED` lets replicas
+//! lease from one batch at once), the leases renewed while the lines run; a line goes through
+//! the same flow as a caller's request with the batch's key ([`crate::flow::run_line`]), and
+//! its answer is kept only if this runner still holds its lease, so that a line is answered
+//! once into the output however gateways die (`line`). A line a limit or a busy upstream turned
+//! away is given back to run again after the wait it was told. Once no line of a batch is
+//! pending, one runner writes its output and error files (`output`).
+
+mod line;
+mod output;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::clock::now_ms;
+use crate::state::AppState;
+use crate::store::{BatchStatus, RunningBatch};
+
+/// How often the runner looks for work when nothing told it of any.
+const POLL: Duration = Duration::from_secs(1);
+/// The most batches one look reads.
+const BATCHES_PER_LOOK: u32 = 100;
+/// What the runner's thread is niced to: below the serving threads (0).
+const NICE: i32 = 10;
+/// After the grace period, how long lines still running have to end and be recorded.
+const ABORT_WAIT: Duration = Duration::from_secs(5);
+
+/// The runner's thread, until it is stopped.
+pub struct Runner {
+    stop: watch::Sender<bool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Runner {
+    /// Starts this gateway's runner.
+    pub fn start(state: Arc<AppState>) -> std::io::Result<Runner> {
+        let (stop, stopping) = watch::channel(false);
+        let thread = std::thread::Builder::new()
+            .name("batch".into())
+            .spawn(move || {
+                lower_priority();
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build();
+                match runtime {
+                    Ok(runtime) => runtime.block_on(run(state, stopping)),
+                    Err(e) => tracing::error!("batch runner: no runtime: {e}"),
+                }
+            })?;
+        Ok(Runner {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// A handle that stops the runner when it is told to (shutdown): it leases no more lines,
+    /// and gives the lines in flight the grace period to end.
+    pub fn stopper(&self) -> impl FnOnce() + Send + 'static {
+        let stop = self.stop.clone();
+        move || {
+            stop.send_replace(true);
+        }
+    }
+
+    /// Stops the runner and waits for its thread.
+    pub async fn stop(mut self) {
+        self.stop.send_replace(true);
+        if let Some(thread) = self.thread.take() {
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
+    }
+}
+
+/// Nices the calling thread (Linux's nice is a thread's): threads it starts inherit it.
+fn lower_priority() {
+    // SAFETY: gettid and setpriority have no preconditions; they only read and set this
+    // thread's scheduling value.
+    let done = unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, NICE)
+    };
+    if done != 0 {
+        tracing::warn!(
+            "batch runner: cannot lower its priority ({}): its lines compete with interactive requests",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// The lines this runner has in flight, by batch.
+#[derive(Default)]
+struct InFlight {
+    by_batch: HashMap<String, u32>,
+    total: u32,
+}
+
+async fn run(state: Arc<AppState>, mut stopping: watch::Receiver<bool>) {
+    let owner = format!("runner-{}", uuid::Uuid::now_v7().simple());
+    let mut lines: JoinSet<String> = JoinSet::new();
+    let mut in_flight = InFlight::default();
+    let mut renewed = tokio::time::Instant::now();
+    loop {
+        if *stopping.borrow() {
+            break;
+        }
+        let live = state.live();
+        let concurrency = live.config.batch_concurrency.get();
+        let lease = Duration::from_secs(live.config.batch_lease_secs.get());
+        drop(live);
+        if renewed.elapsed() >= lease / 3 && in_flight.total > 0 {
+            let until = now_ms().saturating_add(millis(lease));
+            if let Err(e) = state.store.renew_leases(&owner, until).await {
+                tracing::warn!("batch runner: renewing its leases failed: {e}");
+            }
+            renewed = tokio::time::Instant::now();
+        }
+        if let Err(e) = look(
+            &state,
+            &owner,
+            &mut lines,
+            &mut in_flight,
+            concurrency,
+            lease,
+        )
+        .await
+        {
+            tracing::warn!("batch runner: {e}");
+        }
+        tokio::select! {
+            _ = stopping.changed() => {}
+            () = state.batch_wake.notified() => {}
+            () = tokio::time::sleep(POLL) => {}
+            Some(done) = lines.join_next(), if !lines.is_empty() => {
+                ended(&mut in_flight, done);
+                // Whatever else ended meanwhile frees its slot too.
+                while let Some(done) = lines.try_join_next() {
+                    ended(&mut in_flight, done);
+                }
+            }
+        }
+    }
+    // Stopping: no more leases; the lines in flight get the grace period, then end (recorded
+    // as cancelled, given back to be run again).
+    let grace = Duration::from_secs(state.live().config.shutdown_grace_secs);
+    let drained = async { while lines.join_next().await.is_some() {} };
+    if tokio::time::timeout(grace, drained).await.is_err() {
+        state.abort_in_flight();
+        let drained = async { while lines.join_next().await.is_some() {} };
+        let _ = tokio::time::timeout(ABORT_WAIT, drained).await;
+    }
+}
+
+fn ended(in_flight: &mut InFlight, done: Result<String, tokio::task::JoinError>) {
+    in_flight.total = in_flight.total.saturating_sub(1);
+    let Ok(batch) = done else {
+        return;
+    };
+    if let Some(count) = in_flight.by_batch.get_mut(&batch) {
+        *count = count.saturating_sub(1);
+        if *count == 0 {
+            in_flight.by_batch.remove(&batch);
+        }
+    }
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// One look at the store: lines leased into the free slots, the oldest batch first; batches
+/// past their window or cancelled closed; batches with nothing pending finished.
+async fn look(
+    state: &Arc<AppState>,
+    owner: &str,
+    lines: &mut JoinSet<String>,
+    in_flight: &mut InFlight,
+    concurrency: u32,
+    lease: Duration,
+) -> Result<(), crate::store::StoreError> {
+    let batches = state.store.running_batches(BATCHES_PER_LOOK).await?;
+    for batch in batches {
+        let now = now_ms();
+        match batch.status {
+            // Being read by the request that creates it (a stale one is failed by retention).
+            BatchStatus::Validating => continue,
+            BatchStatus::InProgress if now >= batch.expires_at_ms => {
+                state
+                    .store
+                    .close_lines(&batch.id, "batch_expired", now)
+                    .await?;
+            }
+            BatchStatus::InProgress => {
+                let mine = in_flight.by_batch.get(&batch.id).copied().unwrap_or(0);
+                let free = concurrency
+                    .saturating_sub(in_flight.total)
+                    .min(concurrency.saturating_sub(mine));
+                if free > 0 {
+                    let until = now.saturating_add(millis(lease));
+                    let leased = (state.store)
+                        .lease_lines(&batch.id, owner, now, until, free)
+                        .await?;
+                    if !leased.is_empty() {
+                        let count = leased.len() as u32;
+                        *in_flight.by_batch.entry(batch.id.clone()).or_default() += count;
+                        in_flight.total += count;
+                        let batch = Arc::new(batch);
+                        for leased in leased {
+                            let task =
+                                line::run(state.clone(), owner.to_owned(), batch.clone(), leased);
+                            lines.spawn(task);
+                        }
+                        continue;
+                    }
+                }
+                if mine > 0 {
+                    continue;
+                }
+            }
+            BatchStatus::Cancelling => {
+                state
+                    .store
+                    .close_lines(&batch.id, "batch_cancelled", now)
+                    .await?;
+            }
+            BatchStatus::Finalizing => {}
+            // Not read by `running_batches`.
+            BatchStatus::Failed
+            | BatchStatus::Completed
+            | BatchStatus::Expired
+            | BatchStatus::Cancelled => continue,
+        }
+        finish(state, &batch, lease).await?;
+    }
+    Ok(())
+}
+
+/// Finishes `batch` if no line of it is pending and no other runner is finishing it.
+async fn finish(
+    state: &AppState,
+    batch: &RunningBatch,
+    lease: Duration,
+) -> Result<(), crate::store::StoreError> {
+    let now = now_ms();
+    // A runner that marked it and died: taken over after a few leases' time.
+    let stale_before = now.saturating_sub(millis(lease * 5));
+    if !state
+        .store
+        .begin_finishing(&batch.id, now, stale_before)
+        .await?
+    {
+        return Ok(());
+    }
+    let finished = output::write(state, batch).await?;
+    if !state.store.finish_batch(&batch.id, now, &finished).await? {
+        tracing::warn!(
+            batch = batch.id,
+            "another gateway took over finishing the batch; its files from here are left to expire"
+        );
+    }
+    Ok(())
+}

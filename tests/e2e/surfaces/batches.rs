@@ -1,0 +1,405 @@
+//! `/v1/batches`, OpenAI's Batch API run by the gateway: an input file checked line by line
+//! (the first bad line named, nothing kept of a refused file), every line through the same
+//! flow as a caller's request with the batch's key (its record naming the batch and line),
+//! the output and error files in OpenAI's JSONL shapes, each `custom_id` once; a budget that
+//! runs out fails the lines after it; cancel and expiry close the lines not run. The official
+//! OpenAI client in `tests/clients/test_batches.py`.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use gateway_test_support::{Gateway, OpenAiUpstream, Reply, Response, Route, client};
+use serde_json::{Value, json};
+
+const BOUNDARY: &str = "e2e-batches-boundary";
+
+/// Uploads `text` as a `batch` file with `key`; its id.
+fn upload(gw: &Gateway, key: &str, purpose: &str, text: &str) -> String {
+    let body = client::form(
+        BOUNDARY,
+        &[("purpose", purpose)],
+        Some(("in.jsonl", "application/jsonl", text.as_bytes())),
+    );
+    let content_type = format!("multipart/form-data; boundary={BOUNDARY}");
+    let headers = [
+        ("Content-Type", content_type.as_str()),
+        ("Authorization", key),
+    ];
+    let response = client::request(gw.addr, "POST", "/v1/files", &headers, &body);
+    assert_eq!(response.status, 200, "{}", response.text());
+    response.json()["id"].as_str().unwrap().to_owned()
+}
+
+fn create_as(gw: &Gateway, key: &str, body: &Value) -> Response {
+    gw.post_as("/v1/batches", Some(key), body)
+}
+
+fn get(gw: &Gateway, key: &str, path: &str) -> Response {
+    gw.request("GET", path, Some(key), &[], b"")
+}
+
+/// A line of an input file.
+fn line(custom_id: &str, url: &str, body: Value) -> String {
+    json!({"custom_id": custom_id, "method": "POST", "url": url, "body": body}).to_string()
+}
+
+fn chat(custom_id: &str, model: &str, text: &str) -> String {
+    let body = json!({"model": model, "messages": [{"role": "user", "content": text}]});
+    line(custom_id, "/v1/chat/completions", body)
+}
+
+/// Creates a chat batch of `lines` with `key`; the batch object.
+fn batch_of(gw: &Gateway, key: &str, lines: &[String], window: &str) -> Value {
+    let file = upload(gw, key, "batch", &(lines.join("\n") + "\n"));
+    let response = create_as(
+        gw,
+        key,
+        &json!({"input_file_id": file, "endpoint": "/v1/chat/completions",
+            "completion_window": window, "metadata": {"job": "e2e"}}),
+    );
+    assert_eq!(response.status, 200, "{}", response.text());
+    response.json()
+}
+
+/// Polls the batch until its status is final; the batch object.
+fn wait_for_end(gw: &Gateway, key: &str, id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let batch = get(gw, key, &format!("/v1/batches/{id}")).json();
+        let status = batch["status"].as_str().unwrap_or_default().to_owned();
+        if ["completed", "failed", "expired", "cancelled"].contains(&status.as_str()) {
+            return batch;
+        }
+        assert!(Instant::now() < deadline, "still {status}: {batch}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The lines of file `id`, parsed.
+fn file_lines(gw: &Gateway, key: &str, id: &Value) -> Vec<Value> {
+    let Some(id) = id.as_str() else {
+        return Vec::new();
+    };
+    let response = get(gw, key, &format!("/v1/files/{id}/content"));
+    assert_eq!(response.status, 200, "{}", response.text());
+    let text = response.text();
+    assert!(text.ends_with('\n'), "{text}");
+    text.lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+#[test]
+fn every_line_runs_through_the_flow_once_into_the_output_and_error_files() {
+    let gw = Gateway::builder().route(Route::echo("demo")).start();
+    let mut lines: Vec<String> = (0..25)
+        .map(|i| chat(&format!("req-{i}"), "demo", &format!("say {i}")))
+        .collect();
+    // Refused by the flow as a caller's request would be: into the error file.
+    lines.insert(7, chat("unknown-model", "nope/x", "hi"));
+    let created = batch_of(&gw, &gw.key, &lines, "24h");
+    let id = created["id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("batch_"), "{created}");
+    assert_eq!(created["object"], "batch");
+    assert_eq!(created["endpoint"], "/v1/chat/completions");
+    assert_eq!(created["completion_window"], "24h");
+    assert_eq!(created["metadata"], json!({"job": "e2e"}));
+    assert_eq!(created["errors"], Value::Null);
+    assert_eq!(created["request_counts"]["total"], 26);
+    assert_eq!(
+        created["expires_at"].as_i64().unwrap() - created["created_at"].as_i64().unwrap(),
+        86_400
+    );
+
+    let done = wait_for_end(&gw, &gw.key, &id);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["request_counts"],
+        json!({"total": 26, "completed": 25, "failed": 1})
+    );
+    for at in ["in_progress_at", "finalizing_at", "completed_at"] {
+        assert!(done[at].as_i64().is_some(), "{at}: {done}");
+    }
+    let output = file_lines(&gw, &gw.key, &done["output_file_id"]);
+    let errors = file_lines(&gw, &gw.key, &done["error_file_id"]);
+    assert_eq!((output.len(), errors.len()), (25, 1));
+    let ids: BTreeSet<&str> = output
+        .iter()
+        .map(|line| line["custom_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 25, "each custom_id once");
+    for (i, line) in output.iter().enumerate() {
+        // In the input's order.
+        assert_eq!(line["custom_id"], format!("req-{i}"), "{line}");
+        assert!(line["id"].as_str().unwrap().starts_with("batch_req_"));
+        assert_eq!(line["error"], Value::Null);
+        assert_eq!(line["response"]["status_code"], 200);
+        let body = &line["response"]["body"];
+        assert_eq!(body["object"], "chat.completion", "{line}");
+        assert!(
+            body["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("say {i}")),
+            "{line}"
+        );
+        // The line's record, the flow's like any request's, names its batch and line.
+        let record = gw.record(line["response"]["request_id"].as_str().unwrap());
+        assert_eq!(record["batchId"], id.as_str());
+        assert_eq!(record["customId"], format!("req-{i}"));
+        assert_eq!(record["status"], "success");
+        assert_eq!(record["projectId"], gw.project_id.as_str());
+    }
+    let refused = &errors[0];
+    assert_eq!(refused["custom_id"], "unknown-model");
+    assert_eq!(refused["error"], Value::Null);
+    let status = refused["response"]["status_code"].as_u64().unwrap();
+    assert!((400..500).contains(&status), "{refused}");
+    assert!(refused["response"]["body"]["error"]["message"].is_string());
+
+    // The files are the project's, `batch_output`.
+    let output_file = get(
+        &gw,
+        &gw.key,
+        &format!("/v1/files/{}", done["output_file_id"].as_str().unwrap()),
+    )
+    .json();
+    assert_eq!(output_file["purpose"], "batch_output");
+    assert_eq!(output_file["filename"], format!("{id}_output.jsonl"));
+    // Listed; another project's key sees none of it.
+    let listed = get(&gw, &gw.key, "/v1/batches?limit=1").json();
+    assert_eq!(listed["data"][0]["id"], id.as_str());
+    assert_eq!(listed["has_more"], false);
+    let other = gw.create_project("other");
+    assert_eq!(
+        get(&gw, &other.key, &format!("/v1/batches/{id}")).status,
+        404
+    );
+    assert_eq!(
+        get(&gw, &other.key, "/v1/batches").json()["data"],
+        json!([])
+    );
+    // The lines are gone from the store once the files are written.
+    assert_eq!(gw.row_count("batch_lines"), 0);
+}
+
+#[test]
+fn a_malformed_input_file_fails_its_batch_naming_the_first_bad_line() {
+    let gw = Gateway::builder().route(Route::echo("demo")).start();
+    let good = |i: usize| chat(&format!("r{i}"), "demo", "hi");
+    let cases: [(usize, String, &str, Value); 4] = [
+        (
+            7,
+            "{\"custom_id\": \"r7\", ".into(),
+            "invalid_json_line",
+            Value::Null,
+        ),
+        (3, good(1), "duplicate_custom_id", json!("custom_id")),
+        (
+            5,
+            line("r5", "/v1/embeddings", json!({"model": "demo"})),
+            "mismatched_endpoint",
+            json!("url"),
+        ),
+        (
+            2,
+            chat("r2", "demo", "hi").replace("\"POST\"", "\"GET\""),
+            "invalid_value",
+            json!("method"),
+        ),
+    ];
+    for (at, bad, code, param) in cases {
+        let mut lines: Vec<String> = (1..=9).map(good).collect();
+        lines[at - 1] = bad;
+        let batch = batch_of(&gw, &gw.key, &lines, "24h");
+        assert_eq!(batch["status"], "failed", "{batch}");
+        assert!(batch["failed_at"].as_i64().is_some());
+        let error = &batch["errors"]["data"][0];
+        assert_eq!(batch["errors"]["object"], "list");
+        assert_eq!(error["code"], code, "{batch}");
+        assert_eq!(error["line"], at, "{batch}");
+        assert_eq!(error["param"], param, "{batch}");
+        assert!(
+            error["message"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("line {at}")),
+            "{batch}"
+        );
+        assert_eq!(batch["request_counts"]["total"], 0);
+    }
+    // Nothing kept of a refused file's lines, nothing run.
+    assert_eq!(gw.row_count("batch_lines"), 0);
+    assert_eq!(gw.list_invocations(&[]).len(), 0);
+
+    // What the request itself gets wrong: a 400 naming the parameter.
+    let file = upload(&gw, &gw.key, "batch", &(good(1) + "\n"));
+    let user_file = upload(&gw, &gw.key, "user_data", &(good(1) + "\n"));
+    let base = json!({"input_file_id": file, "endpoint": "/v1/chat/completions",
+        "completion_window": "24h"});
+    let with = |name: &str, value: Value| {
+        let mut body = base.clone();
+        body[name] = value;
+        body
+    };
+    for (body, param) in [
+        (with("endpoint", json!("/v1/images")), "endpoint"),
+        (with("completion_window", json!("1d")), "completion_window"),
+        (with("input_file_id", json!("file-nope")), "input_file_id"),
+        (with("input_file_id", json!(user_file)), "input_file_id"),
+        (with("metadata", json!({"a": 1})), "metadata"),
+        (with("colour", json!("red")), "colour"),
+    ] {
+        let response = create_as(&gw, &gw.key, &body);
+        assert_eq!(response.status, 400, "{body}: {}", response.text());
+        assert_eq!(response.json()["error"]["param"], param, "{body}");
+        assert!(response.header("x-invocation-id").is_some());
+    }
+    assert_eq!(get(&gw, &gw.key, "/v1/batches/batch_nope").status, 404);
+    let response = gw.request("DELETE", "/v1/batches", Some(&gw.key), &[], b"");
+    assert_eq!(response.status, 405);
+}
+
+/// A priced route whose upstream answers each call with 10 tokens for $0.01.
+fn priced(upstream: &OpenAiUpstream) -> Route {
+    Route::openai("oai", &upstream.base_url("/v1"))
+        .api_key_env("E2E_BATCH_KEY")
+        .price("gpt-x", 1000.0, 1000.0)
+}
+
+fn answering(gap: Duration) -> OpenAiUpstream {
+    let usage = json!({"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10});
+    OpenAiUpstream::each_call(Reply::openai_answer("gpt-x", "done", usage).slowly(gap))
+}
+
+#[test]
+fn a_budget_that_runs_out_fails_the_lines_after_it() {
+    let upstream = answering(Duration::ZERO);
+    let gw = Gateway::builder()
+        .route(priced(&upstream))
+        .env("E2E_BATCH_KEY", "sk-test")
+        .config_line("batch_concurrency = 1")
+        .start();
+    // $0.025 a day at $0.01 a line: two or three lines, then the budget refuses the rest.
+    let key = gw
+        .cli(&[
+            "key",
+            "create",
+            &gw.project_id,
+            "--daily-budget-usd",
+            "0.025",
+        ])
+        .checked("key create")
+        .last_line();
+    let lines: Vec<String> = (0..8)
+        .map(|i| chat(&format!("b{i}"), "oai/gpt-x", "abcd efgh ijkl mnopq"))
+        .collect();
+    let id = batch_of(&gw, &key, &lines, "24h")["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let done = wait_for_end(&gw, &key, &id);
+    assert_eq!(done["status"], "completed", "{done}");
+    let served = done["request_counts"]["completed"].as_u64().unwrap();
+    assert!((2..=3).contains(&served), "{done}");
+    assert_eq!(done["request_counts"]["failed"], 8 - served);
+    let errors = file_lines(&gw, &key, &done["error_file_id"]);
+    assert_eq!(errors.len() as u64, 8 - served);
+    for line in &errors {
+        assert_eq!(line["response"]["status_code"], 429, "{line}");
+        let message = line["response"]["body"]["error"]["message"]
+            .as_str()
+            .unwrap();
+        assert!(message.contains("daily budget"), "{line}");
+    }
+    assert_eq!(upstream.requests().len() as u64, served);
+}
+
+#[test]
+fn cancel_and_expiry_close_the_lines_not_run() {
+    let upstream = answering(Duration::from_millis(300));
+    let gw = Gateway::builder()
+        .route(priced(&upstream))
+        .env("E2E_BATCH_KEY", "sk-test")
+        .config_line("batch_concurrency = 2")
+        .start();
+    let lines: Vec<String> = (0..40)
+        .map(|i| chat(&format!("c{i}"), "oai/gpt-x", "hello"))
+        .collect();
+
+    let id = batch_of(&gw, &gw.key, &lines, "24h")["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    upstream.wait_until("a line in flight", |u| !u.requests().is_empty());
+    let cancel = |key: &str| {
+        gw.request(
+            "POST",
+            &format!("/v1/batches/{id}/cancel"),
+            Some(key),
+            &[],
+            b"",
+        )
+    };
+    let cancelling = cancel(&gw.key);
+    assert_eq!(cancelling.status, 200, "{}", cancelling.text());
+    let status = cancelling.json()["status"].as_str().unwrap().to_owned();
+    assert!(["cancelling", "cancelled"].contains(&status.as_str()));
+    let done = wait_for_end(&gw, &gw.key, &id);
+    assert_eq!(done["status"], "cancelled", "{done}");
+    assert!(done["cancelling_at"].as_i64().is_some() && done["cancelled_at"].as_i64().is_some());
+    let (completed, failed) = (
+        done["request_counts"]["completed"].as_u64().unwrap(),
+        done["request_counts"]["failed"].as_u64().unwrap(),
+    );
+    assert_eq!(completed + failed, 40, "{done}");
+    assert!(failed >= 30, "{done}");
+    let output = file_lines(&gw, &gw.key, &done["output_file_id"]);
+    let errors = file_lines(&gw, &gw.key, &done["error_file_id"]);
+    assert_eq!(output.len() as u64, completed);
+    let mut ids: BTreeSet<String> = BTreeSet::new();
+    for line in output.iter().chain(&errors) {
+        assert!(
+            ids.insert(line["custom_id"].as_str().unwrap().to_owned()),
+            "{line}"
+        );
+    }
+    assert_eq!(ids.len(), 40, "every custom_id once");
+    for line in &errors {
+        assert_eq!(line["response"], Value::Null, "{line}");
+        assert_eq!(line["error"]["code"], "batch_cancelled", "{line}");
+    }
+    // Cancelled again: answered as it is; a completed batch cannot be.
+    assert_eq!(cancel(&gw.key).json()["status"], "cancelled");
+
+    // A window of two seconds at two lines each 0.3 s: most lines expire.
+    let id = batch_of(&gw, &gw.key, &lines, "2s")["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let done = wait_for_end(&gw, &gw.key, &id);
+    assert_eq!(done["status"], "expired", "{done}");
+    assert!(done["expired_at"].as_i64().is_some());
+    let errors = file_lines(&gw, &gw.key, &done["error_file_id"]);
+    let expired = errors
+        .iter()
+        .filter(|line| line["error"]["code"] == "batch_expired")
+        .count();
+    assert!(expired >= 10, "{done}");
+    assert_eq!(
+        done["request_counts"]["completed"].as_u64().unwrap()
+            + done["request_counts"]["failed"].as_u64().unwrap(),
+        40
+    );
+    let completed_batch = batch_of(&gw, &gw.key, &lines[..1], "24h");
+    let id = completed_batch["id"].as_str().unwrap();
+    wait_for_end(&gw, &gw.key, id);
+    let response = gw.request(
+        "POST",
+        &format!("/v1/batches/{id}/cancel"),
+        Some(&gw.key),
+        &[],
+        b"",
+    );
+    assert_eq!(response.status, 409, "{}", response.text());
+}
