@@ -39,7 +39,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Every scenario of issue 5, in order (with `--smoke`, `mcp` too).
+    /// Every scenario of issue 5, in order (with `--smoke`, `mcp` and `batch` too).
     All(Options),
     /// (1) Added latency at concurrency 1.
     Latency(Options),
@@ -54,6 +54,9 @@ enum Command {
     /// (6) MCP `tools/call` through the gateway (a remote server's tool and a tool plugin's)
     /// against the same call straight to the upstream: c=1 latency, saturation throughput.
     Mcp(Options),
+    /// (7) Interactive requests (c=1 latency, saturation throughput) while a 10,000-line batch
+    /// runs on the same gateway, against the same requests with no batch.
+    Batch(Options),
     /// Steady load on one path for profiling (`perf record -g -p PID`); prints the PIDs.
     Soak(SoakOptions),
     /// Runs the fake upstream (used by the harness itself).
@@ -179,6 +182,7 @@ fn main() -> ExitCode {
         Command::Memory(options) => scenarios::run(&options, &[Scenario::Memory]),
         Command::Coldstart(options) => scenarios::run(&options, &[Scenario::ColdStart]),
         Command::Mcp(options) => scenarios::run(&options, &[Scenario::Mcp]),
+        Command::Batch(options) => scenarios::run(&options, &[Scenario::Batch]),
         Command::Soak(options) => scenarios::soak(&options),
         Command::Upstream { listen } => upstream::run(listen),
         Command::Proxy { listen, upstream } => proxy::run(listen, upstream),

@@ -20,6 +20,7 @@ use crate::report::{Check, Report, Table, Verdict, median, mib, ms, ms_signed, t
 use crate::sys;
 use crate::upstream::stream_model;
 
+mod batch;
 mod mcp;
 
 /// A scenario of the issue.
@@ -32,6 +33,8 @@ pub enum Scenario {
     ColdStart,
     /// Issue 48's: MCP tool calls (in `all` only with `--smoke`: see [`Scenario::all`]).
     Mcp,
+    /// Issue 53's: interactive requests while a batch runs (likewise).
+    Batch,
 }
 
 impl Scenario {
@@ -43,20 +46,24 @@ impl Scenario {
         Scenario::ColdStart,
     ];
 
-    /// What `all` runs: the five scenarios of issue 5 and, in a smoke run (where it takes a
-    /// couple of seconds), `mcp` too. A full `mcp` takes about 4 minutes (four paths at two
-    /// concurrencies, 10 s each, 3 runs), half again as long as the rest: it runs on its own,
-    /// as `bench mcp`.
+    /// What `all` runs: the five scenarios of issue 5 and, in a smoke run (where they take a
+    /// couple of seconds), `mcp` and `batch` too. A full `mcp` takes about 4 minutes and a
+    /// full `batch` about 3: they run on their own, as `bench mcp` and `bench batch`.
     pub fn all(smoke: bool) -> &'static [Scenario] {
-        const WITH_MCP: &[Scenario] = &[
+        const WITH_SMOKE_ONLY: &[Scenario] = &[
             Scenario::Latency,
             Scenario::Throughput,
             Scenario::Streaming,
             Scenario::Memory,
             Scenario::ColdStart,
             Scenario::Mcp,
+            Scenario::Batch,
         ];
-        if smoke { WITH_MCP } else { Scenario::ALL }
+        if smoke {
+            WITH_SMOKE_ONLY
+        } else {
+            Scenario::ALL
+        }
     }
 }
 
@@ -988,6 +995,7 @@ pub fn run(options: &Options, scenarios: &[Scenario]) -> Result<(), String> {
             Scenario::Memory => bench.memory()?,
             Scenario::ColdStart => bench.cold_start()?,
             Scenario::Mcp => bench.mcp()?,
+            Scenario::Batch => bench.batch()?,
         }
     }
     bench.report.header.push(format!(
