@@ -111,6 +111,7 @@ async fn run(state: Arc<AppState>, mut stopping: watch::Receiver<bool>) {
     let mut lines: JoinSet<String> = JoinSet::new();
     let mut in_flight = InFlight::default();
     let mut renewed = tokio::time::Instant::now();
+    let mut look_now = true;
     loop {
         if *stopping.borrow() {
             break;
@@ -126,30 +127,34 @@ async fn run(state: Arc<AppState>, mut stopping: watch::Receiver<bool>) {
             }
             renewed = tokio::time::Instant::now();
         }
-        if let Err(e) = look(
-            &state,
-            &owner,
-            &mut lines,
-            &mut in_flight,
-            concurrency,
-            lease,
-        )
-        .await
+        if look_now
+            && let Err(e) = look(
+                &state,
+                &owner,
+                &mut lines,
+                &mut in_flight,
+                concurrency,
+                lease,
+            )
+            .await
         {
             tracing::warn!("batch runner: {e}");
         }
-        tokio::select! {
-            _ = stopping.changed() => {}
-            () = state.batch_wake.notified() => {}
-            () = tokio::time::sleep(POLL) => {}
+        look_now = tokio::select! {
+            _ = stopping.changed() => false,
+            () = state.batch_wake.notified() => true,
+            () = tokio::time::sleep(POLL) => true,
             Some(done) = lines.join_next(), if !lines.is_empty() => {
                 ended(&mut in_flight, done);
                 // Whatever else ended meanwhile frees its slot too.
                 while let Some(done) = lines.try_join_next() {
                     ended(&mut in_flight, done);
                 }
+                // Leased again once half the slots are free: a look (its reads and a lease)
+                // for a few lines at a time, not one per line.
+                in_flight.total <= concurrency / 2
             }
-        }
+        };
     }
     // Stopping: no more leases; the lines in flight get the grace period, then end (recorded
     // as cancelled, given back to be run again).

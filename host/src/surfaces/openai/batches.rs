@@ -573,7 +573,11 @@ async fn list(state: &AppState, request: &Request<Incoming>) -> Result<Value, Ap
     let pairs = request.uri().query().unwrap_or_default().as_bytes();
     for (name, value) in url::form_urlencoded::parse(pairs) {
         match name.as_ref() {
-            "after" => after = Some(value.into_owned()),
+            "after" => {
+                let id = batch_id(&value)
+                    .map_err(|_| ApiError::invalid("after", "must be a batch's id"))?;
+                after = Some(id.to_owned());
+            }
             "limit" => {
                 limit = value
                     .parse()
