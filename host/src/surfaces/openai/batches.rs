@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::body::Incoming;
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Method, Request, Response};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
@@ -73,29 +73,11 @@ pub async fn serve(
             ))),
         },
     };
-    match result {
-        Ok(body) => crate::http::json_response(StatusCode::OK, &body, &request_id),
-        Err(error) => super::error_response(&error, &request_id),
-    }
+    super::answer(result, &request_id)
 }
 
-async fn caller(state: &AppState, request: &Request<Incoming>) -> Result<KeyRecord, ApiError> {
-    let key = crate::auth::api_key(request.headers())?;
-    crate::auth::key_record(&state.store, key).await
-}
-
-fn not_found(id: &str) -> ApiError {
-    ApiError::NotFound(format!("No such Batch object: {id}"))
-}
-
-/// Whether `id` can be a batch's (`batch_` and 32 hex digits).
 fn batch_id(id: &str) -> Result<&str, ApiError> {
-    let hex = id.strip_prefix("batch_").unwrap_or_default();
-    if hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        Ok(id)
-    } else {
-        Err(not_found(id))
-    }
+    super::made_id(id, "batch_", "Batch")
 }
 
 /// A batch as OpenAI's `Batch` object describes it.
@@ -276,9 +258,9 @@ async fn create(state: &AppState, request: Request<Incoming>) -> Result<Value, A
     let live = state.live();
     let config = &live.config;
     let (head, body) = request.into_parts();
-    let key_text = crate::auth::api_key(&head.headers)?;
-    let key = crate::auth::key_record(&state.store, key_text).await?;
-    let key_hash = crate::keys::hash_key(key_text);
+    let key = super::caller(state, &head.headers).await?;
+    // Checked just above: the key the batch's lines run as.
+    let key_hash = crate::keys::hash_key(crate::auth::api_key(&head.headers)?);
     let read_timeout = Duration::from_secs(config.request_read_timeout_secs.get());
     let body = crate::http::read_body(body, config.max_body_bytes.get(), read_timeout).await?;
     let asked = Asked::parse(&body)?;
@@ -568,7 +550,7 @@ impl Checker<'_> {
 
 /// `GET /v1/batches`: `after`, `limit` (1 to 100, default 20), newest first.
 async fn list(state: &AppState, request: &Request<Incoming>) -> Result<Value, ApiError> {
-    let key = caller(state, request).await?;
+    let key = super::caller(state, request.headers()).await?;
     let (mut after, mut limit) = (None, DEFAULT_PAGE);
     let pairs = request.uri().query().unwrap_or_default().as_bytes();
     for (name, value) in url::form_urlencoded::parse(pairs) {
@@ -591,25 +573,17 @@ async fn list(state: &AppState, request: &Request<Incoming>) -> Result<Value, Ap
         }
     }
     // One more than the page: whether there are more.
-    let mut batches = (state.store)
+    let batches = (state.store)
         .batches(&key.project_id, after.as_deref(), limit + 1)
         .await?;
-    let has_more = batches.len() > limit as usize;
-    batches.truncate(limit as usize);
-    Ok(json!({
-        "object": "list",
-        "data": batches.iter().map(batch_object).collect::<Vec<_>>(),
-        "first_id": batches.first().map(|b| &b.id),
-        "last_id": batches.last().map(|b| &b.id),
-        "has_more": has_more,
-    }))
+    Ok(super::list_page(batches, limit, |b| &b.id, batch_object))
 }
 
 /// The batch `id` of the caller's project.
 async fn found(state: &AppState, key: &KeyRecord, id: &str) -> Result<StoredBatch, ApiError> {
     let id = batch_id(id)?;
     let batch = state.store.batch(&key.project_id, id).await?;
-    batch.ok_or_else(|| not_found(id))
+    batch.ok_or_else(|| super::no_such("Batch", id))
 }
 
 /// `GET /v1/batches/{id}`.
@@ -618,7 +592,7 @@ async fn retrieve(
     request: &Request<Incoming>,
     id: &str,
 ) -> Result<Value, ApiError> {
-    let key = caller(state, request).await?;
+    let key = super::caller(state, request.headers()).await?;
     Ok(batch_object(&found(state, &key, id).await?))
 }
 
@@ -630,7 +604,7 @@ async fn cancel(
     request: &Request<Incoming>,
     id: &str,
 ) -> Result<Value, ApiError> {
-    let key = caller(state, request).await?;
+    let key = super::caller(state, request.headers()).await?;
     let batch = found(state, &key, id).await?;
     let now = crate::clock::now_ms();
     if state

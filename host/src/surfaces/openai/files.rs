@@ -16,7 +16,7 @@ use bytes::BytesMut;
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Method, Request, Response};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -24,7 +24,7 @@ use crate::error::ApiError;
 use crate::form::{FormError, STREAMED_FORM_OVERHEAD, Streamed, StreamedField, StreamedFile};
 use crate::http::{Body, BodyCut};
 use crate::state::AppState;
-use crate::store::{CHUNK_BYTES, FileQuery, FinishedUpload, KeyRecord, NewUpload, StoredFile};
+use crate::store::{CHUNK_BYTES, FileQuery, FinishedUpload, NewUpload, StoredFile};
 
 /// What a caller may upload a file for: OpenAI's purposes. (`batch_output` and the other
 /// `*_output` purposes are the gateway's to give its own files.)
@@ -74,31 +74,15 @@ pub async fn serve(
             ))),
         },
     };
-    match result {
-        Ok(body) => crate::http::json_response(StatusCode::OK, &body, &request_id),
-        Err(error) => super::error_response(&error, &request_id),
-    }
+    super::answer(result, &request_id)
 }
 
-async fn caller(state: &AppState, request: &Request<Incoming>) -> Result<KeyRecord, ApiError> {
-    let key = crate::auth::api_key(request.headers())?;
-    crate::auth::key_record(&state.store, key).await
-}
-
-/// What a key is told of an id that is not one of its project's files: that there is none.
 fn not_found(id: &str) -> ApiError {
-    ApiError::NotFound(format!("No such File object: {id}"))
+    super::no_such("File", id)
 }
 
-/// Whether `id` can be a file's (`file-` and 32 hex digits): another is answered 404 without
-/// reading the store.
 fn file_id(id: &str) -> Result<&str, ApiError> {
-    let hex = id.strip_prefix("file-").unwrap_or_default();
-    if hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        Ok(id)
-    } else {
-        Err(not_found(id))
-    }
+    super::made_id(id, "file-", "File")
 }
 
 /// A file as OpenAI's `File` object describes it.
@@ -134,10 +118,7 @@ async fn upload(state: &AppState, request: Request<Incoming>) -> Result<Value, A
             Err::<Value, ApiError>(error)
         }
     };
-    let key = match crate::auth::api_key(&head.headers) {
-        Ok(key) => crate::auth::key_record(&state.store, key).await,
-        Err(error) => Err(error),
-    };
+    let key = super::caller(state, &head.headers).await;
     let key = match key {
         Ok(key) => key,
         Err(error) => return refused(error, body).await,
@@ -401,7 +382,7 @@ fn form_error(error: FormError, max_file: u64) -> ApiError {
 /// `GET /v1/files`: `after`, `limit` (1 to 10,000, default 10,000), `order` (`asc` or `desc`,
 /// the default) and `purpose`.
 async fn list(state: &AppState, request: &Request<Incoming>) -> Result<Value, ApiError> {
-    let key = caller(state, request).await?;
+    let key = super::caller(state, request.headers()).await?;
     let mut query = FileQuery {
         purpose: None,
         after: None,
@@ -436,16 +417,8 @@ async fn list(state: &AppState, request: &Request<Incoming>) -> Result<Value, Ap
     let page = query.limit;
     // One more than the page: whether there are more.
     query.limit += 1;
-    let mut files = state.store.files(&key.project_id, &query).await?;
-    let has_more = files.len() > page as usize;
-    files.truncate(page as usize);
-    Ok(json!({
-        "object": "list",
-        "data": files.iter().map(file_object).collect::<Vec<_>>(),
-        "first_id": files.first().map(|f| &f.id),
-        "last_id": files.last().map(|f| &f.id),
-        "has_more": has_more,
-    }))
+    let files = state.store.files(&key.project_id, &query).await?;
+    Ok(super::list_page(files, page, |f| &f.id, file_object))
 }
 
 /// The file `id` of the caller's project.
@@ -454,7 +427,7 @@ async fn found(
     request: &Request<Incoming>,
     id: &str,
 ) -> Result<StoredFile, ApiError> {
-    let key = caller(state, request).await?;
+    let key = super::caller(state, request.headers()).await?;
     let id = file_id(id)?;
     let now = crate::clock::now_ms();
     let file = state.store.file(&key.project_id, id, now).await?;

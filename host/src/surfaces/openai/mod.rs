@@ -3,7 +3,7 @@
 //! ([`responses`]: `/v1/responses`), image generation ([`images`]:
 //! `/v1/images/generations`), transcription ([`audio`]: `/v1/audio/transcriptions` and
 //! `/translations`), speech ([`speech`]: `/v1/audio/speech`), the Files API ([`files`]:
-//! `/v1/files`), and beside them the rerank API the same clients'
+//! `/v1/files`) and the Batch API ([`batches`]: `/v1/batches`), and beside them the rerank API the same clients'
 //! stacks call ([`rerank`]: `/v1/rerank`), so that OpenAI's
 //! SDKs and the tools built on them reach every route (`GET /v1/models` is
 //! [`crate::surfaces::models`], shared with Anthropic's SDKs).
@@ -52,6 +52,61 @@ pub struct Completion<F>(Body<F>);
 
 /// `POST /v1/embeddings`.
 pub struct Embeddings(Body<EmbeddingFields>);
+
+/// The key of a request to an endpoint no flow answers (files, batches): `x-api-key` or
+/// `Authorization`, as the flow reads it.
+async fn caller(
+    state: &crate::state::AppState,
+    headers: &hyper::HeaderMap,
+) -> Result<crate::store::KeyRecord, ApiError> {
+    let key = crate::auth::api_key(headers)?;
+    crate::auth::key_record(&state.store, key).await
+}
+
+/// `id` if it is `prefix` and 32 hex digits, as the gateway makes the ids of files and
+/// batches (a UUIDv7's: they sort by creation time); another is answered as an unknown
+/// `object` is, without reading the store.
+fn made_id<'a>(id: &'a str, prefix: &str, object: &str) -> Result<&'a str, ApiError> {
+    let hex = id.strip_prefix(prefix).unwrap_or_default();
+    if hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(id)
+    } else {
+        Err(no_such(object, id))
+    }
+}
+
+/// What a key is told of an id that is none of its project's `object`s (`File`, `Batch`):
+/// that there is none.
+fn no_such(object: &str, id: &str) -> ApiError {
+    ApiError::NotFound(format!("No such {object} object: {id}"))
+}
+
+/// A page of a listing as OpenAI's list object: `items` read one past the page (`limit`),
+/// which says whether there are more.
+fn list_page<T>(
+    mut items: Vec<T>,
+    limit: u32,
+    id: impl Fn(&T) -> &str,
+    object: impl Fn(&T) -> serde_json::Value,
+) -> serde_json::Value {
+    let has_more = items.len() > limit as usize;
+    items.truncate(limit as usize);
+    serde_json::json!({
+        "object": "list",
+        "data": items.iter().map(object).collect::<Vec<_>>(),
+        "first_id": items.first().map(&id),
+        "last_id": items.last().map(&id),
+        "has_more": has_more,
+    })
+}
+
+/// The answer of an endpoint no flow answers: its JSON, or its error in OpenAI's shape.
+fn answer(result: Result<serde_json::Value, ApiError>, id: &Uuid) -> Response<crate::http::Body> {
+    match result {
+        Ok(body) => crate::http::json_response(hyper::StatusCode::OK, &body, id),
+        Err(error) => error_response(&error, id),
+    }
+}
 
 /// An error of one of this surface's paths that no request flow answers
 /// (a wrong method), in OpenAI's shape.
