@@ -2,13 +2,15 @@
 //! (the first bad line named, nothing kept of a refused file), every line through the same
 //! flow as a caller's request with the batch's key (its record naming the batch and line),
 //! the output and error files in OpenAI's JSONL shapes, each `custom_id` once; a budget that
-//! runs out fails the lines after it; cancel and expiry close the lines not run. The official
+//! runs out fails the lines after it; cancel and expiry close the lines not run; two replicas on
+//! one PostgreSQL database share a batch, and one killed mid-batch leaves its lines to the other,
+//! each `custom_id` once in the output. The official
 //! OpenAI client in `tests/clients/test_batches.py`.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use gateway_test_support::{Gateway, OpenAiUpstream, Reply, Response, Route, client};
+use gateway_test_support::{Gateway, OpenAiUpstream, Reply, Response, Route, TestDatabase, client};
 use serde_json::{Value, json};
 
 const BOUNDARY: &str = "e2e-batches-boundary";
@@ -402,4 +404,74 @@ fn cancel_and_expiry_close_the_lines_not_run() {
         b"",
     );
     assert_eq!(response.status, 409, "{}", response.text());
+}
+
+#[test]
+fn a_replica_killed_mid_batch_leaves_its_lines_to_the_other_each_answered_once() {
+    let Some(db) = TestDatabase::create() else {
+        return;
+    };
+    // Each line is in flight for 0.2 s: the killed replica has lines leased when it dies.
+    let upstream = answering(Duration::from_millis(200));
+    let replica = || {
+        Gateway::builder()
+            .route(priced(&upstream))
+            .env("E2E_BATCH_KEY", "sk-test")
+            .database(&db)
+            .config_line("batch_concurrency = 4")
+            .config_line("batch_lease_secs = 2")
+            .start()
+    };
+    let (mut a, b) = (replica(), replica());
+    let key = a
+        .cli(&["key", "create", &a.project_id])
+        .checked("key create")
+        .last_line();
+    let lines: Vec<String> = (0..80)
+        .map(|i| chat(&format!("k{i}"), "oai/gpt-x", "hello"))
+        .collect();
+    let id = batch_of(&a, &key, &lines, "24h")["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let batch = get(&b, &key, &format!("/v1/batches/{id}")).json();
+        if batch["request_counts"]["completed"].as_u64().unwrap_or(0) >= 12 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{batch}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let at_kill = upstream.requests().len();
+    a.kill();
+    let done = wait_for_end(&b, &key, &id);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["request_counts"],
+        json!({"total": 80, "completed": 80, "failed": 0})
+    );
+    let output = file_lines(&b, &key, &done["output_file_id"]);
+    let ids: Vec<&str> = output
+        .iter()
+        .map(|line| line["custom_id"].as_str().unwrap())
+        .collect();
+    let expected: Vec<String> = (0..80).map(|i| format!("k{i}")).collect();
+    assert_eq!(ids, expected, "each custom_id once, in the input's order");
+    assert_eq!(done["error_file_id"], Value::Null);
+    // Both replicas ran lines; the lines the killed one held were run again by the other once
+    // their leases ran out (a line is answered once, called at least once).
+    let calls = upstream.requests().len();
+    println!("{calls} upstream calls for 80 lines, {at_kill} of them before the kill");
+    assert!(calls >= 80, "{calls} calls");
+    // No record lost: the killed replica's journal is replayed when it starts again, and every
+    // answer in the output is its line's record, naming the batch and the line.
+    a.restart();
+    for line in &output {
+        let request_id = line["response"]["request_id"].as_str().unwrap();
+        let record = b.record(request_id);
+        assert_eq!(record["batchId"], id.as_str(), "{record}");
+        assert_eq!(record["customId"], line["custom_id"], "{record}");
+        assert_eq!(record["status"], "success", "{record}");
+    }
 }
