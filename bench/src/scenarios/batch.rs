@@ -4,13 +4,14 @@
 //! One gateway of its own (the other scenarios' gateway runs no batch). In each run, two
 //! windows each of c=1 (latency) and c=`saturation_concurrency` (throughput) on the gateway
 //! path: one with no batch, one with a batch of chat completions against the same fake
-//! upstream running (`LINES` lines, created just before the window and cancelled after it),
-//! the two in alternating order from run to run. The batch's lines answered during a window
-//! are its pace; a batch that ended before its window did is noted as a problem (the window
-//! then measured less than it says).
+//! upstream running (`LINES` lines, created just before the window, followed by another when
+//! it ends, the last cancelled after the window), the two in alternating order from run to
+//! run. The batches' lines answered during a window are their pace.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -118,9 +119,10 @@ impl Bench {
             "The gateway path only (non-streamed chat completion, as in 1 and 2), on a gateway of \
              its own: closed loop at c=1 for {} s and at c={} for {} s after {} s warm-up, with no \
              batch and with a batch of {lines} chat completions against the same fake upstream \
-             running (created just before the window, cancelled after it; the runner's \
-             `batch_concurrency` at its default), in alternating order. `batch lines/s`: the \
-             batch's lines answered during the window.",
+             running (created just before the window, followed by another of the same file when it \
+             ends, the last cancelled after the window; the runner's `batch_concurrency` at its \
+             default), in alternating order. `batch lines/s`: the batches' lines answered during \
+             the window.",
             secs(self.plan.latency_time),
             self.plan.saturation_concurrency,
             secs(self.plan.saturation_time),
@@ -152,55 +154,91 @@ impl Bench {
             let result = load::closed_loop(target, concurrency, self.plan.warmup, duration)?;
             return Ok((result, 0.0));
         }
-        let created = request(
+        // A batch runs throughout the window: one that ends is followed by the next.
+        let keeper = Keeper {
             gateway,
+            key: setup.key.clone(),
+            file: file.to_owned(),
+        };
+        let first = keeper.create()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let keeping = {
+            let stop = stop.clone();
+            std::thread::spawn(move || keeper.keep(first, &stop))
+        };
+        let started = Instant::now();
+        let result = load::closed_loop(target, concurrency, self.plan.warmup, duration);
+        let elapsed = started.elapsed().as_secs_f64();
+        stop.store(true, Ordering::Relaxed);
+        let ended = keeping
+            .join()
+            .map_err(|_| "batch: the thread keeping a batch running panicked".to_owned())??;
+        Ok((result?, ended as f64 / elapsed))
+    }
+}
+
+/// Keeps a batch of `file` running on `gateway`.
+struct Keeper {
+    gateway: SocketAddr,
+    key: String,
+    file: String,
+}
+
+impl Keeper {
+    /// A new batch's path.
+    fn create(&self) -> Result<String, String> {
+        let body = json!({"input_file_id": self.file, "endpoint": "/v1/chat/completions",
+            "completion_window": "24h"});
+        let created = request(
+            self.gateway,
             "POST",
             "/v1/batches",
-            &setup.key,
+            &self.key,
             "application/json",
-            json!({"input_file_id": file, "endpoint": "/v1/chat/completions", "completion_window": "24h"})
-                .to_string()
-                .as_bytes(),
+            body.to_string().as_bytes(),
         )?;
-        let id = created["id"]
-            .as_str()
-            .ok_or("a batch without an id")?
-            .to_owned();
-        let path = format!("/v1/batches/{id}");
-        let started = Instant::now();
-        let result = load::closed_loop(target, concurrency, self.plan.warmup, duration)?;
-        let elapsed = started.elapsed().as_secs_f64();
-        let batch = request(gateway, "GET", &path, &setup.key, "", b"")?;
-        let counts = &batch["request_counts"];
-        let ended =
-            counts["completed"].as_u64().unwrap_or(0) + counts["failed"].as_u64().unwrap_or(0);
-        if batch["status"] != "in_progress" {
-            self.report.problems.push(format!(
-                "batch: the batch was {} before its window ended (c={concurrency}): make it longer",
-                batch["status"]
-            ));
+        let id = created["id"].as_str().ok_or("a batch without an id")?;
+        Ok(format!("/v1/batches/{id}"))
+    }
+
+    fn get(&self, path: &str) -> Result<Value, String> {
+        request(self.gateway, "GET", path, &self.key, "", b"")
+    }
+
+    /// Until `stop`: the batch at `path` running, and the next created when it ends; then
+    /// the last cancelled, and waited for. The lines that ended meanwhile.
+    fn keep(&self, mut path: String, stop: &AtomicBool) -> Result<u64, String> {
+        let ended_of = |batch: &Value| {
+            let counts = &batch["request_counts"];
+            counts["completed"].as_u64().unwrap_or(0) + counts["failed"].as_u64().unwrap_or(0)
+        };
+        let mut ended = 0;
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(50));
+            let batch = self.get(&path)?;
+            if batch["status"] == "completed" {
+                ended += ended_of(&batch);
+                path = self.create()?;
+            }
         }
-        request(
-            gateway,
-            "POST",
-            &format!("{path}/cancel"),
-            &setup.key,
-            "",
-            b"",
-        )?;
+        ended += ended_of(&self.get(&path)?);
+        // A batch that completed meanwhile cannot be cancelled (409): it ended all the same.
+        let cancel = format!("{path}/cancel");
+        let _ = request(self.gateway, "POST", &cancel, &self.key, "", b"");
         // The next window starts with no batch running.
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let batch = request(gateway, "GET", &path, &setup.key, "", b"")?;
+            let batch = self.get(&path)?;
             if batch["status"] == "cancelled" || batch["status"] == "completed" {
-                break;
+                return Ok(ended);
             }
             if Instant::now() > deadline {
-                return Err(format!("batch: {id} did not end after its cancel: {batch}"));
+                return Err(format!(
+                    "batch: {path} did not end after its cancel: {batch}"
+                ));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        Ok((result, ended as f64 / elapsed))
     }
 }
 
