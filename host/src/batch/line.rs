@@ -13,14 +13,13 @@ use crate::state::AppState;
 use crate::store::{LeasedLine, RunningBatch};
 use crate::surfaces::openai;
 
-/// Runs `leased` of `batch` as the batch's key and keeps its answer if `owner` still holds it;
-/// the batch's id, for the runner's count.
+/// Runs `leased` of `batch` as the batch's key and keeps its answer if `owner` still holds it.
 pub(super) async fn run(
     state: Arc<AppState>,
     owner: String,
     batch: Arc<RunningBatch>,
     leased: LeasedLine,
-) -> String {
+) {
     let seq = leased.seq;
     if let Err(e) = answer(&state, &owner, &batch, leased).await {
         // Its lease runs out and a runner takes it again.
@@ -30,7 +29,6 @@ pub(super) async fn run(
             "a batch line's answer was not kept: {e}"
         );
     }
-    batch.id.clone()
 }
 
 async fn answer(

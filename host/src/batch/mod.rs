@@ -99,16 +99,18 @@ fn lower_priority() {
     }
 }
 
-/// The lines this runner has in flight, by batch.
-#[derive(Default)]
-struct InFlight {
-    by_batch: HashMap<String, u32>,
-    total: u32,
+/// The lines this runner has in flight: each task's batch, by the task's id (a task that
+/// panicked still gives its slot and its batch's count back).
+type InFlight = HashMap<tokio::task::Id, String>;
+
+/// How many of the lines in flight are `batch`'s.
+fn of_batch(in_flight: &InFlight, batch: &str) -> usize {
+    in_flight.values().filter(|id| *id == batch).count()
 }
 
 async fn run(state: Arc<AppState>, mut stopping: watch::Receiver<bool>) {
     let owner = format!("runner-{}", uuid::Uuid::now_v7().simple());
-    let mut lines: JoinSet<String> = JoinSet::new();
+    let mut lines: JoinSet<()> = JoinSet::new();
     let mut in_flight = InFlight::default();
     let mut renewed = tokio::time::Instant::now();
     let mut look_now = true;
@@ -120,7 +122,7 @@ async fn run(state: Arc<AppState>, mut stopping: watch::Receiver<bool>) {
         let concurrency = live.config.batch_concurrency.get();
         let lease = Duration::from_secs(live.config.batch_lease_secs.get());
         drop(live);
-        if renewed.elapsed() >= lease / 3 && in_flight.total > 0 {
+        if renewed.elapsed() >= lease / 3 && !in_flight.is_empty() {
             let until = now_ms().saturating_add(millis(lease));
             if let Err(e) = state.store.renew_leases(&owner, until).await {
                 tracing::warn!("batch runner: renewing its leases failed: {e}");
@@ -144,15 +146,15 @@ async fn run(state: Arc<AppState>, mut stopping: watch::Receiver<bool>) {
             _ = stopping.changed() => false,
             () = state.batch_wake.notified() => true,
             () = tokio::time::sleep(POLL) => true,
-            Some(done) = lines.join_next(), if !lines.is_empty() => {
+            Some(done) = lines.join_next_with_id(), if !lines.is_empty() => {
                 ended(&mut in_flight, done);
                 // Whatever else ended meanwhile frees its slot too.
-                while let Some(done) = lines.try_join_next() {
+                while let Some(done) = lines.try_join_next_with_id() {
                     ended(&mut in_flight, done);
                 }
                 // Leased again once half the slots are free: a look (its reads and a lease)
                 // for a few lines at a time, not one per line.
-                in_flight.total <= concurrency / 2
+                in_flight.len() <= concurrency as usize / 2
             }
         };
     }
@@ -167,17 +169,15 @@ async fn run(state: Arc<AppState>, mut stopping: watch::Receiver<bool>) {
     }
 }
 
-fn ended(in_flight: &mut InFlight, done: Result<String, tokio::task::JoinError>) {
-    in_flight.total = in_flight.total.saturating_sub(1);
-    let Ok(batch) = done else {
-        return;
-    };
-    if let Some(count) = in_flight.by_batch.get_mut(&batch) {
-        *count = count.saturating_sub(1);
-        if *count == 0 {
-            in_flight.by_batch.remove(&batch);
+fn ended(in_flight: &mut InFlight, done: Result<(tokio::task::Id, ()), tokio::task::JoinError>) {
+    let id = match done {
+        Ok((id, ())) => id,
+        Err(e) => {
+            tracing::error!("batch runner: a line's task failed: {e}");
+            e.id()
         }
-    }
+    };
+    in_flight.remove(&id);
 }
 
 fn millis(duration: Duration) -> i64 {
@@ -189,7 +189,7 @@ fn millis(duration: Duration) -> i64 {
 async fn look(
     state: &Arc<AppState>,
     owner: &str,
-    lines: &mut JoinSet<String>,
+    lines: &mut JoinSet<()>,
     in_flight: &mut InFlight,
     concurrency: u32,
     lease: Duration,
@@ -207,29 +207,24 @@ async fn look(
                     .await?;
             }
             BatchStatus::InProgress => {
-                let mine = in_flight.by_batch.get(&batch.id).copied().unwrap_or(0);
-                let free = concurrency
-                    .saturating_sub(in_flight.total)
-                    .min(concurrency.saturating_sub(mine));
+                let free = (concurrency as usize).saturating_sub(in_flight.len());
                 if free > 0 {
                     let until = now.saturating_add(millis(lease));
                     let leased = (state.store)
-                        .lease_lines(&batch.id, owner, now, until, free)
+                        .lease_lines(&batch.id, owner, now, until, free as u32)
                         .await?;
                     if !leased.is_empty() {
-                        let count = leased.len() as u32;
-                        *in_flight.by_batch.entry(batch.id.clone()).or_default() += count;
-                        in_flight.total += count;
                         let batch = Arc::new(batch);
                         for leased in leased {
                             let task =
                                 line::run(state.clone(), owner.to_owned(), batch.clone(), leased);
-                            lines.spawn(task);
+                            in_flight.insert(lines.spawn(task).id(), batch.id.clone());
                         }
                         continue;
                     }
                 }
-                if mine > 0 {
+                // Lines of it still running here: nothing to finish yet.
+                if of_batch(in_flight, &batch.id) > 0 {
                     continue;
                 }
             }

@@ -17,10 +17,12 @@ const PAGE: u32 = 500;
 
 /// Writes `batch`'s files: the end it reached, with them.
 pub(super) async fn write(state: &AppState, batch: &RunningBatch) -> Result<Finished, StoreError> {
-    let expires_secs = state
-        .store
-        .batch(&batch.project_id, &batch.id)
-        .await?
+    // Read after the batch was marked finishing: a cancel that came since the runner's look is
+    // in its status (the mark keeps `cancelling`).
+    let stored = state.store.batch(&batch.project_id, &batch.id).await?;
+    let cancelled =
+        stored.as_ref().map_or(batch.status, |stored| stored.status) == BatchStatus::Cancelling;
+    let expires_secs = stored
         .and_then(|stored| stored.output_expires_secs)
         .unwrap_or(OUTPUT_FILE_SECS);
     let mut output = Writer::new(batch, "output", expires_secs);
@@ -51,10 +53,12 @@ pub(super) async fn write(state: &AppState, batch: &RunningBatch) -> Result<Fini
             }
         }
     }
-    let status = match batch.status {
-        BatchStatus::Cancelling => BatchStatus::Cancelled,
-        _ if expired => BatchStatus::Expired,
-        _ => BatchStatus::Completed,
+    let status = if cancelled {
+        BatchStatus::Cancelled
+    } else if expired {
+        BatchStatus::Expired
+    } else {
+        BatchStatus::Completed
     };
     Ok(Finished {
         status,

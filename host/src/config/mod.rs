@@ -217,8 +217,7 @@ pub struct Config {
     /// Cap on a project's files together, each upload in progress counted at the most it may
     /// take; over it: 413.
     pub max_project_file_bytes: Positive<NonZeroU64>,
-    /// Batch lines this gateway runs at once, all batches together (each batch's share is
-    /// at most this too).
+    /// Batch lines this gateway runs at once, all batches together.
     pub batch_concurrency: Positive<NonZeroU32>,
     /// How long a line a gateway took stays its own without being renewed (every third of it,
     /// while the line runs): a gateway that died gives its lines up this long after.

@@ -66,17 +66,6 @@ impl BatchStatus {
             _ => BatchStatus::Failed,
         }
     }
-
-    /// Whether nothing more happens to it.
-    pub fn is_final(self) -> bool {
-        matches!(
-            self,
-            BatchStatus::Failed
-                | BatchStatus::Completed
-                | BatchStatus::Expired
-                | BatchStatus::Cancelled
-        )
-    }
 }
 
 /// A batch as it is created, before its lines.
@@ -151,7 +140,6 @@ pub struct RunningBatch {
     pub endpoint: String,
     pub status: BatchStatus,
     /// Unix ms.
-    pub created_at_ms: i64,
     pub expires_at_ms: i64,
 }
 
@@ -580,8 +568,7 @@ fn running_batch<R: StoredRow + ?Sized>(row: &R) -> Result<RunningBatch, R::Erro
         key_hash: row.bytes(2)?,
         endpoint: row.text(3)?,
         status: BatchStatus::parse(&row.text(4)?),
-        created_at_ms: row.integer(5)?,
-        expires_at_ms: row.integer(6)?,
+        expires_at_ms: row.integer(5)?,
     })
 }
 

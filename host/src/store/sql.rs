@@ -326,7 +326,7 @@ pub(super) static CANCEL_BATCH: Sql = Sql::new(
 );
 /// At most `$1` batches with work for a runner, the oldest first.
 pub(super) static RUNNING_BATCHES: Sql = Sql::new(
-    "SELECT id, project_id, key_hash, endpoint, status, created_at, expires_at FROM batches
+    "SELECT id, project_id, key_hash, endpoint, status, expires_at FROM batches
      WHERE status IN ('validating', 'in_progress', 'cancelling', 'finalizing')
      ORDER BY id LIMIT $1",
 );
