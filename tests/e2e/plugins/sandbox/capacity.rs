@@ -161,6 +161,16 @@ fn requests_beyond_max_plugin_instances_get_503_with_retry_after_until_a_slot_fr
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    // That 200 needed one slot; the other held stream's may still be held until the gateway sees
+    // its client gone, and the 200's own instance ends only after its answer was sent.
+    for plugin in [HOSTILE, "echo"] {
+        metric_reaches(
+            &gw,
+            "gateway_plugin_instances_active",
+            &[("plugin", plugin)],
+            0.0,
+        );
+    }
     assert_healthy(&gw);
 }
 

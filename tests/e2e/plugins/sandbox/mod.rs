@@ -181,6 +181,33 @@ fn echo_once(gw: &Gateway, prompt: &str) -> Duration {
     took
 }
 
+/// `name{labels}` in a scrape of `gw`'s `/metrics` (0 when the series is absent).
+fn metric(gw: &Gateway, name: &str, labels: &[(&str, &str)]) -> f64 {
+    scrape::value(&scrape::scrape(gw, None), name, labels)
+}
+
+/// Polls until `name{labels}` reads `want` (what it measures happens off the test's thread).
+/// A counter (`_total`) past `want` never comes back to it: that fails at once, not after the
+/// whole patience.
+fn metric_reaches(gw: &Gateway, name: &str, labels: &[(&str, &str)], want: f64) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let got = metric(gw, name, labels);
+        if got == want {
+            return;
+        }
+        assert!(
+            !(name.ends_with("_total") && got > want),
+            "{name}{labels:?} went past {want} to {got}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "{name}{labels:?} stayed at {got}, not {want}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The gateway still answers: health check, and a completion on another
 /// route.
 fn assert_healthy(gw: &Gateway) {

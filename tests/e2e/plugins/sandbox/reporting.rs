@@ -37,33 +37,6 @@ fn plugin_stdout_and_stderr_go_to_the_log_with_the_invocation_id() {
 
 // ---------------------------------------------------------------- metrics
 
-/// `name{labels}` in a scrape of `gw`'s `/metrics` (0 when the series is absent).
-fn metric(gw: &Gateway, name: &str, labels: &[(&str, &str)]) -> f64 {
-    scrape::value(&scrape::scrape(gw, None), name, labels)
-}
-
-/// Polls until `name{labels}` reads `want` (what it measures happens off the test's thread).
-/// A counter (`_total`) past `want` never comes back to it: that fails at once, not after the
-/// whole patience.
-fn metric_reaches(gw: &Gateway, name: &str, labels: &[(&str, &str)], want: f64) {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let got = metric(gw, name, labels);
-        if got == want {
-            return;
-        }
-        assert!(
-            !(name.ends_with("_total") && got > want),
-            "{name}{labels:?} went past {want} to {got}"
-        );
-        assert!(
-            Instant::now() < deadline,
-            "{name}{labels:?} stayed at {got}, not {want}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn plugin_instances_crashes_and_reloads_are_counted() {
     let upstream = HostileUpstream::start();
