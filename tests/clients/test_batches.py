@@ -2,12 +2,14 @@
 input uploaded with `files.create`, `batches.create`, polled with `retrieve` to `completed`, the
 output and error files read with `files.content` and compared line by line, `list`, and
 `cancel` mid-run (lines whose upstream keeps answering 429 wait, and are closed as
-`batch_cancelled`)."""
+`batch_cancelled`); and the official `anthropic` SDK against `/v1/messages/batches` likewise
+(create, retrieve, results, list, cancel, delete)."""
 
 import io
 import json
 import time
 
+import anthropic
 import openai
 import pytest
 from openai.types.chat import ChatCompletion
@@ -150,3 +152,102 @@ def test_a_malformed_file_fails_its_batch(openai_client, scenario):
             completion_window="24h",
         )
     assert refused.value.param == "input_file_id"
+
+
+# ------------------------------------------------------- Anthropic's Message Batches
+
+
+def message(custom_id, model, text="Say hi in Portuguese"):
+    return {
+        "custom_id": custom_id,
+        "params": {
+            "model": model,
+            "max_tokens": 64,
+            "messages": [{"role": "user", "content": text}],
+        },
+    }
+
+
+def wait_for_message_batch(client, batch_id, done, what):
+    deadline = time.monotonic() + 60
+    while True:
+        batch = client.messages.batches.retrieve(batch_id)
+        if done(batch):
+            return batch
+        assert time.monotonic() < deadline, f"{what}: {batch}"
+        time.sleep(0.1)
+
+
+def test_a_message_batch_ends_with_each_requests_result_once(
+    anthropic_client, openai_client, scenario
+):
+    simple = scenario["cases"]["anthropic"]["simple"]
+    requests = [message(f"m-{i}", simple["model"]) for i in range(8)]
+    requests.insert(3, message("no-route", "no-such-route/model"))
+    batch = anthropic_client.messages.batches.create(requests=requests)
+    assert batch.type == "message_batch"
+    assert batch.id.startswith("msgbatch_")
+    assert batch.processing_status in ("in_progress", "ended")
+    counts = batch.request_counts
+    assert counts.processing + counts.succeeded + counts.errored == 9
+    assert batch.expires_at > batch.created_at
+
+    done = wait_for_message_batch(
+        anthropic_client, batch.id, lambda b: b.processing_status == "ended", "never ended"
+    )
+    counts = done.request_counts
+    assert (counts.processing, counts.succeeded, counts.errored) == (0, 8, 1)
+    assert (counts.canceled, counts.expired) == (0, 0)
+    assert done.ended_at >= done.created_at
+    assert done.results_url.endswith(f"/v1/messages/batches/{done.id}/results")
+
+    results = list(anthropic_client.messages.batches.results(done.id))
+    assert [r.custom_id for r in results] == [r["custom_id"] for r in requests]
+    for result in results:
+        if result.custom_id == "no-route":
+            assert result.result.type == "errored"
+            assert result.result.error.error.message
+            continue
+        assert result.result.type == "succeeded"
+        assert result.result.message.content[0].text == simple["text"]
+
+    assert done.id in [b.id for b in anthropic_client.messages.batches.list(limit=5)]
+    assert done.id not in [b.id for b in openai_client.batches.list()]
+    deleted = anthropic_client.messages.batches.delete(done.id)
+    assert (deleted.id, deleted.type) == (done.id, "message_batch_deleted")
+    with pytest.raises(anthropic.NotFoundError):
+        anthropic_client.messages.batches.retrieve(done.id)
+
+
+def test_a_message_batch_is_cancelled_mid_run(anthropic_client, scenario):
+    simple = scenario["cases"]["anthropic"]["simple"]["model"]
+    # Requests whose upstream answers 429 with a Retry-After wait to run again: in flight
+    # until the batch is cancelled.
+    limited = scenario["limited"]["anthropic"]
+    requests = [message(f"ok-{i}", simple) for i in range(3)]
+    requests += [message(f"wait-{i}", limited) for i in range(3)]
+    batch = anthropic_client.messages.batches.create(requests=requests)
+    wait_for_message_batch(
+        anthropic_client,
+        batch.id,
+        lambda b: b.request_counts.succeeded == 3,
+        "the answerable requests never succeeded",
+    )
+    cancelling = anthropic_client.messages.batches.cancel(batch.id)
+    assert cancelling.processing_status in ("canceling", "ended")
+    assert cancelling.cancel_initiated_at is not None
+    done = wait_for_message_batch(
+        anthropic_client, batch.id, lambda b: b.processing_status == "ended", "never ended"
+    )
+    assert (done.request_counts.succeeded, done.request_counts.canceled) == (3, 3)
+    results = {r.custom_id: r.result.type for r in anthropic_client.messages.batches.results(done.id)}
+    assert results == {
+        **{f"ok-{i}": "succeeded" for i in range(3)},
+        **{f"wait-{i}": "canceled" for i in range(3)},
+    }
+
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        anthropic_client.messages.batches.create(
+            requests=[message("same", simple), message("same", simple)]
+        )
+    assert "requests.1.custom_id" in str(refused.value)

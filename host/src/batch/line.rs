@@ -5,13 +5,13 @@ use std::sync::Arc;
 use http_body_util::BodyExt as _;
 use hyper::header::{CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::clock::now_ms;
 use crate::flow::{self, Line, LineAnswer};
 use crate::state::AppState;
 use crate::store::{LeasedLine, RunningBatch};
-use crate::surfaces::openai;
+use crate::surfaces::{anthropic, openai};
 
 /// Runs `leased` of `batch` as the batch's key and keeps its answer if `owner` still holds it.
 pub(super) async fn run(
@@ -42,8 +42,14 @@ async fn answer(
         custom_id,
         body,
     } = leased;
+    let messages = batch.endpoint == anthropic::batches::ENDPOINT;
     let Ok(key_hash) = <[u8; 32]>::try_from(batch.key_hash.as_slice()) else {
-        let result = closed(&custom_id, "invalid_batch", "the batch's key is unreadable");
+        let why = "the batch's key is unreadable";
+        let result = if messages {
+            anthropic::batches::failed_line(&custom_id, why)
+        } else {
+            openai::batches::failed_line(&custom_id, "invalid_batch", why)
+        };
         state
             .store
             .end_line(&batch.id, seq, owner, false, result)
@@ -72,6 +78,7 @@ async fn answer(
         "/v1/chat/completions" => flow::run_line::<openai::ChatCompletions>(state, line).await,
         "/v1/completions" => flow::run_line::<openai::Completions>(state, line).await,
         "/v1/embeddings" => flow::run_line::<openai::Embeddings>(state, line).await,
+        anthropic::batches::ENDPOINT => flow::run_line::<anthropic::Messages>(state, line).await,
         _ => flow::run_line::<openai::Responses>(state, line).await,
     };
     if let Some(wait) = again_after {
@@ -99,17 +106,11 @@ async fn answer(
     };
     let body = serde_json::from_slice::<Value>(&body)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
-    let result = json!({
-        "id": format!("batch_req_{}", invocation_id.simple()),
-        "custom_id": custom_id,
-        "response": {
-            "status_code": status.as_u16(),
-            "request_id": invocation_id.to_string(),
-            "body": body,
-        },
-        "error": null,
-    })
-    .to_string();
+    let result = if messages {
+        anthropic::batches::result_line(&custom_id, status.is_success(), body)
+    } else {
+        openai::batches::output_line(&invocation_id, &custom_id, status.as_u16(), body)
+    };
     let kept = state
         .store
         .end_line(&batch.id, seq, owner, status.is_success(), result)
@@ -124,21 +125,10 @@ async fn answer(
     Ok(())
 }
 
-/// The batch's endpoint as a static path (one of the four a batch may name).
+/// The batch's endpoint as a static path (one a batch may name).
 fn endpoint_path(endpoint: &str) -> &'static str {
-    openai::batches::ENDPOINTS
-        .into_iter()
+    (openai::batches::ENDPOINTS.into_iter())
+        .chain([anthropic::batches::ENDPOINT])
         .find(|known| *known == endpoint)
         .unwrap_or("/v1/responses")
-}
-
-/// The error file's line of a line never answered: `code` and why.
-pub(super) fn closed(custom_id: &str, code: &str, message: &str) -> String {
-    json!({
-        "id": format!("batch_req_{}", uuid::Uuid::now_v7().simple()),
-        "custom_id": custom_id,
-        "response": null,
-        "error": {"code": code, "message": message},
-    })
-    .to_string()
 }

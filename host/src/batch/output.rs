@@ -1,16 +1,16 @@
-//! A finished batch's output and error files: its lines' answers in order, the 2xx ones in
-//! the output file and the rest (with the lines never run) in the error file, each written
-//! to the store a chunk at a time as `batch_output` files.
+//! A finished batch's files: its lines' answers in order, written to the store a chunk at a
+//! time as `batch_output` files. OpenAI's batch has the 2xx ones in its output file and the
+//! rest (with the lines never run) in its error file; Anthropic's has every line's result in
+//! one file, its results.
 
 use bytes::BytesMut;
 
-use super::line::closed;
 use crate::clock::now_ms;
 use crate::state::AppState;
 use crate::store::{
     BatchStatus, CHUNK_BYTES, Finished, FinishedUpload, NewUpload, RunningBatch, StoreError,
 };
-use crate::surfaces::openai::batches::OUTPUT_FILE_SECS;
+use crate::surfaces::{anthropic, openai};
 
 /// Lines read from the store at a time.
 const PAGE: u32 = 500;
@@ -24,10 +24,15 @@ pub(super) async fn write(state: &AppState, batch: &RunningBatch) -> Result<Fini
         stored.as_ref().map_or(batch.status, |stored| stored.status) == BatchStatus::Cancelling;
     let expires_secs = stored
         .and_then(|stored| stored.output_expires_secs)
-        .unwrap_or(OUTPUT_FILE_SECS);
-    let mut output = Writer::new(batch, "output", expires_secs);
+        .unwrap_or(openai::batches::OUTPUT_FILE_SECS);
+    let messages = batch.endpoint == anthropic::batches::ENDPOINT;
+    let mut output = Writer::new(
+        batch,
+        if messages { "results" } else { "output" },
+        expires_secs,
+    );
     let mut errors = Writer::new(batch, "error", expires_secs);
-    let (mut completed, mut failed, mut expired) = (0u64, 0u64, false);
+    let (mut completed, mut failed, mut closed, mut expired) = (0u64, 0u64, 0u64, false);
     let mut after = -1i64;
     loop {
         let page = state.store.line_results(&batch.id, after, PAGE).await?;
@@ -39,16 +44,24 @@ pub(super) async fn write(state: &AppState, batch: &RunningBatch) -> Result<Fini
             let text = match (line.result, line.error_code.as_deref()) {
                 (Some(result), _) => result,
                 (None, code) => {
-                    let code = code.unwrap_or("batch_cancelled");
-                    expired |= code == "batch_expired";
-                    closed(&line.custom_id, code, never_run(code))
+                    let is_expired = code == Some("batch_expired");
+                    expired |= is_expired;
+                    closed += 1;
+                    if messages {
+                        anthropic::batches::never_run_line(&line.custom_id, is_expired)
+                    } else {
+                        openai::batches::never_run_line(&line.custom_id, is_expired)
+                    }
                 }
             };
             if line.ok {
                 completed += 1;
-                output.push(state, &text).await?;
             } else {
                 failed += 1;
+            }
+            if line.ok || messages {
+                output.push(state, &text).await?;
+            } else {
                 errors.push(state, &text).await?;
             }
         }
@@ -67,16 +80,8 @@ pub(super) async fn write(state: &AppState, batch: &RunningBatch) -> Result<Fini
         error_file_id: errors.finish(state).await?,
         completed,
         failed,
+        closed,
     })
-}
-
-fn never_run(code: &str) -> &'static str {
-    match code {
-        "batch_expired" => {
-            "This request could not be executed before the completion window expired."
-        }
-        _ => "This request was not executed: the batch was cancelled.",
-    }
 }
 
 /// One of a batch's files, begun at its first line.

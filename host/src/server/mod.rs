@@ -411,6 +411,11 @@ async fn other(
         // Boxed, as the files' are.
         return Box::pin(openai::batches::serve(state, request, rest, id)).await;
     }
+    if let Some(rest) = path.strip_prefix("/v1/messages/batches")
+        && (rest.is_empty() || rest.starts_with('/'))
+    {
+        return Box::pin(anthropic::batches::serve(state, request, rest, id)).await;
+    }
     if gemini::unknown_method(path, request.method()) {
         let error = ApiError::NotFound(format!("no such method of a model: {path}"));
         return gemini::error_response(&error, &id);

@@ -119,6 +119,16 @@ pub struct StoredBatch {
     /// Lines answered otherwise, expired or cancelled.
     pub failed: u64,
     pub output_expires_secs: Option<i64>,
+    /// Of the failed, the lines never run (expired or cancelled).
+    pub closed: u64,
+}
+
+/// Which page of a listing: the one after an id (older; None: the newest), or the one just
+/// before it (newer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchPage<'a> {
+    After(Option<&'a str>),
+    Before(&'a str),
 }
 
 /// One line of a batch's input, checked.
@@ -174,6 +184,8 @@ pub struct Finished {
     pub error_file_id: Option<String>,
     pub completed: u64,
     pub failed: u64,
+    /// Of the failed, the lines never run.
+    pub closed: u64,
 }
 
 /// Batches.
@@ -263,21 +275,42 @@ impl Store {
         Ok(rows.pop())
     }
 
-    /// A page of `project_id`'s batches, newest first, after the id `after`, at most `limit`.
+    /// A page of `project_id`'s batches whose ids begin with `prefix` (one API's), at most
+    /// `limit`, newest first.
     pub async fn batches(
         &self,
         project_id: &str,
-        after: Option<&str>,
+        prefix: &str,
+        page: BatchPage<'_>,
         limit: u32,
     ) -> Result<Vec<StoredBatch>, StoreError> {
+        let (statement, from) = match page {
+            BatchPage::After(after) => (&sql::BATCHES, after),
+            BatchPage::Before(before) => (&sql::BATCHES_BEFORE, Some(before)),
+        };
         let values = vec![
             Text(project_id.to_owned()),
-            MaybeText(after.map(str::to_owned)),
+            MaybeText(from.map(str::to_owned)),
             Integer(i64::from(limit)),
+            // The prefixes are letters and `_`, which `LIKE` reads as any one character: no
+            // id of another API begins as a prefix so read.
+            Text(format!("{prefix}%")),
         ];
-        let query = self.batch_statement(&sql::BATCHES, values);
-        self.batch_rows(query, |row| stored_batch(row), stored_batch)
-            .await
+        let query = self.batch_statement(statement, values);
+        let mut batches = self
+            .batch_rows(query, |row| stored_batch(row), stored_batch)
+            .await?;
+        if matches!(page, BatchPage::Before(_)) {
+            batches.reverse();
+        }
+        Ok(batches)
+    }
+
+    /// Deletes the batch `id` of `project_id` if it ended (its files are not: the caller's);
+    /// false when it had not or was absent.
+    pub async fn delete_batch(&self, project_id: &str, id: &str) -> Result<bool, StoreError> {
+        let values = vec![Text(id.to_owned()), Text(project_id.to_owned())];
+        Ok(self.batch_change(&sql::DELETE_BATCH, values).await? == 1)
     }
 
     /// Cancels the batch `id` of `project_id` if it is validating or in progress: `cancelling`
@@ -458,6 +491,7 @@ impl Store {
                 MaybeText(finished.error_file_id.clone()),
                 Integer(count_value(finished.completed)),
                 Integer(count_value(finished.failed)),
+                Integer(count_value(finished.closed)),
             ],
         );
         // Deletes nothing unless the finish above changed the batch: its status is final.
@@ -557,6 +591,7 @@ fn stored_batch<R: StoredRow + ?Sized>(row: &R) -> Result<StoredBatch, R::Error>
         completed: count(row.integer(20)?),
         failed: count(row.integer(21)?),
         output_expires_secs: row.optional_integer(22)?,
+        closed: count(row.integer(23)?),
     })
 }
 

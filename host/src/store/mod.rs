@@ -45,7 +45,7 @@ use crate::access::Grant;
 use crate::limits::{LimitSet, Subject};
 pub use access::{AdminToken, AuditEvent, AuditFilter, NewAdminToken, Outcome, UserGrant};
 pub use batches::{
-    BatchStatus, Finished, LeasedLine, LineResult, MAX_BATCH_LINES, NewBatch, NewLine,
+    BatchPage, BatchStatus, Finished, LeasedLine, LineResult, MAX_BATCH_LINES, NewBatch, NewLine,
     RunningBatch, StoredBatch,
 };
 pub use error::StoreError;

@@ -281,7 +281,9 @@ macro_rules! select_batch {
                     WHERE l.batch_id = batches.id AND l.state = 1 AND l.ok = 1)),
                 COALESCE(failed, (SELECT COUNT(*) FROM batch_lines l
                     WHERE l.batch_id = batches.id AND l.state = 1 AND l.ok = 0)),
-                output_expires_secs
+                output_expires_secs,
+                COALESCE(closed, (SELECT COUNT(*) FROM batch_lines l
+                    WHERE l.batch_id = batches.id AND l.state = 1 AND l.error_code IS NOT NULL))
              FROM batches ",
             $rest
         )
@@ -315,10 +317,21 @@ pub(super) static FAIL_BATCH: Sql = Sql::new(
 pub(super) static DELETE_BATCH_LINES: Sql = Sql::new("DELETE FROM batch_lines WHERE batch_id = $1");
 /// The batch `$1` of project `$2`.
 pub(super) static BATCH: Sql = Sql::new(select_batch!("WHERE id = $1 AND project_id = $2"));
-/// A page of project `$1`'s batches, newest first, after the id `$2` (or NULL), at most `$3`.
+/// A page of project `$1`'s batches whose ids are `LIKE $4` (one API's: `batch_%`,
+/// `msgbatch_%`), newest first, after the id `$2` (or NULL), at most `$3`.
 pub(super) static BATCHES: Sql = Sql::new(select_batch!(
-    "WHERE project_id = $1 AND (CAST($2 AS TEXT) IS NULL OR id < $2) ORDER BY id DESC LIMIT $3"
+    "WHERE project_id = $1 AND id LIKE $4 AND (CAST($2 AS TEXT) IS NULL OR id < $2)
+     ORDER BY id DESC LIMIT $3"
 ));
+/// As [`BATCHES`], the page just newer than the id `$2`, oldest first.
+pub(super) static BATCHES_BEFORE: Sql = Sql::new(select_batch!(
+    "WHERE project_id = $1 AND id LIKE $4 AND id > $2 ORDER BY id LIMIT $3"
+));
+/// The batch `$1` of project `$2`, if it ended.
+pub(super) static DELETE_BATCH: Sql = Sql::new(
+    "DELETE FROM batches WHERE id = $1 AND project_id = $2
+       AND status IN ('failed', 'completed', 'expired', 'cancelled')",
+);
 /// The batch `$1` of project `$2` cancelling from `$3`, if it was validating or in progress.
 pub(super) static CANCEL_BATCH: Sql = Sql::new(
     "UPDATE batches SET status = 'cancelling', cancelling_at = $3
@@ -377,13 +390,14 @@ pub(super) static LINE_RESULTS: Sql = Sql::new(
      WHERE batch_id = $1 AND seq > $2 AND state = 1 ORDER BY seq LIMIT $3",
 );
 /// Ends batch `$1`, marked finishing at `$2`, as `$3` at `$4`: `$5` output file, `$6` error
-/// file, `$7` lines completed, `$8` failed.
+/// file, `$7` lines completed, `$8` failed, `$9` of them never run.
 pub(super) static FINISH_BATCH: Sql = Sql::new(
     "UPDATE batches SET status = $3, finishing_at = NULL,
         completed_at = CASE WHEN $3 = 'completed' THEN $4 ELSE completed_at END,
         expired_at = CASE WHEN $3 = 'expired' THEN $4 ELSE expired_at END,
         cancelled_at = CASE WHEN $3 = 'cancelled' THEN $4 ELSE cancelled_at END,
-        output_file_id = $5, error_file_id = $6, completed = $7, failed = $8
+        output_file_id = $5, error_file_id = $6, completed = $7, failed = $8,
+        closed = $9
      WHERE id = $1 AND finishing_at = $2",
 );
 /// The lines of batch `$1` once it ended (a batch not ended keeps them).
@@ -755,6 +769,8 @@ mod tests {
             &LEASE_LINES,
             &BATCH,
             &BATCHES,
+            &BATCHES_BEFORE,
+            &DELETE_BATCH,
             &CANCEL_BATCH,
             &RUNNING_BATCHES,
             &RENEW_LEASES,

@@ -8,9 +8,11 @@
 //! `ROUTE/MODEL`.
 //! What they share is written once: `json` reads every body (the admin API's too), `parts`
 //! the content parts in OpenAI's shape, `checks` the value checks, `blocks` the stream state
-//! of answers written one block at a time; [`models`] answers `GET /v1/models`.
+//! of answers written one block at a time, `batch_lines` what both batch APIs check and keep
+//! of a batch's requests; [`models`] answers `GET /v1/models`.
 
 pub mod anthropic;
+mod batch_lines;
 mod blocks;
 mod checks;
 pub mod commonbase;

@@ -475,3 +475,286 @@ fn a_replica_killed_mid_batch_leaves_its_lines_to_the_other_each_answered_once()
         assert_eq!(record["status"], "success", "{record}");
     }
 }
+
+// ------------------------------------------------------- Anthropic's Message Batches
+
+/// A request of a message batch.
+fn message(custom_id: &str, model: &str, text: &str) -> Value {
+    json!({"custom_id": custom_id, "params": {"model": model, "max_tokens": 64,
+        "messages": [{"role": "user", "content": text}]}})
+}
+
+/// `POST /v1/messages/batches` of `requests`, the key in `x-api-key` as Anthropic's clients
+/// send it.
+fn create_messages(gw: &Gateway, key: &str, requests: &[Value]) -> Response {
+    let body = json!({"requests": requests}).to_string();
+    let headers = [
+        ("x-api-key", key),
+        ("anthropic-version", "2023-06-01"),
+        ("content-type", "application/json"),
+    ];
+    client::request(
+        gw.addr,
+        "POST",
+        "/v1/messages/batches",
+        &headers,
+        body.as_bytes(),
+    )
+}
+
+/// Polls the message batch until it ended; the batch.
+fn wait_for_ended(gw: &Gateway, key: &str, id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let batch = get(gw, key, &format!("/v1/messages/batches/{id}")).json();
+        if batch["processing_status"] == "ended" {
+            return batch;
+        }
+        assert!(Instant::now() < deadline, "not ended: {batch}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The results of the message batch `id`, parsed.
+fn results_of(gw: &Gateway, key: &str, id: &str) -> Vec<Value> {
+    let response = get(gw, key, &format!("/v1/messages/batches/{id}/results"));
+    assert_eq!(response.status, 200, "{}", response.text());
+    let text = response.text();
+    assert!(text.ends_with('\n'), "{text}");
+    text.lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_message_batch_runs_each_request_through_the_flow_into_anthropics_results() {
+    let gw = Gateway::builder().route(Route::echo("demo")).start();
+    let mut requests: Vec<Value> = (0..10)
+        .map(|i| message(&format!("m-{i}"), "demo", &format!("say {i}")))
+        .collect();
+    requests.insert(4, message("unknown-model", "nope/x", "hi"));
+    let created = create_messages(&gw, &gw.key, &requests);
+    assert_eq!(created.status, 200, "{}", created.text());
+    let created = created.json();
+    let id = created["id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("msgbatch_"), "{created}");
+    assert_eq!(created["type"], "message_batch");
+    assert_eq!(created["results_url"], Value::Null);
+    assert_eq!(created["archived_at"], Value::Null);
+    let counts = created["request_counts"].as_object().unwrap();
+    let total: u64 = counts.values().map(|n| n.as_u64().unwrap()).sum();
+    assert_eq!(total, 11, "{created}");
+    for at in ["created_at", "expires_at"] {
+        assert!(created[at].as_str().unwrap().ends_with('Z'), "{created}");
+    }
+
+    let done = wait_for_ended(&gw, &gw.key, &id);
+    assert_eq!(
+        done["request_counts"],
+        json!({"processing": 0, "succeeded": 10, "errored": 1, "canceled": 0, "expired": 0}),
+        "{done}"
+    );
+    assert!(done["ended_at"].is_string(), "{done}");
+    assert_eq!(
+        done["results_url"],
+        format!("http://{}/v1/messages/batches/{id}/results", gw.addr)
+    );
+    let results = results_of(&gw, &gw.key, &id);
+    let ids: Vec<&str> = results
+        .iter()
+        .map(|line| line["custom_id"].as_str().unwrap())
+        .collect();
+    let asked: Vec<&str> = requests
+        .iter()
+        .map(|request| request["custom_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, asked, "every request once, in order");
+    for line in &results {
+        if line["custom_id"] == "unknown-model" {
+            assert_eq!(line["result"]["type"], "errored", "{line}");
+            let error = &line["result"]["error"];
+            assert_eq!(error["type"], "error", "{line}");
+            assert!(error["error"]["message"].is_string(), "{line}");
+            let record = gw.record(error["request_id"].as_str().unwrap());
+            assert_eq!(record["batchId"], id.as_str());
+            assert_eq!(record["customId"], "unknown-model");
+            continue;
+        }
+        assert_eq!(line["result"]["type"], "succeeded", "{line}");
+        let message = &line["result"]["message"];
+        assert_eq!(message["type"], "message", "{line}");
+        let n = &line["custom_id"].as_str().unwrap()[2..];
+        let text = message["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains(&format!("say {n}")), "{line}");
+    }
+
+    // Each API lists its own batches.
+    let listed = get(&gw, &gw.key, "/v1/messages/batches?limit=1").json();
+    assert_eq!(listed["data"][0]["id"], id.as_str(), "{listed}");
+    assert_eq!(
+        (&listed["first_id"], &listed["has_more"]),
+        (&json!(id), &json!(false))
+    );
+    assert_eq!(get(&gw, &gw.key, "/v1/batches").json()["data"], json!([]));
+    assert_eq!(get(&gw, &gw.key, &format!("/v1/batches/{id}")).status, 404);
+    let other = gw.create_project("other");
+    assert_eq!(
+        get(&gw, &other.key, &format!("/v1/messages/batches/{id}")).status,
+        404
+    );
+    assert_eq!(
+        get(
+            &gw,
+            &other.key,
+            &format!("/v1/messages/batches/{id}/results")
+        )
+        .status,
+        404
+    );
+
+    // Deleted with its results.
+    let path = format!("/v1/messages/batches/{id}");
+    let deleted = gw.request("DELETE", &path, Some(&gw.key), &[], b"");
+    assert_eq!(deleted.status, 200, "{}", deleted.text());
+    assert_eq!(
+        deleted.json(),
+        json!({"id": id, "type": "message_batch_deleted"})
+    );
+    assert_eq!(get(&gw, &gw.key, &path).status, 404);
+    assert_eq!(get(&gw, &gw.key, "/v1/files").json()["data"], json!([]));
+    assert_eq!(gw.row_count("batch_lines"), 0);
+}
+
+#[test]
+fn a_bad_request_refuses_its_message_batch_and_nothing_is_kept() {
+    let gw = Gateway::builder()
+        .route(Route::echo("demo"))
+        .config_line("max_body_bytes = 2048")
+        .config_line("max_file_bytes = 200000")
+        .start();
+    let good = |i: usize| message(&format!("r{i}"), "demo", "hi");
+    let cases: [(usize, Value, &str); 6] = [
+        (3, good(1), "requests.3.custom_id"),
+        (
+            2,
+            message("has space", "demo", "hi"),
+            "requests.2.custom_id",
+        ),
+        (5, json!({"custom_id": "r5"}), "requests.5.params"),
+        (
+            1,
+            json!({"custom_id": "r1", "params": {"model": "demo", "stream": true}}),
+            "requests.1.params.stream",
+        ),
+        (
+            4,
+            message("r4", "demo", &"long ".repeat(1000)),
+            "requests.4.params",
+        ),
+        (6, json!("r6"), "requests.6"),
+    ];
+    for (at, bad, said) in cases {
+        let mut requests: Vec<Value> = (0..9).map(good).collect();
+        requests[at] = bad;
+        let refused = create_messages(&gw, &gw.key, &requests);
+        assert_eq!(refused.status, 400, "{said}: {}", refused.text());
+        let error = refused.json();
+        assert_eq!(error["type"], "error", "{error}");
+        assert_eq!(error["error"]["type"], "invalid_request_error", "{error}");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(message.contains(said), "{said}: {error}");
+        assert!(refused.header("x-invocation-id").is_some());
+    }
+    // Not JSON, no requests, and a body over max_file_bytes (refused by its declared length).
+    for (body, status) in [
+        ("{\"requests\": [".to_owned(), 400),
+        ("{\"requests\": []}".to_owned(), 400),
+        (
+            format!("{{\"requests\": [{}]}}", "1,".repeat(100_000) + "1"),
+            413,
+        ),
+    ] {
+        let headers = [("x-api-key", gw.key.as_str())];
+        let path = "/v1/messages/batches";
+        let response = client::request(gw.addr, "POST", path, &headers, body.as_bytes());
+        assert_eq!(response.status, status, "{}", response.text());
+    }
+    assert_eq!(
+        get(&gw, &gw.key, "/v1/messages/batches").json()["data"],
+        json!([])
+    );
+    assert_eq!(gw.row_count("batch_lines"), 0);
+    assert_eq!(gw.row_count("batches"), 0);
+    assert_eq!(gw.list_invocations(&[]).len(), 0);
+    let wrong = gw.request("PUT", "/v1/messages/batches", Some(&gw.key), &[], b"");
+    assert_eq!(wrong.status, 405);
+    assert_eq!(
+        get(&gw, &gw.key, "/v1/messages/batches/msgbatch_nope").status,
+        404
+    );
+}
+
+#[test]
+fn a_message_batch_cancelled_mid_run_ends_with_its_requests_canceled() {
+    let upstream = answering(Duration::from_millis(300));
+    let gw = Gateway::builder()
+        .route(priced(&upstream))
+        .env("E2E_BATCH_KEY", "sk-test")
+        .config_line("batch_concurrency = 2")
+        .start();
+    let requests: Vec<Value> = (0..40)
+        .map(|i| message(&format!("c{i}"), "oai/gpt-x", "hello"))
+        .collect();
+    let created = create_messages(&gw, &gw.key, &requests);
+    assert_eq!(created.status, 200, "{}", created.text());
+    let id = created.json()["id"].as_str().unwrap().to_owned();
+    upstream.wait_until("a request in flight", |u| !u.requests().is_empty());
+    let path = format!("/v1/messages/batches/{id}");
+    // Still running: not deleted.
+    assert_eq!(
+        gw.request("DELETE", &path, Some(&gw.key), &[], b"").status,
+        409
+    );
+    let cancel = format!("{path}/cancel");
+    let cancelling = gw.request("POST", &cancel, Some(&gw.key), &[], b"");
+    assert_eq!(cancelling.status, 200, "{}", cancelling.text());
+    let cancelling = cancelling.json();
+    assert!(
+        ["canceling", "ended"].contains(&cancelling["processing_status"].as_str().unwrap()),
+        "{cancelling}"
+    );
+    assert!(
+        cancelling["cancel_initiated_at"].is_string(),
+        "{cancelling}"
+    );
+    let done = wait_for_ended(&gw, &gw.key, &id);
+    let counts = &done["request_counts"];
+    let (succeeded, canceled) = (
+        counts["succeeded"].as_u64().unwrap(),
+        counts["canceled"].as_u64().unwrap(),
+    );
+    assert_eq!(succeeded + canceled, 40, "{done}");
+    assert!(canceled >= 30, "{done}");
+    assert_eq!(
+        (&counts["errored"], &counts["expired"]),
+        (&json!(0), &json!(0))
+    );
+    let results = results_of(&gw, &gw.key, &id);
+    let ids: BTreeSet<&str> = results
+        .iter()
+        .map(|line| line["custom_id"].as_str().unwrap())
+        .collect();
+    assert_eq!((ids.len(), results.len()), (40, 40), "every custom_id once");
+    let never_run = results
+        .iter()
+        .filter(|line| line["result"] == json!({"type": "canceled"}))
+        .count();
+    assert_eq!(never_run as u64, canceled);
+    // Ended: answered as it is.
+    let again = gw.request("POST", &cancel, Some(&gw.key), &[], b"");
+    assert_eq!(again.json()["processing_status"], "ended");
+    assert_eq!(
+        gw.request("DELETE", &path, Some(&gw.key), &[], b"").status,
+        200
+    );
+}

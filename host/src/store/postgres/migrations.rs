@@ -281,7 +281,8 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
         output_expires_secs BIGINT,
         total BIGINT NOT NULL,
         completed BIGINT,
-        failed BIGINT
+        failed BIGINT,
+        closed BIGINT
     );
     CREATE INDEX batches_project ON batches (project_id, id);
     CREATE INDEX batches_running ON batches (id)

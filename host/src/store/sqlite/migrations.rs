@@ -265,7 +265,8 @@ pub(in crate::store) const MIGRATIONS: &[&str] = &[
         output_expires_secs INTEGER,
         total INTEGER NOT NULL,
         completed INTEGER,
-        failed INTEGER
+        failed INTEGER,
+        closed INTEGER
     );
     CREATE INDEX batches_project ON batches (project_id, id);
     CREATE INDEX batches_running ON batches (id)

@@ -5,13 +5,18 @@
 use std::collections::BTreeSet;
 
 use super::Harness;
-use crate::store::{BatchStatus, Finished, NewBatch, NewLine, Store};
+use crate::store::{BatchPage, BatchStatus, Finished, NewBatch, NewLine, Store};
 
 const NOW: i64 = 1_800_000_000_000;
 
 async fn batch(store: &Store, project: &str, lines: u32) -> String {
+    batch_of(store, project, "batch_", lines).await
+}
+
+/// A batch of `lines` whose id begins with `prefix` (one API's).
+async fn batch_of(store: &Store, project: &str, prefix: &str, lines: u32) -> String {
     let batch = NewBatch {
-        id: format!("batch_{}", uuid::Uuid::now_v7().simple()),
+        id: format!("{prefix}{}", uuid::Uuid::now_v7().simple()),
         project_id: project.into(),
         key_hash: [7; 32],
         endpoint: "/v1/chat/completions".into(),
@@ -150,6 +155,7 @@ pub(super) async fn lines_are_leased_by_one_runner_and_answered_once(h: &Harness
         error_file_id: Some("file-err".into()),
         completed: 2,
         failed: 1,
+        closed: 0,
     };
     // A mark another runner took over is not this one's to finish.
     assert!(!store.finish_batch(&id, NOW + 1, &finished).await.unwrap());
@@ -170,8 +176,21 @@ pub(super) async fn lines_are_leased_by_one_runner_and_answered_once(h: &Harness
     // Another project's key sees none of it.
     let other = store.create_project("other").await.unwrap().id;
     assert!(store.batch(&other, &id).await.unwrap().is_none());
-    assert!(store.batches(&other, None, 10).await.unwrap().is_empty());
-    assert_eq!(store.batches(&project, None, 10).await.unwrap().len(), 1);
+    assert!(
+        store
+            .batches(&other, "batch_", BatchPage::After(None), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .batches(&project, "batch_", BatchPage::After(None), 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 pub(super) async fn leases_taken_at_once_never_overlap(h: &Harness) {
@@ -363,4 +382,73 @@ pub(super) async fn a_refused_batch_keeps_no_lines_and_a_stale_validation_fails(
     let failed = store.batch(&project, &stale.id).await.unwrap().unwrap();
     assert_eq!(failed.status, BatchStatus::Failed);
     assert!(failed.errors.unwrap().contains("validation_interrupted"));
+}
+
+pub(super) async fn each_api_lists_its_own_and_only_an_ended_batch_is_deleted(h: &Harness) {
+    let store = h.open().await;
+    let project = store.create_project("batches").await.unwrap().id;
+    let mut openai = Vec::new();
+    let mut anthropic = Vec::new();
+    for _ in 0..3 {
+        openai.push(batch_of(&store, &project, "batch_", 1).await);
+        anthropic.push(batch_of(&store, &project, "msgbatch_", 1).await);
+    }
+    let page = |prefix, page, limit| list(&store, &project, prefix, page, limit);
+    let newest_first = |made: &[String]| made.iter().rev().cloned().collect::<Vec<_>>();
+    assert_eq!(
+        page("batch_", BatchPage::After(None), 10).await,
+        newest_first(&openai)
+    );
+    assert_eq!(
+        page("msgbatch_", BatchPage::After(None), 10).await,
+        newest_first(&anthropic)
+    );
+    // After: older; before: newer, still newest first, the nearest ones when limited.
+    let (first, last) = (&anthropic[0], &anthropic[2]);
+    assert_eq!(
+        page("msgbatch_", BatchPage::After(Some(last)), 1).await,
+        [anthropic[1].clone()]
+    );
+    assert_eq!(
+        page("msgbatch_", BatchPage::Before(first), 10).await,
+        [anthropic[2].clone(), anthropic[1].clone()]
+    );
+    assert_eq!(
+        page("msgbatch_", BatchPage::Before(first), 1).await,
+        [anthropic[1].clone()]
+    );
+
+    // Running, it stays; cancelled and ended, it goes (another project's key deletes nothing).
+    let id = &anthropic[0];
+    assert!(!store.delete_batch(&project, id).await.unwrap());
+    assert!(store.cancel_batch(&project, id, NOW).await.unwrap());
+    assert!(store.begin_finishing(id, NOW + 1, NOW).await.unwrap());
+    let finished = Finished {
+        status: BatchStatus::Cancelled,
+        at_ms: NOW + 2,
+        output_file_id: Some("file-out".into()),
+        error_file_id: None,
+        completed: 0,
+        failed: 1,
+        closed: 1,
+    };
+    assert!(store.finish_batch(id, NOW + 1, &finished).await.unwrap());
+    let stored = store.batch(&project, id).await.unwrap().unwrap();
+    assert_eq!((stored.failed, stored.closed), (1, 1));
+    let other = store.create_project("other").await.unwrap().id;
+    assert!(!store.delete_batch(&other, id).await.unwrap());
+    assert!(store.delete_batch(&project, id).await.unwrap());
+    assert!(store.batch(&project, id).await.unwrap().is_none());
+    assert!(!store.delete_batch(&project, id).await.unwrap());
+}
+
+async fn list(
+    store: &Store,
+    project: &str,
+    prefix: &str,
+    page: BatchPage<'_>,
+    limit: u32,
+) -> Vec<String> {
+    let batches = store.batches(project, prefix, page, limit).await.unwrap();
+    batches.into_iter().map(|batch| batch.id).collect()
 }

@@ -92,6 +92,7 @@ on_both_backends! {
     batches::leases_taken_at_once_never_overlap,
     batches::cancel_and_expiry_close_the_lines_not_in_flight,
     batches::a_refused_batch_keeps_no_lines_and_a_stale_validation_fails,
+    batches::each_api_lists_its_own_and_only_an_ended_batch_is_deleted,
     schema::reopening_does_not_rerun_migrations,
     schema::a_v1_database_migrates_to_v2_and_keeps_its_keys_and_records,
     schema::a_v2_database_migrates_to_v3_and_keeps_its_records,

@@ -759,7 +759,13 @@ pub(super) async fn a_v19_database_migrates_to_v20_and_gains_batches(h: &Harness
     assert_eq!(h.known_version(), before + 1);
     assert_eq!(h.schema_version().await, h.known_version());
     let project = store.create_project("batches").await.unwrap().id;
-    assert!(store.batches(&project, None, 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .batches(&project, "batch_", crate::store::BatchPage::After(None), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert!(store.running_batches(10).await.unwrap().is_empty());
     // Records gained their batch and line.
     let new = Invocation {

@@ -4,6 +4,7 @@
 //! or an alias of the config's `[models]`), and answers, stream events and
 //! errors are written in Anthropic's shapes, whatever provider answered.
 
+pub mod batches;
 mod request;
 mod response;
 

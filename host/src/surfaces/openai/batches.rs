@@ -9,7 +9,6 @@
 //! (OpenAI's `failed` status, `errors.data` naming the line) and its lines are deleted. What
 //! runs the lines is `crate::batch`'s runner, on every replica.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,8 +21,9 @@ use crate::error::ApiError;
 use crate::http::Body;
 use crate::state::AppState;
 use crate::store::{
-    BatchStatus, KeyRecord, MAX_BATCH_LINES, NewBatch, NewLine, StoredBatch, StoredFile,
+    BatchPage, BatchStatus, KeyRecord, MAX_BATCH_LINES, NewBatch, StoredBatch, StoredFile,
 };
+use crate::surfaces::batch_lines::{BodyFault, Kept, Refused, body_text};
 
 /// The endpoints a batch's lines may call.
 pub const ENDPOINTS: [&str; 4] = [
@@ -47,9 +47,6 @@ const MAX_METADATA_KEY: usize = 64;
 const MAX_METADATA_VALUE: usize = 512;
 /// The longest `custom_id` kept.
 const MAX_CUSTOM_ID_BYTES: usize = 512;
-/// Lines go into the store in groups of about this many bytes (or [`GROUP_LINES`] lines).
-const GROUP_BYTES: usize = 4 * 1024 * 1024;
-const GROUP_LINES: usize = 1000;
 
 /// Answers a request for `/v1/batches` (`rest` empty) or below it.
 pub async fn serve(
@@ -115,6 +112,44 @@ pub fn batch_object(batch: &StoredBatch) -> Value {
         },
         "metadata": metadata,
     })
+}
+
+/// A line of the output (2xx) or error file: the line's answer, `invocation_id` the record
+/// it made.
+pub fn output_line(invocation_id: &Uuid, custom_id: &str, status: u16, body: Value) -> String {
+    json!({
+        "id": format!("batch_req_{}", invocation_id.simple()),
+        "custom_id": custom_id,
+        "response": {
+            "status_code": status,
+            "request_id": invocation_id.to_string(),
+            "body": body,
+        },
+        "error": null,
+    })
+    .to_string()
+}
+
+/// The error file's line of a line never answered: `code` and why.
+pub fn failed_line(custom_id: &str, code: &str, message: &str) -> String {
+    json!({
+        "id": format!("batch_req_{}", Uuid::now_v7().simple()),
+        "custom_id": custom_id,
+        "response": null,
+        "error": {"code": code, "message": message},
+    })
+    .to_string()
+}
+
+/// The error file's line of a line never run: its batch expired first, or was cancelled.
+pub fn never_run_line(custom_id: &str, expired: bool) -> String {
+    if expired {
+        let why = "This request could not be executed before the completion window expired.";
+        failed_line(custom_id, "batch_expired", why)
+    } else {
+        let why = "This request was not executed: the batch was cancelled.";
+        failed_line(custom_id, "batch_cancelled", why)
+    }
 }
 
 /// What `POST /v1/batches` asks, checked.
@@ -349,10 +384,7 @@ async fn read_lines(
     let mut checker = Checker {
         endpoint: &batch.endpoint,
         max_body,
-        seen: HashSet::new(),
-        group: Vec::new(),
-        group_bytes: 0,
-        count: 0,
+        kept: Kept::new(MAX_BATCH_LINES),
         number: 0,
     };
     // A line may cross chunks: its start waits here, at most a body and its envelope.
@@ -375,7 +407,7 @@ async fn read_lines(
                 return Ok(Err(bad));
             }
             rest = &rest[end + 1..];
-            if let Some(group) = checker.full_group() {
+            if let Some(group) = checker.kept.full_group() {
                 state.store.put_batch_lines(&batch.id, group).await?;
             }
         }
@@ -389,7 +421,7 @@ async fn read_lines(
     {
         return Ok(Err(bad));
     }
-    if checker.count == 0 {
+    if checker.kept.count() == 0 {
         return Ok(Err(BadLine {
             code: "empty_file",
             message: "the input file holds no request".into(),
@@ -397,8 +429,8 @@ async fn read_lines(
             line: None,
         }));
     }
-    let count = checker.count;
-    let group = std::mem::take(&mut checker.group);
+    let count = checker.kept.count();
+    let group = checker.kept.rest();
     if !group.is_empty() {
         state.store.put_batch_lines(&batch.id, group).await?;
     }
@@ -409,13 +441,7 @@ async fn read_lines(
 struct Checker<'a> {
     endpoint: &'a str,
     max_body: usize,
-    /// The `custom_id`s so far, by a 128-bit digest: 50,000 of them in under 2 MB whatever
-    /// their length.
-    seen: HashSet<u128>,
-    group: Vec<NewLine>,
-    group_bytes: usize,
-    /// Requests so far.
-    count: u32,
+    kept: Kept,
     /// Lines so far, blank ones too: what an error names.
     number: u64,
 }
@@ -503,48 +529,35 @@ impl Checker<'_> {
             }
             None => return Err(missing("body")),
         };
-        if body.get("stream").and_then(Value::as_bool) == Some(true) {
-            let message = format!(
-                "line {number}: a batch's requests are answered whole: stream must not be true"
-            );
-            return Err(self.bad("invalid_value", Some("body.stream"), message));
-        }
-        let body = Value::Object(body).to_string();
-        if body.len() > self.max_body {
-            let message = format!(
-                "line {number}: its body is over max_body_bytes ({} bytes)",
-                self.max_body
-            );
-            return Err(self.bad("request_too_large", Some("body"), message));
-        }
-        let digest = crate::encoding::sha256(custom_id.as_bytes());
-        let mut first = [0u8; 16];
-        first.copy_from_slice(&digest[..16]);
-        if !self.seen.insert(u128::from_le_bytes(first)) {
-            let message = format!("line {number}: custom_id {custom_id:?} is not unique");
-            return Err(self.bad("duplicate_custom_id", Some("custom_id"), message));
-        }
-        if self.count >= MAX_BATCH_LINES {
-            let message = format!("the file holds more than {MAX_BATCH_LINES} requests");
-            return Err(self.bad("too_many_requests", None, message));
-        }
-        self.group_bytes += body.len() + custom_id.len();
-        self.group.push(NewLine {
-            seq: self.count,
-            custom_id,
-            body,
-        });
-        self.count += 1;
-        Ok(())
-    }
-
-    /// The lines kept, once they are enough to go to the store together.
-    fn full_group(&mut self) -> Option<Vec<NewLine>> {
-        if self.group.len() < GROUP_LINES && self.group_bytes < GROUP_BYTES {
-            return None;
-        }
-        self.group_bytes = 0;
-        Some(std::mem::take(&mut self.group))
+        let body = match body_text(body, self.max_body) {
+            Ok(body) => body,
+            Err(BodyFault::Streamed) => {
+                let message = format!(
+                    "line {number}: a batch's requests are answered whole: stream must not be true"
+                );
+                return Err(self.bad("invalid_value", Some("body.stream"), message));
+            }
+            Err(BodyFault::TooLarge) => {
+                let message = format!(
+                    "line {number}: its body is over max_body_bytes ({} bytes)",
+                    self.max_body
+                );
+                return Err(self.bad("request_too_large", Some("body"), message));
+            }
+        };
+        let id = format!("{custom_id:?}");
+        self.kept
+            .push(custom_id, body)
+            .map_err(|refused| match refused {
+                Refused::Duplicate => {
+                    let message = format!("line {number}: custom_id {id} is not unique");
+                    self.bad("duplicate_custom_id", Some("custom_id"), message)
+                }
+                Refused::TooMany => {
+                    let message = format!("the file holds more than {MAX_BATCH_LINES} requests");
+                    self.bad("too_many_requests", None, message)
+                }
+            })
     }
 }
 
@@ -573,8 +586,9 @@ async fn list(state: &AppState, request: &Request<Incoming>) -> Result<Value, Ap
         }
     }
     // One more than the page: whether there are more.
+    let page = BatchPage::After(after.as_deref());
     let batches = (state.store)
-        .batches(&key.project_id, after.as_deref(), limit + 1)
+        .batches(&key.project_id, "batch_", page, limit + 1)
         .await?;
     Ok(super::list_page(batches, limit, |b| &b.id, batch_object))
 }
@@ -632,10 +646,7 @@ mod tests {
         Checker {
             endpoint: "/v1/chat/completions",
             max_body: 200,
-            seen: HashSet::new(),
-            group: Vec::new(),
-            group_bytes: 0,
-            count: 0,
+            kept: Kept::new(MAX_BATCH_LINES),
             number: 0,
         }
     }
@@ -689,8 +700,8 @@ mod tests {
         let mut checker = checker();
         checker.line(good).unwrap();
         checker.line(b"\r").unwrap();
-        assert_eq!(checker.count, 1);
-        assert_eq!(checker.group[0].body, r#"{"model":"m"}"#);
+        assert_eq!(checker.kept.count(), 1);
+        assert_eq!(checker.kept.rest()[0].body, r#"{"model":"m"}"#);
     }
 
     #[test]

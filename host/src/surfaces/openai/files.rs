@@ -466,6 +466,16 @@ async fn content(
     request_id: &Uuid,
 ) -> Result<Response<Body>, ApiError> {
     let file = found(state, request, id).await?;
+    content_response(state, file, request_id).await
+}
+
+/// `file`'s bytes as the answer, read from the store a chunk at a time (Anthropic's batch
+/// results too).
+pub(crate) async fn content_response(
+    state: &AppState,
+    file: StoredFile,
+    request_id: &Uuid,
+) -> Result<Response<Body>, ApiError> {
     // The first chunk before the answer: a store that fails now is an error status.
     let first = state.store.file_chunk(&file.id, 0).await?;
     let (sender, chunks) = tokio::sync::mpsc::channel(1);
