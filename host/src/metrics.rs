@@ -1,6 +1,6 @@
 //! Prometheus metrics of what the gateway serves: requests, their durations, the upstream
 //! tries, tokens and cost, rate-limit refusals, tool calls through `/mcp`, the invocation
-//! writer's queue.
+//! writer's queue, the batches this gateway ran.
 //!
 //! Recorded per serving thread: each worker updates its own shard (a mutex no other thread
 //! takes, except a scrape for a moment), so the request path never contends across threads;
@@ -70,6 +70,10 @@ struct Shard {
     audit_events: HashMap<(&'static str, &'static str), u64>,
     /// Audit events the store would not take.
     audit_write_failures: u64,
+    /// Batch lines this gateway ended or gave back, by API and result.
+    batch_lines: HashMap<(&'static str, &'static str), u64>,
+    /// Batches this gateway finished, by API and status.
+    batches: HashMap<(&'static str, &'static str), u64>,
 }
 
 #[derive(Default)]
@@ -319,6 +323,23 @@ impl Metrics {
         }
     }
 
+    /// `count` lines of a batch of `api` (`openai`, `anthropic`) ended as `result`
+    /// (`succeeded`, `failed`, `expired`, `cancelled`) or were given back to run again
+    /// (`retried`).
+    pub fn batch_lines(&self, api: &'static str, result: &'static str, count: u64) {
+        if self.enabled {
+            *self.shard().batch_lines.entry((api, result)).or_default() += count;
+        }
+    }
+
+    /// A batch of `api` was finished by this gateway as `status` (`completed`, `expired`,
+    /// `cancelled`).
+    pub fn batch_finished(&self, api: &'static str, status: &'static str) {
+        if self.enabled {
+            *self.shard().batches.entry((api, status)).or_default() += 1;
+        }
+    }
+
     /// An audit event could not be written.
     pub fn audit_write_failed(&self) {
         if self.enabled {
@@ -385,6 +406,8 @@ struct Snapshot {
     tool_durations: Vec<([String; 2], HistogramValues)>,
     audit_events: Vec<([String; 2], u64)>,
     audit_write_failures: Vec<([String; 0], u64)>,
+    batch_lines: Vec<([String; 2], u64)>,
+    batches: Vec<([String; 2], u64)>,
     cache: Vec<([String; 2], u64)>,
     cache_saved: Vec<([String; 1], f64)>,
     cache_bytes: u64,
@@ -430,6 +453,8 @@ impl Snapshot {
         let mut rate_limited: HashMap<&'static str, u64> = HashMap::new();
         let mut audit_events: HashMap<[String; 2], u64> = HashMap::new();
         let mut audit_write_failures = 0;
+        let mut batch_lines: HashMap<[String; 2], u64> = HashMap::new();
+        let mut batches: HashMap<[String; 2], u64> = HashMap::new();
         let mut guard_verdicts: HashMap<[String; 3], u64> = HashMap::new();
         let mut tool_calls: HashMap<[String; 3], u64> = HashMap::new();
         let mut tool_durations: HashMap<[String; 2], Histogram> = HashMap::new();
@@ -466,6 +491,16 @@ impl Snapshot {
                     .or_default() += count;
             }
             audit_write_failures += shard.audit_write_failures;
+            for ((api, result), count) in &shard.batch_lines {
+                *batch_lines
+                    .entry([(*api).to_owned(), (*result).to_owned()])
+                    .or_default() += count;
+            }
+            for ((api, status), count) in &shard.batches {
+                *batches
+                    .entry([(*api).to_owned(), (*status).to_owned()])
+                    .or_default() += count;
+            }
             for (route, stats) in &shard.routes {
                 for (surface, histogram) in &stats.durations {
                     durations
@@ -576,6 +611,8 @@ impl Snapshot {
                 .collect(),
             audit_events: sorted(audit_events),
             audit_write_failures: vec![([], audit_write_failures)],
+            batch_lines: sorted(batch_lines),
+            batches: sorted(batches),
             cache: sorted(cache),
             cache_saved: sorted(cache_saved),
             writer,
@@ -807,6 +844,23 @@ impl Collector for Snapshot {
             "Audit events the database did not take (each logged with its change).",
             [],
             &self.audit_write_failures,
+        )?;
+        counters(
+            encoder,
+            "gateway_batch_lines",
+            "Batch lines this gateway's runner ended, by API (openai, anthropic) and result \
+             (succeeded: a 2xx; failed: answered otherwise; expired, cancelled: never run), or \
+             gave back to run again after a wait (retried).",
+            ["api", "result"],
+            &self.batch_lines,
+        )?;
+        counters(
+            encoder,
+            "gateway_batches",
+            "Batches this gateway's runner finished, by API and status (completed, expired, \
+             cancelled).",
+            ["api", "status"],
+            &self.batches,
         )?;
         counters(
             encoder,

@@ -50,10 +50,12 @@ async fn answer(
         } else {
             openai::batches::failed_line(&custom_id, "invalid_batch", why)
         };
-        state
-            .store
+        let kept = (state.store)
             .end_line(&batch.id, seq, owner, false, result)
             .await?;
+        if kept {
+            state.metrics.batch_lines(super::api(batch), "failed", 1);
+        }
         return Ok(());
     };
     let mut request = Request::new(());
@@ -81,8 +83,10 @@ async fn answer(
         anthropic::batches::ENDPOINT => flow::run_line::<anthropic::Messages>(state, line).await,
         _ => flow::run_line::<openai::Responses>(state, line).await,
     };
+    let api = super::api(batch);
     if let Some(wait) = again_after {
         let not_before = now_ms().saturating_add(i64::try_from(wait.as_millis()).unwrap_or(0));
+        state.metrics.batch_lines(api, "retried", 1);
         return state
             .store
             .release_line(&batch.id, seq, owner, not_before)
@@ -98,6 +102,7 @@ async fn answer(
                 line = seq,
                 "a batch line's answer broke off: {e}"
             );
+            state.metrics.batch_lines(api, "retried", 1);
             return state
                 .store
                 .release_line(&batch.id, seq, owner, now_ms())
@@ -115,7 +120,14 @@ async fn answer(
         .store
         .end_line(&batch.id, seq, owner, status.is_success(), result)
         .await?;
-    if !kept {
+    if kept {
+        let result = if status.is_success() {
+            "succeeded"
+        } else {
+            "failed"
+        };
+        state.metrics.batch_lines(api, result, 1);
+    } else {
         tracing::warn!(
             batch = batch.id,
             line = seq,

@@ -268,6 +268,24 @@ async fn finish(
             batch = batch.id,
             "another gateway took over finishing the batch; its files from here are left to expire"
         );
+        return Ok(());
     }
+    let api = api(batch);
+    (state.metrics).batch_finished(api, finished.status.as_str());
+    let never_run = if finished.status == BatchStatus::Cancelled {
+        "cancelled"
+    } else {
+        "expired"
+    };
+    (state.metrics).batch_lines(api, never_run, finished.closed);
     Ok(())
+}
+
+/// The API `batch` was made through, as the metrics name it.
+fn api(batch: &RunningBatch) -> &'static str {
+    if batch.endpoint == crate::surfaces::anthropic::batches::ENDPOINT {
+        "anthropic"
+    } else {
+        "openai"
+    }
 }

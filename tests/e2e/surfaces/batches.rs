@@ -10,7 +10,9 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use gateway_test_support::{Gateway, OpenAiUpstream, Reply, Response, Route, TestDatabase, client};
+use gateway_test_support::{
+    Gateway, OpenAiUpstream, Reply, Response, Route, TestDatabase, client, scrape,
+};
 use serde_json::{Value, json};
 
 const BOUNDARY: &str = "e2e-batches-boundary";
@@ -61,6 +63,28 @@ fn batch_of(gw: &Gateway, key: &str, lines: &[String], window: &str) -> Value {
     );
     assert_eq!(response.status, 200, "{}", response.text());
     response.json()
+}
+
+/// `name{labels}` of `gw`'s metrics.
+fn metric(gw: &Gateway, name: &str, labels: &[(&str, &str)]) -> f64 {
+    scrape::value(&scrape::scrape(gw, None), name, labels)
+}
+
+/// Waits for `name{labels}` to read `want`: a batch's end is counted just after the batch reads
+/// as ended.
+fn metric_reaches(gw: &Gateway, name: &str, labels: &[(&str, &str)], want: f64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = metric(gw, name, labels);
+        if got == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name}{labels:?} is {got}, not {want}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Polls the batch until its status is final; the batch object.
@@ -155,6 +179,17 @@ fn every_line_runs_through_the_flow_once_into_the_output_and_error_files() {
     let refused = &errors[0];
     assert_eq!(refused["custom_id"], "unknown-model");
     assert_eq!(refused["error"], Value::Null);
+    // Counted by API and result once the batch is finished.
+    let lines = |result| {
+        metric(
+            &gw,
+            "gateway_batch_lines_total",
+            &[("api", "openai"), ("result", result)],
+        )
+    };
+    assert_eq!((lines("succeeded"), lines("failed")), (25.0, 1.0));
+    let finished = [("api", "openai"), ("status", "completed")];
+    metric_reaches(&gw, "gateway_batches_total", &finished, 1.0);
     let status = refused["response"]["status_code"].as_u64().unwrap();
     assert!((400..500).contains(&status), "{refused}");
     assert!(refused["response"]["body"]["error"]["message"].is_string());
@@ -569,6 +604,13 @@ fn a_message_batch_runs_each_request_through_the_flow_into_anthropics_results() 
         .map(|request| request["custom_id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, asked, "every request once, in order");
+    let lines = |result| {
+        let labels = [("api", "anthropic"), ("result", result)];
+        metric(&gw, "gateway_batch_lines_total", &labels)
+    };
+    assert_eq!((lines("succeeded"), lines("failed")), (10.0, 1.0));
+    let finished = [("api", "anthropic"), ("status", "completed")];
+    metric_reaches(&gw, "gateway_batches_total", &finished, 1.0);
     for line in &results {
         if line["custom_id"] == "unknown-model" {
             assert_eq!(line["result"]["type"], "errored", "{line}");
@@ -750,6 +792,15 @@ fn a_message_batch_cancelled_mid_run_ends_with_its_requests_canceled() {
         .filter(|line| line["result"] == json!({"type": "canceled"}))
         .count();
     assert_eq!(never_run as u64, canceled);
+    let cancelled = [("api", "anthropic"), ("result", "cancelled")];
+    metric_reaches(
+        &gw,
+        "gateway_batch_lines_total",
+        &cancelled,
+        canceled as f64,
+    );
+    let finished = [("api", "anthropic"), ("status", "cancelled")];
+    metric_reaches(&gw, "gateway_batches_total", &finished, 1.0);
     // Ended: answered as it is.
     let again = gw.request("POST", &cancel, Some(&gw.key), &[], b"");
     assert_eq!(again.json()["processing_status"], "ended");
