@@ -135,7 +135,7 @@
 
   function badge(status) {
     const s = status == null ? 'unknown' : String(status);
-    const cls = /^(success|serving|hit|live|ok)$/.test(s) ? 'ok'
+    const cls = /^(success|serving|hit|live|ok|completed)$/.test(s) ? 'ok'
       : /^(error|failed|blocked|revoked|trap|rejected|refused)/.test(s) ? 'bad'
         : /^(rate_limited|cancelled|expired|ejected)/.test(s) ? 'warn' : 'neutral';
     return h('span', { class: 'badge ' + cls }, s);
@@ -748,11 +748,12 @@
 
   async function pageProject(root, id) {
     const heading = title(root, 'Project');
-    const [project, day, month, keys] = await Promise.all([
+    const [project, day, month, keys, batches] = await Promise.all([
       api('GET', '/admin/projects/' + enc(id)),
       api('GET', `/admin/projects/${enc(id)}/usage?period=day`).catch((e) => { showError(e); return null; }),
       api('GET', `/admin/projects/${enc(id)}/usage?period=month`).catch((e) => { showError(e); return null; }),
       api('GET', `/admin/projects/${enc(id)}/keys`).catch((e) => { showError(e); return null; }),
+      api('GET', `/admin/projects/${enc(id)}/batches`).catch((e) => { showError(e); return null; }),
     ]);
     heading.textContent = 'Project: ' + (project.name || project.id);
     document.title = heading.textContent + ' · Gateway console';
@@ -797,6 +798,26 @@
     }, limitsMsg));
     const changes = canChangeProject(id);
     if (changes) root.appendChild(limitsForm);
+
+    // Batches, with their progress: lines ended of all.
+    const batchRows = ((batches && batches.batches) || []).map((b) => {
+      const ended = (Number(b.completed) || 0) + (Number(b.failed) || 0);
+      const total = Number(b.total) || 0;
+      return h('tr', { testid: 'batch-row', dataset: { id: b.id, status: b.status } },
+        h('th', { scope: 'row' }, h('code', null, b.id)),
+        h('td', null, b.api === 'anthropic' ? 'Anthropic' : 'OpenAI', h('div', { class: 'muted small' }, b.endpoint)),
+        h('td', { testid: 'batch-status' }, badge(b.status)),
+        h('td', { testid: 'batch-progress' },
+          h('progress', { max: total || 1, value: ended, 'aria-label': `${ended} of ${total} lines ended` }),
+          ` ${fmtInt(ended)} of ${fmtInt(total)}`,
+          Number(b.failed) ? h('div', { class: 'muted small' }, `${fmtInt(b.failed)} failed`) : null),
+        h('td', null, timeEl(b.createdAt)),
+        h('td', null, timeEl(b.endedAt)));
+    });
+    root.appendChild(h('section', { 'aria-labelledby': 'batches-h' },
+      h('h2', { id: 'batches-h' }, 'Batches'),
+      batches ? table('batches-table', null, ['ID', 'API', 'Status', 'Progress', 'Created', 'Ended'], batchRows, 'No batches.')
+        : h('p', { class: 'muted' }, 'The batches could not be listed.')));
 
     // Keys.
     const keysBox = h('section', { 'aria-labelledby': 'keys-h' }, h('h2', { id: 'keys-h' }, 'Keys'));

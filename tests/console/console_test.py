@@ -230,6 +230,29 @@ def run(page, tid, shot, base, admin_token, model, route_id):
     shot("invocation.png")
     step("3 invocations listed; one shows success and %s" % model)
 
+    # 5b. A batch of the key's, shown on its project's page with its progress.
+    begin("5b batches")
+    lines = "".join(json.dumps({"custom_id": "b-%d" % i, "method": "POST", "url": "/v1/chat/completions",
+                                "body": {"model": model, "messages": [{"role": "user", "content": "Batch %d" % i}]}}) + "\n"
+                    for i in range(4))
+    batch_file = client.files.create(file=("batch.jsonl", lines.encode()), purpose="batch")
+    batch = client.batches.create(input_file_id=batch_file.id, endpoint="/v1/chat/completions", completion_window="24h")
+    deadline = time.monotonic() + 30
+    while batch.status not in ("completed", "failed", "expired", "cancelled"):
+        check(time.monotonic() < deadline, "the batch never ended: %s" % batch.status)
+        time.sleep(0.2)
+        batch = client.batches.retrieve(batch.id)
+    check(batch.status == "completed", "the batch ended %s" % batch.status)
+    page.goto(base + "/ui/#/projects/" + project_id)
+    expect(tid("page-title")).to_have_text("Project: " + name)
+    row = page.locator('[data-testid="batch-row"][data-id="%s"]' % batch.id)
+    expect(row).to_have_count(1)
+    expect(row.get_by_test_id("batch-status")).to_have_text("completed")
+    expect(row.get_by_test_id("batch-progress")).to_contain_text("4 of 4")
+    expect(row.locator("progress")).to_have_attribute("value", "4")
+    shot("batches.png")
+    step("a batch of 4 lines completed; the project page shows it, 4 of 4")
+
     # 6. Overview.
     begin("6 overview")
     tid("nav-overview").click()

@@ -306,6 +306,19 @@ impl Store {
         Ok(batches)
     }
 
+    /// `project_id`'s newest `limit` batches of either API (what an operator sees of them),
+    /// the newest first.
+    pub async fn project_batches(
+        &self,
+        project_id: &str,
+        limit: u32,
+    ) -> Result<Vec<StoredBatch>, StoreError> {
+        let values = vec![Text(project_id.to_owned()), Integer(i64::from(limit))];
+        let query = self.batch_statement(&sql::PROJECT_BATCHES, values);
+        self.batch_rows(query, |row| stored_batch(row), stored_batch)
+            .await
+    }
+
     /// Deletes the batch `id` of `project_id` if it ended (its files are not: the caller's);
     /// false when it had not or was absent.
     pub async fn delete_batch(&self, project_id: &str, id: &str) -> Result<bool, StoreError> {

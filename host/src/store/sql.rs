@@ -327,6 +327,10 @@ pub(super) static BATCHES: Sql = Sql::new(select_batch!(
 pub(super) static BATCHES_BEFORE: Sql = Sql::new(select_batch!(
     "WHERE project_id = $1 AND id LIKE $4 AND id > $2 ORDER BY id LIMIT $3"
 ));
+/// Project `$1`'s newest `$2` batches of either API, the newest first.
+pub(super) static PROJECT_BATCHES: Sql = Sql::new(select_batch!(
+    "WHERE project_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2"
+));
 /// The batch `$1` of project `$2`, if it ended.
 pub(super) static DELETE_BATCH: Sql = Sql::new(
     "DELETE FROM batches WHERE id = $1 AND project_id = $2
@@ -770,6 +774,7 @@ mod tests {
             &BATCH,
             &BATCHES,
             &BATCHES_BEFORE,
+            &PROJECT_BATCHES,
             &DELETE_BATCH,
             &CANCEL_BATCH,
             &RUNNING_BATCHES,

@@ -40,6 +40,7 @@ const EXPECTED: &[(&str, &str, [u8; 5])] = &[
     ("GET", "/admin/projects/{id}/tools", [2, 2, 2, 2, 2]),
     ("PUT", "/admin/projects/{id}/tools", [2, 2, 3, 3, 3]),
     ("GET", "/admin/projects/{id}/usage", [2, 2, 2, 2, 2]),
+    ("GET", "/admin/projects/{id}/batches", [2, 2, 2, 2, 2]),
     ("DELETE", "/admin/keys/{prefix}", [2, 2, 3, 2, 3]),
     ("PUT", "/admin/keys/{prefix}/limits", [2, 2, 3, 2, 3]),
     ("GET", "/admin/invocations", [2, 2, 2, 2, 2]),

@@ -230,6 +230,7 @@ enum Endpoint<'a> {
     ProjectGuards(&'a str),
     ProjectTools(&'a str),
     ProjectUsage(&'a str),
+    ProjectBatches(&'a str),
     Key(&'a str),
     KeyLimits(&'a str),
     Invocations,
@@ -259,6 +260,7 @@ impl<'a> Endpoint<'a> {
             ["projects", id, "guards"] if !id.is_empty() => Endpoint::ProjectGuards(id),
             ["projects", id, "tools"] if !id.is_empty() => Endpoint::ProjectTools(id),
             ["projects", id, "usage"] if !id.is_empty() => Endpoint::ProjectUsage(id),
+            ["projects", id, "batches"] if !id.is_empty() => Endpoint::ProjectBatches(id),
             ["keys", prefix] if !prefix.is_empty() => Endpoint::Key(prefix),
             ["keys", prefix, "limits"] if !prefix.is_empty() => Endpoint::KeyLimits(prefix),
             ["invocations"] => Endpoint::Invocations,
@@ -287,6 +289,7 @@ impl<'a> Endpoint<'a> {
             Endpoint::ProjectGuards(_) => "/admin/projects/{id}/guards",
             Endpoint::ProjectTools(_) => "/admin/projects/{id}/tools",
             Endpoint::ProjectUsage(_) => "/admin/projects/{id}/usage",
+            Endpoint::ProjectBatches(_) => "/admin/projects/{id}/batches",
             Endpoint::Key(_) => "/admin/keys/{prefix}",
             Endpoint::KeyLimits(_) => "/admin/keys/{prefix}/limits",
             Endpoint::Invocations => "/admin/invocations",
@@ -308,7 +311,8 @@ impl<'a> Endpoint<'a> {
             | Endpoint::ProjectLimits(id)
             | Endpoint::ProjectGuards(id)
             | Endpoint::ProjectTools(id)
-            | Endpoint::ProjectUsage(id) => Some(id),
+            | Endpoint::ProjectUsage(id)
+            | Endpoint::ProjectBatches(id) => Some(id),
             _ => None,
         }
     }
@@ -538,6 +542,7 @@ async fn answer(
             set_project_tools(state, request, project_id, change).await
         }
         Endpoint::ProjectUsage(project_id) => usage(state, &request, project_id).await,
+        Endpoint::ProjectBatches(project_id) => batches(state, &request, project_id).await,
         Endpoint::Key(prefix) => revoke_keys(state, prefix, change).await,
         Endpoint::KeyLimits(prefix) => set_key_limits(state, request, prefix, change).await,
         Endpoint::Tokens if get => tokens::list(state, principal).await,
@@ -947,6 +952,68 @@ async fn set_key_limits(
     change.target = Some(format!("key:{stored}"));
     change.after = Some(after.clone());
     Ok((StatusCode::OK, after))
+}
+
+/// The most batches `GET /admin/projects/{id}/batches` lists.
+const MAX_BATCHES_LISTED: u32 = 200;
+
+/// `GET /admin/projects/{id}/batches`: the project's newest batches of both APIs (`limit`, 1 to
+/// 200, default 50), with their progress.
+async fn batches(state: &AppState, request: &Request<Incoming>, project_id: &str) -> Answer {
+    let mut limit = 50;
+    for (name, value) in
+        url::form_urlencoded::parse(request.uri().query().unwrap_or_default().as_bytes())
+    {
+        match name.as_ref() {
+            "limit" => {
+                limit = value
+                    .parse()
+                    .ok()
+                    .filter(|limit| (1..=MAX_BATCHES_LISTED).contains(limit))
+                    .ok_or_else(|| {
+                        ApiError::BadRequest(format!(
+                            "limit {value:?}: a whole number from 1 to {MAX_BATCHES_LISTED}"
+                        ))
+                    })?;
+            }
+            other => {
+                return Err(ApiError::BadRequest(format!(
+                    "unknown query parameter {other:?}: only limit"
+                )));
+            }
+        }
+    }
+    if state.store.project(project_id).await?.is_none() {
+        return Err(StoreError::UnknownProject(project_id.to_owned()).into());
+    }
+    let batches = state.store.project_batches(project_id, limit).await?;
+    let time = |ms: Option<i64>| ms.map(format_time_ms);
+    let listed: Vec<serde_json::Value> = batches
+        .iter()
+        .map(|batch| {
+            let anthropic = batch.endpoint == crate::surfaces::anthropic::batches::ENDPOINT;
+            let ended = (batch.completed_at_ms)
+                .or(batch.expired_at_ms)
+                .or(batch.cancelled_at_ms)
+                .or(batch.failed_at_ms);
+            json!({
+                "id": batch.id,
+                "api": if anthropic { "anthropic" } else { "openai" },
+                "endpoint": batch.endpoint,
+                "status": batch.status.as_str(),
+                "total": batch.total,
+                "completed": batch.completed,
+                "failed": batch.failed,
+                "createdAt": format_time_ms(batch.created_at_ms),
+                "expiresAt": format_time_ms(batch.expires_at_ms),
+                "endedAt": time(ended),
+            })
+        })
+        .collect();
+    Ok((
+        StatusCode::OK,
+        json!({ "projectId": project_id, "batches": listed }),
+    ))
 }
 
 async fn usage(state: &AppState, request: &Request<Incoming>, project_id: &str) -> Answer {

@@ -76,6 +76,7 @@ pub const RULES: &[Rule] = &[
         "project.tools.set",
     ),
     read("/admin/projects/{id}/usage", Need::ReadProject),
+    read("/admin/projects/{id}/batches", Need::ReadProject),
     change(
         "DELETE",
         "/admin/keys/{prefix}",

@@ -13,8 +13,11 @@ async fn batch(store: &Store, project: &str, lines: u32) -> String {
     batch_of(store, project, "batch_", lines).await
 }
 
-/// A batch of `lines` whose id begins with `prefix` (one API's).
+/// A batch of `lines` whose id begins with `prefix` (one API's), made a millisecond after the
+/// one made before it.
 async fn batch_of(store: &Store, project: &str, prefix: &str, lines: u32) -> String {
+    static MADE: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+    let made = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let batch = NewBatch {
         id: format!("{prefix}{}", uuid::Uuid::now_v7().simple()),
         project_id: project.into(),
@@ -23,7 +26,7 @@ async fn batch_of(store: &Store, project: &str, prefix: &str, lines: u32) -> Str
         input_file_id: "file-x".into(),
         completion_window: "24h".into(),
         metadata: Some(r#"{"a":"b"}"#.into()),
-        created_at_ms: NOW,
+        created_at_ms: NOW + made,
         expires_at_ms: NOW + 86_400_000,
         output_expires_secs: None,
     };
@@ -417,6 +420,13 @@ pub(super) async fn each_api_lists_its_own_and_only_an_ended_batch_is_deleted(h:
         page("msgbatch_", BatchPage::Before(first), 1).await,
         [anthropic[1].clone()]
     );
+
+    // An operator sees both APIs' together, the newest first.
+    let all = store.project_batches(&project, 4).await.unwrap();
+    let all: Vec<&str> = all.iter().map(|batch| batch.id.as_str()).collect();
+    assert_eq!(all.len(), 4);
+    assert!(all.contains(&anthropic[2].as_str()) && all.contains(&openai[2].as_str()));
+    assert!(!all.contains(&anthropic[0].as_str()) && !all.contains(&openai[0].as_str()));
 
     // Running, it stays; cancelled and ended, it goes (another project's key deletes nothing).
     let id = &anthropic[0];
