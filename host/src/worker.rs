@@ -11,6 +11,8 @@
 //! before, during or after the workers start sees the same thing.
 
 use std::cell::Cell;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 /// One serving thread, as the thread itself knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,4 +41,31 @@ pub fn current() -> Option<Worker> {
 /// The default worker count: one per CPU this process may use.
 pub fn default_count() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// How busy the serving threads are, as their runtimes count it: each registers its runtime
+/// when it starts. Read by the batch runner, which holds its lines back while the serving
+/// threads have little time to spare.
+#[derive(Default)]
+pub struct Load {
+    runtimes: Mutex<Vec<tokio::runtime::RuntimeMetrics>>,
+}
+
+impl Load {
+    /// Counts the calling serving thread's runtime in.
+    pub fn register(&self, runtime: tokio::runtime::RuntimeMetrics) {
+        let mut runtimes = self.runtimes.lock().unwrap_or_else(PoisonError::into_inner);
+        runtimes.push(runtime);
+    }
+
+    /// The time the serving threads have spent busy so far (all of them together), and how
+    /// many there are.
+    pub fn busy(&self) -> (Duration, usize) {
+        let runtimes = self.runtimes.lock().unwrap_or_else(PoisonError::into_inner);
+        let busy = runtimes
+            .iter()
+            .map(|runtime| runtime.worker_total_busy_duration(0))
+            .sum();
+        (busy, runtimes.len())
+    }
 }

@@ -4,7 +4,9 @@
 //! It runs on a thread of its own, with its own single-threaded runtime, at a lower scheduling
 //! priority than the serving threads (nice 10): a batch's lines take what CPU the interactive
 //! requests leave, and never wait in a serving thread's queue ahead of them. At most
-//! `batch_concurrency` lines are in flight at once.
+//! `batch_concurrency` lines are in flight at once, and one while the serving threads are
+//! busy (`Share`): what a line costs beyond the runner's thread (its record, its upstream
+//! connection) is then one line's.
 //!
 //! Lines are leased from the store a few at a time (PostgreSQL's `SKIP LOCKED` lets replicas
 //! lease from one batch at once), the leases renewed while the lines run; a line goes through
@@ -36,6 +38,42 @@ const BATCHES_PER_LOOK: u32 = 100;
 const NICE: i32 = 10;
 /// After the grace period, how long lines still running have to end and be recorded.
 const ABORT_WAIT: Duration = Duration::from_secs(5);
+/// The serving threads' busy share above which the runner keeps one line in flight.
+const BUSY: f64 = 0.75;
+/// The shortest stretch the share is read over (a look may follow another at once).
+const SAMPLE: Duration = Duration::from_millis(100);
+
+/// How many lines the runner may have in flight: `batch_concurrency`, or one while the serving
+/// threads were busy over the last stretch (as their runtimes count their busy time). Only
+/// ever one, not none: a batch keeps moving however busy the gateway.
+struct Share {
+    at: std::time::Instant,
+    busy: Duration,
+    busy_now: bool,
+}
+
+impl Share {
+    fn new(state: &AppState) -> Share {
+        Share {
+            at: std::time::Instant::now(),
+            busy: state.serving_load.busy().0,
+            busy_now: false,
+        }
+    }
+
+    fn slots(&mut self, state: &AppState, concurrency: u32) -> u32 {
+        let now = std::time::Instant::now();
+        let wall = now.duration_since(self.at);
+        if wall >= SAMPLE {
+            let (busy, workers) = state.serving_load.busy();
+            let spent = busy.saturating_sub(self.busy).as_secs_f64();
+            let share = spent / (wall.as_secs_f64() * workers.max(1) as f64);
+            self.busy_now = share >= BUSY;
+            (self.at, self.busy) = (now, busy);
+        }
+        if self.busy_now { 1 } else { concurrency }
+    }
+}
 
 /// The runner's thread, until it is stopped.
 pub struct Runner {
@@ -114,12 +152,13 @@ async fn run(state: Arc<AppState>, mut stopping: watch::Receiver<bool>) {
     let mut in_flight = InFlight::default();
     let mut renewed = tokio::time::Instant::now();
     let mut look_now = true;
+    let mut share = Share::new(&state);
     loop {
         if *stopping.borrow() {
             break;
         }
         let live = state.live();
-        let concurrency = live.config.batch_concurrency.get();
+        let concurrency = share.slots(&state, live.config.batch_concurrency.get());
         let lease = Duration::from_secs(live.config.batch_lease_secs.get());
         drop(live);
         if renewed.elapsed() >= lease / 3 && !in_flight.is_empty() {

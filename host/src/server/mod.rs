@@ -99,6 +99,7 @@ pub async fn serve(
                     Ok(runtime) => runtime,
                     Err(e) => return tracing::error!("worker {index}: no runtime: {e}"),
                 };
+                state.serving_load.register(runtime.metrics());
                 runtime.block_on(async move {
                     let listener = match TcpListener::from_std(listener) {
                         Ok(listener) => listener,

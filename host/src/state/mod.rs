@@ -43,6 +43,8 @@ pub struct AppState {
     /// Told when a batch is created or cancelled: this gateway's batch runner looks at once,
     /// rather than at its next poll.
     pub batch_wake: tokio::sync::Notify,
+    /// How busy the serving threads are: what the batch runner leaves them.
+    pub serving_load: crate::worker::Load,
     /// Set when shutdown's grace period is over: requests still running end now.
     abort: watch::Sender<bool>,
     /// One receiver per call running apart from its caller's connection ([`Apart`]): shutdown
@@ -124,6 +126,7 @@ impl AppState {
             sign_ins: crate::limits::SignInThrottle::default(),
             sso: crate::sso::Sso::new(),
             batch_wake: tokio::sync::Notify::new(),
+            serving_load: crate::worker::Load::default(),
             abort: watch::Sender::new(false),
             apart: watch::Sender::new(()),
         }
