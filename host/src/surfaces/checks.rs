@@ -54,6 +54,11 @@ pub fn percent_decoded(text: &str) -> Option<String> {
         .map(|text| text.into_owned())
 }
 
+/// A listing's `limit`: a whole number from 1 to `most`.
+pub fn page_limit(text: &str, most: u32) -> Option<u32> {
+    text.parse().ok().filter(|limit| (1..=most).contains(limit))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@
 pub mod anthropic;
 mod batch_lines;
 mod blocks;
-mod checks;
+pub(crate) mod checks;
 pub mod commonbase;
 pub mod gemini;
 pub(crate) mod json;

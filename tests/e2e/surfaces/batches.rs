@@ -89,14 +89,21 @@ fn metric_reaches(gw: &Gateway, name: &str, labels: &[(&str, &str)], want: f64) 
 
 /// Polls the batch until its status is final; the batch object.
 fn wait_for_end(gw: &Gateway, key: &str, id: &str) -> Value {
+    polled(gw, key, &format!("/v1/batches/{id}"), |batch| {
+        let status = batch["status"].as_str().unwrap_or_default();
+        ["completed", "failed", "expired", "cancelled"].contains(&status)
+    })
+}
+
+/// `GET path` polled until `done` says its answer is; that answer.
+fn polled(gw: &Gateway, key: &str, path: &str, done: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let batch = get(gw, key, &format!("/v1/batches/{id}")).json();
-        let status = batch["status"].as_str().unwrap_or_default().to_owned();
-        if ["completed", "failed", "expired", "cancelled"].contains(&status.as_str()) {
-            return batch;
+        let answer = get(gw, key, path).json();
+        if done(&answer) {
+            return answer;
         }
-        assert!(Instant::now() < deadline, "still {status}: {batch}");
+        assert!(Instant::now() < deadline, "not yet: {answer}");
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -106,7 +113,12 @@ fn file_lines(gw: &Gateway, key: &str, id: &Value) -> Vec<Value> {
     let Some(id) = id.as_str() else {
         return Vec::new();
     };
-    let response = get(gw, key, &format!("/v1/files/{id}/content"));
+    jsonl(gw, key, &format!("/v1/files/{id}/content"))
+}
+
+/// The JSON lines `GET path` answers, parsed.
+fn jsonl(gw: &Gateway, key: &str, path: &str) -> Vec<Value> {
+    let response = get(gw, key, path);
     assert_eq!(response.status, 200, "{}", response.text());
     let text = response.text();
     assert!(text.ends_with('\n'), "{text}");
@@ -539,26 +551,14 @@ fn create_messages(gw: &Gateway, key: &str, requests: &[Value]) -> Response {
 
 /// Polls the message batch until it ended; the batch.
 fn wait_for_ended(gw: &Gateway, key: &str, id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let batch = get(gw, key, &format!("/v1/messages/batches/{id}")).json();
-        if batch["processing_status"] == "ended" {
-            return batch;
-        }
-        assert!(Instant::now() < deadline, "not ended: {batch}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    polled(gw, key, &format!("/v1/messages/batches/{id}"), |batch| {
+        batch["processing_status"] == "ended"
+    })
 }
 
 /// The results of the message batch `id`, parsed.
 fn results_of(gw: &Gateway, key: &str, id: &str) -> Vec<Value> {
-    let response = get(gw, key, &format!("/v1/messages/batches/{id}/results"));
-    assert_eq!(response.status, 200, "{}", response.text());
-    let text = response.text();
-    assert!(text.ends_with('\n'), "{text}");
-    text.lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
+    jsonl(gw, key, &format!("/v1/messages/batches/{id}/results"))
 }
 
 #[test]

@@ -966,10 +966,7 @@ async fn batches(state: &AppState, request: &Request<Incoming>, project_id: &str
     {
         match name.as_ref() {
             "limit" => {
-                limit = value
-                    .parse()
-                    .ok()
-                    .filter(|limit| (1..=MAX_BATCHES_LISTED).contains(limit))
+                limit = crate::surfaces::checks::page_limit(&value, MAX_BATCHES_LISTED)
                     .ok_or_else(|| {
                         ApiError::BadRequest(format!(
                             "limit {value:?}: a whole number from 1 to {MAX_BATCHES_LISTED}"

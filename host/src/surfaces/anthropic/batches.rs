@@ -34,6 +34,7 @@ use crate::http::Body;
 use crate::state::AppState;
 use crate::store::{BatchPage, BatchStatus, KeyRecord, NewBatch, NewLine, StoredBatch};
 use crate::surfaces::batch_lines::{BodyFault, GROUP_BYTES, Kept, Refused, body_text};
+use crate::surfaces::checks::page_limit;
 
 /// The endpoint a message batch's requests are made to.
 pub const ENDPOINT: &str = "/v1/messages";
@@ -611,13 +612,9 @@ async fn list(state: &AppState, request: &Request<Incoming>) -> Result<Value, Ap
                 }
             }
             "limit" => {
-                limit = value
-                    .parse()
-                    .ok()
-                    .filter(|limit| (1..=MAX_PAGE).contains(limit))
-                    .ok_or_else(|| {
-                        ApiError::invalid("limit", format!("must be from 1 to {MAX_PAGE}"))
-                    })?;
+                limit = page_limit(&value, MAX_PAGE).ok_or_else(|| {
+                    ApiError::invalid("limit", format!("must be from 1 to {MAX_PAGE}"))
+                })?;
             }
             _ => {}
         }

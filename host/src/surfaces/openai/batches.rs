@@ -24,6 +24,7 @@ use crate::store::{
     BatchPage, BatchStatus, KeyRecord, MAX_BATCH_LINES, NewBatch, StoredBatch, StoredFile,
 };
 use crate::surfaces::batch_lines::{BodyFault, Kept, Refused, body_text};
+use crate::surfaces::checks::page_limit;
 
 /// The endpoints a batch's lines may call.
 pub const ENDPOINTS: [&str; 4] = [
@@ -574,13 +575,9 @@ async fn list(state: &AppState, request: &Request<Incoming>) -> Result<Value, Ap
                 after = Some(id.to_owned());
             }
             "limit" => {
-                limit = value
-                    .parse()
-                    .ok()
-                    .filter(|limit| (1..=MAX_PAGE).contains(limit))
-                    .ok_or_else(|| {
-                        ApiError::invalid("limit", format!("must be from 1 to {MAX_PAGE}"))
-                    })?;
+                limit = page_limit(&value, MAX_PAGE).ok_or_else(|| {
+                    ApiError::invalid("limit", format!("must be from 1 to {MAX_PAGE}"))
+                })?;
             }
             _ => {}
         }

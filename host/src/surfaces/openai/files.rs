@@ -396,11 +396,8 @@ async fn list(state: &AppState, request: &Request<Incoming>) -> Result<Value, Ap
             "after" => query.after = Some(value.into_owned()),
             "purpose" => query.purpose = Some(value.into_owned()),
             "limit" => {
-                query.limit = value
-                    .parse()
-                    .ok()
-                    .filter(|limit| (1..=MAX_PAGE).contains(limit))
-                    .ok_or_else(|| {
+                query.limit =
+                    crate::surfaces::checks::page_limit(&value, MAX_PAGE).ok_or_else(|| {
                         ApiError::invalid("limit", format!("must be from 1 to {MAX_PAGE}"))
                     })?;
             }
