@@ -7,6 +7,7 @@ mod admin;
 mod cli;
 mod config;
 mod console;
+mod deploy;
 mod metrics;
 mod project_guards;
 mod project_tools;
