@@ -54,7 +54,9 @@ async fn answer(
             .end_line(&batch.id, seq, owner, false, result)
             .await?;
         if kept {
-            state.metrics.batch_lines(super::api(batch), "failed", 1);
+            state
+                .metrics
+                .batch_lines(super::api(&batch.endpoint), "failed", 1);
         }
         return Ok(());
     };
@@ -83,7 +85,7 @@ async fn answer(
         anthropic::batches::ENDPOINT => flow::run_line::<anthropic::Messages>(state, line).await,
         _ => flow::run_line::<openai::Responses>(state, line).await,
     };
-    let api = super::api(batch);
+    let api = super::api(&batch.endpoint);
     if let Some(wait) = again_after {
         let not_before = now_ms().saturating_add(i64::try_from(wait.as_millis()).unwrap_or(0));
         state.metrics.batch_lines(api, "retried", 1);

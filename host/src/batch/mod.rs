@@ -309,7 +309,7 @@ async fn finish(
         );
         return Ok(());
     }
-    let api = api(batch);
+    let api = api(&batch.endpoint);
     (state.metrics).batch_finished(api, finished.status.as_str());
     let never_run = if finished.status == BatchStatus::Cancelled {
         "cancelled"
@@ -320,9 +320,9 @@ async fn finish(
     Ok(())
 }
 
-/// The API `batch` was made through, as the metrics name it.
-fn api(batch: &RunningBatch) -> &'static str {
-    if batch.endpoint == crate::surfaces::anthropic::batches::ENDPOINT {
+/// The API a batch of `endpoint` was made through, as the metrics and the admin API name it.
+pub fn api(endpoint: &str) -> &'static str {
+    if endpoint == crate::surfaces::anthropic::batches::ENDPOINT {
         "anthropic"
     } else {
         "openai"

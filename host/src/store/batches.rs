@@ -123,6 +123,16 @@ pub struct StoredBatch {
     pub closed: u64,
 }
 
+impl StoredBatch {
+    /// When it ended (completed, expired, cancelled or failed), if it did.
+    pub fn ended_at_ms(&self) -> Option<i64> {
+        (self.completed_at_ms)
+            .or(self.expired_at_ms)
+            .or(self.cancelled_at_ms)
+            .or(self.failed_at_ms)
+    }
+}
+
 /// Which page of a listing: the one after an id (older; None: the newest), or the one just
 /// before it (newer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

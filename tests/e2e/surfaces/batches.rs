@@ -316,6 +316,15 @@ fn priced(upstream: &OpenAiUpstream) -> Route {
         .price("gpt-x", 1000.0, 1000.0)
 }
 
+/// A gateway of the priced route on `upstream`, running two batch lines at a time.
+fn two_lines_at_a_time(upstream: &OpenAiUpstream) -> Gateway {
+    Gateway::builder()
+        .route(priced(upstream))
+        .env("E2E_BATCH_KEY", "sk-test")
+        .config_line("batch_concurrency = 2")
+        .start()
+}
+
 fn answering(gap: Duration) -> OpenAiUpstream {
     let usage = json!({"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10});
     OpenAiUpstream::each_call(Reply::openai_answer("gpt-x", "done", usage).slowly(gap))
@@ -367,11 +376,7 @@ fn a_budget_that_runs_out_fails_the_lines_after_it() {
 #[test]
 fn cancel_and_expiry_close_the_lines_not_run() {
     let upstream = answering(Duration::from_millis(300));
-    let gw = Gateway::builder()
-        .route(priced(&upstream))
-        .env("E2E_BATCH_KEY", "sk-test")
-        .config_line("batch_concurrency = 2")
-        .start();
+    let gw = two_lines_at_a_time(&upstream);
     let lines: Vec<String> = (0..40)
         .map(|i| chat(&format!("c{i}"), "oai/gpt-x", "hello"))
         .collect();
@@ -739,11 +744,7 @@ fn a_bad_request_refuses_its_message_batch_and_nothing_is_kept() {
 #[test]
 fn a_message_batch_cancelled_mid_run_ends_with_its_requests_canceled() {
     let upstream = answering(Duration::from_millis(300));
-    let gw = Gateway::builder()
-        .route(priced(&upstream))
-        .env("E2E_BATCH_KEY", "sk-test")
-        .config_line("batch_concurrency = 2")
-        .start();
+    let gw = two_lines_at_a_time(&upstream);
     let requests: Vec<Value> = (0..40)
         .map(|i| message(&format!("c{i}"), "oai/gpt-x", "hello"))
         .collect();

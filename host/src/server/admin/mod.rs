@@ -988,14 +988,9 @@ async fn batches(state: &AppState, request: &Request<Incoming>, project_id: &str
     let listed: Vec<serde_json::Value> = batches
         .iter()
         .map(|batch| {
-            let anthropic = batch.endpoint == crate::surfaces::anthropic::batches::ENDPOINT;
-            let ended = (batch.completed_at_ms)
-                .or(batch.expired_at_ms)
-                .or(batch.cancelled_at_ms)
-                .or(batch.failed_at_ms);
             json!({
                 "id": batch.id,
-                "api": if anthropic { "anthropic" } else { "openai" },
+                "api": crate::batch::api(&batch.endpoint),
                 "endpoint": batch.endpoint,
                 "status": batch.status.as_str(),
                 "total": batch.total,
@@ -1003,7 +998,7 @@ async fn batches(state: &AppState, request: &Request<Incoming>, project_id: &str
                 "failed": batch.failed,
                 "createdAt": format_time_ms(batch.created_at_ms),
                 "expiresAt": format_time_ms(batch.expires_at_ms),
-                "endedAt": time(ended),
+                "endedAt": time(batch.ended_at_ms()),
             })
         })
         .collect();

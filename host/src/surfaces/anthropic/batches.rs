@@ -112,10 +112,6 @@ pub fn message_batch(batch: &StoredBatch, base: &str) -> Value {
         | BatchStatus::Cancelled
         | BatchStatus::Failed => "ended",
     };
-    let ended_at = (batch.completed_at_ms)
-        .or(batch.expired_at_ms)
-        .or(batch.cancelled_at_ms)
-        .or(batch.failed_at_ms);
     let ended = processing_status == "ended";
     let never_run = batch.closed.min(batch.failed);
     let results_url = (ended && batch.output_file_id.is_some())
@@ -131,7 +127,7 @@ pub fn message_batch(batch: &StoredBatch, base: &str) -> Value {
             "canceled": if cancelled { never_run } else { 0 },
             "expired": if cancelled { 0 } else { never_run },
         },
-        "ended_at": if ended { time(ended_at) } else { None },
+        "ended_at": if ended { time(batch.ended_at_ms()) } else { None },
         "created_at": crate::clock::format_time_ms(batch.created_at_ms),
         "expires_at": crate::clock::format_time_ms(batch.expires_at_ms),
         "archived_at": null,
