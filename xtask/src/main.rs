@@ -14,6 +14,9 @@
 //!   componentize-py (see `python.rs`).
 //! - `cargo xtask plugin js DIR [--out FILE]`: builds the JavaScript plugin in `DIR` with
 //!   componentize-js (see `js.rs`).
+//! - `cargo xtask image [--profile P] [--engine podman|docker] [--tag NAME] [--context-only]`:
+//!   the container image of `deploy/container/Containerfile` (see `image.rs`); `--for-tests`:
+//!   the tests' image alone, as `test` builds it.
 //! - `cargo xtask cycles [--print]`: checks that no two modules of `host/src` depend on each
 //!   other (see `cycles.rs`); `--print` lists which modules use which.
 //! - `cargo xtask links`: checks that every relative link and `#anchor` of the documentation
@@ -27,6 +30,7 @@
 //!   with `--smoke`, on the test suite's build (see `smoke_build`).
 
 mod cycles;
+mod image;
 mod js;
 mod links;
 mod python;
@@ -112,10 +116,11 @@ fn main() -> ExitCode {
         },
         Some("outside") => outside(&args[1..]),
         Some("bench") => bench(&args[1..]),
+        Some("image") => image::command(&args[1..]),
         Some("cycles") => check_cycles(args.get(1).is_some_and(|a| a == "--print")),
         Some("links") => links::command(&workspace_root()),
         _ => {
-            Err("usage: cargo xtask serve [gateway args] | test [cargo test args] | plugins | plugin python|js DIR [--out FILE] | outside [rust|python|js] | bench [bench args] | cycles [--print] | links".into())
+            Err("usage: cargo xtask serve [gateway args] | test [cargo test args] | plugins | plugin python|js DIR [--out FILE] | outside [rust|python|js] | bench [bench args] | image [--profile P] [--engine E] [--tag T] [--context-only] | image --for-tests | cycles [--print] | links".into())
         }
     };
     match result {
@@ -470,9 +475,16 @@ fn test(args: &[String]) -> Result<(), String> {
     // The JavaScript plugins the e2e tests load, beside the others; and the JavaScript SDK's tests.
     js::build_test_plugins(&built)?;
     let python = clients_venv()?;
+    let deploy_python = deploy_venv()?;
     let mcp_node = js::mcp_node()?;
     let oidc_node = js::oidc_node()?;
     let browser = browser();
+    // The image's test skips without it (and fails under CI, where .ci/run installs podman and
+    // musl-tools), saying why.
+    let image = image::build_for_tests().map_err(|why| {
+        eprintln!("xtask: the container image was not built: {why}");
+        why
+    });
     let mut command = cargo("test");
     command
         // Every failure at once, not just the first test binary's.
@@ -480,9 +492,12 @@ fn test(args: &[String]) -> Result<(), String> {
         .args(args)
         .env("GATEWAY_TEST_PLUGINS_DIR", &built)
         .env("GATEWAY_CLIENTS_PYTHON", &python)
+        .env("GATEWAY_DEPLOY_PYTHON", &deploy_python)
         .env(MCP_NODE_DIR, &mcp_node)
         .env(OIDC_NODE_DIR, &oidc_node)
         .envs(browser.iter().map(|why| (NO_BROWSER, why)))
+        .envs(image.iter().map(|dir| (IMAGE_DIR, dir.as_os_str())))
+        .envs(image.as_ref().err().map(|why| (NO_IMAGE, why.as_str())))
         // The first pass is the SQLite one; the PostgreSQL-only tests find the server here.
         .env_remove("GATEWAY_TEST_POSTGRES")
         .env("GATEWAY_TEST_POSTGRES_SERVER", postgres_url());
@@ -503,17 +518,21 @@ const E2E: &str = "e2e";
 /// Areas (module paths in [`E2E`]) the PostgreSQL pass leaves out: `surfaces::clients` checks
 /// the Python SDKs against the wire format, `surfaces::mcp` the MCP SDKs against `/mcp` (the
 /// keys' tool scopes it reads are the store's tests' on both), `plugins::python` and `plugins::js` plugins built
-/// from other languages and `plugins::scaffold` the projects of `gateway plugin new` (nothing of
-/// the store in any of them); `operations::replicas` and
-/// `flow::limits` run on PostgreSQL in the first pass (they manage their own databases).
-const NOT_ON_POSTGRES: [&str; 7] = [
+/// from other languages, `plugins::scaffold` the projects of `gateway plugin new` and
+/// `operations::kubernetes` the Kubernetes manifests (nothing of the store in any of them);
+/// `operations::replicas` and `flow::limits` run on PostgreSQL in the first pass (they manage
+/// their own databases); `operations::deploy` checks what ships (the systemd unit, the image
+/// with its own SQLite config).
+const NOT_ON_POSTGRES: [&str; 9] = [
     "surfaces::clients",
     "surfaces::mcp",
     "plugins::python",
     "plugins::js",
     "plugins::scaffold",
+    "operations::kubernetes",
     "operations::replicas",
     "flow::limits",
+    "operations::deploy",
 ];
 
 /// The gateway's integration tests again, every gateway on a PostgreSQL database of its own
@@ -638,6 +657,10 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 /// Set for the tests when there is no browser and none could be installed: why. The console's
 /// browser test then skips, saying so (under `CI` it fails instead).
 const NO_BROWSER: &str = "GATEWAY_TEST_NO_BROWSER";
+/// Where `image::build_for_tests` left the test image's `inspect.json` and `rootfs.tar`.
+const IMAGE_DIR: &str = "GATEWAY_TEST_IMAGE";
+/// Why there is no test image (its test skips, or fails under CI).
+const NO_IMAGE: &str = "GATEWAY_TEST_NO_IMAGE";
 /// Where the e2e tests find the MCP test server of the handshake era ([`js::mcp_node`]).
 const MCP_NODE_DIR: &str = "GATEWAY_TEST_MCP_NODE_DIR";
 /// Where the e2e tests find the OpenID provider the console signs in through
@@ -682,13 +705,32 @@ fn browser() -> Option<String> {
     }
 }
 
-/// The Python environment of the official-SDK suite (`tests/clients`): `target/clients-venv`,
-/// created when missing and reinstalled when `requirements.txt` is newer than its last
-/// install. Returns its interpreter.
+/// The Python environment of the official-SDK suite (`tests/clients`): `target/clients-venv`.
+/// Returns its interpreter.
 fn clients_venv() -> Result<PathBuf, String> {
-    let venv = target_dir().join("clients-venv");
+    venv(
+        "clients-venv",
+        "tests/clients/requirements.txt",
+        "the SDK tests",
+    )
+}
+
+/// The Kubernetes manifests' tools (`tests/e2e/operations/kubernetes.rs`): kubectl and
+/// kubernetes-validate in `target/deploy-venv`. Returns its interpreter, beside which they are.
+fn deploy_venv() -> Result<PathBuf, String> {
+    venv(
+        "deploy-venv",
+        "tests/deploy/requirements.txt",
+        "the Kubernetes manifests' test",
+    )
+}
+
+/// `target/NAME`, a venv created when missing and reinstalled from `requirements` (a path in
+/// the repository) when that file is newer than its last install. Returns its interpreter.
+fn venv(name: &str, requirements: &str, needed_by: &str) -> Result<PathBuf, String> {
+    let venv = target_dir().join(name);
     let python = venv.join("bin").join("python");
-    let requirements = workspace_root().join("tests/clients/requirements.txt");
+    let requirements = workspace_root().join(requirements);
     let stamp = venv.join("installed.stamp");
     let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
     let requirements_time =
@@ -698,7 +740,7 @@ fn clients_venv() -> Result<PathBuf, String> {
         let mut command = Command::new("python3");
         command.args(["-m", "venv"]).arg(&venv);
         run(command).map_err(|e| {
-            format!("{e}\nthe SDK tests need Python 3 with its venv module (`python3 -m venv`)")
+            format!("{e}\nfor {needed_by}: Python 3 with its venv module (`python3 -m venv`)")
         })?;
     }
     if modified(&stamp).is_none_or(|installed| installed < requirements_time) {

@@ -31,6 +31,22 @@ pub(super) struct Cli {
 pub(super) enum Command {
     /// Serve the API.
     Serve,
+    /// Check a config as `serve` would read it (the `GATEWAY_*` variables over it) without
+    /// opening the database or loading plugins: prints one line and exits 0, or prints what is
+    /// wrong and exits 2.
+    #[command(name = "check-config")]
+    CheckConfig {
+        /// The file (default: --config or GATEWAY_CONFIG, else the built-in defaults).
+        file: Option<PathBuf>,
+    },
+    /// Ask the gateway this config serves whether it is up (`GET /healthz` on its `listen`, a
+    /// wildcard address asked on loopback): exits 0 on a 200 within 5 seconds, else 1. For a
+    /// container's HEALTHCHECK (the image has no shell or curl).
+    Healthcheck {
+        /// Ask this URL instead.
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+    },
     /// Bring the database's schema up to date and exit (every command,
     /// `serve` included, does this first; this does only that).
     Migrate,

@@ -4,6 +4,7 @@
 
 mod access;
 mod args;
+mod checks;
 mod invocations;
 mod key;
 mod plugins;
@@ -108,6 +109,9 @@ pub fn run() -> ExitCode {
     let cli = Cli::parse();
     // reqwest is built without a default TLS provider; this process uses ring.
     let _ = rustls::crypto::ring::default_provider().install_default();
+    if let Command::CheckConfig { file } = &cli.command {
+        return checks::check_config(file.as_deref().or(cli.config.as_deref()));
+    }
     let config = match Config::load(cli.config.as_deref()) {
         Ok(config) => config,
         Err(e) => {
@@ -135,8 +139,8 @@ pub fn run() -> ExitCode {
     }
 }
 
-/// Runs `command`; every command but `plugins list`, `plugin new` and `prices import` opens the store first
-/// (migrating it).
+/// Runs `command`; every command but `plugins list`, `plugin new`, `prices import` and
+/// `healthcheck` opens the store first (migrating it).
 async fn execute(
     command: Command,
     config: Config,
@@ -161,6 +165,9 @@ async fn execute(
         Command::Invocations { command } => invocations::run(&store().await?, command).await,
         Command::Usage(args) => usage::usage(&store().await?, args).await,
         Command::Plugin { command } => scaffold::run(command),
+        // Answered before the config was loaded.
+        Command::CheckConfig { .. } => Ok(ExitCode::SUCCESS),
+        Command::Healthcheck { url } => Ok(checks::healthcheck(&config, url).await),
         Command::AdminToken { command } => access::admin_token(&store().await?, command).await,
         Command::Audit { command } => access::audit(&store().await?, command).await,
         Command::Users { command } => access::users(&store().await?, command).await,

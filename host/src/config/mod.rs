@@ -8,6 +8,7 @@
 //! the gateway serves is the state's ([`crate::state::reload`]). Every key is documented in
 //! `docs/configuration.md`, which a test holds to the keys serde accepts.
 
+pub mod env;
 mod mcp;
 pub mod oidc;
 mod price;
@@ -134,6 +135,14 @@ pub enum Problem {
         max = MAX_RETRIES
     )]
     Retries { route: String, retries: u32 },
+    /// A `GATEWAY_*` variable whose value the key it sets refuses (the value is not repeated:
+    /// it may be a secret).
+    #[error("{var} (sets {key}): {why}")]
+    Env {
+        var: &'static str,
+        key: &'static str,
+        why: String,
+    },
 }
 
 /// The whole config file. A key left out takes its value from [`Config::default`].
@@ -643,25 +652,46 @@ fn is_false(b: &bool) -> bool {
 }
 
 impl Config {
-    /// Loads `path`, or the built-in defaults when there is none.
+    /// Loads `path`, or the built-in defaults when there is none, with the `GATEWAY_*`
+    /// variables of this process's environment over it ([`env`]).
     pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        Config::load_with(path, &env::from_env())
+    }
+
+    /// Loads `path` (or the built-in defaults) with `overrides` (`(variable, value)`) over it.
+    pub fn load_with(
+        path: Option<&Path>,
+        overrides: &[(&str, String)],
+    ) -> Result<Config, ConfigError> {
         match path {
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|source| {
                     ConfigError::new(&path.display().to_string(), Problem::Read(source))
                 })?;
-                Config::parse(&text, &path.display().to_string())
+                Config::parse_with(&text, &path.display().to_string(), overrides)
             }
-            None => Config::parse(DEFAULT_CONFIG, "(built-in defaults)"),
+            None => Config::parse_with(DEFAULT_CONFIG, "(built-in defaults)", overrides),
         }
     }
 
     /// Parses a config file's text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        Config::parse_with(text, origin, &[])
+    }
+
+    /// Parses a config file's text with `overrides` over it, then checks the whole: a value
+    /// from the environment is held to what the file's would be.
+    pub fn parse_with(
+        text: &str,
+        origin: &str,
+        overrides: &[(&str, String)],
+    ) -> Result<Config, ConfigError> {
         let document = toml::Deserializer::parse(text)
             .map_err(|source| ConfigError::new(origin, Problem::Syntax(Box::new(source))))?;
-        let config: Config = serde_path_to_error::deserialize(document)
+        let mut config: Config = serde_path_to_error::deserialize(document)
             .map_err(|source| ConfigError::new(origin, Problem::Invalid(Box::new(source))))?;
+        env::apply(&mut config, overrides)
+            .map_err(|(var, key, why)| ConfigError::new(origin, Problem::Env { var, key, why }))?;
         if let Some((alias, target)) = config
             .models
             .iter()

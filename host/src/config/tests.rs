@@ -730,3 +730,83 @@ fn forward_caller_key_is_off_unless_set_true() {
     let err = routes(&[("a", "forward_caller_key = \"yes\"")]).expect_err("not a bool");
     assert!(err.contains("providers.a.forward_caller_key"), "{err}");
 }
+
+#[test]
+fn gateway_variables_set_their_keys_over_the_file_and_are_checked_as_the_file_is() {
+    let file = "listen = \"127.0.0.1:1\"\nlog_format = \"text\"\n";
+    let set = |vars: &[(&'static str, &str)]| {
+        let overrides: Vec<(&str, String)> =
+            vars.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
+        Config::parse_with(file, "test", &overrides)
+    };
+    let token = "t".repeat(MIN_ADMIN_TOKEN_BYTES);
+    let config = set(&[
+        ("GATEWAY_LISTEN", "0.0.0.0:8080"),
+        ("GATEWAY_METRICS_LISTEN", "0.0.0.0:9090"),
+        ("GATEWAY_DATABASE_URL", "postgres://gw:secret@db:5432/gw"),
+        ("GATEWAY_REDIS_URL", "redis://redis:6379/0"),
+        ("GATEWAY_ADMIN_TOKEN", &token),
+        ("GATEWAY_METRICS_TOKEN", "m"),
+        ("GATEWAY_PLUGINS_DIR", "/usr/lib/gateway/plugins"),
+        ("GATEWAY_LOG_FORMAT", "json"),
+    ])
+    .expect("parses");
+    assert_eq!(config.listen.to_string(), "0.0.0.0:8080");
+    assert_eq!(
+        config.metrics_listen.map(|a| a.to_string()).as_deref(),
+        Some("0.0.0.0:9090")
+    );
+    assert_eq!(config.database, "postgres://gw:secret@db:5432/gw");
+    assert_eq!(
+        config.redis_url.as_ref().map(RedisUrl::as_str),
+        Some("redis://redis:6379/0")
+    );
+    assert_eq!(config.admin_token.as_deref(), Some(token.as_str()));
+    assert_eq!(config.metrics_token.as_deref(), Some("m"));
+    assert_eq!(config.plugins_dir, Path::new("/usr/lib/gateway/plugins"));
+    assert_eq!(config.log_format, LogFormat::Json);
+    // Every variable of the table is tested here.
+    assert_eq!(env::OVERRIDES.len(), 8);
+    // Without them, the file's.
+    let config = set(&[]).expect("parses");
+    assert_eq!(config.listen.to_string(), "127.0.0.1:1");
+    assert_eq!(config.log_format, LogFormat::Text);
+
+    // A bad value names its variable and key, never the value (it may be a secret).
+    for (var, value, key) in [
+        ("GATEWAY_LISTEN", "localhost:s3cret", "listen"),
+        ("GATEWAY_METRICS_LISTEN", "9090s3cret", "metrics_listen"),
+        ("GATEWAY_REDIS_URL", "http://u:s3cret@redis", "redis_url"),
+        ("GATEWAY_LOG_FORMAT", "xml", "log_format"),
+    ] {
+        let err = set(&[(var, value)]).expect_err(var).to_string();
+        assert!(
+            err.contains(&format!("{var} (sets {key}): ")),
+            "{var}: {err}"
+        );
+        assert!(!err.contains("s3cret"), "{var}: {err}");
+    }
+    // The checks of the whole config see the variables' values.
+    let err = set(&[("GATEWAY_ADMIN_TOKEN", "short")])
+        .expect_err("a short token")
+        .to_string();
+    assert!(err.contains("admin_token: must be at least"), "{err}");
+}
+
+/// The deploying guide's table of variables is the table the gateway reads.
+#[test]
+fn the_deploying_guide_lists_every_gateway_variable_and_its_key() {
+    let guide = include_str!("../../../docs/deploying.md");
+    let rows: Vec<&str> = guide
+        .lines()
+        .filter(|line| line.starts_with("| `GATEWAY_"))
+        .collect();
+    for (var, key, _) in env::OVERRIDES {
+        let row = format!("| `{var}` | `{key}` |");
+        assert!(
+            rows.iter().any(|line| line.starts_with(&row)),
+            "docs/deploying.md has no row {row}"
+        );
+    }
+    assert_eq!(rows.len(), env::OVERRIDES.len(), "{rows:#?}");
+}

@@ -71,7 +71,7 @@ pub fn watch_config(state: &Arc<AppState>, path: &Path) -> Result<ConfigWatch, W
     let watcher = watch_dir(
         "config file's directory",
         &dir,
-        move |changed| changed.file_name().map(|n| n.to_owned()) == name,
+        move |changed| is_the_file(changed, name.as_deref()),
         move |_| {
             let weak = weak.clone();
             let file = file.clone();
@@ -105,6 +105,17 @@ pub fn watch_config(state: &Arc<AppState>, path: &Path) -> Result<ConfigWatch, W
     })
 }
 
+/// Kubernetes mounts a ConfigMap's files as links through this link, and updates them all at
+/// once by renaming a new one over it: the file's own name sees no event.
+const CONFIGMAP_LINK: &str = "..data";
+
+/// Whether a change in the watched directory may be a change of the file named `name`: the file
+/// itself, or the ConfigMap link it may go through.
+fn is_the_file(changed: &Path, name: Option<&std::ffi::OsStr>) -> bool {
+    let changed = changed.file_name();
+    changed == name || changed == Some(std::ffi::OsStr::new(CONFIGMAP_LINK))
+}
+
 /// The absolute file's directory and name.
 fn split(file: &Path) -> Result<(PathBuf, Option<std::ffi::OsString>), WatchConfigError> {
     let dir = file
@@ -122,7 +133,7 @@ fn watch_prices(state: Weak<AppState>, path: &Path) -> Result<DirWatcher, WatchC
     let watcher = watch_dir(
         "prices file's directory",
         &dir,
-        move |changed| changed.file_name().map(|n| n.to_owned()) == name,
+        move |changed| is_the_file(changed, name.as_deref()),
         move |_| {
             let state = state.upgrade();
             let file = file.clone();

@@ -103,3 +103,103 @@ fn demo_project_is_created_only_once() {
     let request = text_request(&first_project, "demo", "echo", "again");
     assert_ok(&gw.post("/completions", &request));
 }
+
+// ---------------------------------------------------------------- deployment's checks
+
+/// `gateway ARGS` with only `vars` of the environment (no config but what ARGS name).
+fn gateway_with(args: &[&str], vars: &[(&str, &str)]) -> std::process::Output {
+    std::process::Command::new(gateway_test_support::harness::gateway_binary())
+        .args(args)
+        .env_clear()
+        .envs(vars.iter().copied())
+        .output()
+        .expect("the gateway runs")
+}
+
+#[test]
+fn check_config_reads_a_file_with_the_gateway_variables_over_it_and_never_repeats_a_value() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("gateway.toml");
+    std::fs::write(
+        &file,
+        "listen = \"0.0.0.0:8080\"\n[providers.demo]\nplugin = \"echo\"\n",
+    )
+    .expect("the config");
+    let file = file.to_str().expect("a UTF-8 path");
+
+    let ok = gateway_with(
+        &["check-config", file],
+        &[
+            ("GATEWAY_DATABASE_URL", "postgres://gw:s3cret@db:5432/gw"),
+            ("GATEWAY_REDIS_URL", "redis://:s3cret@redis:6379/0"),
+        ],
+    );
+    let said = String::from_utf8_lossy(&ok.stdout);
+    assert!(
+        ok.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(
+        said.contains(": ok: 1 routes")
+            && said.contains("PostgreSQL + Redis")
+            && said.contains("from the environment: GATEWAY_DATABASE_URL, GATEWAY_REDIS_URL"),
+        "{said}"
+    );
+    assert!(!said.contains("s3cret"), "{said}");
+    // GATEWAY_CONFIG names the file as well as the argument does.
+    let ok = gateway_with(&["check-config"], &[("GATEWAY_CONFIG", file)]);
+    assert!(ok.status.success());
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("SQLite"));
+
+    for (var, value, named) in [
+        (
+            "GATEWAY_REDIS_URL",
+            "http://:s3cret@redis:6379",
+            "GATEWAY_REDIS_URL (sets redis_url)",
+        ),
+        (
+            "GATEWAY_LISTEN",
+            "s3cret:80",
+            "GATEWAY_LISTEN (sets listen)",
+        ),
+        (
+            "GATEWAY_DATABASE_URL",
+            "mysql://gw:s3cret@db/gw",
+            "database: neither",
+        ),
+        (
+            "GATEWAY_ADMIN_TOKEN",
+            "s3cret",
+            "admin_token: must be at least 32 bytes",
+        ),
+    ] {
+        let refused = gateway_with(&["check-config", file], &[(var, value)]);
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "{var}: {said}");
+        assert!(said.contains(named), "{var}: {said}");
+        assert!(!said.contains("s3cret"), "{var}: {said}");
+        // `serve` refuses it alike, before it opens anything.
+        if var != "GATEWAY_DATABASE_URL" {
+            let serve = gateway_with(&["serve", "--config", file], &[(var, value)]);
+            assert_eq!(serve.status.code(), Some(2), "serve with {var}");
+        }
+    }
+    let missing = gateway_with(&["check-config", "/nonexistent/gateway.toml"], &[]);
+    assert_eq!(missing.status.code(), Some(2));
+}
+
+#[test]
+fn healthcheck_exits_0_while_the_gateway_answers_and_1_when_nothing_does() {
+    let gw = Gateway::demo();
+    let url = format!("http://{}/healthz", gw.addr);
+    let up = gw.cli(&["healthcheck", "--url", &url]);
+    assert!(up.status.success(), "{}", up.stderr);
+    assert!(up.stdout.contains("200"), "{}", up.stdout);
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port");
+    let down = gw.cli(&["healthcheck", "--url", &format!("http://{closed}/healthz")]);
+    assert_eq!(down.status.code(), Some(1), "{}", down.stdout);
+    assert!(down.stderr.starts_with("error: "), "{}", down.stderr);
+}

@@ -1,5 +1,5 @@
 //! The config file as an operator meets it: unknown keys refused at start and on reload,
-//! plugin settings in their own table.
+//! plugin settings in their own table, updated in place as Kubernetes updates a ConfigMap.
 
 use std::time::{Duration, Instant};
 
@@ -107,6 +107,44 @@ fn a_reload_with_an_unknown_route_key_is_refused_and_the_previous_routes_keep_se
     assert!(applied["rejected"].is_null(), "{applied}");
     assert_eq!(status_of(&gw, "added"), 200);
     assert_eq!(status_of(&gw, "demo"), 200);
+}
+
+/// A ConfigMap volume as Kubernetes writes it: each file a link through `..data`, a link to the
+/// current version's directory; an update writes a new directory and renames a new `..data`
+/// link over the old one, so the config's own name sees no event. The gateway follows it.
+#[test]
+fn a_config_updated_as_kubernetes_updates_a_configmap_is_reloaded() {
+    use std::os::unix::fs::symlink;
+
+    let gw = Gateway::builder()
+        .route(Route::echo("demo"))
+        .config_line(&format!("admin_token = \"{ADMIN_TOKEN}\""))
+        .start();
+    let file = gw.config_path().to_owned();
+    let dir = file.parent().expect("the config's directory").to_owned();
+    let original = std::fs::read_to_string(&file).expect("read the config");
+    let version = |n: u32, text: &str| {
+        let at = dir.join(format!("..2026_12_01_{n}"));
+        std::fs::create_dir(&at).expect("a version's directory");
+        std::fs::write(at.join("gateway.toml"), text).expect("a version's config");
+        at
+    };
+    // The mount as the gateway would have found it: the same config, through the links.
+    symlink(version(1, &original), dir.join("..data")).expect("..data");
+    symlink("..data/gateway.toml", dir.join("gateway.toml.link")).expect("the file's link");
+    std::fs::rename(dir.join("gateway.toml.link"), &file).expect("the file as a link");
+    wait_for_config(&gw, "the linked config", |c| c["routes"] == json!(["demo"]));
+
+    // The update: a new version, a new ..data renamed over the old.
+    let added =
+        format!("{original}\n[providers.added]\nplugin = \"echo\"\ndefault_model = \"echo\"\n");
+    symlink(version(2, &added), dir.join("..data_tmp")).expect("..data_tmp");
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).expect("the swap");
+    assert_eq!(std::fs::read_to_string(&file).expect("the file"), added);
+    wait_for_config(&gw, "the ConfigMap's update applied", |c| {
+        c["rejected"].is_null() && c["routes"] == json!(["added", "demo"])
+    });
+    assert_eq!(status_of(&gw, "added"), 200);
 }
 
 #[test]
