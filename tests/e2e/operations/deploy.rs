@@ -195,7 +195,7 @@ fn the_image_is_small_unprivileged_self_contained_and_says_how_to_run_it() {
             .is_file()
     );
     // Nothing but its data directory is the gateway's to change, were the root file system
-    // writable; and nothing of the file system is root's only to read.
+    // writable.
     if is_root() {
         for entry in walk(root.path()) {
             let meta = std::fs::symlink_metadata(&entry).expect("metadata");
