@@ -38,7 +38,7 @@ pub fn command(args: &[String]) -> Result<(), String> {
     let mut tag = format!("gateway:{VERSION}");
     let mut context_only = false;
     if args.iter().any(|arg| arg == "--for-tests") {
-        let dir = build_for_tests()?;
+        let dir = build_for_tests(&bundled_plugins()?)?;
         eprintln!(
             "xtask: the test image is in {dir}; its tests alone:\n  GATEWAY_TEST_IMAGE={dir} \
              cargo test --release -p gateway --test e2e -- operations::deploy",
@@ -66,7 +66,7 @@ pub fn command(args: &[String]) -> Result<(), String> {
             }
         }
     }
-    let context = stage(&profile)?;
+    let context = stage(&profile, &bundled_plugins()?)?;
     let containerfile = context.join("Containerfile");
     if context_only {
         eprintln!(
@@ -93,11 +93,17 @@ pub fn command(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// Builds the image for the e2e tests with podman in a store under `target/image/podman`, and
-/// leaves its configuration (`inspect.json`) and file system (`rootfs.tar`) in the directory
-/// returned (`target/image`).
-pub fn build_for_tests() -> Result<PathBuf, String> {
-    let context = stage("release")?;
+/// The bundled plugins, built; their directory.
+fn bundled_plugins() -> Result<PathBuf, String> {
+    build_plugins(PLUGINS.iter().filter(|plugin| plugin.bundled))
+}
+
+/// Builds the image for the e2e tests with podman in a store under `target/image/podman`, with
+/// the plugins already built in `plugins` (`cargo xtask test` builds them all first: a second
+/// build of the bundled ones would build three of them again), and leaves its configuration
+/// (`inspect.json`) and file system (`rootfs.tar`) in the directory returned (`target/image`).
+pub fn build_for_tests(plugins: &Path) -> Result<PathBuf, String> {
+    let context = stage("release", plugins)?;
     let dir = target_dir().join("image");
     let store = dir.join("podman");
     let podman = || {
@@ -192,14 +198,13 @@ fn git(args: &[&str]) -> String {
         .unwrap_or_default()
 }
 
-/// Builds the gateway (`profile`) and the bundled plugins and lays out the build context:
-/// `Containerfile`, `rootfs/` (what the image holds, root's) and `data/` (its
-/// `/var/lib/gateway`, the gateway user's).
-fn stage(profile: &str) -> Result<PathBuf, String> {
+/// Builds the gateway (`profile`) and lays out the build context with the bundled plugins
+/// built in `plugins`: `Containerfile`, `rootfs/` (what the image holds, root's) and `data/`
+/// (its `/var/lib/gateway`, the gateway user's).
+fn stage(profile: &str, plugins: &Path) -> Result<PathBuf, String> {
     let mut build = cargo("build");
     build.args(["--profile", profile, "-p", "gateway"]);
     run(build)?;
-    let plugins = build_plugins(PLUGINS.iter().filter(|plugin| plugin.bundled))?;
 
     let context = target_dir().join("image").join("context");
     if context.exists() {

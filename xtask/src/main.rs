@@ -481,7 +481,7 @@ fn test(args: &[String]) -> Result<(), String> {
     let browser = browser();
     // The image's test skips without it (and fails under CI, where .ci/run installs podman and
     // musl-tools), saying why.
-    let image = image::build_for_tests().map_err(|why| {
+    let image = image::build_for_tests(&built).map_err(|why| {
         eprintln!("xtask: the container image was not built: {why}");
         why
     });

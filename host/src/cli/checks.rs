@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::config::{Config, env};
+use crate::config::{self, Config, env};
 use crate::store::Database;
 
 /// Loads `path` (else the built-in defaults) with this environment's `GATEWAY_*` variables
@@ -17,7 +17,7 @@ use crate::store::Database;
 pub(super) fn check_config(path: Option<&Path>) -> ExitCode {
     let overrides = env::from_env();
     let origin = path.map_or_else(
-        || "(built-in defaults)".to_owned(),
+        || config::DEFAULT_CONFIG_ORIGIN.to_owned(),
         |p| p.display().to_string(),
     );
     let config = match Config::load_with(path, &overrides) {

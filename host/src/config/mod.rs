@@ -29,6 +29,8 @@ pub use types::{OtlpEndpoint, OtlpHeaders, RedisUrl, SampleRatio};
 
 /// The shipped example config; also the configuration used when no file is given.
 pub const DEFAULT_CONFIG: &str = include_str!("../../../gateway.example.toml");
+/// How messages name [`DEFAULT_CONFIG`] where they would name a file.
+pub const DEFAULT_CONFIG_ORIGIN: &str = "(built-in defaults)";
 
 /// Why a config was refused: where (`origin`: the file, or the built-in defaults) and what.
 #[derive(Debug)]
@@ -670,7 +672,7 @@ impl Config {
                 })?;
                 Config::parse_with(&text, &path.display().to_string(), overrides)
             }
-            None => Config::parse_with(DEFAULT_CONFIG, "(built-in defaults)", overrides),
+            None => Config::parse_with(DEFAULT_CONFIG, DEFAULT_CONFIG_ORIGIN, overrides),
         }
     }
 

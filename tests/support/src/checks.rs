@@ -9,6 +9,14 @@ use serde_json::{Value, json};
 use crate::client::{Connection, Response, SseResponse};
 use crate::harness::Gateway;
 
+/// For a test that cannot run on this machine (a tool or a build it needs is missing): said
+/// loudly outside CI, after which the test returns; a failure under CI, which must run
+/// everything.
+pub fn skip_outside_ci(what: &str, why: &str) {
+    assert!(std::env::var_os("CI").is_none(), "{what}: {why}");
+    eprintln!("*** SKIPPED {what}: {why} ***");
+}
+
 /// A value unique to this test run, e.g. for secrets that must be found (or
 /// not) in logs, and for environment variable names.
 pub fn unique(tag: &str) -> String {
